@@ -1,0 +1,79 @@
+# kvcpt build. `make` builds ./kvcpt; `make test` runs the CPU suite;
+# `make test-gpu` runs the GPU suite (skips when no GPU is visible);
+# `make setup` installs the Debian/npm dependencies (idempotent).
+#
+# Sources are found by directory, one concern per file; every .c/.cu under
+# the component directories goes into build/libkvcpt.a.
+
+CC      ?= gcc
+OPT     ?= -O2
+CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Wno-unused-parameter -fopenmp -D_GNU_SOURCE -I.
+LDLIBS  :=
+
+# --- CPU libraries (Debian packages, see README) ---
+BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS   := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
+CFLAGS  += $(BLAS_CFLAGS)
+LDLIBS  += $(BLAS_LIBS) -ljansson -lzstd -lpcre2-8 -lm
+
+# --- optional CUDA backend: built whenever nvcc is found (NO_CUDA=1 disables) ---
+NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+ifeq ($(NO_CUDA),1)
+NVCC :=
+endif
+ifneq ($(NVCC),)
+CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCH  ?= -gencode arch=compute_90,code=sm_90
+NVCCFLAGS  := -O3 -std=c++17 $(CUDA_ARCH) -I. -Xcompiler -fopenmp,-Wall --expt-relaxed-constexpr
+CFLAGS     += -DKVCPT_CUDA -I$(CUDA_HOME)/include
+LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lstdc++
+CU_SRC     := $(wildcard kernels/*.cu)
+endif
+
+DIRS    := common model kernels data optim checkpoints train eval
+C_SRC   := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
+OBJ     := $(C_SRC:%.c=build/%.o) $(CU_SRC:%.cu=build/%.cu.o)
+HDR     := $(foreach d,$(DIRS),$(wildcard $(d)/*.h $(d)/*.cuh))
+
+TEST_SRC  := $(wildcard tests/test_*.c)
+TEST_BIN  := $(TEST_SRC:tests/%.c=build/tests/%)
+GPU_SRC   := $(wildcard tests/gpu/test_*.c)
+GPU_BIN   := $(GPU_SRC:tests/gpu/%.c=build/tests/gpu/%)
+
+.PHONY: all setup test test-gpu clean fuzz
+all: kvcpt
+
+build/%.o: %.c $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+build/%.cu.o: %.cu $(HDR)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+build/libkvcpt.a: $(OBJ)
+	@mkdir -p build
+	rm -f $@ && ar rcs $@ $^
+
+kvcpt: kvcpt.c build/libkvcpt.a
+	$(CC) $(CFLAGS) $< build/libkvcpt.a $(LDLIBS) -o $@
+
+build/tests/%: tests/%.c tests/testlib.h build/libkvcpt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< build/libkvcpt.a $(LDLIBS) -o $@
+
+build/tests/gpu/%: tests/gpu/%.c tests/testlib.h build/libkvcpt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< build/libkvcpt.a $(LDLIBS) -o $@
+
+setup:
+	bash scripts/setup.sh
+
+test: kvcpt $(TEST_BIN)
+	bash tests/run.sh cpu
+
+test-gpu: kvcpt $(GPU_BIN)
+	bash tests/run.sh gpu
+
+clean:
+	rm -rf build kvcpt

@@ -1,0 +1,49 @@
+#include "backend.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+
+#ifdef KVCPT_CUDA
+#include "../kernels/cuda_device.h"
+#endif
+
+int backend_cuda_compiled(void) {
+#ifdef KVCPT_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int backend_cuda_device_count(void) {
+#ifdef KVCPT_CUDA
+    return cuda_device_count();
+#else
+    return 0;
+#endif
+}
+
+Device backend_resolve(const char *requested) {
+    if (!requested || strcmp(requested, "auto") == 0) return backend_cuda_device_count() > 0 ? DEVICE_CUDA : DEVICE_CPU;
+    if (strcmp(requested, "cpu") == 0) return DEVICE_CPU;
+    if (strcmp(requested, "cuda") == 0) {
+        if (!backend_cuda_compiled())
+            die("--device cuda: this binary was built without the CUDA backend; hint: install nvcc and run 'make'");
+        if (backend_cuda_device_count() == 0) die("--device cuda: no CUDA device is visible");
+        return DEVICE_CUDA;
+    }
+    die("--device must be cpu or cuda (got '%s')", requested);
+}
+
+const char *backend_name(Device d) { return d == DEVICE_CUDA ? "cuda" : "cpu"; }
+
+void backend_describe(void) {
+    printf("backend cpu: C11 + OpenMP + OpenBLAS (always built)\n");
+#ifdef KVCPT_CUDA
+    printf("backend cuda: compiled (sm_90); visible devices: %d\n", cuda_device_count());
+#else
+    printf("backend cuda: not compiled (nvcc was not found at build time)\n");
+#endif
+}

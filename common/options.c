@@ -1,0 +1,85 @@
+#include "options.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+void options_print_help(const char *cmd, const char *summary, const Option *opts) {
+    printf("usage: kvcpt %s [options]\n\n%s\n\noptions:\n", cmd, summary);
+    for (const Option *o = opts; o->name; o++) {
+        char lhs[96];
+        snprintf(lhs, sizeof lhs, "--%s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+        printf("  %-30s %s\n", lhs, o->help);
+    }
+    printf("  %-30s %s\n", "--help", "show this help and exit");
+}
+
+static const Option *find_option(const Option *opts, const char *name) {
+    for (const Option *o = opts; o->name; o++)
+        if (strcmp(o->name, name) == 0) return o;
+    return NULL;
+}
+
+static void set_value(const char *cmd, const Option *o, const char *val) {
+    char *end = NULL;
+    errno = 0;
+    switch (o->type) {
+    case OPT_INT: {
+        long long v = strtoll(val, &end, 10);
+        if (errno || end == val || *end) die("kvcpt %s: --%s expects an integer, got '%s'", cmd, o->name, val);
+        *(int64_t *)o->dst = (int64_t)v;
+        break;
+    }
+    case OPT_FLOAT: {
+        double v = strtod(val, &end);
+        if (errno || end == val || *end) die("kvcpt %s: --%s expects a number, got '%s'", cmd, o->name, val);
+        *(double *)o->dst = v;
+        break;
+    }
+    case OPT_STRING: *(const char **)o->dst = val; break;
+    case OPT_STRINGS: {
+        StringList *l = (StringList *)o->dst;
+        l->items = xrealloc((void *)l->items, sizeof(char *) * (size_t)(l->count + 1));
+        l->items[l->count++] = val;
+        break;
+    }
+    case OPT_FLAG: break;
+    }
+}
+
+int options_parse(const char *cmd, const char *summary, const Option *opts, int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            options_print_help(cmd, summary, opts);
+            return 1;
+        }
+        if (strncmp(a, "--", 2) != 0)
+            die("kvcpt %s: unexpected argument '%s'; hint: options start with --, see 'kvcpt %s --help'", cmd, a, cmd);
+        char name[128];
+        const char *eq = strchr(a + 2, '=');
+        size_t n = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
+        if (n >= sizeof name) die("kvcpt %s: option name too long: '%s'", cmd, a);
+        memcpy(name, a + 2, n);
+        name[n] = '\0';
+        const Option *o = find_option(opts, name);
+        if (!o) die("kvcpt %s: unknown option '--%s'; see 'kvcpt %s --help'", cmd, name, cmd);
+        if (o->type == OPT_FLAG) {
+            if (eq) die("kvcpt %s: --%s takes no value", cmd, name);
+            *(int *)o->dst = 1;
+            continue;
+        }
+        if (eq) {
+            set_value(cmd, o, eq + 1);
+            continue;
+        }
+        if (i + 1 >= argc) die("kvcpt %s: --%s needs a value (%s)", cmd, name, o->metavar ? o->metavar : "value");
+        set_value(cmd, o, argv[++i]);
+        /* a list option swallows following non-option words: --input a b c */
+        while (o->type == OPT_STRINGS && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) set_value(cmd, o, argv[++i]);
+    }
+    return 0;
+}

@@ -1,0 +1,29 @@
+#ifndef KVCPT_OPTIONS_H
+#define KVCPT_OPTIONS_H
+/* One table per subcommand drives both the parser and --help, so the two
+ * cannot drift apart. */
+#include <stdint.h>
+
+typedef enum { OPT_FLAG, OPT_INT, OPT_FLOAT, OPT_STRING, OPT_STRINGS } OptType;
+
+typedef struct {
+    const char *name;   /* long name without dashes, e.g. "device" */
+    OptType type;
+    void *dst;          /* int*, int64_t*, double*, const char**, StringList* */
+    const char *metavar;/* shown in help, e.g. "N" or "cpu|cuda" */
+    const char *help;
+} Option;
+
+/* Repeatable string options (--input a --input b, or --input a b). */
+typedef struct {
+    const char **items;
+    int count;
+} StringList;
+
+/* Parses argv (argv[0] is the subcommand name). Unknown options, missing
+ * values and malformed numbers are fatal errors naming the option.
+ * Returns 1 when --help was given (help already printed), else 0. */
+int options_parse(const char *cmd, const char *summary, const Option *opts, int argc, char **argv);
+void options_print_help(const char *cmd, const char *summary, const Option *opts);
+
+#endif

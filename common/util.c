@@ -1,0 +1,160 @@
+#include "util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void die_at(const char *src, int line, const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    fputs("kvcpt: error: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (at %s:%d)\n", src, line);
+    exit(1);
+}
+
+void warnf(const char *fmt, ...) {
+    va_list ap;
+    fputs("kvcpt: warning: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+void *malloc_at(size_t n, const char *src, int line) {
+    void *p = malloc(n ? n : 1);
+    if (!p) die_at(src, line, "out of memory allocating %zu bytes", n);
+    return p;
+}
+
+void *calloc_at(size_t count, size_t size, const char *src, int line) {
+    if (size && count > SIZE_MAX / size) die_at(src, line, "allocation size overflow: %zu x %zu", count, size);
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) die_at(src, line, "out of memory allocating %zu x %zu bytes", count, size);
+    return p;
+}
+
+void *realloc_at(void *p, size_t n, const char *src, int line) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) die_at(src, line, "out of memory reallocating to %zu bytes", n);
+    return q;
+}
+
+char *xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = xmalloc(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+FILE *fopen_at(const char *path, const char *mode, const char *src, int line) {
+    FILE *f = fopen(path, mode);
+    if (!f)
+        die_at(src, line, "cannot open '%s' (mode %s): %s%s", path, mode, strerror(errno),
+               errno == ENOENT ? "; hint: check the path" : "");
+    return f;
+}
+
+void fread_at(void *dst, size_t size, size_t count, FILE *f, const char *path, const char *src, int line) {
+    long off = ftell(f);
+    size_t got = fread(dst, size, count, f);
+    if (got != count)
+        die_at(src, line, "'%s': short read at offset %ld: expected %zu items of %zu bytes, got %zu (%s)", path, off,
+               count, size, got, feof(f) ? "file is truncated" : strerror(errno));
+}
+
+void fwrite_at(const void *p, size_t size, size_t count, FILE *f, const char *path, const char *src, int line) {
+    size_t put = fwrite(p, size, count, f);
+    if (put != count)
+        die_at(src, line, "'%s': short write: %zu of %zu items of %zu bytes (%s)", path, put, count, size,
+               strerror(errno));
+}
+
+void fclose_at(FILE *f, const char *path, const char *src, int line) {
+    if (fclose(f) != 0) die_at(src, line, "'%s': close failed: %s", path, strerror(errno));
+}
+
+int64_t file_size(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) return -1;
+    return (int64_t)st.st_size;
+}
+
+char *read_text_file(const char *path, int64_t *len_out) {
+    FILE *f = fopen_check(path, "rb");
+    int64_t n = file_size(path);
+    if (n < 0) die("cannot stat '%s': %s", path, strerror(errno));
+    char *buf = xmalloc((size_t)n + 1);
+    if (n > 0) fread_check(buf, 1, (size_t)n, f, path);
+    buf[n] = '\0';
+    fclose(f);
+    if (len_out) *len_out = n;
+    return buf;
+}
+
+void make_dirs(const char *path) {
+    char *tmp = xstrdup(path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) die("cannot create directory '%s': %s", tmp, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) die("cannot create directory '%s': %s", tmp, strerror(errno));
+    free(tmp);
+}
+
+void rename_check(const char *tmp, const char *final_path) {
+    if (rename(tmp, final_path) != 0) die("cannot rename '%s' to '%s': %s", tmp, final_path, strerror(errno));
+}
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void progress_begin(Progress *p, const char *label, int64_t total, const char *unit) {
+    p->label = label;
+    p->total = total;
+    p->unit = unit;
+    p->t_start = p->t_last = now_seconds();
+    p->is_tty = isatty(fileno(stderr));
+}
+
+static void progress_draw(Progress *p, int64_t done, const char *extra, int final) {
+    double dt = now_seconds() - p->t_start;
+    double rate = dt > 0 ? (double)done / dt : 0.0;
+    if (p->total > 0) {
+        int width = 30, fill = (int)(width * (double)done / (double)p->total);
+        if (fill > width) fill = width;
+        char bar[64];
+        memset(bar, '#', (size_t)fill);
+        memset(bar + fill, '.', (size_t)(width - fill));
+        bar[width] = '\0';
+        fprintf(stderr, "\r%s [%s] %lld/%lld %s  %.1f %s/s %s%s", p->label, bar, (long long)done, (long long)p->total,
+                p->unit, rate, p->unit, extra ? extra : "", final ? "\n" : "");
+    } else {
+        fprintf(stderr, "\r%s %lld %s  %.1f %s/s %s%s", p->label, (long long)done, p->unit, rate, p->unit,
+                extra ? extra : "", final ? "\n" : "");
+    }
+    fflush(stderr);
+}
+
+void progress_update(Progress *p, int64_t done, const char *extra) {
+    double t = now_seconds();
+    if (!p->is_tty || t - p->t_last < 0.1) return;
+    p->t_last = t;
+    progress_draw(p, done, extra, 0);
+}
+
+void progress_end(Progress *p, int64_t done, const char *extra) {
+    if (p->is_tty) progress_draw(p, done, extra, 1);
+}

@@ -1,0 +1,71 @@
+#ifndef KVCPT_UTIL_H
+#define KVCPT_UTIL_H
+/* Error reporting, checked allocation and checked file I/O shared by every
+ * unit. Every failure path names the file/line of the caller, the values
+ * involved and, where one exists, a hint; validation never uses assert(). */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#if defined(__GNUC__)
+#define KV_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define KV_NORETURN __attribute__((noreturn))
+#else
+#define KV_PRINTF(a, b)
+#define KV_NORETURN
+#endif
+
+/* Prints "kvcpt: error: <msg> (at src:line)" and exits with status 1. */
+KV_NORETURN void die_at(const char *src, int line, const char *fmt, ...) KV_PRINTF(3, 4);
+#define die(...) die_at(__FILE__, __LINE__, __VA_ARGS__)
+
+/* Validation of user-provided data: on failure, report the condition text too. */
+#define KV_CHECK(cond, ...)                                                     \
+    do {                                                                        \
+        if (!(cond)) die_at(__FILE__, __LINE__, __VA_ARGS__);                   \
+    } while (0)
+
+void warnf(const char *fmt, ...) KV_PRINTF(1, 2);
+
+void *malloc_at(size_t n, const char *src, int line);
+void *calloc_at(size_t count, size_t size, const char *src, int line);
+void *realloc_at(void *p, size_t n, const char *src, int line);
+#define xmalloc(n) malloc_at((n), __FILE__, __LINE__)
+#define xcalloc(c, s) calloc_at((c), (s), __FILE__, __LINE__)
+#define xrealloc(p, n) realloc_at((p), (n), __FILE__, __LINE__)
+char *xstrdup(const char *s);
+
+/* Checked stdio: errors name the path, the offset and what was expected. */
+FILE *fopen_at(const char *path, const char *mode, const char *src, int line);
+void fread_at(void *dst, size_t size, size_t count, FILE *f, const char *path, const char *src, int line);
+void fwrite_at(const void *p, size_t size, size_t count, FILE *f, const char *path, const char *src, int line);
+void fclose_at(FILE *f, const char *path, const char *src, int line);
+#define fopen_check(path, mode) fopen_at((path), (mode), __FILE__, __LINE__)
+#define fread_check(dst, sz, n, f, path) fread_at((dst), (sz), (n), (f), (path), __FILE__, __LINE__)
+#define fwrite_check(p, sz, n, f, path) fwrite_at((p), (sz), (n), (f), (path), __FILE__, __LINE__)
+#define fclose_check(f, path) fclose_at((f), (path), __FILE__, __LINE__)
+
+/* Size of a regular file in bytes, or -1 with errno set. */
+int64_t file_size(const char *path);
+/* Reads a whole file into a NUL-terminated heap buffer; dies on failure. */
+char *read_text_file(const char *path, int64_t *len_out);
+/* mkdir -p; dies on failure. */
+void make_dirs(const char *path);
+/* Atomic publish: rename tmp -> final, dying with both names on failure. */
+void rename_check(const char *tmp, const char *final_path);
+
+double now_seconds(void);
+
+/* A one-line progress display on a terminal (silent when stderr is not a tty). */
+typedef struct {
+    const char *label;
+    int64_t total;       /* units of work expected, 0 if unknown */
+    const char *unit;    /* e.g. "tok", "MB" */
+    double t_start, t_last;
+    int is_tty;
+} Progress;
+void progress_begin(Progress *p, const char *label, int64_t total, const char *unit);
+void progress_update(Progress *p, int64_t done, const char *extra);
+void progress_end(Progress *p, int64_t done, const char *extra);
+
+#endif /* KVCPT_UTIL_H */

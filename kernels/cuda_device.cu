@@ -1,0 +1,43 @@
+#include <stdio.h>
+
+#include "cuda_common.cuh"
+#include "cuda_device.h"
+
+extern "C" int cuda_device_count(void) {
+    int n = 0;
+    /* no driver / no GPU is an answer (zero), not an error */
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+extern "C" double cuda_device_hbm_gbps(void) {
+    int bus_bits = 0, mem_khz = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0));
+    CUDA_CHECK(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, 0));
+    return 2.0 * (double)mem_khz * 1e3 * (bus_bits / 8.0) / 1e9; /* DDR: two transfers per clock */
+}
+
+extern "C" void cuda_device_describe(char *buf, size_t n) {
+    cudaDeviceProp p;
+    CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+    snprintf(buf, n, "%s, sm_%d%d, %.1f GiB, %d SMs", p.name, p.major, p.minor, p.totalGlobalMem / 1073741824.0,
+             p.multiProcessorCount);
+}
+
+extern "C" void *cuda_malloc(size_t bytes) {
+    void *p = NULL;
+    CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+    return p;
+}
+extern "C" void cuda_free(void *p) { CUDA_CHECK(cudaFree(p)); }
+extern "C" void cuda_memcpy_h2d(void *dst, const void *src, size_t bytes) {
+    CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+extern "C" void cuda_memcpy_d2h(void *dst, const void *src, size_t bytes) {
+    CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+extern "C" void cuda_memset_zero(void *dst, size_t bytes) { CUDA_CHECK(cudaMemset(dst, 0, bytes)); }
+extern "C" void cuda_synchronize(void) { CUDA_CHECK(cudaDeviceSynchronize()); }

@@ -1,0 +1,22 @@
+#ifndef KVCPT_CUDA_DEVICE_H
+#define KVCPT_CUDA_DEVICE_H
+/* Device discovery and host<->device copies, callable from C. */
+#include <stddef.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Visible devices; 0 (never an error) when no driver or GPU is present. */
+int cuda_device_count(void);
+/* Name, memory and HBM bandwidth of device 0 into buf. */
+void cuda_device_describe(char *buf, size_t n);
+double cuda_device_hbm_gbps(void);
+void *cuda_malloc(size_t bytes);
+void cuda_free(void *p);
+void cuda_memcpy_h2d(void *dst, const void *src, size_t bytes);
+void cuda_memcpy_d2h(void *dst, const void *src, size_t bytes);
+void cuda_memset_zero(void *dst, size_t bytes);
+void cuda_synchronize(void);
+#ifdef __cplusplus
+}
+#endif
+#endif

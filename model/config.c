@@ -1,0 +1,241 @@
+#include "config.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../common/util.h"
+
+/* Presets are HF config.json texts so that they exercise the same parser a
+ * downloaded checkpoint does. The 8B/1B/3B ones copy the published shapes. */
+typedef struct {
+    const char *name;
+    const char *json;
+} Preset;
+
+#define LLAMA3_ROPE                                                                                         \
+    "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0," \
+    "\"original_max_position_embeddings\":8192}"
+
+static const Preset presets[] = {
+    {"llama3.1-8b",
+     "{\"vocab_size\":128256,\"hidden_size\":4096,\"intermediate_size\":14336,\"num_hidden_layers\":32,"
+     "\"num_attention_heads\":32,\"num_key_value_heads\":8,\"head_dim\":128,\"rms_norm_eps\":1e-5,"
+     "\"rope_theta\":500000.0," LLAMA3_ROPE ",\"max_position_embeddings\":131072,\"tie_word_embeddings\":false,"
+     "\"bos_token_id\":128000,\"eos_token_id\":128001}"},
+    {"llama3.2-3b",
+     "{\"vocab_size\":128256,\"hidden_size\":3072,\"intermediate_size\":8192,\"num_hidden_layers\":28,"
+     "\"num_attention_heads\":24,\"num_key_value_heads\":8,\"head_dim\":128,\"rms_norm_eps\":1e-5,"
+     "\"rope_theta\":500000.0," LLAMA3_ROPE ",\"max_position_embeddings\":131072,\"tie_word_embeddings\":true,"
+     "\"bos_token_id\":128000,\"eos_token_id\":[128001,128008,128009]}"},
+    {"llama3.2-1b",
+     "{\"vocab_size\":128256,\"hidden_size\":2048,\"intermediate_size\":8192,\"num_hidden_layers\":16,"
+     "\"num_attention_heads\":32,\"num_key_value_heads\":8,\"head_dim\":64,\"rms_norm_eps\":1e-5,"
+     "\"rope_theta\":500000.0," LLAMA3_ROPE ",\"max_position_embeddings\":131072,\"tie_word_embeddings\":true,"
+     "\"bos_token_id\":128000,\"eos_token_id\":[128001,128008,128009]}"},
+    /* small: the CPU demo/bench model, Llama-3 shaped (GQA 4:1, llama3 RoPE) */
+    {"small",
+     "{\"vocab_size\":512,\"hidden_size\":256,\"intermediate_size\":768,\"num_hidden_layers\":4,"
+     "\"num_attention_heads\":8,\"num_key_value_heads\":2,\"head_dim\":32,\"rms_norm_eps\":1e-5,"
+     "\"rope_theta\":500000.0," LLAMA3_ROPE ",\"max_position_embeddings\":131072,\"tie_word_embeddings\":false,"
+     "\"bos_token_id\":1,\"eos_token_id\":2}"},
+    /* tiny: for tests; GQA 2:1, short wavelengths cross all three RoPE bands */
+    {"tiny",
+     "{\"vocab_size\":64,\"hidden_size\":32,\"intermediate_size\":48,\"num_hidden_layers\":2,"
+     "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":8,\"rms_norm_eps\":1e-5,"
+     "\"rope_theta\":500000.0,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,"
+     "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":64},\"max_position_embeddings\":4096,"
+     "\"tie_word_embeddings\":false,\"bos_token_id\":1,\"eos_token_id\":2}"},
+};
+
+const char *config_preset_names(void) { return "llama3.1-8b, llama3.2-3b, llama3.2-1b, small, tiny"; }
+
+static int64_t get_int(json_t *root, const char *key, int required, int64_t dflt, const char *origin) {
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) {
+        if (required) die("%s: config field '%s' is missing", origin, key);
+        return dflt;
+    }
+    if (json_is_integer(v)) return (int64_t)json_integer_value(v);
+    if (json_is_real(v) && json_real_value(v) == (double)(int64_t)json_real_value(v)) return (int64_t)json_real_value(v);
+    die("%s: config field '%s' must be an integer", origin, key);
+}
+
+static double get_num(json_t *root, const char *key, int required, double dflt, const char *origin) {
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) {
+        if (required) die("%s: config field '%s' is missing", origin, key);
+        return dflt;
+    }
+    if (!json_is_number(v)) die("%s: config field '%s' must be a number", origin, key);
+    return json_number_value(v);
+}
+
+static void parse_rope_scaling(LlamaConfig *c, json_t *root, const char *origin) {
+    json_t *rs = json_object_get(root, "rope_scaling");
+    c->rope_llama3 = 0;
+    if (!rs || json_is_null(rs)) return;
+    if (!json_is_object(rs)) die("%s: config field 'rope_scaling' must be an object or null", origin);
+    json_t *t = json_object_get(rs, "rope_type");
+    if (!t) t = json_object_get(rs, "type");
+    if (!t || !json_is_string(t)) die("%s: config field 'rope_scaling.rope_type' is missing", origin);
+    const char *type = json_string_value(t);
+    if (strcmp(type, "default") == 0) return;
+    if (strcmp(type, "llama3") != 0)
+        die("%s: config field 'rope_scaling.rope_type' is '%s'; only 'llama3' and 'default' are supported", origin, type);
+    c->rope_llama3 = 1;
+    c->rope_factor = get_num(rs, "factor", 1, 0, origin);
+    c->rope_low_freq_factor = get_num(rs, "low_freq_factor", 1, 0, origin);
+    c->rope_high_freq_factor = get_num(rs, "high_freq_factor", 1, 0, origin);
+    c->rope_original_max_pos = get_int(rs, "original_max_position_embeddings", 1, 0, origin);
+}
+
+static void parse_eos(LlamaConfig *c, json_t *root, const char *origin) {
+    json_t *e = json_object_get(root, "eos_token_id");
+    c->n_eos = 0;
+    if (!e || json_is_null(e)) return;
+    if (json_is_integer(e)) {
+        c->eos_token_ids[c->n_eos++] = json_integer_value(e);
+        return;
+    }
+    if (!json_is_array(e)) die("%s: config field 'eos_token_id' must be an integer or a list", origin);
+    size_t n = json_array_size(e);
+    if (n > KV_MAX_EOS) die("%s: config field 'eos_token_id' lists %zu ids; at most %d supported", origin, n, KV_MAX_EOS);
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_array_get(e, i);
+        if (!json_is_integer(x)) die("%s: config field 'eos_token_id[%zu]' must be an integer", origin, i);
+        c->eos_token_ids[c->n_eos++] = json_integer_value(x);
+    }
+}
+
+void config_parse_json(LlamaConfig *c, const char *text, const char *origin) {
+    json_error_t err;
+    json_t *root = json_loads(text, 0, &err);
+    if (!root) die("%s: invalid JSON at line %d column %d: %s", origin, err.line, err.column, err.text);
+    if (!json_is_object(root)) die("%s: config.json must hold a JSON object", origin);
+    memset(c, 0, sizeof *c);
+    snprintf(c->name, sizeof c->name, "%s", origin);
+    json_t *mt = json_object_get(root, "model_type");
+    if (mt && json_is_string(mt) && strcmp(json_string_value(mt), "llama") != 0)
+        die("%s: config field 'model_type' is '%s'; kvcpt supports 'llama'", origin, json_string_value(mt));
+    c->vocab_size = get_int(root, "vocab_size", 1, 0, origin);
+    c->hidden_size = get_int(root, "hidden_size", 1, 0, origin);
+    c->intermediate_size = get_int(root, "intermediate_size", 1, 0, origin);
+    c->num_hidden_layers = get_int(root, "num_hidden_layers", 1, 0, origin);
+    c->num_attention_heads = get_int(root, "num_attention_heads", 1, 0, origin);
+    c->num_key_value_heads = get_int(root, "num_key_value_heads", 0, c->num_attention_heads, origin);
+    int64_t dflt_hd = c->num_attention_heads > 0 ? c->hidden_size / c->num_attention_heads : 0;
+    c->head_dim = get_int(root, "head_dim", 0, dflt_hd, origin);
+    c->rms_norm_eps = get_num(root, "rms_norm_eps", 0, 1e-6, origin);
+    c->rope_theta = get_num(root, "rope_theta", 0, 10000.0, origin);
+    c->max_position_embeddings = get_int(root, "max_position_embeddings", 0, 2048, origin);
+    c->initializer_range = get_num(root, "initializer_range", 0, 0.02, origin);
+    c->bos_token_id = get_int(root, "bos_token_id", 0, -1, origin);
+    json_t *tie = json_object_get(root, "tie_word_embeddings");
+    if (tie && !json_is_boolean(tie)) die("%s: config field 'tie_word_embeddings' must be true or false", origin);
+    c->tie_word_embeddings = tie ? json_is_true(tie) : 0;
+    json_t *hact = json_object_get(root, "hidden_act");
+    if (hact && (!json_is_string(hact) || strcmp(json_string_value(hact), "silu") != 0))
+        die("%s: config field 'hidden_act' must be \"silu\"", origin);
+    parse_rope_scaling(c, root, origin);
+    parse_eos(c, root, origin);
+    json_decref(root);
+    config_validate(c, origin);
+}
+
+void config_validate(const LlamaConfig *c, const char *origin) {
+    KV_CHECK(c->vocab_size > 0, "%s: config field 'vocab_size' must be > 0 (got %lld)", origin, (long long)c->vocab_size);
+    KV_CHECK(c->vocab_size < ((int64_t)1 << 31), "%s: config field 'vocab_size' = %lld does not fit token ids in int32",
+             origin, (long long)c->vocab_size);
+    KV_CHECK(c->hidden_size > 0, "%s: config field 'hidden_size' must be > 0", origin);
+    KV_CHECK(c->intermediate_size > 0, "%s: config field 'intermediate_size' must be > 0", origin);
+    KV_CHECK(c->num_hidden_layers > 0, "%s: config field 'num_hidden_layers' must be > 0", origin);
+    KV_CHECK(c->num_attention_heads > 0, "%s: config field 'num_attention_heads' must be > 0", origin);
+    KV_CHECK(c->num_key_value_heads > 0, "%s: config field 'num_key_value_heads' must be > 0", origin);
+    KV_CHECK(c->num_attention_heads % c->num_key_value_heads == 0,
+             "%s: config field 'num_key_value_heads' (%lld) must divide 'num_attention_heads' (%lld)", origin,
+             (long long)c->num_key_value_heads, (long long)c->num_attention_heads);
+    KV_CHECK(c->head_dim > 0 && c->head_dim % 2 == 0, "%s: config field 'head_dim' must be positive and even (got %lld)",
+             origin, (long long)c->head_dim);
+    KV_CHECK(c->rms_norm_eps > 0, "%s: config field 'rms_norm_eps' must be > 0", origin);
+    KV_CHECK(c->rope_theta > 0, "%s: config field 'rope_theta' must be > 0", origin);
+    if (c->rope_llama3) {
+        KV_CHECK(c->rope_factor > 0, "%s: config field 'rope_scaling.factor' must be > 0", origin);
+        KV_CHECK(c->rope_low_freq_factor > 0 && c->rope_high_freq_factor > c->rope_low_freq_factor,
+                 "%s: config fields 'rope_scaling.high_freq_factor' (%g) must exceed 'low_freq_factor' (%g) > 0",
+                 origin, c->rope_high_freq_factor, c->rope_low_freq_factor);
+        KV_CHECK(c->rope_original_max_pos > 0,
+                 "%s: config field 'rope_scaling.original_max_position_embeddings' must be > 0", origin);
+    }
+    KV_CHECK(c->max_position_embeddings > 0, "%s: config field 'max_position_embeddings' must be > 0", origin);
+    if (c->bos_token_id >= c->vocab_size)
+        die("%s: config field 'bos_token_id' (%lld) is not below vocab_size (%lld)", origin,
+            (long long)c->bos_token_id, (long long)c->vocab_size);
+}
+
+void config_load(LlamaConfig *c, const char *spec) {
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        if (strcmp(spec, presets[i].name) == 0) {
+            config_parse_json(c, presets[i].json, presets[i].name);
+            return;
+        }
+    }
+    char path[4096];
+    struct stat st;
+    if (stat(spec, &st) != 0)
+        die("'%s' is neither a preset (%s) nor an existing config.json or model directory", spec, config_preset_names());
+    snprintf(path, sizeof path, S_ISDIR(st.st_mode) ? "%s/config.json" : "%s", spec);
+    char *text = read_text_file(path, NULL);
+    config_parse_json(c, text, path);
+    free(text);
+}
+
+int64_t config_num_params(const LlamaConfig *c) {
+    int64_t C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, V = c->vocab_size;
+    int64_t per_layer = 2 * C + C * Hq * D * 2 + C * Hkv * D * 2 + 3 * C * F;
+    return V * C + c->num_hidden_layers * per_layer + C + (c->tie_word_embeddings ? 0 : V * C);
+}
+
+char *config_to_json(const LlamaConfig *c) {
+    json_t *o = json_object();
+    json_object_set_new(o, "architectures", json_pack("[s]", "LlamaForCausalLM"));
+    json_object_set_new(o, "model_type", json_string("llama"));
+    json_object_set_new(o, "vocab_size", json_integer(c->vocab_size));
+    json_object_set_new(o, "hidden_size", json_integer(c->hidden_size));
+    json_object_set_new(o, "intermediate_size", json_integer(c->intermediate_size));
+    json_object_set_new(o, "num_hidden_layers", json_integer(c->num_hidden_layers));
+    json_object_set_new(o, "num_attention_heads", json_integer(c->num_attention_heads));
+    json_object_set_new(o, "num_key_value_heads", json_integer(c->num_key_value_heads));
+    json_object_set_new(o, "head_dim", json_integer(c->head_dim));
+    json_object_set_new(o, "hidden_act", json_string("silu"));
+    json_object_set_new(o, "rms_norm_eps", json_real(c->rms_norm_eps));
+    json_object_set_new(o, "rope_theta", json_real(c->rope_theta));
+    if (c->rope_llama3)
+        json_object_set_new(o, "rope_scaling",
+                            json_pack("{s:s,s:f,s:f,s:f,s:I}", "rope_type", "llama3", "factor", c->rope_factor,
+                                      "low_freq_factor", c->rope_low_freq_factor, "high_freq_factor",
+                                      c->rope_high_freq_factor, "original_max_position_embeddings",
+                                      (json_int_t)c->rope_original_max_pos));
+    else
+        json_object_set_new(o, "rope_scaling", json_null());
+    json_object_set_new(o, "max_position_embeddings", json_integer(c->max_position_embeddings));
+    json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tie_word_embeddings));
+    json_object_set_new(o, "initializer_range", json_real(c->initializer_range));
+    json_object_set_new(o, "attention_bias", json_false());
+    json_object_set_new(o, "mlp_bias", json_false());
+    json_object_set_new(o, "torch_dtype", json_string("bfloat16"));
+    if (c->bos_token_id >= 0) json_object_set_new(o, "bos_token_id", json_integer(c->bos_token_id));
+    if (c->n_eos == 1) json_object_set_new(o, "eos_token_id", json_integer(c->eos_token_ids[0]));
+    else if (c->n_eos > 1) {
+        json_t *a = json_array();
+        for (int i = 0; i < c->n_eos; i++) json_array_append_new(a, json_integer(c->eos_token_ids[i]));
+        json_object_set_new(o, "eos_token_id", a);
+    }
+    char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    if (!s) die("cannot serialise config to JSON");
+    return s;
+}

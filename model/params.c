@@ -1,0 +1,65 @@
+#include "params.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+
+static void add(ParamLayout *pl, int *cap, ParamKind kind, int layer, const char *name, int ndim, int64_t d0,
+                int64_t d1) {
+    if (pl->n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        pl->t = xrealloc(pl->t, sizeof(ParamTensor) * (size_t)*cap);
+    }
+    ParamTensor *t = &pl->t[pl->n++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->kind = kind;
+    t->layer = layer;
+    t->ndim = ndim;
+    t->shape[0] = d0;
+    t->shape[1] = ndim == 2 ? d1 : 1;
+    t->numel = d0 * (ndim == 2 ? d1 : 1);
+    t->offset = pl->total;
+    pl->total += t->numel;
+}
+
+void param_layout_build(ParamLayout *pl, const LlamaConfig *c) {
+    memset(pl, 0, sizeof *pl);
+    int cap = 0;
+    int64_t C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    int64_t q = c->num_attention_heads * D, kv = c->num_key_value_heads * D;
+    add(pl, &cap, PT_EMBED, -1, "model.embed_tokens.weight", 2, c->vocab_size, C);
+    pl->layer_begin0 = pl->total;
+    for (int l = 0; l < (int)c->num_hidden_layers; l++) {
+        char n[96];
+#define ADD(kind, fmt, nd, a, b)                                                                                      \
+    snprintf(n, sizeof n, "model.layers.%d." fmt, l);                                                                 \
+    add(pl, &cap, kind, l, n, nd, a, b)
+        ADD(PT_ATTN_NORM, "input_layernorm.weight", 1, C, 1);
+        ADD(PT_WQ, "self_attn.q_proj.weight", 2, q, C);
+        ADD(PT_WK, "self_attn.k_proj.weight", 2, kv, C);
+        ADD(PT_WV, "self_attn.v_proj.weight", 2, kv, C);
+        ADD(PT_WO, "self_attn.o_proj.weight", 2, C, q);
+        ADD(PT_MLP_NORM, "post_attention_layernorm.weight", 1, C, 1);
+        ADD(PT_WGATE, "mlp.gate_proj.weight", 2, F, C);
+        ADD(PT_WUP, "mlp.up_proj.weight", 2, F, C);
+        ADD(PT_WDOWN, "mlp.down_proj.weight", 2, C, F);
+#undef ADD
+        if (l == 0) pl->layer_numel = pl->total - pl->layer_begin0;
+    }
+    add(pl, &cap, PT_FINAL_NORM, -1, "model.norm.weight", 1, C, 1);
+    if (!c->tie_word_embeddings) add(pl, &cap, PT_LM_HEAD, -1, "lm_head.weight", 2, c->vocab_size, C);
+}
+
+void param_layout_free(ParamLayout *pl) {
+    free(pl->t);
+    memset(pl, 0, sizeof *pl);
+}
+
+int param_layout_find(const ParamLayout *pl, const char *name) {
+    for (int i = 0; i < pl->n; i++)
+        if (strcmp(pl->t[i].name, name) == 0) return i;
+    return -1;
+}

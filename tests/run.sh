@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs every test of a suite and ends with "N passed, N failed".
+#   cpu: build/tests/test_* (C) and tests/test_*.sh (scripts)
+#   gpu: build/tests/gpu/test_* (they skip themselves without a GPU)
+# A test prints "ok - name", "FAIL - name: why" or "skip - name: why" lines;
+# a binary that dies without printing FAIL is counted as one failure.
+set -u
+suite=${1:-cpu}
+cd "$(dirname "$0")/.."
+pass=0; fail=0; skip=0; failed_names=()
+run_one() {
+    local name=$1; shift
+    local log; log=$(mktemp)
+    local t0=$SECONDS
+    "$@" >"$log" 2>&1
+    local rc=$?
+    local p f s
+    p=$(grep -c '^ok - ' "$log"); f=$(grep -c '^FAIL - ' "$log"); s=$(grep -c '^skip - ' "$log")
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "FAIL - $name: exited with status $rc without reporting a failed check" >>"$log"; f=1
+    fi
+    pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
+    printf '%-34s %3d passed, %d failed, %d skipped  (%ds)\n' "$name" "$p" "$f" "$s" $((SECONDS - t0))
+    if [ "$f" -gt 0 ]; then
+        failed_names+=("$name"); sed -n '/^FAIL - /p' "$log" | head -20 | sed 's/^/    /'
+        echo "    --- last lines of output ---"; tail -15 "$log" | sed 's/^/    /'
+    fi
+    rm -f "$log"
+}
+if [ "$suite" = gpu ]; then
+    shopt -s nullglob
+    bins=(build/tests/gpu/test_*)
+    if [ ${#bins[@]} -eq 0 ]; then
+        echo "skip - gpu suite: the CUDA backend was not compiled (no nvcc at build time)"; skip=1
+    fi
+    for b in "${bins[@]}"; do run_one "gpu/$(basename "$b")" "$b"; done
+else
+    for b in build/tests/test_*; do [ -x "$b" ] && run_one "$(basename "$b")" "$b"; done
+    for s in tests/test_*.sh; do [ -f "$s" ] && run_one "$(basename "$s")" bash "$s"; done
+fi
+echo
+[ ${#failed_names[@]} -gt 0 ] && echo "failed: ${failed_names[*]}"
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]

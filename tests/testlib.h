@@ -1,0 +1,74 @@
+#ifndef KVCPT_TESTLIB_H
+#define KVCPT_TESTLIB_H
+/* Minimal test harness: each check prints "ok - name" or "FAIL - name: why";
+ * tests/run.sh adds them up. A test binary exits non-zero if any check failed. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int tl_passed __attribute__((unused)), tl_failed __attribute__((unused)), tl_skipped __attribute__((unused));
+
+static inline void tl_result(int ok, const char *name, const char *fmt, ...) {
+    if (ok) {
+        printf("ok - %s\n", name);
+        tl_passed++;
+        fflush(stdout);
+        return;
+    }
+    printf("FAIL - %s: ", name);
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+    tl_failed++;
+}
+
+static inline void tl_skip(const char *name, const char *why) {
+    printf("skip - %s: %s\n", name, why);
+    tl_skipped++;
+}
+
+/* Elementwise |got - ref| <= atol + rtol*|ref|; reports the worst element. */
+static inline int tl_close(const char *name, const float *got, const float *ref, int64_t n, double atol, double rtol) {
+    int64_t worst = -1, bad = 0;
+    double worst_excess = 0, max_abs = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)ref[i]);
+        double lim = atol + rtol * fabs((double)ref[i]);
+        if (d > max_abs || isnan(d)) max_abs = d;
+        if (!(d <= lim)) {
+            bad++;
+            if (worst < 0 || d - lim > worst_excess || isnan(d)) worst = i, worst_excess = d - lim;
+        }
+    }
+    if (bad == 0) {
+        tl_result(1, name, "");
+        return 1;
+    }
+    tl_result(0, name, "%lld of %lld elements outside atol %.1e + rtol %.1e; worst [%lld] got %.9g ref %.9g (max |d| %.3e)",
+              (long long)bad, (long long)n, atol, rtol, (long long)worst, got[worst], ref[worst], max_abs);
+    return 0;
+}
+
+/* Bitwise equality of float arrays. */
+static inline int tl_identical(const char *name, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        union { float f; uint32_t u; } x = {a[i]}, y = {b[i]};
+        if (x.u != y.u) {
+            tl_result(0, name, "element %lld differs: %.9g vs %.9g", (long long)i, a[i], b[i]);
+            return 0;
+        }
+    }
+    tl_result(1, name, "");
+    return 1;
+}
+
+static inline int tl_finish(void) {
+    printf("# %d passed, %d failed, %d skipped\n", tl_passed, tl_failed, tl_skipped);
+    return tl_failed ? 1 : 0;
+}
+#endif
