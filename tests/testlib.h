@@ -72,3 +72,39 @@ static inline int tl_finish(void) {
     return tl_failed ? 1 : 0;
 }
 #endif
+
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Runs fn(arg) in a child; passes when the child exits non-zero and its
+ * stderr contains `expect` (the error must name what is wrong). */
+static inline int tl_expect_death(const char *name, void (*fn)(void *), void *arg, const char *expect) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+        tl_result(0, name, "pipe failed");
+        return 0;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 2);
+        fn(arg);
+        _exit(0);
+    }
+    close(fds[1]);
+    char buf[4096];
+    size_t len = 0;
+    ssize_t r;
+    while ((r = read(fds[0], buf + len, sizeof buf - 1 - len)) > 0) len += (size_t)r;
+    buf[len] = '\0';
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    int died = WIFEXITED(status) && WEXITSTATUS(status) != 0;
+    int ok = died && strstr(buf, expect) != NULL;
+    tl_result(ok, name, "%s; stderr was: %s", died ? "message lacks the expected text" : "did not fail", buf);
+    return ok;
+}

@@ -1,0 +1,47 @@
+#ifndef KVCPT_ATTENTION_H
+#define KVCPT_ATTENTION_H
+/* Causal GQA attention with the RefreshKV training mask (SPEC §3).
+ *
+ * Layouts: q (B, T, Hq, D); k, v (B, T, Hkv, D); out like q; lse (B, Hq, T).
+ * Query head h uses KV head h / (Hq/Hkv): K/V are never copied per head.
+ *
+ * With the mask on, positions p < L attend causally to 0..p; positions
+ * p >= L attend to TopK_g ∪ {L..p}, where TopK_g (per batch row and KV head)
+ * comes from query L-1's attention over keys 0..L-1: aggregated over the
+ * group's query heads, max-pooled, top-K (ties to the lower index), kept in
+ * ascending order. Keys are always visited in ascending position order, so
+ * with K >= L the masked path performs the same arithmetic as the causal one
+ * and gives bit-identical results. */
+#include <stdint.h>
+
+typedef enum { GROUP_AGG_MAX = 0, GROUP_AGG_MEAN = 1, GROUP_AGG_FIRST = 2 } GroupAgg;
+
+typedef struct {
+    int enabled;         /* 0: ordinary causal attention */
+    int64_t L;           /* prefill length */
+    int64_t K;           /* kept prefill keys per KV head; K >= L keeps all */
+    int64_t pool_kernel; /* odd max-pool width (stride 1, clipped at the edges); 1 = none */
+    GroupAgg agg;        /* how a GQA group's query heads combine their scores */
+} RefreshMask;
+
+/* Number of selected keys per (batch row, KV head): min(K, L). */
+int64_t refresh_num_selected(const RefreshMask *m);
+/* 1 when positions >= L exist, i.e. the selection matters for this T. */
+int refresh_active(const RefreshMask *m, int64_t T);
+/* Checks L, K, kernel; dies naming the field. */
+void refresh_mask_validate(const RefreshMask *m, const char *origin);
+const char *group_agg_name(GroupAgg a);
+/* Parses "max" | "mean" | "first"; dies otherwise. */
+GroupAgg group_agg_parse(const char *s, const char *origin);
+
+/* sel (B, Hkv, refresh_num_selected): ascending key positions. Requires refresh_active. */
+void attention_refresh_select_cpu(int32_t *sel, const float *q, const float *k, int64_t B, int64_t T, int64_t Hq,
+                                  int64_t Hkv, int64_t D, const RefreshMask *m);
+/* sel may be NULL when !refresh_active(m, T). */
+void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
+                           int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
+/* Writes (not accumulates) dq, dk, dv. The selection is a constant here. */
+void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                            const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B,
+                            int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
+#endif

@@ -1,0 +1,15 @@
+#ifndef KVCPT_CROSSENTROPY_H
+#define KVCPT_CROSSENTROPY_H
+/* Softmax cross-entropy over a chunk of rows of logits (rows, V). The model
+ * calls it chunk by chunk so that B*T*V logits never exist at once.
+ * targets < 0 are ignored (loss 0, no gradient). */
+#include <stdint.h>
+
+/* losses (rows): -log softmax(logits)[target] (0 for ignored rows);
+ * lse (rows): log-sum-exp of each row, kept for the backward pass. */
+void crossentropy_forward_cpu(float *losses, float *lse, const float *logits, const int32_t *targets, int64_t rows,
+                              int64_t V);
+/* Overwrites logits with d(loss_scale * sum losses)/dlogits = scale*(softmax - onehot). */
+void crossentropy_backward_cpu(float *logits, const float *lse, const int32_t *targets, int64_t rows, int64_t V,
+                               float scale);
+#endif

@@ -1,0 +1,23 @@
+#ifndef KVCPT_ROPE_H
+#define KVCPT_ROPE_H
+/* Rotary position embedding in Hugging Face's rotate-half convention, with
+ * the llama3 frequency rule. Tables are computed in fp32 exactly the way
+ * transformers computes them, so positions far out round the same way. */
+#include <stdint.h>
+
+typedef struct {
+    double theta;
+    int llama3;               /* apply the llama3 wavelength rule */
+    double factor, low_freq_factor, high_freq_factor;
+    int64_t original_max_pos;
+} RopeParams;
+
+/* inv_freq (D/2) after the llama3 rule. */
+void rope_inv_freq(float *inv_freq, int64_t D, const RopeParams *p);
+/* cos, sin: (T, D/2) for positions 0..T-1. */
+void rope_table(float *cos_t, float *sin_t, int64_t T, int64_t D, const RopeParams *p);
+/* x: (B, T, H, D), rotated in place: x[i] = x[i]*cos - x[i+D/2]*sin, x[i+D/2] = x[i+D/2]*cos + x[i]*sin */
+void rope_forward_cpu(float *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H, int64_t D);
+/* dx: (B, T, H, D) in place, the transpose rotation */
+void rope_backward_cpu(float *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H, int64_t D);
+#endif

@@ -1,0 +1,313 @@
+#include "llama.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/rng.h"
+#include "../common/util.h"
+#include "../kernels/crossentropy.h"
+#include "../kernels/embedding.h"
+#include "../kernels/matmul.h"
+#include "../kernels/rmsnorm.h"
+#include "../kernels/swiglu.h"
+
+/* rows of logits computed at once by the loss: bounds the (rows, V) buffer */
+#define CE_CHUNK_ROWS 256
+
+static void bind_tensors(ModelTensors *w, const Llama *m, float *base) {
+    w->layers = xcalloc((size_t)m->cfg.num_hidden_layers, sizeof(LayerTensors));
+    for (int i = 0; i < m->layout.n; i++) {
+        const ParamTensor *t = &m->layout.t[i];
+        float *p = base + t->offset;
+        LayerTensors *L = t->layer >= 0 ? &w->layers[t->layer] : NULL;
+        switch (t->kind) {
+        case PT_EMBED: w->embed = p; break;
+        case PT_FINAL_NORM: w->final_norm = p; break;
+        case PT_LM_HEAD: w->lm_head = p; break;
+        case PT_ATTN_NORM: L->attn_norm = p; break;
+        case PT_WQ: L->wq = p; break;
+        case PT_WK: L->wk = p; break;
+        case PT_WV: L->wv = p; break;
+        case PT_WO: L->wo = p; break;
+        case PT_MLP_NORM: L->mlp_norm = p; break;
+        case PT_WGATE: L->wgate = p; break;
+        case PT_WUP: L->wup = p; break;
+        case PT_WDOWN: L->wdown = p; break;
+        }
+    }
+    if (m->cfg.tie_word_embeddings) w->lm_head = w->embed;
+}
+
+void llama_create(Llama *m, const LlamaConfig *c) {
+    memset(m, 0, sizeof *m);
+    config_validate(c, c->name);
+    m->cfg = *c;
+    param_layout_build(&m->layout, c);
+    m->params = xcalloc((size_t)m->layout.total, sizeof(float));
+    m->grads = xcalloc((size_t)m->layout.total, sizeof(float));
+    bind_tensors(&m->w, m, m->params);
+    bind_tensors(&m->dw, m, m->grads);
+    m->acts = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerActs));
+    m->resid = xcalloc((size_t)c->num_hidden_layers + 1, sizeof(float *));
+    m->mask = (RefreshMask){.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX};
+}
+
+static void free_acts(Llama *m) {
+    for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++) {
+        LayerActs *a = &m->acts[l];
+        free(a->xn1);
+        free(a->sel);
+        memset(a, 0, sizeof *a);
+    }
+    if (m->resid) free(m->resid[0]);
+    free(m->tokens);
+    free(m->xf);
+    free(m->scratch);
+    m->tokens = NULL, m->xf = NULL, m->scratch = NULL, m->cap_BT = 0;
+}
+
+void llama_free(Llama *m) {
+    free_acts(m);
+    free(m->acts);
+    free(m->resid);
+    free(m->rope_cos);
+    free(m->params);
+    free(m->grads);
+    free(m->w.layers);
+    free(m->dw.layers);
+    param_layout_free(&m->layout);
+    memset(m, 0, sizeof *m);
+}
+
+void llama_init_random(Llama *m, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    float std = (float)m->cfg.initializer_range;
+    for (int i = 0; i < m->layout.n; i++) {
+        const ParamTensor *t = &m->layout.t[i];
+        float *p = m->params + t->offset;
+        int is_norm = t->kind == PT_ATTN_NORM || t->kind == PT_MLP_NORM || t->kind == PT_FINAL_NORM;
+        for (int64_t j = 0; j < t->numel; j++) p[j] = is_norm ? 1.0f : std * rng_normal(&r);
+    }
+}
+
+void llama_set_mask(Llama *m, const RefreshMask *mask, int64_t S) {
+    refresh_mask_validate(mask, "training mask");
+    KV_CHECK(S >= 0, "training mask: field 'S' must be >= 0 (got %lld)", (long long)S);
+    m->mask = *mask;
+    m->mask_S = S;
+}
+
+/* Carves consecutive arrays out of one allocation. */
+static float *take(float **cursor, int64_t n) {
+    float *p = *cursor;
+    *cursor += n;
+    return p;
+}
+
+static void ensure_acts(Llama *m, int64_t B, int64_t T) {
+    const LlamaConfig *c = &m->cfg;
+    int64_t BT = B * T;
+    m->B = B, m->T = T;
+    if (BT <= m->cap_BT) return;
+    free_acts(m);
+    m->cap_BT = BT;
+    int64_t C = c->hidden_size, F = c->intermediate_size, Hq = c->num_attention_heads;
+    int64_t QD = Hq * c->head_dim, KD = c->num_key_value_heads * c->head_dim, V = c->vocab_size;
+    int64_t per_layer = BT * (3 * C + 2 * QD + 2 * KD + 3 * F + 2 + Hq);
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
+        LayerActs *a = &m->acts[l];
+        float *cur = xmalloc(sizeof(float) * (size_t)per_layer);
+        a->xn1 = take(&cur, BT * C), a->rstd1 = take(&cur, BT), a->q = take(&cur, BT * QD);
+        a->k = take(&cur, BT * KD), a->v = take(&cur, BT * KD), a->att = take(&cur, BT * QD);
+        a->lse = take(&cur, BT * Hq), a->x2 = take(&cur, BT * C), a->xn2 = take(&cur, BT * C);
+        a->rstd2 = take(&cur, BT), a->g = take(&cur, BT * F), a->u = take(&cur, BT * F), a->h = take(&cur, BT * F);
+        a->sel = xmalloc(sizeof(int32_t) * (size_t)(BT * c->num_key_value_heads));
+    }
+    float *res = xmalloc(sizeof(float) * (size_t)((c->num_hidden_layers + 1) * BT * C));
+    for (int64_t l = 0; l <= c->num_hidden_layers; l++) m->resid[l] = res + l * BT * C;
+    m->tokens = xmalloc(sizeof(int32_t) * (size_t)(2 * BT));
+    m->targets = m->tokens + BT;
+    float *cur = xmalloc(sizeof(float) * (size_t)(BT * (C + 3)));
+    m->xf = take(&cur, BT * C), m->rstdf = take(&cur, BT), m->ce_lse = take(&cur, BT), m->losses = take(&cur, BT);
+    int64_t chunk = BT < CE_CHUNK_ROWS ? BT : CE_CHUNK_ROWS;
+    m->scratch_len = BT * (3 * C + 2 * QD + 2 * KD + 3 * F) + chunk * V;
+    m->scratch = xmalloc(sizeof(float) * (size_t)m->scratch_len);
+}
+
+static void ensure_rope(Llama *m, int64_t T) {
+    if (T <= m->rope_T) return;
+    const LlamaConfig *c = &m->cfg;
+    RopeParams rp = {c->rope_theta, c->rope_llama3, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
+                     c->rope_original_max_pos};
+    int64_t half = c->head_dim / 2;
+    free(m->rope_cos);
+    m->rope_cos = xmalloc(sizeof(float) * (size_t)(2 * T * half));
+    m->rope_sin = m->rope_cos + T * half;
+    rope_table(m->rope_cos, m->rope_sin, T, c->head_dim, &rp);
+    m->rope_T = T;
+}
+
+static void layer_forward(Llama *m, int64_t l, const float *x, float *out) {
+    const LlamaConfig *c = &m->cfg;
+    const LayerTensors *w = &m->w.layers[l];
+    LayerActs *a = &m->acts[l];
+    int64_t B = m->B, T = m->T, BT = B * T, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
+    float eps = (float)c->rms_norm_eps;
+    rmsnorm_forward_cpu(a->xn1, a->rstd1, x, w->attn_norm, BT, C, eps);
+    matmul_forward_cpu(a->q, a->xn1, w->wq, BT, C, Hq * D);
+    matmul_forward_cpu(a->k, a->xn1, w->wk, BT, C, Hkv * D);
+    matmul_forward_cpu(a->v, a->xn1, w->wv, BT, C, Hkv * D);
+    rope_forward_cpu(a->q, m->rope_cos, m->rope_sin, B, T, Hq, D);
+    rope_forward_cpu(a->k, m->rope_cos, m->rope_sin, B, T, Hkv, D);
+    int active = refresh_active(&m->mask, T);
+    if (active && !m->freeze_selection) attention_refresh_select_cpu(a->sel, a->q, a->k, B, T, Hq, Hkv, D, &m->mask);
+    attention_forward_cpu(a->att, a->lse, a->q, a->k, a->v, active ? a->sel : NULL, B, T, Hq, Hkv, D, &m->mask);
+    matmul_forward_cpu(a->x2, a->att, w->wo, BT, Hq * D, C);
+    for (int64_t i = 0; i < BT * C; i++) a->x2[i] += x[i];
+    rmsnorm_forward_cpu(a->xn2, a->rstd2, a->x2, w->mlp_norm, BT, C, eps);
+    matmul_forward_cpu(a->g, a->xn2, w->wgate, BT, C, F);
+    matmul_forward_cpu(a->u, a->xn2, w->wup, BT, C, F);
+    swiglu_forward_cpu(a->h, a->g, a->u, BT * F);
+    matmul_forward_cpu(out, a->h, w->wdown, BT, F, C);
+    for (int64_t i = 0; i < BT * C; i++) out[i] += a->x2[i];
+}
+
+static void check_inputs(const Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
+    const LlamaConfig *c = &m->cfg;
+    KV_CHECK(B >= 1 && T >= 1, "forward: batch %lld x sequence %lld must be positive", (long long)B, (long long)T);
+    if (m->mask.enabled)
+        KV_CHECK(T == m->mask.L + m->mask_S,
+                 "forward: with the RefreshKV mask the sequence length must be L + S = %lld + %lld (got %lld)",
+                 (long long)m->mask.L, (long long)m->mask_S, (long long)T);
+    for (int64_t i = 0; i < B * T; i++) {
+        KV_CHECK(tokens[i] >= 0 && tokens[i] < c->vocab_size, "forward: token %d at position %lld is outside [0, %lld)",
+                 tokens[i], (long long)i, (long long)c->vocab_size);
+        KV_CHECK(!targets || targets[i] < c->vocab_size, "forward: target %d at position %lld is >= vocab_size %lld",
+                 targets[i], (long long)i, (long long)c->vocab_size);
+    }
+}
+
+/* Logits of rows [r0, r0+rows) from the final normalised stream. */
+static void logits_rows(Llama *m, float *out, int64_t r0, int64_t rows) {
+    matmul_forward_cpu(out, m->xf + r0 * m->cfg.hidden_size, m->w.lm_head, rows, m->cfg.hidden_size,
+                       m->cfg.vocab_size);
+}
+
+float llama_forward(Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
+    const LlamaConfig *c = &m->cfg;
+    check_inputs(m, tokens, targets, B, T);
+    ensure_acts(m, B, T);
+    ensure_rope(m, T);
+    int64_t BT = B * T, C = c->hidden_size, V = c->vocab_size;
+    memcpy(m->tokens, tokens, sizeof(int32_t) * (size_t)BT);
+    for (int64_t i = 0; i < BT; i++) m->targets[i] = targets ? targets[i] : -1;
+    embedding_forward_cpu(m->resid[0], m->tokens, m->w.embed, BT, C);
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) layer_forward(m, l, m->resid[l], m->resid[l + 1]);
+    rmsnorm_forward_cpu(m->xf, m->rstdf, m->resid[c->num_hidden_layers], m->w.final_norm, BT, C, (float)c->rms_norm_eps);
+    m->n_targets = 0;
+    for (int64_t i = 0; i < BT; i++) m->n_targets += m->targets[i] >= 0;
+    m->loss = NAN;
+    if (m->n_targets == 0) return m->loss;
+    float *logits = m->scratch;
+    double total = 0.0;
+    for (int64_t r0 = 0; r0 < BT; r0 += CE_CHUNK_ROWS) {
+        int64_t rows = BT - r0 < CE_CHUNK_ROWS ? BT - r0 : CE_CHUNK_ROWS;
+        logits_rows(m, logits, r0, rows);
+        crossentropy_forward_cpu(m->losses + r0, m->ce_lse + r0, logits, m->targets + r0, rows, V);
+        for (int64_t i = 0; i < rows; i++) total += m->losses[r0 + i];
+    }
+    m->loss = (float)(total / (double)m->n_targets);
+    return m->loss;
+}
+
+void llama_logits(Llama *m, float *out, int64_t row0, int64_t rows) {
+    KV_CHECK(m->cap_BT > 0 && row0 >= 0 && row0 + rows <= m->B * m->T,
+             "llama_logits: rows [%lld, %lld) outside the last forward's %lld rows", (long long)row0,
+             (long long)(row0 + rows), (long long)(m->B * m->T));
+    logits_rows(m, out, row0, rows);
+}
+
+void llama_zero_grad(Llama *m) { memset(m->grads, 0, sizeof(float) * (size_t)m->layout.total); }
+
+typedef struct {
+    float *dres, *dxn, *dxf, *dq, *datt, *dk, *dv, *dg, *du, *dh, *logits;
+} Grads;
+
+static Grads carve_grads(Llama *m) {
+    const LlamaConfig *c = &m->cfg;
+    int64_t BT = m->B * m->T, C = c->hidden_size, F = c->intermediate_size;
+    int64_t QD = c->num_attention_heads * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
+    float *cur = m->scratch;
+    Grads g;
+    g.dres = take(&cur, BT * C), g.dxn = take(&cur, BT * C), g.dxf = take(&cur, BT * C);
+    g.dq = take(&cur, BT * QD), g.datt = take(&cur, BT * QD), g.dk = take(&cur, BT * KD), g.dv = take(&cur, BT * KD);
+    g.dg = take(&cur, BT * F), g.du = take(&cur, BT * F), g.dh = take(&cur, BT * F);
+    g.logits = cur;
+    return g;
+}
+
+/* On entry g->dres = dLoss/d(layer output); on exit = dLoss/d(layer input). */
+static void layer_backward(Llama *m, int64_t l, const float *x, Grads *g) {
+    const LlamaConfig *c = &m->cfg;
+    const LayerTensors *w = &m->w.layers[l];
+    LayerTensors *dw = &m->dw.layers[l];
+    LayerActs *a = &m->acts[l];
+    int64_t B = m->B, T = m->T, BT = B * T, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
+    /* MLP: out = x2 + down(silu(gate(xn2)) * up(xn2)) */
+    memset(g->dh, 0, sizeof(float) * (size_t)(BT * F));
+    matmul_backward_cpu(g->dh, dw->wdown, g->dres, a->h, w->wdown, BT, F, C);
+    swiglu_backward_cpu(g->dg, g->du, g->dh, a->g, a->u, BT * F);
+    memset(g->dxn, 0, sizeof(float) * (size_t)(BT * C));
+    matmul_backward_cpu(g->dxn, dw->wgate, g->dg, a->xn2, w->wgate, BT, C, F);
+    matmul_backward_cpu(g->dxn, dw->wup, g->du, a->xn2, w->wup, BT, C, F);
+    rmsnorm_backward_cpu(g->dres, dw->mlp_norm, g->dxn, a->x2, w->mlp_norm, a->rstd2, BT, C);
+    /* attention: x2 = x + o(attention(rope(q(xn1)), rope(k(xn1)), v(xn1))) */
+    memset(g->datt, 0, sizeof(float) * (size_t)(BT * Hq * D));
+    matmul_backward_cpu(g->datt, dw->wo, g->dres, a->att, w->wo, BT, Hq * D, C);
+    int active = refresh_active(&m->mask, T);
+    attention_backward_cpu(g->dq, g->dk, g->dv, g->datt, a->q, a->k, a->v, a->att, a->lse, active ? a->sel : NULL, B, T,
+                           Hq, Hkv, D, &m->mask);
+    rope_backward_cpu(g->dq, m->rope_cos, m->rope_sin, B, T, Hq, D);
+    rope_backward_cpu(g->dk, m->rope_cos, m->rope_sin, B, T, Hkv, D);
+    memset(g->dxn, 0, sizeof(float) * (size_t)(BT * C));
+    matmul_backward_cpu(g->dxn, dw->wq, g->dq, a->xn1, w->wq, BT, C, Hq * D);
+    matmul_backward_cpu(g->dxn, dw->wk, g->dk, a->xn1, w->wk, BT, C, Hkv * D);
+    matmul_backward_cpu(g->dxn, dw->wv, g->dv, a->xn1, w->wv, BT, C, Hkv * D);
+    rmsnorm_backward_cpu(g->dres, dw->attn_norm, g->dxn, x, w->attn_norm, a->rstd1, BT, C);
+}
+
+void llama_backward(Llama *m) {
+    const LlamaConfig *c = &m->cfg;
+    KV_CHECK(m->cap_BT > 0 && m->n_targets > 0, "backward: needs a forward pass with at least one target");
+    int64_t BT = m->B * m->T, C = c->hidden_size, V = c->vocab_size, nl = c->num_hidden_layers;
+    Grads g = carve_grads(m);
+    memset(g.dxf, 0, sizeof(float) * (size_t)(BT * C));
+    float scale = 1.0f / (float)m->n_targets;
+    for (int64_t r0 = 0; r0 < BT; r0 += CE_CHUNK_ROWS) {
+        int64_t rows = BT - r0 < CE_CHUNK_ROWS ? BT - r0 : CE_CHUNK_ROWS;
+        logits_rows(m, g.logits, r0, rows); /* recomputed: the forward kept only lse */
+        crossentropy_backward_cpu(g.logits, m->ce_lse + r0, m->targets + r0, rows, V, scale);
+        matmul_backward_cpu(g.dxf + r0 * C, m->dw.lm_head, g.logits, m->xf + r0 * C, m->w.lm_head, rows, C, V);
+    }
+    memset(g.dres, 0, sizeof(float) * (size_t)(BT * C));
+    rmsnorm_backward_cpu(g.dres, m->dw.final_norm, g.dxf, m->resid[nl], m->w.final_norm, m->rstdf, BT, C);
+    for (int64_t l = nl - 1; l >= 0; l--) layer_backward(m, l, m->resid[l], &g);
+    embedding_backward_cpu(m->dw.embed, g.dres, m->tokens, BT, C);
+}
+
+double llama_flops_per_token(const Llama *m, int64_t T) {
+    const LlamaConfig *c = &m->cfg;
+    /* matmul parameters: everything but the embedding lookup (which the tied
+     * lm_head does use as a matmul) */
+    double n = (double)m->layout.total - (c->tie_word_embeddings ? 0.0 : (double)(c->vocab_size * c->hidden_size));
+    double pairs = 0.0; /* (query, key) pairs actually visited */
+    int active = refresh_active(&m->mask, T);
+    int64_t ks = active ? refresh_num_selected(&m->mask) : 0;
+    for (int64_t p = 0; p < T; p++) pairs += (!active || p < m->mask.L) ? (double)(p + 1) : (double)(ks + p - m->mask.L + 1);
+    double attn = 12.0 * (double)c->num_hidden_layers * (double)(c->num_attention_heads * c->head_dim) * pairs / (double)T;
+    return 6.0 * n + attn;
+}

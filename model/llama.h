@@ -1,0 +1,69 @@
+#ifndef KVCPT_LLAMA_H
+#define KVCPT_LLAMA_H
+/* The CPU reference Llama 3.1 (fp32 forward and backward). It is the oracle
+ * for every CUDA kernel, and the model the CPU trainer and evaluator run.
+ * Parameters and gradients are single flat buffers in ParamLayout order. */
+#include <stdint.h>
+
+#include "../kernels/attention.h"
+#include "../kernels/rope.h"
+#include "config.h"
+#include "params.h"
+
+typedef struct {
+    float *attn_norm, *wq, *wk, *wv, *wo, *mlp_norm, *wgate, *wup, *wdown;
+} LayerTensors;
+
+typedef struct {
+    float *embed, *final_norm, *lm_head; /* lm_head == embed when tied */
+    LayerTensors *layers;
+} ModelTensors;
+
+/* Saved forward state of one layer (what its backward needs). */
+typedef struct {
+    float *xn1, *rstd1, *q, *k, *v, *att, *lse, *x2, *xn2, *rstd2, *g, *u, *h;
+    int32_t *sel; /* (B, Hkv, K) selected prefill keys, when the mask is active */
+} LayerActs;
+
+typedef struct {
+    LlamaConfig cfg;
+    ParamLayout layout;
+    float *params, *grads;
+    ModelTensors w, dw; /* views into params / grads */
+    RefreshMask mask;
+    int64_t mask_S;      /* refresh positions; with the mask on, T must be L + S */
+    int freeze_selection;/* reuse the saved selection instead of recomputing it */
+
+    /* forward state for the last (B, T) */
+    int64_t B, T, cap_BT;
+    int32_t *tokens, *targets;
+    float **resid;       /* num_layers + 1 residual streams (BT, C) */
+    LayerActs *acts;
+    float *xf, *rstdf, *ce_lse, *losses;
+    int64_t n_targets;
+    float loss;
+    float *rope_cos, *rope_sin;
+    int64_t rope_T;
+    float *scratch;      /* backward and logits work space */
+    int64_t scratch_len;
+} Llama;
+
+/* Allocates parameters and gradients (zeroed) for a validated config. */
+void llama_create(Llama *m, const LlamaConfig *c);
+void llama_free(Llama *m);
+/* Hugging Face init: N(0, initializer_range) for linear and embedding weights, 1 for norms. */
+void llama_init_random(Llama *m, uint64_t seed);
+/* Sets (and validates) the training mask; enabled=0 means plain causal attention. */
+void llama_set_mask(Llama *m, const RefreshMask *mask, int64_t S);
+/* tokens, targets: (B, T); targets < 0 are ignored. Returns the mean loss over
+ * valid targets (NaN when targets is NULL or none are valid). */
+float llama_forward(Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T);
+void llama_zero_grad(Llama *m);
+/* grads += d(mean loss)/d(params) for the last forward. */
+void llama_backward(Llama *m);
+/* Logits of rows [row0, row0 + rows) of the last forward (row = b*T + t). */
+void llama_logits(Llama *m, float *out, int64_t row0, int64_t rows);
+/* Model FLOPs per token for forward+backward: 6N + attention (12 * layers * Hq * D * mean keys per query). */
+double llama_flops_per_token(const Llama *m, int64_t T);
+
+#endif
