@@ -37,6 +37,8 @@ HDR     := $(foreach d,$(DIRS),$(wildcard $(d)/*.h $(d)/*.cuh))
 
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_SRC:tests/%.c=build/tests/%)
+TOOL_SRC  := $(wildcard tests/tools/*.c)
+TOOL_BIN  := $(TOOL_SRC:tests/tools/%.c=build/tests/tools/%)
 GPU_SRC   := $(wildcard tests/gpu/test_*.c)
 GPU_BIN   := $(GPU_SRC:tests/gpu/%.c=build/tests/gpu/%)
 
@@ -62,6 +64,10 @@ build/tests/%: tests/%.c tests/testlib.h build/libkvcpt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< build/libkvcpt.a $(LDLIBS) -o $@
 
+build/tests/tools/%: tests/tools/%.c build/libkvcpt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< build/libkvcpt.a $(LDLIBS) -o $@
+
 build/tests/gpu/%: tests/gpu/%.c tests/testlib.h build/libkvcpt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< build/libkvcpt.a $(LDLIBS) -o $@
@@ -69,7 +75,7 @@ build/tests/gpu/%: tests/gpu/%.c tests/testlib.h build/libkvcpt.a
 setup:
 	bash scripts/setup.sh
 
-test: kvcpt $(TEST_BIN)
+test: kvcpt $(TEST_BIN) $(TOOL_BIN)
 	bash tests/run.sh cpu
 
 test-gpu: kvcpt $(GPU_BIN)

@@ -41,11 +41,12 @@ static const Preset presets[] = {
      "\"num_attention_heads\":8,\"num_key_value_heads\":2,\"head_dim\":32,\"rms_norm_eps\":1e-5,"
      "\"rope_theta\":500000.0," LLAMA3_ROPE ",\"max_position_embeddings\":131072,\"tie_word_embeddings\":false,"
      "\"bos_token_id\":1,\"eos_token_id\":2}"},
-    /* tiny: for tests; GQA 2:1, short wavelengths cross all three RoPE bands */
+    /* tiny: for tests; GQA 2:1. theta 1e4 with D = 8 gives wavelengths 6.3, 62.8,
+     * 628, 6283 against llama3 band edges 16 and 64: all three rules are used */
     {"tiny",
      "{\"vocab_size\":64,\"hidden_size\":32,\"intermediate_size\":48,\"num_hidden_layers\":2,"
      "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":8,\"rms_norm_eps\":1e-5,"
-     "\"rope_theta\":500000.0,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,"
+     "\"rope_theta\":10000.0,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,"
      "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":64},\"max_position_embeddings\":4096,"
      "\"tie_word_embeddings\":false,\"bos_token_id\":1,\"eos_token_id\":2}"},
 };

@@ -1,0 +1,154 @@
+/* Whole-model checks on the tiny preset: finite differences of the loss
+ * against every parameter tensor with the mask active (K < L, selection
+ * frozen as in training), K = L identical to causal, tied embeddings, and
+ * impossible configs rejected with the field named. */
+#include <math.h>
+#include <string.h>
+
+#include "../common/rng.h"
+#include "../common/util.h"
+#include "../model/llama.h"
+#include "testlib.h"
+
+#define B 2
+#define L 12
+#define S 4
+#define T (L + S)
+
+static void make_batch(int32_t *tok, int32_t *tgt, int64_t V, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    for (int i = 0; i < B * T; i++) tok[i] = (int32_t)(rng_u64(&r) % (uint64_t)V);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) tgt[b * T + t] = t + 1 < T ? tok[b * T + t + 1] : -1;
+}
+
+static void fd_model(const char *tag, Llama *m, const int32_t *tok, const int32_t *tgt) {
+    llama_zero_grad(m);
+    llama_forward(m, tok, tgt, B, T);
+    llama_backward(m);
+    m->freeze_selection = 1; /* the selection is a constant of the backward */
+    const float h = 1e-2f;   /* loss is O(4): larger steps keep fp32 rounding small */
+    for (int i = 0; i < m->layout.n; i++) {
+        const ParamTensor *t = &m->layout.t[i];
+        int n = t->numel < 12 ? (int)t->numel : 12;
+        float num[12], ana[12];
+        for (int s = 0; s < n; s++) {
+            int64_t j = t->offset + (s * 7919) % t->numel;
+            float keep = m->params[j];
+            m->params[j] = keep + h;
+            double fp = llama_forward(m, tok, tgt, B, T);
+            m->params[j] = keep - h;
+            double fm = llama_forward(m, tok, tgt, B, T);
+            m->params[j] = keep;
+            num[s] = (float)((fp - fm) / (2.0 * h));
+            ana[s] = m->grads[j];
+        }
+        char name[160];
+        snprintf(name, sizeof name, "FD %s %s", tag, t->name);
+        tl_close(name, ana, num, n, 3e-4, 3e-2);
+    }
+    m->freeze_selection = 0;
+}
+
+static void gradcheck(int tied) {
+    LlamaConfig c;
+    config_load(&c, "tiny");
+    c.tie_word_embeddings = tied;
+    c.initializer_range = 0.3; /* larger weights: attention far from uniform, gradients well above FD noise */
+    Llama m;
+    llama_create(&m, &c);
+    llama_init_random(&m, 42);
+    RefreshMask mask = {1, L, 3, 3, GROUP_AGG_MAX};
+    llama_set_mask(&m, &mask, S);
+    int32_t tok[B * T], tgt[B * T];
+    make_batch(tok, tgt, c.vocab_size, 5);
+    fd_model(tied ? "tied, mask K=3" : "mask K=3", &m, tok, tgt);
+    llama_free(&m);
+}
+
+static void k_equals_l(void) {
+    LlamaConfig c;
+    config_load(&c, "tiny");
+    c.initializer_range = 0.3;
+    Llama a, b;
+    llama_create(&a, &c), llama_create(&b, &c);
+    llama_init_random(&a, 3), llama_init_random(&b, 3);
+    RefreshMask full = {1, L, L, 7, GROUP_AGG_MAX};
+    llama_set_mask(&b, &full, S);
+    int32_t tok[B * T], tgt[B * T];
+    make_batch(tok, tgt, c.vocab_size, 9);
+    float la = llama_forward(&a, tok, tgt, B, T), lb = llama_forward(&b, tok, tgt, B, T);
+    llama_backward(&a), llama_backward(&b);
+    float *za = xmalloc(sizeof(float) * B * T * c.vocab_size), *zb = xmalloc(sizeof(float) * B * T * c.vocab_size);
+    llama_logits(&a, za, 0, B * T), llama_logits(&b, zb, 0, B * T);
+    tl_identical("model K = L: logits bit-identical to causal", zb, za, B * T * c.vocab_size);
+    tl_identical("model K = L: loss bit-identical to causal", &lb, &la, 1);
+    tl_identical("model K = L: every gradient bit-identical to causal", b.grads, a.grads, a.layout.total);
+    /* and K < L must actually change the last S rows */
+    RefreshMask part = {1, L, 2, 3, GROUP_AGG_MAX};
+    llama_set_mask(&b, &part, S);
+    llama_forward(&b, tok, tgt, B, T);
+    llama_logits(&b, zb, 0, B * T);
+    int prefill_same = memcmp(za, zb, sizeof(float) * (size_t)(L * c.vocab_size)) == 0;
+    int tail_differs = memcmp(za + L * c.vocab_size, zb + L * c.vocab_size, sizeof(float) * (size_t)(S * c.vocab_size)) != 0;
+    tl_result(prefill_same && tail_differs, "model K < L: prefill rows unchanged, refresh rows changed",
+              "prefill same %d, tail differs %d", prefill_same, tail_differs);
+    free(za), free(zb);
+    llama_free(&a), llama_free(&b);
+}
+
+/* ---- impossible configs: each names its field ---- */
+static void parse_text(void *text) {
+    LlamaConfig c;
+    config_parse_json(&c, (const char *)text, "bad.json");
+}
+#define BASE "\"vocab_size\":64,\"hidden_size\":32,\"intermediate_size\":48,\"num_hidden_layers\":2,"
+static void config_errors(void) {
+    tl_expect_death("heads not divisible by kv heads", parse_text,
+                    "{" BASE "\"num_attention_heads\":4,\"num_key_value_heads\":3,\"head_dim\":8}",
+                    "'num_key_value_heads' (3) must divide 'num_attention_heads' (4)");
+    tl_expect_death("odd head_dim", parse_text, "{" BASE "\"num_attention_heads\":4,\"head_dim\":7}", "'head_dim'");
+    tl_expect_death("missing hidden_size", parse_text, "{\"vocab_size\":64}", "'hidden_size' is missing");
+    tl_expect_death("negative layers", parse_text,
+                    "{\"vocab_size\":64,\"hidden_size\":32,\"intermediate_size\":48,\"num_hidden_layers\":-1,"
+                    "\"num_attention_heads\":4}",
+                    "'num_hidden_layers' must be > 0");
+    tl_expect_death("unknown rope type", parse_text,
+                    "{" BASE "\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":2}}",
+                    "'rope_scaling.rope_type' is 'yarn'");
+    tl_expect_death("invalid JSON names line and column", parse_text, "{\"vocab_size\": 64,\n oops}", "line 2");
+}
+static void bad_s(void *arg) {
+    Llama *m = arg;
+    RefreshMask mk = {1, 8, 2, 7, GROUP_AGG_MAX};
+    llama_set_mask(m, &mk, -1);
+}
+static void bad_t(void *arg) {
+    Llama *m = arg;
+    RefreshMask mk = {1, 8, 2, 7, GROUP_AGG_MAX};
+    llama_set_mask(m, &mk, 4);
+    int32_t tok[10] = {0};
+    llama_forward(m, tok, NULL, 1, 10);
+}
+static void bad_token(void *arg) {
+    Llama *m = arg;
+    int32_t tok[3] = {1, 64, 2};
+    llama_forward(m, tok, NULL, 1, 3);
+}
+
+int main(void) {
+    gradcheck(0);
+    gradcheck(1);
+    k_equals_l();
+    config_errors();
+    LlamaConfig c;
+    config_load(&c, "tiny");
+    Llama m;
+    llama_create(&m, &c);
+    tl_expect_death("S < 0 is rejected naming 'S'", bad_s, &m, "'S' must be >= 0");
+    tl_expect_death("T != L + S is rejected", bad_t, &m, "L + S = 8 + 4 (got 10)");
+    tl_expect_death("token outside the vocabulary", bad_token, &m, "token 64 at position 1");
+    llama_free(&m);
+    return tl_finish();
+}

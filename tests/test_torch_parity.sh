@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# kvcpt's CPU model against an independent PyTorch autograd reference
+# (Debian's python3-torch), tiny config with GQA, llama3 RoPE and the
+# RefreshKV mask active (K < L). Cases: untied + max aggregation, tied + mean.
+set -u
+cd "$(dirname "$0")/.."
+PY=/usr/bin/python3   # Debian's interpreter, where python3-torch lives
+if ! $PY -c "import torch, numpy" 2>/dev/null; then
+    echo "FAIL - torch parity: python3-torch is not importable by $PY; run 'make setup'"
+    exit 1
+fi
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+rc=0
+for spec in "7 0 max" "8 1 mean" "9 0 first"; do
+    set -- $spec
+    d="$tmp/case_$1"
+    ./build/tests/tools/dump_model_case "$d" "$1" "$2" "$3" || { echo "FAIL - dump case $spec"; rc=1; continue; }
+    $PY tests/torch_ref.py "$d" || rc=1
+done
+exit $rc

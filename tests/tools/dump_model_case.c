@@ -1,0 +1,82 @@
+/* Writes a tiny-model case for the PyTorch oracle (tests/torch_ref.py):
+ * config, mask, parameters, tokens and kvcpt's own logits, loss, gradients
+ * and selections, as raw little-endian arrays plus case.json.
+ * usage: dump_model_case OUTDIR SEED TIED AGG(max|mean|first) */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/rng.h"
+#include "../../common/util.h"
+#include "../../model/llama.h"
+
+static void write_raw(const char *dir, const char *name, const void *p, size_t bytes) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen_check(path, "wb");
+    fwrite_check(p, 1, bytes, f, path);
+    fclose_check(f, path);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 5) die("usage: dump_model_case OUTDIR SEED TIED AGG");
+    const char *dir = argv[1];
+    uint64_t seed = strtoull(argv[2], NULL, 10);
+    make_dirs(dir);
+    LlamaConfig c;
+    config_load(&c, "tiny");
+    c.tie_word_embeddings = atoi(argv[3]);
+    c.initializer_range = 0.25;
+    const int64_t B = 2, L = 24, S = 8, K = 5, T = L + S;
+    Llama m;
+    llama_create(&m, &c);
+    llama_init_random(&m, seed);
+    RefreshMask mask = {1, L, K, 7, group_agg_parse(argv[4], "agg")};
+    llama_set_mask(&m, &mask, S);
+    int32_t tok[B * T], tgt[B * T];
+    Rng r;
+    rng_seed(&r, seed + 1);
+    for (int64_t i = 0; i < B * T; i++) tok[i] = (int32_t)(rng_u64(&r) % (uint64_t)c.vocab_size);
+    for (int64_t i = 0; i < B * T; i++) tgt[i] = (i % T) + 1 < T ? tok[i + 1] : -1;
+    tgt[3] = -1; /* an ignored target inside the sequence too */
+    float loss = llama_forward(&m, tok, tgt, B, T);
+    llama_zero_grad(&m);
+    llama_backward(&m);
+    float *logits = xmalloc(sizeof(float) * (size_t)(B * T * c.vocab_size));
+    llama_logits(&m, logits, 0, B * T);
+
+    write_raw(dir, "params.f32", m.params, sizeof(float) * (size_t)m.layout.total);
+    write_raw(dir, "grads.f32", m.grads, sizeof(float) * (size_t)m.layout.total);
+    write_raw(dir, "logits.f32", logits, sizeof(float) * (size_t)(B * T * c.vocab_size));
+    write_raw(dir, "tokens.i32", tok, sizeof tok);
+    write_raw(dir, "targets.i32", tgt, sizeof tgt);
+    for (int64_t l = 0; l < c.num_hidden_layers; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "sel%lld.i32", (long long)l);
+        write_raw(dir, name, m.acts[l].sel, sizeof(int32_t) * (size_t)(B * c.num_key_value_heads * K));
+    }
+    json_t *j = json_object();
+    char *cfg = config_to_json(&c);
+    json_object_set_new(j, "config", json_loads(cfg, 0, NULL));
+    free(cfg);
+    json_object_set_new(j, "mask", json_pack("{s:I,s:I,s:I,s:I,s:s}", "L", (json_int_t)L, "S", (json_int_t)S, "K",
+                                             (json_int_t)K, "pool_kernel", (json_int_t)7, "agg", argv[4]));
+    json_object_set_new(j, "B", json_integer(B));
+    json_object_set_new(j, "T", json_integer(T));
+    json_object_set_new(j, "loss", json_real(loss));
+    json_t *tensors = json_array();
+    for (int i = 0; i < m.layout.n; i++) {
+        const ParamTensor *t = &m.layout.t[i];
+        json_array_append_new(tensors, json_pack("{s:s,s:I,s:[I,I],s:i}", "name", t->name, "offset",
+                                                 (json_int_t)t->offset, "shape", (json_int_t)t->shape[0],
+                                                 (json_int_t)t->shape[1], "ndim", t->ndim));
+    }
+    json_object_set_new(j, "tensors", tensors);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/case.json", dir);
+    if (json_dump_file(j, path, JSON_INDENT(1)) != 0) die("cannot write '%s'", path);
+    json_decref(j);
+    free(logits);
+    llama_free(&m);
+    return 0;
+}
