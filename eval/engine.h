@@ -1,0 +1,36 @@
+#ifndef KVCPT_ENGINE_H
+#define KVCPT_ENGINE_H
+/* The KV-cache decode engine behind `kvcpt eval` (CPU): a full causal
+ * prefill of positions 0..L-1 (shared by every policy), then teacher-forced
+ * decode steps that each attend only to the keys the policy keeps. */
+#include <stdint.h>
+
+#include "../model/llama.h"
+#include "policy.h"
+
+typedef struct {
+    Llama *m;
+    int64_t cap, L, W;
+    float **kc, **vc;                 /* per layer (cap, Hkv, D) */
+    float **colsum, **last_probs, **last_out, **q_last; /* per layer prefill statistics */
+    float *rope_cos, *rope_sin;       /* (cap, D/2) */
+    float *buf;                       /* decode scratch */
+    float *x, *xn, *q, *q_raw, *k, *v, *att, *o, *g, *u, *h, *logits, *probs, rstd;
+    int32_t **keys;
+    int64_t *n;
+    int64_t kv_reads;                 /* cached (position, KV head) entries read, summed over layers */
+    float *prefill_logits;            /* (V) logits of position L-1 */
+} DecodeEngine;
+
+/* cap: the most positions a document will use (L + S). W: prefill rows kept for policies. */
+void engine_create(DecodeEngine *e, Llama *m, int64_t cap, int64_t W);
+void engine_free(DecodeEngine *e);
+/* Full causal prefill of tokens[0..L-1] (mask off); keeps caches and statistics. */
+void engine_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L);
+/* Runs policy p over decode positions L..L+S-2 with teacher forcing and
+ * writes the S negative log-likelihoods of tokens[L..L+S-1] (the first from
+ * the prefill's last position, identical for every policy). */
+void engine_decode(DecodeEngine *e, Policy *p, const int32_t *tokens, int64_t S, double *nll);
+/* -log softmax(logits)[target] in double. */
+double nll_of(const float *logits, int64_t V, int32_t target);
+#endif

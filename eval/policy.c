@@ -1,0 +1,128 @@
+#include "policy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+#include "../kernels/attention.h"
+#include "policies.h"
+
+static const PolicyInfo registry[] = {
+    {"full", policy_full_create, "every key (the reference)"},
+    {"streaming", policy_streaming_create, "StreamingLLM: 4 sink tokens + the K-4 most recent"},
+    {"snapkv", policy_snapkv_create, "SnapKV: prefill window scores, max-pooled top-K; evicts prefill entries"},
+    {"refreshkv", policy_refreshkv_create, "RefreshKV: partial cache refreshed by query-similarity full steps"},
+};
+
+const PolicyInfo *policy_registry(int *count) {
+    *count = (int)(sizeof registry / sizeof registry[0]);
+    return registry;
+}
+
+PolicyOptions policy_default_options(int64_t budget) {
+    PolicyOptions o = {.budget = budget, .agg = GROUP_AGG_MAX, .pool_kernel = 7, .window = 1, .snapkv_grow = 0,
+                       .qc_stride = 10, .threshold = 0.85, .fixed_stride = 0, .sinks = 4};
+    return o;
+}
+
+void policy_create(Policy *p, const char *name, const PolicyShape *shape, const PolicyOptions *opt) {
+    int n;
+    const PolicyInfo *r = policy_registry(&n);
+    for (int i = 0; i < n; i++) {
+        if (strcmp(r[i].name, name) != 0) continue;
+        memset(p, 0, sizeof *p);
+        p->name = r[i].name;
+        p->shape = *shape;
+        p->opt = *opt;
+        KV_CHECK(opt->budget >= 1, "policy %s: budget must be >= 1 (got %lld)", name, (long long)opt->budget);
+        snprintf(p->label, sizeof p->label, "%s", name);
+        r[i].create(p);
+        return;
+    }
+    char known[512] = "";
+    for (int i = 0; i < n; i++) snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", r[i].name);
+    die("unknown policy '%s'; known policies: %s", name, known);
+}
+
+void policy_destroy(Policy *p) {
+    if (p->destroy) p->destroy(p);
+    free(p->full_steps_per_layer);
+    memset(p, 0, sizeof *p);
+}
+
+void policy_group_scores(float *out, const float *per_head, int64_t head_stride, int64_t group, int64_t n, int agg) {
+    int64_t nh = agg == GROUP_AGG_FIRST ? 1 : group;
+    for (int64_t j = 0; j < n; j++) out[j] = per_head[j];
+    for (int64_t h = 1; h < nh; h++)
+        for (int64_t j = 0; j < n; j++) {
+            float v = per_head[h * head_stride + j];
+            out[j] = agg == GROUP_AGG_MAX ? (v > out[j] ? v : out[j]) : out[j] + v;
+        }
+    if (agg == GROUP_AGG_MEAN)
+        for (int64_t j = 0; j < n; j++) out[j] /= (float)group;
+}
+
+void policy_max_pool(float *s, float *scratch, int64_t n, int64_t kernel) {
+    int64_t r = kernel / 2;
+    if (r == 0) return;
+    memcpy(scratch, s, sizeof(float) * (size_t)n);
+    for (int64_t j = 0; j < n; j++) {
+        int64_t lo = j - r < 0 ? 0 : j - r, hi = j + r > n - 1 ? n - 1 : j + r;
+        float mx = scratch[lo];
+        for (int64_t i = lo + 1; i <= hi; i++) mx = scratch[i] > mx ? scratch[i] : mx;
+        s[j] = mx;
+    }
+}
+
+typedef struct {
+    float score;
+    int32_t pos;
+} Ranked;
+
+static int by_score_desc(const void *a, const void *b) {
+    const Ranked *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+static int by_pos_asc(const void *a, const void *b) {
+    const Ranked *x = a, *y = b;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+int64_t policy_top_k(int32_t *pos_out, float *score_out, const float *scores, int64_t n, int64_t k) {
+    Ranked *r = xmalloc(sizeof(Ranked) * (size_t)(n > 0 ? n : 1));
+    for (int64_t j = 0; j < n; j++) r[j] = (Ranked){scores[j], (int32_t)j};
+    qsort(r, (size_t)n, sizeof(Ranked), by_score_desc);
+    int64_t m = k < n ? k : n;
+    qsort(r, (size_t)m, sizeof(Ranked), by_pos_asc);
+    for (int64_t j = 0; j < m; j++) pos_out[j] = r[j].pos, score_out[j] = r[j].score;
+    free(r);
+    return m;
+}
+
+void kept_init(KeptSet *s, int64_t cap) {
+    s->pos = xmalloc(sizeof(int32_t) * (size_t)cap);
+    s->score = xmalloc(sizeof(float) * (size_t)cap);
+    s->n = 0, s->cap = cap;
+}
+
+void kept_free(KeptSet *s) {
+    free(s->pos);
+    free(s->score);
+    memset(s, 0, sizeof *s);
+}
+
+void kept_push(KeptSet *s, int32_t pos, float score) {
+    KV_CHECK(s->n < s->cap, "kept set overflow (%lld entries)", (long long)s->cap);
+    s->pos[s->n] = pos, s->score[s->n] = score, s->n++;
+}
+
+void kept_evict_lowest(KeptSet *s) {
+    if (s->n == 0) return;
+    int64_t w = 0;
+    for (int64_t i = 1; i < s->n; i++)
+        if (s->score[i] < s->score[w] || (s->score[i] == s->score[w] && s->pos[i] < s->pos[w])) w = i;
+    s->n--;
+    s->pos[w] = s->pos[s->n], s->score[w] = s->score[s->n];
+}

@@ -1,0 +1,98 @@
+#ifndef KVCPT_POLICY_H
+#define KVCPT_POLICY_H
+/* One interface for every KV-cache policy (SPEC §4): a policy is initialised
+ * from the prefill, chooses the cached keys each decode step attends to (per
+ * layer and KV head), and updates itself from that step's attention. A new
+ * policy is one new file plus one line in eval/policy.c's registry.
+ *
+ * Positions: the prefill fills 0..L-1; decode step i runs position L+i.
+ * choose() returns past positions (< pos) in any order; the engine sorts them
+ * and always adds the current position itself, last. */
+#include <stdint.h>
+
+typedef struct {
+    int64_t n_layers, Hq, Hkv, D, C;
+    int64_t L;       /* prefill length */
+    int64_t W;       /* rows kept in last_probs */
+    int64_t budget;  /* K: cached positions per KV head */
+    int64_t cap;     /* most positions a document reaches (L + S) */
+} PolicyShape;
+
+/* What the prefill leaves for one layer (valid during init only, except k/v caches). */
+typedef struct {
+    const float *colsum;     /* (Hq, L) attention received from all prefill queries */
+    const float *last_probs; /* (Hq, W, L) rows of queries L-W..L-1 */
+    const float *last_out;   /* (W, Hq, D) attention outputs (before o_proj) of those queries */
+    const float *wo;         /* (C, Hq*D) o_proj weight */
+    const float *kc, *vc;    /* caches (cap, Hkv, D) */
+    const float *q_last;     /* (Hq, D) pre-RoPE query of position L-1 */
+} PrefillLayer;
+
+/* Per-policy options; each policy reads the fields it needs. */
+typedef struct {
+    int64_t budget;
+    int agg;                 /* GroupAgg for GQA scores (default max) */
+    int64_t pool_kernel;     /* SnapKV/RefreshKV pooling (7) */
+    int64_t window;          /* SnapKV observation window (1) */
+    int snapkv_grow;
+    int64_t qc_stride;       /* RefreshKV: similarity check every N steps (0: off) */
+    double threshold;        /* RefreshKV cosine threshold (0.85) */
+    int64_t fixed_stride;    /* RefreshKV: full step every N steps (0: dynamic) */
+    int64_t sinks;           /* StreamingLLM sink tokens (4) */
+} PolicyOptions;
+
+typedef struct Policy Policy;
+struct Policy {
+    const char *name;
+    char label[96];          /* name with its settings, for tables */
+    PolicyShape shape;
+    PolicyOptions opt;
+    void *state;
+    void (*init)(Policy *p, int64_t layer, const PrefillLayer *pre);
+    /* q: (Hq, D) pre-RoPE query of the current token at this layer (content,
+     * not position: what RefreshKV compares). keys[g] has room for
+     * pos entries; n[g] receives the count. */
+    void (*choose)(Policy *p, int64_t layer, int64_t pos, const float *q, int32_t **keys, int64_t *n);
+    /* probs for head h at probs + h*max_n, aligned with keys[h/group] (current position last). */
+    void (*update)(Policy *p, int64_t layer, int64_t pos, int32_t *const *keys, const int64_t *n, const float *probs,
+                   int64_t max_n);
+    void (*destroy)(Policy *p);
+    /* RefreshKV: full-attention decode steps per layer (NULL for other policies) */
+    int64_t *full_steps_per_layer;
+    int64_t decode_steps;
+};
+
+typedef struct {
+    const char *name;
+    void (*create)(Policy *p);
+    const char *summary;
+} PolicyInfo;
+
+/* Creates policy `name` (dies listing the known ones otherwise). */
+void policy_create(Policy *p, const char *name, const PolicyShape *shape, const PolicyOptions *opt);
+void policy_destroy(Policy *p);
+const PolicyInfo *policy_registry(int *count);
+PolicyOptions policy_default_options(int64_t budget);
+
+/* Shared helpers for policies. */
+/* out[j] = aggregate over the group's heads of per_head[h*head_stride + j] (GroupAgg). */
+void policy_group_scores(float *out, const float *per_head, int64_t head_stride, int64_t group, int64_t n, int agg);
+/* In-place max-pool with an odd kernel, window clipped at the edges (scratch: n floats). */
+void policy_max_pool(float *s, float *scratch, int64_t n, int64_t kernel);
+/* The k highest of scores[0..n-1] (ties to the lower position), ascending by
+ * position into pos_out, their scores into score_out; returns min(k, n). */
+int64_t policy_top_k(int32_t *pos_out, float *score_out, const float *scores, int64_t n, int64_t k);
+
+/* A scored set of cached positions per (layer, KV head): what SnapKV,
+ * RefreshKV and the score-based evictors keep. */
+typedef struct {
+    int32_t *pos;
+    float *score;
+    int64_t n, cap;
+} KeptSet;
+void kept_init(KeptSet *s, int64_t cap);
+void kept_free(KeptSet *s);
+void kept_push(KeptSet *s, int32_t pos, float score);
+/* Removes the entry with the lowest score (ties: the lower position). */
+void kept_evict_lowest(KeptSet *s);
+#endif

@@ -1,0 +1,59 @@
+/* snapkv (SnapKV): at prefill, the attention of the last `window` queries,
+ * summed, aggregated over the GQA group and max-pooled, picks the top-K
+ * prefill keys. Decode keeps the cache at K by evicting the lowest-scored
+ * prefill entry as new tokens arrive (the paper's setting), or keeps every
+ * new token with --snapkv-grow. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../common/util.h"
+#include "partial_cache.h"
+#include "policies.h"
+
+typedef struct {
+    PartialCache cache;
+    float *window_sum;
+} SnapState;
+
+static void snapkv_init(Policy *p, int64_t layer, const PrefillLayer *pre) {
+    SnapState *st = p->state;
+    int64_t L = p->shape.L, W = p->shape.W, w = p->opt.window < W ? p->opt.window : W;
+    for (int64_t h = 0; h < p->shape.Hq; h++) {
+        float *s = st->window_sum + h * L;
+        for (int64_t j = 0; j < L; j++) s[j] = 0.0f;
+        for (int64_t r = W - w; r < W; r++)
+            for (int64_t j = 0; j < L; j++) s[j] += pre->last_probs[(h * W + r) * L + j];
+    }
+    partial_cache_select(&st->cache, p, layer, st->window_sum, L, L);
+}
+
+static void snapkv_choose(Policy *p, int64_t layer, int64_t pos, const float *q, int32_t **keys, int64_t *n) {
+    (void)q;
+    partial_cache_keys(&((SnapState *)p->state)->cache, p, layer, pos, p->opt.snapkv_grow, keys, n);
+}
+
+static void snapkv_update(Policy *p, int64_t layer, int64_t pos, int32_t *const *keys, const int64_t *n,
+                          const float *probs, int64_t max_n) {
+    (void)p, (void)layer, (void)pos, (void)keys, (void)n, (void)probs, (void)max_n;
+}
+
+static void snapkv_destroy(Policy *p) {
+    SnapState *st = p->state;
+    partial_cache_free(&st->cache);
+    free(st->window_sum);
+    free(st);
+}
+
+void policy_snapkv_create(Policy *p) {
+    KV_CHECK(p->opt.window >= 1, "snapkv: observation window must be >= 1");
+    SnapState *st = xcalloc(1, sizeof *st);
+    partial_cache_init(&st->cache, &p->shape, p->shape.cap);
+    st->window_sum = xmalloc(sizeof(float) * (size_t)(p->shape.Hq * p->shape.L));
+    p->state = st;
+    snprintf(p->label, sizeof p->label, "snapkv (window %lld%s)", (long long)p->opt.window,
+             p->opt.snapkv_grow ? ", grow" : "");
+    p->init = snapkv_init;
+    p->choose = snapkv_choose;
+    p->update = snapkv_update;
+    p->destroy = snapkv_destroy;
+}

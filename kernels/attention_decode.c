@@ -1,0 +1,72 @@
+#include "attention_decode.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+
+static inline float dot(const float *a, const float *b, int64_t D) {
+    float s = 0.0f;
+    for (int64_t d = 0; d < D; d++) s += a[d] * b[d];
+    return s;
+}
+
+void attention_prefill_stats_cpu(float *colsum, float *last, const float *q, const float *k, int64_t T, int64_t Hq,
+                                 int64_t Hkv, int64_t D, int64_t W) {
+    int64_t group = Hq / Hkv;
+    float scale = 1.0f / sqrtf((float)D);
+    if (W > T) W = T;
+#pragma omp parallel
+    {
+        float *p = xmalloc(sizeof(float) * (size_t)T);
+#pragma omp for schedule(dynamic)
+        for (int64_t h = 0; h < Hq; h++) {
+            const float *kb = k + (h / group) * D;
+            if (colsum) memset(colsum + h * T, 0, sizeof(float) * (size_t)T);
+            if (last) memset(last + h * W * T, 0, sizeof(float) * (size_t)(W * T));
+            for (int64_t t = 0; t < T; t++) {
+                if (!colsum && t < T - W) continue;
+                const float *qr = q + (t * Hq + h) * D;
+                float mx = -INFINITY, sum = 0.0f;
+                for (int64_t j = 0; j <= t; j++) {
+                    p[j] = dot(qr, kb + j * Hkv * D, D) * scale;
+                    mx = p[j] > mx ? p[j] : mx;
+                }
+                for (int64_t j = 0; j <= t; j++) sum += (p[j] = expf(p[j] - mx));
+                for (int64_t j = 0; j <= t; j++) p[j] /= sum;
+                if (colsum)
+                    for (int64_t j = 0; j <= t; j++) colsum[h * T + j] += p[j];
+                if (last && t >= T - W) memcpy(last + (h * W + t - (T - W)) * T, p, sizeof(float) * (size_t)(t + 1));
+            }
+        }
+        free(p);
+    }
+}
+
+void attention_decode_cpu(float *out, float *probs, const float *q, const float *kc, const float *vc,
+                          const int32_t *const *keys, const int64_t *n, int64_t max_n, int64_t Hq, int64_t Hkv,
+                          int64_t D) {
+    int64_t group = Hq / Hkv;
+    float scale = 1.0f / sqrtf((float)D);
+#pragma omp parallel for schedule(static) if (max_n > 4096)
+    for (int64_t h = 0; h < Hq; h++) {
+        int64_t g = h / group, cnt = n[g];
+        const int32_t *kp = keys[g];
+        float *p = probs + h * max_n, mx = -INFINITY, sum = 0.0f;
+        const float *qr = q + h * D;
+        for (int64_t t = 0; t < cnt; t++) {
+            p[t] = dot(qr, kc + ((int64_t)kp[t] * Hkv + g) * D, D) * scale;
+            mx = p[t] > mx ? p[t] : mx;
+        }
+        for (int64_t t = 0; t < cnt; t++) sum += (p[t] = expf(p[t] - mx));
+        float *o = out + h * D;
+        memset(o, 0, sizeof(float) * (size_t)D);
+        for (int64_t t = 0; t < cnt; t++) {
+            const float *vr = vc + ((int64_t)kp[t] * Hkv + g) * D;
+            for (int64_t d = 0; d < D; d++) o[d] += p[t] * vr[d];
+        }
+        for (int64_t d = 0; d < D; d++) o[d] /= sum;
+        for (int64_t t = 0; t < cnt; t++) p[t] /= sum;
+    }
+}

@@ -1,0 +1,81 @@
+/* Invariants of the decode engine and policies on a tiny random model:
+ * full = exp(training forward loss) over the same targets; a budget covering
+ * the whole context makes every policy equal full; refreshkv that never
+ * refreshes equals snapkv; refreshkv --fixed-stride 1 equals full. */
+#include <math.h>
+#include <string.h>
+
+#include "../common/rng.h"
+#include "../common/util.h"
+#include "../eval/engine.h"
+#include "testlib.h"
+
+#define L 48
+#define S 9
+
+static Llama model;
+static DecodeEngine eng;
+static int32_t doc[L + S];
+
+static void run(const char *name, PolicyOptions o, double *nll) {
+    PolicyShape sh = {model.cfg.num_hidden_layers, model.cfg.num_attention_heads, model.cfg.num_key_value_heads,
+                      model.cfg.head_dim, model.cfg.hidden_size, L, 32, o.budget, L + S};
+    Policy p;
+    policy_create(&p, name, &sh, &o);
+    engine_decode(&eng, &p, doc, S, nll);
+    policy_destroy(&p);
+}
+
+static double mean(const double *x, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    return s / n;
+}
+
+static int same(const double *a, const double *b, int n) { return memcmp(a, b, sizeof(double) * (size_t)n) == 0; }
+
+int main(void) {
+    LlamaConfig c;
+    config_load(&c, "tiny");
+    c.initializer_range = 0.3;
+    llama_create(&model, &c);
+    llama_init_random(&model, 17);
+    Rng r;
+    rng_seed(&r, 3);
+    for (int i = 0; i < L + S; i++) doc[i] = (int32_t)(rng_u64(&r) % (uint64_t)c.vocab_size);
+    engine_create(&eng, &model, L + S, 32);
+    engine_prefill(&eng, doc, L);
+
+    double full[S], x[S];
+    run("full", policy_default_options(L / 8), full);
+    /* training forward over the same targets: positions L-1 .. L+S-2 */
+    int32_t tgt[L + S - 1];
+    for (int t = 0; t < L + S - 1; t++) tgt[t] = t >= L - 1 ? doc[t + 1] : -1;
+    float loss = llama_forward(&model, doc, tgt, 1, L + S - 1);
+    double ppl_full = exp(mean(full, S)), ppl_train = exp((double)loss);
+    tl_result(fabs(ppl_full - ppl_train) <= 1e-5 * ppl_train, "full PPL equals exp(training forward loss)",
+              "decode %.9f vs forward %.9f", ppl_full, ppl_train);
+
+    const char *names[] = {"streaming", "snapkv", "refreshkv"};
+    for (int i = 0; i < 3; i++) {
+        char t[96];
+        run(names[i], policy_default_options(L + S), x);
+        snprintf(t, sizeof t, "budget >= context: %s equals full", names[i]);
+        tl_result(same(x, full, S), t, "PPL %.6f vs %.6f", exp(mean(x, S)), ppl_full);
+    }
+    PolicyOptions never = policy_default_options(L / 8), snap = policy_default_options(L / 8);
+    never.qc_stride = 0;
+    double y[S];
+    run("refreshkv", never, x);
+    run("snapkv", snap, y);
+    tl_result(same(x, y, S), "refreshkv that never refreshes equals snapkv", "PPL %.6f vs %.6f", exp(mean(x, S)),
+              exp(mean(y, S)));
+    tl_result(!same(y, full, S), "snapkv with K = L/8 differs from full", "identical NLLs: the budget had no effect");
+    PolicyOptions every = policy_default_options(L / 8);
+    every.fixed_stride = 1;
+    run("refreshkv", every, x);
+    tl_result(same(x, full, S), "refreshkv --fixed-stride 1 equals full", "PPL %.6f vs %.6f", exp(mean(x, S)), ppl_full);
+    engine_free(&eng);
+    llama_free(&model);
+    return tl_finish();
+}
