@@ -11,6 +11,7 @@ DEB_PKGS=(
   libzstd-dev zstd               # streamed .zst corpora
   libpcre2-dev                   # tokenizer pre-split regex (UTF + UCP)
   python3-torch python3-numpy    # independent autograd oracle for the CPU model
+  gnuplot-nox                    # PNG plots (loss curves, PPL per policy)
 )
 
 missing=()

@@ -1,0 +1,91 @@
+#include "plot.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* "dir/name.png" -> "dir/name" + ext */
+static void sibling(char *out, size_t n, const char *png, const char *ext) {
+    snprintf(out, n, "%s", png);
+    char *dot = strrchr(out, '.');
+    if (dot && strcmp(dot, ".png") == 0) *dot = '\0';
+    strncat(out, ext, n - strlen(out) - 1);
+}
+
+static int render(const char *gp_path, const char *png_path) {
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+        warnf("gnuplot not found: %s not rendered; install gnuplot-nox ('make setup') and run 'gnuplot %s'", png_path,
+              gp_path);
+        return 0;
+    }
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>&1", gp_path);
+    if (system(cmd) != 0) {
+        warnf("gnuplot failed on %s", gp_path);
+        return 0;
+    }
+    return 1;
+}
+
+static void quote_free(char *dst, size_t n, const char *s) {
+    size_t j = 0;
+    for (size_t i = 0; s[i] && j + 1 < n; i++) dst[j++] = s[i] == '"' || s[i] == '\'' ? ' ' : s[i];
+    dst[j] = '\0';
+}
+
+int plot_lines_png(const char *png_path, const char *title, const char *xlabel, const char *ylabel,
+                   const PlotSeries *series, int nseries) {
+    char dat[4096], gp[4096], t[256];
+    sibling(dat, sizeof dat, png_path, ".dat");
+    sibling(gp, sizeof gp, png_path, ".gp");
+    FILE *f = fopen_check(dat, "w");
+    for (int s = 0; s < nseries; s++) {
+        fprintf(f, "# %s\n", series[s].name);
+        for (int64_t i = 0; i < series[s].n; i++) fprintf(f, "%.10g %.10g\n", series[s].x[i], series[s].y[i]);
+        fprintf(f, "\n\n");
+    }
+    fclose_check(f, dat);
+    f = fopen_check(gp, "w");
+    quote_free(t, sizeof t, title);
+    fprintf(f, "set terminal pngcairo size 900,560 noenhanced\nset output '%s'\nset title '%s'\n", png_path, t);
+    fprintf(f, "set xlabel '%s'\nset ylabel '%s'\nset grid\nset key outside right\n", xlabel, ylabel);
+    fprintf(f, "plot ");
+    for (int s = 0; s < nseries; s++) {
+        quote_free(t, sizeof t, series[s].name);
+        fprintf(f, "%s'%s' index %d with lines lw 2 title '%s'", s ? ", " : "", dat, s, t);
+    }
+    fprintf(f, "\n");
+    fclose_check(f, gp);
+    return render(gp, png_path);
+}
+
+int plot_bars_png(const char *png_path, const char *title, const char *ylabel, const char *const *row_names,
+                  int nrows, const char *const *col_names, int ncols, const double *values) {
+    char dat[4096], gp[4096], t[256];
+    sibling(dat, sizeof dat, png_path, ".dat");
+    sibling(gp, sizeof gp, png_path, ".gp");
+    FILE *f = fopen_check(dat, "w");
+    fprintf(f, "row");
+    for (int c = 0; c < ncols; c++) {
+        quote_free(t, sizeof t, col_names[c]);
+        fprintf(f, " \"%s\"", t);
+    }
+    fprintf(f, "\n");
+    for (int r = 0; r < nrows; r++) {
+        quote_free(t, sizeof t, row_names[r]);
+        fprintf(f, "\"%s\"", t);
+        for (int c = 0; c < ncols; c++) fprintf(f, " %.10g", values[r * ncols + c]);
+        fprintf(f, "\n");
+    }
+    fclose_check(f, dat);
+    f = fopen_check(gp, "w");
+    quote_free(t, sizeof t, title);
+    fprintf(f, "set terminal pngcairo size 1000,560 noenhanced\nset output '%s'\nset title '%s'\n", png_path, t);
+    fprintf(f, "set ylabel '%s'\nset style data histograms\nset style histogram clustered gap 1\n", ylabel);
+    fprintf(f, "set style fill solid 0.85 border -1\nset grid ytics\nset xtics rotate by -25\nset key outside right\n");
+    fprintf(f, "plot for [c=2:%d] '%s' using c:xtic(1) title columnheader(c)\n", ncols + 1, dat);
+    fclose_check(f, gp);
+    return render(gp, png_path);
+}

@@ -1,0 +1,169 @@
+#include "train_config.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+
+typedef enum { K_STR, K_INT, K_NUM } KeyType;
+
+typedef struct {
+    const char *key;
+    KeyType type;
+    size_t offset, size; /* size for strings */
+    const char *dflt, *help;
+} Key;
+
+#define S_(f, d, h) {#f, K_STR, offsetof(TrainConfig, f), sizeof(((TrainConfig *)0)->f), d, h}
+#define I_(f, d, h) {#f, K_INT, offsetof(TrainConfig, f), 0, d, h}
+#define N_(f, d, h) {#f, K_NUM, offsetof(TrainConfig, f), 0, d, h}
+static const Key keys[] = {
+    S_(model, "small", "preset name, Hugging Face directory, or native model directory"),
+    S_(init, "random", "random (pretraining from scratch) | pretrained (load the model's weights: CPT)"),
+    S_(data, "", "prepared data directory (kvcpt prepare --out), with train/ and dev/ splits"),
+    S_(out, "runs/train", "run directory: log.jsonl, checkpoints, loss.png"),
+    S_(optim, "adamw8bit", "adamw8bit | adamw"),
+    S_(schedule, "linear", "linear | cosine | constant (after warm-up)"),
+    S_(group_agg, "max", "GQA aggregation of selection scores: max | mean | first"),
+    S_(device, "auto", "auto | cpu | cuda"),
+    I_(L, "8192", "prefill length: positions < L attend causally"),
+    I_(S, "50", "refresh positions after the prefill; sequences are L + S tokens"),
+    I_(K, "2048", "kept prefill keys per KV head for positions >= L"),
+    I_(pool_kernel, "7", "selection max-pool kernel (odd)"),
+    I_(mask, "1", "1: RefreshKV mask (CPT); 0: plain causal attention (pretraining)"),
+    I_(global_batch, "64", "sequences per optimizer step, over all ranks"),
+    I_(micro_batch, "1", "sequences per forward/backward on one rank"),
+    I_(steps, "0", "optimizer steps; 0 = as many as `epochs` of the train split give"),
+    I_(epochs, "1", "passes over the train split when steps = 0"),
+    I_(warmup_steps, "20", "linear warm-up steps"),
+    I_(eval_interval, "0", "dev-split loss every N steps (0: only at the end)"),
+    I_(eval_batches, "4", "dev sequences per evaluation"),
+    I_(ckpt_interval, "0", "checkpoint every N steps (0: only at the end and on signals)"),
+    I_(keep_last, "2", "complete checkpoints kept"),
+    I_(log_interval, "1", "log line every N steps"),
+    I_(seed, "1234", "random init, data order"),
+    N_(lr, "5e-6", "peak learning rate"),
+    N_(min_lr_frac, "0", "final learning rate as a fraction of lr"),
+    N_(weight_decay, "0", "decoupled weight decay"),
+    N_(beta1, "0.9", "AdamW beta1"),
+    N_(beta2, "0.999", "AdamW beta2"),
+    N_(eps, "1e-8", "AdamW epsilon"),
+    N_(grad_clip, "1.0", "global gradient-norm clip (0: off)"),
+};
+#define N_KEYS (int)(sizeof keys / sizeof keys[0])
+
+static const Key *find_key(const char *k) {
+    for (int i = 0; i < N_KEYS; i++)
+        if (strcmp(keys[i].key, k) == 0) return &keys[i];
+    return NULL;
+}
+
+static void set_from_string(TrainConfig *c, const Key *k, const char *v, const char *origin) {
+    char *p = (char *)c + k->offset, *end = NULL;
+    errno = 0;
+    if (k->type == K_STR) {
+        if (strlen(v) >= k->size) die("%s: value of '%s' is too long", origin, k->key);
+        strcpy(p, v);
+    } else if (k->type == K_INT) {
+        long long x = strtoll(v, &end, 10);
+        if (errno || end == v || *end) die("%s: '%s' must be an integer (got '%s')", origin, k->key, v);
+        *(int64_t *)p = x;
+    } else {
+        double x = strtod(v, &end);
+        if (errno || end == v || *end) die("%s: '%s' must be a number (got '%s')", origin, k->key, v);
+        *(double *)p = x;
+    }
+}
+
+void train_config_defaults(TrainConfig *c) {
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < N_KEYS; i++) set_from_string(c, &keys[i], keys[i].dflt, "defaults");
+}
+
+void train_config_apply_json(TrainConfig *c, const char *text, const char *origin) {
+    json_error_t err;
+    json_t *root = json_loads(text, 0, &err);
+    if (!root) die("%s: invalid JSON at line %d column %d: %s", origin, err.line, err.column, err.text);
+    if (!json_is_object(root)) die("%s: the config must be a JSON object", origin);
+    const char *name;
+    json_t *v;
+    json_object_foreach(root, name, v) {
+        if (name[0] == '_') continue; /* "_comment" style keys document configs */
+        const Key *k = find_key(name);
+        if (!k) die("%s: unknown config key '%s'; see 'kvcpt train --help' for the keys", origin, name);
+        char buf[64];
+        if (k->type == K_STR) {
+            if (!json_is_string(v)) die("%s: '%s' must be a string", origin, name);
+            set_from_string(c, k, json_string_value(v), origin);
+            continue;
+        }
+        if (json_is_boolean(v) && k->type == K_INT) snprintf(buf, sizeof buf, "%d", json_is_true(v));
+        else if (json_is_integer(v)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
+        else if (json_is_real(v) && k->type == K_NUM) snprintf(buf, sizeof buf, "%.17g", json_real_value(v));
+        else die("%s: '%s' must be %s", origin, name, k->type == K_INT ? "an integer" : "a number");
+        set_from_string(c, k, buf, origin);
+    }
+    json_decref(root);
+}
+
+void train_config_apply_set(TrainConfig *c, const char *kv) {
+    const char *eq = strchr(kv, '=');
+    if (!eq) die("--set expects key=value (got '%s')", kv);
+    char key[64];
+    size_t n = (size_t)(eq - kv);
+    if (n >= sizeof key) die("--set: key too long in '%s'", kv);
+    memcpy(key, kv, n);
+    key[n] = '\0';
+    const Key *k = find_key(key);
+    if (!k) die("--set: unknown config key '%s'; see 'kvcpt train --help'", key);
+    set_from_string(c, k, eq + 1, "--set");
+}
+
+static int one_of(const char *v, const char *a, const char *b, const char *c3) {
+    return strcmp(v, a) == 0 || strcmp(v, b) == 0 || (c3 && strcmp(v, c3) == 0);
+}
+
+void train_config_validate(const TrainConfig *c, int world) {
+    KV_CHECK(one_of(c->init, "random", "pretrained", NULL), "config: 'init' must be random or pretrained (got '%s')", c->init);
+    KV_CHECK(one_of(c->optim, "adamw8bit", "adamw", NULL), "config: 'optim' must be adamw8bit or adamw (got '%s')", c->optim);
+    KV_CHECK(one_of(c->schedule, "linear", "cosine", "constant"), "config: 'schedule' must be linear, cosine or constant");
+    KV_CHECK(one_of(c->group_agg, "max", "mean", "first"), "config: 'group_agg' must be max, mean or first");
+    KV_CHECK(c->data[0], "config: 'data' (the prepared data directory) is required");
+    KV_CHECK(c->L >= 1 && c->S >= 0, "config: 'L' must be >= 1 and 'S' >= 0 (got L=%lld S=%lld)", (long long)c->L,
+             (long long)c->S);
+    KV_CHECK(!c->mask || (c->K >= 1 && c->K <= c->L), "config: 'K' (%lld) must be in [1, L=%lld]", (long long)c->K,
+             (long long)c->L);
+    KV_CHECK(c->pool_kernel >= 1 && c->pool_kernel % 2 == 1, "config: 'pool_kernel' must be odd and >= 1");
+    KV_CHECK(c->micro_batch >= 1 && c->global_batch >= 1, "config: 'global_batch' and 'micro_batch' must be >= 1");
+    KV_CHECK(c->global_batch % (c->micro_batch * world) == 0,
+             "config: 'global_batch' (%lld) must be divisible by 'micro_batch' (%lld) x ranks (%d)",
+             (long long)c->global_batch, (long long)c->micro_batch, world);
+    KV_CHECK(c->steps >= 0 && c->epochs >= 1, "config: 'steps' must be >= 0 and 'epochs' >= 1");
+    KV_CHECK(c->lr > 0 && c->min_lr_frac >= 0 && c->min_lr_frac <= 1, "config: 'lr' must be > 0, 'min_lr_frac' in [0,1]");
+    KV_CHECK(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1 && c->eps > 0,
+             "config: 'beta1', 'beta2' must be in [0,1) and 'eps' > 0");
+    KV_CHECK(c->keep_last >= 1, "config: 'keep_last' must be >= 1");
+}
+
+char *train_config_to_json(const TrainConfig *c) {
+    json_t *o = json_object();
+    for (int i = 0; i < N_KEYS; i++) {
+        const char *p = (const char *)c + keys[i].offset;
+        json_t *v = keys[i].type == K_STR   ? json_string(p)
+                    : keys[i].type == K_INT ? json_integer(*(const int64_t *)p)
+                                            : json_real(*(const double *)p);
+        json_object_set_new(o, keys[i].key, v);
+    }
+    char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    return s;
+}
+
+void train_config_print_keys(void) {
+    printf("\nconfig keys (JSON object in --config, or --set key=value):\n");
+    for (int i = 0; i < N_KEYS; i++) printf("  %-14s %-10s %s\n", keys[i].key, keys[i].dflt, keys[i].help);
+}

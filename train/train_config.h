@@ -1,0 +1,34 @@
+#ifndef KVCPT_TRAIN_CONFIG_H
+#define KVCPT_TRAIN_CONFIG_H
+/* `kvcpt train` configuration: one flat JSON object (files in launch/configs)
+ * plus `--set key=value` overrides. One table lists every key with its type,
+ * default and help, so unknown keys are errors and docs cannot drift. */
+#include <stdint.h>
+
+typedef struct {
+    char model[4096];     /* preset name, HF directory, or native model directory */
+    char init[32];        /* "random" | "pretrained" */
+    char data[4096];      /* prepared shard directory (with train/ and dev/) */
+    char out[4096];       /* run directory */
+    char optim[32];       /* "adamw8bit" | "adamw" */
+    char schedule[32];    /* "linear" | "cosine" | "constant" */
+    char group_agg[16];   /* "max" | "mean" | "first" */
+    char device[16];      /* "auto" | "cpu" | "cuda" */
+    int64_t L, S, K, pool_kernel, mask;
+    int64_t global_batch, micro_batch, steps, epochs, warmup_steps;
+    int64_t eval_interval, eval_batches, ckpt_interval, keep_last, log_interval, seed;
+    double lr, min_lr_frac, weight_decay, beta1, beta2, eps, grad_clip;
+} TrainConfig;
+
+void train_config_defaults(TrainConfig *c);
+/* Applies a JSON object's keys (dies naming an unknown key or a wrong type). */
+void train_config_apply_json(TrainConfig *c, const char *json_text, const char *origin);
+/* Applies one "key=value" override. */
+void train_config_apply_set(TrainConfig *c, const char *kv);
+/* Cross-field checks (batch divisibility, K <= L, ...) naming the fields. */
+void train_config_validate(const TrainConfig *c, int world_size);
+/* The effective configuration as JSON (heap string) for the run directory. */
+char *train_config_to_json(const TrainConfig *c);
+/* Help text listing every key with its default. */
+void train_config_print_keys(void);
+#endif
