@@ -96,6 +96,12 @@ size_t optim_state_bytes(const Optimizer *o) {
     return (size_t)(2 * o->n_code + 2 * o->n_absmax * (int64_t)sizeof(float) + 2 * o->n_f32 * (int64_t)sizeof(float));
 }
 
+double optim_step_bytes(const Optimizer *o, int param_bytes, int grad_bytes) {
+    double elems = (double)(o->n_code + o->n_f32);
+    return elems * (2.0 * grad_bytes + 2.0 * param_bytes) + 4.0 * (double)o->n_code + 16.0 * (double)o->n_absmax +
+           16.0 * (double)o->n_f32;
+}
+
 AdamWScalars adamw_scalars(const AdamWHyper *h, int64_t step) {
     KV_CHECK(step >= 1, "optimizer: step must be >= 1 (1-based for bias correction), got %lld", (long long)step);
     KV_CHECK(isfinite(h->lr) && h->lr >= 0, "optimizer: lr must be finite and >= 0, got %g", h->lr);

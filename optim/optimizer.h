@@ -13,6 +13,10 @@
 #include "adamw_math.h"
 #include "qmap.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define OPTIM_BLOCK 256
 #define OPTIM_MIN_8BIT_NUMEL 4096
 
@@ -65,6 +69,11 @@ void optim_free(Optimizer *o);
 /* Bytes of optimizer state (codes, absmax, fp32 states). */
 size_t optim_state_bytes(const Optimizer *o);
 
+/* Bytes one step reads and writes: the gradient check's read, then params
+ * read and written, grads read, states read and written (the bandwidth
+ * benchmark's numerator). */
+double optim_step_bytes(const Optimizer *o, int param_bytes, int grad_bytes);
+
 /* One AdamW step (step is 1-based, for bias correction) over every segment:
  * params[seg.offset + i] with grads[seg.offset + i]. Returns 0; or, when a
  * gradient is non-finite (or its square overflows fp32), returns 1, fills
@@ -89,4 +98,7 @@ void optim_load(Optimizer *o, FILE *f, const char *path);
 void optim_save_file(const Optimizer *o, const char *path);
 void optim_load_file(Optimizer *o, const char *path);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

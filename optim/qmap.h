@@ -6,6 +6,10 @@
  * block with absmax a is stored as the index of the code nearest to x / a. */
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define QMAP_CODES 256
 
 typedef struct {
@@ -21,4 +25,7 @@ void qmap_build(QuantMap *q, int is_signed);
  * values go to the end codes. */
 uint8_t qmap_quantize(const QuantMap *q, float x);
 
+#ifdef __cplusplus
+}
+#endif
 #endif
