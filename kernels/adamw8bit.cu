@@ -1,0 +1,240 @@
+/* AdamW step on the GPU: one thread block per 256-element quantization
+ * block (grid-stride), the per-element arithmetic shared with the CPU
+ * oracle through optim/adamw_math.h. */
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+extern "C" {
+#include "../common/util.h"
+}
+#include "../optim/optim_cuda.h"
+#include "cuda_common.cuh"
+
+#define NO_BAD 0xffffffffffffffffull
+
+typedef struct {
+    long long offset, numel, state_offset, absmax_offset, first_block;
+    int quantized;
+} DevSegment;
+
+struct OptimCuda {
+    int nseg;
+    long long nblocks, n_code, n_absmax, n_f32;
+    OptimKind kind;
+    OptimSegment *host_seg;
+    DevSegment *seg;
+    uint8_t *m_code, *v_code;
+    float *m_absmax, *v_absmax, *m32, *v32;
+    float *maps; /* code_m[256], code_v[256], mid_m[255], mid_v[255] */
+    uint8_t zero_m, zero_v;
+    unsigned long long *bad;
+    OptimBadGrad last_bad;
+    int sm_count;
+};
+
+__device__ __forceinline__ float load_f(const float *x, long long i) { return x[i]; }
+__device__ __forceinline__ float load_f(const __nv_bfloat16 *x, long long i) { return __bfloat162float(x[i]); }
+__device__ __forceinline__ void store_f(float *x, long long i, float v) { x[i] = v; }
+__device__ __forceinline__ void store_f(__nv_bfloat16 *x, long long i, float v) { x[i] = __float2bfloat16_rn(v); }
+
+__device__ __forceinline__ int segment_of(const DevSegment *seg, int nseg, long long b) {
+    int lo = 0, hi = nseg - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (seg[mid].first_block <= b) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+template <typename G>
+__global__ void adamw_check_kernel(const DevSegment *seg, int nseg, long long nblocks, const G *grads, AdamWScalars s,
+                                   unsigned long long *bad) {
+    for (long long b = blockIdx.x; b < nblocks; b += gridDim.x) {
+        const DevSegment sg = seg[segment_of(seg, nseg, b)];
+        long long j = (b - sg.first_block) * 256 + threadIdx.x;
+        if (j < sg.numel && !adamw_grad_ok(&s, load_f(grads, sg.offset + j)))
+            atomicMin(bad, (unsigned long long)(b * 256 + threadIdx.x));
+    }
+}
+
+__device__ __forceinline__ float block_max(float x, float *scratch) {
+    for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = x;
+    __syncthreads();
+    float r = scratch[0];
+    for (int w = 1; w < 8; w++) r = fmaxf(r, scratch[w]);
+    __syncthreads();
+    return r;
+}
+
+template <typename P, typename G>
+__global__ void __launch_bounds__(256) adamw_step_kernel(const DevSegment *seg, int nseg, long long nblocks, P *params,
+                                                         const G *grads, uint8_t *m_code, uint8_t *v_code,
+                                                         float *m_absmax, float *v_absmax, float *m32, float *v32,
+                                                         const float *maps, uint8_t zero_m, uint8_t zero_v,
+                                                         AdamWScalars s, const unsigned long long *bad) {
+    if (*bad != NO_BAD) return;
+    __shared__ float code_m[256], code_v[256], mid_m[256], mid_v[256], scratch_m[8], scratch_v[8];
+    const int t = threadIdx.x;
+    code_m[t] = maps[t];
+    code_v[t] = maps[256 + t];
+    if (t < 255) mid_m[t] = maps[512 + t], mid_v[t] = maps[767 + t];
+    __syncthreads();
+    for (long long b = blockIdx.x; b < nblocks; b += gridDim.x) {
+        const DevSegment sg = seg[segment_of(seg, nseg, b)];
+        const long long j = (b - sg.first_block) * 256 + t;
+        const bool valid = j < sg.numel;
+        const float g = valid ? load_f(grads, sg.offset + j) : 0.0f;
+        const float p = valid ? load_f(params, sg.offset + j) : 0.0f;
+        if (!sg.quantized) { /* uniform across the thread block */
+            if (valid) {
+                float m = m32[sg.state_offset + j], v = v32[sg.state_offset + j];
+                adamw_moments(&s, g, &m, &v);
+                m32[sg.state_offset + j] = m;
+                v32[sg.state_offset + j] = v;
+                store_f(params, sg.offset + j, adamw_param(&s, p, m, v));
+            }
+            continue;
+        }
+        const long long qb = sg.absmax_offset + (b - sg.first_block);
+        float m = 0.0f, v = 0.0f;
+        if (valid) {
+            m = AW_MUL(code_m[m_code[sg.state_offset + j]], m_absmax[qb]);
+            v = AW_MUL(code_v[v_code[sg.state_offset + j]], v_absmax[qb]);
+            adamw_moments(&s, g, &m, &v);
+        }
+        const float new_am = block_max(fabsf(m), scratch_m);
+        const float new_av = block_max(fabsf(v), scratch_v);
+        if (valid) {
+            store_f(params, sg.offset + j, adamw_param(&s, p, m, v));
+            m_code[sg.state_offset + j] = new_am > 0.0f ? adamw_quantize(mid_m, AW_DIV(m, new_am)) : zero_m;
+            v_code[sg.state_offset + j] = new_av > 0.0f ? adamw_quantize(mid_v, AW_DIV(v, new_av)) : zero_v;
+        }
+        if (t == 0) m_absmax[qb] = new_am, v_absmax[qb] = new_av;
+    }
+}
+
+extern "C" OptimCuda *optim_cuda_create(const Optimizer *h) {
+    OptimCuda *o = (OptimCuda *)xcalloc(1, sizeof *o);
+    o->nseg = h->nseg;
+    o->kind = h->kind;
+    o->nblocks = h->nblocks, o->n_code = h->n_code, o->n_absmax = h->n_absmax, o->n_f32 = h->n_f32;
+    o->host_seg = (OptimSegment *)xcalloc((size_t)h->nseg + 1, sizeof(OptimSegment));
+    memcpy(o->host_seg, h->seg, (size_t)h->nseg * sizeof(OptimSegment));
+    DevSegment *ds = (DevSegment *)xcalloc((size_t)h->nseg + 1, sizeof(DevSegment));
+    for (int i = 0; i < h->nseg; i++)
+        ds[i] = DevSegment{h->seg[i].offset,        h->seg[i].numel,       h->seg[i].state_offset,
+                           h->seg[i].absmax_offset, h->seg[i].first_block, h->seg[i].quantized};
+    CUDA_CHECK(cudaMalloc(&o->seg, ((size_t)h->nseg + 1) * sizeof(DevSegment)));
+    CUDA_CHECK(cudaMemcpy(o->seg, ds, (size_t)h->nseg * sizeof(DevSegment), cudaMemcpyHostToDevice));
+    free(ds);
+    CUDA_CHECK(cudaMalloc(&o->m_code, (size_t)h->n_code + 1));
+    CUDA_CHECK(cudaMalloc(&o->v_code, (size_t)h->n_code + 1));
+    CUDA_CHECK(cudaMalloc(&o->m_absmax, ((size_t)h->n_absmax + 1) * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&o->v_absmax, ((size_t)h->n_absmax + 1) * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&o->m32, ((size_t)h->n_f32 + 1) * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&o->v32, ((size_t)h->n_f32 + 1) * sizeof(float)));
+    float maps[256 * 2 + 255 * 2];
+    memcpy(maps, h->map_m.code, 256 * sizeof(float));
+    memcpy(maps + 256, h->map_v.code, 256 * sizeof(float));
+    memcpy(maps + 512, h->map_m.mid, 255 * sizeof(float));
+    memcpy(maps + 767, h->map_v.mid, 255 * sizeof(float));
+    CUDA_CHECK(cudaMalloc(&o->maps, sizeof maps));
+    CUDA_CHECK(cudaMemcpy(o->maps, maps, sizeof maps, cudaMemcpyHostToDevice));
+    o->zero_m = h->map_m.zero_index, o->zero_v = h->map_v.zero_index;
+    CUDA_CHECK(cudaMalloc(&o->bad, sizeof(unsigned long long)));
+    CUDA_CHECK(cudaDeviceGetAttribute(&o->sm_count, cudaDevAttrMultiProcessorCount, 0));
+    optim_cuda_upload(o, h);
+    return o;
+}
+
+extern "C" void optim_cuda_free(OptimCuda *o) {
+    if (!o) return;
+    void *ptrs[] = {o->seg, o->m_code, o->v_code, o->m_absmax, o->v_absmax, o->m32, o->v32, o->maps, o->bad};
+    for (void *p : ptrs) CUDA_CHECK(cudaFree(p));
+    free(o->host_seg);
+    free(o);
+}
+
+static void check_same_shape(const OptimCuda *o, const Optimizer *h) {
+    KV_CHECK(h->kind == o->kind && h->nseg == o->nseg && h->n_code == o->n_code && h->n_absmax == o->n_absmax &&
+                 h->n_f32 == o->n_f32,
+             "optimizer: host and device states have different shapes (%s, %d segments vs %s, %d)",
+             optim_kind_name(h->kind), h->nseg, optim_kind_name(o->kind), o->nseg);
+}
+
+extern "C" void optim_cuda_download(const OptimCuda *o, Optimizer *h) {
+    check_same_shape(o, h);
+    CUDA_CHECK(cudaMemcpy(h->m_code, o->m_code, (size_t)o->n_code, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(h->v_code, o->v_code, (size_t)o->n_code, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(h->m_absmax, o->m_absmax, (size_t)o->n_absmax * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(h->v_absmax, o->v_absmax, (size_t)o->n_absmax * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(h->m32, o->m32, (size_t)o->n_f32 * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(h->v32, o->v32, (size_t)o->n_f32 * 4, cudaMemcpyDeviceToHost));
+}
+
+extern "C" void optim_cuda_upload(OptimCuda *o, const Optimizer *h) {
+    check_same_shape(o, h);
+    CUDA_CHECK(cudaMemcpy(o->m_code, h->m_code, (size_t)o->n_code, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(o->v_code, h->v_code, (size_t)o->n_code, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(o->m_absmax, h->m_absmax, (size_t)o->n_absmax * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(o->v_absmax, h->v_absmax, (size_t)o->n_absmax * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(o->m32, h->m32, (size_t)o->n_f32 * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(o->v32, h->v32, (size_t)o->n_f32 * 4, cudaMemcpyHostToDevice));
+}
+
+template <typename P, typename G>
+static void launch(OptimCuda *o, void *params, const void *grads, const AdamWScalars &s, unsigned int grid) {
+    adamw_check_kernel<G><<<grid, 256>>>(o->seg, o->nseg, o->nblocks, (const G *)grads, s, o->bad);
+    CUDA_CHECK_LAUNCH();
+    adamw_step_kernel<P, G><<<grid, 256>>>(o->seg, o->nseg, o->nblocks, (P *)params, (const G *)grads, o->m_code,
+                                           o->v_code, o->m_absmax, o->v_absmax, o->m32, o->v32, o->maps, o->zero_m,
+                                           o->zero_v, s, o->bad);
+    CUDA_CHECK_LAUNCH();
+}
+
+static float read_device_value(const void *buf, OptimDtype dt, long long i) {
+    if (dt == OPTIM_F32) {
+        float x;
+        CUDA_CHECK(cudaMemcpy(&x, (const float *)buf + i, 4, cudaMemcpyDeviceToHost));
+        return x;
+    }
+    __nv_bfloat16 x;
+    CUDA_CHECK(cudaMemcpy(&x, (const __nv_bfloat16 *)buf + i, 2, cudaMemcpyDeviceToHost));
+    return __bfloat162float(x);
+}
+
+extern "C" int optim_cuda_step(OptimCuda *o, void *params, OptimDtype pd, const void *grads, OptimDtype gd,
+                               const AdamWHyper *h, int64_t step) {
+    AdamWScalars s = adamw_scalars(h, step);
+    if (o->nblocks == 0) return 0;
+    long long want = (long long)o->sm_count * 8;
+    unsigned int grid = (unsigned int)(o->nblocks < want ? o->nblocks : want);
+    CUDA_CHECK(cudaMemset(o->bad, 0xff, sizeof(unsigned long long)));
+    if (pd == OPTIM_F32 && gd == OPTIM_F32) launch<float, float>(o, params, grads, s, grid);
+    else if (pd == OPTIM_F32 && gd == OPTIM_BF16) launch<float, __nv_bfloat16>(o, params, grads, s, grid);
+    else if (pd == OPTIM_BF16 && gd == OPTIM_F32) launch<__nv_bfloat16, float>(o, params, grads, s, grid);
+    else launch<__nv_bfloat16, __nv_bfloat16>(o, params, grads, s, grid);
+    unsigned long long bad;
+    CUDA_CHECK(cudaMemcpy(&bad, o->bad, sizeof bad, cudaMemcpyDeviceToHost));
+    if (bad == NO_BAD) return 0;
+    int lo = 0, hi = o->nseg - 1;
+    long long b = (long long)(bad / 256);
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (o->host_seg[mid].first_block <= b) lo = mid;
+        else hi = mid - 1;
+    }
+    o->last_bad.segment = lo;
+    o->last_bad.index = (long long)bad - o->host_seg[lo].first_block * 256;
+    o->last_bad.value = read_device_value(grads, gd, o->host_seg[lo].offset + o->last_bad.index);
+    warnf("optimizer step %lld skipped (cuda): unusable gradient %g (x grad scale %g) at segment %d element %lld; "
+          "parameters and optimizer states are unchanged",
+          (long long)step, o->last_bad.value, h->grad_scale, lo, (long long)o->last_bad.index);
+    return 1;
+}
+
+extern "C" const OptimBadGrad *optim_cuda_bad(const OptimCuda *o) { return &o->last_bad; }
