@@ -80,7 +80,9 @@ char *config_json_with_dtype(const char *config_json, KvDtype dtype) {
     json_error_t je;
     json_t *root = json_loads(config_json, 0, &je);
     KV_CHECK(root && json_is_object(root), "config.json: invalid JSON at line %d: %s", je.line, je.text);
-    json_object_set_new(root, "torch_dtype", json_string(dtype == KV_F32 ? "float32" : dtype == KV_BF16 ? "bfloat16" : "float16"));
+    const char *name = dtype == KV_F32 ? "float32" : dtype == KV_BF16 ? "bfloat16" : "float16";
+    json_object_set_new(root, "torch_dtype", json_string(name));
+    if (json_object_get(root, "dtype")) json_object_set_new(root, "dtype", json_string(name)); /* newer transformers */
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     KV_CHECK(s != NULL, "cannot serialise config.json");
     json_decref(root);
