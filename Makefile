@@ -83,3 +83,19 @@ test-gpu: kvcpt $(GPU_BIN)
 
 clean:
 	rm -rf build kvcpt
+
+# `make fuzz FUZZ_SECONDS=60`: libFuzzer (clang, with ASan + UBSan) on the
+# safetensors / native model / checkpoint parsers, for a bounded time. Not
+# part of `make test`; installs clang through scripts/setup.sh fuzz if absent.
+FUZZ_SECONDS ?= 60
+FUZZ_SRC := checkpoints/safetensors.c checkpoints/native_model.c checkpoints/ckpt.c checkpoints/mapped_file.c \
+            common/util.c common/rng.c
+fuzz: build/libkvcpt.a
+	@command -v clang >/dev/null 2>&1 || bash scripts/setup.sh fuzz
+	@mkdir -p build/fuzz/corpus
+	$(CC) $(CFLAGS) tests/fuzz/make_seeds.c build/libkvcpt.a $(LDLIBS) -o build/fuzz/make_seeds
+	build/fuzz/make_seeds build/fuzz/corpus && rm -rf build/fuzz/corpus/run
+	clang -std=c11 -g -O1 -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	    tests/fuzz/fuzz_parsers.c $(FUZZ_SRC) -ljansson -o build/fuzz/fuzz_parsers
+	build/fuzz/fuzz_parsers -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -dict=tests/fuzz/safetensors.dict \
+	    -print_final_stats=1 -artifact_prefix=build/fuzz/ build/fuzz/corpus

@@ -1,5 +1,142 @@
+/* kvcpt convert: Hugging Face safetensors directory <-> native model
+ * directory, checked against the config's tensor names and shapes. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
 #include "../common/commands.h"
+#include "../common/options.h"
+#include "../common/util.h"
+#include "model_export.h"
+#include "model_file.h"
+
+/* Files next to the weights that inference stacks expect to find. */
+static const char *const SIDE_FILES[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                         "generation_config.json", NULL};
+
+/* "5GB" = 5e9 bytes as transformers counts; KiB/MiB/GiB are powers of 2. */
+static int64_t parse_size(const char *s) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    static const struct { const char *suffix; double mult; } units[] = {
+        {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+        {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (!errno && end != s && strcasecmp(end, units[i].suffix) == 0 && v * units[i].mult >= 1 && v * units[i].mult < 9e18)
+            return (int64_t)(v * units[i].mult);
+    die("kvcpt convert: --shard-size expects a positive size such as 5GB, 500MB or 2GiB, got '%s'", s);
+}
+
+static void copy_file(const char *from_dir, const char *to_dir, const char *name) {
+    char src[4096];
+    snprintf(src, sizeof src, "%s/%s", from_dir, name);
+    if (file_size(src) < 0) return;
+    int64_t n;
+    char *text = read_text_file(src, &n);
+    char dst[4096], tmp[4200];
+    snprintf(dst, sizeof dst, "%s/%s", to_dir, name);
+    snprintf(tmp, sizeof tmp, "%s.tmp", dst);
+    FILE *f = fopen_check(tmp, "wb");
+    if (n > 0) fwrite_check(text, 1, (size_t)n, f, tmp);
+    fclose_check(f, tmp);
+    rename_check(tmp, dst);
+    free(text);
+}
+
+static int same_dir(const char *a, const char *b) {
+    char ra[PATH_MAX], rb[PATH_MAX];
+    return realpath(a, ra) && realpath(b, rb) && strcmp(ra, rb) == 0;
+}
+
+static ExportTensor *plan_exports(const TensorSet *s, const ParamLayout *pl, const char *to_dtype, int64_t *bytes) {
+    ExportTensor *t = xcalloc((size_t)pl->n, sizeof(ExportTensor));
+    *bytes = 0;
+    for (int k = 0; k < pl->n; k++) {
+        const TensorRef *r = &s->t[tensor_set_find(s, pl->t[k].name)];
+        KvDtype out = r->dtype;
+        if (strcmp(to_dtype, "keep") != 0 && kv_dtype_parse(to_dtype, &out) != 0)
+            die("kvcpt convert: --to-dtype expects keep, F32, BF16 or F16, got '%s'", to_dtype);
+        t[k].out = (StTensorSpec){pl->t[k].name, out, r->ndim, {0}};
+        memcpy(t[k].out.shape, r->shape, sizeof(int64_t) * (size_t)r->ndim);
+        t[k].src = r->data;
+        t[k].src_dtype = r->dtype;
+        *bytes += st_spec_bytes(&t[k].out);
+    }
+    return t;
+}
 
 int cmd_convert(int argc, char **argv) {
-    return cmd_unfinished("convert", "Hugging Face safetensors <-> native checkpoint conversion.", argc, argv);
+    const char *from = NULL, *to = NULL, *to_format = NULL, *to_dtype = "keep", *shard = "5GB", *config = NULL;
+    int overwrite = 0;
+    const Option opts[] = {
+        {"from", OPT_STRING, &from, "DIR", "source model directory (HF safetensors or native; auto-detected)"},
+        {"to", OPT_STRING, &to, "DIR", "destination directory (created)"},
+        {"to-format", OPT_STRING, &to_format, "hf|native", "output format (default: the other one)"},
+        {"to-dtype", OPT_STRING, &to_dtype, "keep|bf16|f32|f16", "output dtype (default keep: bytes copied unchanged)"},
+        {"shard-size", OPT_STRING, &shard, "SIZE", "largest HF shard, e.g. 5GB (default), 500MB, 2GiB"},
+        {"config", OPT_STRING, &config, "PATH", "config.json to check shapes against (default: FROM/config.json)"},
+        {"overwrite", OPT_FLAG, &overwrite, NULL, "replace model files already in --to"},
+        {0}};
+    const char *summary = "Convert a Hugging Face Llama checkpoint to kvcpt's native format or back.\n"
+                          "Tensor names and shapes are checked against config.json; tokenizer and generation\n"
+                          "files are copied along. bf16 output rounds to nearest even, as torch does.";
+    if (options_parse("convert", summary, opts, argc, argv)) return 0;
+    if (!from || !to) die("kvcpt convert: --from and --to are required; see 'kvcpt convert --help'");
+    int64_t shard_bytes = parse_size(shard);
+    if (strcasecmp(to_dtype, "bf16") == 0) to_dtype = "BF16";
+    else if (strcasecmp(to_dtype, "f32") == 0 || strcasecmp(to_dtype, "fp32") == 0) to_dtype = "F32";
+    else if (strcasecmp(to_dtype, "f16") == 0 || strcasecmp(to_dtype, "fp16") == 0) to_dtype = "F16";
+    int src_native = tensor_set_detect(from);
+    if (src_native < 0) die("kvcpt convert: '%s' holds no %s, %s or %s", from, NATIVE_MODEL_FILE, HF_SINGLE_FILE, HF_INDEX_FILE);
+    int out_native = to_format ? strcmp(to_format, "native") == 0 : !src_native;
+    if (to_format && !out_native && strcmp(to_format, "hf") != 0)
+        die("kvcpt convert: --to-format expects hf or native, got '%s'", to_format);
+    if (same_dir(from, to)) die("kvcpt convert: --from and --to are the same directory '%s'", from);
+    if (!overwrite && tensor_set_detect(to) >= 0)
+        die("kvcpt convert: '%s' already holds a model; pass --overwrite to replace it", to);
+
+    char cfg_path[4096];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", from);
+    if (!config) config = cfg_path;
+    LlamaConfig cfg;
+    config_load(&cfg, config);
+    ParamLayout pl;
+    param_layout_build(&pl, &cfg);
+    double t0 = now_seconds();
+    TensorSet s;
+    tensor_set_open_or_die(&s, from);
+    char err[1024];
+    int skip_lm_head;
+    if (model_match_layout(&s, &pl, &cfg, &skip_lm_head, err, sizeof err) != 0) die("%s: %s", from, err);
+    if (skip_lm_head) warnf("%s: lm_head.weight dropped: tie_word_embeddings is true, so it is embed_tokens", from);
+    int64_t bytes;
+    ExportTensor *t = plan_exports(&s, &pl, to_dtype, &bytes);
+
+    make_dirs(to);
+    int shards = 1;
+    if (overwrite) { /* a stale native file would shadow a new HF export */
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", to, NATIVE_MODEL_FILE);
+        if (unlink(p) != 0 && errno != ENOENT) die("cannot remove '%s': %s", p, strerror(errno));
+    }
+    if (out_native) {
+        export_native(to, t, pl.n);
+    } else {
+        shards = export_hf(to, t, pl.n, shard_bytes);
+    }
+    char *cfg_text = read_text_file(config, NULL), *cfg_out = config_json_with_dtype(cfg_text, t[0].out.dtype);
+    write_text_file_atomic(to, "config.json", cfg_out);
+    for (int i = 0; SIDE_FILES[i]; i++) copy_file(from, to, SIDE_FILES[i]);
+    double dt = now_seconds() - t0;
+    printf("converted %d tensors (%.3f GB, %s) from %s (%s) to %s (%s, %d file%s) in %.1f s (%.0f MB/s)\n", pl.n,
+           (double)bytes / 1e9, kv_dtype_name(t[0].out.dtype), from, src_native ? "native" : "hf", to,
+           out_native ? "native" : "hf", shards, shards == 1 ? "" : "s", dt, (double)bytes / 1e6 / (dt > 0 ? dt : 1e-9));
+    free(cfg_text), free(cfg_out), free(t);
+    tensor_set_close(&s);
+    param_layout_free(&pl);
+    return 0;
 }

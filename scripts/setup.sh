@@ -14,6 +14,10 @@ DEB_PKGS=(
   gnuplot-nox                    # PNG plots (loss curves, PPL per policy)
 )
 
+# `setup.sh fuzz` (run by `make fuzz`): libFuzzer for the parser fuzz target
+FUZZ_PKGS=(clang libclang-rt-dev)
+if [ "${1:-}" = fuzz ]; then DEB_PKGS=("${FUZZ_PKGS[@]}"); fi
+
 missing=()
 for p in "${DEB_PKGS[@]}"; do
   case "$p" in \#*) continue;; esac
