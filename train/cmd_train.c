@@ -1,5 +1,40 @@
+/* `kvcpt train --config FILE [--set key=value ...] [--resume]` */
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "../common/commands.h"
+#include "../common/options.h"
+#include "../common/util.h"
+#include "train_config.h"
+#include "trainer.h"
 
 int cmd_train(int argc, char **argv) {
-    return cmd_unfinished("train", "Pretraining / RefreshKV continued pretraining from a JSON config.", argc, argv);
+    const char *config = NULL;
+    StringList sets = {0};
+    int resume = 0;
+    const Option opts[] = {
+        {"config", OPT_STRING, &config, "FILE", "JSON config (launch/configs/*.json); keys below"},
+        {"set", OPT_STRINGS, &sets, "KEY=VALUE", "override a config key (repeatable)"},
+        {"resume", OPT_FLAG, &resume, NULL, "continue from the newest complete checkpoint in 'out'"},
+        {0},
+    };
+    const char *summary = "Pretraining from random init or RefreshKV continued pretraining (CPU reference backend).";
+    if (options_parse("train", summary, opts, argc, argv)) {
+        train_config_print_keys();
+        return 0;
+    }
+    TrainConfig cfg;
+    train_config_defaults(&cfg);
+    if (config) {
+        char *text = read_text_file(config, NULL);
+        train_config_apply_json(&cfg, text, config);
+        free(text);
+    }
+    for (int i = 0; i < sets.count; i++) train_config_apply_set(&cfg, sets.items[i]);
+    free((void *)sets.items);
+    Trainer t;
+    trainer_setup(&t, &cfg, resume);
+    int rc = trainer_run(&t);
+    trainer_finish(&t);
+    return rc;
 }
