@@ -1,5 +1,267 @@
+/* `kvcpt eval`: inference-mode perplexity of the last S tokens of every test
+ * document, for every KV-cache policy, at one or more context lengths, for
+ * one model or two (before -> after CPT). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../checkpoints/model_file.h"
+#include "../common/backend.h"
 #include "../common/commands.h"
+#include "../common/options.h"
+#include "../common/util.h"
+#include "../data/data_split.h"
+#include "../kernels/attention.h"
+#include "engine.h"
+#include "report.h"
+
+typedef struct {
+    StringList models;
+    const char *data, *split, *contexts, *budget, *policies, *out, *device, *agg, *refresh_qc, *refresh_fixed;
+    int64_t last, max_docs, boot, window, sinks;
+    double threshold;
+    int snapkv_grow;
+} EvalArgs;
+
+/* "a,b,c" -> up to cap int64 values */
+static int parse_list(const char *s, int64_t *out, int cap, const char *what) {
+    int n = 0;
+    char *copy = xstrdup(s), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *end;
+        long long v = strtoll(tok, &end, 10);
+        if (*end || v < 0 || n == cap) die("--%s: expected up to %d comma-separated integers (got '%s')", what, cap, s);
+        out[n++] = v;
+    }
+    free(copy);
+    return n;
+}
+
+/* "L/8" or an integer */
+static int64_t budget_for(const char *spec, int64_t L) {
+    int64_t b;
+    if (strncmp(spec, "L/", 2) == 0) b = L / atoll(spec + 2);
+    else b = atoll(spec);
+    KV_CHECK(b >= 1, "--budget '%s' gives %lld keys at context %lld; it must be >= 1", spec, (long long)b, (long long)L);
+    KV_CHECK(b <= L, "--budget '%s' gives %lld keys, above the context %lld", spec, (long long)b, (long long)L);
+    return b;
+}
+
+typedef struct {
+    const char *name;
+    PolicyOptions opt;
+} Variant;
+
+static int registered(const char *name) {
+    int count;
+    const PolicyInfo *reg = policy_registry(&count);
+    for (int i = 0; i < count; i++)
+        if (strcmp(reg[i].name, name) == 0) return 1;
+    return 0;
+}
+
+static int wanted(const char *list, const char *name) {
+    if (strcmp(list, "all") == 0) return 1;
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return 1;
+    return 0;
+}
+
+/* Expands --policies into concrete variants, in registry order; refreshkv
+ * once per --refresh-qc and --refresh-fixed value. */
+static int expand_policies(const EvalArgs *a, Variant *v, int cap) {
+    char *copy = xstrdup(a->policies), *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        if (strcmp(t, "all") != 0 && !registered(t)) {
+            Policy dummy; /* policy_create dies listing the known policies */
+            PolicyShape sh = {0};
+            PolicyOptions o = policy_default_options(1);
+            policy_create(&dummy, t, &sh, &o);
+        }
+    free(copy);
+    int64_t qc[8], fixed[8];
+    int nqc = parse_list(a->refresh_qc, qc, 8, "refresh-qc"), nfix = parse_list(a->refresh_fixed, fixed, 8, "refresh-fixed");
+    int count, n = 0;
+    const PolicyInfo *reg = policy_registry(&count);
+    for (int i = 0; i < count; i++) {
+        if (!wanted(a->policies, reg[i].name)) continue;
+        PolicyOptions o = policy_default_options(0);
+        o.agg = group_agg_parse(a->agg, "--agg");
+        o.window = a->window, o.snapkv_grow = a->snapkv_grow, o.threshold = a->threshold, o.sinks = a->sinks;
+        int variants = strcmp(reg[i].name, "refreshkv") == 0 ? nqc + nfix : 1;
+        for (int j = 0; j < variants; j++) {
+            KV_CHECK(n < cap, "too many policy variants (at most %d)", cap);
+            if (variants > 1 || strcmp(reg[i].name, "refreshkv") == 0) {
+                o.qc_stride = j < nqc ? qc[j] : 0;
+                o.fixed_stride = j < nqc ? 0 : fixed[j - nqc];
+            }
+            v[n++] = (Variant){reg[i].name, o};
+        }
+    }
+    KV_CHECK(n > 0, "--policies '%s' selects nothing", a->policies);
+    return n;
+}
+
+typedef struct {
+    const EvalArgs *a;
+    const DataSplit *split;
+    Variant *var;
+    int n_var, n_models, n_ctx;
+    int64_t ctx[8];
+    EvalCell *cells;
+    int64_t skipped;
+} EvalRun;
+
+static EvalCell *cell(EvalRun *r, int v, int c, int m) { return &r->cells[(v * r->n_ctx + c) * r->n_models + m]; }
+
+static void stride_json(char *out, size_t n, const Policy *p, int64_t layers, int64_t steps) {
+    size_t k = (size_t)snprintf(out, n, "[");
+    for (int64_t l = 0; l < layers && k < n; l++) {
+        int64_t f = p->full_steps_per_layer[l];
+        k += (size_t)(f > 0 ? snprintf(out + k, n - k, "%s%.2f", l ? "," : "", (double)steps / (double)f)
+                            : snprintf(out + k, n - k, "%snull", l ? "," : ""));
+    }
+    if (k < n) snprintf(out + k, n - k, "]");
+}
+
+/* Every eligible document at context L through every policy variant. */
+static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model_name) {
+    const EvalArgs *a = r->a;
+    int64_t L = r->ctx[ci], S = a->last, nd = data_split_num_docs(r->split), used = 0;
+    DecodeEngine e;
+    engine_create(&e, m, L + S, 32);
+    uint32_t *buf = xmalloc(sizeof(uint32_t) * (size_t)(L + S));
+    int32_t *tok = xmalloc(sizeof(int32_t) * (size_t)(L + S));
+    double *nll = xmalloc(sizeof(double) * (size_t)S);
+    int64_t *full_tot = xcalloc((size_t)(r->n_var * m->cfg.num_hidden_layers), sizeof(int64_t));
+    PolicyShape sh = {m->cfg.num_hidden_layers, m->cfg.num_attention_heads, m->cfg.num_key_value_heads,
+                      m->cfg.head_dim, m->cfg.hidden_size, L, 32, budget_for(a->budget, L), L + S};
+    for (int v = 0; v < r->n_var; v++) {
+        EvalCell *c = cell(r, v, ci, mi);
+        *c = (EvalCell){.model = model_name, .context = L, .budget = sh.budget, .last = S};
+        c->doc_nll = xmalloc(sizeof(double) * (size_t)(nd > 0 ? nd : 1));
+    }
+    Progress pr;
+    progress_begin(&pr, "eval", a->max_docs > 0 && a->max_docs < nd ? a->max_docs : nd, "docs");
+    for (int64_t d = 0; d < nd && (a->max_docs <= 0 || used < a->max_docs); d++) {
+        if (data_split_doc_len(r->split, d) < L + S + 1) {
+            if (mi == 0 && ci == 0) r->skipped++;
+            continue;
+        }
+        data_split_read(r->split, d, 0, L + S, buf);
+        for (int64_t i = 0; i < L + S; i++) {
+            KV_CHECK(buf[i] < (uint32_t)m->cfg.vocab_size, "document %lld token %lld = %u is outside the model's vocabulary of %lld",
+                     (long long)d, (long long)i, buf[i], (long long)m->cfg.vocab_size);
+            tok[i] = (int32_t)buf[i];
+        }
+        engine_prefill(&e, tok, L);
+        for (int v = 0; v < r->n_var; v++) {
+            EvalCell *c = cell(r, v, ci, mi);
+            Policy p;
+            PolicyOptions o = r->var[v].opt;
+            o.budget = sh.budget;
+            policy_create(&p, r->var[v].name, &sh, &o);
+            e.kv_reads = 0;
+            double t0 = now_seconds();
+            engine_decode(&e, &p, tok, S, nll);
+            double dt = now_seconds() - t0, steps = (double)(S > 1 ? S - 1 : 1);
+            c->ms_per_token += 1e3 * dt / steps;
+            c->kv_bytes_per_token += (double)e.kv_reads * 2.0 * (double)m->cfg.head_dim * sizeof(float) / steps;
+            double sum = 0;
+            for (int64_t i = 0; i < S; i++) sum += nll[i];
+            c->doc_nll[c->n_docs++] = sum;
+            if (p.full_steps_per_layer)
+                for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++)
+                    full_tot[v * m->cfg.num_hidden_layers + l] += p.full_steps_per_layer[l];
+            if (c->n_docs == 1) c->policy = xstrdup(p.label);
+            policy_destroy(&p);
+        }
+        progress_update(&pr, ++used, NULL);
+    }
+    progress_end(&pr, used, NULL);
+    KV_CHECK(used > 0, "no document of split '%s' has the %lld tokens context %lld + last %lld + 1 needs (%lld skipped)",
+             a->split, (long long)(L + S + 1), (long long)L, (long long)S, (long long)r->skipped);
+    for (int v = 0; v < r->n_var; v++) {
+        EvalCell *c = cell(r, v, ci, mi);
+        c->ms_per_token /= (double)used, c->kv_bytes_per_token /= (double)used;
+        eval_cell_finish(c, a->boot, 1234 + (uint64_t)v);
+        if (strcmp(r->var[v].name, "refreshkv") == 0) {
+            Policy tmp = {.full_steps_per_layer = full_tot + v * m->cfg.num_hidden_layers};
+            stride_json(c->stride_info, sizeof c->stride_info, &tmp, m->cfg.num_hidden_layers, used * (S - 1));
+        }
+    }
+    free(buf), free(tok), free(nll), free(full_tot);
+    engine_free(&e);
+}
+
+static void load_model(Llama *m, const char *dir) {
+    LlamaConfig c;
+    config_load(&c, dir);
+    llama_create(m, &c);
+    model_file_load_fp32(dir, &c, &m->layout, m->params);
+}
 
 int cmd_eval(int argc, char **argv) {
-    return cmd_unfinished("eval", "Inference-mode perplexity of every KV-cache policy.", argc, argv);
+    EvalArgs a = {.split = "test", .contexts = "8192", .budget = "L/8", .policies = "all", .out = "runs/eval",
+                  .agg = "max", .refresh_qc = "", .refresh_fixed = "10,25,50", .last = 50, .boot = 1000,
+                  .window = 1, .sinks = 4, .threshold = 0.85};
+    const Option opts[] = {
+        {"model", OPT_STRINGS, &a.models, "DIR", "model directory (native or HF); give two for before -> after"},
+        {"data", OPT_STRING, &a.data, "DIR", "prepared data directory (kvcpt prepare --out)"},
+        {"split", OPT_STRING, &a.split, "NAME", "train | dev | test (default test)"},
+        {"context", OPT_STRING, &a.contexts, "L1,L2", "prefill lengths (default 8192)"},
+        {"last", OPT_INT, &a.last, "S", "scored tokens at the end of each document (default 50)"},
+        {"budget", OPT_STRING, &a.budget, "K|L/N", "cached keys per KV head (default L/8)"},
+        {"policies", OPT_STRING, &a.policies, "LIST", "comma list of policies, or all (default)"},
+        {"refresh-qc", OPT_STRING, &a.refresh_qc, "N,..", "refreshkv dynamic variants, QC strides (e.g. 5,10)"},
+        {"refresh-fixed", OPT_STRING, &a.refresh_fixed, "N,..", "refreshkv fixed-stride variants (default 10,25,50)"},
+        {"threshold", OPT_FLOAT, &a.threshold, "S", "refreshkv cosine threshold (default 0.85)"},
+        {"agg", OPT_STRING, &a.agg, "max|mean|first", "GQA aggregation of scores (default max)"},
+        {"snapkv-window", OPT_INT, &a.window, "W", "SnapKV observation window (default 1)"},
+        {"snapkv-grow", OPT_FLAG, &a.snapkv_grow, NULL, "SnapKV keeps every new token"},
+        {"sinks", OPT_INT, &a.sinks, "N", "StreamingLLM sink tokens (default 4)"},
+        {"max-docs", OPT_INT, &a.max_docs, "N", "evaluate at most N documents (default all)"},
+        {"bootstrap", OPT_INT, &a.boot, "N", "bootstrap resamples for the 95% interval (default 1000)"},
+        {"out", OPT_STRING, &a.out, "DIR", "writes eval.json and eval.png there (default runs/eval)"},
+        {"device", OPT_STRING, &a.device, "cpu|cuda", "backend (default: cuda when a GPU is visible)"},
+        {0},
+    };
+    if (options_parse("eval", "Perplexity of the last S tokens per KV-cache policy (SPEC section 4).", opts, argc, argv))
+        return 0;
+    if (backend_resolve(a.device) == DEVICE_CUDA) die("eval --device cuda: the CUDA decode engine is not built yet; use --device cpu");
+    KV_CHECK(a.models.count == 1 || a.models.count == 2, "eval: give one --model, or two for before -> after");
+    KV_CHECK(a.data, "eval: --data is required");
+    KV_CHECK(a.last >= 1 && a.boot >= 1, "eval: --last and --bootstrap must be >= 1");
+    EvalRun r = {.a = &a, .n_models = a.models.count};
+    r.n_ctx = parse_list(a.contexts, r.ctx, 8, "context");
+    Variant var[32];
+    r.n_var = expand_policies(&a, var, 32);
+    r.var = var;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/%s", a.data, a.split);
+    DataSplit *split = data_split_open(dir);
+    r.split = split;
+    int n_cells = r.n_var * r.n_ctx * r.n_models;
+    r.cells = xcalloc((size_t)n_cells, sizeof(EvalCell));
+    for (int mi = 0; mi < r.n_models; mi++) {
+        Llama m;
+        load_model(&m, a.models.items[mi]);
+        for (int ci = 0; ci < r.n_ctx; ci++) eval_context(&r, &m, mi, ci, a.models.items[mi]);
+        llama_free(&m);
+    }
+    eval_print_table(r.cells, n_cells, r.n_models, r.n_ctx);
+    make_dirs(a.out);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/eval.json", a.out);
+    eval_write_json(path, r.cells, n_cells, r.skipped);
+    snprintf(path, sizeof path, "%s/eval.png", a.out);
+    eval_plot(path, r.cells, n_cells, r.n_models, r.n_ctx);
+    printf("wrote %s/eval.json and %s/eval.png (%lld documents skipped as shorter than context + last + 1)\n", a.out,
+           a.out, (long long)r.skipped);
+    for (int i = 0; i < n_cells; i++) free(r.cells[i].doc_nll);
+    free(r.cells);
+    free((void *)a.models.items);
+    data_split_close(split);
+    return 0;
 }

@@ -1,0 +1,25 @@
+#ifndef KVCPT_EVAL_REPORT_H
+#define KVCPT_EVAL_REPORT_H
+/* Results of `kvcpt eval`: one cell per (policy, context, model) with the
+ * per-document NLL sums, aggregated into PPL with a 95% bootstrap interval,
+ * and printed as a table, JSON and a PNG bar chart. */
+#include <stdint.h>
+
+typedef struct {
+    const char *policy;   /* label with settings */
+    const char *model;    /* model path */
+    int64_t context, budget, last;
+    int64_t n_docs;
+    double *doc_nll;      /* sum of NLL over the scored tokens of each document */
+    double ppl, lo, hi;   /* exp(mean NLL over all tokens) and its 95% interval */
+    double ms_per_token, kv_bytes_per_token;
+    char stride_info[512];/* refreshkv: effective stride per layer */
+} EvalCell;
+
+/* Fills ppl, lo, hi from doc_nll (documents resampled with replacement). */
+void eval_cell_finish(EvalCell *c, int64_t n_boot, uint64_t seed);
+/* Rows = policies, columns = context x model ("before -> after" with two models). */
+void eval_print_table(const EvalCell *cells, int n, int n_models, int n_contexts);
+void eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skipped_short);
+void eval_plot(const char *png, const EvalCell *cells, int n, int n_models, int n_contexts);
+#endif
