@@ -14,7 +14,7 @@ LDLIBS  :=
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
 CFLAGS  += $(BLAS_CFLAGS)
-LDLIBS  += $(BLAS_LIBS) -ljansson -lzstd -lpcre2-8 -lm
+LDLIBS  += $(BLAS_LIBS) -ljansson -lzstd -lpcre2-8 -lcrypto -lm
 
 # --- optional CUDA backend: built whenever nvcc is found (NO_CUDA=1 disables) ---
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })

@@ -1,5 +1,39 @@
+/* `kvcpt prepare`: text corpora -> tokenized train/dev/test shards. */
+#include <stdlib.h>
+
 #include "../common/commands.h"
+#include "../common/options.h"
+#include "../common/util.h"
+#include "prepare.h"
+#include "tokenizer.h"
 
 int cmd_prepare(int argc, char **argv) {
-    return cmd_unfinished("prepare", "Tokenize JSON Lines / .zst / .txt into train/dev/test uint32 shards.", argc, argv);
+    StringList inputs = {0};
+    const char *out = NULL, *tokenizer = NULL;
+    int64_t min_tokens = 1, shard_tokens = (int64_t)1 << 28, threads = 0, seed = 0;
+    int allow_special = 0;
+    const Option opts[] = {
+        {"input", OPT_STRINGS, &inputs, "FILE_OR_DIR", "JSON Lines {\"text\": ...} (.jsonl/.json), or .txt; .zst streamed; repeatable"},
+        {"out", OPT_STRING, &out, "DIR", "output: DIR/{train,dev,test}/shard_*.bin and DIR/manifest.json"},
+        {"min-tokens", OPT_INT, &min_tokens, "N", "drop documents shorter than N tokens, BOS included (use L+S+1)"},
+        {"tokenizer", OPT_STRING, &tokenizer, "PATH", "tokenizer.json (default: the one `make setup` installs)"},
+        {"threads", OPT_INT, &threads, "N", "tokenizer threads (default: all cores)"},
+        {"shard-tokens", OPT_INT, &shard_tokens, "N", "start a new shard beyond N tokens (default 2^28 = 1 GiB)"},
+        {"allow-special", OPT_FLAG, &allow_special, NULL, "spelled-out special tokens in the text become their ids"},
+        {"split-seed", OPT_INT, &seed, "N", "salt of the train/dev/test hash (default 0)"},
+        {0},
+    };
+    if (options_parse("prepare", "Tokenize text into uint32 train/dev/test shards (80/10/10 by a hash of each document).",
+                      opts, argc, argv))
+        return 0;
+    char *tok_path = tokenizer ? xstrdup(tokenizer) : tokenizer_default_path();
+    PrepareOptions o = {
+        .inputs = inputs.items, .n_inputs = inputs.count, .out_dir = out, .tokenizer_path = tok_path,
+        .min_tokens = min_tokens, .shard_tokens = shard_tokens, .threads = (int)threads,
+        .allow_special = allow_special, .split_seed = (uint64_t)seed,
+    };
+    prepare_run(&o);
+    free(tok_path);
+    free((void *)inputs.items);
+    return 0;
 }

@@ -1,5 +1,140 @@
+/* `kvcpt tokenize`: text on stdin -> ids on stdout, or the reverse. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "../common/commands.h"
+#include "../common/options.h"
+#include "../common/util.h"
+#include "tokenizer.h"
+#include "utf8.h"
+
+typedef struct {
+    const char *tokenizer;
+    int decode, json, jsonl, allow_special, bos;
+} TokenizeArgs;
+
+static char *read_stdin(size_t *len) {
+    ByteBuf b = {0};
+    char chunk[1 << 16];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0) byte_buf_append(&b, chunk, n);
+    if (ferror(stdin)) die("stdin: read error after %lld bytes: %s", (long long)b.n, strerror(errno));
+    byte_buf_append(&b, "", 1);
+    *len = (size_t)b.n - 1;
+    return (char *)b.data;
+}
+
+static void print_ids(const TokenBuf *ids, int json) {
+    fputs(json ? "{\"ids\": [" : "", stdout);
+    for (int64_t i = 0; i < ids->n; i++) printf(i ? (json ? ", %u" : " %u") : "%u", ids->ids[i]);
+    if (json) printf("], \"count\": %lld}\n", (long long)ids->n);
+    else putchar('\n');
+}
+
+static void encode_text(TokEncoder *enc, const char *text, size_t len, const TokenizeArgs *a, const char *where,
+                        TokenBuf *ids) {
+    int64_t bad = utf8_first_invalid((const uint8_t *)text, len);
+    if (bad >= 0) die("%s: invalid UTF-8 at byte offset %lld", where, (long long)bad);
+    ids->n = 0;
+    if (a->bos) token_buf_push(ids, LLAMA3_BOS_ID);
+    tok_encode(enc, text, len, a->allow_special, ids);
+}
+
+/* --jsonl: one {"text": ...} per input line -> one line of ids per document. */
+static void encode_jsonl(TokEncoder *enc, char *buf, size_t len, const TokenizeArgs *a) {
+    TokenBuf ids = {0};
+    int64_t line = 0;
+    for (char *p = buf, *end = buf + len; p < end;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        line++;
+        json_error_t err;
+        json_t *doc = n ? json_loadb(p, n, JSON_ALLOW_NUL, &err) : NULL;
+        if (n && !doc) die("stdin line %lld column %d: malformed JSON: %s", (long long)line, err.column, err.text);
+        if (doc) {
+            const json_t *text = json_object_get(doc, "text");
+            if (!json_is_string(text)) die("stdin line %lld: no string field \"text\"", (long long)line);
+            char where[64];
+            snprintf(where, sizeof where, "stdin line %lld", (long long)line);
+            encode_text(enc, json_string_value(text), json_string_length(text), a, where, &ids);
+            print_ids(&ids, a->json);
+            json_decref(doc);
+        }
+        p += n + 1;
+    }
+    token_buf_free(&ids);
+}
+
+/* Ids separated by white space or commas, optionally inside [ ]. */
+static void decode_stdin(const Tokenizer *t, char *buf, int json) {
+    TokenBuf ids = {0};
+    for (char *p = buf; *p;) {
+        if (strchr(" \t\r\n,[]", *p)) {
+            p++;
+            continue;
+        }
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (end == p || errno || v > UINT32_MAX)
+            die("stdin: expected a token id at byte offset %lld, found '%.10s'", (long long)(p - buf), p);
+        token_buf_push(&ids, (uint32_t)v);
+        p = end;
+    }
+    ByteBuf out = {0};
+    int64_t bad = tok_decode(t, ids.ids, ids.n, &out);
+    if (bad >= 0)
+        die("stdin: id #%lld (%u) is outside the vocabulary of %d", (long long)bad, ids.ids[bad], tokenizer_vocab_size(t));
+    if (json) {
+        json_t *o = json_pack("{s:s%}", "text", (const char *)out.data, (size_t)out.n);
+        if (!o) die("decoded bytes are not valid UTF-8 (a token sequence cut inside a character); drop --json for raw bytes");
+        json_dumpf(o, stdout, JSON_ENSURE_ASCII);
+        putchar('\n');
+        json_decref(o);
+    } else {
+        fwrite_check(out.data, 1, (size_t)out.n, stdout, "stdout");
+    }
+    byte_buf_free(&out);
+    token_buf_free(&ids);
+}
 
 int cmd_tokenize(int argc, char **argv) {
-    return cmd_unfinished("tokenize", "Llama 3.1 tokenizer: text on stdin -> ids (--decode for the reverse).", argc, argv);
+    TokenizeArgs a = {0};
+    const Option opts[] = {
+        {"tokenizer", OPT_STRING, &a.tokenizer, "PATH", "tokenizer.json (default: the one `make setup` installs)"},
+        {"decode", OPT_FLAG, &a.decode, NULL, "read ids (space/comma separated or a JSON array), write the text"},
+        {"json", OPT_FLAG, &a.json, NULL, "JSON output: {\"ids\": [...], \"count\": N} or {\"text\": ...}"},
+        {"jsonl", OPT_FLAG, &a.jsonl, NULL, "input is JSON Lines {\"text\": ...}; one line of ids per document"},
+        {"allow-special", OPT_FLAG, &a.allow_special, NULL, "spelled-out special tokens (<|eot_id|>) become their ids"},
+        {"bos", OPT_FLAG, &a.bos, NULL, "prepend <|begin_of_text|> (128000)"},
+        {0},
+    };
+    if (options_parse("tokenize", "Llama 3.1 tokenizer: UTF-8 text on stdin -> token ids on stdout.", opts, argc, argv))
+        return 0;
+    char *path = a.tokenizer ? xstrdup(a.tokenizer) : tokenizer_default_path();
+    Tokenizer *t = tokenizer_load(path);
+    size_t len;
+    char *input = read_stdin(&len);
+    if (a.decode) {
+        decode_stdin(t, input, a.json);
+    } else {
+        TokEncoder *enc = tok_encoder_new(t);
+        if (a.jsonl) {
+            encode_jsonl(enc, input, len, &a);
+        } else {
+            TokenBuf ids = {0};
+            encode_text(enc, input, len, &a, "stdin", &ids);
+            print_ids(&ids, a.json);
+            token_buf_free(&ids);
+        }
+        tok_encoder_free(enc);
+    }
+    if (fflush(stdout) != 0) die("stdout: write failed: %s", strerror(errno));
+    free(input);
+    free(path);
+    tokenizer_free(t);
+    return 0;
 }

@@ -1,0 +1,121 @@
+#include "data_split.h"
+
+#include <jansson.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+#include "prepare.h"
+#include "shard.h"
+#include "splits.h"
+
+struct DataSplit {
+    ShardFile *shards;
+    int n_shards;
+    int64_t *first_doc; /* [n_shards + 1]: global index of each shard's first document */
+    int64_t n_tokens;
+};
+
+static const json_t *manifest_split(const char *mpath, json_t *m, const char *name) {
+    const json_t *fmt = json_object_get(m, "format"), *ver = json_object_get(m, "version");
+    if (!json_is_string(fmt) || strcmp(json_string_value(fmt), MANIFEST_FORMAT) != 0)
+        die("'%s': not a kvcpt prepare manifest (format is not \"%s\")", mpath, MANIFEST_FORMAT);
+    if (!json_is_integer(ver) || json_integer_value(ver) != MANIFEST_VERSION)
+        die("'%s': manifest version is not %d", mpath, MANIFEST_VERSION);
+    const json_t *sp = json_object_get(json_object_get(m, "splits"), name);
+    if (!json_is_object(sp) || !json_is_array(json_object_get(sp, "shards")))
+        die("'%s': no splits.%s.shards array (split names: train, dev, test)", mpath, name);
+    return sp;
+}
+
+static void open_shard_checked(DataSplit *s, int i, const char *root, const char *mpath, const json_t *entry,
+                               const char *tok_sha) {
+    const json_t *file = json_object_get(entry, "file"), *docs = json_object_get(entry, "documents"),
+                 *toks = json_object_get(entry, "tokens");
+    if (!json_is_string(file) || !json_is_integer(docs) || !json_is_integer(toks) || strstr(json_string_value(file), ".."))
+        die("'%s': shard entry %d needs \"file\" (inside the directory), \"documents\" and \"tokens\"", mpath, i);
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", root, json_string_value(file));
+    ShardFile *sh = &s->shards[i];
+    shard_open(sh, path);
+    if ((json_int_t)sh->h.n_docs != json_integer_value(docs) || (json_int_t)sh->h.n_tokens != json_integer_value(toks))
+        die("'%s': holds %llu documents / %llu tokens, the manifest '%s' says %lld / %lld", path,
+            (unsigned long long)sh->h.n_docs, (unsigned long long)sh->h.n_tokens, mpath,
+            (long long)json_integer_value(docs), (long long)json_integer_value(toks));
+    char prefix[17];
+    for (int k = 0; k < 8; k++) snprintf(prefix + 2 * k, 3, "%02x", sh->h.tokenizer_sha256[k]);
+    if (strncmp(prefix, tok_sha, 16) != 0)
+        die("'%s': written with tokenizer %s..., the manifest '%s' names %.16s...", path, prefix, mpath, tok_sha);
+}
+
+DataSplit *data_split_open(const char *split_dir) {
+    char *dir_copy = xstrdup(split_dir), *base_copy = xstrdup(split_dir);
+    size_t n = strlen(dir_copy);
+    while (n > 1 && dir_copy[n - 1] == '/') dir_copy[--n] = '\0', base_copy[n] = '\0';
+    const char *root = dirname(dir_copy), *name = basename(base_copy);
+    char mpath[8192];
+    snprintf(mpath, sizeof mpath, "%s/manifest.json", root);
+    json_error_t err;
+    json_t *m = json_load_file(mpath, 0, &err);
+    if (!m) die("'%s': %s (line %d); hint: a split directory is only complete once prepare wrote its manifest", mpath, err.text, err.line);
+    const json_t *sp = manifest_split(mpath, m, name);
+    const json_t *tok_sha = json_object_get(json_object_get(m, "tokenizer"), "sha256");
+    if (!json_is_string(tok_sha) || strlen(json_string_value(tok_sha)) != 64) die("'%s': tokenizer.sha256 missing", mpath);
+    const json_t *list = json_object_get(sp, "shards");
+    DataSplit *s = xcalloc(1, sizeof *s);
+    s->n_shards = (int)json_array_size(list);
+    s->shards = xcalloc((size_t)s->n_shards + 1, sizeof(ShardFile));
+    s->first_doc = xcalloc((size_t)s->n_shards + 1, sizeof(int64_t));
+    for (int i = 0; i < s->n_shards; i++) {
+        open_shard_checked(s, i, root, mpath, json_array_get(list, (size_t)i), json_string_value(tok_sha));
+        s->first_doc[i + 1] = s->first_doc[i] + (int64_t)s->shards[i].h.n_docs;
+        s->n_tokens += (int64_t)s->shards[i].h.n_tokens;
+    }
+    const json_t *docs = json_object_get(sp, "documents"), *toks = json_object_get(sp, "tokens");
+    if (!json_is_integer(docs) || json_integer_value(docs) != s->first_doc[s->n_shards] || !json_is_integer(toks) ||
+        json_integer_value(toks) != s->n_tokens)
+        die("'%s': splits.%s totals disagree with its shards (%lld documents, %lld tokens)", mpath, name,
+            (long long)s->first_doc[s->n_shards], (long long)s->n_tokens);
+    json_decref(m);
+    free(dir_copy);
+    free(base_copy);
+    return s;
+}
+
+void data_split_close(DataSplit *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n_shards; i++) shard_close(&s->shards[i]);
+    free(s->shards);
+    free(s->first_doc);
+    free(s);
+}
+
+int64_t data_split_num_docs(const DataSplit *s) { return s->first_doc[s->n_shards]; }
+int64_t data_split_num_tokens(const DataSplit *s) { return s->n_tokens; }
+
+/* shard holding global document doc (binary search over first_doc) */
+static int shard_of(const DataSplit *s, int64_t doc, int64_t *local) {
+    KV_CHECK(doc >= 0 && doc < data_split_num_docs(s), "document %lld is out of range [0, %lld)", (long long)doc,
+             (long long)data_split_num_docs(s));
+    int lo = 0, hi = s->n_shards - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (s->first_doc[mid] <= doc) lo = mid;
+        else hi = mid - 1;
+    }
+    *local = doc - s->first_doc[lo];
+    return lo;
+}
+
+int64_t data_split_doc_len(const DataSplit *s, int64_t doc) {
+    int64_t local;
+    int i = shard_of(s, doc, &local);
+    return shard_doc_len(&s->shards[i], local);
+}
+
+void data_split_read(const DataSplit *s, int64_t doc, int64_t start, int64_t n, uint32_t *out) {
+    int64_t local;
+    int i = shard_of(s, doc, &local);
+    shard_read(&s->shards[i], local, start, n, out);
+}

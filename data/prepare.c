@@ -1,0 +1,261 @@
+#include "prepare.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+#include "doc_reader.h"
+#include "input_list.h"
+#include "shard.h"
+#include "splits.h"
+#include "tokenizer.h"
+
+#define BATCH_BYTES (16 << 20)
+#define BATCH_DOCS 4096
+
+typedef struct {
+    char *text;
+    size_t len;
+    int64_t line;
+    int split;
+    TokenBuf ids;
+} Doc;
+
+typedef struct {
+    ShardWriter w;
+    int open;
+    int n_shards;
+    int64_t docs, tokens;
+    json_t *shards;
+    char dir[4096];
+} SplitOut;
+
+typedef struct {
+    const PrepareOptions *o;
+    const Tokenizer *tok;
+    TokEncoder **enc;
+    int threads;
+    SplitOut split[SPLIT_COUNT];
+    int64_t docs_read, docs_dropped, text_bytes, raw_bytes_done, raw_bytes_total;
+    double t0;
+    Progress progress;
+} Prepare;
+
+/* Temporary files not yet published, removed if we exit early (die). */
+static char **pending;
+static int n_pending;
+
+static void remove_pending(void) {
+    for (int i = 0; i < n_pending; i++)
+        if (pending[i]) unlink(pending[i]);
+}
+
+static void track_pending(const char *path) {
+    if (!pending) atexit(remove_pending);
+    pending = xrealloc(pending, sizeof(char *) * (size_t)(n_pending + 1));
+    pending[n_pending++] = xstrdup(path);
+}
+
+static void publish_pending(void) {
+    for (int i = 0; i < n_pending; i++) {
+        size_t n = strlen(pending[i]);
+        char *final_path = xstrdup(pending[i]);
+        final_path[n - 4] = '\0'; /* strip ".tmp" */
+        rename_check(pending[i], final_path);
+        free(final_path);
+        free(pending[i]);
+        pending[i] = NULL;
+    }
+    n_pending = 0;
+}
+
+/* A previous run's shards must not mix with ours, and its manifest must not
+ * vouch for a half-written directory while we work. */
+static void clear_previous_output(const char *out_dir, SplitOut *split) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/manifest.json", out_dir);
+    if (unlink(path) != 0 && errno != ENOENT) die("cannot remove old '%s': %s", path, strerror(errno));
+    for (int s = 0; s < SPLIT_COUNT; s++) {
+        make_dirs(split[s].dir);
+        DIR *d = opendir(split[s].dir);
+        if (!d) die("cannot read '%s': %s", split[s].dir, strerror(errno));
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (strncmp(e->d_name, "shard_", 6) != 0) continue;
+            snprintf(path, sizeof path, "%s/%s", split[s].dir, e->d_name);
+            if (unlink(path) != 0) die("cannot remove old shard '%s': %s", path, strerror(errno));
+        }
+        closedir(d);
+    }
+}
+
+static void open_shard(Prepare *p, SplitOut *s) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/shard_%06d.bin.tmp", s->dir, s->n_shards);
+    track_pending(path);
+    shard_writer_open(&s->w, path, (uint32_t)tokenizer_vocab_size(p->tok), SHARD_FLAG_BOS, tokenizer_sha256(p->tok));
+    s->open = 1;
+}
+
+static void close_shard(SplitOut *s, int split) {
+    char name[64];
+    snprintf(name, sizeof name, "%s/shard_%06d.bin", split_names[split], s->n_shards);
+    json_array_append_new(s->shards, json_pack("{s:s, s:I, s:I}", "file", name, "documents", (json_int_t)s->w.h.n_docs,
+                                               "tokens", (json_int_t)s->w.h.n_tokens));
+    shard_writer_finish(&s->w);
+    s->open = 0;
+    s->n_shards++;
+}
+
+static void write_doc(Prepare *p, const Doc *d) {
+    SplitOut *s = &p->split[d->split];
+    if (s->open && s->w.h.n_docs > 0 && (int64_t)s->w.h.n_tokens + d->ids.n > p->o->shard_tokens) close_shard(s, d->split);
+    if (!s->open) open_shard(p, s);
+    shard_writer_add_doc(&s->w, d->ids.ids, d->ids.n);
+    s->docs++;
+    s->tokens += d->ids.n;
+}
+
+static int cmp_longest_first(const void *a, const void *b) {
+    size_t x = (*(Doc *const *)a)->len, y = (*(Doc *const *)b)->len;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void tokenize_batch(Prepare *p, Doc *docs, int n) {
+    Doc **order = xmalloc(sizeof(Doc *) * (size_t)n);
+    for (int i = 0; i < n; i++) order[i] = &docs[i];
+    qsort(order, (size_t)n, sizeof(Doc *), cmp_longest_first); /* big documents start first: better balance */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(p->threads)
+    for (int i = 0; i < n; i++) {
+        Doc *d = order[i];
+        d->ids.n = 0;
+        token_buf_push(&d->ids, LLAMA3_BOS_ID);
+        tok_encode(p->enc[omp_get_thread_num()], d->text, d->len, p->o->allow_special, &d->ids);
+        d->split = split_of_text(d->text, d->len, p->o->split_seed);
+    }
+    free(order);
+}
+
+static void show_progress(Prepare *p, int final) {
+    double dt = now_seconds() - p->t0;
+    int64_t tokens = p->split[0].tokens + p->split[1].tokens + p->split[2].tokens;
+    char extra[160];
+    snprintf(extra, sizeof extra, "| text %.1f MB/s | %.0f tok/s | %lld docs", dt > 0 ? p->text_bytes / 1e6 / dt : 0.0,
+             dt > 0 ? tokens / dt : 0.0, (long long)p->docs_read);
+    if (final) progress_end(&p->progress, p->raw_bytes_done >> 20, extra);
+    else progress_update(&p->progress, p->raw_bytes_done >> 20, extra);
+}
+
+/* Reads, tokenizes and writes one input file; returns its manifest entry. */
+static json_t *process_input(Prepare *p, const char *path) {
+    DocReader *r = doc_reader_open(path);
+    Doc *docs = xcalloc(BATCH_DOCS, sizeof(Doc));
+    int64_t read = 0, kept = 0, base_raw = p->raw_bytes_done;
+    for (;;) {
+        int n = 0;
+        size_t bytes = 0;
+        const char *text;
+        size_t len;
+        int64_t line;
+        while (n < BATCH_DOCS && bytes < BATCH_BYTES && doc_reader_next(r, &text, &len, &line)) {
+            docs[n].text = xrealloc(docs[n].text, len + 1);
+            memcpy(docs[n].text, text, len);
+            docs[n].len = len;
+            docs[n].line = line;
+            bytes += len;
+            n++;
+        }
+        if (n == 0) break;
+        tokenize_batch(p, docs, n);
+        for (int i = 0; i < n; i++) {
+            if (docs[i].ids.n < p->o->min_tokens) continue;
+            write_doc(p, &docs[i]);
+            kept++;
+        }
+        read += n;
+        p->docs_read += n;
+        p->text_bytes += (int64_t)bytes;
+        p->raw_bytes_done = base_raw + doc_reader_raw_bytes(r);
+        show_progress(p, 0);
+    }
+    for (int i = 0; i < BATCH_DOCS; i++) {
+        free(docs[i].text);
+        token_buf_free(&docs[i].ids);
+    }
+    free(docs);
+    char sha[65];
+    int64_t raw = doc_reader_raw_bytes(r);
+    doc_reader_close(r, sha);
+    p->docs_dropped += read - kept;
+    return json_pack("{s:s, s:s, s:I, s:I, s:I}", "path", path, "sha256", sha, "bytes", (json_int_t)raw, "documents",
+                     (json_int_t)read, "documents_kept", (json_int_t)kept);
+}
+
+static void write_manifest(Prepare *p, json_t *inputs) {
+    const PrepareOptions *o = p->o;
+    json_t *splits = json_object();
+    for (int s = 0; s < SPLIT_COUNT; s++)
+        json_object_set_new(splits, split_names[s],
+                            json_pack("{s:I, s:I, s:O}", "documents", (json_int_t)p->split[s].docs, "tokens",
+                                      (json_int_t)p->split[s].tokens, "shards", p->split[s].shards));
+    json_t *m = json_pack(
+        "{s:s, s:i, s:{s:s, s:s, s:i, s:i, s:s}, s:b, s:b, s:I, s:I, s:s, s:I, s:I, s:o, s:o}", "format", MANIFEST_FORMAT,
+        "version", MANIFEST_VERSION, "tokenizer", "path", o->tokenizer_path, "sha256", tokenizer_sha256(p->tok),
+        "vocab_size", tokenizer_vocab_size(p->tok), "bos_id", LLAMA3_BOS_ID, "special_token_names", "llama-3.1",
+        "bos_prepended", 1, "allow_special", o->allow_special, "min_tokens", (json_int_t)o->min_tokens, "split_seed",
+        (json_int_t)o->split_seed, "split_rule", "hash_u64(fnv1a64(text) ^ split_seed) % 10: 0-7 train, 8 dev, 9 test",
+        "documents_read", (json_int_t)p->docs_read, "documents_dropped_short", (json_int_t)p->docs_dropped, "inputs",
+        inputs, "splits", splits);
+    if (!m) die("internal error: cannot build manifest JSON");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/manifest.json.tmp", o->out_dir);
+    track_pending(path);
+    if (json_dump_file(m, path, JSON_INDENT(2)) != 0) die("cannot write '%s': %s", path, strerror(errno));
+    json_decref(m);
+}
+
+void prepare_run(const PrepareOptions *o) {
+    KV_CHECK(o->n_inputs > 0, "kvcpt prepare: no --input given");
+    KV_CHECK(o->out_dir && *o->out_dir, "kvcpt prepare: --out DIR is required");
+    KV_CHECK(o->min_tokens >= 1 && o->shard_tokens >= 1, "kvcpt prepare: --min-tokens and --shard-tokens must be >= 1");
+    InputList inputs = {0};
+    for (int i = 0; i < o->n_inputs; i++) input_list_add(&inputs, o->inputs[i]);
+    KV_CHECK(inputs.count > 0, "kvcpt prepare: the inputs hold no .jsonl/.json/.txt(.zst) file");
+
+    Prepare p = {.o = o, .tok = tokenizer_load(o->tokenizer_path)};
+    p.threads = o->threads > 0 ? o->threads : omp_get_max_threads();
+    p.enc = xcalloc((size_t)p.threads, sizeof(TokEncoder *));
+    for (int t = 0; t < p.threads; t++) p.enc[t] = tok_encoder_new(p.tok);
+    for (int s = 0; s < SPLIT_COUNT; s++) {
+        snprintf(p.split[s].dir, sizeof p.split[s].dir, "%s/%s", o->out_dir, split_names[s]);
+        p.split[s].shards = json_array();
+    }
+    make_dirs(o->out_dir);
+    clear_previous_output(o->out_dir, p.split);
+    for (int i = 0; i < inputs.count; i++) p.raw_bytes_total += file_size(inputs.paths[i]);
+    p.t0 = now_seconds();
+    progress_begin(&p.progress, "prepare", p.raw_bytes_total >> 20, "MB");
+
+    json_t *manifest_inputs = json_array();
+    for (int i = 0; i < inputs.count; i++) json_array_append_new(manifest_inputs, process_input(&p, inputs.paths[i]));
+    for (int s = 0; s < SPLIT_COUNT; s++)
+        if (p.split[s].open) close_shard(&p.split[s], s);
+    write_manifest(&p, manifest_inputs);
+    publish_pending(); /* shards first, manifest.json last */
+    show_progress(&p, 1);
+    fprintf(stderr, "prepare: %lld documents read, %lld dropped (< %lld tokens); train %lld docs / %lld tokens, dev %lld / %lld, test %lld / %lld\n",
+            (long long)p.docs_read, (long long)p.docs_dropped, (long long)o->min_tokens, (long long)p.split[0].docs,
+            (long long)p.split[0].tokens, (long long)p.split[1].docs, (long long)p.split[1].tokens,
+            (long long)p.split[2].docs, (long long)p.split[2].tokens);
+    for (int s = 0; s < SPLIT_COUNT; s++) json_decref(p.split[s].shards);
+    for (int t = 0; t < p.threads; t++) tok_encoder_free(p.enc[t]);
+    free(p.enc);
+    tokenizer_free((Tokenizer *)p.tok);
+    input_list_free(&inputs);
+}

@@ -1,0 +1,29 @@
+#ifndef KVCPT_PREPARE_H
+#define KVCPT_PREPARE_H
+/* Text -> token shards: read documents (doc_reader), tokenize them in
+ * parallel (OpenMP, one TokEncoder per thread, batch order preserved so the
+ * output does not depend on the thread count), prepend BOS, drop documents
+ * shorter than min_tokens, split 80/10/10 (splits.h) and write
+ * OUT/{train,dev,test}/shard_NNNNNN.bin (shard.h) plus OUT/manifest.json.
+ * Everything is written under temporary names and renamed at the end,
+ * manifest last; on any error the temporary files are removed. */
+#include <stdint.h>
+
+typedef struct {
+    const char **inputs;
+    int n_inputs;
+    const char *out_dir;
+    const char *tokenizer_path;
+    int64_t min_tokens;     /* counting the BOS */
+    int64_t shard_tokens;   /* start a new shard beyond this many tokens */
+    int threads;            /* 0: all cores */
+    int allow_special;
+    uint64_t split_seed;
+} PrepareOptions;
+
+#define MANIFEST_FORMAT "kvcpt-prepared"
+#define MANIFEST_VERSION 1
+
+void prepare_run(const PrepareOptions *o);
+
+#endif

