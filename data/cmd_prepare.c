@@ -1,10 +1,13 @@
 /* `kvcpt prepare`: text corpora -> tokenized train/dev/test shards. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../common/commands.h"
 #include "../common/options.h"
 #include "../common/util.h"
 #include "prepare.h"
+#include "synthetic.h"
 #include "tokenizer.h"
 
 int cmd_prepare(int argc, char **argv) {
@@ -12,6 +15,8 @@ int cmd_prepare(int argc, char **argv) {
     const char *out = NULL, *tokenizer = NULL;
     int64_t min_tokens = 1, shard_tokens = (int64_t)1 << 28, threads = 0, seed = 0;
     int allow_special = 0;
+    const char *synthetic = NULL;
+    int64_t vocab = 64, doc_tokens = 1057, query_tail = 33, docs = 400;
     const Option opts[] = {
         {"input", OPT_STRINGS, &inputs, "FILE_OR_DIR", "JSON Lines {\"text\": ...} (.jsonl/.json), or .txt; .zst streamed; repeatable"},
         {"out", OPT_STRING, &out, "DIR", "output: DIR/{train,dev,test}/shard_*.bin and DIR/manifest.json"},
@@ -21,11 +26,25 @@ int cmd_prepare(int argc, char **argv) {
         {"shard-tokens", OPT_INT, &shard_tokens, "N", "start a new shard beyond N tokens (default 2^28 = 1 GiB)"},
         {"allow-special", OPT_FLAG, &allow_special, NULL, "spelled-out special tokens in the text become their ids"},
         {"split-seed", OPT_INT, &seed, "N", "salt of the train/dev/test hash (default 0)"},
+        {"synthetic", OPT_STRING, &synthetic, "recall", "instead of text: generate the associative-recall task (no tokenizer)"},
+        {"vocab", OPT_INT, &vocab, "N", "synthetic: vocabulary size (default 64)"},
+        {"doc-tokens", OPT_INT, &doc_tokens, "N", "synthetic: tokens per document, BOS included (default 1057)"},
+        {"query-tail", OPT_INT, &query_tail, "N", "synthetic: tokens of (marker key value) queries at the end (default 33)"},
+        {"docs", OPT_INT, &docs, "N", "synthetic: documents over all splits (default 400)"},
         {0},
     };
     if (options_parse("prepare", "Tokenize text into uint32 train/dev/test shards (80/10/10 by a hash of each document).",
                       opts, argc, argv))
         return 0;
+    if (synthetic) {
+        KV_CHECK(strcmp(synthetic, "recall") == 0, "prepare --synthetic: the only task is 'recall' (got '%s')", synthetic);
+        KV_CHECK(out, "kvcpt prepare: --out DIR is required");
+        SyntheticOptions so = {out, vocab, doc_tokens, query_tail, docs, (uint64_t)seed};
+        synthetic_write(&so);
+        printf("prepare: wrote %lld synthetic recall documents of %lld tokens (vocab %lld) to %s\n", (long long)docs,
+               (long long)doc_tokens, (long long)vocab, out);
+        return 0;
+    }
     char *tok_path = tokenizer ? xstrdup(tokenizer) : tokenizer_default_path();
     PrepareOptions o = {
         .inputs = inputs.items, .n_inputs = inputs.count, .out_dir = out, .tokenizer_path = tok_path,

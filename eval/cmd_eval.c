@@ -185,7 +185,7 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
     for (int v = 0; v < r->n_var; v++) {
         EvalCell *c = cell(r, v, ci, mi);
         c->ms_per_token /= (double)used, c->kv_bytes_per_token /= (double)used;
-        eval_cell_finish(c, a->boot, 1234 + (uint64_t)v);
+        eval_cell_finish(c, a->boot, 1234); /* same resamples for every policy: paired intervals */
         if (strcmp(r->var[v].name, "refreshkv") == 0) {
             Policy tmp = {.full_steps_per_layer = full_tot + v * m->cfg.num_hidden_layers};
             stride_json(c->stride_info, sizeof c->stride_info, &tmp, m->cfg.num_hidden_layers, used * (S - 1));

@@ -177,7 +177,7 @@ static void restore(Trainer *t, const char *dir) {
 static void truncate_log(const char *path, int64_t step) {
     FILE *f = fopen(path, "r");
     if (!f) return;
-    char tmp[4200], line[8192];
+    char tmp[4300], line[8192];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *o = fopen_check(tmp, "w");
     while (fgets(line, sizeof line, f)) {
@@ -298,7 +298,10 @@ int trainer_run(Trainer *t) {
         return 128 + stop_signal;
     }
     plot_losses(t);
-    fprintf(stderr, "kvcpt train: done, %lld steps (%lld skipped) in %.1f s; run directory %s\n", (long long)t->step,
+    char model_dir[4200];
+    snprintf(model_dir, sizeof model_dir, "%s/model", t->cfg.out);
+    model_file_save_native(model_dir, &t->model.cfg, &t->model.layout, t->model.params, KV_F32);
+    fprintf(stderr, "kvcpt train: done, %lld steps (%lld skipped) in %.1f s; run directory %s (final model in model/)\n", (long long)t->step,
             (long long)t->skipped_steps, now_seconds() - t->t_run, t->cfg.out);
     return 0;
 }

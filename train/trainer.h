@@ -26,7 +26,7 @@ typedef struct {
     uint32_t *sample;            /* micro_batch * (T + 1) */
     int32_t *tokens, *targets;   /* micro_batch * T each */
     FILE *log;
-    char log_path[4096];
+    char log_path[4200];
     double t_run, flops_per_token;
     int64_t skipped_steps;
 } Trainer;

@@ -1,0 +1,88 @@
+#include "synthetic.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/rng.h"
+#include "../common/util.h"
+#include "sha256.h"
+#include "shard.h"
+#include "splits.h"
+#include "prepare.h"
+
+/* Keys take the lower half of the ids above the specials, values the upper. */
+void synthetic_document(const SyntheticOptions *o, int64_t i, uint32_t *out) {
+    Rng r;
+    rng_seed(&r, hash_u64(o->seed) ^ hash_u64((uint64_t)i + 1));
+    int64_t first = 3, nk = (o->vocab - first) / 2, nv = o->vocab - first - nk;
+    uint32_t *val = xmalloc(sizeof(uint32_t) * (size_t)nk);
+    for (int64_t k = 0; k < nk; k++) val[k] = (uint32_t)(first + nk + (int64_t)(rng_u64(&r) % (uint64_t)nv));
+    int64_t n = o->doc_tokens, tail = o->query_tail, body_end = n - tail, t = 0;
+    out[t++] = SYNTH_BOS;
+    /* the body: (key value) pairs; remember where each key was bound */
+    int64_t *seen = xmalloc(sizeof(int64_t) * (size_t)nk), n_seen = 0;
+    while (t + 1 < body_end) {
+        int64_t k = (int64_t)(rng_u64(&r) % (uint64_t)nk);
+        out[t++] = (uint32_t)(first + k);
+        out[t++] = val[k];
+        seen[n_seen++] = k;
+    }
+    while (t < body_end) out[t++] = SYNTH_QUERY; /* odd body length: pad */
+    /* the tail: marker, a key from the first half of the body, its value */
+    while (t < n) {
+        int64_t k = seen[(int64_t)(rng_u64(&r) % (uint64_t)(n_seen / 2 > 0 ? n_seen / 2 : 1))];
+        uint32_t triple[3] = {SYNTH_QUERY, (uint32_t)(first + k), val[k]};
+        for (int j = 0; j < 3 && t < n; j++) out[t++] = triple[j];
+    }
+    free(val);
+    free(seen);
+}
+
+void synthetic_write(const SyntheticOptions *o) {
+    KV_CHECK(o->vocab >= 8 && o->doc_tokens >= 8 && o->query_tail >= 0 && o->query_tail < o->doc_tokens / 2 &&
+                 o->docs >= 10,
+             "prepare --synthetic: need vocab >= 8, doc tokens >= 8, 0 <= query tail < doc tokens / 2, docs >= 10");
+    char desc[256], sha[65], path[4200], tmp[4300];
+    snprintf(desc, sizeof desc, "synthetic-recall vocab=%lld", (long long)o->vocab);
+    Sha256 *h = sha256_new();
+    sha256_update(h, desc, strlen(desc));
+    sha256_finish(h, sha);
+    uint32_t *doc = xmalloc(sizeof(uint32_t) * (size_t)o->doc_tokens);
+    json_t *splits = json_object();
+    for (int s = 0; s < SPLIT_COUNT; s++) {
+        snprintf(path, sizeof path, "%s/%s", o->out_dir, split_names[s]);
+        make_dirs(path);
+        snprintf(tmp, sizeof tmp, "%s/%s/shard_000000.bin.tmp", o->out_dir, split_names[s]);
+        ShardWriter w;
+        shard_writer_open(&w, tmp, (uint32_t)o->vocab, SHARD_FLAG_BOS, sha);
+        int64_t docs = 0;
+        for (int64_t i = 0; i < o->docs; i++) {
+            int64_t b = (int64_t)(hash_u64(o->seed * 1000003u + (uint64_t)i) % 10);
+            if ((b < 8 ? SPLIT_TRAIN : b == 8 ? SPLIT_DEV : SPLIT_TEST) != s) continue;
+            synthetic_document(o, i, doc);
+            shard_writer_add_doc(&w, doc, o->doc_tokens);
+            docs++;
+        }
+        shard_writer_finish(&w);
+        snprintf(path, sizeof path, "%s/%s/shard_000000.bin", o->out_dir, split_names[s]);
+        rename_check(tmp, path);
+        snprintf(path, sizeof path, "%s/shard_000000.bin", split_names[s]);
+        json_object_set_new(splits, split_names[s],
+                            json_pack("{s:I,s:I,s:[{s:s,s:I,s:I}]}", "documents", (json_int_t)docs, "tokens",
+                                      (json_int_t)(docs * o->doc_tokens), "shards", "file", path, "documents",
+                                      (json_int_t)docs, "tokens", (json_int_t)(docs * o->doc_tokens)));
+    }
+    json_t *m = json_pack("{s:s,s:i,s:{s:s,s:s,s:I},s:{s:s,s:I,s:I,s:I,s:I},s:o}", "format", MANIFEST_FORMAT, "version",
+                          MANIFEST_VERSION, "tokenizer", "path", desc, "sha256", sha, "vocab_size", (json_int_t)o->vocab,
+                          "synthetic", "task", "recall", "vocab", (json_int_t)o->vocab, "doc_tokens",
+                          (json_int_t)o->doc_tokens, "query_tail", (json_int_t)o->query_tail, "seed",
+                          (json_int_t)o->seed, "splits", splits);
+    snprintf(tmp, sizeof tmp, "%s/manifest.json.tmp", o->out_dir);
+    snprintf(path, sizeof path, "%s/manifest.json", o->out_dir);
+    if (json_dump_file(m, tmp, JSON_INDENT(2)) != 0) die("cannot write '%s'", tmp);
+    rename_check(tmp, path); /* the manifest last: the directory is complete only now */
+    json_decref(m);
+    free(doc);
+}

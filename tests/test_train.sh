@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# kvcpt train end to end on CPU (issue 9): a small config from a prepared
+# shard directory; SIGTERM mid-run then --resume equals the uninterrupted run
+# bit for bit (losses and final parameters/optimizer state); bad configs
+# rejected naming the problem; NaN loss stops the run keeping the checkpoint.
+set -u
+cd "$(dirname "$0")/.."
+K=./kvcpt
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+ok() { echo "ok - $1"; }
+fail() { echo "FAIL - $1: $2"; }
+
+$K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 300 --out "$tmp/data" >/dev/null
+cat > "$tmp/cfg.json" <<JSON
+{"model": "tiny", "init": "random", "data": "$tmp/data", "L": 48, "S": 8, "K": 6, "mask": 1,
+ "global_batch": 4, "micro_batch": 2, "steps": 150, "warmup_steps": 10, "lr": 3e-3, "optim": "adamw8bit",
+ "eval_interval": 50, "ckpt_interval": 1000, "keep_last": 2}
+JSON
+
+# 1. uninterrupted
+if $K train --config "$tmp/cfg.json" --set out="$tmp/a" >"$tmp/a.log" 2>&1 && [ -f "$tmp/a/loss.png" ] && [ -f "$tmp/a/model/model.kvcpt" ]; then
+    ok "small config runs end to end (log, loss.png, final model)"
+else fail "end to end run" "$(tail -3 "$tmp/a.log")"; fi
+
+# 2. SIGTERM mid-run, then resume
+$K train --config "$tmp/cfg.json" --set out="$tmp/b" >"$tmp/b.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 2000); do
+    n=$( (wc -l < "$tmp/b/log.jsonl") 2>/dev/null || echo 0)
+    [ "${n:-0}" -ge 20 ] && break
+    sleep 0.01
+done
+kill -TERM $pid; wait $pid; rc=$?
+stopped=$(grep -o '"step":[0-9]*' "$tmp/b/log.jsonl" | tail -1 | cut -d: -f2)
+if [ $rc -eq 143 ] && grep -q "SIGTERM received: checkpoint written" "$tmp/b.log" && [ "${stopped:-150}" -lt 150 ]; then
+    ok "SIGTERM writes a checkpoint and exits 143 (stopped at step $stopped of 150)"
+else fail "SIGTERM" "rc $rc, stopped at ${stopped:-?}: $(tail -2 "$tmp/b.log")"; fi
+$K train --config "$tmp/cfg.json" --set out="$tmp/b" --resume >"$tmp/b2.log" 2>&1
+grep -q "resumed from" "$tmp/b2.log" && ok "--resume picks the latest checkpoint" || fail "--resume" "$(tail -2 "$tmp/b2.log")"
+strip() { sed -E 's/,"(tokens_per_s|gflops_per_s|peak_rss_mb|elapsed_s)":[^,}]*//g' "$1"; }
+if diff <(strip "$tmp/a/log.jsonl") <(strip "$tmp/b/log.jsonl") >/dev/null; then
+    ok "resumed loss curve equals the uninterrupted one bit for bit (150 steps)"
+else fail "resumed loss curve" "$(diff <(strip "$tmp/a/log.jsonl") <(strip "$tmp/b/log.jsonl") | head -4)"; fi
+if cmp -s "$tmp/a/model/model.kvcpt" "$tmp/b/model/model.kvcpt" && \
+   cmp -s "$tmp/a/ckpt/step_00000150/rank_00000.bin" "$tmp/b/ckpt/step_00000150/rank_00000.bin"; then
+    ok "resumed final parameters and optimizer state equal the uninterrupted run"
+else fail "resumed final state" "model or checkpoint bytes differ"; fi
+
+# 3. rejected configs name the problem
+expect_err() { # name, expected text, args...
+    local name=$1 want=$2; shift 2
+    if out=$($K train "$@" 2>&1); then fail "$name" "accepted"; elif grep -qF -- "$want" <<<"$out"; then ok "$name"; else fail "$name" "$out"; fi
+}
+expect_err "unknown config key is rejected" "unknown config key 'learning_rate'" --config "$tmp/cfg.json" --set out="$tmp/c" --set learning_rate=1
+echo '{"model":"tiny","data":"'"$tmp"'/data","lr_warmup":3}' > "$tmp/bad.json"
+expect_err "unknown key inside the JSON file" "unknown config key 'lr_warmup'" --config "$tmp/bad.json"
+expect_err "missing data directory" "$tmp/nodata" --config "$tmp/cfg.json" --set data="$tmp/nodata" --set out="$tmp/c"
+expect_err "batch that does not divide" "'global_batch' (5) must be divisible by 'micro_batch' (2)" --config "$tmp/cfg.json" --set global_batch=5 --set out="$tmp/c"
+expect_err "K > L" "'K' (60) must be in [1, L=48]" --config "$tmp/cfg.json" --set K=60 --set out="$tmp/c"
+
+# 4. NaN loss stops the run and keeps the last good checkpoint
+if out=$($K train --config "$tmp/cfg.json" --set out="$tmp/n" --set lr=1e30 --set optim=adamw --set grad_clip=0 --set ckpt_interval=1 --set steps=40 2>&1); then
+    fail "NaN loss stops the run" "exit status 0"
+elif grep -q "loss is.*stopping" <<<"$out" && ls "$tmp/n/ckpt"/step_*/manifest.json >/dev/null 2>&1; then
+    ok "NaN loss stops the run with a message, last good checkpoint kept"
+else fail "NaN loss stops the run" "$(tail -2 <<<"$out")"; fi
+exit 0
