@@ -14,6 +14,7 @@ typedef struct {
 
 static const BenchTarget targets[] = {
     {"model", bench_model, "forward+backward tokens/s of a preset (CPU reference or CUDA)"},
+    {"tokenizer", bench_tokenizer, "tokenizer MB/s, one thread and all cores, beside the JS oracle"},
 };
 #define N_TARGETS (int)(sizeof targets / sizeof targets[0])
 
