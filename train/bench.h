@@ -3,4 +3,5 @@
 /* Benchmark targets of `kvcpt bench`; argv[0] is the target name. */
 int bench_model(int argc, char **argv); /* model/bench_model.c */
 int bench_adamw(int argc, char **argv); /* optim/bench_adamw.c */
+int bench_tokenizer(int argc, char **argv); /* data/bench_tokenizer.c */
 #endif
