@@ -14,6 +14,7 @@ typedef struct {
 
 static const BenchTarget targets[] = {
     {"model", bench_model, "forward+backward tokens/s of a preset (CPU reference or CUDA)"},
+    {"ops", bench_ops, "time and GB/s or TFLOP/s of each CUDA simple op at 8B shapes"},
 };
 #define N_TARGETS (int)(sizeof targets / sizeof targets[0])
 
