@@ -12,4 +12,21 @@ void crossentropy_forward_cpu(float *losses, float *lse, const float *logits, co
 /* Overwrites logits with d(loss_scale * sum losses)/dlogits = scale*(softmax - onehot). */
 void crossentropy_backward_cpu(float *logits, const float *lse, const int32_t *targets, int64_t rows, int64_t V,
                                float scale);
+
+#if defined(KVCPT_CUDA) || defined(__CUDACC__)
+/* CUDA twins: same arguments, DEVICE pointers, default stream; results
+ * match the CPU oracle within the tolerances of tests/gpu/test_ops_cuda.c. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* One block per row; the exp-sum is accumulated in double. A target >= V
+ * gives a NaN loss (the CPU would read out of bounds). */
+void crossentropy_forward_cuda(float *losses, float *lse, const float *logits, const int32_t *targets, int64_t rows,
+                               int64_t V);
+void crossentropy_backward_cuda(float *logits, const float *lse, const int32_t *targets, int64_t rows, int64_t V,
+                                float scale);
+#ifdef __cplusplus
+}
+#endif
+#endif
 #endif

@@ -4,9 +4,33 @@
  * out = inp @ weight^T. The CPU path calls BLAS (sgemm, fp32). */
 #include <stdint.h>
 
+#include "bf16.h"
+
 /* out (N, OC) = inp (N, IC) @ weight (OC, IC)^T */
 void matmul_forward_cpu(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC);
 /* dinp (N, IC) += dout @ weight; dweight (OC, IC) += dout^T @ inp. Either may be NULL. */
 void matmul_backward_cpu(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                          int64_t N, int64_t IC, int64_t OC);
+
+#if defined(KVCPT_CUDA) || defined(__CUDACC__)
+/* CUDA twins: same arguments, DEVICE pointers, default stream; results
+ * match the CPU oracle within the tolerances of tests/gpu/test_ops_cuda.c. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* cuBLASLt, strict fp32 (no TF32): the path the parity tests hold tight. */
+void matmul_forward_cuda(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC);
+void matmul_backward_cuda(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                          int64_t N, int64_t IC, int64_t OC);
+/* bf16 inputs, fp32 accumulation. out is rounded to bf16 once; dinp (bf16)
+ * and dweight (fp32) accumulate like the fp32 path. Either may be NULL. */
+void matmul_forward_bf16_cuda(bf16 *out, const bf16 *inp, const bf16 *weight, int64_t N, int64_t IC, int64_t OC);
+void matmul_backward_bf16_cuda(bf16 *dinp, float *dweight, const bf16 *dout, const bf16 *inp, const bf16 *weight,
+                               int64_t N, int64_t IC, int64_t OC);
+/* Frees the cuBLAS(Lt) handles and workspace (they are created on first use). */
+void matmul_cuda_release(void);
+#ifdef __cplusplus
+}
+#endif
+#endif
 #endif

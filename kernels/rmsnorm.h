@@ -8,4 +8,20 @@ void rmsnorm_forward_cpu(float *out, float *rstd, const float *inp, const float 
 /* dinp (N, C) += ..., dweight (C) += ... */
 void rmsnorm_backward_cpu(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                           const float *rstd, int64_t N, int64_t C);
+
+#if defined(KVCPT_CUDA) || defined(__CUDACC__)
+/* CUDA twins: same arguments, DEVICE pointers, default stream; results
+ * match the CPU oracle within the tolerances of tests/gpu/test_ops_cuda.c. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+void rmsnorm_forward_cuda(float *out, float *rstd, const float *inp, const float *weight, int64_t N, int64_t C,
+                          float eps);
+/* dweight is reduced over rows in a fixed order (no atomics): deterministic. */
+void rmsnorm_backward_cuda(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                           const float *rstd, int64_t N, int64_t C);
+#ifdef __cplusplus
+}
+#endif
+#endif
 #endif

@@ -20,4 +20,18 @@ void rope_table(float *cos_t, float *sin_t, int64_t T, int64_t D, const RopePara
 void rope_forward_cpu(float *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H, int64_t D);
 /* dx: (B, T, H, D) in place, the transpose rotation */
 void rope_backward_cpu(float *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H, int64_t D);
+
+#if defined(KVCPT_CUDA) || defined(__CUDACC__)
+/* CUDA twins: same arguments, DEVICE pointers, default stream; results
+ * match the CPU oracle within the tolerances of tests/gpu/test_ops_cuda.c. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* cos_t, sin_t: the rope_table() tables, copied to the device. */
+void rope_forward_cuda(float *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H, int64_t D);
+void rope_backward_cuda(float *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H, int64_t D);
+#ifdef __cplusplus
+}
+#endif
+#endif
 #endif

@@ -3,7 +3,25 @@
 /* SwiGLU gate: h = silu(g) * u, elementwise over n values. */
 #include <stdint.h>
 
+#include "bf16.h"
+
 void swiglu_forward_cpu(float *h, const float *g, const float *u, int64_t n);
 /* dg, du are overwritten (not accumulated). */
 void swiglu_backward_cpu(float *dg, float *du, const float *dh, const float *g, const float *u, int64_t n);
+
+#if defined(KVCPT_CUDA) || defined(__CUDACC__)
+/* CUDA twins: same arguments, DEVICE pointers, default stream; results
+ * match the CPU oracle within the tolerances of tests/gpu/test_ops_cuda.c. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+void swiglu_forward_cuda(float *h, const float *g, const float *u, int64_t n);
+void swiglu_backward_cuda(float *dg, float *du, const float *dh, const float *g, const float *u, int64_t n);
+/* bf16 storage, fp32 arithmetic (one rounding per output). */
+void swiglu_forward_bf16_cuda(bf16 *h, const bf16 *g, const bf16 *u, int64_t n);
+void swiglu_backward_bf16_cuda(bf16 *dg, bf16 *du, const bf16 *dh, const bf16 *g, const bf16 *u, int64_t n);
+#ifdef __cplusplus
+}
+#endif
+#endif
 #endif

@@ -1,0 +1,150 @@
+/* Linear layers on cuBLASLt. Row-major (N, IC) activations and (OC, IC)
+ * weights are read as their column-major transposes, so
+ *   out^T (OC x N)    = W^T' * inp^T   : op(A)=T, A = weight, op(B)=N, B = inp
+ *   dinp^T (IC x N)  += W^T  * dout^T  : A = weight (IC x OC), B = dout (OC x N)
+ *   dweight^T (IC x OC) += inp^T * dout : A = inp (IC x N), op(B)=T, B = dout
+ * Compute is always CUBLAS_COMPUTE_32F: strict fp32 for fp32 data (no TF32),
+ * fp32 accumulation for bf16 data. When the Lt heuristic offers no algorithm
+ * (odd leading dimensions or misaligned views), cublasGemmEx does the work. */
+#include <cublasLt.h>
+#include <limits.h>
+
+#include "cuda_common.cuh"
+#include "matmul.h"
+
+static cublasLtHandle_t lt_handle;
+static cublasHandle_t blas_handle;
+static void *lt_workspace;
+static const size_t kWorkspaceBytes = 32u << 20; /* Hopper kernels want 32 MiB */
+
+static void matmul_cuda_init(void) {
+    if (lt_handle) return;
+    CUBLAS_CHECK(cublasLtCreate(&lt_handle));
+    CUBLAS_CHECK(cublasCreate(&blas_handle));
+    CUDA_CHECK(cudaMalloc(&lt_workspace, kWorkspaceBytes));
+}
+
+extern "C" void matmul_cuda_release(void) {
+    if (!lt_handle) return;
+    CUBLAS_CHECK(cublasLtDestroy(lt_handle));
+    CUBLAS_CHECK(cublasDestroy(blas_handle));
+    CUDA_CHECK(cudaFree(lt_workspace));
+    lt_handle = NULL;
+    blas_handle = NULL;
+    lt_workspace = NULL;
+}
+
+/* Largest power of two (<= 256) dividing the address: what the heuristic may assume. */
+static uint32_t pointer_alignment(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    uint32_t align = 256;
+    while (align > 1 && (a % align) != 0) align >>= 1;
+    return align;
+}
+
+typedef struct {
+    cublasOperation_t op;
+    const void *ptr;
+    cudaDataType type;
+    int64_t ld;
+} GemmOperand;
+
+static void gemm_fallback(GemmOperand a, GemmOperand b, void *c, cudaDataType ctype, int64_t ldc, int64_t m, int64_t n,
+                          int64_t k, float beta) {
+    const int64_t dims[] = {m, n, k, a.ld, b.ld, ldc};
+    for (int i = 0; i < 6; i++)
+        if (dims[i] > INT_MAX) {
+            fprintf(stderr, "kvcpt: matmul: no cuBLASLt algorithm and dimension %lld exceeds cublasGemmEx's int range\n",
+                    (long long)dims[i]);
+            exit(1);
+        }
+    const float alpha = 1.0f;
+    CUBLAS_CHECK(cublasGemmEx(blas_handle, a.op, b.op, (int)m, (int)n, (int)k, &alpha, a.ptr, a.type, (int)a.ld, b.ptr,
+                              b.type, (int)b.ld, &beta, c, ctype, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+/* C (m x n, column-major, ldc) = op(A) op(B) + beta * C, with k the shared dimension. */
+static void gemm(GemmOperand a, GemmOperand b, void *c, cudaDataType ctype, int64_t ldc, int64_t m, int64_t n, int64_t k,
+                 float beta) {
+    if (m <= 0 || n <= 0) return;
+    matmul_cuda_init();
+    if (k <= 0) { /* empty sum: C = beta * C; only beta 0 or 1 occur here */
+        if (beta == 0.0f) CUDA_CHECK(cudaMemset2D(c, (size_t)ldc * (ctype == CUDA_R_32F ? 4 : 2), 0,
+                                                  (size_t)m * (ctype == CUDA_R_32F ? 4 : 2), (size_t)n));
+        return;
+    }
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &a.op, sizeof a.op));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &b.op, sizeof b.op));
+    const int ta = a.op == CUBLAS_OP_T, tb = b.op == CUBLAS_OP_T;
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, a.type, ta ? k : m, ta ? m : k, a.ld));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, b.type, tb ? n : k, tb ? k : n, b.ld));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, ctype, m, n, ldc));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = kWorkspaceBytes;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    const uint32_t align_a = pointer_alignment(a.ptr), align_b = pointer_alignment(b.ptr), align_c = pointer_alignment(c);
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, 4));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, 4));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, 4));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, 4));
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle, desc, la, lb, lc, lc, pref, 1, &heur, &found);
+    const float alpha = 1.0f;
+    const int use_lt = st == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (use_lt)
+        CUBLAS_CHECK(cublasLtMatmul(lt_handle, desc, &alpha, a.ptr, la, b.ptr, lb, &beta, c, lc, c, lc, &heur.algo,
+                                    lt_workspace, kWorkspaceBytes, 0));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lc));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));
+    CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
+    /* any refusal by the heuristic: cublasGemmEx reports a real problem itself */
+    if (!use_lt) gemm_fallback(a, b, c, ctype, ldc, m, n, k, beta);
+}
+
+static GemmOperand operand(cublasOperation_t op, const void *ptr, cudaDataType type, int64_t ld) {
+    GemmOperand o = {op, ptr, type, ld};
+    return o;
+}
+
+static void linear_forward(void *out, cudaDataType otype, const void *inp, const void *weight, cudaDataType itype,
+                           int64_t N, int64_t IC, int64_t OC) {
+    gemm(operand(CUBLAS_OP_T, weight, itype, IC), operand(CUBLAS_OP_N, inp, itype, IC), out, otype, OC, OC, N, IC,
+         0.0f);
+}
+
+static void linear_backward(void *dinp, cudaDataType dinp_type, float *dweight, const void *dout, const void *inp,
+                            const void *weight, cudaDataType itype, int64_t N, int64_t IC, int64_t OC) {
+    if (dinp)
+        gemm(operand(CUBLAS_OP_N, weight, itype, IC), operand(CUBLAS_OP_N, dout, itype, OC), dinp, dinp_type, IC, IC, N,
+             OC, 1.0f);
+    if (dweight)
+        gemm(operand(CUBLAS_OP_N, inp, itype, IC), operand(CUBLAS_OP_T, dout, itype, OC), dweight, CUDA_R_32F, IC, IC,
+             OC, N, 1.0f);
+}
+
+extern "C" void matmul_forward_cuda(float *out, const float *inp, const float *weight, int64_t N, int64_t IC,
+                                    int64_t OC) {
+    linear_forward(out, CUDA_R_32F, inp, weight, CUDA_R_32F, N, IC, OC);
+}
+
+extern "C" void matmul_backward_cuda(float *dinp, float *dweight, const float *dout, const float *inp,
+                                     const float *weight, int64_t N, int64_t IC, int64_t OC) {
+    linear_backward(dinp, CUDA_R_32F, dweight, dout, inp, weight, CUDA_R_32F, N, IC, OC);
+}
+
+extern "C" void matmul_forward_bf16_cuda(bf16 *out, const bf16 *inp, const bf16 *weight, int64_t N, int64_t IC,
+                                         int64_t OC) {
+    linear_forward(out, CUDA_R_16BF, inp, weight, CUDA_R_16BF, N, IC, OC);
+}
+
+extern "C" void matmul_backward_bf16_cuda(bf16 *dinp, float *dweight, const bf16 *dout, const bf16 *inp,
+                                          const bf16 *weight, int64_t N, int64_t IC, int64_t OC) {
+    linear_backward(dinp, CUDA_R_16BF, dweight, dout, inp, weight, CUDA_R_16BF, N, IC, OC);
+}

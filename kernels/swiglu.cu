@@ -1,0 +1,76 @@
+/* SwiGLU on the GPU, elementwise with grid-stride loops. The fp32 path keeps
+ * the CPU's expression order (__fmul_rn: no FMA contraction); only expf's
+ * last-ulp rounding differs from glibc. */
+#include "cuda_common.cuh"
+#include "cuda_reduce.cuh"
+#include "swiglu.h"
+
+static const int kThreads = 256;
+
+__device__ __forceinline__ float silu_gate(float g) { return 1.0f / (1.0f + expf(-g)); }
+
+__device__ __forceinline__ void swiglu_fwd(float &h, float g, float u) {
+    h = __fmul_rn(__fmul_rn(g, silu_gate(g)), u);
+}
+
+__device__ __forceinline__ void swiglu_bwd(float &dg, float &du, float dh, float g, float u) {
+    const float s = silu_gate(g);
+    du = __fmul_rn(dh, __fmul_rn(g, s));
+    const float slope = __fadd_rn(1.0f, __fmul_rn(g, 1.0f - s));
+    dg = __fmul_rn(__fmul_rn(__fmul_rn(dh, u), s), slope);
+}
+
+#define GRID_STRIDE(i, n) \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+__global__ void swiglu_forward_kernel(float *h, const float *g, const float *u, int64_t n) {
+    GRID_STRIDE(i, n) swiglu_fwd(h[i], g[i], u[i]);
+}
+
+__global__ void swiglu_backward_kernel(float *dg, float *du, const float *dh, const float *g, const float *u,
+                                       int64_t n) {
+    GRID_STRIDE(i, n) swiglu_bwd(dg[i], du[i], dh[i], g[i], u[i]);
+}
+
+__global__ void swiglu_forward_bf16_kernel(bf16 *h, const bf16 *g, const bf16 *u, int64_t n) {
+    GRID_STRIDE(i, n) {
+        float hf;
+        swiglu_fwd(hf, __bfloat162float(g[i]), __bfloat162float(u[i]));
+        h[i] = __float2bfloat16_rn(hf);
+    }
+}
+
+__global__ void swiglu_backward_bf16_kernel(bf16 *dg, bf16 *du, const bf16 *dh, const bf16 *g, const bf16 *u,
+                                            int64_t n) {
+    GRID_STRIDE(i, n) {
+        float dgf, duf;
+        swiglu_bwd(dgf, duf, __bfloat162float(dh[i]), __bfloat162float(g[i]), __bfloat162float(u[i]));
+        dg[i] = __float2bfloat16_rn(dgf);
+        du[i] = __float2bfloat16_rn(duf);
+    }
+}
+
+extern "C" void swiglu_forward_cuda(float *h, const float *g, const float *u, int64_t n) {
+    if (n <= 0) return;
+    swiglu_forward_kernel<<<grid_for(n, kThreads), kThreads>>>(h, g, u, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void swiglu_backward_cuda(float *dg, float *du, const float *dh, const float *g, const float *u, int64_t n) {
+    if (n <= 0) return;
+    swiglu_backward_kernel<<<grid_for(n, kThreads), kThreads>>>(dg, du, dh, g, u, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void swiglu_forward_bf16_cuda(bf16 *h, const bf16 *g, const bf16 *u, int64_t n) {
+    if (n <= 0) return;
+    swiglu_forward_bf16_kernel<<<grid_for(n, kThreads), kThreads>>>(h, g, u, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void swiglu_backward_bf16_cuda(bf16 *dg, bf16 *du, const bf16 *dh, const bf16 *g, const bf16 *u,
+                                          int64_t n) {
+    if (n <= 0) return;
+    swiglu_backward_bf16_kernel<<<grid_for(n, kThreads), kThreads>>>(dg, du, dh, g, u, n);
+    CUDA_CHECK_LAUNCH();
+}

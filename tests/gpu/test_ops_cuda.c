@@ -1,0 +1,455 @@
+/* GPU parity of the simple ops: every CUDA twin against its CPU oracle on the
+ * same random inputs, odd shapes included, plus run-twice determinism.
+ *
+ * Tolerances: |gpu - cpu| <= atol + atol_per_k * K + rtol * |cpu|, where K is
+ * the length of the op's reduction (inputs are uniform in [-1, 1]).
+ *
+ *   op                  atol    atol_per_k  rtol    why
+ *   embedding fwd/bwd   bitwise identical           copies; the same adds in the same row order
+ *   rope fwd/bwd        1e-7    0           1e-6    same roundings (no FMA); slack for an FMA-built CPU
+ *   swiglu fp32         1e-6    0           1e-5    CUDA expf vs glibc: <= 2 ulp
+ *   swiglu bf16         1e-6    0           1e-2    one bf16 rounding (< 2^-7 rel) of the fp32 value
+ *   rmsnorm fwd         1e-6    0           2e-5    sequential CPU sum of x^2 vs block tree
+ *   rmsnorm bwd dinp    1e-6    0           2e-5    same, on sum(w * dy * x)
+ *   rmsnorm bwd dweight 1e-6    5e-7        1e-5    column sums over K = N rows in another order
+ *   crossentropy lse    1e-5    0           2e-6    double exp-sum both sides; lse may differ by 1 ulp
+ *   crossentropy loss   1e-5    0           2e-6    lse - z[target]
+ *   crossentropy dlogit 1e-6*s  0           3e-5    s = scale; expf <= 2 ulp, 1 ulp of lse (7.6e-6 at 104)
+ *   matmul fp32         1e-6    5e-7        1e-5    fp32 dot products of length K, any order
+ *   matmul bf16 out     1e-6    2e-6        1e-2    as fp32 (tensor-core accumulation), then bf16 rounding
+ *   matmul bf16 dweight 1e-6    2e-6        1e-5    fp32 output of exact bf16 products
+ *
+ * bf16 cases feed the CPU the bf16-rounded inputs, so only the GPU's output
+ * rounding and accumulation order are measured. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/backend.h"
+#include "../../common/rng.h"
+#include "../testlib.h"
+
+#ifdef KVCPT_CUDA
+#include "../../kernels/bf16.h"
+#include "../../kernels/crossentropy.h"
+#include "../../kernels/cuda_device.h"
+#include "../../kernels/embedding.h"
+#include "../../kernels/matmul.h"
+#include "../../kernels/rmsnorm.h"
+#include "../../kernels/rope.h"
+#include "../../kernels/swiglu.h"
+
+typedef struct {
+    double atol, atol_per_k, rtol;
+} Tol;
+
+static const Tol TOL_ROPE = {1e-7, 0, 1e-6};
+static const Tol TOL_SWIGLU = {1e-6, 0, 1e-5};
+static const Tol TOL_SWIGLU_BF16 = {1e-6, 0, 1e-2};
+static const Tol TOL_RMS_FWD = {1e-6, 0, 2e-5};
+static const Tol TOL_RMS_DINP = {1e-6, 0, 2e-5};
+static const Tol TOL_RMS_DW = {1e-6, 5e-7, 1e-5};
+static const Tol TOL_CE_LSE = {1e-5, 0, 2e-6};
+static const Tol TOL_CE_GRAD_PER_SCALE = {1e-6, 0, 3e-5}; /* atol is multiplied by |scale| */
+static const Tol TOL_MM = {1e-6, 5e-7, 1e-5};
+static const Tol TOL_MM_BF16_OUT = {1e-6, 2e-6, 1e-2};
+static const Tol TOL_MM_BF16_DW = {1e-6, 2e-6, 1e-5};
+
+static Rng rng;
+
+static int close_k(const char *name, const float *got, const float *ref, int64_t n, Tol t, int64_t K) {
+    return tl_close(name, got, ref, n, t.atol + t.atol_per_k * (double)K, t.rtol);
+}
+
+static float *host_uniform(int64_t n, float lo, float hi) {
+    float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    for (int64_t i = 0; i < n; i++) p[i] = lo + (hi - lo) * rng_uniform(&rng);
+    return p;
+}
+
+static float *host_copy(const float *src, int64_t n) {
+    float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    memcpy(p, src, sizeof(float) * (size_t)n);
+    return p;
+}
+
+static void *dev_upload(const void *src, size_t bytes) {
+    void *d = cuda_malloc(bytes);
+    cuda_memcpy_h2d(d, src, bytes);
+    return d;
+}
+
+static float *dev_floats(const float *src, int64_t n) { return dev_upload(src, sizeof(float) * (size_t)n); }
+
+static float *host_download(const float *d, int64_t n) {
+    float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    cuda_memcpy_d2h(p, d, sizeof(float) * (size_t)n);
+    return p;
+}
+
+/* Rounds x to bf16 in place and returns the bf16 bits. */
+static uint16_t *round_to_bf16(float *x, int64_t n) {
+    uint16_t *b = malloc(sizeof(uint16_t) * (size_t)(n > 0 ? n : 1));
+    for (int64_t i = 0; i < n; i++) {
+        b[i] = bf16_bits_from_float(x[i]);
+        x[i] = float_from_bf16_bits(b[i]);
+    }
+    return b;
+}
+
+static float *host_download_bf16(const void *d, int64_t n) {
+    uint16_t *b = malloc(sizeof(uint16_t) * (size_t)(n > 0 ? n : 1));
+    cuda_memcpy_d2h(b, d, sizeof(uint16_t) * (size_t)n);
+    float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    for (int64_t i = 0; i < n; i++) f[i] = float_from_bf16_bits(b[i]);
+    free(b);
+    return f;
+}
+
+/* ---------------------------------------------------------------- embedding */
+
+static void test_embedding(int64_t N, int64_t C, int64_t vocab) {
+    char name[160];
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)N);
+    for (int64_t i = 0; i < N; i++) tok[i] = (int32_t)(rng_u64(&rng) % (uint64_t)vocab);
+    float *wte = host_uniform(vocab * C, -1, 1), *dout = host_uniform(N * C, -1, 1);
+    float *dwte0 = host_uniform(vocab * C, -1, 1);
+    int32_t *d_tok = dev_upload(tok, sizeof(int32_t) * (size_t)N);
+    float *d_wte = dev_floats(wte, vocab * C), *d_out = cuda_malloc(sizeof(float) * (size_t)(N * C));
+    float *d_dout = dev_floats(dout, N * C), *d_dwte = dev_floats(dwte0, vocab * C);
+
+    float *ref = malloc(sizeof(float) * (size_t)(N * C));
+    embedding_forward_cpu(ref, tok, wte, N, C);
+    embedding_forward_cuda(d_out, d_tok, d_wte, N, C);
+    float *got = host_download(d_out, N * C);
+    snprintf(name, sizeof name, "embedding fwd N=%lld C=%lld vocab=%lld", (long long)N, (long long)C, (long long)vocab);
+    tl_identical(name, got, ref, N * C);
+
+    float *dref = host_copy(dwte0, vocab * C);
+    embedding_backward_cpu(dref, dout, tok, N, C);
+    embedding_backward_cuda(d_dwte, d_dout, d_tok, N, C);
+    float *dgot = host_download(d_dwte, vocab * C);
+    snprintf(name, sizeof name, "embedding bwd N=%lld C=%lld vocab=%lld (bitwise)", (long long)N, (long long)C,
+             (long long)vocab);
+    tl_identical(name, dgot, dref, vocab * C);
+
+    cuda_memcpy_h2d(d_dwte, dwte0, sizeof(float) * (size_t)(vocab * C));
+    embedding_backward_cuda(d_dwte, d_dout, d_tok, N, C);
+    float *again = host_download(d_dwte, vocab * C);
+    snprintf(name, sizeof name, "embedding bwd N=%lld C=%lld deterministic", (long long)N, (long long)C);
+    tl_identical(name, again, dgot, vocab * C);
+
+    cuda_free(d_tok), cuda_free(d_wte), cuda_free(d_out), cuda_free(d_dout), cuda_free(d_dwte);
+    free(tok), free(wte), free(dout), free(dwte0), free(ref), free(got), free(dref), free(dgot), free(again);
+}
+
+/* ------------------------------------------------------------------ rmsnorm */
+
+static void test_rmsnorm(int64_t N, int64_t C) {
+    char name[160];
+    const float eps = 1e-5f;
+    float *x = host_uniform(N * C, -1, 1), *w = host_uniform(C, 0.5f, 1.5f), *dy = host_uniform(N * C, -1, 1);
+    float *dx0 = host_uniform(N * C, -1, 1), *dw0 = host_uniform(C, -1, 1);
+    float *out = malloc(sizeof(float) * (size_t)(N * C)), *rstd = malloc(sizeof(float) * (size_t)N);
+    rmsnorm_forward_cpu(out, rstd, x, w, N, C, eps);
+
+    float *d_x = dev_floats(x, N * C), *d_w = dev_floats(w, C), *d_dy = dev_floats(dy, N * C);
+    float *d_out = cuda_malloc(sizeof(float) * (size_t)(N * C)), *d_rstd = cuda_malloc(sizeof(float) * (size_t)N);
+    rmsnorm_forward_cuda(d_out, d_rstd, d_x, d_w, N, C, eps);
+    float *g_out = host_download(d_out, N * C), *g_rstd = host_download(d_rstd, N);
+    snprintf(name, sizeof name, "rmsnorm fwd out N=%lld C=%lld", (long long)N, (long long)C);
+    close_k(name, g_out, out, N * C, TOL_RMS_FWD, C);
+    snprintf(name, sizeof name, "rmsnorm fwd rstd N=%lld C=%lld", (long long)N, (long long)C);
+    close_k(name, g_rstd, rstd, N, TOL_RMS_FWD, C);
+
+    /* backward from the CPU's rstd, so it is tested on its own */
+    float *dx = host_copy(dx0, N * C), *dw = host_copy(dw0, C);
+    rmsnorm_backward_cpu(dx, dw, dy, x, w, rstd, N, C);
+    float *d_dx = dev_floats(dx0, N * C), *d_dw = dev_floats(dw0, C);
+    cuda_memcpy_h2d(d_rstd, rstd, sizeof(float) * (size_t)N);
+    rmsnorm_backward_cuda(d_dx, d_dw, d_dy, d_x, d_w, d_rstd, N, C);
+    float *g_dx = host_download(d_dx, N * C), *g_dw = host_download(d_dw, C);
+    snprintf(name, sizeof name, "rmsnorm bwd dinp (accumulated) N=%lld C=%lld", (long long)N, (long long)C);
+    close_k(name, g_dx, dx, N * C, TOL_RMS_DINP, C);
+    snprintf(name, sizeof name, "rmsnorm bwd dweight (accumulated) N=%lld C=%lld", (long long)N, (long long)C);
+    close_k(name, g_dw, dw, C, TOL_RMS_DW, N);
+
+    cuda_memcpy_h2d(d_dx, dx0, sizeof(float) * (size_t)(N * C));
+    cuda_memcpy_h2d(d_dw, dw0, sizeof(float) * (size_t)C);
+    rmsnorm_backward_cuda(d_dx, d_dw, d_dy, d_x, d_w, d_rstd, N, C);
+    float *a_dx = host_download(d_dx, N * C), *a_dw = host_download(d_dw, C);
+    snprintf(name, sizeof name, "rmsnorm bwd N=%lld C=%lld deterministic dinp", (long long)N, (long long)C);
+    tl_identical(name, a_dx, g_dx, N * C);
+    snprintf(name, sizeof name, "rmsnorm bwd N=%lld C=%lld deterministic dweight", (long long)N, (long long)C);
+    tl_identical(name, a_dw, g_dw, C);
+
+    cuda_free(d_x), cuda_free(d_w), cuda_free(d_dy), cuda_free(d_out), cuda_free(d_rstd), cuda_free(d_dx),
+        cuda_free(d_dw);
+    free(x), free(w), free(dy), free(dx0), free(dw0), free(out), free(rstd), free(g_out), free(g_rstd), free(dx),
+        free(dw), free(g_dx), free(g_dw), free(a_dx), free(a_dw);
+}
+
+/* --------------------------------------------------------------------- rope */
+
+static void test_rope(int64_t B, int64_t T, int64_t H, int64_t D) {
+    char name[160];
+    const RopeParams p = {500000.0, 1, 8.0, 1.0, 4.0, 8192};
+    const int64_t half = D / 2, n = B * T * H * D;
+    float *cos_t = malloc(sizeof(float) * (size_t)(T * half + 1)), *sin_t = malloc(sizeof(float) * (size_t)(T * half + 1));
+    rope_table(cos_t, sin_t, T, D, &p);
+    float *x = host_uniform(n, -1, 1);
+    float *d_cos = dev_floats(cos_t, T * half), *d_sin = dev_floats(sin_t, T * half), *d_x = dev_floats(x, n);
+    float *ref = host_copy(x, n);
+    rope_forward_cpu(ref, cos_t, sin_t, B, T, H, D);
+    rope_forward_cuda(d_x, d_cos, d_sin, B, T, H, D);
+    float *got = host_download(d_x, n);
+    snprintf(name, sizeof name, "rope fwd B=%lld T=%lld H=%lld D=%lld", (long long)B, (long long)T, (long long)H,
+             (long long)D);
+    close_k(name, got, ref, n, TOL_ROPE, 0);
+
+    memcpy(ref, x, sizeof(float) * (size_t)n);
+    cuda_memcpy_h2d(d_x, x, sizeof(float) * (size_t)n);
+    rope_backward_cpu(ref, cos_t, sin_t, B, T, H, D);
+    rope_backward_cuda(d_x, d_cos, d_sin, B, T, H, D);
+    free(got);
+    got = host_download(d_x, n);
+    snprintf(name, sizeof name, "rope bwd B=%lld T=%lld H=%lld D=%lld", (long long)B, (long long)T, (long long)H,
+             (long long)D);
+    close_k(name, got, ref, n, TOL_ROPE, 0);
+
+    cuda_free(d_cos), cuda_free(d_sin), cuda_free(d_x);
+    free(cos_t), free(sin_t), free(x), free(ref), free(got);
+}
+
+/* ------------------------------------------------------------------- swiglu */
+
+static void test_swiglu(int64_t n) {
+    char name[160];
+    float *g = host_uniform(n, -8, 8), *u = host_uniform(n, -2, 2), *dh = host_uniform(n, -2, 2);
+    float *h = malloc(sizeof(float) * (size_t)n), *dg = malloc(sizeof(float) * (size_t)n),
+          *du = malloc(sizeof(float) * (size_t)n);
+    float *d_g = dev_floats(g, n), *d_u = dev_floats(u, n), *d_dh = dev_floats(dh, n);
+    float *d_h = cuda_malloc(sizeof(float) * (size_t)n), *d_dg = cuda_malloc(sizeof(float) * (size_t)n),
+          *d_du = cuda_malloc(sizeof(float) * (size_t)n);
+    swiglu_forward_cpu(h, g, u, n);
+    swiglu_backward_cpu(dg, du, dh, g, u, n);
+    swiglu_forward_cuda(d_h, d_g, d_u, n);
+    swiglu_backward_cuda(d_dg, d_du, d_dh, d_g, d_u, n);
+    float *gh = host_download(d_h, n), *gdg = host_download(d_dg, n), *gdu = host_download(d_du, n);
+    snprintf(name, sizeof name, "swiglu fwd n=%lld", (long long)n);
+    close_k(name, gh, h, n, TOL_SWIGLU, 0);
+    snprintf(name, sizeof name, "swiglu bwd dg n=%lld", (long long)n);
+    close_k(name, gdg, dg, n, TOL_SWIGLU, 0);
+    snprintf(name, sizeof name, "swiglu bwd du n=%lld", (long long)n);
+    close_k(name, gdu, du, n, TOL_SWIGLU, 0);
+
+    /* bf16: the CPU sees the rounded inputs */
+    uint16_t *bg = round_to_bf16(g, n), *bu = round_to_bf16(u, n), *bdh = round_to_bf16(dh, n);
+    swiglu_forward_cpu(h, g, u, n);
+    swiglu_backward_cpu(dg, du, dh, g, u, n);
+    void *e_g = dev_upload(bg, 2 * (size_t)n), *e_u = dev_upload(bu, 2 * (size_t)n), *e_dh = dev_upload(bdh, 2 * (size_t)n);
+    void *e_h = cuda_malloc(2 * (size_t)n), *e_dg = cuda_malloc(2 * (size_t)n), *e_du = cuda_malloc(2 * (size_t)n);
+    swiglu_forward_bf16_cuda(e_h, e_g, e_u, n);
+    swiglu_backward_bf16_cuda(e_dg, e_du, e_dh, e_g, e_u, n);
+    float *bh = host_download_bf16(e_h, n), *bdg = host_download_bf16(e_dg, n), *bdu = host_download_bf16(e_du, n);
+    snprintf(name, sizeof name, "swiglu bf16 fwd n=%lld", (long long)n);
+    close_k(name, bh, h, n, TOL_SWIGLU_BF16, 0);
+    snprintf(name, sizeof name, "swiglu bf16 bwd dg n=%lld", (long long)n);
+    close_k(name, bdg, dg, n, TOL_SWIGLU_BF16, 0);
+    snprintf(name, sizeof name, "swiglu bf16 bwd du n=%lld", (long long)n);
+    close_k(name, bdu, du, n, TOL_SWIGLU_BF16, 0);
+
+    cuda_free(d_g), cuda_free(d_u), cuda_free(d_dh), cuda_free(d_h), cuda_free(d_dg), cuda_free(d_du);
+    cuda_free(e_g), cuda_free(e_u), cuda_free(e_dh), cuda_free(e_h), cuda_free(e_dg), cuda_free(e_du);
+    free(g), free(u), free(dh), free(h), free(dg), free(du), free(gh), free(gdg), free(gdu);
+    free(bg), free(bu), free(bdh), free(bh), free(bdg), free(bdu);
+}
+
+/* ------------------------------------------------------------- crossentropy */
+
+/* Row 0 targets -1 (ignored) when rows > 1; row 1 is shifted by +100 (exp
+ * would overflow without the max); row 2 has a dominant target logit. */
+static void test_crossentropy(int64_t rows, int64_t V) {
+    char name[160];
+    float *z = host_uniform(rows * V, -4, 4);
+    int32_t *tgt = malloc(sizeof(int32_t) * (size_t)rows);
+    for (int64_t r = 0; r < rows; r++) tgt[r] = (int32_t)(rng_u64(&rng) % (uint64_t)V);
+    if (rows > 1) tgt[0] = -1;
+    if (rows > 1)
+        for (int64_t v = 0; v < V; v++) z[V + v] += 100.0f;
+    if (rows > 2) z[2 * V + tgt[2]] = 30.0f;
+    const float scale = 1.0f / (float)rows;
+
+    float *loss = malloc(sizeof(float) * (size_t)rows), *lse = malloc(sizeof(float) * (size_t)rows);
+    crossentropy_forward_cpu(loss, lse, z, tgt, rows, V);
+    float *d_z = dev_floats(z, rows * V), *d_loss = cuda_malloc(sizeof(float) * (size_t)rows),
+          *d_lse = cuda_malloc(sizeof(float) * (size_t)rows);
+    int32_t *d_tgt = dev_upload(tgt, sizeof(int32_t) * (size_t)rows);
+    crossentropy_forward_cuda(d_loss, d_lse, d_z, d_tgt, rows, V);
+    float *g_loss = host_download(d_loss, rows), *g_lse = host_download(d_lse, rows);
+    snprintf(name, sizeof name, "crossentropy fwd lse rows=%lld V=%lld", (long long)rows, (long long)V);
+    close_k(name, g_lse, lse, rows, TOL_CE_LSE, 0);
+    snprintf(name, sizeof name, "crossentropy fwd loss rows=%lld V=%lld", (long long)rows, (long long)V);
+    close_k(name, g_loss, loss, rows, TOL_CE_LSE, 0);
+
+    crossentropy_forward_cuda(d_loss, d_lse, d_z, d_tgt, rows, V);
+    float *a_lse = host_download(d_lse, rows);
+    snprintf(name, sizeof name, "crossentropy fwd rows=%lld V=%lld deterministic", (long long)rows, (long long)V);
+    tl_identical(name, a_lse, g_lse, rows);
+
+    /* backward from the CPU's lse, in place on both sides */
+    cuda_memcpy_h2d(d_lse, lse, sizeof(float) * (size_t)rows);
+    crossentropy_backward_cpu(z, lse, tgt, rows, V, scale);
+    crossentropy_backward_cuda(d_z, d_lse, d_tgt, rows, V, scale);
+    float *g_z = host_download(d_z, rows * V);
+    Tol t = TOL_CE_GRAD_PER_SCALE;
+    t.atol *= scale;
+    snprintf(name, sizeof name, "crossentropy bwd rows=%lld V=%lld", (long long)rows, (long long)V);
+    close_k(name, g_z, z, rows * V, t, 0);
+
+    cuda_free(d_z), cuda_free(d_loss), cuda_free(d_lse), cuda_free(d_tgt);
+    free(z), free(tgt), free(loss), free(lse), free(g_loss), free(g_lse), free(a_lse), free(g_z);
+}
+
+/* ------------------------------------------------------------------- matmul */
+
+/* offset: elements by which every operand view is shifted from its
+ * allocation, to exercise misaligned pointers. */
+static void test_matmul(int64_t N, int64_t IC, int64_t OC, int64_t offset) {
+    char name[200], shape[96];
+    snprintf(shape, sizeof shape, "N=%lld IC=%lld OC=%lld offset=%lld", (long long)N, (long long)IC, (long long)OC,
+             (long long)offset);
+    const int64_t nx = N * IC, nw = OC * IC, ny = N * OC;
+    float *x = host_uniform(nx, -1, 1), *w = host_uniform(nw, -1, 1), *dy = host_uniform(ny, -1, 1);
+    float *dx0 = host_uniform(nx, -1, 1), *dw0 = host_uniform(nw, -1, 1);
+    float *y = malloc(sizeof(float) * (size_t)ny), *dx = host_copy(dx0, nx), *dw = host_copy(dw0, nw);
+    matmul_forward_cpu(y, x, w, N, IC, OC);
+    matmul_backward_cpu(dx, dw, dy, x, w, N, IC, OC);
+
+    const size_t pad = sizeof(float) * (size_t)offset;
+    char *b_x = cuda_malloc(pad + 4 * (size_t)nx), *b_w = cuda_malloc(pad + 4 * (size_t)nw),
+         *b_dy = cuda_malloc(pad + 4 * (size_t)ny), *b_y = cuda_malloc(pad + 4 * (size_t)ny),
+         *b_dx = cuda_malloc(pad + 4 * (size_t)nx), *b_dw = cuda_malloc(pad + 4 * (size_t)nw);
+    float *d_x = (float *)(b_x + pad), *d_w = (float *)(b_w + pad), *d_dy = (float *)(b_dy + pad),
+          *d_y = (float *)(b_y + pad), *d_dx = (float *)(b_dx + pad), *d_dw = (float *)(b_dw + pad);
+    cuda_memcpy_h2d(d_x, x, 4 * (size_t)nx), cuda_memcpy_h2d(d_w, w, 4 * (size_t)nw);
+    cuda_memcpy_h2d(d_dy, dy, 4 * (size_t)ny), cuda_memcpy_h2d(d_dx, dx0, 4 * (size_t)nx);
+    cuda_memcpy_h2d(d_dw, dw0, 4 * (size_t)nw);
+    matmul_forward_cuda(d_y, d_x, d_w, N, IC, OC);
+    matmul_backward_cuda(d_dx, d_dw, d_dy, d_x, d_w, N, IC, OC);
+    float *g_y = host_download(d_y, ny), *g_dx = host_download(d_dx, nx), *g_dw = host_download(d_dw, nw);
+    snprintf(name, sizeof name, "matmul fwd %s", shape);
+    close_k(name, g_y, y, ny, TOL_MM, IC);
+    snprintf(name, sizeof name, "matmul bwd dinp (accumulated) %s", shape);
+    close_k(name, g_dx, dx, nx, TOL_MM, OC);
+    snprintf(name, sizeof name, "matmul bwd dweight (accumulated) %s", shape);
+    close_k(name, g_dw, dw, nw, TOL_MM, N);
+
+    /* NULL outputs are skipped, and a second run gives the same bits */
+    cuda_memcpy_h2d(d_dx, dx0, 4 * (size_t)nx);
+    matmul_backward_cuda(d_dx, NULL, d_dy, d_x, d_w, N, IC, OC);
+    float *a_dx = host_download(d_dx, nx);
+    snprintf(name, sizeof name, "matmul bwd dinp only, deterministic %s", shape);
+    tl_identical(name, a_dx, g_dx, nx);
+    cuda_memcpy_h2d(d_dw, dw0, 4 * (size_t)nw);
+    matmul_backward_cuda(NULL, d_dw, d_dy, d_x, d_w, N, IC, OC);
+    float *a_dw = host_download(d_dw, nw);
+    snprintf(name, sizeof name, "matmul bwd dweight only, deterministic %s", shape);
+    tl_identical(name, a_dw, g_dw, nw);
+
+    cuda_free(b_x), cuda_free(b_w), cuda_free(b_dy), cuda_free(b_y), cuda_free(b_dx), cuda_free(b_dw);
+    free(x), free(w), free(dy), free(dx0), free(dw0), free(y), free(dx), free(dw), free(g_y), free(g_dx), free(g_dw),
+        free(a_dx), free(a_dw);
+}
+
+static void test_matmul_bf16(int64_t N, int64_t IC, int64_t OC) {
+    char name[200], shape[80];
+    snprintf(shape, sizeof shape, "N=%lld IC=%lld OC=%lld", (long long)N, (long long)IC, (long long)OC);
+    const int64_t nx = N * IC, nw = OC * IC, ny = N * OC;
+    float *x = host_uniform(nx, -1, 1), *w = host_uniform(nw, -1, 1), *dy = host_uniform(ny, -1, 1);
+    float *dx = host_uniform(nx, -1, 1), *dw0 = host_uniform(nw, -1, 1);
+    uint16_t *bx = round_to_bf16(x, nx), *bw = round_to_bf16(w, nw), *bdy = round_to_bf16(dy, ny),
+             *bdx = round_to_bf16(dx, nx);
+    float *y = malloc(sizeof(float) * (size_t)ny), *dw = host_copy(dw0, nw);
+    matmul_forward_cpu(y, x, w, N, IC, OC);
+    matmul_backward_cpu(dx, dw, dy, x, w, N, IC, OC);
+
+    void *d_x = dev_upload(bx, 2 * (size_t)nx), *d_w = dev_upload(bw, 2 * (size_t)nw),
+         *d_dy = dev_upload(bdy, 2 * (size_t)ny), *d_dx = dev_upload(bdx, 2 * (size_t)nx), *d_y = cuda_malloc(2 * (size_t)ny);
+    float *d_dw = dev_floats(dw0, nw);
+    matmul_forward_bf16_cuda(d_y, d_x, d_w, N, IC, OC);
+    matmul_backward_bf16_cuda(d_dx, d_dw, d_dy, d_x, d_w, N, IC, OC);
+    float *g_y = host_download_bf16(d_y, ny), *g_dx = host_download_bf16(d_dx, nx), *g_dw = host_download(d_dw, nw);
+    snprintf(name, sizeof name, "matmul bf16 fwd %s", shape);
+    close_k(name, g_y, y, ny, TOL_MM_BF16_OUT, IC);
+    snprintf(name, sizeof name, "matmul bf16 bwd dinp (bf16, accumulated) %s", shape);
+    close_k(name, g_dx, dx, nx, TOL_MM_BF16_OUT, OC);
+    snprintf(name, sizeof name, "matmul bf16 bwd dweight (fp32, accumulated) %s", shape);
+    close_k(name, g_dw, dw, nw, TOL_MM_BF16_DW, N);
+
+    cuda_memcpy_h2d(d_dw, dw0, 4 * (size_t)nw);
+    matmul_backward_bf16_cuda(NULL, d_dw, d_dy, d_x, d_w, N, IC, OC);
+    float *a_dw = host_download(d_dw, nw);
+    snprintf(name, sizeof name, "matmul bf16 bwd dweight deterministic %s", shape);
+    tl_identical(name, a_dw, g_dw, nw);
+
+    cuda_free(d_x), cuda_free(d_w), cuda_free(d_dy), cuda_free(d_dx), cuda_free(d_y), cuda_free(d_dw);
+    free(x), free(w), free(dy), free(dx), free(dw0), free(bx), free(bw), free(bdy), free(bdx), free(y), free(dw),
+        free(g_y), free(g_dx), free(g_dw), free(a_dw);
+}
+
+static void run_all(void) {
+    rng_seed(&rng, 20240607);
+
+    test_embedding(1, 1, 1);
+    test_embedding(37, 7, 5);        /* many repeats per token */
+    test_embedding(300, 129, 1);     /* every row the same token */
+    test_embedding(1031, 4099, 50);
+
+    test_rmsnorm(1, 1);
+    test_rmsnorm(5, 7);
+    test_rmsnorm(37, 4096 + 3);
+    test_rmsnorm(1031, 64);          /* several dweight row chunks */
+    test_rmsnorm(20001, 3);          /* > kMaxChunks * kMinChunkRows rows */
+
+    test_rope(1, 1, 1, 2);
+    test_rope(2, 7, 3, 10);
+    test_rope(2, 33, 5, 128);
+
+    test_swiglu(1);
+    test_swiglu(7);
+    test_swiglu(1000003);
+
+    test_crossentropy(1, 1);
+    test_crossentropy(5, 7);
+    test_crossentropy(9, 128256);
+    test_crossentropy(3, 1025);
+
+    test_matmul(1, 1, 1, 0);
+    test_matmul(7, 13, 5, 0);
+    test_matmul(37, 4096 + 3, 67, 0);
+    test_matmul(130, 64, 1031, 1);   /* 4-byte aligned views */
+    test_matmul(64, 256, 128, 0);
+
+    test_matmul_bf16(1, 1, 1);
+    test_matmul_bf16(7, 13, 5);
+    test_matmul_bf16(37, 4096 + 3, 67);
+    test_matmul_bf16(128, 512, 256); /* tensor-core friendly */
+
+    matmul_cuda_release();
+}
+#endif
+
+int main(void) {
+#ifdef KVCPT_CUDA
+    if (backend_cuda_device_count() == 0) {
+        tl_skip("cuda ops", "no CUDA device visible");
+        return tl_finish();
+    }
+    run_all();
+#else
+    tl_skip("cuda ops", "the CUDA backend was not compiled");
+#endif
+    return tl_finish();
+}
