@@ -56,8 +56,8 @@ int main(void) {
     tl_result(fabs(ppl_full - ppl_train) <= 1e-5 * ppl_train, "full PPL equals exp(training forward loss)",
               "decode %.9f vs forward %.9f", ppl_full, ppl_train);
 
-    const char *names[] = {"streaming", "snapkv", "refreshkv"};
-    for (int i = 0; i < 3; i++) {
+    const char *names[] = {"streaming", "snapkv", "refreshkv", "h2o", "tova", "restkv", "kvec"};
+    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
         char t[96];
         run(names[i], policy_default_options(L + S), x);
         snprintf(t, sizeof t, "budget >= context: %s equals full", names[i]);
