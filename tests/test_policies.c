@@ -65,9 +65,10 @@ static void expect_keys(Policy *p, int64_t layer, int64_t pos, const int32_t *wa
     p->choose(p, layer, pos, q_zero, keys, nkeys);
     qsort(keybuf, (size_t)nkeys[0], sizeof(int32_t), cmp_i32);
     int ok = nkeys[0] == nwant && memcmp(keybuf, want, sizeof(int32_t) * (size_t)nwant) == 0;
-    char got[256] = "";
+    char got[256] = "", exp[256] = "";
     for (int64_t i = 0; i < nkeys[0]; i++) snprintf(got + strlen(got), sizeof got - strlen(got), " %d", keybuf[i]);
-    tl_result(ok, name, "chose {%s } (%lld keys), expected %lld keys", got, (long long)nkeys[0], (long long)nwant);
+    for (int64_t i = 0; i < nwant; i++) snprintf(exp + strlen(exp), sizeof exp - strlen(exp), " %d", want[i]);
+    tl_result(ok, name, "chose {%s }, expected {%s }", got, exp);
 }
 
 /* The engine's half of a step after expect_keys: append pos, call update
@@ -306,6 +307,20 @@ static void test_restkv(void) {
     restkv_case(&f, 4, 1, 2000, (int32_t[]){2, 5, 8, 9}, 4, "restkv: rightward drift shifts the window (Eq. 12)", 0);
     restkv_case(&f, 4, 1, 1.0, (int32_t[]){0, 2, 8, 9}, 4, "restkv: drift over beta widens the window (Eq. 11)", 0);
     restkv_case(&f, 2, 5, 2000, (int32_t[]){8, 9}, 2, "restkv: K <= S_w keeps the most recent", 0);
+    fx_free(&f);
+    /* F: head 0's W_O is not symmetric, W = [[1 1] [0 1]] (out_c = sum_d
+     * wo[c][d] z_d), and q9 gives position 4 attention .5. W (z - v_4) =
+     * W (1,-2) = (-1,-2): distance sqrt 5 (the transpose would give sqrt 2),
+     * I_q9[4] = 1 * 2.236; head 0 EMA [0 .078 0 .5 .671 0 0 .078]. K = 3,
+     * b = 1: head 0 top-1 moves from 3 (q8) to 4 (q9), head 1 stays at 2
+     * (dD = 0): Eq. 12 gives gamma = 1 for both, W_s = 1, so each head's
+     * score at n is its EMA at n+1: head 0 [.078 0 .5 .671 0 0 .078 .078],
+     * head 1 [0 .589 0 .067 .156 0 0 0]; max top-1 = 3 (.671) -> {3, 8, 9}
+     * (with the transposed W_O, .424 < .589 and it would be {1, 8, 9}). */
+    restkv_fixture(&f);
+    f.wo[0 * 4 + 1] = 1;
+    f.last_probs[(0 * 2 + 1) * 10 + 4] = 0.5f;
+    restkv_case(&f, 3, 1, 2000, (int32_t[]){3, 8, 9}, 3, "restkv: output distance uses W_O's orientation", 0);
     fx_free(&f);
 }
 
