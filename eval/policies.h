@@ -6,4 +6,8 @@ void policy_full_create(Policy *p);      /* eval/policy_full.c */
 void policy_streaming_create(Policy *p); /* eval/policy_streaming.c */
 void policy_snapkv_create(Policy *p);    /* eval/policy_snapkv.c */
 void policy_refreshkv_create(Policy *p); /* eval/policy_refreshkv.c */
+void policy_h2o_create(Policy *p);       /* eval/policy_h2o.c */
+void policy_tova_create(Policy *p);      /* eval/policy_tova.c */
+void policy_restkv_create(Policy *p);    /* eval/policy_restkv.c */
+void policy_kvec_create(Policy *p);      /* eval/policy_kvec.c */
 #endif

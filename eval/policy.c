@@ -12,6 +12,10 @@ static const PolicyInfo registry[] = {
     {"streaming", policy_streaming_create, "StreamingLLM: 4 sink tokens + the K-4 most recent"},
     {"snapkv", policy_snapkv_create, "SnapKV: prefill window scores, max-pooled top-K; evicts prefill entries"},
     {"refreshkv", policy_refreshkv_create, "RefreshKV: partial cache refreshed by query-similarity full steps"},
+    {"h2o", policy_h2o_create, "H2O: K/2 most recent + K/2 heavy hitters by cumulative attention"},
+    {"tova", policy_tova_create, "TOVA: evicts the key the current query attends to least"},
+    {"restkv", policy_restkv_create, "ReST-KV: output-reconstruction indicator, EMA + adaptive-window smoothing"},
+    {"kvec", policy_kvec_create, "K-VEC: SnapKV scores with cross-head and cross-layer coverage"},
 };
 
 const PolicyInfo *policy_registry(int *count) {
@@ -21,8 +25,14 @@ const PolicyInfo *policy_registry(int *count) {
 
 PolicyOptions policy_default_options(int64_t budget) {
     PolicyOptions o = {.budget = budget, .agg = GROUP_AGG_MAX, .pool_kernel = 7, .window = 1, .snapkv_grow = 0,
-                       .qc_stride = 10, .threshold = 0.85, .fixed_stride = 0, .sinks = 4};
+                       .qc_stride = 10, .threshold = 0.85, .fixed_stride = 0, .sinks = 4,
+                       .restkv_window = 32, .restkv_alpha = 0.3, .restkv_beta = 2000.0, .restkv_kernel = 5,
+                       .kvec_wide_window = 32, .kvec_heads = 3, .kvec_lambda = 1.0, .kvec_keep_frac = 0.25};
     return o;
+}
+
+const char *policy_agg_name(int agg) {
+    return agg == GROUP_AGG_MAX ? "max" : agg == GROUP_AGG_MEAN ? "mean" : agg == GROUP_AGG_FIRST ? "first" : "?";
 }
 
 void policy_create(Policy *p, const char *name, const PolicyShape *shape, const PolicyOptions *opt) {
@@ -125,4 +135,22 @@ void kept_evict_lowest(KeptSet *s) {
         if (s->score[i] < s->score[w] || (s->score[i] == s->score[w] && s->pos[i] < s->pos[w])) w = i;
     s->n--;
     s->pos[w] = s->pos[s->n], s->score[w] = s->score[s->n];
+}
+
+static int by_score_then_pos_asc(const void *a, const void *b) {
+    const Ranked *x = a, *y = b;
+    if (x->score != y->score) return x->score < y->score ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+void kept_shrink_to(KeptSet *s, int64_t k) {
+    if (k < 0) k = 0;
+    if (s->n <= k) return;
+    Ranked *r = xmalloc(sizeof(Ranked) * (size_t)s->n);
+    for (int64_t i = 0; i < s->n; i++) r[i] = (Ranked){s->score[i], s->pos[i]};
+    qsort(r, (size_t)s->n, sizeof(Ranked), by_score_then_pos_asc);
+    int64_t drop = s->n - k;
+    for (int64_t i = 0; i < k; i++) s->pos[i] = r[drop + i].pos, s->score[i] = r[drop + i].score;
+    s->n = k;
+    free(r);
 }

@@ -39,6 +39,14 @@ typedef struct {
     double threshold;        /* RefreshKV cosine threshold (0.85) */
     int64_t fixed_stride;    /* RefreshKV: full step every N steps (0: dynamic) */
     int64_t sinks;           /* StreamingLLM sink tokens (4) */
+    int64_t restkv_window;   /* ReST-KV observation window S_w, always kept (32) */
+    double restkv_alpha;     /* ReST-KV EMA factor (0.3) */
+    double restkv_beta;      /* ReST-KV adaptive-window scale (2000) */
+    int64_t restkv_kernel;   /* ReST-KV base smoothing window (5, paper App. B) */
+    int64_t kvec_wide_window; /* K-VEC O': window of the least focused heads (32) */
+    int64_t kvec_heads;      /* K-VEC delta: heads that get the wide window (3) */
+    double kvec_lambda;      /* K-VEC cross-layer focus weight (1.0) */
+    double kvec_keep_frac;   /* K-VEC beta: budget fraction kept by the original score (0.25) */
 } PolicyOptions;
 
 typedef struct Policy Policy;
@@ -73,6 +81,8 @@ void policy_create(Policy *p, const char *name, const PolicyShape *shape, const 
 void policy_destroy(Policy *p);
 const PolicyInfo *policy_registry(int *count);
 PolicyOptions policy_default_options(int64_t budget);
+/* "max", "mean" or "first": the GroupAgg's name, for labels. */
+const char *policy_agg_name(int agg);
 
 /* Shared helpers for policies. */
 /* out[j] = aggregate over the group's heads of per_head[h*head_stride + j] (GroupAgg). */
@@ -95,4 +105,7 @@ void kept_free(KeptSet *s);
 void kept_push(KeptSet *s, int32_t pos, float score);
 /* Removes the entry with the lowest score (ties: the lower position). */
 void kept_evict_lowest(KeptSet *s);
+/* Evicts the lowest-scored entries (ties: the lower position) until k remain;
+ * the same result as calling kept_evict_lowest n - k times. */
+void kept_shrink_to(KeptSet *s, int64_t k);
 #endif

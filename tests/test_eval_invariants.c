@@ -1,7 +1,8 @@
 /* Invariants of the decode engine and policies on a tiny random model:
  * full = exp(training forward loss) over the same targets; a budget covering
  * the whole context makes every policy equal full; refreshkv that never
- * refreshes equals snapkv; refreshkv --fixed-stride 1 equals full. */
+ * refreshes equals snapkv; refreshkv --fixed-stride 1 equals full; the
+ * evicting policies change the NLLs under a real budget. */
 #include <math.h>
 #include <string.h>
 
@@ -56,8 +57,8 @@ int main(void) {
     tl_result(fabs(ppl_full - ppl_train) <= 1e-5 * ppl_train, "full PPL equals exp(training forward loss)",
               "decode %.9f vs forward %.9f", ppl_full, ppl_train);
 
-    const char *names[] = {"streaming", "snapkv", "refreshkv"};
-    for (int i = 0; i < 3; i++) {
+    const char *names[] = {"streaming", "snapkv", "refreshkv", "h2o", "tova", "restkv", "kvec"};
+    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
         char t[96];
         run(names[i], policy_default_options(L + S), x);
         snprintf(t, sizeof t, "budget >= context: %s equals full", names[i]);
@@ -71,6 +72,15 @@ int main(void) {
     tl_result(same(x, y, S), "refreshkv that never refreshes equals snapkv", "PPL %.6f vs %.6f", exp(mean(x, S)),
               exp(mean(y, S)));
     tl_result(!same(y, full, S), "snapkv with K = L/8 differs from full", "identical NLLs: the budget had no effect");
+    /* the new policies under a real budget: valid choices (the engine checks
+     * them) and an effect on the NLLs; restkv needs K > S_w = 32 to score */
+    const char *evictors[] = {"h2o", "tova", "restkv", "kvec"};
+    for (int i = 0; i < 4; i++) {
+        char t[96];
+        run(evictors[i], policy_default_options(strcmp(evictors[i], "restkv") == 0 ? 40 : L / 8), x);
+        snprintf(t, sizeof t, "%s with a budget below the context differs from full", evictors[i]);
+        tl_result(!same(x, full, S) && isfinite(mean(x, S)), t, "PPL %.6f vs %.6f", exp(mean(x, S)), ppl_full);
+    }
     PolicyOptions every = policy_default_options(L / 8);
     every.fixed_stride = 1;
     run("refreshkv", every, x);

@@ -1,0 +1,100 @@
+/* tova (TOVA, Oren et al. 2024): a cache of at most K positions; each time a
+ * token is added, the position the current query attends to least (GQA
+ * group-aggregated, opt.agg) is evicted, the new token included.
+ *
+ * Prefill: TOVA applies the same rule while the prompt is read, one token at
+ * a time. The shared prefill is full attention, so the query at t is the one
+ * TOVA would compute, and its attention over a subset S is its full row
+ * renormalised over S (per head). That makes the rule exact for the queries
+ * whose rows the prefill kept (the last W): the cache entering that window is
+ * every position before it, the first window query evicts down to K at once
+ * (the only approximation, needed only when L - W + 1 > K: true TOVA would
+ * have evicted those one by one with earlier queries' rows, which are not
+ * kept), and each later window query adds itself and evicts one. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../common/util.h"
+#include "policies.h"
+
+typedef struct {
+    KeptSet *kept;   /* (n_layers, Hkv) */
+    float *head;     /* scratch: (group, cap) per-head scores of the kept entries */
+    float *agg;      /* scratch: cap */
+} TovaState;
+
+/* Scores set s by prefill row r (query L-W+r), renormalised per head over s. */
+static void score_by_row(Policy *p, TovaState *st, KeptSet *s, int64_t g, const float *last_probs, int64_t r) {
+    int64_t L = p->shape.L, W = p->shape.W, cap = p->shape.cap, group = p->shape.Hq / p->shape.Hkv;
+    for (int64_t k = 0; k < group; k++) {
+        const float *row = last_probs + ((g * group + k) * W + r) * L;
+        double z = 0;
+        for (int64_t i = 0; i < s->n; i++) z += row[s->pos[i]];
+        for (int64_t i = 0; i < s->n; i++) st->head[k * cap + i] = z > 0 ? (float)(row[s->pos[i]] / z) : 0.0f;
+    }
+    policy_group_scores(s->score, st->head, cap, group, s->n, p->opt.agg);
+}
+
+static void tova_init(Policy *p, int64_t layer, const PrefillLayer *pre) {
+    TovaState *st = p->state;
+    int64_t L = p->shape.L, W = p->shape.W, K = p->opt.budget;
+    for (int64_t g = 0; g < p->shape.Hkv; g++) {
+        KeptSet *s = &st->kept[layer * p->shape.Hkv + g];
+        s->n = 0;
+        for (int64_t j = 0; j < L - W; j++) kept_push(s, (int32_t)j, 0.0f);
+        for (int64_t r = 0; r < W; r++) {
+            kept_push(s, (int32_t)(L - W + r), 0.0f);
+            if (s->n <= K) continue;
+            score_by_row(p, st, s, g, pre->last_probs, r);
+            kept_shrink_to(s, K);
+        }
+    }
+}
+
+static void tova_choose(Policy *p, int64_t layer, int64_t pos, const float *q, int32_t **keys, int64_t *n) {
+    (void)q, (void)pos;
+    TovaState *st = p->state;
+    for (int64_t g = 0; g < p->shape.Hkv; g++) {
+        const KeptSet *s = &st->kept[layer * p->shape.Hkv + g];
+        for (int64_t i = 0; i < s->n; i++) keys[g][i] = s->pos[i];
+        n[g] = s->n;
+    }
+}
+
+/* The step attended to the kept positions plus itself: all of them are the
+ * candidates, scored by this query's attention; the lowest goes if over K. */
+static void tova_update(Policy *p, int64_t layer, int64_t pos, int32_t *const *keys, const int64_t *n,
+                        const float *probs, int64_t max_n) {
+    (void)pos;
+    TovaState *st = p->state;
+    int64_t group = p->shape.Hq / p->shape.Hkv;
+    for (int64_t g = 0; g < p->shape.Hkv; g++) {
+        KeptSet *s = &st->kept[layer * p->shape.Hkv + g];
+        policy_group_scores(st->agg, probs + g * group * max_n, max_n, group, n[g], p->opt.agg);
+        s->n = 0;
+        for (int64_t i = 0; i < n[g]; i++) kept_push(s, keys[g][i], st->agg[i]);
+        if (s->n > p->opt.budget) kept_evict_lowest(s);
+    }
+}
+
+static void tova_destroy(Policy *p) {
+    TovaState *st = p->state;
+    for (int64_t i = 0; i < p->shape.n_layers * p->shape.Hkv; i++) kept_free(&st->kept[i]);
+    free(st->kept), free(st->head), free(st->agg);
+    free(st);
+}
+
+void policy_tova_create(Policy *p) {
+    const PolicyShape *s = &p->shape;
+    TovaState *st = xcalloc(1, sizeof *st);
+    st->kept = xcalloc((size_t)(s->n_layers * s->Hkv), sizeof(KeptSet));
+    for (int64_t i = 0; i < s->n_layers * s->Hkv; i++) kept_init(&st->kept[i], s->cap);
+    st->head = xmalloc(sizeof(float) * (size_t)(s->Hq / s->Hkv * s->cap));
+    st->agg = xmalloc(sizeof(float) * (size_t)s->cap);
+    p->state = st;
+    snprintf(p->label, sizeof p->label, "tova (%s)", policy_agg_name(p->opt.agg));
+    p->init = tova_init;
+    p->choose = tova_choose;
+    p->update = tova_update;
+    p->destroy = tova_destroy;
+}
