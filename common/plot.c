@@ -21,9 +21,9 @@ static int render(const char *gp_path, const char *png_path) {
         return 0;
     }
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>&1", gp_path);
+    snprintf(cmd, sizeof cmd, "gnuplot '%s' > '%s.log' 2>&1", gp_path, gp_path);
     if (system(cmd) != 0) {
-        warnf("gnuplot failed on %s", gp_path);
+        warnf("gnuplot failed on %s (see %s.log)", gp_path, gp_path);
         return 0;
     }
     return 1;

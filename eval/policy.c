@@ -7,13 +7,13 @@
 #include "../kernels/attention.h"
 #include "policies.h"
 
-static const PolicyInfo registry[] = {
+static const PolicyInfo registry[] = { /* SPEC section 4 order */
     {"full", policy_full_create, "every key (the reference)"},
     {"streaming", policy_streaming_create, "StreamingLLM: 4 sink tokens + the K-4 most recent"},
-    {"snapkv", policy_snapkv_create, "SnapKV: prefill window scores, max-pooled top-K; evicts prefill entries"},
-    {"refreshkv", policy_refreshkv_create, "RefreshKV: partial cache refreshed by query-similarity full steps"},
     {"h2o", policy_h2o_create, "H2O: K/2 most recent + K/2 heavy hitters by cumulative attention"},
+    {"snapkv", policy_snapkv_create, "SnapKV: prefill window scores, max-pooled top-K; evicts prefill entries"},
     {"tova", policy_tova_create, "TOVA: evicts the key the current query attends to least"},
+    {"refreshkv", policy_refreshkv_create, "RefreshKV: partial cache refreshed by query-similarity full steps"},
     {"restkv", policy_restkv_create, "ReST-KV: output-reconstruction indicator, EMA + adaptive-window smoothing"},
     {"kvec", policy_kvec_create, "K-VEC: SnapKV scores with cross-head and cross-layer coverage"},
 };

@@ -37,7 +37,7 @@ void eval_cell_finish(EvalCell *c, int64_t n_boot, uint64_t seed) {
 /* cells are ordered policy-major, then context, then model */
 void eval_print_table(const EvalCell *cells, int n, int n_models, int n_contexts) {
     int per_policy = n_models * n_contexts;
-    printf("\n%-34s", "policy");
+    printf("\n%-50s", "policy");
     for (int c = 0; c < n_contexts; c++) {
         char h[64];
         snprintf(h, sizeof h, "PPL @ %lld%s", (long long)cells[c * n_models].context,
@@ -45,10 +45,10 @@ void eval_print_table(const EvalCell *cells, int n, int n_models, int n_contexts
         printf(" | %-30s", h);
     }
     printf("\n");
-    for (int i = 0; i < 34 + n_contexts * 33; i++) putchar('-');
+    for (int i = 0; i < 50 + n_contexts * 33; i++) putchar('-');
     printf("\n");
     for (int p = 0; p < n / per_policy; p++) {
-        printf("%-34s", cells[p * per_policy].policy);
+        printf("%-50s", cells[p * per_policy].policy);
         for (int c = 0; c < n_contexts; c++) {
             const EvalCell *a = &cells[p * per_policy + c * n_models];
             char v[96];
