@@ -22,7 +22,7 @@ void synthetic_document(const SyntheticOptions *o, int64_t i, uint32_t *out) {
     int64_t n = o->doc_tokens, tail = o->query_tail, body_end = n - tail, t = 0;
     out[t++] = SYNTH_BOS;
     /* the body: (key value) pairs; remember where each key was bound */
-    int64_t *seen = xmalloc(sizeof(int64_t) * (size_t)nk), n_seen = 0;
+    int64_t *seen = xmalloc(sizeof(int64_t) * (size_t)(n / 2 + 1)), n_seen = 0; /* one per body pair */
     while (t + 1 < body_end) {
         int64_t k = (int64_t)(rng_u64(&r) % (uint64_t)nk);
         out[t++] = (uint32_t)(first + k);
