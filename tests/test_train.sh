@@ -58,6 +58,11 @@ expect_err "missing data directory" "$tmp/nodata" --config "$tmp/cfg.json" --set
 expect_err "batch that does not divide" "'global_batch' (5) must be divisible by 'micro_batch' (2)" --config "$tmp/cfg.json" --set global_batch=5 --set out="$tmp/c"
 expect_err "K > L" "'K' (60) must be in [1, L=48]" --config "$tmp/cfg.json" --set K=60 --set out="$tmp/c"
 
+# shipped configs parse (every key known); they only fail later, on the data path given here
+for f in launch/configs/cpt-*.json launch/configs/cpu-*.json; do
+    expect_err "shipped config $(basename "$f") parses" "$tmp/nowhere/manifest.json" --config "$f" --set model=tiny --set init=random --set data="$tmp/nowhere" --set out="$tmp/c"
+done
+
 # 4. NaN loss stops the run and keeps the last good checkpoint
 if out=$($K train --config "$tmp/cfg.json" --set out="$tmp/n" --set lr=1e30 --set optim=adamw --set grad_clip=0 --set ckpt_interval=1 --set steps=40 2>&1); then
     fail "NaN loss stops the run" "exit status 0"
