@@ -275,16 +275,7 @@ int ckpt_find_latest(const char *run_dir, char *out, size_t n, int64_t *step) {
 
 /* ---------- reading ---------- */
 
-static int fail(char *err, int errlen, const char *origin, int64_t offset, const char *fmt, ...) KV_PRINTF(5, 6);
-static int fail(char *err, int errlen, const char *origin, int64_t offset, const char *fmt, ...) {
-    int k = snprintf(err, (size_t)errlen, "checkpoint '%s' at byte %lld: ", origin, (long long)offset);
-    if (k < 0 || k >= errlen) return -1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err + k, (size_t)(errlen - k), fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#define fail(err, errlen, origin, offset, ...) parse_error(err, errlen, "checkpoint", origin, offset, __VA_ARGS__)
 
 static int parse_table(CkptReader *r, const uint8_t *t, int64_t table_offset, const char *origin, char *err, int errlen) {
     int64_t prev_end = HEAD;

@@ -23,16 +23,7 @@ static void put_le(uint8_t *p, uint64_t v, int bytes) {
     for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static int fail(char *err, int errlen, const char *origin, int64_t offset, const char *fmt, ...) KV_PRINTF(5, 6);
-static int fail(char *err, int errlen, const char *origin, int64_t offset, const char *fmt, ...) {
-    int k = snprintf(err, (size_t)errlen, "native model '%s' at byte %lld: ", origin, (long long)offset);
-    if (k < 0 || k >= errlen) return -1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err + k, (size_t)(errlen - k), fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#define fail(err, errlen, origin, offset, ...) parse_error(err, errlen, "native model", origin, offset, __VA_ARGS__)
 
 /* Bounded cursor over the table: every read is checked against its end. */
 typedef struct {

@@ -11,16 +11,7 @@
 
 /* ---------- reading ---------- */
 
-static int fail(char *err, int errlen, const char *origin, int64_t offset, const char *fmt, ...) KV_PRINTF(5, 6);
-static int fail(char *err, int errlen, const char *origin, int64_t offset, const char *fmt, ...) {
-    int k = snprintf(err, (size_t)errlen, "safetensors '%s' at byte %lld: ", origin, (long long)offset);
-    if (k < 0 || k >= errlen) return -1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err + k, (size_t)(errlen - k), fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#define fail(err, errlen, origin, offset, ...) parse_error(err, errlen, "safetensors", origin, offset, __VA_ARGS__)
 
 /* File offset of a tensor's key in the header, for messages (header start
  * when the key is spelled with escapes). */

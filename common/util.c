@@ -28,6 +28,16 @@ void warnf(const char *fmt, ...) {
     fputc('\n', stderr);
 }
 
+int parse_error(char *err, int errlen, const char *kind, const char *origin, int64_t offset, const char *fmt, ...) {
+    int k = snprintf(err, (size_t)errlen, "%s '%s' at byte %lld: ", kind, origin, (long long)offset);
+    if (k < 0 || k >= errlen) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err + k, (size_t)(errlen - k), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 void *malloc_at(size_t n, const char *src, int line) {
     void *p = malloc(n ? n : 1);
     if (!p) die_at(src, line, "out of memory allocating %zu bytes", n);

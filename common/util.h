@@ -27,6 +27,12 @@ KV_NORETURN void die_at(const char *src, int line, const char *fmt, ...) KV_PRIN
 
 void warnf(const char *fmt, ...) KV_PRINTF(1, 2);
 
+/* For parsers that report instead of exiting (so they can be fuzzed):
+ * writes "<kind> '<origin>' at byte <offset>: <message>" into err and
+ * returns -1. */
+int parse_error(char *err, int errlen, const char *kind, const char *origin, int64_t offset, const char *fmt, ...)
+    KV_PRINTF(6, 7);
+
 void *malloc_at(size_t n, const char *src, int line);
 void *calloc_at(size_t count, size_t size, const char *src, int line);
 void *realloc_at(void *p, size_t n, const char *src, int line);
