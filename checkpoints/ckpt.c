@@ -10,19 +10,10 @@
 
 #include "../common/rng.h"
 #include "../common/util.h"
+#include "le_bytes.h"
 
 static const char MAGIC[8] = {'K', 'V', 'C', 'P', 'T', 'C', 'K', 'P'};
 enum { VERSION = 1, HEAD = 40, ENTRY = CKPT_NAME_LEN + 24, ALIGN = 64 };
-
-static uint64_t get_le(const uint8_t *p, int bytes) {
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-
-static void put_le(uint8_t *p, uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
 
 static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 

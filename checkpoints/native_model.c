@@ -7,21 +7,12 @@
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "le_bytes.h"
 
 static const char MAGIC[8] = {'K', 'V', 'C', 'P', 'T', 'M', 'D', 'L'};
 enum { VERSION = 1, FIXED = 40, ALIGN = 64, MAX_NAME = 4096 };
 
 static int64_t align_up(int64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
-
-static uint64_t get_le(const uint8_t *p, int bytes) {
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-
-static void put_le(uint8_t *p, uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
 
 #define fail(err, errlen, origin, offset, ...) parse_error(err, errlen, "native model", origin, offset, __VA_ARGS__)
 
