@@ -16,6 +16,18 @@ BLAS_LIBS   := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
 CFLAGS  += $(BLAS_CFLAGS)
 LDLIBS  += $(BLAS_LIBS) -ljansson -lzstd -lpcre2-8 -lcrypto -lm
 
+# --- optional MPI (multi-rank CPU training; bootstraps NCCL): used whenever
+# mpicc is found (NO_MPI=1 disables). The flags come from the wrapper, so
+# the compiler stays gcc and nvcc never sees MPI.
+MPICC ?= $(shell command -v mpicc 2>/dev/null)
+ifeq ($(NO_MPI),1)
+MPICC :=
+endif
+ifneq ($(MPICC),)
+CFLAGS  += -DKVCPT_MPI $(shell $(MPICC) --showme:compile 2>/dev/null || $(MPICC) -show | cut -d' ' -f2- | tr ' ' '\n' | grep '^-I' | tr '\n' ' ')
+LDLIBS  += $(shell $(MPICC) --showme:link 2>/dev/null || $(MPICC) -show | cut -d' ' -f2- | tr ' ' '\n' | grep '^-[lLW]' | tr '\n' ' ')
+endif
+
 # --- optional CUDA backend: built whenever nvcc is found (NO_CUDA=1 disables) ---
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 ifeq ($(NO_CUDA),1)
@@ -28,9 +40,16 @@ NVCCFLAGS  := -O3 -std=c++17 $(CUDA_ARCH) -I. -Xcompiler -fopenmp,-Wall --expt-r
 CFLAGS     += -DKVCPT_CUDA -I$(CUDA_HOME)/include
 LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lstdc++
 CU_SRC     := $(wildcard kernels/*.cu)
+# NCCL (GPU collectives) needs MPI for its bootstrap; found beside CUDA or
+# in NCCL_HOME (e.g. a Python environment's nvidia/nccl)
+NCCL_HOME  ?= $(firstword $(foreach d,$(CUDA_HOME) /usr,$(if $(wildcard $(d)/include/nccl.h),$(d))))
+ifneq ($(and $(MPICC),$(NCCL_HOME),$(if $(filter 1,$(NO_NCCL)),,yes)),)
+CFLAGS     += -DKVCPT_NCCL -I$(NCCL_HOME)/include
+LDLIBS     += -L$(NCCL_HOME)/lib -L$(NCCL_HOME)/lib64 -Wl,-rpath,$(NCCL_HOME)/lib -Wl,-rpath,$(NCCL_HOME)/lib64 -lnccl
+endif
 endif
 
-DIRS    := common model kernels data optim checkpoints train eval
+DIRS    := common model kernels data optim checkpoints dist train eval
 C_SRC   := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
 OBJ     := $(C_SRC:%.c=build/%.o) $(CU_SRC:%.cu=build/%.cu.o)
 HDR     := $(foreach d,$(DIRS),$(wildcard $(d)/*.h $(d)/*.cuh))

@@ -6,6 +6,7 @@
 #include "common/backend.h"
 #include "common/commands.h"
 #include "common/version.h"
+#include "dist/comm.h"
 
 typedef struct {
     const char *name;
@@ -37,6 +38,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "--version") == 0) {
         printf("kvcpt %s\n", KVCPT_VERSION);
         backend_describe();
+        printf("collectives: %s\n", comm_compiled_backends());
         return 0;
     }
     for (int i = 0; i < N_COMMANDS; i++)

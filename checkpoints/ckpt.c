@@ -331,7 +331,7 @@ static json_t *manifest_entry(json_t *m, const char *path, int rank, int world, 
     KV_CHECK(json_is_string(fmt) && strcmp(json_string_value(fmt), "kvcpt-checkpoint") == 0,
              "'%s': expected \"format\": \"kvcpt-checkpoint\"", path);
     KV_CHECK(json_is_integer(ws) && json_integer_value(ws) == world,
-             "'%s': checkpoint was written by %lld ranks, this run has %d (resharding is not supported)", path,
+             "'%s': checkpoint was written by %lld ranks, the reader expected %d", path,
              json_is_integer(ws) ? (long long)json_integer_value(ws) : -1LL, world);
     KV_CHECK(json_is_integer(st) && json_is_array(files) && (int)json_array_size(files) == world,
              "'%s': expected integer \"step\" and a \"files\" list with %d entries", path, world);
@@ -374,6 +374,20 @@ void ckpt_reader_open(CkptReader *r, const char *step_dir, int rank, int world, 
     KV_CHECK(r->step == step && r->rank == rank && r->world == world,
              "'%s' at byte 16: holds step %lld rank %d of %d, the manifest says step %lld rank %d of %d", fpath,
              (long long)r->step, r->rank, r->world, (long long)step, rank, world);
+}
+
+int ckpt_manifest_world(const char *step_dir) {
+    char mpath[4200];
+    snprintf(mpath, sizeof mpath, "%s/manifest.json", step_dir);
+    json_error_t je;
+    json_t *m = json_load_file(mpath, JSON_REJECT_DUPLICATES, &je);
+    if (!m) die("'%s' at byte %d: %s (a checkpoint without a manifest is incomplete)", mpath, je.position, je.text);
+    json_t *ws = json_object_get(m, "world_size");
+    KV_CHECK(json_is_integer(ws) && json_integer_value(ws) >= 1 && json_integer_value(ws) <= 1 << 20,
+             "'%s': \"world_size\" must be an integer in [1, 2^20]", mpath);
+    int w = (int)json_integer_value(ws);
+    json_decref(m);
+    return w;
 }
 
 const void *ckpt_get_section(const CkptReader *r, const char *name, int64_t *bytes) {

@@ -82,6 +82,8 @@ int ckpt_parse(CkptReader *r, const uint8_t *buf, int64_t size, const char *orig
  * (world size, size, checksum and, when nonzero, the layout hash). Dies with
  * a message naming the file on any mismatch. */
 void ckpt_reader_open(CkptReader *r, const char *step_dir, int rank, int world, uint64_t layout_hash);
+/* The world size step_dir's manifest records (the ranks that wrote it). */
+int ckpt_manifest_world(const char *step_dir);
 /* Section bytes (checksum verified), or NULL when absent. */
 const void *ckpt_get_section(const CkptReader *r, const char *name, int64_t *bytes);
 /* Copies a section that must exist with exactly `bytes` bytes. */

@@ -72,6 +72,15 @@ void loader_seek(Loader *l, LoaderPosition pos) {
     l->pos = pos;
 }
 
+void loader_skip(Loader *l, int64_t n) {
+    KV_CHECK(n >= 0, "loader: cannot skip %lld samples", (long long)n);
+    int64_t per = loader_samples_per_epoch(l);
+    if (l->pos.index >= per) l->pos.epoch++, l->pos.index = 0;
+    int64_t at = l->pos.index + n;
+    l->pos.epoch += at / per;
+    l->pos.index = at % per;
+}
+
 int64_t loader_next(Loader *l, uint32_t *tokens_out) {
     if (l->pos.index >= loader_samples_per_epoch(l)) {
         l->pos.epoch++;

@@ -27,6 +27,8 @@ int64_t loader_eligible_docs(const Loader *l);      /* documents with >= sample_
 /* Fills tokens_out[0 .. sample_len) and advances (to the next epoch at the
  * end of one). Returns the document index the sample came from. */
 int64_t loader_next(Loader *l, uint32_t *tokens_out);
+/* Advances past n samples without reading them (the samples other ranks take). */
+void loader_skip(Loader *l, int64_t n);
 LoaderPosition loader_position(const Loader *l);
 void loader_seek(Loader *l, LoaderPosition pos);
 

@@ -196,6 +196,20 @@ static void logits_rows(Llama *m, float *out, int64_t r0, int64_t rows) {
                        m->cfg.vocab_size);
 }
 
+static void need_unit(Llama *m, int unit, int backward) {
+    if (m->hooks.params_needed) m->hooks.params_needed(m->hooks.ctx, unit, backward);
+}
+
+static void grads_ready(Llama *m, int unit) {
+    if (m->hooks.grads_ready) m->hooks.grads_ready(m->hooks.ctx, unit);
+}
+
+/* The head's weights: the tail unit, plus the embedding when tied. */
+static void need_head(Llama *m, int backward) {
+    need_unit(m, (int)m->cfg.num_hidden_layers + 1, backward);
+    if (m->cfg.tie_word_embeddings) need_unit(m, 0, backward);
+}
+
 float llama_forward(Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
     const LlamaConfig *c = &m->cfg;
     check_inputs(m, tokens, targets, B, T);
@@ -204,8 +218,13 @@ float llama_forward(Llama *m, const int32_t *tokens, const int32_t *targets, int
     int64_t BT = B * T, C = c->hidden_size, V = c->vocab_size;
     memcpy(m->tokens, tokens, sizeof(int32_t) * (size_t)BT);
     for (int64_t i = 0; i < BT; i++) m->targets[i] = targets ? targets[i] : -1;
+    need_unit(m, 0, 0);
     embedding_forward_cpu(m->resid[0], m->tokens, m->w.embed, BT, C);
-    for (int64_t l = 0; l < c->num_hidden_layers; l++) layer_forward(m, l, m->resid[l], m->resid[l + 1]);
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
+        need_unit(m, (int)l + 1, 0);
+        layer_forward(m, l, m->resid[l], m->resid[l + 1]);
+    }
+    need_head(m, 0);
     rmsnorm_forward_cpu(m->xf, m->rstdf, m->resid[c->num_hidden_layers], m->w.final_norm, BT, C, (float)c->rms_norm_eps);
     m->n_targets = 0;
     for (int64_t i = 0; i < BT; i++) m->n_targets += m->targets[i] >= 0;
@@ -285,6 +304,7 @@ void llama_backward(Llama *m) {
     KV_CHECK(m->cap_BT > 0 && m->n_targets > 0, "backward: needs a forward pass with at least one target");
     int64_t BT = m->B * m->T, C = c->hidden_size, V = c->vocab_size, nl = c->num_hidden_layers;
     Grads g = carve_grads(m);
+    need_head(m, 1);
     memset(g.dxf, 0, sizeof(float) * (size_t)(BT * C));
     float scale = 1.0f / (float)m->n_targets;
     for (int64_t r0 = 0; r0 < BT; r0 += CE_CHUNK_ROWS) {
@@ -295,8 +315,14 @@ void llama_backward(Llama *m) {
     }
     memset(g.dres, 0, sizeof(float) * (size_t)(BT * C));
     rmsnorm_backward_cpu(g.dres, m->dw.final_norm, g.dxf, m->resid[nl], m->w.final_norm, m->rstdf, BT, C);
-    for (int64_t l = nl - 1; l >= 0; l--) layer_backward(m, l, m->resid[l], &g);
+    grads_ready(m, (int)nl + 1);
+    for (int64_t l = nl - 1; l >= 0; l--) {
+        need_unit(m, (int)l + 1, 1);
+        layer_backward(m, l, m->resid[l], &g);
+        grads_ready(m, (int)l + 1);
+    }
     embedding_backward_cpu(m->dw.embed, g.dres, m->tokens, BT, C);
+    grads_ready(m, 0);
 }
 
 double llama_flops_per_token(const Llama *m, int64_t T) {

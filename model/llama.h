@@ -25,6 +25,17 @@ typedef struct {
     int32_t *sel; /* (B, Hkv, K) selected prefill keys, when the mask is active */
 } LayerActs;
 
+/* Sharding's view of a pass. Units are the ranges sharding gathers: 0 the
+ * embedding, 1..N the layers, N+1 the tail (final norm, untied lm_head);
+ * with tied embeddings the head is unit 0 again. */
+typedef struct {
+    void *ctx;
+    /* unit's parameters must be in place before it runs */
+    void (*params_needed)(void *ctx, int unit, int backward);
+    /* unit's gradients for this backward are complete */
+    void (*grads_ready)(void *ctx, int unit);
+} LlamaUnitHooks;
+
 typedef struct {
     LlamaConfig cfg;
     ParamLayout layout;
@@ -33,6 +44,7 @@ typedef struct {
     RefreshMask mask;
     int64_t mask_S;      /* refresh positions; with the mask on, T must be L + S */
     int freeze_selection;/* reuse the saved selection instead of recomputing it */
+    LlamaUnitHooks hooks; /* all NULL: every parameter is always in place */
 
     /* forward state for the last (B, T) */
     int64_t B, T, cap_BT;

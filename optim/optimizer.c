@@ -43,6 +43,11 @@ static void check_segments(const int64_t *off, const int64_t *numel, int nseg) {
 }
 
 Optimizer *optim_create(OptimKind kind, const int64_t *seg_offset, const int64_t *seg_numel, int nseg) {
+    return optim_create_pieces(kind, seg_offset, seg_numel, NULL, nseg);
+}
+
+Optimizer *optim_create_pieces(OptimKind kind, const int64_t *seg_offset, const int64_t *seg_numel,
+                               const int64_t *seg_tensor_numel, int nseg) {
     KV_CHECK(kind == OPTIM_ADAMW || kind == OPTIM_ADAMW8BIT, "optimizer: unknown kind %d", (int)kind);
     check_segments(seg_offset, seg_numel, nseg);
     Optimizer *o = xcalloc(1, sizeof *o);
@@ -54,7 +59,10 @@ Optimizer *optim_create(OptimKind kind, const int64_t *seg_offset, const int64_t
         int64_t blocks = (seg_numel[i] + OPTIM_BLOCK - 1) / OPTIM_BLOCK;
         s->offset = seg_offset[i];
         s->numel = seg_numel[i];
-        s->quantized = kind == OPTIM_ADAMW8BIT && s->numel >= OPTIM_MIN_8BIT_NUMEL;
+        int64_t whole = seg_tensor_numel ? seg_tensor_numel[i] : s->numel;
+        KV_CHECK(whole >= s->numel, "optimizer: segment %d has %lld elements, more than its tensor's %lld", i,
+                 (long long)s->numel, (long long)whole);
+        s->quantized = kind == OPTIM_ADAMW8BIT && whole >= OPTIM_MIN_8BIT_NUMEL;
         s->first_block = o->nblocks;
         o->nblocks += blocks;
         if (s->quantized) {
@@ -193,6 +201,11 @@ static int find_bad_grad(Optimizer *o, const float *grads, const AdamWScalars *s
     o->bad.index = first - s->first_block * OPTIM_BLOCK;
     o->bad.value = grads[s->offset + o->bad.index];
     return 1;
+}
+
+int optim_check_grads(Optimizer *o, const float *grads, const AdamWHyper *h, int64_t step) {
+    AdamWScalars sc = adamw_scalars(h, step);
+    return find_bad_grad(o, grads, &sc);
 }
 
 int optim_step(Optimizer *o, float *params, const float *grads, const AdamWHyper *h, int64_t step) {

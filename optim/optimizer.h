@@ -65,6 +65,11 @@ int optim_kind_parse(const char *s, OptimKind *out);
 /* Segments must have numel > 0, offset >= 0 and must not overlap. States
  * start at zero. Dies with a message on invalid segments. */
 Optimizer *optim_create(OptimKind kind, const int64_t *seg_offset, const int64_t *seg_numel, int nseg);
+/* The same for a rank's shard: seg_tensor_numel[i] is the element count of
+ * the whole tensor segment i is a piece of, so a piece of a large tensor is
+ * quantized exactly as it would be unsharded (NULL = the segments' own). */
+Optimizer *optim_create_pieces(OptimKind kind, const int64_t *seg_offset, const int64_t *seg_numel,
+                               const int64_t *seg_tensor_numel, int nseg);
 void optim_free(Optimizer *o);
 /* Bytes of optimizer state (codes, absmax, fp32 states). */
 size_t optim_state_bytes(const Optimizer *o);
@@ -79,6 +84,9 @@ double optim_step_bytes(const Optimizer *o, int param_bytes, int grad_bytes);
  * gradient is non-finite (or its square overflows fp32), returns 1, fills
  * o->bad, prints a warning and changes neither params nor states. */
 int optim_step(Optimizer *o, float *params, const float *grads, const AdamWHyper *h, int64_t step);
+/* Only the check optim_step starts with: 1 (and o->bad filled) when a
+ * gradient is unusable. Ranks agree on skipping a step before any steps. */
+int optim_check_grads(Optimizer *o, const float *grads, const AdamWHyper *h, int64_t step);
 
 /* The per-step scalars both backends use (validates h and step, dies on
  * nonsense such as beta outside [0, 1) or step < 1). */

@@ -13,6 +13,7 @@ DEB_PKGS=(
   libssl-dev                     # SHA-256 (libcrypto) of prepare inputs and the tokenizer
   python3-torch python3-numpy    # independent autograd oracle for the CPU model
   gnuplot-nox                    # PNG plots (loss curves, PPL per policy)
+  openmpi-bin libopenmpi-dev     # MPI: multi-rank CPU training (and the NCCL bootstrap on GPU)
 )
 
 # `setup.sh fuzz` (run by `make fuzz`): libFuzzer for the parser fuzz target

@@ -172,7 +172,7 @@ static void test_corruption(void) {
     ckpt_find_latest(RUN, latest, sizeof latest, &step);
     uint64_t wrong = 8;
     expect_error("layout hash mismatch refused", open_latest_hash, &wrong, "differs from this model's");
-    expect_error("world size mismatch refused", open_latest_world2, NULL, "resharding is not supported");
+    expect_error("world size mismatch refused", open_latest_world2, NULL, "the reader expected 2");
     expect_error("missing section named", read_missing, NULL, "has no section 'ema'");
     char rank0[4300];
     snprintf(rank0, sizeof rank0, "%s/rank_00000.bin", latest);

@@ -5,6 +5,7 @@
 #include "../common/commands.h"
 #include "../common/options.h"
 #include "../common/util.h"
+#include "../dist/comm.h"
 #include "train_config.h"
 #include "trainer.h"
 
@@ -18,7 +19,7 @@ int cmd_train(int argc, char **argv) {
         {"resume", OPT_FLAG, &resume, NULL, "continue from the newest complete checkpoint in 'out'"},
         {0},
     };
-    const char *summary = "Pretraining from random init or RefreshKV continued pretraining (CPU reference backend).";
+    const char *summary = "Pretraining from random init or RefreshKV continued pretraining (CPU reference backend; several ranks under mpirun shard it, ZeRO-3).";
     if (options_parse("train", summary, opts, argc, argv)) {
         train_config_print_keys();
         return 0;
@@ -32,9 +33,11 @@ int cmd_train(int argc, char **argv) {
     }
     for (int i = 0; i < sets.count; i++) train_config_apply_set(&cfg, sets.items[i]);
     free((void *)sets.items);
+    Comm *comm = comm_open(0);
     Trainer t;
-    trainer_setup(&t, &cfg, resume);
+    trainer_setup(&t, &cfg, resume, comm);
     int rc = trainer_run(&t);
     trainer_finish(&t);
+    comm_close(comm);
     return rc;
 }

@@ -44,6 +44,7 @@ static const Key keys[] = {
     I_(eval_batches, "4", "dev sequences per evaluation"),
     I_(ckpt_interval, "0", "checkpoint every N steps (0: only at the end and on signals)"),
     I_(keep_last, "2", "complete checkpoints kept"),
+    I_(reshard_after_forward, "1", "sharding: gather a layer again in backward (1) or keep the forward's copy (0)"),
     I_(log_interval, "1", "log line every N steps"),
     I_(seed, "1234", "random init, data order"),
     N_(lr, "5e-6", "peak learning rate"),

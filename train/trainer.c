@@ -12,6 +12,7 @@
 #include "../checkpoints/model_file.h"
 #include "../common/plot.h"
 #include "../common/util.h"
+#include "../dist/shard_ckpt.h"
 #include "../optim/clip.h"
 
 static volatile sig_atomic_t stop_signal = 0;
@@ -23,6 +24,7 @@ static void open_data(Trainer *t) {
     t->train_split = data_split_open(dir);
     snprintf(dir, sizeof dir, "%s/dev", t->cfg.data);
     t->dev_split = access(dir, F_OK) == 0 ? data_split_open(dir) : NULL;
+    /* one global sample order for every rank count; each rank takes its micro-batches from it */
     t->loader = loader_open(t->train_split, t->T + 1, (uint64_t)t->cfg.seed, 0, 1);
     KV_CHECK(loader_samples_per_epoch(t->loader) > 0,
              "data '%s': no training document has the %lld tokens a sample needs (L + S + 1); prepare with "
@@ -30,6 +32,7 @@ static void open_data(Trainer *t) {
              t->cfg.data, (long long)(t->T + 1), (long long)(t->T + 1));
 }
 
+/* Every rank builds the same full model (same seed or file), then keeps its pieces. */
 static void setup_model(Trainer *t) {
     const TrainConfig *c = &t->cfg;
     LlamaConfig mc;
@@ -41,14 +44,14 @@ static void setup_model(Trainer *t) {
         RefreshMask m = {1, c->L, c->K, c->pool_kernel, group_agg_parse(c->group_agg, "config 'group_agg'")};
         llama_set_mask(&t->model, &m, c->S);
     }
+    fsdp_init(&t->fsdp, t->comm, &t->model, (int)c->reshard_after_forward);
 }
 
 static void setup_optimizer(Trainer *t) {
     const TrainConfig *c = &t->cfg;
     OptimKind kind;
     KV_CHECK(optim_kind_parse(c->optim, &kind) == 0, "config: unknown optimizer '%s'", c->optim);
-    optim_segments_from_layout(&t->segs, &t->model.layout, 0, t->model.layout.total);
-    t->opt = optim_create(kind, t->segs.offset, t->segs.numel, t->segs.n);
+    t->opt = shard_optimizer_create(kind, &t->fsdp.plan, t->rank);
     int64_t per_epoch = loader_samples_per_epoch(t->loader) / c->global_batch;
     t->total_steps = c->steps > 0 ? c->steps : per_epoch * c->epochs;
     KV_CHECK(t->total_steps > 0, "config: the train split gives %lld samples, fewer than one global batch of %lld",
@@ -74,96 +77,109 @@ static double peak_rss_bytes(void) {
     return (double)ru.ru_maxrss * 1024.0;
 }
 
-float trainer_step(Trainer *t, double *grad_norm, double *lr) {
-    const TrainConfig *c = &t->cfg;
-    int64_t mb = c->micro_batch;
-    llama_zero_grad(&t->model);
-    double loss_sum = 0.0;
-    for (int64_t a = 0; a < t->accum; a++) {
-        for (int64_t b = 0; b < mb; b++) {
-            loader_next(t->loader, t->sample + b * (t->T + 1));
-            split_sample(t, b);
-        }
-        float loss = llama_forward(&t->model, t->tokens, t->targets, mb, t->T);
-        if (!isfinite(loss)) return loss;
-        loss_sum += loss;
-        llama_backward(&t->model);
+/* Micro-batch round * world + rank of this step: the samples before it
+ * belong to lower ranks, those after it to higher ones. */
+static void load_micro_batch(Trainer *t) {
+    int64_t mb = t->cfg.micro_batch;
+    loader_skip(t->loader, t->rank * mb);
+    for (int64_t b = 0; b < mb; b++) {
+        loader_next(t->loader, t->sample + b * (t->T + 1));
+        split_sample(t, b);
     }
-    t->step++;
-    /* every micro-batch's backward adds d(its mean loss); the step uses the mean over them */
-    double inv = 1.0 / (double)t->accum;
-    double norm = grad_global_norm(t->model.grads, t->model.layout.total) * inv;
+    loader_skip(t->loader, (t->world - 1 - t->rank) * mb);
+}
+
+/* Mean over the step's micro-batches of their losses, added in micro-batch order. */
+static double step_loss(Trainer *t) {
+    fsdp_gather_f64(&t->fsdp, t->round_loss, t->rounds, t->all_loss);
+    double sum = 0;
+    for (int64_t a = 0; a < t->rounds; a++)
+        for (int r = 0; r < t->world; r++) sum += t->all_loss[r * t->rounds + a];
+    return sum / (double)t->accum;
+}
+
+/* Updates this rank's shard, unless any rank's shard holds an unusable gradient. */
+static void optimizer_update(Trainer *t, double norm, double *lr) {
+    const TrainConfig *c = &t->cfg;
     AdamWHyper h = adamw_hyper_default();
     h.lr = lr_schedule(&t->sched, t->step);
     h.beta1 = c->beta1, h.beta2 = c->beta2, h.eps = c->eps, h.weight_decay = c->weight_decay;
-    h.grad_scale = inv * grad_clip_factor(norm, c->grad_clip);
-    if (!isfinite(norm) || optim_step(t->opt, t->model.params, t->model.grads, &h, t->step) != 0) {
-        warnf("step %lld: non-finite gradients; the update was skipped and the optimizer states left untouched",
-              (long long)t->step);
+    h.grad_scale = (1.0 / (double)t->accum) * grad_clip_factor(norm, c->grad_clip);
+    *lr = h.lr;
+    int bad = !isfinite(norm) || optim_check_grads(t->opt, t->fsdp.grad_sum, &h, t->step);
+    if (comm_max_i64(t->comm, bad)) {
+        if (t->rank == 0)
+            warnf("step %lld: non-finite gradients; the update was skipped and the optimizer states left untouched",
+                  (long long)t->step);
         t->skipped_steps++;
+        return;
     }
-    *grad_norm = norm, *lr = h.lr;
-    return (float)(loss_sum * inv);
+    KV_CHECK(optim_step(t->opt, t->fsdp.master, t->fsdp.grad_sum, &h, t->step) == 0,
+             "step %lld: the optimizer rejected gradients its check accepted", (long long)t->step);
 }
 
+float trainer_step(Trainer *t, double *grad_norm, double *lr) {
+    fsdp_zero_grad_sum(&t->fsdp);
+    for (int64_t a = 0; a < t->rounds; a++) {
+        load_micro_batch(t);
+        llama_zero_grad(&t->model); /* each micro-batch's gradient alone: the owners add them in order */
+        t->round_loss[a] = llama_forward(&t->model, t->tokens, t->targets, t->cfg.micro_batch, t->T);
+        llama_backward(&t->model);
+    }
+    double loss = step_loss(t);
+    t->step++;
+    if (!isfinite(loss)) return (float)loss;
+    /* every micro-batch's backward adds d(its mean loss); the step uses the mean over them */
+    double norm = sqrt(fsdp_grad_sum_squares(&t->fsdp)) / (double)t->accum;
+    optimizer_update(t, norm, lr);
+    *grad_norm = norm;
+    return (float)loss;
+}
+
+/* Dev samples i = 0, 1, ... (a fixed-seed loader), sample i on rank i % world. */
 double trainer_eval_dev(Trainer *t) {
     if (!t->dev_split) return NAN;
-    /* the same dev samples every time: a fresh loader with a fixed seed */
+    fsdp_gather_all(&t->fsdp);
+    LlamaUnitHooks hooks = t->model.hooks;
+    t->model.hooks = (LlamaUnitHooks){0}; /* ranks now run different samples: no collectives inside */
     Loader *l = loader_open(t->dev_split, t->T + 1, 0, 0, 1);
     int64_t n = loader_samples_per_epoch(l) < t->cfg.eval_batches ? loader_samples_per_epoch(l) : t->cfg.eval_batches;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) {
+    int64_t rounds = (n + t->world - 1) / t->world;
+    double *mine = xcalloc((size_t)rounds + 1, sizeof(double)), *all = xmalloc(sizeof(double) * (size_t)(rounds * t->world + 1));
+    for (int64_t a = 0; a < rounds; a++) {
+        if (a * t->world + t->rank >= n) break;
+        loader_skip(l, t->rank);
         loader_next(l, t->sample);
+        loader_skip(l, t->world - 1 - t->rank);
         split_sample(t, 0);
-        sum += llama_forward(&t->model, t->tokens, t->targets, 1, t->T);
+        mine[a] = llama_forward(&t->model, t->tokens, t->targets, 1, t->T);
     }
+    t->model.hooks = hooks;
+    fsdp_gather_f64(&t->fsdp, mine, rounds, all);
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += all[(i % t->world) * rounds + i / t->world];
     loader_close(l);
+    free(mine), free(all);
     return n > 0 ? sum / (double)n : NAN;
-}
-
-/* Optimizer state as bytes, through its own FILE-based serialiser. */
-static char *optim_bytes(const Optimizer *o, size_t *len) {
-    char *buf = NULL;
-    FILE *f = open_memstream(&buf, len);
-    if (!f) die("cannot open a memory stream for the optimizer state");
-    optim_save(o, f, "<optimizer state>");
-    fclose(f);
-    return buf;
 }
 
 void trainer_checkpoint(Trainer *t) {
     CkptWriter w;
-    ckpt_writer_begin(&w, t->cfg.out, t->step, 0, 1);
-    int64_t range[2] = {0, t->model.layout.total};
-    size_t olen;
-    char *ob = optim_bytes(t->opt, &olen);
+    ckpt_writer_begin(&w, t->cfg.out, t->step, t->rank, t->world);
     LoaderPosition pos = loader_position(t->loader);
-    ckpt_add_section(&w, "params_range", range, sizeof range);
-    ckpt_add_section(&w, "params", t->model.params, (int64_t)sizeof(float) * t->model.layout.total);
-    ckpt_add_section(&w, "optim", ob, (int64_t)olen);
+    shard_ckpt_add(&w, &t->fsdp.plan, t->fsdp.master, t->opt);
     ckpt_add_section(&w, "step", &t->step, sizeof t->step);
     ckpt_add_section(&w, "data_pos", &pos, sizeof pos);
     ckpt_add_section(&w, "skipped", &t->skipped_steps, sizeof t->skipped_steps);
-    ckpt_writer_commit(&w, param_layout_hash(&t->model.layout), (int)t->cfg.keep_last);
-    free(ob);
+    shard_ckpt_commit(t->comm, &w, param_layout_hash(&t->model.layout), (int)t->cfg.keep_last);
 }
 
+/* Any rank count's checkpoint: shards re-cut to this run's ranks. */
 static void restore(Trainer *t, const char *dir) {
+    uint64_t hash = param_layout_hash(&t->model.layout);
+    shard_ckpt_restore(dir, &t->fsdp.plan, t->fsdp.master, t->opt, hash);
     CkptReader r;
-    ckpt_reader_open(&r, dir, 0, 1, param_layout_hash(&t->model.layout));
-    int64_t range[2];
-    ckpt_read_section(&r, "params_range", range, sizeof range);
-    KV_CHECK(range[0] == 0 && range[1] == t->model.layout.total,
-             "%s: checkpoint holds parameters [%lld, %lld), this model has %lld", dir, (long long)range[0],
-             (long long)range[1], (long long)t->model.layout.total);
-    ckpt_read_section(&r, "params", t->model.params, (int64_t)sizeof(float) * t->model.layout.total);
-    int64_t olen;
-    const void *ob = ckpt_get_section(&r, "optim", &olen);
-    KV_CHECK(ob, "%s: checkpoint has no 'optim' section", dir);
-    FILE *f = fmemopen((void *)ob, (size_t)olen, "rb");
-    if (!f) die("%s: cannot read the optimizer section", dir);
-    optim_load(t->opt, f, dir);
-    fclose(f);
+    ckpt_reader_open(&r, dir, 0, ckpt_manifest_world(dir), hash);
     LoaderPosition pos;
     ckpt_read_section(&r, "step", &t->step, sizeof t->step);
     ckpt_read_section(&r, "data_pos", &pos, sizeof pos);
@@ -191,32 +207,7 @@ static void truncate_log(const char *path, int64_t step) {
     rename_check(tmp, path);
 }
 
-void trainer_setup(Trainer *t, const TrainConfig *cfg, int resume) {
-    memset(t, 0, sizeof *t);
-    t->cfg = *cfg;
-    train_config_validate(&t->cfg, 1);
-    t->T = t->cfg.L + t->cfg.S;
-    t->accum = t->cfg.global_batch / t->cfg.micro_batch;
-    make_dirs(t->cfg.out);
-    setup_model(t);
-    open_data(t);
-    setup_optimizer(t);
-    int64_t mb = t->cfg.micro_batch;
-    t->sample = xmalloc(sizeof(uint32_t) * (size_t)(mb * (t->T + 1)));
-    t->tokens = xmalloc(sizeof(int32_t) * (size_t)(2 * mb * t->T));
-    t->targets = t->tokens + mb * t->T;
-    t->flops_per_token = llama_flops_per_token(&t->model, t->T);
-    snprintf(t->log_path, sizeof t->log_path, "%s/log.jsonl", t->cfg.out);
-    char dir[4200];
-    int64_t at = 0;
-    if (resume && ckpt_find_latest(t->cfg.out, dir, sizeof dir, &at)) {
-        restore(t, dir);
-        truncate_log(t->log_path, t->step);
-        fprintf(stderr, "kvcpt train: resumed from %s (step %lld)\n", dir, (long long)t->step);
-    } else if (resume) {
-        fprintf(stderr, "kvcpt train: --resume: no complete checkpoint in %s, starting fresh\n", t->cfg.out);
-    }
-    t->log = fopen_check(t->log_path, t->step > 0 ? "a" : "w");
+static void write_config_json(const Trainer *t) {
     char *js = train_config_to_json(&t->cfg), path[4200];
     snprintf(path, sizeof path, "%s/config.json", t->cfg.out);
     FILE *f = fopen_check(path, "w");
@@ -225,7 +216,57 @@ void trainer_setup(Trainer *t, const TrainConfig *cfg, int resume) {
     free(js);
 }
 
+static void allocate_batches(Trainer *t) {
+    int64_t mb = t->cfg.micro_batch;
+    t->sample = xmalloc(sizeof(uint32_t) * (size_t)(mb * (t->T + 1)));
+    t->tokens = xmalloc(sizeof(int32_t) * (size_t)(2 * mb * t->T));
+    t->targets = t->tokens + mb * t->T;
+    t->round_loss = xmalloc(sizeof(double) * (size_t)(t->rounds + t->accum));
+    t->all_loss = t->round_loss + t->rounds;
+}
+
+void trainer_setup(Trainer *t, const TrainConfig *cfg, int resume, Comm *comm) {
+    memset(t, 0, sizeof *t);
+    t->cfg = *cfg;
+    t->comm = comm;
+    t->rank = comm_rank(comm), t->world = comm_world(comm);
+    train_config_validate(&t->cfg, t->world);
+    t->T = t->cfg.L + t->cfg.S;
+    t->accum = t->cfg.global_batch / t->cfg.micro_batch;
+    t->rounds = t->accum / t->world;
+    if (t->rank == 0) make_dirs(t->cfg.out);
+    comm_barrier(comm);
+    setup_model(t);
+    open_data(t);
+    setup_optimizer(t);
+    allocate_batches(t);
+    t->flops_per_token = llama_flops_per_token(&t->model, t->T);
+    snprintf(t->log_path, sizeof t->log_path, "%s/log.jsonl", t->cfg.out);
+    char dir[4200];
+    int64_t at = 0;
+    if (resume && ckpt_find_latest(t->cfg.out, dir, sizeof dir, &at)) {
+        restore(t, dir);
+        if (t->rank == 0) {
+            truncate_log(t->log_path, t->step);
+            fprintf(stderr, "kvcpt train: resumed from %s (step %lld, written by %d ranks, now %d)\n", dir,
+                    (long long)t->step, ckpt_manifest_world(dir), t->world);
+        }
+    } else if (resume && t->rank == 0) {
+        fprintf(stderr, "kvcpt train: --resume: no complete checkpoint in %s, starting fresh\n", t->cfg.out);
+    }
+    if (t->rank == 0) {
+        t->log = fopen_check(t->log_path, t->step > 0 ? "a" : "w");
+        write_config_json(t);
+        if (t->world > 1)
+            fprintf(stderr, "kvcpt train: %d ranks (%s); this rank owns %lld of %lld parameters\n", t->world,
+                    comm_backend_name(comm_backend(comm)), (long long)t->fsdp.plan.local_numel,
+                    (long long)t->model.layout.total);
+    }
+    comm_barrier(comm); /* the log is truncated before anyone goes on */
+}
+
 static void log_step(Trainer *t, float loss, double norm, double lr, double dt, double dev) {
+    if (t->rank != 0) return;
     double tokens = (double)(t->cfg.global_batch * t->T), tps = tokens / dt;
     json_t *j = json_pack("{s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "step", (json_int_t)t->step, "loss", (double)loss, "lr",
                           lr, "grad_norm", norm, "tokens_per_s", tps, "gflops_per_s", t->flops_per_token * tps / 1e9,
@@ -269,6 +310,16 @@ static void plot_losses(const Trainer *t) {
     free(x);
 }
 
+/* Rank 0 writes the final model: every rank takes part in the gather. */
+static void save_final_model(Trainer *t) {
+    fsdp_gather_all(&t->fsdp);
+    if (t->rank != 0) return;
+    plot_losses(t);
+    char model_dir[4200];
+    snprintf(model_dir, sizeof model_dir, "%s/model", t->cfg.out);
+    model_file_save_native(model_dir, &t->model.cfg, &t->model.layout, t->model.params, KV_F32);
+}
+
 int trainer_run(Trainer *t) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -276,33 +327,36 @@ int trainer_run(Trainer *t) {
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     t->t_run = now_seconds();
-    while (t->step < t->total_steps && !stop_signal) {
-        double t0 = now_seconds(), norm, lr;
+    int stop = 0;
+    while (t->step < t->total_steps && !stop) {
+        double t0 = now_seconds(), norm = NAN, lr = NAN;
         float loss = trainer_step(t, &norm, &lr);
         if (!isfinite(loss)) {
-            fprintf(stderr, "\nkvcpt train: error: loss is %f at step %lld; stopping. The last good checkpoint (if any) "
-                            "in %s/ckpt is kept; hint: lower 'lr' or check the data\n",
-                    loss, (long long)(t->step + 1), t->cfg.out);
+            if (t->rank == 0)
+                fprintf(stderr, "\nkvcpt train: error: loss is %f at step %lld; stopping. The last good checkpoint (if any) "
+                                "in %s/ckpt is kept; hint: lower 'lr' or check the data\n",
+                        loss, (long long)t->step, t->cfg.out);
             return 1;
         }
         int eval_now = t->cfg.eval_interval > 0 && t->step % t->cfg.eval_interval == 0;
         double dev = eval_now || t->step == t->total_steps ? trainer_eval_dev(t) : NAN;
         log_step(t, loss, norm, lr, now_seconds() - t0, dev);
-        if (t->cfg.ckpt_interval > 0 && t->step % t->cfg.ckpt_interval == 0 && t->step < t->total_steps)
+        stop = (int)comm_max_i64(t->comm, stop_signal); /* a signal on any rank stops all at the same step */
+        if (t->cfg.ckpt_interval > 0 && t->step % t->cfg.ckpt_interval == 0 && t->step < t->total_steps && !stop)
             trainer_checkpoint(t);
     }
     trainer_checkpoint(t);
-    if (stop_signal) {
-        fprintf(stderr, "\nkvcpt train: %s received: checkpoint written at step %lld; continue with --resume\n",
-                stop_signal == SIGTERM ? "SIGTERM" : "SIGINT", (long long)t->step);
-        return 128 + stop_signal;
+    if (stop) {
+        if (t->rank == 0)
+            fprintf(stderr, "\nkvcpt train: %s received: checkpoint written at step %lld; continue with --resume\n",
+                    stop == SIGTERM ? "SIGTERM" : "SIGINT", (long long)t->step);
+        return 128 + stop;
     }
-    plot_losses(t);
-    char model_dir[4200];
-    snprintf(model_dir, sizeof model_dir, "%s/model", t->cfg.out);
-    model_file_save_native(model_dir, &t->model.cfg, &t->model.layout, t->model.params, KV_F32);
-    fprintf(stderr, "kvcpt train: done, %lld steps (%lld skipped) in %.1f s; run directory %s (final model in model/)\n", (long long)t->step,
-            (long long)t->skipped_steps, now_seconds() - t->t_run, t->cfg.out);
+    save_final_model(t);
+    if (t->rank == 0)
+        fprintf(stderr, "kvcpt train: done, %lld steps (%lld skipped) in %.1f s on %d rank%s; run directory %s (final model in model/)\n",
+                (long long)t->step, (long long)t->skipped_steps, now_seconds() - t->t_run, t->world,
+                t->world > 1 ? "s" : "", t->cfg.out);
     return 0;
 }
 
@@ -312,8 +366,9 @@ void trainer_finish(Trainer *t) {
     data_split_close(t->train_split);
     if (t->dev_split) data_split_close(t->dev_split);
     optim_free(t->opt);
-    optim_segments_free(&t->segs);
+    fsdp_free(&t->fsdp, &t->model);
     llama_free(&t->model);
     free(t->sample);
     free(t->tokens);
+    free(t->round_loss);
 }

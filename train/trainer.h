@@ -1,13 +1,18 @@
 #ifndef KVCPT_TRAINER_H
 #define KVCPT_TRAINER_H
 /* The training driver: setup, step, evaluation and checkpoint as separate
- * functions over one context. Single process for now (rank 0 of 1); the
- * sharded path plugs in at the gradient and optimizer calls. */
+ * functions over one context. One code path for one process and for N
+ * ranks under mpirun: parameters, gradients and optimizer states are
+ * sharded (dist/fsdp.h); a single process is the world of one. The global
+ * batch is the same samples in the same order whatever the rank count, and
+ * the step's arithmetic too, so 1, 2, 3 or 4 ranks give identical runs. */
 #include <stdint.h>
 #include <stdio.h>
 
 #include "../data/data_split.h"
 #include "../data/loader.h"
+#include "../dist/comm.h"
+#include "../dist/fsdp.h"
 #include "../model/llama.h"
 #include "../optim/optimizer.h"
 #include "../optim/schedule.h"
@@ -17,12 +22,16 @@
 typedef struct {
     TrainConfig cfg;
     Llama model;
-    Optimizer *opt;
-    OptimSegments segs;
+    Comm *comm;
+    int rank, world;
+    Fsdp fsdp;
+    Optimizer *opt;         /* over this rank's shard */
     LrSchedule sched;
     DataSplit *train_split, *dev_split;
     Loader *loader;
     int64_t step, total_steps, accum, T;
+    int64_t rounds;              /* micro-batches per rank per step (accum / world) */
+    double *round_loss, *all_loss; /* rounds; accum */
     uint32_t *sample;            /* micro_batch * (T + 1) */
     int32_t *tokens, *targets;   /* micro_batch * T each */
     FILE *log;
@@ -31,7 +40,8 @@ typedef struct {
     int64_t skipped_steps;
 } Trainer;
 
-void trainer_setup(Trainer *t, const TrainConfig *cfg, int resume);
+/* comm: the ranks (comm_open); the trainer does not own it. */
+void trainer_setup(Trainer *t, const TrainConfig *cfg, int resume, Comm *comm);
 /* One optimizer step; returns the mean training loss (stops the run on NaN). */
 float trainer_step(Trainer *t, double *grad_norm, double *lr);
 double trainer_eval_dev(Trainer *t);

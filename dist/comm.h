@@ -1,0 +1,56 @@
+#ifndef KVCPT_COMM_H
+#define KVCPT_COMM_H
+/* The collectives sharding needs, behind one interface with three backends:
+ * "single" (one process: the collectives are copies), "mpi" (CPU ranks
+ * launched by mpirun) and "nccl" (GPU ranks; MPI only bootstraps). The
+ * sharding code calls the same functions whatever the backend, so the CPU
+ * path under `mpirun -np N` tests the exact protocol the GPU path runs.
+ *
+ * Buffers are host memory for single/mpi and device memory for nccl. Counts
+ * and displacements are in elements of the given type. Every call is
+ * collective: all ranks call it, in the same order. */
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { COMM_SINGLE = 0, COMM_MPI = 1, COMM_NCCL = 2 } CommBackend;
+typedef enum { COMM_F32 = 0, COMM_F64 = 1, COMM_I64 = 2, COMM_U8 = 3 } CommType;
+
+typedef struct Comm Comm;
+
+/* MPI is initialised only when this binary has it and the process was
+ * started by a launcher (mpirun, srun: detected from their environment);
+ * otherwise the single backend. want_nccl asks for NCCL on top of MPI (dies
+ * when NCCL is not compiled in). */
+Comm *comm_open(int want_nccl);
+void comm_close(Comm *c);
+
+int comm_rank(const Comm *c);
+int comm_world(const Comm *c);
+/* Rank among the processes on this host (picks the GPU). */
+int comm_local_rank(const Comm *c);
+CommBackend comm_backend(const Comm *c);
+const char *comm_backend_name(CommBackend b);
+/* Which backends this binary carries ("single, mpi, nccl"), for --version. */
+const char *comm_compiled_backends(void);
+/* 1 when the environment says a launcher started this process. */
+int comm_launched_by_mpi(void);
+
+size_t comm_type_size(CommType t);
+
+/* recv[displs[r] .. + counts[r]) = rank r's send[0 .. counts[r]). */
+void comm_all_gather_v(Comm *c, CommType t, const void *send, void *recv, const int64_t *counts,
+                       const int64_t *displs);
+/* Rank r's send[sdispls[q] .. + scounts[q]) lands in rank q's
+ * recv[rdispls[r] .. + rcounts[r]). */
+void comm_all_to_all_v(Comm *c, CommType t, const void *send, const int64_t *scounts, const int64_t *sdispls,
+                       void *recv, const int64_t *rcounts, const int64_t *rdispls);
+void comm_broadcast(Comm *c, CommType t, void *buf, int64_t count, int root);
+/* The same on host memory whatever the backend (the control plane: losses,
+ * flags, checkpoint file sizes); MPI carries it under nccl too. */
+void comm_host_all_gather_v(Comm *c, CommType t, const void *send, void *recv, const int64_t *counts,
+                            const int64_t *displs);
+/* Maximum over ranks of one value (stop flags, "any rank saw a bad gradient"). */
+int64_t comm_max_i64(Comm *c, int64_t v);
+void comm_barrier(Comm *c);
+
+#endif

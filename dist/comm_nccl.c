@@ -1,0 +1,124 @@
+#ifdef KVCPT_NCCL
+#include "comm_nccl.h"
+
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <stdlib.h>
+
+#include "../common/util.h"
+
+#define CUDA_CHECK(call)                                                                                        \
+    do {                                                                                                        \
+        cudaError_t cuda_rc_ = (call);                                                                          \
+        if (cuda_rc_ != cudaSuccess) die("%s:%d: %s failed: %s", __FILE__, __LINE__, #call,                    \
+                                         cudaGetErrorString(cuda_rc_));                                          \
+    } while (0)
+#define NCCL_CHECK(call)                                                                                        \
+    do {                                                                                                        \
+        ncclResult_t nccl_rc_ = (call);                                                                         \
+        if (nccl_rc_ != ncclSuccess) die("%s:%d: %s failed: %s", __FILE__, __LINE__, #call,                    \
+                                         ncclGetErrorString(nccl_rc_));                                          \
+    } while (0)
+
+struct CommNccl {
+    ncclComm_t comm;
+    cudaStream_t stream;          /* collectives run here */
+    cudaStream_t compute;         /* the caller's stream */
+    cudaEvent_t before, after;
+    int rank, world;
+};
+
+CommNccl *comm_nccl_open(int rank, int world, int local_rank) {
+    int ndev = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&ndev));
+    KV_CHECK(ndev > 0, "nccl: no CUDA device visible to rank %d", rank);
+    CUDA_CHECK(cudaSetDevice(local_rank % ndev));
+    CommNccl *n = xcalloc(1, sizeof *n);
+    n->rank = rank, n->world = world;
+    ncclUniqueId id;
+    if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+    if (world > 1) {
+        int rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+        KV_CHECK(rc == MPI_SUCCESS, "nccl: broadcasting the ncclUniqueId over MPI failed (code %d)", rc);
+    }
+    NCCL_CHECK(ncclCommInitRank(&n->comm, world, id, rank));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&n->before, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&n->after, cudaEventDisableTiming));
+    return n;
+}
+
+void comm_nccl_close(CommNccl *n) {
+    if (!n) return;
+    CUDA_CHECK(cudaStreamSynchronize(n->stream));
+    NCCL_CHECK(ncclCommDestroy(n->comm));
+    CUDA_CHECK(cudaEventDestroy(n->before));
+    CUDA_CHECK(cudaEventDestroy(n->after));
+    CUDA_CHECK(cudaStreamDestroy(n->stream));
+    free(n);
+}
+
+void comm_nccl_set_compute_stream(CommNccl *n, void *stream) { n->compute = (cudaStream_t)stream; }
+
+static ncclDataType_t nccl_type(CommType t) {
+    switch (t) {
+    case COMM_F32: return ncclFloat32;
+    case COMM_F64: return ncclFloat64;
+    case COMM_I64: return ncclInt64;
+    case COMM_U8: return ncclUint8;
+    }
+    die("nccl: unknown element type %d", (int)t);
+}
+
+/* Collectives start after the compute stream's work so far, and the compute
+ * stream's later work waits for them. */
+static void begin(CommNccl *n) {
+    CUDA_CHECK(cudaEventRecord(n->before, n->compute));
+    CUDA_CHECK(cudaStreamWaitEvent(n->stream, n->before, 0));
+    NCCL_CHECK(ncclGroupStart());
+}
+
+static void end(CommNccl *n) {
+    NCCL_CHECK(ncclGroupEnd());
+    CUDA_CHECK(cudaEventRecord(n->after, n->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(n->compute, n->after, 0));
+}
+
+/* NCCL has no all-gather with per-rank counts: one broadcast per root, grouped. */
+void comm_nccl_all_gather_v(CommNccl *n, CommType t, const void *send, void *recv, const int64_t *counts,
+                            const int64_t *displs) {
+    size_t es = comm_type_size(t);
+    begin(n);
+    for (int r = 0; r < n->world; r++)
+        if (counts[r] > 0)
+            NCCL_CHECK(ncclBroadcast(r == n->rank ? send : (const char *)recv + displs[r] * es,
+                                     (char *)recv + displs[r] * es, (size_t)counts[r], nccl_type(t), r, n->comm,
+                                     n->stream));
+    end(n);
+}
+
+void comm_nccl_all_to_all_v(CommNccl *n, CommType t, const void *send, const int64_t *scounts,
+                            const int64_t *sdispls, void *recv, const int64_t *rcounts, const int64_t *rdispls) {
+    size_t es = comm_type_size(t);
+    begin(n);
+    for (int r = 0; r < n->world; r++) {
+        if (scounts[r] > 0)
+            NCCL_CHECK(ncclSend((const char *)send + sdispls[r] * es, (size_t)scounts[r], nccl_type(t), r, n->comm,
+                                n->stream));
+        if (rcounts[r] > 0)
+            NCCL_CHECK(ncclRecv((char *)recv + rdispls[r] * es, (size_t)rcounts[r], nccl_type(t), r, n->comm,
+                                n->stream));
+    }
+    end(n);
+}
+
+void comm_nccl_broadcast(CommNccl *n, CommType t, void *buf, int64_t count, int root) {
+    begin(n);
+    NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)count, nccl_type(t), root, n->comm, n->stream));
+    end(n);
+}
+#else
+/* Without NCCL this unit is empty (ISO C wants at least one declaration). */
+typedef int comm_nccl_unused;
+#endif
