@@ -20,6 +20,7 @@ static const Command commands[] = {
     {"eval", cmd_eval, "perplexity of every KV-cache policy, before/after CPT"},
     {"convert", cmd_convert, "Hugging Face safetensors <-> native checkpoints"},
     {"tokenize", cmd_tokenize, "Llama 3.1 tokenizer: text on stdin -> token ids"},
+    {"plan", cmd_plan, "memory per rank of a sharded training step (N = 1, 2, 4, 8)"},
     {"bench", cmd_bench, "throughput figures (model, tokenizer, adamw, attention, train)"},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])

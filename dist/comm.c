@@ -30,6 +30,11 @@ struct Comm {
     CommBackend backend;
     int rank, world, local_rank;
     int mpi_owned; /* we called MPI_Init, so we call MPI_Finalize */
+    int pending;   /* a started all-gather not yet waited for */
+#ifdef KVCPT_MPI
+    MPI_Request req;
+    int *req_counts; /* must outlive the request: 2 x world */
+#endif
 #ifdef KVCPT_NCCL
     CommNccl *nccl;
 #endif
@@ -114,7 +119,9 @@ void comm_close(Comm *c) {
 #ifdef KVCPT_NCCL
     if (c->nccl) comm_nccl_close(c->nccl);
 #endif
+    comm_wait(c);
 #ifdef KVCPT_MPI
+    free(c->req_counts);
     if (c->mpi_owned) MPI_Finalize();
 #endif
     free(c);
@@ -194,6 +201,34 @@ void comm_all_gather_v(Comm *c, CommType t, const void *send, void *recv, const 
     }
 #endif
     comm_host_all_gather_v(c, t, send, recv, counts, displs);
+}
+
+void comm_all_gather_v_start(Comm *c, CommType t, const void *send, void *recv, const int64_t *counts,
+                             const int64_t *displs) {
+    KV_CHECK(!c->pending, "comm: a background all-gather is already in flight");
+#ifdef KVCPT_MPI
+    if (c->backend == COMM_MPI && c->world > 1) {
+        int *ic = mpi_counts(c, counts, "count"), *id = mpi_counts(c, displs, "displacement");
+        if (!c->req_counts) c->req_counts = xmalloc(sizeof(int) * 2 * (size_t)c->world);
+        memcpy(c->req_counts, ic, sizeof(int) * (size_t)c->world);
+        memcpy(c->req_counts + c->world, id, sizeof(int) * (size_t)c->world);
+        free(ic), free(id);
+        MPI_CHECK(MPI_Iallgatherv(send, c->req_counts[c->rank], mpi_type(t), recv, c->req_counts,
+                                  c->req_counts + c->world, mpi_type(t), MPI_COMM_WORLD, &c->req));
+        c->pending = 1;
+        return;
+    }
+#endif
+    /* single: a copy; nccl: already asynchronous on the communicator's stream */
+    comm_all_gather_v(c, t, send, recv, counts, displs);
+}
+
+void comm_wait(Comm *c) {
+    if (!c->pending) return;
+#ifdef KVCPT_MPI
+    MPI_CHECK(MPI_Wait(&c->req, MPI_STATUS_IGNORE));
+#endif
+    c->pending = 0;
 }
 
 void comm_all_to_all_v(Comm *c, CommType t, const void *send, const int64_t *scounts, const int64_t *sdispls,

@@ -5,10 +5,40 @@
 
 #include "../common/util.h"
 
+static void set_counts(Fsdp *f, int u) {
+    int64_t base = f->plan.unit_begin[u];
+    for (int r = 0; r < f->plan.world; r++) {
+        f->counts[r] = shard_piece_numel(&f->plan, u, r);
+        f->displs[r] = shard_cut(&f->plan, u, r) - base;
+    }
+}
+
+static void finish_prefetch(Fsdp *f) {
+    if (f->prefetched < 0) return;
+    comm_wait(f->comm);
+    f->prefetched = -1;
+}
+
+static void start_prefetch(Fsdp *f, int u) {
+    finish_prefetch(f);
+    set_counts(f, u);
+    comm_all_gather_v_start(f->comm, COMM_F32, f->master + f->plan.local_offset[u], f->work_params + f->plan.unit_begin[u],
+                            f->counts, f->displs);
+    f->prefetched = u;
+    f->gathers++;
+}
+
+/* The unit in place now, and the one after it (in this pass's order) on its way. */
 static void on_params_needed(void *ctx, int unit, int backward) {
     Fsdp *f = ctx;
-    /* without resharding the forward's gathered copy is still in place */
-    if (!backward || f->reshard_after_forward) fsdp_gather_unit(f, unit);
+    int last_layer = f->plan.n_units - 2;
+    if (!backward || f->reshard_after_forward) {
+        if (f->prefetched == unit) finish_prefetch(f);
+        else fsdp_gather_unit(f, unit);
+    }
+    int next = backward ? (unit == last_layer + 1 ? last_layer : unit - 1) : unit + 1;
+    int wanted = backward ? f->reshard_after_forward && next >= 1 && unit >= 1 : next <= last_layer + 1 && unit <= last_layer;
+    if (wanted) start_prefetch(f, next);
 }
 
 static void on_grads_ready(void *ctx, int unit) { fsdp_reduce_unit(ctx, unit); }
@@ -17,6 +47,7 @@ void fsdp_init(Fsdp *f, Comm *comm, Llama *m, int reshard_after_forward) {
     memset(f, 0, sizeof *f);
     f->comm = comm;
     f->reshard_after_forward = reshard_after_forward;
+    f->prefetched = -1;
     int W = comm_world(comm), R = comm_rank(comm);
     shard_plan_build(&f->plan, &m->layout, W, R);
     KV_CHECK(f->plan.n_units == (int)m->cfg.num_hidden_layers + 2,
@@ -41,18 +72,16 @@ void fsdp_init(Fsdp *f, Comm *comm, Llama *m, int reshard_after_forward) {
 }
 
 void fsdp_free(Fsdp *f, Llama *m) {
+    finish_prefetch(f);
     if (m) m->hooks = (LlamaUnitHooks){0};
     shard_plan_free(&f->plan);
     free(f->master), free(f->grad_sum), free(f->exchange), free(f->counts), free(f->segs);
 }
 
 void fsdp_gather_unit(Fsdp *f, int u) {
-    int W = f->plan.world;
+    finish_prefetch(f);
     int64_t base = f->plan.unit_begin[u];
-    for (int r = 0; r < W; r++) {
-        f->counts[r] = shard_piece_numel(&f->plan, u, r);
-        f->displs[r] = shard_cut(&f->plan, u, r) - base;
-    }
+    set_counts(f, u);
     comm_all_gather_v(f->comm, COMM_F32, f->master + f->plan.local_offset[u], f->work_params + base, f->counts,
                       f->displs);
     f->gathers++;

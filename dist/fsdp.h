@@ -31,6 +31,7 @@ typedef struct {
     float *work_params, *work_grads; /* the model's full-size buffers */
     float *exchange;    /* world * largest piece: all-to-all receive buffer */
     int reshard_after_forward;
+    int prefetched;     /* unit whose gather runs in the background, or -1 */
     int64_t gathers, reduces; /* collectives issued (for the log) */
     ShardSegment *segs;
     int nseg;
@@ -43,6 +44,7 @@ typedef struct {
 void fsdp_init(Fsdp *f, Comm *comm, Llama *m, int reshard_after_forward);
 void fsdp_free(Fsdp *f, Llama *m);
 
+/* Blocking gather (waits for a background one first). */
 void fsdp_gather_unit(Fsdp *f, int unit);
 /* Every unit: the working buffer then holds the whole current model. */
 void fsdp_gather_all(Fsdp *f);

@@ -54,6 +54,14 @@ $K train --config "$tmp/cfg.json" --set out="$tmp/plain" >"$tmp/plain.log" 2>&1
 if cmp -s "$tmp/false-1/model/model.kvcpt" "$tmp/plain/model/model.kvcpt"; then ok "a plain run (no mpirun) equals the 1-rank mpirun run"
 else fail "plain vs 1-rank mpirun" "$(tail -2 "$tmp/plain.log")"; fi
 
+NP=3 launch/train-1node.sh "$tmp/cfg.json" --set out="$tmp/script" >"$tmp/script.log" 2>&1
+if cmp -s "$tmp/false-1/model/model.kvcpt" "$tmp/script/model/model.kvcpt" && grep -q "on 3 ranks" "$tmp/script.log"; then
+    ok "launch/train-1node.sh (NP=3) runs and equals the 1-rank run"
+else fail "launch/train-1node.sh" "$(tail -2 "$tmp/script.log")"; fi
+launch/train-single.sh "$tmp/cfg.json" --set out="$tmp/single" >"$tmp/single.log" 2>&1
+cmp -s "$tmp/false-1/model/model.kvcpt" "$tmp/single/model/model.kvcpt" && ok "launch/train-single.sh runs and equals the 1-rank run" ||
+    fail "launch/train-single.sh" "$(tail -2 "$tmp/single.log")"
+
 run 2 "$tmp/keep" --set reshard_after_forward=0
 if cmp -s "$tmp/false-1/model/model.kvcpt" "$tmp/keep/model/model.kvcpt"; then ok "reshard_after_forward=0 gives the same parameters"
 else fail "reshard_after_forward=0" "parameters differ"; fi

@@ -1,0 +1,26 @@
+#ifndef KVCPT_PLAN_H
+#define KVCPT_PLAN_H
+/* Bytes per rank of a sharded training step (what `kvcpt plan` prints): the
+ * parameter, gradient and optimizer shards come from the real shard plan and
+ * optimizer rules (the largest rank's pieces); the gathered-unit buffers and
+ * the saved activations follow the engine's layout. Estimates for the GPU
+ * engine, where every byte is held on the device. */
+#include <stdint.h>
+
+#include "../model/config.h"
+
+typedef struct {
+    int64_t seq, micro_batch, K; /* K > 0: the RefreshKV selection is saved per layer */
+    int param_bytes, grad_bytes, act_bytes; /* 2 (bf16) or 4 (fp32) */
+    int optim_8bit;
+    int recompute;               /* keep only each layer's input; recompute the rest in backward */
+} PlanInputs;
+
+typedef struct {
+    int ranks;
+    double params, grads, optim, unit_buffers, activations, total; /* bytes */
+} PlanRow;
+
+PlanRow plan_rank_bytes(const LlamaConfig *c, const PlanInputs *in, int ranks);
+
+#endif

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# `kvcpt plan` (issue 8): bytes per rank for N = 1, 2, 4, 8 on the 8B shape.
+# Checked against numbers computed here from the architecture: 8,030,261,248
+# parameters; bf16 shards of them; 8-bit AdamW = 2 bytes + 8 per 256-block
+# for tensors of >= 4096 elements (8 bytes each below); near-even shards;
+# the largest unit (final norm + lm_head) gathered twice plus its gradient.
+set -u
+cd "$(dirname "$0")/.."
+ok() { echo "ok - $1"; }
+fail() { echo "FAIL - $1: $2"; }
+out=$(./kvcpt plan --preset llama3.1-8b --ranks 1,2,4,8 --seq 8192 --json 2>&1)
+check=$(python3 - "$out" <<'PY'
+import json, sys
+rows = json.loads(sys.argv[1])
+P = 8030261248
+C, L, V, F, KD = 4096, 32, 128256, 14336, 1024
+mats = [V*C, V*C] + [C*C, KD*C, KD*C, C*C, F*C, F*C, C*F] * L
+norms = [C] * (2*L + 1)
+assert sum(mats) + sum(norms) == P, "parameter count"
+opt1 = sum(2*n + 8*((n + 255)//256) if n >= 4096 else 8*n for n in mats + norms)
+errs = []
+if [r["ranks"] for r in rows] != [1, 2, 4, 8]: errs.append("ranks %s" % [r["ranks"] for r in rows])
+r1 = rows[0]
+if r1["params"] != 2*P: errs.append("N=1 params %d != %d" % (r1["params"], 2*P))
+if r1["grads"] != 4*P: errs.append("N=1 grads %d != %d" % (r1["grads"], 4*P))
+if r1["optim"] != opt1: errs.append("N=1 optimizer %d != %d" % (r1["optim"], opt1))
+if r1["unit_buffers"] != 0: errs.append("N=1 needs no gather buffers")
+for r in rows[1:]:
+    n = r["ranks"]
+    if not (2*P/n <= r["params"] <= 2*P/n + 2*L*256*8): errs.append("N=%d params %d not ~1/N" % (n, r["params"]))
+    if not (opt1/n <= r["optim"] <= opt1/n + 1e6): errs.append("N=%d optimizer %d not ~1/N" % (n, r["optim"]))
+    if r["unit_buffers"] != (V*C + C)*(2+2+4): errs.append("N=%d gather buffers %d" % (n, r["unit_buffers"]))
+    if r["activations"] != r1["activations"]: errs.append("activations should not depend on N")
+    if abs(r["total"] - sum(r[k] for k in ("params","grads","optim","unit_buffers","activations"))) > 1: errs.append("total")
+print("; ".join(errs) if errs else "OK %.1f %.1f" % (r1["total"]/2**30, rows[3]["total"]/2**30))
+PY
+)
+case "$check" in OK*) ok "plan: 8B bytes per rank for N=1,2,4,8 match the architecture (total ${check#OK } GiB at N=1, 8)";;
+                 *) fail "plan 8B" "$check";; esac
+if ./kvcpt plan --ranks 0 >/dev/null 2>&1; then fail "plan --ranks 0" "accepted"; else ok "plan refuses --ranks 0"; fi
+t=$(./kvcpt plan --ranks 1,8 | head -3 | tail -1)
+grep -q "^parameters" <<<"$t" && ok "plan prints a table by default" || fail "plan table" "$t"
