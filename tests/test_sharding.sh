@@ -77,6 +77,23 @@ for m in 2 3; do
     else fail "resume 4 -> $m ranks" "$(tail -3 "$d.log"; diff <(losses "$tmp/false-4") <(losses "$d") | head -3)"; fi
 done
 
+# SIGTERM to mpirun: every rank stops at the same step with a checkpoint; the resumed run equals the uninterrupted one
+long=(--set steps=200 --set eval_interval=0 --set ckpt_interval=0)
+run 2 "$tmp/sig-a" "${long[@]}"
+mpirun --oversubscribe -np 2 "$K" train --config "$tmp/cfg.json" --set out="$tmp/sig-b" "${long[@]}" >"$tmp/sig-first.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 3000); do
+    n=$( (wc -l < "$tmp/sig-b/log.jsonl") 2>/dev/null || echo 0)
+    [ "${n:-0}" -ge 20 ] && break
+    sleep 0.01
+done
+kill -TERM $pid; wait $pid
+run 2 "$tmp/sig-b" "${long[@]}" --resume
+if grep -q "SIGTERM received: checkpoint written at step" "$tmp/sig-first.log" && grep -q "resumed from" "$tmp/sig-b.log" &&
+   diff <(losses "$tmp/sig-a") <(losses "$tmp/sig-b") >/dev/null && cmp -s "$tmp/sig-a/model/model.kvcpt" "$tmp/sig-b/model/model.kvcpt"; then
+    ok "SIGTERM to mpirun (2 ranks): checkpoint at $(grep -o 'written at step [0-9]*' "$tmp/sig-first.log" | grep -o '[0-9]*$'), resume equals the uninterrupted run"
+else fail "SIGTERM under mpirun" "$(tail -2 "$tmp/sig-first.log")"; fi
+
 # a rank count that does not divide the global batch is refused, naming the fields
 if out=$(mpirun --oversubscribe -np 5 "$K" train --config "$tmp/cfg.json" --set out="$tmp/five" 2>&1); then fail "5 ranks" "accepted"
 elif grep -q "'global_batch' (12) must be divisible by 'micro_batch' (1) x ranks (5)" <<<"$out"; then ok "5 ranks with global_batch 12 is refused, naming the fields"
