@@ -23,11 +23,15 @@ SyntheticTask synthetic_task_parse(const char *name) {
 const char *synthetic_task_name(SyntheticTask t) { return t == SYNTH_TASK_COPY ? "copy" : "recall"; }
 
 void synthetic_validate(const SyntheticOptions *o) {
-    KV_CHECK(o->vocab >= 8 && o->doc_tokens >= 8 && o->query_tail >= 0 && o->query_tail < o->doc_tokens / 2 &&
-                 o->docs >= 10,
-             "prepare --synthetic: need vocab >= 8, doc tokens >= 8, 0 <= query tail < doc tokens / 2, docs >= 10");
+    KV_CHECK(o->vocab >= 8 && o->doc_tokens >= 8 && o->query_tail >= 0 && o->docs >= 10,
+             "prepare --synthetic: need vocab >= 8, doc tokens >= 8, query tail >= 0, docs >= 10");
+    if (o->task == SYNTH_TASK_RECALL)
+        KV_CHECK(o->query_tail < o->doc_tokens / 2, "prepare --synthetic recall: need query tail < doc tokens / 2");
     if (o->task == SYNTH_TASK_COPY) {
         int64_t body = o->doc_tokens - 1 - o->query_tail;
+        KV_CHECK(o->query_tail <= body,
+                 "prepare --synthetic copy: the copied tail (%lld) cannot be longer than the body (%lld tokens)",
+                 (long long)o->query_tail, (long long)body);
         KV_CHECK(o->vocab - SYNTH_FIRST_ID >= body,
                  "prepare --synthetic copy: the body (%lld tokens) must fit in distinct ids: need vocab >= %lld (got "
                  "%lld)",
