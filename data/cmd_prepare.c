@@ -16,7 +16,7 @@ int cmd_prepare(int argc, char **argv) {
     int64_t min_tokens = 1, shard_tokens = (int64_t)1 << 28, threads = 0, seed = 0;
     int allow_special = 0;
     const char *synthetic = NULL;
-    int64_t vocab = 64, doc_tokens = 1057, query_tail = 33, docs = 400;
+    int64_t vocab = 64, doc_tokens = 1057, query_tail = 33, docs = 400, copy_offset = 0;
     const Option opts[] = {
         {"input", OPT_STRINGS, &inputs, "FILE_OR_DIR", "JSON Lines {\"text\": ...} (.jsonl/.json), or .txt; .zst streamed; repeatable"},
         {"out", OPT_STRING, &out, "DIR", "output: DIR/{train,dev,test}/shard_*.bin and DIR/manifest.json"},
@@ -30,6 +30,7 @@ int cmd_prepare(int argc, char **argv) {
         {"vocab", OPT_INT, &vocab, "N", "synthetic: vocabulary size (default 64)"},
         {"doc-tokens", OPT_INT, &doc_tokens, "N", "synthetic: tokens per document, BOS included (default 1057)"},
         {"query-tail", OPT_INT, &query_tail, "N", "synthetic: tail tokens: recall (marker key value) queries, or the copied span (default 33)"},
+        {"copy-offset", OPT_INT, &copy_offset, "N", "synthetic copy: each tail token repeats the one N back (default 0: a span from a random start)"},
         {"docs", OPT_INT, &docs, "N", "synthetic: documents over all splits (default 400)"},
         {0},
     };
@@ -39,7 +40,7 @@ int cmd_prepare(int argc, char **argv) {
     if (synthetic) {
         SyntheticTask task = synthetic_task_parse(synthetic);
         KV_CHECK(out, "kvcpt prepare: --out DIR is required");
-        SyntheticOptions so = {out, task, vocab, doc_tokens, query_tail, docs, (uint64_t)seed};
+        SyntheticOptions so = {out, task, vocab, doc_tokens, query_tail, copy_offset, docs, (uint64_t)seed};
         synthetic_write(&so);
         printf("prepare: wrote %lld synthetic %s documents of %lld tokens (vocab %lld) to %s\n", (long long)docs, synthetic_task_name(task),
                (long long)doc_tokens, (long long)vocab, out);

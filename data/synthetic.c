@@ -29,7 +29,10 @@ void synthetic_validate(const SyntheticOptions *o) {
         KV_CHECK(o->query_tail < o->doc_tokens / 2, "prepare --synthetic recall: need query tail < doc tokens / 2");
     if (o->task == SYNTH_TASK_COPY) {
         int64_t body = o->doc_tokens - 1 - o->query_tail;
-        KV_CHECK(o->query_tail <= body,
+        KV_CHECK(o->copy_offset >= 0 && o->copy_offset <= body,
+                 "prepare --synthetic copy: the copy offset (%lld) must be in [0, body = %lld]",
+                 (long long)o->copy_offset, (long long)body);
+        KV_CHECK(o->copy_offset > 0 || o->query_tail <= body,
                  "prepare --synthetic copy: the copied tail (%lld) cannot be longer than the body (%lld tokens)",
                  (long long)o->query_tail, (long long)body);
         KV_CHECK(o->vocab - SYNTH_FIRST_ID >= body,
@@ -52,9 +55,13 @@ static void copy_document(const SyntheticOptions *o, Rng *r, uint32_t *out) {
     }
     out[0] = SYNTH_BOS;
     memcpy(out + 1, ids, sizeof(uint32_t) * (size_t)body);
-    int64_t last_start = body - tail < body / 2 ? body - tail : body / 2; /* 0-based in the body */
-    int64_t s = 1 + (int64_t)(rng_u64(r) % (uint64_t)(last_start > 0 ? last_start + 1 : 1));
-    memcpy(out + 1 + body, out + s, sizeof(uint32_t) * (size_t)tail);
+    if (o->copy_offset > 0) {
+        for (int64_t t = 1 + body; t < o->doc_tokens; t++) out[t] = out[t - o->copy_offset];
+    } else {
+        int64_t last_start = body - tail < body / 2 ? body - tail : body / 2; /* 0-based in the body */
+        int64_t s = 1 + (int64_t)(rng_u64(r) % (uint64_t)(last_start > 0 ? last_start + 1 : 1));
+        memcpy(out + 1 + body, out + s, sizeof(uint32_t) * (size_t)tail);
+    }
     free(ids);
 }
 
@@ -122,10 +129,10 @@ void synthetic_write(const SyntheticOptions *o) {
                                       (json_int_t)(docs * o->doc_tokens), "shards", "file", path, "documents",
                                       (json_int_t)docs, "tokens", (json_int_t)(docs * o->doc_tokens)));
     }
-    json_t *m = json_pack("{s:s,s:i,s:{s:s,s:s,s:I},s:{s:s,s:I,s:I,s:I,s:I},s:o}", "format", MANIFEST_FORMAT, "version",
+    json_t *m = json_pack("{s:s,s:i,s:{s:s,s:s,s:I},s:{s:s,s:I,s:I,s:I,s:I,s:I},s:o}", "format", MANIFEST_FORMAT, "version",
                           MANIFEST_VERSION, "tokenizer", "path", desc, "sha256", sha, "vocab_size", (json_int_t)o->vocab,
                           "synthetic", "task", synthetic_task_name(o->task), "vocab", (json_int_t)o->vocab, "doc_tokens",
-                          (json_int_t)o->doc_tokens, "query_tail", (json_int_t)o->query_tail, "seed",
+                          (json_int_t)o->doc_tokens, "query_tail", (json_int_t)o->query_tail, "copy_offset", (json_int_t)o->copy_offset, "seed",
                           (json_int_t)o->seed, "splits", splits);
     snprintf(tmp, sizeof tmp, "%s/manifest.json.tmp", o->out_dir);
     snprintf(path, sizeof path, "%s/manifest.json", o->out_dir);

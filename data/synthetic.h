@@ -11,7 +11,9 @@
  *   first is the successor of its previous occurrence (an induction lookup),
  *   and the position it needs moves on by one each token, so a cache chosen
  *   once at the end of the prefill covers only the first few tail tokens
- *   while re-selecting from a later token's attention keeps up. */
+ *   while re-selecting from a later token's attention keeps up. With a fixed
+ *   offset the lookup is by relative position (learnable in a few hundred
+ *   steps by a tiny model); with a random start it is by content. */
 #include <stdint.h>
 
 typedef enum { SYNTH_TASK_RECALL = 0, SYNTH_TASK_COPY = 1 } SyntheticTask;
@@ -22,6 +24,8 @@ typedef struct {
     int64_t vocab;      /* ids: 1 BOS, 2 query marker, task tokens above */
     int64_t doc_tokens; /* tokens per document, BOS included */
     int64_t query_tail; /* recall: query triples (marker key value); copy: the copied span */
+    int64_t copy_offset; /* copy: 0 = the span starts at random in the first half of the body;
+                            N > 0 = every tail token repeats the token N positions earlier */
     int64_t docs;       /* total; split 80/10/10 by document index hash */
     uint64_t seed;
 } SyntheticOptions;
