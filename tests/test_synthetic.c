@@ -46,6 +46,19 @@ static void copy_structure(void) {
     free(doc), free(again);
 }
 
+static void copy_fixed_offset(void) {
+    SyntheticOptions o = copy_options();
+    o.doc_tokens = 300, o.query_tail = 150, o.copy_offset = 100; /* body 149; the tail repeats itself too */
+    uint32_t doc[300];
+    int ok = 1;
+    for (int64_t i = 0; i < 10; i++) {
+        synthetic_document(&o, i, doc);
+        for (int64_t t = 300 - 150; t < 300; t++) ok &= doc[t] == doc[t - 100];
+        ok &= doc[300 - 151] != doc[300 - 151 - 100]; /* the body itself does not repeat */
+    }
+    tl_result(ok, "copy with a fixed offset: every tail token repeats the one `offset` back", "");
+}
+
 static void recall_structure(void) {
     SyntheticOptions o = {.task = SYNTH_TASK_RECALL, .vocab = 64, .doc_tokens = 101, .query_tail = 30, .docs = 10,
                           .seed = 3};
@@ -67,6 +80,13 @@ static void copy_body_too_large(void *arg) {
     synthetic_validate(&o);
 }
 
+static void copy_offset_too_large(void *arg) {
+    (void)arg;
+    SyntheticOptions o = copy_options();
+    o.copy_offset = 193; /* the body has 192 tokens */
+    synthetic_validate(&o);
+}
+
 static void unknown_task(void *arg) {
     (void)arg;
     synthetic_task_parse("sort");
@@ -74,7 +94,10 @@ static void unknown_task(void *arg) {
 
 int main(void) {
     copy_structure();
+    copy_fixed_offset();
     recall_structure();
+    tl_expect_death("copy: an offset reaching before the body is refused", copy_offset_too_large, NULL,
+                    "must be in [0, body = 192]");
     tl_expect_death("copy: a body larger than the id range is refused", copy_body_too_large, NULL, "need vocab >= 195");
     tl_expect_death("an unknown task is refused", unknown_task, NULL, "'recall' or 'copy'");
     tl_result(strcmp(synthetic_task_name(synthetic_task_parse("copy")), "copy") == 0, "task names round-trip", "");
