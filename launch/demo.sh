@@ -61,4 +61,4 @@ stage "cpt" "$OUT/cpt/model/model.kvcpt" ./kvcpt train --resume "${common[@]}" "
 stage "eval" "$OUT/eval/eval.json" ./kvcpt eval --model "$OUT/pretrain/model" --model "$OUT/cpt/model" --data "$OUT/data" \
     --context "$L" --last "$S" --budget L/8 --refresh-qc 5,10 --refresh-fixed 10,25 --max-docs "$EVAL_DOCS" \
     --out "$OUT/eval"
-echo "demo: table above; JSON and plot in $OUT/eval (eval.json, eval.png); stage times in $OUT/stage_seconds.txt"
+echo "demo: results in $OUT/eval (eval.json, eval.png; the eval stage prints the table); stage times in $OUT/stage_seconds.txt"
