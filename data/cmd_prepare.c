@@ -16,7 +16,7 @@ int cmd_prepare(int argc, char **argv) {
     int64_t min_tokens = 1, shard_tokens = (int64_t)1 << 28, threads = 0, seed = 0;
     int allow_special = 0;
     const char *synthetic = NULL;
-    int64_t vocab = 64, doc_tokens = 1057, query_tail = 33, docs = 400;
+    int64_t vocab = 64, doc_tokens = 1057, query_tail = 33, docs = 400, copy_offset = 0;
     const Option opts[] = {
         {"input", OPT_STRINGS, &inputs, "FILE_OR_DIR", "JSON Lines {\"text\": ...} (.jsonl/.json), or .txt; .zst streamed; repeatable"},
         {"out", OPT_STRING, &out, "DIR", "output: DIR/{train,dev,test}/shard_*.bin and DIR/manifest.json"},
@@ -26,10 +26,11 @@ int cmd_prepare(int argc, char **argv) {
         {"shard-tokens", OPT_INT, &shard_tokens, "N", "start a new shard beyond N tokens (default 2^28 = 1 GiB)"},
         {"allow-special", OPT_FLAG, &allow_special, NULL, "spelled-out special tokens in the text become their ids"},
         {"split-seed", OPT_INT, &seed, "N", "salt of the train/dev/test hash (default 0)"},
-        {"synthetic", OPT_STRING, &synthetic, "recall", "instead of text: generate the associative-recall task (no tokenizer)"},
+        {"synthetic", OPT_STRING, &synthetic, "TASK", "instead of text: generate a long-range task, recall or copy (no tokenizer)"},
         {"vocab", OPT_INT, &vocab, "N", "synthetic: vocabulary size (default 64)"},
         {"doc-tokens", OPT_INT, &doc_tokens, "N", "synthetic: tokens per document, BOS included (default 1057)"},
-        {"query-tail", OPT_INT, &query_tail, "N", "synthetic: tokens of (marker key value) queries at the end (default 33)"},
+        {"query-tail", OPT_INT, &query_tail, "N", "synthetic: tail tokens: recall (marker key value) queries, or the copied span (default 33)"},
+        {"copy-offset", OPT_INT, &copy_offset, "N", "synthetic copy: each tail token repeats the one N back (default 0: a span from a random start)"},
         {"docs", OPT_INT, &docs, "N", "synthetic: documents over all splits (default 400)"},
         {0},
     };
@@ -37,11 +38,11 @@ int cmd_prepare(int argc, char **argv) {
                       opts, argc, argv))
         return 0;
     if (synthetic) {
-        KV_CHECK(strcmp(synthetic, "recall") == 0, "prepare --synthetic: the only task is 'recall' (got '%s')", synthetic);
+        SyntheticTask task = synthetic_task_parse(synthetic);
         KV_CHECK(out, "kvcpt prepare: --out DIR is required");
-        SyntheticOptions so = {out, vocab, doc_tokens, query_tail, docs, (uint64_t)seed};
+        SyntheticOptions so = {out, task, vocab, doc_tokens, query_tail, copy_offset, docs, (uint64_t)seed};
         synthetic_write(&so);
-        printf("prepare: wrote %lld synthetic recall documents of %lld tokens (vocab %lld) to %s\n", (long long)docs,
+        printf("prepare: wrote %lld synthetic %s documents of %lld tokens (vocab %lld) to %s\n", (long long)docs, synthetic_task_name(task),
                (long long)doc_tokens, (long long)vocab, out);
         return 0;
     }

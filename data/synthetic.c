@@ -12,10 +12,67 @@
 #include "splits.h"
 #include "prepare.h"
 
-/* Keys take the lower half of the ids above the specials, values the upper. */
+#define SYNTH_FIRST_ID 3 /* ids below are BOS and the query marker (0 unused) */
+
+SyntheticTask synthetic_task_parse(const char *name) {
+    if (strcmp(name, "recall") == 0) return SYNTH_TASK_RECALL;
+    if (strcmp(name, "copy") == 0) return SYNTH_TASK_COPY;
+    die("prepare --synthetic: the task must be 'recall' or 'copy' (got '%s')", name);
+}
+
+const char *synthetic_task_name(SyntheticTask t) { return t == SYNTH_TASK_COPY ? "copy" : "recall"; }
+
+void synthetic_validate(const SyntheticOptions *o) {
+    KV_CHECK(o->vocab >= 8 && o->doc_tokens >= 8 && o->query_tail >= 0 && o->docs >= 10,
+             "prepare --synthetic: need vocab >= 8, doc tokens >= 8, query tail >= 0, docs >= 10");
+    if (o->task == SYNTH_TASK_RECALL)
+        KV_CHECK(o->query_tail < o->doc_tokens / 2, "prepare --synthetic recall: need query tail < doc tokens / 2");
+    if (o->task == SYNTH_TASK_COPY) {
+        int64_t body = o->doc_tokens - 1 - o->query_tail;
+        KV_CHECK(o->copy_offset >= 0 && o->copy_offset <= body,
+                 "prepare --synthetic copy: the copy offset (%lld) must be in [0, body = %lld]",
+                 (long long)o->copy_offset, (long long)body);
+        KV_CHECK(o->copy_offset > 0 || o->query_tail <= body,
+                 "prepare --synthetic copy: the copied tail (%lld) cannot be longer than the body (%lld tokens)",
+                 (long long)o->query_tail, (long long)body);
+        KV_CHECK(o->vocab - SYNTH_FIRST_ID >= body,
+                 "prepare --synthetic copy: the body (%lld tokens) must fit in distinct ids: need vocab >= %lld (got "
+                 "%lld)",
+                 (long long)body, (long long)(body + SYNTH_FIRST_ID), (long long)o->vocab);
+    }
+}
+
+/* copy: BOS, body of distinct ids (a partial Fisher-Yates shuffle of the
+ * id range), then body[s .. s+tail-1] with s in the first half of the body. */
+static void copy_document(const SyntheticOptions *o, Rng *r, uint32_t *out) {
+    int64_t n_ids = o->vocab - SYNTH_FIRST_ID, tail = o->query_tail, body = o->doc_tokens - 1 - tail;
+    uint32_t *ids = xmalloc(sizeof(uint32_t) * (size_t)n_ids);
+    for (int64_t j = 0; j < n_ids; j++) ids[j] = (uint32_t)(SYNTH_FIRST_ID + j);
+    for (int64_t j = 0; j < body; j++) {
+        int64_t pick = j + (int64_t)(rng_u64(r) % (uint64_t)(n_ids - j));
+        uint32_t t = ids[j];
+        ids[j] = ids[pick], ids[pick] = t;
+    }
+    out[0] = SYNTH_BOS;
+    memcpy(out + 1, ids, sizeof(uint32_t) * (size_t)body);
+    if (o->copy_offset > 0) {
+        for (int64_t t = 1 + body; t < o->doc_tokens; t++) out[t] = out[t - o->copy_offset];
+    } else {
+        int64_t last_start = body - tail < body / 2 ? body - tail : body / 2; /* 0-based in the body */
+        int64_t s = 1 + (int64_t)(rng_u64(r) % (uint64_t)(last_start > 0 ? last_start + 1 : 1));
+        memcpy(out + 1 + body, out + s, sizeof(uint32_t) * (size_t)tail);
+    }
+    free(ids);
+}
+
+/* recall: keys take the lower half of the ids above the specials, values the upper. */
 void synthetic_document(const SyntheticOptions *o, int64_t i, uint32_t *out) {
     Rng r;
     rng_seed(&r, hash_u64(o->seed) ^ hash_u64((uint64_t)i + 1));
+    if (o->task == SYNTH_TASK_COPY) {
+        copy_document(o, &r, out);
+        return;
+    }
     int64_t first = 3, nk = (o->vocab - first) / 2, nv = o->vocab - first - nk;
     uint32_t *val = xmalloc(sizeof(uint32_t) * (size_t)nk);
     for (int64_t k = 0; k < nk; k++) val[k] = (uint32_t)(first + nk + (int64_t)(rng_u64(&r) % (uint64_t)nv));
@@ -41,11 +98,9 @@ void synthetic_document(const SyntheticOptions *o, int64_t i, uint32_t *out) {
 }
 
 void synthetic_write(const SyntheticOptions *o) {
-    KV_CHECK(o->vocab >= 8 && o->doc_tokens >= 8 && o->query_tail >= 0 && o->query_tail < o->doc_tokens / 2 &&
-                 o->docs >= 10,
-             "prepare --synthetic: need vocab >= 8, doc tokens >= 8, 0 <= query tail < doc tokens / 2, docs >= 10");
+    synthetic_validate(o);
     char desc[256], sha[65], path[4200], tmp[4300];
-    snprintf(desc, sizeof desc, "synthetic-recall vocab=%lld", (long long)o->vocab);
+    snprintf(desc, sizeof desc, "synthetic-%s vocab=%lld", synthetic_task_name(o->task), (long long)o->vocab);
     Sha256 *h = sha256_new();
     sha256_update(h, desc, strlen(desc));
     sha256_finish(h, sha);
@@ -74,10 +129,10 @@ void synthetic_write(const SyntheticOptions *o) {
                                       (json_int_t)(docs * o->doc_tokens), "shards", "file", path, "documents",
                                       (json_int_t)docs, "tokens", (json_int_t)(docs * o->doc_tokens)));
     }
-    json_t *m = json_pack("{s:s,s:i,s:{s:s,s:s,s:I},s:{s:s,s:I,s:I,s:I,s:I},s:o}", "format", MANIFEST_FORMAT, "version",
+    json_t *m = json_pack("{s:s,s:i,s:{s:s,s:s,s:I},s:{s:s,s:I,s:I,s:I,s:I,s:I},s:o}", "format", MANIFEST_FORMAT, "version",
                           MANIFEST_VERSION, "tokenizer", "path", desc, "sha256", sha, "vocab_size", (json_int_t)o->vocab,
-                          "synthetic", "task", "recall", "vocab", (json_int_t)o->vocab, "doc_tokens",
-                          (json_int_t)o->doc_tokens, "query_tail", (json_int_t)o->query_tail, "seed",
+                          "synthetic", "task", synthetic_task_name(o->task), "vocab", (json_int_t)o->vocab, "doc_tokens",
+                          (json_int_t)o->doc_tokens, "query_tail", (json_int_t)o->query_tail, "copy_offset", (json_int_t)o->copy_offset, "seed",
                           (json_int_t)o->seed, "splits", splits);
     snprintf(tmp, sizeof tmp, "%s/manifest.json.tmp", o->out_dir);
     snprintf(path, sizeof path, "%s/manifest.json", o->out_dir);

@@ -1,17 +1,31 @@
 #ifndef KVCPT_SYNTHETIC_H
 #define KVCPT_SYNTHETIC_H
-/* A deterministic long-range task in the prepared-data format, for runs
- * without a tokenizer (CI, the CPU demo): associative recall. Each document
- * binds keys to values, lists (key value) pairs through the prefill, and
- * ends with queries "key value" for keys bound far back, so the last tokens
- * are predictable only by retrieving the right earlier positions. */
+/* Deterministic long-range tasks in the prepared-data format, for runs
+ * without a tokenizer (CI, the CPU demo). The last tokens of a document are
+ * predictable only by retrieving the right positions far back.
+ *
+ * recall: the body lists (key value) pairs; the tail asks "marker key value"
+ *   for keys bound in the first half of the body.
+ * copy: the body is distinct random ids; the tail repeats, verbatim, a span
+ *   that starts in the first half of the body. Each tail token after the
+ *   first is the successor of its previous occurrence (an induction lookup),
+ *   and the position it needs moves on by one each token, so a cache chosen
+ *   once at the end of the prefill covers only the first few tail tokens
+ *   while re-selecting from a later token's attention keeps up. With a fixed
+ *   offset the lookup is by relative position (learnable in a few hundred
+ *   steps by a tiny model); with a random start it is by content. */
 #include <stdint.h>
+
+typedef enum { SYNTH_TASK_RECALL = 0, SYNTH_TASK_COPY = 1 } SyntheticTask;
 
 typedef struct {
     const char *out_dir;
-    int64_t vocab;      /* ids: 1 BOS, 2 query marker, keys and values above */
+    SyntheticTask task;
+    int64_t vocab;      /* ids: 1 BOS, 2 query marker, task tokens above */
     int64_t doc_tokens; /* tokens per document, BOS included */
-    int64_t query_tail; /* the last tokens are query triples (marker key value) */
+    int64_t query_tail; /* recall: query triples (marker key value); copy: the copied span */
+    int64_t copy_offset; /* copy: 0 = the span starts at random in the first half of the body;
+                            N > 0 = every tail token repeats the token N positions earlier */
     int64_t docs;       /* total; split 80/10/10 by document index hash */
     uint64_t seed;
 } SyntheticOptions;
@@ -19,6 +33,11 @@ typedef struct {
 #define SYNTH_BOS 1
 #define SYNTH_QUERY 2
 
+/* "recall" | "copy"; dies otherwise. */
+SyntheticTask synthetic_task_parse(const char *name);
+const char *synthetic_task_name(SyntheticTask t);
+/* Dies naming the violated limit. */
+void synthetic_validate(const SyntheticOptions *o);
 void synthetic_write(const SyntheticOptions *o);
 /* Document i (deterministic in seed and i) into out[0..doc_tokens-1]. */
 void synthetic_document(const SyntheticOptions *o, int64_t i, uint32_t *out);

@@ -119,104 +119,240 @@ void attention_refresh_select_cpu(int32_t *sel, const float *q, const float *k, 
     }
 }
 
-/* Key positions visible to query p of KV head g: keys[0..*n-1]. For the
- * masked rows this is sel followed by L..p; for causal rows it is 0..p. */
-static const int32_t *keys_for(int32_t *buf, int64_t *n, int64_t p, const int32_t *sel_bg, int64_t ks,
-                               const RefreshMask *m, int64_t T) {
-    if (!refresh_active(m, T) || p < m->L) {
-        *n = p + 1;
-        for (int64_t j = 0; j <= p; j++) buf[j] = (int32_t)j;
-        return buf;
+/* The row loops are compiled for AVX-512, AVX2 and baseline x86-64 and
+ * picked at load time. Floating-point contraction is off (-std=c11) and every
+ * reduction below has a fixed order (LANES interleaved partial sums, then the
+ * lanes in order), so each clone performs the same IEEE operations: results
+ * do not depend on the machine, only the speed does. */
+#define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define INLINE static inline __attribute__((always_inline))
+#define LANES 16
+
+/* exp(x) for the softmax (x <= ~0): Cody-Waite reduction by ln 2 and the
+ * Cephes expf polynomial, within 2 ulp of expf; 0 below -87.3 (where expf
+ * is subnormal or 0). Written without calls so that the loops vectorise. */
+INLINE float exp_softmax(float x) {
+    const float round_magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    float xc = x < -87.3f ? -87.3f : x;
+    float n = (xc * 1.44269504088896341f + round_magic) - round_magic;
+    float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+    float y = 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * (r * r) + r + 1.0f;
+    union {
+        int32_t i;
+        float f;
+    } two_n = {.i = ((int32_t)n + 127) << 23};
+    return x < -87.3f ? 0.0f : y * two_n.f;
+}
+
+/* sum_t w[t] * x[t] in LANES interleaved partial sums, then the lanes in order. */
+INLINE float dot_lanes(const float *restrict w, const float *restrict x, int64_t n) {
+    float lane[LANES] = {0};
+    int64_t t = 0;
+    for (; t + LANES <= n; t += LANES)
+#pragma omp simd
+        for (int l = 0; l < LANES; l++) lane[l] += w[t + l] * x[t + l];
+    for (int l = 0; t + l < n; l++) lane[l] += w[t + l] * x[t + l];
+    float s = 0.0f;
+    for (int l = 0; l < LANES; l++) s += lane[l];
+    return s;
+}
+
+/* sum_t x[t], in the same lane order as dot_lanes. */
+INLINE float sum_lanes(const float *restrict x, int64_t n) {
+    float lane[LANES] = {0};
+    int64_t t = 0;
+    for (; t + LANES <= n; t += LANES)
+#pragma omp simd
+        for (int l = 0; l < LANES; l++) lane[l] += x[t + l];
+    for (int l = 0; t + l < n; l++) lane[l] += x[t + l];
+    float s = 0.0f;
+    for (int l = 0; l < LANES; l++) s += lane[l];
+    return s;
+}
+
+/* The keys of one (batch row, KV head), transposed (D rows of positions) so
+ * that every inner loop runs over keys with unit stride. A causal row p sees
+ * columns 0..p of kt/vt; a masked row sees columns 0..ks+p-L of km/vm, which
+ * hold the selected keys followed by L..T-1. With K = L, km equals kt bit for
+ * bit, so the masked rows repeat the causal arithmetic exactly. */
+typedef struct {
+    float *kt, *vt;   /* (D, T) */
+    float *km, *vm;   /* (D, nm), nm = ks + T - L; unused when !masked */
+    float *dkt, *dvt; /* (D, T) gradient accumulators (backward) */
+    const int32_t *sel;
+    int64_t ks, L, T, D, nm;
+} HeadKeys;
+
+typedef struct {
+    const float *base; /* leading column of the row's key list */
+    int64_t ld, n;     /* column stride, number of keys */
+} RowKeys;
+
+INLINE RowKeys row_keys(const HeadKeys *hk, int64_t p, int use_v) {
+    if (!hk->sel || p < hk->L) return (RowKeys){use_v ? hk->vt : hk->kt, hk->T, p + 1};
+    return (RowKeys){use_v ? hk->vm : hk->km, hk->nm, hk->ks + p - hk->L + 1};
+}
+
+/* s[j] = scale * sum_d q[d] * cols[d][j] for j < n, d ascending; LANES
+ * columns at a time so that the partial sums stay in registers. */
+INLINE void dot_columns(float *restrict s, const float *restrict q, RowKeys c, int64_t D, float scale) {
+    int64_t j = 0;
+    for (; j + LANES <= c.n; j += LANES) {
+        float acc[LANES] = {0};
+        for (int64_t d = 0; d < D; d++) {
+            const float qd = q[d], *restrict col = c.base + d * c.ld + j;
+#pragma omp simd
+            for (int l = 0; l < LANES; l++) acc[l] += qd * col[l];
+        }
+#pragma omp simd
+        for (int l = 0; l < LANES; l++) s[j + l] = acc[l] * scale;
     }
-    memcpy(buf, sel_bg, sizeof(int32_t) * (size_t)ks);
-    for (int64_t j = m->L; j <= p; j++) buf[ks + j - m->L] = (int32_t)j;
-    *n = ks + (p - m->L + 1);
+    for (; j < c.n; j++) {
+        float a = 0.0f;
+        for (int64_t d = 0; d < D; d++) a += q[d] * c.base[d * c.ld + j];
+        s[j] = a * scale;
+    }
+}
+
+/* One query row: out row and log-sum-exp. */
+VECTOR_CLONES static void forward_row(float *o, float *lse, const float *qrow, const HeadKeys *hk, int64_t p,
+                                      float scale, float *s) {
+    RowKeys kc = row_keys(hk, p, 0), vc = row_keys(hk, p, 1);
+    int64_t n = kc.n, D = hk->D;
+    dot_columns(s, qrow, kc, D, scale);
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int64_t t = 0; t < n; t++) mx = s[t] > mx ? s[t] : mx;
+#pragma omp simd
+    for (int64_t t = 0; t < n; t++) s[t] = exp_softmax(s[t] - mx);
+    float sum = sum_lanes(s, n);
+    for (int64_t d = 0; d < D; d++) o[d] = dot_lanes(s, vc.base + d * vc.ld, n) / sum;
+    *lse = mx + logf(sum);
+}
+
+/* One query row: writes dq, accumulates its terms into dkt, dvt (by position). */
+VECTOR_CLONES static void backward_row(float *dqrow, const float *qrow, const float *dorow, float di, float l,
+                                       const HeadKeys *hk, int64_t p, float scale, float *pr, float *ds) {
+    RowKeys kc = row_keys(hk, p, 0), vc = row_keys(hk, p, 1);
+    int64_t n = kc.n, D = hk->D, T = hk->T;
+    dot_columns(pr, qrow, kc, D, scale);
+#pragma omp simd
+    for (int64_t t = 0; t < n; t++) pr[t] = exp_softmax(pr[t] - l);
+    dot_columns(ds, dorow, vc, D, 1.0f);
+#pragma omp simd
+    for (int64_t t = 0; t < n; t++) ds[t] = pr[t] * (ds[t] - di) * scale;
+    for (int64_t d = 0; d < D; d++) dqrow[d] = dot_lanes(ds, kc.base + d * kc.ld, n);
+    /* masked rows: the selected keys scatter to their positions, the local
+     * keys L..p are contiguous again; causal rows are one contiguous run */
+    int64_t nsel = hk->sel && p >= hk->L ? hk->ks : 0, first = nsel ? hk->L : 0;
+    for (int64_t d = 0; d < D; d++) {
+        float *restrict dk = hk->dkt + d * T, *restrict dv = hk->dvt + d * T;
+        const float qd = qrow[d], od = dorow[d];
+        for (int64_t t = 0; t < nsel; t++) {
+            dk[hk->sel[t]] += ds[t] * qd;
+            dv[hk->sel[t]] += pr[t] * od;
+        }
+        float *restrict dkl = dk + first, *restrict dvl = dv + first;
+        const float *restrict dsl = ds + nsel, *restrict prl = pr + nsel;
+#pragma omp simd
+        for (int64_t t = 0; t < n - nsel; t++) {
+            dkl[t] += dsl[t] * qd;
+            dvl[t] += prl[t] * od;
+        }
+    }
+}
+
+/* dst[d * ld + c] = src row of position (pos ? pos[c] : first + c), element d */
+static void transpose_in(float *dst, int64_t ld, const float *src, int64_t kvs, const int32_t *pos, int64_t first,
+                         int64_t n, int64_t D) {
+    for (int64_t c = 0; c < n; c++) {
+        const float *row = src + (pos ? (int64_t)pos[c] : first + c) * kvs;
+        for (int64_t d = 0; d < D; d++) dst[d * ld + c] = row[d];
+    }
+}
+
+static float *head_keys_alloc(HeadKeys *hk, int64_t T, int64_t D, int64_t ks, const RefreshMask *m) {
+    int64_t nm = ks ? ks + T - m->L : 0;
+    float *buf = xmalloc(sizeof(float) * (size_t)(D * (4 * T + 2 * nm) + 2 * T));
+    *hk = (HeadKeys){.kt = buf, .vt = buf + D * T, .dkt = buf + 2 * D * T, .dvt = buf + 3 * D * T,
+                     .km = buf + 4 * D * T, .vm = buf + 4 * D * T + D * nm, .ks = ks, .L = m->L, .T = T, .D = D,
+                     .nm = nm};
     return buf;
+}
+
+/* Rows scratch (2 T floats) follows the head buffers. */
+static float *head_keys_scratch(const HeadKeys *hk) { return hk->kt + hk->D * (4 * hk->T + 2 * hk->nm); }
+
+static void head_keys_load(HeadKeys *hk, const float *kb, const float *vb, int64_t kvs, const int32_t *sel) {
+    int64_t T = hk->T, D = hk->D;
+    hk->sel = sel;
+    transpose_in(hk->kt, T, kb, kvs, NULL, 0, T, D);
+    transpose_in(hk->vt, T, vb, kvs, NULL, 0, T, D);
+    if (!sel) return;
+    transpose_in(hk->km, hk->nm, kb, kvs, sel, 0, hk->ks, D);
+    transpose_in(hk->vm, hk->nm, vb, kvs, sel, 0, hk->ks, D);
+    transpose_in(hk->km + hk->ks, hk->nm, kb, kvs, NULL, hk->L, T - hk->L, D);
+    transpose_in(hk->vm + hk->ks, hk->nm, vb, kvs, NULL, hk->L, T - hk->L, D);
 }
 
 void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
                            int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
-    int64_t group = Hq / Hkv, ks = refresh_active(m, T) ? refresh_num_selected(m) : 0;
+    int64_t group = Hq / Hkv, ks = refresh_active(m, T) ? refresh_num_selected(m) : 0, kvs = Hkv * D;
     float scale = 1.0f / sqrtf((float)D);
 #pragma omp parallel
     {
-        float *s = xmalloc(sizeof(float) * (size_t)(T + D));
-        int32_t *keys = xmalloc(sizeof(int32_t) * (size_t)T);
-        float *acc = s + T;
+        HeadKeys hk;
+        float *buf = head_keys_alloc(&hk, T, D, ks, m), *s = head_keys_scratch(&hk);
 #pragma omp for collapse(2) schedule(dynamic)
         for (int64_t b = 0; b < B; b++)
-            for (int64_t h = 0; h < Hq; h++) {
-                int64_t g = h / group;
-                const float *kb = k + (b * T * Hkv + g) * D, *vb = v + (b * T * Hkv + g) * D;
-                const int32_t *sel_bg = ks ? sel + (b * Hkv + g) * ks : NULL;
-                for (int64_t p = 0; p < T; p++) {
-                    int64_t n;
-                    const int32_t *kp = keys_for(keys, &n, p, sel_bg, ks, m, T);
-                    const float *qrow = q + ((b * T + p) * Hq + h) * D;
-                    float mx = -INFINITY, sum = 0.0f;
-                    for (int64_t t = 0; t < n; t++) {
-                        s[t] = dot(qrow, kb + (int64_t)kp[t] * Hkv * D, D) * scale;
-                        mx = s[t] > mx ? s[t] : mx;
+            for (int64_t g = 0; g < Hkv; g++) {
+                head_keys_load(&hk, k + (b * T * Hkv + g) * D, v + (b * T * Hkv + g) * D, kvs,
+                               ks ? sel + (b * Hkv + g) * ks : NULL);
+                for (int64_t h = g * group; h < (g + 1) * group; h++)
+                    for (int64_t p = 0; p < T; p++) {
+                        int64_t row = (b * T + p) * Hq + h;
+                        forward_row(out + row * D, lse + (b * Hq + h) * T + p, q + row * D, &hk, p, scale, s);
                     }
-                    memset(acc, 0, sizeof(float) * (size_t)D);
-                    for (int64_t t = 0; t < n; t++) {
-                        float e = expf(s[t] - mx);
-                        sum += e;
-                        const float *vr = vb + (int64_t)kp[t] * Hkv * D;
-                        for (int64_t d = 0; d < D; d++) acc[d] += e * vr[d];
-                    }
-                    float *o = out + ((b * T + p) * Hq + h) * D;
-                    for (int64_t d = 0; d < D; d++) o[d] = acc[d] / sum;
-                    lse[(b * Hq + h) * T + p] = mx + logf(sum);
-                }
             }
-        free(s);
-        free(keys);
+        free(buf);
     }
 }
 
 void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                             const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B,
                             int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
-    int64_t group = Hq / Hkv, ks = refresh_active(m, T) ? refresh_num_selected(m) : 0;
+    int64_t group = Hq / Hkv, ks = refresh_active(m, T) ? refresh_num_selected(m) : 0, kvs = Hkv * D;
     float scale = 1.0f / sqrtf((float)D);
     /* one (b, g) per task: dk/dv of a KV head only receive from its own group */
 #pragma omp parallel
     {
-        int32_t *keys = xmalloc(sizeof(int32_t) * (size_t)T);
+        HeadKeys hk;
+        float *buf = head_keys_alloc(&hk, T, D, ks, m), *s = head_keys_scratch(&hk);
 #pragma omp for collapse(2) schedule(dynamic)
         for (int64_t b = 0; b < B; b++)
             for (int64_t g = 0; g < Hkv; g++) {
-                int64_t kvs = Hkv * D;
-                const float *kb = k + (b * T * Hkv + g) * D, *vb = v + (b * T * Hkv + g) * D;
-                float *dkb = dk + (b * T * Hkv + g) * D, *dvb = dv + (b * T * Hkv + g) * D;
-                for (int64_t t = 0; t < T; t++) {
-                    memset(dkb + t * kvs, 0, sizeof(float) * (size_t)D);
-                    memset(dvb + t * kvs, 0, sizeof(float) * (size_t)D);
-                }
-                const int32_t *sel_bg = ks ? sel + (b * Hkv + g) * ks : NULL;
+                int64_t base = (b * T * Hkv + g) * D;
+                head_keys_load(&hk, k + base, v + base, kvs, ks ? sel + (b * Hkv + g) * ks : NULL);
+                memset(hk.dkt, 0, sizeof(float) * (size_t)(2 * D * T)); /* dkt and dvt are adjacent */
                 for (int64_t h = g * group; h < (g + 1) * group; h++)
                     for (int64_t p = 0; p < T; p++) {
-                        int64_t n, row = (b * T + p) * Hq + h;
-                        const int32_t *kp = keys_for(keys, &n, p, sel_bg, ks, m, T);
-                        const float *qrow = q + row * D, *dorow = dout + row * D;
-                        float *dqrow = dq + row * D, l = lse[(b * Hq + h) * T + p];
-                        float di = dot(dorow, out + row * D, D);
-                        memset(dqrow, 0, sizeof(float) * (size_t)D);
-                        for (int64_t t = 0; t < n; t++) {
-                            int64_t j = kp[t];
-                            const float *kr = kb + j * kvs, *vr = vb + j * kvs;
-                            float pr = expf(dot(qrow, kr, D) * scale - l);
-                            float ds = pr * (dot(dorow, vr, D) - di) * scale;
-                            float *dkr = dkb + j * kvs, *dvr = dvb + j * kvs;
-                            for (int64_t d = 0; d < D; d++) {
-                                dqrow[d] += ds * kr[d];
-                                dkr[d] += ds * qrow[d];
-                                dvr[d] += pr * dorow[d];
-                            }
-                        }
+                        int64_t row = (b * T + p) * Hq + h;
+                        float di = dot(dout + row * D, out + row * D, D);
+                        backward_row(dq + row * D, q + row * D, dout + row * D, di, lse[(b * Hq + h) * T + p], &hk,
+                                     p, scale, s, s + T);
+                    }
+                for (int64_t t = 0; t < T; t++)
+                    for (int64_t d = 0; d < D; d++) {
+                        dk[base + t * kvs + d] = hk.dkt[d * T + t];
+                        dv[base + t * kvs + d] = hk.dvt[d * T + t];
                     }
             }
-        free(keys);
+        free(buf);
     }
 }
