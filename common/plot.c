@@ -1,5 +1,7 @@
 #include "plot.h"
 
+#include <math.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +87,11 @@ int plot_bars_png(const char *png_path, const char *title, const char *ylabel, c
     fprintf(f, "set terminal pngcairo size 1000,560 noenhanced\nset output '%s'\nset title '%s'\n", png_path, t);
     fprintf(f, "set ylabel '%s'\nset style data histograms\nset style histogram clustered gap 1\n", ylabel);
     fprintf(f, "set style fill solid 0.85 border -1\nset grid ytics\nset xtics rotate by -25\nset key outside right\n");
+    /* values spanning orders of magnitude (perplexities from 1 to 1e6) only read on a log axis */
+    double lo = INFINITY, hi = 0;
+    for (int64_t i = 0; i < (int64_t)nrows * ncols; i++)
+        if (isfinite(values[i]) && values[i] > 0) lo = values[i] < lo ? values[i] : lo, hi = values[i] > hi ? values[i] : hi;
+    if (hi > 0 && hi / lo > 100) fprintf(f, "set logscale y\nset yrange [%g:*]\n", lo / 1.5);
     fprintf(f, "plot for [c=2:%d] '%s' using c:xtic(1) title columnheader(c)\n", ncols + 1, dat);
     fclose_check(f, gp);
     return render(gp, png_path);
