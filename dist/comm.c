@@ -154,14 +154,18 @@ static MPI_Datatype mpi_type(CommType t) {
 }
 
 /* MPI-3 counts are int: a unit larger than that must be split by the caller. */
-static int *mpi_counts(const Comm *c, const int64_t *v, const char *what) {
-    int *out = xmalloc(sizeof(int) * (size_t)c->world);
+static void mpi_counts_into(const Comm *c, const int64_t *v, int *out, const char *what) {
     for (int r = 0; r < c->world; r++) {
         KV_CHECK(v[r] >= 0 && v[r] <= INT_MAX,
                  "comm: %s[%d] = %lld does not fit MPI's int counts; hint: shard by smaller units", what, r,
                  (long long)v[r]);
         out[r] = (int)v[r];
     }
+}
+
+static int *mpi_counts(const Comm *c, const int64_t *v, const char *what) {
+    int *out = xmalloc(sizeof(int) * (size_t)c->world);
+    mpi_counts_into(c, v, out, what);
     return out;
 }
 
@@ -208,11 +212,9 @@ void comm_all_gather_v_start(Comm *c, CommType t, const void *send, void *recv, 
     KV_CHECK(!c->pending, "comm: a background all-gather is already in flight");
 #ifdef KVCPT_MPI
     if (c->backend == COMM_MPI && c->world > 1) {
-        int *ic = mpi_counts(c, counts, "count"), *id = mpi_counts(c, displs, "displacement");
         if (!c->req_counts) c->req_counts = xmalloc(sizeof(int) * 2 * (size_t)c->world);
-        memcpy(c->req_counts, ic, sizeof(int) * (size_t)c->world);
-        memcpy(c->req_counts + c->world, id, sizeof(int) * (size_t)c->world);
-        free(ic), free(id);
+        mpi_counts_into(c, counts, c->req_counts, "count");
+        mpi_counts_into(c, displs, c->req_counts + c->world, "displacement");
         MPI_CHECK(MPI_Iallgatherv(send, c->req_counts[c->rank], mpi_type(t), recv, c->req_counts,
                                   c->req_counts + c->world, mpi_type(t), MPI_COMM_WORLD, &c->req));
         c->pending = 1;

@@ -119,18 +119,6 @@ void fsdp_gather_f64(Fsdp *f, const double *mine, int64_t n_mine, double *out) {
     comm_host_all_gather_v(f->comm, COMM_F64, mine, out, f->counts, f->displs);
 }
 
-/* Blocks of rank r's piece of unit u. */
-static int64_t piece_blocks(const Fsdp *f, int u, int r) {
-    const ParamLayout *pl = f->plan.layout;
-    int64_t lo = shard_cut(&f->plan, u, r), hi = shard_cut(&f->plan, u, r + 1), n = 0;
-    for (int i = 0; i < pl->n && lo < hi; i++) {
-        int64_t a = pl->t[i].offset > lo ? pl->t[i].offset : lo, e = pl->t[i].offset + pl->t[i].numel;
-        int64_t b = e < hi ? e : hi;
-        if (b > a) n += (b - a + SHARD_ALIGN - 1) / SHARD_ALIGN;
-    }
-    return n;
-}
-
 double fsdp_grad_sum_squares(Fsdp *f) {
     int W = f->plan.world, R = f->plan.rank;
     int64_t mine = 0, total = 0;
@@ -150,12 +138,12 @@ double fsdp_grad_sum_squares(Fsdp *f) {
         k += nb;
     }
     /* every rank's block sums, then added in global order: unit by unit, rank by rank */
-    int64_t *pos = xmalloc(sizeof(int64_t) * (size_t)W);
+    int U = f->plan.n_units;
+    int64_t *pos = xmalloc(sizeof(int64_t) * (size_t)(W + (int64_t)U * W)), *blocks = pos + W;
     for (int r = 0; r < W; r++) {
         f->counts[r] = 0;
-        for (int u = 0; u < f->plan.n_units; u++) f->counts[r] += piece_blocks(f, u, r);
-        f->displs[r] = total;
-        pos[r] = total;
+        for (int u = 0; u < U; u++) f->counts[r] += blocks[(int64_t)u * W + r] = shard_piece_blocks(&f->plan, u, r);
+        f->displs[r] = pos[r] = total;
         total += f->counts[r];
     }
     KV_CHECK(f->counts[R] == mine, "fsdp: rank %d has %lld norm blocks, the plan says %lld", R, (long long)mine,
@@ -163,9 +151,9 @@ double fsdp_grad_sum_squares(Fsdp *f) {
     double *all = xmalloc(sizeof(double) * (size_t)(total + 1));
     comm_host_all_gather_v(f->comm, COMM_F64, part, all, f->counts, f->displs);
     double sum = 0;
-    for (int u = 0; u < f->plan.n_units; u++)
+    for (int u = 0; u < U; u++)
         for (int r = 0; r < W; r++)
-            for (int64_t b = piece_blocks(f, u, r); b > 0; b--) sum += all[pos[r]++];
+            for (int64_t b = blocks[(int64_t)u * W + r]; b > 0; b--) sum += all[pos[r]++];
     free(part), free(all), free(pos);
     return sum;
 }

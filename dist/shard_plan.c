@@ -91,11 +91,19 @@ int shard_segments(const ShardPlan *p, int r, ShardSegment **out) {
     return n;
 }
 
+int64_t shard_piece_blocks(const ShardPlan *p, int u, int r) {
+    const ParamLayout *pl = p->layout;
+    int64_t lo = shard_cut(p, u, r), hi = shard_cut(p, u, r + 1), n = 0;
+    for (int i = 0; i < pl->n && lo < hi; i++) {
+        int64_t a = pl->t[i].offset > lo ? pl->t[i].offset : lo, e = pl->t[i].offset + pl->t[i].numel;
+        int64_t b = e < hi ? e : hi;
+        if (b > a) n += (b - a + SHARD_ALIGN - 1) / SHARD_ALIGN;
+    }
+    return n;
+}
+
 int64_t shard_norm_blocks(const ShardPlan *p, int r) {
-    ShardSegment *s;
-    int n = shard_segments(p, r, &s);
     int64_t blocks = 0;
-    for (int i = 0; i < n; i++) blocks += (s[i].numel + SHARD_ALIGN - 1) / SHARD_ALIGN;
-    free(s);
+    for (int u = 0; u < p->n_units; u++) blocks += shard_piece_blocks(p, u, r);
     return blocks;
 }
