@@ -28,6 +28,10 @@ CFLAGS  += -DKVCPT_MPI $(shell $(MPICC) --showme:compile 2>/dev/null || $(MPICC)
 LDLIBS  += $(shell $(MPICC) --showme:link 2>/dev/null || $(MPICC) -show | cut -d' ' -f2- | tr ' ' '\n' | grep '^-[lLW]' | tr '\n' ' ')
 endif
 
+# the CUDA emulator's tests (below) build against the CPU flags without CUDA's
+BASE_CFLAGS := $(CFLAGS)
+BASE_LDLIBS := $(LDLIBS)
+
 # --- optional CUDA backend: built whenever nvcc is found (NO_CUDA=1 disables) ---
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 ifeq ($(NO_CUDA),1)
@@ -60,6 +64,45 @@ TOOL_SRC  := $(wildcard tests/tools/*.c)
 TOOL_BIN  := $(TOOL_SRC:tests/tools/%.c=build/tests/tools/%)
 GPU_SRC   := $(wildcard tests/gpu/test_*.c)
 GPU_BIN   := $(GPU_SRC:tests/gpu/%.c=build/tests/gpu/%)
+
+# --- the CUDA kernels on the CPU (tests/cuda_emu): every .cu file but
+# matmul.cu (cuBLASLt is not emulated) is rewritten by cu2cc.sh and compiled
+# by g++ against a fiber-based stand-in for the CUDA runtime; the GPU parity
+# tests, built against it, become CPU tests (build/tests/test_cuda_emu_*).
+# They need no nvcc and no GPU, so `make test` runs them everywhere.
+CXX          ?= g++
+EMU_CU       := $(filter-out kernels/matmul.cu,$(wildcard kernels/*.cu))
+EMU_C        := $(wildcard common/*.c kernels/*.c optim/*.c)
+EMU_FLAGS    := -DKVCPT_CUDA -DKVCPT_CUDA_EMU -Itests/cuda_emu/include
+EMU_CFLAGS   := $(BASE_CFLAGS) $(EMU_FLAGS)
+EMU_CXXFLAGS := -std=c++17 $(OPT) -g -ffp-contract=off -fopenmp -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -I. \
+                -iquote kernels $(EMU_FLAGS)
+EMU_OBJ      := $(EMU_C:%.c=build/emu/%.o) $(EMU_CU:%.cu=build/emu/%.cu.o) build/emu/emu_runtime.o
+EMU_HDR      := $(wildcard tests/cuda_emu/include/*.h tests/cuda_emu/include/*/*/*.cuh)
+EMU_TESTS    := ops_cuda adamw_cuda $(if $(wildcard tests/gpu/test_attention_cuda.c),attention_cuda)
+EMU_BIN      := $(EMU_TESTS:%=build/tests/test_cuda_emu_%)
+
+build/emu/%.o: %.c $(HDR) $(EMU_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(EMU_CFLAGS) -c $< -o $@
+
+build/emu/%.cu.cc: %.cu tests/cuda_emu/cu2cc.sh
+	@mkdir -p $(dir $@)
+	bash tests/cuda_emu/cu2cc.sh $< $@
+
+build/emu/%.cu.o: build/emu/%.cu.cc $(HDR) $(EMU_HDR)
+	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+
+build/emu/emu_runtime.o: tests/cuda_emu/emu_runtime.cc $(EMU_HDR)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+
+build/emu/libkvcpt_emu.a: $(EMU_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+build/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h build/emu/libkvcpt_emu.a
+	@mkdir -p $(dir $@)
+	$(CC) $(EMU_CFLAGS) $< build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
 
 .PHONY: all setup test test-gpu clean fuzz
 all: kvcpt
@@ -94,7 +137,7 @@ build/tests/gpu/%: tests/gpu/%.c tests/testlib.h build/libkvcpt.a
 setup:
 	bash scripts/setup.sh
 
-test: kvcpt $(TEST_BIN) $(TOOL_BIN)
+test: kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN)
 	bash tests/run.sh cpu
 
 test-gpu: kvcpt $(GPU_BIN)

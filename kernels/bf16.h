@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || (defined(KVCPT_CUDA_EMU) && defined(__cplusplus)) /* the CPU emulator (tests/cuda_emu) */
 #include <cuda_bf16.h>
 typedef __nv_bfloat16 bf16;
 #else

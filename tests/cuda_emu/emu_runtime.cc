@@ -1,0 +1,285 @@
+/* The CUDA emulator's scheduler and host API (see include/cuda_runtime.h).
+ *
+ * A launch runs its blocks one after another. For a block, every CUDA thread
+ * becomes a fiber with its own stack; the scheduler runs the runnable fibers
+ * round-robin until each one finishes or waits at a barrier. A block
+ * barrier opens when every unfinished thread of the block waits at one; a
+ * warp barrier (used by shuffles) opens when every unfinished lane of that
+ * warp waits at one. If neither can open, the kernel has diverged around a
+ * barrier, which on a GPU is a hang or undefined: the emulator stops with a
+ * message naming the kernel launch. */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+#include <vector>
+
+/* Switching fibers: on x86-64 a six-register switch (callee-saved registers
+ * and the stack pointer), because glibc's swapcontext makes two signal-mask
+ * system calls per switch, which made the parity tests run for minutes.
+ * Elsewhere, ucontext. */
+#if defined(__x86_64__)
+extern "C" void emu_switch(void **save_sp, void *load_sp);
+asm(".text\n"
+    ".globl emu_switch\n"
+    ".type emu_switch,@function\n"
+    "emu_switch:\n"
+    "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+    "  movq %rsp, (%rdi)\n"
+    "  movq %rsi, %rsp\n"
+    "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+    "  ret\n"
+    ".size emu_switch,.-emu_switch\n");
+#define EMU_FAST_SWITCH 1
+#endif
+
+uint3 threadIdx, blockIdx;
+dim3 blockDim, gridDim;
+
+namespace {
+
+enum FiberState { RUNNABLE, AT_BLOCK_BARRIER, AT_WARP_BARRIER, FINISHED };
+
+struct Fiber {
+#ifdef EMU_FAST_SWITCH
+    void *sp;
+#else
+    ucontext_t ctx;
+#endif
+    uint3 tid;
+    FiberState state;
+};
+
+/* Kernels keep small per-thread arrays (rows of accumulators); the stacks are
+ * malloc'ed, so pages a fiber never touches cost nothing. */
+const size_t kStackBytes = 128 * 1024;
+
+struct Block {
+    std::vector<Fiber> fibers;
+    char *stacks = nullptr;
+    size_t stack_fibers = 0;
+    std::vector<char> smem;
+    std::vector<uint64_t> slots; /* one shuffle slot per thread */
+    const std::function<void()> *body = nullptr;
+#ifdef EMU_FAST_SWITCH
+    void *scheduler_sp;
+#else
+    ucontext_t scheduler;
+#endif
+    size_t current = 0;
+} blk;
+
+void to_scheduler(Fiber &f) {
+#ifdef EMU_FAST_SWITCH
+    emu_switch(&f.sp, blk.scheduler_sp);
+#else
+    swapcontext(&f.ctx, &blk.scheduler);
+#endif
+}
+
+void to_fiber(Fiber &f) {
+#ifdef EMU_FAST_SWITCH
+    emu_switch(&blk.scheduler_sp, f.sp);
+#else
+    swapcontext(&blk.scheduler, &f.ctx);
+#endif
+}
+
+unsigned long long launches = 0;
+
+void fiber_main() {
+    (*blk.body)();
+    blk.fibers[blk.current].state = FINISHED;
+    to_scheduler(blk.fibers[blk.current]);
+}
+
+void wait_at(FiberState s) {
+    Fiber &f = blk.fibers[blk.current];
+    f.state = s;
+    to_scheduler(f);
+}
+
+/* A new fiber's stack, set up so that its first switch "returns" into fiber_main. */
+void fiber_start(Fiber &f, char *stack) {
+#ifdef EMU_FAST_SWITCH
+    uintptr_t top = ((uintptr_t)(stack + kStackBytes) & ~(uintptr_t)15) - 16;
+    void **sp = (void **)top;
+    sp[1] = nullptr;                   /* fiber_main's would-be return address: it never returns */
+    sp[0] = (void *)&fiber_main;       /* popped by emu_switch's ret; then rsp = top + 8, as after a call */
+    for (int r = 1; r <= 6; r++) sp[-r] = nullptr; /* rbp rbx r12..r15 */
+    f.sp = (void *)(sp - 6);
+#else
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = stack;
+    f.ctx.uc_stack.ss_size = kStackBytes;
+    f.ctx.uc_link = nullptr;
+    makecontext(&f.ctx, fiber_main, 0);
+#endif
+}
+
+/* Opens the barriers that every unfinished thread in scope has reached;
+ * returns 0 when none can open. */
+int open_barriers() {
+    size_t n = blk.fibers.size();
+    int opened = 0;
+    for (size_t w = 0; w < n; w += 32) {
+        size_t end = w + 32 < n ? w + 32 : n;
+        int waiting = 0, others = 0;
+        for (size_t i = w; i < end; i++) {
+            if (blk.fibers[i].state == AT_WARP_BARRIER) waiting++;
+            else if (blk.fibers[i].state != FINISHED) others++;
+        }
+        if (waiting && !others) {
+            for (size_t i = w; i < end; i++)
+                if (blk.fibers[i].state == AT_WARP_BARRIER) blk.fibers[i].state = RUNNABLE;
+            opened = 1;
+        }
+    }
+    if (opened) return 1;
+    int at_block = 0, others = 0;
+    for (const Fiber &f : blk.fibers) {
+        if (f.state == AT_BLOCK_BARRIER) at_block++;
+        else if (f.state != FINISHED) others++;
+    }
+    if (at_block && !others) {
+        for (Fiber &f : blk.fibers)
+            if (f.state == AT_BLOCK_BARRIER) f.state = RUNNABLE;
+        return 1;
+    }
+    return 0;
+}
+
+void run_block(const emu::Config &c) {
+    size_t n = (size_t)c.block.x * c.block.y * c.block.z;
+    blk.fibers.assign(n, Fiber());
+    if (blk.stack_fibers < n) {
+        free(blk.stacks);
+        blk.stacks = (char *)malloc(n * kStackBytes);
+        if (!blk.stacks) {
+            fprintf(stderr, "kvcpt CUDA emulator: no memory for %zu fiber stacks\n", n);
+            exit(1);
+        }
+        blk.stack_fibers = n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        Fiber &f = blk.fibers[i];
+        f.tid = {(unsigned int)(i % c.block.x), (unsigned int)(i / c.block.x % c.block.y),
+                 (unsigned int)(i / ((size_t)c.block.x * c.block.y))};
+        f.state = RUNNABLE;
+        fiber_start(f, blk.stacks + i * kStackBytes);
+    }
+    for (;;) {
+        int ran = 0, unfinished = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (blk.fibers[i].state == RUNNABLE) {
+                blk.current = i;
+                threadIdx = blk.fibers[i].tid;
+                to_fiber(blk.fibers[i]);
+                ran = 1;
+            }
+            unfinished += blk.fibers[i].state != FINISHED;
+        }
+        if (!unfinished) return;
+        if (!ran && !open_barriers()) {
+            fprintf(stderr,
+                    "kvcpt CUDA emulator: launch %llu, block (%u,%u,%u): threads wait at barriers that cannot open "
+                    "(a __syncthreads or shuffle not reached by every live thread of its block or warp)\n",
+                    launches, blockIdx.x, blockIdx.y, blockIdx.z);
+            exit(1);
+        }
+    }
+}
+
+} // namespace
+
+namespace emu {
+
+void run_grid(const Config &c, const std::function<void()> &body) {
+    launches++;
+    if (!c.grid.x || !c.grid.y || !c.grid.z || !c.block.x || !c.block.y || !c.block.z ||
+        (size_t)c.block.x * c.block.y * c.block.z > 1024 || c.grid.y > 65535 || c.grid.z > 65535) {
+        fprintf(stderr, "kvcpt CUDA emulator: launch %llu has an invalid configuration grid (%u,%u,%u) block (%u,%u,%u)\n",
+                launches, c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z);
+        exit(1);
+    }
+    gridDim = c.grid;
+    blockDim = c.block;
+    blk.body = &body;
+    size_t threads = (size_t)c.block.x * c.block.y * c.block.z;
+    blk.slots.assign(threads, 0);
+    for (unsigned int z = 0; z < c.grid.z; z++)
+        for (unsigned int y = 0; y < c.grid.y; y++)
+            for (unsigned int x = 0; x < c.grid.x; x++) {
+                blockIdx = {x, y, z};
+                /* all-ones bytes (NaN as floats): a kernel that reads dynamic shared
+                 * memory before writing it gets NaNs, which the parity tests see */
+                blk.smem.assign(c.smem + 16, (char)0xff);
+                run_block(c);
+            }
+}
+
+void *dynamic_smem() {
+    uintptr_t p = (uintptr_t)blk.smem.data();
+    return (void *)((p + 15) & ~(uintptr_t)15);
+}
+void block_barrier() { wait_at(AT_BLOCK_BARRIER); }
+void warp_barrier() { wait_at(AT_WARP_BARRIER); }
+unsigned int lane_id() { return (unsigned int)(blk.current & 31); }
+void *warp_slot(unsigned int lane) { return &blk.slots[(blk.current & ~(size_t)31) + lane]; }
+
+} // namespace emu
+
+/* ---- host API: device memory is host memory ---- */
+extern "C" {
+cudaError_t cudaGetDeviceCount(int *n) {
+    *n = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int dev) { return dev == 0 ? cudaSuccess : cudaErrorInvalidValue; }
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev) {
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "kvcpt CUDA emulator (CPU fibers)");
+    p->totalGlobalMem = (size_t)1 << 34;
+    p->major = 9, p->minor = 0, p->multiProcessorCount = 1;
+    return dev == 0 ? cudaSuccess : cudaErrorInvalidValue;
+}
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int dev) {
+    *value = attr == cudaDevAttrMultiProcessorCount ? 1 : attr == cudaDevAttrMemoryClockRate ? 1000000 : 64;
+    return dev == 0 ? cudaSuccess : cudaErrorInvalidValue;
+}
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+    /* calloc would hide kernels that read memory nobody wrote; fill with a NaN pattern instead */
+    *p = malloc(bytes ? bytes : 1);
+    if (!*p) return cudaErrorMemoryAllocation;
+    memset(*p, 0xff, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t st) { return (void)st, cudaMalloc(p, bytes); }
+cudaError_t cudaFree(void *p) {
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaFreeAsync(void *p, cudaStream_t st) { return (void)st, cudaFree(p); }
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    (void)kind;
+    memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t st) {
+    return (void)st, cudaMemcpy(dst, src, bytes, kind);
+}
+cudaError_t cudaMemset(void *dst, int value, size_t bytes) {
+    memset(dst, value, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t st) {
+    return (void)st, cudaMemset(dst, value, bytes);
+}
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t st) { return (void)st, cudaSuccess; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaError"; }
+const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated error"; }
+}
