@@ -278,18 +278,23 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(float *out,
     }
 }
 
-/* dsum[(b, h, p)] = sum_d dout * out (one warp per row; Dq of the backward). */
+/* dsum[(b, h, p)] = sum_d dout * out (one warp per row; Dq of the backward).
+ * The loop bounds are the same for the whole block, so every warp reaches
+ * the shuffles together. */
 __global__ void attention_dsum_kernel(float *dsum, const float *dout, const float *out, int64_t B, int64_t T,
                                       int64_t Hq, int64_t D) {
     const int lane = threadIdx.x % 32;
-    const int64_t warps = (int64_t)gridDim.x * blockDim.x / 32;
-    for (int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; row < B * T * Hq; row += warps) {
-        const float *dy = dout + row * D, *y = out + row * D;
+    const int64_t rows = B * T * Hq, per_block = blockDim.x / 32;
+    for (int64_t first = (int64_t)blockIdx.x * per_block; first < rows; first += (int64_t)gridDim.x * per_block) {
+        const int64_t row = first + threadIdx.x / 32;
         float acc = 0.0f;
-        for (int64_t d = lane; d < D; d += 32) acc = fmaf(dy[d], y[d], acc);
+        if (row < rows)
+            for (int64_t d = lane; d < D; d += 32) acc = fmaf(dout[row * D + d], out[row * D + d], acc);
         acc = warp_sum(acc);
-        const int64_t h = row % Hq, bp = row / Hq, p = bp % T, b = bp / T;
-        if (lane == 0) dsum[(b * Hq + h) * T + p] = acc;
+        if (lane == 0 && row < rows) {
+            const int64_t h = row % Hq, p = (row / Hq) % T, b = row / Hq / T;
+            dsum[(b * Hq + h) * T + p] = acc;
+        }
     }
 }
 
@@ -461,13 +466,18 @@ __global__ void select_probs_kernel(float *probs, const float *q, const float *k
     float *pr = probs + blk * L;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
     float mx = -INFINITY;
-    for (int64_t j = warp; j < L; j += warps) {
-        const float *krow = k + ((b * T + j) * Hkv + g) * D;
+    for (int64_t j0 = 0; j0 < L; j0 += warps) { /* block-uniform bounds: all warps shuffle together */
+        const int64_t j = j0 + warp;
         float acc = 0.0f;
-        for (int64_t d = lane; d < D; d += 32) acc = fmaf(qrow[d], krow[d], acc);
+        if (j < L) {
+            const float *krow = k + ((b * T + j) * Hkv + g) * D;
+            for (int64_t d = lane; d < D; d += 32) acc = fmaf(qrow[d], krow[d], acc);
+        }
         const float sj = warp_sum(acc) * scale;
-        if (lane == 0) pr[j] = sj;
-        mx = fmaxf(mx, sj);
+        if (j < L) {
+            if (lane == 0) pr[j] = sj;
+            mx = fmaxf(mx, sj);
+        }
     }
     mx = block_max(mx); /* also orders the writes above before the reads below */
     float sum = 0.0f;
