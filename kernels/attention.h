@@ -44,4 +44,31 @@ void attention_forward_cpu(float *out, float *lse, const float *q, const float *
 void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                             const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B,
                             int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
+
+#if defined(KVCPT_CUDA) || defined(__CUDACC__)
+/* CUDA twins (kernels/attention.cu): same arguments, DEVICE pointers (q, k,
+ * v, out, lse, sel, dout, dq, dk, dv); the mask is a host struct. Default
+ * stream, no synchronisation. Flash style: no T x T buffer, K/V shared by the
+ * group's query heads, no float atomics (two runs give the same bits). D must
+ * be 8, 16, 32, 64 or 128; other values stop the program with a message.
+ * Results match the CPU oracle within the tolerances of
+ * tests/gpu/test_attention_cuda.c; the selection matches it exactly unless
+ * two pooled scores straddling the top-K boundary differ by rounding. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Requires refresh_active(m, T): dies otherwise. */
+void attention_refresh_select_cuda(int32_t *sel, const float *q, const float *k, int64_t B, int64_t T, int64_t Hq,
+                                   int64_t Hkv, int64_t D, const RefreshMask *m);
+/* sel may be NULL when !refresh_active(m, T). */
+void attention_forward_cuda(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
+                            int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
+/* Writes (not accumulates) dq, dk, dv; out and lse are the forward's. */
+void attention_backward_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                             const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B,
+                             int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
+#ifdef __cplusplus
+}
+#endif
+#endif
 #endif

@@ -1,0 +1,739 @@
+/* Causal GQA attention with the RefreshKV mask on the GPU: the twin of
+ * kernels/attention.c (SPEC §3), fp32 in and out, fp32 arithmetic.
+ *
+ * Design (a first, readable version rather than a fast one):
+ *
+ * - Flash style. A block owns a 64-row query tile of one (batch, query head)
+ *   and walks 64-key tiles, both staged in shared memory, with an online
+ *   softmax; the forward pass saves lse = m + log(l) per row, and the backward
+ *   recomputes P = exp(S - lse) from it. Nothing of size T x T exists, only
+ *   the (B, Hq, T) lse and Dq = rowsum(dout * out).
+ * - Key lists. A causal row p sees keys 0..p. A RefreshKV row p >= L sees the
+ *   list sel[0..ks-1] ++ (L..T-1), cut at position p; since sel is ascending
+ *   and below L, "list entry's position <= p" is the visibility test in both
+ *   cases, and the same tile kernel serves both: the causal rows run over the
+ *   identity list, the (few) refresh rows over the gathered list.
+ * - Row results do not depend on the tiling of the queries: a row's scores,
+ *   its per-tile max / sum trees and its accumulation order over keys depend
+ *   only on the row and on the key tiles, and a key tile with nothing visible
+ *   is an exact no-op (alpha = 1, p = 0). With K = L the gathered list is the
+ *   identity, so masked and unmasked runs give the same bits (tested).
+ * - Backward without atomics: dQ by a row-tile kernel (like the forward);
+ *   dK/dV by a key-tile kernel, one block per (batch, KV head, 64 keys), that
+ *   loops over the group's query heads (in order) and over query tiles (in
+ *   order), so every dK/dV element is one thread's sequential sum. Refresh
+ *   rows take part through a visibility test (a key < L is visible to rows
+ *   >= L when it is selected), so a selected key's causal and refresh terms
+ *   land in one fixed order too.
+ * - GQA: query head h reads KV head h / (Hq/Hkv) in place; nothing is copied.
+ *
+ * Tiles: Br = Bc = 64 and 256 threads as a 16 x 16 grid; each thread owns a
+ * 4 x 4 block of a score tile and 4 rows x D/16 columns of an accumulator.
+ * Shared rows are padded to D + 1 floats so that the 16 key rows read in one
+ * score step fall in distinct banks. At D = 128 the dK/dV kernel needs 163 KiB
+ * of shared memory (K, V, Q, dO tiles plus P and dS), within sm_90's 227 KiB.
+ * 64-bit offsets throughout: B*T*Hq*D overflows int32 at 8B shapes. */
+#include <stdint.h>
+
+#include "cuda_common.cuh"
+#include "cuda_reduce.cuh"
+
+extern "C" {
+#include "attention.h"
+}
+
+static constexpr int kTile = 64;      /* Br = Bc: query rows and keys per tile */
+static constexpr int kThreads = 256;  /* a 16 x 16 thread grid */
+static constexpr int kGrid = 16;
+static constexpr int kPerThread = kTile / kGrid;       /* 4 rows (or keys) per thread */
+static constexpr int kRowsPerWarp = kTile / (kThreads / 32); /* 8: softmax rows owned by a warp */
+static constexpr int kLdS = kTile + 1;                 /* padded score-tile row */
+static constexpr int kSelectThreads = 1024;
+
+/* Shapes shared by the kernels (passed by value). */
+struct AttnShape {
+    int64_t B, T, Hq, Hkv, group;
+    int64_t L;  /* first refresh row when active, else T */
+    int64_t ks; /* selected keys per (batch row, KV head); 0 when inactive */
+    int active;
+    float scale;
+};
+
+/* A row tile's key list: the identity, or sel ++ (L..T-1) for refresh rows. */
+struct KeyList {
+    const int32_t *sel; /* NULL: identity */
+    int64_t ks, L, n;
+};
+
+__device__ __forceinline__ int64_t key_position(const KeyList &kl, int64_t i) {
+    if (kl.sel == nullptr) return i;
+    return i < kl.ks ? (int64_t)kl.sel[i] : kl.L + (i - kl.ks);
+}
+
+/* Row pitch of a staged (64, D) tile. */
+template <int D> __device__ __forceinline__ constexpr int ld() { return D + 1; }
+
+/* dst[r][d] = row pos[r] of a (T, H, D) tensor (base at (b, 0, head)), or 0
+ * when pos[r] < 0; zero rows keep 0 * (finite) = 0 in the products. */
+template <int D>
+__device__ void load_tile(float *dst, const float *base, int64_t row_stride, const int64_t *pos) {
+    for (int idx = threadIdx.x; idx < kTile * D; idx += kThreads) {
+        const int r = idx / D, d = idx % D;
+        const int64_t p = pos[r];
+        dst[r * ld<D>() + d] = p >= 0 ? base[p * row_stride + d] : 0.0f;
+    }
+}
+
+/* acc[i][j] = sum_d A[ty + 16i][d] * Bt[tx + 16j][d], d ascending. */
+template <int D>
+__device__ __forceinline__ void tile_dot(float acc[kPerThread][kPerThread], const float *A, const float *Bt, int ty,
+                                         int tx) {
+#pragma unroll
+    for (int i = 0; i < kPerThread; i++)
+#pragma unroll
+        for (int j = 0; j < kPerThread; j++) acc[i][j] = 0.0f;
+#pragma unroll 4
+    for (int d = 0; d < D; d++) {
+        float a[kPerThread], b[kPerThread];
+#pragma unroll
+        for (int i = 0; i < kPerThread; i++) a[i] = A[(ty + kGrid * i) * ld<D>() + d];
+#pragma unroll
+        for (int j = 0; j < kPerThread; j++) b[j] = Bt[(tx + kGrid * j) * ld<D>() + d];
+#pragma unroll
+        for (int i = 0; i < kPerThread; i++)
+#pragma unroll
+            for (int j = 0; j < kPerThread; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+}
+
+/* Accumulator columns per thread: d = tx + 16j, j < kCols (D = 8 leaves half idle). */
+template <int D> struct Cols {
+    static constexpr int n = (D + kGrid - 1) / kGrid;
+};
+
+/* acc[i][j] += sum_c W[row_i][c] * X[c][d_j], c ascending, rows row_i = ty + 16i
+ * of the (64, 65) weight tile W and columns of the staged (64, D) tile X. */
+template <int D>
+__device__ __forceinline__ void tile_accumulate(float acc[kPerThread][Cols<D>::n], const float *W, const float *X,
+                                                int ty, int tx) {
+#pragma unroll 4
+    for (int c = 0; c < kTile; c++) {
+        float w[kPerThread];
+#pragma unroll
+        for (int i = 0; i < kPerThread; i++) w[i] = W[(ty + kGrid * i) * kLdS + c];
+#pragma unroll
+        for (int j = 0; j < Cols<D>::n; j++) {
+            const int d = tx + kGrid * j;
+            const float x = d < D ? X[c * ld<D>() + d] : 0.0f;
+#pragma unroll
+            for (int i = 0; i < kPerThread; i++) acc[i][j] = fmaf(w[i], x, acc[i][j]);
+        }
+    }
+}
+
+/* Column-major variant for dK/dV: acc[i][j] += sum_r W[r][key_i] * X[r][d_j],
+ * r ascending, keys key_i = ty + 16i. */
+template <int D>
+__device__ __forceinline__ void tile_accumulate_t(float acc[kPerThread][Cols<D>::n], const float *W, const float *X,
+                                                  int ty, int tx) {
+#pragma unroll 4
+    for (int r = 0; r < kTile; r++) {
+        float w[kPerThread];
+#pragma unroll
+        for (int i = 0; i < kPerThread; i++) w[i] = W[r * kLdS + ty + kGrid * i];
+#pragma unroll
+        for (int j = 0; j < Cols<D>::n; j++) {
+            const int d = tx + kGrid * j;
+            const float x = d < D ? X[r * ld<D>() + d] : 0.0f;
+#pragma unroll
+            for (int i = 0; i < kPerThread; i++) acc[i][j] = fmaf(w[i], x, acc[i][j]);
+        }
+    }
+}
+
+/* The row tile a block owns and its key list. Row tiles run in reverse so
+ * that the long causal tiles start first. */
+struct RowTile {
+    int64_t b, h, g, q0, p_last;
+    KeyList keys;
+};
+
+__device__ RowTile row_tile(const AttnShape &s, const int32_t *sel, int64_t row_begin, int64_t row_end, int use_sel) {
+    RowTile t;
+    t.b = blockIdx.y / s.Hq;
+    t.h = blockIdx.y % s.Hq;
+    t.g = t.h / s.group;
+    t.q0 = row_begin + (int64_t)(gridDim.x - 1 - blockIdx.x) * kTile;
+    t.p_last = (t.q0 + kTile < row_end ? t.q0 + kTile : row_end) - 1;
+    if (use_sel)
+        t.keys = KeyList{sel + (t.b * s.Hkv + t.g) * s.ks, s.ks, s.L, s.ks + (t.p_last - s.L + 1)};
+    else
+        t.keys = KeyList{nullptr, 0, 0, t.p_last + 1};
+    return t;
+}
+
+/* Shared layout of the row-tile kernels: positions first (8-byte aligned). */
+template <int D> struct RowSmem {
+    static constexpr size_t fwd_bytes = sizeof(int64_t) * 2 * kTile + sizeof(float) * (3 * kTile * (D + 1) + kTile * kLdS + 2 * kTile);
+    static constexpr size_t dq_bytes = sizeof(int64_t) * 2 * kTile + sizeof(float) * (4 * kTile * (D + 1) + kTile * kLdS + 2 * kTile);
+    static constexpr size_t dkdv_bytes =
+        sizeof(int64_t) * 2 * kTile + sizeof(int) * kTile + sizeof(float) * (4 * kTile * (D + 1) + 2 * kTile * kLdS + 2 * kTile);
+};
+
+/* One online-softmax step for the 8 rows a warp owns: Ps holds the tile's
+ * scaled scores (-inf where hidden) and becomes exp(s - m_new); alpha_s gets
+ * each row's rescale factor for the output accumulator. */
+__device__ __forceinline__ void online_softmax_step(float *Ps, float *alpha_s, float m_row[kRowsPerWarp],
+                                                    float l_row[kRowsPerWarp], int warp, int lane) {
+#pragma unroll
+    for (int rr = 0; rr < kRowsPerWarp; rr++) {
+        const int r = warp * kRowsPerWarp + rr;
+        const float a = Ps[r * kLdS + lane], c = Ps[r * kLdS + lane + 32];
+        const float m_new = fmaxf(m_row[rr], warp_max(fmaxf(a, c)));
+        float pa = 0.0f, pc = 0.0f, alpha = 1.0f;
+        if (m_new != -INFINITY) { /* else nothing visible yet: the row stays empty */
+            pa = expf(a - m_new);
+            pc = expf(c - m_new);
+            alpha = m_row[rr] == m_new ? 1.0f : expf(m_row[rr] - m_new);
+        }
+        const float sum = warp_sum(pa + pc);
+        l_row[rr] = fmaf(alpha, l_row[rr], sum);
+        m_row[rr] = m_new;
+        Ps[r * kLdS + lane] = pa;
+        Ps[r * kLdS + lane + 32] = pc;
+        if (lane == 0) alpha_s[r] = alpha;
+    }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) attention_forward_kernel(float *out, float *lse, const float *q,
+                                                                     const float *k, const float *v,
+                                                                     const int32_t *sel, AttnShape s,
+                                                                     int64_t row_begin, int64_t row_end, int use_sel) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    int64_t *qpos = (int64_t *)smem, *kpos = qpos + kTile;
+    float *Qs = (float *)(kpos + kTile), *Ks = Qs + kTile * ld<D>(), *Vs = Ks + kTile * ld<D>();
+    float *Ps = Vs + kTile * ld<D>(), *alpha_s = Ps + kTile * kLdS, *l_s = alpha_s + kTile;
+    const int tid = threadIdx.x, ty = tid / kGrid, tx = tid % kGrid, warp = tid / 32, lane = tid % 32;
+    const RowTile t = row_tile(s, sel, row_begin, row_end, use_sel);
+    const int64_t qstride = s.Hq * D, kvstride = s.Hkv * D;
+    const float *kb = k + (t.b * s.T * s.Hkv + t.g) * D, *vb = v + (t.b * s.T * s.Hkv + t.g) * D;
+
+    if (tid < kTile) qpos[tid] = t.q0 + tid <= t.p_last ? t.q0 + tid : -1;
+    __syncthreads();
+    load_tile<D>(Qs, q + (t.b * s.T * s.Hq + t.h) * D, qstride, qpos);
+
+    float o[kPerThread][Cols<D>::n] = {};
+    float m_row[kRowsPerWarp], l_row[kRowsPerWarp];
+#pragma unroll
+    for (int rr = 0; rr < kRowsPerWarp; rr++) m_row[rr] = -INFINITY, l_row[rr] = 0.0f;
+
+    for (int64_t i0 = 0; i0 < t.keys.n; i0 += kTile) {
+        __syncthreads(); /* the previous tile's readers are done */
+        if (tid < kTile) kpos[tid] = i0 + tid < t.keys.n ? key_position(t.keys, i0 + tid) : -1;
+        __syncthreads();
+        load_tile<D>(Ks, kb, kvstride, kpos);
+        load_tile<D>(Vs, vb, kvstride, kpos);
+        __syncthreads();
+        float acc[kPerThread][kPerThread];
+        tile_dot<D>(acc, Qs, Ks, ty, tx);
+#pragma unroll
+        for (int i = 0; i < kPerThread; i++)
+#pragma unroll
+            for (int j = 0; j < kPerThread; j++) {
+                const int r = ty + kGrid * i, c = tx + kGrid * j;
+                const bool vis = qpos[r] >= 0 && kpos[c] >= 0 && kpos[c] <= qpos[r];
+                Ps[r * kLdS + c] = vis ? acc[i][j] * s.scale : -INFINITY;
+            }
+        __syncthreads();
+        online_softmax_step(Ps, alpha_s, m_row, l_row, warp, lane);
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < kPerThread; i++) {
+            const float alpha = alpha_s[ty + kGrid * i];
+#pragma unroll
+            for (int j = 0; j < Cols<D>::n; j++) o[i][j] *= alpha;
+        }
+        tile_accumulate<D>(o, Ps, Vs, ty, tx);
+    }
+
+    if (lane == 0)
+#pragma unroll
+        for (int rr = 0; rr < kRowsPerWarp; rr++) {
+            const int r = warp * kRowsPerWarp + rr;
+            l_s[r] = l_row[rr];
+            if (qpos[r] >= 0) lse[(t.b * s.Hq + t.h) * s.T + qpos[r]] = m_row[rr] + logf(l_row[rr]);
+        }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kPerThread; i++) {
+        const int r = ty + kGrid * i;
+        if (qpos[r] < 0) continue;
+        float *orow = out + ((t.b * s.T + qpos[r]) * s.Hq + t.h) * D;
+#pragma unroll
+        for (int j = 0; j < Cols<D>::n; j++) {
+            const int d = tx + kGrid * j;
+            if (d < D) orow[d] = o[i][j] / l_s[r];
+        }
+    }
+}
+
+/* dsum[(b, h, p)] = sum_d dout * out (one warp per row; Dq of the backward).
+ * The loop bounds are the same for the whole block, so every warp reaches
+ * the shuffles together. */
+__global__ void attention_dsum_kernel(float *dsum, const float *dout, const float *out, int64_t B, int64_t T,
+                                      int64_t Hq, int64_t D) {
+    const int lane = threadIdx.x % 32;
+    const int64_t rows = B * T * Hq, per_block = blockDim.x / 32;
+    for (int64_t first = (int64_t)blockIdx.x * per_block; first < rows; first += (int64_t)gridDim.x * per_block) {
+        const int64_t row = first + threadIdx.x / 32;
+        float acc = 0.0f;
+        if (row < rows)
+            for (int64_t d = lane; d < D; d += 32) acc = fmaf(dout[row * D + d], out[row * D + d], acc);
+        acc = warp_sum(acc);
+        if (lane == 0 && row < rows) {
+            const int64_t h = row % Hq, p = (row / Hq) % T, b = row / Hq / T;
+            dsum[(b * Hq + h) * T + p] = acc;
+        }
+    }
+}
+
+/* dQ of a row tile: dS = P * (dP - Dq) * scale with P = exp(S - lse),
+ * dq = dS K summed over the key list in order. */
+template <int D>
+__global__ void __launch_bounds__(kThreads) attention_dq_kernel(float *dq, const float *dout, const float *q,
+                                                                const float *k, const float *v, const float *lse,
+                                                                const float *dsum, const int32_t *sel, AttnShape s,
+                                                                int64_t row_begin, int64_t row_end, int use_sel) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    int64_t *qpos = (int64_t *)smem, *kpos = qpos + kTile;
+    float *Qs = (float *)(kpos + kTile), *dOs = Qs + kTile * ld<D>(), *Ks = dOs + kTile * ld<D>();
+    float *Vs = Ks + kTile * ld<D>(), *dSs = Vs + kTile * ld<D>(), *lse_s = dSs + kTile * kLdS, *dsum_s = lse_s + kTile;
+    const int tid = threadIdx.x, ty = tid / kGrid, tx = tid % kGrid;
+    const RowTile t = row_tile(s, sel, row_begin, row_end, use_sel);
+    const int64_t qstride = s.Hq * D, kvstride = s.Hkv * D, qoff = (t.b * s.T * s.Hq + t.h) * D;
+    const float *kb = k + (t.b * s.T * s.Hkv + t.g) * D, *vb = v + (t.b * s.T * s.Hkv + t.g) * D;
+
+    if (tid < kTile) {
+        const int64_t p = t.q0 + tid <= t.p_last ? t.q0 + tid : -1;
+        qpos[tid] = p;
+        lse_s[tid] = p >= 0 ? lse[(t.b * s.Hq + t.h) * s.T + p] : 0.0f;
+        dsum_s[tid] = p >= 0 ? dsum[(t.b * s.Hq + t.h) * s.T + p] : 0.0f;
+    }
+    __syncthreads();
+    load_tile<D>(Qs, q + qoff, qstride, qpos);
+    load_tile<D>(dOs, dout + qoff, qstride, qpos);
+
+    float acc_dq[kPerThread][Cols<D>::n] = {};
+    for (int64_t i0 = 0; i0 < t.keys.n; i0 += kTile) {
+        __syncthreads();
+        if (tid < kTile) kpos[tid] = i0 + tid < t.keys.n ? key_position(t.keys, i0 + tid) : -1;
+        __syncthreads();
+        load_tile<D>(Ks, kb, kvstride, kpos);
+        load_tile<D>(Vs, vb, kvstride, kpos);
+        __syncthreads();
+        float sc[kPerThread][kPerThread], dp[kPerThread][kPerThread];
+        tile_dot<D>(sc, Qs, Ks, ty, tx);
+        tile_dot<D>(dp, dOs, Vs, ty, tx);
+#pragma unroll
+        for (int i = 0; i < kPerThread; i++)
+#pragma unroll
+            for (int j = 0; j < kPerThread; j++) {
+                const int r = ty + kGrid * i, c = tx + kGrid * j;
+                const bool vis = qpos[r] >= 0 && kpos[c] >= 0 && kpos[c] <= qpos[r];
+                const float p = vis ? expf(sc[i][j] * s.scale - lse_s[r]) : 0.0f;
+                dSs[r * kLdS + c] = vis ? p * (dp[i][j] - dsum_s[r]) * s.scale : 0.0f;
+            }
+        __syncthreads();
+        tile_accumulate<D>(acc_dq, dSs, Ks, ty, tx);
+    }
+#pragma unroll
+    for (int i = 0; i < kPerThread; i++) {
+        const int r = ty + kGrid * i;
+        if (qpos[r] < 0) continue;
+        float *row = dq + ((t.b * s.T + qpos[r]) * s.Hq + t.h) * D;
+#pragma unroll
+        for (int j = 0; j < Cols<D>::n; j++) {
+            const int d = tx + kGrid * j;
+            if (d < D) row[d] = acc_dq[i][j];
+        }
+    }
+}
+
+/* Whether query row qp sees key kp (both real positions) under the mask. */
+__device__ __forceinline__ bool key_visible(const AttnShape &s, int64_t qp, int64_t kp, int selected) {
+    if (qp < 0 || kp < 0 || kp > qp) return false;
+    if (!s.active || qp < s.L || kp >= s.L) return true;
+    return selected != 0;
+}
+
+/* dK, dV of 64 keys of one (b, KV head): the group's query heads in order,
+ * each over its query tiles in order; rows >= L see keys < L only when they
+ * are selected. Each thread owns 4 keys x D/16 columns of dK and dV. */
+template <int D>
+__global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(float *dk, float *dv, const float *dout,
+                                                                  const float *q, const float *k, const float *v,
+                                                                  const float *lse, const float *dsum,
+                                                                  const unsigned char *selected, AttnShape s) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    int64_t *qpos = (int64_t *)smem, *kpos = qpos + kTile;
+    int *ksel = (int *)(kpos + kTile);
+    float *Ks = (float *)(ksel + kTile), *Vs = Ks + kTile * ld<D>(), *Qs = Vs + kTile * ld<D>();
+    float *dOs = Qs + kTile * ld<D>(), *Ps = dOs + kTile * ld<D>(), *dSs = Ps + kTile * kLdS;
+    float *lse_s = dSs + kTile * kLdS, *dsum_s = lse_s + kTile;
+    const int tid = threadIdx.x, ty = tid / kGrid, tx = tid % kGrid;
+    const int64_t b = blockIdx.y / s.Hkv, g = blockIdx.y % s.Hkv, k0 = (int64_t)blockIdx.x * kTile;
+    const int64_t qstride = s.Hq * D, kvstride = s.Hkv * D, kvoff = (b * s.T * s.Hkv + g) * D;
+
+    int my_sel = 0;
+    if (tid < kTile) {
+        const int64_t p = k0 + tid;
+        kpos[tid] = p < s.T ? p : -1;
+        my_sel = s.active && p < s.L ? selected[(b * s.Hkv + g) * s.L + p] : 0;
+        ksel[tid] = my_sel;
+    }
+    /* rows >= L matter to a tile of prefill keys only if one of them is selected */
+    const int any_sel = __syncthreads_or(my_sel);
+    const int64_t row_end = s.active && k0 + kTile <= s.L && !any_sel ? s.L : s.T;
+    load_tile<D>(Ks, k + kvoff, kvstride, kpos);
+    load_tile<D>(Vs, v + kvoff, kvstride, kpos);
+
+    float acc_dk[kPerThread][Cols<D>::n] = {}, acc_dv[kPerThread][Cols<D>::n] = {};
+    for (int64_t hh = 0; hh < s.group; hh++) {
+        const int64_t h = g * s.group + hh, qoff = (b * s.T * s.Hq + h) * D;
+        for (int64_t q0 = k0; q0 < row_end; q0 += kTile) {
+            __syncthreads(); /* previous readers of Qs, dOs, Ps, dSs, qpos are done */
+            if (tid < kTile) {
+                const int64_t p = q0 + tid < row_end ? q0 + tid : -1;
+                qpos[tid] = p;
+                lse_s[tid] = p >= 0 ? lse[(b * s.Hq + h) * s.T + p] : 0.0f;
+                dsum_s[tid] = p >= 0 ? dsum[(b * s.Hq + h) * s.T + p] : 0.0f;
+            }
+            __syncthreads();
+            load_tile<D>(Qs, q + qoff, qstride, qpos);
+            load_tile<D>(dOs, dout + qoff, qstride, qpos);
+            __syncthreads();
+            float sc[kPerThread][kPerThread], dp[kPerThread][kPerThread];
+            tile_dot<D>(sc, Qs, Ks, ty, tx); /* rows ty + 16i, keys tx + 16j */
+            tile_dot<D>(dp, dOs, Vs, ty, tx);
+#pragma unroll
+            for (int i = 0; i < kPerThread; i++)
+#pragma unroll
+                for (int j = 0; j < kPerThread; j++) {
+                    const int r = ty + kGrid * i, c = tx + kGrid * j;
+                    const bool vis = key_visible(s, qpos[r], kpos[c], ksel[c]);
+                    const float p = vis ? expf(sc[i][j] * s.scale - lse_s[r]) : 0.0f;
+                    Ps[r * kLdS + c] = p;
+                    dSs[r * kLdS + c] = vis ? p * (dp[i][j] - dsum_s[r]) * s.scale : 0.0f;
+                }
+            __syncthreads();
+            tile_accumulate_t<D>(acc_dv, Ps, dOs, ty, tx);
+            tile_accumulate_t<D>(acc_dk, dSs, Qs, ty, tx);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < kPerThread; i++) {
+        const int c = ty + kGrid * i;
+        if (kpos[c] < 0) continue;
+        const int64_t off = kvoff + kpos[c] * kvstride;
+#pragma unroll
+        for (int j = 0; j < Cols<D>::n; j++) {
+            const int d = tx + kGrid * j;
+            if (d < D) dk[off + d] = acc_dk[i][j], dv[off + d] = acc_dv[i][j];
+        }
+    }
+}
+
+/* selected[(b, g, pos)] = 1 for each selected prefill position. */
+__global__ void attention_mark_selected_kernel(unsigned char *selected, const int32_t *sel, int64_t BG, int64_t ks,
+                                               int64_t L) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < BG * ks; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t bg = i / ks, pos = sel[i];
+        if (pos >= 0 && pos < L) selected[bg * L + pos] = 1;
+    }
+}
+
+/* ------------------------------------------------------------- selection */
+
+/* probs[(b, g, hh), j] = softmax over keys 0..L-1 of query L-1 of head
+ * g*group + hh: one block per head, one warp per key for the dots, then the
+ * block max and a fixed-tree block sum. */
+__global__ void select_probs_kernel(float *probs, const float *q, const float *k, int64_t T, int64_t Hq, int64_t Hkv,
+                                    int64_t D, int64_t L, int64_t nh, int64_t group, float scale) {
+    const int64_t blk = blockIdx.x, hh = blk % nh, bg = blk / nh, g = bg % Hkv, b = bg / Hkv;
+    const int64_t h = g * group + hh;
+    const float *qrow = q + ((b * T + L - 1) * Hq + h) * D;
+    float *pr = probs + blk * L;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    float mx = -INFINITY;
+    for (int64_t j0 = 0; j0 < L; j0 += warps) { /* block-uniform bounds: all warps shuffle together */
+        const int64_t j = j0 + warp;
+        float acc = 0.0f;
+        if (j < L) {
+            const float *krow = k + ((b * T + j) * Hkv + g) * D;
+            for (int64_t d = lane; d < D; d += 32) acc = fmaf(qrow[d], krow[d], acc);
+        }
+        const float sj = warp_sum(acc) * scale;
+        if (j < L) {
+            if (lane == 0) pr[j] = sj;
+            mx = fmaxf(mx, sj);
+        }
+    }
+    mx = block_max(mx); /* also orders the writes above before the reads below */
+    float sum = 0.0f;
+    for (int64_t j = threadIdx.x; j < L; j += blockDim.x) sum += (pr[j] = expf(pr[j] - mx));
+    sum = block_sum(sum);
+    for (int64_t j = threadIdx.x; j < L; j += blockDim.x) pr[j] /= sum;
+}
+
+/* Exclusive prefix sum of v over the block (1024 threads), and its total. */
+__device__ int block_exclusive_scan(int v, int *total) {
+    __shared__ int warp_part[32];
+    __shared__ int block_total;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    int incl = v;
+    for (int o = 1; o < 32; o <<= 1) {
+        const int up = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += up;
+    }
+    __syncthreads(); /* an earlier call may still be reading warp_part */
+    if (lane == 31) warp_part[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+        const int w = lane < nwarps ? warp_part[lane] : 0;
+        int wi = w;
+        for (int o = 1; o < 32; o <<= 1) {
+            const int up = __shfl_up_sync(0xffffffffu, wi, o);
+            if (lane >= o) wi += up;
+        }
+        if (lane < nwarps) warp_part[lane] = wi - w;
+        if (lane == 31) block_total = wi;
+    }
+    __syncthreads();
+    *total = block_total;
+    return warp_part[warp] + incl - v;
+}
+
+/* Per (b, g): aggregate the group's probabilities, max-pool (window clipped
+ * at the edges), then take the ks largest, ties to the lower position, and
+ * write them in ascending order. The ks-th largest value is found by a
+ * bitwise search over the float bits (non-negative floats order like their
+ * bits); positions above it, then the first ones equal to it, are kept by an
+ * ordered block scan. Exact and deterministic; no sort. */
+__global__ void select_topk_kernel(int32_t *sel, float *agg, uint32_t *pooled, const float *probs, int64_t L,
+                                   int64_t nh, int64_t group, int agg_kind, int64_t radius, int64_t ks) {
+    const int64_t bg = blockIdx.x;
+    const float *pr = probs + bg * nh * L;
+    float *a = agg + bg * L;
+    uint32_t *pb = pooled + bg * L;
+    for (int64_t j = threadIdx.x; j < L; j += blockDim.x) {
+        float x = pr[j];
+        for (int64_t hh = 1; hh < nh; hh++) {
+            const float y = pr[hh * L + j];
+            x = agg_kind == GROUP_AGG_MAX ? (y > x ? y : x) : x + y;
+        }
+        if (agg_kind == GROUP_AGG_MEAN) x /= (float)group;
+        a[j] = x;
+    }
+    __syncthreads();
+    for (int64_t j = threadIdx.x; j < L; j += blockDim.x) {
+        const int64_t lo = j - radius < 0 ? 0 : j - radius, hi = j + radius > L - 1 ? L - 1 : j + radius;
+        float mx = a[lo];
+        for (int64_t i = lo + 1; i <= hi; i++) mx = a[i] > mx ? a[i] : mx;
+        pb[j] = __float_as_uint(mx);
+    }
+    __syncthreads();
+
+    uint32_t kth = 0; /* largest bits value u with #(pooled >= u) >= ks */
+    for (int bit = 31; bit >= 0; bit--) {
+        const uint32_t cand = kth | (1u << bit);
+        int cnt = 0;
+        for (int64_t j = threadIdx.x; j < L; j += blockDim.x) cnt += pb[j] >= cand;
+        if (block_sum(cnt) >= ks) kth = cand;
+    }
+    int above = 0;
+    for (int64_t j = threadIdx.x; j < L; j += blockDim.x) above += pb[j] > kth;
+    const int64_t equal_wanted = ks - block_sum(above);
+
+    int32_t *out = sel + bg * ks;
+    int64_t written = 0, equal_seen = 0;
+    for (int64_t c0 = 0; c0 < L; c0 += blockDim.x) {
+        const int64_t j = c0 + threadIdx.x;
+        const uint32_t bits = j < L ? pb[j] : 0u;
+        const int is_eq = j < L && bits == kth, is_gt = j < L && bits > kth;
+        int eq_total, take_total;
+        const int eq_before = block_exclusive_scan(is_eq, &eq_total);
+        const int take = is_gt || (is_eq && equal_seen + eq_before < equal_wanted);
+        const int slot = block_exclusive_scan(take, &take_total);
+        if (take) out[written + slot] = (int32_t)j;
+        written += take_total;
+        equal_seen += eq_total;
+    }
+}
+
+/* ks == L: every prefill position, in order. */
+__global__ void select_all_kernel(int32_t *sel, int64_t BG, int64_t L) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < BG * L; i += (int64_t)gridDim.x * blockDim.x)
+        sel[i] = (int32_t)(i % L);
+}
+
+/* ---------------------------------------------------------------- launchers */
+
+static void check_shape(const char *fn, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
+    const char *why = NULL;
+    if (B < 0 || T < 0 || Hq <= 0 || Hkv <= 0) why = "B, T must be >= 0 and Hq, Hkv > 0";
+    else if (Hq % Hkv != 0) why = "Hkv must divide Hq";
+    else if (D != 8 && D != 16 && D != 32 && D != 64 && D != 128) why = "head dim D must be 8, 16, 32, 64 or 128";
+    else if (B * Hq > 65535) why = "B * Hq exceeds the grid's y dimension (65535)";
+    else if (T > INT32_MAX) why = "T exceeds int32 positions";
+    if (why) {
+        fprintf(stderr, "kvcpt: %s: %s (B=%lld T=%lld Hq=%lld Hkv=%lld D=%lld)\n", fn, why, (long long)B, (long long)T,
+                (long long)Hq, (long long)Hkv, (long long)D);
+        exit(1);
+    }
+}
+
+static AttnShape make_shape(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    AttnShape s;
+    s.B = B, s.T = T, s.Hq = Hq, s.Hkv = Hkv, s.group = Hq / Hkv;
+    s.active = refresh_active(m, T);
+    s.L = s.active ? m->L : T;
+    s.ks = s.active ? refresh_num_selected(m) : 0;
+    s.scale = 1.0f / sqrtf((float)D);
+    return s;
+}
+
+static unsigned int tiles(int64_t n) { return ceil_div_u(n, kTile); }
+
+template <int D>
+static void forward_rows(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
+                         const AttnShape &s, int64_t row_begin, int64_t row_end, int use_sel) {
+    if (row_end <= row_begin) return;
+    const size_t bytes = RowSmem<D>::fwd_bytes;
+    CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    attention_forward_kernel<D><<<dim3(tiles(row_end - row_begin), (unsigned int)(s.B * s.Hq)), kThreads, bytes>>>(
+        out, lse, q, k, v, sel, s, row_begin, row_end, use_sel);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <int D>
+static void forward_d(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
+                      const AttnShape &s) {
+    forward_rows<D>(out, lse, q, k, v, sel, s, 0, s.L, 0);              /* causal rows */
+    if (s.active) forward_rows<D>(out, lse, q, k, v, sel, s, s.L, s.T, 1); /* refresh rows: gathered keys */
+}
+
+extern "C" void attention_forward_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
+                                       const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                       const RefreshMask *m) {
+    check_shape("attention_forward_cuda", B, T, Hq, Hkv, D);
+    refresh_mask_validate(m, "attention_forward_cuda");
+    if (B == 0 || T == 0) return;
+    const AttnShape s = make_shape(B, T, Hq, Hkv, D, m);
+    if (s.active && sel == NULL) {
+        fprintf(stderr, "kvcpt: attention_forward_cuda: the mask is active (T=%lld > L=%lld) but sel is NULL\n",
+                (long long)T, (long long)s.L);
+        exit(1);
+    }
+    switch (D) {
+    case 8: forward_d<8>(out, lse, q, k, v, sel, s); break;
+    case 16: forward_d<16>(out, lse, q, k, v, sel, s); break;
+    case 32: forward_d<32>(out, lse, q, k, v, sel, s); break;
+    case 64: forward_d<64>(out, lse, q, k, v, sel, s); break;
+    default: forward_d<128>(out, lse, q, k, v, sel, s); break;
+    }
+}
+
+template <int D>
+static void dq_rows(float *dq, const float *dout, const float *q, const float *k, const float *v, const float *lse,
+                    const float *dsum, const int32_t *sel, const AttnShape &s, int64_t row_begin, int64_t row_end,
+                    int use_sel) {
+    if (row_end <= row_begin) return;
+    const size_t bytes = RowSmem<D>::dq_bytes;
+    CUDA_CHECK(cudaFuncSetAttribute(attention_dq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    attention_dq_kernel<D><<<dim3(tiles(row_end - row_begin), (unsigned int)(s.B * s.Hq)), kThreads, bytes>>>(
+        dq, dout, q, k, v, lse, dsum, sel, s, row_begin, row_end, use_sel);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <int D>
+static void backward_d(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                       const float *v, const float *lse, const float *dsum, const int32_t *sel,
+                       const unsigned char *selected, const AttnShape &s) {
+    dq_rows<D>(dq, dout, q, k, v, lse, dsum, sel, s, 0, s.L, 0);
+    if (s.active) dq_rows<D>(dq, dout, q, k, v, lse, dsum, sel, s, s.L, s.T, 1);
+    const size_t bytes = RowSmem<D>::dkdv_bytes;
+    CUDA_CHECK(cudaFuncSetAttribute(attention_dkdv_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    attention_dkdv_kernel<D><<<dim3(tiles(s.T), (unsigned int)(s.B * s.Hkv)), kThreads, bytes>>>(
+        dk, dv, dout, q, k, v, lse, dsum, selected, s);
+    CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void attention_backward_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                        const float *k, const float *v, const float *out, const float *lse,
+                                        const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                        const RefreshMask *m) {
+    check_shape("attention_backward_cuda", B, T, Hq, Hkv, D);
+    refresh_mask_validate(m, "attention_backward_cuda");
+    if (B == 0 || T == 0) return;
+    const AttnShape s = make_shape(B, T, Hq, Hkv, D, m);
+    if (s.active && sel == NULL) {
+        fprintf(stderr, "kvcpt: attention_backward_cuda: the mask is active (T=%lld > L=%lld) but sel is NULL\n",
+                (long long)T, (long long)s.L);
+        exit(1);
+    }
+    float *dsum;
+    CUDA_CHECK(cudaMallocAsync((void **)&dsum, sizeof(float) * (size_t)(B * Hq * T), 0));
+    attention_dsum_kernel<<<grid_for(B * T * Hq * 32, 256), 256>>>(dsum, dout, out, B, T, Hq, D);
+    CUDA_CHECK_LAUNCH();
+    unsigned char *selected = NULL;
+    if (s.active) {
+        const size_t n = (size_t)(B * Hkv * s.L);
+        CUDA_CHECK(cudaMallocAsync((void **)&selected, n, 0));
+        CUDA_CHECK(cudaMemsetAsync(selected, 0, n, 0));
+        attention_mark_selected_kernel<<<grid_for(B * Hkv * s.ks, 256), 256>>>(selected, sel, B * Hkv, s.ks, s.L);
+        CUDA_CHECK_LAUNCH();
+    }
+    switch (D) {
+    case 8: backward_d<8>(dq, dk, dv, dout, q, k, v, lse, dsum, sel, selected, s); break;
+    case 16: backward_d<16>(dq, dk, dv, dout, q, k, v, lse, dsum, sel, selected, s); break;
+    case 32: backward_d<32>(dq, dk, dv, dout, q, k, v, lse, dsum, sel, selected, s); break;
+    case 64: backward_d<64>(dq, dk, dv, dout, q, k, v, lse, dsum, sel, selected, s); break;
+    default: backward_d<128>(dq, dk, dv, dout, q, k, v, lse, dsum, sel, selected, s); break;
+    }
+    CUDA_CHECK(cudaFreeAsync(dsum, 0));
+    if (selected) CUDA_CHECK(cudaFreeAsync(selected, 0));
+}
+
+extern "C" void attention_refresh_select_cuda(int32_t *sel, const float *q, const float *k, int64_t B, int64_t T,
+                                              int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    check_shape("attention_refresh_select_cuda", B, T, Hq, Hkv, D);
+    refresh_mask_validate(m, "attention_refresh_select_cuda");
+    if (!refresh_active(m, T)) {
+        fprintf(stderr, "kvcpt: attention_refresh_select_cuda: the mask is not active (enabled=%d, T=%lld, L=%lld)\n",
+                m->enabled, (long long)T, (long long)m->L);
+        exit(1);
+    }
+    const int64_t L = m->L, ks = refresh_num_selected(m), BG = B * Hkv, group = Hq / Hkv;
+    if (BG == 0) return;
+    if (ks == L) { /* every prefill key: no scores needed */
+        select_all_kernel<<<grid_for(BG * L, 256), 256>>>(sel, BG, L);
+        CUDA_CHECK_LAUNCH();
+        return;
+    }
+    const int64_t nh = m->agg == GROUP_AGG_FIRST ? 1 : group;
+    float *probs, *agg;
+    uint32_t *pooled;
+    CUDA_CHECK(cudaMallocAsync((void **)&probs, sizeof(float) * (size_t)(BG * nh * L), 0));
+    CUDA_CHECK(cudaMallocAsync((void **)&agg, sizeof(float) * (size_t)(BG * L), 0));
+    CUDA_CHECK(cudaMallocAsync((void **)&pooled, sizeof(uint32_t) * (size_t)(BG * L), 0));
+    select_probs_kernel<<<(unsigned int)(BG * nh), 256>>>(probs, q, k, T, Hq, Hkv, D, L, nh, group,
+                                                          1.0f / sqrtf((float)D));
+    CUDA_CHECK_LAUNCH();
+    select_topk_kernel<<<(unsigned int)BG, kSelectThreads>>>(sel, agg, pooled, probs, L, nh, group, (int)m->agg,
+                                                              m->pool_kernel / 2, ks);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaFreeAsync(probs, 0));
+    CUDA_CHECK(cudaFreeAsync(agg, 0));
+    CUDA_CHECK(cudaFreeAsync(pooled, 0));
+}

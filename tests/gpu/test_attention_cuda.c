@@ -1,0 +1,310 @@
+/* GPU parity of the RefreshKV attention ops (kernels/attention.cu) against
+ * their CPU oracles (kernels/attention.c): selection, forward, backward over
+ * odd shapes, run-twice determinism, K = L equal to the unmasked run bit for
+ * bit, and the 8B layer shape at T = 16384 and 32768 (memory and finiteness
+ * only; no CPU comparison at that size).
+ *
+ * Tolerances: |gpu - cpu| <= atol + atol_per_k * K + rtol * |cpu|, where K is
+ * the number of terms the op sums (inputs are standard normal).
+ *
+ *   op          atol   atol_per_k  rtol   why
+ *   selection   exact                     same pooled-score ranks; only a near tie at the top-K
+ *                                         boundary (rounding-level) could differ
+ *   out         2e-6   2e-8        1e-5   K = T keys; expf within 2 ulp of the CPU's exp
+ *                                         polynomial, per-tile (online) rescaling vs one pass,
+ *                                         warp-tree row sums vs 16-lane sums
+ *   lse         2e-6   0           2e-6   m + log(l): a few ulp of l, |lse| ~ log T
+ *   dq          5e-6   5e-8        1e-4   K = T; dS = P (dP - Dq) cancels, and Dq and P come
+ *                                         from the GPU's own out and lse
+ *   dk, dv      5e-6   5e-8        1e-4   K = T * (Hq / Hkv) rows summed in another order
+ *
+ * The comparisons print their worst error relative to the allowance as a
+ * "# margin" line, so the first GPU runs can recalibrate the table. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/backend.h"
+#include "../../common/rng.h"
+#include "../testlib.h"
+
+#ifdef KVCPT_CUDA
+#include <math.h>
+
+#include "../../common/util.h"
+#include "../../kernels/attention.h"
+#include "../../kernels/cuda_device.h"
+
+typedef struct {
+    double atol, atol_per_k, rtol;
+} Tol;
+
+static const Tol TOL_OUT = {2e-6, 2e-8, 1e-5};
+static const Tol TOL_LSE = {2e-6, 0, 2e-6};
+static const Tol TOL_DQ = {5e-6, 5e-8, 1e-4};
+static const Tol TOL_DKV = {5e-6, 5e-8, 1e-4};
+
+static Rng rng;
+
+static int close_k(const char *name, const float *got, const float *ref, int64_t n, Tol t, int64_t K) {
+    const double atol = t.atol + t.atol_per_k * (double)K;
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double ratio = fabs((double)got[i] - (double)ref[i]) / (atol + t.rtol * fabs((double)ref[i]));
+        if (ratio > worst || isnan(ratio)) worst = ratio;
+    }
+    printf("# margin %s: worst error is %.3g of the allowance\n", name, worst);
+    return tl_close(name, got, ref, n, atol, t.rtol);
+}
+
+static float *host_normal(int64_t n) {
+    float *p = xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    for (int64_t i = 0; i < n; i++) p[i] = rng_normal(&rng);
+    return p;
+}
+
+static void *dev_upload(const void *src, size_t bytes) {
+    void *d = cuda_malloc(bytes);
+    cuda_memcpy_h2d(d, src, bytes);
+    return d;
+}
+
+static float *download(const float *d, int64_t n) {
+    float *p = xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    cuda_memcpy_d2h(p, d, sizeof(float) * (size_t)n);
+    return p;
+}
+
+static int same_ints(const char *name, const int32_t *got, const int32_t *want, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (got[i] != want[i]) {
+            tl_result(0, name, "entry %lld is %d, expected %d", (long long)i, got[i], want[i]);
+            return 0;
+        }
+    tl_result(1, name, "");
+    return 1;
+}
+
+typedef struct {
+    const char *label;
+    int64_t B, T, Hq, Hkv, D;
+    RefreshMask m;
+} Case;
+
+/* Device copies of one case's inputs and outputs. */
+typedef struct {
+    float *q, *k, *v, *dout, *out, *lse, *dq, *dk, *dv;
+    int32_t *sel;
+} DevBufs;
+
+typedef struct {
+    float *out, *lse, *dq, *dk, *dv;
+} HostOut;
+
+static void dev_alloc_outputs(DevBufs *d, int64_t nq, int64_t nkv, int64_t nlse) {
+    d->out = cuda_malloc(sizeof(float) * (size_t)nq), d->dq = cuda_malloc(sizeof(float) * (size_t)nq);
+    d->lse = cuda_malloc(sizeof(float) * (size_t)(nlse > 0 ? nlse : 1));
+    d->dk = cuda_malloc(sizeof(float) * (size_t)nkv), d->dv = cuda_malloc(sizeof(float) * (size_t)nkv);
+}
+
+static void dev_free(DevBufs *d) {
+    cuda_free(d->q), cuda_free(d->k), cuda_free(d->v), cuda_free(d->dout), cuda_free(d->out), cuda_free(d->lse);
+    cuda_free(d->dq), cuda_free(d->dk), cuda_free(d->dv);
+    if (d->sel) cuda_free(d->sel);
+}
+
+/* Forward then backward on the device (the backward uses the device's own out and lse). */
+static HostOut gpu_run(const Case *c, DevBufs *d, const RefreshMask *m) {
+    const int64_t nq = c->B * c->T * c->Hq * c->D, nkv = c->B * c->T * c->Hkv * c->D, nlse = c->B * c->Hq * c->T;
+    const int32_t *sel = refresh_active(m, c->T) ? d->sel : NULL;
+    attention_forward_cuda(d->out, d->lse, d->q, d->k, d->v, sel, c->B, c->T, c->Hq, c->Hkv, c->D, m);
+    attention_backward_cuda(d->dq, d->dk, d->dv, d->dout, d->q, d->k, d->v, d->out, d->lse, sel, c->B, c->T, c->Hq,
+                            c->Hkv, c->D, m);
+    cuda_synchronize();
+    return (HostOut){download(d->out, nq), download(d->lse, nlse), download(d->dq, nq), download(d->dk, nkv),
+                     download(d->dv, nkv)};
+}
+
+static void free_out(HostOut *h) { free(h->out), free(h->lse), free(h->dq), free(h->dk), free(h->dv); }
+
+static void expect_identical(const char *what, const char *label, const HostOut *a, const HostOut *b, int64_t nq,
+                             int64_t nkv, int64_t nlse) {
+    char name[256];
+    snprintf(name, sizeof name, "%s out: %s", what, label);
+    tl_identical(name, a->out, b->out, nq);
+    snprintf(name, sizeof name, "%s lse: %s", what, label);
+    tl_identical(name, a->lse, b->lse, nlse);
+    snprintf(name, sizeof name, "%s dq: %s", what, label);
+    tl_identical(name, a->dq, b->dq, nq);
+    snprintf(name, sizeof name, "%s dk: %s", what, label);
+    tl_identical(name, a->dk, b->dk, nkv);
+    snprintf(name, sizeof name, "%s dv: %s", what, label);
+    tl_identical(name, a->dv, b->dv, nkv);
+}
+
+/* Selection on both sides; the CPU's choice feeds both forward passes, so a
+ * selection mismatch does not hide behind the attention checks. */
+static int32_t *check_selection(const Case *c, const float *q, const float *k, DevBufs *d, char *name, size_t len) {
+    const int64_t ks = refresh_num_selected(&c->m), nsel = c->B * c->Hkv * ks;
+    int32_t *want = xmalloc(sizeof(int32_t) * (size_t)nsel), *got = xmalloc(sizeof(int32_t) * (size_t)nsel);
+    attention_refresh_select_cpu(want, q, k, c->B, c->T, c->Hq, c->Hkv, c->D, &c->m);
+    d->sel = cuda_malloc(sizeof(int32_t) * (size_t)nsel);
+    attention_refresh_select_cuda(d->sel, d->q, d->k, c->B, c->T, c->Hq, c->Hkv, c->D, &c->m);
+    cuda_memcpy_d2h(got, d->sel, sizeof(int32_t) * (size_t)nsel);
+    snprintf(name, len, "select matches the CPU: %s", c->label);
+    same_ints(name, got, want, nsel);
+    attention_refresh_select_cuda(d->sel, d->q, d->k, c->B, c->T, c->Hq, c->Hkv, c->D, &c->m);
+    int32_t *again = xmalloc(sizeof(int32_t) * (size_t)nsel);
+    cuda_memcpy_d2h(again, d->sel, sizeof(int32_t) * (size_t)nsel);
+    snprintf(name, len, "select deterministic: %s", c->label);
+    same_ints(name, again, got, nsel);
+    cuda_memcpy_h2d(d->sel, want, sizeof(int32_t) * (size_t)nsel);
+    free(got), free(again);
+    return want;
+}
+
+static void run_case(const Case *c) {
+    char name[256];
+    const int64_t B = c->B, T = c->T, Hq = c->Hq, Hkv = c->Hkv, D = c->D;
+    const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D, nlse = B * Hq * T;
+    const int active = refresh_active(&c->m, T);
+    float *q = host_normal(nq), *k = host_normal(nkv), *v = host_normal(nkv), *dout = host_normal(nq);
+    DevBufs d = {0};
+    d.q = dev_upload(q, sizeof(float) * (size_t)nq), d.k = dev_upload(k, sizeof(float) * (size_t)nkv);
+    d.v = dev_upload(v, sizeof(float) * (size_t)nkv), d.dout = dev_upload(dout, sizeof(float) * (size_t)nq);
+    dev_alloc_outputs(&d, nq, nkv, nlse);
+    int32_t *sel = active ? check_selection(c, q, k, &d, name, sizeof name) : NULL;
+
+    HostOut ref = {xmalloc(sizeof(float) * (size_t)nq), xmalloc(sizeof(float) * (size_t)(nlse > 0 ? nlse : 1)),
+                   xmalloc(sizeof(float) * (size_t)nq), xmalloc(sizeof(float) * (size_t)nkv),
+                   xmalloc(sizeof(float) * (size_t)nkv)};
+    attention_forward_cpu(ref.out, ref.lse, q, k, v, sel, B, T, Hq, Hkv, D, &c->m);
+    attention_backward_cpu(ref.dq, ref.dk, ref.dv, dout, q, k, v, ref.out, ref.lse, sel, B, T, Hq, Hkv, D, &c->m);
+    HostOut got = gpu_run(c, &d, &c->m);
+    snprintf(name, sizeof name, "forward out: %s", c->label);
+    close_k(name, got.out, ref.out, nq, TOL_OUT, T);
+    snprintf(name, sizeof name, "forward lse: %s", c->label);
+    close_k(name, got.lse, ref.lse, nlse, TOL_LSE, T);
+    snprintf(name, sizeof name, "backward dq: %s", c->label);
+    close_k(name, got.dq, ref.dq, nq, TOL_DQ, T);
+    snprintf(name, sizeof name, "backward dk: %s", c->label);
+    close_k(name, got.dk, ref.dk, nkv, TOL_DKV, T * (Hq / Hkv));
+    snprintf(name, sizeof name, "backward dv: %s", c->label);
+    close_k(name, got.dv, ref.dv, nkv, TOL_DKV, T * (Hq / Hkv));
+
+    HostOut again = gpu_run(c, &d, &c->m);
+    expect_identical("rerun gives the same bits,", c->label, &again, &got, nq, nkv, nlse);
+    free_out(&again);
+    if (active && c->m.K >= c->m.L) { /* every prefill key kept: the unmasked run, bit for bit */
+        RefreshMask off = c->m;
+        off.enabled = 0;
+        HostOut causal = gpu_run(c, &d, &off);
+        expect_identical("K = L equals the unmasked GPU run,", c->label, &got, &causal, nq, nkv, nlse);
+        free_out(&causal);
+    }
+    free_out(&got), free_out(&ref);
+    dev_free(&d);
+    free(q), free(k), free(v), free(dout), free(sel);
+}
+
+static int all_finite(const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return 0;
+    return 1;
+}
+
+static void fill_device(float *d, int64_t n, float *host) {
+    for (int64_t i = 0; i < n; i++) host[i] = rng_normal(&rng);
+    cuda_memcpy_h2d(d, host, sizeof(float) * (size_t)n);
+}
+
+static void expect_finite(const char *what, const float *d, int64_t n, int64_t T, float *host) {
+    char name[160];
+    cuda_memcpy_d2h(host, d, sizeof(float) * (size_t)n);
+    snprintf(name, sizeof name, "8B layer T=%lld: %s finite", (long long)T, what);
+    tl_result(all_finite(host, n), name, "a NaN or inf among %lld values", (long long)n);
+}
+
+/* The Llama-3.1-8B layer shape with the paper's mask (S = 50, K = 2048):
+ * runs to completion (an allocation failure stops the binary, which counts
+ * as a failure) and gives finite outputs and an ascending selection. */
+static void run_8b_shape(int64_t T) {
+    const int64_t B = 1, Hq = 32, Hkv = 8, D = 128, nq = B * T * Hq * D, nkv = B * T * Hkv * D;
+    const RefreshMask m = {1, T - 50, 2048, 7, GROUP_AGG_MAX};
+    const int64_t ks = refresh_num_selected(&m), nsel = B * Hkv * ks;
+    float *host = xmalloc(sizeof(float) * (size_t)nq);
+    float *q = cuda_malloc(4 * (size_t)nq), *k = cuda_malloc(4 * (size_t)nkv), *v = cuda_malloc(4 * (size_t)nkv);
+    float *dout = cuda_malloc(4 * (size_t)nq), *out = cuda_malloc(4 * (size_t)nq), *dq = cuda_malloc(4 * (size_t)nq);
+    float *lse = cuda_malloc(4 * (size_t)(B * Hq * T)), *dk = cuda_malloc(4 * (size_t)nkv),
+          *dv = cuda_malloc(4 * (size_t)nkv);
+    int32_t *sel = cuda_malloc(4 * (size_t)nsel);
+    fill_device(q, nq, host), fill_device(k, nkv, host), fill_device(v, nkv, host), fill_device(dout, nq, host);
+
+    cuda_synchronize();
+    double t0 = now_seconds();
+    attention_refresh_select_cuda(sel, q, k, B, T, Hq, Hkv, D, &m);
+    cuda_synchronize();
+    double t1 = now_seconds();
+    attention_forward_cuda(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, &m);
+    cuda_synchronize();
+    double t2 = now_seconds();
+    attention_backward_cuda(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, &m);
+    cuda_synchronize();
+    double t3 = now_seconds();
+    printf("# 8B layer T=%lld (L=%lld, K=%lld): select %.1f ms, forward %.1f ms, backward %.1f ms\n", (long long)T,
+           (long long)m.L, (long long)m.K, 1e3 * (t1 - t0), 1e3 * (t2 - t1), 1e3 * (t3 - t2));
+
+    int32_t *hsel = xmalloc(sizeof(int32_t) * (size_t)nsel);
+    cuda_memcpy_d2h(hsel, sel, sizeof(int32_t) * (size_t)nsel);
+    int ascending = 1;
+    for (int64_t g = 0; g < B * Hkv; g++)
+        for (int64_t i = 0; i < ks; i++) {
+            int32_t p = hsel[g * ks + i];
+            if (p < 0 || p >= m.L || (i > 0 && p <= hsel[g * ks + i - 1])) ascending = 0;
+        }
+    char name[160];
+    snprintf(name, sizeof name, "8B layer T=%lld: selection ascending within 0..L-1", (long long)T);
+    tl_result(ascending, name, "");
+    expect_finite("out", out, nq, T, host);
+    expect_finite("lse", lse, B * Hq * T, T, host);
+    expect_finite("dq", dq, nq, T, host);
+    expect_finite("dk", dk, nkv, T, host);
+    expect_finite("dv", dv, nkv, T, host);
+    cuda_free(q), cuda_free(k), cuda_free(v), cuda_free(dout), cuda_free(out), cuda_free(dq), cuda_free(lse);
+    cuda_free(dk), cuda_free(dv), cuda_free(sel);
+    free(host), free(hsel);
+}
+
+static void run_all(void) {
+    rng_seed(&rng, 20240611);
+    /* label, B, T, Hq, Hkv, D, {enabled, L, K, pool_kernel, agg} */
+    const Case cases[] = {
+        {"T=1 causal, D=16, ratio 4", 2, 1, 4, 1, 16, {0, 0, 0, 1, GROUP_AGG_MAX}},
+        {"T=7 L=6 (S=1) K=3, ratio 1, D=32", 2, 7, 4, 4, 32, {1, 6, 3, 3, GROUP_AGG_MAX}},
+        {"T=100 L=60 K=10 (< tile), ratio 4, D=64", 2, 100, 8, 2, 64, {1, 60, 10, 7, GROUP_AGG_MAX}},
+        {"T=257 L=207 K=L, ratio 8, D=128, mean", 2, 257, 8, 1, 128, {1, 207, 207, 7, GROUP_AGG_MEAN}},
+        {"T=257 causal, ratio 8, D=128", 2, 257, 8, 1, 128, {0, 0, 0, 1, GROUP_AGG_MAX}},
+        {"T=257 L=200 K=100 (> tile), ratio 8, D=64, first, pool 5", 2, 257, 16, 2, 64, {1, 200, 100, 5, GROUP_AGG_FIRST}},
+        {"T=130 L=129 (S=1) K=70, ratio 4, D=16, mean", 2, 130, 8, 2, 16, {1, 129, 70, 7, GROUP_AGG_MEAN}},
+        {"T=100 L=100 (mask inactive), ratio 4, D=32", 2, 100, 4, 1, 32, {1, 100, 30, 7, GROUP_AGG_MAX}},
+        {"T=300 L=40 (refresh rows span tiles) K=20, ratio 4, D=64", 2, 300, 8, 2, 64, {1, 40, 20, 7, GROUP_AGG_MAX}},
+        {"T=70 L=1 K=1, ratio 2, D=32, no pooling", 2, 70, 4, 2, 32, {1, 1, 1, 1, GROUP_AGG_MAX}},
+        {"T=65 L=40 K=5, ratio 2, D=8", 2, 65, 4, 2, 8, {1, 40, 5, 7, GROUP_AGG_MAX}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    run_8b_shape(16384);
+    run_8b_shape(32768);
+}
+#endif
+
+int main(void) {
+    if (backend_cuda_device_count() == 0) {
+        tl_skip("cuda attention", "no CUDA device visible");
+        return tl_finish();
+    }
+#ifdef KVCPT_CUDA
+    run_all();
+#endif
+    return tl_finish();
+}
