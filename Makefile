@@ -75,7 +75,8 @@ EMU_CU       := $(filter-out kernels/matmul.cu,$(wildcard kernels/*.cu))
 EMU_C        := $(wildcard common/*.c kernels/*.c optim/*.c)
 EMU_FLAGS    := -DKVCPT_CUDA -DKVCPT_CUDA_EMU -Itests/cuda_emu/include
 EMU_CFLAGS   := $(BASE_CFLAGS) $(EMU_FLAGS)
-EMU_CXXFLAGS := -std=c++17 $(OPT) -g -ffp-contract=off -fopenmp -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -I. \
+EMU_CXXFLAGS := -std=c++17 $(OPT) -g -ffp-contract=off -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas \
+                -D_GNU_SOURCE -I. \
                 -iquote kernels $(EMU_FLAGS)
 EMU_OBJ      := $(EMU_C:%.c=build/emu/%.o) $(EMU_CU:%.cu=build/emu/%.cu.o) build/emu/emu_runtime.o
 EMU_HDR      := $(wildcard tests/cuda_emu/include/*.h tests/cuda_emu/include/*/*/*.cuh)

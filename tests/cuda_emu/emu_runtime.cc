@@ -62,6 +62,7 @@ struct Block {
     size_t stack_fibers = 0;
     std::vector<char> smem;
     std::vector<uint64_t> slots; /* one shuffle slot per thread */
+    std::vector<int> votes;      /* one __syncthreads_count vote per thread */
     const std::function<void()> *body = nullptr;
 #ifdef EMU_FAST_SWITCH
     void *scheduler_sp;
@@ -209,6 +210,7 @@ void run_grid(const Config &c, const std::function<void()> &body) {
     blk.body = &body;
     size_t threads = (size_t)c.block.x * c.block.y * c.block.z;
     blk.slots.assign(threads, 0);
+    blk.votes.assign(threads, 0);
     for (unsigned int z = 0; z < c.grid.z; z++)
         for (unsigned int y = 0; y < c.grid.y; y++)
             for (unsigned int x = 0; x < c.grid.x; x++) {
@@ -225,6 +227,16 @@ void *dynamic_smem() {
     return (void *)((p + 15) & ~(uintptr_t)15);
 }
 void block_barrier() { wait_at(AT_BLOCK_BARRIER); }
+int block_count(int predicate) {
+    size_t me = blk.current;
+    blk.votes[me] = predicate != 0;
+    wait_at(AT_BLOCK_BARRIER);
+    int n = 0;
+    for (int v : blk.votes) n += v;
+    wait_at(AT_BLOCK_BARRIER); /* every thread has counted before any vote is cleared */
+    blk.votes[me] = 0;
+    return n;
+}
 void warp_barrier() { wait_at(AT_WARP_BARRIER); }
 unsigned int lane_id() { return (unsigned int)(blk.current & 31); }
 void *warp_slot(unsigned int lane) { return &blk.slots[(blk.current & ~(size_t)31) + lane]; }

@@ -88,6 +88,13 @@ template <typename T> cudaError_t cudaMallocAsync(T **p, size_t bytes, cudaStrea
     return cudaMallocAsync((void **)p, bytes, st);
 }
 
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+/* Shared memory is host memory here: every size is allowed. */
+template <typename F> cudaError_t cudaFuncSetAttribute(F *kernel, cudaFuncAttribute attr, int value) {
+    (void)kernel, (void)attr;
+    return value >= 0 ? cudaSuccess : cudaErrorInvalidValue;
+}
+
 /* The running fiber's coordinates; the scheduler rewrites them on every switch. */
 extern uint3 threadIdx, blockIdx;
 extern dim3 blockDim, gridDim;
@@ -115,6 +122,8 @@ void run_grid(const Config &c, const std::function<void()> &body);
 /* The block's dynamic shared memory (the launch's smem bytes, 16-aligned, zero-filled). */
 void *dynamic_smem();
 void block_barrier();
+/* __syncthreads_count: a barrier that also counts the threads passing a nonzero value. */
+int block_count(int predicate);
 void warp_barrier();
 /* Exchange slot of the calling lane in its warp (8 bytes). */
 void *warp_slot(unsigned int lane);
@@ -137,6 +146,8 @@ template <typename T> T shuffle_from(T v, unsigned int src_lane) {
 } // namespace emu
 
 inline void __syncthreads() { emu::block_barrier(); }
+inline int __syncthreads_count(int p) { return emu::block_count(p); }
+inline int __syncthreads_or(int p) { return emu::block_count(p) > 0; }
 inline void __syncwarp(unsigned int mask = 0xffffffffu) {
     (void)mask;
     emu::warp_barrier();
@@ -178,6 +189,16 @@ inline float __int_as_float(int i) {
     float f;
     memcpy(&f, &i, 4);
     return f;
+}
+inline float __uint_as_float(unsigned int u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+inline unsigned int __float_as_uint(float f) {
+    unsigned int u;
+    memcpy(&u, &f, 4);
+    return u;
 }
 inline int __float_as_int(float f) {
     int i;
