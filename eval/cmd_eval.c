@@ -15,10 +15,15 @@
 #include "engine.h"
 #include "report.h"
 
+/* Documents decoded together by default: the fastest measured on the 2-core
+ * CPU for the demo model and the small preset (docs/eval.md, "Batching"). */
+#define EVAL_DEFAULT_BATCH 8
+#define EVAL_DEFAULT_BATCH_STR "8"
+
 typedef struct {
     StringList models;
     const char *data, *split, *contexts, *budget, *policies, *out, *device, *agg, *refresh_qc, *refresh_fixed;
-    int64_t last, max_docs, boot, window, sinks;
+    int64_t last, max_docs, boot, window, sinks, batch;
     double threshold;
     int snapkv_grow;
 } EvalArgs;
@@ -125,60 +130,95 @@ static void stride_json(char *out, size_t n, const Policy *p, int64_t layers, in
     if (k < n) snprintf(out + k, n - k, "]");
 }
 
-/* Every eligible document at context L through every policy variant. */
+/* What one context of one model needs while its documents go through. */
+typedef struct {
+    EvalRun *r;
+    int ci;
+    PolicyShape sh;
+    DecodeEngine *eng;  /* one per document of a batch */
+    int32_t **tok;      /* (batch, L + S) */
+    double *nll;        /* (batch, S) */
+    int64_t *full_tot;  /* (variants, layers) refreshkv full steps */
+} ContextRun;
+
+/* Reads document d into tok (checking its ids against the vocabulary). */
+static void read_doc(const ContextRun *x, int64_t d, int32_t *tok, uint32_t *buf, int64_t vocab) {
+    int64_t n = x->sh.L + x->r->a->last;
+    data_split_read(x->r->split, d, 0, n, buf);
+    for (int64_t i = 0; i < n; i++) {
+        KV_CHECK(buf[i] < (uint32_t)vocab, "document %lld token %lld = %u is outside the model's vocabulary of %lld",
+                 (long long)d, (long long)i, buf[i], (long long)vocab);
+        tok[i] = (int32_t)buf[i];
+    }
+}
+
+/* The nb prefilled documents through every policy variant; results are
+ * appended in document order, as the unbatched loop would. */
+static void decode_batch(ContextRun *x, int mi, int64_t nb) {
+    EvalRun *r = x->r;
+    int64_t S = r->a->last, nl = x->sh.n_layers;
+    DecodeEngine *e[nb];
+    Policy pol[nb], *pp[nb];
+    for (int64_t b = 0; b < nb; b++) e[b] = &x->eng[b], pp[b] = &pol[b];
+    for (int v = 0; v < r->n_var; v++) {
+        EvalCell *c = cell(r, v, x->ci, mi);
+        PolicyOptions o = r->var[v].opt;
+        o.budget = x->sh.budget;
+        for (int64_t b = 0; b < nb; b++) policy_create(&pol[b], r->var[v].name, &x->sh, &o), e[b]->kv_reads = 0;
+        double t0 = now_seconds();
+        engine_decode_batch(e, pp, (const int32_t *const *)x->tok, nb, S, x->nll);
+        double dt = now_seconds() - t0, steps = (double)(S > 1 ? S - 1 : 1);
+        c->ms_per_token += 1e3 * dt / steps; /* batch wall time: nb documents' share */
+        for (int64_t b = 0; b < nb; b++) {
+            c->kv_bytes_per_token += (double)e[b]->kv_reads * 2.0 * (double)x->sh.D * sizeof(float) / steps;
+            double sum = 0;
+            for (int64_t i = 0; i < S; i++) sum += x->nll[b * S + i];
+            c->doc_nll[c->n_docs++] = sum;
+            if (pol[b].full_steps_per_layer)
+                for (int64_t l = 0; l < nl; l++) x->full_tot[v * nl + l] += pol[b].full_steps_per_layer[l];
+            if (c->n_docs == 1) c->policy = xstrdup(pol[b].label);
+            policy_destroy(&pol[b]);
+        }
+    }
+}
+
+/* Every eligible document at context L through every policy variant,
+ * --batch documents at a time. */
 static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model_name) {
     const EvalArgs *a = r->a;
-    int64_t L = r->ctx[ci], S = a->last, nd = data_split_num_docs(r->split), used = 0;
-    DecodeEngine e;
-    engine_create(&e, m, L + S, 32);
+    int64_t L = r->ctx[ci], S = a->last, nd = data_split_num_docs(r->split), used = 0, nl = m->cfg.num_hidden_layers;
+    int64_t want = a->max_docs > 0 && a->max_docs < nd ? a->max_docs : nd;
+    int64_t batch = a->batch < want ? a->batch : (want > 0 ? want : 1);
+    ContextRun x = {.r = r, .ci = ci};
+    x.sh = (PolicyShape){nl, m->cfg.num_attention_heads, m->cfg.num_key_value_heads, m->cfg.head_dim,
+                         m->cfg.hidden_size, L, 32, budget_for(a->budget, L), L + S};
+    x.eng = xcalloc((size_t)batch, sizeof(DecodeEngine));
+    x.tok = xcalloc((size_t)batch, sizeof(int32_t *));
+    for (int64_t b = 0; b < batch; b++) {
+        engine_create(&x.eng[b], m, L + S, 32);
+        x.tok[b] = xmalloc(sizeof(int32_t) * (size_t)(L + S));
+    }
     uint32_t *buf = xmalloc(sizeof(uint32_t) * (size_t)(L + S));
-    int32_t *tok = xmalloc(sizeof(int32_t) * (size_t)(L + S));
-    double *nll = xmalloc(sizeof(double) * (size_t)S);
-    int64_t *full_tot = xcalloc((size_t)(r->n_var * m->cfg.num_hidden_layers), sizeof(int64_t));
-    PolicyShape sh = {m->cfg.num_hidden_layers, m->cfg.num_attention_heads, m->cfg.num_key_value_heads,
-                      m->cfg.head_dim, m->cfg.hidden_size, L, 32, budget_for(a->budget, L), L + S};
+    x.nll = xmalloc(sizeof(double) * (size_t)(batch * S));
+    x.full_tot = xcalloc((size_t)(r->n_var * nl), sizeof(int64_t));
     for (int v = 0; v < r->n_var; v++) {
         EvalCell *c = cell(r, v, ci, mi);
-        *c = (EvalCell){.model = model_name, .context = L, .budget = sh.budget, .last = S};
+        *c = (EvalCell){.model = model_name, .context = L, .budget = x.sh.budget, .last = S};
         c->doc_nll = xmalloc(sizeof(double) * (size_t)(nd > 0 ? nd : 1));
     }
     Progress pr;
-    progress_begin(&pr, "eval", a->max_docs > 0 && a->max_docs < nd ? a->max_docs : nd, "docs");
-    for (int64_t d = 0; d < nd && (a->max_docs <= 0 || used < a->max_docs); d++) {
+    progress_begin(&pr, "eval", want, "docs");
+    int64_t nb = 0;
+    for (int64_t d = 0; d < nd && used + nb < want; d++) {
         if (data_split_doc_len(r->split, d) < L + S + 1) {
             if (mi == 0 && ci == 0) r->skipped++;
             continue;
         }
-        data_split_read(r->split, d, 0, L + S, buf);
-        for (int64_t i = 0; i < L + S; i++) {
-            KV_CHECK(buf[i] < (uint32_t)m->cfg.vocab_size, "document %lld token %lld = %u is outside the model's vocabulary of %lld",
-                     (long long)d, (long long)i, buf[i], (long long)m->cfg.vocab_size);
-            tok[i] = (int32_t)buf[i];
-        }
-        engine_prefill(&e, tok, L);
-        for (int v = 0; v < r->n_var; v++) {
-            EvalCell *c = cell(r, v, ci, mi);
-            Policy p;
-            PolicyOptions o = r->var[v].opt;
-            o.budget = sh.budget;
-            policy_create(&p, r->var[v].name, &sh, &o);
-            e.kv_reads = 0;
-            double t0 = now_seconds();
-            engine_decode(&e, &p, tok, S, nll);
-            double dt = now_seconds() - t0, steps = (double)(S > 1 ? S - 1 : 1);
-            c->ms_per_token += 1e3 * dt / steps;
-            c->kv_bytes_per_token += (double)e.kv_reads * 2.0 * (double)m->cfg.head_dim * sizeof(float) / steps;
-            double sum = 0;
-            for (int64_t i = 0; i < S; i++) sum += nll[i];
-            c->doc_nll[c->n_docs++] = sum;
-            if (p.full_steps_per_layer)
-                for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++)
-                    full_tot[v * m->cfg.num_hidden_layers + l] += p.full_steps_per_layer[l];
-            if (c->n_docs == 1) c->policy = xstrdup(p.label);
-            policy_destroy(&p);
-        }
-        progress_update(&pr, ++used, NULL);
+        read_doc(&x, d, x.tok[nb], buf, m->cfg.vocab_size);
+        engine_prefill(&x.eng[nb], x.tok[nb], L);
+        if (++nb == batch) decode_batch(&x, mi, nb), used += nb, nb = 0, progress_update(&pr, used, NULL);
     }
+    if (nb > 0) decode_batch(&x, mi, nb), used += nb, progress_update(&pr, used, NULL);
     progress_end(&pr, used, NULL);
     KV_CHECK(used > 0, "no document of split '%s' has the %lld tokens context %lld + last %lld + 1 needs (%lld skipped)",
              a->split, (long long)(L + S + 1), (long long)L, (long long)S, (long long)r->skipped);
@@ -187,12 +227,12 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
         c->ms_per_token /= (double)used, c->kv_bytes_per_token /= (double)used;
         eval_cell_finish(c, a->boot, 1234); /* same resamples for every policy: paired intervals */
         if (strcmp(r->var[v].name, "refreshkv") == 0) {
-            Policy tmp = {.full_steps_per_layer = full_tot + v * m->cfg.num_hidden_layers};
-            stride_json(c->stride_info, sizeof c->stride_info, &tmp, m->cfg.num_hidden_layers, used * (S - 1));
+            Policy tmp = {.full_steps_per_layer = x.full_tot + v * nl};
+            stride_json(c->stride_info, sizeof c->stride_info, &tmp, nl, used * (S - 1));
         }
     }
-    free(buf), free(tok), free(nll), free(full_tot);
-    engine_free(&e);
+    for (int64_t b = 0; b < batch; b++) engine_free(&x.eng[b]), free(x.tok[b]);
+    free(x.eng), free(x.tok), free(buf), free(x.nll), free(x.full_tot);
 }
 
 static void load_model(Llama *m, const char *dir) {
@@ -205,7 +245,7 @@ static void load_model(Llama *m, const char *dir) {
 int cmd_eval(int argc, char **argv) {
     EvalArgs a = {.split = "test", .contexts = "8192", .budget = "L/8", .policies = "all", .out = "runs/eval",
                   .agg = "max", .refresh_qc = "", .refresh_fixed = "10,25,50", .last = 50, .boot = 1000,
-                  .window = 1, .sinks = 4, .threshold = 0.85};
+                  .window = 1, .sinks = 4, .threshold = 0.85, .batch = EVAL_DEFAULT_BATCH};
     const Option opts[] = {
         {"model", OPT_STRINGS, &a.models, "DIR", "model directory (native or HF); give two for before -> after"},
         {"data", OPT_STRING, &a.data, "DIR", "prepared data directory (kvcpt prepare --out)"},
@@ -222,6 +262,7 @@ int cmd_eval(int argc, char **argv) {
         {"snapkv-grow", OPT_FLAG, &a.snapkv_grow, NULL, "SnapKV keeps every new token"},
         {"sinks", OPT_INT, &a.sinks, "N", "StreamingLLM sink tokens (default 4)"},
         {"max-docs", OPT_INT, &a.max_docs, "N", "evaluate at most N documents (default all)"},
+        {"batch", OPT_INT, &a.batch, "N", "documents decoded together (default " EVAL_DEFAULT_BATCH_STR "; same results for any N)"},
         {"bootstrap", OPT_INT, &a.boot, "N", "bootstrap resamples for the 95% interval (default 1000)"},
         {"out", OPT_STRING, &a.out, "DIR", "writes eval.json and eval.png there (default runs/eval)"},
         {"device", OPT_STRING, &a.device, "cpu|cuda", "backend (default: cuda when a GPU is visible)"},
@@ -232,7 +273,7 @@ int cmd_eval(int argc, char **argv) {
     if (backend_resolve(a.device) == DEVICE_CUDA) die("eval --device cuda: the CUDA decode engine is not built yet; use --device cpu");
     KV_CHECK(a.models.count == 1 || a.models.count == 2, "eval: give one --model, or two for before -> after");
     KV_CHECK(a.data, "eval: --data is required");
-    KV_CHECK(a.last >= 1 && a.boot >= 1, "eval: --last and --bootstrap must be >= 1");
+    KV_CHECK(a.last >= 1 && a.boot >= 1 && a.batch >= 1, "eval: --last, --bootstrap and --batch must be >= 1");
     EvalRun r = {.a = &a, .n_models = a.models.count};
     r.n_ctx = parse_list(a.contexts, r.ctx, 8, "context");
     Variant var[32];

@@ -6,9 +6,9 @@
 
 #include "../common/util.h"
 #include "../kernels/attention_decode.h"
-#include "../kernels/matmul.h"
 #include "../kernels/rmsnorm.h"
 #include "../kernels/swiglu.h"
+#include "row_matmul.h"
 
 static float *alloc_f(int64_t n) { return xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1)); }
 
@@ -17,7 +17,6 @@ void engine_create(DecodeEngine *e, Llama *m, int64_t cap, int64_t W) {
     memset(e, 0, sizeof *e);
     e->m = m, e->cap = cap, e->W = W;
     int64_t nl = c->num_hidden_layers, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, D = c->head_dim;
-    int64_t C = c->hidden_size, F = c->intermediate_size, V = c->vocab_size;
     e->kc = xcalloc((size_t)nl, sizeof(float *)), e->vc = xcalloc((size_t)nl, sizeof(float *));
     e->colsum = xcalloc((size_t)nl, sizeof(float *)), e->last_probs = xcalloc((size_t)nl, sizeof(float *));
     e->last_out = xcalloc((size_t)nl, sizeof(float *));
@@ -31,22 +30,8 @@ void engine_create(DecodeEngine *e, Llama *m, int64_t cap, int64_t W) {
                      c->rope_original_max_pos};
     e->rope_cos = alloc_f(cap * D / 2), e->rope_sin = alloc_f(cap * D / 2);
     rope_table(e->rope_cos, e->rope_sin, cap, D, &rp);
-    e->buf = alloc_f(4 * C + 3 * Hq * D + 2 * Hkv * D + 3 * F + 2 * V + Hq * cap);
-    float *p = e->buf;
-    e->x = p, p += C;
-    e->xn = p, p += C;
-    e->o = p, p += 2 * C;
-    e->q = p, p += Hq * D;
-    e->q_raw = p, p += Hq * D;
-    e->att = p, p += Hq * D;
-    e->k = p, p += Hkv * D;
-    e->v = p, p += Hkv * D;
-    e->g = p, p += F;
-    e->u = p, p += F;
-    e->h = p, p += F;
-    e->logits = p, p += V;
-    e->prefill_logits = p, p += V;
-    e->probs = p;
+    e->probs = alloc_f(Hq * cap);
+    e->prefill_logits = alloc_f(c->vocab_size);
     e->keys = xcalloc((size_t)Hkv, sizeof(int32_t *));
     for (int64_t g = 0; g < Hkv; g++) e->keys[g] = xmalloc(sizeof(int32_t) * (size_t)cap);
     e->n = xcalloc((size_t)Hkv, sizeof(int64_t));
@@ -60,7 +45,7 @@ void engine_free(DecodeEngine *e) {
     }
     for (int64_t g = 0; g < e->m->cfg.num_key_value_heads; g++) free(e->keys[g]);
     free(e->q_last), free(e->kc), free(e->vc), free(e->colsum), free(e->last_probs), free(e->last_out);
-    free(e->keys), free(e->n), free(e->rope_cos), free(e->rope_sin), free(e->buf);
+    free(e->keys), free(e->n), free(e->rope_cos), free(e->rope_sin), free(e->probs), free(e->prefill_logits);
     memset(e, 0, sizeof *e);
 }
 
@@ -93,11 +78,12 @@ static int cmp_i32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Attention of the current token at layer l over the policy's keys. */
-static void attend(DecodeEngine *e, Policy *p, int64_t l, int64_t pos) {
+/* Attention of one document's current token at layer l over its policy's
+ * keys. q_raw: pre-RoPE query (what policies compare); q: rotated; att: output. */
+static void attend(DecodeEngine *e, Policy *p, int64_t l, int64_t pos, const float *q_raw, const float *q, float *att) {
     const LlamaConfig *c = &e->m->cfg;
     int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, D = c->head_dim;
-    p->choose(p, l, pos, e->q_raw, e->keys, e->n);
+    p->choose(p, l, pos, q_raw, e->keys, e->n);
     for (int64_t g = 0; g < Hkv; g++) {
         KV_CHECK(e->n[g] >= 0 && e->n[g] <= pos, "policy %s chose %lld keys for position %lld", p->name,
                  (long long)e->n[g], (long long)pos);
@@ -109,35 +95,73 @@ static void attend(DecodeEngine *e, Policy *p, int64_t l, int64_t pos) {
         e->keys[g][e->n[g]++] = (int32_t)pos;
         e->kv_reads += e->n[g];
     }
-    attention_decode_cpu(e->att, e->probs, e->q, e->kc[l], e->vc[l], (const int32_t *const *)e->keys, e->n, pos + 1,
-                         Hq, Hkv, D);
+    attention_decode_cpu(att, e->probs, q, e->kc[l], e->vc[l], (const int32_t *const *)e->keys, e->n, pos + 1, Hq,
+                         Hkv, D);
     p->update(p, l, pos, e->keys, e->n, e->probs, pos + 1);
 }
 
-static void decode_layer(DecodeEngine *e, Policy *p, int64_t l, int64_t pos) {
-    const LlamaConfig *c = &e->m->cfg;
-    const LayerTensors *w = &e->m->w.layers[l];
-    int64_t C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
-    int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, half = D / 2;
+/* Activations of the nb documents of one decode step, one row each. */
+typedef struct {
+    int64_t nb;
+    float *x, *xn, *rstd, *q, *q_raw, *k, *v, *att, *o, *g, *u, *h, *logits;
+    float *mem;
+} StepRows;
+
+static void step_rows_create(StepRows *r, const LlamaConfig *c, int64_t nb) {
+    int64_t C = c->hidden_size, F = c->intermediate_size, V = c->vocab_size;
+    int64_t QD = c->num_attention_heads * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
+    r->nb = nb;
+    float *p = r->mem = alloc_f(nb * (4 * C + 1 + 3 * QD + 2 * KD + 3 * F + V));
+    r->x = p, p += nb * C;
+    r->xn = p, p += nb * C;
+    r->o = p, p += 2 * nb * C;
+    r->rstd = p, p += nb;
+    r->q = p, p += nb * QD;
+    r->q_raw = p, p += nb * QD;
+    r->att = p, p += nb * QD;
+    r->k = p, p += nb * KD;
+    r->v = p, p += nb * KD;
+    r->g = p, p += nb * F;
+    r->u = p, p += nb * F;
+    r->h = p, p += nb * F;
+    r->logits = p;
+}
+
+static void residual_add(float *x, const float *o, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] += o[i];
+}
+
+/* One layer of one decode step for every document: the projections as one
+ * (nb, in) x (in, out) product, attention and policy per document in parallel. */
+static void decode_layer(DecodeEngine *const *e, Policy *const *p, StepRows *r, int64_t l, int64_t pos) {
+    const Llama *m = e[0]->m;
+    const LlamaConfig *c = &m->cfg;
+    const LayerTensors *w = &m->w.layers[l];
+    int64_t nb = r->nb, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    int64_t QD = c->num_attention_heads * D, KD = c->num_key_value_heads * D, half = D / 2;
     float eps = (float)c->rms_norm_eps;
-    rmsnorm_forward_cpu(e->xn, &e->rstd, e->x, w->attn_norm, 1, C, eps);
-    matmul_forward_cpu(e->q, e->xn, w->wq, 1, C, Hq * D);
-    matmul_forward_cpu(e->k, e->xn, w->wk, 1, C, Hkv * D);
-    matmul_forward_cpu(e->v, e->xn, w->wv, 1, C, Hkv * D);
-    memcpy(e->q_raw, e->q, sizeof(float) * (size_t)(Hq * D));
-    rope_forward_cpu(e->q, e->rope_cos + pos * half, e->rope_sin + pos * half, 1, 1, Hq, D);
-    rope_forward_cpu(e->k, e->rope_cos + pos * half, e->rope_sin + pos * half, 1, 1, Hkv, D);
-    memcpy(e->kc[l] + pos * Hkv * D, e->k, sizeof(float) * (size_t)(Hkv * D));
-    memcpy(e->vc[l] + pos * Hkv * D, e->v, sizeof(float) * (size_t)(Hkv * D));
-    attend(e, p, l, pos);
-    matmul_forward_cpu(e->o, e->att, w->wo, 1, Hq * D, C);
-    for (int64_t i = 0; i < C; i++) e->x[i] += e->o[i];
-    rmsnorm_forward_cpu(e->xn, &e->rstd, e->x, w->mlp_norm, 1, C, eps);
-    matmul_forward_cpu(e->g, e->xn, w->wgate, 1, C, F);
-    matmul_forward_cpu(e->u, e->xn, w->wup, 1, C, F);
-    swiglu_forward_cpu(e->h, e->g, e->u, F);
-    matmul_forward_cpu(e->o, e->h, w->wdown, 1, F, C);
-    for (int64_t i = 0; i < C; i++) e->x[i] += e->o[i];
+    rmsnorm_forward_cpu(r->xn, r->rstd, r->x, w->attn_norm, nb, C, eps);
+    row_matmul_forward(r->q, r->xn, w->wq, nb, C, QD);
+    row_matmul_forward(r->k, r->xn, w->wk, nb, C, KD);
+    row_matmul_forward(r->v, r->xn, w->wv, nb, C, KD);
+    memcpy(r->q_raw, r->q, sizeof(float) * (size_t)(nb * QD));
+    /* every document is at the same position: one table row, T = 1 */
+    rope_forward_cpu(r->q, e[0]->rope_cos + pos * half, e[0]->rope_sin + pos * half, nb, 1, c->num_attention_heads, D);
+    rope_forward_cpu(r->k, e[0]->rope_cos + pos * half, e[0]->rope_sin + pos * half, nb, 1, c->num_key_value_heads, D);
+#pragma omp parallel for schedule(dynamic) if (nb > 1)
+    for (int64_t b = 0; b < nb; b++) {
+        memcpy(e[b]->kc[l] + pos * KD, r->k + b * KD, sizeof(float) * (size_t)KD);
+        memcpy(e[b]->vc[l] + pos * KD, r->v + b * KD, sizeof(float) * (size_t)KD);
+        attend(e[b], p[b], l, pos, r->q_raw + b * QD, r->q + b * QD, r->att + b * QD);
+    }
+    row_matmul_forward(r->o, r->att, w->wo, nb, QD, C);
+    residual_add(r->x, r->o, nb * C);
+    rmsnorm_forward_cpu(r->xn, r->rstd, r->x, w->mlp_norm, nb, C, eps);
+    row_matmul_forward(r->g, r->xn, w->wgate, nb, C, F);
+    row_matmul_forward(r->u, r->xn, w->wup, nb, C, F);
+    swiglu_forward_cpu(r->h, r->g, r->u, nb * F);
+    row_matmul_forward(r->o, r->h, w->wdown, nb, F, C);
+    residual_add(r->x, r->o, nb * C);
 }
 
 double nll_of(const float *logits, int64_t V, int32_t target) {
@@ -147,26 +171,49 @@ double nll_of(const float *logits, int64_t V, int32_t target) {
     return mx + log(s) - (double)logits[target];
 }
 
-void engine_decode(DecodeEngine *e, Policy *p, const int32_t *tokens, int64_t S, double *nll) {
-    Llama *m = e->m;
-    const LlamaConfig *c = &m->cfg;
-    int64_t L = e->L, C = c->hidden_size, V = c->vocab_size;
-    KV_CHECK(S >= 1 && L + S <= e->cap, "eval: L + S = %lld exceeds the engine's %lld positions", (long long)(L + S),
-             (long long)e->cap);
-    int64_t W = e->W < L ? e->W : L;
-    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
-        PrefillLayer pre = {e->colsum[l], e->last_probs[l], e->last_out[l], m->w.layers[l].wo,
-                            e->kc[l],     e->vc[l],         e->q_last[l]};
-        p->shape.W = W;
-        p->init(p, l, &pre);
+static void policies_init(DecodeEngine *const *e, Policy *const *p, int64_t nb) {
+    int64_t nl = e[0]->m->cfg.num_hidden_layers;
+#pragma omp parallel for schedule(dynamic) if (nb > 1)
+    for (int64_t b = 0; b < nb; b++) {
+        const Llama *m = e[b]->m;
+        p[b]->shape.W = e[b]->W < e[b]->L ? e[b]->W : e[b]->L;
+        for (int64_t l = 0; l < nl; l++) {
+            PrefillLayer pre = {e[b]->colsum[l],      e[b]->last_probs[l], e[b]->last_out[l], m->w.layers[l].wo,
+                                e[b]->kc[l],          e[b]->vc[l],         e[b]->q_last[l]};
+            p[b]->init(p[b], l, &pre);
+        }
     }
-    nll[0] = nll_of(e->prefill_logits, V, tokens[L]);
+}
+
+void engine_decode_batch(DecodeEngine *const *e, Policy *const *p, const int32_t *const *tokens, int64_t nb,
+                         int64_t S, double *nll) {
+    KV_CHECK(nb >= 1, "eval: a decode batch needs at least one document (got %lld)", (long long)nb);
+    const Llama *m = e[0]->m;
+    const LlamaConfig *c = &m->cfg;
+    int64_t L = e[0]->L, C = c->hidden_size, V = c->vocab_size;
+    for (int64_t b = 0; b < nb; b++) {
+        KV_CHECK(e[b]->m == m && e[b]->L == L, "eval: document %lld of a decode batch has another model or prefill "
+                 "length (%lld, expected %lld)", (long long)b, (long long)e[b]->L, (long long)L);
+        KV_CHECK(S >= 1 && L + S <= e[b]->cap, "eval: L + S = %lld exceeds the engine's %lld positions",
+                 (long long)(L + S), (long long)e[b]->cap);
+    }
+    policies_init(e, p, nb);
+    for (int64_t b = 0; b < nb; b++) nll[b * S] = nll_of(e[b]->prefill_logits, V, tokens[b][L]);
+    StepRows r;
+    step_rows_create(&r, c, nb);
     for (int64_t i = 1; i < S; i++) {
         int64_t pos = L + i - 1;
-        memcpy(e->x, m->w.embed + (int64_t)tokens[pos] * C, sizeof(float) * (size_t)C);
-        for (int64_t l = 0; l < c->num_hidden_layers; l++) decode_layer(e, p, l, pos);
-        rmsnorm_forward_cpu(e->xn, &e->rstd, e->x, m->w.final_norm, 1, C, (float)c->rms_norm_eps);
-        matmul_forward_cpu(e->logits, e->xn, m->w.lm_head, 1, C, V);
-        nll[i] = nll_of(e->logits, V, tokens[pos + 1]);
+        for (int64_t b = 0; b < nb; b++)
+            memcpy(r.x + b * C, m->w.embed + (int64_t)tokens[b][pos] * C, sizeof(float) * (size_t)C);
+        for (int64_t l = 0; l < c->num_hidden_layers; l++) decode_layer(e, p, &r, l, pos);
+        rmsnorm_forward_cpu(r.xn, r.rstd, r.x, m->w.final_norm, nb, C, (float)c->rms_norm_eps);
+        row_matmul_forward(r.logits, r.xn, m->w.lm_head, nb, C, V);
+#pragma omp parallel for schedule(static) if (nb > 1)
+        for (int64_t b = 0; b < nb; b++) nll[b * S + i] = nll_of(r.logits + b * V, V, tokens[b][pos + 1]);
     }
+    free(r.mem);
+}
+
+void engine_decode(DecodeEngine *e, Policy *p, const int32_t *tokens, int64_t S, double *nll) {
+    engine_decode_batch(&e, &p, &tokens, 1, S, nll);
 }

@@ -2,7 +2,13 @@
 #define KVCPT_ENGINE_H
 /* The KV-cache decode engine behind `kvcpt eval` (CPU): a full causal
  * prefill of positions 0..L-1 (shared by every policy), then teacher-forced
- * decode steps that each attend only to the keys the policy keeps. */
+ * decode steps that each attend only to the keys the policy keeps.
+ *
+ * One DecodeEngine holds one document's caches and prefill statistics.
+ * engine_decode_batch steps several documents (same L, one policy instance
+ * each) in lockstep: their token-wise projections become one (N, C) x (C, OC)
+ * product, their attention and policy work run in parallel, and each
+ * document's NLLs are bit-identical to decoding it alone (docs/eval.md). */
 #include <stdint.h>
 
 #include "../model/llama.h"
@@ -14,8 +20,7 @@ typedef struct {
     float **kc, **vc;                 /* per layer (cap, Hkv, D) */
     float **colsum, **last_probs, **last_out, **q_last; /* per layer prefill statistics */
     float *rope_cos, *rope_sin;       /* (cap, D/2) */
-    float *buf;                       /* decode scratch */
-    float *x, *xn, *q, *q_raw, *k, *v, *att, *o, *g, *u, *h, *logits, *probs, rstd;
+    float *probs;                     /* (Hq, cap) attention of the current step */
     int32_t **keys;
     int64_t *n;
     int64_t kv_reads;                 /* cached (position, KV head) entries read, summed over layers */
@@ -31,6 +36,11 @@ void engine_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L);
  * writes the S negative log-likelihoods of tokens[L..L+S-1] (the first from
  * the prefill's last position, identical for every policy). */
 void engine_decode(DecodeEngine *e, Policy *p, const int32_t *tokens, int64_t S, double *nll);
+/* engine_decode for nb documents at once: document b (prefilled in e[b],
+ * every e[b] with the same model and L) runs its own policy p[b] over
+ * tokens[b]; its S NLLs go to nll + b*S. */
+void engine_decode_batch(DecodeEngine *const *e, Policy *const *p, const int32_t *const *tokens, int64_t nb,
+                         int64_t S, double *nll);
 /* -log softmax(logits)[target] in double. */
 double nll_of(const float *logits, int64_t V, int32_t target);
 #endif

@@ -22,6 +22,35 @@ n=$(/usr/bin/python3 -c "import json;r=json.load(open('$tmp/ev/eval.json'))['res
 [ "$n" = "44 8 True" ] && ok "eval.json: 8 policies (11 variants) x 2 contexts x 2 models, 6 documents each" || fail "eval.json" "$n"
 [ -s "$tmp/ev/eval.png" ] && ok "eval.png written" || fail "eval.png" "missing (is gnuplot installed? make setup)"
 grep -q '"effective_stride_per_layer"' "$tmp/ev/eval.json" && ok "refreshkv reports effective stride per layer" || fail "stride" "absent"
+# --batch: the same results for any batch size. The test split mixes
+# documents long enough (57 and 60 tokens) with too-short ones (40) between
+# them, and 4 does not divide the eligible count, so the last batch is partial.
+for n in 57 40 60; do
+    $K prepare --synthetic recall --vocab 64 --doc-tokens $n --query-tail 9 --docs 60 --out "$tmp/mix$n" >/dev/null
+done
+mkdir -p "$tmp/mix/test"
+/usr/bin/python3 - "$tmp" <<'PY'
+import json, shutil, sys
+t = sys.argv[1]; man = json.load(open(f"{t}/mix57/manifest.json")); shards = []
+for i, n in enumerate([57, 40, 60]):
+    shutil.copy(f"{t}/mix{n}/test/shard_000000.bin", f"{t}/mix/test/shard_{i:06d}.bin")
+    e = json.load(open(f"{t}/mix{n}/manifest.json"))["splits"]["test"]["shards"][0]
+    shards.append(dict(e, file=f"test/shard_{i:06d}.bin"))
+man["splits"]["test"] = {"documents": sum(e["documents"] for e in shards), "tokens": sum(e["tokens"] for e in shards), "shards": shards}
+json.dump(man, open(f"{t}/mix/manifest.json", "w"))
+PY
+for b in 1 4 64; do
+    $K eval --model "$tmp/pre/model" --model "$tmp/cpt/model" --data "$tmp/mix" --context 40,48 --last 8 --budget L/8 \
+        --refresh-qc 2 --batch $b --bootstrap 50 --out "$tmp/b$b" >/dev/null 2>&1 || fail "eval --batch $b" "exit status $?"
+    sed '/decode_ms_per_token/d' "$tmp/b$b/eval.json" >"$tmp/b$b.json" # the only field that is a timing
+done
+docs=$(/usr/bin/python3 -c "import json;j=json.load(open('$tmp/b1/eval.json'));print(j['documents_skipped_too_short'], {r['documents'] for r in j['results']})" 2>&1)
+case "$docs" in 0*|*,*) fail "mixed-length test split" "expected skipped documents and one count per cell: $docs" ;;
+*) ok "mixed-length test split: skipped, eligible = $docs" ;; esac
+cmp -s "$tmp/b1.json" "$tmp/b4.json" && ok "eval --batch 4 (last batch partial, short documents between) equals --batch 1 byte for byte" \
+    || fail "eval --batch 4" "$(diff "$tmp/b1.json" "$tmp/b4.json" | head -5)"
+cmp -s "$tmp/b1.json" "$tmp/b64.json" && ok "eval --batch 64 (one batch of all documents) equals --batch 1 byte for byte" \
+    || fail "eval --batch 64" "$(diff "$tmp/b1.json" "$tmp/b64.json" | head -5)"
 expect_err() {
     local name=$1 want=$2; shift 2
     if o=$($K eval "$@" 2>&1); then fail "$name" "accepted"; elif grep -qF -- "$want" <<<"$o"; then ok "$name"; else fail "$name" "$o"; fi
@@ -29,5 +58,6 @@ expect_err() {
 m="$tmp/pre/model"
 expect_err "budget above context" "above the context 48" --model "$m" --data "$tmp/data" --context 48 --last 8 --budget 60 --out "$tmp/x"
 expect_err "unknown policy" "unknown policy 'snapkvv'; known policies: full, streaming" --model "$m" --data "$tmp/data" --context 48 --last 8 --policies full,snapkvv --out "$tmp/x"
+expect_err "batch 0" "--batch must be >= 1" --model "$m" --data "$tmp/data" --context 48 --last 8 --batch 0 --out "$tmp/x"
 expect_err "every document too short" "no document of split 'test' has the 58 tokens" --model "$m" --data "$tmp/data" --context 50 --last 7 --out "$tmp/x"
 exit 0

@@ -1,0 +1,36 @@
+#include "row_matmul.h"
+
+/* Compiled for AVX-512, AVX2 and baseline x86-64, picked at load time.
+ * Contraction is off (-std=c11) and the reduction order is fixed (LANES
+ * interleaved partial sums, then the lanes in order), so every clone does the
+ * same IEEE operations; only the speed differs. */
+#define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define LANES 16
+/* below this many multiply-adds a parallel region costs more than it saves */
+#define PARALLEL_MIN_MACS (1 << 18)
+
+static inline __attribute__((always_inline)) float dot_lanes(const float *restrict w, const float *restrict x,
+                                                             int64_t n) {
+    float lane[LANES] = {0};
+    int64_t t = 0;
+    for (; t + LANES <= n; t += LANES)
+#pragma omp simd
+        for (int l = 0; l < LANES; l++) lane[l] += w[t + l] * x[t + l];
+    for (int l = 0; t + l < n; l++) lane[l] += w[t + l] * x[t + l];
+    float s = 0.0f;
+    for (int l = 0; l < LANES; l++) s += lane[l];
+    return s;
+}
+
+/* Output column o of every row: weight row o is read once for all N rows. */
+VECTOR_CLONES
+static void column(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC, int64_t o) {
+    const float *w = weight + o * IC;
+    for (int64_t r = 0; r < N; r++) out[r * OC + o] = dot_lanes(w, inp + r * IC, IC);
+}
+
+void row_matmul_forward(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC) {
+    /* columns split across threads: each output stays one dot product on one thread */
+#pragma omp parallel for schedule(static) if (N * IC * OC >= PARALLEL_MIN_MACS)
+    for (int64_t o = 0; o < OC; o++) column(out, inp, weight, N, IC, OC, o);
+}
