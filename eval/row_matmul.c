@@ -1,26 +1,14 @@
 #include "row_matmul.h"
 
+#include "../kernels/dot_lanes.h"
+
 /* Compiled for AVX-512, AVX2 and baseline x86-64, picked at load time.
- * Contraction is off (-std=c11) and the reduction order is fixed (LANES
+ * Contraction is off (-std=c11) and the reduction order is fixed (DOT_LANES
  * interleaved partial sums, then the lanes in order), so every clone does the
  * same IEEE operations; only the speed differs. */
 #define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#define LANES 16
 /* below this many multiply-adds a parallel region costs more than it saves */
 #define PARALLEL_MIN_MACS (1 << 18)
-
-static inline __attribute__((always_inline)) float dot_lanes(const float *restrict w, const float *restrict x,
-                                                             int64_t n) {
-    float lane[LANES] = {0};
-    int64_t t = 0;
-    for (; t + LANES <= n; t += LANES)
-#pragma omp simd
-        for (int l = 0; l < LANES; l++) lane[l] += w[t + l] * x[t + l];
-    for (int l = 0; t + l < n; l++) lane[l] += w[t + l] * x[t + l];
-    float s = 0.0f;
-    for (int l = 0; l < LANES; l++) s += lane[l];
-    return s;
-}
 
 /* Output column o of every row: weight row o is read once for all N rows. */
 VECTOR_CLONES

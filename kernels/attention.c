@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../common/util.h"
+#include "dot_lanes.h"
 
 int64_t refresh_num_selected(const RefreshMask *m) { return m->K < m->L ? m->K : m->L; }
 
@@ -126,7 +127,7 @@ void attention_refresh_select_cpu(int32_t *sel, const float *q, const float *k, 
  * do not depend on the machine, only the speed does. */
 #define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #define INLINE static inline __attribute__((always_inline))
-#define LANES 16
+#define LANES DOT_LANES /* sum_lanes and dot_columns keep dot_lanes' order */
 
 /* exp(x) for the softmax (x <= ~0): Cody-Waite reduction by ln 2 and the
  * Cephes expf polynomial, within 2 ulp of expf; 0 below -87.3 (where expf
@@ -148,19 +149,6 @@ INLINE float exp_softmax(float x) {
         float f;
     } two_n = {.i = ((int32_t)n + 127) << 23};
     return x < -87.3f ? 0.0f : y * two_n.f;
-}
-
-/* sum_t w[t] * x[t] in LANES interleaved partial sums, then the lanes in order. */
-INLINE float dot_lanes(const float *restrict w, const float *restrict x, int64_t n) {
-    float lane[LANES] = {0};
-    int64_t t = 0;
-    for (; t + LANES <= n; t += LANES)
-#pragma omp simd
-        for (int l = 0; l < LANES; l++) lane[l] += w[t + l] * x[t + l];
-    for (int l = 0; t + l < n; l++) lane[l] += w[t + l] * x[t + l];
-    float s = 0.0f;
-    for (int l = 0; l < LANES; l++) s += lane[l];
-    return s;
 }
 
 /* sum_t x[t], in the same lane order as dot_lanes. */
