@@ -91,6 +91,9 @@ build/emu/%.cu.cc: %.cu tests/cuda_emu/cu2cc.sh
 	@mkdir -p $(dir $@)
 	bash tests/cuda_emu/cu2cc.sh $< $@
 
+# kept, so make does not delete them after the test summary line
+.SECONDARY: $(EMU_CU:%.cu=build/emu/%.cu.cc)
+
 build/emu/%.cu.o: build/emu/%.cu.cc $(HDR) $(EMU_HDR)
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
 
