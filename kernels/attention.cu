@@ -35,6 +35,8 @@
  * 64-bit offsets throughout: B*T*Hq*D overflows int32 at 8B shapes. */
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "cuda_common.cuh"
 #include "cuda_reduce.cuh"
 
@@ -605,6 +607,33 @@ static AttnShape make_shape(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64
 
 static unsigned int tiles(int64_t n) { return ceil_div_u(n, kTile); }
 
+/* The shared entry of forward and backward: checks the shape and the mask,
+ * fills *s; 0 when there is nothing to compute. */
+static int checked_shape(AttnShape *s, const char *fn, const int32_t *sel, int64_t B, int64_t T, int64_t Hq,
+                         int64_t Hkv, int64_t D, const RefreshMask *m) {
+    check_shape(fn, B, T, Hq, Hkv, D);
+    refresh_mask_validate(m, fn);
+    if (B == 0 || T == 0) return 0;
+    *s = make_shape(B, T, Hq, Hkv, D, m);
+    if (s->active && sel == NULL) {
+        fprintf(stderr, "kvcpt: %s: the mask is active (T=%lld > L=%lld) but sel is NULL\n", fn, (long long)T,
+                (long long)s->L);
+        exit(1);
+    }
+    return 1;
+}
+
+/* Calls f(std::integral_constant<int, D>) for a head dim check_shape accepted. */
+template <typename F> static void with_head_dim(int64_t D, F f) {
+    switch (D) {
+    case 8: f(std::integral_constant<int, 8>()); break;
+    case 16: f(std::integral_constant<int, 16>()); break;
+    case 32: f(std::integral_constant<int, 32>()); break;
+    case 64: f(std::integral_constant<int, 64>()); break;
+    default: f(std::integral_constant<int, 128>()); break;
+    }
+}
+
 template <int D>
 static void forward_rows(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
                          const AttnShape &s, int64_t row_begin, int64_t row_end, int use_sel) {
@@ -626,22 +655,9 @@ static void forward_d(float *out, float *lse, const float *q, const float *k, co
 extern "C" void attention_forward_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
                                        const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                        const RefreshMask *m) {
-    check_shape("attention_forward_cuda", B, T, Hq, Hkv, D);
-    refresh_mask_validate(m, "attention_forward_cuda");
-    if (B == 0 || T == 0) return;
-    const AttnShape s = make_shape(B, T, Hq, Hkv, D, m);
-    if (s.active && sel == NULL) {
-        fprintf(stderr, "kvcpt: attention_forward_cuda: the mask is active (T=%lld > L=%lld) but sel is NULL\n",
-                (long long)T, (long long)s.L);
-        exit(1);
-    }
-    switch (D) {
-    case 8: forward_d<8>(out, lse, q, k, v, sel, s); break;
-    case 16: forward_d<16>(out, lse, q, k, v, sel, s); break;
-    case 32: forward_d<32>(out, lse, q, k, v, sel, s); break;
-    case 64: forward_d<64>(out, lse, q, k, v, sel, s); break;
-    default: forward_d<128>(out, lse, q, k, v, sel, s); break;
-    }
+    AttnShape s;
+    if (!checked_shape(&s, "attention_forward_cuda", sel, B, T, Hq, Hkv, D, m)) return;
+    with_head_dim(D, [&](auto d) { forward_d<decltype(d)::value>(out, lse, q, k, v, sel, s); });
 }
 
 template <int D>
@@ -673,15 +689,8 @@ extern "C" void attention_backward_cuda(float *dq, float *dk, float *dv, const f
                                         const float *k, const float *v, const float *out, const float *lse,
                                         const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                         const RefreshMask *m) {
-    check_shape("attention_backward_cuda", B, T, Hq, Hkv, D);
-    refresh_mask_validate(m, "attention_backward_cuda");
-    if (B == 0 || T == 0) return;
-    const AttnShape s = make_shape(B, T, Hq, Hkv, D, m);
-    if (s.active && sel == NULL) {
-        fprintf(stderr, "kvcpt: attention_backward_cuda: the mask is active (T=%lld > L=%lld) but sel is NULL\n",
-                (long long)T, (long long)s.L);
-        exit(1);
-    }
+    AttnShape s;
+    if (!checked_shape(&s, "attention_backward_cuda", sel, B, T, Hq, Hkv, D, m)) return;
     float *dsum;
     CUDA_CHECK(cudaMallocAsync((void **)&dsum, sizeof(float) * (size_t)(B * Hq * T), 0));
     attention_dsum_kernel<<<grid_for(B * T * Hq * 32, 256), 256>>>(dsum, dout, out, B, T, Hq, D);
@@ -694,13 +703,9 @@ extern "C" void attention_backward_cuda(float *dq, float *dk, float *dv, const f
         attention_mark_selected_kernel<<<grid_for(B * Hkv * s.ks, 256), 256>>>(selected, sel, B * Hkv, s.ks, s.L);
         CUDA_CHECK_LAUNCH();
     }
-    switch (D) {
-    case 8: backward_d<8>(dq, dk, dv, dout, q, k, v, lse, dsum, sel, selected, s); break;
-    case 16: backward_d<16>(dq, dk, dv, dout, q, k, v, lse, dsum, sel, selected, s); break;
-    case 32: backward_d<32>(dq, dk, dv, dout, q, k, v, lse, dsum, sel, selected, s); break;
-    case 64: backward_d<64>(dq, dk, dv, dout, q, k, v, lse, dsum, sel, selected, s); break;
-    default: backward_d<128>(dq, dk, dv, dout, q, k, v, lse, dsum, sel, selected, s); break;
-    }
+    with_head_dim(D, [&](auto d) {
+        backward_d<decltype(d)::value>(dq, dk, dv, dout, q, k, v, lse, dsum, sel, selected, s);
+    });
     CUDA_CHECK(cudaFreeAsync(dsum, 0));
     if (selected) CUDA_CHECK(cudaFreeAsync(selected, 0));
 }
