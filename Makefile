@@ -5,6 +5,8 @@
 # Sources are found by directory, one concern per file; every .c/.cu under
 # the component directories goes into build/libkvcpt.a.
 
+.DEFAULT_GOAL := all
+
 CC      ?= gcc
 OPT     ?= -O2
 CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Wno-unused-parameter -fopenmp -D_GNU_SOURCE -I.
@@ -66,13 +68,14 @@ GPU_SRC   := $(wildcard tests/gpu/test_*.c)
 GPU_BIN   := $(GPU_SRC:tests/gpu/%.c=build/tests/gpu/%)
 
 # --- the CUDA kernels on the CPU (tests/cuda_emu): every .cu file but
-# matmul.cu (cuBLASLt is not emulated) is rewritten by cu2cc.sh and compiled
+# matmul.cu (cuBLASLt is not emulated: tests/cuda_emu/matmul_emu.c stands
+# in for it with the CPU matmuls) is rewritten by cu2cc.sh and compiled
 # by g++ against a fiber-based stand-in for the CUDA runtime; the GPU parity
 # tests, built against it, become CPU tests (build/tests/test_cuda_emu_*).
 # They need no nvcc and no GPU, so `make test` runs them everywhere.
 CXX          ?= g++
 EMU_CU       := $(filter-out kernels/matmul.cu,$(wildcard kernels/*.cu))
-EMU_C        := $(wildcard common/*.c kernels/*.c optim/*.c)
+EMU_C        := $(wildcard common/*.c kernels/*.c optim/*.c model/*.c) tests/cuda_emu/matmul_emu.c
 EMU_FLAGS    := -DKVCPT_CUDA -DKVCPT_CUDA_EMU -Itests/cuda_emu/include
 EMU_CFLAGS   := $(BASE_CFLAGS) $(EMU_FLAGS)
 EMU_CXXFLAGS := -std=c++17 $(OPT) -g -ffp-contract=off -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas \
@@ -80,7 +83,7 @@ EMU_CXXFLAGS := -std=c++17 $(OPT) -g -ffp-contract=off -fopenmp -Wall -Wextra -W
                 -iquote kernels $(EMU_FLAGS)
 EMU_OBJ      := $(EMU_C:%.c=build/emu/%.o) $(EMU_CU:%.cu=build/emu/%.cu.o) build/emu/emu_runtime.o
 EMU_HDR      := $(wildcard tests/cuda_emu/include/*.h tests/cuda_emu/include/*/*/*.cuh)
-EMU_TESTS    := ops_cuda adamw_cuda $(if $(wildcard tests/gpu/test_attention_cuda.c),attention_cuda)
+EMU_TESTS    := ops_cuda adamw_cuda attention_cuda model_cuda
 EMU_BIN      := $(EMU_TESTS:%=build/tests/test_cuda_emu_%)
 
 build/emu/%.o: %.c $(HDR) $(EMU_HDR)

@@ -20,9 +20,6 @@ __device__ __forceinline__ void swiglu_bwd(float &dg, float &du, float dh, float
     dg = __fmul_rn(__fmul_rn(__fmul_rn(dh, u), s), slope);
 }
 
-#define GRID_STRIDE(i, n) \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-
 __global__ void swiglu_forward_kernel(float *h, const float *g, const float *u, int64_t n) {
     GRID_STRIDE(i, n) swiglu_fwd(h[i], g[i], u[i]);
 }

@@ -9,16 +9,15 @@
 #include "../kernels/crossentropy.h"
 #include "../kernels/embedding.h"
 #include "../kernels/matmul.h"
+#include "../kernels/residual.h"
 #include "../kernels/rmsnorm.h"
 #include "../kernels/swiglu.h"
 
-/* rows of logits computed at once by the loss: bounds the (rows, V) buffer */
-#define CE_CHUNK_ROWS 256
 
-static void bind_tensors(ModelTensors *w, const Llama *m, float *base) {
-    w->layers = xcalloc((size_t)m->cfg.num_hidden_layers, sizeof(LayerTensors));
-    for (int i = 0; i < m->layout.n; i++) {
-        const ParamTensor *t = &m->layout.t[i];
+void llama_bind_tensors(ModelTensors *w, const LlamaConfig *c, const ParamLayout *layout, float *base) {
+    w->layers = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerTensors));
+    for (int i = 0; i < layout->n; i++) {
+        const ParamTensor *t = &layout->t[i];
         float *p = base + t->offset;
         LayerTensors *L = t->layer >= 0 ? &w->layers[t->layer] : NULL;
         switch (t->kind) {
@@ -36,7 +35,7 @@ static void bind_tensors(ModelTensors *w, const Llama *m, float *base) {
         case PT_WDOWN: L->wdown = p; break;
         }
     }
-    if (m->cfg.tie_word_embeddings) w->lm_head = w->embed;
+    if (c->tie_word_embeddings) w->lm_head = w->embed;
 }
 
 void llama_create(Llama *m, const LlamaConfig *c) {
@@ -46,8 +45,8 @@ void llama_create(Llama *m, const LlamaConfig *c) {
     param_layout_build(&m->layout, c);
     m->params = xcalloc((size_t)m->layout.total, sizeof(float));
     m->grads = xcalloc((size_t)m->layout.total, sizeof(float));
-    bind_tensors(&m->w, m, m->params);
-    bind_tensors(&m->dw, m, m->grads);
+    llama_bind_tensors(&m->w, c, &m->layout, m->params);
+    llama_bind_tensors(&m->dw, c, &m->layout, m->grads);
     m->acts = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerActs));
     m->resid = xcalloc((size_t)c->num_hidden_layers + 1, sizeof(float *));
     m->mask = (RefreshMask){.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX};
@@ -106,6 +105,39 @@ static float *take(float **cursor, int64_t n) {
     return p;
 }
 
+int64_t llama_layer_acts_numel(const LlamaConfig *c, int64_t BT) {
+    int64_t C = c->hidden_size, F = c->intermediate_size, Hq = c->num_attention_heads;
+    int64_t QD = Hq * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
+    return BT * (3 * C + 2 * QD + 2 * KD + 3 * F + 2 + Hq);
+}
+
+void llama_layer_acts_carve(LayerActs *a, const LlamaConfig *c, int64_t BT, float *cur) {
+    int64_t C = c->hidden_size, F = c->intermediate_size, Hq = c->num_attention_heads;
+    int64_t QD = Hq * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
+    a->xn1 = take(&cur, BT * C), a->rstd1 = take(&cur, BT), a->q = take(&cur, BT * QD);
+    a->k = take(&cur, BT * KD), a->v = take(&cur, BT * KD), a->att = take(&cur, BT * QD);
+    a->lse = take(&cur, BT * Hq), a->x2 = take(&cur, BT * C), a->xn2 = take(&cur, BT * C);
+    a->rstd2 = take(&cur, BT), a->g = take(&cur, BT * F), a->u = take(&cur, BT * F), a->h = take(&cur, BT * F);
+}
+
+int64_t llama_scratch_numel(const LlamaConfig *c, int64_t BT) {
+    int64_t C = c->hidden_size, F = c->intermediate_size;
+    int64_t QD = c->num_attention_heads * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
+    int64_t chunk = BT < LLAMA_CE_CHUNK_ROWS ? BT : LLAMA_CE_CHUNK_ROWS;
+    return BT * (3 * C + 2 * QD + 2 * KD + 3 * F) + chunk * c->vocab_size;
+}
+
+LlamaBackwardBufs llama_backward_bufs_carve(const LlamaConfig *c, int64_t BT, float *cur) {
+    int64_t C = c->hidden_size, F = c->intermediate_size;
+    int64_t QD = c->num_attention_heads * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
+    LlamaBackwardBufs g;
+    g.dres = take(&cur, BT * C), g.dxn = take(&cur, BT * C), g.dxf = take(&cur, BT * C);
+    g.dq = take(&cur, BT * QD), g.datt = take(&cur, BT * QD), g.dk = take(&cur, BT * KD), g.dv = take(&cur, BT * KD);
+    g.dg = take(&cur, BT * F), g.du = take(&cur, BT * F), g.dh = take(&cur, BT * F);
+    g.logits = cur;
+    return g;
+}
+
 static void ensure_acts(Llama *m, int64_t B, int64_t T) {
     const LlamaConfig *c = &m->cfg;
     int64_t BT = B * T;
@@ -113,16 +145,10 @@ static void ensure_acts(Llama *m, int64_t B, int64_t T) {
     if (BT <= m->cap_BT) return;
     free_acts(m);
     m->cap_BT = BT;
-    int64_t C = c->hidden_size, F = c->intermediate_size, Hq = c->num_attention_heads;
-    int64_t QD = Hq * c->head_dim, KD = c->num_key_value_heads * c->head_dim, V = c->vocab_size;
-    int64_t per_layer = BT * (3 * C + 2 * QD + 2 * KD + 3 * F + 2 + Hq);
+    int64_t C = c->hidden_size;
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         LayerActs *a = &m->acts[l];
-        float *cur = xmalloc(sizeof(float) * (size_t)per_layer);
-        a->xn1 = take(&cur, BT * C), a->rstd1 = take(&cur, BT), a->q = take(&cur, BT * QD);
-        a->k = take(&cur, BT * KD), a->v = take(&cur, BT * KD), a->att = take(&cur, BT * QD);
-        a->lse = take(&cur, BT * Hq), a->x2 = take(&cur, BT * C), a->xn2 = take(&cur, BT * C);
-        a->rstd2 = take(&cur, BT), a->g = take(&cur, BT * F), a->u = take(&cur, BT * F), a->h = take(&cur, BT * F);
+        llama_layer_acts_carve(a, c, BT, xmalloc(sizeof(float) * (size_t)llama_layer_acts_numel(c, BT)));
         a->sel = xmalloc(sizeof(int32_t) * (size_t)(BT * c->num_key_value_heads));
     }
     float *res = xmalloc(sizeof(float) * (size_t)((c->num_hidden_layers + 1) * BT * C));
@@ -131,8 +157,7 @@ static void ensure_acts(Llama *m, int64_t B, int64_t T) {
     m->targets = m->tokens + BT;
     float *cur = xmalloc(sizeof(float) * (size_t)(BT * (C + 3)));
     m->xf = take(&cur, BT * C), m->rstdf = take(&cur, BT), m->ce_lse = take(&cur, BT), m->losses = take(&cur, BT);
-    int64_t chunk = BT < CE_CHUNK_ROWS ? BT : CE_CHUNK_ROWS;
-    m->scratch_len = BT * (3 * C + 2 * QD + 2 * KD + 3 * F) + chunk * V;
+    m->scratch_len = llama_scratch_numel(c, BT);
     m->scratch = xmalloc(sizeof(float) * (size_t)m->scratch_len);
 }
 
@@ -166,22 +191,22 @@ static void layer_forward(Llama *m, int64_t l, const float *x, float *out) {
     if (active && !m->freeze_selection) attention_refresh_select_cpu(a->sel, a->q, a->k, B, T, Hq, Hkv, D, &m->mask);
     attention_forward_cpu(a->att, a->lse, a->q, a->k, a->v, active ? a->sel : NULL, B, T, Hq, Hkv, D, &m->mask);
     matmul_forward_cpu(a->x2, a->att, w->wo, BT, Hq * D, C);
-    for (int64_t i = 0; i < BT * C; i++) a->x2[i] += x[i];
+    residual_add_cpu(a->x2, x, BT * C);
     rmsnorm_forward_cpu(a->xn2, a->rstd2, a->x2, w->mlp_norm, BT, C, eps);
     matmul_forward_cpu(a->g, a->xn2, w->wgate, BT, C, F);
     matmul_forward_cpu(a->u, a->xn2, w->wup, BT, C, F);
     swiglu_forward_cpu(a->h, a->g, a->u, BT * F);
     matmul_forward_cpu(out, a->h, w->wdown, BT, F, C);
-    for (int64_t i = 0; i < BT * C; i++) out[i] += a->x2[i];
+    residual_add_cpu(out, a->x2, BT * C);
 }
 
-static void check_inputs(const Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
-    const LlamaConfig *c = &m->cfg;
+void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, int64_t mask_S, const int32_t *tokens,
+                        const int32_t *targets, int64_t B, int64_t T) {
     KV_CHECK(B >= 1 && T >= 1, "forward: batch %lld x sequence %lld must be positive", (long long)B, (long long)T);
-    if (m->mask.enabled)
-        KV_CHECK(T == m->mask.L + m->mask_S,
+    if (mask->enabled)
+        KV_CHECK(T == mask->L + mask_S,
                  "forward: with the RefreshKV mask the sequence length must be L + S = %lld + %lld (got %lld)",
-                 (long long)m->mask.L, (long long)m->mask_S, (long long)T);
+                 (long long)mask->L, (long long)mask_S, (long long)T);
     for (int64_t i = 0; i < B * T; i++) {
         KV_CHECK(tokens[i] >= 0 && tokens[i] < c->vocab_size, "forward: token %d at position %lld is outside [0, %lld)",
                  tokens[i], (long long)i, (long long)c->vocab_size);
@@ -212,7 +237,7 @@ static void need_head(Llama *m, int backward) {
 
 float llama_forward(Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
     const LlamaConfig *c = &m->cfg;
-    check_inputs(m, tokens, targets, B, T);
+    llama_check_inputs(c, &m->mask, m->mask_S, tokens, targets, B, T);
     ensure_acts(m, B, T);
     ensure_rope(m, T);
     int64_t BT = B * T, C = c->hidden_size, V = c->vocab_size;
@@ -232,8 +257,8 @@ float llama_forward(Llama *m, const int32_t *tokens, const int32_t *targets, int
     if (m->n_targets == 0) return m->loss;
     float *logits = m->scratch;
     double total = 0.0;
-    for (int64_t r0 = 0; r0 < BT; r0 += CE_CHUNK_ROWS) {
-        int64_t rows = BT - r0 < CE_CHUNK_ROWS ? BT - r0 : CE_CHUNK_ROWS;
+    for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
+        int64_t rows = BT - r0 < LLAMA_CE_CHUNK_ROWS ? BT - r0 : LLAMA_CE_CHUNK_ROWS;
         logits_rows(m, logits, r0, rows);
         crossentropy_forward_cpu(m->losses + r0, m->ce_lse + r0, logits, m->targets + r0, rows, V);
         for (int64_t i = 0; i < rows; i++) total += m->losses[r0 + i];
@@ -251,25 +276,8 @@ void llama_logits(Llama *m, float *out, int64_t row0, int64_t rows) {
 
 void llama_zero_grad(Llama *m) { memset(m->grads, 0, sizeof(float) * (size_t)m->layout.total); }
 
-typedef struct {
-    float *dres, *dxn, *dxf, *dq, *datt, *dk, *dv, *dg, *du, *dh, *logits;
-} Grads;
-
-static Grads carve_grads(Llama *m) {
-    const LlamaConfig *c = &m->cfg;
-    int64_t BT = m->B * m->T, C = c->hidden_size, F = c->intermediate_size;
-    int64_t QD = c->num_attention_heads * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
-    float *cur = m->scratch;
-    Grads g;
-    g.dres = take(&cur, BT * C), g.dxn = take(&cur, BT * C), g.dxf = take(&cur, BT * C);
-    g.dq = take(&cur, BT * QD), g.datt = take(&cur, BT * QD), g.dk = take(&cur, BT * KD), g.dv = take(&cur, BT * KD);
-    g.dg = take(&cur, BT * F), g.du = take(&cur, BT * F), g.dh = take(&cur, BT * F);
-    g.logits = cur;
-    return g;
-}
-
 /* On entry g->dres = dLoss/d(layer output); on exit = dLoss/d(layer input). */
-static void layer_backward(Llama *m, int64_t l, const float *x, Grads *g) {
+static void layer_backward(Llama *m, int64_t l, const float *x, LlamaBackwardBufs *g) {
     const LlamaConfig *c = &m->cfg;
     const LayerTensors *w = &m->w.layers[l];
     LayerTensors *dw = &m->dw.layers[l];
@@ -303,12 +311,12 @@ void llama_backward(Llama *m) {
     const LlamaConfig *c = &m->cfg;
     KV_CHECK(m->cap_BT > 0 && m->n_targets > 0, "backward: needs a forward pass with at least one target");
     int64_t BT = m->B * m->T, C = c->hidden_size, V = c->vocab_size, nl = c->num_hidden_layers;
-    Grads g = carve_grads(m);
+    LlamaBackwardBufs g = llama_backward_bufs_carve(c, BT, m->scratch);
     need_head(m, 1);
     memset(g.dxf, 0, sizeof(float) * (size_t)(BT * C));
     float scale = 1.0f / (float)m->n_targets;
-    for (int64_t r0 = 0; r0 < BT; r0 += CE_CHUNK_ROWS) {
-        int64_t rows = BT - r0 < CE_CHUNK_ROWS ? BT - r0 : CE_CHUNK_ROWS;
+    for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
+        int64_t rows = BT - r0 < LLAMA_CE_CHUNK_ROWS ? BT - r0 : LLAMA_CE_CHUNK_ROWS;
         logits_rows(m, g.logits, r0, rows); /* recomputed: the forward kept only lse */
         crossentropy_backward_cpu(g.logits, m->ce_lse + r0, m->targets + r0, rows, V, scale);
         matmul_backward_cpu(g.dxf + r0 * C, m->dw.lm_head, g.logits, m->xf + r0 * C, m->w.lm_head, rows, C, V);

@@ -60,6 +60,26 @@ typedef struct {
     int64_t scratch_len;
 } Llama;
 
+/* Rows of logits the loss computes at once: bounds the (rows, V) buffer. */
+#define LLAMA_CE_CHUNK_ROWS 256
+
+/* Backward work buffers, carved from one scratch allocation. */
+typedef struct {
+    float *dres, *dxn, *dxf, *dq, *datt, *dk, *dv, *dg, *du, *dh, *logits;
+} LlamaBackwardBufs;
+
+/* Shared with the CUDA engine (model/llama_cuda.h), so both sides have the
+ * same tensor views, buffer layouts and input checks. Pointers may be host
+ * or device ones; nothing here dereferences them. */
+void llama_bind_tensors(ModelTensors *w, const LlamaConfig *c, const ParamLayout *layout, float *base);
+int64_t llama_layer_acts_numel(const LlamaConfig *c, int64_t BT);
+void llama_layer_acts_carve(LayerActs *a, const LlamaConfig *c, int64_t BT, float *base); /* all but sel */
+int64_t llama_scratch_numel(const LlamaConfig *c, int64_t BT);
+LlamaBackwardBufs llama_backward_bufs_carve(const LlamaConfig *c, int64_t BT, float *scratch);
+/* Dies naming the first bad token, target or shape. */
+void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, int64_t mask_S, const int32_t *tokens,
+                        const int32_t *targets, int64_t B, int64_t T);
+
 /* Allocates parameters and gradients (zeroed) for a validated config. */
 void llama_create(Llama *m, const LlamaConfig *c);
 void llama_free(Llama *m);

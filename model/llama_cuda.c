@@ -1,0 +1,257 @@
+#include "llama_cuda.h"
+
+#ifdef KVCPT_CUDA
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+#include "../kernels/crossentropy.h"
+#include "../kernels/cuda_device.h"
+#include "../kernels/embedding.h"
+#include "../kernels/matmul.h"
+#include "../kernels/residual.h"
+#include "../kernels/rmsnorm.h"
+#include "../kernels/swiglu.h"
+
+/* Every device allocation goes through here, so llama_cuda_bytes is exact. */
+static void *dalloc(int64_t *counter, int64_t bytes) {
+    *counter += bytes;
+    return cuda_malloc((size_t)bytes);
+}
+
+static void zero(float *d, int64_t n) { cuda_memset_zero(d, sizeof(float) * (size_t)n); }
+
+void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute) {
+    memset(g, 0, sizeof *g);
+    config_validate(c, c->name);
+    g->cfg = *c;
+    g->recompute = recompute;
+    param_layout_build(&g->layout, c);
+    g->params = dalloc(&g->bytes_fixed, (int64_t)sizeof(float) * g->layout.total);
+    g->grads = dalloc(&g->bytes_fixed, (int64_t)sizeof(float) * g->layout.total);
+    zero(g->grads, g->layout.total);
+    llama_bind_tensors(&g->w, c, &g->layout, g->params);
+    llama_bind_tensors(&g->dw, c, &g->layout, g->grads);
+    g->acts = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerActs));
+    g->sel = xcalloc((size_t)c->num_hidden_layers, sizeof(int32_t *));
+    g->resid = xcalloc((size_t)c->num_hidden_layers + 1, sizeof(float *));
+    g->mask = (RefreshMask){.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX};
+}
+
+static void free_acts(LlamaCuda *g) {
+    if (!g->cap_BT) return;
+    int64_t sets = g->recompute ? 1 : g->cfg.num_hidden_layers;
+    for (int64_t l = 0; l < sets; l++) cuda_free(g->acts[l].xn1);
+    for (int64_t l = 0; l < g->cfg.num_hidden_layers; l++) cuda_free(g->sel[l]);
+    cuda_free(g->resid[0]);
+    cuda_free(g->tokens);
+    cuda_free(g->xf);
+    cuda_free(g->scratch);
+    free(g->h_targets);
+    free(g->h_losses);
+    g->cap_BT = 0;
+    g->bytes_acts = 0;
+}
+
+void llama_cuda_free(LlamaCuda *g) {
+    free_acts(g);
+    if (g->rope_cos) cuda_free(g->rope_cos);
+    cuda_free(g->params);
+    cuda_free(g->grads);
+    free(g->acts);
+    free(g->sel);
+    free(g->resid);
+    free(g->w.layers);
+    free(g->dw.layers);
+    param_layout_free(&g->layout);
+    memset(g, 0, sizeof *g);
+}
+
+void llama_cuda_set_mask(LlamaCuda *g, const RefreshMask *mask, int64_t S) {
+    refresh_mask_validate(mask, "training mask");
+    KV_CHECK(S >= 0, "training mask: field 'S' must be >= 0 (got %lld)", (long long)S);
+    g->mask = *mask;
+    g->mask_S = S;
+}
+
+void llama_cuda_upload_params(LlamaCuda *g, const float *host) {
+    cuda_memcpy_h2d(g->params, host, sizeof(float) * (size_t)g->layout.total);
+}
+
+void llama_cuda_download_grads(const LlamaCuda *g, float *host) {
+    cuda_memcpy_d2h(host, g->grads, sizeof(float) * (size_t)g->layout.total);
+}
+
+void llama_cuda_zero_grad(LlamaCuda *g) { zero(g->grads, g->layout.total); }
+
+int64_t llama_cuda_bytes(const LlamaCuda *g) { return g->bytes_fixed + g->bytes_acts; }
+
+static void ensure_acts(LlamaCuda *g, int64_t B, int64_t T) {
+    const LlamaConfig *c = &g->cfg;
+    int64_t BT = B * T, C = c->hidden_size, nl = c->num_hidden_layers;
+    g->B = B, g->T = T;
+    if (BT <= g->cap_BT) return;
+    free_acts(g);
+    g->cap_BT = BT;
+    int64_t sets = g->recompute ? 1 : nl;
+    for (int64_t l = 0; l < sets; l++)
+        llama_layer_acts_carve(&g->acts[l], c, BT, dalloc(&g->bytes_acts, (int64_t)sizeof(float) * llama_layer_acts_numel(c, BT)));
+    for (int64_t l = 0; l < nl; l++) g->sel[l] = dalloc(&g->bytes_acts, (int64_t)sizeof(int32_t) * BT * c->num_key_value_heads);
+    float *res = dalloc(&g->bytes_acts, (int64_t)sizeof(float) * (nl + 1) * BT * C);
+    for (int64_t l = 0; l <= nl; l++) g->resid[l] = res + l * BT * C;
+    g->tokens = dalloc(&g->bytes_acts, (int64_t)sizeof(int32_t) * 2 * BT);
+    g->targets = g->tokens + BT;
+    g->xf = dalloc(&g->bytes_acts, (int64_t)sizeof(float) * BT * (C + 3));
+    g->rstdf = g->xf + BT * C, g->ce_lse = g->rstdf + BT, g->losses = g->ce_lse + BT;
+    g->scratch = dalloc(&g->bytes_acts, (int64_t)sizeof(float) * llama_scratch_numel(c, BT));
+    g->h_targets = xmalloc(sizeof(int32_t) * (size_t)BT);
+    g->h_losses = xmalloc(sizeof(float) * (size_t)BT);
+}
+
+static void ensure_rope(LlamaCuda *g, int64_t T) {
+    if (T <= g->rope_T) return;
+    const LlamaConfig *c = &g->cfg;
+    RopeParams rp = {c->rope_theta, c->rope_llama3, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
+                     c->rope_original_max_pos};
+    int64_t half = c->head_dim / 2;
+    float *host = xmalloc(sizeof(float) * (size_t)(2 * T * half));
+    rope_table(host, host + T * half, T, c->head_dim, &rp); /* the CPU's tables, bit for bit */
+    if (g->rope_cos) cuda_free(g->rope_cos), g->bytes_fixed -= (int64_t)sizeof(float) * 2 * g->rope_T * half;
+    g->rope_cos = dalloc(&g->bytes_fixed, (int64_t)sizeof(float) * 2 * T * half);
+    g->rope_sin = g->rope_cos + T * half;
+    cuda_memcpy_h2d(g->rope_cos, host, sizeof(float) * (size_t)(2 * T * half));
+    free(host);
+    g->rope_T = T;
+}
+
+static LayerActs *acts_of(LlamaCuda *g, int64_t l) { return &g->acts[g->recompute ? 0 : l]; }
+
+/* layer_forward of model/llama.c on the GPU. With out NULL (a recompute)
+ * the down projection and the residual are skipped: the backward does not
+ * need them, and the layer's output is already saved. */
+static void layer_forward(LlamaCuda *g, int64_t l, const float *x, float *out, int select) {
+    const LlamaConfig *c = &g->cfg;
+    const LayerTensors *w = &g->w.layers[l];
+    LayerActs *a = acts_of(g, l);
+    int64_t B = g->B, T = g->T, BT = B * T, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
+    float eps = (float)c->rms_norm_eps;
+    rmsnorm_forward_cuda(a->xn1, a->rstd1, x, w->attn_norm, BT, C, eps);
+    matmul_forward_cuda(a->q, a->xn1, w->wq, BT, C, Hq * D);
+    matmul_forward_cuda(a->k, a->xn1, w->wk, BT, C, Hkv * D);
+    matmul_forward_cuda(a->v, a->xn1, w->wv, BT, C, Hkv * D);
+    rope_forward_cuda(a->q, g->rope_cos, g->rope_sin, B, T, Hq, D);
+    rope_forward_cuda(a->k, g->rope_cos, g->rope_sin, B, T, Hkv, D);
+    int active = refresh_active(&g->mask, T);
+    if (active && select) attention_refresh_select_cuda(g->sel[l], a->q, a->k, B, T, Hq, Hkv, D, &g->mask);
+    attention_forward_cuda(a->att, a->lse, a->q, a->k, a->v, active ? g->sel[l] : NULL, B, T, Hq, Hkv, D, &g->mask);
+    matmul_forward_cuda(a->x2, a->att, w->wo, BT, Hq * D, C);
+    residual_add_cuda(a->x2, x, BT * C);
+    rmsnorm_forward_cuda(a->xn2, a->rstd2, a->x2, w->mlp_norm, BT, C, eps);
+    matmul_forward_cuda(a->g, a->xn2, w->wgate, BT, C, F);
+    matmul_forward_cuda(a->u, a->xn2, w->wup, BT, C, F);
+    swiglu_forward_cuda(a->h, a->g, a->u, BT * F);
+    if (!out) return;
+    matmul_forward_cuda(out, a->h, w->wdown, BT, F, C);
+    residual_add_cuda(out, a->x2, BT * C);
+}
+
+/* Logits of rows [r0, r0+rows) from the final normalised stream (device out). */
+static void logits_rows(LlamaCuda *g, float *out, int64_t r0, int64_t rows) {
+    matmul_forward_cuda(out, g->xf + r0 * g->cfg.hidden_size, g->w.lm_head, rows, g->cfg.hidden_size,
+                        g->cfg.vocab_size);
+}
+
+float llama_cuda_forward(LlamaCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
+    const LlamaConfig *c = &g->cfg;
+    llama_check_inputs(c, &g->mask, g->mask_S, tokens, targets, B, T);
+    ensure_acts(g, B, T);
+    ensure_rope(g, T);
+    int64_t BT = B * T, C = c->hidden_size, V = c->vocab_size, nl = c->num_hidden_layers;
+    for (int64_t i = 0; i < BT; i++) g->h_targets[i] = targets ? targets[i] : -1;
+    cuda_memcpy_h2d(g->tokens, tokens, sizeof(int32_t) * (size_t)BT);
+    cuda_memcpy_h2d(g->targets, g->h_targets, sizeof(int32_t) * (size_t)BT);
+    embedding_forward_cuda(g->resid[0], g->tokens, g->w.embed, BT, C);
+    for (int64_t l = 0; l < nl; l++) layer_forward(g, l, g->resid[l], g->resid[l + 1], 1);
+    rmsnorm_forward_cuda(g->xf, g->rstdf, g->resid[nl], g->w.final_norm, BT, C, (float)c->rms_norm_eps);
+    g->n_targets = 0;
+    for (int64_t i = 0; i < BT; i++) g->n_targets += g->h_targets[i] >= 0;
+    g->loss = NAN;
+    if (g->n_targets == 0) return g->loss;
+    float *logits = g->scratch;
+    for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
+        int64_t rows = BT - r0 < LLAMA_CE_CHUNK_ROWS ? BT - r0 : LLAMA_CE_CHUNK_ROWS;
+        logits_rows(g, logits, r0, rows);
+        crossentropy_forward_cuda(g->losses + r0, g->ce_lse + r0, logits, g->targets + r0, rows, V);
+    }
+    /* the mean in double over rows in order, as the CPU adds them */
+    cuda_memcpy_d2h(g->h_losses, g->losses, sizeof(float) * (size_t)BT);
+    double total = 0.0;
+    for (int64_t i = 0; i < BT; i++) total += g->h_losses[i];
+    g->loss = (float)(total / (double)g->n_targets);
+    return g->loss;
+}
+
+void llama_cuda_logits(LlamaCuda *g, float *out, int64_t row0, int64_t rows) {
+    KV_CHECK(g->cap_BT > 0 && row0 >= 0 && row0 + rows <= g->B * g->T,
+             "llama_cuda_logits: rows [%lld, %lld) outside the last forward's %lld rows", (long long)row0,
+             (long long)(row0 + rows), (long long)(g->B * g->T));
+    int64_t V = g->cfg.vocab_size;
+    for (int64_t r0 = 0; r0 < rows; r0 += LLAMA_CE_CHUNK_ROWS) {
+        int64_t n = rows - r0 < LLAMA_CE_CHUNK_ROWS ? rows - r0 : LLAMA_CE_CHUNK_ROWS;
+        logits_rows(g, g->scratch, row0 + r0, n);
+        cuda_memcpy_d2h(out + r0 * V, g->scratch, sizeof(float) * (size_t)(n * V));
+    }
+}
+
+/* layer_backward of model/llama.c: on entry b->dres = dLoss/d(layer output),
+ * on exit dLoss/d(layer input). */
+static void layer_backward(LlamaCuda *g, int64_t l, const float *x, LlamaBackwardBufs *b) {
+    const LlamaConfig *c = &g->cfg;
+    const LayerTensors *w = &g->w.layers[l];
+    LayerTensors *dw = &g->dw.layers[l];
+    if (g->recompute) layer_forward(g, l, x, NULL, 0);
+    LayerActs *a = acts_of(g, l);
+    int64_t B = g->B, T = g->T, BT = B * T, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
+    zero(b->dh, BT * F);
+    matmul_backward_cuda(b->dh, dw->wdown, b->dres, a->h, w->wdown, BT, F, C);
+    swiglu_backward_cuda(b->dg, b->du, b->dh, a->g, a->u, BT * F);
+    zero(b->dxn, BT * C);
+    matmul_backward_cuda(b->dxn, dw->wgate, b->dg, a->xn2, w->wgate, BT, C, F);
+    matmul_backward_cuda(b->dxn, dw->wup, b->du, a->xn2, w->wup, BT, C, F);
+    rmsnorm_backward_cuda(b->dres, dw->mlp_norm, b->dxn, a->x2, w->mlp_norm, a->rstd2, BT, C);
+    zero(b->datt, BT * Hq * D);
+    matmul_backward_cuda(b->datt, dw->wo, b->dres, a->att, w->wo, BT, Hq * D, C);
+    int active = refresh_active(&g->mask, T);
+    attention_backward_cuda(b->dq, b->dk, b->dv, b->datt, a->q, a->k, a->v, a->att, a->lse, active ? g->sel[l] : NULL,
+                            B, T, Hq, Hkv, D, &g->mask);
+    rope_backward_cuda(b->dq, g->rope_cos, g->rope_sin, B, T, Hq, D);
+    rope_backward_cuda(b->dk, g->rope_cos, g->rope_sin, B, T, Hkv, D);
+    zero(b->dxn, BT * C);
+    matmul_backward_cuda(b->dxn, dw->wq, b->dq, a->xn1, w->wq, BT, C, Hq * D);
+    matmul_backward_cuda(b->dxn, dw->wk, b->dk, a->xn1, w->wk, BT, C, Hkv * D);
+    matmul_backward_cuda(b->dxn, dw->wv, b->dv, a->xn1, w->wv, BT, C, Hkv * D);
+    rmsnorm_backward_cuda(b->dres, dw->attn_norm, b->dxn, x, w->attn_norm, a->rstd1, BT, C);
+}
+
+void llama_cuda_backward(LlamaCuda *g) {
+    const LlamaConfig *c = &g->cfg;
+    KV_CHECK(g->cap_BT > 0 && g->n_targets > 0, "backward: needs a forward pass with at least one target");
+    int64_t BT = g->B * g->T, C = c->hidden_size, V = c->vocab_size, nl = c->num_hidden_layers;
+    LlamaBackwardBufs b = llama_backward_bufs_carve(c, BT, g->scratch);
+    zero(b.dxf, BT * C);
+    float scale = 1.0f / (float)g->n_targets;
+    for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
+        int64_t rows = BT - r0 < LLAMA_CE_CHUNK_ROWS ? BT - r0 : LLAMA_CE_CHUNK_ROWS;
+        logits_rows(g, b.logits, r0, rows); /* recomputed: the forward kept only lse */
+        crossentropy_backward_cuda(b.logits, g->ce_lse + r0, g->targets + r0, rows, V, scale);
+        matmul_backward_cuda(b.dxf + r0 * C, g->dw.lm_head, b.logits, g->xf + r0 * C, g->w.lm_head, rows, C, V);
+    }
+    zero(b.dres, BT * C);
+    rmsnorm_backward_cuda(b.dres, g->dw.final_norm, b.dxf, g->resid[nl], g->w.final_norm, g->rstdf, BT, C);
+    for (int64_t l = nl - 1; l >= 0; l--) layer_backward(g, l, g->resid[l], &b);
+    embedding_backward_cuda(g->dw.embed, b.dres, g->tokens, BT, C);
+}
+#endif

@@ -1,0 +1,65 @@
+#ifndef KVCPT_LLAMA_CUDA_H
+#define KVCPT_LLAMA_CUDA_H
+/* The whole Llama forward and backward on one GPU: the CPU reference
+ * (model/llama.h) step for step, with every op replaced by its CUDA twin.
+ * Parameters, gradients and activations live in device memory; only
+ * tokens, targets, per-row losses and (on request) logits and gradients
+ * cross the bus. fp32 everywhere (cuBLASLt strict fp32 matmuls), so the
+ * CPU reference is its oracle to fp32 rounding; no float atomics, so two
+ * runs give the same bits.
+ *
+ * Recompute (an option): only each layer's input is kept; the backward
+ * reruns the layer's forward into one shared set of activation buffers
+ * (with the forward's selection), which cuts activation memory from
+ * num_layers sets to one at the cost of a second forward. The kernels are
+ * deterministic, so the gradients are bit-identical either way.
+ *
+ * Only compiled with KVCPT_CUDA (nvcc found, or the CPU emulator). */
+#include <stdint.h>
+
+#include "llama.h"
+
+#ifdef KVCPT_CUDA
+typedef struct {
+    LlamaConfig cfg;
+    ParamLayout layout;
+    float *params, *grads;   /* device, ParamLayout order */
+    ModelTensors w, dw;      /* device views */
+    RefreshMask mask;
+    int64_t mask_S;
+    int recompute;
+
+    int64_t B, T, cap_BT;
+    int32_t *tokens, *targets;   /* device (BT each) */
+    int32_t *h_targets;          /* host copy: counts targets */
+    float **resid;               /* device, num_layers + 1 streams */
+    LayerActs *acts;             /* num_layers sets, or one when recomputing */
+    int32_t **sel;               /* per layer (B, Hkv, K) selection, device */
+    float *xf, *rstdf, *ce_lse, *losses; /* device */
+    float *h_losses;             /* host copy of the per-row losses */
+    float *rope_cos, *rope_sin;  /* device tables */
+    int64_t rope_T;
+    float *scratch;              /* device backward and logits space */
+    int64_t n_targets;
+    float loss;
+    int64_t bytes_fixed, bytes_acts; /* device memory held */
+} LlamaCuda;
+
+void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute);
+void llama_cuda_free(LlamaCuda *g);
+void llama_cuda_set_mask(LlamaCuda *g, const RefreshMask *mask, int64_t S);
+/* host (layout.total floats) -> device parameters */
+void llama_cuda_upload_params(LlamaCuda *g, const float *host);
+/* device gradients -> host (layout.total floats) */
+void llama_cuda_download_grads(const LlamaCuda *g, float *host);
+/* Same contract as llama_forward; tokens and targets are HOST arrays. */
+float llama_cuda_forward(LlamaCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T);
+void llama_cuda_zero_grad(LlamaCuda *g);
+/* grads += d(mean loss)/d(params) for the last forward. */
+void llama_cuda_backward(LlamaCuda *g);
+/* Logits of rows [row0, row0 + rows) of the last forward into HOST out. */
+void llama_cuda_logits(LlamaCuda *g, float *out, int64_t row0, int64_t rows);
+/* Device bytes this engine holds now (parameters, gradients, activations). */
+int64_t llama_cuda_bytes(const LlamaCuda *g);
+#endif
+#endif

@@ -1,0 +1,43 @@
+/* The emulator's stand-in for kernels/matmul.cu. cuBLASLt cannot run on the
+ * CPU, so under tests/cuda_emu the CUDA matmul launchers call their CPU
+ * oracles (device memory is host memory there). The emulated whole-model
+ * tests therefore check everything around the matmuls (the engine's
+ * wiring, every other kernel); cuBLASLt itself is only checked on a GPU. */
+#include <stdlib.h>
+
+#include "../../common/util.h"
+#include "../../kernels/matmul.h"
+
+void matmul_forward_cuda(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC) {
+    matmul_forward_cpu(out, inp, weight, N, IC, OC);
+}
+
+void matmul_backward_cuda(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                          int64_t N, int64_t IC, int64_t OC) {
+    matmul_backward_cpu(dinp, dweight, dout, inp, weight, N, IC, OC);
+}
+
+static float *widen(const bf16 *x, int64_t n) {
+    float *f = xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    for (int64_t i = 0; i < n; i++) f[i] = float_from_bf16_bits(x[i]);
+    return f;
+}
+
+void matmul_forward_bf16_cuda(bf16 *out, const bf16 *inp, const bf16 *weight, int64_t N, int64_t IC, int64_t OC) {
+    float *fi = widen(inp, N * IC), *fw = widen(weight, OC * IC), *fo = xmalloc(sizeof(float) * (size_t)(N * OC + 1));
+    matmul_forward_cpu(fo, fi, fw, N, IC, OC);
+    for (int64_t i = 0; i < N * OC; i++) out[i] = bf16_bits_from_float(fo[i]);
+    free(fi), free(fw), free(fo);
+}
+
+void matmul_backward_bf16_cuda(bf16 *dinp, float *dweight, const bf16 *dout, const bf16 *inp, const bf16 *weight,
+                               int64_t N, int64_t IC, int64_t OC) {
+    float *fd = widen(dout, N * OC), *fi = widen(inp, N * IC), *fw = widen(weight, OC * IC);
+    float *fdi = dinp ? widen(dinp, N * IC) : NULL;
+    matmul_backward_cpu(fdi, dweight, fd, fi, fw, N, IC, OC);
+    if (dinp)
+        for (int64_t i = 0; i < N * IC; i++) dinp[i] = bf16_bits_from_float(fdi[i]);
+    free(fd), free(fi), free(fw), free(fdi);
+}
+
+void matmul_cuda_release(void) {}

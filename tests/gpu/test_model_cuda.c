@@ -1,0 +1,243 @@
+/* The whole model on the GPU (model/llama_cuda.h) against the CPU reference
+ * (model/llama.h): loss, logits and every parameter's gradient, with the
+ * RefreshKV mask on and off, GQA ratios 1/4/8, T not a multiple of the
+ * attention tile, S = 1 and K below the tile; then run-twice determinism,
+ * recomputation (bit-identical gradients, less memory) and ten training
+ * steps with the CUDA 8-bit AdamW against the CPU model with the CPU one.
+ *
+ * Tolerances (fp32 on both sides; only the order of additions differs):
+ *   quantity      atol                 rtol   why
+ *   loss          1e-6                 1e-5   mean of B*T row losses in double
+ *   logits        1e-5 * max|ref|      1e-4   two layers of fp32 sums in another order
+ *   gradient      1e-4 * max|ref| (*)  1e-3   the same, through the backward; (*) per tensor
+ *   train loss    0                    2e-3   ten steps apart; bf16's epsilon is 7.8e-3
+ * Each check prints "# margin" (worst |d| over its atol), for recalibration
+ * on a GPU. Under the CPU emulator the matmuls are the CPU's own
+ * (tests/cuda_emu/matmul_emu.c), so there the difference is every other
+ * kernel's. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/backend.h"
+#include "../../common/rng.h"
+#include "../testlib.h"
+
+#ifdef KVCPT_CUDA
+#include "../../model/llama.h"
+#include "../../model/llama_cuda.h"
+#include "../../optim/optim_cuda.h"
+#include "../../optim/optimizer.h"
+#include "../../optim/segments.h"
+
+typedef struct {
+    const char *label;
+    int64_t V, C, F, layers, Hq, Hkv, D;
+    int tied;
+    int64_t B, T;
+    RefreshMask mask; /* enabled = 0: causal */
+    int64_t S;
+} Case;
+
+static void make_config(LlamaConfig *c, const Case *k) {
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"vocab_size\":%lld,\"hidden_size\":%lld,\"intermediate_size\":%lld,\"num_hidden_layers\":%lld,"
+             "\"num_attention_heads\":%lld,\"num_key_value_heads\":%lld,\"head_dim\":%lld,\"rms_norm_eps\":1e-5,"
+             "\"rope_theta\":500000.0,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,"
+             "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":32},\"max_position_embeddings\":4096,"
+             "\"tie_word_embeddings\":%s,\"initializer_range\":0.1}",
+             (long long)k->V, (long long)k->C, (long long)k->F, (long long)k->layers, (long long)k->Hq,
+             (long long)k->Hkv, (long long)k->D, k->tied ? "true" : "false");
+    config_parse_json(c, json, k->label);
+}
+
+static void random_batch(int32_t *tokens, int32_t *targets, int64_t n, int64_t V, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    for (int64_t i = 0; i < n; i++) {
+        tokens[i] = (int32_t)(rng_uniform(&r) * (double)V) % (int32_t)V;
+        targets[i] = i % 7 == 3 ? -1 : (int32_t)(rng_uniform(&r) * (double)V) % (int32_t)V; /* some ignored */
+    }
+}
+
+static double max_abs(const float *x, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    return m;
+}
+
+/* tl_close with atol = rel_atol * max|ref|, plus the margin line. */
+static int close_scaled(const char *name, const float *got, const float *ref, int64_t n, double rel_atol, double rtol) {
+    double atol = rel_atol * max_abs(ref, n) + 1e-30, worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - ref[i]) / (atol + rtol * fabs(ref[i]));
+        worst = d > worst || isnan(d) ? d : worst;
+    }
+    printf("# margin %s: worst |d| / tolerance = %.3g\n", name, worst);
+    return tl_close(name, got, ref, n, atol, rtol);
+}
+
+static void setup_pair(const Case *k, Llama *m, LlamaCuda *g, int recompute) {
+    LlamaConfig c;
+    make_config(&c, k);
+    llama_create(m, &c);
+    llama_init_random(m, 1234);
+    llama_cuda_create(g, &c, recompute);
+    llama_cuda_upload_params(g, m->params);
+    if (k->mask.enabled) {
+        llama_set_mask(m, &k->mask, k->S);
+        llama_cuda_set_mask(g, &k->mask, k->S);
+    }
+}
+
+static float gpu_pass(LlamaCuda *g, const int32_t *tok, const int32_t *tgt, const Case *k, float *grads) {
+    float loss = llama_cuda_forward(g, tok, tgt, k->B, k->T);
+    llama_cuda_zero_grad(g);
+    llama_cuda_backward(g);
+    llama_cuda_download_grads(g, grads);
+    return loss;
+}
+
+static void check_grads(const char *label, const Llama *m, const float *got) {
+    char name[256];
+    for (int i = 0; i < m->layout.n; i++) {
+        const ParamTensor *t = &m->layout.t[i];
+        snprintf(name, sizeof name, "%s: grad %s", label, t->name);
+        close_scaled(name, got + t->offset, m->grads + t->offset, t->numel, 1e-4, 1e-3);
+    }
+}
+
+static void parity(const Case *k) {
+    Llama m;
+    LlamaCuda g, r;
+    setup_pair(k, &m, &g, 0);
+    int64_t BT = k->B * k->T, V = k->V, total = m.layout.total;
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)BT * 2), *tgt = tok + BT;
+    random_batch(tok, tgt, BT, V, 77);
+    float cpu_loss = llama_forward(&m, tok, tgt, k->B, k->T);
+    llama_zero_grad(&m);
+    llama_backward(&m);
+    float *grads = malloc(sizeof(float) * (size_t)total), *again = malloc(sizeof(float) * (size_t)total);
+    float loss = gpu_pass(&g, tok, tgt, k, grads);
+    char name[256];
+    snprintf(name, sizeof name, "%s: loss", k->label);
+    printf("# %s: cpu %.9g gpu %.9g\n", name, cpu_loss, loss);
+    tl_close(name, &loss, &cpu_loss, 1, 1e-6, 1e-5);
+    float *lc = malloc(sizeof(float) * (size_t)(BT * V)), *lg = malloc(sizeof(float) * (size_t)(BT * V));
+    llama_logits(&m, lc, 0, BT);
+    llama_cuda_logits(&g, lg, 0, BT);
+    snprintf(name, sizeof name, "%s: logits", k->label);
+    close_scaled(name, lg, lc, BT * V, 1e-5, 1e-4);
+    check_grads(k->label, &m, grads);
+
+    float loss2 = gpu_pass(&g, tok, tgt, k, again);
+    snprintf(name, sizeof name, "%s: a second run gives the same loss and gradients, bit for bit", k->label);
+    tl_result(memcmp(&loss, &loss2, sizeof loss) == 0 && memcmp(grads, again, sizeof(float) * (size_t)total) == 0,
+              name, "loss %.9g vs %.9g, or gradients differ", loss, loss2);
+
+    llama_cuda_create(&r, &m.cfg, 1);
+    llama_cuda_upload_params(&r, m.params);
+    if (k->mask.enabled) llama_cuda_set_mask(&r, &k->mask, k->S);
+    float loss3 = gpu_pass(&r, tok, tgt, k, again);
+    snprintf(name, sizeof name, "%s: recompute gives the same loss and gradients, bit for bit", k->label);
+    tl_result(memcmp(&loss, &loss3, sizeof loss) == 0 && memcmp(grads, again, sizeof(float) * (size_t)total) == 0,
+              name, "loss %.9g vs %.9g, or gradients differ", loss, loss3);
+    snprintf(name, sizeof name, "%s: recompute holds less device memory", k->label);
+    tl_result(llama_cuda_bytes(&r) < llama_cuda_bytes(&g), name, "%lld bytes vs %lld without",
+              (long long)llama_cuda_bytes(&r), (long long)llama_cuda_bytes(&g));
+    llama_cuda_free(&r);
+    llama_cuda_free(&g);
+    llama_free(&m);
+    free(tok), free(grads), free(again), free(lc), free(lg);
+}
+
+static Optimizer *make_optimizer(const Llama *m) {
+    OptimSegments s;
+    optim_segments_from_layout(&s, &m->layout, 0, m->layout.total);
+    Optimizer *o = optim_create(OPTIM_ADAMW8BIT, s.offset, s.numel, s.n);
+    optim_segments_free(&s);
+    return o;
+}
+
+/* Ten steps on one fixed batch: the CPU model with the CPU 8-bit AdamW,
+ * the GPU engine with the CUDA one, everything device-resident. */
+static void train_steps(const Case *k) {
+    Llama m;
+    LlamaCuda g;
+    setup_pair(k, &m, &g, 0);
+    int64_t BT = k->B * k->T;
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)BT * 2), *tgt = tok + BT;
+    random_batch(tok, tgt, BT, k->V, 99);
+    Optimizer *oc = make_optimizer(&m), *host = make_optimizer(&m);
+    OptimCuda *og = optim_cuda_create(host);
+    AdamWHyper h = adamw_hyper_default();
+    h.lr = 3e-3;
+    double worst = 0;
+    float first = 0, last_cpu = 0, last_gpu = 0;
+    int ok_steps = 1;
+    for (int64_t step = 1; step <= 10; step++) {
+        float lc = llama_forward(&m, tok, tgt, k->B, k->T);
+        llama_zero_grad(&m);
+        llama_backward(&m);
+        ok_steps &= optim_step(oc, m.params, m.grads, &h, step) == 0;
+        float lg = llama_cuda_forward(&g, tok, tgt, k->B, k->T);
+        llama_cuda_zero_grad(&g);
+        llama_cuda_backward(&g);
+        ok_steps &= optim_cuda_step(og, g.params, OPTIM_F32, g.grads, OPTIM_F32, &h, step) == 0;
+        double rel = fabs((double)lg - lc) / fabs((double)lc);
+        worst = rel > worst ? rel : worst;
+        printf("# %s step %lld: loss cpu %.7f gpu %.7f\n", k->label, (long long)step, lc, lg);
+        if (step == 1) first = lc;
+        last_cpu = lc, last_gpu = lg;
+    }
+    char name[256];
+    snprintf(name, sizeof name, "%s: 10 training steps, GPU losses within 2e-3 of the CPU's", k->label);
+    printf("# margin %s: worst relative difference %.3g\n", name, worst);
+    tl_result(ok_steps && worst <= 2e-3, name, "worst relative difference %.3g (steps ok %d)", worst, ok_steps);
+    snprintf(name, sizeof name, "%s: the training lowers the loss on both", k->label);
+    tl_result(last_cpu < first - 0.05f && last_gpu < first - 0.05f, name, "first %.4f, last cpu %.4f gpu %.4f", first,
+              last_cpu, last_gpu);
+    optim_cuda_free(og);
+    optim_free(oc), optim_free(host);
+    llama_cuda_free(&g);
+    llama_free(&m);
+    free(tok);
+}
+
+static void bad_token(void *arg) {
+    LlamaCuda *g = arg;
+    int32_t tok[4] = {1, 2, 999, 3};
+    llama_cuda_forward(g, tok, NULL, 1, 4);
+}
+
+static void bad_input(const Case *k) {
+    Llama m;
+    LlamaCuda g;
+    setup_pair(k, &m, &g, 0);
+    tl_expect_death("gpu engine: a token outside the vocabulary stops with a message", bad_token, &g, "outside");
+    llama_cuda_free(&g);
+    llama_free(&m);
+}
+#endif
+
+int main(void) {
+    if (backend_cuda_device_count() == 0) {
+        tl_skip("model cuda vs cpu", "no CUDA device visible");
+        return tl_finish();
+    }
+#ifdef KVCPT_CUDA
+    /* label, V, C, F, layers, Hq, Hkv, D, tied, B, T, mask {on, L, K, pool, agg}, S */
+    const Case cases[] = {
+        {"gqa4 mask L40 S9 K6", 96, 32, 40, 2, 4, 1, 8, 0, 2, 49, {1, 40, 6, 7, GROUP_AGG_MAX}, 9},
+        {"gqa8 tied mask S1", 80, 48, 64, 2, 8, 1, 16, 1, 1, 21, {1, 20, 4, 3, GROUP_AGG_MEAN}, 1},
+        {"gqa1 causal T70", 64, 32, 48, 2, 2, 2, 32, 0, 1, 70, {0, 0, 0, 1, GROUP_AGG_MAX}, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) parity(&cases[i]);
+    train_steps(&cases[0]);
+    bad_input(&cases[2]);
+#endif
+    return tl_finish();
+}
