@@ -75,7 +75,7 @@ GPU_BIN   := $(GPU_SRC:tests/gpu/%.c=build/tests/gpu/%)
 # They need no nvcc and no GPU, so `make test` runs them everywhere.
 CXX          ?= g++
 EMU_CU       := $(filter-out kernels/matmul.cu,$(wildcard kernels/*.cu))
-EMU_C        := $(wildcard common/*.c kernels/*.c optim/*.c model/*.c) tests/cuda_emu/matmul_emu.c
+EMU_C        := $(C_SRC) tests/cuda_emu/matmul_emu.c
 EMU_FLAGS    := -DKVCPT_CUDA -DKVCPT_CUDA_EMU -Itests/cuda_emu/include
 EMU_CFLAGS   := $(BASE_CFLAGS) $(EMU_FLAGS)
 EMU_CXXFLAGS := -std=c++17 $(OPT) -g -ffp-contract=off -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas \
@@ -106,6 +106,10 @@ build/emu/emu_runtime.o: tests/cuda_emu/emu_runtime.cc $(EMU_HDR)
 
 build/emu/libkvcpt_emu.a: $(EMU_OBJ)
 	rm -f $@ && ar rcs $@ $^
+
+# the whole program on the emulated GPU: `kvcpt train --set device=cuda` on CI
+build/emu/kvcpt: kvcpt.c build/emu/libkvcpt_emu.a
+	$(CC) $(EMU_CFLAGS) $< build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
 
 build/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h build/emu/libkvcpt_emu.a
 	@mkdir -p $(dir $@)
@@ -144,7 +148,7 @@ build/tests/gpu/%: tests/gpu/%.c tests/testlib.h build/libkvcpt.a
 setup:
 	bash scripts/setup.sh
 
-test: kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN)
+test: kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt
 	bash tests/run.sh cpu
 
 test-gpu: kvcpt $(GPU_BIN)

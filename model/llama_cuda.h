@@ -19,8 +19,10 @@
 
 #include "llama.h"
 
+typedef struct LlamaCuda LlamaCuda; /* holders (the trainer) may name it in any build */
+
 #ifdef KVCPT_CUDA
-typedef struct {
+struct LlamaCuda {
     LlamaConfig cfg;
     ParamLayout layout;
     float *params, *grads;   /* device, ParamLayout order */
@@ -43,7 +45,7 @@ typedef struct {
     int64_t n_targets;
     float loss;
     int64_t bytes_fixed, bytes_acts; /* device memory held */
-} LlamaCuda;
+};
 
 void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute);
 void llama_cuda_free(LlamaCuda *g);

@@ -44,6 +44,7 @@ static const Key keys[] = {
     I_(eval_batches, "4", "dev sequences per evaluation"),
     I_(ckpt_interval, "0", "checkpoint every N steps (0: only at the end and on signals)"),
     I_(keep_last, "2", "complete checkpoints kept"),
+    I_(recompute, "0", "CUDA: keep only each layer's input, rerun its forward in backward (less memory)"),
     I_(reshard_after_forward, "1", "sharding: gather a layer again in backward (1) or keep the forward's copy (0)"),
     I_(log_interval, "1", "log line every N steps"),
     I_(seed, "1234", "random init, data order"),
@@ -148,6 +149,10 @@ void train_config_validate(const TrainConfig *c, int world) {
     KV_CHECK(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1 && c->eps > 0,
              "config: 'beta1', 'beta2' must be in [0,1) and 'eps' > 0");
     KV_CHECK(c->keep_last >= 1, "config: 'keep_last' must be >= 1");
+    KV_CHECK(c->recompute == 0 || c->recompute == 1, "config: 'recompute' must be 0 or 1 (got %lld)",
+             (long long)c->recompute);
+    KV_CHECK(one_of(c->device, "auto", "cpu", "cuda"), "config: 'device' must be auto, cpu or cuda (got '%s')",
+             c->device);
 }
 
 char *train_config_to_json(const TrainConfig *c) {

@@ -32,6 +32,25 @@ static void open_data(Trainer *t) {
              t->cfg.data, (long long)(t->T + 1), (long long)(t->T + 1));
 }
 
+/* device cuda: the CUDA engine runs forward and backward on its own copy of
+ * the parameters; sharding and the optimizer keep working on the host
+ * buffers, so any rank count behaves as on the CPU. */
+static void setup_device(Trainer *t) {
+    t->device = backend_resolve(t->cfg.device);
+    if (t->device == DEVICE_CPU && t->cfg.recompute && t->rank == 0)
+        warnf("config: 'recompute' applies to the CUDA engine only; the CPU keeps every activation");
+#ifdef KVCPT_CUDA
+    if (t->device == DEVICE_CUDA) {
+        t->gpu = xcalloc(1, sizeof *t->gpu);
+        llama_cuda_create(t->gpu, &t->model.cfg, (int)t->cfg.recompute);
+        if (t->model.mask.enabled) llama_cuda_set_mask(t->gpu, &t->model.mask, t->model.mask_S);
+    }
+#endif
+    if (t->rank == 0)
+        fprintf(stderr, "kvcpt train: device %s%s\n", backend_name(t->device),
+                t->device == DEVICE_CUDA && t->cfg.recompute ? " (recomputing activations)" : "");
+}
+
 /* Every rank builds the same full model (same seed or file), then keeps its pieces. */
 static void setup_model(Trainer *t) {
     const TrainConfig *c = &t->cfg;
@@ -45,6 +64,7 @@ static void setup_model(Trainer *t) {
         llama_set_mask(&t->model, &m, c->S);
     }
     fsdp_init(&t->fsdp, t->comm, &t->model, (int)c->reshard_after_forward);
+    setup_device(t);
 }
 
 static void setup_optimizer(Trainer *t) {
@@ -118,13 +138,53 @@ static void optimizer_update(Trainer *t, double norm, double *lr) {
              "step %lld: the optimizer rejected gradients its check accepted", (long long)t->step);
 }
 
+/* The current parameters into the engine that runs the passes: on the CPU
+ * the sharding hooks gather them unit by unit; the GPU takes them all at once. */
+static void sync_params(Trainer *t) {
+#ifdef KVCPT_CUDA
+    if (t->gpu) {
+        fsdp_gather_all(&t->fsdp);
+        llama_cuda_upload_params(t->gpu, t->model.params);
+    }
+#else
+    (void)t;
+#endif
+}
+
+static float model_forward(Trainer *t, int64_t batch) {
+#ifdef KVCPT_CUDA
+    if (t->gpu) return llama_cuda_forward(t->gpu, t->tokens, t->targets, batch, t->T);
+#endif
+    return llama_forward(&t->model, t->tokens, t->targets, batch, t->T);
+}
+
+/* This micro-batch's gradient alone into the host buffer, each unit handed
+ * to sharding in the order the CPU backward finishes them, so the owners
+ * add micro-batches in the same order on either device. */
+static void model_backward(Trainer *t) {
+#ifdef KVCPT_CUDA
+    if (t->gpu) {
+        llama_cuda_zero_grad(t->gpu);
+        llama_cuda_backward(t->gpu);
+        llama_cuda_download_grads(t->gpu, t->model.grads);
+        LlamaUnitHooks *h = &t->model.hooks;
+        int nl = (int)t->model.cfg.num_hidden_layers;
+        if (h->grads_ready)
+            for (int unit = nl + 1; unit >= 0; unit--) h->grads_ready(h->ctx, unit);
+        return;
+    }
+#endif
+    llama_zero_grad(&t->model);
+    llama_backward(&t->model);
+}
+
 float trainer_step(Trainer *t, double *grad_norm, double *lr) {
     fsdp_zero_grad_sum(&t->fsdp);
+    sync_params(t);
     for (int64_t a = 0; a < t->rounds; a++) {
         load_micro_batch(t);
-        llama_zero_grad(&t->model); /* each micro-batch's gradient alone: the owners add them in order */
-        t->round_loss[a] = llama_forward(&t->model, t->tokens, t->targets, t->cfg.micro_batch, t->T);
-        llama_backward(&t->model);
+        t->round_loss[a] = model_forward(t, t->cfg.micro_batch);
+        model_backward(t);
     }
     double loss = step_loss(t);
     t->step++;
@@ -139,7 +199,8 @@ float trainer_step(Trainer *t, double *grad_norm, double *lr) {
 /* Dev samples i = 0, 1, ... (a fixed-seed loader), sample i on rank i % world. */
 double trainer_eval_dev(Trainer *t) {
     if (!t->dev_split) return NAN;
-    fsdp_gather_all(&t->fsdp);
+    if (t->gpu) sync_params(t);
+    else fsdp_gather_all(&t->fsdp);
     LlamaUnitHooks hooks = t->model.hooks;
     t->model.hooks = (LlamaUnitHooks){0}; /* ranks now run different samples: no collectives inside */
     Loader *l = loader_open(t->dev_split, t->T + 1, 0, 0, 1);
@@ -152,7 +213,7 @@ double trainer_eval_dev(Trainer *t) {
         loader_next(l, t->sample);
         loader_skip(l, t->world - 1 - t->rank);
         split_sample(t, 0);
-        mine[a] = llama_forward(&t->model, t->tokens, t->targets, 1, t->T);
+        mine[a] = model_forward(t, 1);
     }
     t->model.hooks = hooks;
     fsdp_gather_f64(&t->fsdp, mine, rounds, all);
@@ -271,7 +332,10 @@ static void log_step(Trainer *t, float loss, double norm, double lr, double dt, 
     json_t *j = json_pack("{s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "step", (json_int_t)t->step, "loss", (double)loss, "lr",
                           lr, "grad_norm", norm, "tokens_per_s", tps, "gflops_per_s", t->flops_per_token * tps / 1e9,
                           "peak_rss_mb", peak_rss_bytes() / 1048576.0, "elapsed_s", now_seconds() - t->t_run);
-    json_object_set_new(j, "mfu", json_null()); /* CPU: no meaningful peak to divide by */
+    json_object_set_new(j, "mfu", json_null()); /* fp32 engines: no meaningful peak to divide by */
+#ifdef KVCPT_CUDA
+    if (t->gpu) json_object_set_new(j, "gpu_engine_mb", json_real((double)llama_cuda_bytes(t->gpu) / 1048576.0));
+#endif
     if (!isnan(dev)) json_object_set_new(j, "dev_loss", json_real(dev));
     char *s = json_dumps(j, JSON_COMPACT);
     fprintf(t->log, "%s\n", s);
@@ -366,6 +430,10 @@ void trainer_finish(Trainer *t) {
     data_split_close(t->train_split);
     if (t->dev_split) data_split_close(t->dev_split);
     optim_free(t->opt);
+#ifdef KVCPT_CUDA
+    if (t->gpu) llama_cuda_free(t->gpu);
+#endif
+    free(t->gpu);
     fsdp_free(&t->fsdp, &t->model);
     llama_free(&t->model);
     free(t->sample);

@@ -9,11 +9,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../common/backend.h"
 #include "../data/data_split.h"
 #include "../data/loader.h"
 #include "../dist/comm.h"
 #include "../dist/fsdp.h"
 #include "../model/llama.h"
+#include "../model/llama_cuda.h"
 #include "../optim/optimizer.h"
 #include "../optim/schedule.h"
 #include "../optim/segments.h"
@@ -21,7 +23,9 @@
 
 typedef struct {
     TrainConfig cfg;
-    Llama model;
+    Llama model;            /* host parameters and gradients (sharding works on these) */
+    Device device;
+    LlamaCuda *gpu;         /* device cuda: forward and backward run here */
     Comm *comm;
     int rank, world;
     Fsdp fsdp;
