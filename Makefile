@@ -111,6 +111,10 @@ build/emu/libkvcpt_emu.a: $(EMU_OBJ)
 build/emu/kvcpt: kvcpt.c build/emu/libkvcpt_emu.a
 	$(CC) $(EMU_CFLAGS) $< build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
 
+build/emu/tools/%: tests/tools/%.c build/emu/libkvcpt_emu.a
+	@mkdir -p $(dir $@)
+	$(CC) $(EMU_CFLAGS) $< build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
+
 build/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h build/emu/libkvcpt_emu.a
 	@mkdir -p $(dir $@)
 	$(CC) $(EMU_CFLAGS) $< build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
@@ -148,10 +152,10 @@ build/tests/gpu/%: tests/gpu/%.c tests/testlib.h build/libkvcpt.a
 setup:
 	bash scripts/setup.sh
 
-test: kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt
+test: kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case
 	bash tests/run.sh cpu
 
-test-gpu: kvcpt $(GPU_BIN)
+test-gpu: kvcpt $(GPU_BIN) $(TOOL_BIN)
 	bash tests/run.sh gpu
 
 clean:

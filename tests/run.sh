@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of a suite and ends with "N passed, N failed".
 #   cpu: build/tests/test_* (C) and tests/test_*.sh (scripts)
-#   gpu: build/tests/gpu/test_* (they skip themselves without a GPU)
+#   gpu: build/tests/gpu/test_* and tests/gpu/test_*.sh (they skip themselves without a GPU)
 # A test prints "ok - name", "FAIL - name: why" or "skip - name: why" lines;
 # a binary that dies without printing FAIL is counted as one failure.
 set -u
@@ -34,6 +34,7 @@ if [ "$suite" = gpu ]; then
         echo "skip - gpu suite: the CUDA backend was not compiled (no nvcc at build time)"; skip=1
     fi
     for b in "${bins[@]}"; do run_one "gpu/$(basename "$b")" "$b"; done
+    for s in tests/gpu/test_*.sh; do run_one "gpu/$(basename "$s")" bash "$s"; done
 else
     for b in build/tests/test_*; do [ -x "$b" ] && run_one "$(basename "$b")" "$b"; done
     for s in tests/test_*.sh; do [ -f "$s" ] && run_one "$(basename "$s")" bash "$s"; done

@@ -2,6 +2,9 @@
 # kvcpt's CPU model against an independent PyTorch autograd reference
 # (Debian's python3-torch), tiny config with GQA, llama3 RoPE and the
 # RefreshKV mask active (K < L). Cases: untied + max aggregation, tied + mean.
+# The same cases from the CUDA engine (model/llama_cuda.h), run by the CPU
+# emulator of the CUDA runtime (build/emu/tools/dump_model_case), plus one
+# with K = L (every key kept: plain causal attention).
 set -u
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3   # Debian's interpreter, where python3-torch lives
@@ -15,6 +18,12 @@ for spec in "7 0 max" "8 1 mean" "9 0 first"; do
     set -- $spec
     d="$tmp/case_$1"
     ./build/tests/tools/dump_model_case "$d" "$1" "$2" "$3" || { echo "FAIL - dump case $spec"; rc=1; continue; }
+    $PY tests/torch_ref.py "$d" || rc=1
+done
+for spec in "7 0 max 5" "8 1 mean 5" "9 0 first 24"; do
+    set -- $spec
+    d="$tmp/cuda_$1"
+    ./build/emu/tools/dump_model_case "$d" "$1" "$2" "$3" cuda "$4" || { echo "FAIL - dump cuda case $spec"; rc=1; continue; }
     $PY tests/torch_ref.py "$d" || rc=1
 done
 exit $rc

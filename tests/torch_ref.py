@@ -145,7 +145,7 @@ def main(d):
     targets = torch.tensor(load(d, "targets.i32", np.int32).astype(np.int64).reshape(B, T))
     logits, loss, sels = forward(P, tokens, targets, cfg, mask, T)
     loss.backward()
-    tag = f"[{'tied' if cfg['tie_word_embeddings'] else 'untied'}, agg {mask['agg']}]"
+    tag = f"[{case.get('device', 'cpu')}, {'tied' if cfg['tie_word_embeddings'] else 'untied'}, agg {mask['agg']}, K {mask['K']}]"
 
     for l, sel in enumerate(sels):
         ours = load(d, f"sel{l}.i32", np.int32).reshape(sel.shape)

@@ -1,14 +1,22 @@
 /* Writes a tiny-model case for the PyTorch oracle (tests/torch_ref.py):
  * config, mask, parameters, tokens and kvcpt's own logits, loss, gradients
  * and selections, as raw little-endian arrays plus case.json.
- * usage: dump_model_case OUTDIR SEED TIED AGG(max|mean|first) */
+ * usage: dump_model_case OUTDIR SEED TIED AGG(max|mean|first) [DEVICE [K]]
+ * DEVICE cuda takes kvcpt's numbers from the CUDA engine (model/llama_cuda.h)
+ * instead of the CPU reference; K (default 5) = L (24) keeps every key,
+ * which is plain causal attention (what transformers runs). */
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../common/rng.h"
 #include "../../common/util.h"
 #include "../../model/llama.h"
+#include "../../model/llama_cuda.h"
+#ifdef KVCPT_CUDA
+#include "../../kernels/cuda_device.h"
+#endif
 
 static void write_raw(const char *dir, const char *name, const void *p, size_t bytes) {
     char path[4096];
@@ -18,8 +26,34 @@ static void write_raw(const char *dir, const char *name, const void *p, size_t b
     fclose_check(f, path);
 }
 
+/* The same pass on the CUDA engine: its logits, selections and gradients
+ * (into m->grads, where the CPU path leaves them). */
+static float gpu_pass(Llama *m, const int32_t *tok, const int32_t *tgt, int64_t B, int64_t T, float *logits,
+                      int32_t *sel) {
+#ifdef KVCPT_CUDA
+    LlamaCuda g;
+    llama_cuda_create(&g, &m->cfg, 0);
+    llama_cuda_upload_params(&g, m->params);
+    llama_cuda_set_mask(&g, &m->mask, m->mask_S);
+    float loss = llama_cuda_forward(&g, tok, tgt, B, T);
+    llama_cuda_zero_grad(&g);
+    llama_cuda_backward(&g);
+    llama_cuda_download_grads(&g, m->grads);
+    llama_cuda_logits(&g, logits, 0, B * T);
+    int64_t n = B * m->cfg.num_key_value_heads * refresh_num_selected(&m->mask);
+    for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++)
+        cuda_memcpy_d2h(sel + l * n, g.sel[l], sizeof(int32_t) * (size_t)n);
+    llama_cuda_free(&g);
+    return loss;
+#else
+    (void)m, (void)tok, (void)tgt, (void)B, (void)T, (void)logits, (void)sel;
+    die("dump_model_case: this build has no CUDA engine");
+#endif
+}
+
 int main(int argc, char **argv) {
-    if (argc != 5) die("usage: dump_model_case OUTDIR SEED TIED AGG");
+    if (argc < 5 || argc > 7) die("usage: dump_model_case OUTDIR SEED TIED AGG [cpu|cuda [K]]");
+    int on_gpu = argc > 5 && strcmp(argv[5], "cuda") == 0;
     const char *dir = argv[1];
     uint64_t seed = strtoull(argv[2], NULL, 10);
     make_dirs(dir);
@@ -27,7 +61,8 @@ int main(int argc, char **argv) {
     config_load(&c, "tiny");
     c.tie_word_embeddings = atoi(argv[3]);
     c.initializer_range = 0.25;
-    const int64_t B = 2, L = 24, S = 8, K = 5, T = L + S;
+    const int64_t B = 2, L = 24, S = 8, K = argc > 6 ? atoll(argv[6]) : 5, T = L + S;
+    KV_CHECK(K >= 1 && K <= L, "dump_model_case: K must be in [1, %lld] (got %lld)", (long long)L, (long long)K);
     Llama m;
     llama_create(&m, &c);
     llama_init_random(&m, seed);
@@ -39,11 +74,18 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < B * T; i++) tok[i] = (int32_t)(rng_u64(&r) % (uint64_t)c.vocab_size);
     for (int64_t i = 0; i < B * T; i++) tgt[i] = (i % T) + 1 < T ? tok[i + 1] : -1;
     tgt[3] = -1; /* an ignored target inside the sequence too */
-    float loss = llama_forward(&m, tok, tgt, B, T);
-    llama_zero_grad(&m);
-    llama_backward(&m);
     float *logits = xmalloc(sizeof(float) * (size_t)(B * T * c.vocab_size));
-    llama_logits(&m, logits, 0, B * T);
+    int32_t *sel = xmalloc(sizeof(int32_t) * (size_t)(c.num_hidden_layers * B * c.num_key_value_heads * K));
+    float loss = on_gpu ? gpu_pass(&m, tok, tgt, B, T, logits, sel) : NAN;
+    if (!on_gpu) {
+        loss = llama_forward(&m, tok, tgt, B, T);
+        llama_zero_grad(&m);
+        llama_backward(&m);
+        llama_logits(&m, logits, 0, B * T);
+        for (int64_t l = 0; l < c.num_hidden_layers; l++)
+            memcpy(sel + l * B * c.num_key_value_heads * K, m.acts[l].sel,
+                   sizeof(int32_t) * (size_t)(B * c.num_key_value_heads * K));
+    }
 
     write_raw(dir, "params.f32", m.params, sizeof(float) * (size_t)m.layout.total);
     write_raw(dir, "grads.f32", m.grads, sizeof(float) * (size_t)m.layout.total);
@@ -53,7 +95,8 @@ int main(int argc, char **argv) {
     for (int64_t l = 0; l < c.num_hidden_layers; l++) {
         char name[64];
         snprintf(name, sizeof name, "sel%lld.i32", (long long)l);
-        write_raw(dir, name, m.acts[l].sel, sizeof(int32_t) * (size_t)(B * c.num_key_value_heads * K));
+        write_raw(dir, name, sel + l * B * c.num_key_value_heads * K,
+                  sizeof(int32_t) * (size_t)(B * c.num_key_value_heads * K));
     }
     json_t *j = json_object();
     char *cfg = config_to_json(&c);
@@ -61,6 +104,7 @@ int main(int argc, char **argv) {
     free(cfg);
     json_object_set_new(j, "mask", json_pack("{s:I,s:I,s:I,s:I,s:s}", "L", (json_int_t)L, "S", (json_int_t)S, "K",
                                              (json_int_t)K, "pool_kernel", (json_int_t)7, "agg", argv[4]));
+    json_object_set_new(j, "device", json_string(on_gpu ? "cuda" : "cpu"));
     json_object_set_new(j, "B", json_integer(B));
     json_object_set_new(j, "T", json_integer(T));
     json_object_set_new(j, "loss", json_real(loss));
@@ -77,6 +121,7 @@ int main(int argc, char **argv) {
     if (json_dump_file(j, path, JSON_INDENT(1)) != 0) die("cannot write '%s'", path);
     json_decref(j);
     free(logits);
+    free(sel);
     llama_free(&m);
     return 0;
 }
