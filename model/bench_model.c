@@ -1,5 +1,5 @@
 /* `kvcpt bench model`: forward+backward throughput of a preset on the CPU
- * reference (the CUDA engine reports here once it exists). */
+ * reference or the CUDA engine (model/llama_cuda.h, fp32). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,39 @@
 #include "../common/util.h"
 #include "../train/bench.h"
 #include "llama.h"
+#include "llama_cuda.h"
+#ifdef KVCPT_CUDA
+#include "../kernels/cuda_device.h"
+#endif
+
+typedef struct {
+    Llama m;
+    LlamaCuda *gpu; /* NULL: the CPU reference */
+} BenchModel;
+
+/* One forward+backward; adds its seconds to *fwd and *bwd. */
+static float timed_pass(BenchModel *b, const int32_t *tok, const int32_t *tgt, int64_t B, int64_t T, double *fwd,
+                        double *bwd) {
+    double t0 = now_seconds();
+    float loss;
+#ifdef KVCPT_CUDA
+    if (b->gpu) { /* forward returns after copying the losses back: synchronized */
+        loss = llama_cuda_forward(b->gpu, tok, tgt, B, T);
+        double t1 = now_seconds();
+        llama_cuda_zero_grad(b->gpu);
+        llama_cuda_backward(b->gpu);
+        cuda_synchronize();
+        *fwd += t1 - t0, *bwd += now_seconds() - t1;
+        return loss;
+    }
+#endif
+    loss = llama_forward(&b->m, tok, tgt, B, T);
+    double t1 = now_seconds();
+    llama_zero_grad(&b->m);
+    llama_backward(&b->m);
+    *fwd += t1 - t0, *bwd += now_seconds() - t1;
+    return loss;
+}
 
 int bench_model(int argc, char **argv) {
     const char *preset = "small", *device = NULL, *agg = "max";
@@ -31,17 +64,24 @@ int bench_model(int argc, char **argv) {
     };
     if (options_parse("bench model", "Forward+backward tokens/s of a model preset.", opts, argc, argv)) return 0;
     Device dev = backend_resolve(device);
-    if (dev == DEVICE_CUDA) die("bench model --device cuda: the CUDA training engine is not built yet; use --device cpu");
     KV_CHECK(batch >= 1 && seq >= 2 && steps >= 1 && warmup >= 0, "bench model: --batch, --seq, --steps must be positive");
     LlamaConfig c;
     config_load(&c, preset);
-    Llama m;
-    llama_create(&m, &c);
-    llama_init_random(&m, 1);
+    BenchModel b = {0};
+    llama_create(&b.m, &c);
+    llama_init_random(&b.m, 1);
     if (L > 0) {
         RefreshMask mask = {1, L, K > 0 ? K : (L / 8 > 0 ? L / 8 : 1), pool, group_agg_parse(agg, "--agg")};
-        llama_set_mask(&m, &mask, seq - L);
+        llama_set_mask(&b.m, &mask, seq - L);
     }
+#ifdef KVCPT_CUDA
+    if (dev == DEVICE_CUDA) {
+        b.gpu = xcalloc(1, sizeof *b.gpu);
+        llama_cuda_create(b.gpu, &c, 0);
+        llama_cuda_upload_params(b.gpu, b.m.params);
+        if (L > 0) llama_cuda_set_mask(b.gpu, &b.m.mask, b.m.mask_S);
+    }
+#endif
     int32_t *tok = xmalloc(sizeof(int32_t) * (size_t)(2 * batch * seq)), *tgt = tok + batch * seq;
     Rng r;
     rng_seed(&r, 2);
@@ -49,31 +89,36 @@ int bench_model(int argc, char **argv) {
     for (int64_t i = 0; i < batch * seq; i++) tgt[i] = (i % seq) + 1 < seq ? tok[i + 1] : -1;
     double t_fwd = 0, t_bwd = 0;
     float loss = 0;
-    for (int64_t s = 0; s < warmup + steps; s++) {
-        double t0 = now_seconds();
-        loss = llama_forward(&m, tok, tgt, batch, seq);
-        double t1 = now_seconds();
-        llama_zero_grad(&m);
-        llama_backward(&m);
-        double t2 = now_seconds();
-        if (s >= warmup) t_fwd += t1 - t0, t_bwd += t2 - t1;
+    for (int64_t s = 0; s < warmup; s++) {
+        double dummy_f = 0, dummy_b = 0;
+        timed_pass(&b, tok, tgt, batch, seq, &dummy_f, &dummy_b);
     }
+    for (int64_t s = 0; s < steps; s++) loss = timed_pass(&b, tok, tgt, batch, seq, &t_fwd, &t_bwd);
+    const char *dname = backend_name(dev);
+    double engine_mb = 0;
+#ifdef KVCPT_CUDA
+    if (b.gpu) engine_mb = (double)llama_cuda_bytes(b.gpu) / 1048576.0;
+#endif
     double tokens = (double)(batch * seq * steps), secs = t_fwd + t_bwd;
-    double tps = tokens / secs, gflops = llama_flops_per_token(&m, seq) * tps / 1e9;
+    double tps = tokens / secs, gflops = llama_flops_per_token(&b.m, seq) * tps / 1e9;
     if (json)
-        printf("{\"bench\":\"model\",\"device\":\"cpu\",\"preset\":\"%s\",\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
+        printf("{\"bench\":\"model\",\"device\":\"%s\",\"engine_mb\":%.1f,\"preset\":\"%s\",\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
                "\"mask_L\":%lld,\"mask_K\":%lld,\"threads\":%d,\"steps\":%lld,\"tokens_per_s\":%.1f,"
                "\"forward_ms\":%.2f,\"backward_ms\":%.2f,\"gflops_per_s\":%.2f,\"loss\":%.5f}\n",
-               preset, (long long)m.layout.total, (long long)batch, (long long)seq, (long long)L,
-               (long long)(L > 0 ? m.mask.K : 0), omp_get_max_threads(), (long long)steps, tps,
+               dname, engine_mb, preset, (long long)b.m.layout.total, (long long)batch, (long long)seq, (long long)L,
+               (long long)(L > 0 ? b.m.mask.K : 0), omp_get_max_threads(), (long long)steps, tps,
                1e3 * t_fwd / (double)steps, 1e3 * t_bwd / (double)steps, gflops, loss);
     else
-        printf("bench model: %s (%.2fM params) cpu, %d threads, batch %lld x seq %lld%s: %.1f tokens/s fwd+bwd "
+        printf("bench model: %s (%.2fM params) %s, %d threads, batch %lld x seq %lld%s: %.1f tokens/s fwd+bwd "
                "(forward %.1f ms, backward %.1f ms per step, %.2f GFLOP/s)\n",
-               preset, (double)m.layout.total / 1e6, omp_get_max_threads(), (long long)batch, (long long)seq,
+               preset, (double)b.m.layout.total / 1e6, dname, omp_get_max_threads(), (long long)batch, (long long)seq,
                L > 0 ? " with RefreshKV mask" : "", tps, 1e3 * t_fwd / (double)steps, 1e3 * t_bwd / (double)steps,
                gflops);
     free(tok);
-    llama_free(&m);
+#ifdef KVCPT_CUDA
+    if (b.gpu) llama_cuda_free(b.gpu);
+#endif
+    free(b.gpu);
+    llama_free(&b.m);
     return 0;
 }
