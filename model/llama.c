@@ -12,6 +12,7 @@
 #include "../kernels/residual.h"
 #include "../kernels/rmsnorm.h"
 #include "../kernels/swiglu.h"
+#include "llama_layer.h"
 
 
 void llama_bind_tensors(ModelTensors *w, const LlamaConfig *c, const ParamLayout *layout, float *base) {
@@ -174,30 +175,17 @@ static void ensure_rope(Llama *m, int64_t T) {
     m->rope_T = T;
 }
 
-static void layer_forward(Llama *m, int64_t l, const float *x, float *out) {
-    const LlamaConfig *c = &m->cfg;
-    const LayerTensors *w = &m->w.layers[l];
-    LayerActs *a = &m->acts[l];
-    int64_t B = m->B, T = m->T, BT = B * T, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
-    int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
-    float eps = (float)c->rms_norm_eps;
-    rmsnorm_forward_cpu(a->xn1, a->rstd1, x, w->attn_norm, BT, C, eps);
-    matmul_forward_cpu(a->q, a->xn1, w->wq, BT, C, Hq * D);
-    matmul_forward_cpu(a->k, a->xn1, w->wk, BT, C, Hkv * D);
-    matmul_forward_cpu(a->v, a->xn1, w->wv, BT, C, Hkv * D);
-    rope_forward_cpu(a->q, m->rope_cos, m->rope_sin, B, T, Hq, D);
-    rope_forward_cpu(a->k, m->rope_cos, m->rope_sin, B, T, Hkv, D);
-    int active = refresh_active(&m->mask, T);
-    if (active && !m->freeze_selection) attention_refresh_select_cpu(a->sel, a->q, a->k, B, T, Hq, Hkv, D, &m->mask);
-    attention_forward_cpu(a->att, a->lse, a->q, a->k, a->v, active ? a->sel : NULL, B, T, Hq, Hkv, D, &m->mask);
-    matmul_forward_cpu(a->x2, a->att, w->wo, BT, Hq * D, C);
-    residual_add_cpu(a->x2, x, BT * C);
-    rmsnorm_forward_cpu(a->xn2, a->rstd2, a->x2, w->mlp_norm, BT, C, eps);
-    matmul_forward_cpu(a->g, a->xn2, w->wgate, BT, C, F);
-    matmul_forward_cpu(a->u, a->xn2, w->wup, BT, C, F);
-    swiglu_forward_cpu(a->h, a->g, a->u, BT * F);
-    matmul_forward_cpu(out, a->h, w->wdown, BT, F, C);
-    residual_add_cpu(out, a->x2, BT * C);
+static void cpu_zero(float *x, int64_t n) { memset(x, 0, sizeof(float) * (size_t)n); }
+
+static const LlamaOps cpu_ops = {
+    rmsnorm_forward_cpu,    rmsnorm_backward_cpu,  matmul_forward_cpu,     matmul_backward_cpu,
+    rope_forward_cpu,       rope_backward_cpu,     attention_refresh_select_cpu, attention_forward_cpu,
+    attention_backward_cpu, swiglu_forward_cpu,    swiglu_backward_cpu,    residual_add_cpu,
+    cpu_zero,
+};
+
+static LayerPass layer_pass(const Llama *m) {
+    return (LayerPass){&cpu_ops, &m->cfg, &m->mask, m->rope_cos, m->rope_sin, m->B, m->T};
 }
 
 void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, int64_t mask_S, const int32_t *tokens,
@@ -243,11 +231,13 @@ float llama_forward(Llama *m, const int32_t *tokens, const int32_t *targets, int
     int64_t BT = B * T, C = c->hidden_size, V = c->vocab_size;
     memcpy(m->tokens, tokens, sizeof(int32_t) * (size_t)BT);
     for (int64_t i = 0; i < BT; i++) m->targets[i] = targets ? targets[i] : -1;
+    LayerPass pass = layer_pass(m);
     need_unit(m, 0, 0);
     embedding_forward_cpu(m->resid[0], m->tokens, m->w.embed, BT, C);
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         need_unit(m, (int)l + 1, 0);
-        layer_forward(m, l, m->resid[l], m->resid[l + 1]);
+        llama_layer_forward(&pass, &m->w.layers[l], &m->acts[l], m->acts[l].sel, m->resid[l], m->resid[l + 1],
+                            !m->freeze_selection);
     }
     need_head(m, 0);
     rmsnorm_forward_cpu(m->xf, m->rstdf, m->resid[c->num_hidden_layers], m->w.final_norm, BT, C, (float)c->rms_norm_eps);
@@ -276,42 +266,12 @@ void llama_logits(Llama *m, float *out, int64_t row0, int64_t rows) {
 
 void llama_zero_grad(Llama *m) { memset(m->grads, 0, sizeof(float) * (size_t)m->layout.total); }
 
-/* On entry g->dres = dLoss/d(layer output); on exit = dLoss/d(layer input). */
-static void layer_backward(Llama *m, int64_t l, const float *x, LlamaBackwardBufs *g) {
-    const LlamaConfig *c = &m->cfg;
-    const LayerTensors *w = &m->w.layers[l];
-    LayerTensors *dw = &m->dw.layers[l];
-    LayerActs *a = &m->acts[l];
-    int64_t B = m->B, T = m->T, BT = B * T, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
-    int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
-    /* MLP: out = x2 + down(silu(gate(xn2)) * up(xn2)) */
-    memset(g->dh, 0, sizeof(float) * (size_t)(BT * F));
-    matmul_backward_cpu(g->dh, dw->wdown, g->dres, a->h, w->wdown, BT, F, C);
-    swiglu_backward_cpu(g->dg, g->du, g->dh, a->g, a->u, BT * F);
-    memset(g->dxn, 0, sizeof(float) * (size_t)(BT * C));
-    matmul_backward_cpu(g->dxn, dw->wgate, g->dg, a->xn2, w->wgate, BT, C, F);
-    matmul_backward_cpu(g->dxn, dw->wup, g->du, a->xn2, w->wup, BT, C, F);
-    rmsnorm_backward_cpu(g->dres, dw->mlp_norm, g->dxn, a->x2, w->mlp_norm, a->rstd2, BT, C);
-    /* attention: x2 = x + o(attention(rope(q(xn1)), rope(k(xn1)), v(xn1))) */
-    memset(g->datt, 0, sizeof(float) * (size_t)(BT * Hq * D));
-    matmul_backward_cpu(g->datt, dw->wo, g->dres, a->att, w->wo, BT, Hq * D, C);
-    int active = refresh_active(&m->mask, T);
-    attention_backward_cpu(g->dq, g->dk, g->dv, g->datt, a->q, a->k, a->v, a->att, a->lse, active ? a->sel : NULL, B, T,
-                           Hq, Hkv, D, &m->mask);
-    rope_backward_cpu(g->dq, m->rope_cos, m->rope_sin, B, T, Hq, D);
-    rope_backward_cpu(g->dk, m->rope_cos, m->rope_sin, B, T, Hkv, D);
-    memset(g->dxn, 0, sizeof(float) * (size_t)(BT * C));
-    matmul_backward_cpu(g->dxn, dw->wq, g->dq, a->xn1, w->wq, BT, C, Hq * D);
-    matmul_backward_cpu(g->dxn, dw->wk, g->dk, a->xn1, w->wk, BT, C, Hkv * D);
-    matmul_backward_cpu(g->dxn, dw->wv, g->dv, a->xn1, w->wv, BT, C, Hkv * D);
-    rmsnorm_backward_cpu(g->dres, dw->attn_norm, g->dxn, x, w->attn_norm, a->rstd1, BT, C);
-}
-
 void llama_backward(Llama *m) {
     const LlamaConfig *c = &m->cfg;
     KV_CHECK(m->cap_BT > 0 && m->n_targets > 0, "backward: needs a forward pass with at least one target");
     int64_t BT = m->B * m->T, C = c->hidden_size, V = c->vocab_size, nl = c->num_hidden_layers;
     LlamaBackwardBufs g = llama_backward_bufs_carve(c, BT, m->scratch);
+    LayerPass pass = layer_pass(m);
     need_head(m, 1);
     memset(g.dxf, 0, sizeof(float) * (size_t)(BT * C));
     float scale = 1.0f / (float)m->n_targets;
@@ -326,7 +286,7 @@ void llama_backward(Llama *m) {
     grads_ready(m, (int)nl + 1);
     for (int64_t l = nl - 1; l >= 0; l--) {
         need_unit(m, (int)l + 1, 1);
-        layer_backward(m, l, m->resid[l], &g);
+        llama_layer_backward(&pass, &m->w.layers[l], &m->dw.layers[l], &m->acts[l], m->acts[l].sel, m->resid[l], &g);
         grads_ready(m, (int)l + 1);
     }
     embedding_backward_cpu(m->dw.embed, g.dres, m->tokens, BT, C);

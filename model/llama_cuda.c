@@ -13,6 +13,7 @@
 #include "../kernels/residual.h"
 #include "../kernels/rmsnorm.h"
 #include "../kernels/swiglu.h"
+#include "llama_layer.h"
 
 /* Every device allocation goes through here, so llama_cuda_bytes is exact. */
 static void *dalloc(int64_t *counter, int64_t bytes) {
@@ -127,34 +128,15 @@ static void ensure_rope(LlamaCuda *g, int64_t T) {
 
 static LayerActs *acts_of(LlamaCuda *g, int64_t l) { return &g->acts[g->recompute ? 0 : l]; }
 
-/* layer_forward of model/llama.c on the GPU. With out NULL (a recompute)
- * the down projection and the residual are skipped: the backward does not
- * need them, and the layer's output is already saved. */
-static void layer_forward(LlamaCuda *g, int64_t l, const float *x, float *out, int select) {
-    const LlamaConfig *c = &g->cfg;
-    const LayerTensors *w = &g->w.layers[l];
-    LayerActs *a = acts_of(g, l);
-    int64_t B = g->B, T = g->T, BT = B * T, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
-    int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
-    float eps = (float)c->rms_norm_eps;
-    rmsnorm_forward_cuda(a->xn1, a->rstd1, x, w->attn_norm, BT, C, eps);
-    matmul_forward_cuda(a->q, a->xn1, w->wq, BT, C, Hq * D);
-    matmul_forward_cuda(a->k, a->xn1, w->wk, BT, C, Hkv * D);
-    matmul_forward_cuda(a->v, a->xn1, w->wv, BT, C, Hkv * D);
-    rope_forward_cuda(a->q, g->rope_cos, g->rope_sin, B, T, Hq, D);
-    rope_forward_cuda(a->k, g->rope_cos, g->rope_sin, B, T, Hkv, D);
-    int active = refresh_active(&g->mask, T);
-    if (active && select) attention_refresh_select_cuda(g->sel[l], a->q, a->k, B, T, Hq, Hkv, D, &g->mask);
-    attention_forward_cuda(a->att, a->lse, a->q, a->k, a->v, active ? g->sel[l] : NULL, B, T, Hq, Hkv, D, &g->mask);
-    matmul_forward_cuda(a->x2, a->att, w->wo, BT, Hq * D, C);
-    residual_add_cuda(a->x2, x, BT * C);
-    rmsnorm_forward_cuda(a->xn2, a->rstd2, a->x2, w->mlp_norm, BT, C, eps);
-    matmul_forward_cuda(a->g, a->xn2, w->wgate, BT, C, F);
-    matmul_forward_cuda(a->u, a->xn2, w->wup, BT, C, F);
-    swiglu_forward_cuda(a->h, a->g, a->u, BT * F);
-    if (!out) return;
-    matmul_forward_cuda(out, a->h, w->wdown, BT, F, C);
-    residual_add_cuda(out, a->x2, BT * C);
+static const LlamaOps cuda_ops = {
+    rmsnorm_forward_cuda,    rmsnorm_backward_cuda,  matmul_forward_cuda,     matmul_backward_cuda,
+    rope_forward_cuda,       rope_backward_cuda,     attention_refresh_select_cuda, attention_forward_cuda,
+    attention_backward_cuda, swiglu_forward_cuda,    swiglu_backward_cuda,    residual_add_cuda,
+    zero,
+};
+
+static LayerPass layer_pass(const LlamaCuda *g) {
+    return (LayerPass){&cuda_ops, &g->cfg, &g->mask, g->rope_cos, g->rope_sin, g->B, g->T};
 }
 
 /* Logits of rows [r0, r0+rows) from the final normalised stream (device out). */
@@ -173,7 +155,9 @@ float llama_cuda_forward(LlamaCuda *g, const int32_t *tokens, const int32_t *tar
     cuda_memcpy_h2d(g->tokens, tokens, sizeof(int32_t) * (size_t)BT);
     cuda_memcpy_h2d(g->targets, g->h_targets, sizeof(int32_t) * (size_t)BT);
     embedding_forward_cuda(g->resid[0], g->tokens, g->w.embed, BT, C);
-    for (int64_t l = 0; l < nl; l++) layer_forward(g, l, g->resid[l], g->resid[l + 1], 1);
+    LayerPass pass = layer_pass(g);
+    for (int64_t l = 0; l < nl; l++)
+        llama_layer_forward(&pass, &g->w.layers[l], acts_of(g, l), g->sel[l], g->resid[l], g->resid[l + 1], 1);
     rmsnorm_forward_cuda(g->xf, g->rstdf, g->resid[nl], g->w.final_norm, BT, C, (float)c->rms_norm_eps);
     g->n_targets = 0;
     for (int64_t i = 0; i < BT; i++) g->n_targets += g->h_targets[i] >= 0;
@@ -205,35 +189,11 @@ void llama_cuda_logits(LlamaCuda *g, float *out, int64_t row0, int64_t rows) {
     }
 }
 
-/* layer_backward of model/llama.c: on entry b->dres = dLoss/d(layer output),
- * on exit dLoss/d(layer input). */
-static void layer_backward(LlamaCuda *g, int64_t l, const float *x, LlamaBackwardBufs *b) {
-    const LlamaConfig *c = &g->cfg;
-    const LayerTensors *w = &g->w.layers[l];
-    LayerTensors *dw = &g->dw.layers[l];
-    if (g->recompute) layer_forward(g, l, x, NULL, 0);
-    LayerActs *a = acts_of(g, l);
-    int64_t B = g->B, T = g->T, BT = B * T, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
-    int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
-    zero(b->dh, BT * F);
-    matmul_backward_cuda(b->dh, dw->wdown, b->dres, a->h, w->wdown, BT, F, C);
-    swiglu_backward_cuda(b->dg, b->du, b->dh, a->g, a->u, BT * F);
-    zero(b->dxn, BT * C);
-    matmul_backward_cuda(b->dxn, dw->wgate, b->dg, a->xn2, w->wgate, BT, C, F);
-    matmul_backward_cuda(b->dxn, dw->wup, b->du, a->xn2, w->wup, BT, C, F);
-    rmsnorm_backward_cuda(b->dres, dw->mlp_norm, b->dxn, a->x2, w->mlp_norm, a->rstd2, BT, C);
-    zero(b->datt, BT * Hq * D);
-    matmul_backward_cuda(b->datt, dw->wo, b->dres, a->att, w->wo, BT, Hq * D, C);
-    int active = refresh_active(&g->mask, T);
-    attention_backward_cuda(b->dq, b->dk, b->dv, b->datt, a->q, a->k, a->v, a->att, a->lse, active ? g->sel[l] : NULL,
-                            B, T, Hq, Hkv, D, &g->mask);
-    rope_backward_cuda(b->dq, g->rope_cos, g->rope_sin, B, T, Hq, D);
-    rope_backward_cuda(b->dk, g->rope_cos, g->rope_sin, B, T, Hkv, D);
-    zero(b->dxn, BT * C);
-    matmul_backward_cuda(b->dxn, dw->wq, b->dq, a->xn1, w->wq, BT, C, Hq * D);
-    matmul_backward_cuda(b->dxn, dw->wk, b->dk, a->xn1, w->wk, BT, C, Hkv * D);
-    matmul_backward_cuda(b->dxn, dw->wv, b->dv, a->xn1, w->wv, BT, C, Hkv * D);
-    rmsnorm_backward_cuda(b->dres, dw->attn_norm, b->dxn, x, w->attn_norm, a->rstd1, BT, C);
+/* With recompute, the layer's activations are rebuilt first (with the
+ * forward's selection) into the one shared set. */
+static void layer_backward(LlamaCuda *g, const LayerPass *p, int64_t l, LlamaBackwardBufs *b) {
+    if (g->recompute) llama_layer_forward(p, &g->w.layers[l], acts_of(g, l), g->sel[l], g->resid[l], NULL, 0);
+    llama_layer_backward(p, &g->w.layers[l], &g->dw.layers[l], acts_of(g, l), g->sel[l], g->resid[l], b);
 }
 
 void llama_cuda_backward(LlamaCuda *g) {
@@ -251,7 +211,8 @@ void llama_cuda_backward(LlamaCuda *g) {
     }
     zero(b.dres, BT * C);
     rmsnorm_backward_cuda(b.dres, g->dw.final_norm, b.dxf, g->resid[nl], g->w.final_norm, g->rstdf, BT, C);
-    for (int64_t l = nl - 1; l >= 0; l--) layer_backward(g, l, g->resid[l], &b);
+    LayerPass pass = layer_pass(g);
+    for (int64_t l = nl - 1; l >= 0; l--) layer_backward(g, &pass, l, &b);
     embedding_backward_cuda(g->dw.embed, b.dres, g->tokens, BT, C);
 }
 #endif
