@@ -45,28 +45,33 @@ void attention_prefill_stats_cpu(float *colsum, float *last, const float *q, con
 }
 
 void attention_decode_cpu(float *out, float *probs, const float *q, const float *kc, const float *vc,
-                          const int32_t *const *keys, const int64_t *n, int64_t max_n, int64_t Hq, int64_t Hkv,
-                          int64_t D) {
+                          const int32_t *keys, const int64_t *off, const int64_t *n, int64_t max_n, int64_t Hq,
+                          int64_t Hkv, int64_t D) {
     int64_t group = Hq / Hkv;
     float scale = 1.0f / sqrtf((float)D);
 #pragma omp parallel for schedule(static) if (max_n > 4096)
     for (int64_t h = 0; h < Hq; h++) {
         int64_t g = h / group, cnt = n[g];
-        const int32_t *kp = keys[g];
-        float *p = probs + h * max_n, mx = -INFINITY, sum = 0.0f;
+        const int32_t *kp = off[g] >= 0 ? keys + off[g] : NULL;
+        float *p = probs ? probs + h * max_n : xmalloc(sizeof(float) * (size_t)(cnt > 0 ? cnt : 1));
+        float mx = -INFINITY, sum = 0.0f;
         const float *qr = q + h * D;
         for (int64_t t = 0; t < cnt; t++) {
-            p[t] = dot(qr, kc + ((int64_t)kp[t] * Hkv + g) * D, D) * scale;
+            int64_t j = kp ? kp[t] : t;
+            p[t] = dot(qr, kc + (j * Hkv + g) * D, D) * scale;
             mx = p[t] > mx ? p[t] : mx;
         }
         for (int64_t t = 0; t < cnt; t++) sum += (p[t] = expf(p[t] - mx));
         float *o = out + h * D;
         memset(o, 0, sizeof(float) * (size_t)D);
         for (int64_t t = 0; t < cnt; t++) {
-            const float *vr = vc + ((int64_t)kp[t] * Hkv + g) * D;
+            const float *vr = vc + ((kp ? kp[t] : t) * Hkv + g) * D;
             for (int64_t d = 0; d < D; d++) o[d] += p[t] * vr[d];
         }
         for (int64_t d = 0; d < D; d++) o[d] /= sum;
-        for (int64_t t = 0; t < cnt; t++) p[t] /= sum;
+        if (probs)
+            for (int64_t t = 0; t < cnt; t++) p[t] /= sum;
+        else
+            free(p);
     }
 }

@@ -17,9 +17,30 @@
 void attention_prefill_stats_cpu(float *colsum, float *last, const float *q, const float *k, int64_t T, int64_t Hq,
                                  int64_t Hkv, int64_t D, int64_t W);
 
-/* q (Hq, D); kc, vc: caches (cap, Hkv, D); keys[g] lists n[g] positions for KV head g.
- * out (Hq, D); probs: for head h of group g, n[g] values at probs + h * max_n. */
+/* One decode step's keys, packed: KV head g attends to n[g] cached
+ * positions, listed ascending at keys + off[g], or, when off[g] < 0, to
+ * positions 0..n[g]-1 themselves (a full step: nothing to list or copy).
+ * q (Hq, D) post-RoPE; kc, vc: caches (cap, Hkv, D); out (Hq, D).
+ * probs (may be NULL): for head h of group g, n[g] values at probs + h * max_n. */
 void attention_decode_cpu(float *out, float *probs, const float *q, const float *kc, const float *vc,
-                          const int32_t *const *keys, const int64_t *n, int64_t max_n, int64_t Hq, int64_t Hkv,
-                          int64_t D);
+                          const int32_t *keys, const int64_t *off, const int64_t *n, int64_t max_n, int64_t Hq,
+                          int64_t Hkv, int64_t D);
+
+#if defined(KVCPT_CUDA) || defined(__CUDACC__)
+/* CUDA twins: same arguments; every array is a DEVICE pointer except off and
+ * n, which stay on the host (at most ATTENTION_DECODE_MAX_KV_HEADS entries,
+ * passed to the kernels by value). Deterministic: no float atomics. */
+#define ATTENTION_DECODE_MAX_KV_HEADS 64
+#ifdef __cplusplus
+extern "C" {
+#endif
+void attention_prefill_stats_cuda(float *colsum, float *last, const float *q, const float *k, int64_t T, int64_t Hq,
+                                  int64_t Hkv, int64_t D, int64_t W);
+void attention_decode_cuda(float *out, float *probs, const float *q, const float *kc, const float *vc,
+                           const int32_t *keys, const int64_t *off, const int64_t *n, int64_t max_n, int64_t Hq,
+                           int64_t Hkv, int64_t D);
+#ifdef __cplusplus
+}
+#endif
+#endif
 #endif
