@@ -83,3 +83,16 @@ int options_parse(const char *cmd, const char *summary, const Option *opts, int 
     }
     return 0;
 }
+
+int options_int_list(const char *s, int64_t *out, int cap, const char *what) {
+    int n = 0;
+    char *copy = xstrdup(s), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *end;
+        long long v = strtoll(tok, &end, 10);
+        if (*end || v < 0 || n == cap) die("--%s: expected up to %d comma-separated integers (got '%s')", what, cap, s);
+        out[n++] = v;
+    }
+    free(copy);
+    return n;
+}

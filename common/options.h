@@ -25,5 +25,7 @@ typedef struct {
  * Returns 1 when --help was given (help already printed), else 0. */
 int options_parse(const char *cmd, const char *summary, const Option *opts, int argc, char **argv);
 void options_print_help(const char *cmd, const char *summary, const Option *opts);
+/* "a,b,c" -> up to cap non-negative integers; dies naming --what otherwise. */
+int options_int_list(const char *s, int64_t *out, int cap, const char *what);
 
 #endif

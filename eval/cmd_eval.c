@@ -13,12 +13,15 @@
 #include "../data/data_split.h"
 #include "../kernels/attention.h"
 #include "engine.h"
+#include "engine_cuda.h"
 #include "report.h"
 
 /* Documents decoded together by default: the fastest measured on the 2-core
  * CPU for the demo model and the small preset (docs/eval.md, "Batching"). */
 #define EVAL_DEFAULT_BATCH 8
 #define EVAL_DEFAULT_BATCH_STR "8"
+/* prefill rows kept for the policies' observation windows (ReST-KV's S_w = 32) */
+#define EVAL_WINDOW 32
 
 typedef struct {
     StringList models;
@@ -27,30 +30,6 @@ typedef struct {
     double threshold;
     int snapkv_grow;
 } EvalArgs;
-
-/* "a,b,c" -> up to cap int64 values */
-static int parse_list(const char *s, int64_t *out, int cap, const char *what) {
-    int n = 0;
-    char *copy = xstrdup(s), *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        char *end;
-        long long v = strtoll(tok, &end, 10);
-        if (*end || v < 0 || n == cap) die("--%s: expected up to %d comma-separated integers (got '%s')", what, cap, s);
-        out[n++] = v;
-    }
-    free(copy);
-    return n;
-}
-
-/* "L/8" or an integer */
-static int64_t budget_for(const char *spec, int64_t L) {
-    int64_t b;
-    if (strncmp(spec, "L/", 2) == 0) b = L / atoll(spec + 2);
-    else b = atoll(spec);
-    KV_CHECK(b >= 1, "--budget '%s' gives %lld keys at context %lld; it must be >= 1", spec, (long long)b, (long long)L);
-    KV_CHECK(b <= L, "--budget '%s' gives %lld keys, above the context %lld", spec, (long long)b, (long long)L);
-    return b;
-}
 
 typedef struct {
     const char *name;
@@ -86,7 +65,7 @@ static int expand_policies(const EvalArgs *a, Variant *v, int cap) {
         }
     free(copy);
     int64_t qc[8], fixed[8];
-    int nqc = parse_list(a->refresh_qc, qc, 8, "refresh-qc"), nfix = parse_list(a->refresh_fixed, fixed, 8, "refresh-fixed");
+    int nqc = options_int_list(a->refresh_qc, qc, 8, "refresh-qc"), nfix = options_int_list(a->refresh_fixed, fixed, 8, "refresh-fixed");
     int count, n = 0;
     const PolicyInfo *reg = policy_registry(&count);
     for (int i = 0; i < count; i++) {
@@ -116,6 +95,7 @@ typedef struct {
     int64_t ctx[8];
     EvalCell *cells;
     int64_t skipped;
+    struct DecodeModelCuda *gpu; /* the model's weights on the GPU; NULL: the CPU engine */
 } EvalRun;
 
 static EvalCell *cell(EvalRun *r, int v, int c, int m) { return &r->cells[(v * r->n_ctx + c) * r->n_models + m]; }
@@ -182,6 +162,16 @@ static void decode_batch(ContextRun *x, int mi, int64_t nb) {
     }
 }
 
+static void create_engine(const EvalRun *r, DecodeEngine *e, Llama *m, int64_t cap) {
+#ifdef KVCPT_CUDA
+    if (r->gpu) {
+        engine_create_cuda(e, m, r->gpu, cap, EVAL_WINDOW);
+        return;
+    }
+#endif
+    engine_create(e, m, cap, EVAL_WINDOW);
+}
+
 /* Every eligible document at context L through every policy variant,
  * --batch documents at a time. */
 static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model_name) {
@@ -191,11 +181,11 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
     int64_t batch = a->batch < want ? a->batch : (want > 0 ? want : 1);
     ContextRun x = {.r = r, .ci = ci};
     x.sh = (PolicyShape){nl, m->cfg.num_attention_heads, m->cfg.num_key_value_heads, m->cfg.head_dim,
-                         m->cfg.hidden_size, L, 32, budget_for(a->budget, L), L + S};
+                         m->cfg.hidden_size, L, EVAL_WINDOW, policy_budget(a->budget, L), L + S};
     x.eng = xcalloc((size_t)batch, sizeof(DecodeEngine));
     x.tok = xcalloc((size_t)batch, sizeof(int32_t *));
     for (int64_t b = 0; b < batch; b++) {
-        engine_create(&x.eng[b], m, L + S, 32);
+        create_engine(r, &x.eng[b], m, L + S);
         x.tok[b] = xmalloc(sizeof(int32_t) * (size_t)(L + S));
     }
     uint32_t *buf = xmalloc(sizeof(uint32_t) * (size_t)(L + S));
@@ -242,6 +232,28 @@ static void load_model(Llama *m, const char *dir) {
     model_file_load_fp32(dir, &c, &m->layout, m->params);
 }
 
+#ifdef KVCPT_CUDA
+static DecodeModelCuda gpu_model;
+#endif
+
+/* With the GPU backend, m's weights go to the device once for all its contexts. */
+static void model_to_device(EvalRun *r, const Llama *m, Device dev) {
+    r->gpu = NULL;
+    if (dev != DEVICE_CUDA) return;
+#ifdef KVCPT_CUDA
+    decode_model_cuda_create(&gpu_model, m);
+    r->gpu = &gpu_model;
+    printf("eval: CUDA decode engine, %.1f MB of weights on the GPU\n", (double)gpu_model.bytes / 1e6);
+#endif
+}
+
+static void model_off_device(EvalRun *r) {
+#ifdef KVCPT_CUDA
+    if (r->gpu) decode_model_cuda_free(r->gpu);
+#endif
+    r->gpu = NULL;
+}
+
 int cmd_eval(int argc, char **argv) {
     EvalArgs a = {.split = "test", .contexts = "8192", .budget = "L/8", .policies = "all", .out = "runs/eval",
                   .agg = "max", .refresh_qc = "", .refresh_fixed = "10,25,50", .last = 50, .boot = 1000,
@@ -270,12 +282,11 @@ int cmd_eval(int argc, char **argv) {
     };
     if (options_parse("eval", "Perplexity of the last S tokens per KV-cache policy (SPEC section 4).", opts, argc, argv))
         return 0;
-    if (backend_resolve(a.device) == DEVICE_CUDA) die("eval --device cuda: the CUDA decode engine is not built yet; use --device cpu");
     KV_CHECK(a.models.count == 1 || a.models.count == 2, "eval: give one --model, or two for before -> after");
     KV_CHECK(a.data, "eval: --data is required");
     KV_CHECK(a.last >= 1 && a.boot >= 1 && a.batch >= 1, "eval: --last, --bootstrap and --batch must be >= 1");
     EvalRun r = {.a = &a, .n_models = a.models.count};
-    r.n_ctx = parse_list(a.contexts, r.ctx, 8, "context");
+    r.n_ctx = options_int_list(a.contexts, r.ctx, 8, "context");
     Variant var[32];
     r.n_var = expand_policies(&a, var, 32);
     r.var = var;
@@ -285,10 +296,13 @@ int cmd_eval(int argc, char **argv) {
     r.split = split;
     int n_cells = r.n_var * r.n_ctx * r.n_models;
     r.cells = xcalloc((size_t)n_cells, sizeof(EvalCell));
+    Device dev = backend_resolve(a.device);
     for (int mi = 0; mi < r.n_models; mi++) {
         Llama m;
         load_model(&m, a.models.items[mi]);
+        model_to_device(&r, &m, dev);
         for (int ci = 0; ci < r.n_ctx; ci++) eval_context(&r, &m, mi, ci, a.models.items[mi]);
+        model_off_device(&r);
         llama_free(&m);
     }
     eval_print_table(r.cells, n_cells, r.n_models, r.n_ctx);

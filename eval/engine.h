@@ -1,30 +1,41 @@
 #ifndef KVCPT_ENGINE_H
 #define KVCPT_ENGINE_H
-/* The KV-cache decode engine behind `kvcpt eval` (CPU): a full causal
- * prefill of positions 0..L-1 (shared by every policy), then teacher-forced
- * decode steps that each attend only to the keys the policy keeps.
+/* The KV-cache decode engine behind `kvcpt eval`: a full causal prefill of
+ * positions 0..L-1 (shared by every policy), then teacher-forced decode
+ * steps that each attend only to the keys the policy keeps.
  *
  * One DecodeEngine holds one document's caches and prefill statistics.
  * engine_decode_batch steps several documents (same L, one policy instance
  * each) in lockstep: their token-wise projections become one (N, C) x (C, OC)
- * product, their attention and policy work run in parallel, and each
- * document's NLLs are bit-identical to decoding it alone (docs/eval.md). */
+ * product, their attention and policy work run side by side, and each
+ * document's NLLs are bit-identical to decoding it alone (docs/eval.md).
+ *
+ * Two backends share this interface and the decode step's op order
+ * (eval/engine_backend.h): the CPU (engine_create) and the GPU
+ * (engine_create_cuda, eval/engine_cuda.h), where caches, weights and
+ * activations stay in device memory and the policies still run on the host
+ * from the same prefill statistics. */
 #include <stdint.h>
 
 #include "../model/llama.h"
 #include "policy.h"
 
+typedef struct EngineCuda EngineCuda;
+
 typedef struct {
-    Llama *m;
+    Llama *m;                         /* the host model (policies read o_proj from it) */
+    const ModelTensors *w;            /* the weights decode steps read: host, or device (GPU) */
     int64_t cap, L, W;
-    float **kc, **vc;                 /* per layer (cap, Hkv, D) */
-    float **colsum, **last_probs, **last_out, **q_last; /* per layer prefill statistics */
-    float *rope_cos, *rope_sin;       /* (cap, D/2) */
-    float *probs;                     /* (Hq, cap) attention of the current step */
-    int32_t **keys;
-    int64_t *n;
+    float **kc, **vc;                 /* per layer (cap, Hkv, D): host, or device (GPU) */
+    float **colsum, **last_probs, **last_out, **q_last; /* per layer prefill statistics (host) */
+    float *rope_cos, *rope_sin;       /* (cap, D/2), host */
+    float *probs;                     /* (Hq, cap) attention of the current step (host) */
+    int32_t **keys;                   /* per KV head: views of key_buf, cap entries each */
+    int32_t *key_buf;
+    int64_t *off, *n;                 /* the step's packed key lists (kernels/attention_decode.h) */
     int64_t kv_reads;                 /* cached (position, KV head) entries read, summed over layers */
-    float *prefill_logits;            /* (V) logits of position L-1 */
+    float *prefill_logits;            /* (V) logits of position L-1 (host) */
+    EngineCuda *cuda;                 /* NULL on the CPU */
 } DecodeEngine;
 
 /* cap: the most positions a document will use (L + S). W: prefill rows kept for policies. */
@@ -37,8 +48,8 @@ void engine_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L);
  * the prefill's last position, identical for every policy). */
 void engine_decode(DecodeEngine *e, Policy *p, const int32_t *tokens, int64_t S, double *nll);
 /* engine_decode for nb documents at once: document b (prefilled in e[b],
- * every e[b] with the same model and L) runs its own policy p[b] over
- * tokens[b]; its S NLLs go to nll + b*S. */
+ * every e[b] with the same model, backend and L) runs its own policy p[b]
+ * over tokens[b]; its S NLLs go to nll + b*S. */
 void engine_decode_batch(DecodeEngine *const *e, Policy *const *p, const int32_t *const *tokens, int64_t nb,
                          int64_t S, double *nll);
 /* -log softmax(logits)[target] in double. */

@@ -31,6 +31,15 @@ PolicyOptions policy_default_options(int64_t budget) {
     return o;
 }
 
+int64_t policy_budget(const char *spec, int64_t L) {
+    int64_t b;
+    if (strncmp(spec, "L/", 2) == 0) b = L / atoll(spec + 2);
+    else b = atoll(spec);
+    KV_CHECK(b >= 1, "--budget '%s' gives %lld keys at context %lld; it must be >= 1", spec, (long long)b, (long long)L);
+    KV_CHECK(b <= L, "--budget '%s' gives %lld keys, above the context %lld", spec, (long long)b, (long long)L);
+    return b;
+}
+
 const char *policy_agg_name(int agg) {
     return agg == GROUP_AGG_MAX ? "max" : agg == GROUP_AGG_MEAN ? "mean" : agg == GROUP_AGG_FIRST ? "first" : "?";
 }

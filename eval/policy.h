@@ -24,7 +24,7 @@ typedef struct {
     const float *last_probs; /* (Hq, W, L) rows of queries L-W..L-1 */
     const float *last_out;   /* (W, Hq, D) attention outputs (before o_proj) of those queries */
     const float *wo;         /* (C, Hq*D) o_proj weight */
-    const float *kc, *vc;    /* caches (cap, Hkv, D) */
+    const float *kc, *vc;    /* prefill rows of the caches (L, Hkv, D): may be NULL unless reads_prefill_cache */
     const float *q_last;     /* (Hq, D) pre-RoPE query of position L-1 */
 } PrefillLayer;
 
@@ -61,10 +61,13 @@ struct Policy {
      * not position: what RefreshKV compares). keys[g] has room for
      * pos entries; n[g] receives the count. */
     void (*choose)(Policy *p, int64_t layer, int64_t pos, const float *q, int32_t **keys, int64_t *n);
-    /* probs for head h at probs + h*max_n, aligned with keys[h/group] (current position last). */
+    /* probs for head h at probs + h*max_n, aligned with keys[h/group] (current position last).
+     * NULL when the policy never looks at attention: the engine then computes no probabilities
+     * (on the GPU, nothing crosses the bus). */
     void (*update)(Policy *p, int64_t layer, int64_t pos, int32_t *const *keys, const int64_t *n, const float *probs,
                    int64_t max_n);
     void (*destroy)(Policy *p);
+    int reads_prefill_cache; /* init reads pre->kc / pre->vc (the GPU engine then copies them to the host) */
     /* RefreshKV: full-attention decode steps per layer (NULL for other policies) */
     int64_t *full_steps_per_layer;
     int64_t decode_steps;
@@ -81,6 +84,8 @@ void policy_create(Policy *p, const char *name, const PolicyShape *shape, const 
 void policy_destroy(Policy *p);
 const PolicyInfo *policy_registry(int *count);
 PolicyOptions policy_default_options(int64_t budget);
+/* --budget's "K" or "L/N" at context L: dies unless 1 <= K <= L. */
+int64_t policy_budget(const char *spec, int64_t L);
 /* "max", "mean" or "first": the GroupAgg's name, for labels. */
 const char *policy_agg_name(int agg);
 

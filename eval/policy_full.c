@@ -1,4 +1,6 @@
 /* full: every cached key, the reference every other policy is compared to. */
+#include <stddef.h>
+
 #include "policies.h"
 
 static void full_init(Policy *p, int64_t layer, const PrefillLayer *pre) { (void)p, (void)layer, (void)pre; }
@@ -11,13 +13,8 @@ static void full_choose(Policy *p, int64_t layer, int64_t pos, const float *q, i
     }
 }
 
-static void full_update(Policy *p, int64_t layer, int64_t pos, int32_t *const *keys, const int64_t *n,
-                        const float *probs, int64_t max_n) {
-    (void)p, (void)layer, (void)pos, (void)keys, (void)n, (void)probs, (void)max_n;
-}
-
 void policy_full_create(Policy *p) {
     p->init = full_init;
     p->choose = full_choose;
-    p->update = full_update;
+    p->update = NULL; /* attention does not change its choice: the engine skips probabilities */
 }

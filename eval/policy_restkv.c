@@ -193,4 +193,5 @@ void policy_restkv_create(Policy *p) {
     p->choose = restkv_choose;
     p->update = restkv_update;
     p->destroy = restkv_destroy;
+    p->reads_prefill_cache = 1; /* the values, for the output-reconstruction indicator */
 }

@@ -2,6 +2,8 @@
  * most recent ones; nothing depends on attention, so there is no state. */
 #include <stdio.h>
 
+#include <stddef.h>
+
 #include "policies.h"
 
 static void streaming_init(Policy *p, int64_t layer, const PrefillLayer *pre) { (void)p, (void)layer, (void)pre; }
@@ -21,14 +23,9 @@ static void streaming_choose(Policy *p, int64_t layer, int64_t pos, const float 
     }
 }
 
-static void streaming_update(Policy *p, int64_t layer, int64_t pos, int32_t *const *keys, const int64_t *n,
-                             const float *probs, int64_t max_n) {
-    (void)p, (void)layer, (void)pos, (void)keys, (void)n, (void)probs, (void)max_n;
-}
-
 void policy_streaming_create(Policy *p) {
     snprintf(p->label, sizeof p->label, "streaming (sinks %lld)", (long long)p->opt.sinks);
     p->init = streaming_init;
     p->choose = streaming_choose;
-    p->update = streaming_update;
+    p->update = NULL; /* attention does not change its choice: the engine skips probabilities */
 }

@@ -39,5 +39,8 @@ extern "C" void cuda_memcpy_h2d(void *dst, const void *src, size_t bytes) {
 extern "C" void cuda_memcpy_d2h(void *dst, const void *src, size_t bytes) {
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
+extern "C" void cuda_memcpy_d2d(void *dst, const void *src, size_t bytes) {
+    CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+}
 extern "C" void cuda_memset_zero(void *dst, size_t bytes) { CUDA_CHECK(cudaMemset(dst, 0, bytes)); }
 extern "C" void cuda_synchronize(void) { CUDA_CHECK(cudaDeviceSynchronize()); }

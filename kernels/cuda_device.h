@@ -14,6 +14,7 @@ void *cuda_malloc(size_t bytes);
 void cuda_free(void *p);
 void cuda_memcpy_h2d(void *dst, const void *src, size_t bytes);
 void cuda_memcpy_d2h(void *dst, const void *src, size_t bytes);
+void cuda_memcpy_d2d(void *dst, const void *src, size_t bytes);
 void cuda_memset_zero(void *dst, size_t bytes);
 void cuda_synchronize(void);
 #ifdef __cplusplus

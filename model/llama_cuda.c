@@ -128,7 +128,7 @@ static void ensure_rope(LlamaCuda *g, int64_t T) {
 
 static LayerActs *acts_of(LlamaCuda *g, int64_t l) { return &g->acts[g->recompute ? 0 : l]; }
 
-static const LlamaOps cuda_ops = {
+const LlamaOps llama_cuda_ops = {
     rmsnorm_forward_cuda,    rmsnorm_backward_cuda,  matmul_forward_cuda,     matmul_backward_cuda,
     rope_forward_cuda,       rope_backward_cuda,     attention_refresh_select_cuda, attention_forward_cuda,
     attention_backward_cuda, swiglu_forward_cuda,    swiglu_backward_cuda,    residual_add_cuda,
@@ -136,7 +136,7 @@ static const LlamaOps cuda_ops = {
 };
 
 static LayerPass layer_pass(const LlamaCuda *g) {
-    return (LayerPass){&cuda_ops, &g->cfg, &g->mask, g->rope_cos, g->rope_sin, g->B, g->T};
+    return (LayerPass){&llama_cuda_ops, &g->cfg, &g->mask, g->rope_cos, g->rope_sin, g->B, g->T};
 }
 
 /* Logits of rows [r0, r0+rows) from the final normalised stream (device out). */

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "llama.h"
+#include "llama_layer.h"
 
 typedef struct LlamaCuda LlamaCuda; /* holders (the trainer) may name it in any build */
 
@@ -46,6 +47,10 @@ struct LlamaCuda {
     float loss;
     int64_t bytes_fixed, bytes_acts; /* device memory held */
 };
+
+/* The _cuda twins of model/llama_layer.h's ops (device pointers); the
+ * decode engine (eval/engine_cuda.c) runs its steps with them too. */
+extern const LlamaOps llama_cuda_ops;
 
 void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute);
 void llama_cuda_free(LlamaCuda *g);

@@ -80,7 +80,7 @@ static void step(Policy *p, int64_t layer, int64_t pos, const float *p0, const f
     float *probs = xcalloc((size_t)(HQ * max_n), sizeof(float));
     memcpy(probs, p0, sizeof(float) * (size_t)n);
     memcpy(probs + max_n, p1, sizeof(float) * (size_t)n);
-    p->update(p, layer, pos, keys, nkeys, probs, max_n);
+    if (p->update) p->update(p, layer, pos, keys, nkeys, probs, max_n);
     free(probs);
 }
 

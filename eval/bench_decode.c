@@ -1,0 +1,138 @@
+/* `kvcpt bench decode`: decode time per token of the KV-cache policies at
+ * long contexts, on the CPU or the GPU engine (issue 10's latency table).
+ * One document of random tokens is prefilled at each context, then each
+ * policy decodes --steps tokens after it:
+ *   full        every cached key at every step
+ *   streaming   a partial step every step: K keys (sinks + recent)
+ *   refreshkv   fixed stride N: one full step in N, partial steps between
+ * so full vs streaming is a full step vs a K-key partial step, and
+ * refreshkv their mix. Weights are random (timing does not depend on them). */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/backend.h"
+#include "../common/options.h"
+#include "../common/rng.h"
+#include "../common/util.h"
+#include "../train/bench.h"
+#include "engine.h"
+#include "engine_cuda.h"
+
+typedef struct {
+    const char *preset, *device, *contexts, *budget;
+    int64_t steps, fixed;
+    int json;
+    Llama m;
+    Device dev;
+#ifdef KVCPT_CUDA
+    DecodeModelCuda gpu;
+#endif
+} BenchDecode;
+
+/* Uniform weights of the initializer's standard deviation, filled in
+ * parallel: an 8B preset in seconds (timings do not depend on the values). */
+static void random_weights(Llama *m) {
+    float a = (float)m->cfg.initializer_range * 1.7320508f; /* U(-a, a) has std a / sqrt(3) */
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < m->layout.total; i++)
+        m->params[i] = a * ((float)(hash_u64((uint64_t)i) >> 40) * (2.0f / 16777216.0f) - 1.0f);
+    for (int i = 0; i < m->layout.n; i++) {
+        const ParamTensor *t = &m->layout.t[i];
+        if (t->kind == PT_ATTN_NORM || t->kind == PT_MLP_NORM || t->kind == PT_FINAL_NORM)
+            for (int64_t j = 0; j < t->numel; j++) m->params[t->offset + j] = 1.0f;
+    }
+}
+
+static void engine_for(BenchDecode *b, DecodeEngine *e, int64_t cap) {
+#ifdef KVCPT_CUDA
+    if (b->dev == DEVICE_CUDA) {
+        engine_create_cuda(e, &b->m, &b->gpu, cap, 32);
+        return;
+    }
+#endif
+    engine_create(e, &b->m, cap, 32);
+}
+
+static void report(const BenchDecode *b, int64_t L, int64_t K, double prefill_s, const Policy *p, double ms,
+                   double kv_bytes) {
+    double gbs = kv_bytes / (ms * 1e6);
+    if (b->json)
+        printf("{\"bench\":\"decode\",\"device\":\"%s\",\"preset\":\"%s\",\"context\":%lld,\"budget\":%lld,"
+               "\"policy\":\"%s\",\"steps\":%lld,\"threads\":%d,\"prefill_s\":%.3f,\"ms_per_token\":%.3f,"
+               "\"kv_bytes_per_token\":%.0f,\"kv_gb_per_s\":%.2f}\n",
+               backend_name(b->dev), b->preset, (long long)L, (long long)K, p->label, (long long)b->steps,
+               omp_get_max_threads(), prefill_s, ms, kv_bytes, gbs);
+    else
+        printf("  %-34s %9.3f ms/token  %10.3f MB KV read/token  %7.2f GB/s\n", p->label, ms, kv_bytes / 1e6, gbs);
+}
+
+/* One context: prefill, then each policy over the same decode positions. */
+static void bench_context(BenchDecode *b, int64_t L, Rng *r) {
+    const LlamaConfig *c = &b->m.cfg;
+    int64_t S = b->steps + 1, K = policy_budget(b->budget, L);
+    int32_t *tok = xmalloc(sizeof(int32_t) * (size_t)(L + S));
+    for (int64_t i = 0; i < L + S; i++) tok[i] = (int32_t)(rng_u64(r) % (uint64_t)c->vocab_size);
+    DecodeEngine e;
+    engine_for(b, &e, L + S);
+    double t0 = now_seconds();
+    engine_prefill(&e, tok, L);
+    double prefill_s = now_seconds() - t0;
+    if (!b->json)
+        printf("context %lld, budget %lld, %s: prefill %.2f s; %lld decode steps per policy\n", (long long)L,
+               (long long)K, backend_name(b->dev), prefill_s, (long long)b->steps);
+    const char *names[] = {"full", "streaming", "refreshkv"};
+    double *nll = xmalloc(sizeof(double) * (size_t)S);
+    for (int i = 0; i < 3; i++) {
+        PolicyOptions o = policy_default_options(K);
+        o.fixed_stride = b->fixed;
+        PolicyShape sh = {c->num_hidden_layers, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
+                          c->hidden_size, L, 32, K, L + S};
+        Policy p;
+        policy_create(&p, names[i], &sh, &o);
+        e.kv_reads = 0;
+        t0 = now_seconds();
+        engine_decode(&e, &p, tok, S, nll);
+        double ms = 1e3 * (now_seconds() - t0) / (double)b->steps;
+        report(b, L, K, prefill_s, &p, ms, (double)e.kv_reads * 2.0 * (double)c->head_dim * sizeof(float) / (double)b->steps);
+        policy_destroy(&p);
+    }
+    free(nll), free(tok);
+    engine_free(&e);
+}
+
+int bench_decode(int argc, char **argv) {
+    BenchDecode b = {.preset = "small", .contexts = "1024", .budget = "L/8", .steps = 20, .fixed = 10};
+    const Option opts[] = {
+        {"preset", OPT_STRING, &b.preset, "NAME|DIR", "model preset or HF config (default small)"},
+        {"device", OPT_STRING, &b.device, "cpu|cuda", "backend (default: cuda when a GPU is visible)"},
+        {"context", OPT_STRING, &b.contexts, "L1,L2", "prefill lengths (default 1024)"},
+        {"budget", OPT_STRING, &b.budget, "K|L/N", "keys per KV head of a partial step (default L/8)"},
+        {"steps", OPT_INT, &b.steps, "N", "timed decode steps per policy (default 20: two refreshkv strides)"},
+        {"refresh-fixed", OPT_INT, &b.fixed, "N", "refreshkv: one full step in N (default 10)"},
+        {"json", OPT_FLAG, &b.json, NULL, "one JSON object per policy and context"},
+        {0},
+    };
+    if (options_parse("bench decode", "Decode ms/token per KV-cache policy at long contexts.", opts, argc, argv))
+        return 0;
+    KV_CHECK(b.steps >= 1 && b.fixed >= 1, "bench decode: --steps and --refresh-fixed must be >= 1");
+    b.dev = backend_resolve(b.device);
+    int64_t ctx[8];
+    int n_ctx = options_int_list(b.contexts, ctx, 8, "context");
+    LlamaConfig c;
+    config_load(&c, b.preset);
+    llama_create(&b.m, &c);
+    random_weights(&b.m);
+#ifdef KVCPT_CUDA
+    if (b.dev == DEVICE_CUDA) decode_model_cuda_create(&b.gpu, &b.m);
+#endif
+    Rng r;
+    rng_seed(&r, 3);
+    for (int i = 0; i < n_ctx; i++) bench_context(&b, ctx[i], &r);
+#ifdef KVCPT_CUDA
+    if (b.dev == DEVICE_CUDA) decode_model_cuda_free(&b.gpu);
+#endif
+    llama_free(&b.m);
+    return 0;
+}

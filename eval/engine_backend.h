@@ -1,0 +1,54 @@
+#ifndef KVCPT_ENGINE_BACKEND_H
+#define KVCPT_ENGINE_BACKEND_H
+/* What eval/engine.c (the decode step, written once) asks of a backend:
+ * the row-wise ops on its memory (a LlamaOps table), and the pieces whose
+ * data movement differs between host and device: step buffers, token
+ * embedding, attention of each document over its policy's keys, logits
+ * back on the host, and the prefill caches a policy's init reads.
+ * The CPU backend lives in engine.c, the GPU one in engine_cuda.c. */
+#include <stdint.h>
+
+#include "../model/llama_layer.h"
+#include "engine.h"
+
+/* Activations of the nb documents of one decode step, one row each, in the
+ * backend's memory; q_raw (pre-RoPE queries, what policies compare) and
+ * logits_host are always host memory. */
+typedef struct {
+    int64_t nb;
+    float *x, *xn, *rstd, *q, *k, *v, *att, *o, *g, *u, *h, *logits;
+    float *mem, *q_raw, *logits_host;
+    int32_t *tokens; /* (nb) the step's tokens, backend memory (the GPU's embedding reads them) */
+} StepRows;
+
+typedef struct DecodeBackend {
+    const LlamaOps *ops;
+    void (*rows_create)(StepRows *r, const LlamaConfig *c, int64_t nb);
+    void (*rows_free)(StepRows *r);
+    /* r->x = embedding rows of tokens[b][pos] */
+    void (*embed)(DecodeEngine *const *e, StepRows *r, const int32_t *const *tokens, int64_t pos);
+    /* From the layer's q, k, v rows: keeps q_raw, applies RoPE at pos, writes
+     * k, v into each document's cache and r->att = each document's attention
+     * over its policy's keys (engine_choose_keys), then updates the policy. */
+    void (*attend)(DecodeEngine *const *e, Policy *const *p, StepRows *r, int64_t l, int64_t pos);
+    /* host view of r->logits (nb, V) */
+    const float *(*logits)(StepRows *r, const LlamaConfig *c);
+    /* host views of the prefill rows of layer l's caches, valid until the next call */
+    void (*prefill_cache)(DecodeEngine *e, int64_t l, const float **kc, const float **vc);
+} DecodeBackend;
+
+/* Floats of StepRows' carved part (x..logits) and the carving itself. */
+int64_t step_rows_numel(const LlamaConfig *c, int64_t nb);
+void step_rows_carve(StepRows *r, const LlamaConfig *c, int64_t nb, float *mem);
+/* The host half of one document's attention at layer l: the policy's keys
+ * for position pos, checked, sorted, pos appended, packed into e->off/e->n
+ * (a head that keeps every position is a full step: off < 0). Returns the
+ * longest list (the probability rows' stride). */
+int64_t engine_choose_keys(DecodeEngine *e, Policy *p, int64_t l, int64_t pos, const float *q_raw);
+/* The host parts of an engine both backends keep (statistics, keys, RoPE
+ * tables, logits); host_caches: allocate kc/vc on the host too. */
+void engine_init_host(DecodeEngine *e, Llama *m, int64_t cap, int64_t W, int host_caches);
+void engine_free_host(DecodeEngine *e);
+/* The pre-RoPE query from a rotated one at position pos (host, in place). */
+void engine_unrotate_query(const DecodeEngine *e, float *q, int64_t pos);
+#endif

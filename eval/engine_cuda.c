@@ -1,0 +1,230 @@
+#include "engine_cuda.h"
+
+#ifdef KVCPT_CUDA
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+#include "../kernels/attention_decode.h"
+#include "../kernels/cuda_device.h"
+#include "../kernels/embedding.h"
+#include "../kernels/matmul.h"
+#include "../kernels/rmsnorm.h"
+#include "../kernels/rope.h"
+#include "../model/llama_cuda.h"
+#include "engine_backend.h"
+
+struct EngineCuda {
+    DecodeModelCuda *g;
+    float *caches;           /* device: every layer's K then V, (cap, Hkv, D) each */
+    int32_t *keys_dev;       /* device: the step's packed key lists */
+    int32_t *keys_packed;    /* host staging for keys_dev */
+    int64_t off[ATTENTION_DECODE_MAX_KV_HEADS];
+    float *probs_dev;        /* device (Hq, cap) */
+    float *cache_host;       /* host: one layer's prefill K and V, for policies that read them */
+    int64_t bytes;
+};
+
+static void *dalloc(int64_t *counter, int64_t bytes) {
+    *counter += bytes;
+    return cuda_malloc((size_t)(bytes > 0 ? bytes : 1));
+}
+
+void decode_model_cuda_create(DecodeModelCuda *g, const Llama *m) {
+    memset(g, 0, sizeof *g);
+    g->m = m;
+    g->params = dalloc(&g->bytes, (int64_t)sizeof(float) * m->layout.total);
+    cuda_memcpy_h2d(g->params, m->params, sizeof(float) * (size_t)m->layout.total);
+    llama_bind_tensors(&g->w, &m->cfg, &m->layout, g->params);
+}
+
+void decode_model_cuda_free(DecodeModelCuda *g) {
+    cuda_free(g->params);
+    if (g->rope_cos) cuda_free(g->rope_cos);
+    if (g->work) cuda_free(g->work), cuda_free(g->tokens);
+    free(g->w.layers);
+    memset(g, 0, sizeof *g);
+}
+
+/* Device RoPE tables for cap positions: the engine's host tables, bit for bit. */
+static void ensure_rope(DecodeModelCuda *g, const DecodeEngine *e) {
+    if (e->cap <= g->rope_cap) return;
+    int64_t half = g->m->cfg.head_dim / 2, n = e->cap * half;
+    if (g->rope_cos) cuda_free(g->rope_cos), g->bytes -= (int64_t)sizeof(float) * 2 * g->rope_cap * half;
+    g->rope_cos = dalloc(&g->bytes, (int64_t)sizeof(float) * 2 * n);
+    g->rope_sin = g->rope_cos + n;
+    cuda_memcpy_h2d(g->rope_cos, e->rope_cos, sizeof(float) * (size_t)n);
+    cuda_memcpy_h2d(g->rope_sin, e->rope_sin, sizeof(float) * (size_t)n);
+    g->rope_cap = e->cap;
+}
+
+/* The prefill's workspace for T positions and W rows of statistics. */
+static void ensure_workspace(DecodeModelCuda *g, int64_t T, int64_t W) {
+    if (T <= g->cap_T && W <= g->cap_W) return;
+    const LlamaConfig *c = &g->m->cfg;
+    int64_t C = c->hidden_size, Hq = c->num_attention_heads, acts = llama_layer_acts_numel(c, T);
+    if (g->work) cuda_free(g->work), cuda_free(g->tokens), g->bytes -= g->work_bytes;
+    int64_t before = g->bytes, numel = acts + 2 * T * C + Hq * T + Hq * W * T + C + 1 + c->vocab_size;
+    float *p = g->work = dalloc(&g->bytes, (int64_t)sizeof(float) * numel);
+    llama_layer_acts_carve(&g->acts, c, T, p), p += acts;
+    g->x[0] = p, p += T * C;
+    g->x[1] = p, p += T * C;
+    g->colsum = p, p += Hq * T;
+    g->last = p, p += Hq * W * T;
+    g->xf = p, p += C;
+    g->rstd = p, p += 1;
+    g->logits = p;
+    g->tokens = dalloc(&g->bytes, (int64_t)sizeof(int32_t) * T);
+    g->cap_T = T, g->cap_W = W, g->work_bytes = g->bytes - before;
+}
+
+void engine_create_cuda(DecodeEngine *e, Llama *m, DecodeModelCuda *g, int64_t cap, int64_t W) {
+    const LlamaConfig *c = &m->cfg;
+    int64_t nl = c->num_hidden_layers, Hkv = c->num_key_value_heads, KD = Hkv * c->head_dim;
+    KV_CHECK(Hkv <= ATTENTION_DECODE_MAX_KV_HEADS, "eval --device cuda: %lld KV heads, the decode kernel takes at "
+             "most %d", (long long)Hkv, ATTENTION_DECODE_MAX_KV_HEADS);
+    KV_CHECK(g->m == m, "eval --device cuda: the engine's model is not the one uploaded");
+    engine_init_host(e, m, cap, W, 0);
+    EngineCuda *ec = e->cuda = xcalloc(1, sizeof *ec);
+    ec->g = g;
+    e->w = &g->w;
+    ec->caches = dalloc(&ec->bytes, (int64_t)sizeof(float) * 2 * nl * cap * KD);
+    for (int64_t l = 0; l < nl; l++) e->kc[l] = ec->caches + 2 * l * cap * KD, e->vc[l] = e->kc[l] + cap * KD;
+    ec->keys_dev = dalloc(&ec->bytes, (int64_t)sizeof(int32_t) * Hkv * cap);
+    ec->keys_packed = xmalloc(sizeof(int32_t) * (size_t)(Hkv * cap));
+    ec->probs_dev = dalloc(&ec->bytes, (int64_t)sizeof(float) * c->num_attention_heads * cap);
+    ensure_rope(g, e);
+}
+
+int64_t engine_cuda_bytes(const DecodeEngine *e) { return e->cuda ? e->cuda->bytes : 0; }
+
+void engine_cuda_release(DecodeEngine *e) {
+    EngineCuda *ec = e->cuda;
+    cuda_free(ec->caches), cuda_free(ec->keys_dev), cuda_free(ec->probs_dev);
+    free(ec->keys_packed), free(ec->cache_host), free(ec);
+    /* engine_free_host must not free the device caches */
+    int64_t nl = e->m->cfg.num_hidden_layers;
+    for (int64_t l = 0; l < nl; l++) e->kc[l] = e->vc[l] = NULL;
+}
+
+/* Layer l's statistics, last outputs and last query down to the host. */
+static void prefill_layer_stats(DecodeEngine *e, DecodeModelCuda *g, int64_t l, int64_t L, int64_t W) {
+    const LlamaConfig *c = &e->m->cfg;
+    int64_t Hq = c->num_attention_heads, KD = c->num_key_value_heads * c->head_dim, QD = Hq * c->head_dim;
+    const LayerActs *a = &g->acts;
+    cuda_memcpy_d2d(e->kc[l], a->k, sizeof(float) * (size_t)(L * KD));
+    cuda_memcpy_d2d(e->vc[l], a->v, sizeof(float) * (size_t)(L * KD));
+    attention_prefill_stats_cuda(g->colsum, g->last, a->q, a->k, L, Hq, c->num_key_value_heads, c->head_dim, W);
+    cuda_memcpy_d2h(e->colsum[l], g->colsum, sizeof(float) * (size_t)(Hq * L));
+    cuda_memcpy_d2h(e->last_probs[l], g->last, sizeof(float) * (size_t)(Hq * W * L));
+    cuda_memcpy_d2h(e->last_out[l], a->att + (L - W) * QD, sizeof(float) * (size_t)(W * QD));
+    cuda_memcpy_d2h(e->q_last[l], a->q + (L - 1) * QD, sizeof(float) * (size_t)QD);
+    engine_unrotate_query(e, e->q_last[l], L - 1);
+}
+
+void engine_cuda_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L) {
+    DecodeModelCuda *g = e->cuda->g;
+    const LlamaConfig *c = &e->m->cfg;
+    int64_t C = c->hidden_size, W = e->W < L ? e->W : L;
+    RefreshMask off = {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX};
+    llama_check_inputs(c, &off, 0, tokens, NULL, 1, L);
+    ensure_workspace(g, L, e->W);
+    cuda_memcpy_h2d(g->tokens, tokens, sizeof(int32_t) * (size_t)L);
+    embedding_forward_cuda(g->x[0], g->tokens, g->w.embed, L, C);
+    /* the mask is off: the prefill is full causal attention for every policy */
+    LayerPass pass = {&llama_cuda_ops, c, &off, g->rope_cos, g->rope_sin, 1, L};
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
+        llama_layer_forward(&pass, &g->w.layers[l], &g->acts, NULL, g->x[l & 1], g->x[(l + 1) & 1], 0);
+        prefill_layer_stats(e, g, l, L, W);
+    }
+    const float *last_row = g->x[c->num_hidden_layers & 1] + (L - 1) * C;
+    rmsnorm_forward_cuda(g->xf, g->rstd, last_row, g->w.final_norm, 1, C, (float)c->rms_norm_eps);
+    matmul_forward_cuda(g->logits, g->xf, g->w.lm_head, 1, C, c->vocab_size);
+    cuda_memcpy_d2h(e->prefill_logits, g->logits, sizeof(float) * (size_t)c->vocab_size);
+}
+
+/* ---- the backend's decode-step pieces ---- */
+
+static void gpu_rows_create(StepRows *r, const LlamaConfig *c, int64_t nb) {
+    step_rows_carve(r, c, nb, cuda_malloc(sizeof(float) * (size_t)step_rows_numel(c, nb)));
+    r->q_raw = xmalloc(sizeof(float) * (size_t)(nb * c->num_attention_heads * c->head_dim));
+    r->logits_host = xmalloc(sizeof(float) * (size_t)(nb * c->vocab_size));
+    r->tokens = cuda_malloc(sizeof(int32_t) * (size_t)nb);
+}
+
+static void gpu_rows_free(StepRows *r) { cuda_free(r->mem), cuda_free(r->tokens), free(r->q_raw), free(r->logits_host); }
+
+static void gpu_embed(DecodeEngine *const *e, StepRows *r, const int32_t *const *tokens, int64_t pos) {
+    int32_t tok[r->nb];
+    for (int64_t b = 0; b < r->nb; b++) tok[b] = tokens[b][pos];
+    cuda_memcpy_h2d(r->tokens, tok, sizeof tok);
+    embedding_forward_cuda(r->x, r->tokens, e[0]->w->embed, r->nb, e[0]->m->cfg.hidden_size);
+}
+
+/* The listed heads' keys side by side in keys_packed; off[g] their offset there. */
+static int64_t pack_keys(DecodeEngine *e) {
+    EngineCuda *ec = e->cuda;
+    int64_t count = 0;
+    for (int64_t g = 0; g < e->m->cfg.num_key_value_heads; g++) {
+        ec->off[g] = e->off[g] < 0 ? -1 : count;
+        if (e->off[g] < 0) continue;
+        memcpy(ec->keys_packed + count, e->keys[g], sizeof(int32_t) * (size_t)e->n[g]);
+        count += e->n[g];
+    }
+    return count;
+}
+
+static void gpu_attend_one(DecodeEngine *e, Policy *p, StepRows *r, int64_t b, int64_t l, int64_t stride,
+                           int64_t listed) {
+    const LlamaConfig *c = &e->m->cfg;
+    EngineCuda *ec = e->cuda;
+    int64_t Hq = c->num_attention_heads, D = c->head_dim, QD = Hq * D;
+    if (listed > 0) cuda_memcpy_h2d(ec->keys_dev, ec->keys_packed, sizeof(int32_t) * (size_t)listed);
+    float *probs = p->update ? ec->probs_dev : NULL;
+    attention_decode_cuda(r->att + b * QD, probs, r->q + b * QD, e->kc[l], e->vc[l], ec->keys_dev, ec->off, e->n,
+                          stride, Hq, c->num_key_value_heads, D);
+    if (probs) cuda_memcpy_d2h(e->probs, probs, sizeof(float) * (size_t)(Hq * stride));
+}
+
+static void gpu_attend(DecodeEngine *const *e, Policy *const *p, StepRows *r, int64_t l, int64_t pos) {
+    const LlamaConfig *c = &e[0]->m->cfg;
+    DecodeModelCuda *g = e[0]->cuda->g;
+    int64_t nb = r->nb, D = c->head_dim, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
+    int64_t QD = Hq * D, KD = Hkv * D, half = D / 2, stride[nb], listed[nb];
+    cuda_memcpy_d2h(r->q_raw, r->q, sizeof(float) * (size_t)(nb * QD));
+    rope_forward_cuda(r->q, g->rope_cos + pos * half, g->rope_sin + pos * half, nb, 1, Hq, D);
+    rope_forward_cuda(r->k, g->rope_cos + pos * half, g->rope_sin + pos * half, nb, 1, Hkv, D);
+    for (int64_t b = 0; b < nb; b++) {
+        cuda_memcpy_d2d(e[b]->kc[l] + pos * KD, r->k + b * KD, sizeof(float) * (size_t)KD);
+        cuda_memcpy_d2d(e[b]->vc[l] + pos * KD, r->v + b * KD, sizeof(float) * (size_t)KD);
+    }
+    /* the policies' host work side by side; the GPU work one document after another */
+#pragma omp parallel for schedule(dynamic) if (nb > 1)
+    for (int64_t b = 0; b < nb; b++)
+        stride[b] = engine_choose_keys(e[b], p[b], l, pos, r->q_raw + b * QD), listed[b] = pack_keys(e[b]);
+    for (int64_t b = 0; b < nb; b++) gpu_attend_one(e[b], p[b], r, b, l, stride[b], listed[b]);
+#pragma omp parallel for schedule(dynamic) if (nb > 1)
+    for (int64_t b = 0; b < nb; b++)
+        if (p[b]->update) p[b]->update(p[b], l, pos, e[b]->keys, e[b]->n, e[b]->probs, stride[b]);
+}
+
+static const float *gpu_logits(StepRows *r, const LlamaConfig *c) {
+    cuda_memcpy_d2h(r->logits_host, r->logits, sizeof(float) * (size_t)(r->nb * c->vocab_size));
+    return r->logits_host;
+}
+
+static void gpu_prefill_cache(DecodeEngine *e, int64_t l, const float **kc, const float **vc) {
+    EngineCuda *ec = e->cuda;
+    int64_t n = e->L * e->m->cfg.num_key_value_heads * e->m->cfg.head_dim;
+    if (!ec->cache_host) ec->cache_host = xmalloc(sizeof(float) * (size_t)(2 * e->cap * e->m->cfg.num_key_value_heads *
+                                                                           e->m->cfg.head_dim));
+    cuda_memcpy_d2h(ec->cache_host, e->kc[l], sizeof(float) * (size_t)n);
+    cuda_memcpy_d2h(ec->cache_host + n, e->vc[l], sizeof(float) * (size_t)n);
+    *kc = ec->cache_host, *vc = ec->cache_host + n;
+}
+
+static const DecodeBackend gpu_backend = {&llama_cuda_ops, gpu_rows_create, gpu_rows_free,    gpu_embed,
+                                          gpu_attend,      gpu_logits,      gpu_prefill_cache};
+
+const DecodeBackend *engine_cuda_backend(void) { return &gpu_backend; }
+#endif
