@@ -83,7 +83,7 @@ EMU_CXXFLAGS := -std=c++17 $(OPT) -g -ffp-contract=off -fopenmp -Wall -Wextra -W
                 -iquote kernels $(EMU_FLAGS)
 EMU_OBJ      := $(EMU_C:%.c=build/emu/%.o) $(EMU_CU:%.cu=build/emu/%.cu.o) build/emu/emu_runtime.o
 EMU_HDR      := $(wildcard tests/cuda_emu/include/*.h tests/cuda_emu/include/*/*/*.cuh)
-EMU_TESTS    := ops_cuda adamw_cuda attention_cuda model_cuda decode_cuda
+EMU_TESTS    := ops_cuda adamw_cuda attention_cuda model_cuda decode_cuda attention_decode_cuda
 EMU_BIN      := $(EMU_TESTS:%=build/tests/test_cuda_emu_%)
 
 build/emu/%.o: %.c $(HDR) $(EMU_HDR)
