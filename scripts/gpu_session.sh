@@ -7,7 +7,10 @@
 #      attention incl. the 8B layer at T = 16k/32k), the whole CUDA engine
 #      against the CPU reference, and against transformers (issue 6);
 #   3. figures: bench ops, bench adamw, bench model on the CUDA engine, and
-#      a short `kvcpt train --set device=cuda` of the small preset.
+#      a short `kvcpt train --set device=cuda` of the small preset;
+#   4. the decode engine (issue 10): eval --device cuda vs --device cpu on the
+#      trained model, and the decode-latency table (bench decode, 8B shape at
+#      16k, then 128k when the GPU has the memory).
 # Each step goes on when an earlier one fails, so one device call gives
 # every answer it can. Usage: bash scripts/gpu_session.sh
 set -u
@@ -58,4 +61,28 @@ step "train on the CUDA engine (small preset, synthetic recall data)"
     --set S=64 --set K=128 --set global_batch=8 --set micro_batch=4 --set steps=30 --set lr=1e-3 \
     --set warmup_steps=5 >"$OUT/train.log" 2>&1
 tail -4 "$OUT/train.log"
+
+step "eval: the GPU decode engine against the CPU one (issue 10)"
+for d in cpu cuda; do
+    ./kvcpt eval --model "$OUT/train/model" --data "$OUT/data" --context 1024 --last 32 --max-docs 8 --device $d \
+        --refresh-qc 5 --out "$OUT/eval-$d" >"$OUT/eval-$d.log" 2>&1
+    tail -14 "$OUT/eval-$d.log"
+done
+python3 - "$OUT" <<'PY' 2>&1 | tee "$OUT/eval-compare.txt"
+import json, sys
+o = sys.argv[1]
+c, g = ({(r["policy"], r["context"]): r for r in json.load(open(f"{o}/eval-{d}/eval.json"))["results"]} for d in ("cpu", "cuda"))
+for k in c:
+    print(f"{k[0]:48s} ppl cpu {c[k]['ppl']:.6f} cuda {g[k]['ppl']:.6f} rel {abs(g[k]['ppl'] - c[k]['ppl']) / c[k]['ppl']:.2e}"
+          f"  ms/token cpu {c[k]['decode_ms_per_token']:.2f} cuda {g[k]['decode_ms_per_token']:.2f}")
+PY
+
+step "decode latency, 8B shape (bench decode)"
+./kvcpt bench decode --device cuda --preset llama3.1-8b --context 16384 --json 2>&1 | tee "$OUT/bench-decode.json"
+gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
+if [ "${gib:-0}" -gt 120000 ]; then
+    ./kvcpt bench decode --device cuda --preset llama3.1-8b --context 131072 --steps 10 --json 2>&1 | tee -a "$OUT/bench-decode.json"
+else
+    echo "skipping 128k: fp32 weights + caches + prefill activations need about 105 GB" | tee -a "$OUT/bench-decode.json"
+fi
 echo; echo "results in $OUT"
