@@ -107,20 +107,36 @@ static int cmp_i32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Sorts k[0..n) unless it already ascends (full steps and most policies'
+ * lists do: a linear check instead of n log n per head, layer and step). */
+static void sort_keys(int32_t *k, int64_t n) {
+    for (int64_t i = 1; i < n; i++)
+        if (k[i] <= k[i - 1]) {
+            qsort(k, (size_t)n, sizeof(int32_t), cmp_i32);
+            return;
+        }
+}
+
 int64_t engine_choose_keys(DecodeEngine *e, Policy *p, int64_t l, int64_t pos, const float *q_raw) {
     int64_t Hkv = e->m->cfg.num_key_value_heads, longest = 0;
     p->choose(p, l, pos, q_raw, e->keys, e->n);
     for (int64_t g = 0; g < Hkv; g++) {
         int32_t *k = e->keys[g];
-        KV_CHECK(e->n[g] >= 0 && e->n[g] <= pos, "policy %s chose %lld keys for position %lld", p->name,
-                 (long long)e->n[g], (long long)pos);
-        qsort(k, (size_t)e->n[g], sizeof(int32_t), cmp_i32);
-        for (int64_t i = 0; i < e->n[g]; i++)
-            KV_CHECK(k[i] >= 0 && k[i] < pos && (i == 0 || k[i] > k[i - 1]),
-                     "policy %s chose an invalid or repeated key %d at position %lld", p->name, k[i], (long long)pos);
-        k[e->n[g]++] = (int32_t)pos;
-        /* ascending and distinct: ending at n-1 means every position 0..n-1 */
-        e->off[g] = k[e->n[g] - 1] == e->n[g] - 1 ? -1 : g * e->cap;
+        if (e->n[g] == POLICY_EVERY_KEY) {
+            e->n[g] = pos + 1, e->off[g] = -1;
+            if (p->update) /* it reads probabilities aligned with the list */
+                for (int64_t i = 0; i <= pos; i++) k[i] = (int32_t)i;
+        } else {
+            KV_CHECK(e->n[g] >= 0 && e->n[g] <= pos, "policy %s chose %lld keys for position %lld", p->name,
+                     (long long)e->n[g], (long long)pos);
+            sort_keys(k, e->n[g]);
+            for (int64_t i = 0; i < e->n[g]; i++)
+                KV_CHECK(k[i] >= 0 && k[i] < pos && (i == 0 || k[i] > k[i - 1]),
+                         "policy %s chose an invalid or repeated key %d at position %lld", p->name, k[i], (long long)pos);
+            k[e->n[g]++] = (int32_t)pos;
+            /* ascending and distinct: ending at n-1 means every position 0..n-1 */
+            e->off[g] = k[e->n[g] - 1] == e->n[g] - 1 ? -1 : g * e->cap;
+        }
         e->kv_reads += e->n[g];
         longest = e->n[g] > longest ? e->n[g] : longest;
     }

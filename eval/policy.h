@@ -49,6 +49,9 @@ typedef struct {
     double kvec_keep_frac;   /* K-VEC beta: budget fraction kept by the original score (0.25) */
 } PolicyOptions;
 
+/* choose()'s n[g] for "every cached position" (see Policy.choose). */
+#define POLICY_EVERY_KEY (-1)
+
 typedef struct Policy Policy;
 struct Policy {
     const char *name;
@@ -59,7 +62,9 @@ struct Policy {
     void (*init)(Policy *p, int64_t layer, const PrefillLayer *pre);
     /* q: (Hq, D) pre-RoPE query of the current token at this layer (content,
      * not position: what RefreshKV compares). keys[g] has room for
-     * pos entries; n[g] receives the count. */
+     * pos entries; n[g] receives the count, or POLICY_EVERY_KEY (keys[g]
+     * untouched) for every position < pos: a full step, which the engine
+     * then runs without building, checking or sending a list. */
     void (*choose)(Policy *p, int64_t layer, int64_t pos, const float *q, int32_t **keys, int64_t *n);
     /* probs for head h at probs + h*max_n, aligned with keys[h/group] (current position last).
      * NULL when the policy never looks at attention: the engine then computes no probabilities

@@ -67,10 +67,7 @@ static void refreshkv_choose(Policy *p, int64_t layer, int64_t pos, const float 
     }
     p->full_steps_per_layer[layer]++;
     head_mean(st->q_ref + layer * p->shape.D, q, p->shape.Hq, p->shape.D);
-    for (int64_t g = 0; g < p->shape.Hkv; g++) {
-        for (int64_t j = 0; j < pos; j++) keys[g][j] = (int32_t)j;
-        n[g] = pos;
-    }
+    for (int64_t g = 0; g < p->shape.Hkv; g++) n[g] = POLICY_EVERY_KEY;
 }
 
 /* After a full step: re-select C_p from its attention over 0..pos. */
