@@ -309,7 +309,7 @@ int cmd_eval(int argc, char **argv) {
     make_dirs(a.out);
     char path[4200];
     snprintf(path, sizeof path, "%s/eval.json", a.out);
-    eval_write_json(path, r.cells, n_cells, r.skipped);
+    eval_write_json(path, r.cells, n_cells, r.skipped, backend_name(dev));
     snprintf(path, sizeof path, "%s/eval.png", a.out);
     eval_plot(path, r.cells, n_cells, r.n_models, r.n_ctx);
     printf("wrote %s/eval.json and %s/eval.png (%lld documents skipped as shorter than context + last + 1)\n", a.out,

@@ -63,7 +63,7 @@ void eval_print_table(const EvalCell *cells, int n, int n_models, int n_contexts
     printf("\n");
 }
 
-void eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skipped_short) {
+void eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skipped_short, const char *device) {
     json_t *arr = json_array();
     for (int i = 0; i < n; i++) {
         const EvalCell *c = &cells[i];
@@ -77,7 +77,8 @@ void eval_write_json(const char *path, const EvalCell *cells, int n, int64_t ski
         if (c->stride_info[0]) json_object_set_new(o, "effective_stride_per_layer", json_loads(c->stride_info, 0, NULL));
         json_array_append_new(arr, o);
     }
-    json_t *root = json_pack("{s:o,s:I}", "results", arr, "documents_skipped_too_short", (json_int_t)skipped_short);
+    json_t *root = json_pack("{s:s,s:o,s:I}", "device", device, "results", arr, "documents_skipped_too_short",
+                             (json_int_t)skipped_short);
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     if (json_dump_file(root, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) die("cannot write '%s'", tmp);

@@ -27,10 +27,12 @@ $G eval "${args[@]}" --device cuda --batch 1 --out "$tmp/gpu1" >/dev/null 2>&1 |
 # steps); keys read and refreshkv strides exact (the same policy decisions)
 cmp=$(/usr/bin/python3 - "$tmp/cpu/eval.json" "$tmp/gpu/eval.json" "$tmp/gpu1/eval.json" <<'PY'
 import json, sys
-c, g, g1 = (json.load(open(p))["results"] for p in sys.argv[1:4])
+js = [json.load(open(p)) for p in sys.argv[1:4]]
+c, g, g1 = (j["results"] for j in js)
 key = lambda r: (r["policy"], r["context"], r["model"])
 c, g, g1 = ({key(r): r for r in x} for x in (c, g, g1))
 worst, bad = 0.0, []
+if [j["device"] for j in js] != ["cpu", "cuda", "cuda"]: bad.append("eval.json device fields %s" % [j["device"] for j in js])
 for k, rc in c.items():
     for name, other in (("batch 3", g), ("batch 1", g1)):
         rg = other.get(k)
@@ -44,7 +46,7 @@ PY
 )
 read -r cells worst bad <<<"$cmp"
 [ "$cells" = 22 ] && [ "$bad" = none ] \
-    && ok "eval --device cuda: $cells cells (11 policy variants x 2 contexts) match the CPU (worst PPL rel diff $worst, same keys, same strides), batch 3 and batch 1" \
+    && ok "eval --device cuda: $cells cells (11 policy variants x 2 contexts) match the CPU (worst PPL rel diff $worst, same keys, same strides), batch 3 and batch 1; eval.json names the device" \
     || fail "eval cuda vs cpu" "$cmp"
 echo "# margin eval cuda vs cpu: worst PPL relative difference $worst (allowed 1e-4)"
 # kvcpt bench decode on the GPU engine: every policy timed, and a full step
