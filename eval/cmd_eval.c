@@ -12,6 +12,9 @@
 #include "../common/util.h"
 #include "../data/data_split.h"
 #include "../kernels/attention.h"
+#ifdef KVCPT_CUDA
+#include "../kernels/cuda_device.h"
+#endif
 #include "engine.h"
 #include "engine_cuda.h"
 #include "report.h"
@@ -162,6 +165,27 @@ static void decode_batch(ContextRun *x, int mi, int64_t nb) {
     }
 }
 
+/* On the GPU each document of a batch holds its own caches: fewer documents
+ * at once when --batch would not fit the free device memory. */
+static int64_t fit_batch(const EvalRun *r, const Llama *m, int64_t batch, int64_t L, int64_t S) {
+#ifdef KVCPT_CUDA
+    if (!r->gpu) return batch;
+    int64_t free_b, total_b, per = engine_cuda_bytes_for(&m->cfg, L + S);
+    int64_t work = decode_model_cuda_workspace_bytes(&m->cfg, L, EVAL_WINDOW), spare = (int64_t)1 << 30;
+    cuda_memory_info(&free_b, &total_b);
+    int64_t fit = (free_b - work - spare) / per;
+    KV_CHECK(fit >= 1, "eval --device cuda: context %lld needs %.2f GB of caches per document and %.2f GB of prefill "
+             "workspace, but %.2f GB of %.2f GB are free; hint: a shorter --context or --device cpu", (long long)L,
+             (double)per / 1e9, (double)work / 1e9, (double)free_b / 1e9, (double)total_b / 1e9);
+    if (fit < batch) {
+        printf("eval: %lld documents at a time at context %lld (not %lld): %.2f GB of caches each, %.2f GB free\n",
+               (long long)fit, (long long)L, (long long)batch, (double)per / 1e9, (double)free_b / 1e9);
+        return fit;
+    }
+#endif
+    return batch;
+}
+
 static void create_engine(const EvalRun *r, DecodeEngine *e, Llama *m, int64_t cap) {
 #ifdef KVCPT_CUDA
     if (r->gpu) {
@@ -179,6 +203,7 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
     int64_t L = r->ctx[ci], S = a->last, nd = data_split_num_docs(r->split), used = 0, nl = m->cfg.num_hidden_layers;
     int64_t want = a->max_docs > 0 && a->max_docs < nd ? a->max_docs : nd;
     int64_t batch = a->batch < want ? a->batch : (want > 0 ? want : 1);
+    batch = fit_batch(r, m, batch, L, S);
     ContextRun x = {.r = r, .ci = ci};
     x.sh = (PolicyShape){nl, m->cfg.num_attention_heads, m->cfg.num_key_value_heads, m->cfg.head_dim,
                          m->cfg.hidden_size, L, EVAL_WINDOW, policy_budget(a->budget, L), L + S};

@@ -58,13 +58,28 @@ static void ensure_rope(DecodeModelCuda *g, const DecodeEngine *e) {
     g->rope_cap = e->cap;
 }
 
+static int64_t workspace_numel(const LlamaConfig *c, int64_t T, int64_t W) {
+    int64_t C = c->hidden_size, Hq = c->num_attention_heads;
+    return llama_layer_acts_numel(c, T) + 2 * T * C + Hq * T + Hq * W * T + C + 1 + c->vocab_size;
+}
+
+int64_t decode_model_cuda_workspace_bytes(const LlamaConfig *c, int64_t T, int64_t W) {
+    return (int64_t)sizeof(float) * workspace_numel(c, T, W) + (int64_t)sizeof(int32_t) * T;
+}
+
+int64_t engine_cuda_bytes_for(const LlamaConfig *c, int64_t cap) {
+    int64_t KD = c->num_key_value_heads * c->head_dim;
+    return (int64_t)sizeof(float) * (2 * c->num_hidden_layers * cap * KD + c->num_attention_heads * cap) +
+           (int64_t)sizeof(int32_t) * c->num_key_value_heads * cap;
+}
+
 /* The prefill's workspace for T positions and W rows of statistics. */
 static void ensure_workspace(DecodeModelCuda *g, int64_t T, int64_t W) {
     if (T <= g->cap_T && W <= g->cap_W) return;
     const LlamaConfig *c = &g->m->cfg;
     int64_t C = c->hidden_size, Hq = c->num_attention_heads, acts = llama_layer_acts_numel(c, T);
     if (g->work) cuda_free(g->work), cuda_free(g->tokens), g->bytes -= g->work_bytes;
-    int64_t before = g->bytes, numel = acts + 2 * T * C + Hq * T + Hq * W * T + C + 1 + c->vocab_size;
+    int64_t before = g->bytes, numel = workspace_numel(c, T, W);
     float *p = g->work = dalloc(&g->bytes, (int64_t)sizeof(float) * numel);
     llama_layer_acts_carve(&g->acts, c, T, p), p += acts;
     g->x[0] = p, p += T * C;

@@ -43,4 +43,9 @@ extern "C" void cuda_memcpy_d2d(void *dst, const void *src, size_t bytes) {
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
 }
 extern "C" void cuda_memset_zero(void *dst, size_t bytes) { CUDA_CHECK(cudaMemset(dst, 0, bytes)); }
+extern "C" void cuda_memory_info(int64_t *free_bytes, int64_t *total_bytes) {
+    size_t f = 0, t = 0;
+    CUDA_CHECK(cudaMemGetInfo(&f, &t));
+    *free_bytes = (int64_t)f, *total_bytes = (int64_t)t;
+}
 extern "C" void cuda_synchronize(void) { CUDA_CHECK(cudaDeviceSynchronize()); }

@@ -2,6 +2,7 @@
 #define KVCPT_CUDA_DEVICE_H
 /* Device discovery and host<->device copies, callable from C. */
 #include <stddef.h>
+#include <stdint.h>
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -17,6 +18,8 @@ void cuda_memcpy_d2h(void *dst, const void *src, size_t bytes);
 void cuda_memcpy_d2d(void *dst, const void *src, size_t bytes);
 void cuda_memset_zero(void *dst, size_t bytes);
 void cuda_synchronize(void);
+/* Free and total device memory now. */
+void cuda_memory_info(int64_t *free_bytes, int64_t *total_bytes);
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,7 @@
  * warp waits at one. If neither can open, the kernel has diverged around a
  * barrier, which on a GPU is a hang or undefined: the emulator stops with a
  * message naming the kernel launch. */
+#include <unistd.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,6 +248,12 @@ void *warp_slot(unsigned int lane) { return &blk.slots[(blk.current & ~(size_t)3
 extern "C" {
 cudaError_t cudaGetDeviceCount(int *n) {
     *n = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    long page = sysconf(_SC_PAGESIZE);
+    *free_bytes = (size_t)sysconf(_SC_AVPHYS_PAGES) * (size_t)page;
+    *total_bytes = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)page;
     return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int dev) { return dev == 0 ? cudaSuccess : cudaErrorInvalidValue; }

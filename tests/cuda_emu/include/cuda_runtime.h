@@ -50,6 +50,8 @@ cudaError_t cudaSetDevice(int dev);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev);
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int dev);
 cudaError_t cudaMalloc(void **p, size_t bytes);
+/* The emulated device's memory is the host's: free = available, total = physical RAM. */
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t st);
 cudaError_t cudaFree(void *p);
 cudaError_t cudaFreeAsync(void *p, cudaStream_t st);
