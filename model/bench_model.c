@@ -77,7 +77,7 @@ int bench_model(int argc, char **argv) {
 #ifdef KVCPT_CUDA
     if (dev == DEVICE_CUDA) {
         b.gpu = xcalloc(1, sizeof *b.gpu);
-        llama_cuda_create(b.gpu, &c, 0);
+        llama_cuda_create(b.gpu, &c, 0, LLAMA_CUDA_FP32);
         llama_cuda_upload_params(b.gpu, b.m.params);
         if (L > 0) llama_cuda_set_mask(b.gpu, &b.m.mask, b.m.mask_S);
     }

@@ -42,7 +42,7 @@ static void setup_device(Trainer *t) {
 #ifdef KVCPT_CUDA
     if (t->device == DEVICE_CUDA) {
         t->gpu = xcalloc(1, sizeof *t->gpu);
-        llama_cuda_create(t->gpu, &t->model.cfg, (int)t->cfg.recompute);
+        llama_cuda_create(t->gpu, &t->model.cfg, (int)t->cfg.recompute, LLAMA_CUDA_FP32);
         if (t->model.mask.enabled) llama_cuda_set_mask(t->gpu, &t->model.mask, t->model.mask_S);
     }
 #endif

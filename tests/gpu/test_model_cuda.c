@@ -85,7 +85,7 @@ static void setup_pair(const Case *k, Llama *m, LlamaCuda *g, int recompute) {
     make_config(&c, k);
     llama_create(m, &c);
     llama_init_random(m, 1234);
-    llama_cuda_create(g, &c, recompute);
+    llama_cuda_create(g, &c, recompute, LLAMA_CUDA_FP32);
     llama_cuda_upload_params(g, m->params);
     if (k->mask.enabled) {
         llama_set_mask(m, &k->mask, k->S);
@@ -138,7 +138,7 @@ static void parity(const Case *k) {
     tl_result(memcmp(&loss, &loss2, sizeof loss) == 0 && memcmp(grads, again, sizeof(float) * (size_t)total) == 0,
               name, "loss %.9g vs %.9g, or gradients differ", loss, loss2);
 
-    llama_cuda_create(&r, &m.cfg, 1);
+    llama_cuda_create(&r, &m.cfg, 1, LLAMA_CUDA_FP32);
     llama_cuda_upload_params(&r, m.params);
     if (k->mask.enabled) llama_cuda_set_mask(&r, &k->mask, k->S);
     float loss3 = gpu_pass(&r, tok, tgt, k, again);
