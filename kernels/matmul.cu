@@ -7,6 +7,7 @@
  * fp32 accumulation for bf16 data. When the Lt heuristic offers no algorithm
  * (odd leading dimensions or misaligned views), cublasGemmEx does the work. */
 #include <cublasLt.h>
+#include <cuda_bf16.h>
 #include <limits.h>
 
 #include "cuda_common.cuh"
@@ -24,7 +25,47 @@ static void matmul_cuda_init(void) {
     CUDA_CHECK(cudaMalloc(&lt_workspace, kWorkspaceBytes));
 }
 
+/* Device bf16 copies of fp32 operands for the bf16w/bf16r launchers: one
+ * slot per operand of a call, each grown to the largest request and kept,
+ * so steady-state steps allocate nothing. */
+enum { CAST_A, CAST_B, CAST_W, CAST_SLOTS };
+static bf16 *cast_buf[CAST_SLOTS];
+static int64_t cast_cap[CAST_SLOTS];
+
+static void cast_release(void) {
+    for (int i = 0; i < CAST_SLOTS; i++) {
+        if (cast_buf[i]) CUDA_CHECK(cudaFree(cast_buf[i]));
+        cast_buf[i] = NULL;
+        cast_cap[i] = 0;
+    }
+}
+
+/* round to nearest even, as bf16_bits_from_float does on the host */
+__global__ static void cast_to_bf16_kernel(bf16 *out, const float *in, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (; i < n; i += stride) out[i] = __float2bfloat16_rn(in[i]);
+}
+
+/* in (n floats) rounded into slot's workspace; returns the bf16 copy. */
+static const bf16 *cast_to_bf16(int slot, const float *in, int64_t n) {
+    if (n > cast_cap[slot]) {
+        if (cast_buf[slot]) CUDA_CHECK(cudaFree(cast_buf[slot]));
+        CUDA_CHECK(cudaMalloc(&cast_buf[slot], sizeof(bf16) * (size_t)n));
+        cast_cap[slot] = n;
+    }
+    if (n > 0) {
+        const int threads = 256;
+        int64_t blocks = (n + threads - 1) / threads;
+        if (blocks > 65535LL * 16) blocks = 65535LL * 16;
+        cast_to_bf16_kernel<<<(unsigned int)blocks, threads>>>(cast_buf[slot], in, n);
+        CUDA_CHECK_LAUNCH();
+    }
+    return cast_buf[slot];
+}
+
 extern "C" void matmul_cuda_release(void) {
+    cast_release();
     if (!lt_handle) return;
     CUBLAS_CHECK(cublasLtDestroy(lt_handle));
     CUBLAS_CHECK(cublasDestroy(blas_handle));
@@ -147,4 +188,29 @@ extern "C" void matmul_forward_bf16_cuda(bf16 *out, const bf16 *inp, const bf16 
 extern "C" void matmul_backward_bf16_cuda(bf16 *dinp, float *dweight, const bf16 *dout, const bf16 *inp,
                                           const bf16 *weight, int64_t N, int64_t IC, int64_t OC) {
     linear_backward(dinp, CUDA_R_16BF, dweight, dout, inp, weight, CUDA_R_16BF, N, IC, OC);
+}
+
+/* bf16 operands, fp32 output (beta 0 forward, beta 1 backward, like the fp32 path). */
+extern "C" void matmul_forward_bf16w_cuda(float *out, const float *inp, const bf16 *weight, int64_t N, int64_t IC,
+                                          int64_t OC) {
+    const bf16 *bi = cast_to_bf16(CAST_A, inp, N * IC);
+    linear_forward(out, CUDA_R_32F, bi, weight, CUDA_R_16BF, N, IC, OC);
+}
+
+extern "C" void matmul_backward_bf16w_cuda(float *dinp, float *dweight, const float *dout, const float *inp,
+                                           const bf16 *weight, int64_t N, int64_t IC, int64_t OC) {
+    const bf16 *bd = cast_to_bf16(CAST_A, dout, N * OC);
+    const bf16 *bi = dweight ? cast_to_bf16(CAST_B, inp, N * IC) : NULL;
+    linear_backward(dinp, CUDA_R_32F, dweight, bd, bi, weight, CUDA_R_16BF, N, IC, OC);
+}
+
+extern "C" void matmul_forward_bf16r_cuda(float *out, const float *inp, const float *weight, int64_t N, int64_t IC,
+                                          int64_t OC) {
+    matmul_forward_bf16w_cuda(out, inp, cast_to_bf16(CAST_W, weight, OC * IC), N, IC, OC);
+}
+
+extern "C" void matmul_backward_bf16r_cuda(float *dinp, float *dweight, const float *dout, const float *inp,
+                                           const float *weight, int64_t N, int64_t IC, int64_t OC) {
+    const bf16 *bw = dinp ? cast_to_bf16(CAST_W, weight, OC * IC) : NULL;
+    matmul_backward_bf16w_cuda(dinp, dweight, dout, inp, bw, N, IC, OC);
 }

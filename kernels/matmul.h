@@ -11,6 +11,16 @@ void matmul_forward_cpu(float *out, const float *inp, const float *weight, int64
 /* dinp (N, IC) += dout @ weight; dweight (OC, IC) += dout^T @ inp. Either may be NULL. */
 void matmul_backward_cpu(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                          int64_t N, int64_t IC, int64_t OC);
+/* The "bf16-rounded" linear layer, oracle of the bf16-weights engine: every
+ * operand is rounded to bf16 (round to nearest even) before an fp32
+ * product, fp32 output. Products of two bf16 values are exact in fp32, so a
+ * GPU computing the same thing differs only in the order of its sums.
+ *   out = bf16(inp) @ bf16(weight)^T
+ *   dinp += bf16(dout) @ bf16(weight); dweight += bf16(dout)^T @ bf16(inp)
+ * Either dinp or dweight may be NULL. */
+void matmul_forward_bf16r_cpu(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC);
+void matmul_backward_bf16r_cpu(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                               int64_t N, int64_t IC, int64_t OC);
 
 #if defined(KVCPT_CUDA) || defined(__CUDACC__)
 /* CUDA twins: same arguments, DEVICE pointers, default stream; results
@@ -27,7 +37,18 @@ void matmul_backward_cuda(float *dinp, float *dweight, const float *dout, const 
 void matmul_forward_bf16_cuda(bf16 *out, const bf16 *inp, const bf16 *weight, int64_t N, int64_t IC, int64_t OC);
 void matmul_backward_bf16_cuda(bf16 *dinp, float *dweight, const bf16 *dout, const bf16 *inp, const bf16 *weight,
                                int64_t N, int64_t IC, int64_t OC);
-/* Frees the cuBLAS(Lt) handles and workspace (they are created on first use). */
+/* The bf16-rounded layer above (fp32 pointers, weight rounded too): the
+ * twin the op test holds against the CPU oracle. */
+void matmul_forward_bf16r_cuda(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC);
+void matmul_backward_bf16r_cuda(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                                int64_t N, int64_t IC, int64_t OC);
+/* The same math with the weight already in bf16 (the bf16-weights engine):
+ * fp32 activations are rounded into a device workspace (grown on demand,
+ * kept until matmul_cuda_release), then one bf16 gemm with fp32 output. */
+void matmul_forward_bf16w_cuda(float *out, const float *inp, const bf16 *weight, int64_t N, int64_t IC, int64_t OC);
+void matmul_backward_bf16w_cuda(float *dinp, float *dweight, const float *dout, const float *inp, const bf16 *weight,
+                                int64_t N, int64_t IC, int64_t OC);
+/* Frees the cuBLAS(Lt) handles and workspaces (they are created on first use). */
 void matmul_cuda_release(void);
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 /* `kvcpt bench model`: forward+backward throughput of a preset on the CPU
- * reference or the CUDA engine (model/llama_cuda.h, fp32). */
+ * reference or the CUDA engine (model/llama_cuda.h, fp32 or --precision bf16). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,12 +45,13 @@ static float timed_pass(BenchModel *b, const int32_t *tok, const int32_t *tgt, i
 }
 
 int bench_model(int argc, char **argv) {
-    const char *preset = "small", *device = NULL, *agg = "max";
+    const char *preset = "small", *device = NULL, *agg = "max", *precision = "fp32";
     int64_t batch = 1, seq = 1024, steps = 3, warmup = 1, L = 0, K = 0, pool = 7;
     int json = 0;
     const Option opts[] = {
         {"preset", OPT_STRING, &preset, "NAME|DIR", "model preset or HF config (default small)"},
         {"device", OPT_STRING, &device, "cpu|cuda", "backend (default: cuda when a GPU is visible)"},
+        {"precision", OPT_STRING, &precision, "fp32|bf16", "CUDA engine: bf16 device matrices (default fp32)"},
         {"batch", OPT_INT, &batch, "B", "sequences per step (default 1)"},
         {"seq", OPT_INT, &seq, "T", "tokens per sequence (default 1024)"},
         {"L", OPT_INT, &L, "N", "RefreshKV prefill length; 0 = plain causal (default 0)"},
@@ -64,6 +65,7 @@ int bench_model(int argc, char **argv) {
     };
     if (options_parse("bench model", "Forward+backward tokens/s of a model preset.", opts, argc, argv)) return 0;
     Device dev = backend_resolve(device);
+    LlamaCudaPrecision prec = llama_cuda_precision_parse(precision, "bench model --precision");
     KV_CHECK(batch >= 1 && seq >= 2 && steps >= 1 && warmup >= 0, "bench model: --batch, --seq, --steps must be positive");
     LlamaConfig c;
     config_load(&c, preset);
@@ -77,7 +79,7 @@ int bench_model(int argc, char **argv) {
 #ifdef KVCPT_CUDA
     if (dev == DEVICE_CUDA) {
         b.gpu = xcalloc(1, sizeof *b.gpu);
-        llama_cuda_create(b.gpu, &c, 0);
+        llama_cuda_create(b.gpu, &c, 0, prec);
         llama_cuda_upload_params(b.gpu, b.m.params);
         if (L > 0) llama_cuda_set_mask(b.gpu, &b.m.mask, b.m.mask_S);
     }
@@ -102,16 +104,17 @@ int bench_model(int argc, char **argv) {
     double tokens = (double)(batch * seq * steps), secs = t_fwd + t_bwd;
     double tps = tokens / secs, gflops = llama_flops_per_token(&b.m, seq) * tps / 1e9;
     if (json)
-        printf("{\"bench\":\"model\",\"device\":\"%s\",\"engine_mb\":%.1f,\"preset\":\"%s\",\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
+        printf("{\"bench\":\"model\",\"device\":\"%s\",\"precision\":\"%s\",\"engine_mb\":%.1f,\"preset\":\"%s\",\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
                "\"mask_L\":%lld,\"mask_K\":%lld,\"threads\":%d,\"steps\":%lld,\"tokens_per_s\":%.1f,"
                "\"forward_ms\":%.2f,\"backward_ms\":%.2f,\"gflops_per_s\":%.2f,\"loss\":%.5f}\n",
-               dname, engine_mb, preset, (long long)b.m.layout.total, (long long)batch, (long long)seq, (long long)L,
+               dname, llama_cuda_precision_name(prec), engine_mb, preset, (long long)b.m.layout.total, (long long)batch, (long long)seq, (long long)L,
                (long long)(L > 0 ? b.m.mask.K : 0), omp_get_max_threads(), (long long)steps, tps,
                1e3 * t_fwd / (double)steps, 1e3 * t_bwd / (double)steps, gflops, loss);
     else
-        printf("bench model: %s (%.2fM params) %s, %d threads, batch %lld x seq %lld%s: %.1f tokens/s fwd+bwd "
+        printf("bench model: %s (%.2fM params) %s%s, %d threads, batch %lld x seq %lld%s: %.1f tokens/s fwd+bwd "
                "(forward %.1f ms, backward %.1f ms per step, %.2f GFLOP/s)\n",
-               preset, (double)b.m.layout.total / 1e6, dname, omp_get_max_threads(), (long long)batch, (long long)seq,
+               preset, (double)b.m.layout.total / 1e6, dname,
+               dev == DEVICE_CUDA && prec == LLAMA_CUDA_BF16_WEIGHTS ? " (bf16 weights)" : "", omp_get_max_threads(), (long long)batch, (long long)seq,
                L > 0 ? " with RefreshKV mask" : "", tps, 1e3 * t_fwd / (double)steps, 1e3 * t_bwd / (double)steps,
                gflops);
     free(tok);

@@ -15,27 +15,28 @@
 #include "llama_layer.h"
 
 
+float **llama_tensor_slot(ModelTensors *w, const ParamTensor *t) {
+    LayerTensors *L = t->layer >= 0 ? &w->layers[t->layer] : NULL;
+    switch (t->kind) {
+    case PT_EMBED: return &w->embed;
+    case PT_FINAL_NORM: return &w->final_norm;
+    case PT_LM_HEAD: return &w->lm_head;
+    case PT_ATTN_NORM: return &L->attn_norm;
+    case PT_WQ: return &L->wq;
+    case PT_WK: return &L->wk;
+    case PT_WV: return &L->wv;
+    case PT_WO: return &L->wo;
+    case PT_MLP_NORM: return &L->mlp_norm;
+    case PT_WGATE: return &L->wgate;
+    case PT_WUP: return &L->wup;
+    case PT_WDOWN: return &L->wdown;
+    }
+    die("llama: tensor '%s' has an unknown kind %d", t->name, (int)t->kind);
+}
+
 void llama_bind_tensors(ModelTensors *w, const LlamaConfig *c, const ParamLayout *layout, float *base) {
     w->layers = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerTensors));
-    for (int i = 0; i < layout->n; i++) {
-        const ParamTensor *t = &layout->t[i];
-        float *p = base + t->offset;
-        LayerTensors *L = t->layer >= 0 ? &w->layers[t->layer] : NULL;
-        switch (t->kind) {
-        case PT_EMBED: w->embed = p; break;
-        case PT_FINAL_NORM: w->final_norm = p; break;
-        case PT_LM_HEAD: w->lm_head = p; break;
-        case PT_ATTN_NORM: L->attn_norm = p; break;
-        case PT_WQ: L->wq = p; break;
-        case PT_WK: L->wk = p; break;
-        case PT_WV: L->wv = p; break;
-        case PT_WO: L->wo = p; break;
-        case PT_MLP_NORM: L->mlp_norm = p; break;
-        case PT_WGATE: L->wgate = p; break;
-        case PT_WUP: L->wup = p; break;
-        case PT_WDOWN: L->wdown = p; break;
-        }
-    }
+    for (int i = 0; i < layout->n; i++) *llama_tensor_slot(w, &layout->t[i]) = base + layout->t[i].offset;
     if (c->tie_word_embeddings) w->lm_head = w->embed;
 }
 
@@ -184,8 +185,21 @@ static const LlamaOps cpu_ops = {
     cpu_zero,
 };
 
+/* The bf16-weights engine's oracle: every matmul rounds its operands to
+ * bf16 first; everything else is the fp32 model. */
+static const LlamaOps cpu_bf16r_ops = {
+    rmsnorm_forward_cpu,    rmsnorm_backward_cpu,  matmul_forward_bf16r_cpu, matmul_backward_bf16r_cpu,
+    rope_forward_cpu,       rope_backward_cpu,     attention_refresh_select_cpu, attention_forward_cpu,
+    attention_backward_cpu, swiglu_forward_cpu,    swiglu_backward_cpu,    residual_add_cpu,
+    cpu_zero,
+};
+
+static const LlamaOps *ops_of(const Llama *m) { return m->bf16_matmuls ? &cpu_bf16r_ops : &cpu_ops; }
+
+void llama_set_bf16_matmuls(Llama *m, int on) { m->bf16_matmuls = on != 0; }
+
 static LayerPass layer_pass(const Llama *m) {
-    return (LayerPass){&cpu_ops, &m->cfg, &m->mask, m->rope_cos, m->rope_sin, m->B, m->T};
+    return (LayerPass){ops_of(m), &m->cfg, &m->mask, m->rope_cos, m->rope_sin, m->B, m->T};
 }
 
 void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, int64_t mask_S, const int32_t *tokens,
@@ -205,8 +219,8 @@ void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, int64_t m
 
 /* Logits of rows [r0, r0+rows) from the final normalised stream. */
 static void logits_rows(Llama *m, float *out, int64_t r0, int64_t rows) {
-    matmul_forward_cpu(out, m->xf + r0 * m->cfg.hidden_size, m->w.lm_head, rows, m->cfg.hidden_size,
-                       m->cfg.vocab_size);
+    ops_of(m)->matmul_forward(out, m->xf + r0 * m->cfg.hidden_size, m->w.lm_head, rows, m->cfg.hidden_size,
+                              m->cfg.vocab_size);
 }
 
 static void need_unit(Llama *m, int unit, int backward) {
@@ -279,7 +293,7 @@ void llama_backward(Llama *m) {
         int64_t rows = BT - r0 < LLAMA_CE_CHUNK_ROWS ? BT - r0 : LLAMA_CE_CHUNK_ROWS;
         logits_rows(m, g.logits, r0, rows); /* recomputed: the forward kept only lse */
         crossentropy_backward_cpu(g.logits, m->ce_lse + r0, m->targets + r0, rows, V, scale);
-        matmul_backward_cpu(g.dxf + r0 * C, m->dw.lm_head, g.logits, m->xf + r0 * C, m->w.lm_head, rows, C, V);
+        ops_of(m)->matmul_backward(g.dxf + r0 * C, m->dw.lm_head, g.logits, m->xf + r0 * C, m->w.lm_head, rows, C, V);
     }
     memset(g.dres, 0, sizeof(float) * (size_t)(BT * C));
     rmsnorm_backward_cpu(g.dres, m->dw.final_norm, g.dxf, m->resid[nl], m->w.final_norm, m->rstdf, BT, C);

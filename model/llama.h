@@ -45,6 +45,7 @@ typedef struct {
     int64_t mask_S;      /* refresh positions; with the mask on, T must be L + S */
     int freeze_selection;/* reuse the saved selection instead of recomputing it */
     LlamaUnitHooks hooks; /* all NULL: every parameter is always in place */
+    int bf16_matmuls;    /* llama_set_bf16_matmuls */
 
     /* forward state for the last (B, T) */
     int64_t B, T, cap_BT;
@@ -71,6 +72,8 @@ typedef struct {
 /* Shared with the CUDA engine (model/llama_cuda.h), so both sides have the
  * same tensor views, buffer layouts and input checks. Pointers may be host
  * or device ones; nothing here dereferences them. */
+/* The ModelTensors field that holds tensor t (w->layers allocated). */
+float **llama_tensor_slot(ModelTensors *w, const ParamTensor *t);
 void llama_bind_tensors(ModelTensors *w, const LlamaConfig *c, const ParamLayout *layout, float *base);
 int64_t llama_layer_acts_numel(const LlamaConfig *c, int64_t BT);
 void llama_layer_acts_carve(LayerActs *a, const LlamaConfig *c, int64_t BT, float *base); /* all but sel */
@@ -85,6 +88,9 @@ void llama_create(Llama *m, const LlamaConfig *c);
 void llama_free(Llama *m);
 /* Hugging Face init: N(0, initializer_range) for linear and embedding weights, 1 for norms. */
 void llama_init_random(Llama *m, uint64_t seed);
+/* on: every matmul rounds its operands to bf16 (matmul_*_bf16r_cpu), the
+ * oracle of the CUDA engine's bf16-weights mode; off (the default): fp32. */
+void llama_set_bf16_matmuls(Llama *m, int on);
 /* Sets (and validates) the training mask; enabled=0 means plain causal attention. */
 void llama_set_mask(Llama *m, const RefreshMask *mask, int64_t S);
 /* tokens, targets: (B, T); targets < 0 are ignored. Returns the mean loss over

@@ -1,11 +1,21 @@
 #include "llama_cuda.h"
 
-#ifdef KVCPT_CUDA
-#include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "../common/util.h"
+
+LlamaCudaPrecision llama_cuda_precision_parse(const char *s, const char *what) {
+    if (strcmp(s, "fp32") == 0) return LLAMA_CUDA_FP32;
+    if (strcmp(s, "bf16") == 0) return LLAMA_CUDA_BF16_WEIGHTS;
+    die("%s: precision must be 'fp32' or 'bf16' (got '%s')", what, s);
+}
+
+const char *llama_cuda_precision_name(LlamaCudaPrecision p) { return p == LLAMA_CUDA_BF16_WEIGHTS ? "bf16" : "fp32"; }
+
+#ifdef KVCPT_CUDA
+#include <math.h>
+#include <stdlib.h>
+
 #include "../kernels/crossentropy.h"
 #include "../kernels/cuda_device.h"
 #include "../kernels/embedding.h"
@@ -23,16 +33,61 @@ static void *dalloc(int64_t *counter, int64_t bytes) {
 
 static void zero(float *d, int64_t n) { cuda_memset_zero(d, sizeof(float) * (size_t)n); }
 
-void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute) {
+/* Tensors the bf16 engine keeps in fp32: read by fp32 kernels (embedding
+ * lookup and its scatter-add, RMSNorm), and small except the embedding. */
+static int stays_fp32(const ParamTensor *t) {
+    return t->kind == PT_EMBED || t->kind == PT_ATTN_NORM || t->kind == PT_MLP_NORM || t->kind == PT_FINAL_NORM;
+}
+
+/* 128 elements: every packed tensor starts 256-byte aligned, as cuBLASLt likes. */
+static int64_t align_elems(int64_t n) { return (n + 127) / 128 * 128; }
+
+/* Packs the fp32 tensors into params and the matrices into wbf16, and binds
+ * the views. The matrix views are the pun LlamaOps asks for: the layer code
+ * (model/llama_layer.c) is written once for every engine and precision, so
+ * its weight arguments are const float *; here they hold bf16 addresses,
+ * and only llama_cuda_bf16_ops' matmul entries, which cast them back to
+ * const bf16 *, ever receive them. Nothing dereferences them as floats. */
+static void create_bf16_weights(LlamaCuda *g) {
+    const ParamLayout *L = &g->layout;
+    g->dev_offset = xmalloc(sizeof(int64_t) * (size_t)L->n);
+    int64_t n32 = 0, n16 = 0;
+    for (int i = 0; i < L->n; i++) {
+        int64_t *n = stays_fp32(&L->t[i]) ? &n32 : &n16;
+        g->dev_offset[i] = *n;
+        *n += align_elems(L->t[i].numel);
+    }
+    g->head_offset = -1;
+    if (g->cfg.tie_word_embeddings) g->head_offset = n16, n16 += align_elems(g->cfg.vocab_size * g->cfg.hidden_size);
+    g->params = dalloc(&g->bytes_fixed, (int64_t)sizeof(float) * n32);
+    g->wbf16 = dalloc(&g->bytes_fixed, (int64_t)sizeof(bf16) * n16);
+    g->w.layers = xcalloc((size_t)g->cfg.num_hidden_layers, sizeof(LayerTensors));
+    for (int i = 0; i < L->n; i++)
+        *llama_tensor_slot(&g->w, &L->t[i]) =
+            stays_fp32(&L->t[i]) ? g->params + g->dev_offset[i] : (float *)(void *)(g->wbf16 + g->dev_offset[i]);
+    if (g->head_offset >= 0) g->w.lm_head = (float *)(void *)(g->wbf16 + g->head_offset);
+}
+
+void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaCudaPrecision precision) {
     memset(g, 0, sizeof *g);
     config_validate(c, c->name);
+    KV_CHECK(precision == LLAMA_CUDA_FP32 || precision == LLAMA_CUDA_BF16_WEIGHTS,
+             "llama_cuda_create: unknown precision %d", (int)precision);
     g->cfg = *c;
     g->recompute = recompute;
+    g->precision = precision;
     param_layout_build(&g->layout, c);
-    g->params = dalloc(&g->bytes_fixed, (int64_t)sizeof(float) * g->layout.total);
+    if (precision == LLAMA_CUDA_BF16_WEIGHTS) {
+        create_bf16_weights(g);
+        g->ops = &llama_cuda_bf16_ops;
+    } else {
+        g->params = dalloc(&g->bytes_fixed, (int64_t)sizeof(float) * g->layout.total);
+        llama_bind_tensors(&g->w, c, &g->layout, g->params);
+        g->head_offset = -1;
+        g->ops = &llama_cuda_ops;
+    }
     g->grads = dalloc(&g->bytes_fixed, (int64_t)sizeof(float) * g->layout.total);
     zero(g->grads, g->layout.total);
-    llama_bind_tensors(&g->w, c, &g->layout, g->params);
     llama_bind_tensors(&g->dw, c, &g->layout, g->grads);
     g->acts = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerActs));
     g->sel = xcalloc((size_t)c->num_hidden_layers, sizeof(int32_t *));
@@ -59,6 +114,8 @@ void llama_cuda_free(LlamaCuda *g) {
     free_acts(g);
     if (g->rope_cos) cuda_free(g->rope_cos);
     cuda_free(g->params);
+    if (g->wbf16) cuda_free(g->wbf16);
+    free(g->dev_offset);
     cuda_free(g->grads);
     free(g->acts);
     free(g->sel);
@@ -76,8 +133,37 @@ void llama_cuda_set_mask(LlamaCuda *g, const RefreshMask *mask, int64_t S) {
     g->mask_S = S;
 }
 
+/* host fp32 -> device bf16 (RNE, kernels/bf16.h), through a bounded staging buffer. */
+static void upload_rounded(bf16 *dev, const float *host, int64_t n, uint16_t *stage, int64_t stage_n) {
+    for (int64_t off = 0; off < n; off += stage_n) {
+        int64_t m = n - off < stage_n ? n - off : stage_n;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < m; i++) stage[i] = bf16_bits_from_float(host[off + i]);
+        cuda_memcpy_h2d(dev + off, stage, sizeof(uint16_t) * (size_t)m);
+    }
+}
+
+static void upload_bf16_weights(LlamaCuda *g, const float *host) {
+    const ParamLayout *L = &g->layout;
+    const int64_t stage_n = (int64_t)1 << 24; /* 32 MiB */
+    uint16_t *stage = xmalloc(sizeof(uint16_t) * (size_t)stage_n);
+    for (int i = 0; i < L->n; i++) {
+        const ParamTensor *t = &L->t[i];
+        if (stays_fp32(t))
+            cuda_memcpy_h2d(g->params + g->dev_offset[i], host + t->offset, sizeof(float) * (size_t)t->numel);
+        else
+            upload_rounded(g->wbf16 + g->dev_offset[i], host + t->offset, t->numel, stage, stage_n);
+        if (t->kind == PT_EMBED && g->head_offset >= 0)
+            upload_rounded(g->wbf16 + g->head_offset, host + t->offset, t->numel, stage, stage_n);
+    }
+    free(stage);
+}
+
 void llama_cuda_upload_params(LlamaCuda *g, const float *host) {
-    cuda_memcpy_h2d(g->params, host, sizeof(float) * (size_t)g->layout.total);
+    if (g->precision == LLAMA_CUDA_BF16_WEIGHTS)
+        upload_bf16_weights(g, host);
+    else
+        cuda_memcpy_h2d(g->params, host, sizeof(float) * (size_t)g->layout.total);
 }
 
 void llama_cuda_download_grads(const LlamaCuda *g, float *host) {
@@ -135,14 +221,33 @@ const LlamaOps llama_cuda_ops = {
     zero,
 };
 
+/* The weight arguments are bf16 addresses typed const float * (the pun
+ * create_bf16_weights explains); these are the only readers. */
+static void matmul_forward_bf16_weights(float *out, const float *inp, const float *weight, int64_t N, int64_t IC,
+                                        int64_t OC) {
+    matmul_forward_bf16w_cuda(out, inp, (const bf16 *)(const void *)weight, N, IC, OC);
+}
+
+static void matmul_backward_bf16_weights(float *dinp, float *dweight, const float *dout, const float *inp,
+                                         const float *weight, int64_t N, int64_t IC, int64_t OC) {
+    matmul_backward_bf16w_cuda(dinp, dweight, dout, inp, (const bf16 *)(const void *)weight, N, IC, OC);
+}
+
+const LlamaOps llama_cuda_bf16_ops = {
+    rmsnorm_forward_cuda,    rmsnorm_backward_cuda,  matmul_forward_bf16_weights, matmul_backward_bf16_weights,
+    rope_forward_cuda,       rope_backward_cuda,     attention_refresh_select_cuda, attention_forward_cuda,
+    attention_backward_cuda, swiglu_forward_cuda,    swiglu_backward_cuda,    residual_add_cuda,
+    zero,
+};
+
 static LayerPass layer_pass(const LlamaCuda *g) {
-    return (LayerPass){&llama_cuda_ops, &g->cfg, &g->mask, g->rope_cos, g->rope_sin, g->B, g->T};
+    return (LayerPass){g->ops, &g->cfg, &g->mask, g->rope_cos, g->rope_sin, g->B, g->T};
 }
 
 /* Logits of rows [r0, r0+rows) from the final normalised stream (device out). */
 static void logits_rows(LlamaCuda *g, float *out, int64_t r0, int64_t rows) {
-    matmul_forward_cuda(out, g->xf + r0 * g->cfg.hidden_size, g->w.lm_head, rows, g->cfg.hidden_size,
-                        g->cfg.vocab_size);
+    g->ops->matmul_forward(out, g->xf + r0 * g->cfg.hidden_size, g->w.lm_head, rows, g->cfg.hidden_size,
+                           g->cfg.vocab_size);
 }
 
 float llama_cuda_forward(LlamaCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
@@ -207,7 +312,7 @@ void llama_cuda_backward(LlamaCuda *g) {
         int64_t rows = BT - r0 < LLAMA_CE_CHUNK_ROWS ? BT - r0 : LLAMA_CE_CHUNK_ROWS;
         logits_rows(g, b.logits, r0, rows); /* recomputed: the forward kept only lse */
         crossentropy_backward_cuda(b.logits, g->ce_lse + r0, g->targets + r0, rows, V, scale);
-        matmul_backward_cuda(b.dxf + r0 * C, g->dw.lm_head, b.logits, g->xf + r0 * C, g->w.lm_head, rows, C, V);
+        g->ops->matmul_backward(b.dxf + r0 * C, g->dw.lm_head, b.logits, g->xf + r0 * C, g->w.lm_head, rows, C, V);
     }
     zero(b.dres, BT * C);
     rmsnorm_backward_cuda(b.dres, g->dw.final_norm, b.dxf, g->resid[nl], g->w.final_norm, g->rstdf, BT, C);

@@ -14,11 +14,27 @@
  * num_layers sets to one at the cost of a second forward. The kernels are
  * deterministic, so the gradients are bit-identical either way.
  *
+ * bf16 weights (an option, LLAMA_CUDA_BF16_WEIGHTS): every matrix (q, k,
+ * v, o, gate, up, down, lm_head) lives on the device in bf16, rounded from
+ * the host's fp32 master copy at each upload (the optimizer steps that copy
+ * on the host); the embedding table and the norm weights stay fp32 (the
+ * kernels that read them are fp32). Matmuls round their fp32 activation
+ * operands to bf16 and accumulate in fp32 (cuBLASLt, fp32 output);
+ * activations and gradients stay fp32. The CPU model with
+ * llama_set_bf16_matmuls is its oracle to fp32 summation order.
+ *
  * Only compiled with KVCPT_CUDA (nvcc found, or the CPU emulator). */
 #include <stdint.h>
 
+#include "../kernels/bf16.h"
 #include "llama.h"
 #include "llama_layer.h"
+
+typedef enum { LLAMA_CUDA_FP32 = 0, LLAMA_CUDA_BF16_WEIGHTS = 1 } LlamaCudaPrecision;
+/* "fp32" or "bf16" -> precision; dies naming what (a flag or config key)
+ * otherwise. Both are in every build, so options parse without CUDA. */
+LlamaCudaPrecision llama_cuda_precision_parse(const char *s, const char *what);
+const char *llama_cuda_precision_name(LlamaCudaPrecision p);
 
 typedef struct LlamaCuda LlamaCuda; /* holders (the trainer) may name it in any build */
 
@@ -26,8 +42,18 @@ typedef struct LlamaCuda LlamaCuda; /* holders (the trainer) may name it in any 
 struct LlamaCuda {
     LlamaConfig cfg;
     ParamLayout layout;
-    float *params, *grads;   /* device, ParamLayout order */
-    ModelTensors w, dw;      /* device views */
+    LlamaCudaPrecision precision;
+    /* fp32: params holds every tensor in ParamLayout order. bf16 weights:
+     * params holds only the fp32 tensors (embedding, norms) and wbf16 the
+     * matrices, each packed in layout order at dev_offset[i] (elements,
+     * 128-aligned), plus the tied lm_head's bf16 copy of the embedding at
+     * head_offset. grads: fp32, ParamLayout order, in both modes. */
+    float *params, *grads;   /* device */
+    bf16 *wbf16;             /* device, NULL in fp32 mode */
+    int64_t *dev_offset;     /* per layout tensor, bf16 mode */
+    int64_t head_offset;     /* tied lm_head copy in wbf16, or -1 */
+    ModelTensors w, dw;      /* device views; see ops for bf16 matrices */
+    const LlamaOps *ops;     /* llama_cuda_ops or llama_cuda_bf16_ops */
     RefreshMask mask;
     int64_t mask_S;
     int recompute;
@@ -51,11 +77,15 @@ struct LlamaCuda {
 /* The _cuda twins of model/llama_layer.h's ops (device pointers); the
  * decode engine (eval/engine_cuda.c) runs its steps with them too. */
 extern const LlamaOps llama_cuda_ops;
+/* The same with bf16 weights: the matmul entries take a weight pointer
+ * typed const float * that points at bf16 data (see llama_cuda.c). */
+extern const LlamaOps llama_cuda_bf16_ops;
 
-void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute);
+void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaCudaPrecision precision);
 void llama_cuda_free(LlamaCuda *g);
 void llama_cuda_set_mask(LlamaCuda *g, const RefreshMask *mask, int64_t S);
-/* host (layout.total floats) -> device parameters */
+/* host (layout.total floats) -> device parameters (rounded to bf16 for
+ * the matrices in bf16 mode) */
 void llama_cuda_upload_params(LlamaCuda *g, const float *host);
 /* device gradients -> host (layout.total floats) */
 void llama_cuda_download_grads(const LlamaCuda *g, float *host);

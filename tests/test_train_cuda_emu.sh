@@ -4,7 +4,8 @@
 # (tests/cuda_emu), so the trainer's GPU path is exercised on every CI run.
 # The same tiny RefreshKV run on the CPU and on the (emulated) GPU gives the
 # same loss curve within fp32 rounding; recompute changes no bit; two ranks
-# under mpirun give the one-rank curve bit for bit; a checkpoint written by
+# under mpirun give the one-rank curve bit for bit; precision=bf16 stays
+# within bf16 tolerance of the CPU curve; a checkpoint written by
 # the GPU run resumes on the CPU and the other way round.
 set -u
 cd "$(dirname "$0")/.."
@@ -45,6 +46,13 @@ if grep -q "recomputing activations" "$tmp/rec.log" && diff <(losses "$tmp/gpu";
    cmp -s "$tmp/gpu/model/model.kvcpt" "$tmp/rec/model/model.kvcpt"; then
     ok "recompute=1 gives the same losses and final model, bit for bit"
 else fail "recompute" "$(tail -2 "$tmp/rec.log")"; fi
+
+# bf16 device matrices, fp32 master weights stepped on the host: the CPU's
+# curve within 2^-8 relative (twice bf16's largest rounding of any weight)
+$E train --config "$tmp/cfg.json" --set out="$tmp/bf" --set device=cuda --set precision=bf16 >"$tmp/bf.log" 2>&1
+if grep -q "(bf16 weights)" "$tmp/bf.log"; then
+    cmp_curves "precision=bf16: loss curve (12 steps, dev included) within 3.9e-3 of the CPU's" "$tmp/bf" "$tmp/cpu" 3.9e-3
+else fail "precision=bf16" "$(tail -2 "$tmp/bf.log")"; fi
 
 # resume across devices: the checkpoint is device-independent
 $E train --config "$tmp/cfg.json" --set out="$tmp/x" --set device=cuda --set steps=6 >"$tmp/x1.log" 2>&1

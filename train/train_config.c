@@ -45,6 +45,7 @@ static const Key keys[] = {
     I_(ckpt_interval, "0", "checkpoint every N steps (0: only at the end and on signals)"),
     I_(keep_last, "2", "complete checkpoints kept"),
     I_(recompute, "0", "CUDA: keep only each layer's input, rerun its forward in backward (less memory)"),
+    S_(precision, "fp32", "CUDA: fp32 | bf16 (matrices in bf16 on the device, fp32 master weights and grads)"),
     I_(reshard_after_forward, "1", "sharding: gather a layer again in backward (1) or keep the forward's copy (0)"),
     I_(log_interval, "1", "log line every N steps"),
     I_(seed, "1234", "random init, data order"),
@@ -151,6 +152,7 @@ void train_config_validate(const TrainConfig *c, int world) {
     KV_CHECK(c->keep_last >= 1, "config: 'keep_last' must be >= 1");
     KV_CHECK(c->recompute == 0 || c->recompute == 1, "config: 'recompute' must be 0 or 1 (got %lld)",
              (long long)c->recompute);
+    KV_CHECK(one_of(c->precision, "fp32", "bf16", NULL), "config: 'precision' must be fp32 or bf16 (got '%s')", c->precision);
     KV_CHECK(one_of(c->device, "auto", "cpu", "cuda"), "config: 'device' must be auto, cpu or cuda (got '%s')",
              c->device);
 }

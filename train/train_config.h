@@ -14,6 +14,7 @@ typedef struct {
     char schedule[32];    /* "linear" | "cosine" | "constant" */
     char group_agg[16];   /* "max" | "mean" | "first" */
     char device[16];      /* "auto" | "cpu" | "cuda" */
+    char precision[8];    /* CUDA engine: "fp32" | "bf16" (bf16 device matrices) */
     int64_t L, S, K, pool_kernel, mask;
     int64_t global_batch, micro_batch, steps, epochs, warmup_steps;
     int64_t eval_interval, eval_batches, ckpt_interval, keep_last, log_interval, seed;

@@ -39,15 +39,19 @@ static void setup_device(Trainer *t) {
     t->device = backend_resolve(t->cfg.device);
     if (t->device == DEVICE_CPU && t->cfg.recompute && t->rank == 0)
         warnf("config: 'recompute' applies to the CUDA engine only; the CPU keeps every activation");
+    LlamaCudaPrecision prec = llama_cuda_precision_parse(t->cfg.precision, "config 'precision'");
+    if (t->device == DEVICE_CPU && prec != LLAMA_CUDA_FP32 && t->rank == 0)
+        warnf("config: 'precision' applies to the CUDA engine only; the CPU model is fp32");
 #ifdef KVCPT_CUDA
     if (t->device == DEVICE_CUDA) {
         t->gpu = xcalloc(1, sizeof *t->gpu);
-        llama_cuda_create(t->gpu, &t->model.cfg, (int)t->cfg.recompute);
+        llama_cuda_create(t->gpu, &t->model.cfg, (int)t->cfg.recompute, prec);
         if (t->model.mask.enabled) llama_cuda_set_mask(t->gpu, &t->model.mask, t->model.mask_S);
     }
 #endif
     if (t->rank == 0)
-        fprintf(stderr, "kvcpt train: device %s%s\n", backend_name(t->device),
+        fprintf(stderr, "kvcpt train: device %s%s%s\n", backend_name(t->device),
+                t->device == DEVICE_CUDA && prec == LLAMA_CUDA_BF16_WEIGHTS ? " (bf16 weights)" : "",
                 t->device == DEVICE_CUDA && t->cfg.recompute ? " (recomputing activations)" : "");
 }
 

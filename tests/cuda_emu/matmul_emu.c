@@ -40,4 +40,28 @@ void matmul_backward_bf16_cuda(bf16 *dinp, float *dweight, const bf16 *dout, con
     free(fd), free(fi), free(fw), free(fdi);
 }
 
+/* bf16 operands, fp32 output: the weight widened exactly, the activations
+ * rounded by the CPU oracle itself (same RNE as the device cast). */
+void matmul_forward_bf16r_cuda(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC) {
+    matmul_forward_bf16r_cpu(out, inp, weight, N, IC, OC);
+}
+
+void matmul_backward_bf16r_cuda(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                                int64_t N, int64_t IC, int64_t OC) {
+    matmul_backward_bf16r_cpu(dinp, dweight, dout, inp, weight, N, IC, OC);
+}
+
+void matmul_forward_bf16w_cuda(float *out, const float *inp, const bf16 *weight, int64_t N, int64_t IC, int64_t OC) {
+    float *fw = widen(weight, OC * IC);
+    matmul_forward_bf16r_cpu(out, inp, fw, N, IC, OC);
+    free(fw);
+}
+
+void matmul_backward_bf16w_cuda(float *dinp, float *dweight, const float *dout, const float *inp, const bf16 *weight,
+                                int64_t N, int64_t IC, int64_t OC) {
+    float *fw = dinp ? widen(weight, OC * IC) : NULL;
+    matmul_backward_bf16r_cpu(dinp, dweight, dout, inp, fw, N, IC, OC);
+    free(fw);
+}
+
 void matmul_cuda_release(void) {}

@@ -18,9 +18,13 @@
  *   matmul fp32         1e-6    5e-7        1e-5    fp32 dot products of length K, any order
  *   matmul bf16 out     1e-6    2e-6        1e-2    as fp32 (tensor-core accumulation), then bf16 rounding
  *   matmul bf16 dweight 1e-6    2e-6        1e-5    fp32 output of exact bf16 products
+ *   matmul bf16r/bf16w  1e-6    5e-7        1e-5    as fp32: both sides round the operands to bf16 the
+ *                                                   same way (RNE), the products are exact, fp32 sums
  *
  * bf16 cases feed the CPU the bf16-rounded inputs, so only the GPU's output
- * rounding and accumulation order are measured. */
+ * rounding and accumulation order are measured. The bf16r/bf16w launchers
+ * (fp32 activations, bf16-rounded inside) run under the emulator too, where
+ * bf16r is the CPU oracle itself and bf16w checks the bf16-weight path. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,8 +56,8 @@ static const Tol TOL_RMS_DINP = {1e-6, 0, 2e-5};
 static const Tol TOL_RMS_DW = {1e-6, 5e-7, 1e-5};
 static const Tol TOL_CE_LSE = {1e-5, 0, 2e-6};
 static const Tol TOL_CE_GRAD_PER_SCALE = {1e-6, 0, 3e-5}; /* atol is multiplied by |scale| */
-#ifndef KVCPT_CUDA_EMU
 static const Tol TOL_MM = {1e-6, 5e-7, 1e-5};
+#ifndef KVCPT_CUDA_EMU
 static const Tol TOL_MM_BF16_OUT = {1e-6, 2e-6, 1e-2};
 static const Tol TOL_MM_BF16_DW = {1e-6, 2e-6, 1e-5};
 #endif
@@ -404,6 +408,55 @@ static void test_matmul_bf16(int64_t N, int64_t IC, int64_t OC) {
 
 #endif
 
+/* fp32 activations rounded to bf16 inside the launcher, the weight either
+ * fp32 (bf16r, rounded too) or already bf16 (bf16w): both against the
+ * bf16r CPU oracle, and against each other bit for bit (same gemm). */
+static void test_matmul_bf16r(int64_t N, int64_t IC, int64_t OC) {
+    char name[200], shape[80];
+    snprintf(shape, sizeof shape, "N=%lld IC=%lld OC=%lld", (long long)N, (long long)IC, (long long)OC);
+    const int64_t nx = N * IC, nw = OC * IC, ny = N * OC;
+    float *x = host_uniform(nx, -1, 1), *w = host_uniform(nw, -1, 1), *dy = host_uniform(ny, -1, 1);
+    float *dx0 = host_uniform(nx, -1, 1), *dw0 = host_uniform(nw, -1, 1);
+    float *y = malloc(sizeof(float) * (size_t)ny), *dx = host_copy(dx0, nx), *dw = host_copy(dw0, nw);
+    matmul_forward_bf16r_cpu(y, x, w, N, IC, OC);
+    matmul_backward_bf16r_cpu(dx, dw, dy, x, w, N, IC, OC);
+    float *wr = host_copy(w, nw);
+    uint16_t *bw = round_to_bf16(wr, nw);
+
+    float *d_x = dev_floats(x, nx), *d_w = dev_floats(w, nw), *d_dy = dev_floats(dy, ny);
+    float *d_y = cuda_malloc(4 * (size_t)ny), *d_dx = dev_floats(dx0, nx), *d_dw = dev_floats(dw0, nw);
+    bf16 *d_bw = dev_upload(bw, 2 * (size_t)nw);
+    matmul_forward_bf16r_cuda(d_y, d_x, d_w, N, IC, OC);
+    matmul_backward_bf16r_cuda(d_dx, d_dw, d_dy, d_x, d_w, N, IC, OC);
+    float *r_y = host_download(d_y, ny), *r_dx = host_download(d_dx, nx), *r_dw = host_download(d_dw, nw);
+    snprintf(name, sizeof name, "matmul bf16r fwd %s", shape);
+    close_k(name, r_y, y, ny, TOL_MM, IC);
+    snprintf(name, sizeof name, "matmul bf16r bwd dinp (accumulated) %s", shape);
+    close_k(name, r_dx, dx, nx, TOL_MM, OC);
+    snprintf(name, sizeof name, "matmul bf16r bwd dweight (accumulated) %s", shape);
+    close_k(name, r_dw, dw, nw, TOL_MM, N);
+
+    cuda_memcpy_h2d(d_dx, dx0, 4 * (size_t)nx), cuda_memcpy_h2d(d_dw, dw0, 4 * (size_t)nw);
+    matmul_forward_bf16w_cuda(d_y, d_x, d_bw, N, IC, OC);
+    matmul_backward_bf16w_cuda(d_dx, NULL, d_dy, d_x, d_bw, N, IC, OC);
+    matmul_backward_bf16w_cuda(NULL, d_dw, d_dy, d_x, d_bw, N, IC, OC);
+    float *g_y = host_download(d_y, ny), *g_dx = host_download(d_dx, nx), *g_dw = host_download(d_dw, nw);
+    snprintf(name, sizeof name, "matmul bf16w fwd %s", shape);
+    close_k(name, g_y, y, ny, TOL_MM, IC);
+    snprintf(name, sizeof name, "matmul bf16w bwd dinp only (accumulated) %s", shape);
+    close_k(name, g_dx, dx, nx, TOL_MM, OC);
+    snprintf(name, sizeof name, "matmul bf16w bwd dweight only (accumulated) %s", shape);
+    close_k(name, g_dw, dw, nw, TOL_MM, N);
+    snprintf(name, sizeof name, "matmul bf16w = bf16r bit for bit (fwd, dinp, dweight) %s", shape);
+    tl_result(memcmp(g_y, r_y, 4 * (size_t)ny) == 0 && memcmp(g_dx, r_dx, 4 * (size_t)nx) == 0 &&
+                  memcmp(g_dw, r_dw, 4 * (size_t)nw) == 0,
+              name, "the bf16 weight path gives other bits than the fp32-weight one");
+
+    cuda_free(d_x), cuda_free(d_w), cuda_free(d_dy), cuda_free(d_y), cuda_free(d_dx), cuda_free(d_dw), cuda_free(d_bw);
+    free(x), free(w), free(dy), free(dx0), free(dw0), free(y), free(dx), free(dw), free(wr), free(bw), free(r_y),
+        free(r_dx), free(r_dw), free(g_y), free(g_dx), free(g_dw);
+}
+
 static void run_all(void) {
     rng_seed(&rng, 20240607);
 
@@ -430,6 +483,11 @@ static void run_all(void) {
     test_crossentropy(5, 7);
     test_crossentropy(9, 128256);
     test_crossentropy(3, 1025);
+
+    test_matmul_bf16r(1, 1, 1);
+    test_matmul_bf16r(7, 13, 5);
+    test_matmul_bf16r(37, 4096 + 3, 67);
+    test_matmul_bf16r(130, 64, 1031);
 
 #ifdef KVCPT_CUDA_EMU
     tl_skip("matmul fp32 and bf16", "cuBLASLt is not emulated on the CPU; these run on a GPU only");

@@ -32,7 +32,7 @@ static float gpu_pass(Llama *m, const int32_t *tok, const int32_t *tgt, int64_t 
                       int32_t *sel) {
 #ifdef KVCPT_CUDA
     LlamaCuda g;
-    llama_cuda_create(&g, &m->cfg, 0);
+    llama_cuda_create(&g, &m->cfg, 0, LLAMA_CUDA_FP32);
     llama_cuda_upload_params(&g, m->params);
     llama_cuda_set_mask(&g, &m->mask, m->mask_S);
     float loss = llama_cuda_forward(&g, tok, tgt, B, T);
