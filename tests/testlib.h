@@ -54,6 +54,20 @@ static inline int tl_close(const char *name, const float *got, const float *ref,
     return 0;
 }
 
+/* tl_close, after a "# margin" line with the worst |got - ref| / (atol +
+ * rtol |ref|): how much of the allowance the comparison used, so the first
+ * runs on new hardware can recalibrate a tolerance table. */
+static inline int tl_close_margin(const char *name, const float *got, const float *ref, int64_t n, double atol,
+                                  double rtol) {
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double ratio = fabs((double)got[i] - (double)ref[i]) / (atol + rtol * fabs((double)ref[i]));
+        if (ratio > worst || isnan(ratio)) worst = ratio;
+    }
+    printf("# margin %s: worst error is %.3g of the allowance\n", name, worst);
+    return tl_close(name, got, ref, n, atol, rtol);
+}
+
 /* Bitwise equality of float arrays. */
 static inline int tl_identical(const char *name, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) {

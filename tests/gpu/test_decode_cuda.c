@@ -40,17 +40,6 @@ static DecodeModelCuda gpu;
 static DecodeEngine cpu_eng[DOCS], gpu_eng[DOCS];
 static int32_t *doc[DOCS];
 
-/* tl_close, plus the worst |d| / (atol + rtol |ref|) as a "# margin" line. */
-static void close_margin(const char *name, const float *got, const float *ref, int64_t n, double atol, double rtol) {
-    double worst = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double m = fabs((double)got[i] - (double)ref[i]) / (atol + rtol * fabs((double)ref[i]));
-        worst = m > worst ? m : worst;
-    }
-    tl_close(name, got, ref, n, atol, rtol);
-    printf("# margin %.3f  %s\n", worst, name);
-}
-
 static void make_policies(Policy *p, const char *name, const PolicyOptions *o, const Case *k) {
     PolicyShape sh = {model.cfg.num_hidden_layers, model.cfg.num_attention_heads, model.cfg.num_key_value_heads,
                       model.cfg.head_dim, model.cfg.hidden_size, k->L, W, o->budget, k->L + k->S};
@@ -64,16 +53,16 @@ static void check_prefill(const Case *k) {
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         DecodeEngine *a = &gpu_eng[0], *b = &cpu_eng[0];
         snprintf(t, sizeof t, "%s: prefill layer %lld colsum", k->label, (long long)l);
-        close_margin(t, a->colsum[l], b->colsum[l], Hq * L, 2e-5, 1e-4);
+        tl_close_margin(t, a->colsum[l], b->colsum[l], Hq * L, 2e-5, 1e-4);
         snprintf(t, sizeof t, "%s: prefill layer %lld last %lld probability rows", k->label, (long long)l, (long long)w);
-        close_margin(t, a->last_probs[l], b->last_probs[l], Hq * w * L, 2e-5, 1e-4);
+        tl_close_margin(t, a->last_probs[l], b->last_probs[l], Hq * w * L, 2e-5, 1e-4);
         snprintf(t, sizeof t, "%s: prefill layer %lld last attention outputs", k->label, (long long)l);
-        close_margin(t, a->last_out[l], b->last_out[l], w * Hq * D, 1e-5, 1e-4);
+        tl_close_margin(t, a->last_out[l], b->last_out[l], w * Hq * D, 1e-5, 1e-4);
         snprintf(t, sizeof t, "%s: prefill layer %lld last raw query", k->label, (long long)l);
-        close_margin(t, a->q_last[l], b->q_last[l], Hq * D, 1e-5, 1e-4);
+        tl_close_margin(t, a->q_last[l], b->q_last[l], Hq * D, 1e-5, 1e-4);
     }
     snprintf(t, sizeof t, "%s: prefill logits of position L-1", k->label);
-    close_margin(t, gpu_eng[0].prefill_logits, cpu_eng[0].prefill_logits, c->vocab_size, 1e-4, 1e-4);
+    tl_close_margin(t, gpu_eng[0].prefill_logits, cpu_eng[0].prefill_logits, c->vocab_size, 1e-4, 1e-4);
 }
 
 static void decode(DecodeEngine *eng, const char *name, const PolicyOptions *o, const Case *k, double *nll,
@@ -97,7 +86,7 @@ static void check_policy(const char *name, PolicyOptions o, const char *variant,
     for (int64_t i = 0; i < n; i++) fc[i] = (float)nc[i], fg[i] = (float)ng[i];
     char t[192];
     snprintf(t, sizeof t, "%s: %s%s NLLs on the GPU match the CPU engine", k->label, name, variant);
-    close_margin(t, fg, fc, n, 1e-4, 1e-4);
+    tl_close_margin(t, fg, fc, n, 1e-4, 1e-4);
     snprintf(t, sizeof t, "%s: %s%s reads the same keys on the GPU", k->label, name, variant);
     tl_result(memcmp(reads_c, reads_g, sizeof reads_c) == 0, t, "document 0: %lld vs %lld cached entries",
               (long long)reads_g[0], (long long)reads_c[0]);
