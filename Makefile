@@ -115,7 +115,7 @@ build/emu/tools/%: tests/tools/%.c build/emu/libkvcpt_emu.a
 	@mkdir -p $(dir $@)
 	$(CC) $(EMU_CFLAGS) $< build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
 
-build/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h build/emu/libkvcpt_emu.a
+build/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h tests/gpu/gpu_testlib.h build/emu/libkvcpt_emu.a
 	@mkdir -p $(dir $@)
 	$(CC) $(EMU_CFLAGS) $< build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
 
@@ -145,7 +145,7 @@ build/tests/tools/%: tests/tools/%.c build/libkvcpt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< build/libkvcpt.a $(LDLIBS) -o $@
 
-build/tests/gpu/%: tests/gpu/%.c tests/testlib.h build/libkvcpt.a
+build/tests/gpu/%: tests/gpu/%.c tests/testlib.h tests/gpu/gpu_testlib.h build/libkvcpt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< build/libkvcpt.a $(LDLIBS) -o $@
 

@@ -85,7 +85,6 @@ static inline int tl_finish(void) {
     printf("# %d passed, %d failed, %d skipped\n", tl_passed, tl_failed, tl_skipped);
     return tl_failed ? 1 : 0;
 }
-#endif
 
 #include <string.h>
 #include <sys/wait.h>
@@ -122,3 +121,4 @@ static inline int tl_expect_death(const char *name, void (*fn)(void *), void *ar
     tl_result(ok, name, "%s; stderr was: %s", died ? "message lacks the expected text" : "did not fail", buf);
     return ok;
 }
+#endif

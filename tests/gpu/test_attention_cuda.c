@@ -35,10 +35,7 @@
 #include "../../common/util.h"
 #include "../../kernels/attention.h"
 #include "../../kernels/cuda_device.h"
-
-typedef struct {
-    double atol, atol_per_k, rtol;
-} Tol;
+#include "gpu_testlib.h"
 
 static const Tol TOL_OUT = {2e-6, 2e-8, 1e-5};
 static const Tol TOL_LSE = {2e-6, 0, 2e-6};
@@ -47,25 +44,9 @@ static const Tol TOL_DKV = {5e-6, 5e-8, 1e-4};
 
 static Rng rng;
 
-static int close_k(const char *name, const float *got, const float *ref, int64_t n, Tol t, int64_t K) {
-    return tl_close_margin(name, got, ref, n, t.atol + t.atol_per_k * (double)K, t.rtol);
-}
-
 static float *host_normal(int64_t n) {
     float *p = xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
     for (int64_t i = 0; i < n; i++) p[i] = rng_normal(&rng);
-    return p;
-}
-
-static void *dev_upload(const void *src, size_t bytes) {
-    void *d = cuda_malloc(bytes);
-    cuda_memcpy_h2d(d, src, bytes);
-    return d;
-}
-
-static float *download(const float *d, int64_t n) {
-    float *p = xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    cuda_memcpy_d2h(p, d, sizeof(float) * (size_t)n);
     return p;
 }
 

@@ -35,10 +35,7 @@
 #include "../../common/util.h"
 #include "../../kernels/attention_decode.h"
 #include "../../kernels/cuda_device.h"
-
-typedef struct {
-    double atol, atol_per_k, rtol;
-} Tol;
+#include "gpu_testlib.h"
 
 static const Tol TOL_COLSUM = {1e-6, 1e-8, 1e-5};
 static const Tol TOL_LAST = {1e-7, 0, 2e-5};
@@ -49,10 +46,6 @@ static const Tol TOL_PROBS = {1e-7, 0, 2e-5};
 static const float SENTINEL = -7.0f;
 
 static Rng rng;
-
-static int close_k(const char *name, const float *got, const float *ref, int64_t n, Tol t, int64_t K) {
-    return tl_close_margin(name, got, ref, n, t.atol + t.atol_per_k * (double)K, t.rtol);
-}
 
 static float *host_normal(int64_t n) {
     float *p = xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
@@ -68,18 +61,6 @@ static void scale_by(float *x, int64_t n, float s) {
 static float *host_filled(int64_t n, float v) {
     float *p = xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
     for (int64_t i = 0; i < n; i++) p[i] = v;
-    return p;
-}
-
-static void *dev_upload(const void *src, size_t bytes) {
-    void *d = cuda_malloc(bytes);
-    cuda_memcpy_h2d(d, src, bytes);
-    return d;
-}
-
-static float *download(const float *d, int64_t n) {
-    float *p = xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    cuda_memcpy_d2h(p, d, sizeof(float) * (size_t)n);
     return p;
 }
 

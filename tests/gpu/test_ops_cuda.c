@@ -38,15 +38,12 @@
 #include "../../kernels/bf16.h"
 #include "../../kernels/crossentropy.h"
 #include "../../kernels/cuda_device.h"
+#include "gpu_testlib.h"
 #include "../../kernels/embedding.h"
 #include "../../kernels/matmul.h"
 #include "../../kernels/rmsnorm.h"
 #include "../../kernels/rope.h"
 #include "../../kernels/swiglu.h"
-
-typedef struct {
-    double atol, atol_per_k, rtol;
-} Tol;
 
 static const Tol TOL_ROPE = {1e-7, 0, 1e-6};
 static const Tol TOL_SWIGLU = {1e-6, 0, 1e-5};
@@ -64,10 +61,6 @@ static const Tol TOL_MM_BF16_DW = {1e-6, 2e-6, 1e-5};
 
 static Rng rng;
 
-static int close_k(const char *name, const float *got, const float *ref, int64_t n, Tol t, int64_t K) {
-    return tl_close(name, got, ref, n, t.atol + t.atol_per_k * (double)K, t.rtol);
-}
-
 static float *host_uniform(int64_t n, float lo, float hi) {
     float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
     for (int64_t i = 0; i < n; i++) p[i] = lo + (hi - lo) * rng_uniform(&rng);
@@ -80,19 +73,7 @@ static float *host_copy(const float *src, int64_t n) {
     return p;
 }
 
-static void *dev_upload(const void *src, size_t bytes) {
-    void *d = cuda_malloc(bytes);
-    cuda_memcpy_h2d(d, src, bytes);
-    return d;
-}
-
 static float *dev_floats(const float *src, int64_t n) { return dev_upload(src, sizeof(float) * (size_t)n); }
-
-static float *host_download(const float *d, int64_t n) {
-    float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    cuda_memcpy_d2h(p, d, sizeof(float) * (size_t)n);
-    return p;
-}
 
 /* Rounds x to bf16 in place and returns the bf16 bits. */
 static uint16_t *round_to_bf16(float *x, int64_t n) {
@@ -128,21 +109,21 @@ static void test_embedding(int64_t N, int64_t C, int64_t vocab) {
     float *ref = malloc(sizeof(float) * (size_t)(N * C));
     embedding_forward_cpu(ref, tok, wte, N, C);
     embedding_forward_cuda(d_out, d_tok, d_wte, N, C);
-    float *got = host_download(d_out, N * C);
+    float *got = download(d_out, N * C);
     snprintf(name, sizeof name, "embedding fwd N=%lld C=%lld vocab=%lld", (long long)N, (long long)C, (long long)vocab);
     tl_identical(name, got, ref, N * C);
 
     float *dref = host_copy(dwte0, vocab * C);
     embedding_backward_cpu(dref, dout, tok, N, C);
     embedding_backward_cuda(d_dwte, d_dout, d_tok, N, C);
-    float *dgot = host_download(d_dwte, vocab * C);
+    float *dgot = download(d_dwte, vocab * C);
     snprintf(name, sizeof name, "embedding bwd N=%lld C=%lld vocab=%lld (bitwise)", (long long)N, (long long)C,
              (long long)vocab);
     tl_identical(name, dgot, dref, vocab * C);
 
     cuda_memcpy_h2d(d_dwte, dwte0, sizeof(float) * (size_t)(vocab * C));
     embedding_backward_cuda(d_dwte, d_dout, d_tok, N, C);
-    float *again = host_download(d_dwte, vocab * C);
+    float *again = download(d_dwte, vocab * C);
     snprintf(name, sizeof name, "embedding bwd N=%lld C=%lld deterministic", (long long)N, (long long)C);
     tl_identical(name, again, dgot, vocab * C);
 
@@ -163,7 +144,7 @@ static void test_rmsnorm(int64_t N, int64_t C) {
     float *d_x = dev_floats(x, N * C), *d_w = dev_floats(w, C), *d_dy = dev_floats(dy, N * C);
     float *d_out = cuda_malloc(sizeof(float) * (size_t)(N * C)), *d_rstd = cuda_malloc(sizeof(float) * (size_t)N);
     rmsnorm_forward_cuda(d_out, d_rstd, d_x, d_w, N, C, eps);
-    float *g_out = host_download(d_out, N * C), *g_rstd = host_download(d_rstd, N);
+    float *g_out = download(d_out, N * C), *g_rstd = download(d_rstd, N);
     snprintf(name, sizeof name, "rmsnorm fwd out N=%lld C=%lld", (long long)N, (long long)C);
     close_k(name, g_out, out, N * C, TOL_RMS_FWD, C);
     snprintf(name, sizeof name, "rmsnorm fwd rstd N=%lld C=%lld", (long long)N, (long long)C);
@@ -175,7 +156,7 @@ static void test_rmsnorm(int64_t N, int64_t C) {
     float *d_dx = dev_floats(dx0, N * C), *d_dw = dev_floats(dw0, C);
     cuda_memcpy_h2d(d_rstd, rstd, sizeof(float) * (size_t)N);
     rmsnorm_backward_cuda(d_dx, d_dw, d_dy, d_x, d_w, d_rstd, N, C);
-    float *g_dx = host_download(d_dx, N * C), *g_dw = host_download(d_dw, C);
+    float *g_dx = download(d_dx, N * C), *g_dw = download(d_dw, C);
     snprintf(name, sizeof name, "rmsnorm bwd dinp (accumulated) N=%lld C=%lld", (long long)N, (long long)C);
     close_k(name, g_dx, dx, N * C, TOL_RMS_DINP, C);
     snprintf(name, sizeof name, "rmsnorm bwd dweight (accumulated) N=%lld C=%lld", (long long)N, (long long)C);
@@ -184,7 +165,7 @@ static void test_rmsnorm(int64_t N, int64_t C) {
     cuda_memcpy_h2d(d_dx, dx0, sizeof(float) * (size_t)(N * C));
     cuda_memcpy_h2d(d_dw, dw0, sizeof(float) * (size_t)C);
     rmsnorm_backward_cuda(d_dx, d_dw, d_dy, d_x, d_w, d_rstd, N, C);
-    float *a_dx = host_download(d_dx, N * C), *a_dw = host_download(d_dw, C);
+    float *a_dx = download(d_dx, N * C), *a_dw = download(d_dw, C);
     snprintf(name, sizeof name, "rmsnorm bwd N=%lld C=%lld deterministic dinp", (long long)N, (long long)C);
     tl_identical(name, a_dx, g_dx, N * C);
     snprintf(name, sizeof name, "rmsnorm bwd N=%lld C=%lld deterministic dweight", (long long)N, (long long)C);
@@ -209,7 +190,7 @@ static void test_rope(int64_t B, int64_t T, int64_t H, int64_t D) {
     float *ref = host_copy(x, n);
     rope_forward_cpu(ref, cos_t, sin_t, B, T, H, D);
     rope_forward_cuda(d_x, d_cos, d_sin, B, T, H, D);
-    float *got = host_download(d_x, n);
+    float *got = download(d_x, n);
     snprintf(name, sizeof name, "rope fwd B=%lld T=%lld H=%lld D=%lld", (long long)B, (long long)T, (long long)H,
              (long long)D);
     close_k(name, got, ref, n, TOL_ROPE, 0);
@@ -219,7 +200,7 @@ static void test_rope(int64_t B, int64_t T, int64_t H, int64_t D) {
     rope_backward_cpu(ref, cos_t, sin_t, B, T, H, D);
     rope_backward_cuda(d_x, d_cos, d_sin, B, T, H, D);
     free(got);
-    got = host_download(d_x, n);
+    got = download(d_x, n);
     snprintf(name, sizeof name, "rope bwd B=%lld T=%lld H=%lld D=%lld", (long long)B, (long long)T, (long long)H,
              (long long)D);
     close_k(name, got, ref, n, TOL_ROPE, 0);
@@ -242,7 +223,7 @@ static void test_swiglu(int64_t n) {
     swiglu_backward_cpu(dg, du, dh, g, u, n);
     swiglu_forward_cuda(d_h, d_g, d_u, n);
     swiglu_backward_cuda(d_dg, d_du, d_dh, d_g, d_u, n);
-    float *gh = host_download(d_h, n), *gdg = host_download(d_dg, n), *gdu = host_download(d_du, n);
+    float *gh = download(d_h, n), *gdg = download(d_dg, n), *gdu = download(d_du, n);
     snprintf(name, sizeof name, "swiglu fwd n=%lld", (long long)n);
     close_k(name, gh, h, n, TOL_SWIGLU, 0);
     snprintf(name, sizeof name, "swiglu bwd dg n=%lld", (long long)n);
@@ -293,14 +274,14 @@ static void test_crossentropy(int64_t rows, int64_t V) {
           *d_lse = cuda_malloc(sizeof(float) * (size_t)rows);
     int32_t *d_tgt = dev_upload(tgt, sizeof(int32_t) * (size_t)rows);
     crossentropy_forward_cuda(d_loss, d_lse, d_z, d_tgt, rows, V);
-    float *g_loss = host_download(d_loss, rows), *g_lse = host_download(d_lse, rows);
+    float *g_loss = download(d_loss, rows), *g_lse = download(d_lse, rows);
     snprintf(name, sizeof name, "crossentropy fwd lse rows=%lld V=%lld", (long long)rows, (long long)V);
     close_k(name, g_lse, lse, rows, TOL_CE_LSE, 0);
     snprintf(name, sizeof name, "crossentropy fwd loss rows=%lld V=%lld", (long long)rows, (long long)V);
     close_k(name, g_loss, loss, rows, TOL_CE_LSE, 0);
 
     crossentropy_forward_cuda(d_loss, d_lse, d_z, d_tgt, rows, V);
-    float *a_lse = host_download(d_lse, rows);
+    float *a_lse = download(d_lse, rows);
     snprintf(name, sizeof name, "crossentropy fwd rows=%lld V=%lld deterministic", (long long)rows, (long long)V);
     tl_identical(name, a_lse, g_lse, rows);
 
@@ -308,7 +289,7 @@ static void test_crossentropy(int64_t rows, int64_t V) {
     cuda_memcpy_h2d(d_lse, lse, sizeof(float) * (size_t)rows);
     crossentropy_backward_cpu(z, lse, tgt, rows, V, scale);
     crossentropy_backward_cuda(d_z, d_lse, d_tgt, rows, V, scale);
-    float *g_z = host_download(d_z, rows * V);
+    float *g_z = download(d_z, rows * V);
     Tol t = TOL_CE_GRAD_PER_SCALE;
     t.atol *= scale;
     snprintf(name, sizeof name, "crossentropy bwd rows=%lld V=%lld", (long long)rows, (long long)V);
@@ -345,7 +326,7 @@ static void test_matmul(int64_t N, int64_t IC, int64_t OC, int64_t offset) {
     cuda_memcpy_h2d(d_dw, dw0, 4 * (size_t)nw);
     matmul_forward_cuda(d_y, d_x, d_w, N, IC, OC);
     matmul_backward_cuda(d_dx, d_dw, d_dy, d_x, d_w, N, IC, OC);
-    float *g_y = host_download(d_y, ny), *g_dx = host_download(d_dx, nx), *g_dw = host_download(d_dw, nw);
+    float *g_y = download(d_y, ny), *g_dx = download(d_dx, nx), *g_dw = download(d_dw, nw);
     snprintf(name, sizeof name, "matmul fwd %s", shape);
     close_k(name, g_y, y, ny, TOL_MM, IC);
     snprintf(name, sizeof name, "matmul bwd dinp (accumulated) %s", shape);
@@ -356,12 +337,12 @@ static void test_matmul(int64_t N, int64_t IC, int64_t OC, int64_t offset) {
     /* NULL outputs are skipped, and a second run gives the same bits */
     cuda_memcpy_h2d(d_dx, dx0, 4 * (size_t)nx);
     matmul_backward_cuda(d_dx, NULL, d_dy, d_x, d_w, N, IC, OC);
-    float *a_dx = host_download(d_dx, nx);
+    float *a_dx = download(d_dx, nx);
     snprintf(name, sizeof name, "matmul bwd dinp only, deterministic %s", shape);
     tl_identical(name, a_dx, g_dx, nx);
     cuda_memcpy_h2d(d_dw, dw0, 4 * (size_t)nw);
     matmul_backward_cuda(NULL, d_dw, d_dy, d_x, d_w, N, IC, OC);
-    float *a_dw = host_download(d_dw, nw);
+    float *a_dw = download(d_dw, nw);
     snprintf(name, sizeof name, "matmul bwd dweight only, deterministic %s", shape);
     tl_identical(name, a_dw, g_dw, nw);
 
@@ -387,7 +368,7 @@ static void test_matmul_bf16(int64_t N, int64_t IC, int64_t OC) {
     float *d_dw = dev_floats(dw0, nw);
     matmul_forward_bf16_cuda(d_y, d_x, d_w, N, IC, OC);
     matmul_backward_bf16_cuda(d_dx, d_dw, d_dy, d_x, d_w, N, IC, OC);
-    float *g_y = host_download_bf16(d_y, ny), *g_dx = host_download_bf16(d_dx, nx), *g_dw = host_download(d_dw, nw);
+    float *g_y = host_download_bf16(d_y, ny), *g_dx = host_download_bf16(d_dx, nx), *g_dw = download(d_dw, nw);
     snprintf(name, sizeof name, "matmul bf16 fwd %s", shape);
     close_k(name, g_y, y, ny, TOL_MM_BF16_OUT, IC);
     snprintf(name, sizeof name, "matmul bf16 bwd dinp (bf16, accumulated) %s", shape);
@@ -397,7 +378,7 @@ static void test_matmul_bf16(int64_t N, int64_t IC, int64_t OC) {
 
     cuda_memcpy_h2d(d_dw, dw0, 4 * (size_t)nw);
     matmul_backward_bf16_cuda(NULL, d_dw, d_dy, d_x, d_w, N, IC, OC);
-    float *a_dw = host_download(d_dw, nw);
+    float *a_dw = download(d_dw, nw);
     snprintf(name, sizeof name, "matmul bf16 bwd dweight deterministic %s", shape);
     tl_identical(name, a_dw, g_dw, nw);
 
@@ -428,7 +409,7 @@ static void test_matmul_bf16r(int64_t N, int64_t IC, int64_t OC) {
     bf16 *d_bw = dev_upload(bw, 2 * (size_t)nw);
     matmul_forward_bf16r_cuda(d_y, d_x, d_w, N, IC, OC);
     matmul_backward_bf16r_cuda(d_dx, d_dw, d_dy, d_x, d_w, N, IC, OC);
-    float *r_y = host_download(d_y, ny), *r_dx = host_download(d_dx, nx), *r_dw = host_download(d_dw, nw);
+    float *r_y = download(d_y, ny), *r_dx = download(d_dx, nx), *r_dw = download(d_dw, nw);
     snprintf(name, sizeof name, "matmul bf16r fwd %s", shape);
     close_k(name, r_y, y, ny, TOL_MM, IC);
     snprintf(name, sizeof name, "matmul bf16r bwd dinp (accumulated) %s", shape);
@@ -440,7 +421,7 @@ static void test_matmul_bf16r(int64_t N, int64_t IC, int64_t OC) {
     matmul_forward_bf16w_cuda(d_y, d_x, d_bw, N, IC, OC);
     matmul_backward_bf16w_cuda(d_dx, NULL, d_dy, d_x, d_bw, N, IC, OC);
     matmul_backward_bf16w_cuda(NULL, d_dw, d_dy, d_x, d_bw, N, IC, OC);
-    float *g_y = host_download(d_y, ny), *g_dx = host_download(d_dx, nx), *g_dw = host_download(d_dw, nw);
+    float *g_y = download(d_y, ny), *g_dx = download(d_dx, nx), *g_dw = download(d_dw, nw);
     snprintf(name, sizeof name, "matmul bf16w fwd %s", shape);
     close_k(name, g_y, y, ny, TOL_MM, IC);
     snprintf(name, sizeof name, "matmul bf16w bwd dinp only (accumulated) %s", shape);
