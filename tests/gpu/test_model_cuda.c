@@ -171,6 +171,42 @@ static Optimizer *make_optimizer(const Llama *m) {
     return o;
 }
 
+/* The losses of a CPU run and a GPU run side by side, step by step. */
+typedef struct {
+    double worst; /* largest |gpu - cpu| / |cpu| */
+    float first, last_cpu, last_gpu;
+    int ok_steps;
+} LossCurve;
+
+/* One CPU training step (forward, backward, optimizer); returns its loss. */
+static float cpu_train_step(Llama *m, Optimizer *o, const int32_t *tok, const int32_t *tgt, const Case *k,
+                            const AdamWHyper *h, int64_t step, LossCurve *c) {
+    float lc = llama_forward(m, tok, tgt, k->B, k->T);
+    llama_zero_grad(m);
+    llama_backward(m);
+    c->ok_steps &= optim_step(o, m->params, m->grads, h, step) == 0;
+    return lc;
+}
+
+static void curve_add(LossCurve *c, const char *label, int64_t step, float lc, float lg) {
+    double rel = fabs((double)lg - lc) / fabs((double)lc);
+    c->worst = rel > c->worst ? rel : c->worst;
+    printf("# %s step %lld: loss cpu %.7f gpu %.7f\n", label, (long long)step, lc, lg);
+    if (step == 1) c->first = lc;
+    c->last_cpu = lc, c->last_gpu = lg;
+}
+
+/* check: the name of "losses within bound"; both runs must also learn. */
+static void curve_report(const LossCurve *c, const char *label, const char *check, double bound) {
+    printf("# margin %s: worst relative difference %.3g\n", check, c->worst);
+    tl_result(c->ok_steps && c->worst <= bound, check, "worst relative difference %.3g (steps ok %d)", c->worst,
+              c->ok_steps);
+    char name[256];
+    snprintf(name, sizeof name, "%s: the training lowers the loss on both", label);
+    tl_result(c->last_cpu < c->first - 0.05f && c->last_gpu < c->first - 0.05f, name,
+              "first %.4f, last cpu %.4f gpu %.4f", c->first, c->last_cpu, c->last_gpu);
+}
+
 /* Ten steps on one fixed batch: the CPU model with the CPU 8-bit AdamW,
  * the GPU engine with the CUDA one, everything device-resident. */
 static void train_steps(const Case *k) {
@@ -184,31 +220,18 @@ static void train_steps(const Case *k) {
     OptimCuda *og = optim_cuda_create(host);
     AdamWHyper h = adamw_hyper_default();
     h.lr = 3e-3;
-    double worst = 0;
-    float first = 0, last_cpu = 0, last_gpu = 0;
-    int ok_steps = 1;
+    LossCurve c = {.ok_steps = 1};
     for (int64_t step = 1; step <= 10; step++) {
-        float lc = llama_forward(&m, tok, tgt, k->B, k->T);
-        llama_zero_grad(&m);
-        llama_backward(&m);
-        ok_steps &= optim_step(oc, m.params, m.grads, &h, step) == 0;
+        float lc = cpu_train_step(&m, oc, tok, tgt, k, &h, step, &c);
         float lg = llama_cuda_forward(&g, tok, tgt, k->B, k->T);
         llama_cuda_zero_grad(&g);
         llama_cuda_backward(&g);
-        ok_steps &= optim_cuda_step(og, g.params, OPTIM_F32, g.grads, OPTIM_F32, &h, step) == 0;
-        double rel = fabs((double)lg - lc) / fabs((double)lc);
-        worst = rel > worst ? rel : worst;
-        printf("# %s step %lld: loss cpu %.7f gpu %.7f\n", k->label, (long long)step, lc, lg);
-        if (step == 1) first = lc;
-        last_cpu = lc, last_gpu = lg;
+        c.ok_steps &= optim_cuda_step(og, g.params, OPTIM_F32, g.grads, OPTIM_F32, &h, step) == 0;
+        curve_add(&c, k->label, step, lc, lg);
     }
     char name[256];
     snprintf(name, sizeof name, "%s: 10 training steps, GPU losses within 2e-3 of the CPU's", k->label);
-    printf("# margin %s: worst relative difference %.3g\n", name, worst);
-    tl_result(ok_steps && worst <= 2e-3, name, "worst relative difference %.3g (steps ok %d)", worst, ok_steps);
-    snprintf(name, sizeof name, "%s: the training lowers the loss on both", k->label);
-    tl_result(last_cpu < first - 0.05f && last_gpu < first - 0.05f, name, "first %.4f, last cpu %.4f gpu %.4f", first,
-              last_cpu, last_gpu);
+    curve_report(&c, k->label, name, 2e-3);
     optim_cuda_free(og);
     optim_free(oc), optim_free(host);
     llama_cuda_free(&g);
@@ -330,30 +353,18 @@ static void train_steps_bf16(const Case *k) {
     Optimizer *oc = make_optimizer(&m), *og = make_optimizer(&m);
     AdamWHyper h = adamw_hyper_default();
     h.lr = 3e-3;
-    double worst = 0;
-    float first = 0, last_cpu = 0, last_gpu = 0;
-    int ok_steps = 1;
+    LossCurve c = {.ok_steps = 1};
+    char label[160], name[256];
+    snprintf(label, sizeof label, "bf16 weights %s", k->label);
     for (int64_t step = 1; step <= 10; step++) {
-        float lc = llama_forward(&m, tok, tgt, k->B, k->T);
-        llama_zero_grad(&m);
-        llama_backward(&m);
-        ok_steps &= optim_step(oc, m.params, m.grads, &h, step) == 0;
+        float lc = cpu_train_step(&m, oc, tok, tgt, k, &h, step, &c);
         llama_cuda_upload_params(&g, master);
         float lg = gpu_pass(&g, tok, tgt, k, grads);
-        ok_steps &= optim_step(og, master, grads, &h, step) == 0;
-        double rel = fabs((double)lg - lc) / fabs((double)lc);
-        worst = rel > worst ? rel : worst;
-        printf("# bf16 weights %s step %lld: loss cpu fp32 %.7f gpu bf16 %.7f\n", k->label, (long long)step, lc, lg);
-        if (step == 1) first = lc;
-        last_cpu = lc, last_gpu = lg;
+        c.ok_steps &= optim_step(og, master, grads, &h, step) == 0;
+        curve_add(&c, label, step, lc, lg);
     }
-    char name[256];
-    snprintf(name, sizeof name, "bf16 weights %s: 10 training steps, losses within 3.9e-3 of the fp32 CPU's", k->label);
-    printf("# margin %s: worst relative difference %.3g\n", name, worst);
-    tl_result(ok_steps && worst <= 3.9e-3, name, "worst relative difference %.3g (steps ok %d)", worst, ok_steps);
-    snprintf(name, sizeof name, "bf16 weights %s: the training lowers the loss on both", k->label);
-    tl_result(last_cpu < first - 0.05f && last_gpu < first - 0.05f, name, "first %.4f, last cpu %.4f gpu %.4f", first,
-              last_cpu, last_gpu);
+    snprintf(name, sizeof name, "%s: 10 training steps, losses within 3.9e-3 of the fp32 CPU's", label);
+    curve_report(&c, label, name, 3.9e-3);
     optim_free(oc), optim_free(og);
     llama_cuda_free(&g);
     llama_free(&m);
