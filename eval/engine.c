@@ -44,7 +44,7 @@ void engine_init_host(DecodeEngine *e, Llama *m, int64_t cap, int64_t W, int hos
 void engine_free_host(DecodeEngine *e) {
     int64_t nl = e->m->cfg.num_hidden_layers;
     for (int64_t l = 0; l < nl; l++) {
-        if (!e->cuda) free(e->kc[l]), free(e->vc[l]);
+        free(e->kc[l]), free(e->vc[l]); /* NULL for a GPU engine: engine_cuda_release freed its caches */
         free(e->colsum[l]), free(e->last_probs[l]), free(e->last_out[l]), free(e->q_last[l]);
     }
     free(e->q_last), free(e->kc), free(e->vc), free(e->colsum), free(e->last_probs), free(e->last_out);

@@ -25,15 +25,10 @@ struct EngineCuda {
     int64_t bytes;
 };
 
-static void *dalloc(int64_t *counter, int64_t bytes) {
-    *counter += bytes;
-    return cuda_malloc((size_t)(bytes > 0 ? bytes : 1));
-}
-
 void decode_model_cuda_create(DecodeModelCuda *g, const Llama *m) {
     memset(g, 0, sizeof *g);
     g->m = m;
-    g->params = dalloc(&g->bytes, (int64_t)sizeof(float) * m->layout.total);
+    g->params = cuda_malloc_counted(&g->bytes, (int64_t)sizeof(float) * m->layout.total);
     cuda_memcpy_h2d(g->params, m->params, sizeof(float) * (size_t)m->layout.total);
     llama_bind_tensors(&g->w, &m->cfg, &m->layout, g->params);
 }
@@ -51,7 +46,7 @@ static void ensure_rope(DecodeModelCuda *g, const DecodeEngine *e) {
     if (e->cap <= g->rope_cap) return;
     int64_t half = g->m->cfg.head_dim / 2, n = e->cap * half;
     if (g->rope_cos) cuda_free(g->rope_cos), g->bytes -= (int64_t)sizeof(float) * 2 * g->rope_cap * half;
-    g->rope_cos = dalloc(&g->bytes, (int64_t)sizeof(float) * 2 * n);
+    g->rope_cos = cuda_malloc_counted(&g->bytes, (int64_t)sizeof(float) * 2 * n);
     g->rope_sin = g->rope_cos + n;
     cuda_memcpy_h2d(g->rope_cos, e->rope_cos, sizeof(float) * (size_t)n);
     cuda_memcpy_h2d(g->rope_sin, e->rope_sin, sizeof(float) * (size_t)n);
@@ -80,7 +75,7 @@ static void ensure_workspace(DecodeModelCuda *g, int64_t T, int64_t W) {
     int64_t C = c->hidden_size, Hq = c->num_attention_heads, acts = llama_layer_acts_numel(c, T);
     if (g->work) cuda_free(g->work), cuda_free(g->tokens), g->bytes -= g->work_bytes;
     int64_t before = g->bytes, numel = workspace_numel(c, T, W);
-    float *p = g->work = dalloc(&g->bytes, (int64_t)sizeof(float) * numel);
+    float *p = g->work = cuda_malloc_counted(&g->bytes, (int64_t)sizeof(float) * numel);
     llama_layer_acts_carve(&g->acts, c, T, p), p += acts;
     g->x[0] = p, p += T * C;
     g->x[1] = p, p += T * C;
@@ -89,7 +84,7 @@ static void ensure_workspace(DecodeModelCuda *g, int64_t T, int64_t W) {
     g->xf = p, p += C;
     g->rstd = p, p += 1;
     g->logits = p;
-    g->tokens = dalloc(&g->bytes, (int64_t)sizeof(int32_t) * T);
+    g->tokens = cuda_malloc_counted(&g->bytes, (int64_t)sizeof(int32_t) * T);
     g->cap_T = T, g->cap_W = W, g->work_bytes = g->bytes - before;
 }
 
@@ -103,11 +98,11 @@ void engine_create_cuda(DecodeEngine *e, Llama *m, DecodeModelCuda *g, int64_t c
     EngineCuda *ec = e->cuda = xcalloc(1, sizeof *ec);
     ec->g = g;
     e->w = &g->w;
-    ec->caches = dalloc(&ec->bytes, (int64_t)sizeof(float) * 2 * nl * cap * KD);
+    ec->caches = cuda_malloc_counted(&ec->bytes, (int64_t)sizeof(float) * 2 * nl * cap * KD);
     for (int64_t l = 0; l < nl; l++) e->kc[l] = ec->caches + 2 * l * cap * KD, e->vc[l] = e->kc[l] + cap * KD;
-    ec->keys_dev = dalloc(&ec->bytes, (int64_t)sizeof(int32_t) * Hkv * cap);
+    ec->keys_dev = cuda_malloc_counted(&ec->bytes, (int64_t)sizeof(int32_t) * Hkv * cap);
     ec->keys_packed = xmalloc(sizeof(int32_t) * (size_t)(Hkv * cap));
-    ec->probs_dev = dalloc(&ec->bytes, (int64_t)sizeof(float) * c->num_attention_heads * cap);
+    ec->probs_dev = cuda_malloc_counted(&ec->bytes, (int64_t)sizeof(float) * c->num_attention_heads * cap);
     ensure_rope(g, e);
 }
 
@@ -117,9 +112,9 @@ void engine_cuda_release(DecodeEngine *e) {
     EngineCuda *ec = e->cuda;
     cuda_free(ec->caches), cuda_free(ec->keys_dev), cuda_free(ec->probs_dev);
     free(ec->keys_packed), free(ec->cache_host), free(ec);
-    /* engine_free_host must not free the device caches */
-    int64_t nl = e->m->cfg.num_hidden_layers;
-    for (int64_t l = 0; l < nl; l++) e->kc[l] = e->vc[l] = NULL;
+    e->cuda = NULL;
+    /* views of the freed device caches: engine_free_host must not free them */
+    for (int64_t l = 0; l < e->m->cfg.num_hidden_layers; l++) e->kc[l] = e->vc[l] = NULL;
 }
 
 /* Layer l's statistics, last outputs and last query down to the host. */

@@ -32,6 +32,10 @@ extern "C" void *cuda_malloc(size_t bytes) {
     CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
     return p;
 }
+extern "C" void *cuda_malloc_counted(int64_t *counter, int64_t bytes) {
+    *counter += bytes;
+    return cuda_malloc((size_t)bytes);
+}
 extern "C" void cuda_free(void *p) { CUDA_CHECK(cudaFree(p)); }
 extern "C" void cuda_memcpy_h2d(void *dst, const void *src, size_t bytes) {
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));

@@ -12,6 +12,8 @@ int cuda_device_count(void);
 void cuda_device_describe(char *buf, size_t n);
 double cuda_device_hbm_gbps(void);
 void *cuda_malloc(size_t bytes);
+/* cuda_malloc that adds bytes to *counter: engines report what they hold exactly. */
+void *cuda_malloc_counted(int64_t *counter, int64_t bytes);
 void cuda_free(void *p);
 void cuda_memcpy_h2d(void *dst, const void *src, size_t bytes);
 void cuda_memcpy_d2h(void *dst, const void *src, size_t bytes);

@@ -25,12 +25,6 @@ const char *llama_cuda_precision_name(LlamaCudaPrecision p) { return p == LLAMA_
 #include "../kernels/swiglu.h"
 #include "llama_layer.h"
 
-/* Every device allocation goes through here, so llama_cuda_bytes is exact. */
-static void *dalloc(int64_t *counter, int64_t bytes) {
-    *counter += bytes;
-    return cuda_malloc((size_t)bytes);
-}
-
 static void zero(float *d, int64_t n) { cuda_memset_zero(d, sizeof(float) * (size_t)n); }
 
 /* Tensors the bf16 engine keeps in fp32: read by fp32 kernels (embedding
@@ -59,8 +53,8 @@ static void create_bf16_weights(LlamaCuda *g) {
     }
     g->head_offset = -1;
     if (g->cfg.tie_word_embeddings) g->head_offset = n16, n16 += align_elems(g->cfg.vocab_size * g->cfg.hidden_size);
-    g->params = dalloc(&g->bytes_fixed, (int64_t)sizeof(float) * n32);
-    g->wbf16 = dalloc(&g->bytes_fixed, (int64_t)sizeof(bf16) * n16);
+    g->params = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(float) * n32);
+    g->wbf16 = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(bf16) * n16);
     g->w.layers = xcalloc((size_t)g->cfg.num_hidden_layers, sizeof(LayerTensors));
     for (int i = 0; i < L->n; i++)
         *llama_tensor_slot(&g->w, &L->t[i]) =
@@ -81,12 +75,12 @@ void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaC
         create_bf16_weights(g);
         g->ops = &llama_cuda_bf16_ops;
     } else {
-        g->params = dalloc(&g->bytes_fixed, (int64_t)sizeof(float) * g->layout.total);
+        g->params = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(float) * g->layout.total);
         llama_bind_tensors(&g->w, c, &g->layout, g->params);
         g->head_offset = -1;
         g->ops = &llama_cuda_ops;
     }
-    g->grads = dalloc(&g->bytes_fixed, (int64_t)sizeof(float) * g->layout.total);
+    g->grads = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(float) * g->layout.total);
     zero(g->grads, g->layout.total);
     llama_bind_tensors(&g->dw, c, &g->layout, g->grads);
     g->acts = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerActs));
@@ -183,15 +177,15 @@ static void ensure_acts(LlamaCuda *g, int64_t B, int64_t T) {
     g->cap_BT = BT;
     int64_t sets = g->recompute ? 1 : nl;
     for (int64_t l = 0; l < sets; l++)
-        llama_layer_acts_carve(&g->acts[l], c, BT, dalloc(&g->bytes_acts, (int64_t)sizeof(float) * llama_layer_acts_numel(c, BT)));
-    for (int64_t l = 0; l < nl; l++) g->sel[l] = dalloc(&g->bytes_acts, (int64_t)sizeof(int32_t) * BT * c->num_key_value_heads);
-    float *res = dalloc(&g->bytes_acts, (int64_t)sizeof(float) * (nl + 1) * BT * C);
+        llama_layer_acts_carve(&g->acts[l], c, BT, cuda_malloc_counted(&g->bytes_acts, (int64_t)sizeof(float) * llama_layer_acts_numel(c, BT)));
+    for (int64_t l = 0; l < nl; l++) g->sel[l] = cuda_malloc_counted(&g->bytes_acts, (int64_t)sizeof(int32_t) * BT * c->num_key_value_heads);
+    float *res = cuda_malloc_counted(&g->bytes_acts, (int64_t)sizeof(float) * (nl + 1) * BT * C);
     for (int64_t l = 0; l <= nl; l++) g->resid[l] = res + l * BT * C;
-    g->tokens = dalloc(&g->bytes_acts, (int64_t)sizeof(int32_t) * 2 * BT);
+    g->tokens = cuda_malloc_counted(&g->bytes_acts, (int64_t)sizeof(int32_t) * 2 * BT);
     g->targets = g->tokens + BT;
-    g->xf = dalloc(&g->bytes_acts, (int64_t)sizeof(float) * BT * (C + 3));
+    g->xf = cuda_malloc_counted(&g->bytes_acts, (int64_t)sizeof(float) * BT * (C + 3));
     g->rstdf = g->xf + BT * C, g->ce_lse = g->rstdf + BT, g->losses = g->ce_lse + BT;
-    g->scratch = dalloc(&g->bytes_acts, (int64_t)sizeof(float) * llama_scratch_numel(c, BT));
+    g->scratch = cuda_malloc_counted(&g->bytes_acts, (int64_t)sizeof(float) * llama_scratch_numel(c, BT));
     g->h_targets = xmalloc(sizeof(int32_t) * (size_t)BT);
     g->h_losses = xmalloc(sizeof(float) * (size_t)BT);
 }
@@ -205,7 +199,7 @@ static void ensure_rope(LlamaCuda *g, int64_t T) {
     float *host = xmalloc(sizeof(float) * (size_t)(2 * T * half));
     rope_table(host, host + T * half, T, c->head_dim, &rp); /* the CPU's tables, bit for bit */
     if (g->rope_cos) cuda_free(g->rope_cos), g->bytes_fixed -= (int64_t)sizeof(float) * 2 * g->rope_T * half;
-    g->rope_cos = dalloc(&g->bytes_fixed, (int64_t)sizeof(float) * 2 * T * half);
+    g->rope_cos = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(float) * 2 * T * half);
     g->rope_sin = g->rope_cos + T * half;
     cuda_memcpy_h2d(g->rope_cos, host, sizeof(float) * (size_t)(2 * T * half));
     free(host);
