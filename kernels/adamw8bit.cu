@@ -17,7 +17,22 @@ extern "C" {
 typedef struct {
     long long offset, numel, state_offset, absmax_offset, first_block;
     int quantized;
+    /* placed steps only (optim_cuda_set_places): where the parameters are */
+    long long param_offset;
+    int param_bf16, stochastic;
 } DevSegment;
+
+/* Where a step finds the parameters: one buffer of one dtype at the
+ * gradients' offsets, or per segment as optim_cuda_set_places said. */
+typedef enum { PLACE_ALL_F32 = 0, PLACE_ALL_BF16 = 1, PLACE_SEGMENTS = 2 } PlaceMode;
+
+typedef struct {
+    float *f32;
+    __nv_bfloat16 *b16;
+    PlaceMode mode;
+    unsigned long long sr_seed;
+    long long step;
+} ParamsArg;
 
 struct OptimCuda {
     int nseg;
@@ -30,14 +45,37 @@ struct OptimCuda {
     float *maps; /* code_m[256], code_v[256], mid_m[255], mid_v[255] */
     uint8_t zero_m, zero_v;
     unsigned long long *bad;
+    int placed;
+    unsigned long long sr_seed;
     OptimBadGrad last_bad;
     int sm_count;
 };
 
 __device__ __forceinline__ float load_f(const float *x, long long i) { return x[i]; }
 __device__ __forceinline__ float load_f(const __nv_bfloat16 *x, long long i) { return __bfloat162float(x[i]); }
-__device__ __forceinline__ void store_f(float *x, long long i, float v) { x[i] = v; }
-__device__ __forceinline__ void store_f(__nv_bfloat16 *x, long long i, float v) { x[i] = __float2bfloat16_rn(v); }
+
+/* One segment's parameter element: its dtype and offset are uniform across
+ * a thread block (a block never straddles segments), so no divergence. */
+struct ParamRef {
+    bool b16, stochastic;
+    long long at;
+};
+
+__device__ __forceinline__ ParamRef param_ref(const ParamsArg &pa, const DevSegment &sg, long long j) {
+    if (pa.mode == PLACE_SEGMENTS) return ParamRef{sg.param_bf16 != 0, sg.stochastic != 0, sg.param_offset + j};
+    return ParamRef{pa.mode == PLACE_ALL_BF16, false, sg.offset + j};
+}
+
+__device__ __forceinline__ float param_load(const ParamsArg &pa, ParamRef r) {
+    return r.b16 ? __bfloat162float(pa.b16[r.at]) : pa.f32[r.at];
+}
+
+/* index: the element's offset in the gradient buffer, the key of its random bits */
+__device__ __forceinline__ void param_store(const ParamsArg &pa, ParamRef r, long long index, float v) {
+    if (!r.b16) pa.f32[r.at] = v;
+    else if (r.stochastic) pa.b16[r.at] = __float2bfloat16_rn(adamw_round_bf16_sr(v, adamw_sr_bits(pa.sr_seed, pa.step, index)));
+    else pa.b16[r.at] = __float2bfloat16_rn(v);
+}
 
 __device__ __forceinline__ int segment_of(const DevSegment *seg, int nseg, long long b) {
     int lo = 0, hi = nseg - 1;
@@ -70,8 +108,8 @@ __device__ __forceinline__ float block_max(float x, float *scratch) {
     return r;
 }
 
-template <typename P, typename G>
-__global__ void __launch_bounds__(256) adamw_step_kernel(const DevSegment *seg, int nseg, long long nblocks, P *params,
+template <typename G>
+__global__ void __launch_bounds__(256) adamw_step_kernel(const DevSegment *seg, int nseg, long long nblocks, ParamsArg pa,
                                                          const G *grads, uint8_t *m_code, uint8_t *v_code,
                                                          float *m_absmax, float *v_absmax, float *m32, float *v32,
                                                          const float *maps, uint8_t zero_m, uint8_t zero_v,
@@ -88,14 +126,15 @@ __global__ void __launch_bounds__(256) adamw_step_kernel(const DevSegment *seg, 
         const long long j = (b - sg.first_block) * 256 + t;
         const bool valid = j < sg.numel;
         const float g = valid ? load_f(grads, sg.offset + j) : 0.0f;
-        const float p = valid ? load_f(params, sg.offset + j) : 0.0f;
+        const ParamRef pr = param_ref(pa, sg, j);
+        const float p = valid ? param_load(pa, pr) : 0.0f;
         if (!sg.quantized) { /* uniform across the thread block */
             if (valid) {
                 float m = m32[sg.state_offset + j], v = v32[sg.state_offset + j];
                 adamw_moments(&s, g, &m, &v);
                 m32[sg.state_offset + j] = m;
                 v32[sg.state_offset + j] = v;
-                store_f(params, sg.offset + j, adamw_param(&s, p, m, v));
+                param_store(pa, pr, sg.offset + j, adamw_param(&s, p, m, v));
             }
             continue;
         }
@@ -109,7 +148,7 @@ __global__ void __launch_bounds__(256) adamw_step_kernel(const DevSegment *seg, 
         const float new_am = block_max(fabsf(m), scratch_m);
         const float new_av = block_max(fabsf(v), scratch_v);
         if (valid) {
-            store_f(params, sg.offset + j, adamw_param(&s, p, m, v));
+            param_store(pa, pr, sg.offset + j, adamw_param(&s, p, m, v));
             m_code[sg.state_offset + j] = new_am > 0.0f ? adamw_quantize(mid_m, AW_DIV(m, new_am)) : zero_m;
             v_code[sg.state_offset + j] = new_av > 0.0f ? adamw_quantize(mid_v, AW_DIV(v, new_av)) : zero_v;
         }
@@ -127,7 +166,8 @@ extern "C" OptimCuda *optim_cuda_create(const Optimizer *h) {
     DevSegment *ds = (DevSegment *)xcalloc((size_t)h->nseg + 1, sizeof(DevSegment));
     for (int i = 0; i < h->nseg; i++)
         ds[i] = DevSegment{h->seg[i].offset,        h->seg[i].numel,       h->seg[i].state_offset,
-                           h->seg[i].absmax_offset, h->seg[i].first_block, h->seg[i].quantized};
+                           h->seg[i].absmax_offset, h->seg[i].first_block, h->seg[i].quantized,
+                           h->seg[i].offset,        0,                     0};
     CUDA_CHECK(cudaMalloc(&o->seg, ((size_t)h->nseg + 1) * sizeof(DevSegment)));
     CUDA_CHECK(cudaMemcpy(o->seg, ds, (size_t)h->nseg * sizeof(DevSegment), cudaMemcpyHostToDevice));
     free(ds);
@@ -186,11 +226,11 @@ extern "C" void optim_cuda_upload(OptimCuda *o, const Optimizer *h) {
     CUDA_CHECK(cudaMemcpy(o->v32, h->v32, (size_t)o->n_f32 * 4, cudaMemcpyHostToDevice));
 }
 
-template <typename P, typename G>
-static void launch(OptimCuda *o, void *params, const void *grads, const AdamWScalars &s, unsigned int grid) {
+template <typename G>
+static void launch(OptimCuda *o, const ParamsArg &pa, const void *grads, const AdamWScalars &s, unsigned int grid) {
     adamw_check_kernel<G><<<grid, 256>>>(o->seg, o->nseg, o->nblocks, (const G *)grads, s, o->bad);
     CUDA_CHECK_LAUNCH();
-    adamw_step_kernel<P, G><<<grid, 256>>>(o->seg, o->nseg, o->nblocks, (P *)params, (const G *)grads, o->m_code,
+    adamw_step_kernel<G><<<grid, 256>>>(o->seg, o->nseg, o->nblocks, pa, (const G *)grads, o->m_code,
                                            o->v_code, o->m_absmax, o->v_absmax, o->m32, o->v32, o->maps, o->zero_m,
                                            o->zero_v, s, o->bad);
     CUDA_CHECK_LAUNCH();
@@ -207,17 +247,16 @@ static float read_device_value(const void *buf, OptimDtype dt, long long i) {
     return __bfloat162float(x);
 }
 
-extern "C" int optim_cuda_step(OptimCuda *o, void *params, OptimDtype pd, const void *grads, OptimDtype gd,
-                               const AdamWHyper *h, int64_t step) {
+/* Both launches, then the check's verdict (a synchronizing copy). */
+static int step_params(OptimCuda *o, const ParamsArg &pa, const void *grads, OptimDtype gd, const AdamWHyper *h,
+                       int64_t step) {
     AdamWScalars s = adamw_scalars(h, step);
     if (o->nblocks == 0) return 0;
     long long want = (long long)o->sm_count * 8;
     unsigned int grid = (unsigned int)(o->nblocks < want ? o->nblocks : want);
     CUDA_CHECK(cudaMemset(o->bad, 0xff, sizeof(unsigned long long)));
-    if (pd == OPTIM_F32 && gd == OPTIM_F32) launch<float, float>(o, params, grads, s, grid);
-    else if (pd == OPTIM_F32 && gd == OPTIM_BF16) launch<float, __nv_bfloat16>(o, params, grads, s, grid);
-    else if (pd == OPTIM_BF16 && gd == OPTIM_F32) launch<__nv_bfloat16, float>(o, params, grads, s, grid);
-    else launch<__nv_bfloat16, __nv_bfloat16>(o, params, grads, s, grid);
+    if (gd == OPTIM_F32) launch<float>(o, pa, grads, s, grid);
+    else launch<__nv_bfloat16>(o, pa, grads, s, grid);
     unsigned long long bad;
     CUDA_CHECK(cudaMemcpy(&bad, o->bad, sizeof bad, cudaMemcpyDeviceToHost));
     if (bad == NO_BAD) return 0;
@@ -235,6 +274,40 @@ extern "C" int optim_cuda_step(OptimCuda *o, void *params, OptimDtype pd, const 
           "parameters and optimizer states are unchanged",
           (long long)step, o->last_bad.value, h->grad_scale, lo, (long long)o->last_bad.index);
     return 1;
+}
+
+extern "C" int optim_cuda_step(OptimCuda *o, void *params, OptimDtype pd, const void *grads, OptimDtype gd,
+                               const AdamWHyper *h, int64_t step) {
+    ParamsArg pa = {NULL, NULL, pd == OPTIM_F32 ? PLACE_ALL_F32 : PLACE_ALL_BF16, 0, (long long)step};
+    if (pd == OPTIM_F32) pa.f32 = (float *)params;
+    else pa.b16 = (__nv_bfloat16 *)params;
+    return step_params(o, pa, grads, gd, h, step);
+}
+
+extern "C" void optim_cuda_set_places(OptimCuda *o, const OptimPlace *place, uint64_t sr_seed) {
+    DevSegment *ds = (DevSegment *)xcalloc((size_t)o->nseg + 1, sizeof(DevSegment));
+    CUDA_CHECK(cudaMemcpy(ds, o->seg, (size_t)o->nseg * sizeof(DevSegment), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < o->nseg; i++) {
+        KV_CHECK(place[i].offset >= 0 && (place[i].dtype == OPTIM_F32 || place[i].dtype == OPTIM_BF16) &&
+                     (!place[i].stochastic || place[i].dtype == OPTIM_BF16),
+                 "optimizer: segment %d placed at offset %lld, dtype %d, stochastic %d (stochastic rounding is "
+                 "for bf16 parameters)",
+                 i, (long long)place[i].offset, (int)place[i].dtype, place[i].stochastic);
+        ds[i].param_offset = place[i].offset;
+        ds[i].param_bf16 = place[i].dtype == OPTIM_BF16;
+        ds[i].stochastic = place[i].stochastic != 0;
+    }
+    CUDA_CHECK(cudaMemcpy(o->seg, ds, (size_t)o->nseg * sizeof(DevSegment), cudaMemcpyHostToDevice));
+    free(ds);
+    o->placed = 1;
+    o->sr_seed = sr_seed;
+}
+
+extern "C" int optim_cuda_step_placed(OptimCuda *o, float *p32, void *p16, const void *grads, OptimDtype gd,
+                                      const AdamWHyper *h, int64_t step) {
+    KV_CHECK(o->placed, "optim_cuda_step_placed: call optim_cuda_set_places first");
+    ParamsArg pa = {p32, (__nv_bfloat16 *)p16, PLACE_SEGMENTS, o->sr_seed, (long long)step};
+    return step_params(o, pa, grads, gd, h, step);
 }
 
 extern "C" const OptimBadGrad *optim_cuda_bad(const OptimCuda *o) { return &o->last_bad; }

@@ -7,6 +7,7 @@
  * GCC does not contract either). */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __CUDACC__
 #define ADAMW_HD static inline __host__ __device__
@@ -65,6 +66,45 @@ ADAMW_HD uint8_t adamw_quantize(const float *mid, float x) {
     for (int step = 128; step > 0; step >>= 1)
         if (lo + step <= 255 && x > mid[lo + step - 1]) lo += step;
     return (uint8_t)lo;
+}
+
+/* Stochastic rounding to bf16, for parameters that exist only in bf16 (no
+ * fp32 master): x is rounded up in magnitude with probability equal to its
+ * distance from the lower bf16 neighbour in units of the step, so the
+ * rounding is unbiased and updates far below half a bf16 step still move
+ * the weight on average. The 16 random bits come from a counter-based hash
+ * of (seed, step, index): every backend, thread count and launch shape
+ * draws the same bits for the same element, so a run repeats bit for bit
+ * and resumes from a checkpoint as if it had never stopped. */
+ADAMW_HD uint64_t adamw_mix64(uint64_t z) { /* SplitMix64's finaliser */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+ADAMW_HD uint32_t adamw_sr_bits(uint64_t seed, int64_t step, int64_t index) {
+    uint64_t k = adamw_mix64(seed + (uint64_t)step * 0x9e3779b97f4a7c15ull);
+    return (uint32_t)(adamw_mix64(k + (uint64_t)index * 0x9e3779b97f4a7c15ull) >> 48);
+}
+
+/* x rounded to a bf16 value (returned as the fp32 holding it) with random
+ * bits r (16 used). Infinities and NaN pass unchanged. */
+ADAMW_HD float adamw_round_bf16_sr(float x, uint32_t r) {
+#ifdef __CUDA_ARCH__
+    uint32_t u = __float_as_uint(x);
+#else
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+#endif
+    if ((u & 0x7f800000u) == 0x7f800000u) return x;
+    u = (u + (r & 0xffffu)) & 0xffff0000u; /* a carry into the exponent is the next binade's first value */
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float y;
+    memcpy(&y, &u, sizeof y);
+    return y;
+#endif
 }
 
 #endif

@@ -33,6 +33,24 @@ int optim_cuda_step(OptimCuda *o, void *d_params, OptimDtype param_dtype, const 
                     const AdamWHyper *h, int64_t step);
 const OptimBadGrad *optim_cuda_bad(const OptimCuda *o);
 
+/* Where one segment's parameters are when a model spreads them over an
+ * fp32 and a bf16 buffer (the bf16-weights engine): the buffer's dtype,
+ * the element offset there, and for bf16 whether updates are rounded
+ * stochastically (adamw_round_bf16_sr) instead of to nearest even. */
+typedef struct {
+    OptimDtype dtype;
+    int64_t offset;
+    int stochastic;
+} OptimPlace;
+/* Records place[nseg] and the stochastic-rounding seed for every later
+ * optim_cuda_step_placed (dies on a negative offset or stochastic fp32). */
+void optim_cuda_set_places(OptimCuda *o, const OptimPlace *place, uint64_t sr_seed);
+/* optim_cuda_step with each segment's parameters where its place says;
+ * the random bits of element j of segment s are adamw_sr_bits(seed, step,
+ * seg.offset + j), as in its CPU oracle optim_step_rounded. */
+int optim_cuda_step_placed(OptimCuda *o, float *p32, void *p16, const void *grads, OptimDtype gd,
+                           const AdamWHyper *h, int64_t step);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../common/util.h"
+#include "../kernels/bf16.h"
 
 AdamWHyper adamw_hyper_default(void) {
     AdamWHyper h = {.lr = 5e-6, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0, .grad_scale = 1.0};
@@ -226,6 +227,25 @@ int optim_step(Optimizer *o, float *params, const float *grads, const AdamWHyper
         const float *g = grads + s->offset + j0;
         if (s->quantized) step_block_8bit(o, s, j0, n, p, g, &sc);
         else step_block_f32(o, s, j0, n, p, g, &sc);
+    }
+    return 0;
+}
+
+int optim_step_rounded(Optimizer *o, float *params, const float *grads, const AdamWHyper *h, int64_t step,
+                       const uint8_t *round, uint64_t seed) {
+    if (optim_step(o, params, grads, h, step)) return 1;
+    for (int si = 0; si < o->nseg; si++) {
+        const OptimSegment *s = &o->seg[si];
+        float *p = params + s->offset;
+        KV_CHECK(round[si] <= OPTIM_ROUND_STOCHASTIC, "optimizer: unknown rounding %d for segment %d", round[si], si);
+        if (round[si] == OPTIM_ROUND_NEAREST) {
+#pragma omp parallel for schedule(static)
+            for (int64_t j = 0; j < s->numel; j++) p[j] = float_from_bf16_bits(bf16_bits_from_float(p[j]));
+        } else if (round[si] == OPTIM_ROUND_STOCHASTIC) {
+#pragma omp parallel for schedule(static)
+            for (int64_t j = 0; j < s->numel; j++)
+                p[j] = adamw_round_bf16_sr(p[j], adamw_sr_bits(seed, step, s->offset + j));
+        }
     }
     return 0;
 }

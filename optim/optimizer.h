@@ -84,6 +84,16 @@ double optim_step_bytes(const Optimizer *o, int param_bytes, int grad_bytes);
  * gradient is non-finite (or its square overflows fp32), returns 1, fills
  * o->bad, prints a warning and changes neither params nor states. */
 int optim_step(Optimizer *o, float *params, const float *grads, const AdamWHyper *h, int64_t step);
+/* How a segment's updated parameters are stored, for models that keep
+ * some tensors only in bf16: fp32 as computed, bf16 rounded to nearest
+ * even, or bf16 rounded stochastically (adamw_round_bf16_sr). */
+typedef enum { OPTIM_ROUND_NONE = 0, OPTIM_ROUND_NEAREST = 1, OPTIM_ROUND_STOCHASTIC = 2 } OptimRounding;
+/* optim_step, then each segment's parameters rounded as round[s] says; the
+ * random bits of element j of segment s are adamw_sr_bits(seed, step,
+ * seg.offset + j). Parameters of rounded segments must hold bf16 values on
+ * entry. The CPU oracle of optim_cuda_step_placed (optim/optim_cuda.h). */
+int optim_step_rounded(Optimizer *o, float *params, const float *grads, const AdamWHyper *h, int64_t step,
+                       const uint8_t *round, uint64_t seed);
 /* Only the check optim_step starts with: 1 (and o->bad filled) when a
  * gradient is unusable. Ranks agree on skipping a step before any steps. */
 int optim_check_grads(Optimizer *o, const float *grads, const AdamWHyper *h, int64_t step);

@@ -2,7 +2,9 @@
  * to within one quantization code per state element (the arithmetic is
  * shared and explicitly rounded, so they are expected to be identical);
  * bf16 params match the oracle rounded to bf16; rejected gradients leave
- * everything unchanged. Skips without a GPU. */
+ * everything unchanged. Placed steps (parameters spread over an fp32 and a
+ * bf16 buffer, some rounded stochastically) against optim_step_rounded.
+ * Skips without a GPU. */
 #include <math.h>
 #include <string.h>
 
@@ -106,6 +108,106 @@ static void run(OptimKind kind, OptimDtype pd, const char *label) {
     optim_cuda_free(gpu);
     optim_free(cpu), optim_free(back);
 }
+/* Segments 0 and 3 bf16 with stochastic rounding, 1 fp32, 2 bf16 to
+ * nearest, packed in another order and at other offsets than the
+ * gradients'; the CPU oracle steps one fp32 buffer in gradient order. */
+static const OptimPlace places[NSEG] = {{OPTIM_BF16, 70001 + 1000 + 16, 1}, {OPTIM_F32, 13, 0},
+                                        {OPTIM_BF16, 70001 + 8, 0},         {OPTIM_BF16, 0, 1}};
+static const uint8_t rounding[NSEG] = {OPTIM_ROUND_STOCHASTIC, OPTIM_ROUND_NONE, OPTIM_ROUND_NEAREST,
+                                       OPTIM_ROUND_STOCHASTIC};
+#define P16_TOTAL (70001 + 1000 + 16 + 300000)
+#define P32_TOTAL (13 + 4097)
+
+static void placed_upload(void *d32, void *d16, const float *p) {
+    float *h32 = xcalloc(P32_TOTAL, 4);
+    uint16_t *h16 = xcalloc(P16_TOTAL, 2);
+    for (int s = 0; s < NSEG; s++)
+        for (int64_t j = 0; j < num[s]; j++) {
+            if (places[s].dtype == OPTIM_F32) h32[places[s].offset + j] = p[off[s] + j];
+            else h16[places[s].offset + j] = to_bf16(p[off[s] + j]);
+        }
+    cuda_memcpy_h2d(d32, h32, P32_TOTAL * 4);
+    cuda_memcpy_h2d(d16, h16, P16_TOTAL * 2);
+    free(h32), free(h16);
+}
+
+static void placed_download(float *p, const void *d32, const void *d16) {
+    float *h32 = xmalloc(P32_TOTAL * 4);
+    uint16_t *h16 = xmalloc(P16_TOTAL * 2);
+    cuda_memcpy_d2h(h32, d32, P32_TOTAL * 4);
+    cuda_memcpy_d2h(h16, d16, P16_TOTAL * 2);
+    for (int s = 0; s < NSEG; s++)
+        for (int64_t j = 0; j < num[s]; j++)
+            p[off[s] + j] = places[s].dtype == OPTIM_F32 ? h32[places[s].offset + j] : from_bf16(h16[places[s].offset + j]);
+    free(h32), free(h16);
+}
+
+/* Elements of segment s that differ between a and b. */
+static int64_t seg_changed(const float *a, const float *b, int s) {
+    int64_t n = 0;
+    for (int64_t j = 0; j < num[s]; j++) n += a[off[s] + j] != b[off[s] + j];
+    return n;
+}
+
+/* lr 1e-5 on weights of scale 0.1: each update is far below half a bf16
+ * step (2.4e-4 at 0.1), so rounding to nearest moves only the few weights
+ * within ~3e-3 of zero; stochastic rounding moves many more, and the
+ * oracle says exactly which. */
+static void run_placed(OptimKind kind, const char *label) {
+    Optimizer *cpu = optim_create(kind, off, num, NSEG), *back = optim_create(kind, off, num, NSEG);
+    OptimCuda *gpu = optim_cuda_create(cpu);
+    optim_cuda_set_places(gpu, places, 99);
+    float *p = xmalloc(TOTAL * 4), *g = xmalloc(TOTAL * 4), *pg = xmalloc(TOTAL * 4), *p0 = xmalloc(TOTAL * 4);
+    void *d32 = cuda_malloc(P32_TOTAL * 4), *d16 = cuda_malloc(P16_TOTAL * 2), *dg = cuda_malloc(TOTAL * 4);
+    Rng r;
+    rng_seed(&r, 23);
+    for (int64_t i = 0; i < TOTAL; i++) p[i] = 0.1f * rng_normal(&r);
+    for (int s = 0; s < NSEG; s++)
+        if (rounding[s] != OPTIM_ROUND_NONE)
+            for (int64_t j = 0; j < num[s]; j++) p[off[s] + j] = from_bf16(to_bf16(p[off[s] + j]));
+    memcpy(p0, p, TOTAL * 4);
+    placed_upload(d32, d16, p);
+    AdamWHyper h = adamw_hyper_default();
+    h.lr = 1e-5;
+    int rc_ok = 1;
+    for (int t = 1; t <= 10; t++) {
+        for (int64_t i = 0; i < TOTAL; i++) g[i] = 0.01f * rng_normal(&r);
+        cuda_memcpy_h2d(dg, g, TOTAL * 4);
+        rc_ok &= optim_cuda_step_placed(gpu, d32, d16, dg, OPTIM_F32, &h, t) == 0;
+        rc_ok &= optim_step_rounded(cpu, p, g, &h, t, rounding, 99) == 0;
+    }
+    memcpy(pg, p, TOTAL * 4); /* the gaps between segments */
+    placed_download(pg, d32, d16);
+    optim_cuda_download(gpu, back);
+    char name[160];
+    snprintf(name, sizeof name, "%s: every placed step accepted by both", label);
+    tl_result(rc_ok, name, "");
+    int64_t same = 0;
+    for (int64_t i = 0; i < TOTAL; i++) same += pg[i] == p[i];
+    printf("# %s: %lld of %lld params identical to the oracle; moved (oracle) seg0 %lld seg1 %lld seg2 %lld seg3 %lld\n",
+           label, (long long)same, (long long)TOTAL, (long long)seg_changed(p, p0, 0), (long long)seg_changed(p, p0, 1),
+           (long long)seg_changed(p, p0, 2), (long long)seg_changed(p, p0, 3));
+    /* one code of state difference (allowed above) can move a stochastic draw by one bf16 step */
+    snprintf(name, sizeof name, "%s: params within one bf16 step of the oracle", label);
+    tl_close(name, pg, p, TOTAL, 1e-7, 8e-3);
+    snprintf(name, sizeof name, "%s: params 99.9%% bit-identical to the oracle", label);
+    tl_result(same >= TOTAL - TOTAL / 1000, name, "%lld identical of %lld", (long long)same, (long long)TOTAL);
+    snprintf(name, sizeof name, "%s: states match the oracle", label);
+    int md = 0, vd = 0;
+    code_diff(back->m_code, cpu->m_code, cpu->n_code, &md);
+    code_diff(back->v_code, cpu->v_code, cpu->n_code, &vd);
+    tl_result(md <= 1 && vd <= 1, name, "max code difference m %d v %d", md, vd);
+    snprintf(name, sizeof name, "%s: nearest rounding loses most small updates, stochastic keeps 4x as many", label);
+    int64_t c0 = seg_changed(pg, p0, 0), c1 = seg_changed(pg, p0, 1), c2 = seg_changed(pg, p0, 2), c3 = seg_changed(pg, p0, 3);
+    double f2 = (double)c2 / (double)num[2];
+    tl_result(f2 < 0.05 && c0 > 4 * f2 * (double)num[0] && c3 > 4 * f2 * (double)num[3] && c1 >= num[1] - num[1] / 100, name,
+              "changed seg0 %lld/%lld seg1 %lld/%lld seg2 %lld/%lld seg3 %lld/%lld", (long long)c0, (long long)num[0],
+              (long long)c1, (long long)num[1], (long long)c2, (long long)num[2], (long long)c3, (long long)num[3]);
+    cuda_free(d32), cuda_free(d16), cuda_free(dg);
+    free(p), free(g), free(pg), free(p0);
+    optim_cuda_free(gpu);
+    optim_free(cpu), optim_free(back);
+}
 #endif
 
 int main(void) {
@@ -117,6 +219,8 @@ int main(void) {
     run(OPTIM_ADAMW8BIT, OPTIM_F32, "adamw8bit fp32 params");
     run(OPTIM_ADAMW8BIT, OPTIM_BF16, "adamw8bit bf16 params");
     run(OPTIM_ADAMW, OPTIM_F32, "adamw fp32 params");
+    run_placed(OPTIM_ADAMW8BIT, "adamw8bit placed params");
+    run_placed(OPTIM_ADAMW, "adamw placed params");
 #endif
     return tl_finish();
 }
