@@ -310,4 +310,9 @@ extern "C" int optim_cuda_step_placed(OptimCuda *o, float *p32, void *p16, const
     return step_params(o, pa, grads, gd, h, step);
 }
 
+extern "C" int64_t optim_cuda_bytes(const OptimCuda *o) {
+    return 2 * (o->n_code + 1) + 8 * (o->n_absmax + 1) + 8 * (o->n_f32 + 1) +
+           (int64_t)sizeof(DevSegment) * (o->nseg + 1) + (int64_t)sizeof(float) * (256 * 2 + 255 * 2) + 8;
+}
+
 extern "C" const OptimBadGrad *optim_cuda_bad(const OptimCuda *o) { return &o->last_bad; }

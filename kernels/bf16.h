@@ -29,4 +29,16 @@ static inline float float_from_bf16_bits(uint16_t b) {
     memcpy(&f, &u, sizeof f);
     return f;
 }
+#if defined(KVCPT_CUDA) || defined(__CUDACC__)
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Device out = device in rounded to bf16, nearest even (kernels/bf16_cast.cu):
+ * the operand cast of the bf16 matmuls, and the refresh of a bf16 copy of
+ * an fp32 tensor. */
+void cast_bf16_cuda(bf16 *out, const float *in, int64_t n);
+#ifdef __cplusplus
+}
+#endif
+#endif
 #endif

@@ -40,13 +40,6 @@ static void cast_release(void) {
     }
 }
 
-/* round to nearest even, as bf16_bits_from_float does on the host */
-__global__ static void cast_to_bf16_kernel(bf16 *out, const float *in, int64_t n) {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (; i < n; i += stride) out[i] = __float2bfloat16_rn(in[i]);
-}
-
 /* in (n floats) rounded into slot's workspace; returns the bf16 copy. */
 static const bf16 *cast_to_bf16(int slot, const float *in, int64_t n) {
     if (n > cast_cap[slot]) {
@@ -54,13 +47,7 @@ static const bf16 *cast_to_bf16(int slot, const float *in, int64_t n) {
         CUDA_CHECK(cudaMalloc(&cast_buf[slot], sizeof(bf16) * (size_t)n));
         cast_cap[slot] = n;
     }
-    if (n > 0) {
-        const int threads = 256;
-        int64_t blocks = (n + threads - 1) / threads;
-        if (blocks > 65535LL * 16) blocks = 65535LL * 16;
-        cast_to_bf16_kernel<<<(unsigned int)blocks, threads>>>(cast_buf[slot], in, n);
-        CUDA_CHECK_LAUNCH();
-    }
+    cast_bf16_cuda(cast_buf[slot], in, n);
     return cast_buf[slot];
 }
 

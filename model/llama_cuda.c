@@ -164,6 +164,47 @@ void llama_cuda_download_grads(const LlamaCuda *g, float *host) {
     cuda_memcpy_d2h(host, g->grads, sizeof(float) * (size_t)g->layout.total);
 }
 
+/* device bf16 -> host fp32 (exact), through a bounded staging buffer. */
+static void download_widened(float *host, const bf16 *dev, int64_t n, uint16_t *stage, int64_t stage_n) {
+    for (int64_t off = 0; off < n; off += stage_n) {
+        int64_t m = n - off < stage_n ? n - off : stage_n;
+        cuda_memcpy_d2h(stage, dev + off, sizeof(uint16_t) * (size_t)m);
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < m; i++) host[off + i] = float_from_bf16_bits(stage[i]);
+    }
+}
+
+void llama_cuda_download_params(const LlamaCuda *g, float *host) {
+    if (g->precision != LLAMA_CUDA_BF16_WEIGHTS) {
+        cuda_memcpy_d2h(host, g->params, sizeof(float) * (size_t)g->layout.total);
+        return;
+    }
+    const ParamLayout *L = &g->layout;
+    const int64_t stage_n = (int64_t)1 << 24; /* 32 MiB */
+    uint16_t *stage = xmalloc(sizeof(uint16_t) * (size_t)stage_n);
+    for (int i = 0; i < L->n; i++) {
+        const ParamTensor *t = &L->t[i];
+        if (stays_fp32(t))
+            cuda_memcpy_d2h(host + t->offset, g->params + g->dev_offset[i], sizeof(float) * (size_t)t->numel);
+        else
+            download_widened(host + t->offset, g->wbf16 + g->dev_offset[i], t->numel, stage, stage_n);
+    }
+    free(stage);
+}
+
+LlamaCudaPlace llama_cuda_param_place(const LlamaCuda *g, int tensor) {
+    KV_CHECK(tensor >= 0 && tensor < g->layout.n, "llama_cuda_param_place: tensor %d outside [0, %d)", tensor,
+             g->layout.n);
+    const ParamTensor *t = &g->layout.t[tensor];
+    if (g->precision != LLAMA_CUDA_BF16_WEIGHTS) return (LlamaCudaPlace){0, t->offset};
+    return (LlamaCudaPlace){!stays_fp32(t), g->dev_offset[tensor]};
+}
+
+void llama_cuda_sync_tied_head(LlamaCuda *g) {
+    if (g->head_offset < 0) return;
+    cast_bf16_cuda(g->wbf16 + g->head_offset, g->w.embed, g->cfg.vocab_size * g->cfg.hidden_size);
+}
+
 void llama_cuda_zero_grad(LlamaCuda *g) { zero(g->grads, g->layout.total); }
 
 int64_t llama_cuda_bytes(const LlamaCuda *g) { return g->bytes_fixed + g->bytes_acts; }

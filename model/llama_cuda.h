@@ -89,6 +89,21 @@ void llama_cuda_set_mask(LlamaCuda *g, const RefreshMask *mask, int64_t S);
 void llama_cuda_upload_params(LlamaCuda *g, const float *host);
 /* device gradients -> host (layout.total floats) */
 void llama_cuda_download_grads(const LlamaCuda *g, float *host);
+/* device parameters -> host (layout.total floats; bf16 matrices widened
+ * exactly): the inverse of the upload when the device holds the only
+ * current copy (the optimizer stepping on the device). */
+void llama_cuda_download_params(const LlamaCuda *g, float *host);
+/* Where layout tensor i's parameters live on the device: in params (fp32)
+ * or wbf16 (bf16), at an element offset. */
+typedef struct {
+    int bf16;
+    int64_t offset;
+} LlamaCudaPlace;
+LlamaCudaPlace llama_cuda_param_place(const LlamaCuda *g, int tensor);
+/* bf16 weights with tied embeddings: the lm_head's bf16 copy rounded again
+ * from the fp32 embedding, on the device (after an update there). A no-op
+ * otherwise. */
+void llama_cuda_sync_tied_head(LlamaCuda *g);
 /* Same contract as llama_forward; tokens and targets are HOST arrays. */
 float llama_cuda_forward(LlamaCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T);
 void llama_cuda_zero_grad(LlamaCuda *g);

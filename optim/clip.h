@@ -9,6 +9,10 @@
 #define GRAD_SUM_CHUNK 65536
 
 double grad_sum_squares(const float *g, int64_t n);
+/* The same over a device buffer (kernels/grad_norm.cu; KVCPT_CUDA builds):
+ * the same chunks, a chunk's own sum in another order, so it agrees to
+ * double rounding. */
+double grad_sum_squares_cuda(const float *g, int64_t n);
 /* sqrt(grad_sum_squares): the global L2 norm of one buffer. Sharded runs
  * add grad_sum_squares across ranks and take the root themselves. */
 double grad_global_norm(const float *g, int64_t n);

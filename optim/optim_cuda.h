@@ -32,6 +32,8 @@ void optim_cuda_upload(OptimCuda *o, const Optimizer *host);
 int optim_cuda_step(OptimCuda *o, void *d_params, OptimDtype param_dtype, const void *d_grads, OptimDtype grad_dtype,
                     const AdamWHyper *h, int64_t step);
 const OptimBadGrad *optim_cuda_bad(const OptimCuda *o);
+/* Device bytes it holds (states, segment table, code maps). */
+int64_t optim_cuda_bytes(const OptimCuda *o);
 
 /* Where one segment's parameters are when a model spreads them over an
  * fp32 and a bf16 buffer (the bf16-weights engine): the buffer's dtype,

@@ -6,7 +6,10 @@
 # same loss curve within fp32 rounding; recompute changes no bit; two ranks
 # under mpirun give the one-rank curve bit for bit; precision=bf16 stays
 # within bf16 tolerance of the CPU curve; a checkpoint written by
-# the GPU run resumes on the CPU and the other way round.
+# the GPU run resumes on the CPU and the other way round. The optimizer on
+# the device (optim_device=1) gives the CPU's curve; precision=bf16sr (bf16
+# matrices only, stochastic rounding) stays within bf16 tolerance of it and
+# resumes from its checkpoint bit for bit; impossible settings are refused.
 set -u
 cd "$(dirname "$0")/.."
 K=./kvcpt
@@ -54,6 +57,30 @@ if grep -q "(bf16 weights)" "$tmp/bf.log"; then
     cmp_curves "precision=bf16: loss curve (12 steps, dev included) within 3.9e-3 of the CPU's" "$tmp/bf" "$tmp/cpu" 3.9e-3
 else fail "precision=bf16" "$(tail -2 "$tmp/bf.log")"; fi
 
+# the optimizer on the device: fp32 parameters and 8-bit states stepped
+# there, gradients accumulated there; only the order of additions differs
+$E train --config "$tmp/cfg.json" --set out="$tmp/od" --set device=cuda --set optim_device=1 >"$tmp/od.log" 2>&1
+if grep -q "(optimizer on the device)" "$tmp/od.log" && grep -q '"gpu_optim_mb"' "$tmp/od/log.jsonl"; then
+    cmp_curves "optim_device=1: loss curve (12 steps, dev included) within 1e-5 of the CPU's" "$tmp/od" "$tmp/cpu" 1e-5
+else fail "optim_device=1" "$(tail -2 "$tmp/od.log")"; fi
+
+# bf16sr: no fp32 master anywhere, stochastic rounding keyed by (seed, step,
+# element), so a resumed run draws the same bits as an uninterrupted one
+$E train --config "$tmp/cfg.json" --set out="$tmp/sr" --set device=cuda --set precision=bf16sr >"$tmp/sr.log" 2>&1
+if grep -q "(bf16 weights, stochastic rounding)" "$tmp/sr.log" && grep -q "(optimizer on the device)" "$tmp/sr.log"; then
+    cmp_curves "precision=bf16sr: loss curve (12 steps, dev included) within 3.9e-3 of the CPU's" "$tmp/sr" "$tmp/cpu" 3.9e-3
+else fail "precision=bf16sr" "$(tail -2 "$tmp/sr.log")"; fi
+mkdir -p "$tmp/srr/ckpt" && cp "$tmp/sr/log.jsonl" "$tmp/srr/" && cp -r "$tmp/sr/ckpt/step_00000006" "$tmp/srr/ckpt/"
+$E train --config "$tmp/cfg.json" --set out="$tmp/srr" --set device=cuda --set precision=bf16sr --resume >"$tmp/srr2.log" 2>&1
+if grep -q "resumed from" "$tmp/srr2.log" && diff <(losses "$tmp/sr"; devs "$tmp/sr") <(losses "$tmp/srr"; devs "$tmp/srr") >/dev/null &&
+   cmp -s "$tmp/sr/model/model.kvcpt" "$tmp/srr/model/model.kvcpt"; then
+    ok "precision=bf16sr: resumed from its step-6 checkpoint gives the uninterrupted run's losses and final model, bit for bit"
+else fail "bf16sr resume" "$(tail -2 "$tmp/srr2.log")"; fi
+if ! $E train --config "$tmp/cfg.json" --set out="$tmp/bad" --set device=cuda --set precision=bf16 --set optim_device=1 \
+       >"$tmp/bad.log" 2>&1 && grep -q "use precision=bf16sr" "$tmp/bad.log"; then
+    ok "precision=bf16 with optim_device=1 (updates lost to rounding) is refused with the fix named"
+else fail "bf16 + optim_device refusal" "$(tail -2 "$tmp/bad.log")"; fi
+
 # resume across devices: the checkpoint is device-independent
 $E train --config "$tmp/cfg.json" --set out="$tmp/x" --set device=cuda --set steps=6 >"$tmp/x1.log" 2>&1
 if $K train --config "$tmp/cfg.json" --set out="$tmp/x" --set device=cpu --resume >"$tmp/x2.log" 2>&1 &&
@@ -69,6 +96,10 @@ if command -v mpirun >/dev/null 2>&1 && $E --version | grep -q "collectives: sin
        cmp -s "$tmp/gpu/model/model.kvcpt" "$tmp/two/model/model.kvcpt"; then
         ok "two ranks on the CUDA engine equal one rank, bit for bit"
     else fail "two ranks on the CUDA engine" "$(tail -3 "$tmp/two.log")"; fi
+    if ! mpirun --oversubscribe -np 2 "$E" train --config "$tmp/cfg.json" --set out="$tmp/two_sr" --set device=cuda \
+           --set precision=bf16sr >"$tmp/two_sr.log" 2>&1 && grep -q "for one rank only" "$tmp/two_sr.log"; then
+        ok "precision=bf16sr under two ranks is refused (the device optimizer is for one rank)"
+    else fail "bf16sr two-rank refusal" "$(tail -3 "$tmp/two_sr.log")"; fi
 else
     echo "skip - two ranks on the CUDA engine: mpirun or an MPI-enabled build is missing"
 fi

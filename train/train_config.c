@@ -45,7 +45,9 @@ static const Key keys[] = {
     I_(ckpt_interval, "0", "checkpoint every N steps (0: only at the end and on signals)"),
     I_(keep_last, "2", "complete checkpoints kept"),
     I_(recompute, "0", "CUDA: keep only each layer's input, rerun its forward in backward (less memory)"),
-    S_(precision, "fp32", "CUDA: fp32 | bf16 (matrices in bf16 on the device, fp32 master weights and grads)"),
+    S_(precision, "fp32", "CUDA: fp32 | bf16 (bf16 device matrices, fp32 master on the host) | bf16sr (bf16 matrices "
+                          "only, stochastic rounding, optimizer on the GPU)"),
+    I_(optim_device, "0", "CUDA, one rank: parameters and AdamW states stay on the GPU (1), or step on the host (0)"),
     I_(reshard_after_forward, "1", "sharding: gather a layer again in backward (1) or keep the forward's copy (0)"),
     I_(log_interval, "1", "log line every N steps"),
     I_(seed, "1234", "random init, data order"),
@@ -152,9 +154,23 @@ void train_config_validate(const TrainConfig *c, int world) {
     KV_CHECK(c->keep_last >= 1, "config: 'keep_last' must be >= 1");
     KV_CHECK(c->recompute == 0 || c->recompute == 1, "config: 'recompute' must be 0 or 1 (got %lld)",
              (long long)c->recompute);
-    KV_CHECK(one_of(c->precision, "fp32", "bf16", NULL), "config: 'precision' must be fp32 or bf16 (got '%s')", c->precision);
+    KV_CHECK(one_of(c->precision, "fp32", "bf16", "bf16sr"),
+             "config: 'precision' must be fp32, bf16 or bf16sr (got '%s')", c->precision);
+    KV_CHECK(c->optim_device == 0 || c->optim_device == 1, "config: 'optim_device' must be 0 or 1 (got %lld)",
+             (long long)c->optim_device);
+    KV_CHECK(!(c->optim_device && strcmp(c->precision, "bf16") == 0),
+             "config: precision bf16 with optim_device=1 would keep no fp32 master, so updates below half a bf16 step "
+             "would be lost; use precision=bf16sr (stochastic rounding) or optim_device=0");
+    KV_CHECK(world == 1 || !train_config_optim_on_device(c),
+             "config: the optimizer runs on the GPU (optim_device=1 or precision bf16sr) for one rank only; this run "
+             "has %d ranks, whose optimizer is sharded on the host (optim_device=0, precision fp32 or bf16)",
+             world);
     KV_CHECK(one_of(c->device, "auto", "cpu", "cuda"), "config: 'device' must be auto, cpu or cuda (got '%s')",
              c->device);
+}
+
+int train_config_optim_on_device(const TrainConfig *c) {
+    return c->optim_device == 1 || strcmp(c->precision, "bf16sr") == 0;
 }
 
 char *train_config_to_json(const TrainConfig *c) {

@@ -14,11 +14,11 @@ typedef struct {
     char schedule[32];    /* "linear" | "cosine" | "constant" */
     char group_agg[16];   /* "max" | "mean" | "first" */
     char device[16];      /* "auto" | "cpu" | "cuda" */
-    char precision[8];    /* CUDA engine: "fp32" | "bf16" (bf16 device matrices) */
+    char precision[8];    /* CUDA engine: "fp32" | "bf16" | "bf16sr" (see train_config.c) */
     int64_t L, S, K, pool_kernel, mask;
     int64_t global_batch, micro_batch, steps, epochs, warmup_steps;
     int64_t eval_interval, eval_batches, ckpt_interval, keep_last, log_interval, seed;
-    int64_t reshard_after_forward, recompute;
+    int64_t reshard_after_forward, recompute, optim_device;
     double lr, min_lr_frac, weight_decay, beta1, beta2, eps, grad_clip;
 } TrainConfig;
 
@@ -29,6 +29,9 @@ void train_config_apply_json(TrainConfig *c, const char *json_text, const char *
 void train_config_apply_set(TrainConfig *c, const char *kv);
 /* Cross-field checks (batch divisibility, K <= L, ...) naming the fields. */
 void train_config_validate(const TrainConfig *c, int world_size);
+/* 1 when the optimizer steps on the GPU: optim_device=1, or bf16sr (which
+ * keeps no fp32 master anywhere else). The CUDA engine only. */
+int train_config_optim_on_device(const TrainConfig *c);
 /* The effective configuration as JSON (heap string) for the run directory. */
 char *train_config_to_json(const TrainConfig *c);
 /* Help text listing every key with its default. */

@@ -14,6 +14,7 @@
 #include "../common/util.h"
 #include "../dist/shard_ckpt.h"
 #include "../optim/clip.h"
+#include "device_optim.h"
 
 static volatile sig_atomic_t stop_signal = 0;
 static void on_signal(int sig) { stop_signal = sig; }
@@ -34,25 +35,41 @@ static void open_data(Trainer *t) {
 
 /* device cuda: the CUDA engine runs forward and backward on its own copy of
  * the parameters; sharding and the optimizer keep working on the host
- * buffers, so any rank count behaves as on the CPU. */
+ * buffers, so any rank count behaves as on the CPU, unless the optimizer
+ * runs on the device too (one rank; setup_device_optim). */
 static void setup_device(Trainer *t) {
-    t->device = backend_resolve(t->cfg.device);
-    if (t->device == DEVICE_CPU && t->cfg.recompute && t->rank == 0)
-        warnf("config: 'recompute' applies to the CUDA engine only; the CPU keeps every activation");
-    LlamaCudaPrecision prec = llama_cuda_precision_parse(t->cfg.precision, "config 'precision'");
-    if (t->device == DEVICE_CPU && prec != LLAMA_CUDA_FP32 && t->rank == 0)
-        warnf("config: 'precision' applies to the CUDA engine only; the CPU model is fp32");
+    const TrainConfig *c = &t->cfg;
+    t->device = backend_resolve(c->device);
+    int sr = strcmp(c->precision, "bf16sr") == 0, on_device = train_config_optim_on_device(c);
+    if (t->device == DEVICE_CPU && t->rank == 0 && (c->recompute || strcmp(c->precision, "fp32") || on_device))
+        warnf("config: 'recompute', 'precision' and 'optim_device' apply to the CUDA engine only; the CPU model "
+              "is fp32, keeps every activation and steps on the host");
+    LlamaCudaPrecision prec = llama_cuda_precision_parse(sr ? "bf16" : c->precision, "config 'precision'");
 #ifdef KVCPT_CUDA
     if (t->device == DEVICE_CUDA) {
         t->gpu = xcalloc(1, sizeof *t->gpu);
-        llama_cuda_create(t->gpu, &t->model.cfg, (int)t->cfg.recompute, prec);
+        llama_cuda_create(t->gpu, &t->model.cfg, (int)c->recompute, prec);
         if (t->model.mask.enabled) llama_cuda_set_mask(t->gpu, &t->model.mask, t->model.mask_S);
     }
 #endif
     if (t->rank == 0)
-        fprintf(stderr, "kvcpt train: device %s%s%s\n", backend_name(t->device),
-                t->device == DEVICE_CUDA && prec == LLAMA_CUDA_BF16_WEIGHTS ? " (bf16 weights)" : "",
-                t->device == DEVICE_CUDA && t->cfg.recompute ? " (recomputing activations)" : "");
+        fprintf(stderr, "kvcpt train: device %s%s%s%s\n", backend_name(t->device),
+                t->gpu && prec == LLAMA_CUDA_BF16_WEIGHTS ? (sr ? " (bf16 weights, stochastic rounding)" : " (bf16 weights)") : "",
+                t->gpu && c->recompute ? " (recomputing activations)" : "",
+                t->gpu && on_device ? " (optimizer on the device)" : "");
+}
+
+/* After setup or a restore: the host's parameters and states to the device,
+ * which holds the only current copy from then on. */
+static void setup_device_optim(Trainer *t) {
+#ifdef KVCPT_CUDA
+    if (!t->gpu || !train_config_optim_on_device(&t->cfg)) return;
+    t->dopt = device_optim_create(t->gpu, t->opt, &t->fsdp.plan, strcmp(t->cfg.precision, "bf16sr") == 0,
+                                  (uint64_t)t->cfg.seed);
+    device_optim_push(t->dopt, t->gpu, t->fsdp.master, t->opt);
+#else
+    (void)t;
+#endif
 }
 
 /* Every rank builds the same full model (same seed or file), then keeps its pieces. */
@@ -122,20 +139,31 @@ static double step_loss(Trainer *t) {
     return sum / (double)t->accum;
 }
 
-/* Updates this rank's shard, unless any rank's shard holds an unusable gradient. */
-static void optimizer_update(Trainer *t, double norm, double *lr) {
+/* The step's AdamW settings: scheduled lr, clipping folded into the
+ * gradient scale along with the mean over micro-batches. */
+static AdamWHyper step_hyper(const Trainer *t, double norm) {
     const TrainConfig *c = &t->cfg;
     AdamWHyper h = adamw_hyper_default();
     h.lr = lr_schedule(&t->sched, t->step);
     h.beta1 = c->beta1, h.beta2 = c->beta2, h.eps = c->eps, h.weight_decay = c->weight_decay;
     h.grad_scale = (1.0 / (double)t->accum) * grad_clip_factor(norm, c->grad_clip);
+    return h;
+}
+
+static void warn_skipped(Trainer *t) {
+    if (t->rank == 0)
+        warnf("step %lld: non-finite gradients; the update was skipped and the optimizer states left untouched",
+              (long long)t->step);
+    t->skipped_steps++;
+}
+
+/* Updates this rank's shard, unless any rank's shard holds an unusable gradient. */
+static void optimizer_update(Trainer *t, double norm, double *lr) {
+    AdamWHyper h = step_hyper(t, norm);
     *lr = h.lr;
     int bad = !isfinite(norm) || optim_check_grads(t->opt, t->fsdp.grad_sum, &h, t->step);
     if (comm_max_i64(t->comm, bad)) {
-        if (t->rank == 0)
-            warnf("step %lld: non-finite gradients; the update was skipped and the optimizer states left untouched",
-                  (long long)t->step);
-        t->skipped_steps++;
+        warn_skipped(t);
         return;
     }
     KV_CHECK(optim_step(t->opt, t->fsdp.master, t->fsdp.grad_sum, &h, t->step) == 0,
@@ -182,7 +210,32 @@ static void model_backward(Trainer *t) {
     llama_backward(&t->model);
 }
 
+#ifdef KVCPT_CUDA
+/* The optimizer on the device: micro-batches add into the engine's own
+ * gradients, and the norm, the check and the update run there too. */
+static float device_step(Trainer *t, double *grad_norm, double *lr) {
+    llama_cuda_zero_grad(t->gpu);
+    for (int64_t a = 0; a < t->rounds; a++) {
+        load_micro_batch(t);
+        t->round_loss[a] = llama_cuda_forward(t->gpu, t->tokens, t->targets, t->cfg.micro_batch, t->T);
+        llama_cuda_backward(t->gpu);
+    }
+    double loss = step_loss(t);
+    t->step++;
+    if (!isfinite(loss)) return (float)loss;
+    double norm = sqrt(device_optim_grad_sum_squares(t->gpu)) / (double)t->accum;
+    AdamWHyper h = step_hyper(t, norm);
+    *lr = h.lr;
+    if (!isfinite(norm) || device_optim_step(t->dopt, t->gpu, &h, t->step)) warn_skipped(t);
+    *grad_norm = norm;
+    return (float)loss;
+}
+#endif
+
 float trainer_step(Trainer *t, double *grad_norm, double *lr) {
+#ifdef KVCPT_CUDA
+    if (t->dopt) return device_step(t, grad_norm, lr);
+#endif
     fsdp_zero_grad_sum(&t->fsdp);
     sync_params(t);
     for (int64_t a = 0; a < t->rounds; a++) {
@@ -203,8 +256,11 @@ float trainer_step(Trainer *t, double *grad_norm, double *lr) {
 /* Dev samples i = 0, 1, ... (a fixed-seed loader), sample i on rank i % world. */
 double trainer_eval_dev(Trainer *t) {
     if (!t->dev_split) return NAN;
-    if (t->gpu) sync_params(t);
-    else fsdp_gather_all(&t->fsdp);
+    if (t->gpu) {
+        if (!t->dopt) sync_params(t); /* else the device already holds the only current copy */
+    } else {
+        fsdp_gather_all(&t->fsdp);
+    }
     LlamaUnitHooks hooks = t->model.hooks;
     t->model.hooks = (LlamaUnitHooks){0}; /* ranks now run different samples: no collectives inside */
     Loader *l = loader_open(t->dev_split, t->T + 1, 0, 0, 1);
@@ -229,6 +285,9 @@ double trainer_eval_dev(Trainer *t) {
 }
 
 void trainer_checkpoint(Trainer *t) {
+#ifdef KVCPT_CUDA
+    if (t->dopt) device_optim_pull(t->dopt, t->gpu, t->fsdp.master, t->opt);
+#endif
     CkptWriter w;
     ckpt_writer_begin(&w, t->cfg.out, t->step, t->rank, t->world);
     LoaderPosition pos = loader_position(t->loader);
@@ -319,6 +378,7 @@ void trainer_setup(Trainer *t, const TrainConfig *cfg, int resume, Comm *comm) {
     } else if (resume && t->rank == 0) {
         fprintf(stderr, "kvcpt train: --resume: no complete checkpoint in %s, starting fresh\n", t->cfg.out);
     }
+    setup_device_optim(t);
     if (t->rank == 0) {
         t->log = fopen_check(t->log_path, t->step > 0 ? "a" : "w");
         write_config_json(t);
@@ -339,6 +399,7 @@ static void log_step(Trainer *t, float loss, double norm, double lr, double dt, 
     json_object_set_new(j, "mfu", json_null()); /* fp32 engines: no meaningful peak to divide by */
 #ifdef KVCPT_CUDA
     if (t->gpu) json_object_set_new(j, "gpu_engine_mb", json_real((double)llama_cuda_bytes(t->gpu) / 1048576.0));
+    if (t->dopt) json_object_set_new(j, "gpu_optim_mb", json_real((double)device_optim_bytes(t->dopt) / 1048576.0));
 #endif
     if (!isnan(dev)) json_object_set_new(j, "dev_loss", json_real(dev));
     char *s = json_dumps(j, JSON_COMPACT);
@@ -435,6 +496,7 @@ void trainer_finish(Trainer *t) {
     if (t->dev_split) data_split_close(t->dev_split);
     optim_free(t->opt);
 #ifdef KVCPT_CUDA
+    device_optim_free(t->dopt);
     if (t->gpu) llama_cuda_free(t->gpu);
 #endif
     free(t->gpu);

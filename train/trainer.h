@@ -19,6 +19,7 @@
 #include "../optim/optimizer.h"
 #include "../optim/schedule.h"
 #include "../optim/segments.h"
+#include "device_optim.h"
 #include "train_config.h"
 
 typedef struct {
@@ -26,6 +27,7 @@ typedef struct {
     Llama model;            /* host parameters and gradients (sharding works on these) */
     Device device;
     LlamaCuda *gpu;         /* device cuda: forward and backward run here */
+    DeviceOptim *dopt;      /* optimizer on the device (optim_device), or NULL */
     Comm *comm;
     int rank, world;
     Fsdp fsdp;

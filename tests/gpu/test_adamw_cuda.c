@@ -4,13 +4,15 @@
  * bf16 params match the oracle rounded to bf16; rejected gradients leave
  * everything unchanged. Placed steps (parameters spread over an fp32 and a
  * bf16 buffer, some rounded stochastically) against optim_step_rounded.
- * Skips without a GPU. */
+ * The clipping norm's sum of squares against grad_sum_squares. Skips
+ * without a GPU. */
 #include <math.h>
 #include <string.h>
 
 #include "../../common/backend.h"
 #include "../../common/rng.h"
 #include "../../common/util.h"
+#include "../../optim/clip.h"
 #include "../../optim/optimizer.h"
 #include "../testlib.h"
 #ifdef KVCPT_CUDA
@@ -208,6 +210,27 @@ static void run_placed(OptimKind kind, const char *label) {
     optim_cuda_free(gpu);
     optim_free(cpu), optim_free(back);
 }
+/* Chunked as the CPU; a chunk's sum in another order: equal to ~1e-15. */
+static void check_sum_squares(int64_t n, const char *label) {
+    float *g = xmalloc(sizeof(float) * (size_t)(n + 1));
+    Rng r;
+    rng_seed(&r, (uint64_t)n + 5);
+    for (int64_t i = 0; i < n; i++) g[i] = 0.03f * rng_normal(&r);
+    void *d = cuda_malloc(sizeof(float) * (size_t)(n + 1));
+    cuda_memcpy_h2d(d, g, sizeof(float) * (size_t)n);
+    double want = grad_sum_squares(g, n), got = grad_sum_squares_cuda(d, n);
+    tl_result(fabs(got - want) <= 1e-12 * want + 1e-300 && (n > 0 || got == 0.0), label, "got %.17g want %.17g", got, want);
+    if (n > 0) {
+        g[n / 2] = INFINITY;
+        cuda_memcpy_h2d(d, g, sizeof(float) * (size_t)n);
+        got = grad_sum_squares_cuda(d, n);
+        char name[160];
+        snprintf(name, sizeof name, "%s, an infinite gradient gives an infinite sum", label);
+        tl_result(isinf(got), name, "got %g", got);
+    }
+    cuda_free(d);
+    free(g);
+}
 #endif
 
 int main(void) {
@@ -221,6 +244,9 @@ int main(void) {
     run(OPTIM_ADAMW, OPTIM_F32, "adamw fp32 params");
     run_placed(OPTIM_ADAMW8BIT, "adamw8bit placed params");
     run_placed(OPTIM_ADAMW, "adamw placed params");
+    check_sum_squares(3 * GRAD_SUM_CHUNK + 17, "sum of squares: 3 chunks and 17 elements match the CPU");
+    check_sum_squares(5, "sum of squares: 5 elements match the CPU");
+    check_sum_squares(0, "sum of squares: an empty buffer is 0");
 #endif
     return tl_finish();
 }
