@@ -66,6 +66,14 @@ step "train on the CUDA engine (small preset, synthetic recall data)"
     --set S=64 --set K=128 --set global_batch=8 --set micro_batch=4 --set steps=30 --set lr=1e-3 \
     --set warmup_steps=5 >"$OUT/train.log" 2>&1
 tail -4 "$OUT/train.log"
+# the same run with the optimizer on the device (fp32, then bf16 + stochastic
+# rounding): step times against the host-optimizer run above, curves alike
+for mode in "optim_device=1" "precision=bf16sr"; do
+    ./kvcpt train --set model=small --set data="$OUT/data" --set out="$OUT/train-${mode%%=*}" --set device=cuda \
+        --set L=1024 --set S=64 --set K=128 --set global_batch=8 --set micro_batch=4 --set steps=30 --set lr=1e-3 \
+        --set warmup_steps=5 --set "$mode" >"$OUT/train-${mode%%=*}.log" 2>&1
+    tail -2 "$OUT/train-${mode%%=*}.log"
+done
 
 step "eval: the GPU decode engine against the CPU one (issue 10)"
 for d in cpu cuda; do
