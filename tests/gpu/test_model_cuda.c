@@ -22,6 +22,12 @@
  *   vs the plain fp32 CPU model over 10 training steps (host fp32 master,
  *   same optimizer): losses within 3.9e-3 = 2^-8 relative, twice the largest
  *   relative error bf16 storage puts on any one weight.
+ * precision bf16sr (matrices only in bf16, the optimizer on the device,
+ * stochastic rounding; train/device_optim.h): the same 3.9e-3 against the
+ * fp32 CPU model over 10 steps, and the parameters equal to
+ * optim_step_rounded's on the device's own gradients (99% bit-identical:
+ * one state code may differ on a GPU), a tied head's copy exactly the
+ * updated embedding rounded.
  * Each check prints "# margin" (worst |d| over its atol), for recalibration
  * on a GPU. Under the CPU emulator the matmuls are the CPU's own
  * (tests/cuda_emu/matmul_emu.c), so there the difference is every other
@@ -37,11 +43,14 @@
 #include "../testlib.h"
 
 #ifdef KVCPT_CUDA
+#include "../../kernels/cuda_device.h"
 #include "../../model/llama.h"
 #include "../../model/llama_cuda.h"
 #include "../../optim/optim_cuda.h"
 #include "../../optim/optimizer.h"
 #include "../../optim/segments.h"
+#include "../../dist/shard_ckpt.h"
+#include "../../train/device_optim.h"
 
 typedef struct {
     const char *label;
@@ -371,6 +380,75 @@ static void train_steps_bf16(const Case *k) {
     free(tok), free(master), free(grads);
 }
 
+/* precision bf16sr as the trainer runs it (train/device_optim.h): bf16
+ * matrices only, the 8-bit AdamW on the device, matrices rounded
+ * stochastically. Against the plain fp32 CPU model (the issue's check:
+ * losses within 3.9e-3 over 10 steps), and against its own oracle on the
+ * same gradients: each step the device's gradients also go to
+ * optim_step_rounded on a host copy of the parameters (same seed), so the
+ * engine's placement of every tensor, the random bits' keys and the tied
+ * head's refresh are checked exactly: parameters bit-identical (the GPU
+ * may differ by one state code, as test_adamw_cuda allows, hence 99%),
+ * and a tied lm_head's bf16 copy equal to the embedding rounded. */
+static void train_steps_bf16sr(const Case *k) {
+    Llama m;
+    LlamaCuda g;
+    setup_pair_prec(k, &m, &g, 0, LLAMA_CUDA_BF16_WEIGHTS);
+    int64_t BT = k->B * k->T, total = m.layout.total;
+    ShardPlan plan;
+    shard_plan_build(&plan, &m.layout, 1, 0);
+    Optimizer *oc = make_optimizer(&m), *host = shard_optimizer_create(OPTIM_ADAMW8BIT, &plan, 0);
+    Optimizer *orc = shard_optimizer_create(OPTIM_ADAMW8BIT, &plan, 0);
+    DeviceOptim *d = device_optim_create(&g, host, &plan, 1, 77);
+    device_optim_push(d, &g, m.params, host);
+    float *want = malloc(sizeof(float) * (size_t)total), *grads = malloc(sizeof(float) * (size_t)total);
+    float *got = malloc(sizeof(float) * (size_t)total);
+    llama_cuda_download_params(&g, want); /* the matrices as the device rounded them */
+    uint8_t *rounding = calloc((size_t)orc->nseg, 1);
+    for (int s = 0; s < orc->nseg; s++)
+        for (int ti = 0; ti < m.layout.n; ti++)
+            if (m.layout.t[ti].offset == orc->seg[s].offset && llama_cuda_param_place(&g, ti).bf16)
+                rounding[s] = OPTIM_ROUND_STOCHASTIC;
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)BT * 2), *tgt = tok + BT;
+    random_batch(tok, tgt, BT, k->V, 99);
+    AdamWHyper h = adamw_hyper_default();
+    h.lr = 3e-3;
+    LossCurve c = {.ok_steps = 1};
+    char label[160], name[256];
+    snprintf(label, sizeof label, "bf16sr %s", k->label);
+    for (int64_t step = 1; step <= 10; step++) {
+        float lc = cpu_train_step(&m, oc, tok, tgt, k, &h, step, &c);
+        float lg = gpu_pass(&g, tok, tgt, k, grads);
+        c.ok_steps &= device_optim_step(d, &g, &h, step) == 0;
+        c.ok_steps &= optim_step_rounded(orc, want, grads, &h, step, rounding, 77) == 0;
+        curve_add(&c, label, step, lc, lg);
+    }
+    snprintf(name, sizeof name, "%s: 10 training steps on the device, losses within 3.9e-3 of the fp32 CPU's", label);
+    curve_report(&c, label, name, 3.9e-3);
+    llama_cuda_download_params(&g, got);
+    int64_t same = 0;
+    for (int64_t i = 0; i < total; i++) same += got[i] == want[i];
+    printf("# %s: %lld of %lld parameters bit-identical to optim_step_rounded on the same gradients\n", label,
+           (long long)same, (long long)total);
+    snprintf(name, sizeof name, "%s: parameters after 10 device steps equal the CPU oracle's on the same gradients", label);
+    tl_result(same >= total - total / 100, name, "%lld of %lld identical", (long long)same, (long long)total);
+    if (g.head_offset >= 0) {
+        int64_t n = k->V * k->C, off = 0;
+        uint16_t *head = malloc(sizeof(uint16_t) * (size_t)n);
+        cuda_memcpy_d2h(head, g.wbf16 + g.head_offset, sizeof(uint16_t) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) off += head[i] != bf16_bits_from_float(got[m.layout.t[0].offset + i]);
+        snprintf(name, sizeof name, "%s: the tied lm_head's bf16 copy is the updated embedding rounded", label);
+        tl_result(off == 0 && m.layout.t[0].kind == PT_EMBED, name, "%lld of %lld differ", (long long)off, (long long)n);
+        free(head);
+    }
+    device_optim_free(d);
+    optim_free(oc), optim_free(orc), optim_free(host);
+    shard_plan_free(&plan);
+    llama_cuda_free(&g);
+    llama_free(&m);
+    free(tok), free(got), free(want), free(grads), free(rounding);
+}
+
 static void bad_token(void *arg) {
     LlamaCuda *g = arg;
     int32_t tok[4] = {1, 2, 999, 3};
@@ -404,6 +482,8 @@ int main(void) {
     parity_bf16(&cases[0]);
     parity_bf16(&cases[1]);
     train_steps_bf16(&cases[0]);
+    train_steps_bf16sr(&cases[0]);
+    train_steps_bf16sr(&cases[1]);
     bad_input(&cases[2]);
 #endif
     return tl_finish();
