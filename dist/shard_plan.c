@@ -14,21 +14,11 @@ static void find_units(ShardPlan *p, const ParamLayout *pl) {
     p->unit_begin[p->n_units] = pl->total;
 }
 
-static int tensor_at(const ParamLayout *pl, int64_t x) {
-    int lo = 0, hi = pl->n - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (pl->t[mid].offset <= x) lo = mid;
-        else hi = mid - 1;
-    }
-    return lo;
-}
-
 /* The ideal even cut, moved down to a block boundary of its tensor. */
 static int64_t aligned_cut(const ParamLayout *pl, int64_t begin, int64_t numel, int r, int world) {
     int64_t x = begin + (int64_t)((__int128)numel * r / world);
     if (x >= begin + numel) return begin + numel;
-    const ParamTensor *t = &pl->t[tensor_at(pl, x)];
+    const ParamTensor *t = &pl->t[param_layout_tensor_at(pl, x)];
     return t->offset + (x - t->offset) / SHARD_ALIGN * SHARD_ALIGN;
 }
 

@@ -127,35 +127,50 @@ void llama_cuda_set_mask(LlamaCuda *g, const RefreshMask *mask, int64_t S) {
     g->mask_S = S;
 }
 
-/* host fp32 -> device bf16 (RNE, kernels/bf16.h), through a bounded staging buffer. */
-static void upload_rounded(bf16 *dev, const float *host, int64_t n, uint16_t *stage, int64_t stage_n) {
-    for (int64_t off = 0; off < n; off += stage_n) {
-        int64_t m = n - off < stage_n ? n - off : stage_n;
+/* One staging chunk between host fp32 and device bf16: rounded to nearest
+ * even on the way up (kernels/bf16.h), widened exactly on the way down. */
+static void move_chunk(bf16 *dev, const float *up, float *down, int64_t m, uint16_t *stage) {
+    if (up) {
 #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < m; i++) stage[i] = bf16_bits_from_float(host[off + i]);
-        cuda_memcpy_h2d(dev + off, stage, sizeof(uint16_t) * (size_t)m);
+        for (int64_t i = 0; i < m; i++) stage[i] = bf16_bits_from_float(up[i]);
+        cuda_memcpy_h2d(dev, stage, sizeof(uint16_t) * (size_t)m);
+    } else {
+        cuda_memcpy_d2h(stage, dev, sizeof(uint16_t) * (size_t)m);
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < m; i++) down[i] = float_from_bf16_bits(stage[i]);
     }
 }
 
-static void upload_bf16_weights(LlamaCuda *g, const float *host) {
+/* Host (layout order, fp32) <-> the bf16 engine's places, one direction:
+ * exactly one of up and down is non-NULL. The fp32 tensors are copied,
+ * the matrices go through a bounded staging buffer; going up also fills a
+ * tied lm_head's bf16 copy from the embedding. */
+static void move_bf16_weights(const LlamaCuda *g, const float *up, float *down) {
     const ParamLayout *L = &g->layout;
     const int64_t stage_n = (int64_t)1 << 24; /* 32 MiB */
     uint16_t *stage = xmalloc(sizeof(uint16_t) * (size_t)stage_n);
     for (int i = 0; i < L->n; i++) {
         const ParamTensor *t = &L->t[i];
-        if (stays_fp32(t))
-            cuda_memcpy_h2d(g->params + g->dev_offset[i], host + t->offset, sizeof(float) * (size_t)t->numel);
-        else
-            upload_rounded(g->wbf16 + g->dev_offset[i], host + t->offset, t->numel, stage, stage_n);
-        if (t->kind == PT_EMBED && g->head_offset >= 0)
-            upload_rounded(g->wbf16 + g->head_offset, host + t->offset, t->numel, stage, stage_n);
+        int64_t n = t->numel;
+        if (stays_fp32(t)) {
+            if (up) cuda_memcpy_h2d(g->params + g->dev_offset[i], up + t->offset, sizeof(float) * (size_t)n);
+            else cuda_memcpy_d2h(down + t->offset, g->params + g->dev_offset[i], sizeof(float) * (size_t)n);
+        } else {
+            for (int64_t o = 0; o < n; o += stage_n)
+                move_chunk(g->wbf16 + g->dev_offset[i] + o, up ? up + t->offset + o : NULL,
+                           up ? NULL : down + t->offset + o, n - o < stage_n ? n - o : stage_n, stage);
+        }
+        if (up && t->kind == PT_EMBED && g->head_offset >= 0)
+            for (int64_t o = 0; o < n; o += stage_n)
+                move_chunk(g->wbf16 + g->head_offset + o, up + t->offset + o, NULL, n - o < stage_n ? n - o : stage_n,
+                           stage);
     }
     free(stage);
 }
 
 void llama_cuda_upload_params(LlamaCuda *g, const float *host) {
     if (g->precision == LLAMA_CUDA_BF16_WEIGHTS)
-        upload_bf16_weights(g, host);
+        move_bf16_weights(g, host, NULL);
     else
         cuda_memcpy_h2d(g->params, host, sizeof(float) * (size_t)g->layout.total);
 }
@@ -164,32 +179,11 @@ void llama_cuda_download_grads(const LlamaCuda *g, float *host) {
     cuda_memcpy_d2h(host, g->grads, sizeof(float) * (size_t)g->layout.total);
 }
 
-/* device bf16 -> host fp32 (exact), through a bounded staging buffer. */
-static void download_widened(float *host, const bf16 *dev, int64_t n, uint16_t *stage, int64_t stage_n) {
-    for (int64_t off = 0; off < n; off += stage_n) {
-        int64_t m = n - off < stage_n ? n - off : stage_n;
-        cuda_memcpy_d2h(stage, dev + off, sizeof(uint16_t) * (size_t)m);
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < m; i++) host[off + i] = float_from_bf16_bits(stage[i]);
-    }
-}
-
 void llama_cuda_download_params(const LlamaCuda *g, float *host) {
-    if (g->precision != LLAMA_CUDA_BF16_WEIGHTS) {
+    if (g->precision == LLAMA_CUDA_BF16_WEIGHTS)
+        move_bf16_weights(g, NULL, host);
+    else
         cuda_memcpy_d2h(host, g->params, sizeof(float) * (size_t)g->layout.total);
-        return;
-    }
-    const ParamLayout *L = &g->layout;
-    const int64_t stage_n = (int64_t)1 << 24; /* 32 MiB */
-    uint16_t *stage = xmalloc(sizeof(uint16_t) * (size_t)stage_n);
-    for (int i = 0; i < L->n; i++) {
-        const ParamTensor *t = &L->t[i];
-        if (stays_fp32(t))
-            cuda_memcpy_d2h(host + t->offset, g->params + g->dev_offset[i], sizeof(float) * (size_t)t->numel);
-        else
-            download_widened(host + t->offset, g->wbf16 + g->dev_offset[i], t->numel, stage, stage_n);
-    }
-    free(stage);
 }
 
 LlamaCudaPlace llama_cuda_param_place(const LlamaCuda *g, int tensor) {

@@ -63,3 +63,13 @@ int param_layout_find(const ParamLayout *pl, const char *name) {
         if (strcmp(pl->t[i].name, name) == 0) return i;
     return -1;
 }
+
+int param_layout_tensor_at(const ParamLayout *pl, int64_t x) {
+    int lo = 0, hi = pl->n - 1; /* tensors are contiguous, in offset order */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (pl->t[mid].offset <= x) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}

@@ -36,5 +36,7 @@ void param_layout_build(ParamLayout *pl, const LlamaConfig *c);
 void param_layout_free(ParamLayout *pl);
 /* Index of the tensor named `name`, or -1. */
 int param_layout_find(const ParamLayout *pl, const char *name);
+/* Index of the tensor holding flat offset x (0 <= x < total). */
+int param_layout_tensor_at(const ParamLayout *pl, int64_t x);
 
 #endif

@@ -12,17 +12,6 @@ struct DeviceOptim {
     int stochastic;
 };
 
-/* Layout tensor holding flat offset x (tensors are contiguous, in order). */
-static int tensor_of(const ParamLayout *L, int64_t x) {
-    int lo = 0, hi = L->n - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (L->t[mid].offset <= x) lo = mid;
-        else hi = mid - 1;
-    }
-    return lo;
-}
-
 DeviceOptim *device_optim_create(const LlamaCuda *g, const Optimizer *host, const ShardPlan *plan, int stochastic,
                                  uint64_t seed) {
     KV_CHECK(plan->world == 1 && plan->local_numel == g->layout.total,
@@ -40,7 +29,7 @@ DeviceOptim *device_optim_create(const LlamaCuda *g, const Optimizer *host, cons
     OptimPlace *place = xmalloc(sizeof(OptimPlace) * (size_t)(host->nseg + 1));
     for (int s = 0; s < host->nseg; s++) {
         int64_t x = host->seg[s].offset;
-        int ti = tensor_of(&g->layout, x);
+        int ti = param_layout_tensor_at(&g->layout, x);
         const ParamTensor *t = &g->layout.t[ti];
         KV_CHECK(x + host->seg[s].numel <= t->offset + t->numel,
                  "optimizer segment %d [%lld, +%lld) crosses the end of tensor '%s'", s, (long long)x,

@@ -216,6 +216,21 @@ static void curve_report(const LossCurve *c, const char *label, const char *chec
               "first %.4f, last cpu %.4f gpu %.4f", c->first, c->last_cpu, c->last_gpu);
 }
 
+/* The fixed batch (seed 99; targets after the tokens) and the AdamW
+ * settings of every ten-step comparison. */
+static int32_t *steps_batch(const Case *k) {
+    int64_t BT = k->B * k->T;
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)BT * 2);
+    random_batch(tok, tok + BT, BT, k->V, 99);
+    return tok;
+}
+
+static AdamWHyper steps_hyper(void) {
+    AdamWHyper h = adamw_hyper_default();
+    h.lr = 3e-3;
+    return h;
+}
+
 /* Ten steps on one fixed batch: the CPU model with the CPU 8-bit AdamW,
  * the GPU engine with the CUDA one, everything device-resident. */
 static void train_steps(const Case *k) {
@@ -223,12 +238,10 @@ static void train_steps(const Case *k) {
     LlamaCuda g;
     setup_pair(k, &m, &g, 0);
     int64_t BT = k->B * k->T;
-    int32_t *tok = malloc(sizeof(int32_t) * (size_t)BT * 2), *tgt = tok + BT;
-    random_batch(tok, tgt, BT, k->V, 99);
+    int32_t *tok = steps_batch(k), *tgt = tok + BT;
     Optimizer *oc = make_optimizer(&m), *host = make_optimizer(&m);
     OptimCuda *og = optim_cuda_create(host);
-    AdamWHyper h = adamw_hyper_default();
-    h.lr = 3e-3;
+    AdamWHyper h = steps_hyper();
     LossCurve c = {.ok_steps = 1};
     for (int64_t step = 1; step <= 10; step++) {
         float lc = cpu_train_step(&m, oc, tok, tgt, k, &h, step, &c);
@@ -355,13 +368,11 @@ static void train_steps_bf16(const Case *k) {
     LlamaCuda g;
     setup_pair_prec(k, &m, &g, 0, LLAMA_CUDA_BF16_WEIGHTS);
     int64_t BT = k->B * k->T, total = m.layout.total;
-    int32_t *tok = malloc(sizeof(int32_t) * (size_t)BT * 2), *tgt = tok + BT;
-    random_batch(tok, tgt, BT, k->V, 99);
+    int32_t *tok = steps_batch(k), *tgt = tok + BT;
     float *master = malloc(sizeof(float) * (size_t)total), *grads = malloc(sizeof(float) * (size_t)total);
     memcpy(master, m.params, sizeof(float) * (size_t)total);
     Optimizer *oc = make_optimizer(&m), *og = make_optimizer(&m);
-    AdamWHyper h = adamw_hyper_default();
-    h.lr = 3e-3;
+    AdamWHyper h = steps_hyper();
     LossCurve c = {.ok_steps = 1};
     char label[160], name[256];
     snprintf(label, sizeof label, "bf16 weights %s", k->label);
@@ -409,10 +420,8 @@ static void train_steps_bf16sr(const Case *k) {
         for (int ti = 0; ti < m.layout.n; ti++)
             if (m.layout.t[ti].offset == orc->seg[s].offset && llama_cuda_param_place(&g, ti).bf16)
                 rounding[s] = OPTIM_ROUND_STOCHASTIC;
-    int32_t *tok = malloc(sizeof(int32_t) * (size_t)BT * 2), *tgt = tok + BT;
-    random_batch(tok, tgt, BT, k->V, 99);
-    AdamWHyper h = adamw_hyper_default();
-    h.lr = 3e-3;
+    int32_t *tok = steps_batch(k), *tgt = tok + BT;
+    AdamWHyper h = steps_hyper();
     LossCurve c = {.ok_steps = 1};
     char label[160], name[256];
     snprintf(label, sizeof label, "bf16sr %s", k->label);
