@@ -94,17 +94,20 @@ static int close_scaled(const char *name, const float *got, const float *ref, in
     return tl_close_margin(name, got, ref, n, rel_atol * max_abs(ref, n) + 1e-30, rtol);
 }
 
+/* A device engine holding m's parameters, with k's mask. */
+static void engine_like(LlamaCuda *g, const Llama *m, const Case *k, int recompute, LlamaCudaPrecision prec) {
+    llama_cuda_create(g, &m->cfg, recompute, prec);
+    llama_cuda_upload_params(g, m->params);
+    if (k->mask.enabled) llama_cuda_set_mask(g, &k->mask, k->S);
+}
+
 static void setup_pair_prec(const Case *k, Llama *m, LlamaCuda *g, int recompute, LlamaCudaPrecision prec) {
     LlamaConfig c;
     make_config(&c, k);
     llama_create(m, &c);
     llama_init_random(m, 1234);
-    llama_cuda_create(g, &c, recompute, prec);
-    llama_cuda_upload_params(g, m->params);
-    if (k->mask.enabled) {
-        llama_set_mask(m, &k->mask, k->S);
-        llama_cuda_set_mask(g, &k->mask, k->S);
-    }
+    if (k->mask.enabled) llama_set_mask(m, &k->mask, k->S);
+    engine_like(g, m, k, recompute, prec);
 }
 
 static void setup_pair(const Case *k, Llama *m, LlamaCuda *g, int recompute) {
@@ -128,9 +131,32 @@ static void check_grads(const char *label, const Llama *m, const float *got) {
     }
 }
 
+/* g run again, and a recomputing engine of the same precision, give the
+ * first pass's loss and gradients bit for bit. Returns the recomputing
+ * engine's device bytes (the callers compare memory). */
+static int64_t check_bit_identity(const char *label, const Case *k, const Llama *m, LlamaCuda *g,
+                                  LlamaCudaPrecision prec, const int32_t *tok, const int32_t *tgt, float loss,
+                                  const float *grads, float *again) {
+    size_t bytes = sizeof(float) * (size_t)m->layout.total;
+    char name[400];
+    float loss2 = gpu_pass(g, tok, tgt, k, again);
+    snprintf(name, sizeof name, "%s: a second run gives the same loss and gradients, bit for bit", label);
+    tl_result(memcmp(&loss, &loss2, sizeof loss) == 0 && memcmp(grads, again, bytes) == 0, name,
+              "loss %.9g vs %.9g, or gradients differ", loss, loss2);
+    LlamaCuda r;
+    engine_like(&r, m, k, 1, prec);
+    float loss3 = gpu_pass(&r, tok, tgt, k, again);
+    snprintf(name, sizeof name, "%s: recompute gives the same loss and gradients, bit for bit", label);
+    tl_result(memcmp(&loss, &loss3, sizeof loss) == 0 && memcmp(grads, again, bytes) == 0, name,
+              "loss %.9g vs %.9g, or gradients differ", loss, loss3);
+    int64_t held = llama_cuda_bytes(&r);
+    llama_cuda_free(&r);
+    return held;
+}
+
 static void parity(const Case *k) {
     Llama m;
-    LlamaCuda g, r;
+    LlamaCuda g;
     setup_pair(k, &m, &g, 0);
     int64_t BT = k->B * k->T, V = k->V, total = m.layout.total;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)BT * 2), *tgt = tok + BT;
@@ -151,22 +177,10 @@ static void parity(const Case *k) {
     close_scaled(name, lg, lc, BT * V, 1e-5, 1e-4);
     check_grads(k->label, &m, grads);
 
-    float loss2 = gpu_pass(&g, tok, tgt, k, again);
-    snprintf(name, sizeof name, "%s: a second run gives the same loss and gradients, bit for bit", k->label);
-    tl_result(memcmp(&loss, &loss2, sizeof loss) == 0 && memcmp(grads, again, sizeof(float) * (size_t)total) == 0,
-              name, "loss %.9g vs %.9g, or gradients differ", loss, loss2);
-
-    llama_cuda_create(&r, &m.cfg, 1, LLAMA_CUDA_FP32);
-    llama_cuda_upload_params(&r, m.params);
-    if (k->mask.enabled) llama_cuda_set_mask(&r, &k->mask, k->S);
-    float loss3 = gpu_pass(&r, tok, tgt, k, again);
-    snprintf(name, sizeof name, "%s: recompute gives the same loss and gradients, bit for bit", k->label);
-    tl_result(memcmp(&loss, &loss3, sizeof loss) == 0 && memcmp(grads, again, sizeof(float) * (size_t)total) == 0,
-              name, "loss %.9g vs %.9g, or gradients differ", loss, loss3);
+    int64_t rec = check_bit_identity(k->label, k, &m, &g, LLAMA_CUDA_FP32, tok, tgt, loss, grads, again);
     snprintf(name, sizeof name, "%s: recompute holds less device memory", k->label);
-    tl_result(llama_cuda_bytes(&r) < llama_cuda_bytes(&g), name, "%lld bytes vs %lld without",
-              (long long)llama_cuda_bytes(&r), (long long)llama_cuda_bytes(&g));
-    llama_cuda_free(&r);
+    tl_result(rec < llama_cuda_bytes(&g), name, "%lld bytes vs %lld without", (long long)rec,
+              (long long)llama_cuda_bytes(&g));
     llama_cuda_free(&g);
     llama_free(&m);
     free(tok), free(grads), free(again), free(lc), free(lg);
@@ -330,22 +344,8 @@ static void parity_bf16(const Case *k) {
     llama_free(&f);
     free(lf);
 
-    float loss2 = gpu_pass(&g, tok, tgt, k, again);
-    snprintf(name, sizeof name, "%s: a second run gives the same loss and gradients, bit for bit", label);
-    tl_result(memcmp(&loss, &loss2, sizeof loss) == 0 && memcmp(grads, again, sizeof(float) * (size_t)total) == 0,
-              name, "loss %.9g vs %.9g, or gradients differ", loss, loss2);
-    llama_cuda_create(&r, &m.cfg, 1, LLAMA_CUDA_BF16_WEIGHTS);
-    llama_cuda_upload_params(&r, m.params);
-    if (k->mask.enabled) llama_cuda_set_mask(&r, &k->mask, k->S);
-    float loss3 = gpu_pass(&r, tok, tgt, k, again);
-    snprintf(name, sizeof name, "%s: recompute gives the same loss and gradients, bit for bit", label);
-    tl_result(memcmp(&loss, &loss3, sizeof loss) == 0 && memcmp(grads, again, sizeof(float) * (size_t)total) == 0,
-              name, "loss %.9g vs %.9g, or gradients differ", loss, loss3);
-    llama_cuda_free(&r);
-
-    llama_cuda_create(&r, &m.cfg, 0, LLAMA_CUDA_FP32);
-    llama_cuda_upload_params(&r, m.params);
-    if (k->mask.enabled) llama_cuda_set_mask(&r, &k->mask, k->S);
+    check_bit_identity(label, k, &m, &g, LLAMA_CUDA_BF16_WEIGHTS, tok, tgt, loss, grads, again);
+    engine_like(&r, &m, k, 0, LLAMA_CUDA_FP32);
     float loss4 = gpu_pass(&r, tok, tgt, k, again);
     snprintf(name, sizeof name, "%s: holds less device memory than fp32", label);
     tl_result(llama_cuda_bytes(&g) < llama_cuda_bytes(&r), name, "%lld bytes vs %lld in fp32",
