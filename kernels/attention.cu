@@ -113,6 +113,26 @@ template <int D> struct Cols {
     static constexpr int n = (D + kGrid - 1) / kGrid;
 };
 
+/* The way back for a thread's accumulator (rows ty + 16i, columns tx +
+ * 16j): row r to base + pos[r] * row_stride, rows with pos < 0 skipped,
+ * divided by div[r] when div is given (the forward's softmax sums). */
+template <int D>
+__device__ __forceinline__ void store_tile(float *base, int64_t row_stride, const int64_t *pos,
+                                           const float (&acc)[kPerThread][Cols<D>::n], const float *div, int ty,
+                                           int tx) {
+#pragma unroll
+    for (int i = 0; i < kPerThread; i++) {
+        const int r = ty + kGrid * i;
+        if (pos[r] < 0) continue;
+        float *row = base + pos[r] * row_stride;
+#pragma unroll
+        for (int j = 0; j < Cols<D>::n; j++) {
+            const int d = tx + kGrid * j;
+            if (d < D) row[d] = div ? acc[i][j] / div[r] : acc[i][j];
+        }
+    }
+}
+
 /* acc[i][j] += sum_c W[row_i][c] * X[c][d_j], c ascending, rows row_i = ty + 16i
  * of the (64, 65) weight tile W and columns of the staged (64, D) tile X. */
 template <int D>
@@ -267,17 +287,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(float *out,
             if (qpos[r] >= 0) lse[(t.b * s.Hq + t.h) * s.T + qpos[r]] = m_row[rr] + logf(l_row[rr]);
         }
     __syncthreads();
-#pragma unroll
-    for (int i = 0; i < kPerThread; i++) {
-        const int r = ty + kGrid * i;
-        if (qpos[r] < 0) continue;
-        float *orow = out + ((t.b * s.T + qpos[r]) * s.Hq + t.h) * D;
-#pragma unroll
-        for (int j = 0; j < Cols<D>::n; j++) {
-            const int d = tx + kGrid * j;
-            if (d < D) orow[d] = o[i][j] / l_s[r];
-        }
-    }
+    store_tile<D>(out + (t.b * s.T * s.Hq + t.h) * D, qstride, qpos, o, l_s, ty, tx);
 }
 
 /* dsum[(b, h, p)] = sum_d dout * out (one warp per row; Dq of the backward).
@@ -349,17 +359,7 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(float *dq, const
         __syncthreads();
         tile_accumulate<D>(acc_dq, dSs, Ks, ty, tx);
     }
-#pragma unroll
-    for (int i = 0; i < kPerThread; i++) {
-        const int r = ty + kGrid * i;
-        if (qpos[r] < 0) continue;
-        float *row = dq + ((t.b * s.T + qpos[r]) * s.Hq + t.h) * D;
-#pragma unroll
-        for (int j = 0; j < Cols<D>::n; j++) {
-            const int d = tx + kGrid * j;
-            if (d < D) row[d] = acc_dq[i][j];
-        }
-    }
+    store_tile<D>(dq + qoff, qstride, qpos, acc_dq, nullptr, ty, tx);
 }
 
 /* Whether query row qp sees key kp (both real positions) under the mask. */
