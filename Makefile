@@ -119,7 +119,7 @@ build/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h tests/gpu/gpu_te
 	@mkdir -p $(dir $@)
 	$(CC) $(EMU_CFLAGS) $< build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
 
-.PHONY: all setup test test-gpu clean fuzz
+.PHONY: all setup test test-gpu test-gpu-bins clean fuzz
 all: kvcpt
 
 build/%.o: %.c $(HDR)
@@ -155,8 +155,11 @@ setup:
 test: kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case
 	bash tests/run.sh cpu
 
-test-gpu: kvcpt $(GPU_BIN) $(TOOL_BIN)
+test-gpu: test-gpu-bins
 	bash tests/run.sh gpu
+
+# the GPU suite's binaries without running them (scripts/gpu_bundle.sh)
+test-gpu-bins: kvcpt $(GPU_BIN) $(TOOL_BIN)
 
 clean:
 	rm -rf build kvcpt

@@ -47,7 +47,7 @@ static float timed_pass(BenchModel *b, const int32_t *tok, const int32_t *tgt, i
 int bench_model(int argc, char **argv) {
     const char *preset = "small", *device = NULL, *agg = "max", *precision = "fp32";
     int64_t batch = 1, seq = 1024, steps = 3, warmup = 1, L = 0, K = 0, pool = 7;
-    int json = 0;
+    int json = 0, recompute = 0;
     const Option opts[] = {
         {"preset", OPT_STRING, &preset, "NAME|DIR", "model preset or HF config (default small)"},
         {"device", OPT_STRING, &device, "cpu|cuda", "backend (default: cuda when a GPU is visible)"},
@@ -60,6 +60,7 @@ int bench_model(int argc, char **argv) {
         {"agg", OPT_STRING, &agg, "max|mean|first", "GQA group aggregation (default max)"},
         {"steps", OPT_INT, &steps, "N", "timed steps (default 3)"},
         {"warmup", OPT_INT, &warmup, "N", "untimed steps first (default 1)"},
+        {"recompute", OPT_FLAG, &recompute, NULL, "CUDA engine: recompute each layer's activations in backward"},
         {"json", OPT_FLAG, &json, NULL, "print one JSON object"},
         {0},
     };
@@ -79,7 +80,7 @@ int bench_model(int argc, char **argv) {
 #ifdef KVCPT_CUDA
     if (dev == DEVICE_CUDA) {
         b.gpu = xcalloc(1, sizeof *b.gpu);
-        llama_cuda_create(b.gpu, &c, 0, prec);
+        llama_cuda_create(b.gpu, &c, recompute, prec);
         llama_cuda_upload_params(b.gpu, b.m.params);
         if (L > 0) llama_cuda_set_mask(b.gpu, &b.m.mask, b.m.mask_S);
     }
@@ -97,17 +98,24 @@ int bench_model(int argc, char **argv) {
     }
     for (int64_t s = 0; s < steps; s++) loss = timed_pass(&b, tok, tgt, batch, seq, &t_fwd, &t_bwd);
     const char *dname = backend_name(dev);
-    double engine_mb = 0;
+    /* engine_mb: what the engine counted; device_used_mb: what the driver says is
+     * in use after the timed steps (adds cuBLASLt workspaces and the context) */
+    double engine_mb = 0, device_used_mb = 0;
 #ifdef KVCPT_CUDA
-    if (b.gpu) engine_mb = (double)llama_cuda_bytes(b.gpu) / 1048576.0;
+    if (b.gpu) {
+        int64_t free_b = 0, total_b = 0;
+        cuda_memory_info(&free_b, &total_b);
+        engine_mb = (double)llama_cuda_bytes(b.gpu) / 1048576.0;
+        device_used_mb = (double)(total_b - free_b) / 1048576.0;
+    }
 #endif
     double tokens = (double)(batch * seq * steps), secs = t_fwd + t_bwd;
     double tps = tokens / secs, gflops = llama_flops_per_token(&b.m, seq) * tps / 1e9;
     if (json)
-        printf("{\"bench\":\"model\",\"device\":\"%s\",\"precision\":\"%s\",\"engine_mb\":%.1f,\"preset\":\"%s\",\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
+        printf("{\"bench\":\"model\",\"device\":\"%s\",\"precision\":\"%s\",\"recompute\":%d,\"engine_mb\":%.1f,\"device_used_mb\":%.1f,\"preset\":\"%s\",\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
                "\"mask_L\":%lld,\"mask_K\":%lld,\"threads\":%d,\"steps\":%lld,\"tokens_per_s\":%.1f,"
                "\"forward_ms\":%.2f,\"backward_ms\":%.2f,\"gflops_per_s\":%.2f,\"loss\":%.5f}\n",
-               dname, llama_cuda_precision_name(prec), engine_mb, preset, (long long)b.m.layout.total, (long long)batch, (long long)seq, (long long)L,
+               dname, llama_cuda_precision_name(prec), recompute, engine_mb, device_used_mb, preset, (long long)b.m.layout.total, (long long)batch, (long long)seq, (long long)L,
                (long long)(L > 0 ? b.m.mask.K : 0), omp_get_max_threads(), (long long)steps, tps,
                1e3 * t_fwd / (double)steps, 1e3 * t_bwd / (double)steps, gflops, loss);
     else

@@ -2,6 +2,7 @@
 # Runs every test of a suite and ends with "N passed, N failed".
 #   cpu: build/tests/test_* (C) and tests/test_*.sh (scripts)
 #   gpu: build/tests/gpu/test_* and tests/gpu/test_*.sh (they skip themselves without a GPU)
+# KVCPT_TEST_LOGDIR=DIR keeps each test's whole output as DIR/NAME.log.
 # A test prints "ok - name", "FAIL - name: why" or "skip - name: why" lines;
 # a binary that dies without printing FAIL is counted as one failure.
 set -u
@@ -24,6 +25,9 @@ run_one() {
     if [ "$f" -gt 0 ]; then
         failed_names+=("$name"); sed -n '/^FAIL - /p' "$log" | head -20 | sed 's/^/    /'
         echo "    --- last lines of output ---"; tail -15 "$log" | sed 's/^/    /'
+    fi
+    if [ -n "${KVCPT_TEST_LOGDIR:-}" ]; then
+        mkdir -p "$KVCPT_TEST_LOGDIR" && cp "$log" "$KVCPT_TEST_LOGDIR/${name//\//_}.log"
     fi
     rm -f "$log"
 }

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""The attention peer on a GPU: torch.nn.functional.scaled_dot_product_attention
+at the shapes tests/gpu/test_attention_cuda.c times kvcpt's kernels on
+(Llama-3.1-8B layer: B 1, 32 query heads over 8 KV heads, head_dim 128,
+causal), forward and forward+backward, in bf16 (FlashAttention path) and
+in fp32 (what kvcpt's kernels compute in).
+
+Times with CUDA events, median of --reps after --warmup calls; prints one
+line per case and, with --json, one JSON object per line. TFLOP/s counts a
+causal forward as 2 * 2 * B * Hq * T^2 * D / 2 and backward as 2.5 x that
+(the FlashAttention papers' convention).
+
+Usage: python3 scripts/bench_attention_torch.py [--seq 16384 32768] [--json]
+"""
+import argparse
+import json
+import statistics
+
+import torch
+import torch.nn.functional as F
+
+
+def time_ms(fn, warmup, reps):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def case(T, dtype, args):
+    B, Hq, Hkv, D = 1, 32, 8, 128
+    g = torch.Generator(device="cuda").manual_seed(T)
+    q = torch.randn(B, Hq, T, D, device="cuda", dtype=dtype, generator=g, requires_grad=True)
+    k = torch.randn(B, Hkv, T, D, device="cuda", dtype=dtype, generator=g, requires_grad=True)
+    v = torch.randn(B, Hkv, T, D, device="cuda", dtype=dtype, generator=g, requires_grad=True)
+    dout = torch.randn(B, Hq, T, D, device="cuda", dtype=dtype, generator=g)
+
+    def fwd():
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    def fwd_bwd():
+        out = fwd()
+        out.backward(dout)
+
+    with torch.no_grad():
+        f_ms = time_ms(fwd, args.warmup, args.reps)
+    fb_ms = time_ms(fwd_bwd, args.warmup, args.reps)
+    flops_fwd = 2 * 2 * B * Hq * T * T * D / 2
+    row = {
+        "bench": "attention_torch", "torch": torch.__version__, "device": torch.cuda.get_device_name(),
+        "dtype": str(dtype).replace("torch.", ""), "B": B, "T": T, "Hq": Hq, "Hkv": Hkv, "D": D,
+        "forward_ms": round(f_ms, 3), "backward_ms": round(fb_ms - f_ms, 3),
+        "forward_tflops": round(flops_fwd / f_ms / 1e9, 1),
+        "backward_tflops": round(2.5 * flops_fwd / max(fb_ms - f_ms, 1e-6) / 1e9, 1),
+    }
+    del q, k, v, dout
+    torch.cuda.empty_cache()
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seq", type=int, nargs="+", default=[16384, 32768])
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for T in args.seq:
+        for dtype in (torch.bfloat16, torch.float32):
+            r = case(T, dtype, args)
+            if args.json:
+                print(json.dumps(r), flush=True)
+            else:
+                print(f"torch sdpa {r['dtype']:8s} T={T}: forward {r['forward_ms']:.2f} ms "
+                      f"({r['forward_tflops']} TFLOP/s), backward {r['backward_ms']:.2f} ms "
+                      f"({r['backward_tflops']} TFLOP/s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
