@@ -33,7 +33,11 @@ void matmul_forward_cuda(float *out, const float *inp, const float *weight, int6
 void matmul_backward_cuda(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                           int64_t N, int64_t IC, int64_t OC);
 /* bf16 inputs, fp32 accumulation. out is rounded to bf16 once; dinp (bf16)
- * and dweight (fp32) accumulate like the fp32 path. Either may be NULL. */
+ * and dweight (fp32) accumulate like the fp32 path. Either may be NULL.
+ * The bf16 dinp may be rounded twice, round(round(W^T dout) + dinp): cuBLASLt
+ * did so on an H100 for some shapes (N=128 IC=512 OC=256), which costs up to
+ * half a bf16 ulp of the product where the sum cancels; a caller that needs
+ * one rounding accumulates in fp32 (matmul_backward_bf16w_cuda). */
 void matmul_forward_bf16_cuda(bf16 *out, const bf16 *inp, const bf16 *weight, int64_t N, int64_t IC, int64_t OC);
 void matmul_backward_bf16_cuda(bf16 *dinp, float *dweight, const bf16 *dout, const bf16 *inp, const bf16 *weight,
                                int64_t N, int64_t IC, int64_t OC);

@@ -33,11 +33,15 @@ void matmul_forward_bf16_cuda(bf16 *out, const bf16 *inp, const bf16 *weight, in
 void matmul_backward_bf16_cuda(bf16 *dinp, float *dweight, const bf16 *dout, const bf16 *inp, const bf16 *weight,
                                int64_t N, int64_t IC, int64_t OC) {
     float *fd = widen(dout, N * OC), *fi = widen(inp, N * IC), *fw = widen(weight, OC * IC);
-    float *fdi = dinp ? widen(dinp, N * IC) : NULL;
-    matmul_backward_cpu(fdi, dweight, fd, fi, fw, N, IC, OC);
+    float *prod = dinp ? xcalloc((size_t)(N * IC), sizeof(float)) : NULL;
+    matmul_backward_cpu(prod, dweight, fd, fi, fw, N, IC, OC);
+    /* the accumulating bf16 output rounded twice, round(round(AB) + C): what
+     * cuBLASLt was seen to do on an H100 for some shapes, and the worse of
+     * its two behaviours, so emulated callers meet it too */
     if (dinp)
-        for (int64_t i = 0; i < N * IC; i++) dinp[i] = bf16_bits_from_float(fdi[i]);
-    free(fd), free(fi), free(fw), free(fdi);
+        for (int64_t i = 0; i < N * IC; i++)
+            dinp[i] = bf16_bits_from_float(float_from_bf16_bits(bf16_bits_from_float(prod[i])) + float_from_bf16_bits(dinp[i]));
+    free(fd), free(fi), free(fw), free(prod);
 }
 
 /* bf16 operands, fp32 output: the weight widened exactly, the activations

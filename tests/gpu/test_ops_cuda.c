@@ -25,6 +25,7 @@
  * rounding and accumulation order are measured. The bf16r/bf16w launchers
  * (fp32 activations, bf16-rounded inside) run under the emulator too, where
  * bf16r is the CPU oracle itself and bf16w checks the bf16-weight path. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,10 +55,8 @@ static const Tol TOL_RMS_DW = {1e-6, 5e-7, 1e-5};
 static const Tol TOL_CE_LSE = {1e-5, 0, 2e-6};
 static const Tol TOL_CE_GRAD_PER_SCALE = {1e-6, 0, 3e-5}; /* atol is multiplied by |scale| */
 static const Tol TOL_MM = {1e-6, 5e-7, 1e-5};
-#ifndef KVCPT_CUDA_EMU
 static const Tol TOL_MM_BF16_OUT = {1e-6, 2e-6, 1e-2};
 static const Tol TOL_MM_BF16_DW = {1e-6, 2e-6, 1e-5};
-#endif
 
 static Rng rng;
 
@@ -351,6 +350,10 @@ static void test_matmul(int64_t N, int64_t IC, int64_t OC, int64_t offset) {
         free(a_dx), free(a_dw);
 }
 
+#endif
+
+/* Under the emulator the stand-in rounds the accumulated bf16 dinp twice, as
+ * cuBLASLt may, so the contract bound below is exercised there too. */
 static void test_matmul_bf16(int64_t N, int64_t IC, int64_t OC) {
     char name[200], shape[80];
     snprintf(shape, sizeof shape, "N=%lld IC=%lld OC=%lld", (long long)N, (long long)IC, (long long)OC);
@@ -371,8 +374,39 @@ static void test_matmul_bf16(int64_t N, int64_t IC, int64_t OC) {
     float *g_y = host_download_bf16(d_y, ny), *g_dx = host_download_bf16(d_dx, nx), *g_dw = download(d_dw, nw);
     snprintf(name, sizeof name, "matmul bf16 fwd %s", shape);
     close_k(name, g_y, y, ny, TOL_MM_BF16_OUT, IC);
-    snprintf(name, sizeof name, "matmul bf16 bwd dinp (bf16, accumulated) %s", shape);
-    close_k(name, g_dx, dx, nx, TOL_MM_BF16_OUT, OC);
+    {   /* cuBLASLt may round AB to bf16 before adding C and rounding again
+         * (seen on an H100 at N=128 IC=512 OC=256, not at the other shapes):
+         * the contract allows half a bf16 ulp of |AB| on top of the tolerance,
+         * and the line below says which rounding this device took */
+        float *prod = calloc((size_t)nx, sizeof(float)), *scratch = calloc((size_t)nw, sizeof(float));
+        matmul_backward_cpu(prod, scratch, dy, x, w, N, IC, OC);
+        int64_t once = 0, twice = 0, bad = 0, worst_i = 0;
+        double worst = 0;
+        const Tol t = TOL_MM_BF16_OUT;
+        for (int64_t i = 0; i < nx; i++) {
+            float c = float_from_bf16_bits(bdx[i]);
+            float r1 = float_from_bf16_bits(bf16_bits_from_float(dx[i]));
+            float r2 = float_from_bf16_bits(bf16_bits_from_float(float_from_bf16_bits(bf16_bits_from_float(prod[i])) + c));
+            once += g_dx[i] == r1;
+            twice += g_dx[i] == r2;
+            int e = 0;
+            frexpf(prod[i], &e);
+            double allow = t.atol + t.atol_per_k * (double)OC + t.rtol * fabs(dx[i]) + (prod[i] != 0 ? ldexp(1.0, e - 9) : 0);
+            double ratio = fabs((double)g_dx[i] - dx[i]) / allow;
+            if (!(ratio <= 1)) bad++;
+            if (!(ratio <= worst)) {
+                worst = ratio;
+                worst_i = i;
+            }
+        }
+        printf("# bf16 accumulate rounding %s: %lld of %lld equal round(AB + C), %lld equal round(round(AB) + C)\n", shape,
+               (long long)once, (long long)nx, (long long)twice);
+        snprintf(name, sizeof name, "matmul bf16 bwd dinp (bf16, accumulated) %s", shape);
+        printf("# margin %s: worst error is %.3g of the allowance\n", name, worst);
+        tl_result(bad == 0, name, "%lld of %lld elements outside tolerance + half a bf16 ulp of |AB|; worst [%lld] got %.9g ref %.9g",
+                  (long long)bad, (long long)nx, (long long)worst_i, g_dx[worst_i], dx[worst_i]);
+        free(prod), free(scratch);
+    }
     snprintf(name, sizeof name, "matmul bf16 bwd dweight (fp32, accumulated) %s", shape);
     close_k(name, g_dw, dw, nw, TOL_MM_BF16_DW, N);
 
@@ -387,7 +421,6 @@ static void test_matmul_bf16(int64_t N, int64_t IC, int64_t OC) {
         free(g_y), free(g_dx), free(g_dw), free(a_dw);
 }
 
-#endif
 
 /* fp32 activations rounded to bf16 inside the launcher, the weight either
  * fp32 (bf16r, rounded too) or already bf16 (bf16w): both against the
@@ -470,22 +503,21 @@ static void run_all(void) {
     test_matmul_bf16r(37, 4096 + 3, 67);
     test_matmul_bf16r(130, 64, 1031);
 
+    test_matmul_bf16(1, 1, 1);
+    test_matmul_bf16(7, 13, 5);
+    test_matmul_bf16(37, 4096 + 3, 67);
+    test_matmul_bf16(128, 512, 256); /* tensor-core friendly; double-rounded on an H100 */
+
 #ifdef KVCPT_CUDA_EMU
-    tl_skip("matmul fp32 and bf16", "cuBLASLt is not emulated on the CPU; these run on a GPU only");
+    tl_skip("matmul fp32", "cuBLASLt is not emulated on the CPU; these run on a GPU only");
 #else
     test_matmul(1, 1, 1, 0);
     test_matmul(7, 13, 5, 0);
     test_matmul(37, 4096 + 3, 67, 0);
     test_matmul(130, 64, 1031, 1);   /* 4-byte aligned views */
     test_matmul(64, 256, 128, 0);
-
-    test_matmul_bf16(1, 1, 1);
-    test_matmul_bf16(7, 13, 5);
-    test_matmul_bf16(37, 4096 + 3, 67);
-    test_matmul_bf16(128, 512, 256); /* tensor-core friendly */
-
-    matmul_cuda_release();
 #endif
+    matmul_cuda_release();
 }
 #endif
 
