@@ -20,6 +20,26 @@ typedef struct {
     LlamaCuda *gpu; /* NULL: the CPU reference */
 } BenchModel;
 
+/* Random parameters at the init's scale, filled in parallel: the serial
+ * llama_init_random takes minutes at 8B, and a benchmark needs realistic
+ * magnitudes, not the training init's exact values. */
+static void bench_fill_params(Llama *m, uint64_t seed) {
+    float std = (float)m->cfg.initializer_range;
+    for (int i = 0; i < m->layout.n; i++) {
+        const ParamTensor *t = &m->layout.t[i];
+        float *p = m->params + t->offset;
+        int is_norm = t->kind == PT_ATTN_NORM || t->kind == PT_MLP_NORM || t->kind == PT_FINAL_NORM;
+        const int64_t chunk = 1 << 20, nchunks = (t->numel + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static)
+        for (int64_t c = 0; c < nchunks; c++) {
+            Rng r;
+            rng_seed(&r, seed ^ ((uint64_t)i << 40) ^ (uint64_t)c);
+            int64_t end = (c + 1) * chunk < t->numel ? (c + 1) * chunk : t->numel;
+            for (int64_t j = c * chunk; j < end; j++) p[j] = is_norm ? 1.0f : std * rng_normal(&r);
+        }
+    }
+}
+
 /* One forward+backward; adds its seconds to *fwd and *bwd. */
 static float timed_pass(BenchModel *b, const int32_t *tok, const int32_t *tgt, int64_t B, int64_t T, double *fwd,
                         double *bwd) {
@@ -72,7 +92,8 @@ int bench_model(int argc, char **argv) {
     config_load(&c, preset);
     BenchModel b = {0};
     llama_create(&b.m, &c);
-    llama_init_random(&b.m, 1);
+    double t_setup = now_seconds();
+    bench_fill_params(&b.m, 1);
     if (L > 0) {
         RefreshMask mask = {1, L, K > 0 ? K : (L / 8 > 0 ? L / 8 : 1), pool, group_agg_parse(agg, "--agg")};
         llama_set_mask(&b.m, &mask, seq - L);
@@ -85,6 +106,7 @@ int bench_model(int argc, char **argv) {
         if (L > 0) llama_cuda_set_mask(b.gpu, &b.m.mask, b.m.mask_S);
     }
 #endif
+    fprintf(stderr, "bench model: set up in %.1f s\n", now_seconds() - t_setup);
     int32_t *tok = xmalloc(sizeof(int32_t) * (size_t)(2 * batch * seq)), *tgt = tok + batch * seq;
     Rng r;
     rng_seed(&r, 2);
@@ -95,8 +117,12 @@ int bench_model(int argc, char **argv) {
     for (int64_t s = 0; s < warmup; s++) {
         double dummy_f = 0, dummy_b = 0;
         timed_pass(&b, tok, tgt, batch, seq, &dummy_f, &dummy_b);
+        fprintf(stderr, "bench model: warm-up step %lld/%lld, %.1f s\n", (long long)s + 1, (long long)warmup, dummy_f + dummy_b);
     }
-    for (int64_t s = 0; s < steps; s++) loss = timed_pass(&b, tok, tgt, batch, seq, &t_fwd, &t_bwd);
+    for (int64_t s = 0; s < steps; s++) {
+        loss = timed_pass(&b, tok, tgt, batch, seq, &t_fwd, &t_bwd);
+        fprintf(stderr, "bench model: step %lld/%lld, %.1f s so far\n", (long long)s + 1, (long long)steps, t_fwd + t_bwd);
+    }
     const char *dname = backend_name(dev);
     /* engine_mb: what the engine counted; device_used_mb: what the driver says is
      * in use after the timed steps (adds cuBLASLt workspaces and the context) */
