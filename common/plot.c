@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "subprocess.h"
 #include "util.h"
 
 /* "dir/name.png" -> "dir/name" + ext */
@@ -17,18 +18,31 @@ static void sibling(char *out, size_t n, const char *png, const char *ext) {
 }
 
 static int render(const char *gp_path, const char *png_path) {
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    if (!subprocess_found("gnuplot")) {
         warnf("gnuplot not found: %s not rendered; install gnuplot-nox ('make setup') and run 'gnuplot %s'", png_path,
               gp_path);
         return 0;
     }
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "gnuplot '%s' > '%s.log' 2>&1", gp_path, gp_path);
-    if (system(cmd) != 0) {
-        warnf("gnuplot failed on %s (see %s.log)", gp_path, gp_path);
+    char log[4200];
+    KV_CHECK(snprintf(log, sizeof log, "%s.log", gp_path) < (int)sizeof log, "plot: path too long: %s", gp_path);
+    const char *argv[] = {"gnuplot", gp_path, NULL};
+    if (subprocess_run(argv, NULL, log, NULL, 0) != 0) {
+        warnf("gnuplot failed on %s (see %s)", gp_path, log);
         return 0;
     }
     return 1;
+}
+
+/* s as a gnuplot single-quoted string: a quote is doubled there, and a line
+ * break (which would end the command) is refused. */
+static void gp_quoted(FILE *f, const char *s) {
+    KV_CHECK(!strpbrk(s, "\r\n"), "plot: a path with a line break cannot be written into a gnuplot script: %s", s);
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'') fputc('\'', f);
+        fputc(*s, f);
+    }
+    fputc('\'', f);
 }
 
 static void quote_free(char *dst, size_t n, const char *s) {
@@ -51,12 +65,16 @@ int plot_lines_png(const char *png_path, const char *title, const char *xlabel, 
     fclose_check(f, dat);
     f = fopen_check(gp, "w");
     quote_free(t, sizeof t, title);
-    fprintf(f, "set terminal pngcairo size 900,560 noenhanced\nset output '%s'\nset title '%s'\n", png_path, t);
+    fprintf(f, "set terminal pngcairo size 900,560 noenhanced\nset output ");
+    gp_quoted(f, png_path);
+    fprintf(f, "\nset title '%s'\n", t);
     fprintf(f, "set xlabel '%s'\nset ylabel '%s'\nset grid\nset key outside right\n", xlabel, ylabel);
     fprintf(f, "plot ");
     for (int s = 0; s < nseries; s++) {
         quote_free(t, sizeof t, series[s].name);
-        fprintf(f, "%s'%s' index %d with lines lw 2 title '%s'", s ? ", " : "", dat, s, t);
+        fprintf(f, "%s", s ? ", " : "");
+        gp_quoted(f, dat);
+        fprintf(f, " index %d with lines lw 2 title '%s'", s, t);
     }
     fprintf(f, "\n");
     fclose_check(f, gp);
@@ -84,7 +102,9 @@ int plot_bars_png(const char *png_path, const char *title, const char *ylabel, c
     fclose_check(f, dat);
     f = fopen_check(gp, "w");
     quote_free(t, sizeof t, title);
-    fprintf(f, "set terminal pngcairo size 1000,560 noenhanced\nset output '%s'\nset title '%s'\n", png_path, t);
+    fprintf(f, "set terminal pngcairo size 1000,560 noenhanced\nset output ");
+    gp_quoted(f, png_path);
+    fprintf(f, "\nset title '%s'\n", t);
     fprintf(f, "set ylabel '%s'\nset style data histograms\nset style histogram clustered gap 1\n", ylabel);
     fprintf(f, "set style fill solid 0.85 border -1\nset grid ytics\nset xtics rotate by -25\nset key outside right\n");
     /* values spanning orders of magnitude (perplexities from 1 to 1e6) only read on a log axis */
@@ -92,7 +112,9 @@ int plot_bars_png(const char *png_path, const char *title, const char *ylabel, c
     for (int64_t i = 0; i < (int64_t)nrows * ncols; i++)
         if (isfinite(values[i]) && values[i] > 0) lo = values[i] < lo ? values[i] : lo, hi = values[i] > hi ? values[i] : hi;
     if (hi > 0 && hi / lo > 100) fprintf(f, "set logscale y\nset yrange [%g:*]\n", lo / 1.5);
-    fprintf(f, "plot for [c=2:%d] '%s' using c:xtic(1) title columnheader(c)\n", ncols + 1, dat);
+    fprintf(f, "plot for [c=2:%d] ", ncols + 1);
+    gp_quoted(f, dat);
+    fprintf(f, " using c:xtic(1) title columnheader(c)\n");
     fclose_check(f, gp);
     return render(gp, png_path);
 }
