@@ -1,6 +1,6 @@
 # kvcpt build. `make` builds ./kvcpt; `make test` runs the CPU suite;
 # `make test-gpu` runs the GPU suite (skips when no GPU is visible);
-# `make setup` installs the Debian/npm dependencies (idempotent).
+# `make setup` installs the Debian and pinned Python dependencies (idempotent).
 #
 # Sources are found by directory, one concern per file; every .c/.cu under
 # the component directories goes into build/libkvcpt.a.

@@ -1,6 +1,9 @@
 /* `kvcpt bench tokenizer`: encoding throughput (MB of UTF-8 text per second)
- * on one thread and on all cores, beside the JS oracle (llama3-tokenizer-js
- * under node) on the same documents. One run each; figures only. */
+ * on one thread and on all cores, beside the reference implementations on
+ * the same documents, one thread each: Hugging Face tokenizers (same
+ * tokenizer.json) and tiktoken (Meta's Llama 3 ranks), run by
+ * tests/tokenizer_oracle.py in the `make setup` virtual environment. One run
+ * each; figures only. */
 #include <jansson.h>
 #include <omp.h>
 #include <stdio.h>
@@ -9,6 +12,7 @@
 #include <unistd.h>
 
 #include "../common/options.h"
+#include "../common/subprocess.h"
 #include "../common/util.h"
 #include "../train/bench.h"
 #include "doc_reader.h"
@@ -60,38 +64,58 @@ static double encode_all(const Tokenizer *t, const Docs *d, int threads, int64_t
     return now_seconds() - t0;
 }
 
-/* Runs the node oracle on the same documents; returns MB/s or -1 (with why). */
-static double oracle_mb_per_s(const Docs *d, char *why, size_t why_cap) {
-    char script[4096];
-    ssize_t n = readlink("/proc/self/exe", script, sizeof script - 64);
-    if (n <= 0) return snprintf(why, why_cap, "cannot locate the executable"), -1;
-    script[n] = '\0';
-    *strrchr(script, '/') = '\0';
-    strcat(script, "/data/oracle/llama3_oracle.mjs");
-    if (access(script, R_OK) != 0) return snprintf(why, why_cap, "%s missing", script), -1;
-    char jsonl[] = "/tmp/kvcpt_bench_tok_XXXXXX";
-    int fd = mkstemp(jsonl);
-    if (fd < 0) return snprintf(why, why_cap, "cannot create a temporary file"), -1;
+typedef struct {
+    const char *engine; /* tokenizer_oracle.py --engine */
+    const char *label;
+    double mb_per_s;    /* -1: did not run (why says so) */
+    char why[256];
+} Peer;
+
+/* The repository root: the directory holding the executable. */
+static void repo_root(char *out, size_t cap) {
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+    KV_CHECK(n > 0 && (size_t)n < cap - 1, "bench tokenizer: cannot locate the executable");
+    out[n] = '\0';
+    *strrchr(out, '/') = '\0';
+}
+
+/* Runs one reference implementation on the documents in jsonl (one
+ * {"text": ...} per line) and fills p->mb_per_s. */
+static void run_peer(Peer *p, const char *jsonl, const char *tok_path) {
+    char root[4096], py[4200], script[4200], line[1024];
+    repo_root(root, sizeof root);
+    const char *env = getenv("KVCPT_PYTHON");
+    KV_CHECK(snprintf(py, sizeof py, "%s/third_party/venv/bin/python", root) < (int)sizeof py &&
+                 snprintf(script, sizeof script, "%s/tests/tokenizer_oracle.py", root) < (int)sizeof script,
+             "bench tokenizer: path too long under %s", root);
+    const char *argv[] = {env ? env : py, script, "--engine", p->engine, "--tokenizer", tok_path, "--bench", NULL};
+    p->mb_per_s = -1;
+    if (subprocess_run(argv, jsonl, NULL, line, sizeof line) != 0) {
+        snprintf(p->why, sizeof p->why, "%s did not run (run 'make setup', or set KVCPT_PYTHON)", argv[0]);
+        return;
+    }
+    json_t *res = json_loads(line, 0, NULL);
+    p->mb_per_s = res ? json_number_value(json_object_get(res, "mb_per_s")) : 0;
+    json_decref(res);
+    if (p->mb_per_s <= 0) {
+        snprintf(p->why, sizeof p->why, "no rate in its output");
+        p->mb_per_s = -1;
+    }
+}
+
+/* The documents as JSONL in a temporary file (removed by the caller). */
+static void write_jsonl(const Docs *d, char *path) {
+    int fd = mkstemp(path);
+    KV_CHECK(fd >= 0, "bench tokenizer: cannot create a temporary file %s", path);
     FILE *f = fdopen(fd, "w");
+    KV_CHECK(f != NULL, "bench tokenizer: fdopen %s", path);
     for (int64_t i = 0; i < d->n; i++) {
         json_t *o = json_pack("{s:s%}", "text", d->text[i], d->len[i]);
-        json_dumpf(o, f, JSON_COMPACT);
-        fputc('\n', f);
+        KV_CHECK(o != NULL, "bench tokenizer: document %lld is not valid UTF-8", (long long)i + 1);
+        KV_CHECK(json_dumpf(o, f, JSON_COMPACT) == 0 && fputc('\n', f) != EOF, "bench tokenizer: writing %s", path);
         json_decref(o);
     }
-    fclose_check(f, jsonl);
-    char cmd[8400];
-    snprintf(cmd, sizeof cmd, "node '%s' --bench < '%s' 2>/dev/null", script, jsonl);
-    FILE *p = popen(cmd, "r");
-    char line[1024] = "";
-    if (!p || !fgets(line, sizeof line, p)) line[0] = '\0';
-    if (p) pclose(p);
-    unlink(jsonl);
-    json_t *res = json_loads(line, 0, NULL);
-    double mbps = res ? json_number_value(json_object_get(res, "oracle_mb_per_s")) : 0;
-    json_decref(res);
-    if (mbps <= 0) return snprintf(why, why_cap, "node oracle did not run (node or llama3-tokenizer-js missing?)"), -1;
-    return mbps;
+    fclose_check(f, path);
 }
 
 int bench_tokenizer(int argc, char **argv) {
@@ -103,11 +127,11 @@ int bench_tokenizer(int argc, char **argv) {
         {"input", OPT_STRINGS, &inputs, "FILE_OR_DIR", "text to encode (default: ../shared/corpus or $KVCPT_CORPUS)"},
         {"tokenizer", OPT_STRING, &tok_path, "PATH", "tokenizer.json"},
         {"threads", OPT_INT, &threads, "N", "threads of the all-core run (default: all cores)"},
-        {"no-oracle", OPT_FLAG, &no_oracle, NULL, "skip the node oracle"},
+        {"no-peers", OPT_FLAG, &no_oracle, NULL, "skip HF tokenizers and tiktoken"},
         {"json", OPT_FLAG, &json, NULL, "print one JSON object"},
         {0},
     };
-    if (options_parse("bench tokenizer", "Tokenizer throughput, one thread and all cores, beside the JS oracle.", opts, argc, argv))
+    if (options_parse("bench tokenizer", "Tokenizer throughput, one thread and all cores, beside HF tokenizers and tiktoken.", opts, argc, argv))
         return 0;
     InputList in = {0};
     if (inputs.count == 0) {
@@ -123,21 +147,38 @@ int bench_tokenizer(int argc, char **argv) {
     int64_t tok1, tokn;
     double s1 = encode_all(t, &d, 1, &tok1), sn = encode_all(t, &d, nt, &tokn);
     KV_CHECK(tok1 == tokn, "token counts differ between 1 and %d threads (%lld vs %lld)", nt, (long long)tok1, (long long)tokn);
-    char why[512] = "";
-    double oracle = no_oracle ? -1 : oracle_mb_per_s(&d, why, sizeof why);
+    Peer peers[] = {{"hf", "HF tokenizers", -1, ""}, {"tiktoken", "tiktoken (Meta's ranks)", -1, ""}};
+    const int npeers = no_oracle ? 0 : (int)(sizeof peers / sizeof peers[0]);
+    if (npeers > 0) {
+        char jsonl[] = "/tmp/kvcpt_bench_tok_XXXXXX";
+        write_jsonl(&d, jsonl);
+        for (int i = 0; i < npeers; i++) run_peer(&peers[i], jsonl, path);
+        unlink(jsonl);
+    }
     double mb = (double)d.bytes / 1e6;
     if (json) {
         printf("{\"bench\": \"tokenizer\", \"documents\": %lld, \"mb\": %.3f, \"tokens\": %lld, \"mb_per_s_1_thread\": %.2f, "
-               "\"threads\": %d, \"mb_per_s_all_threads\": %.2f, \"tokens_per_s_1_thread\": %.0f, \"oracle_mb_per_s\": ",
+               "\"threads\": %d, \"mb_per_s_all_threads\": %.2f, \"tokens_per_s_1_thread\": %.0f",
                (long long)d.n, mb, (long long)tok1, mb / s1, nt, mb / sn, tok1 / s1);
-        if (oracle > 0) printf("%.2f}\n", oracle);
-        else printf("null}\n");
+        for (int i = 0; i < npeers; i++) {
+            if (peers[i].mb_per_s > 0)
+                printf(", \"%s_mb_per_s_1_thread\": %.2f, \"kvcpt_over_%s\": %.3f", peers[i].engine, peers[i].mb_per_s,
+                       peers[i].engine, mb / s1 / peers[i].mb_per_s);
+            else
+                printf(", \"%s_mb_per_s_1_thread\": null", peers[i].engine);
+        }
+        printf("}\n");
     } else {
         printf("tokenizer: %lld documents, %.1f MB, %lld tokens\n", (long long)d.n, mb, (long long)tok1);
         printf("  kvcpt, 1 thread:   %8.2f MB/s  (%.0f tokens/s)\n", mb / s1, tok1 / s1);
         printf("  kvcpt, %2d threads: %8.2f MB/s\n", nt, mb / sn);
-        if (oracle > 0) printf("  llama3-tokenizer-js (node, 1 thread): %.2f MB/s\n", oracle);
-        else if (!no_oracle) printf("  oracle: %s\n", why);
+        for (int i = 0; i < npeers; i++) {
+            if (peers[i].mb_per_s > 0)
+                printf("  %-24s %8.2f MB/s, 1 thread  (kvcpt 1 thread is %.2fx)\n", peers[i].label, peers[i].mb_per_s,
+                       mb / s1 / peers[i].mb_per_s);
+            else
+                printf("  %-24s %s\n", peers[i].label, peers[i].why);
+        }
     }
     tokenizer_free(t);
     free(path);

@@ -10,8 +10,9 @@
  *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
  *    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
  * Regex engines disagree on the fringes of \s and (?i), so both are spelled
- * out to be exactly what the golden oracle (llama3-tokenizer-js, a
- * JavaScript /u regex) does:
+ * out; the ids equal Hugging Face tokenizers' and tiktoken's (with Meta's
+ * pattern) on the adversarial cases that probe these fringes
+ * (tests/test_tokenizer_oracle.sh):
  *  - \s is JavaScript's set: White_Space minus U+0085, plus U+FEFF;
  *  - the contractions are case-folded by plain ASCII pairs ([sS], not the
  *    Unicode fold that would also take U+017F). */

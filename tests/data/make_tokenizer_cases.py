@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tests/data/tokenizer_cases.jsonl: adversarial inputs for the
-tokenizer check against the llama3-tokenizer-js oracle. ASCII-escaped JSON so
+tokenizer check against the reference tokenizers (tests/tokenizer_oracle.py). ASCII-escaped JSON so
 the file is byte-exact whatever the editor. Re-run after editing the list."""
 import json, os
 
