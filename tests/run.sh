@@ -4,7 +4,9 @@
 #   gpu: build/tests/gpu/test_* and tests/gpu/test_*.sh (they skip themselves without a GPU)
 # KVCPT_TEST_LOGDIR=DIR keeps each test's whole output as DIR/NAME.log.
 # A test prints "ok - name", "FAIL - name: why" or "skip - name: why" lines;
-# a binary that dies without printing FAIL is counted as one failure.
+# a binary that dies without printing FAIL is counted as one failure, and so
+# is one that reports no check at all, or runs past KVCPT_TEST_TIMEOUT
+# seconds (default 900).
 set -u
 suite=${1:-cpu}
 cd "$(dirname "$0")/.."
@@ -13,12 +15,16 @@ run_one() {
     local name=$1; shift
     local log; log=$(mktemp)
     local t0=$SECONDS
-    "$@" >"$log" 2>&1
+    timeout --kill-after=10 "${KVCPT_TEST_TIMEOUT:-900}" "$@" >"$log" 2>&1
     local rc=$?
     local p f s
     p=$(grep -c '^ok - ' "$log"); f=$(grep -c '^FAIL - ' "$log"); s=$(grep -c '^skip - ' "$log")
-    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+        echo "FAIL - $name: still running after ${KVCPT_TEST_TIMEOUT:-900} s, stopped" >>"$log"; f=$((f + 1))
+    elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         echo "FAIL - $name: exited with status $rc without reporting a failed check" >>"$log"; f=1
+    elif [ $((p + f + s)) -eq 0 ]; then
+        echo "FAIL - $name: reported no check (no ok, FAIL or skip line)" >>"$log"; f=1
     fi
     pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
     printf '%-34s %3d passed, %d failed, %d skipped  (%ds)\n' "$name" "$p" "$f" "$s" $((SECONDS - t0))
