@@ -4,12 +4,21 @@
 #include "cuda_device.h"
 
 extern "C" int cuda_device_count(void) {
+    static int cached = -1;
+    if (cached >= 0) return cached;
     int n = 0;
-    /* no driver / no GPU is an answer (zero), not an error */
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+        /* no GPU is an answer (zero); anything else (a driver older than the
+         * runtime, a broken install) is said once, since device=auto would
+         * otherwise fall back to the CPU without a word */
+        if (err != cudaErrorNoDevice)
+            fprintf(stderr, "kvcpt: warning: CUDA is unusable, running without a GPU: cudaGetDeviceCount failed: %s (%d)\n",
+                    cudaGetErrorString(err), (int)err);
         cudaGetLastError();
-        return 0;
+        n = 0;
     }
+    cached = n;
     return n;
 }
 

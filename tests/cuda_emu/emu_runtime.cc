@@ -246,7 +246,13 @@ void *warp_slot(unsigned int lane) { return &blk.slots[(blk.current & ~(size_t)3
 
 /* ---- host API: device memory is host memory ---- */
 extern "C" {
+/* KVCPT_EMU_DEVICES=0 plays a machine without a GPU, =driver-too-old one
+ * whose driver is older than the runtime; default: one device. */
 cudaError_t cudaGetDeviceCount(int *n) {
+    const char *env = getenv("KVCPT_EMU_DEVICES");
+    *n = 0;
+    if (env && strcmp(env, "0") == 0) return cudaErrorNoDevice;
+    if (env && strcmp(env, "driver-too-old") == 0) return cudaErrorInsufficientDriver;
     *n = 1;
     return cudaSuccess;
 }
@@ -300,5 +306,12 @@ cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t st) { return (void)st, cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaError"; }
-const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated error"; }
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    default: return "emulated error";
+    }
+}
 }

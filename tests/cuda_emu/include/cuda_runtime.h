@@ -23,6 +23,7 @@ typedef enum {
     cudaSuccess = 0,
     cudaErrorInvalidValue = 1,
     cudaErrorMemoryAllocation = 2,
+    cudaErrorInsufficientDriver = 35,
     cudaErrorNoDevice = 100,
     cudaErrorLaunchFailure = 719
 } cudaError_t;
