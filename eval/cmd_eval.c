@@ -334,11 +334,16 @@ int cmd_eval(int argc, char **argv) {
     make_dirs(a.out);
     char path[4200];
     snprintf(path, sizeof path, "%s/eval.json", a.out);
-    eval_write_json(path, r.cells, n_cells, r.skipped, backend_name(dev));
+    int non_finite = eval_write_json(path, r.cells, n_cells, r.skipped, backend_name(dev));
     snprintf(path, sizeof path, "%s/eval.png", a.out);
     eval_plot(path, r.cells, n_cells, r.n_models, r.n_ctx);
     printf("wrote %s/eval.json and %s/eval.png (%lld documents skipped as shorter than context + last + 1)\n", a.out,
            a.out, (long long)r.skipped);
+    /* written first so the cells can be read, then a failure: a NaN
+     * perplexity means the weights or the arithmetic are broken */
+    if (non_finite > 0)
+        die("eval: %d of %d results are not finite (NaN or infinite perplexity; null in %s/eval.json): check the "
+            "model's weights", non_finite, n_cells, a.out);
     for (int i = 0; i < n_cells; i++) free(r.cells[i].doc_nll);
     free(r.cells);
     free((void *)a.models.items);

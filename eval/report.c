@@ -63,27 +63,59 @@ void eval_print_table(const EvalCell *cells, int n, int n_models, int n_contexts
     printf("\n");
 }
 
-void eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skipped_short, const char *device) {
+/* JSON has no NaN or infinity: such a number is written as null (and the
+ * cell marked "finite": false), never dropped. */
+static json_t *json_number_or_null(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+
+static void set_checked(json_t *o, const char *key, json_t *v) {
+    KV_CHECK(v != NULL && json_object_set_new(o, key, v) == 0, "eval.json: cannot store field '%s'", key);
+}
+
+int eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skipped_short, const char *device) {
     json_t *arr = json_array();
+    int non_finite = 0;
+    KV_CHECK(arr != NULL, "eval.json: out of memory");
     for (int i = 0; i < n; i++) {
         const EvalCell *c = &cells[i];
-        json_t *docs = json_array();
-        for (int64_t d = 0; d < c->n_docs; d++) json_array_append_new(docs, json_real(exp(c->doc_nll[d] / (double)c->last)));
-        json_t *o = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:f,s:[f,f],s:f,s:f,s:o}", "policy", c->policy, "model",
-                              c->model, "context", (json_int_t)c->context, "budget", (json_int_t)c->budget, "last",
-                              (json_int_t)c->last, "documents", (json_int_t)c->n_docs, "ppl", c->ppl, "ppl_ci95",
-                              c->lo, c->hi, "decode_ms_per_token", c->ms_per_token, "kv_bytes_per_token",
-                              c->kv_bytes_per_token, "ppl_per_document", docs);
-        if (c->stride_info[0]) json_object_set_new(o, "effective_stride_per_layer", json_loads(c->stride_info, 0, NULL));
-        json_array_append_new(arr, o);
+        int finite = isfinite(c->ppl) && isfinite(c->lo) && isfinite(c->hi);
+        json_t *docs = json_array(), *ci = json_array(), *o = json_object();
+        KV_CHECK(docs && ci && o, "eval.json: out of memory");
+        for (int64_t d = 0; d < c->n_docs; d++) {
+            double p = exp(c->doc_nll[d] / (double)c->last);
+            finite = finite && isfinite(p);
+            KV_CHECK(json_array_append_new(docs, json_number_or_null(p)) == 0, "eval.json: out of memory");
+        }
+        KV_CHECK(json_array_append_new(ci, json_number_or_null(c->lo)) == 0 &&
+                     json_array_append_new(ci, json_number_or_null(c->hi)) == 0,
+                 "eval.json: out of memory");
+        set_checked(o, "policy", json_string(c->policy));
+        set_checked(o, "model", json_string(c->model));
+        set_checked(o, "context", json_integer((json_int_t)c->context));
+        set_checked(o, "budget", json_integer((json_int_t)c->budget));
+        set_checked(o, "last", json_integer((json_int_t)c->last));
+        set_checked(o, "documents", json_integer((json_int_t)c->n_docs));
+        set_checked(o, "ppl", json_number_or_null(c->ppl));
+        set_checked(o, "ppl_ci95", ci);
+        set_checked(o, "finite", json_boolean(finite));
+        set_checked(o, "decode_ms_per_token", json_number_or_null(c->ms_per_token));
+        set_checked(o, "kv_bytes_per_token", json_number_or_null(c->kv_bytes_per_token));
+        set_checked(o, "ppl_per_document", docs);
+        if (c->stride_info[0]) set_checked(o, "effective_stride_per_layer", json_loads(c->stride_info, 0, NULL));
+        KV_CHECK(json_array_append_new(arr, o) == 0, "eval.json: out of memory");
+        non_finite += !finite;
     }
-    json_t *root = json_pack("{s:s,s:o,s:I}", "device", device, "results", arr, "documents_skipped_too_short",
-                             (json_int_t)skipped_short);
+    json_t *root = json_object();
+    KV_CHECK(root != NULL, "eval.json: out of memory");
+    set_checked(root, "device", json_string(device));
+    set_checked(root, "results", arr);
+    set_checked(root, "documents_skipped_too_short", json_integer((json_int_t)skipped_short));
+    set_checked(root, "cells_not_finite", json_integer(non_finite));
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    KV_CHECK(snprintf(tmp, sizeof tmp, "%s.tmp", path) < (int)sizeof tmp, "eval.json: path too long: %s", path);
     if (json_dump_file(root, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) die("cannot write '%s'", tmp);
     rename_check(tmp, path);
     json_decref(root);
+    return non_finite;
 }
 
 void eval_plot(const char *png, const EvalCell *cells, int n, int n_models, int n_contexts) {

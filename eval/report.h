@@ -20,6 +20,8 @@ typedef struct {
 void eval_cell_finish(EvalCell *c, int64_t n_boot, uint64_t seed);
 /* Rows = policies, columns = context x model ("before -> after" with two models). */
 void eval_print_table(const EvalCell *cells, int n, int n_models, int n_contexts);
-void eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skipped_short, const char *device);
+/* Returns the number of cells whose perplexity is not finite (written as
+ * null with "finite": false). */
+int eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skipped_short, const char *device);
 void eval_plot(const char *png, const EvalCell *cells, int n, int n_models, int n_contexts);
 #endif
