@@ -37,6 +37,10 @@ int cmd_prepare(int argc, char **argv) {
     if (options_parse("prepare", "Tokenize text into uint32 train/dev/test shards (80/10/10 by a hash of each document).",
                       opts, argc, argv))
         return 0;
+    /* each thread holds its own encoder and output buffers: beyond a few per
+     * core they only cost memory (libgomp itself failed at 100000) */
+    KV_CHECK(threads >= 0 && threads <= 1024, "kvcpt prepare: --threads must be 0 (all cores) to 1024 (got %lld)",
+             (long long)threads);
     if (synthetic) {
         SyntheticTask task = synthetic_task_parse(synthetic);
         KV_CHECK(out, "kvcpt prepare: --out DIR is required");

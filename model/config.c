@@ -133,7 +133,9 @@ void config_parse_json(LlamaConfig *c, const char *text, const char *origin) {
     c->rope_theta = get_num(root, "rope_theta", 0, 10000.0, origin);
     c->max_position_embeddings = get_int(root, "max_position_embeddings", 0, 2048, origin);
     c->initializer_range = get_num(root, "initializer_range", 0, 0.02, origin);
-    c->bos_token_id = get_int(root, "bos_token_id", 0, -1, origin);
+    c->bos_token_id = get_int(root, "bos_token_id", 0, -1, origin); /* -1: none given */
+    KV_CHECK(!json_is_integer(json_object_get(root, "bos_token_id")) || c->bos_token_id >= 0,
+             "%s: config field 'bos_token_id' must be >= 0 (got %lld)", origin, (long long)c->bos_token_id);
     json_t *tie = json_object_get(root, "tie_word_embeddings");
     if (tie && !json_is_boolean(tie)) die("%s: config field 'tie_word_embeddings' must be true or false", origin);
     c->tie_word_embeddings = tie ? json_is_true(tie) : 0;
@@ -171,9 +173,32 @@ void config_validate(const LlamaConfig *c, const char *origin) {
                  "%s: config field 'rope_scaling.original_max_position_embeddings' must be > 0", origin);
     }
     KV_CHECK(c->max_position_embeddings > 0, "%s: config field 'max_position_embeddings' must be > 0", origin);
-    if (c->bos_token_id >= c->vocab_size)
-        die("%s: config field 'bos_token_id' (%lld) is not below vocab_size (%lld)", origin,
-            (long long)c->bos_token_id, (long long)c->vocab_size);
+    /* Upper bounds far above any Llama (8B: C 4096, F 14336, 32 layers, 32
+     * heads, D 128; 405B: C 16384, F 53248, 126 layers, 128 heads), so that
+     * every size the model multiplies stays far inside int64 (the parameter
+     * count is at most about 2^56) and head counts fit an int. */
+    const struct { const char *field; int64_t v, max; } bounds[] = {
+        {"hidden_size", c->hidden_size, (int64_t)1 << 20},
+        {"intermediate_size", c->intermediate_size, (int64_t)1 << 22},
+        {"num_hidden_layers", c->num_hidden_layers, 4096},
+        {"num_attention_heads", c->num_attention_heads, 4096},
+        {"num_key_value_heads", c->num_key_value_heads, 4096},
+        {"head_dim", c->head_dim, 4096},
+        {"max_position_embeddings", c->max_position_embeddings, (int64_t)1 << 31},
+    };
+    for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++)
+        KV_CHECK(bounds[i].v <= bounds[i].max, "%s: config field '%s' = %lld is above the supported %lld", origin,
+                 bounds[i].field, (long long)bounds[i].v, (long long)bounds[i].max);
+    KV_CHECK(c->num_attention_heads * c->head_dim <= ((int64_t)1 << 20),
+             "%s: config fields 'num_attention_heads' x 'head_dim' = %lld is above the supported %lld", origin,
+             (long long)(c->num_attention_heads * c->head_dim), (long long)1 << 20);
+    KV_CHECK(c->bos_token_id == -1 || (c->bos_token_id >= 0 && c->bos_token_id < c->vocab_size),
+             "%s: config field 'bos_token_id' (%lld) must be in [0, vocab_size = %lld)", origin,
+             (long long)c->bos_token_id, (long long)c->vocab_size);
+    for (int i = 0; i < c->n_eos; i++)
+        KV_CHECK(c->eos_token_ids[i] >= 0 && c->eos_token_ids[i] < c->vocab_size,
+                 "%s: config field 'eos_token_id' (%lld) must be in [0, vocab_size = %lld)", origin,
+                 (long long)c->eos_token_ids[i], (long long)c->vocab_size);
 }
 
 void config_load(LlamaConfig *c, const char *spec) {

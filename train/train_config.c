@@ -1,3 +1,4 @@
+#include <math.h>
 #include "train_config.h"
 
 #include <errno.h>
@@ -152,6 +153,10 @@ void train_config_validate(const TrainConfig *c, int world) {
     KV_CHECK(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1 && c->eps > 0,
              "config: 'beta1', 'beta2' must be in [0,1) and 'eps' > 0");
     KV_CHECK(c->keep_last >= 1, "config: 'keep_last' must be >= 1");
+    KV_CHECK(isfinite(c->grad_clip) && c->grad_clip >= 0, "config: 'grad_clip' must be a finite number >= 0 (got %g)",
+             c->grad_clip);
+    KV_CHECK(isfinite(c->lr) && isfinite(c->weight_decay) && c->weight_decay >= 0,
+             "config: 'lr' and 'weight_decay' must be finite, 'weight_decay' >= 0");
     KV_CHECK(c->recompute == 0 || c->recompute == 1, "config: 'recompute' must be 0 or 1 (got %lld)",
              (long long)c->recompute);
     KV_CHECK(one_of(c->precision, "fp32", "bf16", "bf16sr"),

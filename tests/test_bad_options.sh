@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Option values out of range are refused with a non-zero exit and a message
+# naming the option, instead of crashing or being accepted silently.
+set -u
+cd "$(dirname "$0")/.."
+K=./kvcpt
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+ok() { echo "ok - $1"; }
+fail() { echo "FAIL - $1: $2"; }
+refused() { # name pattern command...
+    local name=$1 pat=$2; shift 2
+    if timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"; then fail "$name" "exited 0"; return; fi
+    local rc=$?
+    if [ $rc -ge 124 ]; then fail "$name" "crashed or hung (status $rc): $(tail -2 "$tmp/err")"; return; fi
+    grep -q -- "$pat" "$tmp/err" && ok "$name" || fail "$name" "message does not name '$pat': $(tail -2 "$tmp/err")"
+}
+printf '{"text": "hello world, a small document"}\n' >"$tmp/in.jsonl"
+refused "prepare --threads 100000 refused" "--threads" $K prepare --input "$tmp/in.jsonl" --out "$tmp/o1" --threads 100000
+refused "prepare --threads -3 refused" "--threads" $K prepare --input "$tmp/in.jsonl" --out "$tmp/o2" --threads -3
+
+# config.json sizes and ids out of range (the model's products must never wrap)
+base='"vocab_size":512,"intermediate_size":768,"num_key_value_heads":2,"rms_norm_eps":1e-5,"rope_theta":10000.0,"max_position_embeddings":4096,"tie_word_embeddings":false'
+cfg() { # name json-fields -> $tmp/name/config.json
+    mkdir -p "$tmp/$1" && echo "{$base,$2}" >"$tmp/$1/config.json"
+}
+ok_fields='"hidden_size":256,"num_hidden_layers":4,"num_attention_heads":8,"head_dim":32,"bos_token_id":1,"eos_token_id":2'
+cfg good "$ok_fields"
+$K bench model --preset "$tmp/good" --device cpu --seq 8 --steps 1 --warmup 0 >/dev/null 2>"$tmp/err" \
+    && ok "config: the base config is accepted" || fail "config: base config" "$(tail -2 "$tmp/err")"
+cfg heads '"hidden_size":256,"num_hidden_layers":4,"num_attention_heads":4611686018427387906,"head_dim":4,"bos_token_id":1,"eos_token_id":2'
+refused "config: num_attention_heads 2^62+2 with head_dim 4 (Hq*D wraps to 8) refused" "num_attention_heads" $K bench model --preset "$tmp/heads" --device cpu
+cfg hidden '"hidden_size":4611686018427387904,"num_hidden_layers":4,"num_attention_heads":8,"head_dim":32,"bos_token_id":1,"eos_token_id":2'
+refused "config: hidden_size 2^62 refused" "hidden_size" $K bench model --preset "$tmp/hidden" --device cpu
+cfg layers32 '"hidden_size":256,"num_hidden_layers":4294967298,"num_attention_heads":8,"head_dim":32,"bos_token_id":1,"eos_token_id":2'
+refused "config: num_hidden_layers 2^32+2 refused" "num_hidden_layers" $K bench model --preset "$tmp/layers32" --device cpu
+cfg layers1e9 '"hidden_size":256,"num_hidden_layers":1000000000,"num_attention_heads":8,"head_dim":32,"bos_token_id":1,"eos_token_id":2'
+refused "config: num_hidden_layers 1e9 refused" "num_hidden_layers" $K bench model --preset "$tmp/layers1e9" --device cpu
+cfg bos '"hidden_size":256,"num_hidden_layers":4,"num_attention_heads":8,"head_dim":32,"bos_token_id":-5,"eos_token_id":2'
+refused "config: bos_token_id -5 refused" "bos_token_id" $K bench model --preset "$tmp/bos" --device cpu
+cfg eos '"hidden_size":256,"num_hidden_layers":4,"num_attention_heads":8,"head_dim":32,"bos_token_id":1,"eos_token_id":[2,512]'
+refused "config: eos_token_id >= vocab_size refused" "eos_token_id" $K bench model --preset "$tmp/eos" --device cpu
+
+# training numbers that cannot be right
+$K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 20 --out "$tmp/data" >/dev/null
+refused "train: grad_clip=nan refused" "grad_clip" $K train --set model=tiny --set data="$tmp/data" \
+    --set out="$tmp/run" --set grad_clip=nan --set steps=1 --set warmup_steps=0 --set L=48 --set S=8 --set K=6 \
+    --set global_batch=2 --set micro_batch=2
