@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../common/rng.h"
+#include "../common/json_file.h"
 #include "../common/util.h"
 #include "le_bytes.h"
 
@@ -352,7 +353,7 @@ void ckpt_reader_open(CkptReader *r, const char *step_dir, int rank, int world, 
     char mpath[4200], fpath[4200], err[1024];
     snprintf(mpath, sizeof mpath, "%s/manifest.json", step_dir);
     json_error_t je;
-    json_t *m = json_load_file(mpath, JSON_REJECT_DUPLICATES, &je);
+    json_t *m = json_load_regular(mpath, JSON_REJECT_DUPLICATES, &je);
     if (!m) die("'%s' at byte %d: %s (a checkpoint without a manifest is incomplete)", mpath, je.position, je.text);
     int64_t step;
     json_t *e = manifest_entry(m, mpath, rank, world, layout_hash, &step);
@@ -380,7 +381,7 @@ int ckpt_manifest_world(const char *step_dir) {
     char mpath[4200];
     snprintf(mpath, sizeof mpath, "%s/manifest.json", step_dir);
     json_error_t je;
-    json_t *m = json_load_file(mpath, JSON_REJECT_DUPLICATES, &je);
+    json_t *m = json_load_regular(mpath, JSON_REJECT_DUPLICATES, &je);
     if (!m) die("'%s' at byte %d: %s (a checkpoint without a manifest is incomplete)", mpath, je.position, je.text);
     json_t *ws = json_object_get(m, "world_size");
     KV_CHECK(json_is_integer(ws) && json_integer_value(ws) >= 1 && json_integer_value(ws) <= 1 << 20,

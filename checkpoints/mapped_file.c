@@ -13,14 +13,14 @@
 
 int mapped_file_open(MappedFile *m, const char *path, char *err, int errlen) {
     memset(m, 0, sizeof *m);
-    int fd = open(path, O_RDONLY);
+    int fd = open_regular_file(path);
     if (fd < 0) {
-        snprintf(err, (size_t)errlen, "'%s': cannot open: %s", path, strerror(errno));
+        snprintf(err, (size_t)errlen, "'%s': %s", path, errno == EINVAL ? "not a regular file" : strerror(errno));
         return -1;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, (size_t)errlen, "'%s': not a regular file", path);
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, (size_t)errlen, "'%s': cannot stat: %s", path, strerror(errno));
         close(fd);
         return -1;
     }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/json_file.h"
 #include "../common/util.h"
 
 static int exists(const char *dir, const char *file) {
@@ -102,7 +103,7 @@ static int open_index(TensorSet *s, const char *dir, char *err, int errlen) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, HF_INDEX_FILE);
     json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    json_t *root = json_load_regular(path, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
         snprintf(err, (size_t)errlen, "index '%s' at byte %d (line %d): invalid JSON: %s", path, je.position, je.line, je.text);
         return -1;

@@ -1,6 +1,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,8 +65,32 @@ char *xstrdup(const char *s) {
     return d;
 }
 
+int open_regular_file(const char *path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 FILE *fopen_at(const char *path, const char *mode, const char *src, int line) {
-    FILE *f = fopen(path, mode);
+    FILE *f = NULL;
+    if (mode[0] == 'r' && !strchr(mode, '+')) {
+        int fd = open_regular_file(path);
+        if (fd < 0 && errno == EINVAL) die_at(src, line, "'%s' is not a regular file", path);
+        if (fd >= 0 && !(f = fdopen(fd, mode))) close(fd);
+    } else {
+        f = fopen(path, mode);
+    }
     if (!f)
         die_at(src, line, "cannot open '%s' (mode %s): %s%s", path, mode, strerror(errno),
                errno == ENOENT ? "; hint: check the path" : "");

@@ -42,6 +42,12 @@ void *realloc_at(void *p, size_t n, const char *src, int line);
 char *xstrdup(const char *s);
 
 /* Checked stdio: errors name the path, the offset and what was expected. */
+/* Opens path read-only when it is a regular file; a FIFO or a device is
+ * refused without blocking on it (a plain open of a FIFO waits for a
+ * writer forever). Returns the fd, or -1 with errno set (EINVAL: not a
+ * regular file). */
+int open_regular_file(const char *path);
+/* Read modes open through open_regular_file. */
 FILE *fopen_at(const char *path, const char *mode, const char *src, int line);
 void fread_at(void *dst, size_t size, size_t count, FILE *f, const char *path, const char *src, int line);
 void fwrite_at(const void *p, size_t size, size_t count, FILE *f, const char *path, const char *src, int line);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/json_file.h"
 #include "../common/util.h"
 #include "prepare.h"
 #include "shard.h"
@@ -57,7 +58,7 @@ DataSplit *data_split_open(const char *split_dir) {
     char mpath[8192];
     snprintf(mpath, sizeof mpath, "%s/manifest.json", root);
     json_error_t err;
-    json_t *m = json_load_file(mpath, 0, &err);
+    json_t *m = json_load_regular(mpath, 0, &err);
     if (!m) die("'%s': %s (line %d); hint: a split directory is only complete once prepare wrote its manifest", mpath, err.text, err.line);
     const json_t *sp = manifest_split(mpath, m, name);
     const json_t *tok_sha = json_object_get(json_object_get(m, "tokenizer"), "sha256");

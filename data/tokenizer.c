@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/json_file.h"
 #include "../common/util.h"
 #include "bpe_merge.h"
 #include "bpe_tables.h"
@@ -183,7 +184,7 @@ Tokenizer *tokenizer_load(const char *path) {
         die("tokenizer '%s' is not readable; hint: pass --tokenizer PATH (the tokenizer.json of your Hugging Face "
             "checkpoint), or run 'make setup' (installs the Llama 3.1 one into third_party/tokenizers)", path);
     json_error_t err;
-    json_t *root = json_load_file(path, 0, &err);
+    json_t *root = json_load_regular(path, 0, &err);
     if (!root) die("tokenizer '%s': line %d column %d: %s", path, err.line, err.column, err.text);
     Tokenizer *t = xcalloc(1, sizeof *t);
     const json_t *model = member(path, root, "model", JSON_OBJECT, "");
