@@ -91,8 +91,13 @@ struct PrefillShape {
     float scale;
 };
 
-/* Shared memory of the prefill kernels: Qt, Kt (D x 68 each), then 64 lse values. */
-static size_t prefill_smem_bytes(int64_t D) { return sizeof(float) * (size_t)(2 * D * kLdT + kTile); }
+/* Shared memory of the prefill kernels: Qt, Kt (D x 68 each), then 64 lse
+ * values; at least the (16, 64) table of column partials that the colsum
+ * kernel lays over them at its end, which is larger when D < 8. */
+static size_t prefill_smem_bytes(int64_t D) {
+    const int64_t tiles = 2 * D * kLdT + kTile, partials = (int64_t)kGrid * kTile;
+    return sizeof(float) * (size_t)(tiles > partials ? tiles : partials);
+}
 
 /* dst[d][r] = row first + r of a (rows, stride) tensor, or 0 past the last
  * row: the global reads run along d (coalesced), the transposed writes go to

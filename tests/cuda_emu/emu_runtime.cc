@@ -56,6 +56,9 @@ struct Fiber {
 /* Kernels keep small per-thread arrays (rows of accumulators); the stacks are
  * malloc'ed, so pages a fiber never touches cost nothing. */
 const size_t kStackBytes = 128 * 1024;
+/* bytes after a launch's dynamic shared memory that must stay untouched */
+const size_t kSmemGuard = 4096;
+const unsigned char kGuardByte = 0xa5;
 
 struct Block {
     std::vector<Fiber> fibers;
@@ -217,9 +220,21 @@ void run_grid(const Config &c, const std::function<void()> &body) {
             for (unsigned int x = 0; x < c.grid.x; x++) {
                 blockIdx = {x, y, z};
                 /* all-ones bytes (NaN as floats): a kernel that reads dynamic shared
-                 * memory before writing it gets NaNs, which the parity tests see */
-                blk.smem.assign(c.smem + 16, (char)0xff);
+                 * memory before writing it gets NaNs, which the parity tests see;
+                 * past the launch's bytes a guard of known bytes, checked after
+                 * the block, catches writes beyond what the launch asked for */
+                blk.smem.assign(c.smem + 16 + kSmemGuard, (char)0xff);
+                unsigned char *guard = (unsigned char *)dynamic_smem() + c.smem;
+                memset(guard, kGuardByte, kSmemGuard);
                 run_block(c);
+                for (size_t i = 0; i < kSmemGuard; i++)
+                    if (guard[i] != kGuardByte) {
+                        fprintf(stderr,
+                                "cuda emulator: a kernel wrote byte %zu past the end of its %zu bytes of dynamic shared memory "
+                                "(block (%u, %u, %u) of grid (%u, %u, %u), %zu threads)\n",
+                                i + 1, c.smem, x, y, z, c.grid.x, c.grid.y, c.grid.z, threads);
+                        abort();
+                    }
             }
 }
 

@@ -383,6 +383,9 @@ static void run_all(void) {
         {"T=130 last NULL, ratio 2, D=32", 130, 4, 2, 32, 3, 1, 0, 0},
         {"T=150 W=65 colsum NULL, ratio 4, D=64", 150, 4, 1, 64, 65, 0, 1, 0},
         {"T=257 W=100 (two window tiles), ratio 8, D=128, sharp (q x 4)", 257, 8, 1, 128, 100, 1, 1, 4.0f},
+        /* the colsum kernel's partials table outgrows the Q/K tiles below D = 8 */
+        {"T=70 W=3, ratio 2, D=4 (partials table larger than the tiles)", 70, 4, 2, 4, 3, 1, 1, 0},
+        {"T=20 W=2, ratio 1, D=2", 20, 2, 2, 2, 2, 1, 1, 0},
     };
     for (size_t i = 0; i < sizeof prefill / sizeof prefill[0]; i++) run_prefill_case(&prefill[i]);
 
