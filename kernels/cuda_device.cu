@@ -1,7 +1,19 @@
 #include <stdio.h>
+#include <unistd.h>
 
 #include "cuda_common.cuh"
 #include "cuda_device.h"
+
+/* Whether an NVIDIA kernel driver is installed. Without one, the runtime
+ * also answers "insufficient driver", which then only means a machine
+ * without a GPU. */
+static int nvidia_driver_installed(void) {
+#ifdef KVCPT_CUDA_EMU
+    return emu_nvidia_driver_installed();
+#else
+    return access("/proc/driver/nvidia/version", F_OK) == 0;
+#endif
+}
 
 extern "C" int cuda_device_count(void) {
     static int cached = -1;
@@ -12,7 +24,7 @@ extern "C" int cuda_device_count(void) {
         /* no GPU is an answer (zero); anything else (a driver older than the
          * runtime, a broken install) is said once, since device=auto would
          * otherwise fall back to the CPU without a word */
-        if (err != cudaErrorNoDevice)
+        if (err != cudaErrorNoDevice && !(err == cudaErrorInsufficientDriver && !nvidia_driver_installed()))
             fprintf(stderr, "kvcpt: warning: CUDA is unusable, running without a GPU: cudaGetDeviceCount failed: %s (%d)\n",
                     cudaGetErrorString(err), (int)err);
         cudaGetLastError();

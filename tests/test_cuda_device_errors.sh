@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # How the program meets the CUDA runtime's answers about devices, on the
-# emulated runtime (build/emu/kvcpt): no GPU is a quiet zero; a driver older
-# than the runtime is said loudly, and device=auto then runs on the CPU
+# emulated runtime (build/emu/kvcpt): no GPU, or no NVIDIA driver at all, is
+# a quiet zero; a driver older than the runtime is said loudly, and device=auto then runs on the CPU
 # saying why, instead of silently.
 set -u
 cd "$(dirname "$0")/.."
@@ -14,6 +14,10 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 KVCPT_EMU_DEVICES=0 $K --version >"$tmp/out" 2>"$tmp/err"
 grep -q "visible devices: 0" "$tmp/out" && [ ! -s "$tmp/err" ] && ok "no GPU: zero devices, nothing on stderr" \
     || fail "no GPU" "$(cat "$tmp/out" "$tmp/err")"
+
+KVCPT_EMU_DEVICES=no-driver $K --version >"$tmp/out" 2>"$tmp/err"
+grep -q "visible devices: 0" "$tmp/out" && [ ! -s "$tmp/err" ] && ok "no NVIDIA driver at all (a CPU machine): zero devices, nothing on stderr" \
+    || fail "no driver" "$(cat "$tmp/out" "$tmp/err")"
 
 KVCPT_EMU_DEVICES=driver-too-old $K --version >"$tmp/out" 2>"$tmp/err"
 grep -q "visible devices: 0" "$tmp/out" && grep -q "CUDA is unusable.*driver version is insufficient" "$tmp/err" \

@@ -261,13 +261,19 @@ void *warp_slot(unsigned int lane) { return &blk.slots[(blk.current & ~(size_t)3
 
 /* ---- host API: device memory is host memory ---- */
 extern "C" {
-/* KVCPT_EMU_DEVICES=0 plays a machine without a GPU, =driver-too-old one
- * whose driver is older than the runtime; default: one device. */
+/* KVCPT_EMU_DEVICES plays the machine the runtime meets: 0, a driver but no
+ * GPU; no-driver, no NVIDIA driver at all (the runtime then answers
+ * "insufficient driver", as it does on a CPU-only machine); driver-too-old,
+ * a driver older than the runtime; unset, one device. */
+int emu_nvidia_driver_installed(void) {
+    const char *env = getenv("KVCPT_EMU_DEVICES");
+    return !(env && strcmp(env, "no-driver") == 0);
+}
 cudaError_t cudaGetDeviceCount(int *n) {
     const char *env = getenv("KVCPT_EMU_DEVICES");
     *n = 0;
     if (env && strcmp(env, "0") == 0) return cudaErrorNoDevice;
-    if (env && strcmp(env, "driver-too-old") == 0) return cudaErrorInsufficientDriver;
+    if (env && (strcmp(env, "driver-too-old") == 0 || strcmp(env, "no-driver") == 0)) return cudaErrorInsufficientDriver;
     *n = 1;
     return cudaSuccess;
 }

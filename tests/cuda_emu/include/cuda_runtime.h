@@ -47,6 +47,9 @@ typedef struct {
 } cudaDeviceProp;
 
 cudaError_t cudaGetDeviceCount(int *n);
+/* Emulator only: whether the played machine has an NVIDIA driver installed
+ * (KVCPT_EMU_DEVICES, see emu_runtime.cc). */
+int emu_nvidia_driver_installed(void);
 cudaError_t cudaSetDevice(int dev);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev);
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int dev);
