@@ -43,7 +43,9 @@ ifneq ($(NVCC),)
 CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH  ?= -gencode arch=compute_90,code=sm_90
 NVCCFLAGS  := -O3 -std=c++17 $(CUDA_ARCH) -I. -Xcompiler -fopenmp,-Wall --expt-relaxed-constexpr
-CFLAGS     += -DKVCPT_CUDA -I$(CUDA_HOME)/include
+comma      := ,
+CUDA_SM    := $(patsubst code=%,%,$(filter code=%,$(subst $(comma), ,$(CUDA_ARCH))))
+CFLAGS     += -DKVCPT_CUDA -DKVCPT_CUDA_ARCH='"$(CUDA_SM)"' -I$(CUDA_HOME)/include
 LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lstdc++
 CU_SRC     := $(wildcard kernels/*.cu)
 # NCCL (GPU collectives) needs MPI for its bootstrap; found beside CUDA or

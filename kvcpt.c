@@ -21,7 +21,7 @@ static const Command commands[] = {
     {"convert", cmd_convert, "Hugging Face safetensors <-> native checkpoints"},
     {"tokenize", cmd_tokenize, "Llama 3.1 tokenizer: text on stdin -> token ids"},
     {"plan", cmd_plan, "memory per rank of a sharded training step (N = 1, 2, 4, 8)"},
-    {"bench", cmd_bench, "throughput figures (model, tokenizer, adamw, attention, train)"},
+    {"bench", cmd_bench, "throughput figures (model, adamw, tokenizer, decode, ops)"},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 

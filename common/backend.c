@@ -9,6 +9,15 @@
 #include "../kernels/cuda_device.h"
 #endif
 
+/* what the CUDA kernels were built for: the Makefile passes nvcc's targets */
+#if defined(KVCPT_CUDA_EMU)
+#define CUDA_TARGET "the CPU emulator, tests/cuda_emu"
+#elif defined(KVCPT_CUDA_ARCH)
+#define CUDA_TARGET KVCPT_CUDA_ARCH
+#else
+#define CUDA_TARGET "unrecorded targets"
+#endif
+
 int backend_cuda_compiled(void) {
 #ifdef KVCPT_CUDA
     return 1;
@@ -42,7 +51,7 @@ const char *backend_name(Device d) { return d == DEVICE_CUDA ? "cuda" : "cpu"; }
 void backend_describe(void) {
     printf("backend cpu: C11 + OpenMP + OpenBLAS (always built)\n");
 #ifdef KVCPT_CUDA
-    printf("backend cuda: compiled (sm_90); visible devices: %d\n", cuda_device_count());
+    printf("backend cuda: compiled (%s); visible devices: %d\n", CUDA_TARGET, cuda_device_count());
 #else
     printf("backend cuda: not compiled (nvcc was not found at build time)\n");
 #endif

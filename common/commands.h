@@ -12,5 +12,4 @@ int cmd_plan(int argc, char **argv);     /* dist/plan.c */
 
 /* Shared wording for subcommands whose issue is still open: they say so and
  * exit non-zero rather than pretend. */
-int cmd_unfinished(const char *cmd, const char *what, int argc, char **argv);
 #endif

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The built-in default job on CPU (2 cores, ~15 minutes): a synthetic
+# The built-in default job on CPU (2 cores, about 4 minutes): a synthetic
 # long-range copy task -> pretrain a small Llama-shaped model from scratch
 # (causal; first at short context, then at L + S) -> RefreshKV CPT -> evaluate
 # every policy before and after CPT at L = 1024, budget L/8.

@@ -15,7 +15,7 @@ typedef struct {
 static const BenchTarget targets[] = {
     {"model", bench_model, "forward+backward tokens/s of a preset (CPU reference or CUDA)"},
     {"adamw", bench_adamw, "bytes moved per second by one (8-bit) AdamW step (CPU or CUDA)"},
-    {"tokenizer", bench_tokenizer, "tokenizer MB/s, one thread and all cores, beside the JS oracle"},
+    {"tokenizer", bench_tokenizer, "tokenizer MB/s, one thread and all cores, beside HF tokenizers and tiktoken"},
     {"decode", bench_decode, "decode ms/token of full, partial (streaming) and refreshkv steps at long contexts"},
     {"ops", bench_ops, "time and GB/s or TFLOP/s of each CUDA simple op at 8B shapes"},
 };
