@@ -89,7 +89,23 @@ FILE *fopen_at(const char *path, const char *mode, const char *src, int line) {
         if (fd < 0 && errno == EINVAL) die_at(src, line, "'%s' is not a regular file", path);
         if (fd >= 0 && !(f = fdopen(fd, mode))) close(fd);
     } else {
-        f = fopen(path, mode);
+        /* never through a symbolic link planted at the name (O_NOFOLLOW), and
+         * never blocking on a FIFO there (O_NONBLOCK, then a regular-file check) */
+        int flags = O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (mode[0] == 'a' ? O_APPEND : O_TRUNC);
+        flags |= strchr(mode, '+') ? O_RDWR : O_WRONLY;
+        int fd = open(path, flags, 0644);
+        if (fd < 0 && errno == ELOOP)
+            die_at(src, line, "'%s' is a symbolic link; refusing to write through it (remove it first)", path);
+        struct stat st;
+        if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+            close(fd);
+            die_at(src, line, "'%s' exists and is not a regular file; refusing to write to it", path);
+        }
+        if (fd >= 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+            close(fd);
+            fd = -1;
+        }
+        if (fd >= 0 && !(f = fdopen(fd, mode))) close(fd);
     }
     if (!f)
         die_at(src, line, "cannot open '%s' (mode %s): %s%s", path, mode, strerror(errno),

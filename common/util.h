@@ -47,7 +47,8 @@ char *xstrdup(const char *s);
  * writer forever). Returns the fd, or -1 with errno set (EINVAL: not a
  * regular file). */
 int open_regular_file(const char *path);
-/* Read modes open through open_regular_file. */
+/* Read modes open through open_regular_file; write and append modes refuse
+ * a symbolic link or anything but a regular file at path. */
 FILE *fopen_at(const char *path, const char *mode, const char *src, int line);
 void fread_at(void *dst, size_t size, size_t count, FILE *f, const char *path, const char *src, int line);
 void fwrite_at(const void *p, size_t size, size_t count, FILE *f, const char *path, const char *src, int line);

@@ -216,7 +216,9 @@ static void write_manifest(Prepare *p, json_t *inputs) {
     char path[4200];
     snprintf(path, sizeof path, "%s/manifest.json.tmp", o->out_dir);
     track_pending(path);
-    if (json_dump_file(m, path, JSON_INDENT(2)) != 0) die("cannot write '%s': %s", path, strerror(errno));
+    FILE *mf = fopen_check(path, "w");
+    if (json_dumpf(m, mf, JSON_INDENT(2)) != 0) die("cannot write '%s': %s", path, strerror(errno));
+    fclose_check(mf, path);
     json_decref(m);
 }
 

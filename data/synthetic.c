@@ -136,7 +136,9 @@ void synthetic_write(const SyntheticOptions *o) {
                           (json_int_t)o->seed, "splits", splits);
     snprintf(tmp, sizeof tmp, "%s/manifest.json.tmp", o->out_dir);
     snprintf(path, sizeof path, "%s/manifest.json", o->out_dir);
-    if (json_dump_file(m, tmp, JSON_INDENT(2)) != 0) die("cannot write '%s'", tmp);
+    FILE *mf = fopen_check(tmp, "w");
+    if (json_dumpf(m, mf, JSON_INDENT(2)) != 0) die("cannot write '%s'", tmp);
+    fclose_check(mf, tmp);
     rename_check(tmp, path); /* the manifest last: the directory is complete only now */
     json_decref(m);
     free(doc);

@@ -112,7 +112,9 @@ int eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skip
     set_checked(root, "cells_not_finite", json_integer(non_finite));
     char tmp[4200];
     KV_CHECK(snprintf(tmp, sizeof tmp, "%s.tmp", path) < (int)sizeof tmp, "eval.json: path too long: %s", path);
-    if (json_dump_file(root, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) die("cannot write '%s'", tmp);
+    FILE *jf = fopen_check(tmp, "w");
+    if (json_dumpf(root, jf, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) die("cannot write '%s'", tmp);
+    fclose_check(jf, tmp);
     rename_check(tmp, path);
     json_decref(root);
     return non_finite;

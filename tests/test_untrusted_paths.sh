@@ -29,3 +29,24 @@ for kind in shell gnuplot; do
     check "eval with a $kind quote break-out in out runs nothing, plots inside it" "$ev" "$tmp/PWNED_eval" eval.png
     rm -f "$tmp/PWNED_train" "$tmp/PWNED_eval"
 done
+
+# a symbolic link planted where the program writes (a temporary, the log, the
+# run's config copy) is refused, and the file it points to is left alone
+planted() { # name link-path command...
+    local name=$1 link=$2; shift 2
+    mkdir -p "$(dirname "$link")" && echo "precious" >"$tmp/victim" && ln -sf "$tmp/victim" "$link"
+    if "$@" >"$tmp/out" 2>"$tmp/err"; then fail "$name" "exited 0"
+    elif [ "$(cat "$tmp/victim")" != "precious" ]; then fail "$name" "the link's target was written"
+    elif grep -q "symbolic link" "$tmp/err"; then ok "$name"
+    else fail "$name" "$(tail -2 "$tmp/err")"; fi
+    rm -f "$link"
+}
+run_args=(--set model=tiny --set data="$tmp/data" --set L=48 --set S=8 --set K=6 --set steps=2 --set warmup_steps=1
+          --set global_batch=2 --set micro_batch=2)
+planted "symlink at the run's log.jsonl refused" "$tmp/s1/log.jsonl" $K train "${run_args[@]}" --set out="$tmp/s1"
+planted "symlink at the run's config.json refused" "$tmp/s2/config.json" $K train "${run_args[@]}" --set out="$tmp/s2"
+$K train "${run_args[@]}" --set out="$tmp/s0" >/dev/null 2>&1
+planted "symlink at eval.json.tmp refused" "$tmp/s3/eval.json.tmp" $K eval --model "$tmp/s0/model" --data "$tmp/data" \
+    --context 48 --last 8 --max-docs 2 --policies full --out "$tmp/s3"
+planted "symlink at a shard temporary of prepare refused" "$tmp/s4/train/shard_000000.bin.tmp" \
+    $K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 20 --out "$tmp/s4"
