@@ -14,7 +14,7 @@ int cmd_prepare(int argc, char **argv) {
     StringList inputs = {0};
     const char *out = NULL, *tokenizer = NULL;
     int64_t min_tokens = 1, shard_tokens = (int64_t)1 << 28, threads = 0, seed = 0;
-    int allow_special = 0;
+    int allow_special = 0, allow_empty = 0;
     const char *synthetic = NULL;
     int64_t vocab = 64, doc_tokens = 1057, query_tail = 33, docs = 400, copy_offset = 0;
     const Option opts[] = {
@@ -26,6 +26,7 @@ int cmd_prepare(int argc, char **argv) {
         {"shard-tokens", OPT_INT, &shard_tokens, "N", "start a new shard beyond N tokens (default 2^28 = 1 GiB)"},
         {"allow-special", OPT_FLAG, &allow_special, NULL, "spelled-out special tokens in the text become their ids"},
         {"split-seed", OPT_INT, &seed, "N", "salt of the train/dev/test hash (default 0)"},
+        {"allow-empty", OPT_FLAG, &allow_empty, NULL, "write the dataset even when no document is kept"},
         {"synthetic", OPT_STRING, &synthetic, "TASK", "instead of text: generate a long-range task, recall or copy (no tokenizer)"},
         {"vocab", OPT_INT, &vocab, "N", "synthetic: vocabulary size (default 64)"},
         {"doc-tokens", OPT_INT, &doc_tokens, "N", "synthetic: tokens per document, BOS included (default 1057)"},
@@ -54,7 +55,7 @@ int cmd_prepare(int argc, char **argv) {
     PrepareOptions o = {
         .inputs = inputs.items, .n_inputs = inputs.count, .out_dir = out, .tokenizer_path = tok_path,
         .min_tokens = min_tokens, .shard_tokens = shard_tokens, .threads = (int)threads,
-        .allow_special = allow_special, .split_seed = (uint64_t)seed,
+        .allow_special = allow_special, .split_seed = (uint64_t)seed, .allow_empty = allow_empty,
     };
     prepare_run(&o);
     free(tok_path);

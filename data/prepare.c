@@ -248,6 +248,13 @@ void prepare_run(const PrepareOptions *o) {
     for (int i = 0; i < inputs.count; i++) json_array_append_new(manifest_inputs, process_input(&p, inputs.paths[i]));
     for (int s = 0; s < SPLIT_COUNT; s++)
         if (p.split[s].open) close_shard(&p.split[s], s);
+    int64_t kept = 0;
+    for (int s = 0; s < SPLIT_COUNT; s++) kept += p.split[s].docs;
+    /* before the manifest: an empty dataset is not published by accident */
+    KV_CHECK(kept > 0 || o->allow_empty,
+             "prepare: no document kept (%lld read, %lld shorter than --min-tokens %lld); nothing to train on. "
+             "Pass --allow-empty to write the empty dataset anyway",
+             (long long)p.docs_read, (long long)p.docs_dropped, (long long)o->min_tokens);
     write_manifest(&p, manifest_inputs);
     publish_pending(); /* shards first, manifest.json last */
     show_progress(&p, 1);

@@ -19,6 +19,7 @@ typedef struct {
     int threads;            /* 0: all cores */
     int allow_special;
     uint64_t split_seed;
+    int allow_empty;        /* write a dataset even when no document is kept */
 } PrepareOptions;
 
 #define MANIFEST_FORMAT "kvcpt-prepared"

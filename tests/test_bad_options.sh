@@ -45,3 +45,10 @@ $K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 2
 refused "train: grad_clip=nan refused" "grad_clip" $K train --set model=tiny --set data="$tmp/data" \
     --set out="$tmp/run" --set grad_clip=nan --set steps=1 --set warmup_steps=0 --set L=48 --set S=8 --set K=6 \
     --set global_batch=2 --set micro_batch=2
+
+# a dataset with no document is refused unless asked for
+refused "prepare keeping no document refused (every one below --min-tokens)" "no document kept" \
+    $K prepare --input "$tmp/in.jsonl" --out "$tmp/empty" --min-tokens 100000
+[ ! -e "$tmp/empty/manifest.json" ] && ok "the refused empty dataset has no manifest" || fail "empty dataset" "manifest.json written"
+$K prepare --input "$tmp/in.jsonl" --out "$tmp/empty2" --min-tokens 100000 --allow-empty >/dev/null 2>&1 \
+    && [ -s "$tmp/empty2/manifest.json" ] && ok "prepare --allow-empty writes the empty dataset" || fail "--allow-empty" "not written"
