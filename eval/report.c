@@ -9,6 +9,7 @@
 #include "../common/plot.h"
 #include "../common/rng.h"
 #include "../common/util.h"
+#include "../kernels/blas.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -77,8 +78,10 @@ void eval_write_json(const char *path, const EvalCell *cells, int n, int64_t ski
         if (c->stride_info[0]) json_object_set_new(o, "effective_stride_per_layer", json_loads(c->stride_info, 0, NULL));
         json_array_append_new(arr, o);
     }
-    json_t *root = json_pack("{s:s,s:o,s:I}", "device", device, "results", arr, "documents_skipped_too_short",
-                             (json_int_t)skipped_short);
+    /* the BLAS beside the device: another core type may give other bits */
+    json_t *root = json_pack("{s:s,s:o,s:o,s:I}", "device", device, "blas", blas_info_json(), "results", arr,
+                             "documents_skipped_too_short", (json_int_t)skipped_short);
+    if (!root) die("cannot build the JSON report for '%s'", path);
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     if (json_dump_file(root, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) die("cannot write '%s'", tmp);
