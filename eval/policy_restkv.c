@@ -28,13 +28,13 @@
  *   is divided by W_s as in Eq. 13.
  * - A_t[n] = 1 makes 1 - A vanish while the norm vanishes with it; 1 - A is
  *   floored at 1e-6. */
-#include <cblas.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "../common/util.h"
+#include "../kernels/blas.h"
 #include "partial_cache.h"
 #include "policies.h"
 
@@ -75,14 +75,10 @@ static double temporal_scores(Policy *p, RestState *st, const PrefillLayer *pre,
     int64_t L = p->shape.L, W = p->shape.W, D = p->shape.D, Hq = p->shape.Hq, Hkv = p->shape.Hkv, C = p->shape.C;
     int64_t g = h / (Hq / Hkv);
     const float *wo_h = pre->wo + h * D, *z0 = pre->last_out + ((W - sw) * Hq + h) * D;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)D, (int)D, (int)C, 1.0f, wo_h, (int)(Hq * D), wo_h,
-                (int)(Hq * D), 0.0f, st->gram, (int)D);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)D, (int)D, 1.0f, pre->vc + g * D, (int)(Hkv * D),
-                st->gram, (int)D, 0.0f, st->gv, (int)D);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)sw, (int)D, (int)D, 1.0f, z0, (int)(Hq * D), st->gram,
-                (int)D, 0.0f, st->gz, (int)D);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)sw, (int)n, (int)D, 1.0f, z0, (int)(Hq * D), st->gv,
-                (int)D, 0.0f, st->zgv, (int)n);
+    blas_sgemm(1, 0, D, D, C, 1.0f, wo_h, Hq * D, wo_h, Hq * D, 0.0f, st->gram, D);
+    blas_sgemm(0, 0, n, D, D, 1.0f, pre->vc + g * D, Hkv * D, st->gram, D, 0.0f, st->gv, D);
+    blas_sgemm(0, 0, sw, D, D, 1.0f, z0, Hq * D, st->gram, D, 0.0f, st->gz, D);
+    blas_sgemm(0, 1, sw, n, D, 1.0f, z0, Hq * D, st->gv, D, 0.0f, st->zgv, n);
     for (int64_t j = 0; j < n; j++) {
         const float *v = pre->vc + (j * Hkv + g) * D;
         double s = 0;

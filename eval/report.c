@@ -9,6 +9,7 @@
 #include "../common/plot.h"
 #include "../common/rng.h"
 #include "../common/util.h"
+#include "../kernels/blas.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -107,6 +108,8 @@ int eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skip
     json_t *root = json_object();
     KV_CHECK(root != NULL, "eval.json: out of memory");
     set_checked(root, "device", json_string(device));
+    /* the BLAS beside the device: another core type may give other bits */
+    set_checked(root, "blas", blas_info_json());
     set_checked(root, "results", arr);
     set_checked(root, "documents_skipped_too_short", json_integer((json_int_t)skipped_short));
     set_checked(root, "cells_not_finite", json_integer(non_finite));

@@ -1,7 +1,8 @@
 #ifndef KVCPT_MATMUL_H
 #define KVCPT_MATMUL_H
 /* Linear layers in the Hugging Face weight layout: weight is (OC, IC) and
- * out = inp @ weight^T. The CPU path calls BLAS (sgemm, fp32). */
+ * out = inp @ weight^T. The CPU path calls BLAS (sgemm, fp32) through
+ * blas_sgemm, whose bits do not depend on the thread count. */
 #include <stdint.h>
 
 #include "bf16.h"

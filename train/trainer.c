@@ -13,6 +13,7 @@
 #include "../common/plot.h"
 #include "../common/util.h"
 #include "../dist/shard_ckpt.h"
+#include "../kernels/blas.h"
 #include "../optim/clip.h"
 #include "device_optim.h"
 
@@ -402,6 +403,10 @@ static void log_step(Trainer *t, float loss, double norm, double lr, double dt, 
     if (t->dopt) json_object_set_new(j, "gpu_optim_mb", json_real((double)device_optim_bytes(t->dopt) / 1048576.0));
 #endif
     if (!isnan(dev)) json_object_set_new(j, "dev_loss", json_real(dev));
+    /* the first record of every run, resumed ones too, says which BLAS computed
+     * its numbers: another core type may give other bits */
+    if (!t->blas_logged) json_object_set_new(j, "blas", blas_info_json());
+    t->blas_logged = 1;
     char *s = json_dumps(j, JSON_COMPACT);
     fprintf(t->log, "%s\n", s);
     fflush(t->log);

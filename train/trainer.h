@@ -44,6 +44,7 @@ typedef struct {
     char log_path[4200];
     double t_run, flops_per_token;
     int64_t skipped_steps;
+    int blas_logged;             /* this run's first log record named the BLAS configuration */
 } Trainer;
 
 /* comm: the ranks (comm_open); the trainer does not own it. */

@@ -1,0 +1,53 @@
+#include "blas.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <omp.h>
+#include <threads.h>
+
+#include "../common/util.h"
+
+static once_flag pinned = ONCE_FLAG_INIT;
+
+static void pin_one_thread(void) {
+    /* An OpenMP build of OpenBLAS sets OpenMP's thread count along with its
+     * own; the program's OpenMP teams keep theirs. */
+    int omp = omp_get_max_threads();
+    openblas_set_num_threads(1);
+    omp_set_num_threads(omp);
+}
+
+/* BLAS takes int dimensions; a bigger matrix must be split by the caller. */
+static int blas_dim(int64_t d, const char *what) {
+    if (d < 0 || d > INT_MAX) die("blas: %s = %lld is outside the BLAS int range", what, (long long)d);
+    return (int)d;
+}
+
+void blas_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    call_once(&pinned, pin_one_thread);
+    int k = blas_dim(K, "K"), la = blas_dim(lda, "lda"), lb = blas_dim(ldb, "ldb"), lc = blas_dim(ldc, "ldc");
+    blas_dim(M, "M");
+    blas_dim(N, "N");
+    enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+    int64_t row_tiles = (M + BLAS_TILE_ROWS - 1) / BLAS_TILE_ROWS, col_tiles = (N + BLAS_TILE_COLS - 1) / BLAS_TILE_COLS;
+    int64_t tiles = row_tiles * col_tiles;
+    /* the tiling depends on M and N only; which thread runs a tile does not matter */
+#pragma omp parallel for schedule(dynamic, 1) if (tiles > 1)
+    for (int64_t t = 0; t < tiles; t++) {
+        int64_t r0 = t / col_tiles * BLAS_TILE_ROWS, c0 = t % col_tiles * BLAS_TILE_COLS;
+        int64_t rows = M - r0 < BLAS_TILE_ROWS ? M - r0 : BLAS_TILE_ROWS;
+        int64_t cols = N - c0 < BLAS_TILE_COLS ? N - c0 : BLAS_TILE_COLS;
+        /* rows r0.. of op(A) are columns of A when it is transposed; columns c0.. of op(B) are rows of B then */
+        const float *a = trans_a ? A + r0 : A + r0 * lda, *b = trans_b ? B + c0 * ldb : B + c0;
+        cblas_sgemm(CblasRowMajor, ta, tb, (int)rows, (int)cols, k, alpha, a, la, b, lb, beta, C + r0 * ldc + c0, lc);
+    }
+}
+
+json_t *blas_info_json(void) {
+    call_once(&pinned, pin_one_thread);
+    json_t *j = json_pack("{s:s,s:s,s:i,s:i}", "core", openblas_get_corename(), "config", openblas_get_config(),
+                          "blas_threads", openblas_get_num_threads(), "omp_threads", omp_get_max_threads());
+    if (!j) die("blas: cannot describe the BLAS configuration");
+    return j;
+}
