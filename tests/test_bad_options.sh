@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # Option values out of range are refused with a non-zero exit and a message
 # naming the option, instead of crashing or being accepted silently.
-set -u
-cd "$(dirname "$0")/.."
-K=./kvcpt
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-ok() { echo "ok - $1"; }
-fail() { echo "FAIL - $1: $2"; }
+. "$(dirname "$0")/lib.sh"
 refused() { # name pattern command...
     local name=$1 pat=$2; shift 2
     if timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"; then fail "$name" "exited 0"; return; fi

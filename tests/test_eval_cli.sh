@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # kvcpt eval from the command line (issue 10): two models side by side
 # (before -> after), every policy, JSON and PNG written; bad input rejected.
-set -u
-cd "$(dirname "$0")/.."
-K=./kvcpt
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-ok() { echo "ok - $1"; }
-fail() { echo "FAIL - $1: $2"; }
+. "$(dirname "$0")/lib.sh"
 $K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 200 --out "$tmp/data" >/dev/null
 # the "before" model: 20 steps without the mask; "after": 10 more steps with it
 base='"model":"tiny","data":"'$tmp'/data","L":48,"S":8,"K":6,"global_batch":4,"micro_batch":2,"lr":3e-3,"warmup_steps":2'

@@ -2,12 +2,7 @@
 # A model whose weights hold NaN: eval writes its table and eval.json with
 # every cell kept (ppl null, "finite": false) and exits non-zero naming the
 # problem, instead of exiting 0 with an empty results array.
-set -u
-cd "$(dirname "$0")/.."
-K=./kvcpt
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-ok() { echo "ok - $1"; }
-fail() { echo "FAIL - $1: $2"; }
+. "$(dirname "$0")/lib.sh"
 $K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 40 --out "$tmp/data" >/dev/null
 $K train --set model=tiny --set data="$tmp/data" --set out="$tmp/r" --set L=48 --set S=8 --set K=6 --set steps=2 \
     --set warmup_steps=1 --set global_batch=2 --set micro_batch=2 >/dev/null 2>&1 || { fail "train" "did not run"; exit 1; }

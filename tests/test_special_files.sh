@@ -2,12 +2,7 @@
 # A FIFO where a regular file belongs (config.json, the model's tensors, the
 # tokenizer, a data shard, a manifest) is refused at once, naming the path,
 # instead of blocking forever in open() waiting for a writer.
-set -u
-cd "$(dirname "$0")/.."
-K=./kvcpt
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-ok() { echo "ok - $1"; }
-fail() { echo "FAIL - $1: $2"; }
+. "$(dirname "$0")/lib.sh"
 refused() { # name command...
     local name=$1; shift
     timeout 20 "$@" >"$tmp/out" 2>"$tmp/err"

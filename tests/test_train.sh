@@ -3,12 +3,7 @@
 # shard directory; SIGTERM mid-run then --resume equals the uninterrupted run
 # bit for bit (losses and final parameters/optimizer state); bad configs
 # rejected naming the problem; NaN loss stops the run keeping the checkpoint.
-set -u
-cd "$(dirname "$0")/.."
-K=./kvcpt
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-ok() { echo "ok - $1"; }
-fail() { echo "FAIL - $1: $2"; }
+. "$(dirname "$0")/lib.sh"
 
 $K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 300 --out "$tmp/data" >/dev/null
 cat > "$tmp/cfg.json" <<JSON

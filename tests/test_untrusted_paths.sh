@@ -2,12 +2,7 @@
 # Output paths are data, never code: an `out` directory whose name carries a
 # shell quote break-out or a gnuplot one (train's loss.png, eval's eval.png)
 # runs no command, and the PNGs are still rendered inside that directory.
-set -u
-cd "$(dirname "$0")/.."
-K=./kvcpt
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-ok() { echo "ok - $1"; }
-fail() { echo "FAIL - $1: $2"; }
+. "$(dirname "$0")/lib.sh"
 $K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 40 --out "$tmp/data" >/dev/null
 have_gnuplot=0; command -v gnuplot >/dev/null && have_gnuplot=1
 
