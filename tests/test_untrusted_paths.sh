@@ -45,3 +45,22 @@ planted "symlink at eval.json.tmp refused" "$tmp/s3/eval.json.tmp" $K eval --mod
     --context 48 --last 8 --max-docs 2 --policies full --out "$tmp/s3"
 planted "symlink at a shard temporary of prepare refused" "$tmp/s4/train/shard_000000.bin.tmp" \
     $K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 20 --out "$tmp/s4"
+
+# one trainer per run directory: while another holds out/train.lock (here the
+# shell's flock, the same advisory lock), a second trainer refuses, naming it
+mkdir -p "$tmp/busy"
+if command -v flock >/dev/null; then
+    (
+        flock -n 9 || exit 3
+        echo 424242 >&9
+        $K train "${run_args[@]}" --set out="$tmp/busy" >"$tmp/out" 2>"$tmp/err"
+        echo $? >"$tmp/rc"
+    ) 9>"$tmp/busy/train.lock"
+    if [ "$(cat "$tmp/rc" 2>/dev/null)" = 0 ]; then fail "second trainer on a busy run directory" "exited 0"
+    elif grep -q "in use by another kvcpt train (pid 424242)" "$tmp/err"; then ok "a second trainer on a locked run directory refuses, naming the owner"
+    else fail "second trainer on a busy run directory" "$(tail -2 "$tmp/err")"; fi
+    $K train "${run_args[@]}" --set out="$tmp/busy" >/dev/null 2>&1 && ok "the lock is released with its holder: the next trainer runs" \
+        || fail "lock release" "train failed after the holder ended"
+else
+    echo "skip - run directory lock: no flock command (util-linux)"
+fi

@@ -1,10 +1,13 @@
 #include "trainer.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -350,6 +353,29 @@ static void allocate_batches(Trainer *t) {
     t->all_loss = t->round_loss + t->rounds;
 }
 
+/* One trainer per run directory: a second one on the same out would
+ * interleave log.jsonl lines and overwrite the other's checkpoints. The lock
+ * is flock(2) on out/train.lock, released by the kernel when the process
+ * ends however it ends; the file holds the owner's pid for the message. */
+static int lock_run_dir(const char *out) {
+    char path[4200];
+    KV_CHECK(snprintf(path, sizeof path, "%s/train.lock", out) < (int)sizeof path, "train: out path too long: %s", out);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) die("train: cannot open the run directory's lock '%s': %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char owner[32] = "";
+        ssize_t n = pread(fd, owner, sizeof owner - 1, 0);
+        owner[n > 0 ? n : 0] = '\0';
+        owner[strcspn(owner, "\n")] = '\0';
+        die("train: run directory '%s' is in use by another kvcpt train (pid %s); wait for it, or choose another "
+            "out", out, owner[0] ? owner : "unknown");
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    KV_CHECK(ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)len, 0) == len, "train: cannot write '%s'", path);
+    return fd;
+}
+
 void trainer_setup(Trainer *t, const TrainConfig *cfg, int resume, Comm *comm) {
     memset(t, 0, sizeof *t);
     t->cfg = *cfg;
@@ -359,7 +385,11 @@ void trainer_setup(Trainer *t, const TrainConfig *cfg, int resume, Comm *comm) {
     t->T = t->cfg.L + t->cfg.S;
     t->accum = t->cfg.global_batch / t->cfg.micro_batch;
     t->rounds = t->accum / t->world;
-    if (t->rank == 0) make_dirs(t->cfg.out);
+    t->lock_fd = -1;
+    if (t->rank == 0) {
+        make_dirs(t->cfg.out);
+        t->lock_fd = lock_run_dir(t->cfg.out);
+    }
     comm_barrier(comm);
     setup_model(t);
     open_data(t);
@@ -496,6 +526,7 @@ int trainer_run(Trainer *t) {
 
 void trainer_finish(Trainer *t) {
     if (t->log) fclose(t->log);
+    if (t->lock_fd >= 0) close(t->lock_fd); /* releases the run directory */
     loader_close(t->loader);
     data_split_close(t->train_split);
     if (t->dev_split) data_split_close(t->dev_split);

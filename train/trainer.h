@@ -41,6 +41,7 @@ typedef struct {
     uint32_t *sample;            /* micro_batch * (T + 1) */
     int32_t *tokens, *targets;   /* micro_batch * T each */
     FILE *log;
+    int lock_fd;            /* rank 0: flock held on out/train.lock for the run, else -1 */
     char log_path[4200];
     double t_run, flops_per_token;
     int64_t skipped_steps;
