@@ -91,8 +91,9 @@ FILE *fopen_at(const char *path, const char *mode, const char *src, int line) {
     } else {
         /* never through a symbolic link planted at the name (O_NOFOLLOW), and
          * never blocking on a FIFO there (O_NONBLOCK, then a regular-file check) */
-        int flags = O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (mode[0] == 'a' ? O_APPEND : O_TRUNC);
-        flags |= strchr(mode, '+') ? O_RDWR : O_WRONLY;
+        int flags = O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (strchr(mode, '+') ? O_RDWR : O_WRONLY);
+        if (mode[0] == 'w') flags |= O_CREAT | O_TRUNC;
+        if (mode[0] == 'a') flags |= O_CREAT | O_APPEND; /* "r+": an existing file, as it is */
         int fd = open(path, flags, 0644);
         if (fd < 0 && errno == ELOOP)
             die_at(src, line, "'%s' is a symbolic link; refusing to write through it (remove it first)", path);
