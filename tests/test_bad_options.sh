@@ -47,3 +47,12 @@ refused "prepare keeping no document refused (every one below --min-tokens)" "no
 [ ! -e "$tmp/empty/manifest.json" ] && ok "the refused empty dataset has no manifest" || fail "empty dataset" "manifest.json written"
 $K prepare --input "$tmp/in.jsonl" --out "$tmp/empty2" --min-tokens 100000 --allow-empty >/dev/null 2>&1 \
     && [ -s "$tmp/empty2/manifest.json" ] && ok "prepare --allow-empty writes the empty dataset" || fail "--allow-empty" "not written"
+
+# --resume over a damaged log.jsonl (a line that is not a record) is refused
+# naming the line, instead of dropping what it cannot parse
+rargs=(--set model=tiny --set data="$tmp/data" --set L=48 --set S=8 --set K=6 --set warmup_steps=1
+       --set global_batch=2 --set micro_batch=2 --set ckpt_interval=2 --set out="$tmp/dmg")
+$K train "${rargs[@]}" --set steps=2 >/dev/null 2>&1 || fail "train for the damaged-log case" "did not run"
+printf 'garbage\0\0\n' >>"$tmp/dmg/log.jsonl"
+refused "--resume over a damaged log.jsonl refused, naming the line" "log.jsonl line 3 is not a log record" \
+    $K train "${rargs[@]}" --set steps=4 --resume

@@ -319,17 +319,22 @@ static void restore(Trainer *t, const char *dir) {
 /* Keeps the log lines of steps <= the resumed step: a resumed run's log
  * reads as if it had never stopped. */
 static void truncate_log(const char *path, int64_t step) {
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    char tmp[4300], line[8192];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (access(path, F_OK) != 0) return;
+    FILE *f = fopen_check(path, "r");
+    char tmp[4300], line[65536];
+    KV_CHECK(snprintf(tmp, sizeof tmp, "%s.tmp", path) < (int)sizeof tmp, "train: log path too long: %s", path);
     FILE *o = fopen_check(tmp, "w");
-    while (fgets(line, sizeof line, f)) {
+    for (int64_t n = 1; fgets(line, sizeof line, f); n++) {
+        /* a line that does not parse is corruption (two writers, a full
+         * disk): said, never dropped silently */
         json_t *j = json_loads(line, 0, NULL);
         json_t *s = j ? json_object_get(j, "step") : NULL;
-        if (s && json_integer_value(s) <= step) fputs(line, o);
+        KV_CHECK(json_is_integer(s), "train: %s line %lld is not a log record; the log is damaged (move it aside to "
+                 "resume)", path, (long long)n);
+        if (json_integer_value(s) <= step) KV_CHECK(fputs(line, o) >= 0, "train: cannot write '%s'", tmp);
         json_decref(j);
     }
+    KV_CHECK(!ferror(f), "train: cannot read '%s'", path);
     fclose(f);
     fclose_check(o, tmp);
     rename_check(tmp, path);
@@ -438,8 +443,10 @@ static void log_step(Trainer *t, float loss, double norm, double lr, double dt, 
     if (!t->blas_logged) json_object_set_new(j, "blas", blas_info_json());
     t->blas_logged = 1;
     char *s = json_dumps(j, JSON_COMPACT);
-    fprintf(t->log, "%s\n", s);
-    fflush(t->log);
+    /* checked: the resume tests compare this file, and a full disk must stop
+     * the run, not truncate its record */
+    KV_CHECK(s && fprintf(t->log, "%s\n", s) > 0 && fflush(t->log) == 0, "train: cannot write '%s': %s", t->log_path,
+             strerror(errno));
     free(s);
     json_decref(j);
     if (isatty(fileno(stderr)) || t->step % t->cfg.log_interval == 0 || t->step == t->total_steps)
