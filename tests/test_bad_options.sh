@@ -56,3 +56,14 @@ $K train "${rargs[@]}" --set steps=2 >/dev/null 2>&1 || fail "train for the dama
 printf 'garbage\0\0\n' >>"$tmp/dmg/log.jsonl"
 refused "--resume over a damaged log.jsonl refused, naming the line" "log.jsonl line 3 is not a log record" \
     $K train "${rargs[@]}" --set steps=4 --resume
+
+# --resume with a changed global_batch or seed would be another run: refused
+rargs2=(--set model=tiny --set data="$tmp/data" --set L=48 --set S=8 --set K=6 --set warmup_steps=1
+        --set micro_batch=2 --set ckpt_interval=2 --set out="$tmp/rid")
+$K train "${rargs2[@]}" --set global_batch=2 --set steps=2 >/dev/null 2>&1 || fail "train for the resume cases" "did not run"
+refused "--resume with another global_batch refused, naming it" "'global_batch' is 4 but the checkpoint" \
+    $K train "${rargs2[@]}" --set global_batch=4 --set steps=4 --resume
+refused "--resume with another seed refused, naming it" "'seed' is 9 but the checkpoint" \
+    $K train "${rargs2[@]}" --set global_batch=2 --set seed=9 --set steps=4 --resume
+$K train "${rargs2[@]}" --set global_batch=2 --set steps=4 --resume >/dev/null 2>"$tmp/err" \
+    && ok "--resume with the same settings goes on" || fail "--resume, same settings" "$(tail -2 "$tmp/err")"
