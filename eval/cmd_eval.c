@@ -290,7 +290,7 @@ int cmd_eval(int argc, char **argv) {
         {"context", OPT_STRING, &a.contexts, "L1,L2", "prefill lengths (default 8192)"},
         {"last", OPT_INT, &a.last, "S", "scored tokens at the end of each document (default 50)"},
         {"budget", OPT_STRING, &a.budget, "K|L/N", "cached keys per KV head (default L/8)"},
-        {"policies", OPT_STRING, &a.policies, "LIST", "comma list of policies, or all (default)"},
+        {"policies", OPT_STRING, &a.policies, "LIST", "comma list of the policies named above, or all (default)"},
         {"refresh-qc", OPT_STRING, &a.refresh_qc, "N,..", "refreshkv dynamic variants, QC strides (e.g. 5,10)"},
         {"refresh-fixed", OPT_STRING, &a.refresh_fixed, "N,..", "refreshkv fixed-stride variants (default 10,25,50)"},
         {"threshold", OPT_FLOAT, &a.threshold, "S", "refreshkv cosine threshold (default 0.85)"},
@@ -305,8 +305,17 @@ int cmd_eval(int argc, char **argv) {
         {"device", OPT_STRING, &a.device, "cpu|cuda", "backend (default: cuda when a GPU is visible)"},
         {0},
     };
-    if (options_parse("eval", "Perplexity of the last S tokens per KV-cache policy (SPEC section 4).", opts, argc, argv))
-        return 0;
+    /* the policies a user can name, with what each keeps, from the registry
+     * itself, so the help cannot miss one */
+    char summary[4096];
+    int n_reg = 0, at = snprintf(summary, sizeof summary,
+                                 "Perplexity of the last S tokens per KV-cache policy (SPEC section 4).\n\n"
+                                 "policies (--policies NAME,NAME or all):");
+    const PolicyInfo *reg = policy_registry(&n_reg);
+    for (int i = 0; i < n_reg && at > 0 && at < (int)sizeof summary; i++)
+        at += snprintf(summary + at, sizeof summary - (size_t)at, "\n  %-10s %s", reg[i].name, reg[i].summary);
+    KV_CHECK(at > 0 && at < (int)sizeof summary, "eval: help text longer than %zu bytes", sizeof summary);
+    if (options_parse("eval", summary, opts, argc, argv)) return 0;
     KV_CHECK(a.models.count == 1 || a.models.count == 2, "eval: give one --model, or two for before -> after");
     KV_CHECK(a.data, "eval: --data is required");
     KV_CHECK(a.last >= 1 && a.boot >= 1 && a.batch >= 1, "eval: --last, --bootstrap and --batch must be >= 1");

@@ -55,4 +55,11 @@ expect_err "budget above context" "above the context 48" --model "$m" --data "$t
 expect_err "unknown policy" "unknown policy 'snapkvv'; known policies: full, streaming" --model "$m" --data "$tmp/data" --context 48 --last 8 --policies full,snapkvv --out "$tmp/x"
 expect_err "batch 0" "--batch must be >= 1" --model "$m" --data "$tmp/data" --context 48 --last 8 --batch 0 --out "$tmp/x"
 expect_err "every document too short" "no document of split 'test' has the 58 tokens" --model "$m" --data "$tmp/data" --context 50 --last 7 --out "$tmp/x"
-exit 0
+# every policy in the registry (eval/policy.c) is named in eval --help, with
+# what it keeps
+names=$(grep -oE '^ *\{"[a-z0-9]+", policy_[a-z0-9_]+_create' eval/policy.c | sed -E 's/^ *\{"([a-z0-9]+)".*/\1/')
+help=$($K eval --help)
+missing=""
+for n in $names; do grep -qE "^  $n +[A-Za-z]" <<<"$help" || missing="$missing $n"; done
+[ -n "$names" ] && [ -z "$missing" ] && ok "eval --help names all $(wc -w <<<"$names") registered policies" \
+    || fail "eval --help lists the policies" "missing:${missing:- (none found in eval/policy.c)}"
