@@ -342,6 +342,14 @@ static json_t *manifest_entry(json_t *m, const char *path, int rank, int world, 
                  (unsigned long long)h, (unsigned long long)layout_hash);
     }
     *step = (int64_t)json_integer_value(st);
+    /* a step_N directory must hold step N: a renamed or copied one would
+     * resume the wrong step and make keep_last delete the wrong checkpoint */
+    const char *dir = strstr(path, "/step_");
+    long long named = 0;
+    char slash = 0;
+    if (dir && sscanf(dir, "/step_%lld%c", &named, &slash) == 2 && slash == '/')
+        KV_CHECK(named == *step, "'%s': the manifest says step %lld but its directory is named step %lld", path,
+                 (long long)*step, named);
     for (size_t i = 0; i < json_array_size(files); i++) {
         json_t *e = json_array_get(files, i), *rk = json_object_get(e, "rank");
         if (json_is_integer(rk) && json_integer_value(rk) == rank) return e;

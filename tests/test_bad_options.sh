@@ -67,3 +67,10 @@ refused "--resume with another seed refused, naming it" "'seed' is 9 but the che
     $K train "${rargs2[@]}" --set global_batch=2 --set seed=9 --set steps=4 --resume
 $K train "${rargs2[@]}" --set global_batch=2 --set steps=4 --resume >/dev/null 2>"$tmp/err" \
     && ok "--resume with the same settings goes on" || fail "--resume, same settings" "$(tail -2 "$tmp/err")"
+
+# a checkpoint directory renamed to another step: refused, naming both steps
+cp -r "$tmp/rid" "$tmp/ren"
+last=$(ls -d "$tmp"/ren/ckpt/step_* | sort | tail -1)
+mv "$last" "$tmp/ren/ckpt/step_00000099"
+refused "--resume from a step_N directory whose manifest names another step refused" "directory is named step 99" \
+    $K train "${rargs2[@]}" --set global_batch=2 --set steps=120 --set out="$tmp/ren" --resume
