@@ -15,7 +15,7 @@ int mapped_file_open(MappedFile *m, const char *path, char *err, int errlen) {
     memset(m, 0, sizeof *m);
     int fd = open_regular_file(path);
     if (fd < 0) {
-        snprintf(err, (size_t)errlen, "'%s': cannot open: %s", path, errno == EINVAL ? "not a regular file" : strerror(errno));
+        snprintf(err, (size_t)errlen, "'%s': cannot open: %s", path, open_regular_strerror(errno));
         return -1;
     }
     struct stat st;

@@ -11,7 +11,7 @@ json_t *json_load_regular(const char *path, size_t flags, json_error_t *err) {
     int fd = open_regular_file(path);
     if (fd < 0) {
         memset(err, 0, sizeof *err);
-        snprintf(err->text, sizeof err->text, "%s", errno == EINVAL ? "not a regular file" : strerror(errno));
+        snprintf(err->text, sizeof err->text, "%s", open_regular_strerror(errno));
         return NULL;
     }
     json_t *root = json_loadfd(fd, flags, err);

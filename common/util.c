@@ -65,8 +65,10 @@ char *xstrdup(const char *s) {
     return d;
 }
 
-int open_regular_file(const char *path) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+/* fd, opened with O_NONBLOCK so that a FIFO could not block the open: kept
+ * and made blocking when it is a regular file, else closed (-1, errno EINVAL
+ * for "not a regular file"). */
+static int keep_if_regular(int fd) {
     if (fd < 0) return -1;
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -81,6 +83,10 @@ int open_regular_file(const char *path) {
     }
     return fd;
 }
+
+int open_regular_file(const char *path) { return keep_if_regular(open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)); }
+
+const char *open_regular_strerror(int err) { return err == EINVAL ? "not a regular file" : strerror(err); }
 
 FILE *fopen_at(const char *path, const char *mode, const char *src, int line) {
     FILE *f = NULL;
@@ -97,15 +103,9 @@ FILE *fopen_at(const char *path, const char *mode, const char *src, int line) {
         int fd = open(path, flags, 0644);
         if (fd < 0 && errno == ELOOP)
             die_at(src, line, "'%s' is a symbolic link; refusing to write through it (remove it first)", path);
-        struct stat st;
-        if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
-            close(fd);
+        fd = keep_if_regular(fd);
+        if (fd < 0 && errno == EINVAL)
             die_at(src, line, "'%s' exists and is not a regular file; refusing to write to it", path);
-        }
-        if (fd >= 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
-            close(fd);
-            fd = -1;
-        }
         if (fd >= 0 && !(f = fdopen(fd, mode))) close(fd);
     }
     if (!f)

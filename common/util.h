@@ -47,6 +47,8 @@ char *xstrdup(const char *s);
  * writer forever). Returns the fd, or -1 with errno set (EINVAL: not a
  * regular file). */
 int open_regular_file(const char *path);
+/* open_regular_file's errno in words ("not a regular file" for EINVAL). */
+const char *open_regular_strerror(int err);
 /* Read modes open through open_regular_file; write and append modes refuse
  * a symbolic link or anything but a regular file at path. */
 FILE *fopen_at(const char *path, const char *mode, const char *src, int line);

@@ -99,7 +99,7 @@ void shard_open(ShardFile *s, const char *path) {
     memset(s, 0, sizeof *s);
     s->path = xstrdup(path);
     int fd = open_regular_file(path);
-    if (fd < 0) die("cannot open shard '%s': %s", path, errno == EINVAL ? "not a regular file" : strerror(errno));
+    if (fd < 0) die("cannot open shard '%s': %s", path, open_regular_strerror(errno));
     int64_t size = file_size(path);
     if (size < (int64_t)SHARD_HEADER_BYTES)
         die("'%s': %lld bytes, shorter than the %u-byte shard header", path, (long long)size, SHARD_HEADER_BYTES);
