@@ -290,33 +290,29 @@ double trainer_eval_dev(Trainer *t) {
 
 /* What a resumed run must share with the run that wrote the checkpoint: the
  * batch, the data order and the mask decide which tokens and keys each step
- * sees, so a change on --resume would silently make another run. */
-typedef struct {
-    int64_t global_batch, seed, L, S, K, pool_kernel, mask;
-} RunIdentity;
+ * sees, so a change on --resume would silently make another run. Recorded in
+ * each checkpoint as int64 values in this order. */
+static const char *const RUN_IDENTITY_KEYS[] = {"global_batch", "seed", "L", "S", "K", "pool_kernel", "mask"};
+#define N_RUN_IDENTITY (int)(sizeof RUN_IDENTITY_KEYS / sizeof RUN_IDENTITY_KEYS[0])
 
-static RunIdentity run_identity(const TrainConfig *c) {
-    return (RunIdentity){c->global_batch, c->seed, c->L, c->S, c->K, c->pool_kernel, c->mask};
+static void run_identity(const TrainConfig *c, int64_t id[N_RUN_IDENTITY]) {
+    const int64_t v[N_RUN_IDENTITY] = {c->global_batch, c->seed, c->L, c->S, c->K, c->pool_kernel, c->mask};
+    memcpy(id, v, sizeof v);
 }
 
 static void check_run_identity(const Trainer *t, const CkptReader *r, const char *dir) {
-    int64_t bytes = 0;
-    const RunIdentity *was = ckpt_get_section(r, "run_identity", &bytes);
-    if (!was || bytes != (int64_t)sizeof *was) {
-        if (t->rank == 0) warnf("%s predates recorded run settings: global_batch, seed, L, S, K not checked", dir);
+    int64_t bytes = 0, now[N_RUN_IDENTITY];
+    const int64_t *was = ckpt_get_section(r, "run_identity", &bytes);
+    if (!was || bytes != (int64_t)sizeof now) {
+        if (t->rank == 0) warnf("%s predates recorded run settings: they are not checked on --resume", dir);
         return;
     }
-    const RunIdentity now = run_identity(&t->cfg);
-    const struct { const char *key; int64_t was, now; } f[] = {
-        {"global_batch", was->global_batch, now.global_batch}, {"seed", was->seed, now.seed}, {"L", was->L, now.L},
-        {"S", was->S, now.S}, {"K", was->K, now.K}, {"pool_kernel", was->pool_kernel, now.pool_kernel},
-        {"mask", was->mask, now.mask},
-    };
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-        KV_CHECK(f[i].was == f[i].now,
+    run_identity(&t->cfg, now);
+    for (int i = 0; i < N_RUN_IDENTITY; i++)
+        KV_CHECK(was[i] == now[i],
                  "--resume: '%s' is %lld but the checkpoint %s was written with %lld; resume with the same value, "
                  "or train into a new out",
-                 f[i].key, (long long)f[i].now, dir, (long long)f[i].was);
+                 RUN_IDENTITY_KEYS[i], (long long)now[i], dir, (long long)was[i]);
 }
 
 void trainer_checkpoint(Trainer *t) {
@@ -330,8 +326,9 @@ void trainer_checkpoint(Trainer *t) {
     ckpt_add_section(&w, "step", &t->step, sizeof t->step);
     ckpt_add_section(&w, "data_pos", &pos, sizeof pos);
     ckpt_add_section(&w, "skipped", &t->skipped_steps, sizeof t->skipped_steps);
-    const RunIdentity id = run_identity(&t->cfg);
-    ckpt_add_section(&w, "run_identity", &id, sizeof id);
+    int64_t id[N_RUN_IDENTITY];
+    run_identity(&t->cfg, id);
+    ckpt_add_section(&w, "run_identity", id, sizeof id);
     shard_ckpt_commit(t->comm, &w, param_layout_hash(&t->model.layout), (int)t->cfg.keep_last);
 }
 
