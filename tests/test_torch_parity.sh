@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # kvcpt's CPU model against an independent PyTorch autograd reference
-# (Debian's python3-torch), tiny config with GQA, llama3 RoPE and the
+# (the locked venv's torch), tiny config with GQA, llama3 RoPE and the
 # RefreshKV mask active (K < L). Cases: untied + max aggregation, tied + mean.
 # The same cases from the CUDA engine (model/llama_cuda.h), run by the CPU
 # emulator of the CUDA runtime (build/emu/tools/dump_model_case), plus one
 # with K = L (every key kept: plain causal attention).
 set -u
 cd "$(dirname "$0")/.."
-PY=/usr/bin/python3   # Debian's interpreter, where python3-torch lives
+PY=${KVCPT_PYTHON:-third_party/venv/bin/python}   # the locked venv of scripts/setup.sh
 if ! $PY -c "import torch, numpy" 2>/dev/null; then
-    echo "FAIL - torch parity: python3-torch is not importable by $PY; run 'make setup'"
+    echo "FAIL - torch parity: torch is not importable by $PY; run 'make setup'"
     exit 1
 fi
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

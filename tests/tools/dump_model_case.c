@@ -1,10 +1,13 @@
 /* Writes a tiny-model case for the PyTorch oracle (tests/torch_ref.py):
  * config, mask, parameters, tokens and kvcpt's own logits, loss, gradients
  * and selections, as raw little-endian arrays plus case.json.
- * usage: dump_model_case OUTDIR SEED TIED AGG(max|mean|first) [DEVICE [K]]
+ * usage: dump_model_case OUTDIR SEED TIED AGG(max|mean|first) [DEVICE [K [MODEL_DIR]]]
  * DEVICE cuda takes kvcpt's numbers from the CUDA engine (model/llama_cuda.h)
  * instead of the CPU reference; K (default 5) = L (24) keeps every key,
- * which is plain causal attention (what transformers runs). */
+ * which is plain causal attention (what transformers runs). MODEL_DIR (a
+ * native or Hugging Face model directory) supplies the config and the
+ * parameters instead of the tiny preset with random weights (TIED is then
+ * the config's); SEED still draws the tokens. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -12,6 +15,7 @@
 
 #include "../../common/rng.h"
 #include "../../common/util.h"
+#include "../../checkpoints/model_file.h"
 #include "../../model/llama.h"
 #include "../../model/llama_cuda.h"
 #ifdef KVCPT_CUDA
@@ -52,20 +56,26 @@ static float gpu_pass(Llama *m, const int32_t *tok, const int32_t *tgt, int64_t 
 }
 
 int main(int argc, char **argv) {
-    if (argc < 5 || argc > 7) die("usage: dump_model_case OUTDIR SEED TIED AGG [cpu|cuda [K]]");
+    if (argc < 5 || argc > 8) die("usage: dump_model_case OUTDIR SEED TIED AGG [cpu|cuda [K [MODEL_DIR]]]");
+    const char *model_dir = argc > 7 ? argv[7] : NULL;
     int on_gpu = argc > 5 && strcmp(argv[5], "cuda") == 0;
     const char *dir = argv[1];
     uint64_t seed = strtoull(argv[2], NULL, 10);
     make_dirs(dir);
     LlamaConfig c;
-    config_load(&c, "tiny");
-    c.tie_word_embeddings = atoi(argv[3]);
-    c.initializer_range = 0.25;
+    config_load(&c, model_dir ? model_dir : "tiny");
+    if (!model_dir) {
+        c.tie_word_embeddings = atoi(argv[3]);
+        c.initializer_range = 0.25;
+    }
     const int64_t B = 2, L = 24, S = 8, K = argc > 6 ? atoll(argv[6]) : 5, T = L + S;
     KV_CHECK(K >= 1 && K <= L, "dump_model_case: K must be in [1, %lld] (got %lld)", (long long)L, (long long)K);
     Llama m;
     llama_create(&m, &c);
-    llama_init_random(&m, seed);
+    if (model_dir)
+        model_file_load_fp32(model_dir, &c, &m.layout, m.params);
+    else
+        llama_init_random(&m, seed);
     RefreshMask mask = {1, L, K, 7, group_agg_parse(argv[4], "agg")};
     llama_set_mask(&m, &mask, S);
     int32_t tok[B * T], tgt[B * T];
