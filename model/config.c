@@ -74,23 +74,78 @@ static double get_num(json_t *root, const char *key, int required, double dflt, 
     return json_number_value(v);
 }
 
-static void parse_rope_scaling(LlamaConfig *c, json_t *root, const char *origin) {
-    json_t *rs = json_object_get(root, "rope_scaling");
-    c->rope_llama3 = 0;
-    if (!rs || json_is_null(rs)) return;
-    if (!json_is_object(rs)) die("%s: config field 'rope_scaling' must be an object or null", origin);
+/* One RoPE block: transformers 4's "rope_scaling" (theta beside it, at the
+ * top level) or transformers 5's "rope_parameters" (theta inside). */
+typedef struct {
+    int llama3;
+    double theta; /* 0: the block does not carry it */
+    double factor, low_freq_factor, high_freq_factor;
+    int64_t original_max_pos;
+} RopeBlock;
+
+static RopeBlock parse_rope_block(json_t *root, const char *field, const char *origin) {
+    RopeBlock b = {0};
+    json_t *rs = json_object_get(root, field);
+    if (!rs || json_is_null(rs)) return b;
+    char where[96];
+    snprintf(where, sizeof where, "%s.rope_type", field);
+    if (!json_is_object(rs)) die("%s: config field '%s' must be an object or null", origin, field);
+    json_t *th = json_object_get(rs, "rope_theta");
+    if (th) {
+        if (!json_is_number(th)) die("%s: config field '%s.rope_theta' must be a number", origin, field);
+        b.theta = json_number_value(th);
+        KV_CHECK(b.theta > 0, "%s: config field '%s.rope_theta' must be > 0", origin, field);
+    }
     json_t *t = json_object_get(rs, "rope_type");
     if (!t) t = json_object_get(rs, "type");
-    if (!t || !json_is_string(t)) die("%s: config field 'rope_scaling.rope_type' is missing", origin);
+    if (!t || !json_is_string(t))
+        die("%s: config field '%s' is missing (kvcpt reads one RoPE block for all layers)", origin, where);
     const char *type = json_string_value(t);
-    if (strcmp(type, "default") == 0) return;
+    if (strcmp(type, "default") == 0) return b;
     if (strcmp(type, "llama3") != 0)
-        die("%s: config field 'rope_scaling.rope_type' is '%s'; only 'llama3' and 'default' are supported", origin, type);
-    c->rope_llama3 = 1;
-    c->rope_factor = get_num(rs, "factor", 1, 0, origin);
-    c->rope_low_freq_factor = get_num(rs, "low_freq_factor", 1, 0, origin);
-    c->rope_high_freq_factor = get_num(rs, "high_freq_factor", 1, 0, origin);
-    c->rope_original_max_pos = get_int(rs, "original_max_position_embeddings", 1, 0, origin);
+        die("%s: config field '%s' is '%s'; only 'llama3' and 'default' are supported", origin, where, type);
+    b.llama3 = 1;
+    b.factor = get_num(rs, "factor", 1, 0, origin);
+    b.low_freq_factor = get_num(rs, "low_freq_factor", 1, 0, origin);
+    b.high_freq_factor = get_num(rs, "high_freq_factor", 1, 0, origin);
+    b.original_max_pos = get_int(rs, "original_max_position_embeddings", 1, 0, origin);
+    return b;
+}
+
+static int rope_blocks_equal(const RopeBlock *a, const RopeBlock *b) {
+    if (a->llama3 != b->llama3) return 0;
+    return !a->llama3 || (a->factor == b->factor && a->low_freq_factor == b->low_freq_factor &&
+                          a->high_freq_factor == b->high_freq_factor && a->original_max_pos == b->original_max_pos);
+}
+
+/* RoPE from either layout. A file carrying both (a config written by one
+ * transformers version and edited by hand for another) must say the same
+ * in both places: silently taking one would train with the wrong positions. */
+static void parse_rope(LlamaConfig *c, json_t *root, const char *origin) {
+    RopeBlock v4 = parse_rope_block(root, "rope_scaling", origin);
+    RopeBlock v5 = parse_rope_block(root, "rope_parameters", origin);
+    json_t *p5 = json_object_get(root, "rope_parameters");
+    json_t *s4 = json_object_get(root, "rope_scaling");
+    int have5 = p5 && !json_is_null(p5), have4 = s4 && !json_is_null(s4);
+    json_t *top_theta = json_object_get(root, "rope_theta");
+    double theta4 = get_num(root, "rope_theta", 0, 10000.0, origin);
+    RopeBlock use = have5 ? v5 : v4;
+    c->rope_theta = theta4;
+    if (have5) {
+        if (v5.theta > 0) {
+            KV_CHECK(!top_theta || json_is_null(top_theta) || theta4 == v5.theta,
+                     "%s: config fields 'rope_theta' (%g) and 'rope_parameters.rope_theta' (%g) disagree", origin,
+                     theta4, v5.theta);
+            c->rope_theta = v5.theta;
+        }
+        KV_CHECK(!have4 || rope_blocks_equal(&v4, &v5),
+                 "%s: config fields 'rope_scaling' and 'rope_parameters' describe different RoPE scalings", origin);
+    }
+    c->rope_llama3 = use.llama3;
+    c->rope_factor = use.factor;
+    c->rope_low_freq_factor = use.low_freq_factor;
+    c->rope_high_freq_factor = use.high_freq_factor;
+    c->rope_original_max_pos = use.original_max_pos;
 }
 
 static void parse_eos(LlamaConfig *c, json_t *root, const char *origin) {
@@ -130,7 +185,6 @@ void config_parse_json(LlamaConfig *c, const char *text, const char *origin) {
     int64_t dflt_hd = c->num_attention_heads > 0 ? c->hidden_size / c->num_attention_heads : 0;
     c->head_dim = get_int(root, "head_dim", 0, dflt_hd, origin);
     c->rms_norm_eps = get_num(root, "rms_norm_eps", 0, 1e-6, origin);
-    c->rope_theta = get_num(root, "rope_theta", 0, 10000.0, origin);
     c->max_position_embeddings = get_int(root, "max_position_embeddings", 0, 2048, origin);
     c->initializer_range = get_num(root, "initializer_range", 0, 0.02, origin);
     c->bos_token_id = get_int(root, "bos_token_id", 0, -1, origin); /* -1: none given */
@@ -142,7 +196,7 @@ void config_parse_json(LlamaConfig *c, const char *text, const char *origin) {
     json_t *hact = json_object_get(root, "hidden_act");
     if (hact && (!json_is_string(hact) || strcmp(json_string_value(hact), "silu") != 0))
         die("%s: config field 'hidden_act' must be \"silu\"", origin);
-    parse_rope_scaling(c, root, origin);
+    parse_rope(c, root, origin);
     parse_eos(c, root, origin);
     json_decref(root);
     config_validate(c, origin);

@@ -34,5 +34,26 @@ int main(void) {
     tl_result(c2.hidden_size == c.hidden_size && c2.rope_llama3 && c2.rope_factor == 8.0 && c2.n_eos == 3 &&
                   c2.tie_word_embeddings,
               "config.json round trip", "fields differ");
+
+    /* transformers 5 writes "rope_parameters" (theta inside) instead of
+     * "rope_theta" + "rope_scaling": both layouts give the same model */
+    const char *v4 = "{\"vocab_size\":64,\"hidden_size\":32,\"intermediate_size\":48,\"num_hidden_layers\":1,"
+                     "\"num_attention_heads\":4,\"rope_theta\":12345.0,\"rope_scaling\":{\"rope_type\":\"llama3\","
+                     "\"factor\":4.0,\"low_freq_factor\":1.0,\"high_freq_factor\":2.0,"
+                     "\"original_max_position_embeddings\":32}}";
+    const char *v5 = "{\"vocab_size\":64,\"hidden_size\":32,\"intermediate_size\":48,\"num_hidden_layers\":1,"
+                     "\"num_attention_heads\":4,\"rope_parameters\":{\"rope_theta\":12345.0,\"rope_type\":\"llama3\","
+                     "\"factor\":4.0,\"low_freq_factor\":1.0,\"high_freq_factor\":2.0,"
+                     "\"original_max_position_embeddings\":32}}";
+    LlamaConfig a, b;
+    config_parse_json(&a, v4, "v4");
+    config_parse_json(&b, v5, "v5");
+    tl_result(a.rope_llama3 && b.rope_llama3 && a.rope_theta == 12345.0 && b.rope_theta == 12345.0 &&
+                  a.rope_factor == b.rope_factor && a.rope_low_freq_factor == b.rope_low_freq_factor &&
+                  a.rope_high_freq_factor == b.rope_high_freq_factor &&
+                  a.rope_original_max_pos == b.rope_original_max_pos,
+              "rope_parameters (transformers 5) and rope_theta + rope_scaling (4) give the same RoPE",
+              "v4 theta %g llama3 %d, v5 theta %g llama3 %d", a.rope_theta, a.rope_llama3, b.rope_theta,
+              b.rope_llama3);
     return tl_finish();
 }
