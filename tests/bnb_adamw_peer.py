@@ -8,8 +8,10 @@ steps bnb.optim.AdamW8bit (min_8bit_size 4096, the same lr, betas, eps and
 weight decay) with the same gradients.
 
 Compared:
-  maps        create_dynamic_map(signed=True/False) and the optimizer's
-              qmap1/qmap2 against kvcpt's, bitwise;
+  maps        create_dynamic_map(signed=True/False) against kvcpt's maps
+              (within 2 ulp: torch's vectorized linspace rounds a little
+              differently); the optimizer is then given kvcpt's maps, and
+              its qmap1/qmap2 must equal them bitwise;
   layout      which segments bnb keeps in 8 bits (min_8bit_size), and its
               number of 256-element blocks per segment;
   resynced    every step t starts bnb from kvcpt's state after t-1 (codes,
