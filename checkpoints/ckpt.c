@@ -83,7 +83,7 @@ void ckpt_writer_begin(CkptWriter *w, const char *run_dir, int64_t step, int ran
     ckpt_step_dir(w->dir, sizeof w->dir, run_dir, step);
     make_dirs(w->dir);
     snprintf(w->path, sizeof w->path, "%s/rank_%05d.bin", w->dir, rank);
-    snprintf(w->tmp, sizeof w->tmp, "%s.tmp", w->path);
+    path_fmt(w->tmp, sizeof w->tmp, "%s.tmp", w->path);
     w->step = step, w->rank = rank, w->world = world;
     w->f = fopen_check(w->tmp, "wb");
     write_head(w, 0); /* table offset patched by finish */
@@ -155,7 +155,7 @@ void ckpt_write_manifest(const char *run_dir, int64_t step, int world, uint64_t 
     ckpt_step_dir(dir, sizeof dir, run_dir, step);
     json_t *arr = json_array();
     for (int i = 0; i < n_files; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i].file);
+        path_fmt(path, sizeof path, "%s/%s", dir, files[i].file);
         KV_CHECK(file_size(path) == files[i].bytes, "checkpoint: '%s' should be %lld bytes before the manifest is written",
                  path, (long long)files[i].bytes);
         json_array_append_new(arr, json_pack("{s:s,s:i,s:I,s:o}", "name", files[i].file, "rank", files[i].rank, "bytes",
@@ -166,8 +166,8 @@ void ckpt_write_manifest(const char *run_dir, int64_t step, int world, uint64_t 
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     KV_CHECK(s != NULL, "cannot serialise a checkpoint manifest");
     json_decref(root);
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    path_fmt(path, sizeof path, "%s/manifest.json", dir);
+    path_fmt(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen_check(tmp, "wb");
     fwrite_check(s, 1, strlen(s), f, tmp);
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) die("'%s': flush failed: %s", tmp, strerror(errno));
@@ -202,7 +202,7 @@ static int by_step(const void *a, const void *b) {
 
 static StepDir *list_steps(const char *run_dir, int *n) {
     char ck[4096], p[4400];
-    snprintf(ck, sizeof ck, "%s/ckpt", run_dir);
+    path_fmt(ck, sizeof ck, "%s/ckpt", run_dir);
     *n = 0;
     DIR *d = opendir(ck);
     if (!d) return NULL;
@@ -213,7 +213,7 @@ static StepDir *list_steps(const char *run_dir, int *n) {
         char tail;
         if (sscanf(e->d_name, "step_%lld%c", &step, &tail) != 1 || step < 0) continue;
         v = xrealloc(v, sizeof(StepDir) * (size_t)(*n + 1));
-        snprintf(p, sizeof p, "%s/%s/manifest.json", ck, e->d_name);
+        path_fmt(p, sizeof p, "%s/%s/manifest.json", ck, e->d_name);
         v[*n] = (StepDir){step, file_size(p) >= 0};
         (*n)++;
     }
@@ -225,14 +225,14 @@ static StepDir *list_steps(const char *run_dir, int *n) {
 /* The manifest goes first, so a half-deleted directory is never complete. */
 static void remove_step_dir(const char *dir) {
     char p[4400];
-    snprintf(p, sizeof p, "%s/manifest.json", dir);
+    path_fmt(p, sizeof p, "%s/manifest.json", dir);
     if (unlink(p) != 0 && errno != ENOENT) die("cannot remove '%s': %s", p, strerror(errno));
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
     while ((e = readdir(d))) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        path_fmt(p, sizeof p, "%s/%s", dir, e->d_name);
         if (unlink(p) != 0) die("cannot remove '%s': %s", p, strerror(errno));
     }
     closedir(d);
@@ -359,7 +359,7 @@ static json_t *manifest_entry(json_t *m, const char *path, int rank, int world, 
 
 void ckpt_reader_open(CkptReader *r, const char *step_dir, int rank, int world, uint64_t layout_hash) {
     char mpath[4200], fpath[4200], err[1024];
-    snprintf(mpath, sizeof mpath, "%s/manifest.json", step_dir);
+    path_fmt(mpath, sizeof mpath, "%s/manifest.json", step_dir);
     json_error_t je;
     json_t *m = json_load_regular(mpath, JSON_REJECT_DUPLICATES, &je);
     if (!m) die("'%s' at byte %d: %s (a checkpoint without a manifest is incomplete)", mpath, je.position, je.text);
@@ -368,7 +368,7 @@ void ckpt_reader_open(CkptReader *r, const char *step_dir, int rank, int world, 
     json_t *name = json_object_get(e, "name"), *bytes = json_object_get(e, "bytes");
     KV_CHECK(json_is_string(name) && !strchr(json_string_value(name), '/') && json_is_integer(bytes),
              "'%s': rank %d entry needs a plain file \"name\" and integer \"bytes\"", mpath, rank);
-    snprintf(fpath, sizeof fpath, "%s/%s", step_dir, json_string_value(name));
+    path_fmt(fpath, sizeof fpath, "%s/%s", step_dir, json_string_value(name));
     uint64_t want_sum = parse_hex(json_object_get(e, "checksum"), mpath, "checksum");
     int64_t want_bytes = (int64_t)json_integer_value(bytes);
     json_decref(m);
@@ -387,7 +387,7 @@ void ckpt_reader_open(CkptReader *r, const char *step_dir, int rank, int world, 
 
 int ckpt_manifest_world(const char *step_dir) {
     char mpath[4200];
-    snprintf(mpath, sizeof mpath, "%s/manifest.json", step_dir);
+    path_fmt(mpath, sizeof mpath, "%s/manifest.json", step_dir);
     json_error_t je;
     json_t *m = json_load_regular(mpath, JSON_REJECT_DUPLICATES, &je);
     if (!m) die("'%s' at byte %d: %s (a checkpoint without a manifest is incomplete)", mpath, je.position, je.text);

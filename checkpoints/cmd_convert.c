@@ -33,13 +33,13 @@ static int64_t parse_size(const char *s) {
 
 static void copy_file(const char *from_dir, const char *to_dir, const char *name) {
     char src[4096];
-    snprintf(src, sizeof src, "%s/%s", from_dir, name);
+    path_fmt(src, sizeof src, "%s/%s", from_dir, name);
     if (file_size(src) < 0) return;
     int64_t n;
     char *text = read_text_file(src, &n);
     char dst[4096], tmp[4200];
-    snprintf(dst, sizeof dst, "%s/%s", to_dir, name);
-    snprintf(tmp, sizeof tmp, "%s.tmp", dst);
+    path_fmt(dst, sizeof dst, "%s/%s", to_dir, name);
+    path_fmt(tmp, sizeof tmp, "%s.tmp", dst);
     FILE *f = fopen_check(tmp, "wb");
     if (n > 0) fwrite_check(text, 1, (size_t)n, f, tmp);
     fclose_check(f, tmp);
@@ -100,7 +100,7 @@ int cmd_convert(int argc, char **argv) {
         die("kvcpt convert: '%s' already holds a model; pass --overwrite to replace it", to);
 
     char cfg_path[4096];
-    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", from);
+    path_fmt(cfg_path, sizeof cfg_path, "%s/config.json", from);
     if (!config) config = cfg_path;
     LlamaConfig cfg;
     config_load(&cfg, config);
@@ -120,7 +120,7 @@ int cmd_convert(int argc, char **argv) {
     int shards = 1;
     if (overwrite) { /* a stale native file would shadow a new HF export */
         char p[4096];
-        snprintf(p, sizeof p, "%s/%s", to, NATIVE_MODEL_FILE);
+        path_fmt(p, sizeof p, "%s/%s", to, NATIVE_MODEL_FILE);
         if (unlink(p) != 0 && errno != ENOENT) die("cannot remove '%s': %s", p, strerror(errno));
     }
     if (out_native) {

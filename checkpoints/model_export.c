@@ -35,8 +35,8 @@ static void nm_sink(void *w, const void *b, int64_t n) { nm_writer_write(w, b, n
 
 void write_text_file_atomic(const char *dir, const char *name, const char *text) {
     char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    path_fmt(path, sizeof path, "%s/%s", dir, name);
+    path_fmt(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen_check(tmp, "wb");
     fwrite_check(text, 1, strlen(text), f, tmp);
     fputc('\n', f);
@@ -51,11 +51,11 @@ static void remove_if_present(const char *path) {
 /* The index goes first so a crash midway leaves no loadable mix of files. */
 static void remove_previous_hf(const char *dir) {
     char p[4096];
-    snprintf(p, sizeof p, "%s/%s", dir, HF_INDEX_FILE);
+    path_fmt(p, sizeof p, "%s/%s", dir, HF_INDEX_FILE);
     remove_if_present(p);
-    snprintf(p, sizeof p, "%s/%s", dir, HF_SINGLE_FILE);
+    path_fmt(p, sizeof p, "%s/%s", dir, HF_SINGLE_FILE);
     remove_if_present(p);
-    snprintf(p, sizeof p, "%s/model-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].safetensors", dir);
+    path_fmt(p, sizeof p, "%s/model-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].safetensors", dir);
     glob_t g;
     if (glob(p, 0, NULL, &g) == 0)
         for (size_t i = 0; i < g.gl_pathc; i++) remove_if_present(g.gl_pathv[i]);
@@ -105,8 +105,8 @@ int export_hf(const char *dir, const ExportTensor *t, int n, int64_t shard_bytes
         int first = i, k = 0;
         while (i < n && shard_of[i] == s) specs[k++] = t[i++].out;
         char path[4096];
-        if (n_shards == 1) snprintf(path, sizeof path, "%s/%s", dir, HF_SINGLE_FILE);
-        else snprintf(path, sizeof path, "%s/model-%05d-of-%05d.safetensors", dir, s + 1, n_shards);
+        if (n_shards == 1) path_fmt(path, sizeof path, "%s/%s", dir, HF_SINGLE_FILE);
+        else path_fmt(path, sizeof path, "%s/model-%05d-of-%05d.safetensors", dir, s + 1, n_shards);
         StWriter w;
         st_writer_begin(&w, path, specs, k, meta, 1);
         for (int j = first; j < i; j++) stream_tensor(&t[j], st_sink, &w, bounce);
@@ -124,7 +124,7 @@ void export_native(const char *dir, const ExportTensor *t, int n) {
     StTensorSpec *specs = xcalloc((size_t)n + 1, sizeof(StTensorSpec));
     for (int i = 0; i < n; i++) specs[i] = t[i].out;
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, NATIVE_MODEL_FILE);
+    path_fmt(path, sizeof path, "%s/%s", dir, NATIVE_MODEL_FILE);
     void *bounce = xmalloc((size_t)CHUNK_ELEMS * 4);
     NmWriter w;
     nm_writer_begin(&w, path, specs, n);

@@ -9,7 +9,7 @@
 
 static int exists(const char *dir, const char *file) {
     char p[4096];
-    snprintf(p, sizeof p, "%s/%s", dir, file);
+    path_fmt(p, sizeof p, "%s/%s", dir, file);
     return file_size(p) >= 0;
 }
 
@@ -27,7 +27,7 @@ static void add_ref(TensorSet *s, const char *name, KvDtype dt, int ndim, const 
 
 static int open_native(TensorSet *s, const char *dir, char *err, int errlen) {
     char p[4096];
-    snprintf(p, sizeof p, "%s/%s", dir, NATIVE_MODEL_FILE);
+    path_fmt(p, sizeof p, "%s/%s", dir, NATIVE_MODEL_FILE);
     if (nm_open(&s->native, p, err, errlen) != 0) return -1;
     s->format = TS_NATIVE;
     s->t = xcalloc((size_t)s->native.n + 1, sizeof(TensorRef));
@@ -51,7 +51,7 @@ static int add_shard_refs(TensorSet *s, const StFile *f) {
 
 static int open_shard(TensorSet *s, const char *dir, const char *file, char *err, int errlen) {
     char p[4096];
-    snprintf(p, sizeof p, "%s/%s", dir, file);
+    path_fmt(p, sizeof p, "%s/%s", dir, file);
     s->shards = xrealloc(s->shards, sizeof(StFile) * (size_t)(s->n_shards + 1));
     if (st_open(&s->shards[s->n_shards], p, err, errlen) != 0) return -1;
     return add_shard_refs(s, &s->shards[s->n_shards++]);
@@ -101,7 +101,7 @@ static int check_index_agrees(const TensorSet *s, json_t *wm, const char *path, 
 
 static int open_index(TensorSet *s, const char *dir, char *err, int errlen) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, HF_INDEX_FILE);
+    path_fmt(path, sizeof path, "%s/%s", dir, HF_INDEX_FILE);
     json_error_t je;
     json_t *root = json_load_regular(path, JSON_REJECT_DUPLICATES, &je);
     if (!root) {

@@ -29,6 +29,15 @@ void warnf(const char *fmt, ...) {
     fputc('\n', stderr);
 }
 
+void path_fmt_at(char *out, size_t n, const char *src, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(out, n, fmt, ap);
+    va_end(ap);
+    if (len < 0 || (size_t)len >= n)
+        die_at(src, line, "path too long (%d bytes, at most %zu): '%.80s...'", len, n - 1, out);
+}
+
 int parse_error(char *err, int errlen, const char *kind, const char *origin, int64_t offset, const char *fmt, ...) {
     int k = snprintf(err, (size_t)errlen, "%s '%s' at byte %lld: ", kind, origin, (long long)offset);
     if (k < 0 || k >= errlen) return -1;

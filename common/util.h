@@ -27,6 +27,12 @@ KV_NORETURN void die_at(const char *src, int line, const char *fmt, ...) KV_PRIN
 
 void warnf(const char *fmt, ...) KV_PRINTF(1, 2);
 
+/* snprintf for file paths: a path that does not fit the buffer is an error
+ * naming its start and the limit, never a silently cut path (which would
+ * read or write a different file). */
+void path_fmt_at(char *out, size_t n, const char *src, int line, const char *fmt, ...) KV_PRINTF(5, 6);
+#define path_fmt(out, n, ...) path_fmt_at((out), (n), __FILE__, __LINE__, __VA_ARGS__)
+
 /* For parsers that report instead of exiting (so they can be fuzzed):
  * writes "<kind> '<origin>' at byte <offset>: <message>" into err and
  * returns -1. */

@@ -85,9 +85,8 @@ static void run_peer(Peer *p, const char *jsonl, const char *tok_path) {
     char root[4096], py[4200], script[4200], line[1024];
     repo_root(root, sizeof root);
     const char *env = getenv("KVCPT_PYTHON");
-    KV_CHECK(snprintf(py, sizeof py, "%s/third_party/venv/bin/python", root) < (int)sizeof py &&
-                 snprintf(script, sizeof script, "%s/tests/tokenizer_oracle.py", root) < (int)sizeof script,
-             "bench tokenizer: path too long under %s", root);
+    path_fmt(py, sizeof py, "%s/third_party/venv/bin/python", root);
+    path_fmt(script, sizeof script, "%s/tests/tokenizer_oracle.py", root);
     const char *argv[] = {env ? env : py, script, "--engine", p->engine, "--tokenizer", tok_path, "--bench", NULL};
     p->mb_per_s = -1;
     if (subprocess_run(argv, jsonl, NULL, line, sizeof line) != 0) {

@@ -37,7 +37,7 @@ static void open_shard_checked(DataSplit *s, int i, const char *root, const char
     if (!json_is_string(file) || !json_is_integer(docs) || !json_is_integer(toks) || strstr(json_string_value(file), ".."))
         die("'%s': shard entry %d needs \"file\" (inside the directory), \"documents\" and \"tokens\"", mpath, i);
     char path[8192];
-    snprintf(path, sizeof path, "%s/%s", root, json_string_value(file));
+    path_fmt(path, sizeof path, "%s/%s", root, json_string_value(file));
     ShardFile *sh = &s->shards[i];
     shard_open(sh, path);
     if ((json_int_t)sh->h.n_docs != json_integer_value(docs) || (json_int_t)sh->h.n_tokens != json_integer_value(toks))
@@ -56,7 +56,7 @@ DataSplit *data_split_open(const char *split_dir) {
     while (n > 1 && dir_copy[n - 1] == '/') dir_copy[--n] = '\0', base_copy[n] = '\0';
     const char *root = dirname(dir_copy), *name = basename(base_copy);
     char mpath[8192];
-    snprintf(mpath, sizeof mpath, "%s/manifest.json", root);
+    path_fmt(mpath, sizeof mpath, "%s/manifest.json", root);
     json_error_t err;
     json_t *m = json_load_regular(mpath, 0, &err);
     if (!m) die("'%s': %s (line %d); hint: a split directory is only complete once prepare wrote its manifest", mpath, err.text, err.line);

@@ -79,7 +79,7 @@ static void publish_pending(void) {
  * vouch for a half-written directory while we work. */
 static void clear_previous_output(const char *out_dir, SplitOut *split) {
     char path[4200];
-    snprintf(path, sizeof path, "%s/manifest.json", out_dir);
+    path_fmt(path, sizeof path, "%s/manifest.json", out_dir);
     if (unlink(path) != 0 && errno != ENOENT) die("cannot remove old '%s': %s", path, strerror(errno));
     for (int s = 0; s < SPLIT_COUNT; s++) {
         make_dirs(split[s].dir);
@@ -88,7 +88,7 @@ static void clear_previous_output(const char *out_dir, SplitOut *split) {
         struct dirent *e;
         while ((e = readdir(d))) {
             if (strncmp(e->d_name, "shard_", 6) != 0) continue;
-            snprintf(path, sizeof path, "%s/%s", split[s].dir, e->d_name);
+            path_fmt(path, sizeof path, "%s/%s", split[s].dir, e->d_name);
             if (unlink(path) != 0) die("cannot remove old shard '%s': %s", path, strerror(errno));
         }
         closedir(d);
@@ -97,7 +97,7 @@ static void clear_previous_output(const char *out_dir, SplitOut *split) {
 
 static void open_shard(Prepare *p, SplitOut *s) {
     char path[4200];
-    snprintf(path, sizeof path, "%s/shard_%06d.bin.tmp", s->dir, s->n_shards);
+    path_fmt(path, sizeof path, "%s/shard_%06d.bin.tmp", s->dir, s->n_shards);
     track_pending(path);
     shard_writer_open(&s->w, path, (uint32_t)tokenizer_vocab_size(p->tok), SHARD_FLAG_BOS, tokenizer_sha256(p->tok));
     s->open = 1;
@@ -105,7 +105,7 @@ static void open_shard(Prepare *p, SplitOut *s) {
 
 static void close_shard(SplitOut *s, int split) {
     char name[64];
-    snprintf(name, sizeof name, "%s/shard_%06d.bin", split_names[split], s->n_shards);
+    path_fmt(name, sizeof name, "%s/shard_%06d.bin", split_names[split], s->n_shards);
     json_array_append_new(s->shards, json_pack("{s:s, s:I, s:I}", "file", name, "documents", (json_int_t)s->w.h.n_docs,
                                                "tokens", (json_int_t)s->w.h.n_tokens));
     shard_writer_finish(&s->w);
@@ -214,7 +214,7 @@ static void write_manifest(Prepare *p, json_t *inputs) {
         inputs, "splits", splits);
     if (!m) die("internal error: cannot build manifest JSON");
     char path[4200];
-    snprintf(path, sizeof path, "%s/manifest.json.tmp", o->out_dir);
+    path_fmt(path, sizeof path, "%s/manifest.json.tmp", o->out_dir);
     track_pending(path);
     FILE *mf = fopen_check(path, "w");
     if (json_dumpf(m, mf, JSON_INDENT(2)) != 0) die("cannot write '%s': %s", path, strerror(errno));

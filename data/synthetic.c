@@ -107,9 +107,9 @@ void synthetic_write(const SyntheticOptions *o) {
     uint32_t *doc = xmalloc(sizeof(uint32_t) * (size_t)o->doc_tokens);
     json_t *splits = json_object();
     for (int s = 0; s < SPLIT_COUNT; s++) {
-        snprintf(path, sizeof path, "%s/%s", o->out_dir, split_names[s]);
+        path_fmt(path, sizeof path, "%s/%s", o->out_dir, split_names[s]);
         make_dirs(path);
-        snprintf(tmp, sizeof tmp, "%s/%s/shard_000000.bin.tmp", o->out_dir, split_names[s]);
+        path_fmt(tmp, sizeof tmp, "%s/%s/shard_000000.bin.tmp", o->out_dir, split_names[s]);
         ShardWriter w;
         shard_writer_open(&w, tmp, (uint32_t)o->vocab, SHARD_FLAG_BOS, sha);
         int64_t docs = 0;
@@ -121,9 +121,9 @@ void synthetic_write(const SyntheticOptions *o) {
             docs++;
         }
         shard_writer_finish(&w);
-        snprintf(path, sizeof path, "%s/%s/shard_000000.bin", o->out_dir, split_names[s]);
+        path_fmt(path, sizeof path, "%s/%s/shard_000000.bin", o->out_dir, split_names[s]);
         rename_check(tmp, path);
-        snprintf(path, sizeof path, "%s/shard_000000.bin", split_names[s]);
+        path_fmt(path, sizeof path, "%s/shard_000000.bin", split_names[s]);
         json_object_set_new(splits, split_names[s],
                             json_pack("{s:I,s:I,s:[{s:s,s:I,s:I}]}", "documents", (json_int_t)docs, "tokens",
                                       (json_int_t)(docs * o->doc_tokens), "shards", "file", path, "documents",
@@ -134,8 +134,8 @@ void synthetic_write(const SyntheticOptions *o) {
                           "synthetic", "task", synthetic_task_name(o->task), "vocab", (json_int_t)o->vocab, "doc_tokens",
                           (json_int_t)o->doc_tokens, "query_tail", (json_int_t)o->query_tail, "copy_offset", (json_int_t)o->copy_offset, "seed",
                           (json_int_t)o->seed, "splits", splits);
-    snprintf(tmp, sizeof tmp, "%s/manifest.json.tmp", o->out_dir);
-    snprintf(path, sizeof path, "%s/manifest.json", o->out_dir);
+    path_fmt(tmp, sizeof tmp, "%s/manifest.json.tmp", o->out_dir);
+    path_fmt(path, sizeof path, "%s/manifest.json", o->out_dir);
     FILE *mf = fopen_check(tmp, "w");
     if (json_dumpf(m, mf, JSON_INDENT(2)) != 0) die("cannot write '%s'", tmp);
     fclose_check(mf, tmp);

@@ -53,7 +53,7 @@ char *tokenizer_default_path(void) {
             const char *ups[] = {"", "/..", "/../.."};
             for (int i = 0; i < 3; i++) {
                 char cand[8192];
-                snprintf(cand, sizeof cand, "%s%s/%s", exe, ups[i], TOKENIZER_DEFAULT_REL_PATH);
+                path_fmt(cand, sizeof cand, "%s%s/%s", exe, ups[i], TOKENIZER_DEFAULT_REL_PATH);
                 if (access(cand, R_OK) == 0) return xstrdup(cand);
             }
         }

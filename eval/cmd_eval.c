@@ -325,7 +325,7 @@ int cmd_eval(int argc, char **argv) {
     r.n_var = expand_policies(&a, var, 32);
     r.var = var;
     char dir[4200];
-    snprintf(dir, sizeof dir, "%s/%s", a.data, a.split);
+    path_fmt(dir, sizeof dir, "%s/%s", a.data, a.split);
     DataSplit *split = data_split_open(dir);
     r.split = split;
     int n_cells = r.n_var * r.n_ctx * r.n_models;
@@ -342,9 +342,9 @@ int cmd_eval(int argc, char **argv) {
     eval_print_table(r.cells, n_cells, r.n_models, r.n_ctx);
     make_dirs(a.out);
     char path[4200];
-    snprintf(path, sizeof path, "%s/eval.json", a.out);
+    path_fmt(path, sizeof path, "%s/eval.json", a.out);
     int non_finite = eval_write_json(path, r.cells, n_cells, r.skipped, backend_name(dev));
-    snprintf(path, sizeof path, "%s/eval.png", a.out);
+    path_fmt(path, sizeof path, "%s/eval.png", a.out);
     eval_plot(path, r.cells, n_cells, r.n_models, r.n_ctx);
     printf("wrote %s/eval.json and %s/eval.png (%lld documents skipped as shorter than context + last + 1)\n", a.out,
            a.out, (long long)r.skipped);

@@ -127,7 +127,7 @@ void optim_load(Optimizer *o, FILE *f, const char *path) {
 void optim_save_file(const Optimizer *o, const char *path) {
     size_t n = strlen(path) + 5;
     char *tmp = xmalloc(n);
-    snprintf(tmp, n, "%s.tmp", path);
+    path_fmt(tmp, n, "%s.tmp", path);
     FILE *f = fopen_check(tmp, "wb");
     optim_save(o, f, tmp);
     fclose_check(f, tmp);

@@ -74,3 +74,10 @@ last=$(ls -d "$tmp"/ren/ckpt/step_* | sort | tail -1)
 mv "$last" "$tmp/ren/ckpt/step_00000099"
 refused "--resume from a step_N directory whose manifest names another step refused" "directory is named step 99" \
     $K train "${rargs2[@]}" --set global_batch=2 --set steps=120 --set out="$tmp/ren" --resume
+
+# a path longer than kvcpt's path buffers: an error naming it, never a cut
+# path (which would read or write another file)
+long=$tmp; for i in $(seq 1 17); do long=$long/$(printf 'a%.0s' $(seq 1 250)); done
+out=$($K convert --from "$long" --to "$tmp/conv" 2>&1); rc=$?
+if [ $rc -ne 0 ] && grep -q "path too long" <<<"$out"; then ok "a 4.3 kB --from path: 'path too long'"
+else fail "a 4.3 kB --from path" "rc $rc: ${out:0:200}"; fi

@@ -25,9 +25,9 @@ static void on_signal(int sig) { stop_signal = sig; }
 
 static void open_data(Trainer *t) {
     char dir[4200];
-    snprintf(dir, sizeof dir, "%s/train", t->cfg.data);
+    path_fmt(dir, sizeof dir, "%s/train", t->cfg.data);
     t->train_split = data_split_open(dir);
-    snprintf(dir, sizeof dir, "%s/dev", t->cfg.data);
+    path_fmt(dir, sizeof dir, "%s/dev", t->cfg.data);
     t->dev_split = access(dir, F_OK) == 0 ? data_split_open(dir) : NULL;
     /* one global sample order for every rank count; each rank takes its micro-batches from it */
     t->loader = loader_open(t->train_split, t->T + 1, (uint64_t)t->cfg.seed, 0, 1);
@@ -373,7 +373,7 @@ static void truncate_log(const char *path, int64_t step) {
 
 static void write_config_json(const Trainer *t) {
     char *js = train_config_to_json(&t->cfg), path[4200];
-    snprintf(path, sizeof path, "%s/config.json", t->cfg.out);
+    path_fmt(path, sizeof path, "%s/config.json", t->cfg.out);
     FILE *f = fopen_check(path, "w");
     fputs(js, f);
     fclose_check(f, path);
@@ -506,7 +506,7 @@ static void plot_losses(const Trainer *t) {
     }
     fclose(f);
     char png[4200];
-    snprintf(png, sizeof png, "%s/loss.png", t->cfg.out);
+    path_fmt(png, sizeof png, "%s/loss.png", t->cfg.out);
     PlotSeries s[2] = {{"train", x, y, n}, {"dev", xd, yd, nd}};
     plot_lines_png(png, "kvcpt train: loss", "step", "cross-entropy (nats)", s, nd > 0 ? 2 : 1);
     free(x);
@@ -518,7 +518,7 @@ static void save_final_model(Trainer *t) {
     if (t->rank != 0) return;
     plot_losses(t);
     char model_dir[4200];
-    snprintf(model_dir, sizeof model_dir, "%s/model", t->cfg.out);
+    path_fmt(model_dir, sizeof model_dir, "%s/model", t->cfg.out);
     model_file_save_native(model_dir, &t->model.cfg, &t->model.layout, t->model.params, KV_F32);
 }
 
