@@ -29,9 +29,10 @@
 typedef struct {
     StringList models;
     const char *data, *split, *contexts, *budget, *policies, *out, *device, *agg, *refresh_qc, *refresh_fixed;
-    int64_t last, max_docs, boot, window, sinks, batch;
-    double threshold;
-    int snapkv_grow;
+    const char *pool, *head_sets, *h2o_score, *dump;
+    int64_t last, max_docs, boot, window, sinks, batch, kernel, tova_window;
+    double threshold, h2o_recent;
+    int snapkv_grow, keep_window, once;
 } EvalArgs;
 
 typedef struct {
@@ -76,6 +77,12 @@ static int expand_policies(const EvalArgs *a, Variant *v, int cap) {
         PolicyOptions o = policy_default_options(0);
         o.agg = group_agg_parse(a->agg, "--agg");
         o.window = a->window, o.snapkv_grow = a->snapkv_grow, o.threshold = a->threshold, o.sinks = a->sinks;
+        /* the options that reproduce kvpress's choices (docs/eval.md, "kvpress as the peer") */
+        o.pool_kernel = a->kernel, o.keep_window = a->keep_window, o.tova_window = a->tova_window;
+        o.h2o_recent = a->h2o_recent, o.once = a->once;
+        o.pool = policy_enum_parse("--pool", a->pool, policy_pool_names, 2);
+        o.head_sets = policy_enum_parse("--head-sets", a->head_sets, policy_head_sets_names, 2);
+        o.h2o_score = policy_enum_parse("--h2o-score", a->h2o_score, policy_h2o_score_names, 2);
         int variants = strcmp(reg[i].name, "refreshkv") == 0 ? nqc + nfix : 1;
         for (int j = 0; j < variants; j++) {
             KV_CHECK(n < cap, "too many policy variants (at most %d)", cap);
@@ -99,6 +106,7 @@ typedef struct {
     EvalCell *cells;
     int64_t skipped;
     struct DecodeModelCuda *gpu; /* the model's weights on the GPU; NULL: the CPU engine */
+    FILE *dump;                  /* --dump: one JSON line per (model, context, variant, document); NULL: off */
 } EvalRun;
 
 static EvalCell *cell(EvalRun *r, int v, int c, int m) { return &r->cells[(v * r->n_ctx + c) * r->n_models + m]; }
@@ -120,6 +128,7 @@ typedef struct {
     PolicyShape sh;
     DecodeEngine *eng;  /* one per document of a batch */
     int32_t **tok;      /* (batch, L + S) */
+    int64_t *doc;       /* (batch) the document index of each slot */
     double *nll;        /* (batch, S) */
     int64_t *full_tot;  /* (variants, layers) refreshkv full steps */
 } ContextRun;
@@ -133,6 +142,29 @@ static void read_doc(const ContextRun *x, int64_t d, int32_t *tok, uint32_t *buf
                  (long long)d, (long long)i, buf[i], (long long)vocab);
         tok[i] = (int32_t)buf[i];
     }
+}
+
+/* One --dump line: document b's kept keys at the first decode step, per
+ * layer and KV head, and its S NLLs. */
+static void dump_doc(const ContextRun *x, int mi, const Policy *p, int64_t b) {
+    FILE *f = x->r->dump;
+    const DecodeEngine *e = &x->eng[b];
+    int64_t S = x->r->a->last, Hkv = x->sh.Hkv;
+    fprintf(f, "{\"model_index\":%d,\"context\":%lld,\"budget\":%lld,\"policy\":\"%s\",\"label\":\"%s\",\"doc\":%lld,"
+            "\"nll\":[", mi, (long long)x->sh.L, (long long)x->sh.budget, p->name, p->label, (long long)x->doc[b]);
+    for (int64_t i = 0; i < S; i++) fprintf(f, "%s%.17g", i ? "," : "", x->nll[b * S + i]);
+    fprintf(f, "],\"keys\":[");
+    for (int64_t l = 0; l < x->sh.n_layers; l++) {
+        fprintf(f, "%s[", l ? "," : "");
+        for (int64_t g = 0; g < Hkv; g++) {
+            const int32_t *k = e->first_keys + (l * Hkv + g) * e->cap;
+            fprintf(f, "%s[", g ? "," : "");
+            for (int64_t i = 0; i < e->first_n[l * Hkv + g]; i++) fprintf(f, "%s%d", i ? "," : "", k[i]);
+            fprintf(f, "]");
+        }
+        fprintf(f, "]");
+    }
+    KV_CHECK(fprintf(f, "]}\n") > 0, "eval --dump: cannot write %s", x->r->a->dump);
 }
 
 /* The nb prefilled documents through every policy variant; results are
@@ -160,6 +192,7 @@ static void decode_batch(ContextRun *x, int mi, int64_t nb) {
             if (pol[b].full_steps_per_layer)
                 for (int64_t l = 0; l < nl; l++) x->full_tot[v * nl + l] += pol[b].full_steps_per_layer[l];
             if (c->n_docs == 1) c->policy = xstrdup(pol[b].label);
+            if (r->dump) dump_doc(x, mi, &pol[b], b);
             policy_destroy(&pol[b]);
         }
     }
@@ -209,8 +242,10 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
                          m->cfg.hidden_size, L, EVAL_WINDOW, policy_budget(a->budget, L), L + S};
     x.eng = xcalloc((size_t)batch, sizeof(DecodeEngine));
     x.tok = xcalloc((size_t)batch, sizeof(int32_t *));
+    x.doc = xcalloc((size_t)batch, sizeof(int64_t));
     for (int64_t b = 0; b < batch; b++) {
         create_engine(r, &x.eng[b], m, L + S);
+        if (r->dump) engine_record_first_step(&x.eng[b]);
         x.tok[b] = xmalloc(sizeof(int32_t) * (size_t)(L + S));
     }
     uint32_t *buf = xmalloc(sizeof(uint32_t) * (size_t)(L + S));
@@ -230,6 +265,7 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
             continue;
         }
         read_doc(&x, d, x.tok[nb], buf, m->cfg.vocab_size);
+        x.doc[nb] = d;
         engine_prefill(&x.eng[nb], x.tok[nb], L);
         if (++nb == batch) decode_batch(&x, mi, nb), used += nb, nb = 0, progress_update(&pr, used, NULL);
     }
@@ -247,7 +283,7 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
         }
     }
     for (int64_t b = 0; b < batch; b++) engine_free(&x.eng[b]), free(x.tok[b]);
-    free(x.eng), free(x.tok), free(buf), free(x.nll), free(x.full_tot);
+    free(x.eng), free(x.tok), free(x.doc), free(buf), free(x.nll), free(x.full_tot);
 }
 
 static void load_model(Llama *m, const char *dir) {
@@ -280,9 +316,13 @@ static void model_off_device(EvalRun *r) {
 }
 
 int cmd_eval(int argc, char **argv) {
+    const PolicyOptions d = policy_default_options(0); /* the policies' defaults, written once in eval/policy.c */
     EvalArgs a = {.split = "test", .contexts = "8192", .budget = "L/8", .policies = "all", .out = "runs/eval",
                   .agg = "max", .refresh_qc = "", .refresh_fixed = "10,25,50", .last = 50, .boot = 1000,
-                  .window = 1, .sinks = 4, .threshold = 0.85, .batch = EVAL_DEFAULT_BATCH};
+                  .window = 1, .sinks = 4, .threshold = 0.85, .batch = EVAL_DEFAULT_BATCH,
+                  .kernel = d.pool_kernel, .pool = policy_pool_names[d.pool], .keep_window = d.keep_window,
+                  .tova_window = d.tova_window, .head_sets = policy_head_sets_names[d.head_sets],
+                  .h2o_recent = d.h2o_recent, .h2o_score = policy_h2o_score_names[d.h2o_score], .once = d.once};
     const Option opts[] = {
         {"model", OPT_STRINGS, &a.models, "DIR", "model directory (native or HF); give two for before -> after"},
         {"data", OPT_STRING, &a.data, "DIR", "prepared data directory (kvcpt prepare --out)"},
@@ -298,6 +338,15 @@ int cmd_eval(int argc, char **argv) {
         {"snapkv-window", OPT_INT, &a.window, "W", "SnapKV observation window (default 1)"},
         {"snapkv-grow", OPT_FLAG, &a.snapkv_grow, NULL, "SnapKV keeps every new token"},
         {"sinks", OPT_INT, &a.sinks, "N", "StreamingLLM sink tokens (default 4)"},
+        {"snapkv-kernel", OPT_INT, &a.kernel, "K", "pooling kernel of snapkv, refreshkv, kvec (default 7)"},
+        {"pool", OPT_STRING, &a.pool, "max|avg", "that pooling: max (default) or kvpress's zero-padded avg"},
+        {"keep-window", OPT_FLAG, &a.keep_window, NULL, "snapkv/tova keep their observation window, score the rest (kvpress)"},
+        {"tova-window", OPT_INT, &a.tova_window, "N", "prefill queries TOVA replays (default 32; kvpress: 1)"},
+        {"head-sets", OPT_STRING, &a.head_sets, "group|shared", "tova: per-KV-head sets (default) or one set from all heads (kvpress)"},
+        {"h2o-recent", OPT_FLOAT, &a.h2o_recent, "F", "h2o recent share of the budget (default 0.5; kvpress: 0)"},
+        {"h2o-score", OPT_STRING, &a.h2o_score, "sum|mean", "h2o attention summed (default) or per query (kvpress)"},
+        {"compress-once", OPT_FLAG, &a.once, NULL, "policies choose at the first decode step only, then keep every new token (kvpress)"},
+        {"dump", OPT_STRING, &a.dump, "FILE", "JSON lines: per document and variant the keys kept after prefill and the S NLLs"},
         {"max-docs", OPT_INT, &a.max_docs, "N", "evaluate at most N documents (default all)"},
         {"batch", OPT_INT, &a.batch, "N", "documents decoded together (default " EVAL_DEFAULT_BATCH_STR "; same results for any N)"},
         {"bootstrap", OPT_INT, &a.boot, "N", "bootstrap resamples for the 95% interval (default 1000)"},
@@ -331,6 +380,7 @@ int cmd_eval(int argc, char **argv) {
     int n_cells = r.n_var * r.n_ctx * r.n_models;
     r.cells = xcalloc((size_t)n_cells, sizeof(EvalCell));
     Device dev = backend_resolve(a.device);
+    if (a.dump) r.dump = fopen_check(a.dump, "w");
     for (int mi = 0; mi < r.n_models; mi++) {
         Llama m;
         load_model(&m, a.models.items[mi]);
@@ -339,6 +389,7 @@ int cmd_eval(int argc, char **argv) {
         model_off_device(&r);
         llama_free(&m);
     }
+    if (r.dump) fclose_check(r.dump, a.dump);
     eval_print_table(r.cells, n_cells, r.n_models, r.n_ctx);
     make_dirs(a.out);
     char path[4200];

@@ -50,10 +50,24 @@ void engine_free_host(DecodeEngine *e) {
     free(e->q_last), free(e->kc), free(e->vc), free(e->colsum), free(e->last_probs), free(e->last_out);
     free(e->keys), free(e->key_buf), free(e->off), free(e->n), free(e->rope_cos), free(e->rope_sin), free(e->probs);
     free(e->prefill_logits);
+    free(e->first_keys), free(e->first_n);
     memset(e, 0, sizeof *e);
 }
 
 void engine_create(DecodeEngine *e, Llama *m, int64_t cap, int64_t W) { engine_init_host(e, m, cap, W, 1); }
+
+void engine_record_first_step(DecodeEngine *e) {
+    int64_t sets = e->m->cfg.num_hidden_layers * e->m->cfg.num_key_value_heads;
+    if (!e->first_keys) e->first_keys = xmalloc(sizeof(int32_t) * (size_t)(sets * e->cap));
+    if (!e->first_n) e->first_n = xcalloc((size_t)sets, sizeof(int64_t));
+}
+
+/* The first step's list of KV head g (k, n entries with the current position last; ascending). */
+static void record_first(DecodeEngine *e, int64_t l, int64_t g, const int32_t *k, int64_t n) {
+    int64_t at = l * e->m->cfg.num_key_value_heads + g;
+    e->first_n[at] = n - 1;
+    for (int64_t i = 0; i < n - 1; i++) e->first_keys[at * e->cap + i] = k ? k[i] : (int32_t)i;
+}
 
 void engine_free(DecodeEngine *e) {
 #ifdef KVCPT_CUDA
@@ -126,6 +140,7 @@ int64_t engine_choose_keys(DecodeEngine *e, Policy *p, int64_t l, int64_t pos, c
             e->n[g] = pos + 1, e->off[g] = -1;
             if (p->update) /* it reads probabilities aligned with the list */
                 for (int64_t i = 0; i <= pos; i++) k[i] = (int32_t)i;
+            if (e->first_n && pos == e->L) record_first(e, l, g, NULL, e->n[g]);
         } else {
             KV_CHECK(e->n[g] >= 0 && e->n[g] <= pos, "policy %s chose %lld keys for position %lld", p->name,
                      (long long)e->n[g], (long long)pos);
@@ -134,6 +149,7 @@ int64_t engine_choose_keys(DecodeEngine *e, Policy *p, int64_t l, int64_t pos, c
                 KV_CHECK(k[i] >= 0 && k[i] < pos && (i == 0 || k[i] > k[i - 1]),
                          "policy %s chose an invalid or repeated key %d at position %lld", p->name, k[i], (long long)pos);
             k[e->n[g]++] = (int32_t)pos;
+            if (e->first_n && pos == e->L) record_first(e, l, g, k, e->n[g]);
             /* ascending and distinct: ending at n-1 means every position 0..n-1 */
             e->off[g] = k[e->n[g] - 1] == e->n[g] - 1 ? -1 : g * e->cap;
         }

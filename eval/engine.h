@@ -35,12 +35,19 @@ typedef struct {
     int64_t *off, *n;                 /* the step's packed key lists (kernels/attention_decode.h) */
     int64_t kv_reads;                 /* cached (position, KV head) entries read, summed over layers */
     float *prefill_logits;            /* (V) logits of position L-1 (host) */
+    int32_t *first_keys;              /* NULL, or (layers, Hkv, L): the keys of the first decode step (position L) */
+    int64_t *first_n;                 /* (layers, Hkv) their counts (engine_record_first_step) */
     EngineCuda *cuda;                 /* NULL on the CPU */
 } DecodeEngine;
 
 /* cap: the most positions a document will use (L + S). W: prefill rows kept for policies. */
 void engine_create(DecodeEngine *e, Llama *m, int64_t cap, int64_t W);
 void engine_free(DecodeEngine *e);
+/* From now on every decode records the cached keys its policy chose at the
+ * first step (position L, the set kept after the prefill; the current
+ * position excluded) in first_keys / first_n, ascending: what `eval --dump`
+ * writes to compare the kept sets with another implementation. */
+void engine_record_first_step(DecodeEngine *e);
 /* Full causal prefill of tokens[0..L-1] (mask off); keeps caches and statistics. */
 void engine_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L);
 /* Runs policy p over decode positions L..L+S-2 with teacher forcing and

@@ -21,16 +21,16 @@ void partial_cache_free(PartialCache *c) {
 }
 
 void partial_cache_select(PartialCache *c, const Policy *p, int64_t layer, const float *per_head, int64_t stride,
-                          int64_t n) {
+                          int64_t n, int64_t k) {
     int64_t group = p->shape.Hq / p->shape.Hkv;
     float *agg = c->work, *tmp = c->work + c->cap;
     int32_t *pos = (int32_t *)(c->work + 2 * c->cap);
     float *sc = tmp; /* reused after pooling */
     for (int64_t g = 0; g < c->Hkv; g++) {
         policy_group_scores(agg, per_head + g * group * stride, stride, group, n, p->opt.agg);
-        policy_max_pool(agg, tmp, n, p->opt.pool_kernel);
+        policy_pool(agg, tmp, n, p->opt.pool_kernel, p->opt.pool);
         KeptSet *s = &c->sets[layer * c->Hkv + g];
-        int64_t m = policy_top_k(pos, sc, agg, n, p->opt.budget);
+        int64_t m = policy_top_k(pos, sc, agg, n, k);
         s->n = 0;
         for (int64_t i = 0; i < m; i++) kept_push(s, pos[i], sc[i]);
     }

@@ -20,10 +20,10 @@ typedef struct {
 void partial_cache_init(PartialCache *c, const PolicyShape *s, int64_t cap);
 void partial_cache_free(PartialCache *c);
 /* Selects C_p of layer `layer` from per-head scores over positions
- * 0..n-1 (head h at per_head + h*stride): group-aggregated, max-pooled,
- * top-budget. New tokens start at position n. */
+ * 0..n-1 (head h at per_head + h*stride): group-aggregated, pooled
+ * (opt.pool, opt.pool_kernel), the top k. New tokens start at position n. */
 void partial_cache_select(PartialCache *c, const Policy *p, int64_t layer, const float *per_head, int64_t stride,
-                          int64_t n);
+                          int64_t n, int64_t k);
 /* Keys for position pos: C_p ∪ [since, pos), after evictions to the budget
  * (no eviction when grow is set). */
 void partial_cache_keys(PartialCache *c, const Policy *p, int64_t layer, int64_t pos, int grow, int32_t **keys,

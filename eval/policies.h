@@ -10,4 +10,8 @@ void policy_h2o_create(Policy *p);       /* eval/policy_h2o.c */
 void policy_tova_create(Policy *p);      /* eval/policy_tova.c */
 void policy_restkv_create(Policy *p);    /* eval/policy_restkv.c */
 void policy_kvec_create(Policy *p);      /* eval/policy_kvec.c */
+/* eval/policy_once.c: p (already created) chooses at the first decode step
+ * only; every later step reads that choice plus every token decoded since
+ * (opt.once: how kvpress compresses once after the prefill). */
+void policy_once_wrap(Policy *p);
 #endif

@@ -24,7 +24,9 @@ const PolicyInfo *policy_registry(int *count) {
 }
 
 PolicyOptions policy_default_options(int64_t budget) {
-    PolicyOptions o = {.budget = budget, .agg = GROUP_AGG_MAX, .pool_kernel = 7, .window = 1, .snapkv_grow = 0,
+    PolicyOptions o = {.budget = budget, .agg = GROUP_AGG_MAX, .pool_kernel = 7, .pool = POOL_MAX, .window = 1, .snapkv_grow = 0,
+                       .keep_window = 0, .tova_window = 32, .head_sets = HEAD_SETS_GROUP, .h2o_recent = 0.5,
+                       .h2o_score = H2O_SCORE_SUM, .once = 0,
                        .qc_stride = 10, .threshold = 0.85, .fixed_stride = 0, .sinks = 4,
                        .restkv_window = 32, .restkv_alpha = 0.3, .restkv_beta = 2000.0, .restkv_kernel = 5,
                        .kvec_wide_window = 32, .kvec_heads = 3, .kvec_lambda = 1.0, .kvec_keep_frac = 0.25};
@@ -44,6 +46,19 @@ const char *policy_agg_name(int agg) {
     return agg == GROUP_AGG_MAX ? "max" : agg == GROUP_AGG_MEAN ? "mean" : agg == GROUP_AGG_FIRST ? "first" : "?";
 }
 
+const char *const policy_pool_names[2] = {"max", "avg"};
+const char *const policy_head_sets_names[2] = {"group", "shared"};
+const char *const policy_h2o_score_names[2] = {"sum", "mean"};
+
+int policy_enum_parse(const char *option, const char *value, const char *const *names, int n) {
+    char known[256] = "";
+    for (int i = 0; i < n; i++) {
+        if (strcmp(value, names[i]) == 0) return i;
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", names[i]);
+    }
+    die("%s must be one of %s (got '%s')", option, known, value);
+}
+
 void policy_create(Policy *p, const char *name, const PolicyShape *shape, const PolicyOptions *opt) {
     int n;
     const PolicyInfo *r = policy_registry(&n);
@@ -56,6 +71,7 @@ void policy_create(Policy *p, const char *name, const PolicyShape *shape, const 
         KV_CHECK(opt->budget >= 1, "policy %s: budget must be >= 1 (got %lld)", name, (long long)opt->budget);
         snprintf(p->label, sizeof p->label, "%s", name);
         r[i].create(p);
+        if (opt->once) policy_once_wrap(p);
         return;
     }
     char known[512] = "";
@@ -91,6 +107,28 @@ void policy_max_pool(float *s, float *scratch, int64_t n, int64_t kernel) {
         for (int64_t i = lo + 1; i <= hi; i++) mx = scratch[i] > mx ? scratch[i] : mx;
         s[j] = mx;
     }
+}
+
+void policy_pool(float *s, float *scratch, int64_t n, int64_t kernel, int pool) {
+    if (pool == POOL_MAX) {
+        policy_max_pool(s, scratch, n, kernel);
+        return;
+    }
+    int64_t r = kernel / 2;
+    if (r == 0) return;
+    memcpy(scratch, s, sizeof(float) * (size_t)n);
+    for (int64_t j = 0; j < n; j++) {
+        int64_t lo = j - r < 0 ? 0 : j - r, hi = j + r > n - 1 ? n - 1 : j + r;
+        float sum = 0.0f;
+        for (int64_t i = lo; i <= hi; i++) sum += scratch[i];
+        s[j] = sum / (float)kernel; /* the zeros past the edges count: torch's count_include_pad */
+    }
+}
+
+void policy_head_scope(const Policy *p, int64_t g, int64_t *first, int64_t *count) {
+    int64_t group = p->shape.Hq / p->shape.Hkv;
+    if (p->opt.head_sets == HEAD_SETS_SHARED) *first = 0, *count = p->shape.Hq;
+    else *first = g * group, *count = group;
 }
 
 typedef struct {

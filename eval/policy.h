@@ -28,13 +28,34 @@ typedef struct {
     const float *q_last;     /* (Hq, D) pre-RoPE query of position L-1 */
 } PrefillLayer;
 
+/* How a score row is smoothed before top-K (SnapKV, RefreshKV, K-VEC):
+ * max over the kernel, window clipped at the edges (kvcpt, the SnapKV
+ * paper's code), or the mean over the kernel with zeros past the edges
+ * (torch avg_pool1d with padding kernel/2: what kvpress does). */
+typedef enum { POOL_MAX = 0, POOL_AVG = 1 } PoolKind;
+/* Which query heads score a KV head's keys: the heads of its own GQA group
+ * (kvcpt: one set per KV head), or every query head, one set shared by all
+ * KV heads (what kvpress's TOVA does). */
+typedef enum { HEAD_SETS_GROUP = 0, HEAD_SETS_SHARED = 1 } HeadSets;
+/* H2O's heavy-hitter score: attention received summed over the queries so
+ * far (the paper), or that sum divided by how many queries could see the key
+ * (kvpress's ObservedAttentionPress). */
+typedef enum { H2O_SCORE_SUM = 0, H2O_SCORE_MEAN = 1 } H2OScore;
+
 /* Per-policy options; each policy reads the fields it needs. */
 typedef struct {
     int64_t budget;
     int agg;                 /* GroupAgg for GQA scores (default max) */
     int64_t pool_kernel;     /* SnapKV/RefreshKV pooling (7) */
+    int pool;                /* PoolKind (max) */
     int64_t window;          /* SnapKV observation window (1) */
     int snapkv_grow;
+    int keep_window;         /* SnapKV/TOVA: the observation window's own positions are always kept (off) */
+    int64_t tova_window;     /* TOVA: prefill queries whose eviction is replayed (32, at most W) */
+    int head_sets;           /* HeadSets (group); read by TOVA */
+    double h2o_recent;       /* H2O: recent share of the budget (0.5) */
+    int h2o_score;           /* H2OScore (sum) */
+    int once;                /* choose at the first decode step only, then keep every new token (off) */
     int64_t qc_stride;       /* RefreshKV: similarity check every N steps (0: off) */
     double threshold;        /* RefreshKV cosine threshold (0.85) */
     int64_t fixed_stride;    /* RefreshKV: full step every N steps (0: dynamic) */
@@ -93,12 +114,21 @@ PolicyOptions policy_default_options(int64_t budget);
 int64_t policy_budget(const char *spec, int64_t L);
 /* "max", "mean" or "first": the GroupAgg's name, for labels. */
 const char *policy_agg_name(int agg);
+/* The option value's index in names[0..n) (an enum's value); dies naming
+ * the option and the accepted values otherwise. */
+int policy_enum_parse(const char *option, const char *value, const char *const *names, int n);
+extern const char *const policy_pool_names[2], *const policy_head_sets_names[2], *const policy_h2o_score_names[2];
 
 /* Shared helpers for policies. */
 /* out[j] = aggregate over the group's heads of per_head[h*head_stride + j] (GroupAgg). */
 void policy_group_scores(float *out, const float *per_head, int64_t head_stride, int64_t group, int64_t n, int agg);
 /* In-place max-pool with an odd kernel, window clipped at the edges (scratch: n floats). */
 void policy_max_pool(float *s, float *scratch, int64_t n, int64_t kernel);
+/* In-place pooling of kind `pool` (PoolKind): policy_max_pool, or the mean
+ * over the kernel with zeros past the edges (divided by the kernel everywhere). */
+void policy_pool(float *s, float *scratch, int64_t n, int64_t kernel, int pool);
+/* The query heads that score KV head g's keys (HeadSets): [*first, *first + *count). */
+void policy_head_scope(const Policy *p, int64_t g, int64_t *first, int64_t *count);
 /* The k highest of scores[0..n-1] (ties to the lower position), ascending by
  * position into pos_out, their scores into score_out; returns min(k, n). */
 int64_t policy_top_k(int32_t *pos_out, float *score_out, const float *scores, int64_t n, int64_t k);

@@ -5,7 +5,11 @@
  * adds the attention it paid; scores are kept per query head and aggregated
  * over the GQA group (opt.agg) when ranking. When a position leaves the
  * recent window it joins the heavy set, and if that set is over its share
- * the lowest-scored entry is evicted (one per step, as in the paper). */
+ * the lowest-scored entry is evicted (one per step, as in the paper).
+ *
+ * kvpress's ObservedAttentionPress is the heavy-hitter half alone, scored
+ * by the mean attention per query that could see the key: opt.h2o_recent 0
+ * (the recent share of the budget) and opt.h2o_score mean reproduce it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,12 +30,14 @@ static float *layer_cum(Policy *p, int64_t layer) {
     return st->cum + layer * p->shape.Hq * p->shape.cap;
 }
 
-/* Aggregated cumulative score of `pos` over the heads of KV group g. */
-static float group_score(Policy *p, const float *cum, int64_t g, int32_t pos) {
+/* Aggregated cumulative score of `pos` over the heads of KV group g, once
+ * `queries` queries (positions 0..queries-1) have attended. */
+static float group_score(Policy *p, const float *cum, int64_t g, int32_t pos, int64_t queries) {
     int64_t group = p->shape.Hq / p->shape.Hkv;
     float out;
     policy_group_scores(&out, cum + g * group * p->shape.cap + pos, p->shape.cap, group, 1, p->opt.agg);
-    return out;
+    /* the mean: over the queries at positions pos.. that could see the key (a common factor of the group's heads) */
+    return p->opt.h2o_score == H2O_SCORE_MEAN ? out / (float)(queries - pos) : out;
 }
 
 static void h2o_init(Policy *p, int64_t layer, const PrefillLayer *pre) {
@@ -47,6 +53,8 @@ static void h2o_init(Policy *p, int64_t layer, const PrefillLayer *pre) {
     for (int64_t g = 0; g < p->shape.Hkv; g++) {
         KeptSet *s = &st->heavy[layer * p->shape.Hkv + g];
         policy_group_scores(st->agg, cum + g * group * cap, cap, group, older, p->opt.agg);
+        if (p->opt.h2o_score == H2O_SCORE_MEAN)
+            for (int64_t j = 0; j < older; j++) st->agg[j] /= (float)(L - j);
         int64_t m = policy_top_k(st->pos, st->agg + cap, st->agg, older, st->heavy_max);
         s->n = 0;
         for (int64_t i = 0; i < m; i++) kept_push(s, st->pos[i], 0.0f);
@@ -84,7 +92,7 @@ static void h2o_update(Policy *p, int64_t layer, int64_t pos, int32_t *const *ke
         KeptSet *s = &st->heavy[layer * p->shape.Hkv + g];
         kept_push(s, (int32_t)leaving, 0.0f);
         if (s->n <= st->heavy_max) continue;
-        for (int64_t i = 0; i < s->n; i++) s->score[i] = group_score(p, cum, g, s->pos[i]);
+        for (int64_t i = 0; i < s->n; i++) s->score[i] = group_score(p, cum, g, s->pos[i], pos + 1);
         kept_evict_lowest(s);
     }
 }
@@ -99,7 +107,9 @@ static void h2o_destroy(Policy *p) {
 void policy_h2o_create(Policy *p) {
     const PolicyShape *s = &p->shape;
     H2OState *st = xcalloc(1, sizeof *st);
-    st->recent = p->opt.budget / 2;
+    KV_CHECK(p->opt.h2o_recent >= 0 && p->opt.h2o_recent <= 1, "h2o: the recent share must be in [0, 1] (got %g)",
+             p->opt.h2o_recent);
+    st->recent = (int64_t)((double)p->opt.budget * p->opt.h2o_recent); /* 0.5: K/2, the paper's split */
     st->heavy_max = p->opt.budget - st->recent;
     st->cum = xmalloc(sizeof(float) * (size_t)(s->n_layers * s->Hq * s->cap));
     st->heavy = xcalloc((size_t)(s->n_layers * s->Hkv), sizeof(KeptSet));
@@ -108,8 +118,9 @@ void policy_h2o_create(Policy *p) {
     st->agg = xmalloc(sizeof(float) * (size_t)(2 * s->cap));
     st->pos = xmalloc(sizeof(int32_t) * (size_t)s->cap);
     p->state = st;
-    snprintf(p->label, sizeof p->label, "h2o (recent %lld, heavy %lld, %s)", (long long)st->recent,
-             (long long)st->heavy_max, policy_agg_name(p->opt.agg));
+    snprintf(p->label, sizeof p->label, "h2o (recent %lld, heavy %lld, %s%s)", (long long)st->recent,
+             (long long)st->heavy_max, policy_agg_name(p->opt.agg),
+             p->opt.h2o_score == H2O_SCORE_MEAN ? ", mean score" : "");
     p->init = h2o_init;
     p->choose = h2o_choose;
     p->update = h2o_update;

@@ -103,7 +103,7 @@ static void head_scores(const Policy *p, KvecState *st, const PrefillLayer *pre,
     free(sd);
     for (int64_t h = 0; h < Hq; h++) {
         if (st->wide[h]) window_mean(p, pre, h, o_wide, st->p + h * cap);
-        policy_max_pool(st->p + h * cap, st->tmp, L, p->opt.pool_kernel);
+        policy_pool(st->p + h * cap, st->tmp, L, p->opt.pool_kernel, p->opt.pool);
     }
 }
 

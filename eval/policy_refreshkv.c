@@ -42,7 +42,7 @@ static void refreshkv_init(Policy *p, int64_t layer, const PrefillLayer *pre) {
     /* the last prefill query's row of each head: last_probs row W-1 */
     for (int64_t h = 0; h < Hq; h++)
         memcpy(st->all_probs + h * L, pre->last_probs + (h * W + W - 1) * L, sizeof(float) * (size_t)L);
-    partial_cache_select(&st->cache, p, layer, st->all_probs, L, L);
+    partial_cache_select(&st->cache, p, layer, st->all_probs, L, L, p->opt.budget);
     head_mean(st->q_ref + layer * D, pre->q_last, Hq, D);
     st->full_now[layer] = 0;
     p->full_steps_per_layer[layer] = 0;
@@ -79,7 +79,7 @@ static void refreshkv_update(Policy *p, int64_t layer, int64_t pos, int32_t *con
     int64_t cnt = pos + 1; /* keys were 0..pos, in order */
     for (int64_t h = 0; h < p->shape.Hq; h++)
         memcpy(st->all_probs + h * cnt, probs + h * max_n, sizeof(float) * (size_t)cnt);
-    partial_cache_select(&st->cache, p, layer, st->all_probs, cnt, cnt);
+    partial_cache_select(&st->cache, p, layer, st->all_probs, cnt, cnt, p->opt.budget);
 }
 
 static void refreshkv_destroy(Policy *p) {

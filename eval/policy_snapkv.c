@@ -1,8 +1,14 @@
 /* snapkv (SnapKV): at prefill, the attention of the last `window` queries,
- * summed, aggregated over the GQA group and max-pooled, picks the top-K
+ * averaged, aggregated over the GQA group and pooled, picks the top-K
  * prefill keys. Decode keeps the cache at K by evicting the lowest-scored
  * prefill entry as new tokens arrive (the paper's setting), or keeps every
- * new token with --snapkv-grow. */
+ * new token with --snapkv-grow.
+ *
+ * With keep_window (kvpress's SnapKVPress), the window's own `window`
+ * positions are always kept and only the positions before it are scored and
+ * pooled (the pooling sees zeros, not the window, past the prefix's end);
+ * the top K - window of those complete the set. */
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -23,8 +29,18 @@ static void snapkv_init(Policy *p, int64_t layer, const PrefillLayer *pre) {
         for (int64_t j = 0; j < L; j++) s[j] = 0.0f;
         for (int64_t r = W - w; r < W; r++)
             for (int64_t j = 0; j < L; j++) s[j] += pre->last_probs[(h * W + r) * L + j];
+        for (int64_t j = 0; j < L; j++) s[j] /= (float)w; /* the mean: only the ranking matters, kvpress takes it */
     }
-    partial_cache_select(&st->cache, p, layer, st->window_sum, L, L);
+    if (!p->opt.keep_window) {
+        partial_cache_select(&st->cache, p, layer, st->window_sum, L, L, p->opt.budget);
+        return;
+    }
+    KV_CHECK(p->opt.budget > w && L > w, "snapkv --keep-window: budget %lld and context %lld must exceed the window %lld",
+             (long long)p->opt.budget, (long long)L, (long long)w);
+    partial_cache_select(&st->cache, p, layer, st->window_sum, L, L - w, p->opt.budget - w);
+    for (int64_t g = 0; g < p->shape.Hkv; g++)
+        for (int64_t j = L - w; j < L; j++) kept_push(&st->cache.sets[layer * p->shape.Hkv + g], (int32_t)j, FLT_MAX);
+    st->cache.since[layer] = L;
 }
 
 static void snapkv_choose(Policy *p, int64_t layer, int64_t pos, const float *q, int32_t **keys, int64_t *n) {
@@ -50,8 +66,14 @@ void policy_snapkv_create(Policy *p) {
     partial_cache_init(&st->cache, &p->shape, p->shape.cap);
     st->window_sum = xmalloc(sizeof(float) * (size_t)(p->shape.Hq * p->shape.L));
     p->state = st;
-    snprintf(p->label, sizeof p->label, "snapkv (window %lld%s)", (long long)p->opt.window,
-             p->opt.snapkv_grow ? ", grow" : "");
+    /* the default label is unchanged from before the kvpress options; settings show only when not the default */
+    const PolicyOptions *o = &p->opt, d = policy_default_options(o->budget);
+    char pool[48] = "", agg[16] = "";
+    if (o->pool != d.pool || o->pool_kernel != d.pool_kernel)
+        snprintf(pool, sizeof pool, ", %s-pool %lld", policy_pool_names[o->pool], (long long)o->pool_kernel);
+    if (o->agg != d.agg) snprintf(agg, sizeof agg, ", %s", policy_agg_name(o->agg));
+    snprintf(p->label, sizeof p->label, "snapkv (window %lld%s%s%s%s)", (long long)o->window,
+             o->keep_window ? " kept" : "", pool, agg, o->snapkv_grow ? ", grow" : "");
     p->init = snapkv_init;
     p->choose = snapkv_choose;
     p->update = snapkv_update;

@@ -10,7 +10,14 @@
  * every position before it, the first window query evicts down to K at once
  * (the only approximation, needed only when L - W + 1 > K: true TOVA would
  * have evicted those one by one with earlier queries' rows, which are not
- * kept), and each later window query adds itself and evicts one. */
+ * kept), and each later window query adds itself and evicts one.
+ *
+ * kvpress's TOVAPress is this rule with a window of one query
+ * (opt.tova_window = 1: position L-1's row picks the set once), the last
+ * position always kept (opt.keep_window) and one set for every KV head,
+ * scored by the mean over all query heads (opt.head_sets shared, agg mean);
+ * each is an option here, the defaults stay the paper's per-group rule. */
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -19,33 +26,42 @@
 
 typedef struct {
     KeptSet *kept;   /* (n_layers, Hkv) */
-    float *head;     /* scratch: (group, cap) per-head scores of the kept entries */
+    float *head;     /* scratch: (Hq, cap) per-head scores of the kept entries */
     float *agg;      /* scratch: cap */
 } TovaState;
 
-/* Scores set s by prefill row r (query L-W+r), renormalised per head over s. */
-static void score_by_row(Policy *p, TovaState *st, KeptSet *s, int64_t g, const float *last_probs, int64_t r) {
-    int64_t L = p->shape.L, W = p->shape.W, cap = p->shape.cap, group = p->shape.Hq / p->shape.Hkv;
-    for (int64_t k = 0; k < group; k++) {
-        const float *row = last_probs + ((g * group + k) * W + r) * L;
+/* Scores set s by prefill row r (query L-W+r), renormalised per head over s;
+ * with keep_window the positions from `keep` on are never the lowest. */
+static void score_by_row(Policy *p, TovaState *st, KeptSet *s, int64_t g, const float *last_probs, int64_t r,
+                         int64_t keep) {
+    int64_t L = p->shape.L, W = p->shape.W, cap = p->shape.cap, h0, nh;
+    policy_head_scope(p, g, &h0, &nh);
+    for (int64_t k = 0; k < nh; k++) {
+        const float *row = last_probs + ((h0 + k) * W + r) * L;
         double z = 0;
         for (int64_t i = 0; i < s->n; i++) z += row[s->pos[i]];
         for (int64_t i = 0; i < s->n; i++) st->head[k * cap + i] = z > 0 ? (float)(row[s->pos[i]] / z) : 0.0f;
     }
-    policy_group_scores(s->score, st->head, cap, group, s->n, p->opt.agg);
+    policy_group_scores(s->score, st->head, cap, nh, s->n, p->opt.agg);
+    if (p->opt.keep_window)
+        for (int64_t i = 0; i < s->n; i++)
+            if (s->pos[i] >= keep) s->score[i] = FLT_MAX;
 }
 
 static void tova_init(Policy *p, int64_t layer, const PrefillLayer *pre) {
     TovaState *st = p->state;
     int64_t L = p->shape.L, W = p->shape.W, K = p->opt.budget;
+    int64_t tw = p->opt.tova_window < W ? p->opt.tova_window : W; /* the replayed queries: L-tw..L-1 */
+    KV_CHECK(!p->opt.keep_window || K > tw, "tova --keep-window: budget %lld must exceed the window %lld",
+             (long long)K, (long long)tw);
     for (int64_t g = 0; g < p->shape.Hkv; g++) {
         KeptSet *s = &st->kept[layer * p->shape.Hkv + g];
         s->n = 0;
-        for (int64_t j = 0; j < L - W; j++) kept_push(s, (int32_t)j, 0.0f);
-        for (int64_t r = 0; r < W; r++) {
+        for (int64_t j = 0; j < L - tw; j++) kept_push(s, (int32_t)j, 0.0f);
+        for (int64_t r = W - tw; r < W; r++) {
             kept_push(s, (int32_t)(L - W + r), 0.0f);
             if (s->n <= K) continue;
-            score_by_row(p, st, s, g, pre->last_probs, r);
+            score_by_row(p, st, s, g, pre->last_probs, r, L - tw);
             kept_shrink_to(s, K);
         }
     }
@@ -67,10 +83,13 @@ static void tova_update(Policy *p, int64_t layer, int64_t pos, int32_t *const *k
                         const float *probs, int64_t max_n) {
     (void)pos;
     TovaState *st = p->state;
-    int64_t group = p->shape.Hq / p->shape.Hkv;
     for (int64_t g = 0; g < p->shape.Hkv; g++) {
         KeptSet *s = &st->kept[layer * p->shape.Hkv + g];
-        policy_group_scores(st->agg, probs + g * group * max_n, max_n, group, n[g], p->opt.agg);
+        int64_t h0, nh;
+        /* shared sets: every KV head holds the same list, so each head's row is aligned with it */
+        policy_head_scope(p, g, &h0, &nh);
+        policy_group_scores(st->agg, probs + h0 * max_n, max_n, nh, n[g], p->opt.agg);
+        if (p->opt.keep_window) st->agg[n[g] - 1] = FLT_MAX; /* the current position (last) stays, as in kvpress */
         s->n = 0;
         for (int64_t i = 0; i < n[g]; i++) kept_push(s, keys[g][i], st->agg[i]);
         if (s->n > p->opt.budget) kept_evict_lowest(s);
@@ -89,10 +108,18 @@ void policy_tova_create(Policy *p) {
     TovaState *st = xcalloc(1, sizeof *st);
     st->kept = xcalloc((size_t)(s->n_layers * s->Hkv), sizeof(KeptSet));
     for (int64_t i = 0; i < s->n_layers * s->Hkv; i++) kept_init(&st->kept[i], s->cap);
-    st->head = xmalloc(sizeof(float) * (size_t)(s->Hq / s->Hkv * s->cap));
+    KV_CHECK(p->opt.tova_window >= 1, "tova: the replayed window must be >= 1 query (got %lld)",
+             (long long)p->opt.tova_window);
+    st->head = xmalloc(sizeof(float) * (size_t)(s->Hq * s->cap));
     st->agg = xmalloc(sizeof(float) * (size_t)s->cap);
     p->state = st;
-    snprintf(p->label, sizeof p->label, "tova (%s)", policy_agg_name(p->opt.agg));
+    /* the default label is unchanged; kvpress-style settings show when set */
+    const PolicyOptions *o = &p->opt, d = policy_default_options(o->budget);
+    char extra[64] = "";
+    if (o->tova_window != d.tova_window || o->keep_window || o->head_sets != d.head_sets)
+        snprintf(extra, sizeof extra, ", window %lld%s, %s heads", (long long)o->tova_window,
+                 o->keep_window ? " kept" : "", policy_head_sets_names[o->head_sets]);
+    snprintf(p->label, sizeof p->label, "tova (%s%s)", policy_agg_name(o->agg), extra);
     p->init = tova_init;
     p->choose = tova_choose;
     p->update = tova_update;

@@ -6,4 +6,5 @@ int bench_adamw(int argc, char **argv); /* optim/bench_adamw.c */
 int bench_tokenizer(int argc, char **argv); /* data/bench_tokenizer.c */
 int bench_ops(int argc, char **argv);   /* kernels/bench_ops.c */
 int bench_decode(int argc, char **argv); /* eval/bench_decode.c */
+int bench_eval(int argc, char **argv);   /* eval/bench_eval.c */
 #endif

@@ -17,6 +17,7 @@ static const BenchTarget targets[] = {
     {"adamw", bench_adamw, "bytes moved per second by one (8-bit) AdamW step (CPU or CUDA)"},
     {"tokenizer", bench_tokenizer, "tokenizer MB/s, one thread and all cores, beside HF tokenizers and tiktoken"},
     {"decode", bench_decode, "decode ms/token of full, partial (streaming) and refreshkv steps at long contexts"},
+    {"eval", bench_eval, "kvcpt eval's wall time beside kvpress + transformers (CPU, same documents and policies)"},
     {"ops", bench_ops, "time and GB/s or TFLOP/s of each CUDA simple op at 8B shapes"},
 };
 #define N_TARGETS (int)(sizeof targets / sizeof targets[0])

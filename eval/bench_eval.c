@@ -1,0 +1,192 @@
+/* `kvcpt bench eval --peer kvpress`: the wall time of `kvcpt eval` beside
+ * NVIDIA kvpress + transformers on the CPU, for the same model, documents
+ * and policies. kvcpt runs with the options that reproduce kvpress's choices
+ * (docs/eval.md, "kvpress as the peer"; tests/kvpress_peer.py checks that
+ * both then keep the same keys and compute the same NLLs), so both do the
+ * same work: per document, a prefill, the compression, S - 1 decoded tokens.
+ *
+ * Both run as child processes (fork/exec, common/subprocess.h, never a
+ * shell) with the same thread count. kvcpt's figure is its process's wall
+ * time (model load and eval.json included: milliseconds for a small model);
+ * kvpress's is its own compute time, without the Python start, the torch
+ * import and the model load, which it reports separately; the process wall
+ * time is printed too. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "../common/options.h"
+#include "../common/subprocess.h"
+#include "../common/util.h"
+#include "../train/bench.h"
+#include "policy.h"
+
+typedef struct {
+    const char *model, *data, *split, *budget, *policies, *peer, *python;
+    int64_t context, last, max_docs, threads, window, kernel, sinks;
+    int json;
+} BenchEval;
+
+typedef struct {
+    double seconds, load_seconds, wall; /* -1: did not run */
+    char why[16384]; /* room for three paths */
+} PeerTime;
+
+/* This executable's path. */
+static void exe_path(char *out, size_t cap) {
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+    KV_CHECK(n > 0 && (size_t)n < cap - 1, "bench eval: cannot locate the executable");
+    out[n] = '\0';
+}
+
+/* The repository root: the directory holding the executable. */
+static void exe_dir(char *out, size_t cap) {
+    exe_path(out, cap);
+    *strrchr(out, '/') = '\0';
+}
+
+#define I64(buf, v) (snprintf(buf, sizeof buf, "%lld", (long long)(v)), buf)
+
+/* `kvcpt eval` with kvpress's choices (the same list as kvpress_flags in
+ * tests/kvpress_peer.py); returns its wall time. */
+static double run_kvcpt(const BenchEval *b, int64_t K, const char *dir) {
+    char exe[4096], out[4200], log[4200], L[24], S[24], k[24], docs[24], w[24], ker[24], sinks[24];
+    exe_path(exe, sizeof exe);
+    snprintf(out, sizeof out, "%s/eval", dir);
+    snprintf(log, sizeof log, "%s/kvcpt.log", dir);
+    const char *argv[] = {exe, "eval", "--model", b->model, "--data", b->data, "--split", b->split,
+                          "--context", I64(L, b->context), "--last", I64(S, b->last), "--budget", I64(k, K),
+                          "--policies", b->policies, "--max-docs", I64(docs, b->max_docs), "--device", "cpu",
+                          "--bootstrap", "10", "--out", out, "--sinks", I64(sinks, b->sinks),
+                          "--compress-once", "--agg", "mean", "--pool", "avg", "--snapkv-kernel", I64(ker, b->kernel),
+                          "--snapkv-window", I64(w, b->window), "--keep-window", "--tova-window", "1",
+                          "--head-sets", "shared", "--h2o-recent", "0", "--h2o-score", "mean", NULL};
+    double t0 = now_seconds();
+    int rc = subprocess_run(argv, NULL, log, NULL, 0);
+    double dt = now_seconds() - t0;
+    KV_CHECK(rc == 0, "bench eval: kvcpt eval failed (status %d); its output is in %s", rc, log);
+    return dt;
+}
+
+/* tests/kvpress_peer.py --bench over the same documents and policies. */
+static void run_peer(const BenchEval *b, int64_t K, const char *dir, PeerTime *t) {
+    char root[4096], py[4200], script[4200], log[4200], line[2048];
+    char L[24], S[24], k[24], docs[24], w[24], ker[24], sinks[24], th[24];
+    exe_dir(root, sizeof root);
+    KV_CHECK(snprintf(py, sizeof py, "%s/third_party/venv/bin/python", root) < (int)sizeof py &&
+                 snprintf(script, sizeof script, "%s/tests/kvpress_peer.py", root) < (int)sizeof script,
+             "bench eval: path too long under %s", root);
+    snprintf(log, sizeof log, "%s/peer.log", dir);
+    const char *interp = b->python ? b->python : py;
+    t->seconds = t->load_seconds = t->wall = -1;
+    if (access(interp, X_OK) != 0) {
+        snprintf(t->why, sizeof t->why, "no Python interpreter at %s (run 'make setup', or give --python)", interp);
+        return;
+    }
+    const char *argv[] = {interp, script, "--bench", "--model", b->model, "--data", b->data, "--split", b->split,
+                          "--context", I64(L, b->context), "--last", I64(S, b->last), "--budget", I64(k, K),
+                          "--policies", b->policies, "--max-docs", I64(docs, b->max_docs),
+                          "--sinks", I64(sinks, b->sinks), "--snapkv-window", I64(w, b->window),
+                          "--snapkv-kernel", I64(ker, b->kernel), "--threads", I64(th, b->threads), NULL};
+    double t0 = now_seconds();
+    int rc = subprocess_run(argv, NULL, log, line, sizeof line);
+    t->wall = now_seconds() - t0;
+    json_t *res = rc == 0 ? json_loads(line, 0, NULL) : NULL;
+    if (res) {
+        t->seconds = json_number_value(json_object_get(res, "seconds"));
+        t->load_seconds = json_number_value(json_object_get(res, "load_seconds"));
+        json_decref(res);
+    }
+    if (t->seconds <= 0) {
+        snprintf(t->why, sizeof t->why, "%s %s did not run (status %d; its stderr is kept in %s)", interp, script, rc, log);
+        t->seconds = -1;
+    }
+}
+
+/* Removes the run's directory: kvcpt eval's output folder (eval.json, the
+ * plot and its files, whatever they are) and the two logs. */
+static void remove_run(const char *dir) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/eval", dir);
+    DIR *d = opendir(p);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char f[4500];
+        snprintf(f, sizeof f, "%s/%s", p, e->d_name);
+        unlink(f);
+    }
+    if (d) closedir(d);
+    rmdir(p);
+    snprintf(p, sizeof p, "%s/kvcpt.log", dir), unlink(p);
+    snprintf(p, sizeof p, "%s/peer.log", dir), unlink(p);
+    rmdir(dir);
+}
+
+int bench_eval(int argc, char **argv) {
+    BenchEval b = {.split = "test", .budget = "L/8", .policies = "streaming,snapkv,tova,h2o", .peer = "kvpress",
+                   .context = 512, .last = 32, .max_docs = 4, .threads = 1, .window = 8, .kernel = 5, .sinks = 4};
+    const Option opts[] = {
+        {"model", OPT_STRING, &b.model, "DIR", "model directory, HF (both read it) or native (kvcpt only)"},
+        {"data", OPT_STRING, &b.data, "DIR", "prepared data directory (kvcpt prepare --out)"},
+        {"split", OPT_STRING, &b.split, "NAME", "split to score (default test)"},
+        {"context", OPT_INT, &b.context, "L", "prefill length (default 512)"},
+        {"last", OPT_INT, &b.last, "S", "scored tokens per document (default 32)"},
+        {"budget", OPT_STRING, &b.budget, "K|L/N", "keys kept per KV head (default L/8)"},
+        {"policies", OPT_STRING, &b.policies, "LIST", "of full, streaming, snapkv, tova, h2o (default all but full)"},
+        {"max-docs", OPT_INT, &b.max_docs, "N", "documents (default 4)"},
+        {"threads", OPT_INT, &b.threads, "N", "threads of both (default 1)"},
+        {"snapkv-window", OPT_INT, &b.window, "W", "SnapKV window of both (default 8)"},
+        {"snapkv-kernel", OPT_INT, &b.kernel, "K", "SnapKV pooling kernel of both (default 5)"},
+        {"sinks", OPT_INT, &b.sinks, "N", "StreamingLLM sinks of both (default 4)"},
+        {"peer", OPT_STRING, &b.peer, "NAME", "the peer: kvpress (default, the only one)"},
+        {"python", OPT_STRING, &b.python, "PATH", "its interpreter (default third_party/venv/bin/python beside kvcpt)"},
+        {"json", OPT_FLAG, &b.json, NULL, "print one JSON object"},
+        {0},
+    };
+    if (options_parse("bench eval", "Wall time of kvcpt eval beside kvpress + transformers (CPU, same documents and "
+                      "policies, kvpress's choices).", opts, argc, argv))
+        return 0;
+    KV_CHECK(b.model && b.data, "bench eval: --model and --data are required");
+    KV_CHECK(strcmp(b.peer, "kvpress") == 0, "bench eval: --peer must be kvpress (got '%s')", b.peer);
+    KV_CHECK(b.threads >= 1 && b.context >= 1 && b.last >= 1 && b.max_docs >= 1,
+             "bench eval: --threads, --context, --last and --max-docs must be >= 1");
+    int64_t K = policy_budget(b.budget, b.context);
+    char th[24];
+    /* both children inherit these: OpenMP and OpenBLAS (kvcpt), torch's intra-op pool reads --threads */
+    KV_CHECK(setenv("OMP_NUM_THREADS", I64(th, b.threads), 1) == 0 && setenv("OPENBLAS_NUM_THREADS", th, 1) == 0,
+             "bench eval: setenv");
+    char dir[] = "/tmp/kvcpt_bench_eval_XXXXXX";
+    KV_CHECK(mkdtemp(dir) != NULL, "bench eval: cannot create a temporary directory");
+    double ours = run_kvcpt(&b, K, dir);
+    PeerTime peer;
+    run_peer(&b, K, dir, &peer);
+    if (peer.seconds > 0 || peer.wall < 0) remove_run(dir); /* a failed peer's log stays */
+    if (b.json) {
+        printf("{\"bench\": \"eval\", \"peer\": \"kvpress\", \"context\": %lld, \"last\": %lld, \"budget\": %lld, "
+               "\"policies\": \"%s\", \"max_docs\": %lld, \"threads\": %lld, \"kvcpt_seconds\": %.4f",
+               (long long)b.context, (long long)b.last, (long long)K, b.policies, (long long)b.max_docs,
+               (long long)b.threads, ours);
+        if (peer.seconds > 0)
+            printf(", \"kvpress_seconds\": %.4f, \"kvpress_load_seconds\": %.4f, \"kvpress_process_seconds\": %.4f, "
+                   "\"kvpress_over_kvcpt\": %.3f}\n", peer.seconds, peer.load_seconds, peer.wall, peer.seconds / ours);
+        else
+            printf(", \"kvpress_seconds\": null}\n");
+        return 0;
+    }
+    printf("bench eval: context %lld, last %lld, budget %lld, policies %s, up to %lld documents, %lld thread(s)\n",
+           (long long)b.context, (long long)b.last, (long long)K, b.policies, (long long)b.max_docs,
+           (long long)b.threads);
+    printf("  kvcpt eval (kvpress's choices), process wall:   %8.3f s\n", ours);
+    if (peer.seconds > 0) {
+        printf("  kvpress + transformers, compute:                %8.3f s  (+ %.2f s model load; process %.2f s)\n",
+               peer.seconds, peer.load_seconds, peer.wall);
+        printf("  ratio kvpress / kvcpt:                          %8.2fx\n", peer.seconds / ours);
+    } else {
+        printf("  kvpress: %s\n", peer.why);
+    }
+    return 0;
+}
