@@ -49,15 +49,20 @@ static void exe_dir(char *out, size_t cap) {
     *strrchr(out, '/') = '\0';
 }
 
-#define I64(buf, v) (snprintf(buf, sizeof buf, "%lld", (long long)(v)), buf)
+/* v in decimal into buf (an argv entry); returns buf. */
+static const char *i64_arg(char *buf, size_t n, int64_t v) {
+    snprintf(buf, n, "%lld", (long long)v);
+    return buf;
+}
+#define I64(buf, v) i64_arg(buf, sizeof buf, (v))
 
 /* `kvcpt eval` with kvpress's choices (the same list as kvpress_flags in
  * tests/kvpress_peer.py); returns its wall time. */
 static double run_kvcpt(const BenchEval *b, int64_t K, const char *dir) {
     char exe[4096], out[4200], log[4200], L[24], S[24], k[24], docs[24], w[24], ker[24], sinks[24];
     exe_path(exe, sizeof exe);
-    snprintf(out, sizeof out, "%s/eval", dir);
-    snprintf(log, sizeof log, "%s/kvcpt.log", dir);
+    path_fmt(out, sizeof out, "%s/eval", dir);
+    path_fmt(log, sizeof log, "%s/kvcpt.log", dir);
     const char *argv[] = {exe, "eval", "--model", b->model, "--data", b->data, "--split", b->split,
                           "--context", I64(L, b->context), "--last", I64(S, b->last), "--budget", I64(k, K),
                           "--policies", b->policies, "--max-docs", I64(docs, b->max_docs), "--device", "cpu",
@@ -77,10 +82,9 @@ static void run_peer(const BenchEval *b, int64_t K, const char *dir, PeerTime *t
     char root[4096], py[4200], script[4200], log[4200], line[2048];
     char L[24], S[24], k[24], docs[24], w[24], ker[24], sinks[24], th[24];
     exe_dir(root, sizeof root);
-    KV_CHECK(snprintf(py, sizeof py, "%s/third_party/venv/bin/python", root) < (int)sizeof py &&
-                 snprintf(script, sizeof script, "%s/tests/kvpress_peer.py", root) < (int)sizeof script,
-             "bench eval: path too long under %s", root);
-    snprintf(log, sizeof log, "%s/peer.log", dir);
+    path_fmt(py, sizeof py, "%s/third_party/venv/bin/python", root);
+    path_fmt(script, sizeof script, "%s/tests/kvpress_peer.py", root);
+    path_fmt(log, sizeof log, "%s/peer.log", dir);
     const char *interp = b->python ? b->python : py;
     t->seconds = t->load_seconds = t->wall = -1;
     if (access(interp, X_OK) != 0) {
@@ -111,18 +115,20 @@ static void run_peer(const BenchEval *b, int64_t K, const char *dir, PeerTime *t
  * plot and its files, whatever they are) and the two logs. */
 static void remove_run(const char *dir) {
     char p[4200];
-    snprintf(p, sizeof p, "%s/eval", dir);
+    path_fmt(p, sizeof p, "%s/eval", dir);
     DIR *d = opendir(p);
     for (struct dirent *e; d && (e = readdir(d));) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
         char f[4500];
-        snprintf(f, sizeof f, "%s/%s", p, e->d_name);
+        path_fmt(f, sizeof f, "%s/%s", p, e->d_name);
         unlink(f);
     }
     if (d) closedir(d);
     rmdir(p);
-    snprintf(p, sizeof p, "%s/kvcpt.log", dir), unlink(p);
-    snprintf(p, sizeof p, "%s/peer.log", dir), unlink(p);
+    path_fmt(p, sizeof p, "%s/kvcpt.log", dir);
+    unlink(p);
+    path_fmt(p, sizeof p, "%s/peer.log", dir);
+    unlink(p);
     rmdir(dir);
 }
 
