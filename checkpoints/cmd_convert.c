@@ -75,10 +75,10 @@ int cmd_convert(int argc, char **argv) {
     const Option opts[] = {
         {"from", OPT_STRING, &from, "DIR", "source model directory (HF safetensors or native; auto-detected)"},
         {"to", OPT_STRING, &to, "DIR", "destination directory (created)"},
-        {"to-format", OPT_STRING, &to_format, "hf|native", "output format (default: the other one)"},
-        {"to-dtype", OPT_STRING, &to_dtype, "keep|bf16|f32|f16", "output dtype (default keep: bytes copied unchanged)"},
-        {"shard-size", OPT_STRING, &shard, "SIZE", "largest HF shard, e.g. 5GB (default), 500MB, 2GiB"},
-        {"config", OPT_STRING, &config, "PATH", "config.json to check shapes against (default: FROM/config.json)"},
+        {"to-format", OPT_STRING, &to_format, "hf|native", "output format; absent: the other one"},
+        {"to-dtype", OPT_STRING, &to_dtype, "keep|bf16|f32|f16", "output dtype (keep: bytes copied unchanged)"},
+        {"shard-size", OPT_STRING, &shard, "SIZE", "largest HF shard, e.g. 5GB, 500MB, 2GiB"},
+        {"config", OPT_STRING, &config, "PATH", "config.json to check shapes against; absent: FROM/config.json"},
         {"overwrite", OPT_FLAG, &overwrite, NULL, "replace model files already in --to"},
         {0}};
     const char *summary = "Convert a Hugging Face Llama checkpoint to kvcpt's native format or back.\n"

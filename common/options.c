@@ -7,12 +7,38 @@
 
 #include "util.h"
 
+int options_default_text(const Option *o, char *buf, size_t n) {
+    switch (o->type) {
+    case OPT_INT: snprintf(buf, n, "%lld", (long long)*(const int64_t *)o->dst); return 1;
+    case OPT_FLOAT: snprintf(buf, n, "%g", *(const double *)o->dst); return 1;
+    case OPT_STRING: {
+        const char *v = *(const char *const *)o->dst;
+        if (!v || !*v) return 0;
+        snprintf(buf, n, "%s", v);
+        return 1;
+    }
+    case OPT_STRINGS: {
+        const StringList *l = (const StringList *)o->dst;
+        if (l->count == 0) return 0;
+        buf[0] = '\0';
+        for (int i = 0; i < l->count; i++)
+            snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? " " : "", l->items[i]);
+        return 1;
+    }
+    case OPT_FLAG: return 0;
+    }
+    return 0;
+}
+
 void options_print_help(const char *cmd, const char *summary, const Option *opts) {
     printf("usage: kvcpt %s [options]\n\n%s\n\noptions:\n", cmd, summary);
     for (const Option *o = opts; o->name; o++) {
-        char lhs[96];
+        char lhs[96], dflt[512];
         snprintf(lhs, sizeof lhs, "--%s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
-        printf("  %-30s %s\n", lhs, o->help);
+        if (options_default_text(o, dflt, sizeof dflt))
+            printf("  %-30s %s (default %s)\n", lhs, o->help, dflt);
+        else
+            printf("  %-30s %s\n", lhs, o->help);
     }
     printf("  %-30s %s\n", "--help", "show this help and exit");
 }
@@ -51,12 +77,15 @@ static void set_value(const char *cmd, const Option *o, const char *val) {
 }
 
 int options_parse(const char *cmd, const char *summary, const Option *opts, int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    /* --help first, wherever it stands: the defaults it prints are the
+     * table's starting values, not ones an earlier option already changed */
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             options_print_help(cmd, summary, opts);
             return 1;
         }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0)
             die("kvcpt %s: unexpected argument '%s'; hint: options start with --, see 'kvcpt %s --help'", cmd, a, cmd);
         char name[128];

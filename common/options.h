@@ -2,6 +2,7 @@
 #define KVCPT_OPTIONS_H
 /* One table per subcommand drives both the parser and --help, so the two
  * cannot drift apart. */
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum { OPT_FLAG, OPT_INT, OPT_FLOAT, OPT_STRING, OPT_STRINGS } OptType;
@@ -24,7 +25,13 @@ typedef struct {
  * values and malformed numbers are fatal errors naming the option.
  * Returns 1 when --help was given (help already printed), else 0. */
 int options_parse(const char *cmd, const char *summary, const Option *opts, int argc, char **argv);
+/* --help: each option's help text followed by "(default V)", V read from
+ * the option's destination before parsing, so a default is written once
+ * (where the variable starts) and the help cannot contradict it. Options
+ * without a value (flags, unset strings) print no default. */
 void options_print_help(const char *cmd, const char *summary, const Option *opts);
+/* The default options_print_help shows for o into buf; 0 when it shows none. */
+int options_default_text(const Option *o, char *buf, size_t n);
 /* "a,b,c" -> up to cap non-negative integers; dies naming --what otherwise. */
 int options_int_list(const char *s, int64_t *out, int cap, const char *what);
 

@@ -123,9 +123,9 @@ int bench_tokenizer(int argc, char **argv) {
     int json = 0, no_oracle = 0;
     int64_t threads = 0;
     const Option opts[] = {
-        {"input", OPT_STRINGS, &inputs, "FILE_OR_DIR", "text to encode (default: ../shared/corpus or $KVCPT_CORPUS)"},
+        {"input", OPT_STRINGS, &inputs, "FILE_OR_DIR", "text to encode; absent: ../shared/corpus or $KVCPT_CORPUS"},
         {"tokenizer", OPT_STRING, &tok_path, "PATH", "tokenizer.json"},
-        {"threads", OPT_INT, &threads, "N", "threads of the all-core run (default: all cores)"},
+        {"threads", OPT_INT, &threads, "N", "threads of the all-core run; 0: all cores"},
         {"no-peers", OPT_FLAG, &no_oracle, NULL, "skip HF tokenizers and tiktoken"},
         {"json", OPT_FLAG, &json, NULL, "print one JSON object"},
         {0},

@@ -104,7 +104,7 @@ static void decode_stdin(const Tokenizer *t, char *buf, int json) {
 int cmd_tokenize(int argc, char **argv) {
     TokenizeArgs a = {0};
     const Option opts[] = {
-        {"tokenizer", OPT_STRING, &a.tokenizer, "PATH", "tokenizer.json (default: the one `make setup` installs)"},
+        {"tokenizer", OPT_STRING, &a.tokenizer, "PATH", "tokenizer.json; absent: the one `make setup` installs"},
         {"decode", OPT_FLAG, &a.decode, NULL, "read ids (space/comma separated or a JSON array), write the text"},
         {"json", OPT_FLAG, &a.json, NULL, "JSON output: {\"ids\": [...], \"count\": N} or {\"text\": ...}"},
         {"jsonl", OPT_FLAG, &a.jsonl, NULL, "input is JSON Lines {\"text\": ...}; one line of ids per document"},

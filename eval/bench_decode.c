@@ -105,12 +105,12 @@ static void bench_context(BenchDecode *b, int64_t L, Rng *r) {
 int bench_decode(int argc, char **argv) {
     BenchDecode b = {.preset = "small", .contexts = "1024", .budget = "L/8", .steps = 20, .fixed = 10};
     const Option opts[] = {
-        {"preset", OPT_STRING, &b.preset, "NAME|DIR", "model preset or HF config (default small)"},
-        {"device", OPT_STRING, &b.device, "cpu|cuda", "backend (default: cuda when a GPU is visible)"},
-        {"context", OPT_STRING, &b.contexts, "L1,L2", "prefill lengths (default 1024)"},
-        {"budget", OPT_STRING, &b.budget, "K|L/N", "keys per KV head of a partial step (default L/8)"},
-        {"steps", OPT_INT, &b.steps, "N", "timed decode steps per policy (default 20: two refreshkv strides)"},
-        {"refresh-fixed", OPT_INT, &b.fixed, "N", "refreshkv: one full step in N (default 10)"},
+        {"preset", OPT_STRING, &b.preset, "NAME|DIR", "model preset or HF config"},
+        {"device", OPT_STRING, &b.device, "cpu|cuda", "backend; absent: cuda when a GPU is visible"},
+        {"context", OPT_STRING, &b.contexts, "L1,L2", "prefill lengths"},
+        {"budget", OPT_STRING, &b.budget, "K|L/N", "keys per KV head of a partial step"},
+        {"steps", OPT_INT, &b.steps, "N", "timed decode steps per policy (20: two refreshkv strides)"},
+        {"refresh-fixed", OPT_INT, &b.fixed, "N", "refreshkv: one full step in N"},
         {"json", OPT_FLAG, &b.json, NULL, "one JSON object per policy and context"},
         {0},
     };

@@ -22,7 +22,6 @@
 /* Documents decoded together by default: the fastest measured on the 2-core
  * CPU for the demo model and the small preset (docs/eval.md, "Batching"). */
 #define EVAL_DEFAULT_BATCH 8
-#define EVAL_DEFAULT_BATCH_STR "8"
 /* prefill rows kept for the policies' observation windows (ReST-KV's S_w = 32) */
 #define EVAL_WINDOW 32
 
@@ -326,32 +325,32 @@ int cmd_eval(int argc, char **argv) {
     const Option opts[] = {
         {"model", OPT_STRINGS, &a.models, "DIR", "model directory (native or HF); give two for before -> after"},
         {"data", OPT_STRING, &a.data, "DIR", "prepared data directory (kvcpt prepare --out)"},
-        {"split", OPT_STRING, &a.split, "NAME", "train | dev | test (default test)"},
-        {"context", OPT_STRING, &a.contexts, "L1,L2", "prefill lengths (default 8192)"},
-        {"last", OPT_INT, &a.last, "S", "scored tokens at the end of each document (default 50)"},
-        {"budget", OPT_STRING, &a.budget, "K|L/N", "cached keys per KV head (default L/8)"},
-        {"policies", OPT_STRING, &a.policies, "LIST", "comma list of the policies named above, or all (default)"},
+        {"split", OPT_STRING, &a.split, "NAME", "train | dev | test"},
+        {"context", OPT_STRING, &a.contexts, "L1,L2", "prefill lengths"},
+        {"last", OPT_INT, &a.last, "S", "scored tokens at the end of each document"},
+        {"budget", OPT_STRING, &a.budget, "K|L/N", "cached keys per KV head"},
+        {"policies", OPT_STRING, &a.policies, "LIST", "comma list of the policies named above, or all"},
         {"refresh-qc", OPT_STRING, &a.refresh_qc, "N,..", "refreshkv dynamic variants, QC strides (e.g. 5,10)"},
-        {"refresh-fixed", OPT_STRING, &a.refresh_fixed, "N,..", "refreshkv fixed-stride variants (default 10,25,50)"},
-        {"threshold", OPT_FLOAT, &a.threshold, "S", "refreshkv cosine threshold (default 0.85)"},
-        {"agg", OPT_STRING, &a.agg, "max|mean|first", "GQA aggregation of scores (default max)"},
-        {"snapkv-window", OPT_INT, &a.window, "W", "SnapKV observation window (default 1)"},
+        {"refresh-fixed", OPT_STRING, &a.refresh_fixed, "N,..", "refreshkv fixed-stride variants"},
+        {"threshold", OPT_FLOAT, &a.threshold, "S", "refreshkv cosine threshold"},
+        {"agg", OPT_STRING, &a.agg, "max|mean|first", "GQA aggregation of scores"},
+        {"snapkv-window", OPT_INT, &a.window, "W", "SnapKV observation window"},
         {"snapkv-grow", OPT_FLAG, &a.snapkv_grow, NULL, "SnapKV keeps every new token"},
-        {"sinks", OPT_INT, &a.sinks, "N", "StreamingLLM sink tokens (default 4)"},
-        {"snapkv-kernel", OPT_INT, &a.kernel, "K", "pooling kernel of snapkv, refreshkv, kvec (default 7)"},
-        {"pool", OPT_STRING, &a.pool, "max|avg", "that pooling: max (default) or kvpress's zero-padded avg"},
+        {"sinks", OPT_INT, &a.sinks, "N", "StreamingLLM sink tokens"},
+        {"snapkv-kernel", OPT_INT, &a.kernel, "K", "pooling kernel of snapkv, refreshkv, kvec"},
+        {"pool", OPT_STRING, &a.pool, "max|avg", "that pooling: max, or kvpress's zero-padded avg"},
         {"keep-window", OPT_FLAG, &a.keep_window, NULL, "snapkv/tova keep their observation window, score the rest (kvpress)"},
-        {"tova-window", OPT_INT, &a.tova_window, "N", "prefill queries TOVA replays (default 32; kvpress: 1)"},
-        {"head-sets", OPT_STRING, &a.head_sets, "group|shared", "tova: per-KV-head sets (default) or one set from all heads (kvpress)"},
-        {"h2o-recent", OPT_FLOAT, &a.h2o_recent, "F", "h2o recent share of the budget (default 0.5; kvpress: 0)"},
-        {"h2o-score", OPT_STRING, &a.h2o_score, "sum|mean", "h2o attention summed (default) or per query (kvpress)"},
+        {"tova-window", OPT_INT, &a.tova_window, "N", "prefill queries TOVA replays (kvpress: 1)"},
+        {"head-sets", OPT_STRING, &a.head_sets, "group|shared", "tova: per-KV-head sets, or one set from all heads (kvpress)"},
+        {"h2o-recent", OPT_FLOAT, &a.h2o_recent, "F", "h2o recent share of the budget (kvpress: 0)"},
+        {"h2o-score", OPT_STRING, &a.h2o_score, "sum|mean", "h2o attention summed, or per query (kvpress)"},
         {"compress-once", OPT_FLAG, &a.once, NULL, "policies choose at the first decode step only, then keep every new token (kvpress)"},
         {"dump", OPT_STRING, &a.dump, "FILE", "JSON lines: per document and variant the keys kept after prefill and the S NLLs"},
-        {"max-docs", OPT_INT, &a.max_docs, "N", "evaluate at most N documents (default all)"},
-        {"batch", OPT_INT, &a.batch, "N", "documents decoded together (default " EVAL_DEFAULT_BATCH_STR "; same results for any N)"},
-        {"bootstrap", OPT_INT, &a.boot, "N", "bootstrap resamples for the 95% interval (default 1000)"},
-        {"out", OPT_STRING, &a.out, "DIR", "writes eval.json and eval.png there (default runs/eval)"},
-        {"device", OPT_STRING, &a.device, "cpu|cuda", "backend (default: cuda when a GPU is visible)"},
+        {"max-docs", OPT_INT, &a.max_docs, "N", "evaluate at most N documents; 0: all"},
+        {"batch", OPT_INT, &a.batch, "N", "documents decoded together (same results for any N)"},
+        {"bootstrap", OPT_INT, &a.boot, "N", "bootstrap resamples for the 95% interval"},
+        {"out", OPT_STRING, &a.out, "DIR", "writes eval.json and eval.png there"},
+        {"device", OPT_STRING, &a.device, "cpu|cuda", "backend; absent: cuda when a GPU is visible"},
         {0},
     };
     /* the policies a user can name, with what each keeps, from the registry

@@ -112,12 +112,12 @@ int bench_ops(int argc, char **argv) {
     int64_t tokens = 8192, hidden = 4096, ffn = 14336, vocab = 128256, ce_rows = 1024, reps = 10;
     int json = 0;
     const Option opts[] = {
-        {"tokens", OPT_INT, &tokens, "N", "rows of activations (default 8192)"},
-        {"hidden", OPT_INT, &hidden, "C", "hidden size (default 4096)"},
-        {"ffn", OPT_INT, &ffn, "F", "MLP size (default 14336)"},
-        {"vocab", OPT_INT, &vocab, "V", "vocabulary (default 128256)"},
-        {"ce-rows", OPT_INT, &ce_rows, "R", "rows per cross-entropy chunk (default 1024)"},
-        {"reps", OPT_INT, &reps, "N", "timed calls per op, after one warm-up (default 10)"},
+        {"tokens", OPT_INT, &tokens, "N", "rows of activations"},
+        {"hidden", OPT_INT, &hidden, "C", "hidden size"},
+        {"ffn", OPT_INT, &ffn, "F", "MLP size"},
+        {"vocab", OPT_INT, &vocab, "V", "vocabulary"},
+        {"ce-rows", OPT_INT, &ce_rows, "R", "rows per cross-entropy chunk"},
+        {"reps", OPT_INT, &reps, "N", "timed calls per op, after one warm-up"},
         {"json", OPT_FLAG, &json, NULL, "print one JSON object"},
         {0},
     };

@@ -88,12 +88,12 @@ int bench_adamw(int argc, char **argv) {
     BenchArgs a = {.device = NULL, .optim = "adamw8bit", .param_dtype = "f32", .numel = 0, .seg_numel = 16777216,
                    .steps = 5, .json = 0};
     const Option opts[] = {
-        {"device", OPT_STRING, &a.device, "cpu|cuda", "backend (default: cuda when a GPU is visible)"},
-        {"optim", OPT_STRING, &a.optim, "adamw8bit|adamw", "optimizer (default adamw8bit)"},
-        {"numel", OPT_INT, &a.numel, "N", "parameters stepped (default 64M on cpu, 1G on cuda)"},
-        {"segment", OPT_INT, &a.seg_numel, "N", "elements per tensor segment (default 16M = 4096x4096)"},
-        {"param-dtype", OPT_STRING, &a.param_dtype, "f32|bf16", "parameter dtype on cuda (default f32)"},
-        {"steps", OPT_INT, &a.steps, "N", "timed steps, best reported (default 5)"},
+        {"device", OPT_STRING, &a.device, "cpu|cuda", "backend; absent: cuda when a GPU is visible"},
+        {"optim", OPT_STRING, &a.optim, "adamw8bit|adamw", "optimizer"},
+        {"numel", OPT_INT, &a.numel, "N", "parameters stepped; 0: 64M on cpu, 1G on cuda"},
+        {"segment", OPT_INT, &a.seg_numel, "N", "elements per tensor segment (16M = 4096x4096)"},
+        {"param-dtype", OPT_STRING, &a.param_dtype, "f32|bf16", "parameter dtype on cuda"},
+        {"steps", OPT_INT, &a.steps, "N", "timed steps, best reported"},
         {"json", OPT_FLAG, &a.json, NULL, "print one JSON object"},
         {0},
     };
