@@ -224,14 +224,15 @@ int plot_bars_png(const char *png_path, const char *title, const char *value_lab
     int name_px = 0, key_px = 0;
     for (int r = 0; r < nrows; r++) name_px = text_px(row_names[r]) > name_px ? text_px(row_names[r]) : name_px;
     for (int c = 0; c < ncols; c++) key_px = text_px(col_names[c]) > key_px ? text_px(col_names[c]) : key_px;
-    int left = name_px + 30; /* the names end 10 px left of the axis */
+    int left = name_px + 30; /* room for the gap between the names and the axis */
     int width = left + PLOT_W + RIGHT_PX;
     if (text_px(title) + 40 > width) width = text_px(title) + 40;
     /* legend entries side by side, as many to a line as fit over the bars;
      * gnuplot fits (name length + 6) characters of 8 px per entry (its own
      * estimate for this font), so asking for no more keeps the count ours */
     int key_chars = 0;
-    for (int c = 0; c < ncols; c++) key_chars = (int)strlen(col_names[c]) > key_chars ? (int)strlen(col_names[c]) : key_chars;
+    for (int c = 0; c < ncols; c++)
+        if ((int)strlen(col_names[c]) > key_chars) key_chars = (int)strlen(col_names[c]);
     int entry_px = key_px + 50 > (key_chars + 6) * 8 ? key_px + 50 : (key_chars + 6) * 8;
     int per_line = PLOT_W / entry_px;
     if (per_line < 1) per_line = 1;

@@ -81,7 +81,8 @@ static void check_chart(const char *name, const char *base, int rendered, int mi
     tl_result(rendered && warn && !warn[0], what, "rendered %d, gnuplot said: %s", rendered, warn ? warn : "(no log)");
 
     unsigned w = 0, h = 0;
-    int sw = (int)number_after(script, "pngcairo size "), sh = script ? (int)number_after(strstr(script, "pngcairo size "), ",") : 0;
+    const char *size = script ? strstr(script, "pngcairo size ") : NULL;
+    int sw = size ? (int)number_after(size, "pngcairo size ") : 0, sh = size ? (int)number_after(size, ",") : 0;
     snprintf(what, sizeof what, "%s: PNG is the size asked for (%dx%d), at least %dx%d", name, sw, sh, min_w, min_h);
     int sized = png_size(png, &w, &h);
     tl_result(sized && (int)w == sw && (int)h == sh && sw >= min_w && sh >= min_h, what, "IHDR %ux%u", w, h);
