@@ -12,12 +12,18 @@ typedef struct {
     int64_t n;
 } PlotSeries;
 
-/* Returns 1 when the PNG was rendered. */
+/* Returns 1 when the PNG was rendered (so does plot_bars_png). Both charts
+ * put the title and the legend above the data area. */
 int plot_lines_png(const char *png_path, const char *title, const char *xlabel, const char *ylabel,
                    const PlotSeries *series, int nseries);
 
-/* Grouped bars: rows are categories (e.g. policies), columns are groups
- * (e.g. "8k before", "8k after"); values row-major (nrows x ncols). */
-int plot_bars_png(const char *png_path, const char *title, const char *ylabel, const char *const *row_names,
+/* Grouped horizontal bars, one band per row: rows are categories (e.g.
+ * policies, named on the left, first on top), columns are groups (e.g.
+ * "context 8192: before", "context 8192: after"; the legend); values
+ * row-major (nrows x ncols), each bar labelled with its number, a non-finite
+ * one with "not finite". The canvas grows with the rows and the longest row
+ * name; the value axis is logarithmic when positive values span more than a
+ * factor of 100. */
+int plot_bars_png(const char *png_path, const char *title, const char *value_label, const char *const *row_names,
                   int nrows, const char *const *col_names, int ncols, const double *values);
 #endif

@@ -132,12 +132,13 @@ void eval_plot(const char *png, const EvalCell *cells, int n, int n_models, int 
     for (int p = 0; p < rows; p++) row_names[p] = cells[p * per_policy].policy;
     for (int j = 0; j < per_policy; j++) {
         const EvalCell *c = &cells[j];
-        snprintf(cols[j], 64, "%lld %s", (long long)c->context,
-                 n_models == 2 ? (j % 2 ? "after" : "before") : "");
+        snprintf(cols[j], 64, "context %lld%s", (long long)c->context,
+                 n_models == 2 ? (j % 2 ? ": after" : ": before") : "");
         col_names[j] = cols[j];
     }
     for (int i = 0; i < n; i++) v[i] = cells[i].ppl;
-    plot_bars_png(png, "kvcpt eval: perplexity of the last tokens per KV-cache policy", "PPL", row_names, rows,
+    plot_bars_png(png, "kvcpt eval: perplexity of the last tokens per KV-cache policy",
+                  "PPL (lower is better)", row_names, rows,
                   col_names, per_policy, v);
     free(row_names), free(cols), free(col_names), free(v);
 }

@@ -1,0 +1,237 @@
+/* The PNG charts (common/plot.c) stay readable at their extremes: eval's bar
+ * chart for 1, 8 and 20 policies named with the longest real labels, one
+ * model (single bars) and two (before/after pairs, also over three
+ * contexts), and train's loss curves. For each: gnuplot exits 0 and warns
+ * about nothing, the PNG has the size the script asked for and grows with
+ * the rows, the legend sits in the top margin above the data area, the
+ * labels reach the script unmangled, and nothing drawn touches the canvas
+ * edge (a clipped label would; read by tests/png_ink.py).
+ * KVCPT_TEST_PLOT_DIR=DIR keeps the charts there to look at. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/plot.h"
+#include "../common/subprocess.h"
+#include "testlib.h"
+
+/* labels as eval/policy_*.c write them (the demo's, then the widest each
+ * policy makes with large settings) with made-up perplexities before and
+ * after CPT of the demo's spread: 1.01 (full) to over a million */
+static const struct {
+    const char *label;
+    double before, after;
+} kRows[] = {
+    {"kvec (O 1, O' 32, delta 3, lambda 1, beta 0.25)", 1185435.4, 260.18},
+    {"full", 1.010, 1.045},
+    {"streaming (sinks 4)", 148.46, 69.13},
+    {"h2o (recent 1024, heavy 1024, mean)", 12.83, 1.147},
+    {"snapkv (window 1024, grow)", 1491.5, 28.30},
+    {"tova (mean)", 135949.2, 1104.9},
+    {"refreshkv (QC 10, s 0.85)", 1492.2, 28.54},
+    {"kvec (O 1024, O' 4096, delta 128, lambda 0.25, beta 0.25, grow)", 2.31, 1.20},
+    {"restkv (S_w 1024, alpha 0.3, beta 2000, k 16)", 919.19, 14.77},
+    {"refreshkv (fixed stride 25)", 50.82, 6.264},
+};
+enum { N_LABELS = sizeof kRows / sizeof kRows[0] };
+
+static char dir[4096];
+static int keep;
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    s[fread(s, 1, (size_t)n, f)] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* width and height from the PNG's IHDR */
+static int png_size(const char *path, unsigned *w, unsigned *h) {
+    unsigned char b[24];
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(b, 1, sizeof b, f);
+    fclose(f);
+    if (n != sizeof b || memcmp(b, "\x89PNG\r\n\x1a\n", 8) != 0 || memcmp(b + 12, "IHDR", 4) != 0) return 0;
+    *w = (unsigned)b[16] << 24 | (unsigned)b[17] << 16 | (unsigned)b[18] << 8 | b[19];
+    *h = (unsigned)b[20] << 24 | (unsigned)b[21] << 16 | (unsigned)b[22] << 8 | b[23];
+    return 1;
+}
+
+static double number_after(const char *s, const char *key) {
+    const char *p = s ? strstr(s, key) : NULL;
+    return p ? atof(p + strlen(key)) : NAN;
+}
+
+/* Checks shared by both charts; `base` is the path without ".png". */
+static void check_chart(const char *name, const char *base, int rendered, int min_w, int min_h, int ncols) {
+    char png[4200], gp[4200], log[4200], what[512];
+    snprintf(png, sizeof png, "%s.png", base);
+    snprintf(gp, sizeof gp, "%s.gp", base);
+    snprintf(log, sizeof log, "%s.gp.log", base);
+    char *script = slurp(gp), *warn = slurp(log);
+    snprintf(what, sizeof what, "%s: gnuplot exits 0 and warns about nothing", name);
+    tl_result(rendered && warn && !warn[0], what, "rendered %d, gnuplot said: %s", rendered, warn ? warn : "(no log)");
+
+    unsigned w = 0, h = 0;
+    const char *size = script ? strstr(script, "pngcairo size ") : NULL;
+    int sw = size ? (int)number_after(size, "pngcairo size ") : 0, sh = size ? (int)number_after(size, ",") : 0;
+    snprintf(what, sizeof what, "%s: PNG is the size asked for (%dx%d), at least %dx%d", name, sw, sh, min_w, min_h);
+    int sized = png_size(png, &w, &h);
+    tl_result(sized && (int)w == sw && (int)h == sh && sw >= min_w && sh >= min_h, what, "IHDR %ux%u", w, h);
+
+    /* the legend's top edge and its lines sit between the title and the data area */
+    double key_y = number_after(script, "set key at screen 0.5, ");
+    double tm = number_after(script, "set tmargin at screen ");
+    double maxcols = number_after(script, " maxcols ");
+    int key_lines = maxcols >= 1 ? (int)ceil(ncols / maxcols) : 99;
+    snprintf(what, sizeof what, "%s: legend above the data area (%d line%s in the top margin)", name, key_lines,
+             key_lines == 1 ? "" : "s");
+    tl_result(script && strstr(script, "set key at screen") && !strstr(script, " inside") &&
+                  (key_y - tm) * sh >= key_lines * 16 && key_y < 1,
+              what, "key top %.4f, data area top %.4f, %d px for %d lines", key_y, tm, (int)((key_y - tm) * sh),
+              key_lines);
+
+    if (!subprocess_found("python3")) {
+        snprintf(what, sizeof what, "%s: nothing drawn at the canvas edge", name);
+        tl_skip(what, "no python3 to read the PNG");
+    } else {
+        const char *argv[] = {"python3", "tests/png_ink.py", png, NULL};
+        char out[256] = "";
+        int rc = subprocess_run(argv, NULL, NULL, out, sizeof out);
+        int iw = 0, ih = 0, l = -1, t = -1, r = -1, b = -1;
+        int got = rc == 0 && sscanf(out, "%d %d %d %d %d %d", &iw, &ih, &l, &t, &r, &b) == 6;
+        snprintf(what, sizeof what, "%s: nothing drawn at the canvas edge (no clipped label)", name);
+        tl_result(got && l >= 2 && t >= 2 && r <= iw - 3 && b <= ih - 3, what,
+                  "png_ink.py rc %d: drawn from (%d,%d) to (%d,%d) on %dx%d", rc, l, t, r, b, iw, ih);
+    }
+    free(script), free(warn);
+    if (!keep) {
+        const char *ext[] = {".png", ".gp", ".gp.log", ".dat"};
+        for (int i = 0; i < 4; i++) {
+            char p[4200];
+            snprintf(p, sizeof p, "%s%s", base, ext[i]);
+            unlink(p);
+        }
+    }
+}
+
+/* eval's bar chart: nrows policies, n_models models over n_ctx contexts */
+static void bars_case(int nrows, int n_models, int n_ctx, int with_nan) {
+    const char *names[20];
+    char extra[20][96];
+    double before[20], after[20];
+    for (int r = 0; r < nrows; r++) {
+        int k = nrows == 1 ? 7 : r; /* alone, the longest label */
+        if (k < N_LABELS) {
+            names[r] = kRows[k].label, before[r] = kRows[k].before, after[r] = kRows[k].after;
+        } else { /* more kvec settings, as a sweep would name them */
+            snprintf(extra[r], sizeof extra[r], "kvec (O %d, O' %d, delta %d, lambda %.2g, beta 0.25, grow)",
+                     1 << (r % 11), 4096 >> (r % 5), 3 + r, 1.0 / (1 + r % 4));
+            names[r] = extra[r], before[r] = 1.5 * pow(10, (r * 7) % 11 / 3.0), after[r] = 1 + (before[r] - 1) / 40;
+        }
+    }
+    int ncols = n_models * n_ctx;
+    char cols[6][64];
+    const char *col_names[6];
+    for (int j = 0; j < ncols; j++) {
+        snprintf(cols[j], sizeof cols[j], "context %d%s", 1024 << (j / n_models),
+                 n_models == 2 ? (j % 2 ? ": after" : ": before") : "");
+        col_names[j] = cols[j];
+    }
+    double v[20 * 6];
+    for (int r = 0; r < nrows; r++)
+        for (int j = 0; j < ncols; j++) /* a longer context a little worse */
+            v[r * ncols + j] = (n_models == 2 && j % 2 ? after[r] : before[r]) * (1 + 0.1 * (j / n_models));
+    if (with_nan) v[ncols + 1] = NAN;
+
+    char base[4200], name[128];
+    snprintf(base, sizeof base, "%s/bars_%dx%dx%d", dir, nrows, n_models, n_ctx);
+    snprintf(name, sizeof name, "bars, %d polic%s, %d model%s, %d context%s%s", nrows, nrows == 1 ? "y" : "ies",
+             n_models, n_models == 1 ? "" : "s", n_ctx, n_ctx == 1 ? "" : "s", with_nan ? ", a NaN" : "");
+    char png[4300];
+    snprintf(png, sizeof png, "%s.png", base);
+    int rendered = plot_bars_png(png, "kvcpt eval: perplexity of the last tokens per KV-cache policy (made-up values)",
+                                 "PPL (lower is better)", names, nrows, col_names, ncols, v);
+
+    char gp[4300], what[256];
+    snprintf(gp, sizeof gp, "%s.gp", base);
+    char *script = slurp(gp);
+    /* every name whole, the apostrophe doubled inside gnuplot's quotes; a log axis for the spread */
+    int whole = script != NULL;
+    for (int r = 0; r < nrows && whole; r++) {
+        char q[256], *o = q;
+        for (const char *s = names[r]; *s; s++) {
+            if (*s == '\'') *o++ = '\'';
+            *o++ = *s;
+        }
+        *o = '\0';
+        whole = strstr(script, q) != NULL;
+    }
+    double lo = INFINITY, hi = 0; /* more than a factor of 100 between bars: a log axis */
+    for (int i = 0; i < nrows * ncols; i++)
+        if (isfinite(v[i])) lo = fmin(lo, v[i]), hi = fmax(hi, v[i]);
+    int want_log = hi / lo > 100;
+    snprintf(what, sizeof what, "%s: every policy label whole in the script, value axis %s", name,
+             want_log ? "logarithmic" : "linear");
+    tl_result(whole && !strstr(script, "set logscale x") == !want_log, what,
+              "a label is missing or mangled, or the axis is not %s", want_log ? "logarithmic" : "linear");
+    free(script);
+
+    /* the names fit left of the bars: at least 5 px a character besides the 620 px data area;
+     * each row at least its bars' height */
+    size_t longest = 0;
+    for (int r = 0; r < nrows; r++) longest = strlen(names[r]) > longest ? strlen(names[r]) : longest;
+    check_chart(name, base, rendered, 620 + 5 * (int)longest, nrows * (ncols * 13 + 12), ncols);
+}
+
+int main(void) {
+    if (!subprocess_found("gnuplot")) {
+        tl_skip("plot charts", "gnuplot is not installed (make setup installs gnuplot-nox)");
+        return tl_finish();
+    }
+    const char *kept = getenv("KVCPT_TEST_PLOT_DIR");
+    if (kept && *kept) {
+        snprintf(dir, sizeof dir, "%s", kept);
+        keep = 1;
+    } else {
+        snprintf(dir, sizeof dir, "%s/kvcpt_plot_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        if (!mkdtemp(dir)) {
+            tl_result(0, "temporary directory", "mkdtemp failed");
+            return tl_finish();
+        }
+    }
+    int rows[] = {1, 8, 20};
+    for (int i = 0; i < 3; i++)
+        for (int m = 1; m <= 2; m++) bars_case(rows[i], m, 1, 0);
+    bars_case(11, 2, 3, 1); /* three contexts before/after: a legend on three lines; a NaN cell */
+
+    /* train's loss curves: a long run with dev points, and a one-step run */
+    enum { N = 3000 };
+    static double x[N], y[N], xd[30], yd[30];
+    int nd = 0;
+    for (int i = 0; i < N; i++) {
+        x[i] = i + 1, y[i] = 2 + 8 * exp(-i / 400.0) + 0.2 * sin(i * 1.7);
+        if ((i + 1) % 100 == 0) xd[nd] = i + 1, yd[nd++] = 2.2 + 8 * exp(-i / 400.0);
+    }
+    PlotSeries s[2] = {{"train", x, y, N}, {"dev", xd, yd, nd}};
+    char base[4200], png[4300];
+    snprintf(base, sizeof base, "%s/loss_long", dir);
+    snprintf(png, sizeof png, "%s.png", base);
+    check_chart("loss, 3000 steps and dev", base,
+                plot_lines_png(png, "kvcpt train: loss", "step", "cross-entropy (nats)", s, 2), 900, 560, 2);
+    s[0].n = 1;
+    snprintf(base, sizeof base, "%s/loss_one", dir);
+    snprintf(png, sizeof png, "%s.png", base);
+    check_chart("loss, a single step", base,
+                plot_lines_png(png, "kvcpt train: loss", "step", "cross-entropy (nats)", s, 1), 900, 560, 1);
+    if (!keep) rmdir(dir);
+    return tl_finish();
+}
