@@ -25,7 +25,8 @@ int options_default_text(const Option *o, char *buf, size_t n) {
             snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? " " : "", l->items[i]);
         return 1;
     }
-    case OPT_FLAG: return 0;
+    case OPT_FLAG:
+    case OPT_ALIAS: return 0;
     }
     return 0;
 }
@@ -35,17 +36,27 @@ void options_print_help(const char *cmd, const char *summary, const Option *opts
     for (const Option *o = opts; o->name; o++) {
         char lhs[96], dflt[512];
         snprintf(lhs, sizeof lhs, "--%s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+        if (o->type == OPT_ALIAS) continue;
+        char also[96] = "";
+        for (const Option *a = opts; a->name; a++)
+            if (a->type == OPT_ALIAS && strcmp(a->metavar, o->name) == 0)
+                snprintf(also + strlen(also), sizeof also - strlen(also), " (also --%s)", a->name);
         if (options_default_text(o, dflt, sizeof dflt))
-            printf("  %-30s %s (default %s)\n", lhs, o->help, dflt);
+            printf("  %-30s %s%s (default %s)\n", lhs, o->help, also, dflt);
         else
-            printf("  %-30s %s\n", lhs, o->help);
+            printf("  %-30s %s%s\n", lhs, o->help, also);
     }
     printf("  %-30s %s\n", "--help", "show this help and exit");
 }
 
 static const Option *find_option(const Option *opts, const char *name) {
     for (const Option *o = opts; o->name; o++)
-        if (strcmp(o->name, name) == 0) return o;
+        if (strcmp(o->name, name) == 0) {
+            if (o->type != OPT_ALIAS) return o;
+            for (const Option *t = opts; t->name; t++)
+                if (t->type != OPT_ALIAS && strcmp(t->name, o->metavar) == 0) return t;
+            die("option table: alias --%s names no option --%s", o->name, o->metavar);
+        }
     return NULL;
 }
 
@@ -72,7 +83,8 @@ static void set_value(const char *cmd, const Option *o, const char *val) {
         l->items[l->count++] = val;
         break;
     }
-    case OPT_FLAG: break;
+    case OPT_FLAG:
+    case OPT_ALIAS: break;
     }
 }
 

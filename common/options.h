@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { OPT_FLAG, OPT_INT, OPT_FLOAT, OPT_STRING, OPT_STRINGS } OptType;
+typedef enum { OPT_FLAG, OPT_INT, OPT_FLOAT, OPT_STRING, OPT_STRINGS, OPT_ALIAS } OptType;
 
 typedef struct {
     const char *name;   /* long name without dashes, e.g. "device" */
@@ -14,6 +14,8 @@ typedef struct {
     const char *metavar;/* shown in help, e.g. "N" or "cpu|cuda" */
     const char *help;
 } Option;
+/* A row {"context", OPT_ALIAS, NULL, "L", NULL} accepts --context as another
+ * name of --L; --help lists it beside --L, not on a line of its own. */
 
 /* Repeatable string options (--input a --input b, or --input a b). */
 typedef struct {

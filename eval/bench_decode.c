@@ -107,8 +107,10 @@ int bench_decode(int argc, char **argv) {
     const Option opts[] = {
         {"preset", OPT_STRING, &b.preset, "NAME|DIR", "model preset or HF config"},
         {"device", OPT_STRING, &b.device, "cpu|cuda", "backend; absent: cuda when a GPU is visible"},
-        {"context", OPT_STRING, &b.contexts, "L1,L2", "prefill lengths"},
-        {"budget", OPT_STRING, &b.budget, "K|L/N", "keys per KV head of a partial step"},
+        {"L", OPT_STRING, &b.contexts, "L1,L2", "prefill lengths"},
+        {"context", OPT_ALIAS, NULL, "L", NULL},
+        {"K", OPT_STRING, &b.budget, "K|L/N", "keys per KV head of a partial step"},
+        {"budget", OPT_ALIAS, NULL, "K", NULL},
         {"steps", OPT_INT, &b.steps, "N", "timed decode steps per policy (20: two refreshkv strides)"},
         {"refresh-fixed", OPT_INT, &b.fixed, "N", "refreshkv: one full step in N"},
         {"json", OPT_FLAG, &b.json, NULL, "one JSON object per policy and context"},
