@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util.h"
+
 int subprocess_found(const char *prog) {
     if (strchr(prog, '/')) return access(prog, X_OK) == 0;
     const char *path = getenv("PATH");
@@ -74,4 +76,13 @@ int subprocess_run(const char *const argv[], const char *stdin_path, const char 
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR) return -1;
     return WIFEXITED(status) && WEXITSTATUS(status) != 127 ? WEXITSTATUS(status) : -1;
+}
+
+void exe_dir_path(char *out, size_t cap, const char *rel) {
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    KV_CHECK(n > 0 && (size_t)n < sizeof exe - 1, "cannot locate the running executable");
+    exe[n] = '\0';
+    *strrchr(exe, '/') = '\0';
+    KV_CHECK(snprintf(out, cap, "%s/%s", exe, rel) < (int)cap, "path too long: %s/%s", exe, rel);
 }

@@ -13,4 +13,8 @@ int subprocess_found(const char *prog);
  * stderr goes to log_path; a NULL log_path is /dev/null. Returns the exit
  * status, or -1 when the program could not be started or was killed. */
 int subprocess_run(const char *const argv[], const char *stdin_path, const char *log_path, char *out, size_t out_cap);
+
+/* `rel` under the directory holding the running executable (the repository
+ * root for ./kvcpt), into out. Dies when it cannot be located or does not fit. */
+void exe_dir_path(char *out, size_t cap, const char *rel);
 #endif

@@ -71,22 +71,13 @@ typedef struct {
     char why[256];
 } Peer;
 
-/* The repository root: the directory holding the executable. */
-static void repo_root(char *out, size_t cap) {
-    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
-    KV_CHECK(n > 0 && (size_t)n < cap - 1, "bench tokenizer: cannot locate the executable");
-    out[n] = '\0';
-    *strrchr(out, '/') = '\0';
-}
-
 /* Runs one reference implementation on the documents in jsonl (one
  * {"text": ...} per line) and fills p->mb_per_s. */
 static void run_peer(Peer *p, const char *jsonl, const char *tok_path) {
-    char root[4096], py[4200], script[4200], line[1024];
-    repo_root(root, sizeof root);
+    char py[4200], script[4200], line[1024];
+    exe_dir_path(py, sizeof py, "third_party/venv/bin/python");
+    exe_dir_path(script, sizeof script, "tests/tokenizer_oracle.py");
     const char *env = getenv("KVCPT_PYTHON");
-    path_fmt(py, sizeof py, "%s/third_party/venv/bin/python", root);
-    path_fmt(script, sizeof script, "%s/tests/tokenizer_oracle.py", root);
     const char *argv[] = {env ? env : py, script, "--engine", p->engine, "--tokenizer", tok_path, "--bench", NULL};
     p->mb_per_s = -1;
     if (subprocess_run(argv, jsonl, NULL, line, sizeof line) != 0) {

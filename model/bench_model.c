@@ -1,11 +1,18 @@
 /* `kvcpt bench model`: forward+backward throughput of a preset on the CPU
- * reference or the CUDA engine (model/llama_cuda.h, fp32 or --precision bf16). */
+ * reference or the CUDA engine (model/llama_cuda.h, fp32 or --precision bf16).
+ * On the CPU it then runs the same config, shape and step in PyTorch
+ * (scripts/bench_torch_model.py: transformers' LlamaForCausalLM, eager mode,
+ * fp32, kvcpt's thread count) and prints both rates and their ratio. */
+#include <jansson.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "../common/backend.h"
 #include "../common/options.h"
+#include "../common/subprocess.h"
 #include "../common/rng.h"
 #include "../common/util.h"
 #include "../train/bench.h"
@@ -64,10 +71,99 @@ static float timed_pass(BenchModel *b, const int32_t *tok, const int32_t *tgt, i
     return loss;
 }
 
+/* The PyTorch peer's result; tokens_per_s < 0: it did not run, why says so. */
+typedef struct {
+    double tokens_per_s, forward_ms, backward_ms, loss;
+    int64_t params;
+    char version[64], why[9000];
+} TorchPeer;
+
+/* The last non-empty line of a text file (the peer's stderr), or "". */
+static void last_line(const char *path, char *out, size_t cap) {
+    out[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0]) snprintf(out, cap, "%s", line);
+    }
+    fclose(f);
+}
+
+/* Runs scripts/bench_torch_model.py on the config c with kvcpt's shape, step
+ * counts, mask and thread count. */
+static void run_torch_peer(TorchPeer *p, const char *python, const char *attn, const LlamaConfig *c, int64_t batch,
+                           int64_t seq, int64_t steps, int64_t warmup, const RefreshMask *mask, int threads) {
+    memset(p, 0, sizeof *p);
+    p->tokens_per_s = -1;
+    char script[4200], cfg_path[] = "/tmp/kvcpt_bench_model_cfg_XXXXXX", log_path[] = "/tmp/kvcpt_bench_model_log_XXXXXX";
+    exe_dir_path(script, sizeof script, "scripts/bench_torch_model.py");
+    int fd = mkstemp(cfg_path);
+    KV_CHECK(fd >= 0, "bench model: cannot create a temporary file %s", cfg_path);
+    char *text = config_to_json(c);
+    FILE *f = fdopen(fd, "w");
+    KV_CHECK(f != NULL && fputs(text, f) != EOF, "bench model: writing %s", cfg_path);
+    fclose_check(f, cfg_path);
+    free(text);
+    int log_fd = mkstemp(log_path);
+    KV_CHECK(log_fd >= 0, "bench model: cannot create a temporary file %s", log_path);
+    close(log_fd);
+    char sb[24], st[24], ss[24], sw[24], sth[24], sl[24], sk[24], sp[24];
+    snprintf(sb, sizeof sb, "%lld", (long long)batch);
+    snprintf(st, sizeof st, "%lld", (long long)seq);
+    snprintf(ss, sizeof ss, "%lld", (long long)steps);
+    snprintf(sw, sizeof sw, "%lld", (long long)warmup);
+    snprintf(sth, sizeof sth, "%d", threads);
+    snprintf(sl, sizeof sl, "%lld", (long long)(mask->enabled ? mask->L : 0));
+    snprintf(sk, sizeof sk, "%lld", (long long)(mask->enabled ? mask->K : 0));
+    snprintf(sp, sizeof sp, "%lld", (long long)mask->pool_kernel);
+    const char *argv[] = {python, script, "--config", cfg_path, "--batch", sb, "--seq", st, "--steps", ss, "--warmup",
+                          sw, "--threads", sth, "--attn", attn, "--mask-L", sl, "--mask-K", sk, "--pool", sp, "--agg",
+                          group_agg_name(mask->agg), NULL};
+    fprintf(stderr, "bench model: running the PyTorch peer (%s %s)\n", python, script);
+    char line[4096], err[512];
+    int rc = subprocess_run(argv, NULL, log_path, line, sizeof line);
+    last_line(log_path, err, sizeof err);
+    unlink(cfg_path);
+    unlink(log_path);
+    if (rc != 0) {
+        if (rc < 0 && !subprocess_found(python))
+            snprintf(p->why, sizeof p->why, "%s not found (run 'make setup', or pass --python)", python);
+        else
+            snprintf(p->why, sizeof p->why, "%s %s failed%s%s", python, script, err[0] ? ": " : "", err);
+        return;
+    }
+    json_t *res = json_loads(line, 0, NULL);
+    json_t *tps = res ? json_object_get(res, "tokens_per_s") : NULL;
+    if (!json_is_number(tps) || json_number_value(tps) <= 0) {
+        snprintf(p->why, sizeof p->why, "%s printed no tokens_per_s", script);
+        json_decref(res);
+        return;
+    }
+    p->tokens_per_s = json_number_value(tps);
+    p->forward_ms = json_number_value(json_object_get(res, "forward_ms"));
+    p->backward_ms = json_number_value(json_object_get(res, "backward_ms"));
+    p->loss = json_number_value(json_object_get(res, "loss"));
+    p->params = json_integer_value(json_object_get(res, "params"));
+    const char *v = json_string_value(json_object_get(res, "torch"));
+    snprintf(p->version, sizeof p->version, "%s", v ? v : "?");
+    json_decref(res);
+}
+
+/* s as a JSON string literal (escaped); the caller frees it. */
+static char *json_quote(const char *s) {
+    json_t *j = json_string(s);
+    char *out = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+    json_decref(j);
+    return out ? out : xstrdup("\"?\"");
+}
+
 int bench_model(int argc, char **argv) {
     const char *preset = "small", *device = NULL, *agg = "max", *precision = "fp32";
     int64_t batch = 1, seq = 1024, steps = 3, warmup = 1, L = 0, K = 0, pool = 7;
-    int json = 0, recompute = 0;
+    const char *python = NULL, *torch_attn = "sdpa";
+    int json = 0, recompute = 0, no_peers = 0;
     const Option opts[] = {
         {"preset", OPT_STRING, &preset, "NAME|DIR", "model preset or HF config"},
         {"device", OPT_STRING, &device, "cpu|cuda", "backend; absent: cuda when a GPU is visible"},
@@ -81,13 +177,26 @@ int bench_model(int argc, char **argv) {
         {"steps", OPT_INT, &steps, "N", "timed steps"},
         {"warmup", OPT_INT, &warmup, "N", "untimed steps first"},
         {"recompute", OPT_FLAG, &recompute, NULL, "CUDA engine: recompute each layer's activations in backward"},
+        {"no-peers", OPT_FLAG, &no_peers, NULL, "skip the PyTorch peer (CPU only; it runs by default there)"},
+        {"python", OPT_STRING, &python, "PATH", "the peer's interpreter (default $KVCPT_PYTHON, else third_party/venv/bin/python)"},
+        {"torch-attn", OPT_STRING, &torch_attn, "sdpa|eager", "the peer's transformers attention (default sdpa)"},
         {"json", OPT_FLAG, &json, NULL, "print one JSON object"},
         {0},
     };
-    if (options_parse("bench model", "Forward+backward tokens/s of a model preset.", opts, argc, argv)) return 0;
+    if (options_parse("bench model", "Forward+backward tokens/s of a model preset; on the CPU beside PyTorch's.", opts,
+                      argc, argv))
+        return 0;
     Device dev = backend_resolve(device);
     LlamaCudaPrecision prec = llama_cuda_precision_parse(precision, "bench model --precision");
     KV_CHECK(batch >= 1 && seq >= 2 && steps >= 1 && warmup >= 0, "bench model: --batch, --seq, --steps must be positive");
+    KV_CHECK(strcmp(torch_attn, "sdpa") == 0 || strcmp(torch_attn, "eager") == 0,
+             "bench model: --torch-attn must be sdpa or eager (got '%s')", torch_attn);
+    char default_python[4200];
+    if (!python) python = getenv("KVCPT_PYTHON");
+    if (!python || !*python) {
+        exe_dir_path(default_python, sizeof default_python, "third_party/venv/bin/python");
+        python = default_python;
+    }
     LlamaConfig c;
     config_load(&c, preset);
     BenchModel b = {0};
@@ -137,25 +246,56 @@ int bench_model(int argc, char **argv) {
 #endif
     double tokens = (double)(batch * seq * steps), secs = t_fwd + t_bwd;
     double tps = tokens / secs, gflops = llama_flops_per_token(&b.m, seq) * tps / 1e9;
-    if (json)
-        printf("{\"bench\":\"model\",\"device\":\"%s\",\"precision\":\"%s\",\"recompute\":%d,\"engine_mb\":%.1f,\"device_used_mb\":%.1f,\"preset\":\"%s\",\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
-               "\"mask_L\":%lld,\"mask_K\":%lld,\"threads\":%d,\"steps\":%lld,\"tokens_per_s\":%.1f,"
-               "\"forward_ms\":%.2f,\"backward_ms\":%.2f,\"gflops_per_s\":%.2f,\"loss\":%.5f}\n",
-               dname, llama_cuda_precision_name(prec), recompute, engine_mb, device_used_mb, preset, (long long)b.m.layout.total, (long long)batch, (long long)seq, (long long)L,
-               (long long)(L > 0 ? b.m.mask.K : 0), omp_get_max_threads(), (long long)steps, tps,
-               1e3 * t_fwd / (double)steps, 1e3 * t_bwd / (double)steps, gflops, loss);
-    else
-        printf("bench model: %s (%.2fM params) %s%s, %d threads, batch %lld x seq %lld%s: %.1f tokens/s fwd+bwd "
-               "(forward %.1f ms, backward %.1f ms per step, %.2f GFLOP/s)\n",
-               preset, (double)b.m.layout.total / 1e6, dname,
-               dev == DEVICE_CUDA && prec == LLAMA_CUDA_BF16_WEIGHTS ? " (bf16 weights)" : "", omp_get_max_threads(), (long long)batch, (long long)seq,
-               L > 0 ? " with RefreshKV mask" : "", tps, 1e3 * t_fwd / (double)steps, 1e3 * t_bwd / (double)steps,
-               gflops);
+    int64_t params = b.m.layout.total;
+    RefreshMask mask = b.m.mask;
     free(tok);
 #ifdef KVCPT_CUDA
     if (b.gpu) llama_cuda_free(b.gpu);
 #endif
     free(b.gpu);
-    llama_free(&b.m);
+    llama_free(&b.m); /* before the peer runs: the two never hold memory at once */
+    int threads = omp_get_max_threads(), peer = !no_peers && dev == DEVICE_CPU;
+    TorchPeer tp = {.tokens_per_s = -1};
+    if (peer) {
+        run_torch_peer(&tp, python, torch_attn, &c, batch, seq, steps, warmup, &mask, threads);
+        if (tp.tokens_per_s > 0 && tp.params != params)
+            fprintf(stderr, "bench model: warning: the PyTorch model has %lld parameters, kvcpt's %lld\n",
+                    (long long)tp.params, (long long)params);
+    }
+    const char *peer_attn = L > 0 ? "sdpa with the RefreshKV mask" : torch_attn;
+    if (json) {
+        char *qpreset = json_quote(preset);
+        printf("{\"bench\":\"model\",\"device\":\"%s\",\"precision\":\"%s\",\"recompute\":%d,\"engine_mb\":%.1f,\"device_used_mb\":%.1f,\"preset\":%s,\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
+               "\"mask_L\":%lld,\"mask_K\":%lld,\"threads\":%d,\"steps\":%lld,\"tokens_per_s\":%.1f,"
+               "\"forward_ms\":%.2f,\"backward_ms\":%.2f,\"gflops_per_s\":%.2f,\"loss\":%.5f",
+               dname, llama_cuda_precision_name(prec), recompute, engine_mb, device_used_mb, qpreset, (long long)params, (long long)batch, (long long)seq, (long long)L,
+               (long long)(L > 0 ? mask.K : 0), threads, (long long)steps, tps,
+               1e3 * t_fwd / (double)steps, 1e3 * t_bwd / (double)steps, gflops, loss);
+        free(qpreset);
+        if (tp.tokens_per_s > 0)
+            printf(",\"torch_tokens_per_s\":%.1f,\"torch_forward_ms\":%.2f,\"torch_backward_ms\":%.2f,\"torch_loss\":%.5f,"
+                   "\"torch_params\":%lld,\"torch_version\":\"%s\",\"torch_attn\":\"%s\",\"kvcpt_over_torch\":%.3f",
+                   tp.tokens_per_s, tp.forward_ms, tp.backward_ms, tp.loss, (long long)tp.params, tp.version, peer_attn,
+                   tps / tp.tokens_per_s);
+        else if (peer) {
+            char *why = json_quote(tp.why);
+            printf(",\"torch_tokens_per_s\":null,\"kvcpt_over_torch\":null,\"torch_why\":%s", why);
+            free(why);
+        }
+        printf("}\n");
+    } else {
+        printf("bench model: %s (%.2fM params) %s%s, %d threads, batch %lld x seq %lld%s: %.1f tokens/s fwd+bwd "
+               "(forward %.1f ms, backward %.1f ms per step, %.2f GFLOP/s)\n",
+               preset, (double)params / 1e6, dname,
+               dev == DEVICE_CUDA && prec == LLAMA_CUDA_BF16_WEIGHTS ? " (bf16 weights)" : "", threads, (long long)batch, (long long)seq,
+               L > 0 ? " with RefreshKV mask" : "", tps, 1e3 * t_fwd / (double)steps, 1e3 * t_bwd / (double)steps,
+               gflops);
+        if (tp.tokens_per_s > 0)
+            printf("  PyTorch %s (transformers LlamaForCausalLM, %s, eager mode, fp32, %d threads): %.1f tokens/s "
+                   "(forward %.1f ms, backward %.1f ms per step); kvcpt / PyTorch = %.2fx\n",
+                   tp.version, peer_attn, threads, tp.tokens_per_s, tp.forward_ms, tp.backward_ms, tps / tp.tokens_per_s);
+        else if (peer)
+            printf("  PyTorch peer: %s; kvcpt's figure alone\n", tp.why);
+    }
     return 0;
 }

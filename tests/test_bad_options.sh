@@ -20,7 +20,7 @@ cfg() { # name json-fields -> $tmp/name/config.json
 }
 ok_fields='"hidden_size":256,"num_hidden_layers":4,"num_attention_heads":8,"head_dim":32,"bos_token_id":1,"eos_token_id":2'
 cfg good "$ok_fields"
-$K bench model --preset "$tmp/good" --device cpu --seq 8 --steps 1 --warmup 0 >/dev/null 2>"$tmp/err" \
+$K bench model --preset "$tmp/good" --device cpu --seq 8 --steps 1 --warmup 0 --no-peers >/dev/null 2>"$tmp/err" \
     && ok "config: the base config is accepted" || fail "config: base config" "$(tail -2 "$tmp/err")"
 cfg heads '"hidden_size":256,"num_hidden_layers":4,"num_attention_heads":4611686018427387906,"head_dim":4,"bos_token_id":1,"eos_token_id":2'
 refused "config: num_attention_heads 2^62+2 with head_dim 4 (Hq*D wraps to 8) refused" "num_attention_heads" $K bench model --preset "$tmp/heads" --device cpu
