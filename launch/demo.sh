@@ -60,6 +60,6 @@ stage "cpt" "$OUT/cpt/model/model.kvcpt" ./kvcpt train --resume "${common[@]}" "
     --set model="$OUT/pretrain/model" --set init=pretrained --set mask=1 --set steps="$CPT_STEPS" --set lr=1e-3 \
     --set out="$OUT/cpt"
 stage "eval" "$OUT/eval/eval.json" ./kvcpt eval --model "$OUT/pretrain/model" --model "$OUT/cpt/model" --data "$OUT/data" \
-    --context "$L" --last "$S" --budget L/8 --refresh-qc 5,10 --refresh-fixed 10,25 --max-docs "$EVAL_DOCS" \
+    --L "$L" --S "$S" --K L/8 --refresh-qc 5,10 --refresh-fixed 10,25 --max-docs "$EVAL_DOCS" \
     --out "$OUT/eval"
 echo "demo: results in $OUT/eval (eval.json, eval.png; the eval stage prints the table); stage times in $OUT/stage_seconds.txt"

@@ -36,4 +36,4 @@ stage "evaluate every policy at $CONTEXTS, before -> after"
 max_docs=(); [ "$EVAL_DOCS" -gt 0 ] && max_docs=(--max-docs "$EVAL_DOCS")
 [ -f "$OUT/eval/eval.json" ] && { echo "done already: $OUT/eval/eval.json (delete it to evaluate again)" >&2; exit 0; }
 ./kvcpt eval --model "$OUT/pretrain/model" --model "$OUT/cpt/model" --data "$OUT/data" --split test \
-    --context "$CONTEXTS" --last "$S" --budget L/8 --policies all "${max_docs[@]}" --out "$OUT/eval"
+    --L "$CONTEXTS" --S "$S" --K L/8 --policies all "${max_docs[@]}" --out "$OUT/eval"

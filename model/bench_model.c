@@ -177,9 +177,9 @@ int bench_model(int argc, char **argv) {
         {"steps", OPT_INT, &steps, "N", "timed steps"},
         {"warmup", OPT_INT, &warmup, "N", "untimed steps first"},
         {"recompute", OPT_FLAG, &recompute, NULL, "CUDA engine: recompute each layer's activations in backward"},
-        {"no-peers", OPT_FLAG, &no_peers, NULL, "skip the PyTorch peer (CPU only; it runs by default there)"},
-        {"python", OPT_STRING, &python, "PATH", "the peer's interpreter (default $KVCPT_PYTHON, else third_party/venv/bin/python)"},
-        {"torch-attn", OPT_STRING, &torch_attn, "sdpa|eager", "the peer's transformers attention (default sdpa)"},
+        {"no-peers", OPT_FLAG, &no_peers, NULL, "skip the PyTorch peer (it runs on the CPU unless this is given)"},
+        {"python", OPT_STRING, &python, "PATH", "the peer's interpreter; absent: $KVCPT_PYTHON, else third_party/venv/bin/python"},
+        {"torch-attn", OPT_STRING, &torch_attn, "sdpa|eager", "the peer's transformers attention"},
         {"json", OPT_FLAG, &json, NULL, "print one JSON object"},
         {0},
     };

@@ -93,7 +93,7 @@ stage_train() {
 stage_eval() {
     step "eval: the GPU decode engine against the CPU one"
     for d in cpu cuda; do
-        limit 240 ./kvcpt eval --model "$OUT/train-optim_device-0/model" --data "$OUT/data" --context 1024 --last 32 --max-docs 8 \
+        limit 240 ./kvcpt eval --model "$OUT/train-optim_device-0/model" --data "$OUT/data" --L 1024 --S 32 --max-docs 8 \
             --device $d --refresh-qc 5 --out "$OUT/eval-$d" >"$OUT/eval-$d.log" 2>&1
         tail -14 "$OUT/eval-$d.log"
     done
@@ -109,11 +109,11 @@ PY
 
 stage_decode() {
     step "decode latency, 8B shape (bench decode)"
-    limit 240 ./kvcpt bench decode --device cuda --preset llama3.1-8b --context 16384 --json 2>&1 | tee "$OUT/bench-decode.json"
+    limit 240 ./kvcpt bench decode --device cuda --preset llama3.1-8b --L 16384 --json 2>&1 | tee "$OUT/bench-decode.json"
     local mib
     mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
     if [ "${mib:-0}" -gt 120000 ]; then
-        limit 240 ./kvcpt bench decode --device cuda --preset llama3.1-8b --context 131072 --steps 10 --json 2>&1 | tee -a "$OUT/bench-decode.json"
+        limit 240 ./kvcpt bench decode --device cuda --preset llama3.1-8b --L 131072 --steps 10 --json 2>&1 | tee -a "$OUT/bench-decode.json"
     else
         echo "skipping 128k: fp32 weights + caches + prefill activations need about 105 GB" | tee -a "$OUT/bench-decode.json"
     fi

@@ -72,8 +72,8 @@ else fail "resume 4 -> 2 ranks" "$(tail -2 "$d.log")"; fi
 # eval (prefill through BLAS, every policy) of the reference model
 for threads in "1 1" "2 2"; do
     set -- $threads
-    OMP_NUM_THREADS=$1 OPENBLAS_NUM_THREADS=$2 $K eval --model "$tmp/ref/model" --data "$tmp/data" --context 40,48 \
-        --last 8 --budget L/8 --out "$tmp/ev-$1-$2" --max-docs 4 >"$tmp/ev-$1-$2.log" 2>&1 ||
+    OMP_NUM_THREADS=$1 OPENBLAS_NUM_THREADS=$2 $K eval --model "$tmp/ref/model" --data "$tmp/data" --L 40,48 \
+        --S 8 --K L/8 --out "$tmp/ev-$1-$2" --max-docs 4 >"$tmp/ev-$1-$2.log" 2>&1 ||
         fail "eval with $1 OpenMP and $2 OpenBLAS threads" "$(tail -2 "$tmp/ev-$1-$2.log")"
 done
 res=$(/usr/bin/python3 - "$tmp/ev-1-1/eval.json" "$tmp/ev-2-2/eval.json" <<'PY' 2>&1

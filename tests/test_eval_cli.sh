@@ -9,8 +9,8 @@ echo "{$base,\"mask\":0,\"steps\":20,\"out\":\"$tmp/pre\"}" > "$tmp/pre.json"
 echo "{$base,\"mask\":1,\"steps\":10,\"init\":\"pretrained\",\"model\":\"$tmp/pre/model\",\"out\":\"$tmp/cpt\"}" > "$tmp/cpt.json"
 $K train --config "$tmp/pre.json" >/dev/null 2>&1 && $K train --config "$tmp/cpt.json" >/dev/null 2>&1 \
     && ok "pretrain then CPT from the pretrained model" || fail "pretrain then CPT" "train failed"
-out=$($K eval --model "$tmp/pre/model" --model "$tmp/cpt/model" --data "$tmp/data" --context 40,48 --last 8 \
-      --budget L/8 --refresh-qc 2 --out "$tmp/ev" --max-docs 6 2>&1)
+out=$($K eval --model "$tmp/pre/model" --model "$tmp/cpt/model" --data "$tmp/data" --L 40,48 --S 8 \
+      --K L/8 --refresh-qc 2 --out "$tmp/ev" --max-docs 6 2>&1)
 rows=$(grep -cE -- " -> [0-9]" <<<"$out")
 [ "$rows" -eq 11 ] && ok "before -> after table has every policy variant (11 rows)" || fail "table" "$rows rows: $out"
 n=$(/usr/bin/python3 -c "import json;r=json.load(open('$tmp/ev/eval.json'))['results'];print(len(r), len({x['policy'].split(' ')[0] for x in r}), all(x['documents']==6 for x in r))" 2>&1)
@@ -35,7 +35,7 @@ man["splits"]["test"] = {"documents": sum(e["documents"] for e in shards), "toke
 json.dump(man, open(f"{t}/mix/manifest.json", "w"))
 PY
 for b in 1 4 64; do
-    $K eval --model "$tmp/pre/model" --model "$tmp/cpt/model" --data "$tmp/mix" --context 40,48 --last 8 --budget L/8 \
+    $K eval --model "$tmp/pre/model" --model "$tmp/cpt/model" --data "$tmp/mix" --L 40,48 --S 8 --K L/8 \
         --refresh-qc 2 --batch $b --bootstrap 50 --out "$tmp/b$b" >/dev/null 2>&1 || fail "eval --batch $b" "exit status $?"
     sed '/decode_ms_per_token/d' "$tmp/b$b/eval.json" >"$tmp/b$b.json" # the only field that is a timing
 done
@@ -51,10 +51,10 @@ expect_err() {
     if o=$($K eval "$@" 2>&1); then fail "$name" "accepted"; elif grep -qF -- "$want" <<<"$o"; then ok "$name"; else fail "$name" "$o"; fi
 }
 m="$tmp/pre/model"
-expect_err "budget above context" "above the context 48" --model "$m" --data "$tmp/data" --context 48 --last 8 --budget 60 --out "$tmp/x"
-expect_err "unknown policy" "unknown policy 'snapkvv'; known policies: full, streaming" --model "$m" --data "$tmp/data" --context 48 --last 8 --policies full,snapkvv --out "$tmp/x"
-expect_err "batch 0" "--batch must be >= 1" --model "$m" --data "$tmp/data" --context 48 --last 8 --batch 0 --out "$tmp/x"
-expect_err "every document too short" "no document of split 'test' has the 58 tokens" --model "$m" --data "$tmp/data" --context 50 --last 7 --out "$tmp/x"
+expect_err "budget above context" "above the context 48" --model "$m" --data "$tmp/data" --L 48 --S 8 --K 60 --out "$tmp/x"
+expect_err "unknown policy" "unknown policy 'snapkvv'; known policies: full, streaming" --model "$m" --data "$tmp/data" --L 48 --S 8 --policies full,snapkvv --out "$tmp/x"
+expect_err "batch 0" "--batch must be >= 1" --model "$m" --data "$tmp/data" --L 48 --S 8 --batch 0 --out "$tmp/x"
+expect_err "every document too short" "no document of split 'test' has the 58 tokens" --model "$m" --data "$tmp/data" --L 50 --S 7 --out "$tmp/x"
 # every policy in the registry (eval/policy.c) is named in eval --help, with
 # what it keeps
 names=$(grep -oE '^ *\{"[a-z0-9]+", policy_[a-z0-9_]+_create' eval/policy.c | sed -E 's/^ *\{"([a-z0-9]+)".*/\1/')

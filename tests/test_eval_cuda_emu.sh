@@ -16,7 +16,7 @@ $K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 8
 echo '{"model":"tiny","data":"'$tmp'/data","L":48,"S":8,"K":6,"global_batch":4,"micro_batch":2,"lr":3e-3,
 "warmup_steps":2,"mask":1,"steps":12,"out":"'$tmp'/run"}' >"$tmp/train.json"
 $K train --config "$tmp/train.json" >/dev/null 2>&1 || fail "train the model to evaluate" "exit status $?"
-args=(--model "$tmp/run/model" --data "$tmp/data" --context 40,48 --last 8 --budget L/8 --refresh-qc 2
+args=(--model "$tmp/run/model" --data "$tmp/data" --L 40,48 --S 8 --K L/8 --refresh-qc 2
       --max-docs 6 --bootstrap 50)
 $K eval "${args[@]}" --device cpu --batch 3 --out "$tmp/cpu" >/dev/null 2>&1 || fail "eval --device cpu" "exit status $?"
 out=$($G eval "${args[@]}" --device cuda --batch 3 --out "$tmp/gpu" 2>&1) || fail "eval --device cuda" "$(tail -3 <<<"$out")"
@@ -51,7 +51,7 @@ read -r cells worst bad <<<"$cmp"
 echo "# margin eval cuda vs cpu: worst PPL relative difference $worst (allowed 1e-4)"
 # kvcpt bench decode on the GPU engine: every policy timed, and a full step
 # reads every key while a partial (streaming) step reads the budget's
-b=$($G bench decode --preset tiny --context 96 --steps 10 --device cuda --json 2>&1)
+b=$($G bench decode --preset tiny --L 96 --steps 10 --device cuda --json 2>&1)
 chk=$(/usr/bin/python3 -c "
 import json, sys
 r = {j['policy'].split()[0]: j for j in map(json.loads, sys.stdin.read().splitlines())}
@@ -62,6 +62,6 @@ print(len(r), f == 2 * 2 * 2 * 8 * 4 * 101.5, s == 2 * 2 * 2 * 8 * 4 * 13, all(j
 [ "$chk" = "3 True True True" ] && ok "bench decode --device cuda: full, streaming and refreshkv timed; full reads every key, streaming K + 1" \
     || fail "bench decode --device cuda" "$chk: $b"
 # a context whose caches cannot fit the device stops before allocating, saying what it needs
-o=$($G eval --model "$tmp/run/model" --data "$tmp/data" --context 200000000 --last 8 --device cuda --out "$tmp/x" 2>&1)
+o=$($G eval --model "$tmp/run/model" --data "$tmp/data" --L 200000000 --S 8 --device cuda --out "$tmp/x" 2>&1)
 grep -q "GB of caches per document and .* GB of prefill workspace, but .* GB are free" <<<"$o" \
     && ok "eval --device cuda: a context too long for GPU memory is refused with the sizes" || fail "oversized context" "$o"

@@ -13,7 +13,7 @@ import struct, sys
 p = sys.argv[1]; b = bytearray(open(p, "rb").read())
 b[-1024:] = struct.pack("<f", float("nan")) * 256
 open(p, "wb").write(b)' "$tmp/r/model/model.kvcpt"
-if $K eval --model "$tmp/r/model" --data "$tmp/data" --context 48 --last 8 --max-docs 2 --policies full,streaming \
+if $K eval --model "$tmp/r/model" --data "$tmp/data" --L 48 --S 8 --max-docs 2 --policies full,streaming \
     --out "$tmp/ev" >"$tmp/out" 2>"$tmp/err"; then
     fail "eval on NaN weights" "exited 0"
 else

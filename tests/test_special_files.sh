@@ -19,7 +19,7 @@ $K train --set model=tiny --set data="$tmp/data" --set out="$tmp/r" --set L=48 -
 mkdir -p "$tmp/m1" && mkfifo "$tmp/m1/config.json"
 refused "FIFO as config.json refused" $K bench model --preset "$tmp/m1/config.json" --device cpu
 cp -r "$tmp/r/model" "$tmp/m2" && rm "$tmp/m2/model.kvcpt" && mkfifo "$tmp/m2/model.kvcpt"
-refused "FIFO as the model's tensor file refused" $K eval --model "$tmp/m2" --data "$tmp/data" --context 48 --last 8 \
+refused "FIFO as the model's tensor file refused" $K eval --model "$tmp/m2" --data "$tmp/data" --L 48 --S 8 \
     --max-docs 2 --policies full --out "$tmp/ev"
 mkfifo "$tmp/tok.json"
 refused "FIFO as tokenizer.json refused" sh -c "echo hi | $K tokenize --tokenizer '$tmp/tok.json'"

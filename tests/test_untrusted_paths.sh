@@ -19,7 +19,7 @@ for kind in shell gnuplot; do
     $K train --set model=tiny --set data="$tmp/data" --set out="$tr" --set L=48 --set S=8 --set K=6 --set steps=2 --set warmup_steps=1 \
         --set global_batch=2 --set micro_batch=2 >"$tmp/train.log" 2>&1 || { fail "train, $kind quote in out" "$(tail -3 "$tmp/train.log")"; continue; }
     check "train with a $kind quote break-out in out runs nothing, plots inside it" "$tr" "$tmp/PWNED_train" loss.png
-    $K eval --model "$tr/model" --data "$tmp/data" --context 48 --last 8 --max-docs 2 --policies full,streaming \
+    $K eval --model "$tr/model" --data "$tmp/data" --L 48 --S 8 --max-docs 2 --policies full,streaming \
         --out "$ev" >"$tmp/eval.log" 2>&1 || { fail "eval, $kind quote in out" "$(tail -3 "$tmp/eval.log")"; continue; }
     check "eval with a $kind quote break-out in out runs nothing, plots inside it" "$ev" "$tmp/PWNED_eval" eval.png
     rm -f "$tmp/PWNED_train" "$tmp/PWNED_eval"
@@ -42,7 +42,7 @@ planted "symlink at the run's log.jsonl refused" "$tmp/s1/log.jsonl" $K train "$
 planted "symlink at the run's config.json refused" "$tmp/s2/config.json" $K train "${run_args[@]}" --set out="$tmp/s2"
 $K train "${run_args[@]}" --set out="$tmp/s0" >/dev/null 2>&1
 planted "symlink at eval.json.tmp refused" "$tmp/s3/eval.json.tmp" $K eval --model "$tmp/s0/model" --data "$tmp/data" \
-    --context 48 --last 8 --max-docs 2 --policies full --out "$tmp/s3"
+    --L 48 --S 8 --max-docs 2 --policies full --out "$tmp/s3"
 planted "symlink at a shard temporary of prepare refused" "$tmp/s4/train/shard_000000.bin.tmp" \
     $K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 20 --out "$tmp/s4"
 
