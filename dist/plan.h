@@ -3,8 +3,9 @@
 /* Bytes per rank of a sharded training step (what `kvcpt plan` prints): the
  * parameter, gradient and optimizer shards come from the real shard plan and
  * optimizer rules (the largest rank's pieces); the gathered-unit buffers and
- * the saved activations follow the engine's layout. Estimates for the GPU
- * engine, where every byte is held on the device. */
+ * the saved activations follow the engine's layout. It is the budget of
+ * device-resident FSDP (every byte on the device); today's GPU training
+ * still shards on the host (docs/sharding.md), which this does not model. */
 #include <stdint.h>
 
 #include "../model/config.h"

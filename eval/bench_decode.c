@@ -1,5 +1,5 @@
 /* `kvcpt bench decode`: decode time per token of the KV-cache policies at
- * long contexts, on the CPU or the GPU engine (issue 10's latency table).
+ * long contexts, on the CPU or the GPU engine (the latency table of docs/eval.md).
  * One document of random tokens is prefilled at each context, then each
  * policy decodes --steps tokens after it:
  *   full        every cached key at every step

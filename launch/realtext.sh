@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real-text experiment (issue 11, the paper's Table 5 in miniature):
+# The real-text experiment (the paper's Table 5 in miniature):
 # Llama 3.1 tokenizer on ../shared/corpus (LaTeX as the ArXiv stand-in, books
 # as the Book stand-in) -> pretrain a small Llama-3-shaped model from scratch
 # at context L + S (causal) -> RefreshKV CPT (L = 8192, S = 50, K = L/8) ->

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kvcpt eval from the command line (issue 10): two models side by side
+# kvcpt eval from the command line: two models side by side
 # (before -> after), every policy, JSON and PNG written; bad input rejected.
 . "$(dirname "$0")/lib.sh"
 $K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 200 --out "$tmp/data" >/dev/null

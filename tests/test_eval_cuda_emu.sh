@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `kvcpt eval --device cuda` (issue 10) end to end on the CUDA emulator
+# `kvcpt eval --device cuda` end to end on the CUDA emulator
 # (build/emu/kvcpt: the whole program, its kernels run on the CPU), against
 # `--device cpu`: every policy variant, two contexts, the same documents;
 # PPL per cell within fp32 rounding, the same keys read per token, the same

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `kvcpt plan` (issue 8): bytes per rank for N = 1, 2, 4, 8 on the 8B shape.
+# `kvcpt plan`: bytes per rank for N = 1, 2, 4, 8 on the 8B shape.
 # Checked against numbers computed here from the architecture: 8,030,261,248
 # parameters; bf16 shards of them; 8-bit AdamW = 2 bytes + 8 per 256-block
 # for tensors of >= 4096 elements (8 bytes each below); near-even shards;

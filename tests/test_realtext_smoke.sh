@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# launch/realtext.sh (issue 11's real-text pipeline) at smoke sizes on CPU:
+# launch/realtext.sh (the real-text pipeline) at smoke sizes on CPU:
 # Llama 3.1 tokenizer on the shipped corpus -> pretrain -> RefreshKV CPT ->
 # eval of every policy, before -> after; a second run finds every stage done.
 set -u

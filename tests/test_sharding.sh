@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sharded training under mpirun on CPU (issue 8): the same global batch on
+# Sharded training under mpirun on CPU: the same global batch on
 # 1, 2, 3 and 4 ranks gives identical losses and identical final parameters
 # (8-bit AdamW with tensors cut across ranks, clipping active, tied and
 # untied embeddings); a checkpoint written by 4 ranks resumes on 2 and on 3

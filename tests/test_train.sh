@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kvcpt train end to end on CPU (issue 9): a small config from a prepared
+# kvcpt train end to end on CPU: a small config from a prepared
 # shard directory; SIGTERM mid-run then --resume equals the uninterrupted run
 # bit for bit (losses and final parameters/optimizer state); bad configs
 # rejected naming the problem; NaN loss stops the run keeping the checkpoint.

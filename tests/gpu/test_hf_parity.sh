@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA engine against Hugging Face transformers (issue 6): tiny random
+# The CUDA engine against Hugging Face transformers: tiny random
 # models, tied and untied, mask inactive (K = L); see tests/gpu/hf_parity.py.
 # Skips (saying so) without a GPU, without the CUDA build or without
 # transformers in the Python environment.
