@@ -361,10 +361,13 @@ int cmd_eval(int argc, char **argv) {
     char summary[4096];
     int n_reg = 0, at = snprintf(summary, sizeof summary,
                                  "Perplexity of the last S tokens per KV-cache policy (SPEC section 4).\n\n"
-                                 "policies (--policies NAME,NAME or all):");
+                                 "policies (--policies NAME,NAME or all), each with the options that tune it:");
     const PolicyInfo *reg = policy_registry(&n_reg);
     for (int i = 0; i < n_reg && at > 0 && at < (int)sizeof summary; i++)
-        at += snprintf(summary + at, sizeof summary - (size_t)at, "\n  %-10s %s", reg[i].name, reg[i].summary);
+        at += snprintf(summary + at, sizeof summary - (size_t)at, "\n  %-10s %s\n  %-10s   options: %s", reg[i].name,
+                       reg[i].summary, "", reg[i].options[0] ? reg[i].options : "none");
+    if (at > 0 && at < (int)sizeof summary)
+        at += snprintf(summary + at, sizeof summary - (size_t)at, "\n--compress-once applies to any of them.");
     KV_CHECK(at > 0 && at < (int)sizeof summary, "eval: help text longer than %zu bytes", sizeof summary);
     if (options_parse("eval", summary, opts, argc, argv)) return 0;
     KV_CHECK(a.models.count == 1 || a.models.count == 2, "eval: give one --model, or two for before -> after");

@@ -8,14 +8,20 @@
 #include "policies.h"
 
 static const PolicyInfo registry[] = { /* SPEC section 4 order */
-    {"full", policy_full_create, "every key (the reference)"},
-    {"streaming", policy_streaming_create, "StreamingLLM: 4 sink tokens + the K-4 most recent"},
-    {"h2o", policy_h2o_create, "H2O: K/2 most recent + K/2 heavy hitters by cumulative attention"},
-    {"snapkv", policy_snapkv_create, "SnapKV: prefill window scores, max-pooled top-K; evicts prefill entries"},
-    {"tova", policy_tova_create, "TOVA: evicts the key the current query attends to least"},
-    {"refreshkv", policy_refreshkv_create, "RefreshKV: partial cache refreshed by query-similarity full steps"},
-    {"restkv", policy_restkv_create, "ReST-KV: output-reconstruction indicator, EMA + adaptive-window smoothing"},
-    {"kvec", policy_kvec_create, "K-VEC: SnapKV scores with cross-head and cross-layer coverage"},
+    {"full", policy_full_create, "every key (the reference)", ""}, /* options "": none from the command line */
+    {"streaming", policy_streaming_create, "StreamingLLM: the first tokens (sinks) + the most recent", "--sinks"},
+    {"h2o", policy_h2o_create, "H2O: the most recent + heavy hitters by cumulative attention",
+     "--h2o-recent --h2o-score --agg"},
+    {"snapkv", policy_snapkv_create, "SnapKV: prefill window scores, pooled top-K; evicts prefill entries",
+     "--snapkv-window --snapkv-kernel --pool --snapkv-grow --keep-window --agg"},
+    {"tova", policy_tova_create, "TOVA: evicts the key the current query attends to least",
+     "--tova-window --head-sets --keep-window --agg"},
+    {"refreshkv", policy_refreshkv_create, "RefreshKV: partial cache refreshed by query-similarity full steps",
+     "--refresh-qc --refresh-fixed --threshold --snapkv-kernel --pool --agg"},
+    {"restkv", policy_restkv_create, "ReST-KV: output-reconstruction indicator, EMA + adaptive-window smoothing",
+     ""},
+    {"kvec", policy_kvec_create, "K-VEC: SnapKV scores with cross-head and cross-layer coverage",
+     "--snapkv-window --snapkv-kernel --pool --snapkv-grow --agg"},
 };
 
 const PolicyInfo *policy_registry(int *count) {

@@ -103,6 +103,7 @@ typedef struct {
     const char *name;
     void (*create)(Policy *p);
     const char *summary;
+    const char *options; /* the eval options that tune it, as named in --help */
 } PolicyInfo;
 
 /* Creates policy `name` (dies listing the known ones otherwise). */

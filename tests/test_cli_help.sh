@@ -63,3 +63,12 @@ while IFS= read -r row; do
         done < <(grep -oE -- '`--[A-Za-z0-9-]+ [A-Za-z]+` \(default [^)]*\)' <<<"$row" | sed -E 's/`(--[A-Za-z0-9-]+) [A-Za-z]+` \(default ([^)]*)\)/\1 \2/')
     done
 done <"$tmp/rows"
+
+# every option a policy names in eval --help is one of eval's options
+$K eval --help >"$tmp/eh"
+named=$(grep -E '^ +options: ' "$tmp/eh" | grep -oE -- '--[a-z0-9-]+' | sort -u)
+own=$(grep -oE '^  --[A-Za-z0-9-]+' "$tmp/eh" | sed 's/^  //')
+missing=""
+for o in $named; do grep -qx -- "$o" <<<"$own" || missing="$missing $o"; done
+[ -n "$named" ] && [ -z "$missing" ] && ok "eval --help: the $(wc -w <<<"$named") options the policies name all exist" \
+    || fail "eval --help: policy options" "not options of eval:$missing"
