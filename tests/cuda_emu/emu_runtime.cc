@@ -2,7 +2,8 @@
  *
  * A launch runs its blocks one after another. For a block, every CUDA thread
  * becomes a fiber with its own stack; the scheduler runs the runnable fibers
- * round-robin until each one finishes or waits at a barrier. A block
+ * in turn (in the order KVCPT_EMU_ORDER picks: index, reverse or seeded
+ * random; blocks too) until each one finishes or waits at a barrier. A block
  * barrier opens when every unfinished thread of the block waits at one; a
  * warp barrier (used by shuffles) opens when every unfinished lane of that
  * warp waits at one. If neither can open, the kernel has diverged around a
