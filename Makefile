@@ -99,7 +99,14 @@ build/emu/%.cu.cc: %.cu tests/cuda_emu/cu2cc.sh
 # kept, so make does not delete them after the test summary line
 .SECONDARY: $(EMU_CU:%.cu=build/emu/%.cu.cc) build/emu/tests/cuda_emu/emu_checks.cu.cc
 
-build/emu/%.cu.o: build/emu/%.cu.cc $(HDR) $(EMU_HDR)
+# kernels' own headers, rewritten as the .cu files are (static shared memory
+# is counted); the .cu.cc files beside them include these before kernels/'s
+EMU_CUH      := $(patsubst %,build/emu/%,$(wildcard kernels/*.cuh))
+$(EMU_CUH): build/emu/%.cuh: %.cuh tests/cuda_emu/cu2cc.sh
+	@mkdir -p $(dir $@)
+	bash tests/cuda_emu/cu2cc.sh $< $@
+
+build/emu/%.cu.o: build/emu/%.cu.cc $(HDR) $(EMU_HDR) $(EMU_CUH)
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
 
 build/emu/emu_runtime.o: tests/cuda_emu/emu_runtime.cc $(EMU_HDR)

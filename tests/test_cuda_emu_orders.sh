@@ -3,6 +3,7 @@
 # (build/emu/emu_checks, from tests/cuda_emu/emu_checks.cu):
 #  - launches over sm_90's limits run nothing and set the last error;
 #  - an oversized launch on a project-like launch path stops the program;
+#  - static plus dynamic shared memory over the limit stops the program;
 #  - planted races (a shared variable read with no __syncthreads after thread
 #    0 writes it; a flag block 0 sets for the others) read stale values under
 #    KVCPT_EMU_ORDER=reverse and random, and none in the default index order;
@@ -20,6 +21,13 @@ if [ "$rc" -ne 0 ] && grep -q "cudaErrorInvalidConfiguration (invalid configurat
     ok "a 2048-thread launch on a CUDA_CHECK_LAUNCH path stops the program with cudaErrorInvalidConfiguration"
 else
     fail "planted oversized launch" "exit status $rc, output: $out"
+fi
+
+out=$("$E" static-over 2>&1) && rc=0 || rc=$?
+if [ "$rc" -ne 0 ] && grep -q "static plus dynamic shared memory over 48 KB without cudaFuncSetAttribute: 32768 bytes static, 16385 dynamic" <<<"$out"; then
+    ok "32 KB static and 16 KB + 1 dynamic shared memory without the attribute stops the program"
+else
+    fail "static shared memory over the limit" "exit status $rc, output: $out"
 fi
 
 # race ORDER SEED: prints "THREADS BLOCKS" stale counts

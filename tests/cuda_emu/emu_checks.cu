@@ -33,6 +33,22 @@ __global__ void smem_kernel_unraised(int *ran, int bytes) {
     atomicAdd(ran, 1);
 }
 
+/* 32 KB of static shared memory, next to the launch's dynamic bytes */
+__global__ void static_smem_kernel(int *ran, int bytes) {
+    __shared__ float big[8192];
+    extern __shared__ unsigned char buf[];
+    big[threadIdx.x] = 1.0f;
+    buf[bytes - 1] = 2;
+    atomicAdd(ran, 1);
+}
+__global__ void static_smem_kernel_raised(int *ran, int bytes) {
+    __shared__ float big[8192];
+    extern __shared__ unsigned char buf[];
+    big[threadIdx.x] = 1.0f;
+    buf[bytes - 1] = 2;
+    atomicAdd(ran, 1);
+}
+
 static int *ran;
 static int runs(void) {
     int n = 0;
@@ -118,6 +134,12 @@ static int limits(void) {
     smem_kernel<<<1, 1, 1001>>>(ran, 1001);
     expect_refused("the attribute can lower a kernel's limit below 48 KB", val);
 
+    static_smem_kernel<<<1, 1, 16 * 1024>>>(ran, 16 * 1024);
+    expect_ran("32 KB static and 16 KB dynamic shared memory without the attribute", 1);
+    CUDA_CHECK(cudaFuncSetAttribute(static_smem_kernel_raised, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024));
+    static_smem_kernel_raised<<<1, 1, 64 * 1024>>>(ran, 64 * 1024);
+    expect_ran("32 KB static and 64 KB dynamic shared memory with the attribute at 64 KB", 1);
+
     /* sticky until read: a good launch after a bad one leaves the error */
     mark_kernel<<<1, 2048>>>(ran);
     mark_kernel<<<1, 32>>>(ran);
@@ -186,11 +208,21 @@ static int planted_launch(void) {
     return 0;
 }
 
+/* Static shared memory pushing a launch over 48 KB without the attribute. */
+static int static_over(void) {
+    CUDA_CHECK(cudaMalloc(&ran, sizeof(int)));
+    static_smem_kernel<<<1, 1, 16 * 1024 + 1>>>(ran, 16 * 1024 + 1);
+    CUDA_CHECK_LAUNCH();
+    printf("static shared memory over the limit was not stopped\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "limits") == 0) return limits();
     if (strcmp(mode, "race") == 0) return race();
     if (strcmp(mode, "planted-launch") == 0) return planted_launch();
-    fprintf(stderr, "usage: %s limits|race|planted-launch\n", argv[0]);
+    if (strcmp(mode, "static-over") == 0) return static_over();
+    fprintf(stderr, "usage: %s limits|race|planted-launch|static-over\n", argv[0]);
     return 2;
 }

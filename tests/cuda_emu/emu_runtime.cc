@@ -108,6 +108,9 @@ cudaError_t record(cudaError_t e) {
  * gets, and the most cudaFuncSetAttribute may raise it to. */
 const size_t kDefaultDynSmem = 48 * 1024, kMaxDynSmem = 227 * 1024;
 std::map<const void *, size_t> max_dyn_smem; /* kernels whose limit was raised */
+/* the static __shared__ variables the running launch has declared so far */
+std::vector<const void *> static_vars;
+size_t static_bytes = 0;
 
 /* The order in which the threads of a block start and resume after each
  * barrier, and in which the blocks of a grid run (KVCPT_EMU_ORDER, seeded by
@@ -281,6 +284,28 @@ cudaError_t check_launch(const Config &c, const void *kernel) {
     return cudaSuccess;
 }
 
+/* Static shared memory is known only once the kernel's declarations have run,
+ * so a launch over a limit because of it stops the program after the launch
+ * (a GPU refuses it with cudaErrorInvalidValue; over 48 KB of static shared
+ * memory does not even compile). */
+void check_static_smem(const Config &c, const void *kernel) {
+    if (!static_bytes) return;
+    auto raised = max_dyn_smem.find(kernel);
+    const char *why = nullptr;
+    if (static_bytes > kDefaultDynSmem) why = "over 48 KB of static shared memory (ptxas refuses it)";
+    else if (raised == max_dyn_smem.end() && static_bytes + c.smem > kDefaultDynSmem)
+        why = "static plus dynamic shared memory over 48 KB without cudaFuncSetAttribute";
+    else if (raised != max_dyn_smem.end() && static_bytes + raised->second > kMaxDynSmem)
+        why = "static shared memory plus the kernel's raised dynamic limit over 227 KB";
+    if (why) {
+        fprintf(stderr,
+                "kvcpt CUDA emulator: launch %llu: %s: %zu bytes static, %zu dynamic; a GPU refuses this launch "
+                "(cudaErrorInvalidValue)\n",
+                launches, why, static_bytes, c.smem);
+        exit(1);
+    }
+}
+
 void run_grid(const Config &c, const void *kernel, const std::function<void()> &body) {
     launches++;
     read_order();
@@ -296,6 +321,8 @@ void run_grid(const Config &c, const void *kernel, const std::function<void()> &
         last_error = bad;
         return;
     }
+    static_vars.clear();
+    static_bytes = 0;
     gridDim = c.grid;
     blockDim = c.block;
     blk.body = &body;
@@ -334,11 +361,18 @@ void run_grid(const Config &c, const void *kernel, const std::function<void()> &
                 abort();
             }
     }
+    check_static_smem(c, kernel);
 }
 
 void *dynamic_smem() {
     uintptr_t p = (uintptr_t)blk.smem.data();
     return (void *)((p + 15) & ~(uintptr_t)15);
+}
+void static_smem(const void *var, size_t bytes) {
+    for (const void *v : static_vars)
+        if (v == var) return;
+    static_vars.push_back(var);
+    static_bytes += bytes;
 }
 void block_barrier() { wait_at(AT_BLOCK_BARRIER); }
 int block_count(int predicate) {

@@ -136,6 +136,9 @@ struct Config {
 void run_grid(const Config &c, const void *kernel, const std::function<void()> &body);
 /* The block's dynamic shared memory (the launch's smem bytes, 16-aligned, filled with 0xff bytes). */
 void *dynamic_smem();
+/* A static __shared__ variable of the running kernel (cu2cc.sh adds the call
+ * after each declaration): counted once per launch against the limits. */
+void static_smem(const void *var, size_t bytes);
 void block_barrier();
 /* __syncthreads_count: a barrier that also counts the threads passing a nonzero value. */
 int block_count(int predicate);
