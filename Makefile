@@ -97,9 +97,16 @@ build/emu/%.cu.cc: %.cu tests/cuda_emu/cu2cc.sh
 	bash tests/cuda_emu/cu2cc.sh $< $@
 
 # kept, so make does not delete them after the test summary line
-.SECONDARY: $(EMU_CU:%.cu=build/emu/%.cu.cc)
+.SECONDARY: $(EMU_CU:%.cu=build/emu/%.cu.cc) build/emu/tests/cuda_emu/emu_checks.cu.cc
 
-build/emu/%.cu.o: build/emu/%.cu.cc $(HDR) $(EMU_HDR)
+# kernels' own headers, rewritten as the .cu files are (static shared memory
+# is counted); the .cu.cc files beside them include these before kernels/'s
+EMU_CUH      := $(patsubst %,build/emu/%,$(wildcard kernels/*.cuh))
+$(EMU_CUH): build/emu/%.cuh: %.cuh tests/cuda_emu/cu2cc.sh
+	@mkdir -p $(dir $@)
+	bash tests/cuda_emu/cu2cc.sh $< $@
+
+build/emu/%.cu.o: build/emu/%.cu.cc $(HDR) $(EMU_HDR) $(EMU_CUH)
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
 
 build/emu/emu_runtime.o: tests/cuda_emu/emu_runtime.cc $(EMU_HDR)
@@ -116,6 +123,10 @@ build/emu/kvcpt: kvcpt.c build/emu/libkvcpt_emu.a
 build/emu/tools/%: tests/tools/%.c build/emu/libkvcpt_emu.a
 	@mkdir -p $(dir $@)
 	$(CC) $(EMU_CFLAGS) $< build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
+
+# the emulator's own checks: launch limits, planted races (tests/test_cuda_emu_orders.sh)
+build/emu/emu_checks: build/emu/tests/cuda_emu/emu_checks.cu.o build/emu/emu_runtime.o
+	$(CXX) $(EMU_CXXFLAGS) $^ -o $@
 
 build/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h tests/gpu/gpu_testlib.h build/emu/libkvcpt_emu.a
 	@mkdir -p $(dir $@)
@@ -154,7 +165,7 @@ build/tests/gpu/%: tests/gpu/%.c tests/testlib.h tests/gpu/gpu_testlib.h build/l
 setup:
 	bash scripts/setup.sh
 
-test: kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case
+test: kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case build/emu/emu_checks
 	bash tests/run.sh cpu
 
 test-gpu: test-gpu-bins

@@ -2,7 +2,8 @@
  *
  * A launch runs its blocks one after another. For a block, every CUDA thread
  * becomes a fiber with its own stack; the scheduler runs the runnable fibers
- * round-robin until each one finishes or waits at a barrier. A block
+ * in turn (in the order KVCPT_EMU_ORDER picks: index, reverse or seeded
+ * random; blocks too) until each one finishes or waits at a barrier. A block
  * barrier opens when every unfinished thread of the block waits at one; a
  * warp barrier (used by shuffles) opens when every unfinished lane of that
  * warp waits at one. If neither can open, the kernel has diverged around a
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <ucontext.h>
 
+#include <map>
 #include <vector>
 
 /* Switching fibers: on x86-64 a six-register switch (callee-saved registers
@@ -93,6 +95,70 @@ void to_fiber(Fiber &f) {
 }
 
 unsigned long long launches = 0;
+
+/* The last error of any runtime call, as the real runtime keeps it: launches
+ * and failed calls set it; cudaGetLastError reads and resets it. */
+cudaError_t last_error = cudaSuccess;
+cudaError_t record(cudaError_t e) {
+    if (e != cudaSuccess) last_error = e;
+    return e;
+}
+
+/* sm_90's limits of dynamic shared memory per block: the default every kernel
+ * gets, and the most cudaFuncSetAttribute may raise it to. */
+const size_t kDefaultDynSmem = 48 * 1024, kMaxDynSmem = 227 * 1024;
+std::map<const void *, size_t> max_dyn_smem; /* kernels whose limit was raised */
+/* the static __shared__ variables the running launch has declared so far */
+std::vector<const void *> static_vars;
+size_t static_bytes = 0;
+
+/* The order in which the threads of a block start and resume after each
+ * barrier, and in which the blocks of a grid run (KVCPT_EMU_ORDER, seeded by
+ * KVCPT_EMU_SEED): a GPU promises neither, so a kernel that only works in
+ * index order has a race. */
+enum Order { ORDER_INDEX, ORDER_REVERSE, ORDER_RANDOM };
+Order order = ORDER_INDEX;
+uint64_t rng_state = 0;
+bool order_read = false;
+
+uint64_t next_random() { /* splitmix64 */
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void read_order() {
+    if (order_read) return;
+    order_read = true;
+    const char *o = getenv("KVCPT_EMU_ORDER"), *seed = getenv("KVCPT_EMU_SEED");
+    if (!o || !*o || strcmp(o, "index") == 0) order = ORDER_INDEX;
+    else if (strcmp(o, "reverse") == 0) order = ORDER_REVERSE;
+    else if (strcmp(o, "random") == 0) order = ORDER_RANDOM;
+    else {
+        fprintf(stderr, "kvcpt CUDA emulator: KVCPT_EMU_ORDER=%s: expected index, reverse or random\n", o);
+        exit(2);
+    }
+    char *end = nullptr;
+    rng_state = seed && *seed ? strtoull(seed, &end, 10) : 1;
+    if (seed && *seed && *end) {
+        fprintf(stderr, "kvcpt CUDA emulator: KVCPT_EMU_SEED=%s: expected a non-negative integer\n", seed);
+        exit(2);
+    }
+}
+
+/* perm = 0..n-1 in the chosen order (a fresh shuffle on every call when random) */
+void make_order(std::vector<uint32_t> &perm, size_t n) {
+    perm.resize(n);
+    for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)(order == ORDER_REVERSE ? n - 1 - i : i);
+    if (order == ORDER_RANDOM)
+        for (size_t i = n; i > 1; i--) {
+            size_t j = next_random() % i;
+            uint32_t t = perm[i - 1];
+            perm[i - 1] = perm[j];
+            perm[j] = t;
+        }
+}
 
 void fiber_main() {
     (*blk.body)();
@@ -175,9 +241,13 @@ void run_block(const emu::Config &c) {
         f.state = RUNNABLE;
         fiber_start(f, blk.stacks + i * kStackBytes);
     }
+    std::vector<uint32_t> perm;
+    make_order(perm, n);
     for (;;) {
         int ran = 0, unfinished = 0;
-        for (size_t i = 0; i < n; i++) {
+        if (order == ORDER_RANDOM) make_order(perm, n);
+        for (size_t k = 0; k < n; k++) {
+            size_t i = perm[k];
             if (blk.fibers[i].state == RUNNABLE) {
                 blk.current = i;
                 threadIdx = blk.fibers[i].tid;
@@ -201,46 +271,108 @@ void run_block(const emu::Config &c) {
 
 namespace emu {
 
-void run_grid(const Config &c, const std::function<void()> &body) {
-    launches++;
-    if (!c.grid.x || !c.grid.y || !c.grid.z || !c.block.x || !c.block.y || !c.block.z ||
-        (size_t)c.block.x * c.block.y * c.block.z > 1024 || c.grid.y > 65535 || c.grid.z > 65535) {
-        fprintf(stderr, "kvcpt CUDA emulator: launch %llu has an invalid configuration grid (%u,%u,%u) block (%u,%u,%u)\n",
-                launches, c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z);
+/* What a GPU answers to a launch configuration: cudaSuccess, or the error the
+ * launch sets without running anything. */
+cudaError_t check_launch(const Config &c, const void *kernel) {
+    if (!c.grid.x || !c.grid.y || !c.grid.z || !c.block.x || !c.block.y || !c.block.z) return cudaErrorInvalidConfiguration;
+    if (c.block.x > 1024 || c.block.y > 1024 || c.block.z > 64 || (uint64_t)c.block.x * c.block.y * c.block.z > 1024)
+        return cudaErrorInvalidConfiguration;
+    if (c.grid.x > 0x7fffffffu || c.grid.y > 65535 || c.grid.z > 65535) return cudaErrorInvalidConfiguration;
+    auto raised = max_dyn_smem.find(kernel);
+    size_t limit = raised == max_dyn_smem.end() ? kDefaultDynSmem : raised->second;
+    if (c.smem > limit) return cudaErrorInvalidValue;
+    return cudaSuccess;
+}
+
+/* Static shared memory is known only once the kernel's declarations have run,
+ * so a launch over a limit because of it stops the program after the launch
+ * (a GPU refuses it with cudaErrorInvalidValue; over 48 KB of static shared
+ * memory does not even compile). */
+void check_static_smem(const Config &c, const void *kernel) {
+    if (!static_bytes) return;
+    auto raised = max_dyn_smem.find(kernel);
+    const char *why = nullptr;
+    if (static_bytes > kDefaultDynSmem) why = "over 48 KB of static shared memory (ptxas refuses it)";
+    else if (raised == max_dyn_smem.end() && static_bytes + c.smem > kDefaultDynSmem)
+        why = "static plus dynamic shared memory over 48 KB without cudaFuncSetAttribute";
+    else if (raised != max_dyn_smem.end() && static_bytes + raised->second > kMaxDynSmem)
+        why = "static shared memory plus the kernel's raised dynamic limit over 227 KB";
+    if (why) {
+        fprintf(stderr,
+                "kvcpt CUDA emulator: launch %llu: %s: %zu bytes static, %zu dynamic; a GPU refuses this launch "
+                "(cudaErrorInvalidValue)\n",
+                launches, why, static_bytes, c.smem);
         exit(1);
     }
+}
+
+void run_grid(const Config &c, const void *kernel, const std::function<void()> &body) {
+    launches++;
+    read_order();
+    cudaError_t bad = check_launch(c, kernel);
+    if (bad != cudaSuccess) {
+        /* as on a GPU, nothing runs and the launch only sets the last error; with
+         * KVCPT_EMU_TRACE_LAUNCH_ERRORS set, also a line naming it */
+        if (getenv("KVCPT_EMU_TRACE_LAUNCH_ERRORS"))
+            fprintf(stderr,
+                    "kvcpt CUDA emulator: launch %llu refused (%s): grid (%u,%u,%u) block (%u,%u,%u) dynamic smem %zu\n",
+                    launches, cudaGetErrorString(bad), c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z,
+                    c.smem);
+        last_error = bad;
+        return;
+    }
+    static_vars.clear();
+    static_bytes = 0;
     gridDim = c.grid;
     blockDim = c.block;
     blk.body = &body;
     size_t threads = (size_t)c.block.x * c.block.y * c.block.z;
     blk.slots.assign(threads, 0);
     blk.votes.assign(threads, 0);
-    for (unsigned int z = 0; z < c.grid.z; z++)
-        for (unsigned int y = 0; y < c.grid.y; y++)
-            for (unsigned int x = 0; x < c.grid.x; x++) {
-                blockIdx = {x, y, z};
-                /* all-ones bytes (NaN as floats): a kernel that reads dynamic shared
-                 * memory before writing it gets NaNs, which the parity tests see;
-                 * past the launch's bytes a guard of known bytes, checked after
-                 * the block, catches writes beyond what the launch asked for */
-                blk.smem.assign(c.smem + 16 + kSmemGuard, (char)0xff);
-                unsigned char *guard = (unsigned char *)dynamic_smem() + c.smem;
-                memset(guard, kGuardByte, kSmemGuard);
-                run_block(c);
-                for (size_t i = 0; i < kSmemGuard; i++)
-                    if (guard[i] != kGuardByte) {
-                        fprintf(stderr,
-                                "cuda emulator: a kernel wrote byte %zu past the end of its %zu bytes of dynamic shared memory "
-                                "(block (%u, %u, %u) of grid (%u, %u, %u), %zu threads)\n",
-                                i + 1, c.smem, x, y, z, c.grid.x, c.grid.y, c.grid.z, threads);
-                        abort();
-                    }
+    size_t nblocks = (size_t)c.grid.x * c.grid.y * c.grid.z;
+    /* index order needs no table (grids of millions of blocks are common) */
+    std::vector<uint32_t> perm;
+    if (order != ORDER_INDEX) {
+        if (nblocks > 0xffffffffu) {
+            fprintf(stderr, "kvcpt CUDA emulator: launch %llu: %zu blocks are too many to reorder\n", launches, nblocks);
+            exit(1);
+        }
+        make_order(perm, nblocks);
+    }
+    for (size_t b = 0; b < nblocks; b++) {
+        size_t lin = order == ORDER_INDEX ? b : perm[b];
+        unsigned int x = (unsigned int)(lin % c.grid.x), y = (unsigned int)(lin / c.grid.x % c.grid.y),
+                     z = (unsigned int)(lin / ((size_t)c.grid.x * c.grid.y));
+        blockIdx = {x, y, z};
+        /* all-ones bytes (NaN as floats): a kernel that reads dynamic shared
+         * memory before writing it gets NaNs, which the parity tests see;
+         * past the launch's bytes a guard of known bytes, checked after
+         * the block, catches writes beyond what the launch asked for */
+        blk.smem.assign(c.smem + 16 + kSmemGuard, (char)0xff);
+        unsigned char *guard = (unsigned char *)dynamic_smem() + c.smem;
+        memset(guard, kGuardByte, kSmemGuard);
+        run_block(c);
+        for (size_t i = 0; i < kSmemGuard; i++)
+            if (guard[i] != kGuardByte) {
+                fprintf(stderr,
+                        "cuda emulator: a kernel wrote byte %zu past the end of its %zu bytes of dynamic shared memory "
+                        "(block (%u, %u, %u) of grid (%u, %u, %u), %zu threads)\n",
+                        i + 1, c.smem, x, y, z, c.grid.x, c.grid.y, c.grid.z, threads);
+                abort();
             }
+    }
+    check_static_smem(c, kernel);
 }
 
 void *dynamic_smem() {
     uintptr_t p = (uintptr_t)blk.smem.data();
     return (void *)((p + 15) & ~(uintptr_t)15);
+}
+void static_smem(const void *var, size_t bytes) {
+    for (const void *v : static_vars)
+        if (v == var) return;
+    static_vars.push_back(var);
+    static_bytes += bytes;
 }
 void block_barrier() { wait_at(AT_BLOCK_BARRIER); }
 int block_count(int predicate) {
@@ -272,8 +404,8 @@ int emu_nvidia_driver_installed(void) {
 cudaError_t cudaGetDeviceCount(int *n) {
     const char *env = getenv("KVCPT_EMU_DEVICES");
     *n = 0;
-    if (env && strcmp(env, "0") == 0) return cudaErrorNoDevice;
-    if (env && (strcmp(env, "driver-too-old") == 0 || strcmp(env, "no-driver") == 0)) return cudaErrorInsufficientDriver;
+    if (env && strcmp(env, "0") == 0) return record(cudaErrorNoDevice);
+    if (env && (strcmp(env, "driver-too-old") == 0 || strcmp(env, "no-driver") == 0)) return record(cudaErrorInsufficientDriver);
     *n = 1;
     return cudaSuccess;
 }
@@ -283,22 +415,22 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     *total_bytes = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)page;
     return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int dev) { return dev == 0 ? cudaSuccess : cudaErrorInvalidValue; }
+cudaError_t cudaSetDevice(int dev) { return dev == 0 ? cudaSuccess : record(cudaErrorInvalidValue); }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev) {
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "kvcpt CUDA emulator (CPU fibers)");
     p->totalGlobalMem = (size_t)1 << 34;
     p->major = 9, p->minor = 0, p->multiProcessorCount = 1;
-    return dev == 0 ? cudaSuccess : cudaErrorInvalidValue;
+    return dev == 0 ? cudaSuccess : record(cudaErrorInvalidValue);
 }
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int dev) {
     *value = attr == cudaDevAttrMultiProcessorCount ? 1 : attr == cudaDevAttrMemoryClockRate ? 1000000 : 64;
-    return dev == 0 ? cudaSuccess : cudaErrorInvalidValue;
+    return dev == 0 ? cudaSuccess : record(cudaErrorInvalidValue);
 }
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     /* calloc would hide kernels that read memory nobody wrote; fill with a NaN pattern instead */
     *p = malloc(bytes ? bytes : 1);
-    if (!*p) return cudaErrorMemoryAllocation;
+    if (!*p) return record(cudaErrorMemoryAllocation);
     memset(*p, 0xff, bytes);
     return cudaSuccess;
 }
@@ -325,11 +457,38 @@ cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t st)
 }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t st) { return (void)st, cudaSuccess; }
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
-const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaError"; }
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+cudaError_t cudaPeekAtLastError(void) { return last_error; }
+cudaError_t emu_func_set_max_dynamic_smem(const void *kernel, int attr, int value) {
+    if (!kernel) return record(cudaErrorInvalidValue); /* the real runtime: cudaErrorInvalidDeviceFunction */
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return record(cudaErrorInvalidValue);
+    if (value < 0 || (size_t)value > kMaxDynSmem) return record(cudaErrorInvalidValue);
+    max_dyn_smem[kernel] = (size_t)value;
+    return cudaSuccess;
+}
+const char *cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    default: return "cudaErrorUnknown";
+    }
+}
 const char *cudaGetErrorString(cudaError_t e) {
     switch (e) {
     case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     default: return "emulated error";

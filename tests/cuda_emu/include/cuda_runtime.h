@@ -7,7 +7,8 @@
  * block is a fiber (its own stack) that yields at __syncthreads and at warp
  * shuffles. That makes the kernels' index arithmetic, tiling, shared memory
  * use, barriers and warp reductions real; timing, memory coalescing and
- * races between blocks are not modelled (blocks never overlap here).
+ * blocks running at the same time are not modelled (blocks never overlap
+ * here). Launches are checked against sm_90's limits (docs/cuda.md).
  *
  * The host half (types, cudaMalloc, cudaMemcpy, ...) is plain C so that C
  * test files can include it; the device half needs C++17 and is used by the
@@ -23,6 +24,7 @@ typedef enum {
     cudaSuccess = 0,
     cudaErrorInvalidValue = 1,
     cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidConfiguration = 9,
     cudaErrorInsufficientDriver = 35,
     cudaErrorNoDevice = 100,
     cudaErrorLaunchFailure = 719
@@ -65,7 +67,13 @@ cudaError_t cudaMemset(void *dst, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t st);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaStreamSynchronize(cudaStream_t st);
+/* The last error any runtime call (a launch included) produced; cudaGetLastError
+ * also resets it to cudaSuccess, cudaPeekAtLastError leaves it. */
 cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+/* Emulator only, behind cudaFuncSetAttribute: the per-kernel limit of dynamic
+ * shared memory a launch may request (sm_90: 48 KB until raised, 227 KB at most). */
+cudaError_t emu_func_set_max_dynamic_smem(const void *kernel, int attr, int value);
 const char *cudaGetErrorName(cudaError_t e);
 const char *cudaGetErrorString(cudaError_t e);
 
@@ -95,10 +103,10 @@ template <typename T> cudaError_t cudaMallocAsync(T **p, size_t bytes, cudaStrea
 }
 
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-/* Shared memory is host memory here: every size is allowed. */
+/* As on sm_90: a kernel may take 48 KB of dynamic shared memory until this raises
+ * its limit; more than 227 KB is cudaErrorInvalidValue. */
 template <typename F> cudaError_t cudaFuncSetAttribute(F *kernel, cudaFuncAttribute attr, int value) {
-    (void)kernel, (void)attr;
-    return value >= 0 ? cudaSuccess : cudaErrorInvalidValue;
+    return emu_func_set_max_dynamic_smem((const void *)kernel, (int)attr, value);
 }
 
 /* The running fiber's coordinates; the scheduler rewrites them on every switch. */
@@ -123,10 +131,14 @@ struct Config {
     size_t smem;
     Config(dim3 g, dim3 b, size_t s = 0, cudaStream_t st = 0) : grid(g), block(b), smem(s) { (void)st; }
 };
-/* Runs body once per thread of every block of the grid. */
-void run_grid(const Config &c, const std::function<void()> &body);
-/* The block's dynamic shared memory (the launch's smem bytes, 16-aligned, zero-filled). */
+/* Runs body once per thread of every block of the grid, after checking the
+ * launch as a GPU does: an invalid one runs nothing and sets the last error. */
+void run_grid(const Config &c, const void *kernel, const std::function<void()> &body);
+/* The block's dynamic shared memory (the launch's smem bytes, 16-aligned, filled with 0xff bytes). */
 void *dynamic_smem();
+/* A static __shared__ variable of the running kernel (cu2cc.sh adds the call
+ * after each declaration): counted once per launch against the limits. */
+void static_smem(const void *var, size_t bytes);
 void block_barrier();
 /* __syncthreads_count: a barrier that also counts the threads passing a nonzero value. */
 int block_count(int predicate);
@@ -136,7 +148,7 @@ void *warp_slot(unsigned int lane);
 unsigned int lane_id();
 
 template <typename F, typename... Args> void launch(const Config &c, F *kernel, Args... args) {
-    run_grid(c, [=]() { kernel(args...); });
+    run_grid(c, (const void *)kernel, [=]() { kernel(args...); });
 }
 
 template <typename T> T shuffle_from(T v, unsigned int src_lane) {
