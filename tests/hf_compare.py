@@ -54,7 +54,11 @@ def model_from_case(d, case, device, report, tag):
     """A LlamaForCausalLM with the case's config and kvcpt's parameters."""
     cfg_d = {k: v for k, v in case["config"].items() if k != "torch_dtype"}  # fp32 here, whatever the export says
     cfg = LlamaConfig(**cfg_d)
-    model = LlamaForCausalLM._from_config(cfg, attn_implementation="eager").float().to(device)
+    try:  # eager attention (the plain softmax(QK^T)V path), where the version lets one choose
+        model = LlamaForCausalLM._from_config(cfg, attn_implementation="eager")
+    except TypeError:
+        model = LlamaForCausalLM(cfg)
+    model = model.float().to(device)
     missing, unexpected = model.load_state_dict(case_params(d, case), strict=False)
     missing = [m for m in missing if not (m == "lm_head.weight" and cfg.tie_word_embeddings)]
     report(not missing and not unexpected, f"{tag} every tensor loads by its Hugging Face name",
