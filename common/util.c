@@ -9,6 +9,38 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Temporaries written but not yet renamed into place (see fopen_check):
+ * removed by die_at, so a write that fails half way (a full disk) leaves no
+ * partial file holding the space. */
+#define MAX_PENDING_TEMPS 64
+static char *pending_temps[MAX_PENDING_TEMPS];
+
+static int is_temp_name(const char *path) {
+    size_t n = strlen(path);
+    return n > 4 && strcmp(path + n - 4, ".tmp") == 0;
+}
+
+static void temp_track(const char *path) {
+#pragma omp critical(kvcpt_pending_temps)
+    {
+        int free_slot = -1, known = 0;
+        for (int i = 0; i < MAX_PENDING_TEMPS; i++) {
+            if (pending_temps[i] && strcmp(pending_temps[i], path) == 0) known = 1;
+            if (!pending_temps[i] && free_slot < 0) free_slot = i;
+        }
+        if (!known && free_slot >= 0) pending_temps[free_slot] = strdup(path); /* full or NULL: not tracked */
+    }
+}
+
+static void temp_untrack(const char *path) {
+#pragma omp critical(kvcpt_pending_temps)
+    for (int i = 0; i < MAX_PENDING_TEMPS; i++)
+        if (pending_temps[i] && strcmp(pending_temps[i], path) == 0) {
+            free(pending_temps[i]);
+            pending_temps[i] = NULL;
+        }
+}
+
 void die_at(const char *src, int line, const char *fmt, ...) {
     va_list ap;
     fflush(stdout);
@@ -17,6 +49,8 @@ void die_at(const char *src, int line, const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fprintf(stderr, " (at %s:%d)\n", src, line);
+    for (int i = 0; i < MAX_PENDING_TEMPS; i++)
+        if (pending_temps[i]) unlink(pending_temps[i]);
     exit(1);
 }
 
@@ -116,6 +150,7 @@ FILE *fopen_at(const char *path, const char *mode, const char *src, int line) {
         if (fd < 0 && errno == EINVAL)
             die_at(src, line, "'%s' exists and is not a regular file; refusing to write to it", path);
         if (fd >= 0 && !(f = fdopen(fd, mode))) close(fd);
+        if (f && mode[0] == 'w' && is_temp_name(path)) temp_track(path);
     }
     if (!f)
         die_at(src, line, "cannot open '%s' (mode %s): %s%s", path, mode, strerror(errno),
@@ -174,6 +209,7 @@ void make_dirs(const char *path) {
 
 void rename_check(const char *tmp, const char *final_path) {
     if (rename(tmp, final_path) != 0) die("cannot rename '%s' to '%s': %s", tmp, final_path, strerror(errno));
+    temp_untrack(tmp);
 }
 
 double now_seconds(void) {

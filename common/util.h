@@ -56,7 +56,10 @@ int open_regular_file(const char *path);
 /* open_regular_file's errno in words ("not a regular file" for EINVAL). */
 const char *open_regular_strerror(int err);
 /* Read modes open through open_regular_file; write and append modes refuse
- * a symbolic link or anything but a regular file at path. */
+ * a symbolic link or anything but a regular file at path. A file opened
+ * for writing ("w") whose name ends in ".tmp" is a temporary: if the process
+ * dies with an error (die) before rename_check moves it into place, it is
+ * removed, so a failed write (a full disk) leaves no partial file behind. */
 FILE *fopen_at(const char *path, const char *mode, const char *src, int line);
 void fread_at(void *dst, size_t size, size_t count, FILE *f, const char *path, const char *src, int line);
 void fwrite_at(const void *p, size_t size, size_t count, FILE *f, const char *path, const char *src, int line);

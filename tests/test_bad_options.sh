@@ -81,3 +81,11 @@ long=$tmp; for i in $(seq 1 17); do long=$long/$(printf 'a%.0s' $(seq 1 250)); d
 out=$($K convert --from "$long" --to "$tmp/conv" 2>&1); rc=$?
 if [ $rc -ne 0 ] && grep -q "path too long" <<<"$out"; then ok "a 4.3 kB --from path: 'path too long'"
 else fail "a 4.3 kB --from path" "rc $rc: ${out:0:200}"; fi
+
+# a write that fails half way (here: the file-size limit, as a full disk
+# would) leaves no partial *.tmp behind; SIGXFSZ ignored, so write() fails
+# with EFBIG instead of killing the process
+out=$( (ulimit -f 64; trap '' XFSZ; exec $K prepare --synthetic copy --vocab 2048 --docs 200 --out "$tmp/full") 2>&1); rc=$?
+left=$(find "$tmp/full" -name '*.tmp' 2>/dev/null)
+if [ $rc -ne 0 ] && grep -q "short write" <<<"$out" && [ -z "$left" ]; then ok "a failed write removes its .tmp (prepare, 64 KiB file limit)"
+else fail "a failed write removes its .tmp" "rc $rc, left: $left, output: ${out:0:200}"; fi
