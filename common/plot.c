@@ -23,7 +23,7 @@ static int render(const char *gp_path, const char *png_path) {
         return 0;
     }
     char log[4200];
-    KV_CHECK(snprintf(log, sizeof log, "%s.log", gp_path) < (int)sizeof log, "plot: path too long: %s", gp_path);
+    path_fmt(log, sizeof log, "%s.log", gp_path);
     const char *argv[] = {"gnuplot", gp_path, NULL};
     if (subprocess_run(argv, NULL, log, NULL, 0) != 0) {
         warnf("gnuplot failed on %s (see %s)", gp_path, log);

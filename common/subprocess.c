@@ -78,11 +78,15 @@ int subprocess_run(const char *const argv[], const char *stdin_path, const char 
     return WIFEXITED(status) && WEXITSTATUS(status) != 127 ? WEXITSTATUS(status) : -1;
 }
 
+void exe_self_path(char *out, size_t cap) {
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+    KV_CHECK(n > 0 && (size_t)n < cap - 1, "cannot locate the running executable");
+    out[n] = '\0';
+}
+
 void exe_dir_path(char *out, size_t cap, const char *rel) {
     char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    KV_CHECK(n > 0 && (size_t)n < sizeof exe - 1, "cannot locate the running executable");
-    exe[n] = '\0';
+    exe_self_path(exe, sizeof exe);
     *strrchr(exe, '/') = '\0';
-    KV_CHECK(snprintf(out, cap, "%s/%s", exe, rel) < (int)cap, "path too long: %s/%s", exe, rel);
+    path_fmt(out, cap, "%s/%s", exe, rel);
 }

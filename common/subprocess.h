@@ -14,6 +14,9 @@ int subprocess_found(const char *prog);
  * status, or -1 when the program could not be started or was killed. */
 int subprocess_run(const char *const argv[], const char *stdin_path, const char *log_path, char *out, size_t out_cap);
 
+/* The running executable's path (/proc/self/exe), into out; dies when it
+ * cannot be read or does not fit. */
+void exe_self_path(char *out, size_t cap);
 /* `rel` under the directory holding the running executable (the repository
  * root for ./kvcpt), into out. Dies when it cannot be located or does not fit. */
 void exe_dir_path(char *out, size_t cap, const char *rel);

@@ -36,19 +36,6 @@ typedef struct {
     char why[16384]; /* room for three paths */
 } PeerTime;
 
-/* This executable's path. */
-static void exe_path(char *out, size_t cap) {
-    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
-    KV_CHECK(n > 0 && (size_t)n < cap - 1, "bench eval: cannot locate the executable");
-    out[n] = '\0';
-}
-
-/* The repository root: the directory holding the executable. */
-static void exe_dir(char *out, size_t cap) {
-    exe_path(out, cap);
-    *strrchr(out, '/') = '\0';
-}
-
 /* v in decimal into buf (an argv entry); returns buf. */
 static const char *i64_arg(char *buf, size_t n, int64_t v) {
     snprintf(buf, n, "%lld", (long long)v);
@@ -60,7 +47,7 @@ static const char *i64_arg(char *buf, size_t n, int64_t v) {
  * tests/kvpress_peer.py); returns its wall time. */
 static double run_kvcpt(const BenchEval *b, int64_t K, const char *dir) {
     char exe[4096], out[4200], log[4200], L[24], S[24], k[24], docs[24], w[24], ker[24], sinks[24];
-    exe_path(exe, sizeof exe);
+    exe_self_path(exe, sizeof exe);
     path_fmt(out, sizeof out, "%s/eval", dir);
     path_fmt(log, sizeof log, "%s/kvcpt.log", dir);
     const char *argv[] = {exe, "eval", "--model", b->model, "--data", b->data, "--split", b->split,
@@ -79,11 +66,10 @@ static double run_kvcpt(const BenchEval *b, int64_t K, const char *dir) {
 
 /* tests/kvpress_peer.py --bench over the same documents and policies. */
 static void run_peer(const BenchEval *b, int64_t K, const char *dir, PeerTime *t) {
-    char root[4096], py[4200], script[4200], log[4200], line[2048];
+    char py[4200], script[4200], log[4200], line[2048];
     char L[24], S[24], k[24], docs[24], w[24], ker[24], sinks[24], th[24];
-    exe_dir(root, sizeof root);
-    path_fmt(py, sizeof py, "%s/third_party/venv/bin/python", root);
-    path_fmt(script, sizeof script, "%s/tests/kvpress_peer.py", root);
+    exe_dir_path(py, sizeof py, "third_party/venv/bin/python");
+    exe_dir_path(script, sizeof script, "tests/kvpress_peer.py");
     path_fmt(log, sizeof log, "%s/peer.log", dir);
     const char *interp = b->python ? b->python : py;
     t->seconds = t->load_seconds = t->wall = -1;

@@ -114,7 +114,7 @@ int eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skip
     set_checked(root, "documents_skipped_too_short", json_integer((json_int_t)skipped_short));
     set_checked(root, "cells_not_finite", json_integer(non_finite));
     char tmp[4200];
-    KV_CHECK(snprintf(tmp, sizeof tmp, "%s.tmp", path) < (int)sizeof tmp, "eval.json: path too long: %s", path);
+    path_fmt(tmp, sizeof tmp, "%s.tmp", path);
     FILE *jf = fopen_check(tmp, "w");
     if (json_dumpf(root, jf, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) die("cannot write '%s'", tmp);
     fclose_check(jf, tmp);

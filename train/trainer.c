@@ -353,7 +353,7 @@ static void truncate_log(const char *path, int64_t step) {
     if (access(path, F_OK) != 0) return;
     FILE *f = fopen_check(path, "r");
     char tmp[4300], line[65536];
-    KV_CHECK(snprintf(tmp, sizeof tmp, "%s.tmp", path) < (int)sizeof tmp, "train: log path too long: %s", path);
+    path_fmt(tmp, sizeof tmp, "%s.tmp", path);
     FILE *o = fopen_check(tmp, "w");
     for (int64_t n = 1; fgets(line, sizeof line, f); n++) {
         /* a line that does not parse is corruption (two writers, a full
@@ -395,7 +395,7 @@ static void allocate_batches(Trainer *t) {
  * ends however it ends; the file holds the owner's pid for the message. */
 static int lock_run_dir(const char *out) {
     char path[4200];
-    KV_CHECK(snprintf(path, sizeof path, "%s/train.lock", out) < (int)sizeof path, "train: out path too long: %s", out);
+    path_fmt(path, sizeof path, "%s/train.lock", out);
     int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) die("train: cannot open the run directory's lock '%s': %s", path, strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {

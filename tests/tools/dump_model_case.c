@@ -127,7 +127,7 @@ int main(int argc, char **argv) {
     }
     json_object_set_new(j, "tensors", tensors);
     char path[4096];
-    snprintf(path, sizeof path, "%s/case.json", dir);
+    path_fmt(path, sizeof path, "%s/case.json", dir);
     if (json_dump_file(j, path, JSON_INDENT(1)) != 0) die("cannot write '%s'", path);
     json_decref(j);
     free(logits);
