@@ -77,6 +77,7 @@ static double get_num(json_t *root, const char *key, int required, double dflt, 
 /* One RoPE block: transformers 4's "rope_scaling" (theta beside it, at the
  * top level) or transformers 5's "rope_parameters" (theta inside). */
 typedef struct {
+    int present;  /* the field is there and not null */
     int llama3;
     double theta; /* 0: the block does not carry it */
     double factor, low_freq_factor, high_freq_factor;
@@ -87,6 +88,7 @@ static RopeBlock parse_rope_block(json_t *root, const char *field, const char *o
     RopeBlock b = {0};
     json_t *rs = json_object_get(root, field);
     if (!rs || json_is_null(rs)) return b;
+    b.present = 1;
     char where[96];
     snprintf(where, sizeof where, "%s.rope_type", field);
     if (!json_is_object(rs)) die("%s: config field '%s' must be an object or null", origin, field);
@@ -124,21 +126,18 @@ static int rope_blocks_equal(const RopeBlock *a, const RopeBlock *b) {
 static void parse_rope(LlamaConfig *c, json_t *root, const char *origin) {
     RopeBlock v4 = parse_rope_block(root, "rope_scaling", origin);
     RopeBlock v5 = parse_rope_block(root, "rope_parameters", origin);
-    json_t *p5 = json_object_get(root, "rope_parameters");
-    json_t *s4 = json_object_get(root, "rope_scaling");
-    int have5 = p5 && !json_is_null(p5), have4 = s4 && !json_is_null(s4);
     json_t *top_theta = json_object_get(root, "rope_theta");
     double theta4 = get_num(root, "rope_theta", 0, 10000.0, origin);
-    RopeBlock use = have5 ? v5 : v4;
+    RopeBlock use = v5.present ? v5 : v4;
     c->rope_theta = theta4;
-    if (have5) {
+    if (v5.present) {
         if (v5.theta > 0) {
             KV_CHECK(!top_theta || json_is_null(top_theta) || theta4 == v5.theta,
                      "%s: config fields 'rope_theta' (%g) and 'rope_parameters.rope_theta' (%g) disagree", origin,
                      theta4, v5.theta);
             c->rope_theta = v5.theta;
         }
-        KV_CHECK(!have4 || rope_blocks_equal(&v4, &v5),
+        KV_CHECK(!v4.present || rope_blocks_equal(&v4, &v5),
                  "%s: config fields 'rope_scaling' and 'rope_parameters' describe different RoPE scalings", origin);
     }
     c->rope_llama3 = use.llama3;
