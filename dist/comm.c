@@ -2,8 +2,10 @@
 
 #include <limits.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../common/util.h"
 #ifdef KVCPT_MPI
@@ -26,14 +28,31 @@
     } while (0)
 #endif
 
+/* Notes in flight per observer (see the watchdog below): a ring, so an
+ * observer that stops can hold up a sender only once the ring is full. */
+#define NOTE_SLOTS 64
+#define TAG_NOTE 7301
+#define TAG_DONE 7302
+
 struct Comm {
     CommBackend backend;
     int rank, world, local_rank;
-    int mpi_owned; /* we called MPI_Init, so we call MPI_Finalize */
-    int pending;   /* a started all-gather not yet waited for */
+    int mpi_owned;    /* we called MPI_Init, so we call MPI_Finalize */
+    int pending;      /* a started all-gather not yet waited for */
+    double timeout_s; /* a collective unfinished after this long ends the job; 0: wait forever */
+    int64_t seq;      /* collectives entered so far (the same sequence on every rank) */
+    const char *pending_what;
 #ifdef KVCPT_MPI
     MPI_Request req;
     int *req_counts; /* must outlive the request: 2 x world */
+    int64_t *seen;   /* (world) on an observer: the newest collective each rank announced */
+    double *heard_s; /* (world) on an observer: when each rank's last note arrived */
+    double noted_s;  /* when this rank last sent a note */
+    MPI_Request note_req[2][NOTE_SLOTS]; /* notes to observers 0 and 1 */
+    int64_t note_val[2][NOTE_SLOTS];
+    int note_next[2];
+    int64_t notes_sent[2]; /* to observers 0 and 1 */
+    int64_t *notes_got;    /* (world) on an observer: notes received from each rank */
 #endif
 #ifdef KVCPT_NCCL
     CommNccl *nccl;
@@ -79,11 +98,202 @@ static void share_cores(void) {
     int cores = omp_get_num_procs();
     if (local > 1) omp_set_num_threads(cores / local > 1 ? cores / local : 1);
 }
+
+/* The watchdog. Every MPI collective is started non-blocking and waited for
+ * with a deadline (comm_set_timeout), so a rank that stops (SIGSTOP, a hung
+ * file system, a node gone silent) ends the job with a message instead of
+ * hanging every other rank forever. To say which rank, ranks 0 and 1 observe:
+ * each rank sends them a note (8 bytes: the number of the collective it is in)
+ * when it enters a collective and then every timeout/8 while it waits inside.
+ * An observer that times out names the ranks it has not heard from for half
+ * the timeout (stopped between collectives or in the middle of one) apart
+ * from those that are alive but waiting in an earlier collective.
+ * Two observers, so that a stopped rank 0 is named too; the others wait a
+ * little longer than the observers before ending the job, so the message
+ * that names the rank is the one printed. */
+static double monotonic_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int is_observer(const Comm *c, int rank) { return rank < 2 && rank < c->world; }
+
+/* An observer takes every note that has arrived. */
+static void drain_notes(Comm *c) {
+    if (!is_observer(c, c->rank)) return;
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, TAG_NOTE, MPI_COMM_WORLD, &flag, &st));
+        if (!flag) return;
+        int64_t v;
+        MPI_CHECK(MPI_Recv(&v, 1, MPI_INT64_T, st.MPI_SOURCE, TAG_NOTE, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        if (v > c->seen[st.MPI_SOURCE]) c->seen[st.MPI_SOURCE] = v;
+        c->heard_s[st.MPI_SOURCE] = monotonic_s();
+        c->notes_got[st.MPI_SOURCE]++;
+    }
+}
+
+/* Appends "r" or "r (last heard in #n)" to a ", "-separated list; a full
+ * list keeps its head (the count printed beside it says how many). */
+static void list_rank(char *list, size_t cap, int r, int64_t last) {
+    size_t len = strlen(list);
+    if (len + 48 >= cap) return;
+    if (last >= 0)
+        snprintf(list + len, cap - len, "%s%d (last heard from in #%lld)", len ? ", " : "", r, (long long)last);
+    else
+        snprintf(list + len, cap - len, "%s%d", len ? ", " : "", r);
+}
+
+KV_NORETURN static void watchdog_fire(Comm *c, const char *what, double waited, double self_paused) {
+    fflush(stdout);
+    if (self_paused > 0) { /* this rank was the stopped one, now running again (mpirun's SIGCONT before SIGTERM) */
+        fprintf(stderr,
+                "kvcpt: error: rank %d was itself not running for %.1f s (stopped or starved) in collective #%lld "
+                "(%s); ending the job (comm_timeout = %g s)\n",
+                c->rank, self_paused, (long long)c->seq, what, c->timeout_s);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        exit(1);
+    }
+    char silent[512] = "", behind[256] = "";
+    int n_silent = 0, n_behind = 0;
+    if (is_observer(c, c->rank)) {
+        drain_notes(c);
+        double now = monotonic_s();
+        for (int r = 0; r < c->world; r++) {
+            if (r == c->rank) continue;
+            if (now - c->heard_s[r] > c->timeout_s / 2) {
+                n_silent++;
+                list_rank(silent, sizeof silent, r, c->seen[r]);
+            } else if (c->seen[r] < c->seq) {
+                n_behind++;
+                list_rank(behind, sizeof behind, r, -1);
+            }
+        }
+    }
+    /* one write, so that the ranks' messages do not interleave */
+    char msg[1536];
+    size_t n = 0;
+    n += (size_t)snprintf(msg + n, sizeof msg - n, "kvcpt: error: rank %d waited %.1f s in collective #%lld (%s) of %d ranks; ",
+                          c->rank, waited, (long long)c->seq, what, c->world);
+    if (n_silent && n < sizeof msg)
+        n += (size_t)snprintf(msg + n, sizeof msg - n,
+                              "silent for over %g s (stopped, hung, or slower than comm_timeout): rank%s %s; ",
+                              c->timeout_s / 2, n_silent > 1 ? "s" : "", silent);
+    if (n_behind && n < sizeof msg)
+        n += (size_t)snprintf(msg + n, sizeof msg - n, "alive, still waiting in an earlier collective: rank%s %s; ",
+                              n_behind > 1 ? "s" : "", behind);
+    if (!n_silent && !n_behind && n < sizeof msg)
+        n += (size_t)snprintf(msg + n, sizeof msg - n, "%s",
+                              is_observer(c, c->rank) ? "every rank is inside it and alive, so MPI itself is stuck; "
+                                                      : "ranks 0 and 1 name the silent ranks; ");
+    if (n < sizeof msg) snprintf(msg + n, sizeof msg - n, "ending the job (comm_timeout = %g s)\n", c->timeout_s);
+    fputs(msg, stderr);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1); /* MPI_Abort does not return; this is for the compiler */
+}
+
+/* The note `value` to each observer. A ring slot whose previous note has not
+ * left yet is waited for (an observer that stopped fills the ring only after
+ * NOTE_SLOTS notes, and then the wait is watched too). */
+static void send_note(Comm *c, int64_t value, const char *what) {
+    for (int o = 0; o < 2; o++) {
+        if (!is_observer(c, o) || o == c->rank) continue;
+        int slot = c->note_next[o];
+        c->note_next[o] = (slot + 1) % NOTE_SLOTS;
+        MPI_Request *rq = &c->note_req[o][slot];
+        double t0 = monotonic_s();
+        for (int done = *rq == MPI_REQUEST_NULL; !done;) {
+            MPI_CHECK(MPI_Test(rq, &done, MPI_STATUS_IGNORE));
+            double waited = monotonic_s() - t0;
+            if (!done && c->timeout_s > 0 && waited > c->timeout_s) watchdog_fire(c, what, waited, 0);
+        }
+        c->note_val[o][slot] = value;
+        MPI_CHECK(MPI_Isend(&c->note_val[o][slot], 1, MPI_INT64_T, o, TAG_NOTE, MPI_COMM_WORLD, rq));
+        c->notes_sent[o]++;
+    }
+    c->noted_s = monotonic_s();
+}
+
+/* Before each collective: its number, to the observers. */
+static void announce(Comm *c, const char *what) {
+    c->seq++;
+    send_note(c, c->seq, what);
+}
+
+/* Polls req until it completes, at most `limit` seconds (0: forever). While
+ * `inside` a collective: observers take notes, and everyone sends the
+ * collective's number again every timeout/8 to say it is still alive.
+ * Polling yields the core after the first millisecond: ranks may share cores. */
+static void poll_request(Comm *c, MPI_Request *req, const char *what, double limit, int inside) {
+    double t0 = monotonic_s(), prev = t0, paused = 0;
+    for (long polls = 0;; polls++) {
+        int done = 0;
+        MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+        if (done) return;
+        double now = monotonic_s(), waited = now - t0;
+        /* a long gap between two polls: this process itself did not run */
+        if (limit > 0 && now - prev > limit / 4 && now - prev > paused) paused = now - prev;
+        prev = now;
+        if (inside && (polls & 255) == 0) {
+            drain_notes(c);
+            if (c->timeout_s > 0 && now - c->noted_s > c->timeout_s / 8) send_note(c, c->seq, what);
+        }
+        if (limit > 0 && waited > limit) watchdog_fire(c, what, waited, paused);
+        if (waited > 1e-3) {
+            struct timespec pause = {0, 20000}; /* 20 us */
+            nanosleep(&pause, NULL);
+        }
+    }
+}
+
+/* Waits for one non-blocking collective: the observers at most the timeout,
+ * the others a little longer (see above). */
+static void wait_request(Comm *c, MPI_Request *req, const char *what) {
+    double limit = c->timeout_s;
+    if (limit > 0 && !is_observer(c, c->rank)) limit += limit < 10 ? limit / 2 : 5;
+    poll_request(c, req, what, limit, 1);
+    drain_notes(c);
+}
+
+/* At the end, so that no note is left unreceived at MPI_Finalize: each rank
+ * tells each observer how many notes it sent it (its own tag, so a drain
+ * during the last barrier cannot take it), and the observer takes notes
+ * until it has that many from every rank. Each wait is watched. */
+static void close_notes(Comm *c) {
+    MPI_Request done_req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    for (int o = 0; o < 2; o++)
+        if (is_observer(c, o) && o != c->rank)
+            MPI_CHECK(MPI_Isend(&c->notes_sent[o], 1, MPI_INT64_T, o, TAG_DONE, MPI_COMM_WORLD, &done_req[o]));
+    if (is_observer(c, c->rank))
+        for (int r = 0; r < c->world; r++) {
+            if (r == c->rank) continue;
+            int64_t expected = 0;
+            MPI_Request rq;
+            MPI_CHECK(MPI_Irecv(&expected, 1, MPI_INT64_T, r, TAG_DONE, MPI_COMM_WORLD, &rq));
+            poll_request(c, &rq, "closing", c->timeout_s, 0);
+            while (c->notes_got[r] < expected) {
+                int64_t v;
+                MPI_CHECK(MPI_Irecv(&v, 1, MPI_INT64_T, r, TAG_NOTE, MPI_COMM_WORLD, &rq));
+                poll_request(c, &rq, "closing", c->timeout_s, 0);
+                c->notes_got[r]++;
+            }
+        }
+    for (int o = 0; o < 2; o++) {
+        if (done_req[o] != MPI_REQUEST_NULL) poll_request(c, &done_req[o], "closing", c->timeout_s, 0);
+        for (int i = 0; i < NOTE_SLOTS; i++)
+            if (c->note_req[o][i] != MPI_REQUEST_NULL) poll_request(c, &c->note_req[o][i], "closing", c->timeout_s, 0);
+    }
+}
 #endif
 
 Comm *comm_open(int want_nccl) {
     Comm *c = xcalloc(1, sizeof *c);
     c->world = 1;
+    c->timeout_s = COMM_DEFAULT_TIMEOUT_S;
     if (comm_launched_by_mpi()) {
 #ifdef KVCPT_MPI
         int inited = 0;
@@ -96,6 +306,11 @@ Comm *comm_open(int want_nccl) {
         MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &c->world));
         c->local_rank = launcher_local_rank();
         c->backend = COMM_MPI;
+        c->seen = xcalloc((size_t)c->world, sizeof *c->seen);
+        c->heard_s = xcalloc((size_t)c->world, sizeof *c->heard_s);
+        c->notes_got = xcalloc((size_t)c->world, sizeof *c->notes_got);
+        for (int o = 0; o < 2; o++)
+            for (int i = 0; i < NOTE_SLOTS; i++) c->note_req[o][i] = MPI_REQUEST_NULL;
         share_cores();
 #else
         if (env_int("OMPI_COMM_WORLD_SIZE", env_int("PMI_SIZE", 1)) > 1)
@@ -121,6 +336,13 @@ void comm_close(Comm *c) {
 #endif
     comm_wait(c);
 #ifdef KVCPT_MPI
+    if (c->seen) {
+        comm_barrier(c); /* watched: MPI_Finalize itself is not, so every rank must be alive to reach it */
+        close_notes(c);
+    }
+    free(c->seen);
+    free(c->heard_s);
+    free(c->notes_got);
     free(c->req_counts);
     if (c->mpi_owned) MPI_Finalize();
 #endif
@@ -130,6 +352,11 @@ void comm_close(Comm *c) {
 int comm_rank(const Comm *c) { return c->rank; }
 int comm_world(const Comm *c) { return c->world; }
 int comm_local_rank(const Comm *c) { return c->local_rank; }
+
+void comm_set_timeout(Comm *c, double seconds) {
+    KV_CHECK(seconds >= 0 && seconds <= 1e7, "comm: timeout must be in [0, 1e7] seconds (got %g)", seconds);
+    c->timeout_s = seconds;
+}
 CommBackend comm_backend(const Comm *c) { return c->backend; }
 
 size_t comm_type_size(CommType t) {
@@ -172,7 +399,10 @@ static int *mpi_counts(const Comm *c, const int64_t *v, const char *what) {
 static void mpi_all_gather_v(Comm *c, CommType t, const void *send, void *recv, const int64_t *counts,
                              const int64_t *displs) {
     int *ic = mpi_counts(c, counts, "count"), *id = mpi_counts(c, displs, "displacement");
-    MPI_CHECK(MPI_Allgatherv(send, ic[c->rank], mpi_type(t), recv, ic, id, mpi_type(t), MPI_COMM_WORLD));
+    MPI_Request req;
+    announce(c, "all-gather");
+    MPI_CHECK(MPI_Iallgatherv(send, ic[c->rank], mpi_type(t), recv, ic, id, mpi_type(t), MPI_COMM_WORLD, &req));
+    wait_request(c, &req, "all-gather");
     free(ic);
     free(id);
 }
@@ -215,6 +445,8 @@ void comm_all_gather_v_start(Comm *c, CommType t, const void *send, void *recv, 
         if (!c->req_counts) c->req_counts = xmalloc(sizeof(int) * 2 * (size_t)c->world);
         mpi_counts_into(c, counts, c->req_counts, "count");
         mpi_counts_into(c, displs, c->req_counts + c->world, "displacement");
+        announce(c, "background all-gather");
+        c->pending_what = "background all-gather";
         MPI_CHECK(MPI_Iallgatherv(send, c->req_counts[c->rank], mpi_type(t), recv, c->req_counts,
                                   c->req_counts + c->world, mpi_type(t), MPI_COMM_WORLD, &c->req));
         c->pending = 1;
@@ -228,7 +460,7 @@ void comm_all_gather_v_start(Comm *c, CommType t, const void *send, void *recv, 
 void comm_wait(Comm *c) {
     if (!c->pending) return;
 #ifdef KVCPT_MPI
-    MPI_CHECK(MPI_Wait(&c->req, MPI_STATUS_IGNORE));
+    wait_request(c, &c->req, c->pending_what);
 #endif
     c->pending = 0;
 }
@@ -250,23 +482,11 @@ void comm_all_to_all_v(Comm *c, CommType t, const void *send, const int64_t *sco
 #ifdef KVCPT_MPI
     int *sc = mpi_counts(c, scounts, "send count"), *sd = mpi_counts(c, sdispls, "send displacement");
     int *rc = mpi_counts(c, rcounts, "receive count"), *rd = mpi_counts(c, rdispls, "receive displacement");
-    MPI_CHECK(MPI_Alltoallv(send, sc, sd, mpi_type(t), recv, rc, rd, mpi_type(t), MPI_COMM_WORLD));
+    MPI_Request req;
+    announce(c, "all-to-all");
+    MPI_CHECK(MPI_Ialltoallv(send, sc, sd, mpi_type(t), recv, rc, rd, mpi_type(t), MPI_COMM_WORLD, &req));
+    wait_request(c, &req, "all-to-all");
     free(sc), free(sd), free(rc), free(rd);
-#endif
-}
-
-void comm_broadcast(Comm *c, CommType t, void *buf, int64_t count, int root) {
-#ifdef KVCPT_NCCL
-    if (c->backend == COMM_NCCL) {
-        comm_nccl_broadcast(c->nccl, t, buf, count, root);
-        return;
-    }
-#endif
-    if (c->world == 1) return;
-#ifdef KVCPT_MPI
-    KV_CHECK(count >= 0 && count <= INT_MAX, "comm: broadcast of %lld elements exceeds MPI's int count",
-             (long long)count);
-    MPI_CHECK(MPI_Bcast(buf, (int)count, mpi_type(t), root, MPI_COMM_WORLD));
 #endif
 }
 
@@ -274,7 +494,10 @@ int64_t comm_max_i64(Comm *c, int64_t v) {
     if (c->world == 1) return v;
     int64_t out = v;
 #ifdef KVCPT_MPI
-    MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
+    MPI_Request req;
+    announce(c, "all-reduce max");
+    MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD, &req));
+    wait_request(c, &req, "all-reduce max");
 #endif
     return out;
 }
@@ -282,6 +505,9 @@ int64_t comm_max_i64(Comm *c, int64_t v) {
 void comm_barrier(Comm *c) {
     if (c->world == 1) return;
 #ifdef KVCPT_MPI
-    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_Request req;
+    announce(c, "barrier");
+    MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+    wait_request(c, &req, "barrier");
 #endif
 }

@@ -26,6 +26,15 @@ void comm_close(Comm *c);
 
 int comm_rank(const Comm *c);
 int comm_world(const Comm *c);
+/* A collective that has not finished after this many seconds ends the whole
+ * job with a message naming the ranks that never entered it (a stopped or
+ * hung rank), instead of every rank waiting forever; 0 waits forever. The
+ * default is PyTorch's for its CPU process groups: long enough for a slow
+ * checkpoint or model load on one rank. Covers the MPI collectives (the CPU
+ * path and the control plane); NCCL's own operations are not watched. */
+#define COMM_DEFAULT_TIMEOUT_TEXT "1800"
+#define COMM_DEFAULT_TIMEOUT_S 1800.0
+void comm_set_timeout(Comm *c, double seconds);
 /* Rank among the processes on this host (picks the GPU). */
 int comm_local_rank(const Comm *c);
 CommBackend comm_backend(const Comm *c);
@@ -50,7 +59,6 @@ void comm_wait(Comm *c);
  * recv[rdispls[r] .. + rcounts[r]). */
 void comm_all_to_all_v(Comm *c, CommType t, const void *send, const int64_t *scounts, const int64_t *sdispls,
                        void *recv, const int64_t *rcounts, const int64_t *rdispls);
-void comm_broadcast(Comm *c, CommType t, void *buf, int64_t count, int root);
 /* The same on host memory whatever the backend (the control plane: losses,
  * flags, checkpoint file sizes); MPI carries it under nccl too. */
 void comm_host_all_gather_v(Comm *c, CommType t, const void *send, void *recv, const int64_t *counts,

@@ -6,7 +6,7 @@
 # and continues exactly as the uninterrupted 4-rank run.
 set -u
 cd "$(dirname "$0")/.."
-K=$PWD/kvcpt
+K=${KVCPT_BIN:-$PWD/kvcpt}
 ok() { echo "ok - $1"; }
 fail() { echo "FAIL - $1: $2"; }
 if ! command -v mpirun >/dev/null 2>&1 || ! $K --version | grep -q "collectives: single, mpi"; then
@@ -93,6 +93,40 @@ if grep -q "SIGTERM received: checkpoint written at step" "$tmp/sig-first.log" &
    diff <(losses "$tmp/sig-a") <(losses "$tmp/sig-b") >/dev/null && cmp -s "$tmp/sig-a/model/model.kvcpt" "$tmp/sig-b/model/model.kvcpt"; then
     ok "SIGTERM to mpirun (2 ranks): checkpoint at $(grep -o 'written at step [0-9]*' "$tmp/sig-first.log" | grep -o '[0-9]*$'), resume equals the uninterrupted run"
 else fail "SIGTERM under mpirun" "$(tail -2 "$tmp/sig-first.log")"; fi
+
+# a rank that stops (SIGSTOP) in the middle of training ends the job within
+# the collective timeout, and the message names it; no rank is left behind
+stalled() { # victim rank, ranks
+    local victim=$1 n=$2 out=$tmp/stall-$1-$2
+    mpirun --oversubscribe -np "$n" "$K" train --config "$tmp/cfg.json" --set out="$out" "${long[@]}" --set steps=100000 \
+        --set comm_timeout=3 >"$out.log" 2>&1 &
+    local mp=$! pids=() p t0 t1
+    for _ in $(seq 1 3000); do
+        [ "$( (wc -l < "$out/log.jsonl") 2>/dev/null || echo 0)" -ge 5 ] && break
+        sleep 0.01
+    done
+    for p in $(pgrep -P "$mp"); do pids+=("$p"); done
+    for p in "${pids[@]}"; do
+        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$victim"; then kill -STOP "$p"; break; fi
+    done
+    t0=$SECONDS
+    ( sleep 60; kill -KILL "$mp" "${pids[@]}" 2>/dev/null ) & local guard=$!
+    wait "$mp"; local rc=$?
+    t1=$SECONDS; kill "$guard" 2>/dev/null; wait "$guard" 2>/dev/null
+    sleep 1
+    local left=0
+    for p in "${pids[@]}"; do # dead ranks may stay zombies until init reaps them
+        case "$(ps -o stat= -p "$p" 2>/dev/null)" in "" | Z*) ;; *) left=$((left + 1)) ;; esac
+    done
+    if [ "$rc" -ne 0 ] && [ $((t1 - t0)) -le 30 ] && [ "$left" = 0 ] &&
+        grep -q "silent for over 1.5 s (stopped, hung, or slower than comm_timeout): rank $victim (last heard" "$out.log"; then
+        ok "rank $victim of $n stopped (SIGSTOP): the job ended in $((t1 - t0)) s (comm_timeout=3), naming rank $victim; no rank left"
+    else fail "rank $victim of $n stopped" "exit $rc after $((t1 - t0)) s, $left ranks left; $(grep 'kvcpt: error' "$out.log" | head -3)"
+        for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+    fi
+}
+stalled 2 3
+stalled 0 2
 
 # a rank count that does not divide the global batch is refused, naming the fields
 if out=$(mpirun --oversubscribe -np 5 "$K" train --config "$tmp/cfg.json" --set out="$tmp/five" 2>&1); then fail "5 ranks" "accepted"

@@ -34,6 +34,7 @@ int cmd_train(int argc, char **argv) {
     for (int i = 0; i < sets.count; i++) train_config_apply_set(&cfg, sets.items[i]);
     free((void *)sets.items);
     Comm *comm = comm_open(0);
+    comm_set_timeout(comm, cfg.comm_timeout);
     Trainer t;
     trainer_setup(&t, &cfg, resume, comm);
     int rc = trainer_run(&t);

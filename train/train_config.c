@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../common/util.h"
+#include "../dist/comm.h"
 
 typedef enum { K_STR, K_INT, K_NUM } KeyType;
 
@@ -59,6 +60,8 @@ static const Key keys[] = {
     N_(beta2, "0.999", "AdamW beta2"),
     N_(eps, "1e-8", "AdamW epsilon"),
     N_(grad_clip, "1.0", "global gradient-norm clip (0: off)"),
+    N_(comm_timeout, COMM_DEFAULT_TIMEOUT_TEXT, "several ranks: seconds a collective may wait before the job ends naming the ranks that "
+                             "never arrived (0: forever)"),
 };
 #define N_KEYS (int)(sizeof keys / sizeof keys[0])
 
@@ -153,6 +156,8 @@ void train_config_validate(const TrainConfig *c, int world) {
     KV_CHECK(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1 && c->eps > 0,
              "config: 'beta1', 'beta2' must be in [0,1) and 'eps' > 0");
     KV_CHECK(c->keep_last >= 1, "config: 'keep_last' must be >= 1");
+    KV_CHECK(isfinite(c->comm_timeout) && c->comm_timeout >= 0 && c->comm_timeout <= 1e7,
+             "config: 'comm_timeout' must be a number of seconds in [0, 1e7] (got %g)", c->comm_timeout);
     KV_CHECK(isfinite(c->grad_clip) && c->grad_clip >= 0, "config: 'grad_clip' must be a finite number >= 0 (got %g)",
              c->grad_clip);
     KV_CHECK(isfinite(c->lr) && isfinite(c->weight_decay) && c->weight_decay >= 0,
