@@ -46,7 +46,7 @@ int subprocess_run(const char *const argv[], const char *stdin_path, const char 
     }
     if (pid == 0) {
         redirect(STDIN_FILENO, stdin_path, O_RDONLY);
-        redirect(STDERR_FILENO, log_path, O_WRONLY | O_CREAT | O_TRUNC);
+        redirect(STDERR_FILENO, log_path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW); /* never through a planted link */
         if (out) {
             close(pipefd[0]);
             if (dup2(pipefd[1], STDOUT_FILENO) < 0) _exit(127);

@@ -141,11 +141,26 @@ FILE *fopen_at(const char *path, const char *mode, const char *src, int line) {
         /* never through a symbolic link planted at the name (O_NOFOLLOW), and
          * never blocking on a FIFO there (O_NONBLOCK, then a regular-file check) */
         int flags = O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (strchr(mode, '+') ? O_RDWR : O_WRONLY);
-        if (mode[0] == 'w') flags |= O_CREAT | O_TRUNC;
         if (mode[0] == 'a') flags |= O_CREAT | O_APPEND; /* "r+": an existing file, as it is */
-        int fd = open(path, flags, 0644);
+        int fd;
+        if (mode[0] == 'w') {
+            /* "w" makes a new file (O_EXCL) after removing a regular file of
+             * that name: truncating in place would write through a hard link
+             * planted there, or into a file another process still reads */
+            struct stat st;
+            if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && unlink(path) != 0)
+                die_at(src, line, "cannot replace '%s': %s", path, strerror(errno));
+            fd = open(path, flags | O_CREAT | O_EXCL, 0644);
+            if (fd < 0 && errno == EEXIST) { /* what is there is no regular file, or one appeared meanwhile */
+                if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) errno = ELOOP;
+                else if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) errno = EINVAL;
+            }
+        } else
+            fd = open(path, flags, 0644);
         if (fd < 0 && errno == ELOOP)
             die_at(src, line, "'%s' is a symbolic link; refusing to write through it (remove it first)", path);
+        if (fd < 0 && errno == EINVAL)
+            die_at(src, line, "'%s' exists and is not a regular file; refusing to write to it", path);
         fd = keep_if_regular(fd);
         if (fd < 0 && errno == EINVAL)
             die_at(src, line, "'%s' exists and is not a regular file; refusing to write to it", path);

@@ -46,6 +46,21 @@ planted "symlink at eval.json.tmp refused" "$tmp/s3/eval.json.tmp" $K eval --mod
 planted "symlink at a shard temporary of prepare refused" "$tmp/s4/train/shard_000000.bin.tmp" \
     $K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 20 --out "$tmp/s4"
 
+# a hard link planted where the program writes a new file (a temporary, the
+# run's config copy) is replaced, never written through: the file it shares
+# its data with keeps its contents, and the run succeeds
+hardlinked() { # name link-path command...
+    local name=$1 link=$2; shift 2
+    mkdir -p "$(dirname "$link")" && echo "precious" >"$tmp/hvictim" && ln -f "$tmp/hvictim" "$link"
+    if ! "$@" >"$tmp/out" 2>"$tmp/err"; then fail "$name" "$(tail -2 "$tmp/err")"
+    elif [ "$(cat "$tmp/hvictim")" != "precious" ]; then fail "$name" "the linked file was written through"
+    else ok "$name"; fi
+}
+hardlinked "hard link at eval.json.tmp: replaced, the linked file untouched" "$tmp/h1/eval.json.tmp" \
+    $K eval --model "$tmp/s0/model" --data "$tmp/data" --L 48 --S 8 --max-docs 2 --policies full --out "$tmp/h1"
+hardlinked "hard link at the run's config.json: replaced, the linked file untouched" "$tmp/h2/config.json" \
+    $K train "${run_args[@]}" --set out="$tmp/h2"
+
 # one trainer per run directory: while another holds out/train.lock (here the
 # shell's flock, the same advisory lock), a second trainer refuses, naming it
 mkdir -p "$tmp/busy"
