@@ -177,17 +177,6 @@ void ckpt_write_manifest(const char *run_dir, int64_t step, int world, uint64_t 
     if (keep_last > 0) ckpt_prune(run_dir, keep_last);
 }
 
-void ckpt_writer_commit(CkptWriter *w, uint64_t layout_hash, int keep_last) {
-    char run_dir[4096];
-    snprintf(run_dir, sizeof run_dir, "%s", w->dir);
-    *strrchr(run_dir, '/') = '\0'; /* .../ckpt */
-    *strrchr(run_dir, '/') = '\0';
-    int64_t step = w->step;
-    int world = w->world;
-    CkptFileInfo info = ckpt_writer_finish(w);
-    ckpt_write_manifest(run_dir, step, world, layout_hash, &info, 1, keep_last);
-}
-
 /* ---------- listing, pruning ---------- */
 
 typedef struct {

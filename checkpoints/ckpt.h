@@ -61,8 +61,6 @@ CkptFileInfo ckpt_writer_finish(CkptWriter *w);
  * the newest keep_last complete checkpoints (0 keeps all). */
 void ckpt_write_manifest(const char *run_dir, int64_t step, int world, uint64_t layout_hash, const CkptFileInfo *files,
                          int n_files, int keep_last);
-/* Single process: finish + manifest + pruning. */
-void ckpt_writer_commit(CkptWriter *w, uint64_t layout_hash, int keep_last);
 void ckpt_prune(const char *run_dir, int keep_last);
 
 /* Newest complete checkpoint: 1 with its directory and step, or 0. */

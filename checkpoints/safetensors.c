@@ -202,11 +202,6 @@ int st_open(StFile *f, const char *path, char *err, int errlen) {
     return 0;
 }
 
-void st_open_or_die(StFile *f, const char *path) {
-    char err[ST_ERR_LEN];
-    if (st_open(f, path, err, sizeof err) != 0) die("%s", err);
-}
-
 void st_close(StFile *f) {
     st_header_free(&f->h);
     mapped_file_close(&f->map);

@@ -49,7 +49,6 @@ typedef struct {
 } StFile;
 
 int st_open(StFile *f, const char *path, char *err, int errlen);
-void st_open_or_die(StFile *f, const char *path);
 void st_close(StFile *f);
 static inline const uint8_t *st_tensor_data(const StFile *f, int i) {
     return f->map.data + f->h.data_start + f->h.t[i].begin;

@@ -93,7 +93,6 @@ void data_split_close(DataSplit *s) {
 }
 
 int64_t data_split_num_docs(const DataSplit *s) { return s->first_doc[s->n_shards]; }
-int64_t data_split_num_tokens(const DataSplit *s) { return s->n_tokens; }
 
 /* shard holding global document doc (binary search over first_doc) */
 static int shard_of(const DataSplit *s, int64_t doc, int64_t *local) {

@@ -13,7 +13,6 @@ DataSplit *data_split_open(const char *split_dir);
 void data_split_close(DataSplit *s);
 
 int64_t data_split_num_docs(const DataSplit *s);
-int64_t data_split_num_tokens(const DataSplit *s);
 int64_t data_split_doc_len(const DataSplit *s, int64_t doc);  /* tokens, BOS included */
 /* Copies tokens [start, start + n) of document doc into out. */
 void data_split_read(const DataSplit *s, int64_t doc, int64_t start, int64_t n, uint32_t *out);

@@ -46,7 +46,6 @@ void loader_close(Loader *l) {
 }
 
 int64_t loader_samples_per_epoch(const Loader *l) { return l->n_eligible / l->world; }
-int64_t loader_eligible_docs(const Loader *l) { return l->n_eligible; }
 LoaderPosition loader_position(const Loader *l) { return l->pos; }
 
 /* Fisher-Yates with a generator seeded by (seed, epoch) only, so every rank

@@ -23,7 +23,6 @@ Loader *loader_open(const DataSplit *split, int64_t sample_len, uint64_t seed, i
 void loader_close(Loader *l);
 
 int64_t loader_samples_per_epoch(const Loader *l); /* per rank */
-int64_t loader_eligible_docs(const Loader *l);      /* documents with >= sample_len tokens */
 /* Fills tokens_out[0 .. sample_len) and advances (to the next epoch at the
  * end of one). Returns the document index the sample came from. */
 int64_t loader_next(Loader *l, uint32_t *tokens_out);

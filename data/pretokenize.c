@@ -36,8 +36,6 @@ struct PretokenCursor {
     pcre2_match_data *md;
 };
 
-const char *pretokenizer_pattern(void) { return pattern; }
-
 Pretokenizer *pretokenizer_new(void) {
     int err;
     PCRE2_SIZE erroff;

@@ -10,8 +10,6 @@ typedef struct PretokenCursor PretokenCursor; /* per-thread match state */
 
 Pretokenizer *pretokenizer_new(void);
 void pretokenizer_free(Pretokenizer *p);
-/* The pattern actually compiled (documented in docs/data.md). */
-const char *pretokenizer_pattern(void);
 
 PretokenCursor *pretoken_cursor_new(const Pretokenizer *p);
 void pretoken_cursor_free(PretokenCursor *c);

@@ -13,8 +13,3 @@ int split_of_text(const char *text, size_t len, uint64_t seed) {
     return bucket < 8 ? SPLIT_TRAIN : bucket == 8 ? SPLIT_DEV : SPLIT_TEST;
 }
 
-int split_from_name(const char *name) {
-    for (int s = 0; s < SPLIT_COUNT; s++)
-        if (strcmp(name, split_names[s]) == 0) return s;
-    return -1;
-}

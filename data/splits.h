@@ -11,7 +11,5 @@ enum { SPLIT_TRAIN, SPLIT_DEV, SPLIT_TEST, SPLIT_COUNT };
 extern const char *const split_names[SPLIT_COUNT];
 
 int split_of_text(const char *text, size_t len, uint64_t seed);
-/* SPLIT_* for a name, or -1 */
-int split_from_name(const char *name);
 
 #endif

@@ -59,8 +59,6 @@ void comm_nccl_close(CommNccl *n) {
     free(n);
 }
 
-void comm_nccl_set_compute_stream(CommNccl *n, void *stream) { n->compute = (cudaStream_t)stream; }
-
 static ncclDataType_t nccl_type(CommType t) {
     switch (t) {
     case COMM_F32: return ncclFloat32;
@@ -113,11 +111,6 @@ void comm_nccl_all_to_all_v(CommNccl *n, CommType t, const void *send, const int
     end(n);
 }
 
-void comm_nccl_broadcast(CommNccl *n, CommType t, void *buf, int64_t count, int root) {
-    begin(n);
-    NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)count, nccl_type(t), root, n->comm, n->stream));
-    end(n);
-}
 #else
 /* Without NCCL this unit is empty (ISO C wants at least one declaration). */
 typedef int comm_nccl_unused;

@@ -12,13 +12,9 @@ typedef struct CommNccl CommNccl;
 
 CommNccl *comm_nccl_open(int rank, int world, int local_rank);
 void comm_nccl_close(CommNccl *n);
-/* The compute stream collectives wait for and that waits for them (a
- * cudaStream_t; NULL = the legacy default stream). */
-void comm_nccl_set_compute_stream(CommNccl *n, void *stream);
 void comm_nccl_all_gather_v(CommNccl *n, CommType t, const void *send, void *recv, const int64_t *counts,
                             const int64_t *displs);
 void comm_nccl_all_to_all_v(CommNccl *n, CommType t, const void *send, const int64_t *scounts,
                             const int64_t *sdispls, void *recv, const int64_t *rcounts, const int64_t *rdispls);
-void comm_nccl_broadcast(CommNccl *n, CommType t, void *buf, int64_t count, int root);
 
 #endif

@@ -55,12 +55,6 @@ int64_t shard_rank_numel(const ShardPlan *p, int r) {
     return n;
 }
 
-int shard_unit_of(const ShardPlan *p, int64_t x) {
-    for (int u = 0; u < p->n_units; u++)
-        if (x < p->unit_begin[u + 1]) return u;
-    die("shard plan: offset %lld is past the layout's %lld elements", (long long)x, (long long)p->layout->total);
-}
-
 int shard_segments(const ShardPlan *p, int r, ShardSegment **out) {
     const ParamLayout *pl = p->layout;
     ShardSegment *s = xmalloc(sizeof *s * (size_t)(pl->n + 1));

@@ -34,8 +34,6 @@ static inline int64_t shard_piece_numel(const ShardPlan *p, int u, int r) {
 }
 /* Elements rank r owns over all units. */
 int64_t shard_rank_numel(const ShardPlan *p, int r);
-/* Unit holding flat offset x. */
-int shard_unit_of(const ShardPlan *p, int64_t x);
 
 /* A piece of one tensor inside this rank's shard (the optimizer's segments). */
 typedef struct {

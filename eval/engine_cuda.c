@@ -106,8 +106,6 @@ void engine_create_cuda(DecodeEngine *e, Llama *m, DecodeModelCuda *g, int64_t c
     ensure_rope(g, e);
 }
 
-int64_t engine_cuda_bytes(const DecodeEngine *e) { return e->cuda ? e->cuda->bytes : 0; }
-
 void engine_cuda_release(DecodeEngine *e) {
     EngineCuda *ec = e->cuda;
     cuda_free(ec->caches), cuda_free(ec->keys_dev), cuda_free(ec->probs_dev);

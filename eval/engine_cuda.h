@@ -45,9 +45,8 @@ void decode_model_cuda_free(DecodeModelCuda *g);
 /* engine_create's GPU twin: caches in device memory, weights from g (which
  * must outlive the engine). Free with engine_free. */
 void engine_create_cuda(DecodeEngine *e, Llama *m, DecodeModelCuda *g, int64_t cap, int64_t W);
-/* Device bytes one engine holds (caches, key lists, probabilities), and
- * what one would hold for cap positions. */
-int64_t engine_cuda_bytes(const DecodeEngine *e);
+/* Device bytes one engine would hold for cap positions (caches, key lists,
+ * probabilities). */
 int64_t engine_cuda_bytes_for(const LlamaConfig *c, int64_t cap);
 /* Device bytes of the prefill workspace for T positions and W statistics rows. */
 int64_t decode_model_cuda_workspace_bytes(const LlamaConfig *c, int64_t T, int64_t W);
