@@ -132,7 +132,7 @@ build/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h tests/gpu/gpu_te
 	@mkdir -p $(dir $@)
 	$(CC) $(EMU_CFLAGS) $< build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
 
-.PHONY: all setup test test-gpu test-gpu-bins clean fuzz
+.PHONY: all setup test test-gpu test-gpu-bins clean fuzz sanitize
 all: kvcpt
 
 build/%.o: %.c $(HDR)
@@ -176,6 +176,24 @@ test-gpu-bins: kvcpt $(GPU_BIN) $(TOOL_BIN)
 
 clean:
 	rm -rf build kvcpt
+
+# `make sanitize`: the whole CPU program built with AddressSanitizer and UBSan
+# (build/asan/kvcpt) runs every command-line test (tests/test_*.sh, which take
+# their binary from KVCPT_BIN). Reports are written to build/asan/reports, not
+# only to stderr, because a test that expects a refusal would take a
+# sanitizer's exit status for one; any report fails the target. Not part of
+# `make test` (about twice its command-line time).
+SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+SAN_OBJ   := $(C_SRC:%.c=build/asan/%.o)
+build/asan/%.o: %.c $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -c $< -o $@
+
+build/asan/kvcpt: kvcpt.c $(SAN_OBJ)
+	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $^ $(BASE_LDLIBS) -o $@
+
+sanitize: build/asan/kvcpt kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case build/emu/emu_checks
+	bash tests/run_sanitized.sh
 
 # `make fuzz FUZZ_SECONDS=60`: libFuzzer (clang, with ASan + UBSan) on the
 # safetensors / native model / checkpoint parsers, for a bounded time. Not

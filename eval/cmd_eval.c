@@ -190,7 +190,7 @@ static void decode_batch(ContextRun *x, int mi, int64_t nb) {
             c->doc_nll[c->n_docs++] = sum;
             if (pol[b].full_steps_per_layer)
                 for (int64_t l = 0; l < nl; l++) x->full_tot[v * nl + l] += pol[b].full_steps_per_layer[l];
-            if (c->n_docs == 1) c->policy = xstrdup(pol[b].label);
+            if (!c->policy) c->policy = xstrdup(pol[b].label);
             if (r->dump) dump_doc(x, mi, &pol[b], b);
             policy_destroy(&pol[b]);
         }
@@ -409,7 +409,10 @@ int cmd_eval(int argc, char **argv) {
     if (non_finite > 0)
         die("eval: %d of %d results are not finite (NaN or infinite perplexity; null in %s/eval.json): check the "
             "model's weights", non_finite, n_cells, a.out);
-    for (int i = 0; i < n_cells; i++) free(r.cells[i].doc_nll);
+    for (int i = 0; i < n_cells; i++) {
+        free(r.cells[i].doc_nll);
+        free((void *)r.cells[i].policy);
+    }
     free(r.cells);
     free((void *)a.models.items);
     data_split_close(split);

@@ -3,7 +3,7 @@
 # removed on exit, and the ok/fail lines tests/run.sh counts.
 set -u
 cd "$(dirname "$0")/.."
-K=./kvcpt
+K=${KVCPT_BIN:-./kvcpt}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 ok() { echo "ok - $1"; }

@@ -8,7 +8,7 @@
 # is asserted.
 set -u
 cd "$(dirname "$0")/.."
-K=./kvcpt
+K=${KVCPT_BIN:-./kvcpt}
 PY=${KVCPT_PYTHON:-third_party/venv/bin/python}
 ok() { echo "ok - $1"; }
 fail() { echo "FAIL - $1: $2"; }

@@ -8,7 +8,7 @@
 # parallelises over a fixed tiling.
 set -u
 cd "$(dirname "$0")/.."
-K=$PWD/kvcpt
+K=${KVCPT_BIN:-$PWD/kvcpt}
 ok() { echo "ok - $1"; }
 fail() { echo "FAIL - $1: $2"; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

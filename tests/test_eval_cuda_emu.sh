@@ -6,7 +6,7 @@
 # refreshkv strides; and a GPU batch of 3 against batches of 1.
 set -u
 cd "$(dirname "$0")/.."
-K=./kvcpt
+K=${KVCPT_BIN:-./kvcpt}
 G=build/emu/kvcpt
 ok() { echo "ok - $1"; }
 fail() { echo "FAIL - $1: $2"; }

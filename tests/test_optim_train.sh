@@ -10,6 +10,7 @@
 # 0.17% to 0.59%.
 set -u
 cd "$(dirname "$0")/.."
+K=${KVCPT_BIN:-./kvcpt}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # every weight matrix >= 4096 elements, so the 8-bit path really runs
 # (smaller tensors keep fp32 states by design)
@@ -17,9 +18,9 @@ cat > "$tmp/config.json" <<'JSON'
 {"vocab_size": 64, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
  "num_key_value_heads": 2, "head_dim": 16, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false}
 JSON
-./kvcpt prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 300 --out "$tmp/data" >/dev/null
+"$K" prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 300 --out "$tmp/data" >/dev/null
 for o in adamw adamw8bit; do
-    ./kvcpt train --set model="$tmp/config.json" --set data="$tmp/data" --set out="$tmp/$o" --set L=48 --set S=8 --set K=6 \
+    "$K" train --set model="$tmp/config.json" --set data="$tmp/data" --set out="$tmp/$o" --set L=48 --set S=8 --set K=6 \
         --set global_batch=4 --set micro_batch=4 --set steps=200 --set warmup_steps=20 --set lr=2e-3 \
         --set optim=$o --set seed=7 >/dev/null 2>&1 || { echo "FAIL - train with $o"; exit 1; }
 done

@@ -6,9 +6,10 @@
 # the largest unit (final norm + lm_head) gathered twice plus its gradient.
 set -u
 cd "$(dirname "$0")/.."
+K=${KVCPT_BIN:-./kvcpt}
 ok() { echo "ok - $1"; }
 fail() { echo "FAIL - $1: $2"; }
-out=$(./kvcpt plan --preset llama3.1-8b --ranks 1,2,4,8 --seq 8192 --json 2>&1)
+out=$("$K" plan --preset llama3.1-8b --ranks 1,2,4,8 --seq 8192 --json 2>&1)
 check=$(python3 - "$out" <<'PY'
 import json, sys
 rows = json.loads(sys.argv[1])
@@ -37,6 +38,6 @@ PY
 )
 case "$check" in OK*) ok "plan: 8B bytes per rank for N=1,2,4,8 match the architecture (total ${check#OK } GiB at N=1, 8)";;
                  *) fail "plan 8B" "$check";; esac
-if ./kvcpt plan --ranks 0 >/dev/null 2>&1; then fail "plan --ranks 0" "accepted"; else ok "plan refuses --ranks 0"; fi
-t=$(./kvcpt plan --ranks 1,8 | head -3 | tail -1)
+if "$K" plan --ranks 0 >/dev/null 2>&1; then fail "plan --ranks 0" "accepted"; else ok "plan refuses --ranks 0"; fi
+t=$("$K" plan --ranks 1,8 | head -3 | tail -1)
 grep -q "^parameters" <<<"$t" && ok "plan prints a table by default" || fail "plan table" "$t"

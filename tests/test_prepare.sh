@@ -5,6 +5,7 @@
 # and position, leaving no manifest and no shard behind (SPEC §9).
 set -u
 cd "$(dirname "$0")/.."
+K=${KVCPT_BIN:-./kvcpt}
 corpus=${KVCPT_CORPUS:-../shared/corpus}
 if [ ! -f third_party/tokenizers/llama3.1/tokenizer.json ]; then
     echo "skip - prepare: tokenizer.json missing (run make setup)"; exit 0
@@ -20,8 +21,8 @@ zstdcat "$corpus/arxiv-latex.jsonl.zst" | head -n 20 | zstd -q -o "$tmp/in/sub/a
 printf 'A short text file.\nSecond line.\n' >"$tmp/in/sub/note.txt"
 printf '{"text": "tiny"}\n\n{"text": "also tiny", "meta": {}}\n' >"$tmp/in/tiny.jsonl"
 
-./kvcpt prepare --input "$tmp/in" --out "$tmp/out1" --min-tokens 6 --threads 1 2>"$tmp/log1" \
-    && ./kvcpt prepare --input "$tmp/in" --out "$tmp/out2" --min-tokens 6 --threads 2 2>"$tmp/log2"
+"$K" prepare --input "$tmp/in" --out "$tmp/out1" --min-tokens 6 --threads 1 2>"$tmp/log1" \
+    && "$K" prepare --input "$tmp/in" --out "$tmp/out2" --min-tokens 6 --threads 2 2>"$tmp/log2"
 if [ $? -ne 0 ]; then fail "prepare runs" "$(tail -3 "$tmp/log1" "$tmp/log2")"; exit 0; fi
 ok "prepare runs on a directory of .jsonl, .jsonl.zst and .txt"
 
@@ -38,7 +39,7 @@ done
     zstdcat "$tmp/in/sub/arxiv.jsonl.zst"
     python3 -c 'import json,sys; print(json.dumps({"text": open(sys.argv[1], encoding="utf-8").read()}))' "$tmp/in/sub/note.txt"
 } >"$tmp/all.jsonl"
-./kvcpt tokenize --jsonl --bos <"$tmp/all.jsonl" >"$tmp/expected.txt"
+"$K" tokenize --jsonl --bos <"$tmp/all.jsonl" >"$tmp/expected.txt"
 python3 - "$tmp/out1" "$tmp/expected.txt" "$tmp/in" >"$tmp/check.txt" 2>&1 <<'PY'
 import hashlib, json, struct, sys, os
 out, expected_path, indir = sys.argv[1:4]
@@ -76,7 +77,7 @@ PY
 bad_case() { # name expected-substring file [untouched]
     local name=$1 expect=$2 input=$3 mode=${4:-cleared} out="$tmp/bad_out"
     rm -rf "$out"; cp -r "$tmp/out1" "$out" # a previous good run must not survive as 'complete'
-    ./kvcpt prepare --input "$tmp/in/books.jsonl" --input "$input" --out "$out" --min-tokens 6 2>"$tmp/err"
+    "$K" prepare --input "$tmp/in/books.jsonl" --input "$input" --out "$out" --min-tokens 6 2>"$tmp/err"
     local rc=$?
     local left; left=$(find "$out" -name 'manifest.json*' -o -name 'shard_*' | head -3)
     if [ $rc -eq 0 ]; then fail "$name" "exit status 0"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Token ids of ./kvcpt tokenize must equal the reference implementations on
+# Token ids of "$K" tokenize must equal the reference implementations on
 # every document of ../shared/corpus and on tests/data/tokenizer_cases.jsonl:
 #   Hugging Face `tokenizers` on the same tokenizer.json, with special tokens
 #   as ordinary text (default) and parsed (--allow-special). Parsed, only
@@ -11,6 +11,7 @@
 # One oracle process and one kvcpt process per set; outputs compared by cmp.
 set -u
 cd "$(dirname "$0")/.."
+K=${KVCPT_BIN:-./kvcpt}
 PY=${KVCPT_PYTHON:-third_party/venv/bin/python}
 oracle=tests/tokenizer_oracle.py
 tokjson=third_party/tokenizers/llama3.1/tokenizer.json
@@ -26,7 +27,7 @@ compare() { # name engine jsonl-file flags...
     if ! "$PY" "$oracle" --engine "$engine" --tokenizer "$tokjson" --roundtrip "$@" <"$input" >"$tmp/oracle.txt" 2>"$tmp/oracle.err"; then
         echo "FAIL - $name: oracle failed: $(head -3 "$tmp/oracle.err")"; return
     fi
-    if ! ./kvcpt tokenize --tokenizer "$tokjson" --jsonl "$@" <"$input" >"$tmp/ours.txt" 2>"$tmp/ours.err"; then
+    if ! "$K" tokenize --tokenizer "$tokjson" --jsonl "$@" <"$input" >"$tmp/ours.txt" 2>"$tmp/ours.err"; then
         echo "FAIL - $name: kvcpt tokenize failed: $(head -3 "$tmp/ours.err")"; return
     fi
     local docs; docs=$(wc -l <"$tmp/oracle.txt")

@@ -12,7 +12,7 @@
 # resumes from its checkpoint bit for bit; impossible settings are refused.
 set -u
 cd "$(dirname "$0")/.."
-K=./kvcpt
+K=${KVCPT_BIN:-./kvcpt}
 E=build/emu/kvcpt
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 ok() { echo "ok - $1"; }
