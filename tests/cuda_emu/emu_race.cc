@@ -211,8 +211,11 @@ void report(const Region &r, size_t granule, const Access &before, const Access 
     describe(now, "later  ");
 }
 
+/* the per-access checks run for every load and store of a kernel */
+#define EMU_RACE_HOT inline __attribute__((always_inline))
+
 /* Nothing orders the two accesses (both have the current tag). */
-bool concurrent(const Access &a, const Access &b) {
+EMU_RACE_HOT bool concurrent(const Access &a, const Access &b) {
     if (a.block != b.block) return true;
     if (a.thread == b.thread) return false;
     if (a.bepoch != b.bepoch) return false;
@@ -220,7 +223,7 @@ bool concurrent(const Access &a, const Access &b) {
     return true;
 }
 
-bool conflicts(const Access &old, const Access &now) {
+EMU_RACE_HOT bool conflicts(const Access &old, const Access &now) {
     if (old.tag != now.tag || !(old.mask & now.mask)) return false;
     if (!((old.flags | now.flags) & WRITE)) return false;
     if (old.flags & now.flags & ATOMIC) return false;
@@ -230,14 +233,27 @@ bool conflicts(const Access &old, const Access &now) {
 /* A kept read that a new read by `now` may replace: empty, by the same
  * thread, or ordered before it (a later access that races with it races
  * with `now` too, unless it comes from now's own thread). */
-bool superseded(const Access &old, const Access &now) {
+EMU_RACE_HOT bool superseded(const Access &old, const Access &now) {
     if (old.tag != now.tag) return true;
     if (old.thread == now.thread && old.block == now.block) return true;
     return !concurrent(old, now);
 }
 
-void check(Region &r, size_t g, const Access &now) {
+/* the same thread in the same barrier interval (a repeated access) */
+EMU_RACE_HOT bool same_moment(const Access &a, const Access &b) {
+    return a.tag == b.tag && a.thread == b.thread && a.block == b.block && a.bepoch == b.bepoch && a.wepoch == b.wepoch;
+}
+
+EMU_RACE_HOT void check(Region &r, size_t g, const Access &now) {
     Cell &c = r.shadow[g];
+    /* Fast paths, exact: a thread reading again what it read in this interval
+     * meets the same write (a write by another thread since would have been
+     * reported against the read); a thread writing again what only it has
+     * touched in this interval. */
+    if (!(now.flags & WRITE) && same_moment(c.r1, now) && c.r1.flags == now.flags && !(now.mask & ~c.r1.mask)) return;
+    if ((now.flags & WRITE) && same_moment(c.w, now) && c.w.flags == now.flags && !(now.mask & ~c.w.mask) &&
+        c.r1.tag != now.tag && c.r2.tag != now.tag)
+        return;
     if (conflicts(c.w, now)) report(r, g, c.w, now);
     if (now.flags & WRITE) {
         if (conflicts(c.r1, now)) report(r, g, c.r1, now);
