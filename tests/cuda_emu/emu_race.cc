@@ -129,7 +129,6 @@ Region *find(uintptr_t a) {
     Region *r = st.last;
     if (r && a - r->base < r->bytes) return r;
     if (a - st.dyn.base < st.dyn.bytes) return st.last = &st.dyn;
-    if (a - st.skip_base < st.skip_bytes) return nullptr;
     for (Region *s : st.static_list)
         if (a - s->base < s->bytes) return st.last = s;
     auto it = st.device.upper_bound(a);
@@ -271,9 +270,7 @@ EMU_RACE_HOT void check(Region &r, size_t g, const Access &now) {
     else if (superseded(c.r2, now)) c.r2 = now;
 }
 
-void access(const void *p, size_t size, bool write, void *ret) {
-    if (!in_launch || !size) return;
-    uintptr_t a = (uintptr_t)p;
+__attribute__((noinline)) void access_tracked(uintptr_t a, size_t size, bool write, void *ret) {
     Region *r = find(a);
     if (!r) return;
     uintptr_t end = a + size;
@@ -293,6 +290,15 @@ void access(const void *p, size_t size, bool write, void *ret) {
         check(*r, g, now);
         x += n;
     }
+}
+
+/* Inlined into each entry point: most accesses a kernel makes outside
+ * shared and device memory are to its fiber's stack (per-thread arrays),
+ * and they return here, before the tracked path saves any register. */
+EMU_RACE_HOT void access(const void *p, size_t size, bool write, void *ret) {
+    uintptr_t a = (uintptr_t)p;
+    if (!in_launch || !size || a - st.skip_base < st.skip_bytes) return;
+    access_tracked(a, size, write, ret);
 }
 
 } // namespace
