@@ -98,7 +98,6 @@ struct State {
     unsigned long long launch = 0;
     uint32_t launch_tag = 0, block_tag = 0;
     dim3 grid, block;
-    uint3 block_idx;
     uint32_t block_linear = 0;
     uint32_t thread = 0;
     uint32_t bepoch = 1;
@@ -333,9 +332,8 @@ void launch_end() {
     exit(kRaceExitStatus);
 }
 
-void block_begin(const uint3 &block_idx, size_t block_linear, const void *smem, size_t smem_bytes,
+void block_begin(size_t block_linear, const void *smem, size_t smem_bytes,
                  const void *stacks, size_t stack_bytes) {
-    st.block_idx = block_idx;
     st.block_linear = (uint32_t)block_linear;
     if (++st.block_tag == 0) st.block_tag = 1;
     static Cell *dyn_shadow = nullptr;

@@ -245,8 +245,7 @@ void run_block(const emu::Config &c, size_t block_linear) {
         }
         blk.stack_fibers = n;
     }
-    RACE_HOOK(block_begin(blockIdx, block_linear, emu::dynamic_smem(), c.smem, blk.stacks,
-                          blk.stack_fibers * kStackBytes));
+    RACE_HOOK(block_begin(block_linear, emu::dynamic_smem(), c.smem, blk.stacks, blk.stack_fibers * kStackBytes));
     for (size_t i = 0; i < n; i++) {
         Fiber &f = blk.fibers[i];
         f.tid = {(unsigned int)(i % c.block.x), (unsigned int)(i / c.block.x % c.block.y),
