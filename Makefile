@@ -132,6 +132,44 @@ build/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h tests/gpu/gpu_te
 	@mkdir -p $(dir $@)
 	$(CC) $(EMU_CFLAGS) $< build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
 
+# --- the emulator's race-detecting variant (build/emu-race/): the kernels
+# (the .cu.cc files above, emu_checks.cu's too) compiled with gcc's
+# -fsanitize=thread instrumentation, linked without libtsan: the calls it
+# adds go to tests/cuda_emu/emu_race.cc, which reports conflicting accesses
+# to shared and device memory that no barrier orders (docs/cuda.md). The C
+# objects and build/emu/ itself are shared with the plain variant, unchanged.
+# tests/test_cuda_emu_races.sh runs these.
+RACE_CXXFLAGS := $(EMU_CXXFLAGS) -DKVCPT_EMU_RACE -gdwarf-4
+RACE_OBJ      := $(EMU_C:%.c=build/emu/%.o) $(EMU_CU:%.cu=build/emu-race/%.cu.o) \
+                 build/emu-race/emu_runtime.o build/emu-race/emu_race.o
+RACE_HDR      := $(EMU_HDR) tests/cuda_emu/emu_race.h
+RACE_BIN      := $(EMU_TESTS:%=build/emu-race/tests/test_cuda_emu_%) build/emu-race/emu_checks
+
+build/emu-race/%.cu.o: build/emu/%.cu.cc $(HDR) $(RACE_HDR) $(EMU_CUH)
+	@mkdir -p $(dir $@)
+	$(CXX) $(RACE_CXXFLAGS) -fsanitize=thread -c $< -o $@
+
+build/emu-race/emu_runtime.o: tests/cuda_emu/emu_runtime.cc $(RACE_HDR)
+	@mkdir -p $(dir $@)
+	$(CXX) $(RACE_CXXFLAGS) -c $< -o $@
+
+build/emu-race/emu_race.o: tests/cuda_emu/emu_race.cc $(RACE_HDR)
+	@mkdir -p $(dir $@)
+	$(CXX) $(RACE_CXXFLAGS) -c $< -o $@
+
+build/emu-race/libkvcpt_emu.a: $(RACE_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+build/emu-race/emu_checks: build/emu-race/tests/cuda_emu/emu_checks.cu.o build/emu-race/emu_runtime.o \
+                           build/emu-race/emu_race.o
+	$(CXX) $(RACE_CXXFLAGS) $^ -o $@
+
+build/emu-race/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h tests/gpu/gpu_testlib.h \
+                                      build/emu-race/libkvcpt_emu.a
+	@mkdir -p $(dir $@)
+	$(CC) $(EMU_CFLAGS) $< build/emu-race/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
+# --- end of the race-detecting variant
+
 .PHONY: all setup test test-gpu test-gpu-bins clean fuzz sanitize
 all: kvcpt
 
@@ -165,7 +203,7 @@ build/tests/gpu/%: tests/gpu/%.c tests/testlib.h tests/gpu/gpu_testlib.h build/l
 setup:
 	bash scripts/setup.sh
 
-test: kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case build/emu/emu_checks
+test: kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case build/emu/emu_checks $(RACE_BIN)
 	bash tests/run.sh cpu
 
 test-gpu: test-gpu-bins

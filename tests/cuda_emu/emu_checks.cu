@@ -7,7 +7,21 @@
  *                              what each KVCPT_EMU_ORDER must give)
  *   emu_checks planted-launch  an oversized launch on a launch path written
  *                              as the project's are (CUDA_CHECK_LAUNCH):
- *                              must stop the program with the error */
+ *                              must stop the program with the error
+ * For the race detector (build/emu-race/emu_checks, tests/test_cuda_emu_races.sh):
+ *   emu_checks race-threads    a shared value read with no __syncthreads after
+ *                              thread 0 writes it
+ *   emu_checks race-offbyone   each thread writes its two shared slots, the
+ *                              second one index too far: its neighbour's
+ *   emu_checks race-blocks     a flag block 0 writes and the other blocks read
+ *   emu_checks race-warp       lanes of one warp read their neighbour's shared
+ *                              slot with no __syncwarp after writing their own
+ *   emu_checks race-warps      the same with __syncwarp, across two warps
+ *                              (a warp sync does not order other warps)
+ *   emu_checks race-atomic     a plain read of a counter other blocks add to
+ *                              atomically
+ *   emu_checks race-free       the same kernels made right, atomics, and
+ *                              neighbouring bytes: must report nothing */
 #include <stdio.h>
 #include <string.h>
 
@@ -169,6 +183,119 @@ __global__ void race_blocks_kernel(int *out, int *flag) {
     if (threadIdx.x == 0) out[blockIdx.x] = *flag;
 }
 
+/* Each thread owns the two slots 2t and 2t+1; with off = 1 the second write
+ * goes to 2t+2, the neighbour's first slot, in the same barrier interval. */
+__global__ void pairs_kernel(int *out, int off) {
+    __shared__ int pairs[2 * 256 + 2];
+    const int t = threadIdx.x;
+    pairs[2 * t] = t;
+    pairs[2 * t + 1 + off] = -t;
+    __syncthreads();
+    out[t] = pairs[2 * t] + pairs[2 * t + 1];
+}
+/* Lanes write their slot then read the next lane's: ordered only by the
+ * __syncwarp (sync = 1), and only within the warp. */
+__global__ void neighbour_kernel(int *out, int sync) {
+    __shared__ int lanes[1024];
+    const int t = threadIdx.x, next = (t + 1) % blockDim.x;
+    lanes[t] = 3 * t;
+    if (sync) __syncwarp();
+    out[t] = lanes[next];
+}
+/* The same made right by a shuffle between the write and the read (a shuffle
+ * syncs the warp as __syncwarp does). */
+__global__ void neighbour_shuffle_kernel(int *out) {
+    __shared__ int lanes[32];
+    const int t = threadIdx.x;
+    lanes[t] = 3 * t;
+    int from_next = __shfl_down_sync(0xffffffffu, t, 1);
+    out[t] = lanes[(t + 1) % 32] + from_next;
+}
+/* Every block adds to one counter; with peek = 1, thread 0 of each block
+ * also reads it plainly, which races with the other blocks' atomics. */
+__global__ void count_kernel(int *counter, int *out, int peek) {
+    atomicAdd(counter, 1);
+    atomicMax(counter + 1, (int)blockIdx.x);
+    if (peek && threadIdx.x == 0) out[blockIdx.x] = *counter;
+}
+/* Neighbouring bytes and bf16-sized halves of one 4-byte word written by
+ * different threads at once: no common byte, no race. */
+__global__ void bytes_kernel(unsigned char *bytes, unsigned short *halves) {
+    __shared__ unsigned char sb[256];
+    const int t = threadIdx.x;
+    sb[t] = (unsigned char)t;
+    bytes[blockIdx.x * blockDim.x + t] = (unsigned char)t;
+    halves[blockIdx.x * blockDim.x + t] = (unsigned short)t;
+    __syncthreads();
+    bytes[blockIdx.x * blockDim.x + t] = sb[255 - t];
+}
+/* The shared value of race_threads_kernel behind a barrier, in several
+ * blocks: each block's shared memory is its own. */
+__global__ void broadcast_kernel(int *out, int v) {
+    __shared__ int s;
+    if (threadIdx.x == 0) s = v + (int)blockIdx.x;
+    __syncthreads();
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+
+__global__ void read_counter_kernel(int *out, const int *counter) {
+    if (threadIdx.x == 0) out[blockIdx.x] = counter[0] + counter[1];
+}
+
+static int race_one(const char *which) {
+    const int n = 256;
+    int *out, *flag;
+    CUDA_CHECK(cudaMalloc(&out, sizeof(int) * 4 * n));
+    CUDA_CHECK(cudaMalloc(&flag, 2 * sizeof(int)));
+    CUDA_CHECK(cudaMemset(flag, 0, 2 * sizeof(int)));
+    if (strcmp(which, "race-threads") == 0) race_threads_kernel<<<1, n>>>(out, 42);
+    else if (strcmp(which, "race-offbyone") == 0) pairs_kernel<<<1, n>>>(out, 1);
+    else if (strcmp(which, "race-blocks") == 0) race_blocks_kernel<<<64, 32>>>(out, flag);
+    else if (strcmp(which, "race-warp") == 0) neighbour_kernel<<<1, 32>>>(out, 0);
+    else if (strcmp(which, "race-warps") == 0) neighbour_kernel<<<1, 64>>>(out, 1);
+    else if (strcmp(which, "race-atomic") == 0) count_kernel<<<8, 32>>>(flag, out, 1);
+    else {
+        fprintf(stderr, "unknown race %s\n", which);
+        return 2;
+    }
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaDeviceSynchronize());
+    printf("planted race %s was not stopped\n", which);
+    return 0;
+}
+
+static int race_free(void) {
+    const int n = 256;
+    int *out, *counter, h[2];
+    unsigned char *bytes;
+    unsigned short *halves;
+    CUDA_CHECK(cudaMalloc(&out, sizeof(int) * 4 * n));
+    CUDA_CHECK(cudaMalloc(&counter, 2 * sizeof(int)));
+    CUDA_CHECK(cudaMalloc(&bytes, 4 * n));
+    CUDA_CHECK(cudaMalloc(&halves, 4 * n * sizeof(unsigned short)));
+    CUDA_CHECK(cudaMemset(counter, 0, 2 * sizeof(int)));
+    pairs_kernel<<<1, n>>>(out, 0);
+    CUDA_CHECK_LAUNCH();
+    neighbour_kernel<<<1, 32>>>(out, 1);
+    CUDA_CHECK_LAUNCH();
+    neighbour_shuffle_kernel<<<1, 32>>>(out);
+    CUDA_CHECK_LAUNCH();
+    count_kernel<<<8, 32>>>(counter, out, 0);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemcpy(h, counter, sizeof h, cudaMemcpyDeviceToHost));
+    check(h[0] == 256 && h[1] == 7, "race-free: atomics of 8 blocks on one counter", "wrong count");
+    bytes_kernel<<<4, n>>>(bytes, halves);
+    CUDA_CHECK_LAUNCH();
+    broadcast_kernel<<<4, n>>>(out, 42);
+    CUDA_CHECK_LAUNCH();
+    /* every block reads what the previous launch's atomics wrote */
+    read_counter_kernel<<<64, 32>>>(out, counter);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaDeviceSynchronize());
+    printf("race-free kernels ran to the end\n");
+    return failures ? 1 : 0;
+}
+
 static int race(void) {
     const int n = 256, nb = 64;
     int *out, *flag, h[256];
@@ -223,6 +350,8 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "race") == 0) return race();
     if (strcmp(mode, "planted-launch") == 0) return planted_launch();
     if (strcmp(mode, "static-over") == 0) return static_over();
-    fprintf(stderr, "usage: %s limits|race|planted-launch|static-over\n", argv[0]);
+    if (strcmp(mode, "race-free") == 0) return race_free();
+    if (strncmp(mode, "race-", 5) == 0) return race_one(mode);
+    fprintf(stderr, "usage: %s limits|race|planted-launch|static-over|race-free|race-NAME\n", argv[0]);
     return 2;
 }

@@ -19,6 +19,15 @@
 #include <map>
 #include <vector>
 
+/* The race variant (build/emu-race/) tells the detector what runs and when
+ * barriers open; the plain build compiles these away. */
+#ifdef KVCPT_EMU_RACE
+#include "emu_race.h"
+#define RACE_HOOK(call) emu::race::call
+#else
+#define RACE_HOOK(call) ((void)0)
+#endif
+
 /* Switching fibers: on x86-64 a six-register switch (callee-saved registers
  * and the stack pointer), because glibc's swapcontext makes two signal-mask
  * system calls per switch, which made the parity tests run for minutes.
@@ -205,6 +214,7 @@ int open_barriers() {
         if (waiting && !others) {
             for (size_t i = w; i < end; i++)
                 if (blk.fibers[i].state == AT_WARP_BARRIER) blk.fibers[i].state = RUNNABLE;
+            RACE_HOOK(warp_synced(w / 32));
             opened = 1;
         }
     }
@@ -217,12 +227,13 @@ int open_barriers() {
     if (at_block && !others) {
         for (Fiber &f : blk.fibers)
             if (f.state == AT_BLOCK_BARRIER) f.state = RUNNABLE;
+        RACE_HOOK(block_synced());
         return 1;
     }
     return 0;
 }
 
-void run_block(const emu::Config &c) {
+void run_block(const emu::Config &c, size_t block_linear) {
     size_t n = (size_t)c.block.x * c.block.y * c.block.z;
     blk.fibers.assign(n, Fiber());
     if (blk.stack_fibers < n) {
@@ -234,6 +245,7 @@ void run_block(const emu::Config &c) {
         }
         blk.stack_fibers = n;
     }
+    RACE_HOOK(block_begin(block_linear, emu::dynamic_smem(), c.smem, blk.stacks, blk.stack_fibers * kStackBytes));
     for (size_t i = 0; i < n; i++) {
         Fiber &f = blk.fibers[i];
         f.tid = {(unsigned int)(i % c.block.x), (unsigned int)(i / c.block.x % c.block.y),
@@ -251,6 +263,7 @@ void run_block(const emu::Config &c) {
             if (blk.fibers[i].state == RUNNABLE) {
                 blk.current = i;
                 threadIdx = blk.fibers[i].tid;
+                RACE_HOOK(thread_runs(i));
                 to_fiber(blk.fibers[i]);
                 ran = 1;
             }
@@ -323,6 +336,7 @@ void run_grid(const Config &c, const void *kernel, const std::function<void()> &
     }
     static_vars.clear();
     static_bytes = 0;
+    RACE_HOOK(launch_begin(c.name, launches, c.grid, c.block));
     gridDim = c.grid;
     blockDim = c.block;
     blk.body = &body;
@@ -351,7 +365,7 @@ void run_grid(const Config &c, const void *kernel, const std::function<void()> &
         blk.smem.assign(c.smem + 16 + kSmemGuard, (char)0xff);
         unsigned char *guard = (unsigned char *)dynamic_smem() + c.smem;
         memset(guard, kGuardByte, kSmemGuard);
-        run_block(c);
+        run_block(c, lin);
         for (size_t i = 0; i < kSmemGuard; i++)
             if (guard[i] != kGuardByte) {
                 fprintf(stderr,
@@ -362,13 +376,15 @@ void run_grid(const Config &c, const void *kernel, const std::function<void()> &
             }
     }
     check_static_smem(c, kernel);
+    RACE_HOOK(launch_end());
 }
 
 void *dynamic_smem() {
     uintptr_t p = (uintptr_t)blk.smem.data();
     return (void *)((p + 15) & ~(uintptr_t)15);
 }
-void static_smem(const void *var, size_t bytes) {
+void static_smem(const void *var, size_t bytes, const char *name) {
+    RACE_HOOK(static_smem(var, bytes, name));
     for (const void *v : static_vars)
         if (v == var) return;
     static_vars.push_back(var);
@@ -432,10 +448,12 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     *p = malloc(bytes ? bytes : 1);
     if (!*p) return record(cudaErrorMemoryAllocation);
     memset(*p, 0xff, bytes);
+    RACE_HOOK(device_alloc(*p, bytes));
     return cudaSuccess;
 }
 cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t st) { return (void)st, cudaMalloc(p, bytes); }
 cudaError_t cudaFree(void *p) {
+    RACE_HOOK(device_free(p));
     free(p);
     return cudaSuccess;
 }

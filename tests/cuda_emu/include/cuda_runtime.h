@@ -129,7 +129,12 @@ namespace emu {
 struct Config {
     dim3 grid, block;
     size_t smem;
+    const char *name = nullptr; /* the kernel's name as the launch wrote it (cu2cc.sh), for messages */
     Config(dim3 g, dim3 b, size_t s = 0, cudaStream_t st = 0) : grid(g), block(b), smem(s) { (void)st; }
+    Config &named(const char *n) {
+        name = n;
+        return *this;
+    }
 };
 /* Runs body once per thread of every block of the grid, after checking the
  * launch as a GPU does: an invalid one runs nothing and sets the last error. */
@@ -138,7 +143,7 @@ void run_grid(const Config &c, const void *kernel, const std::function<void()> &
 void *dynamic_smem();
 /* A static __shared__ variable of the running kernel (cu2cc.sh adds the call
  * after each declaration): counted once per launch against the limits. */
-void static_smem(const void *var, size_t bytes);
+void static_smem(const void *var, size_t bytes, const char *name);
 void block_barrier();
 /* __syncthreads_count: a barrier that also counts the threads passing a nonzero value. */
 int block_count(int predicate);
@@ -224,33 +229,56 @@ inline int __float_as_int(float f) {
     return i;
 }
 
-/* Atomics: fibers never preempt each other, so plain read-modify-write is atomic. */
+/* Atomics: fibers never preempt each other, so plain read-modify-write is
+ * atomic. The race variant (build/emu-race/, emu_race.cc) marks the accesses
+ * inside one as atomic, which never race with each other. */
+#ifdef KVCPT_EMU_RACE
+namespace emu {
+namespace race {
+void atomic_begin();
+void atomic_end();
+struct AtomicScope {
+    AtomicScope() { atomic_begin(); }
+    ~AtomicScope() { atomic_end(); }
+};
+} // namespace race
+} // namespace emu
+#define EMU_ATOMIC_SCOPE emu::race::AtomicScope emu_atomic_scope_
+#else
+#define EMU_ATOMIC_SCOPE
+#endif
 template <typename T> T atomicAdd(T *p, T v) {
+    EMU_ATOMIC_SCOPE;
     T old = *p;
     *p = old + v;
     return old;
 }
 template <typename T> T atomicMax(T *p, T v) {
+    EMU_ATOMIC_SCOPE;
     T old = *p;
     if (v > old) *p = v;
     return old;
 }
 template <typename T> T atomicMin(T *p, T v) {
+    EMU_ATOMIC_SCOPE;
     T old = *p;
     if (v < old) *p = v;
     return old;
 }
 template <typename T> T atomicOr(T *p, T v) {
+    EMU_ATOMIC_SCOPE;
     T old = *p;
     *p = old | v;
     return old;
 }
 template <typename T> T atomicExch(T *p, T v) {
+    EMU_ATOMIC_SCOPE;
     T old = *p;
     *p = v;
     return old;
 }
 template <typename T> T atomicCAS(T *p, T cmp, T v) {
+    EMU_ATOMIC_SCOPE;
     T old = *p;
     if (old == cmp) *p = v;
     return old;

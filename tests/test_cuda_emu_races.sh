@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The emulator's race detector (build/emu-race/, tests/cuda_emu/emu_race.cc):
+#  - planted races (tests/cuda_emu/emu_checks.cu) each stop the program with
+#    exit status 66 and a report naming the kernel, the memory and both
+#    threads, in index order (where every one of them gives right numbers)
+#    and in reverse order: a shared value read with no __syncthreads after
+#    thread 0 writes it; an off-by-one shared index writing the neighbour's
+#    slot; a flag block 0 writes and the other blocks read; lanes reading
+#    their neighbour's slot with no __syncwarp; a __syncwarp relied on across
+#    two warps; a plain read of a counter other threads add to atomically;
+#  - the same kernels made right, atomics of many blocks on one counter,
+#    neighbouring bytes and 2-byte halves of one word written by different
+#    threads: no report;
+#  - the emulated GPU tests, built in the race variant, pass and report no
+#    race (KVCPT_EMU_RACE_JOBS of them at once, default 2): ops, attention
+#    decode, decode and AdamW by default (about 2 CPU minutes together, 2 to
+#    5 times their plain time); attention and model take several minutes
+#    each under the detector, so they run only when KVCPT_EMU_RACE_TESTS
+#    names them (e.g. KVCPT_EMU_RACE_TESTS="attention_cuda model_cuda").
+. "$(dirname "$0")/lib.sh"
+E=build/emu-race/emu_checks
+if [ ! -x "$E" ]; then echo "skip - race detector: $E is not built (make test builds it)"; exit 0; fi
+
+# planted NAME ORDER KERNEL MEMORY EARLIER LATER: the run must stop with 66
+# and a report holding each of the four texts
+planted() {
+    local name=$1 order=$2 kernel=$3 mem=$4 first=$5 second=$6 out rc
+    out=$(KVCPT_EMU_ORDER=$order "$E" "$name" 2>&1) && rc=0 || rc=$?
+    if [ "$rc" -eq 66 ] && grep -q "DATA RACE in kernel $kernel " <<<"$out" && grep -qF "$mem" <<<"$out" &&
+        grep -qF "$first" <<<"$out" && grep -qF "$second" <<<"$out" && ! grep -q "was not stopped" <<<"$out"; then
+        ok "planted $name ($order order): reported, exit status 66: $(grep -m1 'DATA RACE' <<<"$out" | sed 's/.*DATA RACE/DATA RACE/')"
+    else
+        fail "planted $name ($order order)" "exit status $rc (want 66), output: $(head -c 1500 <<<"$out")"
+    fi
+}
+for order in index reverse; do
+    planted race-threads $order race_threads_kernel "static __shared__ s, byte 0 of 4" \
+        "write by block (0,0,0) thread (0,0,0)" "read by block (0,0,0) thread ("
+    planted race-offbyone $order pairs_kernel "static __shared__ pairs" "write by block (0,0,0)" "emu_checks.cu:"
+    planted race-blocks $order race_blocks_kernel "global memory: device allocation #2 (8 bytes" \
+        "thread (0,0,0)" "different blocks of one launch"
+    planted race-warp $order neighbour_kernel "static __shared__ lanes" "(warp 0 lane" \
+        "one warp, with no __syncthreads, __syncwarp or shuffle between them"
+    planted race-warps $order neighbour_kernel "static __shared__ lanes" "(warp 1 lane" \
+        "one block, with no __syncthreads between them"
+    planted race-atomic $order count_kernel "global memory: device allocation #2" "atomic write by block" "read by block"
+done
+# the source lines of the first report
+out=$("$E" race-threads 2>&1)
+if grep -q "write by block (0,0,0) thread (0,0,0) (warp 0 lane 0) in race_threads_kernel(int\*, int) at .*tests/cuda_emu/emu_checks.cu:[0-9]" <<<"$out"; then
+    ok "a race report names the kernel function and the .cu source line of each access"
+else
+    fail "race report source lines" "$out"
+fi
+
+for order in index reverse random; do
+    out=$(KVCPT_EMU_ORDER=$order KVCPT_EMU_SEED=3 "$E" race-free 2>&1) && rc=0 || rc=$?
+    if [ "$rc" -eq 0 ] && grep -q "race-free kernels ran to the end" <<<"$out" && ! grep -q "DATA RACE" <<<"$out"; then
+        ok "race-free kernels ($order order): barriers, __syncwarp, shuffles, atomics and neighbouring bytes report nothing"
+    else
+        fail "race-free kernels ($order order)" "exit status $rc, output: $(head -c 1500 <<<"$out")"
+    fi
+done
+
+# the emulated GPU tests in the race variant, a few at a time
+bins=()
+for t in ${KVCPT_EMU_RACE_TESTS-adamw_cuda ops_cuda attention_decode_cuda decode_cuda}; do
+    b=build/emu-race/tests/test_cuda_emu_$t
+    if [ -x "$b" ]; then bins+=("$b"); else echo "skip - $t under the race detector: $b is not built"; fi
+done
+run_one() { # BIN
+    local log=$tmp/$(basename "$1").race.log t0=$SECONDS
+    timeout 900 "$1" >"$log" 2>&1
+    echo "rc=$? seconds=$((SECONDS - t0))" >>"$log"
+}
+jobs_max=${KVCPT_EMU_RACE_JOBS:-2}
+for b in "${bins[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+    run_one "$b" &
+done
+wait
+for b in "${bins[@]}"; do
+    log=$tmp/$(basename "$b").race.log
+    name="$(basename "$b") under the race detector"
+    p=$(grep -c '^ok - ' "$log"); f=$(grep -c '^FAIL - ' "$log"); secs=$(sed -n 's/^rc=.* seconds=//p' "$log")
+    if grep -q '^rc=0 ' "$log" && [ "$f" -eq 0 ] && [ "$p" -gt 0 ] && ! grep -q "DATA RACE" "$log"; then
+        ok "$name: $p checks pass, no race (${secs} s)"
+    else
+        fail "$name" "$(grep '^rc=' "$log"), $f failed: $(grep -m1 -A3 'DATA RACE' "$log" | tr '\n' ' ') $(grep -m3 '^FAIL - ' "$log" | tr '\n' ' ') $(tail -3 "$log" | tr '\n' ' ')"
+    fi
+done
