@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cu2cc.sh IN.cu OUT.cc: rewrites the two CUDA-only constructs of a .cu file
 # into C++ the emulator (include/cuda_runtime.h) can compile:
-#   kernel<<<grid, block[, smem[, stream]]>>>(args)  ->  emu::launch(emu::Config(grid, block, ...), kernel, args)
+#   kernel<<<grid, block[, smem[, stream]]>>>(args)  ->  emu::launch(emu::Config(grid, block, ...).named("kernel"), kernel, args)
 #   extern __shared__ [__align__(n)] T name[];       ->  T *name = (T *)emu::dynamic_smem();
 # and counts static shared memory: after each other "__shared__ T a[n], b;"
 # declaration it adds emu::static_smem(&a, sizeof a); ... for every name, so
@@ -14,8 +14,8 @@ name='([A-Za-z_][A-Za-z0-9_]*(<[^<>;()]*>)?)'
 {
     printf '#line 1 "%s"\n' "$1"
     sed -E \
-        -e "s/${name}<<<(.*)>>>\(\)/emu::launch(emu::Config(\3), \1)/g" \
-        -e "s/${name}<<<(.*)>>>\(/emu::launch(emu::Config(\3), \1, /g" \
+        -e "s/${name}<<<(.*)>>>\(\)/emu::launch(emu::Config(\3).named(\"\1\"), \1)/g" \
+        -e "s/${name}<<<(.*)>>>\(/emu::launch(emu::Config(\3).named(\"\1\"), \1, /g" \
         -e 's/extern __shared__ (__align__\([0-9]+\) )?([A-Za-z_][A-Za-z0-9_ ]*[A-Za-z0-9_]) +([A-Za-z_][A-Za-z0-9_]*)\[\];/\2 *\3 = (\2 *)emu::dynamic_smem();/' \
         "$1" | awk '
     /^[ \t]*__shared__ / {
