@@ -232,6 +232,7 @@ inline float __fsub_rn(float a, float b) {
     return a - b;
 }
 inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float x) { return sqrtf(x); }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline float __expf(float x) { return expf(x); }
 inline float __logf(float x) { return logf(x); }
