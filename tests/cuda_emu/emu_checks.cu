@@ -15,6 +15,9 @@
  *              shfl-mixed-masks | shfl-partial-warp | syncwarp-vs-syncthreads
  *                              planted warp bugs: each must stop the program
  *                              with a message naming kernel, block, lane, mask
+ *   emu_checks atomic-sum      planted schedule dependence: a float
+ *                              atomicAdd over blocks (its digest must
+ *                              differ between index and reverse order)
  *   emu_checks arith           a*b+c in a kernel is fused (as nvcc
  *                              contracts it); __fadd_rn(__fmul_rn(a,b),c) is not */
 #include <math.h>
@@ -344,6 +347,24 @@ static int planted_warp(const char *which) {
     return 0;
 }
 
+/* Planted schedule dependence: every block adds its term to one float with
+ * atomicAdd, so the sum's rounding depends on the order the blocks run in
+ * (within tolerance of any order, but not bit-identical). */
+__global__ void atomic_sum_kernel(float *sum) {
+    if (threadIdx.x == 0) atomicAdd(sum, 1.0f / (float)(blockIdx.x + 3));
+}
+static int atomic_sum(void) {
+    float *d, h;
+    CUDA_CHECK(cudaMalloc(&d, sizeof(float)));
+    CUDA_CHECK(cudaMemset(d, 0, sizeof(float)));
+    atomic_sum_kernel<<<257, 32>>>(d);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost));
+    printf("sum %a\n", h);
+    CUDA_CHECK(cudaFree(d));
+    return 0;
+}
+
 /* ---- arithmetic: contraction as nvcc does it ---- */
 
 /* x = {a, b, c}: out = {a*b + c, __fadd_rn(__fmul_rn(a, b), c), __fmaf_rn(a, b, c)} */
@@ -394,12 +415,13 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "static-over") == 0) return static_over();
     if (strcmp(mode, "warp") == 0) return warp();
     if (strcmp(mode, "arith") == 0) return arith();
+    if (strcmp(mode, "atomic-sum") == 0) return atomic_sum();
     if (strcmp(mode, "shfl-exited") == 0 || strcmp(mode, "shfl-mask-caller") == 0 ||
         strcmp(mode, "shfl-outside-mask") == 0 || strcmp(mode, "shfl-mixed-masks") == 0 ||
         strcmp(mode, "shfl-partial-warp") == 0 || strcmp(mode, "syncwarp-vs-syncthreads") == 0)
         return planted_warp(mode);
     fprintf(stderr, "usage: %s limits|race|planted-launch|static-over|warp|arith|shfl-exited|shfl-mask-caller|"
-                    "shfl-outside-mask|shfl-mixed-masks|shfl-partial-warp|syncwarp-vs-syncthreads\n",
+                    "shfl-outside-mask|shfl-mixed-masks|shfl-partial-warp|syncwarp-vs-syncthreads|atomic-sum\n",
             argv[0]);
     return 2;
 }
