@@ -148,12 +148,14 @@ for r in "${runs[@]}"; do
         fail "$name" "$(grep '^rc=' "$base.log"), $f failed: $(grep -m3 '^FAIL - ' "$base.log" | tr '\n' ' ') $(tail -3 "$base.log" | tr '\n' ' ')"
     fi
     [ "$o" = index ] && continue
-    ref=$tmp/$(basename "$b").index.0.digest
-    n=$(wc -l <"$base.digest" 2>/dev/null || echo 0)
-    if [ "$n" -gt 0 ] && cmp -s "$ref" "$base.digest"; then
+    # sorted: host threads may copy side by side in any order (OpenMP)
+    sort "$tmp/$(basename "$b").index.0.digest" >"$base.ref.sorted" 2>/dev/null
+    sort "$base.digest" >"$base.sorted" 2>/dev/null
+    n=$(wc -l <"$base.sorted")
+    if [ "$n" -gt 0 ] && cmp -s "$base.ref.sorted" "$base.sorted"; then
         ok "$name: all $n device-to-host copies bit-identical to index order"
     else
         fail "$name: device-to-host copies differ from index order" \
-            "first difference: $(diff "$ref" "$base.digest" 2>&1 | head -3 | tr '\n' ' ')"
+            "first difference: $(diff "$base.ref.sorted" "$base.sorted" 2>&1 | head -3 | tr '\n' ' ')"
     fi
 done

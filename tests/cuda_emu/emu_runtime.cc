@@ -18,6 +18,7 @@
 #include <ucontext.h>
 
 #include <map>
+#include <mutex>
 #include <vector>
 
 /* Switching fibers: on x86-64 a six-register switch (callee-saved registers
@@ -575,12 +576,15 @@ __attribute__((noinline)) uint64_t warp_op(WarpOp op, unsigned int mask, uint64_
 
 } // namespace emu
 
-/* KVCPT_EMU_DIGEST=PATH: a line per device-to-host copy (its number, the
- * launches run so far, its size and an FNV-1a hash of its bytes) written to
- * PATH, so that runs under different KVCPT_EMU_ORDERs can be compared byte
- * for byte (tests/test_cuda_emu_orders.sh): everything a test or the program
- * reads back from the device passes through here. */
+/* KVCPT_EMU_DIGEST=PATH: a line per device-to-host copy (the launches run
+ * so far, its size and an FNV-1a hash of its bytes) written to PATH, so that
+ * runs under different KVCPT_EMU_ORDERs can be compared byte for byte
+ * (tests/test_cuda_emu_orders.sh): everything a test or the program reads
+ * back from the device passes through here. Host threads may copy at the
+ * same time (the decode engine's policies run side by side under OpenMP),
+ * so the lines carry no sequence number and are compared as a sorted set. */
 namespace {
+std::mutex digest_mutex;
 FILE *digest_file() {
     static bool opened = false;
     static FILE *f = nullptr;
@@ -596,14 +600,14 @@ FILE *digest_file() {
     return f;
 }
 void digest_copy(const void *src, size_t bytes) {
+    std::lock_guard<std::mutex> hold(digest_mutex);
     FILE *f = digest_file();
     if (!f) return;
-    static unsigned long long copies = 0;
     uint64_t h = 0xcbf29ce484222325ull;
     const unsigned char *p = (const unsigned char *)src;
     for (size_t i = 0; i < bytes; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    if (fprintf(f, "copy %llu after launch %llu: %zu bytes, fnv1a64 %016llx\n", ++copies, launches, bytes,
-                (unsigned long long)h) < 0 || fflush(f) != 0) {
+    if (fprintf(f, "after launch %llu: %zu bytes, fnv1a64 %016llx\n", launches, bytes, (unsigned long long)h) < 0 ||
+        fflush(f) != 0) {
         fprintf(stderr, "kvcpt CUDA emulator: KVCPT_EMU_DIGEST: write failed\n");
         exit(1);
     }
