@@ -80,7 +80,14 @@ EMU_CU       := $(filter-out kernels/matmul.cu,$(wildcard kernels/*.cu))
 EMU_C        := $(C_SRC) tests/cuda_emu/matmul_emu.c
 EMU_FLAGS    := -DKVCPT_CUDA -DKVCPT_CUDA_EMU -Itests/cuda_emu/include
 EMU_CFLAGS   := $(BASE_CFLAGS) $(EMU_FLAGS)
-EMU_CXXFLAGS := -std=c++17 $(OPT) -g -ffp-contract=off -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas \
+# device code contracts a*b+c into FMA as nvcc does by default (-fmad=true):
+# g++ with contraction on and, where the CPU has them, FMA instructions.
+# The .cu files compile once for host and device here, and the kernels are
+# what is emulated, so they see nvcc's device-pass macro for sm_90 (shared
+# headers such as optim/adamw_math.h pick their explicitly rounded path by
+# it) and, as nvcc does, get cuda_runtime.h (the intrinsics) before any line.
+EMU_FMA      := $(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo -mfma)
+EMU_CXXFLAGS := -std=c++17 $(OPT) -g -ffp-contract=fast $(EMU_FMA) -D__CUDA_ARCH__=900 -include cuda_runtime.h -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas \
                 -D_GNU_SOURCE -I. \
                 -iquote kernels $(EMU_FLAGS)
 EMU_OBJ      := $(EMU_C:%.c=build/emu/%.o) $(EMU_CU:%.cu=build/emu/%.cu.o) build/emu/emu_runtime.o

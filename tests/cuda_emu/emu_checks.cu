@@ -21,7 +21,20 @@
  *   emu_checks race-atomic     a plain read of a counter other blocks add to
  *                              atomically
  *   emu_checks race-free       the same kernels made right, atomics, and
- *                              neighbouring bytes: must report nothing */
+ *                              neighbouring bytes: must report nothing
+ *   emu_checks warp            shuffles, __syncwarp and votes used as the
+ *                              programming guide allows (partial masks,
+ *                              widths, partial warps): ok / FAIL lines
+ *   emu_checks shfl-exited | shfl-mask-caller | shfl-outside-mask |
+ *              shfl-mixed-masks | shfl-partial-warp | syncwarp-vs-syncthreads
+ *                              planted warp bugs: each must stop the program
+ *                              with a message naming kernel, block, lane, mask
+ *   emu_checks atomic-sum      planted schedule dependence: a float
+ *                              atomicAdd over blocks (its digest must
+ *                              differ between index and reverse order)
+ *   emu_checks arith           a*b+c in a kernel is fused (as nvcc
+ *                              contracts it); __fadd_rn(__fmul_rn(a,b),c) is not */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -344,14 +357,200 @@ static int static_over(void) {
     return 0;
 }
 
+/* ---- warp intrinsics ---- */
+
+/* Every lane: a full-warp xor sum, a shfl from lane 3, down/up by 1 inside
+ * 8-lane segments, and a ballot of odd lanes. */
+__global__ void warp_full_kernel(int *out) {
+    const int lane = threadIdx.x & 31;
+    int v = lane + 1;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    out[threadIdx.x * 5 + 0] = v;
+    out[threadIdx.x * 5 + 1] = __shfl_sync(0xffffffffu, lane * 10, 3);
+    out[threadIdx.x * 5 + 2] = __shfl_down_sync(0xffffffffu, lane, 1, 8);
+    out[threadIdx.x * 5 + 3] = __shfl_up_sync(0xffffffffu, lane, 1, 8);
+    out[threadIdx.x * 5 + 4] = (int)__ballot_sync(0xffffffffu, lane & 1);
+}
+/* The two half warps shuffle apart (masks 0x0000ffff and 0xffff0000), then
+ * lane 5 alone shuffles with itself before the whole warp syncs: different
+ * masks at different call sites, all allowed. */
+__global__ void warp_halves_kernel(int *out) {
+    const unsigned int lane = threadIdx.x & 31, half = lane < 16 ? 0x0000ffffu : 0xffff0000u;
+    int v = (int)lane;
+    for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(half, v, o, 16);
+    if (lane == 5) v += __shfl_sync(1u << 5, 100, 5);
+    __syncwarp();
+    out[threadIdx.x] = v + __any_sync(0xffffffffu, lane == 31) + __all_sync(0xffffffffu, lane < 32);
+}
+/* A partial warp (48 threads: warp 1 has lanes 0..15) reducing over the
+ * lanes that exist, with the full mask as the project's kernels pass it. */
+__global__ void warp_partial_kernel(int *out) {
+    int v = 1;
+    for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    out[threadIdx.x] = v;
+}
+
+static int warp(void) {
+    int *d, h[64 * 5];
+    CUDA_CHECK(cudaMalloc(&d, sizeof h));
+    warp_full_kernel<<<1, 64>>>(d);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemcpy(h, d, sizeof(int) * 64 * 5, cudaMemcpyDeviceToHost));
+    int good = 1;
+    for (int t = 0; t < 64; t++) {
+        const int lane = t & 31, seg = lane & ~7;
+        const int want[5] = {528, 30, lane + 1 <= seg + 7 ? lane + 1 : lane, lane - 1 >= seg ? lane - 1 : lane,
+                             (int)0xaaaaaaaau};
+        for (int k = 0; k < 5; k++) good &= h[t * 5 + k] == want[k];
+    }
+    check(good, "full-warp xor sum, shfl from lane 3, down/up within 8-lane segments, ballot",
+          "a lane got another value");
+    warp_halves_kernel<<<1, 32>>>(d);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemcpy(h, d, sizeof(int) * 32, cudaMemcpyDeviceToHost));
+    good = 1;
+    for (int l = 0; l < 32; l++) good &= h[l] == (l < 16 ? 120 : 376) + (l == 5 ? 100 : 0) + 2;
+    check(good, "half-warp masks at one call site, a one-lane shuffle, then __syncwarp and votes of the whole warp",
+          "a lane got another value");
+    warp_partial_kernel<<<1, 48>>>(d);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemcpy(h, d, sizeof(int) * 48, cudaMemcpyDeviceToHost));
+    good = 1;
+    for (int t = 0; t < 48; t++) good &= h[t] == 16;
+    check(good, "a partial warp (48 threads) shuffles among the lanes that exist", "a lane got another value");
+    CUDA_CHECK(cudaFree(d));
+    return failures ? 1 : 0;
+}
+
+/* Planted: lanes 16..31 return early, the rest then reduce over the whole
+ * warp; lanes 0..15 read the exited lanes (a GPU gives garbage). */
+__global__ void shfl_exited_kernel(float *out) {
+    if ((threadIdx.x & 31) >= 16) return;
+    float v = 1.0f;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    out[threadIdx.x] = v;
+}
+/* Planted: the mask names lanes 0..15 only, but every lane calls. */
+__global__ void shfl_mask_caller_kernel(float *out) {
+    out[threadIdx.x] = __shfl_xor_sync(0x0000ffffu, 1.0f, 1);
+}
+/* Planted: lanes 0..7 shuffle among themselves but lane 7 reads lane 8,
+ * which is alive (at a __syncwarp of the other lanes) yet not taking part. */
+__global__ void shfl_outside_mask_kernel(float *out) {
+    if ((threadIdx.x & 31) < 8) out[threadIdx.x] = __shfl_down_sync(0x000000ffu, 1.0f, 1, 16);
+    else __syncwarp(0xffffff00u);
+}
+/* Planted: a mask computed per lane, so the lanes of one shuffle disagree. */
+__global__ void shfl_mixed_masks_kernel(float *out) {
+    const unsigned int mask = (threadIdx.x & 31) < 16 ? 0x0000ffffu : 0xffffffffu;
+    out[threadIdx.x] = __shfl_xor_sync(mask, 1.0f, 1);
+}
+/* Planted: a full-warp reduction in a block of 48 threads (warp 1 has 16
+ * lanes), the bug cuda_reduce.cuh's "a multiple of 32" rule prevents. */
+__global__ void shfl_partial_warp_kernel(float *out) {
+    float v = 1.0f;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    out[threadIdx.x] = v;
+}
+/* Planted: lane 0 syncs the warp while the others wait at __syncthreads. */
+__global__ void syncwarp_vs_syncthreads_kernel(float *out) {
+    if (threadIdx.x == 0) __syncwarp();
+    else __syncthreads();
+    out[threadIdx.x] = 1.0f;
+}
+
+static int planted_warp(const char *which) {
+    float *d;
+    CUDA_CHECK(cudaMalloc(&d, sizeof(float) * 64));
+    if (strcmp(which, "shfl-exited") == 0) shfl_exited_kernel<<<2, 64>>>(d);
+    else if (strcmp(which, "shfl-mask-caller") == 0) shfl_mask_caller_kernel<<<1, 32>>>(d);
+    else if (strcmp(which, "shfl-outside-mask") == 0) shfl_outside_mask_kernel<<<1, 32>>>(d);
+    else if (strcmp(which, "shfl-mixed-masks") == 0) shfl_mixed_masks_kernel<<<1, 32>>>(d);
+    else if (strcmp(which, "shfl-partial-warp") == 0) shfl_partial_warp_kernel<<<1, 48>>>(d);
+    else syncwarp_vs_syncthreads_kernel<<<1, 32>>>(d);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaDeviceSynchronize());
+    printf("planted warp bug %s was not stopped\n", which);
+    return 0;
+}
+
+/* Planted schedule dependence: every block adds its term to one float with
+ * atomicAdd, so the sum's rounding depends on the order the blocks run in
+ * (within tolerance of any order, but not bit-identical). */
+__global__ void atomic_sum_kernel(float *sum) {
+    if (threadIdx.x == 0) atomicAdd(sum, 1.0f / (float)(blockIdx.x + 3));
+}
+static int atomic_sum(void) {
+    float *d, h;
+    CUDA_CHECK(cudaMalloc(&d, sizeof(float)));
+    CUDA_CHECK(cudaMemset(d, 0, sizeof(float)));
+    atomic_sum_kernel<<<257, 32>>>(d);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost));
+    printf("sum %a\n", h);
+    CUDA_CHECK(cudaFree(d));
+    return 0;
+}
+
+/* ---- arithmetic: contraction as nvcc does it ---- */
+
+/* x = {a, b, c}: out = {a*b + c, __fadd_rn(__fmul_rn(a, b), c), __fmaf_rn(a, b, c)} */
+__global__ void arith_kernel(float *out, const float *x) {
+    out[0] = x[0] * x[1] + x[2];
+    out[1] = __fadd_rn(__fmul_rn(x[0], x[1]), x[2]);
+    out[2] = __fmaf_rn(x[0], x[1], x[2]);
+    out[3] = __fadd_rn(x[0] * x[1], x[2]);
+    out[4] = __fmul_rn(x[0], x[1]) + x[2];
+}
+
+static int arith(void) {
+    /* a = b = 1 + 2^-12: a*b = 1 + 2^-11 + 2^-24, which rounds (a tie, to
+     * even) to 1 + 2^-11; with c = -(1 + 2^-11) the fused result is 2^-24
+     * and the separately rounded one 0. */
+    const float a = 1.0f + ldexpf(1.0f, -12), c = -(1.0f + ldexpf(1.0f, -11));
+    const float hx[3] = {a, a, c};
+    float *dx, *dout, h[5];
+    CUDA_CHECK(cudaMalloc(&dx, sizeof hx));
+    CUDA_CHECK(cudaMalloc(&dout, sizeof h));
+    CUDA_CHECK(cudaMemcpy(dx, hx, sizeof hx, cudaMemcpyHostToDevice));
+    arith_kernel<<<1, 1>>>(dout, dx);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemcpy(h, dout, sizeof h, cudaMemcpyDeviceToHost));
+    const float fused = ldexpf(1.0f, -24);
+    char why[256];
+    snprintf(why, sizeof why, "a*b+c = %a, __fadd_rn(__fmul_rn) = %a, __fmaf_rn = %a, __fadd_rn(a*b, c) = %a, "
+             "__fmul_rn(a,b) + c = %a", h[0], h[1], h[2], h[3], h[4]);
+    printf("# %s\n", why);
+    check(h[2] == fused, "__fmaf_rn(a, b, c) is the fused 2^-24", why);
+#if defined(__FMA__) || defined(__aarch64__)
+    check(h[0] == fused, "a*b + c in an emulated kernel is contracted into one FMA, as nvcc does by default", why);
+#else
+    printf("skip - a*b + c contraction: this build has no FMA instructions (-mfma needs a CPU with FMA)\n");
+#endif
+    check(h[1] == 0.0f && h[3] == 0.0f && h[4] == 0.0f,
+          "__fadd_rn(__fmul_rn(a, b), c), __fadd_rn(a*b, c) and __fmul_rn(a, b) + c round the product first", why);
+    CUDA_CHECK(cudaFree(dx));
+    CUDA_CHECK(cudaFree(dout));
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "limits") == 0) return limits();
     if (strcmp(mode, "race") == 0) return race();
     if (strcmp(mode, "planted-launch") == 0) return planted_launch();
     if (strcmp(mode, "static-over") == 0) return static_over();
+    if (strcmp(mode, "warp") == 0) return warp();
+    if (strcmp(mode, "arith") == 0) return arith();
+    if (strcmp(mode, "atomic-sum") == 0) return atomic_sum();
+    if (strcmp(mode, "shfl-exited") == 0 || strcmp(mode, "shfl-mask-caller") == 0 ||
+        strcmp(mode, "shfl-outside-mask") == 0 || strcmp(mode, "shfl-mixed-masks") == 0 ||
+        strcmp(mode, "shfl-partial-warp") == 0 || strcmp(mode, "syncwarp-vs-syncthreads") == 0)
+        return planted_warp(mode);
     if (strcmp(mode, "race-free") == 0) return race_free();
     if (strncmp(mode, "race-", 5) == 0) return race_one(mode);
-    fprintf(stderr, "usage: %s limits|race|planted-launch|static-over|race-free|race-NAME\n", argv[0]);
+    fprintf(stderr, "usage: %s limits|race|planted-launch|static-over|race-free|race-NAME|warp|arith|shfl-exited|shfl-mask-caller|"
+                    "shfl-outside-mask|shfl-mixed-masks|shfl-partial-warp|syncwarp-vs-syncthreads|atomic-sum\n",
+            argv[0]);
     return 2;
 }

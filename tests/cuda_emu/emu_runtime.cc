@@ -5,8 +5,9 @@
  * in turn (in the order KVCPT_EMU_ORDER picks: index, reverse or seeded
  * random; blocks too) until each one finishes or waits at a barrier. A block
  * barrier opens when every unfinished thread of the block waits at one; a
- * warp barrier (used by shuffles) opens when every unfinished lane of that
- * warp waits at one. If neither can open, the kernel has diverged around a
+ * warp intrinsic (shuffle, __syncwarp, vote) completes when every live lane
+ * named in its mask has called it with the same mask, and the lanes outside
+ * the mask run on. If nothing can open, the kernel has diverged around a
  * barrier, which on a GPU is a hang or undefined: the emulator stops with a
  * message naming the kernel launch. */
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <ucontext.h>
 
 #include <map>
+#include <mutex>
 #include <vector>
 
 /* The race variant (build/emu-race/) tells the detector what runs and when
@@ -71,12 +73,24 @@ const size_t kStackBytes = 128 * 1024;
 const size_t kSmemGuard = 4096;
 const unsigned char kGuardByte = 0xa5;
 
+/* A lane's call of a warp intrinsic, kept while it waits for the other lanes
+ * of its mask; result is filled in when they have all arrived. */
+struct WarpCall {
+    emu::WarpOp op;
+    unsigned int mask;
+    uint64_t value;
+    unsigned int arg;
+    int width;
+    const void *site; /* the call's return address: which intrinsic in the code */
+    uint64_t result;
+};
+
 struct Block {
     std::vector<Fiber> fibers;
     char *stacks = nullptr;
     size_t stack_fibers = 0;
     std::vector<char> smem;
-    std::vector<uint64_t> slots; /* one shuffle slot per thread */
+    std::vector<WarpCall> calls; /* each thread's pending warp intrinsic */
     std::vector<int> votes;      /* one __syncthreads_count vote per thread */
     const std::function<void()> *body = nullptr;
 #ifdef EMU_FAST_SWITCH
@@ -104,6 +118,7 @@ void to_fiber(Fiber &f) {
 }
 
 unsigned long long launches = 0;
+const char *kernel_name = "a kernel"; /* the running launch's, for messages */
 
 /* The last error of any runtime call, as the real runtime keeps it: launches
  * and failed calls set it; cudaGetLastError reads and resets it. */
@@ -199,6 +214,146 @@ void fiber_start(Fiber &f, char *stack) {
 #endif
 }
 
+const char *warp_op_name(emu::WarpOp op) {
+    switch (op) {
+    case emu::WARP_SHFL_IDX: return "__shfl_sync";
+    case emu::WARP_SHFL_UP: return "__shfl_up_sync";
+    case emu::WARP_SHFL_DOWN: return "__shfl_down_sync";
+    case emu::WARP_SHFL_XOR: return "__shfl_xor_sync";
+    case emu::WARP_SYNCWARP: return "__syncwarp";
+    case emu::WARP_BALLOT: return "__ballot_sync";
+    case emu::WARP_ANY: return "__any_sync";
+    case emu::WARP_ALL: return "__all_sync";
+    }
+    return "a warp intrinsic";
+}
+
+/* Undefined behaviour in a warp intrinsic: what a GPU would answer is
+ * unknowable (a stale or arbitrary value, a hang), so stop and say where. */
+[[noreturn]] void warp_error(size_t thread, const char *what) {
+    const Fiber &f = blk.fibers[thread];
+    const WarpCall &c = blk.calls[thread];
+    fprintf(stderr,
+            "kvcpt CUDA emulator: %s (launch %llu), block (%u,%u,%u), thread (%u,%u,%u) = warp %zu lane %zu: %s "
+            "with mask 0x%08x: %s\n",
+            kernel_name, launches, blockIdx.x, blockIdx.y, blockIdx.z, f.tid.x, f.tid.y, f.tid.z, thread / 32,
+            thread % 32, warp_op_name(c.op), c.mask, what);
+    exit(1);
+}
+
+/* The lane a shuffle reads, as the programming guide defines it for width:
+ * the lane's own when the source falls outside its width-segment (up, down,
+ * and xor towards a later segment; idx wraps within the segment). */
+unsigned int shuffle_source(const WarpCall &c, unsigned int lane) {
+    unsigned int w = (unsigned int)c.width, first = lane & ~(w - 1), last = first + w - 1;
+    switch (c.op) {
+    case emu::WARP_SHFL_IDX: return first + (c.arg & (w - 1));
+    case emu::WARP_SHFL_UP: return (uint64_t)c.arg > lane - first ? lane : lane - c.arg;
+    case emu::WARP_SHFL_DOWN: return (uint64_t)lane + c.arg > last ? lane : lane + c.arg;
+    case emu::WARP_SHFL_XOR: {
+        unsigned int src = lane ^ (c.arg & 31u);
+        return src > last ? lane : src;
+    }
+    default: return lane;
+    }
+}
+
+/* Completes the intrinsic that lanes of warp w (threads w..w+31, of n) named
+ * in mask have all called: computes each one's result, then lets them run. */
+void complete_warp_op(size_t w, size_t n, unsigned int mask) {
+    uint64_t ballot = 0;
+    int all = 1;
+    for (unsigned int l = 0; l < 32; l++)
+        if (mask >> l & 1u && w + l < n && blk.fibers[w + l].state == AT_WARP_BARRIER) {
+            ballot |= (uint64_t)(blk.calls[w + l].value != 0) << l;
+            all &= blk.calls[w + l].value != 0;
+        }
+    char why[200];
+    for (unsigned int l = 0; l < 32; l++) {
+        if (!(mask >> l & 1u) || w + l >= n || blk.fibers[w + l].state != AT_WARP_BARRIER) continue;
+        WarpCall &c = blk.calls[w + l];
+        switch (c.op) {
+        case emu::WARP_SYNCWARP: c.result = 0; break;
+        case emu::WARP_BALLOT: c.result = ballot; break;
+        case emu::WARP_ANY: c.result = ballot != 0; break;
+        case emu::WARP_ALL: c.result = (uint64_t)all; break;
+        default: {
+            unsigned int src = shuffle_source(c, l);
+            if (src == l) {
+                c.result = c.value;
+                break;
+            }
+            if (w + src >= n) {
+                snprintf(why, sizeof why,
+                         "reads lane %u, which does not exist (the block has %zu threads, so this warp is partial): a "
+                         "GPU returns an undefined value",
+                         src, n);
+                warp_error(w + l, why);
+            }
+            if (blk.fibers[w + src].state == FINISHED) {
+                snprintf(why, sizeof why, "reads lane %u, which has exited (returned from the kernel): a GPU returns "
+                                          "an undefined value",
+                         src);
+                warp_error(w + l, why);
+            }
+            if (!(mask >> src & 1u)) {
+                snprintf(why, sizeof why,
+                         "reads lane %u, which is not in the mask and so not taking part: a GPU returns an undefined value",
+                         src);
+                warp_error(w + l, why);
+            }
+            c.result = blk.calls[w + src].value;
+        }
+        }
+    }
+    for (unsigned int l = 0; l < 32; l++)
+        if (mask >> l & 1u && w + l < n && blk.fibers[w + l].state == AT_WARP_BARRIER) blk.fibers[w + l].state = RUNNABLE;
+}
+
+/* Two lanes at the same intrinsic in the code, one naming the other in its
+ * mask, with different masks: the guide's "same mask" broken (a lane
+ * computing its mask from its own data, say). Lanes at different call
+ * sites may legitimately differ (one lane's private shuffle first, then a
+ * shared one), so only the same site is checked. */
+void check_same_site_masks(size_t w, size_t end) {
+    size_t first = end;
+    int uniform = 1;
+    for (size_t i = w; i < end; i++) {
+        if (blk.fibers[i].state != AT_WARP_BARRIER) continue;
+        if (first == end) first = i;
+        else if (blk.calls[i].site != blk.calls[first].site || blk.calls[i].mask != blk.calls[first].mask) uniform = 0;
+    }
+    if (uniform) return;
+    for (size_t i = w; i < end; i++) {
+        if (blk.fibers[i].state != AT_WARP_BARRIER) continue;
+        for (size_t j = w; j < end; j++) {
+            if (j == i || blk.fibers[j].state != AT_WARP_BARRIER) continue;
+            const WarpCall &a = blk.calls[i], &b = blk.calls[j];
+            if (a.site == b.site && a.mask != b.mask && a.mask >> (j - w) & 1u) {
+                char why[160];
+                snprintf(why, sizeof why,
+                         "lane %zu, named in this mask, calls the same intrinsic with mask 0x%08x (the guide: "
+                         "undefined)",
+                         j - w, b.mask);
+                warp_error(i, why);
+            }
+        }
+    }
+}
+
+/* Whether every live lane named in lane i's mask waits at the same
+ * intrinsic with the same mask. */
+int warp_op_ready(size_t w, size_t n, size_t i) {
+    const WarpCall &c = blk.calls[i];
+    for (unsigned int l = 0; l < 32; l++) {
+        if (!(c.mask >> l & 1u) || w + l >= n) continue;
+        const Fiber &f = blk.fibers[w + l];
+        if (f.state == FINISHED) continue;
+        if (f.state != AT_WARP_BARRIER || blk.calls[w + l].mask != c.mask || blk.calls[w + l].op != c.op) return 0;
+    }
+    return 1;
+}
+
 /* Opens the barriers that every unfinished thread in scope has reached;
  * returns 0 when none can open. */
 int open_barriers() {
@@ -206,17 +361,13 @@ int open_barriers() {
     int opened = 0;
     for (size_t w = 0; w < n; w += 32) {
         size_t end = w + 32 < n ? w + 32 : n;
-        int waiting = 0, others = 0;
-        for (size_t i = w; i < end; i++) {
-            if (blk.fibers[i].state == AT_WARP_BARRIER) waiting++;
-            else if (blk.fibers[i].state != FINISHED) others++;
-        }
-        if (waiting && !others) {
-            for (size_t i = w; i < end; i++)
-                if (blk.fibers[i].state == AT_WARP_BARRIER) blk.fibers[i].state = RUNNABLE;
-            RACE_HOOK(warp_synced(w / 32));
-            opened = 1;
-        }
+        check_same_site_masks(w, end);
+        for (size_t i = w; i < end; i++)
+            if (blk.fibers[i].state == AT_WARP_BARRIER && warp_op_ready(w, n, i)) {
+                complete_warp_op(w, n, blk.calls[i].mask);
+                RACE_HOOK(warp_synced(w / 32));
+                opened = 1;
+            }
     }
     if (opened) return 1;
     int at_block = 0, others = 0;
@@ -231,6 +382,38 @@ int open_barriers() {
         return 1;
     }
     return 0;
+}
+
+/* Nothing can run and no barrier can open: name a lane that waits and one it
+ * waits for. */
+[[noreturn]] void report_stuck() {
+    size_t n = blk.fibers.size();
+    for (size_t i = 0; i < n; i++) {
+        if (blk.fibers[i].state != AT_WARP_BARRIER) continue;
+        size_t w = i & ~(size_t)31;
+        const WarpCall &c = blk.calls[i];
+        for (unsigned int l = 0; l < 32; l++) {
+            if (!(c.mask >> l & 1u) || w + l >= n) continue;
+            const Fiber &f = blk.fibers[w + l];
+            const WarpCall &o = blk.calls[w + l];
+            char why[200];
+            if (f.state == AT_BLOCK_BARRIER)
+                snprintf(why, sizeof why, "lane %u, named in this mask, waits at __syncthreads: the warp can never meet",
+                         l);
+            else if (f.state == AT_WARP_BARRIER && (o.mask != c.mask || o.op != c.op))
+                snprintf(why, sizeof why,
+                         "lane %u, named in this mask, waits at %s with mask 0x%08x: the lanes of one intrinsic must "
+                         "pass the same mask (the guide: undefined; here they never meet)",
+                         l, warp_op_name(o.op), o.mask);
+            else continue;
+            warp_error(i, why);
+        }
+    }
+    fprintf(stderr,
+            "kvcpt CUDA emulator: %s (launch %llu), block (%u,%u,%u): threads wait at barriers that cannot open "
+            "(a __syncthreads not reached by every live thread of its block)\n",
+            kernel_name, launches, blockIdx.x, blockIdx.y, blockIdx.z);
+    exit(1);
 }
 
 void run_block(const emu::Config &c, size_t block_linear) {
@@ -270,13 +453,7 @@ void run_block(const emu::Config &c, size_t block_linear) {
             unfinished += blk.fibers[i].state != FINISHED;
         }
         if (!unfinished) return;
-        if (!ran && !open_barriers()) {
-            fprintf(stderr,
-                    "kvcpt CUDA emulator: launch %llu, block (%u,%u,%u): threads wait at barriers that cannot open "
-                    "(a __syncthreads or shuffle not reached by every live thread of its block or warp)\n",
-                    launches, blockIdx.x, blockIdx.y, blockIdx.z);
-            exit(1);
-        }
+        if (!ran && !open_barriers()) report_stuck();
     }
 }
 
@@ -321,6 +498,7 @@ void check_static_smem(const Config &c, const void *kernel) {
 
 void run_grid(const Config &c, const void *kernel, const std::function<void()> &body) {
     launches++;
+    kernel_name = c.name ? c.name : "a kernel";
     read_order();
     cudaError_t bad = check_launch(c, kernel);
     if (bad != cudaSuccess) {
@@ -341,7 +519,7 @@ void run_grid(const Config &c, const void *kernel, const std::function<void()> &
     blockDim = c.block;
     blk.body = &body;
     size_t threads = (size_t)c.block.x * c.block.y * c.block.z;
-    blk.slots.assign(threads, 0);
+    blk.calls.assign(threads, WarpCall());
     blk.votes.assign(threads, 0);
     size_t nblocks = (size_t)c.grid.x * c.grid.y * c.grid.z;
     /* index order needs no table (grids of millions of blocks are common) */
@@ -401,11 +579,56 @@ int block_count(int predicate) {
     blk.votes[me] = 0;
     return n;
 }
-void warp_barrier() { wait_at(AT_WARP_BARRIER); }
-unsigned int lane_id() { return (unsigned int)(blk.current & 31); }
-void *warp_slot(unsigned int lane) { return &blk.slots[(blk.current & ~(size_t)31) + lane]; }
+__attribute__((noinline)) uint64_t warp_op(WarpOp op, unsigned int mask, uint64_t value, unsigned int arg, int width) {
+    size_t me = blk.current;
+    WarpCall &call = blk.calls[me];
+    call = {op, mask, value, arg, width, __builtin_return_address(0), 0};
+    if (!(mask >> (me & 31) & 1u)) warp_error(me, "the calling lane is not in its own mask (the guide: undefined)");
+    if (width < 1 || width > 32 || (width & (width - 1)))
+        warp_error(me, "width is not a power of two from 1 to 32 (the guide: undefined)");
+    wait_at(AT_WARP_BARRIER);
+    return blk.calls[me].result;
+}
 
 } // namespace emu
+
+/* KVCPT_EMU_DIGEST=PATH: a line per device-to-host copy (the launches run
+ * so far, its size and an FNV-1a hash of its bytes) written to PATH, so that
+ * runs under different KVCPT_EMU_ORDERs can be compared byte for byte
+ * (tests/test_cuda_emu_orders.sh): everything a test or the program reads
+ * back from the device passes through here. Host threads may copy at the
+ * same time (the decode engine's policies run side by side under OpenMP),
+ * so the lines carry no sequence number and are compared as a sorted set. */
+namespace {
+std::mutex digest_mutex;
+FILE *digest_file() {
+    static bool opened = false;
+    static FILE *f = nullptr;
+    if (opened) return f;
+    opened = true;
+    const char *path = getenv("KVCPT_EMU_DIGEST");
+    if (!path || !*path) return nullptr;
+    f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "kvcpt CUDA emulator: KVCPT_EMU_DIGEST=%s: cannot open for writing\n", path);
+        exit(1);
+    }
+    return f;
+}
+void digest_copy(const void *src, size_t bytes) {
+    std::lock_guard<std::mutex> hold(digest_mutex);
+    FILE *f = digest_file();
+    if (!f) return;
+    uint64_t h = 0xcbf29ce484222325ull;
+    const unsigned char *p = (const unsigned char *)src;
+    for (size_t i = 0; i < bytes; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    if (fprintf(f, "after launch %llu: %zu bytes, fnv1a64 %016llx\n", launches, bytes, (unsigned long long)h) < 0 ||
+        fflush(f) != 0) {
+        fprintf(stderr, "kvcpt CUDA emulator: KVCPT_EMU_DIGEST: write failed\n");
+        exit(1);
+    }
+}
+} // namespace
 
 /* ---- host API: device memory is host memory ---- */
 extern "C" {
@@ -459,7 +682,7 @@ cudaError_t cudaFree(void *p) {
 }
 cudaError_t cudaFreeAsync(void *p, cudaStream_t st) { return (void)st, cudaFree(p); }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
-    (void)kind;
+    if (kind == cudaMemcpyDeviceToHost) digest_copy(src, bytes);
     memmove(dst, src, bytes);
     return cudaSuccess;
 }

@@ -147,23 +147,32 @@ void static_smem(const void *var, size_t bytes, const char *name);
 void block_barrier();
 /* __syncthreads_count: a barrier that also counts the threads passing a nonzero value. */
 int block_count(int predicate);
-void warp_barrier();
-/* Exchange slot of the calling lane in its warp (8 bytes). */
-void *warp_slot(unsigned int lane);
-unsigned int lane_id();
-
 template <typename F, typename... Args> void launch(const Config &c, F *kernel, Args... args) {
     run_grid(c, (const void *)kernel, [=]() { kernel(args...); });
 }
 
-template <typename T> T shuffle_from(T v, unsigned int src_lane) {
-    static_assert(sizeof(T) <= 8, "emulated shuffles move at most 8 bytes");
-    unsigned int lane = lane_id();
-    memcpy(warp_slot(lane), &v, sizeof(T));
-    warp_barrier();
+/* The warp-wide intrinsics, each its own operation: the lanes named in a
+ * mask must all call the same one with the same mask (sm_70 and later allow
+ * them to do so from different call sites). */
+enum WarpOp { WARP_SHFL_IDX, WARP_SHFL_UP, WARP_SHFL_DOWN, WARP_SHFL_XOR, WARP_SYNCWARP, WARP_BALLOT, WARP_ANY, WARP_ALL };
+/* The calling lane's part in a warp intrinsic: it waits until every live lane
+ * named in mask has called the same intrinsic with the same mask; then the
+ * scheduler computes each lane's result from the values all of them passed
+ * (a shuffle's source lane from arg and width, as the CUDA programming guide
+ * defines them). What the guide leaves undefined (a mask without the caller,
+ * a source lane outside the mask, exited or beyond blockDim, mismatched
+ * masks, a width that is not a power of two up to 32) stops the program
+ * with a message naming the kernel, block, lane and mask. It is defined in
+ * emu_runtime.cc, never inlined: its return address tells call sites apart. */
+uint64_t warp_op(WarpOp op, unsigned int mask, uint64_t value, unsigned int arg, int width);
+
+template <typename T> T shuffle(WarpOp op, unsigned int mask, T v, unsigned int arg, int width) {
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "emulated shuffles move at most 8 bytes");
+    uint64_t bits = 0;
+    memcpy(&bits, &v, sizeof(T));
+    bits = warp_op(op, mask, bits, arg, width);
     T out;
-    memcpy(&out, warp_slot(src_lane & 31u), sizeof(T));
-    warp_barrier(); /* nobody may overwrite a slot before every lane has read */
+    memcpy(&out, &bits, sizeof(T));
     return out;
 }
 } // namespace emu
@@ -171,36 +180,59 @@ template <typename T> T shuffle_from(T v, unsigned int src_lane) {
 inline void __syncthreads() { emu::block_barrier(); }
 inline int __syncthreads_count(int p) { return emu::block_count(p); }
 inline int __syncthreads_or(int p) { return emu::block_count(p) > 0; }
-inline void __syncwarp(unsigned int mask = 0xffffffffu) {
-    (void)mask;
-    emu::warp_barrier();
+inline void __syncwarp(unsigned int mask = 0xffffffffu) { emu::warp_op(emu::WARP_SYNCWARP, mask, 0, 0, 32); }
+template <typename T> T __shfl_sync(unsigned int mask, T v, int src, int width = 32) {
+    return emu::shuffle(emu::WARP_SHFL_IDX, mask, v, (unsigned int)src, width);
 }
 template <typename T> T __shfl_xor_sync(unsigned int mask, T v, int lane_mask, int width = 32) {
-    (void)mask, (void)width;
-    return emu::shuffle_from(v, emu::lane_id() ^ (unsigned int)lane_mask);
-}
-template <typename T> T __shfl_sync(unsigned int mask, T v, int src, int width = 32) {
-    (void)mask;
-    unsigned int base = emu::lane_id() & ~(unsigned int)(width - 1);
-    return emu::shuffle_from(v, base + ((unsigned int)src & (unsigned int)(width - 1)));
+    return emu::shuffle(emu::WARP_SHFL_XOR, mask, v, (unsigned int)lane_mask, width);
 }
 template <typename T> T __shfl_down_sync(unsigned int mask, T v, unsigned int delta, int width = 32) {
-    (void)mask;
-    unsigned int lane = emu::lane_id(), in_seg = lane & (unsigned int)(width - 1);
-    return emu::shuffle_from(v, in_seg + delta < (unsigned int)width ? lane + delta : lane);
+    return emu::shuffle(emu::WARP_SHFL_DOWN, mask, v, delta, width);
 }
 template <typename T> T __shfl_up_sync(unsigned int mask, T v, unsigned int delta, int width = 32) {
-    (void)mask;
-    unsigned int lane = emu::lane_id(), in_seg = lane & (unsigned int)(width - 1);
-    return emu::shuffle_from(v, in_seg >= delta ? lane - delta : lane);
+    return emu::shuffle(emu::WARP_SHFL_UP, mask, v, delta, width);
+}
+inline unsigned int __ballot_sync(unsigned int mask, int predicate) {
+    return (unsigned int)emu::warp_op(emu::WARP_BALLOT, mask, predicate != 0, 0, 32);
+}
+inline int __any_sync(unsigned int mask, int predicate) {
+    return (int)emu::warp_op(emu::WARP_ANY, mask, predicate != 0, 0, 32);
+}
+inline int __all_sync(unsigned int mask, int predicate) {
+    return (int)emu::warp_op(emu::WARP_ALL, mask, predicate != 0, 0, 32);
 }
 
-/* IEEE single operations without contraction: the emulated .cu files are
- * compiled with -ffp-contract=off, so these are exact twins of the intrinsics. */
-inline float __fmul_rn(float a, float b) { return a * b; }
-inline float __fadd_rn(float a, float b) { return a + b; }
-inline float __fsub_rn(float a, float b) { return a - b; }
+/* IEEE single operations that nvcc never merges into a multiply-add. The
+ * emulated kernels build with contraction on (-ffp-contract=fast, and FMA
+ * instructions where the CPU has them) as nvcc builds device code, so g++
+ * would fuse a*b + c across these inline functions; the empty asm
+ * statements make each operand and result an opaque register value that no
+ * fused instruction can absorb (emu_checks arith proves it). */
+#if defined(__x86_64__)
+#define EMU_OPAQUE_FLOAT(v) asm volatile("" : "+x"(v))
+#elif defined(__aarch64__)
+#define EMU_OPAQUE_FLOAT(v) asm volatile("" : "+w"(v))
+#else
+#define EMU_OPAQUE_FLOAT(v) asm volatile("" : "+m"(v))
+#endif
+inline float __fmul_rn(float a, float b) {
+    float r = a * b;
+    EMU_OPAQUE_FLOAT(r);
+    return r;
+}
+inline float __fadd_rn(float a, float b) {
+    EMU_OPAQUE_FLOAT(a);
+    EMU_OPAQUE_FLOAT(b);
+    return a + b;
+}
+inline float __fsub_rn(float a, float b) {
+    EMU_OPAQUE_FLOAT(a);
+    EMU_OPAQUE_FLOAT(b);
+    return a - b;
+}
 inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float x) { return sqrtf(x); }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline float __expf(float x) { return expf(x); }
 inline float __logf(float x) { return logf(x); }
