@@ -351,7 +351,6 @@ void comm_close(Comm *c) {
 
 int comm_rank(const Comm *c) { return c->rank; }
 int comm_world(const Comm *c) { return c->world; }
-int comm_local_rank(const Comm *c) { return c->local_rank; }
 
 void comm_set_timeout(Comm *c, double seconds) {
     KV_CHECK(seconds >= 0 && seconds <= 1e7, "comm: timeout must be in [0, 1e7] seconds (got %g)", seconds);

@@ -35,8 +35,6 @@ int comm_world(const Comm *c);
 #define COMM_DEFAULT_TIMEOUT_TEXT "1800"
 #define COMM_DEFAULT_TIMEOUT_S 1800.0
 void comm_set_timeout(Comm *c, double seconds);
-/* Rank among the processes on this host (picks the GPU). */
-int comm_local_rank(const Comm *c);
 CommBackend comm_backend(const Comm *c);
 const char *comm_backend_name(CommBackend b);
 /* Which backends this binary carries ("single, mpi, nccl"), for --version. */
