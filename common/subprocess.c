@@ -89,4 +89,18 @@ void exe_dir_path(char *out, size_t cap, const char *rel) {
     exe_self_path(exe, sizeof exe);
     *strrchr(exe, '/') = '\0';
     path_fmt(out, cap, "%s/%s", exe, rel);
+    /* a build variant (build/asan/kvcpt, build/emu/kvcpt) finds the repository's
+     * scripts a few directories up; the program's own directory comes first */
+    char dir[4096], cand[4096];
+    path_fmt(dir, sizeof dir, "%s", exe);
+    for (int up = 0; up < 3; up++) {
+        path_fmt(cand, sizeof cand, "%s/%s", dir, rel);
+        if (access(cand, R_OK) == 0) {
+            path_fmt(out, cap, "%s", cand);
+            return;
+        }
+        char *slash = strrchr(dir, '/');
+        if (!slash || slash == dir) return;
+        *slash = '\0';
+    }
 }

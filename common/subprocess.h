@@ -18,6 +18,8 @@ int subprocess_run(const char *const argv[], const char *stdin_path, const char 
  * cannot be read or does not fit. */
 void exe_self_path(char *out, size_t cap);
 /* `rel` under the directory holding the running executable (the repository
- * root for ./kvcpt), into out. Dies when it cannot be located or does not fit. */
+ * root for ./kvcpt), or under the nearest of the two directories above it
+ * where that file exists (build/asan/kvcpt, build/emu/kvcpt), into out.
+ * Dies when it cannot be located or does not fit. */
 void exe_dir_path(char *out, size_t cap, const char *rel);
 #endif
