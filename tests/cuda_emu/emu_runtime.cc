@@ -94,11 +94,10 @@ struct Block {
     ucontext_t scheduler;
 #endif
     size_t current = 0;
-#ifdef KVCPT_EMU_ASAN
-    /* the scheduler's stack, as AddressSanitizer reports it on a fiber's first entry */
+    /* the scheduler's stack, as AddressSanitizer reports it on a fiber's first
+     * entry (the sanitizer build only) */
     const void *scheduler_stack = nullptr;
     size_t scheduler_stack_bytes = 0;
-#endif
 } blk;
 
 /* AddressSanitizer's side of a switch: before it, the stack being entered
@@ -121,9 +120,7 @@ void switch_end(void *fake_save) {
 
 void to_scheduler(Fiber &f) {
     void *fake = nullptr;
-#ifdef KVCPT_EMU_ASAN
     switch_begin(f.state == FINISHED ? nullptr : &fake, blk.scheduler_stack, blk.scheduler_stack_bytes);
-#endif
 #ifdef EMU_FAST_SWITCH
     emu_switch(&f.sp, blk.scheduler_sp);
 #else

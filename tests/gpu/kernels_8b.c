@@ -1,5 +1,6 @@
 /* Every project kernel once at Llama-3.1-8B's shapes (C 4096, Hq 32, Hkv 8,
- * D 128, F 14336, V 128256, T 32768, one sequence), for bounds and integer
+ * D 128, F 14336, V 128256, T 32768, one sequence; the training attention
+ * as 4 sequences of 8192), for bounds and integer
  * overflow, not for values: built in the CUDA emulator's sanitizer variant
  * (build/emu-asan/kernels_8b) and run with KVCPT_EMU_BLOCKS=sample, so each
  * grid runs only its corner blocks and a few seeded random ones, under
@@ -126,18 +127,24 @@ static void crossentropy(void) {
     cuda_free(logits), cuda_free(losses), cuda_free(lse), cuda_free(tgt);
 }
 
+/* The training attention at 4 sequences of 8192 (the same 32768 rows, so the
+ * same largest offsets, B * T * Hq * D = 2^27): a sampled block walks up to
+ * T keys (the dK/dV blocks: every query tile of 4 heads), and at T = 32768
+ * the backward's sampled blocks ran past 15 minutes under the sanitizers
+ * (the select and forward passes at T = 32768 ran clean in about 9). */
 static void attention(void) {
-    const RefreshMask m = {1, T / 2, 2048, 7, GROUP_AGG_MAX};
-    float *q = dev(4 * T * Hq * D), *k = dev(4 * T * Hkv * D), *v = dev(4 * T * Hkv * D);
-    float *out = dev(4 * T * Hq * D), *lse = dev(4 * T * Hq);
-    int32_t *sel = dev_ints(T * Hkv, 0);
-    attention_refresh_select_cuda(sel, q, k, 1, T, Hq, Hkv, D, &m);
-    done("attention_refresh_select_cuda", "B 1, T 32768, L 16384, K 2048, pool 7");
-    attention_forward_cuda(out, lse, q, k, v, sel, 1, T, Hq, Hkv, D, &m);
-    done("attention_forward_cuda", "B 1, T 32768, Hq 32, Hkv 8, D 128, RefreshKV mask");
-    float *dq = dev(4 * T * Hq * D), *dk = dev(4 * T * Hkv * D), *dv = dev(4 * T * Hkv * D);
-    attention_backward_cuda(dq, dk, dv, out, q, k, v, out, lse, sel, 1, T, Hq, Hkv, D, &m);
-    done("attention_backward_cuda", "B 1, T 32768, Hq 32, Hkv 8, D 128, RefreshKV mask");
+    const int64_t B = 4, Ta = 8192;
+    const RefreshMask m = {1, Ta / 2, 2048, 7, GROUP_AGG_MAX};
+    const int64_t nq = B * Ta * Hq * D, nk = B * Ta * Hkv * D;
+    float *q = dev(4 * nq), *k = dev(4 * nk), *v = dev(4 * nk), *out = dev(4 * nq), *lse = dev(4 * B * Ta * Hq);
+    int32_t *sel = dev_ints(B * Ta * Hkv, 0);
+    attention_refresh_select_cuda(sel, q, k, B, Ta, Hq, Hkv, D, &m);
+    done("attention_refresh_select_cuda", "B 4, T 8192, L 4096, K 2048, pool 7");
+    attention_forward_cuda(out, lse, q, k, v, sel, B, Ta, Hq, Hkv, D, &m);
+    done("attention_forward_cuda", "B 4, T 8192, Hq 32, Hkv 8, D 128, RefreshKV mask");
+    float *dq = dev(4 * nq), *dk = dev(4 * nk), *dv = dev(4 * nk);
+    attention_backward_cuda(dq, dk, dv, out, q, k, v, out, lse, sel, B, Ta, Hq, Hkv, D, &m);
+    done("attention_backward_cuda", "B 4, T 8192, Hq 32, Hkv 8, D 128, RefreshKV mask");
     cuda_free(q), cuda_free(k), cuda_free(v), cuda_free(out), cuda_free(lse), cuda_free(sel);
     cuda_free(dq), cuda_free(dk), cuda_free(dv);
 }
