@@ -7,6 +7,8 @@
 #  - planted races (a shared variable read with no __syncthreads after thread
 #    0 writes it; a flag block 0 sets for the others) read stale values under
 #    KVCPT_EMU_ORDER=reverse and random, and none in the default index order;
+#  - KVCPT_EMU_BLOCKS=sample runs a grid's corner blocks and a few more, and
+#    only those; unset, every block;
 #  - the emulated GPU tests pass with threads and blocks run in reverse and in
 #    two seeded random orders (KVCPT_EMU_ORDER_JOBS of them at once, default 2).
 . "$(dirname "$0")/lib.sh"
@@ -45,6 +47,14 @@ for seed in 1 2; do
     [ "${t:-0}" -gt 0 ] && [ "${b:-0}" -gt 0 ] && ok "planted races in random order, seed $seed: $t threads and $b blocks stale" \
         || fail "planted races in random order, seed $seed" "$t of 256 threads and $b of 64 blocks stale (want some of each)"
 done
+
+# KVCPT_EMU_BLOCKS=sample: the corners and a few seeded blocks; all: every one
+read -r ran corners <<<"$(KVCPT_EMU_BLOCKS=sample KVCPT_EMU_SEED=3 "$E" sample-count 2>&1 | awk '/^ran/ {print $2, $6}')"
+[ "${ran:-0}" -ge 5 ] && [ "${ran:-0}" -le 9 ] && [ "$corners" = 5 ] \
+    && ok "KVCPT_EMU_BLOCKS=sample runs $ran of 3000 blocks, the 5 corners among them" \
+    || fail "KVCPT_EMU_BLOCKS=sample" "ran ${ran:-?} of 3000 blocks, ${corners:-?} of 5 corners (want 5 to 9, all 5)"
+read -r ran corners <<<"$("$E" sample-count 2>&1 | awk '/^ran/ {print $2, $6}')"
+[ "$ran" = 3000 ] && ok "KVCPT_EMU_BLOCKS unset runs all 3000 blocks" || fail "KVCPT_EMU_BLOCKS unset" "ran ${ran:-?} of 3000"
 
 # the emulated GPU tests under other orders, a few at a time
 bins=()

@@ -8,6 +8,7 @@
  *   emu_checks planted-launch  an oversized launch on a launch path written
  *                              as the project's are (CUDA_CHECK_LAUNCH):
  *                              must stop the program with the error
+ *   emu_checks sample-count    which blocks of a grid KVCPT_EMU_BLOCKS runs
  * Planted out-of-bounds bugs, for the sanitizer build (build/emu-asan/
  * emu_checks, tests/sanitize_emu.sh asserts each report); each ends with a
  * "not stopped" line if it ran to the end:
@@ -229,6 +230,27 @@ static int static_over(void) {
     return 0;
 }
 
+/* KVCPT_EMU_BLOCKS=sample: which blocks of a (100, 10, 3) grid ran. Prints
+ * "ran N of 3000 corners C of 5" (the first and last block and the last
+ * along each dimension). */
+__global__ void mark_block_kernel(int *ran) {
+    ran[blockIdx.x + 100 * (blockIdx.y + 10 * blockIdx.z)] = 1;
+}
+static int sample_count(void) {
+    const int n = 3000, corners[5] = {0, 2999, 99, 900, 2000};
+    int *d, h[3000];
+    CUDA_CHECK(cudaMalloc(&d, sizeof h));
+    CUDA_CHECK(cudaMemset(d, 0, sizeof h));
+    mark_block_kernel<<<dim3(100, 10, 3), 1>>>(d);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    int ran = 0, at_corners = 0;
+    for (int i = 0; i < n; i++) ran += h[i];
+    for (int i = 0; i < 5; i++) at_corners += h[corners[i]];
+    printf("ran %d of %d corners %d of 5\n", ran, n, at_corners);
+    return 0;
+}
+
 /* ---- planted out-of-bounds accesses (caught by the sanitizer build) ---- */
 
 /* Off by one: the last thread writes one float past the launch's bytes. */
@@ -320,12 +342,13 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "race") == 0) return race();
     if (strcmp(mode, "planted-launch") == 0) return planted_launch();
     if (strcmp(mode, "static-over") == 0) return static_over();
+    if (strcmp(mode, "sample-count") == 0) return sample_count();
     if (strcmp(mode, "oob-smem") == 0) return oob_smem();
     if (strcmp(mode, "oob-static-smem") == 0) return oob_static_smem();
     if (strcmp(mode, "oob-global") == 0) return oob_global();
     if (strcmp(mode, "oob-carved") == 0) return oob_carved();
     if (strcmp(mode, "overflow-8b") == 0) return overflow_8b();
-    fprintf(stderr, "usage: %s limits|race|planted-launch|static-over|oob-smem|oob-static-smem|oob-global|oob-carved|overflow-8b\n",
+    fprintf(stderr, "usage: %s limits|race|planted-launch|static-over|sample-count|oob-smem|oob-static-smem|oob-global|oob-carved|overflow-8b\n",
             argv[0]);
     return 2;
 }
