@@ -138,9 +138,10 @@ build/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h tests/gpu/gpu_te
 # bytes asked for, tell ASan about its fiber stack switches, and poison red
 # zones between carved sub-buffers (common/redzone.h). `make sanitize-emu`
 # builds it and runs the emulated GPU tests, the planted bugs, the kernels
-# at Llama-3.1-8B shapes and the emulated-engine CLI tests on it (about 20
-# minutes on 2 cores); `make test` builds the two quick binaries and runs the
-# planted bugs and most 8B-shape kernels (tests/test_cuda_emu_asan.sh).
+# at Llama-3.1-8B shapes and the emulated-engine CLI tests on it (tens of
+# minutes on 2 cores: docs/cuda.md); `make test` builds the two quick
+# binaries and runs the planted bugs and most 8B-shape kernels
+# (tests/test_cuda_emu_asan.sh).
 EMU_ASAN_FLAGS    := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
                      -DKVCPT_EMU_ASAN
 EMU_ASAN_CFLAGS   := $(filter-out $(OPT),$(EMU_CFLAGS)) $(EMU_ASAN_FLAGS)

@@ -10,7 +10,8 @@
 #     tests/test_eval_cuda_emu.sh with KVCPT_EMU_KVCPT=build/emu-asan/kvcpt)
 #     pass with no report.
 # Prints ok / FAIL lines, then "sanitize-emu: clean" or "sanitize-emu: failed"
-# (exit 1). KVCPT_SANITIZE_JOBS runs that many tests at once (default 2).
+# (exit 1). KVCPT_SANITIZE_JOBS runs that many tests at once (default 2);
+# KVCPT_SANITIZE_TIMEOUT stops one after that many seconds (default 3600).
 . "$(dirname "$0")/lib.sh"
 A=build/emu-asan
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=0:halt_on_error=1}
@@ -27,7 +28,7 @@ grep -q '^ok - ' "$tmp/quick.log" || failed=1
 run_one() { # NAME COMMAND...: log in $tmp/NAME.log, then rc=N and secs=N
     local name=$1 t=$SECONDS
     shift
-    timeout 1500 "$@" >"$tmp/$name.log" 2>&1
+    timeout "${KVCPT_SANITIZE_TIMEOUT:-3600}" "$@" >"$tmp/$name.log" 2>&1
     echo "rc=$? secs=$((SECONDS - t))" >>"$tmp/$name.log"
 }
 names=()
