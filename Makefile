@@ -294,7 +294,8 @@ build/asan/%.o: %.c $(HDR)
 build/asan/kvcpt: kvcpt.c $(SAN_OBJ)
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $^ $(BASE_LDLIBS) -o $@
 
-sanitize: build/asan/kvcpt kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case build/emu/emu_checks
+sanitize: build/asan/kvcpt kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case build/emu/emu_checks \
+          build/emu-asan/emu_checks build/emu-asan/kernels_8b
 	bash tests/run_sanitized.sh
 
 # `make fuzz FUZZ_SECONDS=60`: libFuzzer (clang, with ASan + UBSan) on the
