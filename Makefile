@@ -177,7 +177,63 @@ build/emu-race/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h tests/g
 	$(CC) $(EMU_CFLAGS) $< build/emu-race/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
 # --- end of the race-detecting variant
 
-.PHONY: all setup test test-gpu test-gpu-bins clean fuzz sanitize
+# --- the emulator under AddressSanitizer and UBSan (build/emu-asan): the
+# same sources as build/emu, built with KVCPT_EMU_ASAN, which makes the
+# emulator allocate dynamic shared memory and cudaMalloc at exactly the
+# bytes asked for, tell ASan about its fiber stack switches, and poison red
+# zones between carved sub-buffers (common/redzone.h). `make sanitize-emu`
+# builds it and runs the emulated GPU tests, the planted bugs, the kernels
+# at Llama-3.1-8B shapes and the emulated-engine CLI tests on it (tens of
+# minutes on 2 cores: docs/cuda.md); `make test` builds the two quick
+# binaries and runs the planted bugs and most 8B-shape kernels
+# (tests/test_cuda_emu_asan.sh).
+EMU_ASAN_FLAGS    := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+                     -DKVCPT_EMU_ASAN
+EMU_ASAN_CFLAGS   := $(filter-out $(OPT),$(EMU_CFLAGS)) $(EMU_ASAN_FLAGS)
+EMU_ASAN_CXXFLAGS := $(filter-out $(OPT),$(EMU_CXXFLAGS)) $(EMU_ASAN_FLAGS)
+EMU_ASAN_OBJ      := $(EMU_C:%.c=build/emu-asan/%.o) $(EMU_CU:%.cu=build/emu-asan/%.cu.o) build/emu-asan/emu_runtime.o
+EMU_ASAN_BIN      := $(EMU_TESTS:%=build/emu-asan/tests/test_cuda_emu_%)
+EMU_ASAN_ALL      := $(EMU_ASAN_BIN) build/emu-asan/kvcpt build/emu-asan/tools/dump_model_case \
+                     build/emu-asan/emu_checks build/emu-asan/kernels_8b
+
+build/emu-asan/%.o: %.c $(HDR) $(EMU_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(EMU_ASAN_CFLAGS) -c $< -o $@
+
+build/emu-asan/%.cu.o: build/emu/%.cu.cc $(HDR) $(EMU_HDR) $(EMU_CUH)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_ASAN_CXXFLAGS) -c $< -o $@
+
+build/emu-asan/emu_runtime.o: tests/cuda_emu/emu_runtime.cc $(EMU_HDR)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_ASAN_CXXFLAGS) -c $< -o $@
+
+build/emu-asan/libkvcpt_emu.a: $(EMU_ASAN_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+build/emu-asan/kvcpt: kvcpt.c build/emu-asan/libkvcpt_emu.a
+	$(CC) $(EMU_ASAN_CFLAGS) $< build/emu-asan/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
+
+build/emu-asan/tools/%: tests/tools/%.c build/emu-asan/libkvcpt_emu.a
+	@mkdir -p $(dir $@)
+	$(CC) $(EMU_ASAN_CFLAGS) $< build/emu-asan/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
+
+build/emu-asan/emu_checks: build/emu-asan/tests/cuda_emu/emu_checks.cu.o build/emu-asan/emu_runtime.o
+	$(CXX) $(EMU_ASAN_CXXFLAGS) $^ -o $@
+
+build/emu-asan/kernels_8b: tests/gpu/kernels_8b.c build/emu-asan/libkvcpt_emu.a
+	$(CC) $(EMU_ASAN_CFLAGS) $< build/emu-asan/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
+
+build/emu-asan/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h tests/gpu/gpu_testlib.h build/emu-asan/libkvcpt_emu.a
+	@mkdir -p $(dir $@)
+	$(CC) $(EMU_ASAN_CFLAGS) $< build/emu-asan/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
+
+sanitize-emu-bins: kvcpt $(EMU_ASAN_ALL)
+
+sanitize-emu: sanitize-emu-bins
+	bash tests/sanitize_emu.sh
+
+.PHONY: all setup test test-gpu test-gpu-bins clean fuzz sanitize sanitize-emu sanitize-emu-bins
 all: kvcpt
 
 build/%.o: %.c $(HDR)
@@ -210,7 +266,8 @@ build/tests/gpu/%: tests/gpu/%.c tests/testlib.h tests/gpu/gpu_testlib.h build/l
 setup:
 	bash scripts/setup.sh
 
-test: kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case build/emu/emu_checks $(RACE_BIN)
+test: kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case build/emu/emu_checks $(RACE_BIN) \
+      build/emu-asan/emu_checks build/emu-asan/kernels_8b
 	bash tests/run.sh cpu
 
 test-gpu: test-gpu-bins
@@ -237,7 +294,8 @@ build/asan/%.o: %.c $(HDR)
 build/asan/kvcpt: kvcpt.c $(SAN_OBJ)
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $^ $(BASE_LDLIBS) -o $@
 
-sanitize: build/asan/kvcpt kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case build/emu/emu_checks
+sanitize: build/asan/kvcpt kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case build/emu/emu_checks \
+          build/emu-asan/emu_checks build/emu-asan/kernels_8b
 	bash tests/run_sanitized.sh
 
 # `make fuzz FUZZ_SECONDS=60`: libFuzzer (clang, with ASan + UBSan) on the

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/redzone.h"
 #include "../common/util.h"
 #include "../kernels/attention_decode.h"
 #include "../kernels/residual.h"
@@ -163,7 +164,8 @@ int64_t engine_choose_keys(DecodeEngine *e, Policy *p, int64_t l, int64_t pos, c
 
 int64_t step_rows_numel(const LlamaConfig *c, int64_t nb) {
     int64_t C = c->hidden_size, QD = c->num_attention_heads * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
-    return nb * (3 * C + 1 + 2 * QD + 2 * KD + 3 * c->intermediate_size + c->vocab_size);
+    return nb * (3 * C + 1 + 2 * QD + 2 * KD + 3 * c->intermediate_size + c->vocab_size) +
+           11 * REDZONE_FLOATS; /* 11 takes below */
 }
 
 void step_rows_carve(StepRows *r, const LlamaConfig *c, int64_t nb, float *mem) {
@@ -171,17 +173,17 @@ void step_rows_carve(StepRows *r, const LlamaConfig *c, int64_t nb, float *mem) 
     int64_t QD = c->num_attention_heads * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
     float *p = r->mem = mem;
     r->nb = nb;
-    r->x = p, p += nb * C;
-    r->xn = p, p += nb * C;
-    r->o = p, p += nb * C;
-    r->rstd = p, p += nb;
-    r->q = p, p += nb * QD;
-    r->att = p, p += nb * QD;
-    r->k = p, p += nb * KD;
-    r->v = p, p += nb * KD;
-    r->g = p, p += nb * F;
-    r->u = p, p += nb * F;
-    r->h = p, p += nb * F;
+    r->x = redzone_take(&p, nb * C);
+    r->xn = redzone_take(&p, nb * C);
+    r->o = redzone_take(&p, nb * C);
+    r->rstd = redzone_take(&p, nb);
+    r->q = redzone_take(&p, nb * QD);
+    r->att = redzone_take(&p, nb * QD);
+    r->k = redzone_take(&p, nb * KD);
+    r->v = redzone_take(&p, nb * KD);
+    r->g = redzone_take(&p, nb * F);
+    r->u = redzone_take(&p, nb * F);
+    r->h = redzone_take(&p, nb * F);
     r->logits = p;
 }
 

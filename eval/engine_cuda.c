@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/redzone.h"
 #include "../common/util.h"
 #include "../kernels/attention_decode.h"
 #include "../kernels/cuda_device.h"
@@ -55,7 +56,8 @@ static void ensure_rope(DecodeModelCuda *g, const DecodeEngine *e) {
 
 static int64_t workspace_numel(const LlamaConfig *c, int64_t T, int64_t W) {
     int64_t C = c->hidden_size, Hq = c->num_attention_heads;
-    return llama_layer_acts_numel(c, T) + 2 * T * C + Hq * T + Hq * W * T + C + 1 + c->vocab_size;
+    return llama_layer_acts_numel(c, T) + 2 * T * C + Hq * T + Hq * W * T + C + 1 + c->vocab_size +
+           6 * REDZONE_FLOATS; /* 6 takes in ensure_workspace */
 }
 
 int64_t decode_model_cuda_workspace_bytes(const LlamaConfig *c, int64_t T, int64_t W) {
@@ -77,12 +79,12 @@ static void ensure_workspace(DecodeModelCuda *g, int64_t T, int64_t W) {
     int64_t before = g->bytes, numel = workspace_numel(c, T, W);
     float *p = g->work = cuda_malloc_counted(&g->bytes, (int64_t)sizeof(float) * numel);
     llama_layer_acts_carve(&g->acts, c, T, p), p += acts;
-    g->x[0] = p, p += T * C;
-    g->x[1] = p, p += T * C;
-    g->colsum = p, p += Hq * T;
-    g->last = p, p += Hq * W * T;
-    g->xf = p, p += C;
-    g->rstd = p, p += 1;
+    g->x[0] = redzone_take(&p, T * C);
+    g->x[1] = redzone_take(&p, T * C);
+    g->colsum = redzone_take(&p, Hq * T);
+    g->last = redzone_take(&p, Hq * W * T);
+    g->xf = redzone_take(&p, C);
+    g->rstd = redzone_take(&p, 1);
     g->logits = p;
     g->tokens = cuda_malloc_counted(&g->bytes, (int64_t)sizeof(int32_t) * T);
     g->cap_T = T, g->cap_W = W, g->work_bytes = g->bytes - before;

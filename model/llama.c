@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/redzone.h"
 #include "../common/rng.h"
 #include "../common/util.h"
 #include "../kernels/crossentropy.h"
@@ -100,17 +101,14 @@ void llama_set_mask(Llama *m, const RefreshMask *mask, int64_t S) {
     m->mask_S = S;
 }
 
-/* Carves consecutive arrays out of one allocation. */
-static float *take(float **cursor, int64_t n) {
-    float *p = *cursor;
-    *cursor += n;
-    return p;
-}
+/* Carves consecutive arrays out of one allocation (with a red zone after
+ * each in the emulator's sanitizer build, common/redzone.h). */
+static float *take(float **cursor, int64_t n) { return redzone_take(cursor, n); }
 
 int64_t llama_layer_acts_numel(const LlamaConfig *c, int64_t BT) {
     int64_t C = c->hidden_size, F = c->intermediate_size, Hq = c->num_attention_heads;
     int64_t QD = Hq * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
-    return BT * (3 * C + 2 * QD + 2 * KD + 3 * F + 2 + Hq);
+    return BT * (3 * C + 2 * QD + 2 * KD + 3 * F + 2 + Hq) + 13 * REDZONE_FLOATS; /* 13 takes below */
 }
 
 void llama_layer_acts_carve(LayerActs *a, const LlamaConfig *c, int64_t BT, float *cur) {
@@ -126,7 +124,7 @@ int64_t llama_scratch_numel(const LlamaConfig *c, int64_t BT) {
     int64_t C = c->hidden_size, F = c->intermediate_size;
     int64_t QD = c->num_attention_heads * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
     int64_t chunk = BT < LLAMA_CE_CHUNK_ROWS ? BT : LLAMA_CE_CHUNK_ROWS;
-    return BT * (3 * C + 2 * QD + 2 * KD + 3 * F) + chunk * c->vocab_size;
+    return BT * (3 * C + 2 * QD + 2 * KD + 3 * F) + chunk * c->vocab_size + 10 * REDZONE_FLOATS; /* 10 takes below */
 }
 
 LlamaBackwardBufs llama_backward_bufs_carve(const LlamaConfig *c, int64_t BT, float *cur) {
@@ -157,7 +155,7 @@ static void ensure_acts(Llama *m, int64_t B, int64_t T) {
     for (int64_t l = 0; l <= c->num_hidden_layers; l++) m->resid[l] = res + l * BT * C;
     m->tokens = xmalloc(sizeof(int32_t) * (size_t)(2 * BT));
     m->targets = m->tokens + BT;
-    float *cur = xmalloc(sizeof(float) * (size_t)(BT * (C + 3)));
+    float *cur = xmalloc(sizeof(float) * (size_t)(BT * (C + 3) + 4 * REDZONE_FLOATS)); /* 4 takes */
     m->xf = take(&cur, BT * C), m->rstdf = take(&cur, BT), m->ce_lse = take(&cur, BT), m->losses = take(&cur, BT);
     m->scratch_len = llama_scratch_numel(c, BT);
     m->scratch = xmalloc(sizeof(float) * (size_t)m->scratch_len);
@@ -259,6 +257,7 @@ float llama_forward(Llama *m, const int32_t *tokens, const int32_t *targets, int
     for (int64_t i = 0; i < BT; i++) m->n_targets += m->targets[i] >= 0;
     m->loss = NAN;
     if (m->n_targets == 0) return m->loss;
+    REDZONE_CLEAR(m->scratch, sizeof(float) * (size_t)m->scratch_len); /* chunks of logits from its start */
     float *logits = m->scratch;
     double total = 0.0;
     for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "../common/redzone.h"
 #include "../common/util.h"
 
 LlamaCudaPrecision llama_cuda_precision_parse(const char *s, const char *what) {
@@ -60,6 +61,14 @@ static void create_bf16_weights(LlamaCuda *g) {
         *llama_tensor_slot(&g->w, &L->t[i]) =
             stays_fp32(&L->t[i]) ? g->params + g->dev_offset[i] : (float *)(void *)(g->wbf16 + g->dev_offset[i]);
     if (g->head_offset >= 0) g->w.lm_head = (float *)(void *)(g->wbf16 + g->head_offset);
+    /* the alignment padding after each packed tensor is nobody's: poisoned in
+     * the emulator's sanitizer build, so a kernel reading or writing past
+     * its tensor there is reported (common/redzone.h) */
+    for (int i = 0; i < L->n; i++) {
+        int64_t pad = align_elems(L->t[i].numel) - L->t[i].numel;
+        if (stays_fp32(&L->t[i])) REDZONE_POISON(g->params + g->dev_offset[i] + L->t[i].numel, sizeof(float) * (size_t)pad);
+        else REDZONE_POISON(g->wbf16 + g->dev_offset[i] + L->t[i].numel, sizeof(bf16) * (size_t)pad);
+    }
 }
 
 void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaCudaPrecision precision) {
@@ -225,6 +234,12 @@ static void ensure_acts(LlamaCuda *g, int64_t B, int64_t T) {
     g->h_losses = xmalloc(sizeof(float) * (size_t)BT);
 }
 
+/* The scratch holds chunks of logits from its start between backward passes,
+ * which carve it into buffers with red zones (common/redzone.h). */
+static void clear_scratch(LlamaCuda *g) {
+    REDZONE_CLEAR(g->scratch, sizeof(float) * (size_t)llama_scratch_numel(&g->cfg, g->cap_BT));
+}
+
 static void ensure_rope(LlamaCuda *g, int64_t T) {
     if (T <= g->rope_T) return;
     const LlamaConfig *c = &g->cfg;
@@ -297,6 +312,7 @@ float llama_cuda_forward(LlamaCuda *g, const int32_t *tokens, const int32_t *tar
     for (int64_t i = 0; i < BT; i++) g->n_targets += g->h_targets[i] >= 0;
     g->loss = NAN;
     if (g->n_targets == 0) return g->loss;
+    clear_scratch(g);
     float *logits = g->scratch;
     for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
         int64_t rows = BT - r0 < LLAMA_CE_CHUNK_ROWS ? BT - r0 : LLAMA_CE_CHUNK_ROWS;
@@ -316,6 +332,7 @@ void llama_cuda_logits(LlamaCuda *g, float *out, int64_t row0, int64_t rows) {
              "llama_cuda_logits: rows [%lld, %lld) outside the last forward's %lld rows", (long long)row0,
              (long long)(row0 + rows), (long long)(g->B * g->T));
     int64_t V = g->cfg.vocab_size;
+    clear_scratch(g);
     for (int64_t r0 = 0; r0 < rows; r0 += LLAMA_CE_CHUNK_ROWS) {
         int64_t n = rows - r0 < LLAMA_CE_CHUNK_ROWS ? rows - r0 : LLAMA_CE_CHUNK_ROWS;
         logits_rows(g, g->scratch, row0 + r0, n);

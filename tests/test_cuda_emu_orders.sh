@@ -16,6 +16,8 @@
 #  - arithmetic as nvcc compiles it: a*b+c in a kernel is one FMA, while
 #    __fadd_rn(__fmul_rn(a, b), c) rounds twice (and would not without the
 #    asm barriers in cuda_runtime.h: a build without them must fail);
+#  - KVCPT_EMU_BLOCKS=sample runs a grid's corner blocks and a few more, and
+#    only those; unset, every block;
 #  - the emulated GPU tests (model and decode engines included) pass with
 #    threads and blocks run in index, reverse and seeded random orders
 #    (KVCPT_EMU_ORDER_JOBS of them at once, default 2), and everything each
@@ -103,6 +105,14 @@ for seed in 1 2; do
     [ "${t:-0}" -gt 0 ] && [ "${b:-0}" -gt 0 ] && ok "planted races in random order, seed $seed: $t threads and $b blocks stale" \
         || fail "planted races in random order, seed $seed" "$t of 256 threads and $b of 64 blocks stale (want some of each)"
 done
+
+# KVCPT_EMU_BLOCKS=sample: the corners and a few seeded blocks; all: every one
+read -r ran corners <<<"$(KVCPT_EMU_BLOCKS=sample KVCPT_EMU_SEED=3 "$E" sample-count 2>&1 | awk '/^ran/ {print $2, $6}')"
+[ "${ran:-0}" -ge 5 ] && [ "${ran:-0}" -le 9 ] && [ "$corners" = 5 ] \
+    && ok "KVCPT_EMU_BLOCKS=sample runs $ran of 3000 blocks, the 5 corners among them" \
+    || fail "KVCPT_EMU_BLOCKS=sample" "ran ${ran:-?} of 3000 blocks, ${corners:-?} of 5 corners (want 5 to 9, all 5)"
+read -r ran corners <<<"$("$E" sample-count 2>&1 | awk '/^ran/ {print $2, $6}')"
+[ "$ran" = 3000 ] && ok "KVCPT_EMU_BLOCKS unset runs all 3000 blocks" || fail "KVCPT_EMU_BLOCKS unset" "ran ${ran:-?} of 3000"
 
 # the digest comparison below must be able to fail: a planted float
 # atomicAdd over blocks rounds differently when the blocks run reversed

@@ -7,7 +7,8 @@
 set -u
 cd "$(dirname "$0")/.."
 K=${KVCPT_BIN:-./kvcpt}
-G=build/emu/kvcpt
+# KVCPT_EMU_KVCPT picks another build of it (build/emu-asan/kvcpt: make sanitize-emu)
+G=${KVCPT_EMU_KVCPT:-build/emu/kvcpt}
 ok() { echo "ok - $1"; }
 fail() { echo "FAIL - $1: $2"; }
 if [ ! -x "$G" ]; then echo "skip - eval on the emulated GPU: $G is not built (make test builds it)"; exit 0; fi

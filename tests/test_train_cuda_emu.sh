@@ -13,7 +13,8 @@
 set -u
 cd "$(dirname "$0")/.."
 K=${KVCPT_BIN:-./kvcpt}
-E=build/emu/kvcpt
+# KVCPT_EMU_KVCPT picks another build of it (build/emu-asan/kvcpt: make sanitize-emu)
+E=${KVCPT_EMU_KVCPT:-build/emu/kvcpt}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 ok() { echo "ok - $1"; }
 fail() { echo "FAIL - $1: $2"; }

@@ -33,12 +33,25 @@
  *                              atomicAdd over blocks (its digest must
  *                              differ between index and reverse order)
  *   emu_checks arith           a*b+c in a kernel is fused (as nvcc
- *                              contracts it); __fadd_rn(__fmul_rn(a,b),c) is not */
+ *                              contracts it); __fadd_rn(__fmul_rn(a,b),c) is not
+ *   emu_checks sample-count    which blocks of a grid KVCPT_EMU_BLOCKS runs
+ * Planted out-of-bounds bugs, for the sanitizer build (build/emu-asan/
+ * emu_checks, tests/sanitize_emu.sh asserts each report); each ends with a
+ * "not stopped" line if it ran to the end:
+ *   emu_checks oob-smem        a write one float past dynamic shared memory
+ *   emu_checks oob-static-smem the same past a static __shared__ array
+ *   emu_checks oob-global      a write one float past a cudaMalloc'd buffer
+ *   emu_checks oob-carved      a write from one carved sub-buffer into the
+ *                              red zone before the next (common/redzone.h)
+ *   emu_checks overflow-8b     an int32 offset into logits of T x V at
+ *                              Llama-3.1-8B's sizes (run it with
+ *                              KVCPT_EMU_BLOCKS=sample) */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cuda_common.cuh"
+#include "common/redzone.h"
 
 static int failures = 0;
 static void check(int cond, const char *name, const char *why) {
@@ -534,6 +547,112 @@ static int arith(void) {
     return failures ? 1 : 0;
 }
 
+/* KVCPT_EMU_BLOCKS=sample: which blocks of a (100, 10, 3) grid ran. Prints
+ * "ran N of 3000 corners C of 5" (the first and last block and the last
+ * along each dimension). */
+__global__ void mark_block_kernel(int *ran) {
+    ran[blockIdx.x + 100 * (blockIdx.y + 10 * blockIdx.z)] = 1;
+}
+static int sample_count(void) {
+    const int n = 3000, corners[5] = {0, 2999, 99, 900, 2000};
+    int *d, h[3000];
+    CUDA_CHECK(cudaMalloc(&d, sizeof h));
+    CUDA_CHECK(cudaMemset(d, 0, sizeof h));
+    mark_block_kernel<<<dim3(100, 10, 3), 1>>>(d);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    int ran = 0, at_corners = 0;
+    for (int i = 0; i < n; i++) ran += h[i];
+    for (int i = 0; i < 5; i++) at_corners += h[corners[i]];
+    printf("ran %d of %d corners %d of 5\n", ran, n, at_corners);
+    return 0;
+}
+
+/* ---- planted out-of-bounds accesses (caught by the sanitizer build) ---- */
+
+/* Off by one: the last thread writes one float past the launch's bytes. */
+__global__ void smem_off_by_one_kernel(float *out, int n) {
+    extern __shared__ float tile[];
+    tile[threadIdx.x + 1] = (float)threadIdx.x; /* meant: tile[threadIdx.x] */
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = tile[1];
+}
+static int oob_smem(void) {
+    float *out;
+    CUDA_CHECK(cudaMalloc(&out, sizeof(float)));
+    smem_off_by_one_kernel<<<1, 64, 64 * sizeof(float)>>>(out, 64);
+    CUDA_CHECK_LAUNCH();
+    printf("planted shared memory overrun was not stopped\n");
+    return 0;
+}
+
+/* The same off-by-one on a static __shared__ array (a function static here:
+ * UBSan checks the index against the array's bound, AddressSanitizer guards
+ * it as a global). */
+__global__ void static_smem_off_by_one_kernel(float *out) {
+    __shared__ float tile[64];
+    tile[threadIdx.x + 1] = (float)threadIdx.x; /* meant: tile[threadIdx.x] */
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = tile[1];
+}
+static int oob_static_smem(void) {
+    float *out;
+    CUDA_CHECK(cudaMalloc(&out, sizeof(float)));
+    static_smem_off_by_one_kernel<<<1, 64>>>(out);
+    CUDA_CHECK_LAUNCH();
+    printf("planted static shared memory overrun was not stopped\n");
+    return 0;
+}
+
+/* The bounds check is <= instead of <: thread n writes x[n]. */
+__global__ void fill_past_kernel(float *x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i <= n) x[i] = 1.0f;
+}
+static int oob_global(void) {
+    const int n = 1000;
+    float *x;
+    CUDA_CHECK(cudaMalloc(&x, sizeof(float) * n));
+    fill_past_kernel<<<ceil_div_u(n + 1, 256), 256>>>(x, n);
+    CUDA_CHECK_LAUNCH();
+    printf("planted global memory overrun was not stopped\n");
+    return 0;
+}
+
+/* Two sub-buffers carved from one allocation, as the engines carve theirs;
+ * the kernel writes one float past the first (the red zone before the second). */
+static int oob_carved(void) {
+    const int n = 1000;
+    float *mem, *cur;
+    CUDA_CHECK(cudaMalloc(&mem, sizeof(float) * (2 * n + 2 * REDZONE_FLOATS)));
+    cur = mem;
+    float *a = redzone_take(&cur, n), *b = redzone_take(&cur, n);
+    (void)b;
+    fill_past_kernel<<<ceil_div_u(n + 1, 256), 256>>>(a, n);
+    CUDA_CHECK_LAUNCH();
+    printf("planted overrun into the next carved sub-buffer was not stopped\n");
+    return 0;
+}
+
+/* A row offset in int: logits of T x V at Llama-3.1-8B's sizes hold more than
+ * 2^31 floats, and the last rows' offsets overflow. The buffer is address
+ * space only (KVCPT_EMU_BLOCKS=sample does not fill device memory). */
+__global__ void logits_row_max_kernel(float *row_max, const float *logits, int V) {
+    int row = blockIdx.x;
+    int base = row * V; /* meant: (int64_t)row * V */
+    if (threadIdx.x == 0) row_max[blockIdx.x] = logits[base + V - 1];
+}
+static int overflow_8b(void) {
+    const int64_t T = 32768, V = 128256;
+    float *logits, *row_max;
+    CUDA_CHECK(cudaMalloc(&logits, sizeof(float) * (size_t)(T * V)));
+    CUDA_CHECK(cudaMalloc(&row_max, sizeof(float) * (size_t)T));
+    logits_row_max_kernel<<<(unsigned int)T, 32>>>(row_max, logits, (int)V);
+    CUDA_CHECK_LAUNCH();
+    printf("planted int32 offset overflow was not stopped\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "limits") == 0) return limits();
@@ -547,10 +666,17 @@ int main(int argc, char **argv) {
         strcmp(mode, "shfl-outside-mask") == 0 || strcmp(mode, "shfl-mixed-masks") == 0 ||
         strcmp(mode, "shfl-partial-warp") == 0 || strcmp(mode, "syncwarp-vs-syncthreads") == 0)
         return planted_warp(mode);
+    if (strcmp(mode, "sample-count") == 0) return sample_count();
+    if (strcmp(mode, "oob-smem") == 0) return oob_smem();
+    if (strcmp(mode, "oob-static-smem") == 0) return oob_static_smem();
+    if (strcmp(mode, "oob-global") == 0) return oob_global();
+    if (strcmp(mode, "oob-carved") == 0) return oob_carved();
+    if (strcmp(mode, "overflow-8b") == 0) return overflow_8b();
     if (strcmp(mode, "race-free") == 0) return race_free();
     if (strncmp(mode, "race-", 5) == 0) return race_one(mode);
     fprintf(stderr, "usage: %s limits|race|planted-launch|static-over|race-free|race-NAME|warp|arith|shfl-exited|shfl-mask-caller|"
-                    "shfl-outside-mask|shfl-mixed-masks|shfl-partial-warp|syncwarp-vs-syncthreads|atomic-sum\n",
+                    "shfl-outside-mask|shfl-mixed-masks|shfl-partial-warp|syncwarp-vs-syncthreads|atomic-sum|"
+                    "sample-count|oob-smem|oob-static-smem|oob-global|oob-carved|overflow-8b\n",
             argv[0]);
     return 2;
 }

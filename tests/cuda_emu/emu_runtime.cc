@@ -17,6 +17,7 @@
 #include <string.h>
 #include <ucontext.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -28,6 +29,14 @@
 #define RACE_HOOK(call) emu::race::call
 #else
 #define RACE_HOOK(call) ((void)0)
+#endif
+
+/* The sanitizer build (build/emu-asan, KVCPT_EMU_ASAN): AddressSanitizer
+ * must be told when a fiber switch moves to another stack, or it takes the
+ * fibers' frames for wild stack writes and their fake stacks leak. */
+#ifdef KVCPT_EMU_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
 #endif
 
 /* Switching fibers: on x86-64 a six-register switch (callee-saved registers
@@ -67,11 +76,20 @@ struct Fiber {
 };
 
 /* Kernels keep small per-thread arrays (rows of accumulators); the stacks are
- * malloc'ed, so pages a fiber never touches cost nothing. */
+ * malloc'ed, so pages a fiber never touches cost nothing. AddressSanitizer's
+ * red zones around every local make frames several times larger. */
+#ifdef KVCPT_EMU_ASAN
+const size_t kStackBytes = 512 * 1024;
+#else
 const size_t kStackBytes = 128 * 1024;
-/* bytes after a launch's dynamic shared memory that must stay untouched */
+#endif
+#ifndef KVCPT_EMU_ASAN
+/* bytes after a launch's dynamic shared memory that must stay untouched (the
+ * sanitizer build allocates exactly the launch's bytes instead, and
+ * AddressSanitizer reports the first byte past them) */
 const size_t kSmemGuard = 4096;
 const unsigned char kGuardByte = 0xa5;
+#endif
 
 /* A lane's call of a warp intrinsic, kept while it waits for the other lanes
  * of its mask; result is filled in when they have all arrived. */
@@ -89,7 +107,7 @@ struct Block {
     std::vector<Fiber> fibers;
     char *stacks = nullptr;
     size_t stack_fibers = 0;
-    std::vector<char> smem;
+    char *smem = nullptr; /* the launch's dynamic shared memory */
     std::vector<WarpCall> calls; /* each thread's pending warp intrinsic */
     std::vector<int> votes;      /* one __syncthreads_count vote per thread */
     const std::function<void()> *body = nullptr;
@@ -99,22 +117,50 @@ struct Block {
     ucontext_t scheduler;
 #endif
     size_t current = 0;
+    /* the scheduler's stack, as AddressSanitizer reports it on a fiber's first
+     * entry (the sanitizer build only) */
+    const void *scheduler_stack = nullptr;
+    size_t scheduler_stack_bytes = 0;
 } blk;
 
+/* AddressSanitizer's side of a switch: before it, the stack being entered
+ * (and where to keep the leaving one's fake stack, or null when the leaving
+ * fiber is done for good); after it, the entered side picks its fake stack up. */
+void switch_begin(void **fake_save, const void *bottom, size_t bytes) {
+#ifdef KVCPT_EMU_ASAN
+    __sanitizer_start_switch_fiber(fake_save, bottom, bytes);
+#else
+    (void)fake_save, (void)bottom, (void)bytes;
+#endif
+}
+void switch_end(void *fake_save) {
+#ifdef KVCPT_EMU_ASAN
+    __sanitizer_finish_switch_fiber(fake_save, nullptr, nullptr);
+#else
+    (void)fake_save;
+#endif
+}
+
 void to_scheduler(Fiber &f) {
+    void *fake = nullptr;
+    switch_begin(f.state == FINISHED ? nullptr : &fake, blk.scheduler_stack, blk.scheduler_stack_bytes);
 #ifdef EMU_FAST_SWITCH
     emu_switch(&f.sp, blk.scheduler_sp);
 #else
     swapcontext(&f.ctx, &blk.scheduler);
 #endif
+    switch_end(fake);
 }
 
-void to_fiber(Fiber &f) {
+void to_fiber(Fiber &f, const char *stack) {
+    void *fake = nullptr;
+    switch_begin(&fake, stack, kStackBytes);
 #ifdef EMU_FAST_SWITCH
     emu_switch(&blk.scheduler_sp, f.sp);
 #else
     swapcontext(&blk.scheduler, &f.ctx);
 #endif
+    switch_end(fake);
 }
 
 unsigned long long launches = 0;
@@ -152,9 +198,12 @@ uint64_t next_random() { /* splitmix64 */
     return z ^ (z >> 31);
 }
 
+void read_blocks_mode();
+
 void read_order() {
     if (order_read) return;
     order_read = true;
+    read_blocks_mode();
     const char *o = getenv("KVCPT_EMU_ORDER"), *seed = getenv("KVCPT_EMU_SEED");
     if (!o || !*o || strcmp(o, "index") == 0) order = ORDER_INDEX;
     else if (strcmp(o, "reverse") == 0) order = ORDER_REVERSE;
@@ -185,6 +234,10 @@ void make_order(std::vector<uint32_t> &perm, size_t n) {
 }
 
 void fiber_main() {
+#ifdef KVCPT_EMU_ASAN
+    /* first entry: no fake stack to resume; learn the scheduler's stack */
+    __sanitizer_finish_switch_fiber(nullptr, &blk.scheduler_stack, &blk.scheduler_stack_bytes);
+#endif
     (*blk.body)();
     blk.fibers[blk.current].state = FINISHED;
     to_scheduler(blk.fibers[blk.current]);
@@ -428,6 +481,10 @@ void run_block(const emu::Config &c, size_t block_linear) {
         }
         blk.stack_fibers = n;
     }
+#ifdef KVCPT_EMU_ASAN
+    /* the last block's fibers left frames (and their red zones) on these stacks */
+    ASAN_UNPOISON_MEMORY_REGION(blk.stacks, n * kStackBytes);
+#endif
     RACE_HOOK(block_begin(block_linear, emu::dynamic_smem(), c.smem, blk.stacks, blk.stack_fibers * kStackBytes));
     for (size_t i = 0; i < n; i++) {
         Fiber &f = blk.fibers[i];
@@ -447,7 +504,7 @@ void run_block(const emu::Config &c, size_t block_linear) {
                 blk.current = i;
                 threadIdx = blk.fibers[i].tid;
                 RACE_HOOK(thread_runs(i));
-                to_fiber(blk.fibers[i]);
+                to_fiber(blk.fibers[i], blk.stacks + i * kStackBytes);
                 ran = 1;
             }
             unfinished += blk.fibers[i].state != FINISHED;
@@ -455,6 +512,72 @@ void run_block(const emu::Config &c, size_t block_linear) {
         if (!unfinished) return;
         if (!ran && !open_barriers()) report_stuck();
     }
+}
+
+
+/* A launch's dynamic shared memory: malloc's 16-byte alignment (what the
+ * kernels' __align__(16) asks for) and, in the sanitizer build, exactly the
+ * launch's bytes, so AddressSanitizer reports the first byte past them (a
+ * zero-byte request gets one byte, poisoned); otherwise a guard follows. */
+void alloc_smem(size_t bytes) {
+    free(blk.smem);
+#ifdef KVCPT_EMU_ASAN
+    blk.smem = (char *)malloc(bytes ? bytes : 1);
+#else
+    blk.smem = (char *)malloc(bytes + kSmemGuard);
+#endif
+    if (!blk.smem) {
+        fprintf(stderr, "kvcpt CUDA emulator: no memory for %zu bytes of dynamic shared memory\n", bytes);
+        exit(1);
+    }
+#ifdef KVCPT_EMU_ASAN
+    if (!bytes) ASAN_POISON_MEMORY_REGION(blk.smem, 1);
+#endif
+}
+
+/* KVCPT_EMU_BLOCKS: all (the default) runs every block of a grid; sample
+ * runs the first and the last block, the last block along each dimension
+ * (the others at 0) and KVCPT_EMU_SAMPLE_BLOCKS (default 4) blocks drawn
+ * with KVCPT_EMU_SEED, so that a kernel at Llama-3.1-8B's shapes runs in
+ * seconds under the sanitizers: the largest indices a grid computes are at
+ * its corners. Blocks not run leave their outputs as they were; results are
+ * meaningless, bounds and overflows are what is checked. */
+enum BlocksMode { BLOCKS_ALL, BLOCKS_SAMPLE };
+BlocksMode blocks_mode = BLOCKS_ALL;
+size_t sample_random = 4;
+
+void read_blocks_mode() {
+    const char *m = getenv("KVCPT_EMU_BLOCKS"), *n = getenv("KVCPT_EMU_SAMPLE_BLOCKS");
+    if (!m || !*m || strcmp(m, "all") == 0) blocks_mode = BLOCKS_ALL;
+    else if (strcmp(m, "sample") == 0) blocks_mode = BLOCKS_SAMPLE;
+    else {
+        fprintf(stderr, "kvcpt CUDA emulator: KVCPT_EMU_BLOCKS=%s: expected all or sample\n", m);
+        exit(2);
+    }
+    if (n && *n) {
+        char *end = nullptr;
+        unsigned long long v = strtoull(n, &end, 10);
+        if (*end || v > 1000000) {
+            fprintf(stderr, "kvcpt CUDA emulator: KVCPT_EMU_SAMPLE_BLOCKS=%s: expected an integer 0..1000000\n", n);
+            exit(2);
+        }
+        sample_random = (size_t)v;
+    }
+}
+
+/* The sampled blocks of a grid, ascending and distinct (empty: all of them). */
+void sample_blocks(std::vector<uint64_t> &out, dim3 g) {
+    uint64_t n = (uint64_t)g.x * g.y * g.z, xy = (uint64_t)g.x * g.y;
+    out.clear();
+    if (n <= 4 + sample_random) return;
+    out.push_back(0);
+    out.push_back(n - 1);
+    out.push_back(g.x - 1);                    /* (last, 0, 0) */
+    out.push_back((uint64_t)(g.y - 1) * g.x);  /* (0, last, 0) */
+    out.push_back((uint64_t)(g.z - 1) * xy);   /* (0, 0, last) */
+    for (size_t i = 0; i < sample_random; i++) out.push_back(next_random() % n);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
 }
 
 } // namespace
@@ -522,28 +645,37 @@ void run_grid(const Config &c, const void *kernel, const std::function<void()> &
     blk.calls.assign(threads, WarpCall());
     blk.votes.assign(threads, 0);
     size_t nblocks = (size_t)c.grid.x * c.grid.y * c.grid.z;
+    /* the blocks to run, as linear indices; empty: all of them */
+    std::vector<uint64_t> chosen;
+    if (blocks_mode == BLOCKS_SAMPLE) sample_blocks(chosen, c.grid);
+    size_t nrun = chosen.empty() ? nblocks : chosen.size();
     /* index order needs no table (grids of millions of blocks are common) */
     std::vector<uint32_t> perm;
     if (order != ORDER_INDEX) {
-        if (nblocks > 0xffffffffu) {
-            fprintf(stderr, "kvcpt CUDA emulator: launch %llu: %zu blocks are too many to reorder\n", launches, nblocks);
+        if (nrun > 0xffffffffu) {
+            fprintf(stderr, "kvcpt CUDA emulator: launch %llu: %zu blocks are too many to reorder\n", launches, nrun);
             exit(1);
         }
-        make_order(perm, nblocks);
+        make_order(perm, nrun);
     }
-    for (size_t b = 0; b < nblocks; b++) {
-        size_t lin = order == ORDER_INDEX ? b : perm[b];
+    alloc_smem(c.smem);
+    for (size_t b = 0; b < nrun; b++) {
+        size_t k = order == ORDER_INDEX ? b : perm[b];
+        size_t lin = chosen.empty() ? k : (size_t)chosen[k];
         unsigned int x = (unsigned int)(lin % c.grid.x), y = (unsigned int)(lin / c.grid.x % c.grid.y),
                      z = (unsigned int)(lin / ((size_t)c.grid.x * c.grid.y));
         blockIdx = {x, y, z};
         /* all-ones bytes (NaN as floats): a kernel that reads dynamic shared
-         * memory before writing it gets NaNs, which the parity tests see;
-         * past the launch's bytes a guard of known bytes, checked after
-         * the block, catches writes beyond what the launch asked for */
-        blk.smem.assign(c.smem + 16 + kSmemGuard, (char)0xff);
-        unsigned char *guard = (unsigned char *)dynamic_smem() + c.smem;
+         * memory before writing it gets NaNs, which the parity tests see */
+        memset(blk.smem, 0xff, c.smem);
+#ifndef KVCPT_EMU_ASAN
+        /* past the launch's bytes a guard of known bytes, checked after the
+         * block, catches writes beyond what the launch asked for */
+        unsigned char *guard = (unsigned char *)blk.smem + c.smem;
         memset(guard, kGuardByte, kSmemGuard);
+#endif
         run_block(c, lin);
+#ifndef KVCPT_EMU_ASAN
         for (size_t i = 0; i < kSmemGuard; i++)
             if (guard[i] != kGuardByte) {
                 fprintf(stderr,
@@ -552,15 +684,13 @@ void run_grid(const Config &c, const void *kernel, const std::function<void()> &
                         i + 1, c.smem, x, y, z, c.grid.x, c.grid.y, c.grid.z, threads);
                 abort();
             }
+#endif
     }
     check_static_smem(c, kernel);
     RACE_HOOK(launch_end());
 }
 
-void *dynamic_smem() {
-    uintptr_t p = (uintptr_t)blk.smem.data();
-    return (void *)((p + 15) & ~(uintptr_t)15);
-}
+void *dynamic_smem() { return blk.smem; }
 void static_smem(const void *var, size_t bytes, const char *name) {
     RACE_HOOK(static_smem(var, bytes, name));
     for (const void *v : static_vars)
@@ -632,6 +762,23 @@ void digest_copy(const void *src, size_t bytes) {
 
 /* ---- host API: device memory is host memory ---- */
 extern "C" {
+/* common/redzone.h's hooks: the gap after a sub-buffer carved out of one
+ * allocation becomes unaddressable to AddressSanitizer, or addressable again
+ * when the allocation is next used whole (no-ops outside the sanitizer build). */
+void emu_poison_redzone(const void *p, size_t bytes) {
+#ifdef KVCPT_EMU_ASAN
+    ASAN_POISON_MEMORY_REGION(p, bytes);
+#else
+    (void)p, (void)bytes;
+#endif
+}
+void emu_unpoison_redzone(const void *p, size_t bytes) {
+#ifdef KVCPT_EMU_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(p, bytes);
+#else
+    (void)p, (void)bytes;
+#endif
+}
 /* KVCPT_EMU_DEVICES plays the machine the runtime meets: 0, a driver but no
  * GPU; no-driver, no NVIDIA driver at all (the runtime then answers
  * "insufficient driver", as it does on a CPU-only machine); driver-too-old,
@@ -667,10 +814,21 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int dev) {
     return dev == 0 ? cudaSuccess : record(cudaErrorInvalidValue);
 }
 cudaError_t cudaMalloc(void **p, size_t bytes) {
-    /* calloc would hide kernels that read memory nobody wrote; fill with a NaN pattern instead */
-    *p = malloc(bytes ? bytes : 1);
+    /* calloc would hide kernels that read memory nobody wrote; fill with a NaN
+     * pattern instead. Exactly the bytes asked for, so that in the sanitizer
+     * build an access past them is reported (a zero-byte request gets one
+     * byte, poisoned there). */
+    /* KVCPT_EMU_BLOCKS=sample runs kernels at sizes whose buffers would not
+     * fit in memory if every page were written, and results are not
+     * compared: there device memory starts as zeros (calloc: pages nobody
+     * touches stay unbacked), so an index array that a block not run should
+     * have written (a gather list, an iota before a sort) reads as index 0,
+     * in bounds, instead of garbage that would read as a false report */
+    read_order();
+    *p = blocks_mode == BLOCKS_SAMPLE ? calloc(bytes ? bytes : 1, 1) : malloc(bytes ? bytes : 1);
     if (!*p) return record(cudaErrorMemoryAllocation);
-    memset(*p, 0xff, bytes);
+    if (blocks_mode != BLOCKS_SAMPLE) memset(*p, 0xff, bytes);
+    if (!bytes) emu_poison_redzone(*p, 1);
     RACE_HOOK(device_alloc(*p, bytes));
     return cudaSuccess;
 }

@@ -74,6 +74,11 @@ cudaError_t cudaPeekAtLastError(void);
 /* Emulator only, behind cudaFuncSetAttribute: the per-kernel limit of dynamic
  * shared memory a launch may request (sm_90: 48 KB until raised, 227 KB at most). */
 cudaError_t emu_func_set_max_dynamic_smem(const void *kernel, int attr, int value);
+/* Emulator only: makes [p, p + bytes) unaddressable to AddressSanitizer in the
+ * sanitizer build (build/emu-asan), or addressable again; no-ops otherwise
+ * (common/redzone.h). */
+void emu_poison_redzone(const void *p, size_t bytes);
+void emu_unpoison_redzone(const void *p, size_t bytes);
 const char *cudaGetErrorName(cudaError_t e);
 const char *cudaGetErrorString(cudaError_t e);
 
@@ -139,7 +144,7 @@ struct Config {
 /* Runs body once per thread of every block of the grid, after checking the
  * launch as a GPU does: an invalid one runs nothing and sets the last error. */
 void run_grid(const Config &c, const void *kernel, const std::function<void()> &body);
-/* The block's dynamic shared memory (the launch's smem bytes, 16-aligned, filled with 0xff bytes). */
+/* The block's dynamic shared memory (exactly the launch's smem bytes, 16-aligned, filled with 0xff bytes). */
 void *dynamic_smem();
 /* A static __shared__ variable of the running kernel (cu2cc.sh adds the call
  * after each declaration): counted once per launch against the limits. */
