@@ -280,7 +280,7 @@ clean:
 	rm -rf build kvcpt
 
 # `make sanitize`: the whole CPU program built with AddressSanitizer and UBSan
-# (build/asan/kvcpt) runs every command-line test (tests/test_*.sh, which take
+# (build/asan/kvcpt) runs every test script that runs the program (tests/test_*.sh that take
 # their binary from KVCPT_BIN). Reports are written to build/asan/reports, not
 # only to stderr, because a test that expects a refusal would take a
 # sanitizer's exit status for one; any report fails the target. Not part of

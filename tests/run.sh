@@ -2,7 +2,7 @@
 # Runs every test of a suite and ends with "N passed, N failed".
 #   cpu: build/tests/test_* (C) and tests/test_*.sh (scripts)
 #   gpu: build/tests/gpu/test_* and tests/gpu/test_*.sh (they skip themselves without a GPU)
-#   cli: tests/test_*.sh only (the program under test is $KVCPT_BIN, default ./kvcpt)
+#   cli: the tests/test_*.sh that run the program as $K ($KVCPT_BIN, default ./kvcpt)
 # KVCPT_TEST_LOGDIR=DIR keeps each test's whole output as DIR/NAME.log.
 # A test prints "ok - name", "FAIL - name: why" or "skip - name: why" lines;
 # a binary that dies without printing FAIL is counted as one failure, and so
@@ -46,8 +46,8 @@ if [ "$suite" = gpu ]; then
     fi
     for b in "${bins[@]}"; do run_one "gpu/$(basename "$b")" "$b"; done
     for s in tests/gpu/test_*.sh; do run_one "gpu/$(basename "$s")" bash "$s"; done
-elif [ "$suite" = cli ]; then # the command-line tests only (make sanitize runs them on another binary)
-    for s in tests/test_*.sh; do [ -f "$s" ] && run_one "$(basename "$s")" bash "$s"; done
+elif [ "$suite" = cli ]; then # the scripts that run the program as $K (make sanitize runs them on another binary)
+    for s in tests/test_*.sh; do [ -f "$s" ] && grep -q '\$K\b\|\${K}' "$s" && run_one "$(basename "$s")" bash "$s"; done
 else
     for b in build/tests/test_*; do [ -x "$b" ] && run_one "$(basename "$b")" "$b"; done
     for s in tests/test_*.sh; do [ -f "$s" ] && run_one "$(basename "$s")" bash "$s"; done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make sanitize`: every command-line test (tests/test_*.sh) with
+# `make sanitize`: every test script that runs the program as $K (tests/run.sh cli) with
 # build/asan/kvcpt (AddressSanitizer + UBSan) as the program under test.
 # Sanitizer reports go to files, so that a test expecting a non-zero exit
 # cannot mistake a report for the refusal it wanted; the run fails when any
