@@ -291,7 +291,7 @@ build/asan/%.o: %.c $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -c $< -o $@
 
-build/asan/kvcpt: kvcpt.c $(SAN_OBJ)
+build/asan/kvcpt: kvcpt.c tests/sanitize/report_hook.c $(SAN_OBJ)
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $^ $(BASE_LDLIBS) -o $@
 
 sanitize: build/asan/kvcpt kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case build/emu/emu_checks \

@@ -134,7 +134,10 @@ void attention_refresh_select_cpu(int32_t *sel, const float *q, const float *k, 
  * is subnormal or 0). Written without calls so that the loops vectorise. */
 INLINE float exp_softmax(float x) {
     const float round_magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    float xc = x < -87.3f ? -87.3f : x;
+    /* clamped on both sides, so that n stays in [-126, 127] and the exponent
+     * arithmetic below is defined even for inf or NaN scores; a NaN x still
+     * gives NaN (the select at the end) */
+    float xc = x < -87.3f ? -87.3f : (x < 88.0f ? x : 88.0f);
     float n = (xc * 1.44269504088896341f + round_magic) - round_magic;
     float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
     float y = 1.9875691500e-4f;
@@ -148,7 +151,7 @@ INLINE float exp_softmax(float x) {
         int32_t i;
         float f;
     } two_n = {.i = ((int32_t)n + 127) << 23};
-    return x < -87.3f ? 0.0f : y * two_n.f;
+    return x < -87.3f ? 0.0f : (x == x ? y * two_n.f : x);
 }
 
 /* sum_t x[t], in the same lane order as dot_lanes. */

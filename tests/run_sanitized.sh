@@ -12,7 +12,10 @@ reports=$PWD/build/asan/reports
 rm -rf "$reports" && mkdir -p "$reports"
 export KVCPT_BIN=$bin
 export ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1:abort_on_error=0:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
-export UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1"
+export UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1:print_summary=1:report_error_type=1"
+# every report's summary line also lands here (tests/sanitize/report_hook.c):
+# UBSan, inside the ASan runtime, writes its reports to stderr whatever log_path says
+export KVCPT_SANITIZER_REPORTS=$reports/summaries
 export LSAN_OPTIONS="suppressions=$PWD/tests/sanitize/lsan.supp:print_suppressions=0"
 export KVCPT_TEST_TIMEOUT=${KVCPT_TEST_TIMEOUT:-2400}
 # Under mpirun, leak checking is off (memory errors are still checked): Open
