@@ -57,7 +57,7 @@ LDLIBS     += -L$(NCCL_HOME)/lib -L$(NCCL_HOME)/lib64 -Wl,-rpath,$(NCCL_HOME)/li
 endif
 endif
 
-DIRS    := common model kernels data optim checkpoints dist train eval
+DIRS    := common model kernels data optim checkpoints parallel train eval
 C_SRC   := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
 OBJ     := $(C_SRC:%.c=build/%.o) $(CU_SRC:%.cu=build/%.cu.o)
 HDR     := $(foreach d,$(DIRS),$(wildcard $(d)/*.h $(d)/*.cuh))

@@ -6,7 +6,7 @@
 #include "common/backend.h"
 #include "common/commands.h"
 #include "common/version.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 typedef struct {
     const char *name;

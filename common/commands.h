@@ -8,7 +8,7 @@ int cmd_train(int argc, char **argv);    /* train/cmd_train.c */
 int cmd_eval(int argc, char **argv);     /* eval/cmd_eval.c */
 int cmd_convert(int argc, char **argv);  /* checkpoints/cmd_convert.c */
 int cmd_bench(int argc, char **argv);    /* train/cmd_bench.c */
-int cmd_plan(int argc, char **argv);     /* dist/plan.c */
+int cmd_plan(int argc, char **argv);     /* parallel/plan.c */
 
 /* Shared wording for subcommands whose issue is still open: they say so and
  * exit non-zero rather than pretend. */

@@ -1,10 +1,10 @@
-/* The shard plan (dist/shard_plan.h): for the 8B shape and the tiny one at
+/* The shard plan (parallel/shard_plan.h): for the 8B shape and the tiny one at
  * 1..8 ranks, pieces partition every unit, every cut lies on a 256-element
  * block boundary of its tensor, pieces are near-even, and the segments and
  * norm blocks of all ranks add up to the whole layout's. */
 #include <stdlib.h>
 
-#include "../dist/shard_plan.h"
+#include "../parallel/shard_plan.h"
 #include "../model/config.h"
 #include "testlib.h"
 

@@ -5,7 +5,7 @@
 #include "../common/commands.h"
 #include "../common/options.h"
 #include "../common/util.h"
-#include "../dist/comm.h"
+#include "../parallel/comm.h"
 #include "train_config.h"
 #include "trainer.h"
 

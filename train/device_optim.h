@@ -6,14 +6,14 @@
  * bus but the losses, the clipping norm's chunk sums and the verdict of
  * the gradient check. The host's master copy and optimizer are refreshed
  * only for checkpoints and the final model. One rank: sharded runs keep
- * the optimizer on the host (dist/fsdp.h).
+ * the optimizer on the host (parallel/fsdp.h).
  *
  * With bf16 weights there is no fp32 master at all, so the matrices must
  * be rounded stochastically (optim/adamw_math.h) or updates below half a
  * bf16 step would be lost; the embedding and norms stay fp32. */
 #include <stdint.h>
 
-#include "../dist/shard_plan.h"
+#include "../parallel/shard_plan.h"
 #include "../model/llama_cuda.h"
 #include "../optim/optimizer.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "../common/util.h"
-#include "../dist/comm.h"
+#include "../parallel/comm.h"
 
 typedef enum { K_STR, K_INT, K_NUM } KeyType;
 

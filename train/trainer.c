@@ -15,7 +15,7 @@
 #include "../checkpoints/model_file.h"
 #include "../common/plot.h"
 #include "../common/util.h"
-#include "../dist/shard_ckpt.h"
+#include "../parallel/shard_ckpt.h"
 #include "../kernels/blas.h"
 #include "../optim/clip.h"
 #include "device_optim.h"

@@ -3,7 +3,7 @@
 /* The training driver: setup, step, evaluation and checkpoint as separate
  * functions over one context. One code path for one process and for N
  * ranks under mpirun: parameters, gradients and optimizer states are
- * sharded (dist/fsdp.h); a single process is the world of one. The global
+ * sharded (parallel/fsdp.h); a single process is the world of one. The global
  * batch is the same samples in the same order whatever the rank count, and
  * the step's arithmetic too, so 1, 2, 3 or 4 ranks give identical runs. */
 #include <stdint.h>
@@ -12,8 +12,8 @@
 #include "../common/backend.h"
 #include "../data/data_split.h"
 #include "../data/loader.h"
-#include "../dist/comm.h"
-#include "../dist/fsdp.h"
+#include "../parallel/comm.h"
+#include "../parallel/fsdp.h"
 #include "../model/llama.h"
 #include "../model/llama_cuda.h"
 #include "../optim/optimizer.h"

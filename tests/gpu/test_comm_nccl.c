@@ -1,10 +1,10 @@
-/* The NCCL backend of dist/comm.h on device buffers with one rank (a single
+/* The NCCL backend of parallel/comm.h on device buffers with one rank (a single
  * GPU; more ranks need mpirun): all-gather-v and all-to-all-v land every
  * element where the CPU contract says. Skips without a GPU or NCCL. */
 #include <string.h>
 
 #include "../../common/backend.h"
-#include "../../dist/comm.h"
+#include "../../parallel/comm.h"
 #include "../testlib.h"
 #if defined(KVCPT_CUDA) && defined(KVCPT_NCCL)
 #include <cuda_runtime.h>

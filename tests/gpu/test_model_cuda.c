@@ -49,7 +49,7 @@
 #include "../../optim/optim_cuda.h"
 #include "../../optim/optimizer.h"
 #include "../../optim/segments.h"
-#include "../../dist/shard_ckpt.h"
+#include "../../parallel/shard_ckpt.h"
 #include "../../train/device_optim.h"
 
 typedef struct {

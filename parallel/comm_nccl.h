@@ -1,6 +1,6 @@
 #ifndef KVCPT_COMM_NCCL_H
 #define KVCPT_COMM_NCCL_H
-/* The NCCL backend of dist/comm.h (built with KVCPT_NCCL only): device
+/* The NCCL backend of parallel/comm.h (built with KVCPT_NCCL only): device
  * buffers, collectives on the communicator's own stream, the caller's
  * stream ordered before and after them with events. MPI broadcasts the
  * ncclUniqueId; the GPU is picked by the local rank. */
