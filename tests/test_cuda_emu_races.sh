@@ -11,12 +11,13 @@
 #  - the same kernels made right, atomics of many blocks on one counter,
 #    neighbouring bytes and 2-byte halves of one word written by different
 #    threads: no report;
-#  - the emulated GPU tests, built in the race variant, pass and report no
-#    race (KVCPT_EMU_RACE_JOBS of them at once, default 2): ops, attention
-#    decode, decode and AdamW by default (about 2 CPU minutes together, 2 to
-#    5 times their plain time); attention and model take several minutes
-#    each under the detector, so they run only when KVCPT_EMU_RACE_TESTS
-#    names them (e.g. KVCPT_EMU_RACE_TESTS="attention_cuda model_cuda").
+#  - the six emulated GPU tests, built in the race variant, pass and report
+#    no race (KVCPT_EMU_RACE_JOBS of them at once, default 2). Attention and
+#    the model take several minutes each under the detector whole, so here
+#    they run the representative cases named below (KVCPT_TEST_CASES: every
+#    kernel they launch, the refresh rows spanning tiles, a small head
+#    size, fp32 and bf16 engines); KVCPT_EMU_RACE_ALL_CASES=1 runs them
+#    whole, KVCPT_EMU_RACE_TESTS="attention_cuda ..." picks the tests.
 . "$(dirname "$0")/lib.sh"
 E=build/emu-race/emu_checks
 if [ ! -x "$E" ]; then echo "skip - race detector: $E is not built (make test builds it)"; exit 0; fi
@@ -64,13 +65,18 @@ done
 
 # the emulated GPU tests in the race variant, a few at a time
 bins=()
-for t in ${KVCPT_EMU_RACE_TESTS-adamw_cuda ops_cuda attention_decode_cuda decode_cuda}; do
+declare -A cases=(
+    [attention_cuda]="T=300 L=40 (refresh rows span tiles)|T=65 L=40 K=5, ratio 2, D=8|T=257 causal"
+    [model_cuda]="parity: gqa4 mask|bf16 parity: gqa8 tied"
+)
+[ "${KVCPT_EMU_RACE_ALL_CASES:-0}" = 1 ] && cases=()
+for t in ${KVCPT_EMU_RACE_TESTS-adamw_cuda ops_cuda attention_decode_cuda decode_cuda attention_cuda model_cuda}; do
     b=build/emu-race/tests/test_cuda_emu_$t
     if [ -x "$b" ]; then bins+=("$b"); else echo "skip - $t under the race detector: $b is not built"; fi
 done
 run_one() { # BIN
-    local log=$tmp/$(basename "$1").race.log t0=$SECONDS
-    timeout 900 "$1" >"$log" 2>&1
+    local log=$tmp/$(basename "$1").race.log t0=$SECONDS t=${1##*/test_cuda_emu_}
+    KVCPT_TEST_CASES=${cases[$t]:-} timeout 900 "$1" >"$log" 2>&1
     echo "rc=$? seconds=$((SECONDS - t0))" >>"$log"
 }
 jobs_max=${KVCPT_EMU_RACE_JOBS:-2}
@@ -81,7 +87,8 @@ done
 wait
 for b in "${bins[@]}"; do
     log=$tmp/$(basename "$b").race.log
-    name="$(basename "$b") under the race detector"
+    t=${b##*/test_cuda_emu_}
+    name="$(basename "$b") under the race detector${cases[$t]:+ (cases: ${cases[$t]})}"
     p=$(grep -c '^ok - ' "$log"); f=$(grep -c '^FAIL - ' "$log"); secs=$(sed -n 's/^rc=.* seconds=//p' "$log")
     if grep -q '^rc=0 ' "$log" && [ "$f" -eq 0 ] && [ "$p" -gt 0 ] && ! grep -q "DATA RACE" "$log"; then
         ok "$name: $p checks pass, no race (${secs} s)"

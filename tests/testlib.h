@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int tl_passed __attribute__((unused)), tl_failed __attribute__((unused)), tl_skipped __attribute__((unused));
 
@@ -25,6 +26,22 @@ static inline void tl_result(int ok, const char *name, const char *fmt, ...) {
     printf("\n");
     fflush(stdout);
     tl_failed++;
+}
+
+/* KVCPT_TEST_CASES="a|b|...": only the cases whose label contains one of
+ * these texts run (a slow build variant, such as the race detector's, runs
+ * a few representative cases of a long suite); unset, every case runs. */
+static inline int tl_case_selected(const char *label) {
+    const char *sel = getenv("KVCPT_TEST_CASES");
+    if (!sel || !*sel) return 1;
+    for (const char *p = sel; *p;) {
+        size_t n = strcspn(p, "|");
+        for (const char *l = label; n > 0 && *l; l++)
+            if (strncmp(l, p, n) == 0) return 1;
+        p += n;
+        if (*p == '|') p++;
+    }
+    return 0;
 }
 
 static inline void tl_skip(const char *name, const char *why) {

@@ -269,7 +269,8 @@ static void run_all(void) {
         {"T=70 L=1 K=1, ratio 2, D=32, no pooling", 2, 70, 4, 2, 32, {1, 1, 1, 1, GROUP_AGG_MAX}},
         {"T=65 L=40 K=5, ratio 2, D=8", 2, 65, 4, 2, 8, {1, 40, 5, 7, GROUP_AGG_MAX}},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (tl_case_selected(cases[i].label)) run_case(&cases[i]);
 #ifdef KVCPT_CUDA_EMU
     tl_skip("8B layer shape at T = 16384 and 32768", "memory and time checks need a GPU, not the CPU emulator");
 #else

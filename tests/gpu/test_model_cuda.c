@@ -486,14 +486,23 @@ int main(void) {
         {"gqa8 tied mask S1", 80, 48, 64, 2, 8, 1, 16, 1, 1, 21, {1, 20, 4, 3, GROUP_AGG_MEAN}, 1},
         {"gqa1 causal T70", 64, 32, 48, 2, 2, 2, 32, 0, 1, 70, {0, 0, 0, 1, GROUP_AGG_MAX}, 0},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) parity(&cases[i]);
-    train_steps(&cases[0]);
-    parity_bf16(&cases[0]);
-    parity_bf16(&cases[1]);
-    train_steps_bf16(&cases[0]);
-    train_steps_bf16sr(&cases[0]);
-    train_steps_bf16sr(&cases[1]);
-    bad_input(&cases[2]);
+    /* each run as "kind: label", which KVCPT_TEST_CASES can select */
+    const struct {
+        const char *kind;
+        void (*run)(const Case *);
+        int c;
+    } runs[] = {
+        {"parity", parity, 0},           {"parity", parity, 1},
+        {"parity", parity, 2},           {"train steps", train_steps, 0},
+        {"bf16 parity", parity_bf16, 0}, {"bf16 parity", parity_bf16, 1},
+        {"bf16 train steps", train_steps_bf16, 0}, {"bf16sr train steps", train_steps_bf16sr, 0},
+        {"bf16sr train steps", train_steps_bf16sr, 1}, {"bad input", bad_input, 2},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        char label[256];
+        snprintf(label, sizeof label, "%s: %s", runs[i].kind, cases[runs[i].c].label);
+        if (tl_case_selected(label)) runs[i].run(&cases[runs[i].c]);
+    }
 #endif
     return tl_finish();
 }
