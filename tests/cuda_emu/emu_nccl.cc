@@ -32,7 +32,11 @@
  * on the communicator (from another thread: a watchdog) or after
  * KVCPT_EMU_NCCL_TIMEOUT seconds (default 300, 0 = forever), naming the
  * ranks that never arrived, and the communicator's async error becomes
- * ncclRemoteError (ncclCommGetAsyncError), so a caller can bound a hang. */
+ * ncclRemoteError (ncclCommGetAsyncError), so a caller can bound a hang.
+ * ncclCommAbort and ncclCommGetAsyncError touch no MPI; every other call
+ * makes MPI calls on its own thread, so with MPI initialised without thread
+ * support (comm.c's MPI_Init) NCCL must be called from the thread that also
+ * makes the MPI calls. */
 /* the C interface only: MPI's C++ bindings would need their own library */
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
