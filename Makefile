@@ -26,7 +26,8 @@ ifeq ($(NO_MPI),1)
 MPICC :=
 endif
 ifneq ($(MPICC),)
-CFLAGS  += -DKVCPT_MPI $(shell $(MPICC) --showme:compile 2>/dev/null || $(MPICC) -show | cut -d' ' -f2- | tr ' ' '\n' | grep '^-I' | tr '\n' ' ')
+MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null || $(MPICC) -show | cut -d' ' -f2- | tr ' ' '\n' | grep '^-I' | tr '\n' ' ')
+CFLAGS  += -DKVCPT_MPI $(MPI_CFLAGS)
 LDLIBS  += $(shell $(MPICC) --showme:link 2>/dev/null || $(MPICC) -show | cut -d' ' -f2- | tr ' ' '\n' | grep '^-[lLW]' | tr '\n' ' ')
 endif
 
@@ -57,6 +58,15 @@ LDLIBS     += -L$(NCCL_HOME)/lib -L$(NCCL_HOME)/lib64 -Wl,-rpath,$(NCCL_HOME)/li
 endif
 endif
 
+# what was found, said once per top-level make (not for clean or setup)
+ifeq ($(MAKELEVEL),0)
+ifeq ($(filter clean setup,$(MAKECMDGOALS)),)
+$(info kvcpt build: MPI $(if $(MPICC),yes ($(MPICC)),no); CUDA $(if $(NVCC),yes ($(NVCC)),no); \
+  NCCL $(if $(filter -DKVCPT_NCCL,$(CFLAGS)),yes ($(NCCL_HOME)/include/nccl.h),no); \
+  emulated NCCL (build/emu) $(if $(MPICC),yes (tests/cuda_emu/emu_nccl.cc over MPI),no (needs MPI)))
+endif
+endif
+
 DIRS    := common model kernels data optim checkpoints parallel train eval
 C_SRC   := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
 OBJ     := $(C_SRC:%.c=build/%.o) $(CU_SRC:%.cu=build/%.cu.o)
@@ -79,6 +89,13 @@ CXX          ?= g++
 EMU_CU       := $(filter-out kernels/matmul.cu,$(wildcard kernels/*.cu))
 EMU_C        := $(C_SRC) tests/cuda_emu/matmul_emu.c
 EMU_FLAGS    := -DKVCPT_CUDA -DKVCPT_CUDA_EMU -Itests/cuda_emu/include
+# NCCL in the emulator: tests/cuda_emu/emu_nccl.cc over MPI, so the nccl
+# backend (parallel/comm_nccl.c) is built and runs under mpirun wherever MPI is
+EMU_NCCL_OBJ :=
+ifneq ($(MPICC),)
+EMU_FLAGS    += -DKVCPT_NCCL
+EMU_NCCL_OBJ := emu_nccl.o
+endif
 EMU_CFLAGS   := $(BASE_CFLAGS) $(EMU_FLAGS)
 # device code contracts a*b+c into FMA as nvcc does by default (-fmad=true):
 # g++ with contraction on and, where the CPU has them, FMA instructions.
@@ -90,10 +107,16 @@ EMU_FMA      := $(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo -mfma)
 EMU_CXXFLAGS := -std=c++17 $(OPT) -g -ffp-contract=fast $(EMU_FMA) -D__CUDA_ARCH__=900 -include cuda_runtime.h -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas \
                 -D_GNU_SOURCE -I. \
                 -iquote kernels $(EMU_FLAGS)
-EMU_OBJ      := $(EMU_C:%.c=build/emu/%.o) $(EMU_CU:%.cu=build/emu/%.cu.o) build/emu/emu_runtime.o
+EMU_OBJ      := $(EMU_C:%.c=build/emu/%.o) $(EMU_CU:%.cu=build/emu/%.cu.o) build/emu/emu_runtime.o \
+                $(EMU_NCCL_OBJ:%=build/emu/%)
 EMU_HDR      := $(wildcard tests/cuda_emu/include/*.h tests/cuda_emu/include/*/*/*.cuh)
 EMU_TESTS    := ops_cuda adamw_cuda attention_cuda model_cuda decode_cuda attention_decode_cuda
 EMU_BIN      := $(EMU_TESTS:%=build/tests/test_cuda_emu_%)
+# the NCCL tests, on the plain emulator only (tests/test_cuda_emu_nccl.sh
+# runs them under mpirun; run.sh runs them once as a single rank)
+ifneq ($(MPICC),)
+EMU_BIN      += build/tests/test_cuda_emu_comm_nccl build/tests/test_cuda_emu_nccl_collectives
+endif
 
 build/emu/%.o: %.c $(HDR) $(EMU_HDR)
 	@mkdir -p $(dir $@)
@@ -119,6 +142,11 @@ build/emu/%.cu.o: build/emu/%.cu.cc $(HDR) $(EMU_HDR) $(EMU_CUH)
 build/emu/emu_runtime.o: tests/cuda_emu/emu_runtime.cc $(EMU_HDR)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+
+# MPI's headers for the emulated NCCL only (the kernels never see them)
+build/emu/emu_nccl.o: tests/cuda_emu/emu_nccl.cc $(EMU_HDR)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) $(MPI_CFLAGS) -c $< -o $@
 
 build/emu/libkvcpt_emu.a: $(EMU_OBJ)
 	rm -f $@ && ar rcs $@ $^
@@ -148,7 +176,7 @@ build/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h tests/gpu/gpu_te
 # tests/test_cuda_emu_races.sh runs these.
 RACE_CXXFLAGS := $(EMU_CXXFLAGS) -DKVCPT_EMU_RACE -gdwarf-4
 RACE_OBJ      := $(EMU_C:%.c=build/emu/%.o) $(EMU_CU:%.cu=build/emu-race/%.cu.o) \
-                 build/emu-race/emu_runtime.o build/emu-race/emu_race.o
+                 build/emu-race/emu_runtime.o build/emu-race/emu_race.o $(EMU_NCCL_OBJ:%=build/emu/%)
 RACE_HDR      := $(EMU_HDR) tests/cuda_emu/emu_race.h
 RACE_BIN      := $(EMU_TESTS:%=build/emu-race/tests/test_cuda_emu_%) build/emu-race/emu_checks
 
@@ -191,7 +219,8 @@ EMU_ASAN_FLAGS    := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined
                      -DKVCPT_EMU_ASAN
 EMU_ASAN_CFLAGS   := $(filter-out $(OPT),$(EMU_CFLAGS)) $(EMU_ASAN_FLAGS)
 EMU_ASAN_CXXFLAGS := $(filter-out $(OPT),$(EMU_CXXFLAGS)) $(EMU_ASAN_FLAGS)
-EMU_ASAN_OBJ      := $(EMU_C:%.c=build/emu-asan/%.o) $(EMU_CU:%.cu=build/emu-asan/%.cu.o) build/emu-asan/emu_runtime.o
+EMU_ASAN_OBJ      := $(EMU_C:%.c=build/emu-asan/%.o) $(EMU_CU:%.cu=build/emu-asan/%.cu.o) build/emu-asan/emu_runtime.o \
+                     $(EMU_NCCL_OBJ:%=build/emu-asan/%)
 EMU_ASAN_BIN      := $(EMU_TESTS:%=build/emu-asan/tests/test_cuda_emu_%)
 EMU_ASAN_ALL      := $(EMU_ASAN_BIN) build/emu-asan/kvcpt build/emu-asan/tools/dump_model_case \
                      build/emu-asan/emu_checks build/emu-asan/kernels_8b
@@ -207,6 +236,10 @@ build/emu-asan/%.cu.o: build/emu/%.cu.cc $(HDR) $(EMU_HDR) $(EMU_CUH)
 build/emu-asan/emu_runtime.o: tests/cuda_emu/emu_runtime.cc $(EMU_HDR)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_ASAN_CXXFLAGS) -c $< -o $@
+
+build/emu-asan/emu_nccl.o: tests/cuda_emu/emu_nccl.cc $(EMU_HDR)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_ASAN_CXXFLAGS) $(MPI_CFLAGS) -c $< -o $@
 
 build/emu-asan/libkvcpt_emu.a: $(EMU_ASAN_OBJ)
 	rm -f $@ && ar rcs $@ $^

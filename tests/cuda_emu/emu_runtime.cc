@@ -813,6 +813,9 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int dev) {
     *value = attr == cudaDevAttrMultiProcessorCount ? 1 : attr == cudaDevAttrMemoryClockRate ? 1000000 : 64;
     return dev == 0 ? cudaSuccess : record(cudaErrorInvalidValue);
 }
+/* the live allocations (defined in the last section of this file) */
+static void alloc_note(const void *p, size_t bytes);
+static void alloc_forget(const void *p);
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     /* calloc would hide kernels that read memory nobody wrote; fill with a NaN
      * pattern instead. Exactly the bytes asked for, so that in the sanitizer
@@ -830,11 +833,13 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     if (blocks_mode != BLOCKS_SAMPLE) memset(*p, 0xff, bytes);
     if (!bytes) emu_poison_redzone(*p, 1);
     RACE_HOOK(device_alloc(*p, bytes));
+    alloc_note(*p, bytes);
     return cudaSuccess;
 }
 cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t st) { return (void)st, cudaMalloc(p, bytes); }
 cudaError_t cudaFree(void *p) {
     RACE_HOOK(device_free(p));
+    alloc_forget(p);
     free(p);
     return cudaSuccess;
 }
@@ -855,7 +860,7 @@ cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t st)
     return (void)st, cudaMemset(dst, value, bytes);
 }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t st) { return (void)st, cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t st) { return emu_stream_valid(st) ? cudaSuccess : record(cudaErrorInvalidValue); }
 cudaError_t cudaGetLastError(void) {
     cudaError_t e = last_error;
     last_error = cudaSuccess;
@@ -892,5 +897,93 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     default: return "emulated error";
     }
+}
+}
+
+/* ---- streams, events and the allocation table (for the emulated NCCL) ----
+ * Everything runs at its call (see cuda_runtime.h), so streams and events
+ * carry no work: they are checked handles. The allocation table answers
+ * emu_device_extent, which lets tests/cuda_emu/emu_nccl.cc refuse host
+ * pointers and buffers shorter than a collective's count, as a GPU would
+ * fault or corrupt memory on them. */
+struct CUstream_st {
+    unsigned int flags;
+};
+struct CUevent_st {
+    unsigned int flags;
+};
+namespace {
+std::mutex handles_mu; /* guards the three tables below */
+std::map<const CUstream_st *, int> live_streams;
+std::map<const CUevent_st *, int> live_events;
+std::map<uintptr_t, size_t> live_allocs; /* start address -> bytes */
+} // namespace
+
+static void alloc_note(const void *p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(handles_mu);
+    live_allocs[(uintptr_t)p] = bytes;
+}
+static void alloc_forget(const void *p) {
+    std::lock_guard<std::mutex> lock(handles_mu);
+    live_allocs.erase((uintptr_t)p);
+}
+
+extern "C" {
+int emu_device_extent(const void *p, size_t *bytes_after) {
+    std::lock_guard<std::mutex> lock(handles_mu);
+    uintptr_t a = (uintptr_t)p;
+    auto it = live_allocs.upper_bound(a);
+    if (!p || it == live_allocs.begin()) return 0;
+    --it;
+    /* a pointer one past the end belongs to no allocation (a zero-byte one
+     * included): only a zero-element operation may pass it, and callers
+     * skip the check for those */
+    if (a >= it->first + it->second) return 0;
+    if (bytes_after) *bytes_after = it->first + it->second - a;
+    return 1;
+}
+int emu_stream_valid(cudaStream_t st) {
+    if (!st) return 1;
+    std::lock_guard<std::mutex> lock(handles_mu);
+    return live_streams.count(st) != 0;
+}
+static int event_valid(cudaEvent_t ev) {
+    std::lock_guard<std::mutex> lock(handles_mu);
+    return ev && live_events.count(ev) != 0;
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned int flags) {
+    if (!st || (flags & ~cudaStreamNonBlocking)) return record(cudaErrorInvalidValue);
+    *st = new CUstream_st{flags};
+    std::lock_guard<std::mutex> lock(handles_mu);
+    live_streams[*st] = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreate(cudaStream_t *st) { return cudaStreamCreateWithFlags(st, cudaStreamDefault); }
+cudaError_t cudaStreamDestroy(cudaStream_t st) {
+    std::lock_guard<std::mutex> lock(handles_mu);
+    if (!st || !live_streams.erase(st)) return record(cudaErrorInvalidValue);
+    delete st;
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned int flags) {
+    if (!ev || (flags & ~(cudaEventDisableTiming | 0x1u | 0x4u))) return record(cudaErrorInvalidValue);
+    *ev = new CUevent_st{flags};
+    std::lock_guard<std::mutex> lock(handles_mu);
+    live_events[*ev] = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *ev) { return cudaEventCreateWithFlags(ev, cudaEventDefault); }
+cudaError_t cudaEventDestroy(cudaEvent_t ev) {
+    std::lock_guard<std::mutex> lock(handles_mu);
+    if (!ev || !live_events.erase(ev)) return record(cudaErrorInvalidValue);
+    delete ev;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st) {
+    return event_valid(ev) && emu_stream_valid(st) ? cudaSuccess : record(cudaErrorInvalidValue);
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t ev) { return event_valid(ev) ? cudaSuccess : record(cudaErrorInvalidValue); }
+cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned int flags) {
+    return event_valid(ev) && emu_stream_valid(st) && flags == 0 ? cudaSuccess : record(cudaErrorInvalidValue);
 }
 }

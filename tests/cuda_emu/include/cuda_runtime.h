@@ -42,6 +42,11 @@ typedef enum {
     cudaDevAttrGlobalMemoryBusWidth = 37
 } cudaDeviceAttr;
 typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
+#define cudaStreamDefault 0x0u
+#define cudaStreamNonBlocking 0x1u
+#define cudaEventDefault 0x0u
+#define cudaEventDisableTiming 0x2u
 typedef struct {
     char name[256];
     size_t totalGlobalMem;
@@ -79,6 +84,27 @@ cudaError_t emu_func_set_max_dynamic_smem(const void *kernel, int attr, int valu
  * (common/redzone.h). */
 void emu_poison_redzone(const void *p, size_t bytes);
 void emu_unpoison_redzone(const void *p, size_t bytes);
+/* Streams and events. The emulator runs every launch, copy and collective
+ * to completion at its call, so the host's call order is the order on every
+ * stream and any cross-stream ordering is already satisfied: these are
+ * handles whose creation, use and destruction are checked: an unknown or
+ * destroyed handle is cudaErrorInvalidValue (on a GPU it is undefined
+ * behaviour or cudaErrorInvalidResourceHandle). */
+cudaError_t cudaStreamCreate(cudaStream_t *st);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned int flags);
+cudaError_t cudaStreamDestroy(cudaStream_t st);
+cudaError_t cudaEventCreate(cudaEvent_t *ev);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned int flags);
+cudaError_t cudaEventDestroy(cudaEvent_t ev);
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st);
+cudaError_t cudaEventSynchronize(cudaEvent_t ev);
+cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned int flags);
+/* Emulator only: 1 when st is the default stream (0) or a live stream. */
+int emu_stream_valid(cudaStream_t st);
+/* Emulator only: when p points into a live cudaMalloc allocation, 1 and the
+ * bytes from p to the allocation's end; 0 for any other pointer (host
+ * memory, freed memory). The emulated NCCL checks its buffers with it. */
+int emu_device_extent(const void *p, size_t *bytes_after);
 const char *cudaGetErrorName(cudaError_t e);
 const char *cudaGetErrorString(cudaError_t e);
 

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The NCCL code path on the CUDA emulator (tests/cuda_emu/emu_nccl.cc, NCCL
+# over MPI): parallel/comm_nccl.c's all-gather-v and all-to-all-v and NCCL's
+# own collectives under mpirun -np 1, 2, 3, 4, every check of every rank
+# passing; then planted bugs, each of which must end in the emulator's
+# message naming the ranks: a rank passing a different count, a host
+# buffer, a buffer shorter than the count, a receive that matches no send,
+# another reduction op, another broadcast root, and a rank that never enters
+# a collective (bounded by KVCPT_EMU_NCCL_TIMEOUT, and by ncclCommAbort from
+# a watchdog thread).
+set -u
+cd "$(dirname "$0")/.."
+ok() { echo "ok - $1"; }
+fail() { echo "FAIL - $1: $2"; }
+A=build/tests/test_cuda_emu_comm_nccl B=build/tests/test_cuda_emu_nccl_collectives
+if ! command -v mpirun >/dev/null 2>&1 || [ ! -x $A ] || [ ! -x $B ]; then
+    echo "skip - emulated NCCL under mpirun: mpirun or the emulated NCCL tests are missing (they need MPI: make setup, then make test)"
+    exit 0
+fi
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+unset KVCPT_TEST_NCCL_PLANT
+# ranks, binary, log; a run that hangs is stopped (the emulator's own timeout is far longer)
+run() { timeout --kill-after=5 120 mpirun --oversubscribe -np "$1" "$2" >"$3" 2>&1; }
+
+if [ -x build/emu/kvcpt ]; then
+    v=$(build/emu/kvcpt --version 2>&1)
+    if grep -q "collectives: single, mpi, nccl$" <<<"$v"; then ok "build/emu/kvcpt carries the nccl backend"
+    else fail "build/emu/kvcpt --version" "no nccl among the collectives: $(grep collectives <<<"$v")"; fi
+fi
+
+# checks per rank: comm_nccl 8 (2 collectives x 4 types); collectives 16, 17 from 3 ranks (the rank-order sum)
+for n in 1 2 3 4; do
+    for bin in $A $B; do
+        name=$(basename $bin)
+        want=$((n * 8)); [ $bin = $B ] && want=$((n * (n >= 3 ? 17 : 16)))
+        run $n $bin "$tmp/$name-$n.log"; rc=$?
+        got=$(grep -c '^ok - ' "$tmp/$name-$n.log"); bad=$(grep -c '^FAIL - ' "$tmp/$name-$n.log")
+        if [ $rc = 0 ] && [ "$got" = $want ] && [ "$bad" = 0 ]; then ok "$name on $n rank(s): all $got checks pass"
+        else fail "$name on $n rank(s)" "exit $rc, $got of $want checks passed, $bad failed: $(grep -m3 'FAIL\|emu nccl\|error' "$tmp/$name-$n.log" | tr '\n' ' ')"; fi
+    done
+done
+
+# a planted bug: binary, ranks, name, expected exit (0 or "nonzero"), and the message (grep -E) that must appear
+planted() {
+    local bin=$1 n=$2 bug=$3 want_rc=$4 msg=$5 log="$tmp/plant-$3.log"
+    KVCPT_TEST_NCCL_PLANT=$bug run "$n" "$bin" "$log"; local rc=$?
+    local rc_ok=0
+    if [ "$want_rc" = 0 ]; then [ $rc = 0 ] && ! grep -q '^FAIL - ' "$log" && rc_ok=1
+    else [ $rc != 0 ] && [ $rc != 124 ] && [ $rc != 137 ] && ! grep -q '^FAIL - ' "$log" && rc_ok=1; fi
+    if [ $rc_ok = 1 ] && grep -qE -- "$msg" "$log"; then ok "planted $bug on $n ranks: $(grep -m1 -oE -- "$msg" "$log")"
+    else fail "planted $bug on $n ranks" "exit $rc; expected /$msg/ in: $(grep -m4 'FAIL\|emu nccl\|error' "$log" | tr '\n' ' ')"; fi
+}
+planted $A 3 count nonzero "rank 0 calls ncclBroadcast\(count=100, ncclFloat32, root=0\) but rank 2 calls ncclBroadcast\(count=99"
+planted $A 2 host nonzero "rank 1: ncclBroadcast\(count=100, ncclFloat32, root=1\)'s sendbuff 0x[0-9a-f]+ is not device memory"
+planted $A 4 short nonzero "rank 3: ncclBroadcast\(count=100, ncclFloat32, root=[0-3]\)'s recvbuff 0x[0-9a-f]+ has 396 bytes up to the end of its cudaMalloc allocation, the operation needs 400"
+planted $A 3 sendrecv nonzero "rank 0's send #1 to rank 2 is ncclSend\(count=100, ncclFloat32, peer=2\), but rank 2's receive #1 from rank 0 is ncclRecv\(count=101"
+planted $B 3 op 0 "rank 0 calls ncclAllReduce\(count=64, ncclFloat32, ncclSum\) but rank 2 calls ncclAllReduce\(count=64, ncclFloat32, ncclMax\)"
+planted $B 2 root 0 "rank 0 calls ncclBroadcast\(count=64, ncclFloat32, root=0\) but rank 1 calls ncclBroadcast\(count=64, ncclFloat32, root=1\)"
+# the stalled rank is released once the others have their error; both modes need every rank's ok line
+KVCPT_EMU_NCCL_TIMEOUT=2 planted $B 3 stall 0 "rank 0: rank\(s\) 2 did not take part within 2 s while entering operation 1 \(ncclAllReduce\)"
+KVCPT_EMU_NCCL_TIMEOUT=0 planted $B 3 abort 0 "rank 0: ncclCommAbort ended the wait while entering operation 1 \(ncclAllReduce\) \(still waiting for rank\(s\) 2\)"
+for bug in stall abort; do
+    c=$(grep -c '^ok - .*\(never enters the all-reduce\|stalled rank was released\)' "$tmp/plant-$bug.log")
+    [ "$c" = 3 ] || fail "planted $bug" "$c of 3 ranks reported their ok line"
+done
