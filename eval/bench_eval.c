@@ -55,8 +55,8 @@ static double run_kvcpt(const BenchEval *b, int64_t K, const char *dir) {
                           "--policies", b->policies, "--max-docs", I64(docs, b->max_docs), "--device", "cpu",
                           "--bootstrap", "10", "--out", out, "--sinks", I64(sinks, b->sinks),
                           "--compress-once", "--agg", "mean", "--pool", "avg", "--snapkv-kernel", I64(ker, b->kernel),
-                          "--snapkv-window", I64(w, b->window), "--keep-window", "--tova-window", "1",
-                          "--head-sets", "shared", "--h2o-recent", "0", "--h2o-score", "mean", NULL};
+                          "--snapkv-window", I64(w, b->window), "--snapkv-keep-window", "on", "--tova-keep-last",
+                          "--tova-window", "1", "--head-sets", "shared", "--h2o-recent", "0", "--h2o-score", "mean", NULL};
     double t0 = now_seconds();
     int rc = subprocess_run(argv, NULL, log, NULL, 0);
     double dt = now_seconds() - t0;

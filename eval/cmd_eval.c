@@ -28,10 +28,10 @@
 typedef struct {
     StringList models;
     const char *data, *split, *contexts, *budget, *policies, *out, *device, *agg, *refresh_qc, *refresh_fixed;
-    const char *pool, *head_sets, *h2o_score, *dump;
-    int64_t last, max_docs, boot, window, sinks, batch, kernel, tova_window;
+    const char *pool, *head_sets, *h2o_score, *dump, *snapkv_keep_window, *refresh_query, *restkv_shift;
+    int64_t last, max_docs, boot, window, sinks, batch, kernel, tova_window, kvec_window;
     double threshold, h2o_recent;
-    int snapkv_grow, keep_window, once;
+    int snapkv_grow, tova_keep_last, once, restkv_grow;
 } EvalArgs;
 
 typedef struct {
@@ -77,8 +77,12 @@ static int expand_policies(const EvalArgs *a, Variant *v, int cap) {
         o.agg = group_agg_parse(a->agg, "--agg");
         o.window = a->window, o.snapkv_grow = a->snapkv_grow, o.threshold = a->threshold, o.sinks = a->sinks;
         /* the options that reproduce kvpress's choices (docs/eval.md, "kvpress as the peer") */
-        o.pool_kernel = a->kernel, o.keep_window = a->keep_window, o.tova_window = a->tova_window;
+        o.pool_kernel = a->kernel, o.tova_keep_last = a->tova_keep_last, o.tova_window = a->tova_window;
         o.h2o_recent = a->h2o_recent, o.once = a->once;
+        o.kvec_window = a->kvec_window, o.restkv_grow = a->restkv_grow;
+        o.snapkv_keep_window = policy_enum_parse("--snapkv-keep-window", a->snapkv_keep_window, policy_on_off_names, 2);
+        o.refresh_query = policy_enum_parse("--refresh-query", a->refresh_query, policy_query_rope_names, 2);
+        o.restkv_shift = policy_enum_parse("--restkv-shift", a->restkv_shift, policy_restkv_shift_names, 2);
         o.pool = policy_enum_parse("--pool", a->pool, policy_pool_names, 2);
         o.head_sets = policy_enum_parse("--head-sets", a->head_sets, policy_head_sets_names, 2);
         o.h2o_score = policy_enum_parse("--h2o-score", a->h2o_score, policy_h2o_score_names, 2);
@@ -238,7 +242,7 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
     batch = fit_batch(r, m, batch, L, S);
     ContextRun x = {.r = r, .ci = ci};
     x.sh = (PolicyShape){nl, m->cfg.num_attention_heads, m->cfg.num_key_value_heads, m->cfg.head_dim,
-                         m->cfg.hidden_size, L, EVAL_WINDOW, policy_budget(a->budget, L), L + S};
+                         m->cfg.hidden_size, L, EVAL_WINDOW, policy_budget(a->budget, L), L + S, NULL, NULL};
     x.eng = xcalloc((size_t)batch, sizeof(DecodeEngine));
     x.tok = xcalloc((size_t)batch, sizeof(int32_t *));
     x.doc = xcalloc((size_t)batch, sizeof(int64_t));
@@ -319,9 +323,12 @@ int cmd_eval(int argc, char **argv) {
     EvalArgs a = {.split = "test", .contexts = "8192", .budget = "L/8", .policies = "all", .out = "runs/eval",
                   .agg = "max", .refresh_qc = "", .refresh_fixed = "10,25,50", .last = 50, .boot = 1000,
                   .window = 1, .sinks = 4, .threshold = 0.85, .batch = EVAL_DEFAULT_BATCH,
-                  .kernel = d.pool_kernel, .pool = policy_pool_names[d.pool], .keep_window = d.keep_window,
+                  .kernel = d.pool_kernel, .pool = policy_pool_names[d.pool],
+                  .snapkv_keep_window = policy_on_off_names[d.snapkv_keep_window], .tova_keep_last = d.tova_keep_last,
                   .tova_window = d.tova_window, .head_sets = policy_head_sets_names[d.head_sets],
-                  .h2o_recent = d.h2o_recent, .h2o_score = policy_h2o_score_names[d.h2o_score], .once = d.once};
+                  .h2o_recent = d.h2o_recent, .h2o_score = policy_h2o_score_names[d.h2o_score], .once = d.once,
+                  .refresh_query = policy_query_rope_names[d.refresh_query], .kvec_window = d.kvec_window,
+                  .restkv_grow = d.restkv_grow, .restkv_shift = policy_restkv_shift_names[d.restkv_shift]};
     const Option opts[] = {
         {"model", OPT_STRINGS, &a.models, "DIR", "model directory (native or HF); give two for before -> after"},
         {"data", OPT_STRING, &a.data, "DIR", "prepared data directory (kvcpt prepare --out)"},
@@ -336,15 +343,20 @@ int cmd_eval(int argc, char **argv) {
         {"refresh-qc", OPT_STRING, &a.refresh_qc, "N,..", "refreshkv dynamic variants, QC strides (e.g. 5,10)"},
         {"refresh-fixed", OPT_STRING, &a.refresh_fixed, "N,..", "refreshkv fixed-stride variants"},
         {"threshold", OPT_FLOAT, &a.threshold, "S", "refreshkv cosine threshold"},
+        {"refresh-query", OPT_STRING, &a.refresh_query, "post|pre", "refreshkv compares queries after RoPE (the paper) or before"},
         {"agg", OPT_STRING, &a.agg, "max|mean|first", "GQA aggregation of scores"},
         {"snapkv-window", OPT_INT, &a.window, "W", "SnapKV observation window"},
+        {"snapkv-keep-window", OPT_STRING, &a.snapkv_keep_window, "on|off", "snapkv keeps its window, scores the rest (SnapKV's code, kvpress)"},
         {"snapkv-grow", OPT_FLAG, &a.snapkv_grow, NULL, "SnapKV keeps every new token"},
         {"sinks", OPT_INT, &a.sinks, "N", "StreamingLLM sink tokens"},
         {"snapkv-kernel", OPT_INT, &a.kernel, "K", "pooling kernel of snapkv, refreshkv, kvec"},
         {"pool", OPT_STRING, &a.pool, "max|avg", "that pooling: max, or kvpress's zero-padded avg"},
-        {"keep-window", OPT_FLAG, &a.keep_window, NULL, "snapkv/tova keep their observation window, score the rest (kvpress)"},
-        {"tova-window", OPT_INT, &a.tova_window, "N", "prefill queries TOVA replays (kvpress: 1)"},
-        {"head-sets", OPT_STRING, &a.head_sets, "group|shared", "tova: per-KV-head sets, or one set from all heads (kvpress)"},
+        {"tova-window", OPT_INT, &a.tova_window, "N", "prefill queries TOVA replays (1: the prompt reduced once, TOVA's code)"},
+        {"head-sets", OPT_STRING, &a.head_sets, "group|shared", "tova: per-KV-head sets by --agg, or one per layer by the mean of all heads (TOVA's code)"},
+        {"tova-keep-last", OPT_FLAG, &a.tova_keep_last, NULL, "tova never evicts the newest position (kvpress)"},
+        {"restkv-grow", OPT_FLAG, &a.restkv_grow, NULL, "restkv keeps every new token (cache K + S - 1) instead of staying at K"},
+        {"restkv-shift", OPT_STRING, &a.restkv_shift, "printed|signed", "restkv Eq. 12 window shift as printed (>= 0) or signed by the drift"},
+        {"kvec-window", OPT_INT, &a.kvec_window, "O", "K-VEC observation window O (below O' = 32)"},
         {"h2o-recent", OPT_FLOAT, &a.h2o_recent, "F", "h2o recent share of the budget (kvpress: 0)"},
         {"h2o-score", OPT_STRING, &a.h2o_score, "sum|mean", "h2o attention summed, or per query (kvpress)"},
         {"compress-once", OPT_FLAG, &a.once, NULL, "policies choose at the first decode step only, then keep every new token (kvpress)"},

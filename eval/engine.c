@@ -284,6 +284,7 @@ static void policies_init(const DecodeBackend *be, DecodeEngine *const *e, Polic
     for (int64_t b = 0; b < nb; b++) {
         const Llama *m = e[b]->m;
         p[b]->shape.W = e[b]->W < e[b]->L ? e[b]->W : e[b]->L;
+        p[b]->shape.rope_cos = e[b]->rope_cos, p[b]->shape.rope_sin = e[b]->rope_sin; /* host tables on either backend */
         for (int64_t l = 0; l < nl; l++) {
             const float *kc = NULL, *vc = NULL;
             if (p[b]->reads_prefill_cache) be->prefill_cache(e[b], l, &kc, &vc);

@@ -13,15 +13,15 @@ static const PolicyInfo registry[] = { /* SPEC section 4 order */
     {"h2o", policy_h2o_create, "H2O: the most recent + heavy hitters by cumulative attention",
      "--h2o-recent --h2o-score --agg"},
     {"snapkv", policy_snapkv_create, "SnapKV: prefill window scores, pooled top-K; evicts prefill entries",
-     "--snapkv-window --snapkv-kernel --pool --snapkv-grow --keep-window --agg"},
+     "--snapkv-window --snapkv-keep-window --snapkv-kernel --pool --snapkv-grow --agg"},
     {"tova", policy_tova_create, "TOVA: evicts the key the current query attends to least",
-     "--tova-window --head-sets --keep-window --agg"},
+     "--tova-window --head-sets --tova-keep-last --agg"},
     {"refreshkv", policy_refreshkv_create, "RefreshKV: partial cache refreshed by query-similarity full steps",
-     "--refresh-qc --refresh-fixed --threshold --snapkv-kernel --pool --agg"},
+     "--refresh-qc --refresh-fixed --threshold --refresh-query --snapkv-kernel --pool --agg"},
     {"restkv", policy_restkv_create, "ReST-KV: output-reconstruction indicator, EMA + adaptive-window smoothing",
-     ""},
+     "--restkv-grow --restkv-shift --agg"},
     {"kvec", policy_kvec_create, "K-VEC: SnapKV scores with cross-head and cross-layer coverage",
-     "--snapkv-window --snapkv-kernel --pool --snapkv-grow --agg"},
+     "--kvec-window --snapkv-kernel --pool --snapkv-grow --agg"},
 };
 
 const PolicyInfo *policy_registry(int *count) {
@@ -30,12 +30,14 @@ const PolicyInfo *policy_registry(int *count) {
 }
 
 PolicyOptions policy_default_options(int64_t budget) {
+    /* why each default is what it is: docs/eval.md, "Policy defaults" */
     PolicyOptions o = {.budget = budget, .agg = GROUP_AGG_MAX, .pool_kernel = 7, .pool = POOL_MAX, .window = 1, .snapkv_grow = 0,
-                       .keep_window = 0, .tova_window = 32, .head_sets = HEAD_SETS_GROUP, .h2o_recent = 0.5,
-                       .h2o_score = H2O_SCORE_SUM, .once = 0,
-                       .qc_stride = 10, .threshold = 0.85, .fixed_stride = 0, .sinks = 4,
+                       .snapkv_keep_window = 1, .tova_keep_last = 0, .tova_window = 1, .head_sets = HEAD_SETS_SHARED,
+                       .h2o_recent = 0.5, .h2o_score = H2O_SCORE_SUM, .once = 0,
+                       .qc_stride = 10, .threshold = 0.85, .refresh_query = QUERY_POST_ROPE, .fixed_stride = 0, .sinks = 4,
                        .restkv_window = 32, .restkv_alpha = 0.3, .restkv_beta = 2000.0, .restkv_kernel = 5,
-                       .kvec_wide_window = 32, .kvec_heads = 3, .kvec_lambda = 1.0, .kvec_keep_frac = 0.25};
+                       .restkv_grow = 0, .restkv_shift = RESTKV_SHIFT_PRINTED,
+                       .kvec_window = 16, .kvec_wide_window = 32, .kvec_heads = 3, .kvec_lambda = 1.0, .kvec_keep_frac = 0.25};
     return o;
 }
 
@@ -55,6 +57,9 @@ const char *policy_agg_name(int agg) {
 const char *const policy_pool_names[2] = {"max", "avg"};
 const char *const policy_head_sets_names[2] = {"group", "shared"};
 const char *const policy_h2o_score_names[2] = {"sum", "mean"};
+const char *const policy_query_rope_names[2] = {"post", "pre"};
+const char *const policy_restkv_shift_names[2] = {"printed", "signed"};
+const char *const policy_on_off_names[2] = {"off", "on"};
 
 int policy_enum_parse(const char *option, const char *value, const char *const *names, int n) {
     char known[256] = "";

@@ -16,6 +16,9 @@ typedef struct {
     int64_t W;       /* rows kept in last_probs */
     int64_t budget;  /* K: cached positions per KV head */
     int64_t cap;     /* most positions a document reaches (L + S) */
+    /* (cap, D/2) the engine's RoPE tables (kernels/rope.h), set before init:
+     * refreshkv rotates its queries with them (--refresh-query post) */
+    const float *rope_cos, *rope_sin;
 } PolicyShape;
 
 /* What the prefill leaves for one layer (valid during init only, except k/v caches). */
@@ -34,13 +37,21 @@ typedef struct {
  * (torch avg_pool1d with padding kernel/2: what kvpress does). */
 typedef enum { POOL_MAX = 0, POOL_AVG = 1 } PoolKind;
 /* Which query heads score a KV head's keys: the heads of its own GQA group
- * (kvcpt: one set per KV head), or every query head, one set shared by all
- * KV heads (what kvpress's TOVA does). */
+ * (one set per KV head, aggregated by opt.agg), or every query head, one set
+ * per layer shared by all KV heads and ranked by the mean over the heads
+ * (TOVA's reference code and kvpress's TOVAPress). */
 typedef enum { HEAD_SETS_GROUP = 0, HEAD_SETS_SHARED = 1 } HeadSets;
 /* H2O's heavy-hitter score: attention received summed over the queries so
  * far (the paper), or that sum divided by how many queries could see the key
  * (kvpress's ObservedAttentionPress). */
 typedef enum { H2O_SCORE_SUM = 0, H2O_SCORE_MEAN = 1 } H2OScore;
+/* The query RefreshKV's similarity check compares: as it enters attention,
+ * rotated to its position (the paper's argument: a similar query gives a
+ * similar attention over the same cached keys), or the raw projection. */
+typedef enum { QUERY_POST_ROPE = 0, QUERY_PRE_ROPE = 1 } QueryRope;
+/* ReST-KV's window shift gamma (Eq. 12): as printed (gamma >= 0 whichever
+ * way the importance drifts), or signed (the window moves the way it drifts). */
+typedef enum { RESTKV_SHIFT_PRINTED = 0, RESTKV_SHIFT_SIGNED = 1 } RestShift;
 
 /* Per-policy options; each policy reads the fields it needs. */
 typedef struct {
@@ -50,20 +61,25 @@ typedef struct {
     int pool;                /* PoolKind (max) */
     int64_t window;          /* SnapKV observation window (1) */
     int snapkv_grow;
-    int keep_window;         /* SnapKV/TOVA: the observation window's own positions are always kept (off) */
-    int64_t tova_window;     /* TOVA: prefill queries whose eviction is replayed (32, at most W) */
-    int head_sets;           /* HeadSets (group); read by TOVA */
+    int snapkv_keep_window;  /* SnapKV: the observation window's own positions are always kept (on) */
+    int tova_keep_last;      /* TOVA: the newest position is never evicted (off; kvpress: on) */
+    int64_t tova_window;     /* TOVA: prefill queries whose eviction is replayed (1, at most W) */
+    int head_sets;           /* HeadSets (shared); read by TOVA */
     double h2o_recent;       /* H2O: recent share of the budget (0.5) */
     int h2o_score;           /* H2OScore (sum) */
     int once;                /* choose at the first decode step only, then keep every new token (off) */
     int64_t qc_stride;       /* RefreshKV: similarity check every N steps (0: off) */
     double threshold;        /* RefreshKV cosine threshold (0.85) */
+    int refresh_query;       /* QueryRope (post) */
     int64_t fixed_stride;    /* RefreshKV: full step every N steps (0: dynamic) */
     int64_t sinks;           /* StreamingLLM sink tokens (4) */
     int64_t restkv_window;   /* ReST-KV observation window S_w, always kept (32) */
     double restkv_alpha;     /* ReST-KV EMA factor (0.3) */
     double restkv_beta;      /* ReST-KV adaptive-window scale (2000) */
     int64_t restkv_kernel;   /* ReST-KV base smoothing window (5, paper App. B) */
+    int restkv_grow;         /* ReST-KV: decode keeps every new token, the cache grows past K (off) */
+    int restkv_shift;        /* RestShift (printed) */
+    int64_t kvec_window;     /* K-VEC O: window of every head (16, the paper's O after Eq. 8) */
     int64_t kvec_wide_window; /* K-VEC O': window of the least focused heads (32) */
     int64_t kvec_heads;      /* K-VEC delta: heads that get the wide window (3) */
     double kvec_lambda;      /* K-VEC cross-layer focus weight (1.0) */
@@ -119,6 +135,7 @@ const char *policy_agg_name(int agg);
  * the option and the accepted values otherwise. */
 int policy_enum_parse(const char *option, const char *value, const char *const *names, int n);
 extern const char *const policy_pool_names[2], *const policy_head_sets_names[2], *const policy_h2o_score_names[2];
+extern const char *const policy_query_rope_names[2], *const policy_restkv_shift_names[2], *const policy_on_off_names[2];
 
 /* Shared helpers for policies. */
 /* out[j] = aggregate over the group's heads of per_head[h*head_stride + j] (GroupAgg). */

@@ -4,7 +4,7 @@
  * keeps every new token with --snapkv-grow).
  *
  * Per layer l (Alg. 1):
- *   P[h,t]   = mean attention of the last O queries (O = opt.window), per
+ *   P[h,t]   = mean attention of the last O queries (O = opt.kvec_window), per
  *              query head; the delta heads with the lowest std of P over t
  *              recompute P with the wide window O' (cross-head coverage);
  *   I[t]     = mean over the last O queries of the max over all heads;
@@ -12,6 +12,8 @@
  *              some KV head kept t (cross-layer coverage);
  *   P'       = P + lambda * focus; the top floor(beta K) entries by P are
  *              forced above every other score; top-K of P' is kept.
+ * O is its own option (16: the paper's value after Eq. 8, below O' = 32),
+ * not SnapKV's window (1).
  * Decisions (the paper leaves them open):
  * - GQA: our cache is per KV head, so P is aggregated over the group
  *   (opt.agg) before the focus is added and before the top-beta K are taken.
@@ -118,7 +120,7 @@ static void kvec_init(Policy *p, int64_t layer, const PrefillLayer *pre) {
     KV_CHECK(layer == st->next_layer, "kvec: layers must be initialised in order (got %lld, expected %lld)",
              (long long)layer, (long long)st->next_layer);
     st->next_layer++;
-    int64_t o = p->opt.window < W ? p->opt.window : W, o_wide = p->opt.kvec_wide_window < W ? p->opt.kvec_wide_window : W;
+    int64_t o = p->opt.kvec_window < W ? p->opt.kvec_window : W, o_wide = p->opt.kvec_wide_window < W ? p->opt.kvec_wide_window : W;
     head_scores(p, st, pre, o, o_wide);
     cross_layer_focus(p, st, pre, layer, o);
     int64_t keep = (int64_t)floor(p->opt.kvec_keep_frac * (double)K);
@@ -159,7 +161,7 @@ static void kvec_destroy(Policy *p) {
 void policy_kvec_create(Policy *p) {
     const PolicyShape *s = &p->shape;
     const PolicyOptions *o = &p->opt;
-    KV_CHECK(o->window >= 1 && o->kvec_wide_window >= 1, "kvec: observation windows must be >= 1");
+    KV_CHECK(o->kvec_window >= 1 && o->kvec_wide_window >= 1, "kvec: observation windows must be >= 1");
     KV_CHECK(o->kvec_heads >= 0, "kvec: head count must be >= 0 (got %lld)", (long long)o->kvec_heads);
     KV_CHECK(o->kvec_keep_frac >= 0 && o->kvec_keep_frac <= 1, "kvec: keep fraction must be in [0, 1] (got %g)",
              o->kvec_keep_frac);
@@ -178,7 +180,7 @@ void policy_kvec_create(Policy *p) {
     st->hit = xmalloc((size_t)cap);
     p->state = st;
     snprintf(p->label, sizeof p->label, "kvec (O %lld, O' %lld, delta %lld, lambda %.2g, beta %.2g%s)",
-             (long long)o->window, (long long)o->kvec_wide_window, (long long)o->kvec_heads, o->kvec_lambda,
+             (long long)o->kvec_window, (long long)o->kvec_wide_window, (long long)o->kvec_heads, o->kvec_lambda,
              o->kvec_keep_frac, o->snapkv_grow ? ", grow" : "");
     p->init = kvec_init;
     p->choose = kvec_choose;

@@ -2,16 +2,25 @@
  * starts as SnapKV's (last prefill query, pooled top-K). Partial steps
  * attend to C_p plus the tokens added since its last refresh, evicting the
  * lowest-scored C_p entry to stay at K. Every QC-stride steps each layer
- * compares the head-averaged (pre-RoPE) query of the current token with the
- * one of its last full step; below the threshold, that layer takes a full
- * step (every key) and re-selects C_p from that step's attention.
- * --fixed-stride N instead takes a full step every N steps in every layer. */
+ * compares the head-averaged query of the current token with the one of its
+ * last full step; below the threshold, that layer takes a full step (every
+ * key) and re-selects C_p from that step's attention.
+ * --fixed-stride N instead takes a full step every N steps in every layer.
+ *
+ * The paper (§2.2) compares "query vectors" and argues that a similar query
+ * gives a similar attention pattern. Over the same cached keys that holds
+ * for the query as attention sees it, rotated to its position: the default
+ * (opt.refresh_query post). The raw projection (pre) compares content only,
+ * so a query that keeps its content while its position moves (a lookup at a
+ * fixed offset back) never triggers a refresh. The head mean commutes with
+ * the rotation (one rotation for every head), so the mean is rotated. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/util.h"
+#include "../kernels/rope.h"
 #include "partial_cache.h"
 #include "policies.h"
 
@@ -30,6 +39,14 @@ static void head_mean(float *out, const float *q, int64_t Hq, int64_t D) {
     for (int64_t d = 0; d < D; d++) out[d] /= (float)Hq;
 }
 
+/* The head-averaged query at position pos as the check compares it (opt.refresh_query). */
+static void compared_query(const Policy *p, float *out, const float *q, int64_t pos) {
+    int64_t D = p->shape.D;
+    head_mean(out, q, p->shape.Hq, D);
+    if (p->opt.refresh_query == QUERY_POST_ROPE)
+        rope_forward_cpu(out, p->shape.rope_cos + pos * (D / 2), p->shape.rope_sin + pos * (D / 2), 1, 1, 1, D);
+}
+
 static double cosine(const float *a, const float *b, int64_t D) {
     double ab = 0, aa = 0, bb = 0;
     for (int64_t d = 0; d < D; d++) ab += (double)a[d] * b[d], aa += (double)a[d] * a[d], bb += (double)b[d] * b[d];
@@ -43,16 +60,18 @@ static void refreshkv_init(Policy *p, int64_t layer, const PrefillLayer *pre) {
     for (int64_t h = 0; h < Hq; h++)
         memcpy(st->all_probs + h * L, pre->last_probs + (h * W + W - 1) * L, sizeof(float) * (size_t)L);
     partial_cache_select(&st->cache, p, layer, st->all_probs, L, L, p->opt.budget);
-    head_mean(st->q_ref + layer * D, pre->q_last, Hq, D);
+    KV_CHECK(p->opt.refresh_query != QUERY_POST_ROPE || (p->shape.rope_cos && p->shape.rope_sin),
+             "refreshkv: --refresh-query post needs the engine's RoPE tables");
+    compared_query(p, st->q_ref + layer * D, pre->q_last, L - 1);
     st->full_now[layer] = 0;
     p->full_steps_per_layer[layer] = 0;
     if (layer == 0) p->decode_steps = 0;
 }
 
-static int wants_full_step(Policy *p, RefreshState *st, int64_t layer, int64_t step, const float *q) {
+static int wants_full_step(Policy *p, RefreshState *st, int64_t layer, int64_t pos, int64_t step, const float *q) {
     if (p->opt.fixed_stride > 0) return step % p->opt.fixed_stride == 0;
     if (p->opt.qc_stride <= 0 || step % p->opt.qc_stride != 0) return 0;
-    head_mean(st->q_avg, q, p->shape.Hq, p->shape.D);
+    compared_query(p, st->q_avg, q, pos);
     return cosine(st->q_avg, st->q_ref + layer * p->shape.D, p->shape.D) < p->opt.threshold;
 }
 
@@ -60,13 +79,13 @@ static void refreshkv_choose(Policy *p, int64_t layer, int64_t pos, const float 
     RefreshState *st = p->state;
     int64_t step = pos - p->shape.L + 1; /* decode steps count from 1 */
     if (layer == 0) p->decode_steps++;
-    st->full_now[layer] = wants_full_step(p, st, layer, step, q);
+    st->full_now[layer] = wants_full_step(p, st, layer, pos, step, q);
     if (!st->full_now[layer]) {
         partial_cache_keys(&st->cache, p, layer, pos, 0, keys, n);
         return;
     }
     p->full_steps_per_layer[layer]++;
-    head_mean(st->q_ref + layer * p->shape.D, q, p->shape.Hq, p->shape.D);
+    compared_query(p, st->q_ref + layer * p->shape.D, q, pos);
     for (int64_t g = 0; g < p->shape.Hkv; g++) n[g] = POLICY_EVERY_KEY;
 }
 
@@ -105,8 +124,8 @@ void policy_refreshkv_create(Policy *p) {
     if (p->opt.fixed_stride > 0)
         snprintf(p->label, sizeof p->label, "refreshkv (fixed stride %lld)", (long long)p->opt.fixed_stride);
     else
-        snprintf(p->label, sizeof p->label, "refreshkv (QC %lld, s %.2f)", (long long)p->opt.qc_stride,
-                 p->opt.threshold);
+        snprintf(p->label, sizeof p->label, "refreshkv (QC %lld, s %.2f%s)", (long long)p->opt.qc_stride,
+                 p->opt.threshold, p->opt.refresh_query == QUERY_PRE_ROPE ? ", pre-RoPE" : "");
     p->init = refreshkv_init;
     p->choose = refreshkv_choose;
     p->update = refreshkv_update;

@@ -1,5 +1,8 @@
 /* restkv (ReST-KV, papers/rest-kv.txt §3.2-3.3, App. B): one selection at
- * prefill, decode appends every new token without further eviction.
+ * prefill. Decode keeps the cache at K as snapkv does, each new token
+ * evicting the lowest-scored prefill entry (the observation window last), so
+ * that every policy is compared at the same budget; opt.restkv_grow appends
+ * every new token without eviction instead (the cache reaches K + S - 1).
  *
  * Per query head h and prefix position n, for each of the last S_w prefill
  * queries t (Eq. 7):
@@ -22,8 +25,11 @@
  *   our proposed ReST-KV" and the ablation where AWS beats avg-pooling. We
  *   read the "+1" as the base kernel: W_s = k + 2 floor(|dD|/beta)
  *   (opt.restkv_kernel = 5; set 1 for Eq. 11 verbatim).
- * - Eq. 12 is used as printed (gamma >= 0 in both branches; the window covers
- *   n - W_s/2 + gamma .. n + W_s/2 + gamma, Eq. 13 read with k relative to n);
+ * - Eq. 12 is used as printed by default (gamma >= 0 in both branches; the
+ *   window covers n - W_s/2 + gamma .. n + W_s/2 + gamma, Eq. 13 read with k
+ *   relative to n). opt.restkv_shift signed negates gamma when the importance
+ *   drifts left (D_front > D_rear), so the window follows the drift either
+ *   way; the magnitudes are Eq. 12's.
  *   indices past the prefix edges are clamped (replicate padding) and the sum
  *   is divided by W_s as in Eq. 13.
  * - A_t[n] = 1 makes 1 - A vanish while the norm vanishes with it; 1 - A is
@@ -104,6 +110,7 @@ static void spatial_smooth(const Policy *p, const RestState *st, double drift, f
     int64_t grow = (int64_t)floor(fabs(drift) / beta);
     int64_t ws = p->opt.restkv_kernel + 2 * grow;
     int64_t shift = -drift > 0 ? (int64_t)floor(-drift / beta) : (int64_t)floor(drift / beta) + 1;
+    if (p->opt.restkv_shift == RESTKV_SHIFT_SIGNED && -drift > 0) shift = -shift;
     for (int64_t j = 0; j < n; j++) {
         double s = 0;
         for (int64_t i = j - ws / 2 + shift; i <= j + ws / 2 + shift; i++) s += st->ema[i < 0 ? 0 : i >= n ? n - 1 : i];
@@ -145,7 +152,7 @@ static void restkv_init(Policy *p, int64_t layer, const PrefillLayer *pre) {
 
 static void restkv_choose(Policy *p, int64_t layer, int64_t pos, const float *q, int32_t **keys, int64_t *n) {
     (void)q;
-    partial_cache_keys(&((RestState *)p->state)->cache, p, layer, pos, 1, keys, n);
+    partial_cache_keys(&((RestState *)p->state)->cache, p, layer, pos, p->opt.restkv_grow, keys, n);
 }
 
 static void restkv_update(Policy *p, int64_t layer, int64_t pos, int32_t *const *keys, const int64_t *n,
@@ -183,8 +190,9 @@ void policy_restkv_create(Policy *p) {
     st->sc = xmalloc(sizeof(float) * (size_t)cap);
     st->pos = xmalloc(sizeof(int32_t) * (size_t)cap);
     p->state = st;
-    snprintf(p->label, sizeof p->label, "restkv (S_w %lld, alpha %.2g, beta %.0f, k %lld)", (long long)sw,
-             o->restkv_alpha, o->restkv_beta, (long long)o->restkv_kernel);
+    snprintf(p->label, sizeof p->label, "restkv (S_w %lld, alpha %.2g, beta %.0f, k %lld%s%s)", (long long)sw,
+             o->restkv_alpha, o->restkv_beta, (long long)o->restkv_kernel,
+             o->restkv_shift == RESTKV_SHIFT_SIGNED ? ", signed shift" : "", o->restkv_grow ? ", grow" : "");
     p->init = restkv_init;
     p->choose = restkv_choose;
     p->update = restkv_update;

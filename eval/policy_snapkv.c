@@ -4,10 +4,12 @@
  * prefill entry as new tokens arrive (the paper's setting), or keeps every
  * new token with --snapkv-grow.
  *
- * With keep_window (kvpress's SnapKVPress), the window's own `window`
- * positions are always kept and only the positions before it are scored and
- * pooled (the pooling sees zeros, not the window, past the prefix's end);
- * the top K - window of those complete the set. */
+ * With snapkv_keep_window (the default: SnapKV's code and kvpress's
+ * SnapKVPress both concatenate the window to the selection), the window's
+ * own `window` positions are always kept and only the positions before it
+ * are scored and pooled (the pooling sees zeros, not the window, past the
+ * prefix's end); the top K - window of those complete the set. Off, the
+ * window competes with the prefix for all K slots. */
 #include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,12 +33,19 @@ static void snapkv_init(Policy *p, int64_t layer, const PrefillLayer *pre) {
             for (int64_t j = 0; j < L; j++) s[j] += pre->last_probs[(h * W + r) * L + j];
         for (int64_t j = 0; j < L; j++) s[j] /= (float)w; /* the mean: only the ranking matters, kvpress takes it */
     }
-    if (!p->opt.keep_window) {
+    if (!p->opt.snapkv_keep_window) {
         partial_cache_select(&st->cache, p, layer, st->window_sum, L, L, p->opt.budget);
         return;
     }
-    KV_CHECK(p->opt.budget > w && L > w, "snapkv --keep-window: budget %lld and context %lld must exceed the window %lld",
-             (long long)p->opt.budget, (long long)L, (long long)w);
+    if (p->opt.budget <= w) { /* the window alone fills the budget: its K most recent positions */
+        for (int64_t g = 0; g < p->shape.Hkv; g++) {
+            KeptSet *s = &st->cache.sets[layer * p->shape.Hkv + g];
+            s->n = 0;
+            for (int64_t j = L - p->opt.budget; j < L; j++) kept_push(s, (int32_t)j, FLT_MAX);
+        }
+        st->cache.since[layer] = L;
+        return;
+    }
     partial_cache_select(&st->cache, p, layer, st->window_sum, L, L - w, p->opt.budget - w);
     for (int64_t g = 0; g < p->shape.Hkv; g++)
         for (int64_t j = L - w; j < L; j++) kept_push(&st->cache.sets[layer * p->shape.Hkv + g], (int32_t)j, FLT_MAX);
@@ -66,14 +75,14 @@ void policy_snapkv_create(Policy *p) {
     partial_cache_init(&st->cache, &p->shape, p->shape.cap);
     st->window_sum = xmalloc(sizeof(float) * (size_t)(p->shape.Hq * p->shape.L));
     p->state = st;
-    /* the default label is unchanged from before the kvpress options; settings show only when not the default */
+    /* pooling and aggregation show only when not the default */
     const PolicyOptions *o = &p->opt, d = policy_default_options(o->budget);
     char pool[48] = "", agg[16] = "";
     if (o->pool != d.pool || o->pool_kernel != d.pool_kernel)
         snprintf(pool, sizeof pool, ", %s-pool %lld", policy_pool_names[o->pool], (long long)o->pool_kernel);
     if (o->agg != d.agg) snprintf(agg, sizeof agg, ", %s", policy_agg_name(o->agg));
     snprintf(p->label, sizeof p->label, "snapkv (window %lld%s%s%s%s)", (long long)o->window,
-             o->keep_window ? " kept" : "", pool, agg, o->snapkv_grow ? ", grow" : "");
+             o->snapkv_keep_window ? " kept" : "", pool, agg, o->snapkv_grow ? ", grow" : "");
     p->init = snapkv_init;
     p->choose = snapkv_choose;
     p->update = snapkv_update;

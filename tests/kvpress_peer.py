@@ -43,10 +43,21 @@ POLICIES = ["full", "streaming", "snapkv", "tova", "h2o"]
 
 
 def kvpress_flags(window, kernel):
-    """The kvcpt eval options that reproduce kvpress's choices (one per difference)."""
+    """The kvcpt eval options that reproduce kvpress's choices (one per
+    difference, plus the defaults kvpress relies on, spelled out)."""
     return ["--compress-once", "--agg", "mean", "--pool", "avg", "--snapkv-kernel", str(kernel),
-            "--snapkv-window", str(window), "--keep-window", "--tova-window", "1", "--head-sets", "shared",
-            "--h2o-recent", "0", "--h2o-score", "mean"]
+            "--snapkv-window", str(window), "--snapkv-keep-window", "on", "--tova-keep-last", "--tova-window", "1",
+            "--head-sets", "shared", "--h2o-recent", "0", "--h2o-score", "mean"]
+
+
+def default_flags(window, kernel):
+    """Only the options that still differ from kvpress for snapkv and tova
+    with kvcpt's defaults (which keep SnapKV's window and rank TOVA's one
+    set per layer by the head mean of the last query, as the references do):
+    kvpress's zero-padded avg pooling, group mean, window and kernel; its
+    compression once; TOVAPress never evicting the last position."""
+    return ["--compress-once", "--agg", "mean", "--pool", "avg", "--snapkv-kernel", str(kernel),
+            "--snapkv-window", str(window), "--tova-keep-last"]
 
 
 def read_docs(data_dir, split):
@@ -263,12 +274,18 @@ def check_mode(a):
              for p in POLICIES[1:]}
     check(min(moved.values()) > 1e-3, "every press moves the NLLs away from full attention (least: %.3g)" % min(
         moved.values()), str(moved))
-    # kvcpt's own defaults keep other sets: the flags are what makes them agree
+    # kvcpt's defaults for snapkv (window kept) and tova (one set per layer, head mean, prompt reduced once)
+    # are the references': only the options that remain different are given
+    ours = kvcpt_dump(a, nat, data, default_flags(a.snapkv_window, a.snapkv_kernel), "defaults")
+    check(ours is not None, "kvcpt eval --dump with the snapkv/tova defaults runs")
+    if ours is not None:
+        compare(ours, docs, ref, "defaults", a, ["snapkv", "tova"])
+    # with no flags at all, snapkv (pooling, window) and h2o keep other sets: the flags are what makes them agree
     dflt = kvcpt_dump(a, nat, data, [], "default")
     if dflt is not None:
-        differ = [p for p in ("snapkv", "tova", "h2o")
+        differ = [p for p in ("snapkv", "h2o")
                   if any(dflt[(p, i)][0] != ref[(p, i)][0] for i, _ in docs)]
-        check(differ == ["snapkv", "tova", "h2o"], "without the flags kvcpt's snapkv, tova, h2o keep other sets "
+        check(differ == ["snapkv", "h2o"], "without the flags kvcpt's snapkv and h2o keep other sets "
               "than kvpress (deliberate differences)", "only %s differ" % differ)
     # step by step: kvcpt's per-step eviction against kvpress's decoding press
     step = {(p, i): kvpress_doc(model, d, a.context, a.last, a.budget, p, a, per_step=True)

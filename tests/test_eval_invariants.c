@@ -20,7 +20,7 @@ static int32_t doc[L + S];
 
 static void run(const char *name, PolicyOptions o, double *nll) {
     PolicyShape sh = {model.cfg.num_hidden_layers, model.cfg.num_attention_heads, model.cfg.num_key_value_heads,
-                      model.cfg.head_dim, model.cfg.hidden_size, L, 32, o.budget, L + S};
+                      model.cfg.head_dim, model.cfg.hidden_size, L, 32, o.budget, L + S, NULL, NULL};
     Policy p;
     policy_create(&p, name, &sh, &o);
     engine_decode(&eng, &p, doc, S, nll);
@@ -66,6 +66,7 @@ int main(void) {
     }
     PolicyOptions never = policy_default_options(L / 8), snap = policy_default_options(L / 8);
     never.qc_stride = 0;
+    snap.snapkv_keep_window = 0; /* RefreshKV's C_p is the top K of the last query's row, window included */
     double y[S];
     run("refreshkv", never, x);
     run("snapkv", snap, y);

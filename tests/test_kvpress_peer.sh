@@ -4,9 +4,12 @@
 # agree under the flags that reproduce kvpress's choices (docs/eval.md,
 # "kvpress as the peer"). Skips without the test venv (make setup).
 . "$(dirname "$0")/lib.sh"
-# the kvpress options' enum values are checked before anything is loaded
+# the policy options' enum values are checked before anything is loaded
 for o in "--pool median:--pool must be one of max, avg" "--head-sets all:--head-sets must be one of group, shared" \
-         "--h2o-score max:--h2o-score must be one of sum, mean"; do
+         "--h2o-score max:--h2o-score must be one of sum, mean" \
+         "--snapkv-keep-window yes:--snapkv-keep-window must be one of off, on" \
+         "--refresh-query rotated:--refresh-query must be one of post, pre" \
+         "--restkv-shift abs:--restkv-shift must be one of printed, signed"; do
     set -- ${o%%:*}
     if e=$($K eval --model "$tmp/none" --data "$tmp/none" "$@" 2>&1); then fail "eval $*" "accepted"
     elif grep -qF -- "${o#*:}" <<<"$e"; then ok "eval $* refused, naming the values"; else fail "eval $*" "$e"; fi

@@ -4,6 +4,7 @@
  * chosen set with the set computed by hand. GQA aggregation is max unless
  * noted. Decode steps mimic the engine: choose, sort, append the current
  * position, update with per-head probabilities aligned to those keys. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,8 +46,14 @@ static PrefillLayer fx_pre(const Fixture *f) {
     return p;
 }
 
+/* RoPE tables for D = 2 (one pair): position t rotates by t radians. */
+#define ROPE_CAP 64
+static float rope_cos[ROPE_CAP], rope_sin[ROPE_CAP];
+
 static void make(Policy *p, const char *name, const Fixture *f, PolicyOptions o, int64_t n_layers) {
-    PolicyShape sh = {n_layers, HQ, 1, D, C, f->L, f->W, o.budget, f->cap};
+    for (int t = 0; t < ROPE_CAP; t++) rope_cos[t] = cosf((float)t), rope_sin[t] = sinf((float)t);
+    KV_CHECK(f->cap <= ROPE_CAP, "test fixture cap %lld exceeds the RoPE table", (long long)f->cap);
+    PolicyShape sh = {n_layers, HQ, 1, D, C, f->L, f->W, o.budget, f->cap, rope_cos, rope_sin};
     policy_create(p, name, &sh, &o);
 }
 
@@ -59,10 +66,11 @@ static int32_t keybuf[64];
 static int32_t *keys[1] = {keybuf};
 static int64_t nkeys[1];
 static const float q_zero[HQ * D]; /* the current query: only refreshkv reads it */
+static const float *q_now = q_zero;  /* what expect_keys passes as the current query */
 
 /* choose() at pos, sorted, compared with want[0..nwant-1] (ascending). */
 static void expect_keys(Policy *p, int64_t layer, int64_t pos, const int32_t *want, int64_t nwant, const char *name) {
-    p->choose(p, layer, pos, q_zero, keys, nkeys);
+    p->choose(p, layer, pos, q_now, keys, nkeys);
     if (nkeys[0] == POLICY_EVERY_KEY) /* what the engine makes of it */
         for (nkeys[0] = 0; nkeys[0] < pos; nkeys[0]++) keybuf[nkeys[0]] = (int32_t)nkeys[0];
     qsort(keybuf, (size_t)nkeys[0], sizeof(int32_t), cmp_i32);
@@ -113,7 +121,12 @@ static const float snap_h1[10] = {0.01f, 0.01f, 0.25f, 0.01f, 0.01f, 0.10f, 0.01
  * token (10) joined, so the lowest prefill entry (2, .25) is evicted:
  * {0, 9, 10}. Kernel 3 (max over t-1..t+1, clipped):
  *   [.30 .30 .25 .25 .10 .20 .20 .20 .58 .58] -> {8, 9} then .30 at 0 and 1,
- * ties to the lower position: {0, 8, 9}. */
+ * ties to the lower position: {0, 8, 9}. Those cases turn the window off.
+ * Default, the window (position 9) is kept and the prefix 0..8 alone is
+ * pooled (SnapKV's code, kvpress): kernel 3 over
+ *   [.30 .01 .25 .05 .01 .10 .20 .01 .05] -> [.30 .30 .25 .25 .10 .20 .20 .20 .05],
+ * top K - 1 = 2: {0, 1} (.30), so {0, 1, 9}; kernel 1: {0 (.30), 2 (.25)} + 9,
+ * and pos 11 evicts 2 (the window last): {0, 9, 10}. */
 static void test_snapkv(void) {
     Fixture f;
     fx_init(&f, 10, 2, 16);
@@ -121,7 +134,7 @@ static void test_snapkv(void) {
     fx_row(&f, 1, 1, snap_h1, 10);
     PrefillLayer pre = fx_pre(&f);
     PolicyOptions o = policy_default_options(3);
-    o.pool_kernel = 1;
+    o.pool_kernel = 1, o.snapkv_keep_window = 0;
     Policy p;
     make(&p, "snapkv", &f, o, 1);
     p.init(&p, 0, &pre);
@@ -132,6 +145,23 @@ static void test_snapkv(void) {
     make(&p, "snapkv", &f, o, 1);
     p.init(&p, 0, &pre);
     expect_keys(&p, 0, 10, (int32_t[]){0, 8, 9}, 3, "snapkv: max-pooled scores (kernel 3)");
+    policy_destroy(&p);
+    o = policy_default_options(3);
+    o.pool_kernel = 3;
+    make(&p, "snapkv", &f, o, 1);
+    p.init(&p, 0, &pre);
+    expect_keys(&p, 0, 10, (int32_t[]){0, 1, 9}, 3, "snapkv: by default the window is kept and only the prefix pooled");
+    policy_destroy(&p);
+    o.pool_kernel = 1;
+    make(&p, "snapkv", &f, o, 1);
+    p.init(&p, 0, &pre);
+    expect_keys(&p, 0, 10, (int32_t[]){0, 2, 9}, 3, "snapkv: window kept, top K - 1 of the prefix");
+    expect_keys(&p, 0, 11, (int32_t[]){0, 9, 10}, 3, "snapkv: window kept, a new token evicts the lowest prefix entry");
+    policy_destroy(&p);
+    o.budget = 1;
+    make(&p, "snapkv", &f, o, 1);
+    p.init(&p, 0, &pre);
+    expect_keys(&p, 0, 10, (int32_t[]){9}, 1, "snapkv: a budget no larger than the window keeps the window's newest");
     policy_destroy(&p);
     fx_free(&f);
 }
@@ -168,6 +198,46 @@ static void test_refreshkv(void) {
                 "refreshkv: step 4 is a full step again");
     tl_result(p.full_steps_per_layer[0] == 2, "refreshkv: counts its full steps", "%lld", (long long)p.full_steps_per_layer[0]);
     policy_destroy(&p);
+    fx_free(&f);
+}
+
+/* refreshkv's similarity check, QC stride 1, s = .85, K = 3, kernel 1:
+ * C_p = {0, 2, 9} as above; position t rotates by t radians (make()).
+ * The prefill's last query (position 9) is (1, 0) in both heads.
+ *  A: the query at 10 has the same content, (1, 0). Before RoPE the two are
+ *     identical (cosine 1); after RoPE they are 1 radian apart (cosine
+ *     cos 1 = .54 < .85). Default (post-RoPE, the paper's argument): step 1
+ *     is a full step; --refresh-query pre: it attends to C_p.
+ *  B: the query at 10 is (cos 1, -sin 1), (1, 0) turned back by 1 radian:
+ *     after RoPE it equals position 9's (cosine 1, no refresh); before RoPE
+ *     the cosine is .54 (a full step). */
+static void refreshkv_check(const Fixture *f, int query, const float *q10, int full, const char *name) {
+    PolicyOptions o = policy_default_options(3);
+    o.pool_kernel = 1, o.qc_stride = 1;
+    if (query >= 0) o.refresh_query = query;
+    PrefillLayer pre = fx_pre(f);
+    Policy p;
+    make(&p, "refreshkv", f, o, 1);
+    p.init(&p, 0, &pre);
+    q_now = q10;
+    if (full) expect_keys(&p, 0, 10, (int32_t[]){0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 10, name);
+    else expect_keys(&p, 0, 10, (int32_t[]){0, 2, 9}, 3, name);
+    q_now = q_zero;
+    policy_destroy(&p);
+}
+
+static void test_refreshkv_query(void) {
+    Fixture f;
+    fx_init(&f, 10, 2, 16);
+    fx_row(&f, 0, 1, snap_h0, 10);
+    fx_row(&f, 1, 1, snap_h1, 10);
+    f.q_last[0 * D + 0] = 1, f.q_last[1 * D + 0] = 1;
+    const float same[HQ * D] = {1, 0, 1, 0};
+    const float back[HQ * D] = {cosf(1.0f), -sinf(1.0f), cosf(1.0f), -sinf(1.0f)};
+    refreshkv_check(&f, -1, same, 1, "refreshkv: by default the check compares queries after RoPE (A: full step)");
+    refreshkv_check(&f, QUERY_POST_ROPE, back, 0, "refreshkv --refresh-query post: same rotated query, no refresh (B)");
+    refreshkv_check(&f, QUERY_PRE_ROPE, same, 0, "refreshkv --refresh-query pre: same content, no refresh (A)");
+    refreshkv_check(&f, QUERY_PRE_ROPE, back, 1, "refreshkv --refresh-query pre: other content, full step (B)");
     fx_free(&f);
 }
 
@@ -214,7 +284,14 @@ static void test_h2o(void) {
  *   max 0:.2 3:.6 4:.333 8:.133 9:.167 -> evict 8: cache {0, 3, 4, 9}.
  * Decode pos 10 attends to {0,3,4,9} + itself: head 0 [.1 .1 .1 .1 .6],
  * head 1 [.3 .3 .05 .3 .05]; max: 4 lowest (.1) -> pos 11 attends to
- * {0, 3, 9, 10}. */
+ * {0, 3, 9, 10}. That is --head-sets group --tova-window 3.
+ * Default (TOVA's code): one shared set ranked by the mean over the heads of
+ * the last query's row, the prompt reduced once. Query 9's rows, mean:
+ *   [.085 .1 .1 .2 .125 .1 .1 .05 .065 .075] -> 3 and 4, then .1 at 1, 2, 5,
+ *   6: ties evict the lower position, so {3, 4, 5, 6}.
+ * Decode pos 10 attends to {3,4,5,6} + itself: head 0 [.15 .01 .3 .24 .3],
+ * head 1 [.15 .2 .3 .05 .3]; mean [.15 .105 .3 .145 .3]: 4 goes -> {3, 5, 6, 10}
+ * (the group max [.15 .2 .3 .24 .3] would evict 3). */
 static void test_tova(void) {
     Fixture f;
     fx_init(&f, 10, 3, 16);
@@ -226,11 +303,19 @@ static void test_tova(void) {
     fx_row(&f, 1, 2, (float[]){0.12f, 0.1f, 0.1f, 0.1f, 0.2f, 0.1f, 0.1f, 0, 0.08f, 0.1f}, 10);
     PrefillLayer pre = fx_pre(&f);
     Policy p;
-    make(&p, "tova", &f, policy_default_options(4), 1);
+    PolicyOptions o = policy_default_options(4);
+    o.head_sets = HEAD_SETS_GROUP, o.tova_window = 3;
+    make(&p, "tova", &f, o, 1);
     p.init(&p, 0, &pre);
     expect_keys(&p, 0, 10, (int32_t[]){0, 3, 4, 9}, 4, "tova: prefill window evicts one by one (renormalised rows)");
     step(&p, 0, 10, (float[]){0.1f, 0.1f, 0.1f, 0.1f, 0.6f}, (float[]){0.3f, 0.3f, 0.05f, 0.3f, 0.05f});
     expect_keys(&p, 0, 11, (int32_t[]){0, 3, 9, 10}, 4, "tova: decode evicts the current query's least attended key");
+    policy_destroy(&p);
+    make(&p, "tova", &f, policy_default_options(4), 1);
+    p.init(&p, 0, &pre);
+    expect_keys(&p, 0, 10, (int32_t[]){3, 4, 5, 6}, 4, "tova: by default the last query's head-mean row reduces the prompt once");
+    step(&p, 0, 10, (float[]){0.15f, 0.01f, 0.3f, 0.24f, 0.3f}, (float[]){0.15f, 0.2f, 0.3f, 0.05f, 0.3f});
+    expect_keys(&p, 0, 11, (int32_t[]){3, 5, 6, 10}, 4, "tova: by default decode evicts by the mean over all heads");
     policy_destroy(&p);
     fx_free(&f);
 }
@@ -261,23 +346,35 @@ static void restkv_fixture(Fixture *f) {
     fx_row(f, 1, 1, (float[]){0, 0.5f, 0.1f, 0, 0.1f, 0, 0, 0, 0.2f, 0.1f}, 10);
 }
 
-static void restkv_case(const Fixture *f, int64_t K, int64_t kernel, double beta, const int32_t *want, int64_t nwant,
-                        const char *name, int decode) {
+static PolicyOptions restkv_options(int64_t K, int64_t kernel, double beta) {
     PolicyOptions o = policy_default_options(K);
     o.restkv_window = 2, o.restkv_kernel = kernel, o.restkv_beta = beta;
+    return o;
+}
+
+static void restkv_case(const Fixture *f, PolicyOptions o, const int32_t *want, int64_t nwant, const char *name) {
     PrefillLayer pre = fx_pre(f);
     Policy p;
     make(&p, "restkv", f, o, 1);
     p.init(&p, 0, &pre);
     expect_keys(&p, 0, 10, want, nwant, name);
-    if (decode) {
-        float none[16] = {0};
-        step(&p, 0, 10, none, none);
-        int32_t grown[16];
-        memcpy(grown, want, sizeof(int32_t) * (size_t)nwant);
-        grown[nwant] = 10;
-        expect_keys(&p, 0, 11, grown, nwant + 1, "restkv: decode appends without eviction");
-    }
+    policy_destroy(&p);
+}
+
+/* Case A's set {2 (.589), 3 (.5), 5 (.156), 8, 9} decoding one token:
+ * by default 10 joins and the lowest prefix entry (5) goes, the cache stays
+ * at K = 5: {2, 3, 8, 9, 10}; --restkv-grow keeps all six. grow < 0: the default. */
+static void restkv_decode(const Fixture *f, int grow, const int32_t *want, int64_t nwant, const char *name) {
+    PolicyOptions o = restkv_options(5, 1, 2000);
+    if (grow >= 0) o.restkv_grow = grow;
+    PrefillLayer pre = fx_pre(f);
+    Policy p;
+    make(&p, "restkv", f, o, 1);
+    p.init(&p, 0, &pre);
+    expect_keys(&p, 0, 10, (int32_t[]){2, 3, 5, 8, 9}, 5, "restkv: the set before decode");
+    float none[16] = {0};
+    step(&p, 0, 10, none, none);
+    expect_keys(&p, 0, 11, want, nwant, name);
     policy_destroy(&p);
 }
 
@@ -304,11 +401,25 @@ static void restkv_case(const Fixture *f, int64_t K, int64_t kernel, double beta
 static void test_restkv(void) {
     Fixture f;
     restkv_fixture(&f);
-    restkv_case(&f, 5, 1, 2000, (int32_t[]){2, 3, 5, 8, 9}, 5, "restkv: reconstruction indicator + EMA, top-K", 1);
-    restkv_case(&f, 5, 3, 2000, (int32_t[]){1, 2, 3, 8, 9}, 5, "restkv: spatial smoothing window 3", 0);
-    restkv_case(&f, 4, 1, 2000, (int32_t[]){2, 5, 8, 9}, 4, "restkv: rightward drift shifts the window (Eq. 12)", 0);
-    restkv_case(&f, 4, 1, 1.0, (int32_t[]){0, 2, 8, 9}, 4, "restkv: drift over beta widens the window (Eq. 11)", 0);
-    restkv_case(&f, 2, 5, 2000, (int32_t[]){8, 9}, 2, "restkv: K <= S_w keeps the most recent", 0);
+    restkv_case(&f, restkv_options(5, 1, 2000), (int32_t[]){2, 3, 5, 8, 9}, 5, "restkv: reconstruction indicator + EMA, top-K");
+    restkv_case(&f, restkv_options(5, 3, 2000), (int32_t[]){1, 2, 3, 8, 9}, 5, "restkv: spatial smoothing window 3");
+    restkv_case(&f, restkv_options(4, 1, 2000), (int32_t[]){2, 5, 8, 9}, 4, "restkv: rightward drift shifts the window (Eq. 12)");
+    restkv_case(&f, restkv_options(4, 1, 1.0), (int32_t[]){0, 2, 8, 9}, 4, "restkv: drift over beta widens the window (Eq. 11)");
+    restkv_case(&f, restkv_options(2, 5, 2000), (int32_t[]){8, 9}, 2, "restkv: K <= S_w keeps the most recent");
+    restkv_decode(&f, -1, (int32_t[]){2, 3, 8, 9, 10}, 5, "restkv: by default decode evicts to stay at K");
+    restkv_decode(&f, 1, (int32_t[]){2, 3, 5, 8, 9, 10}, 6, "restkv --restkv-grow: decode appends without eviction");
+    /* G: K = 5, k = 1, beta 1, b = 3: head 0 drifts left by 1.33 (W_s = 3),
+     * head 1 by .33 (W_s = 1, gamma 0). Eq. 12 as printed: head 0 gamma =
+     * floor(1.33) = +1, its score at n the mean of EMA n..n+2 (clamped):
+     *   [.037 .203 .192 .192 .025 .026 .052 .078]; max with head 1
+     *   [.037 .203 .589 .192 .067 .156 .052 .078] -> {1, 2, 3} + {8, 9}.
+     * Signed: gamma = -1, the mean of EMA n-2..n: [0 .037 .037 .203 .192 .192
+     *   .025 .026]; max [0 .037 .589 .203 .192 .192 .025 .026] -> 2, 3, then
+     *   4 and 5 tie (the same three EMA values), the lower wins: {2, 3, 4, 8, 9}. */
+    PolicyOptions o = restkv_options(5, 1, 1.0);
+    restkv_case(&f, o, (int32_t[]){1, 2, 3, 8, 9}, 5, "restkv: by default Eq. 12's shift as printed (leftward drift, +1)");
+    o.restkv_shift = RESTKV_SHIFT_SIGNED;
+    restkv_case(&f, o, (int32_t[]){2, 3, 4, 8, 9}, 5, "restkv --restkv-shift signed: leftward drift shifts left");
     fx_free(&f);
     /* F: head 0's W_O is not symmetric, W = [[1 1] [0 1]] (out_c = sum_d
      * wo[c][d] z_d), and q9 gives position 4 attention .5. W (z - v_4) =
@@ -322,7 +433,7 @@ static void test_restkv(void) {
     restkv_fixture(&f);
     f.wo[0 * 4 + 1] = 1;
     f.last_probs[(0 * 2 + 1) * 10 + 4] = 0.5f;
-    restkv_case(&f, 3, 1, 2000, (int32_t[]){3, 8, 9}, 3, "restkv: output distance uses W_O's orientation", 0);
+    restkv_case(&f, restkv_options(3, 1, 2000), (int32_t[]){3, 8, 9}, 3, "restkv: output distance uses W_O's orientation");
     fx_free(&f);
 }
 
@@ -365,7 +476,7 @@ static void kvec_layer1(Fixture *f) {
 
 static PolicyOptions kvec_options(void) {
     PolicyOptions o = policy_default_options(4);
-    o.pool_kernel = 1, o.kvec_wide_window = 2, o.kvec_heads = 1;
+    o.pool_kernel = 1, o.kvec_window = 1, o.kvec_wide_window = 2, o.kvec_heads = 1;
     return o;
 }
 
@@ -404,13 +515,48 @@ static void test_kvec(void) {
     tl_expect_death("kvec: layers out of order are refused", kvec_out_of_order, NULL, "in order");
 }
 
+/* K-VEC's own window O (default 16, the paper's; SnapKV's window stays 1).
+ * L = 20, W = 17 rows (queries 3..19), both heads alike, delta = 0, K = 1
+ * (no preserved entry), kernel 1. Row 0 (query 3) puts 1 at 15, rows 1..15
+ * put .05 at 10, row 16 (query 19) .5 at 5. The focus term is the same
+ * window's max over heads, P' = 2P, so the top of P is kept:
+ *   O = 1: 5 (.5); O = 16: 10 (.75/16 = .047 > .5/16); O = 17: 15 (1/17 = .059). */
+static void test_kvec_window(void) {
+    Fixture f;
+    fx_init(&f, 20, 17, 24);
+    for (int h = 0; h < HQ; h++) {
+        f.last_probs[(h * 17 + 0) * 20 + 15] = 1.0f;
+        for (int r = 1; r < 16; r++) f.last_probs[(h * 17 + r) * 20 + 10] = 0.05f;
+        f.last_probs[(h * 17 + 16) * 20 + 5] = 0.5f;
+    }
+    PrefillLayer pre = fx_pre(&f);
+    const int64_t windows[4] = {0, 1, 16, 17}; /* 0: the default */
+    const int32_t want[4] = {10, 5, 10, 15};
+    for (int i = 0; i < 4; i++) {
+        PolicyOptions o = policy_default_options(1);
+        o.pool_kernel = 1, o.kvec_heads = 0;
+        if (windows[i]) o.kvec_window = windows[i];
+        Policy p;
+        make(&p, "kvec", &f, o, 1);
+        p.init(&p, 0, &pre);
+        char name[96];
+        if (windows[i]) snprintf(name, sizeof name, "kvec: observation window O = %lld", (long long)windows[i]);
+        else snprintf(name, sizeof name, "kvec: the default observation window is O = 16, not SnapKV's 1");
+        expect_keys(&p, 0, 20, &want[i], 1, name);
+        policy_destroy(&p);
+    }
+    fx_free(&f);
+}
+
 int main(void) {
     test_streaming();
     test_snapkv();
     test_refreshkv();
+    test_refreshkv_query();
     test_h2o();
     test_tova();
     test_restkv();
     test_kvec();
+    test_kvec_window();
     return tl_finish();
 }
