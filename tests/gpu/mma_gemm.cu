@@ -2,7 +2,8 @@
  * mma_gemm.h). One warp per block computes a 16x16 tile of C: per 16-wide
  * slice of K it stages A's and B's tiles in shared memory (zero outside the
  * matrices), loads A's fragment with ldmatrix.x4 and B's either with
- * ldmatrix.x4 ([N][K] storage) or with two ldmatrix.x2.trans ([K][N]), and
+ * ldmatrix.x4 ([N][K] storage) or, for [K][N], with two ldmatrix.x2.trans
+ * or one ldmatrix.x4.trans (b_kn 1 or 2 in the kernel), and
  * runs two m16n8k16 mmas (n 0..7 and 8..15), accumulating in fp32. Written
  * for clarity, not speed: it is the reference use of the fragment layouts. */
 #include <stdint.h>
@@ -17,7 +18,8 @@
 #define MMA_TILE_LD 24
 
 __global__ void __launch_bounds__(32) mma_gemm_kernel(float *C, const uint16_t *A, const uint16_t *B, int M, int N,
-                                                      int K, int b_kn, int bug) {
+                                                      int K, int b_kn /* 0: [N][K]; [K][N] by 1: x2.trans, 2: x4.trans */,
+                                                      int bug) {
     __shared__ __align__(16) uint16_t sa[16 * MMA_TILE_LD], sb[16 * MMA_TILE_LD];
     const int lane = threadIdx.x;
     const int64_t m0 = (int64_t)blockIdx.y * 16, n0 = (int64_t)blockIdx.x * 16;
@@ -34,7 +36,14 @@ __global__ void __launch_bounds__(32) mma_gemm_kernel(float *C, const uint16_t *
         uint32_t a[4], b[2][2];
         /* matrices 0..3 = A rows 0-7 / 8-15 at column 0, then the same at column 8 */
         ldmatrix_x4(a, &sa[((lane & 7) + 8 * ((lane >> 3) & 1)) * MMA_TILE_LD + 8 * (lane >> 4)]);
-        if (b_kn) {
+        if (b_kn == 2) {
+            /* matrices: k 0-7 and k 8-15 at n 0, then at n 8; transposed into (k, n) pairs */
+            uint32_t r[4];
+            const uint16_t *row = &sb[(lane & 15) * MMA_TILE_LD + 8 * (lane >> 4)];
+            if (bug == MMA_BUG_NO_TRANS) ldmatrix_x4(r, row);
+            else ldmatrix_x4_trans(r, row);
+            b[0][0] = r[0], b[0][1] = r[1], b[1][0] = r[2], b[1][1] = r[3];
+        } else if (b_kn) {
             /* per 8-column group j: matrices k 0-7 and k 8-15, transposed into (k, n) pairs */
             for (int j = 0; j < 2; j++) {
                 const uint16_t *row = &sb[(lane & 15) * MMA_TILE_LD + 8 * j];
@@ -76,7 +85,7 @@ extern "C" void mma_gemm_bf16(float *C, const uint16_t *A, const uint16_t *B, in
         exit(1);
     }
     dim3 grid(ceil_div_u(N, 16), ceil_div_u(M, 16));
-    mma_gemm_kernel<<<grid, 32>>>(C, A, B, M, N, K, b_layout == MMA_B_KN, (int)bug);
+    mma_gemm_kernel<<<grid, 32>>>(C, A, B, M, N, K, b_layout == MMA_B_NK ? 0 : b_layout == MMA_B_KN ? 1 : 2, (int)bug);
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaDeviceSynchronize());
 }

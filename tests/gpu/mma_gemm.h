@@ -9,17 +9,17 @@
 extern "C" {
 #endif
 
-/* How B is stored: MMA_B_NK, B^T as [N][K] (a weight [out][in]; loaded with
- * ldmatrix.x4), or MMA_B_KN, [K][N] (as V in P V; loaded with
- * ldmatrix.x2.trans). */
-typedef enum { MMA_B_NK, MMA_B_KN } MmaBLayout;
+/* How B is stored and loaded: MMA_B_NK, B^T as [N][K] (a weight [out][in];
+ * loaded with ldmatrix.x4), or [K][N] (as V in P V) loaded with two
+ * ldmatrix.x2.trans (MMA_B_KN) or one ldmatrix.x4.trans (MMA_B_KN_X4). */
+typedef enum { MMA_B_NK, MMA_B_KN, MMA_B_KN_X4, MMA_B_LAYOUTS } MmaBLayout;
 
 /* The correct kernel, or one planted layout bug. */
 typedef enum {
     MMA_BUG_NONE,
     MMA_BUG_SWAP_A12,   /* A's registers a1 and a2 exchanged before the mma */
     MMA_BUG_STORE_ROW,  /* C stored by lane (lane & 7, lane >> 3) instead of (lane >> 2, lane & 3) */
-    MMA_BUG_NO_TRANS,   /* MMA_B_KN loaded with ldmatrix.x2 without .trans */
+    MMA_BUG_NO_TRANS,   /* [K][N] storage loaded without .trans */
     MMA_BUG_SWAP_B_K,   /* B's registers b0 and b1 (k 0..7 and 8..15) exchanged */
     MMA_BUG_COUNT
 } MmaBug;

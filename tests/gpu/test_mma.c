@@ -41,7 +41,7 @@ typedef struct {
 static float bval(uint16_t b) { return float_from_bf16_bits(b); }
 
 static float b_at(const Case *c, int k, int n) {
-    return bval(c->layout == MMA_B_KN ? c->B[(int64_t)k * c->N + n] : c->B[(int64_t)n * c->K + k]);
+    return bval(c->layout != MMA_B_NK ? c->B[(int64_t)k * c->N + n] : c->B[(int64_t)n * c->K + k]);
 }
 
 /* scale: values uniform in [-scale, scale) before rounding to bf16 */
@@ -105,7 +105,9 @@ static int64_t count_outside(const Case *c, const float *C, double *worst) {
     return bad;
 }
 
-static const char *layout_name(MmaBLayout l) { return l == MMA_B_KN ? "B [K][N], ldmatrix.x2.trans" : "B [N][K], ldmatrix.x4"; }
+static const char *layout_name(MmaBLayout l) {
+    return l == MMA_B_KN ? "B [K][N], ldmatrix.x2.trans" : l == MMA_B_KN_X4 ? "B [K][N], ldmatrix.x4.trans" : "B [N][K], ldmatrix.x4";
+}
 static const char *bug_name(MmaBug b) {
     switch (b) {
     case MMA_BUG_SWAP_A12: return "A registers a1/a2 swapped";
@@ -135,7 +137,7 @@ static void check_shape(int M, int N, int K, MmaBLayout layout, uint64_t seed, f
 #endif
     free(C);
     for (int b = MMA_BUG_NONE + 1; planted && b < MMA_BUG_COUNT; b++) {
-        if (b == MMA_BUG_NO_TRANS && layout != MMA_B_KN) continue;
+        if (b == MMA_BUG_NO_TRANS && layout == MMA_B_NK) continue;
         float *Cb = run_gemm(&c, (MmaBug)b);
         int64_t nb = count_outside(&c, Cb, &worst);
         snprintf(name, sizeof name, "planted bug caught: %s (M=%d N=%d K=%d, %s)", bug_name((MmaBug)b), M, N, K,
@@ -186,8 +188,8 @@ static void run_all(void) {
         {64, 40, 520, 0, 1.0f},  /* 33 k steps: the accumulation across mmas */
     };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (int l = 0; l < 2; l++)
-            check_shape(shapes[s].M, shapes[s].N, shapes[s].K, (MmaBLayout)l, 1000 + s * 2 + (uint64_t)l,
+        for (int l = 0; l < MMA_B_LAYOUTS; l++)
+            check_shape(shapes[s].M, shapes[s].N, shapes[s].K, (MmaBLayout)l, 1000 + s * MMA_B_LAYOUTS + (uint64_t)l,
                         shapes[s].scale, shapes[s].planted);
 }
 #endif
