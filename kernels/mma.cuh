@@ -29,8 +29,17 @@
 
 #include <cuda_bf16.h>
 
+/* The emulator tells instructions apart by where they are inlined (lanes
+ * reaching one mma from two branches are divergent), so there these must
+ * always inline. */
+#ifdef KVCPT_CUDA_EMU
+#define MMA_FN static inline __attribute__((always_inline))
+#else
+#define MMA_FN static __device__ __forceinline__
+#endif
+
 /* lo and hi rounded to bf16 (nearest even), lo in the low half. */
-static __device__ __forceinline__ uint32_t mma_pack_bf16x2(float lo, float hi) {
+MMA_FN uint32_t mma_pack_bf16x2(float lo, float hi) {
 #ifdef KVCPT_CUDA_EMU
     return (uint32_t)__float2bfloat16_rn(lo).__x | (uint32_t)__float2bfloat16_rn(hi).__x << 16;
 #else
@@ -42,8 +51,7 @@ static __device__ __forceinline__ uint32_t mma_pack_bf16x2(float lo, float hi) {
 }
 
 /* d = A B + c on the fragments above; d may be c. */
-static __device__ __forceinline__ void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2],
-                                                         const float c[4]) {
+MMA_FN void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
 #ifdef KVCPT_CUDA_EMU
     emu::mma_m16n8k16_bf16(d, a, b, c);
 #else
@@ -62,7 +70,7 @@ static __device__ __forceinline__ uint32_t mma_smem_addr(const void *p) {
 #endif
 
 /* Four 8x8 matrices: lane l gives the address of row l & 7 of matrix l >> 3. */
-static __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *smem_row) {
+MMA_FN void ldmatrix_x4(uint32_t r[4], const void *smem_row) {
 #ifdef KVCPT_CUDA_EMU
     emu::ldmatrix_m8n8_b16(r, 4, false, smem_row);
 #else
@@ -72,7 +80,7 @@ static __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *sm
                  : "memory");
 #endif
 }
-static __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *smem_row) {
+MMA_FN void ldmatrix_x4_trans(uint32_t r[4], const void *smem_row) {
 #ifdef KVCPT_CUDA_EMU
     emu::ldmatrix_m8n8_b16(r, 4, true, smem_row);
 #else
@@ -84,7 +92,7 @@ static __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const vo
 }
 /* Two 8x8 matrices: lanes 0..15 give the row addresses (those of lanes 16..31
  * are not used, but the lanes must still execute it). */
-static __device__ __forceinline__ void ldmatrix_x2(uint32_t r[2], const void *smem_row) {
+MMA_FN void ldmatrix_x2(uint32_t r[2], const void *smem_row) {
 #ifdef KVCPT_CUDA_EMU
     emu::ldmatrix_m8n8_b16(r, 2, false, smem_row);
 #else
@@ -94,7 +102,7 @@ static __device__ __forceinline__ void ldmatrix_x2(uint32_t r[2], const void *sm
                  : "memory");
 #endif
 }
-static __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t r[2], const void *smem_row) {
+MMA_FN void ldmatrix_x2_trans(uint32_t r[2], const void *smem_row) {
 #ifdef KVCPT_CUDA_EMU
     emu::ldmatrix_m8n8_b16(r, 2, true, smem_row);
 #else

@@ -70,7 +70,8 @@ __global__ void __launch_bounds__(32) mma_gemm_kernel(float *C, const uint16_t *
         __syncwarp(); /* every lane's ldmatrix has read the tiles before the next fill */
     }
     /* the planted bug is a bijection too (no two lanes write one element), only the wrong one */
-    const int g = bug == MMA_BUG_STORE_ROW ? (lane & 7) : (lane >> 2), t = bug == MMA_BUG_STORE_ROW ? (lane >> 3) : (lane & 3);
+    const int wrong = bug == MMA_BUG_STORE_ROW;
+    const int g = wrong ? (lane & 7) : (lane >> 2), t = wrong ? (lane >> 3) : (lane & 3);
     for (int j = 0; j < 2; j++)
         for (int i = 0; i < 4; i++) {
             const int64_t r = m0 + g + 8 * (i >> 1), c = n0 + 8 * j + 2 * t + (i & 1);

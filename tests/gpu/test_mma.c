@@ -52,8 +52,8 @@ static void case_init(Case *c, int M, int N, int K, MmaBLayout layout, uint64_t 
     rng_seed(&r, seed);
     c->A = xmalloc(sizeof(uint16_t) * (size_t)M * (size_t)K);
     c->B = xmalloc(sizeof(uint16_t) * (size_t)N * (size_t)K);
-    for (int64_t i = 0; i < (int64_t)M * K; i++) c->A[i] = bf16_bits_from_float(scale * (2.0f * rng_uniform(&r) - 1.0f));
-    for (int64_t i = 0; i < (int64_t)N * K; i++) c->B[i] = bf16_bits_from_float(scale * (2.0f * rng_uniform(&r) - 1.0f));
+    for (int64_t i = 0; i < (int64_t)M * K; i++) c->A[i] = bf16_bits_from_float(scale * (2.0f * rng_uniform(&r) - 1));
+    for (int64_t i = 0; i < (int64_t)N * K; i++) c->B[i] = bf16_bits_from_float(scale * (2.0f * rng_uniform(&r) - 1));
     c->dA = dev_upload(c->A, sizeof(uint16_t) * (size_t)M * (size_t)K);
     c->dB = dev_upload(c->B, sizeof(uint16_t) * (size_t)N * (size_t)K);
     c->ref = xmalloc(sizeof(double) * (size_t)M * (size_t)N);
@@ -106,7 +106,9 @@ static int64_t count_outside(const Case *c, const float *C, double *worst) {
 }
 
 static const char *layout_name(MmaBLayout l) {
-    return l == MMA_B_KN ? "B [K][N], ldmatrix.x2.trans" : l == MMA_B_KN_X4 ? "B [K][N], ldmatrix.x4.trans" : "B [N][K], ldmatrix.x4";
+    if (l == MMA_B_KN) return "B [K][N], ldmatrix.x2.trans";
+    if (l == MMA_B_KN_X4) return "B [K][N], ldmatrix.x4.trans";
+    return "B [N][K], ldmatrix.x4";
 }
 static const char *bug_name(MmaBug b) {
     switch (b) {

@@ -190,7 +190,9 @@ uint64_t warp_op(WarpOp op, unsigned int mask, uint64_t value, unsigned int arg,
  * that has exited, a lane beyond a partial warp, or lanes at another call
  * site stop the program (the ISA: undefined). in is the calling lane's
  * operands, out receives its results; both stay on the lane's stack until
- * the warp completes (emu_mma.cc computes the results from all 32 ins). */
+ * the warp completes (emu_mma.cc computes the results from all 32 ins).
+ * The call site is the return address, so the wrappers below always
+ * inline: each instruction in a kernel is its own site. */
 void warp_matrix_op(WarpOp op, unsigned int arg, const void *in, void *out);
 /* Stops the program unless [p, p + bytes) lies inside the running block's
  * shared memory (the launch's dynamic bytes or one static __shared__
@@ -204,7 +206,8 @@ struct MmaBf16Lane {
     uint32_t a[4], b[2];
     float c[4];
 };
-inline void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
+inline __attribute__((always_inline)) void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2],
+                                                             const float c[4]) {
     MmaBf16Lane in;
     for (int i = 0; i < 4; i++) in.a[i] = a[i], in.c[i] = c[i];
     in.b[0] = b[0], in.b[1] = b[1];
@@ -217,7 +220,8 @@ inline void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[
  * their 16-byte row, here in the lane's own code, so the race detector sees
  * the read as that lane's (build/emu-race). */
 typedef uint32_t __attribute__((__may_alias__)) SmemWord;
-inline void ldmatrix_m8n8_b16(uint32_t *r, unsigned int num, bool trans, const void *row) {
+inline __attribute__((always_inline)) void ldmatrix_m8n8_b16(uint32_t *r, unsigned int num, bool trans,
+                                                             const void *row) {
     unsigned int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u;
     uint32_t words[4] = {0, 0, 0, 0};
     if (lane < 8 * num) {
