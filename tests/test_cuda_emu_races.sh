@@ -13,7 +13,7 @@
 #    threads: no report;
 #  - the emulated GPU tests, built in the race variant, pass and report no
 #    race (KVCPT_EMU_RACE_JOBS of them at once, default 2): ops, attention
-#    decode, decode and AdamW by default (about 2 CPU minutes together, 2 to
+#    decode, decode, AdamW and mma by default (about 2 CPU minutes together, 2 to
 #    5 times their plain time); attention and model take several minutes
 #    each under the detector, so they run only when KVCPT_EMU_RACE_TESTS
 #    names them (e.g. KVCPT_EMU_RACE_TESTS="attention_cuda model_cuda").
@@ -64,7 +64,7 @@ done
 
 # the emulated GPU tests in the race variant, a few at a time
 bins=()
-for t in ${KVCPT_EMU_RACE_TESTS-adamw_cuda ops_cuda attention_decode_cuda decode_cuda}; do
+for t in ${KVCPT_EMU_RACE_TESTS-adamw_cuda ops_cuda attention_decode_cuda decode_cuda mma}; do
     b=build/emu-race/tests/test_cuda_emu_$t
     if [ -x "$b" ]; then bins+=("$b"); else echo "skip - $t under the race detector: $b is not built"; fi
 done
