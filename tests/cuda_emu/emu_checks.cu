@@ -708,16 +708,21 @@ __global__ void mma_divergent_kernel(float *out) {
     }
 }
 /* The primitives used rightly: A = ones, B = ones, C = 0 gives 16 in every
- * element of D; and an ldmatrix.x4 of rows r = lane gives lane l the
- * elements (l >> 2, 2 (l & 3)) of each matrix. */
+ * element of D; an ldmatrix.x4 of rows r = lane gives lane l the elements
+ * (l >> 2, 2 (l & 3)) of each matrix; an ldmatrix.x2.trans from dynamic
+ * shared memory gives it the elements (2 (l & 3), l >> 2) and (2 (l & 3) + 1, l >> 2). */
 __global__ void mma_ok_kernel(float *out) {
     __shared__ __align__(16) uint16_t tile[32 * 8];
-    for (int i = threadIdx.x; i < 32 * 8; i += 32) tile[i] = (uint16_t)i;
+    extern __shared__ __align__(16) uint16_t dyn[];
+    for (int i = threadIdx.x; i < 32 * 8; i += 32) tile[i] = (uint16_t)i, dyn[i] = (uint16_t)(1000 + i);
     __syncwarp();
-    uint32_t r[4];
+    uint32_t r[4], t[2];
     ldmatrix_x4(r, &tile[threadIdx.x * 8]);
+    ldmatrix_x2_trans(t, &dyn[(threadIdx.x & 15) * 8]);
     mma_ones(out);
     out[32 + threadIdx.x] = (float)(r[3] & 0xffffu);
+    out[64 + threadIdx.x] = (float)(t[1] & 0xffffu);
+    out[96 + threadIdx.x] = (float)(t[1] >> 16);
 }
 
 static int planted_mma(const char *which) {
@@ -737,17 +742,21 @@ static int planted_mma(const char *which) {
     return 0;
 }
 static int mma_ok(void) {
-    float *d, h[64];
+    float *d, h[128];
     CUDA_CHECK(cudaMalloc(&d, sizeof h));
-    mma_ok_kernel<<<1, 32>>>(d);
+    mma_ok_kernel<<<1, 32, 32 * 8 * sizeof(uint16_t)>>>(d);
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
     int bad = 0;
     for (int l = 0; l < 32; l++) {
         bad += h[l] != 16.0f;
         bad += h[32 + l] != (float)((24 + (l >> 2)) * 8 + 2 * (l & 3)); /* matrix 3: rows 24..31 */
+        /* .x2.trans, matrix 1 (rows 8..15): element (2 (l & 3) + e, l >> 2) */
+        bad += h[64 + l] != (float)(1000 + (8 + 2 * (l & 3)) * 8 + (l >> 2));
+        bad += h[96 + l] != (float)(1000 + (8 + 2 * (l & 3) + 1) * 8 + (l >> 2));
     }
-    printf("%s - matrix instructions used rightly: mma of ones = 16, ldmatrix.x4 places (l >> 2, 2 (l & 3))\n",
+    printf("%s - matrix instructions used rightly: mma of ones = 16, ldmatrix.x4 places (l >> 2, 2 (l & 3)), "
+           "ldmatrix.x2.trans from dynamic shared memory places (2 (l & 3), l >> 2)\n",
            bad ? "FAIL" : "ok");
     CUDA_CHECK(cudaFree(d));
     return bad != 0;
