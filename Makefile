@@ -108,9 +108,9 @@ EMU_CXXFLAGS := -std=c++17 $(OPT) -g -ffp-contract=fast $(EMU_FMA) -D__CUDA_ARCH
                 -D_GNU_SOURCE -I. \
                 -iquote kernels $(EMU_FLAGS)
 EMU_OBJ      := $(EMU_C:%.c=build/emu/%.o) $(EMU_CU:%.cu=build/emu/%.cu.o) build/emu/emu_runtime.o \
-                $(EMU_NCCL_OBJ:%=build/emu/%)
+                $(EMU_NCCL_OBJ:%=build/emu/%) build/emu/emu_mma.o
 EMU_HDR      := $(wildcard tests/cuda_emu/include/*.h tests/cuda_emu/include/*/*/*.cuh)
-EMU_TESTS    := ops_cuda adamw_cuda attention_cuda model_cuda decode_cuda attention_decode_cuda
+EMU_TESTS    := ops_cuda adamw_cuda attention_cuda model_cuda decode_cuda attention_decode_cuda mma
 EMU_BIN      := $(EMU_TESTS:%=build/tests/test_cuda_emu_%)
 # the NCCL tests, on the plain emulator only (tests/test_cuda_emu_nccl.sh
 # runs them under mpirun; run.sh runs them once as a single rank)
@@ -127,7 +127,7 @@ build/emu/%.cu.cc: %.cu tests/cuda_emu/cu2cc.sh
 	bash tests/cuda_emu/cu2cc.sh $< $@
 
 # kept, so make does not delete them after the test summary line
-.SECONDARY: $(EMU_CU:%.cu=build/emu/%.cu.cc) build/emu/tests/cuda_emu/emu_checks.cu.cc
+.SECONDARY: $(EMU_CU:%.cu=build/emu/%.cu.cc) build/emu/tests/cuda_emu/emu_checks.cu.cc build/emu/tests/gpu/mma_gemm.cu.cc
 
 # kernels' own headers, rewritten as the .cu files are (static shared memory
 # is counted); the .cu.cc files beside them include these before kernels/'s
@@ -139,7 +139,12 @@ $(EMU_CUH): build/emu/%.cuh: %.cuh tests/cuda_emu/cu2cc.sh
 build/emu/%.cu.o: build/emu/%.cu.cc $(HDR) $(EMU_HDR) $(EMU_CUH)
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
 
-build/emu/emu_runtime.o: tests/cuda_emu/emu_runtime.cc $(EMU_HDR)
+build/emu/emu_runtime.o: tests/cuda_emu/emu_runtime.cc tests/cuda_emu/emu_mma.h $(EMU_HDR)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+
+# the warp-level matrix instructions (kernels/mma.cuh): layouts and arithmetic
+build/emu/emu_mma.o: tests/cuda_emu/emu_mma.cc tests/cuda_emu/emu_mma.h $(EMU_HDR)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
 
@@ -160,12 +165,21 @@ build/emu/tools/%: tests/tools/%.c build/emu/libkvcpt_emu.a
 	$(CC) $(EMU_CFLAGS) $< build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
 
 # the emulator's own checks: launch limits, planted races (tests/test_cuda_emu_orders.sh)
-build/emu/emu_checks: build/emu/tests/cuda_emu/emu_checks.cu.o build/emu/emu_runtime.o
+build/emu/emu_checks: build/emu/tests/cuda_emu/emu_checks.cu.o build/emu/emu_runtime.o build/emu/emu_mma.o
 	$(CXX) $(EMU_CXXFLAGS) $^ -o $@
 
 build/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h tests/gpu/gpu_testlib.h build/emu/libkvcpt_emu.a
 	@mkdir -p $(dir $@)
 	$(CC) $(EMU_CFLAGS) $< build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
+
+# the tensor-core primitives' test (tests/gpu/test_mma.c) links its own
+# kernel file, a GEMM written with kernels/mma.cuh, beside the library
+MMA_TEST_DEP := tests/gpu/test_mma.c tests/gpu/mma_gemm.h tests/testlib.h tests/gpu/gpu_testlib.h
+build/emu/tests/gpu/mma_gemm.cu.o build/emu-race/tests/gpu/mma_gemm.cu.o build/emu-asan/tests/gpu/mma_gemm.cu.o \
+build/tests/gpu/mma_gemm.cu.o: tests/gpu/mma_gemm.h
+build/tests/test_cuda_emu_mma: $(MMA_TEST_DEP) build/emu/tests/gpu/mma_gemm.cu.o build/emu/libkvcpt_emu.a
+	@mkdir -p $(dir $@)
+	$(CC) $(EMU_CFLAGS) $< build/emu/tests/gpu/mma_gemm.cu.o build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
 
 # --- the emulator's race-detecting variant (build/emu-race/): the kernels
 # (the .cu.cc files above, emu_checks.cu's too) compiled with gcc's
@@ -176,7 +190,7 @@ build/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h tests/gpu/gpu_te
 # tests/test_cuda_emu_races.sh runs these.
 RACE_CXXFLAGS := $(EMU_CXXFLAGS) -DKVCPT_EMU_RACE -gdwarf-4
 RACE_OBJ      := $(EMU_C:%.c=build/emu/%.o) $(EMU_CU:%.cu=build/emu-race/%.cu.o) \
-                 build/emu-race/emu_runtime.o build/emu-race/emu_race.o $(EMU_NCCL_OBJ:%=build/emu/%)
+                 build/emu-race/emu_runtime.o build/emu-race/emu_race.o $(EMU_NCCL_OBJ:%=build/emu/%) build/emu-race/emu_mma.o
 RACE_HDR      := $(EMU_HDR) tests/cuda_emu/emu_race.h
 RACE_BIN      := $(EMU_TESTS:%=build/emu-race/tests/test_cuda_emu_%) build/emu-race/emu_checks
 
@@ -184,7 +198,11 @@ build/emu-race/%.cu.o: build/emu/%.cu.cc $(HDR) $(RACE_HDR) $(EMU_CUH)
 	@mkdir -p $(dir $@)
 	$(CXX) $(RACE_CXXFLAGS) -fsanitize=thread -c $< -o $@
 
-build/emu-race/emu_runtime.o: tests/cuda_emu/emu_runtime.cc $(RACE_HDR)
+build/emu-race/emu_runtime.o: tests/cuda_emu/emu_runtime.cc tests/cuda_emu/emu_mma.h $(RACE_HDR)
+	@mkdir -p $(dir $@)
+	$(CXX) $(RACE_CXXFLAGS) -c $< -o $@
+
+build/emu-race/emu_mma.o: tests/cuda_emu/emu_mma.cc tests/cuda_emu/emu_mma.h $(RACE_HDR)
 	@mkdir -p $(dir $@)
 	$(CXX) $(RACE_CXXFLAGS) -c $< -o $@
 
@@ -196,13 +214,17 @@ build/emu-race/libkvcpt_emu.a: $(RACE_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 build/emu-race/emu_checks: build/emu-race/tests/cuda_emu/emu_checks.cu.o build/emu-race/emu_runtime.o \
-                           build/emu-race/emu_race.o
+                           build/emu-race/emu_race.o build/emu-race/emu_mma.o
 	$(CXX) $(RACE_CXXFLAGS) $^ -o $@
 
 build/emu-race/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h tests/gpu/gpu_testlib.h \
                                       build/emu-race/libkvcpt_emu.a
 	@mkdir -p $(dir $@)
 	$(CC) $(EMU_CFLAGS) $< build/emu-race/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
+
+build/emu-race/tests/test_cuda_emu_mma: $(MMA_TEST_DEP) build/emu-race/tests/gpu/mma_gemm.cu.o build/emu-race/libkvcpt_emu.a
+	@mkdir -p $(dir $@)
+	$(CC) $(EMU_CFLAGS) $< build/emu-race/tests/gpu/mma_gemm.cu.o build/emu-race/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
 # --- end of the race-detecting variant
 
 # --- the emulator under AddressSanitizer and UBSan (build/emu-asan): the
@@ -220,7 +242,7 @@ EMU_ASAN_FLAGS    := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined
 EMU_ASAN_CFLAGS   := $(filter-out $(OPT),$(EMU_CFLAGS)) $(EMU_ASAN_FLAGS)
 EMU_ASAN_CXXFLAGS := $(filter-out $(OPT),$(EMU_CXXFLAGS)) $(EMU_ASAN_FLAGS)
 EMU_ASAN_OBJ      := $(EMU_C:%.c=build/emu-asan/%.o) $(EMU_CU:%.cu=build/emu-asan/%.cu.o) build/emu-asan/emu_runtime.o \
-                     $(EMU_NCCL_OBJ:%=build/emu-asan/%)
+                     $(EMU_NCCL_OBJ:%=build/emu-asan/%) build/emu-asan/emu_mma.o
 EMU_ASAN_BIN      := $(EMU_TESTS:%=build/emu-asan/tests/test_cuda_emu_%)
 EMU_ASAN_ALL      := $(EMU_ASAN_BIN) build/emu-asan/kvcpt build/emu-asan/tools/dump_model_case \
                      build/emu-asan/emu_checks build/emu-asan/kernels_8b
@@ -233,7 +255,11 @@ build/emu-asan/%.cu.o: build/emu/%.cu.cc $(HDR) $(EMU_HDR) $(EMU_CUH)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_ASAN_CXXFLAGS) -c $< -o $@
 
-build/emu-asan/emu_runtime.o: tests/cuda_emu/emu_runtime.cc $(EMU_HDR)
+build/emu-asan/emu_runtime.o: tests/cuda_emu/emu_runtime.cc tests/cuda_emu/emu_mma.h $(EMU_HDR)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_ASAN_CXXFLAGS) -c $< -o $@
+
+build/emu-asan/emu_mma.o: tests/cuda_emu/emu_mma.cc tests/cuda_emu/emu_mma.h $(EMU_HDR)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_ASAN_CXXFLAGS) -c $< -o $@
 
@@ -251,7 +277,7 @@ build/emu-asan/tools/%: tests/tools/%.c build/emu-asan/libkvcpt_emu.a
 	@mkdir -p $(dir $@)
 	$(CC) $(EMU_ASAN_CFLAGS) $< build/emu-asan/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
 
-build/emu-asan/emu_checks: build/emu-asan/tests/cuda_emu/emu_checks.cu.o build/emu-asan/emu_runtime.o
+build/emu-asan/emu_checks: build/emu-asan/tests/cuda_emu/emu_checks.cu.o build/emu-asan/emu_runtime.o build/emu-asan/emu_mma.o
 	$(CXX) $(EMU_ASAN_CXXFLAGS) $^ -o $@
 
 build/emu-asan/kernels_8b: tests/gpu/kernels_8b.c build/emu-asan/libkvcpt_emu.a
@@ -260,6 +286,10 @@ build/emu-asan/kernels_8b: tests/gpu/kernels_8b.c build/emu-asan/libkvcpt_emu.a
 build/emu-asan/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h tests/gpu/gpu_testlib.h build/emu-asan/libkvcpt_emu.a
 	@mkdir -p $(dir $@)
 	$(CC) $(EMU_ASAN_CFLAGS) $< build/emu-asan/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
+
+build/emu-asan/tests/test_cuda_emu_mma: $(MMA_TEST_DEP) build/emu-asan/tests/gpu/mma_gemm.cu.o build/emu-asan/libkvcpt_emu.a
+	@mkdir -p $(dir $@)
+	$(CC) $(EMU_ASAN_CFLAGS) $< build/emu-asan/tests/gpu/mma_gemm.cu.o build/emu-asan/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
 
 sanitize-emu-bins: kvcpt $(EMU_ASAN_ALL)
 
@@ -295,6 +325,13 @@ build/tests/tools/%: tests/tools/%.c build/libkvcpt.a
 build/tests/gpu/%: tests/gpu/%.c tests/testlib.h tests/gpu/gpu_testlib.h build/libkvcpt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< build/libkvcpt.a $(LDLIBS) -o $@
+
+# with nvcc, the tensor-core test links its kernel file (tests/gpu/mma_gemm.cu)
+ifneq ($(NVCC),)
+build/tests/gpu/test_mma: $(MMA_TEST_DEP) build/tests/gpu/mma_gemm.cu.o build/libkvcpt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< build/tests/gpu/mma_gemm.cu.o build/libkvcpt.a $(LDLIBS) -o $@
+endif
 
 setup:
 	bash scripts/setup.sh

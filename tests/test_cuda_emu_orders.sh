@@ -68,7 +68,7 @@ EOF
 # (a header copy with EMU_OPAQUE_FLOAT emptied) must fail the arith check
 src=build/emu/tests/cuda_emu/emu_checks.cu.cc
 cxx=${CXX:-g++}
-if [ -f "$src" ] && [ -f build/emu/emu_runtime.o ] && command -v "$cxx" >/dev/null; then
+if [ -f "$src" ] && [ -f build/emu/emu_runtime.o ] && [ -f build/emu/emu_mma.o ] && command -v "$cxx" >/dev/null; then
     nb=$tmp/nobarrier
     mkdir -p "$nb"
     cp -r tests/cuda_emu/include "$nb/"
@@ -76,7 +76,7 @@ if [ -f "$src" ] && [ -f build/emu/emu_runtime.o ] && command -v "$cxx" >/dev/nu
     fma=$(grep -qw fma /proc/cpuinfo 2>/dev/null && echo -mfma)
     if "$cxx" -std=c++17 -O2 -ffp-contract=fast $fma -D__CUDA_ARCH__=900 -DKVCPT_CUDA -DKVCPT_CUDA_EMU -D_GNU_SOURCE \
         -I"$nb/include" -I. -iquote kernels -include cuda_runtime.h -c "$src" -o "$nb/checks.o" 2>"$nb/log" &&
-        "$cxx" -fopenmp "$nb/checks.o" build/emu/emu_runtime.o -o "$nb/emu_checks" 2>>"$nb/log"; then
+        "$cxx" -fopenmp "$nb/checks.o" build/emu/emu_runtime.o build/emu/emu_mma.o -o "$nb/emu_checks" 2>>"$nb/log"; then
         out=$("$nb/emu_checks" arith 2>&1)
         if grep -q "^FAIL - __fadd_rn(__fmul_rn(a, b), c)" <<<"$out"; then
             ok "planted: without the asm barriers g++ fuses __fadd_rn(__fmul_rn(a, b), c) and the arith check fails"
@@ -87,7 +87,7 @@ if [ -f "$src" ] && [ -f build/emu/emu_runtime.o ] && command -v "$cxx" >/dev/nu
         fail "planted arithmetic bug" "could not build emu_checks without the barriers: $(head -5 "$nb/log")"
     fi
 else
-    echo "skip - planted arithmetic bug: $src, build/emu/emu_runtime.o or $cxx missing"
+    echo "skip - planted arithmetic bug: $src, build/emu/emu_runtime.o, build/emu/emu_mma.o or $cxx missing"
 fi
 
 # race ORDER SEED: prints "THREADS BLOCKS" stale counts
@@ -126,12 +126,12 @@ fi
 # the emulated GPU tests under several orders, a few at a time; each run
 # writes a digest of every device-to-host copy, compared across the orders
 runs=()
-for t in ops_cuda adamw_cuda attention_decode_cuda attention_cuda model_cuda decode_cuda; do
+for t in ops_cuda adamw_cuda attention_decode_cuda attention_cuda model_cuda decode_cuda mma; do
     b=build/tests/test_cuda_emu_$t
     if [ ! -x "$b" ]; then echo "skip - $t under other orders: $b is not built"; continue; fi
     orders="index:0 reverse:0 random:1"
     # the quick ones also get a second random schedule
-    case $t in ops_cuda | adamw_cuda | attention_decode_cuda) orders="$orders random:2" ;; esac
+    case $t in ops_cuda | adamw_cuda | attention_decode_cuda | mma) orders="$orders random:2" ;; esac
     for os in $orders; do runs+=("$b:$os"); done
 done
 run_one() { # BIN ORDER SEED

@@ -11,12 +11,12 @@
 #  - the same kernels made right, atomics of many blocks on one counter,
 #    neighbouring bytes and 2-byte halves of one word written by different
 #    threads: no report;
-#  - the six emulated GPU tests, built in the race variant, pass and report
+#  - the seven emulated GPU tests (the six suites and mma), built in the race variant, pass and report
 #    no race (KVCPT_EMU_RACE_JOBS of them at once, default 2). Attention and
 #    the model take several minutes each under the detector whole, so here
 #    they run the representative cases named below (KVCPT_TEST_CASES: every
 #    kernel they launch, the refresh rows spanning tiles, a small head
-#    size, fp32 and bf16 engines); KVCPT_EMU_RACE_ALL_CASES=1 runs them
+#    size, fp32 and bf16 engines, the device optimizer); KVCPT_EMU_RACE_ALL_CASES=1 runs them
 #    whole, KVCPT_EMU_RACE_TESTS="attention_cuda ..." picks the tests.
 . "$(dirname "$0")/lib.sh"
 E=build/emu-race/emu_checks
@@ -67,10 +67,10 @@ done
 bins=()
 declare -A cases=(
     [attention_cuda]="T=300 L=40 (refresh rows span tiles)|T=65 L=40 K=5, ratio 2, D=8|T=257 causal"
-    [model_cuda]="parity: gqa4 mask|bf16 parity: gqa8 tied"
+    [model_cuda]="parity: gqa4 mask|bf16 parity: gqa8 tied|bf16sr train steps: gqa4"
 )
 [ "${KVCPT_EMU_RACE_ALL_CASES:-0}" = 1 ] && cases=()
-for t in ${KVCPT_EMU_RACE_TESTS-adamw_cuda ops_cuda attention_decode_cuda decode_cuda attention_cuda model_cuda}; do
+for t in ${KVCPT_EMU_RACE_TESTS-adamw_cuda ops_cuda attention_decode_cuda decode_cuda mma attention_cuda model_cuda}; do
     b=build/emu-race/tests/test_cuda_emu_$t
     if [ -x "$b" ]; then bins+=("$b"); else echo "skip - $t under the race detector: $b is not built"; fi
 done

@@ -51,6 +51,7 @@
 #include <string.h>
 
 #include "cuda_common.cuh"
+#include "mma.cuh"
 #include "common/redzone.h"
 
 static int failures = 0;
@@ -653,6 +654,114 @@ static int overflow_8b(void) {
     return 0;
 }
 
+/* ---- the warp-level matrix instructions (kernels/mma.cuh): planted misuse ---- */
+
+/* Planted: every row address 2 bytes past a 16-byte boundary. */
+__global__ void ldmatrix_misaligned_kernel(float *out) {
+    __shared__ __align__(16) uint16_t tile[32 * 8 + 8];
+    for (int i = threadIdx.x; i < 32 * 8 + 8; i += 32) tile[i] = 0;
+    __syncwarp();
+    uint32_t r[4];
+    ldmatrix_x4(r, &tile[threadIdx.x * 8 + 1]);
+    out[threadIdx.x] = (float)r[0];
+}
+/* Planted: ldmatrix pointed at global memory. */
+__global__ void ldmatrix_global_kernel(float *out, const uint16_t *g) {
+    uint32_t r[2];
+    ldmatrix_x2(r, &g[(threadIdx.x & 15) * 8]);
+    out[threadIdx.x] = (float)r[0];
+}
+/* Planted: the last row of lane 31 runs 16 bytes past the shared array. */
+__global__ void ldmatrix_past_kernel(float *out) {
+    __shared__ __align__(16) uint16_t tile[32 * 8];
+    for (int i = threadIdx.x; i < 32 * 8; i += 32) tile[i] = 0;
+    __syncwarp();
+    uint32_t r[4];
+    ldmatrix_x4_trans(r, &tile[(threadIdx.x + (threadIdx.x == 31)) * 8]);
+    out[threadIdx.x] = (float)r[0];
+}
+static __device__ void mma_ones(float *out) {
+    const uint32_t one2 = mma_pack_bf16x2(1.0f, 1.0f), a[4] = {one2, one2, one2, one2}, b[2] = {one2, one2};
+    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    mma_m16n8k16_bf16(c, a, b, c);
+    out[threadIdx.x] = c[0];
+}
+/* Planted: an mma in a block of 48 threads (warp 1 has 16 lanes). */
+__global__ void mma_partial_warp_kernel(float *out) { mma_ones(out); }
+/* Planted: lanes 16..31 have returned when lanes 0..15 reach the mma. */
+__global__ void mma_exited_kernel(float *out) {
+    if ((threadIdx.x & 31) >= 16) return;
+    mma_ones(out);
+}
+/* Planted: the two halves of the warp reach mma.sync from different branches. */
+__global__ void mma_divergent_kernel(float *out) {
+    const uint32_t one2 = mma_pack_bf16x2(1.0f, 1.0f), two2 = mma_pack_bf16x2(2.0f, 2.0f);
+    uint32_t a[4] = {one2, one2, one2, one2}, b[2] = {one2, one2};
+    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, d[4];
+    if (threadIdx.x < 16) {
+        mma_m16n8k16_bf16(d, a, b, c);
+        out[threadIdx.x] = d[0];
+    } else {
+        b[1] = two2;
+        mma_m16n8k16_bf16(d, a, b, c);
+        out[threadIdx.x + 32] = d[1];
+    }
+}
+/* The primitives used rightly: A = ones, B = ones, C = 0 gives 16 in every
+ * element of D; an ldmatrix.x4 of rows r = lane gives lane l the elements
+ * (l >> 2, 2 (l & 3)) of each matrix; an ldmatrix.x2.trans from dynamic
+ * shared memory gives it the elements (2 (l & 3), l >> 2) and (2 (l & 3) + 1, l >> 2). */
+__global__ void mma_ok_kernel(float *out) {
+    __shared__ __align__(16) uint16_t tile[32 * 8];
+    extern __shared__ __align__(16) uint16_t dyn[];
+    for (int i = threadIdx.x; i < 32 * 8; i += 32) tile[i] = (uint16_t)i, dyn[i] = (uint16_t)(1000 + i);
+    __syncwarp();
+    uint32_t r[4], t[2];
+    ldmatrix_x4(r, &tile[threadIdx.x * 8]);
+    ldmatrix_x2_trans(t, &dyn[(threadIdx.x & 15) * 8]);
+    mma_ones(out);
+    out[32 + threadIdx.x] = (float)(r[3] & 0xffffu);
+    out[64 + threadIdx.x] = (float)(t[1] & 0xffffu);
+    out[96 + threadIdx.x] = (float)(t[1] >> 16);
+}
+
+static int planted_mma(const char *which) {
+    float *d;
+    uint16_t *g;
+    CUDA_CHECK(cudaMalloc(&d, sizeof(float) * 64));
+    CUDA_CHECK(cudaMalloc(&g, sizeof(uint16_t) * 256));
+    if (strcmp(which, "ldmatrix-misaligned") == 0) ldmatrix_misaligned_kernel<<<1, 32>>>(d);
+    else if (strcmp(which, "ldmatrix-global") == 0) ldmatrix_global_kernel<<<1, 32>>>(d, g);
+    else if (strcmp(which, "ldmatrix-past") == 0) ldmatrix_past_kernel<<<1, 32>>>(d);
+    else if (strcmp(which, "mma-partial-warp") == 0) mma_partial_warp_kernel<<<1, 48>>>(d);
+    else if (strcmp(which, "mma-exited") == 0) mma_exited_kernel<<<1, 32>>>(d);
+    else mma_divergent_kernel<<<1, 32>>>(d);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaDeviceSynchronize());
+    printf("planted matrix instruction misuse %s was not stopped\n", which);
+    return 0;
+}
+static int mma_ok(void) {
+    float *d, h[128];
+    CUDA_CHECK(cudaMalloc(&d, sizeof h));
+    mma_ok_kernel<<<1, 32, 32 * 8 * sizeof(uint16_t)>>>(d);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    int bad = 0;
+    for (int l = 0; l < 32; l++) {
+        bad += h[l] != 16.0f;
+        bad += h[32 + l] != (float)((24 + (l >> 2)) * 8 + 2 * (l & 3)); /* matrix 3: rows 24..31 */
+        /* .x2.trans, matrix 1 (rows 8..15): element (2 (l & 3) + e, l >> 2) */
+        bad += h[64 + l] != (float)(1000 + (8 + 2 * (l & 3)) * 8 + (l >> 2));
+        bad += h[96 + l] != (float)(1000 + (8 + 2 * (l & 3) + 1) * 8 + (l >> 2));
+    }
+    printf("%s - matrix instructions used rightly: mma of ones = 16, ldmatrix.x4 places (l >> 2, 2 (l & 3)), "
+           "ldmatrix.x2.trans from dynamic shared memory places (2 (l & 3), l >> 2)\n",
+           bad ? "FAIL" : "ok");
+    CUDA_CHECK(cudaFree(d));
+    return bad != 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "limits") == 0) return limits();
@@ -666,6 +775,11 @@ int main(int argc, char **argv) {
         strcmp(mode, "shfl-outside-mask") == 0 || strcmp(mode, "shfl-mixed-masks") == 0 ||
         strcmp(mode, "shfl-partial-warp") == 0 || strcmp(mode, "syncwarp-vs-syncthreads") == 0)
         return planted_warp(mode);
+    if (strcmp(mode, "ldmatrix-misaligned") == 0 || strcmp(mode, "ldmatrix-global") == 0 ||
+        strcmp(mode, "ldmatrix-past") == 0 || strcmp(mode, "mma-partial-warp") == 0 ||
+        strcmp(mode, "mma-exited") == 0 || strcmp(mode, "mma-divergent") == 0)
+        return planted_mma(mode);
+    if (strcmp(mode, "mma-ok") == 0) return mma_ok();
     if (strcmp(mode, "sample-count") == 0) return sample_count();
     if (strcmp(mode, "oob-smem") == 0) return oob_smem();
     if (strcmp(mode, "oob-static-smem") == 0) return oob_static_smem();
@@ -676,7 +790,8 @@ int main(int argc, char **argv) {
     if (strncmp(mode, "race-", 5) == 0) return race_one(mode);
     fprintf(stderr, "usage: %s limits|race|planted-launch|static-over|race-free|race-NAME|warp|arith|shfl-exited|shfl-mask-caller|"
                     "shfl-outside-mask|shfl-mixed-masks|shfl-partial-warp|syncwarp-vs-syncthreads|atomic-sum|"
-                    "sample-count|oob-smem|oob-static-smem|oob-global|oob-carved|overflow-8b\n",
+                    "sample-count|oob-smem|oob-static-smem|oob-global|oob-carved|overflow-8b|mma-ok|ldmatrix-misaligned|"
+                    "ldmatrix-global|ldmatrix-past|mma-partial-warp|mma-exited|mma-divergent\n",
             argv[0]);
     return 2;
 }

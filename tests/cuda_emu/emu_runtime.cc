@@ -17,6 +17,8 @@
 #include <string.h>
 #include <ucontext.h>
 
+#include "emu_mma.h"
+
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -101,6 +103,8 @@ struct WarpCall {
     int width;
     const void *site; /* the call's return address: which intrinsic in the code */
     uint64_t result;
+    const void *in; /* a matrix instruction's operands and results (warp_matrix_op) */
+    void *out;
 };
 
 struct Block {
@@ -108,6 +112,7 @@ struct Block {
     char *stacks = nullptr;
     size_t stack_fibers = 0;
     char *smem = nullptr; /* the launch's dynamic shared memory */
+    size_t smem_bytes = 0;
     std::vector<WarpCall> calls; /* each thread's pending warp intrinsic */
     std::vector<int> votes;      /* one __syncthreads_count vote per thread */
     const std::function<void()> *body = nullptr;
@@ -180,6 +185,7 @@ const size_t kDefaultDynSmem = 48 * 1024, kMaxDynSmem = 227 * 1024;
 std::map<const void *, size_t> max_dyn_smem; /* kernels whose limit was raised */
 /* the static __shared__ variables the running launch has declared so far */
 std::vector<const void *> static_vars;
+std::vector<size_t> static_var_bytes; /* beside static_vars: each one's size */
 size_t static_bytes = 0;
 
 /* The order in which the threads of a block start and resume after each
@@ -277,6 +283,8 @@ const char *warp_op_name(emu::WarpOp op) {
     case emu::WARP_BALLOT: return "__ballot_sync";
     case emu::WARP_ANY: return "__any_sync";
     case emu::WARP_ALL: return "__all_sync";
+    case emu::WARP_MMA_M16N8K16_BF16: return "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
+    case emu::WARP_LDMATRIX_M8N8: return "ldmatrix.sync.aligned.m8n8";
     }
     return "a warp intrinsic";
 }
@@ -309,6 +317,54 @@ unsigned int shuffle_source(const WarpCall &c, unsigned int lane) {
     }
     default: return lane;
     }
+}
+
+bool is_matrix_op(emu::WarpOp op) { return op == emu::WARP_MMA_M16N8K16_BF16 || op == emu::WARP_LDMATRIX_M8N8; }
+
+/* Completes a matrix instruction that the live lanes of warp w (threads
+ * w..w+31, of n) have all reached, lane i among them: .sync.aligned needs
+ * all 32 lanes at the same instruction with the same qualifiers, so a
+ * missing or exited lane, another call site or other qualifiers stop the
+ * program; then every lane gets its registers (emu_mma.cc). */
+void complete_matrix_op(size_t w, size_t n, size_t i) {
+    const WarpCall &c = blk.calls[i];
+    char why[240];
+    const void *in[32];
+    void *out[32];
+    for (unsigned int l = 0; l < 32; l++) {
+        if (w + l >= n) {
+            snprintf(why, sizeof why,
+                     "lane %u does not exist (the block has %zu threads, so this warp is partial): every lane of a "
+                     "full warp must execute it (the PTX ISA: .aligned)",
+                     l, n);
+            warp_error(i, why);
+        }
+        if (blk.fibers[w + l].state == FINISHED) {
+            snprintf(why, sizeof why,
+                     "lane %u has exited (returned from the kernel): the PTX ISA leaves the instruction undefined when "
+                     "any thread of the warp has exited",
+                     l);
+            warp_error(i, why);
+        }
+        const WarpCall &o = blk.calls[w + l];
+        if (o.site != c.site) {
+            snprintf(why, sizeof why,
+                     "lane %u executes it from another place in the code (divergent lanes): .aligned requires every "
+                     "lane of the warp to execute the same instruction",
+                     l);
+            warp_error(i, why);
+        }
+        if (o.arg != c.arg) {
+            snprintf(why, sizeof why, "lane %u passes other qualifiers (0x%x, this lane 0x%x): the PTX ISA: undefined",
+                     l, o.arg, c.arg);
+            warp_error(i, why);
+        }
+        in[l] = o.in;
+        out[l] = o.out;
+    }
+    if (c.op == emu::WARP_MMA_M16N8K16_BF16) emu::mma_m16n8k16_bf16_warp(in, out);
+    else emu::ldmatrix_m8n8_warp(c.arg & 7u, (c.arg & 16u) != 0, in, out);
+    for (unsigned int l = 0; l < 32; l++) blk.fibers[w + l].state = RUNNABLE;
 }
 
 /* Completes the intrinsic that lanes of warp w (threads w..w+31, of n) named
@@ -417,7 +473,8 @@ int open_barriers() {
         check_same_site_masks(w, end);
         for (size_t i = w; i < end; i++)
             if (blk.fibers[i].state == AT_WARP_BARRIER && warp_op_ready(w, n, i)) {
-                complete_warp_op(w, n, blk.calls[i].mask);
+                if (is_matrix_op(blk.calls[i].op)) complete_matrix_op(w, n, i);
+                else complete_warp_op(w, n, blk.calls[i].mask);
                 RACE_HOOK(warp_synced(w / 32));
                 opened = 1;
             }
@@ -521,6 +578,7 @@ void run_block(const emu::Config &c, size_t block_linear) {
  * zero-byte request gets one byte, poisoned); otherwise a guard follows. */
 void alloc_smem(size_t bytes) {
     free(blk.smem);
+    blk.smem_bytes = bytes;
 #ifdef KVCPT_EMU_ASAN
     blk.smem = (char *)malloc(bytes ? bytes : 1);
 #else
@@ -636,6 +694,7 @@ void run_grid(const Config &c, const void *kernel, const std::function<void()> &
         return;
     }
     static_vars.clear();
+    static_var_bytes.clear();
     static_bytes = 0;
     RACE_HOOK(launch_begin(c.name, launches, c.grid, c.block));
     gridDim = c.grid;
@@ -696,6 +755,7 @@ void static_smem(const void *var, size_t bytes, const char *name) {
     for (const void *v : static_vars)
         if (v == var) return;
     static_vars.push_back(var);
+    static_var_bytes.push_back(bytes);
     static_bytes += bytes;
 }
 void block_barrier() { wait_at(AT_BLOCK_BARRIER); }
@@ -712,12 +772,39 @@ int block_count(int predicate) {
 __attribute__((noinline)) uint64_t warp_op(WarpOp op, unsigned int mask, uint64_t value, unsigned int arg, int width) {
     size_t me = blk.current;
     WarpCall &call = blk.calls[me];
-    call = {op, mask, value, arg, width, __builtin_return_address(0), 0};
+    call = {op, mask, value, arg, width, __builtin_return_address(0), 0, nullptr, nullptr};
     if (!(mask >> (me & 31) & 1u)) warp_error(me, "the calling lane is not in its own mask (the guide: undefined)");
     if (width < 1 || width > 32 || (width & (width - 1)))
         warp_error(me, "width is not a power of two from 1 to 32 (the guide: undefined)");
     wait_at(AT_WARP_BARRIER);
     return blk.calls[me].result;
+}
+__attribute__((noinline)) void warp_matrix_op(WarpOp op, unsigned int arg, const void *in, void *out) {
+    size_t me = blk.current;
+    WarpCall &call = blk.calls[me];
+    call = {op, 0xffffffffu, 0, arg, 32, __builtin_return_address(0), 0, in, out};
+    wait_at(AT_WARP_BARRIER);
+}
+void check_shared(const void *p, size_t bytes, size_t align, const char *what) {
+    uintptr_t a = (uintptr_t)p;
+    const char *why = nullptr;
+    bool inside = a >= (uintptr_t)blk.smem && a - (uintptr_t)blk.smem <= blk.smem_bytes &&
+                  bytes <= blk.smem_bytes - (a - (uintptr_t)blk.smem);
+    for (size_t v = 0; v < static_vars.size() && !inside; v++) {
+        uintptr_t s = (uintptr_t)static_vars[v];
+        inside = a >= s && a - s <= static_var_bytes[v] && bytes <= static_var_bytes[v] - (a - s);
+    }
+    if (!inside) why = "does not lie inside the block's shared memory (its dynamic bytes or a static __shared__ variable)";
+    else if (a % align) why = "is not aligned as the instruction requires";
+    if (!why) return;
+    size_t me = blk.current;
+    const Fiber &f = blk.fibers[me];
+    fprintf(stderr,
+            "kvcpt CUDA emulator: %s (launch %llu), block (%u,%u,%u), thread (%u,%u,%u) = warp %zu lane %zu: %s: "
+            "the %zu bytes at %p (%zu-byte alignment required) %s; the PTX ISA: undefined\n",
+            kernel_name, launches, blockIdx.x, blockIdx.y, blockIdx.z, f.tid.x, f.tid.y, f.tid.z, me / 32, me % 32,
+            what, bytes, p, align, why);
+    exit(1);
 }
 
 } // namespace emu

@@ -153,7 +153,8 @@ extern dim3 blockDim, gridDim;
  * the threads of this block". */
 #define __shared__ static
 #define __launch_bounds__(...)
-#define __align__(n) alignas(n)
+/* as CUDA defines it: an attribute, valid after "static" too (__shared__ __align__(16) T a[n]) */
+#define __align__(n) __attribute__((aligned(n)))
 #define __restrict__ __restrict
 
 namespace emu {
@@ -185,7 +186,19 @@ template <typename F, typename... Args> void launch(const Config &c, F *kernel, 
 /* The warp-wide intrinsics, each its own operation: the lanes named in a
  * mask must all call the same one with the same mask (sm_70 and later allow
  * them to do so from different call sites). */
-enum WarpOp { WARP_SHFL_IDX, WARP_SHFL_UP, WARP_SHFL_DOWN, WARP_SHFL_XOR, WARP_SYNCWARP, WARP_BALLOT, WARP_ANY, WARP_ALL };
+enum WarpOp {
+    WARP_SHFL_IDX,
+    WARP_SHFL_UP,
+    WARP_SHFL_DOWN,
+    WARP_SHFL_XOR,
+    WARP_SYNCWARP,
+    WARP_BALLOT,
+    WARP_ANY,
+    WARP_ALL,
+    /* the warp-level matrix instructions (warp_matrix_op below, kernels/mma.cuh) */
+    WARP_MMA_M16N8K16_BF16,
+    WARP_LDMATRIX_M8N8
+};
 /* The calling lane's part in a warp intrinsic: it waits until every live lane
  * named in mask has called the same intrinsic with the same mask; then the
  * scheduler computes each lane's result from the values all of them passed
@@ -196,6 +209,56 @@ enum WarpOp { WARP_SHFL_IDX, WARP_SHFL_UP, WARP_SHFL_DOWN, WARP_SHFL_XOR, WARP_S
  * with a message naming the kernel, block, lane and mask. It is defined in
  * emu_runtime.cc, never inlined: its return address tells call sites apart. */
 uint64_t warp_op(WarpOp op, unsigned int mask, uint64_t value, unsigned int arg, int width);
+
+/* The warp-level matrix instructions (mma.sync, ldmatrix: .sync.aligned in
+ * the PTX ISA): every one of the 32 lanes of a full warp must execute the
+ * same instruction (the same call site, the same qualifiers in arg); a lane
+ * that has exited, a lane beyond a partial warp, or lanes at another call
+ * site stop the program (the ISA: undefined). in is the calling lane's
+ * operands, out receives its results; both stay on the lane's stack until
+ * the warp completes (emu_mma.cc computes the results from all 32 ins).
+ * The call site is the return address, so the wrappers below always
+ * inline: each instruction in a kernel is its own site. */
+void warp_matrix_op(WarpOp op, unsigned int arg, const void *in, void *out);
+/* Stops the program unless [p, p + bytes) lies inside the running block's
+ * shared memory (the launch's dynamic bytes or one static __shared__
+ * variable) and p is a multiple of align: what ldmatrix's row addresses
+ * must be. what names the instruction in the message. */
+void check_shared(const void *p, size_t bytes, size_t align, const char *what);
+
+/* One lane's operands of mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+ * (the registers as the PTX ISA numbers them: a0..a3, b0..b1, c0..c3). */
+struct MmaBf16Lane {
+    uint32_t a[4], b[2];
+    float c[4];
+};
+inline __attribute__((always_inline)) void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2],
+                                                             const float c[4]) {
+    MmaBf16Lane in;
+    for (int i = 0; i < 4; i++) in.a[i] = a[i], in.c[i] = c[i];
+    in.b[0] = b[0], in.b[1] = b[1];
+    float out[4];
+    warp_matrix_op(WARP_MMA_M16N8K16_BF16, 0, &in, out);
+    for (int i = 0; i < 4; i++) d[i] = out[i];
+}
+/* ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{,.trans}.shared.b16: lanes 8j..8j+7
+ * give the rows of matrix j; only the lanes whose addresses are used read
+ * their 16-byte row, here in the lane's own code, so the race detector sees
+ * the read as that lane's (build/emu-race). */
+typedef uint32_t __attribute__((__may_alias__)) SmemWord;
+inline __attribute__((always_inline)) void ldmatrix_m8n8_b16(uint32_t *r, unsigned int num, bool trans,
+                                                             const void *row) {
+    unsigned int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u;
+    uint32_t words[4] = {0, 0, 0, 0};
+    if (lane < 8 * num) {
+        check_shared(row, 16, 16, "ldmatrix.sync.aligned.m8n8");
+        const SmemWord *w = (const SmemWord *)row;
+        for (int i = 0; i < 4; i++) words[i] = w[i];
+    }
+    uint32_t out[4];
+    warp_matrix_op(WARP_LDMATRIX_M8N8, num | (trans ? 16u : 0u), words, out);
+    for (unsigned int i = 0; i < num; i++) r[i] = out[i];
+}
 
 template <typename T> T shuffle(WarpOp op, unsigned int mask, T v, unsigned int arg, int width) {
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "emulated shuffles move at most 8 bytes");

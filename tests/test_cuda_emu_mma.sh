@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The warp-level matrix instructions (kernels/mma.cuh) beyond the GEMM test
+# (build/tests/test_cuda_emu_mma, which checks the fragment layouts and the
+# arithmetic with planted layout bugs):
+#  - under the emulator (build/emu/emu_checks), used rightly they give the
+#    documented values, and six planted misuses stop the program naming
+#    kernel, block, lane and instruction: an ldmatrix row address not 16-byte
+#    aligned, one in global memory, one running past its shared array; an mma
+#    in a partial warp, with lanes that have exited, and from two branches;
+#  - with nvcc (skipped without it): the test kernel's PTX holds each
+#    instruction the primitives promise, and ptxas compiles it without spills.
+. "$(dirname "$0")/lib.sh"
+E=build/emu/emu_checks
+if [ -x "$E" ]; then
+    out=$("$E" mma-ok 2>&1) && rc=0 || rc=$?
+    if [ "$rc" -eq 0 ] && grep -q '^ok - ' <<<"$out"; then ok "matrix instructions used rightly under the emulator"
+    else fail "matrix instructions used rightly" "exit status $rc, output: $out"; fi
+    # NAME|what the message must hold|and, optionally, what else
+    while IFS='|' read -r bug want also; do
+        out=$("$E" "$bug" 2>&1) && rc=0 || rc=$?
+        if [ "$rc" -ne 0 ] && grep -qF "$want" <<<"$out" && grep -qF "${also:-$want}" <<<"$out" &&
+            ! grep -q "not stopped" <<<"$out"; then
+            ok "planted matrix-instruction misuse $bug stops the program: $(grep -m1 'kvcpt CUDA emulator' <<<"$out" | cut -c1-200)"
+        else
+            fail "planted matrix-instruction misuse $bug" "exit status $rc, output: $out"
+        fi
+    done <<'LIST'
+ldmatrix-misaligned|ldmatrix_misaligned_kernel (launch 1), block (0,0,0), thread (0,0,0) = warp 0 lane 0: ldmatrix.sync.aligned.m8n8: the 16 bytes at|(16-byte alignment required) is not aligned as the instruction requires
+ldmatrix-global|warp 0 lane 0: ldmatrix.sync.aligned.m8n8: the 16 bytes at|does not lie inside the block's shared memory
+ldmatrix-past|thread (31,0,0) = warp 0 lane 31: ldmatrix.sync.aligned.m8n8|does not lie inside the block's shared memory
+mma-partial-warp|thread (32,0,0) = warp 1 lane 0: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 with mask 0xffffffff: lane 16 does not exist
+mma-exited|warp 0 lane 0: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 with mask 0xffffffff: lane 16 has exited
+mma-divergent|lane 16 executes it from another place in the code (divergent lanes)
+LIST
+else
+    echo "skip - emulated matrix instructions: $E is not built (make test builds it)"
+fi
+
+NVCC=${NVCC:-$(command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })}
+if [ -z "$NVCC" ]; then
+    echo "skip - mma PTX: no nvcc"
+    exit 0
+fi
+flags=(-O3 -std=c++17 -I. --expt-relaxed-constexpr)
+if "$NVCC" "${flags[@]}" -arch=sm_90 -ptx tests/gpu/mma_gemm.cu -o "$tmp/mma_gemm.ptx" 2>"$tmp/ptx.log"; then
+    missing=""
+    for ins in 'mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32' 'ldmatrix.sync.aligned.m8n8.x4.shared.b16' \
+        'ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16' 'ldmatrix.sync.aligned.m8n8.x2.shared.b16' \
+        'ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16' 'cvt.rn.bf16x2.f32'; do
+        grep -qF "$ins" "$tmp/mma_gemm.ptx" || missing="$missing $ins"
+    done
+    if [ -z "$missing" ]; then ok "nvcc -arch=sm_90 -ptx of tests/gpu/mma_gemm.cu holds mma.sync m16n8k16 bf16, ldmatrix x2/x4 (.trans too), cvt bf16x2"
+    else fail "mma PTX" "not in the PTX:$missing"; fi
+else
+    fail "mma PTX" "nvcc -ptx failed: $(cat "$tmp/ptx.log")"
+fi
+if "$NVCC" "${flags[@]}" -gencode arch=compute_90,code=sm_90 -Xptxas -v -c tests/gpu/mma_gemm.cu -o "$tmp/mma_gemm.o" \
+    >"$tmp/ptxas.log" 2>&1; then
+    info=$(grep -A2 "Function properties for _Z15mma_gemm_kernel" "$tmp/ptxas.log")
+    if grep -q "0 bytes spill stores, 0 bytes spill loads" <<<"$info"; then
+        ok "ptxas -v: mma_gemm_kernel for sm_90 without spills ($(grep -o 'Used [0-9]* registers' <<<"$info"))"
+    else
+        fail "mma ptxas" "spills or no report for mma_gemm_kernel: $(cat "$tmp/ptxas.log")"
+    fi
+else
+    fail "mma ptxas" "nvcc -Xptxas -v failed: $(cat "$tmp/ptxas.log")"
+fi
