@@ -18,7 +18,7 @@ typedef struct {
     int64_t L, S, K, pool_kernel, mask;
     int64_t global_batch, micro_batch, steps, epochs, warmup_steps;
     int64_t eval_interval, eval_batches, ckpt_interval, keep_last, log_interval, seed;
-    int64_t reshard_after_forward, recompute, optim_device;
+    int64_t reshard_after_forward, recompute, optim_device, share_device;
     double lr, min_lr_frac, weight_decay, beta1, beta2, eps, grad_clip;
     double comm_timeout; /* seconds; 0: wait forever */
 } TrainConfig;

@@ -17,6 +17,9 @@
 #include "../common/util.h"
 #include "../parallel/shard_ckpt.h"
 #include "../kernels/blas.h"
+#ifdef KVCPT_CUDA
+#include "../kernels/cuda_device.h"
+#endif
 #include "../optim/clip.h"
 #include "device_optim.h"
 
@@ -51,6 +54,7 @@ static void setup_device(Trainer *t) {
     LlamaCudaPrecision prec = llama_cuda_precision_parse(sr ? "bf16" : c->precision, "config 'precision'");
 #ifdef KVCPT_CUDA
     if (t->device == DEVICE_CUDA) {
+        cuda_device_select("train", t->rank, comm_local_rank(t->comm), comm_local_world(t->comm), (int)c->share_device);
         t->gpu = xcalloc(1, sizeof *t->gpu);
         llama_cuda_create(t->gpu, &t->model.cfg, (int)c->recompute, prec);
         if (t->model.mask.enabled) llama_cuda_set_mask(t->gpu, &t->model.mask, t->model.mask_S);
