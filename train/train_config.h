@@ -30,9 +30,6 @@ void train_config_apply_json(TrainConfig *c, const char *json_text, const char *
 void train_config_apply_set(TrainConfig *c, const char *kv);
 /* Cross-field checks (batch divisibility, K <= L, ...) naming the fields. */
 void train_config_validate(const TrainConfig *c, int world_size);
-/* 1 when the optimizer steps on the GPU: optim_device=1, or bf16sr (which
- * keeps no fp32 master anywhere else). The CUDA engine only. */
-int train_config_optim_on_device(const TrainConfig *c);
 /* The effective configuration as JSON (heap string) for the run directory. */
 char *train_config_to_json(const TrainConfig *c);
 /* Help text listing every key with its default. */
