@@ -4,6 +4,10 @@
 #include "cuda_common.cuh"
 #include "cuda_device.h"
 
+extern "C" {
+#include "../common/util.h"
+}
+
 /* Whether an NVIDIA kernel driver is installed. Without one, the runtime
  * also answers "insufficient driver", which then only means a machine
  * without a GPU. */
@@ -34,16 +38,41 @@ extern "C" int cuda_device_count(void) {
     return n;
 }
 
+static int current_device(void) {
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    return dev;
+}
+
+extern "C" int cuda_device_select(const char *what, int rank, int local_rank, int local_world, int share) {
+    int count = cuda_device_count();
+    KV_CHECK(count > 0, "%s: rank %d: no CUDA device is visible", what, rank);
+    KV_CHECK(local_rank >= 0 && local_rank < local_world, "%s: rank %d: local rank %d of %d is not a rank", what, rank,
+             local_rank, local_world);
+    KV_CHECK(share || local_world <= count,
+             "%s: %d ranks on this node but %d visible CUDA device%s: one GPU per rank; start at most %d ranks per "
+             "node, make more devices visible (CUDA_VISIBLE_DEVICES), or set share_device=1 to let ranks share them",
+             what, local_world, count, count == 1 ? "" : "s", count);
+    int dev = local_rank % count;
+    CUDA_CHECK(cudaSetDevice(dev));
+    cudaDeviceProp p;
+    CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
+    fprintf(stderr, "kvcpt %s: rank %d (local rank %d of %d): CUDA device %d of %d, %s, PCI bus %04x:%02x:%02x.0%s\n",
+            what, rank, local_rank, local_world, dev, count, p.name, (unsigned)p.pciDomainID, (unsigned)p.pciBusID,
+            (unsigned)p.pciDeviceID, local_world > count ? " (shared: share_device=1)" : "");
+    return dev;
+}
+
 extern "C" double cuda_device_hbm_gbps(void) {
-    int bus_bits = 0, mem_khz = 0;
-    CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0));
-    CUDA_CHECK(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, 0));
+    int bus_bits = 0, mem_khz = 0, dev = current_device();
+    CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, dev));
     return 2.0 * (double)mem_khz * 1e3 * (bus_bits / 8.0) / 1e9; /* DDR: two transfers per clock */
 }
 
 extern "C" void cuda_device_describe(char *buf, size_t n) {
     cudaDeviceProp p;
-    CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+    CUDA_CHECK(cudaGetDeviceProperties(&p, current_device()));
     snprintf(buf, n, "%s, sm_%d%d, %.1f GiB, %d SMs", p.name, p.major, p.minor, p.totalGlobalMem / 1073741824.0,
              p.multiProcessorCount);
 }

@@ -8,7 +8,15 @@ extern "C" {
 #endif
 /* Visible devices; 0 (never an error) when no driver or GPU is present. */
 int cuda_device_count(void);
-/* Name, memory and HBM bandwidth of device 0 into buf. */
+/* One GPU per rank: makes device local_rank (this rank's index among the
+ * local_world ranks of its node) the current one, before anything else in
+ * the process touches CUDA, and prints one line naming rank, local rank,
+ * device, its name and PCI bus id. Dies, with the numbers, when the node has
+ * more ranks than visible devices, unless share (testing, or small models)
+ * lets ranks share them round-robin (local_rank % devices). Returns the
+ * device index. what names the caller in messages ("train"). */
+int cuda_device_select(const char *what, int rank, int local_rank, int local_world, int share);
+/* Name, memory and HBM bandwidth of the current device into buf. */
 void cuda_device_describe(char *buf, size_t n);
 double cuda_device_hbm_gbps(void);
 void *cuda_malloc(size_t bytes);

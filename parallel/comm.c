@@ -36,7 +36,8 @@
 
 struct Comm {
     CommBackend backend;
-    int rank, world, local_rank;
+    int rank, world;
+    int local_rank, local_world; /* among the ranks on this node (one shared-memory domain) */
     int mpi_owned;    /* we called MPI_Init, so we call MPI_Finalize */
     int pending;      /* a started all-gather not yet waited for */
     double timeout_s; /* a collective unfinished after this long ends the job; 0: wait forever */
@@ -73,28 +74,23 @@ const char *comm_compiled_backends(void) {
 #endif
 }
 
+#ifndef KVCPT_MPI
+/* Without MPI only the launcher's environment says how many ranks it started. */
 static int env_int(const char *name, int fallback) {
     const char *s = getenv(name);
     return s && *s ? atoi(s) : fallback;
 }
+#endif
 
 int comm_launched_by_mpi(void) {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("MPI_LOCALNRANKS");
 }
 
-static int launcher_local_rank(void) {
-    int r = env_int("OMPI_COMM_WORLD_LOCAL_RANK", -1);
-    if (r < 0) r = env_int("MPI_LOCALRANKID", -1);
-    if (r < 0) r = env_int("SLURM_LOCALID", -1);
-    return r < 0 ? 0 : r;
-}
-
 #ifdef KVCPT_MPI
 /* Ranks on one host split its cores between their OpenMP teams unless the
  * user said otherwise: N ranks x all cores each would thrash. */
-static void share_cores(void) {
+static void share_cores(int local) {
     if (getenv("OMP_NUM_THREADS")) return;
-    int local = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", env_int("MPI_LOCALNRANKS", env_int("SLURM_NTASKS_PER_NODE", 1)));
     int cores = omp_get_num_procs();
     if (local > 1) omp_set_num_threads(cores / local > 1 ? cores / local : 1);
 }
@@ -292,7 +288,7 @@ static void close_notes(Comm *c) {
 
 Comm *comm_open(int want_nccl) {
     Comm *c = xcalloc(1, sizeof *c);
-    c->world = 1;
+    c->world = 1, c->local_world = 1;
     c->timeout_s = COMM_DEFAULT_TIMEOUT_S;
     if (comm_launched_by_mpi()) {
 #ifdef KVCPT_MPI
@@ -304,14 +300,20 @@ Comm *comm_open(int want_nccl) {
         }
         MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
         MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &c->world));
-        c->local_rank = launcher_local_rank();
+        /* the node-local rank from MPI itself (the ranks sharing memory),
+         * not from a launcher's environment, which differs by launcher */
+        MPI_Comm node;
+        MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node));
+        MPI_CHECK(MPI_Comm_rank(node, &c->local_rank));
+        MPI_CHECK(MPI_Comm_size(node, &c->local_world));
+        MPI_CHECK(MPI_Comm_free(&node));
         c->backend = COMM_MPI;
         c->seen = xcalloc((size_t)c->world, sizeof *c->seen);
         c->heard_s = xcalloc((size_t)c->world, sizeof *c->heard_s);
         c->notes_got = xcalloc((size_t)c->world, sizeof *c->notes_got);
         for (int o = 0; o < 2; o++)
             for (int i = 0; i < NOTE_SLOTS; i++) c->note_req[o][i] = MPI_REQUEST_NULL;
-        share_cores();
+        share_cores(c->local_world);
 #else
         if (env_int("OMPI_COMM_WORLD_SIZE", env_int("PMI_SIZE", 1)) > 1)
             die("started by an MPI launcher with several ranks, but this kvcpt was built without MPI; hint: install "
@@ -320,7 +322,7 @@ Comm *comm_open(int want_nccl) {
     }
     if (want_nccl) {
 #ifdef KVCPT_NCCL
-        c->nccl = comm_nccl_open(c->rank, c->world, c->local_rank);
+        c->nccl = comm_nccl_open(c->rank, c->world);
         c->backend = COMM_NCCL;
 #else
         die("NCCL was asked for, but this kvcpt was built without it; hint: build where nccl.h and mpicc are found");
@@ -351,6 +353,8 @@ void comm_close(Comm *c) {
 
 int comm_rank(const Comm *c) { return c->rank; }
 int comm_world(const Comm *c) { return c->world; }
+int comm_local_rank(const Comm *c) { return c->local_rank; }
+int comm_local_world(const Comm *c) { return c->local_world; }
 
 void comm_set_timeout(Comm *c, double seconds) {
     KV_CHECK(seconds >= 0 && seconds <= 1e7, "comm: timeout must be in [0, 1e7] seconds (got %g)", seconds);

@@ -20,12 +20,18 @@ typedef struct Comm Comm;
 /* MPI is initialised only when this binary has it and the process was
  * started by a launcher (mpirun, srun: detected from their environment);
  * otherwise the single backend. want_nccl asks for NCCL on top of MPI (dies
- * when NCCL is not compiled in). */
+ * when NCCL is not compiled in), on the device the caller has already
+ * selected (cuda_device_select). */
 Comm *comm_open(int want_nccl);
 void comm_close(Comm *c);
 
 int comm_rank(const Comm *c);
 int comm_world(const Comm *c);
+/* This rank among the ranks on its node (those that share memory, as
+ * MPI_COMM_TYPE_SHARED groups them) and their number: which GPU a rank
+ * takes (kernels/cuda_device.h). The single backend: 0 of 1. */
+int comm_local_rank(const Comm *c);
+int comm_local_world(const Comm *c);
 /* A collective that has not finished after this many seconds ends the whole
  * job with a message naming the ranks that never entered it (a stopped or
  * hung rank), instead of every rank waiting forever; 0 waits forever. The

@@ -29,11 +29,14 @@ struct CommNccl {
     int rank, world;
 };
 
-CommNccl *comm_nccl_open(int rank, int world, int local_rank) {
-    int ndev = 0;
+CommNccl *comm_nccl_open(int rank, int world) {
+    int ndev = 0, dev = -1;
     CUDA_CHECK(cudaGetDeviceCount(&ndev));
     KV_CHECK(ndev > 0, "nccl: no CUDA device visible to rank %d", rank);
-    CUDA_CHECK(cudaSetDevice(local_rank % ndev));
+    /* the device the caller selected (cuda_device_select): choosing here
+     * would come after the caller's own allocations on another one */
+    CUDA_CHECK(cudaGetDevice(&dev));
+    KV_CHECK(dev >= 0 && dev < ndev, "nccl: rank %d's current device %d is not one of the %d visible", rank, dev, ndev);
     CommNccl *n = xcalloc(1, sizeof *n);
     n->rank = rank, n->world = world;
     ncclUniqueId id;

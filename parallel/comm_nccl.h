@@ -3,14 +3,15 @@
 /* The NCCL backend of parallel/comm.h (built with KVCPT_NCCL only): device
  * buffers, collectives on the communicator's own stream, the caller's
  * stream ordered before and after them with events. MPI broadcasts the
- * ncclUniqueId; the GPU is picked by the local rank. */
+ * ncclUniqueId. Runs on the current device, which the caller picked
+ * (cuda_device_select: one GPU per rank) before opening. */
 #include <stdint.h>
 
 #include "comm.h"
 
 typedef struct CommNccl CommNccl;
 
-CommNccl *comm_nccl_open(int rank, int world, int local_rank);
+CommNccl *comm_nccl_open(int rank, int world);
 void comm_nccl_close(CommNccl *n);
 void comm_nccl_all_gather_v(CommNccl *n, CommType t, const void *send, void *recv, const int64_t *counts,
                             const int64_t *displs);

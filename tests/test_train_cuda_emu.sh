@@ -91,6 +91,7 @@ else fail "GPU -> CPU resume" "$(tail -2 "$tmp/x2.log")"; fi
 
 if command -v mpirun >/dev/null 2>&1 && $E --version | grep -q "collectives: single, mpi"; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+    export KVCPT_EMU_DEVICES=2 # one GPU per rank (tests/test_train_cuda_emu_ranks.sh checks the placement)
     mpirun --oversubscribe -np 2 "$E" train --config "$tmp/cfg.json" --set out="$tmp/two" --set device=cuda >"$tmp/two.log" 2>&1
     strip() { sed -E 's/,"(tokens_per_s|gflops_per_s|peak_rss_mb|elapsed_s|gpu_engine_mb)":[^,}]*//g;s/,"blas":\{[^}]*\}//' "$1"; }
     if diff <(strip "$tmp/gpu/log.jsonl") <(strip "$tmp/two/log.jsonl") >/dev/null &&

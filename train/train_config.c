@@ -50,6 +50,8 @@ static const Key keys[] = {
     S_(precision, "fp32", "CUDA: fp32 | bf16 (bf16 device matrices, fp32 master on the host) | bf16sr (bf16 matrices "
                           "only, stochastic rounding, optimizer on the GPU)"),
     I_(optim_device, "0", "CUDA, one rank: parameters and AdamW states stay on the GPU (1), or step on the host (0)"),
+    I_(share_device, "0", "CUDA: more ranks on a node than visible GPUs share them round-robin (1), or are refused (0: one GPU "
+                          "per rank)"),
     I_(reshard_after_forward, "1", "sharding: gather a layer again in backward (1) or keep the forward's copy (0)"),
     I_(log_interval, "1", "log line every N steps"),
     I_(seed, "1234", "random init, data order"),
@@ -166,21 +168,13 @@ void train_config_validate(const TrainConfig *c, int world) {
              (long long)c->recompute);
     KV_CHECK(one_of(c->precision, "fp32", "bf16", "bf16sr"),
              "config: 'precision' must be fp32, bf16 or bf16sr (got '%s')", c->precision);
+    KV_CHECK(c->share_device == 0 || c->share_device == 1, "config: 'share_device' must be 0 or 1 (got %lld)",
+             (long long)c->share_device);
     KV_CHECK(c->optim_device == 0 || c->optim_device == 1, "config: 'optim_device' must be 0 or 1 (got %lld)",
              (long long)c->optim_device);
-    KV_CHECK(!(c->optim_device && strcmp(c->precision, "bf16") == 0),
-             "config: precision bf16 with optim_device=1 would keep no fp32 master, so updates below half a bf16 step "
-             "would be lost; use precision=bf16sr (stochastic rounding) or optim_device=0");
-    KV_CHECK(world == 1 || !train_config_optim_on_device(c),
-             "config: the optimizer runs on the GPU (optim_device=1 or precision bf16sr) for one rank only; this run "
-             "has %d ranks, whose optimizer is sharded on the host (optim_device=0, precision fp32 or bf16)",
-             world);
+    /* combinations of device, precision, optimizer placement and ranks: train_mode_resolve */
     KV_CHECK(one_of(c->device, "auto", "cpu", "cuda"), "config: 'device' must be auto, cpu or cuda (got '%s')",
              c->device);
-}
-
-int train_config_optim_on_device(const TrainConfig *c) {
-    return c->optim_device == 1 || strcmp(c->precision, "bf16sr") == 0;
 }
 
 char *train_config_to_json(const TrainConfig *c) {

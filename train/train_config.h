@@ -18,7 +18,7 @@ typedef struct {
     int64_t L, S, K, pool_kernel, mask;
     int64_t global_batch, micro_batch, steps, epochs, warmup_steps;
     int64_t eval_interval, eval_batches, ckpt_interval, keep_last, log_interval, seed;
-    int64_t reshard_after_forward, recompute, optim_device;
+    int64_t reshard_after_forward, recompute, optim_device, share_device;
     double lr, min_lr_frac, weight_decay, beta1, beta2, eps, grad_clip;
     double comm_timeout; /* seconds; 0: wait forever */
 } TrainConfig;
@@ -30,9 +30,6 @@ void train_config_apply_json(TrainConfig *c, const char *json_text, const char *
 void train_config_apply_set(TrainConfig *c, const char *kv);
 /* Cross-field checks (batch divisibility, K <= L, ...) naming the fields. */
 void train_config_validate(const TrainConfig *c, int world_size);
-/* 1 when the optimizer steps on the GPU: optim_device=1, or bf16sr (which
- * keeps no fp32 master anywhere else). The CUDA engine only. */
-int train_config_optim_on_device(const TrainConfig *c);
 /* The effective configuration as JSON (heap string) for the run directory. */
 char *train_config_to_json(const TrainConfig *c);
 /* Help text listing every key with its default. */

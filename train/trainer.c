@@ -18,7 +18,6 @@
 #include "../parallel/shard_ckpt.h"
 #include "../kernels/blas.h"
 #include "../optim/clip.h"
-#include "device_optim.h"
 
 static volatile sig_atomic_t stop_signal = 0;
 static void on_signal(int sig) { stop_signal = sig; }
@@ -37,43 +36,12 @@ static void open_data(Trainer *t) {
              t->cfg.data, (long long)(t->T + 1), (long long)(t->T + 1));
 }
 
-/* device cuda: the CUDA engine runs forward and backward on its own copy of
- * the parameters; sharding and the optimizer keep working on the host
- * buffers, so any rank count behaves as on the CPU, unless the optimizer
- * runs on the device too (one rank; setup_device_optim). */
-static void setup_device(Trainer *t) {
-    const TrainConfig *c = &t->cfg;
-    t->device = backend_resolve(c->device);
-    int sr = strcmp(c->precision, "bf16sr") == 0, on_device = train_config_optim_on_device(c);
-    if (t->device == DEVICE_CPU && t->rank == 0 && (c->recompute || strcmp(c->precision, "fp32") || on_device))
-        warnf("config: 'recompute', 'precision' and 'optim_device' apply to the CUDA engine only; the CPU model "
-              "is fp32, keeps every activation and steps on the host");
-    LlamaCudaPrecision prec = llama_cuda_precision_parse(sr ? "bf16" : c->precision, "config 'precision'");
-#ifdef KVCPT_CUDA
-    if (t->device == DEVICE_CUDA) {
-        t->gpu = xcalloc(1, sizeof *t->gpu);
-        llama_cuda_create(t->gpu, &t->model.cfg, (int)c->recompute, prec);
-        if (t->model.mask.enabled) llama_cuda_set_mask(t->gpu, &t->model.mask, t->model.mask_S);
-    }
-#endif
+/* The engine that runs the passes, and the startup line saying how. */
+static void setup_engine(Trainer *t) {
+    t->engine = train_engine_create(t->mode, &t->cfg, &t->model, &t->fsdp, t->comm);
     if (t->rank == 0)
-        fprintf(stderr, "kvcpt train: device %s%s%s%s\n", backend_name(t->device),
-                t->gpu && prec == LLAMA_CUDA_BF16_WEIGHTS ? (sr ? " (bf16 weights, stochastic rounding)" : " (bf16 weights)") : "",
-                t->gpu && c->recompute ? " (recomputing activations)" : "",
-                t->gpu && on_device ? " (optimizer on the device)" : "");
-}
-
-/* After setup or a restore: the host's parameters and states to the device,
- * which holds the only current copy from then on. */
-static void setup_device_optim(Trainer *t) {
-#ifdef KVCPT_CUDA
-    if (!t->gpu || !train_config_optim_on_device(&t->cfg)) return;
-    t->dopt = device_optim_create(t->gpu, t->opt, &t->fsdp.plan, strcmp(t->cfg.precision, "bf16sr") == 0,
-                                  (uint64_t)t->cfg.seed);
-    device_optim_push(t->dopt, t->gpu, t->fsdp.master, t->opt);
-#else
-    (void)t;
-#endif
+        fprintf(stderr, "kvcpt train: device %s%s\n", train_mode_describe(t->mode),
+                train_mode_device(t->mode) == DEVICE_CUDA && t->cfg.recompute ? " (recomputing activations)" : "");
 }
 
 /* Every rank builds the same full model (same seed or file), then keeps its pieces. */
@@ -89,7 +57,7 @@ static void setup_model(Trainer *t) {
         llama_set_mask(&t->model, &m, c->S);
     }
     fsdp_init(&t->fsdp, t->comm, &t->model, (int)c->reshard_after_forward);
-    setup_device(t);
+    setup_engine(t);
 }
 
 static void setup_optimizer(Trainer *t) {
@@ -174,85 +142,31 @@ static void optimizer_update(Trainer *t, double norm, double *lr) {
              "step %lld: the optimizer rejected gradients its check accepted", (long long)t->step);
 }
 
-/* The current parameters into the engine that runs the passes: on the CPU
- * the sharding hooks gather them unit by unit; the GPU takes them all at once. */
-static void sync_params(Trainer *t) {
-#ifdef KVCPT_CUDA
-    if (t->gpu) {
-        fsdp_gather_all(&t->fsdp);
-        llama_cuda_upload_params(t->gpu, t->model.params);
-    }
-#else
-    (void)t;
-#endif
-}
-
-static float model_forward(Trainer *t, int64_t batch) {
-#ifdef KVCPT_CUDA
-    if (t->gpu) return llama_cuda_forward(t->gpu, t->tokens, t->targets, batch, t->T);
-#endif
-    return llama_forward(&t->model, t->tokens, t->targets, batch, t->T);
-}
-
-/* This micro-batch's gradient alone into the host buffer, each unit handed
- * to sharding in the order the CPU backward finishes them, so the owners
- * add micro-batches in the same order on either device. */
-static void model_backward(Trainer *t) {
-#ifdef KVCPT_CUDA
-    if (t->gpu) {
-        llama_cuda_zero_grad(t->gpu);
-        llama_cuda_backward(t->gpu);
-        llama_cuda_download_grads(t->gpu, t->model.grads);
-        LlamaUnitHooks *h = &t->model.hooks;
-        int nl = (int)t->model.cfg.num_hidden_layers;
-        if (h->grads_ready)
-            for (int unit = nl + 1; unit >= 0; unit--) h->grads_ready(h->ctx, unit);
-        return;
-    }
-#endif
-    llama_zero_grad(&t->model);
-    llama_backward(&t->model);
-}
-
-#ifdef KVCPT_CUDA
-/* The optimizer on the device: micro-batches add into the engine's own
- * gradients, and the norm, the check and the update run there too. */
-static float device_step(Trainer *t, double *grad_norm, double *lr) {
-    llama_cuda_zero_grad(t->gpu);
-    for (int64_t a = 0; a < t->rounds; a++) {
-        load_micro_batch(t);
-        t->round_loss[a] = llama_cuda_forward(t->gpu, t->tokens, t->targets, t->cfg.micro_batch, t->T);
-        llama_cuda_backward(t->gpu);
-    }
-    double loss = step_loss(t);
-    t->step++;
-    if (!isfinite(loss)) return (float)loss;
-    double norm = sqrt(device_optim_grad_sum_squares(t->gpu)) / (double)t->accum;
-    AdamWHyper h = step_hyper(t, norm);
-    *lr = h.lr;
-    if (!isfinite(norm) || device_optim_step(t->dopt, t->gpu, &h, t->step)) warn_skipped(t);
-    *grad_norm = norm;
-    return (float)loss;
-}
-#endif
-
+/* Every micro-batch's backward adds d(its mean loss); the step uses the
+ * mean over them. The optimizer steps this rank's shard on the host, or the
+ * engine's parameters where the engine holds them. */
 float trainer_step(Trainer *t, double *grad_norm, double *lr) {
-#ifdef KVCPT_CUDA
-    if (t->dopt) return device_step(t, grad_norm, lr);
-#endif
-    fsdp_zero_grad_sum(&t->fsdp);
-    sync_params(t);
+    TrainEngine *e = &t->engine;
+    int on_engine = train_mode_optim_on_engine(t->mode);
+    if (!on_engine) fsdp_zero_grad_sum(&t->fsdp);
+    e->begin_step(e->ctx);
     for (int64_t a = 0; a < t->rounds; a++) {
         load_micro_batch(t);
-        t->round_loss[a] = model_forward(t, t->cfg.micro_batch);
-        model_backward(t);
+        t->round_loss[a] = e->forward(e->ctx, t->tokens, t->targets, t->cfg.micro_batch, t->T);
+        e->backward(e->ctx);
     }
     double loss = step_loss(t);
     t->step++;
     if (!isfinite(loss)) return (float)loss;
-    /* every micro-batch's backward adds d(its mean loss); the step uses the mean over them */
-    double norm = sqrt(fsdp_grad_sum_squares(&t->fsdp)) / (double)t->accum;
-    optimizer_update(t, norm, lr);
+    double sq = on_engine ? e->grad_sum_squares(e->ctx) : fsdp_grad_sum_squares(&t->fsdp);
+    double norm = sqrt(sq) / (double)t->accum;
+    if (on_engine) {
+        AdamWHyper h = step_hyper(t, norm);
+        *lr = h.lr;
+        if (!isfinite(norm) || e->optim_step(e->ctx, &h, t->step)) warn_skipped(t);
+    } else {
+        optimizer_update(t, norm, lr);
+    }
     *grad_norm = norm;
     return (float)loss;
 }
@@ -260,11 +174,8 @@ float trainer_step(Trainer *t, double *grad_norm, double *lr) {
 /* Dev samples i = 0, 1, ... (a fixed-seed loader), sample i on rank i % world. */
 double trainer_eval_dev(Trainer *t) {
     if (!t->dev_split) return NAN;
-    if (t->gpu) {
-        if (!t->dopt) sync_params(t); /* else the device already holds the only current copy */
-    } else {
-        fsdp_gather_all(&t->fsdp);
-    }
+    TrainEngine *e = &t->engine;
+    e->begin_eval(e->ctx);
     LlamaUnitHooks hooks = t->model.hooks;
     t->model.hooks = (LlamaUnitHooks){0}; /* ranks now run different samples: no collectives inside */
     Loader *l = loader_open(t->dev_split, t->T + 1, 0, 0, 1);
@@ -277,7 +188,7 @@ double trainer_eval_dev(Trainer *t) {
         loader_next(l, t->sample);
         loader_skip(l, t->world - 1 - t->rank);
         split_sample(t, 0);
-        mine[a] = model_forward(t, 1);
+        mine[a] = e->forward(e->ctx, t->tokens, t->targets, 1, t->T);
     }
     t->model.hooks = hooks;
     fsdp_gather_f64(&t->fsdp, mine, rounds, all);
@@ -316,9 +227,7 @@ static void check_run_identity(const Trainer *t, const CkptReader *r, const char
 }
 
 void trainer_checkpoint(Trainer *t) {
-#ifdef KVCPT_CUDA
-    if (t->dopt) device_optim_pull(t->dopt, t->gpu, t->fsdp.master, t->opt);
-#endif
+    t->engine.pull_state(t->engine.ctx, t->opt); /* the engine's parameters and states, where it steps them */
     CkptWriter w;
     ckpt_writer_begin(&w, t->cfg.out, t->step, t->rank, t->world);
     LoaderPosition pos = loader_position(t->loader);
@@ -418,6 +327,7 @@ void trainer_setup(Trainer *t, const TrainConfig *cfg, int resume, Comm *comm) {
     t->comm = comm;
     t->rank = comm_rank(comm), t->world = comm_world(comm);
     train_config_validate(&t->cfg, t->world);
+    t->mode = train_mode_resolve(&t->cfg, t->rank, t->world);
     t->T = t->cfg.L + t->cfg.S;
     t->accum = t->cfg.global_batch / t->cfg.micro_batch;
     t->rounds = t->accum / t->world;
@@ -445,7 +355,7 @@ void trainer_setup(Trainer *t, const TrainConfig *cfg, int resume, Comm *comm) {
     } else if (resume && t->rank == 0) {
         fprintf(stderr, "kvcpt train: --resume: no complete checkpoint in %s, starting fresh\n", t->cfg.out);
     }
-    setup_device_optim(t);
+    t->engine.push_state(t->engine.ctx, t->opt); /* where the engine steps: it holds the current copy from now */
     if (t->rank == 0) {
         t->log = fopen_check(t->log_path, t->step > 0 ? "a" : "w");
         write_config_json(t);
@@ -464,10 +374,7 @@ static void log_step(Trainer *t, float loss, double norm, double lr, double dt, 
                           lr, "grad_norm", norm, "tokens_per_s", tps, "gflops_per_s", t->flops_per_token * tps / 1e9,
                           "peak_rss_mb", peak_rss_bytes() / 1048576.0, "elapsed_s", now_seconds() - t->t_run);
     json_object_set_new(j, "mfu", json_null()); /* fp32 engines: no meaningful peak to divide by */
-#ifdef KVCPT_CUDA
-    if (t->gpu) json_object_set_new(j, "gpu_engine_mb", json_real((double)llama_cuda_bytes(t->gpu) / 1048576.0));
-    if (t->dopt) json_object_set_new(j, "gpu_optim_mb", json_real((double)device_optim_bytes(t->dopt) / 1048576.0));
-#endif
+    t->engine.log_fields(t->engine.ctx, j);
     if (!isnan(dev)) json_object_set_new(j, "dev_loss", json_real(dev));
     /* the first record of every run, resumed ones too, says which BLAS computed
      * its numbers: another core type may give other bits */
@@ -569,11 +476,7 @@ void trainer_finish(Trainer *t) {
     data_split_close(t->train_split);
     if (t->dev_split) data_split_close(t->dev_split);
     optim_free(t->opt);
-#ifdef KVCPT_CUDA
-    device_optim_free(t->dopt);
-    if (t->gpu) llama_cuda_free(t->gpu);
-#endif
-    free(t->gpu);
+    t->engine.free(t->engine.ctx);
     fsdp_free(&t->fsdp, &t->model);
     llama_free(&t->model);
     free(t->sample);

@@ -9,25 +9,23 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../common/backend.h"
 #include "../data/data_split.h"
 #include "../data/loader.h"
 #include "../parallel/comm.h"
 #include "../parallel/fsdp.h"
 #include "../model/llama.h"
-#include "../model/llama_cuda.h"
 #include "../optim/optimizer.h"
 #include "../optim/schedule.h"
 #include "../optim/segments.h"
-#include "device_optim.h"
 #include "train_config.h"
+#include "train_engine.h"
+#include "train_mode.h"
 
 typedef struct {
     TrainConfig cfg;
     Llama model;            /* host parameters and gradients (sharding works on these) */
-    Device device;
-    LlamaCuda *gpu;         /* device cuda: forward and backward run here */
-    DeviceOptim *dopt;      /* optimizer on the device (optim_device), or NULL */
+    TrainMode mode;         /* device, precision, where the optimizer steps (train_mode.h) */
+    TrainEngine engine;     /* runs forward and backward (train_engine.h) */
     Comm *comm;
     int rank, world;
     Fsdp fsdp;

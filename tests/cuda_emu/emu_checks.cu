@@ -35,6 +35,14 @@
  *   emu_checks arith           a*b+c in a kernel is fused (as nvcc
  *                              contracts it); __fadd_rn(__fmul_rn(a,b),c) is not
  *   emu_checks sample-count    which blocks of a grid KVCPT_EMU_BLOCKS runs
+ * Several devices (run with KVCPT_EMU_DEVICES=3, tests/test_cuda_emu_devices.sh):
+ *   emu_checks devices         cudaSetDevice/cudaGetDevice/properties per
+ *                              device, an invalid ordinal refused and
+ *                              recorded: ok / FAIL lines
+ *   emu_checks cross-memcpy | cross-memset | cross-launch
+ *                              planted: device 1's buffer used while device
+ *                              0 is current; each must stop the program
+ *                              with a message naming both devices
  * Planted out-of-bounds bugs, for the sanitizer build (build/emu-asan/
  * emu_checks, tests/sanitize_emu.sh asserts each report); each ends with a
  * "not stopped" line if it ran to the end:
@@ -762,6 +770,70 @@ static int mma_ok(void) {
     return bad != 0;
 }
 
+/* ---- several devices (KVCPT_EMU_DEVICES=3) ---- */
+
+__global__ void fill_kernel(float *x, float v, int n) {
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n) x[i] = v;
+}
+
+static int devices(void) {
+    int n = 0, cur = -1;
+    CUDA_CHECK(cudaGetDeviceCount(&n));
+    check(n == 3, "KVCPT_EMU_DEVICES=3 plays three devices", "cudaGetDeviceCount does not say 3");
+    if (n != 3) return 1;
+    int buses[3] = {0, 0, 0}, names = 1;
+    for (int d = 0; d < 3; d++) {
+        cudaDeviceProp p;
+        CUDA_CHECK(cudaGetDeviceProperties(&p, d));
+        buses[d] = p.pciBusID;
+        names &= strstr(p.name, "emulated") != NULL;
+    }
+    check(names && buses[0] != buses[1] && buses[1] != buses[2] && buses[0] != buses[2],
+          "each emulated device has its own PCI bus id and a name saying it is emulated", "bus ids or names");
+    CUDA_CHECK(cudaGetDevice(&cur));
+    check(cur == 0, "a thread starts on device 0", "cudaGetDevice is not 0");
+    CUDA_CHECK(cudaSetDevice(2));
+    CUDA_CHECK(cudaGetDevice(&cur));
+    check(cur == 2, "cudaSetDevice(2) makes device 2 current", "cudaGetDevice does not say 2");
+    cudaError_t bad = cudaSetDevice(3), last = cudaGetLastError();
+    CUDA_CHECK(cudaGetDevice(&cur));
+    check(bad == cudaErrorInvalidDevice && last == cudaErrorInvalidDevice && cur == 2 &&
+              strcmp(cudaGetErrorName(bad), "cudaErrorInvalidDevice") == 0,
+          "cudaSetDevice(3) of 3 devices: cudaErrorInvalidDevice, recorded for cudaGetLastError, device unchanged",
+          "wrong error or device changed");
+    cudaDeviceProp p;
+    check(cudaGetDeviceProperties(&p, -1) == cudaErrorInvalidDevice && cudaGetLastError() == cudaErrorInvalidDevice,
+          "cudaGetDeviceProperties(-1): cudaErrorInvalidDevice", "accepted");
+    /* the same device's buffers work on it: copy, set, launch */
+    float *x, h[64];
+    CUDA_CHECK(cudaMalloc(&x, sizeof h));
+    CUDA_CHECK(cudaMemset(x, 0, sizeof h));
+    fill_kernel<<<1, 64>>>(x, 2.5f, 64);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemcpy(h, x, sizeof h, cudaMemcpyDeviceToHost));
+    check(h[0] == 2.5f && h[63] == 2.5f, "device 2's buffer copies, sets and launches on device 2", "wrong values");
+    CUDA_CHECK(cudaSetDevice(0));
+    CUDA_CHECK(cudaFree(x)); /* freeing from another device is allowed, as cudaFree finds the block's device */
+    return failures != 0;
+}
+
+/* Device 1's buffer used while device 0 is current: a GPU without peer access faults. */
+static int cross_device(const char *which) {
+    float *x, h[64];
+    CUDA_CHECK(cudaSetDevice(1));
+    CUDA_CHECK(cudaMalloc(&x, sizeof h));
+    CUDA_CHECK(cudaSetDevice(0));
+    if (strcmp(which, "cross-memcpy") == 0) CUDA_CHECK(cudaMemcpy(h, x + 8, sizeof(float) * 8, cudaMemcpyDeviceToHost));
+    else if (strcmp(which, "cross-memset") == 0) CUDA_CHECK(cudaMemset(x, 0, sizeof h));
+    else {
+        fill_kernel<<<1, 64>>>(x + 3, 1.0f, 61);
+        CUDA_CHECK_LAUNCH();
+    }
+    printf("cross-device %s was not stopped\n", which);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "limits") == 0) return limits();
@@ -787,11 +859,14 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "oob-carved") == 0) return oob_carved();
     if (strcmp(mode, "overflow-8b") == 0) return overflow_8b();
     if (strcmp(mode, "race-free") == 0) return race_free();
+    if (strcmp(mode, "devices") == 0) return devices();
+    if (strncmp(mode, "cross-", 6) == 0) return cross_device(mode);
     if (strncmp(mode, "race-", 5) == 0) return race_one(mode);
     fprintf(stderr, "usage: %s limits|race|planted-launch|static-over|race-free|race-NAME|warp|arith|shfl-exited|shfl-mask-caller|"
                     "shfl-outside-mask|shfl-mixed-masks|shfl-partial-warp|syncwarp-vs-syncthreads|atomic-sum|"
                     "sample-count|oob-smem|oob-static-smem|oob-global|oob-carved|overflow-8b|mma-ok|ldmatrix-misaligned|"
-                    "ldmatrix-global|ldmatrix-past|mma-partial-warp|mma-exited|mma-divergent\n",
+                    "ldmatrix-global|ldmatrix-past|mma-partial-warp|mma-exited|mma-divergent|devices|cross-memcpy|"
+                    "cross-memset|cross-launch\n",
             argv[0]);
     return 2;
 }

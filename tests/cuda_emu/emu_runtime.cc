@@ -847,6 +847,96 @@ void digest_copy(const void *src, size_t bytes) {
 }
 } // namespace
 
+/* The emulated devices (KVCPT_EMU_DEVICES) and which one each cudaMalloc'd
+ * block belongs to. The current device is per host thread, as in the real
+ * runtime; the block table is shared by all threads (the decode engine's
+ * policies copy from several at once), so it is locked. */
+namespace {
+thread_local int current_device = 0;
+/* Every cudaMalloc'd block: its device (cross-device use faults on a GPU)
+ * and its size (emu_device_extent: the emulated NCCL refuses host pointers
+ * and buffers shorter than a collective's count). */
+struct DeviceBlock {
+    size_t bytes; /* as asked for, 0 included */
+    int device;
+};
+std::mutex blocks_mutex;
+std::map<uintptr_t, DeviceBlock> blocks; /* by start address */
+
+[[noreturn]] void bad_devices_env(const char *env) {
+    fprintf(stderr,
+            "kvcpt CUDA emulator: KVCPT_EMU_DEVICES=%s: expected a device count from 0 to 64, no-driver or "
+            "driver-too-old\n",
+            env);
+    exit(2);
+}
+
+/* The number of devices played: unset means one. */
+int emu_device_count() {
+    static int cached = -1;
+    if (cached >= 0) return cached;
+    const char *env = getenv("KVCPT_EMU_DEVICES");
+    int n = 1;
+    if (env && (strcmp(env, "no-driver") == 0 || strcmp(env, "driver-too-old") == 0)) n = 0;
+    else if (env && *env) {
+        char *end = nullptr;
+        long v = strtol(env, &end, 10);
+        if (*end || v < 0 || v > 64) bad_devices_env(env);
+        n = (int)v;
+    }
+    cached = n;
+    return n;
+}
+
+/* A bus id per device, spaced as on a multi-GPU node. */
+int emu_pci_bus(int dev) { return 0x18 + 0x10 * dev; }
+
+void note_block(void *p, size_t bytes) {
+    std::lock_guard<std::mutex> hold(blocks_mutex);
+    blocks[(uintptr_t)p] = DeviceBlock{bytes, current_device};
+}
+
+/* Freeing a block of another device than the current one is allowed: the
+ * real cudaFree finds the block's device itself. */
+void forget_block(void *p) {
+    std::lock_guard<std::mutex> hold(blocks_mutex);
+    blocks.erase((uintptr_t)p);
+}
+
+/* The device of the block p points into, or -1 when p is in none (host memory). */
+int device_of(const void *p) {
+    std::lock_guard<std::mutex> hold(blocks_mutex);
+    auto it = blocks.upper_bound((uintptr_t)p);
+    if (it == blocks.begin()) return -1;
+    --it;
+    /* a zero-byte block still owns its address */
+    return (uintptr_t)p < it->first + (it->second.bytes ? it->second.bytes : 1) ? it->second.device : -1;
+}
+
+/* A copy or set on another device's block: said, and the call fails. */
+bool on_current_device(const char *call, const char *which, const void *p) {
+    int d = device_of(p);
+    if (d < 0 || d == current_device) return true;
+    fprintf(stderr,
+            "kvcpt CUDA emulator: %s: the %s %p is memory of device %d, but the current device is %d (no peer "
+            "access: a GPU faults)\n",
+            call, which, p, d, current_device);
+    return false;
+}
+} // namespace
+
+namespace emu {
+void check_launch_pointer(const Config &c, int arg, const void *p) {
+    int d = device_of(p);
+    if (d < 0 || d == current_device) return;
+    fprintf(stderr,
+            "kvcpt CUDA emulator: %s (launch %llu): argument %d (%p) is memory of device %d, but the kernel runs on "
+            "device %d (no peer access: a GPU faults)\n",
+            c.name ? c.name : "a kernel", launches + 1, arg, p, d, current_device);
+    exit(1);
+}
+} // namespace emu
+
 /* ---- host API: device memory is host memory ---- */
 extern "C" {
 /* common/redzone.h's hooks: the gap after a sub-buffer carved out of one
@@ -869,7 +959,7 @@ void emu_unpoison_redzone(const void *p, size_t bytes) {
 /* KVCPT_EMU_DEVICES plays the machine the runtime meets: 0, a driver but no
  * GPU; no-driver, no NVIDIA driver at all (the runtime then answers
  * "insufficient driver", as it does on a CPU-only machine); driver-too-old,
- * a driver older than the runtime; unset, one device. */
+ * a driver older than the runtime; N, N devices; unset, one device. */
 int emu_nvidia_driver_installed(void) {
     const char *env = getenv("KVCPT_EMU_DEVICES");
     return !(env && strcmp(env, "no-driver") == 0);
@@ -877,9 +967,10 @@ int emu_nvidia_driver_installed(void) {
 cudaError_t cudaGetDeviceCount(int *n) {
     const char *env = getenv("KVCPT_EMU_DEVICES");
     *n = 0;
-    if (env && strcmp(env, "0") == 0) return record(cudaErrorNoDevice);
     if (env && (strcmp(env, "driver-too-old") == 0 || strcmp(env, "no-driver") == 0)) return record(cudaErrorInsufficientDriver);
-    *n = 1;
+    int count = emu_device_count();
+    if (count == 0) return record(cudaErrorNoDevice);
+    *n = count;
     return cudaSuccess;
 }
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
@@ -888,21 +979,29 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     *total_bytes = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)page;
     return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int dev) { return dev == 0 ? cudaSuccess : record(cudaErrorInvalidValue); }
+cudaError_t cudaSetDevice(int dev) {
+    if (dev < 0 || dev >= emu_device_count()) return record(cudaErrorInvalidDevice);
+    current_device = dev;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *dev) {
+    *dev = current_device;
+    return cudaSuccess;
+}
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev) {
     memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "kvcpt CUDA emulator (CPU fibers)");
+    if (dev < 0 || dev >= emu_device_count()) return record(cudaErrorInvalidDevice);
+    snprintf(p->name, sizeof p->name, "kvcpt CUDA emulator (CPU fibers), emulated device %d", dev);
     p->totalGlobalMem = (size_t)1 << 34;
     p->major = 9, p->minor = 0, p->multiProcessorCount = 1;
-    return dev == 0 ? cudaSuccess : record(cudaErrorInvalidValue);
+    p->pciBusID = emu_pci_bus(dev), p->pciDeviceID = 0, p->pciDomainID = 0;
+    return cudaSuccess;
 }
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int dev) {
     *value = attr == cudaDevAttrMultiProcessorCount ? 1 : attr == cudaDevAttrMemoryClockRate ? 1000000 : 64;
-    return dev == 0 ? cudaSuccess : record(cudaErrorInvalidValue);
+    return dev >= 0 && dev < emu_device_count() ? cudaSuccess : record(cudaErrorInvalidDevice);
 }
 /* the live allocations (defined in the last section of this file) */
-static void alloc_note(const void *p, size_t bytes);
-static void alloc_forget(const void *p);
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     /* calloc would hide kernels that read memory nobody wrote; fill with a NaN
      * pattern instead. Exactly the bytes asked for, so that in the sanitizer
@@ -920,26 +1019,33 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
     if (blocks_mode != BLOCKS_SAMPLE) memset(*p, 0xff, bytes);
     if (!bytes) emu_poison_redzone(*p, 1);
     RACE_HOOK(device_alloc(*p, bytes));
-    alloc_note(*p, bytes);
+    note_block(*p, bytes);
     return cudaSuccess;
 }
 cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t st) { return (void)st, cudaMalloc(p, bytes); }
 cudaError_t cudaFree(void *p) {
+    forget_block(p);
     RACE_HOOK(device_free(p));
-    alloc_forget(p);
     free(p);
     return cudaSuccess;
 }
 cudaError_t cudaFreeAsync(void *p, cudaStream_t st) { return (void)st, cudaFree(p); }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    if (!on_current_device("cudaMemcpy", "destination", dst) || !on_current_device("cudaMemcpy", "source", src))
+        return record(cudaErrorInvalidDevice);
     if (kind == cudaMemcpyDeviceToHost) digest_copy(src, bytes);
     memmove(dst, src, bytes);
     return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t st) {
-    return (void)st, cudaMemcpy(dst, src, bytes, kind);
+    (void)st;
+    if (!on_current_device("cudaMemcpyAsync", "destination", dst) ||
+        !on_current_device("cudaMemcpyAsync", "source", src))
+        return record(cudaErrorInvalidDevice);
+    return cudaMemcpy(dst, src, bytes, kind);
 }
 cudaError_t cudaMemset(void *dst, int value, size_t bytes) {
+    if (!on_current_device("cudaMemset", "destination", dst)) return record(cudaErrorInvalidDevice);
     memset(dst, value, bytes);
     return cudaSuccess;
 }
@@ -969,6 +1075,7 @@ const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
     case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
     default: return "cudaErrorUnknown";
     }
@@ -982,17 +1089,15 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
     default: return "emulated error";
     }
 }
 }
 
-/* ---- streams, events and the allocation table (for the emulated NCCL) ----
+/* ---- streams and events (for the emulated NCCL) ----
  * Everything runs at its call (see cuda_runtime.h), so streams and events
- * carry no work: they are checked handles. The allocation table answers
- * emu_device_extent, which lets tests/cuda_emu/emu_nccl.cc refuse host
- * pointers and buffers shorter than a collective's count, as a GPU would
- * fault or corrupt memory on them. */
+ * carry no work: they are checked handles. */
 struct CUstream_st {
     unsigned int flags;
 };
@@ -1000,33 +1105,24 @@ struct CUevent_st {
     unsigned int flags;
 };
 namespace {
-std::mutex handles_mu; /* guards the three tables below */
+std::mutex handles_mu; /* guards the two tables below */
 std::map<const CUstream_st *, int> live_streams;
 std::map<const CUevent_st *, int> live_events;
-std::map<uintptr_t, size_t> live_allocs; /* start address -> bytes */
 } // namespace
 
-static void alloc_note(const void *p, size_t bytes) {
-    std::lock_guard<std::mutex> lock(handles_mu);
-    live_allocs[(uintptr_t)p] = bytes;
-}
-static void alloc_forget(const void *p) {
-    std::lock_guard<std::mutex> lock(handles_mu);
-    live_allocs.erase((uintptr_t)p);
-}
 
 extern "C" {
 int emu_device_extent(const void *p, size_t *bytes_after) {
-    std::lock_guard<std::mutex> lock(handles_mu);
+    std::lock_guard<std::mutex> lock(blocks_mutex);
     uintptr_t a = (uintptr_t)p;
-    auto it = live_allocs.upper_bound(a);
-    if (!p || it == live_allocs.begin()) return 0;
+    auto it = blocks.upper_bound(a);
+    if (!p || it == blocks.begin()) return 0;
     --it;
     /* a pointer one past the end belongs to no allocation (a zero-byte one
      * included): only a zero-element operation may pass it, and callers
      * skip the check for those */
-    if (a >= it->first + it->second) return 0;
-    if (bytes_after) *bytes_after = it->first + it->second - a;
+    if (a >= it->first + it->second.bytes) return 0;
+    if (bytes_after) *bytes_after = it->first + it->second.bytes - a;
     return 1;
 }
 int emu_stream_valid(cudaStream_t st) {

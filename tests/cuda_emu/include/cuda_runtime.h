@@ -27,6 +27,7 @@ typedef enum {
     cudaErrorInvalidConfiguration = 9,
     cudaErrorInsufficientDriver = 35,
     cudaErrorNoDevice = 100,
+    cudaErrorInvalidDevice = 101,
     cudaErrorLaunchFailure = 719
 } cudaError_t;
 typedef enum {
@@ -51,13 +52,17 @@ typedef struct {
     char name[256];
     size_t totalGlobalMem;
     int major, minor, multiProcessorCount;
+    int pciBusID, pciDeviceID, pciDomainID; /* distinct per emulated device */
 } cudaDeviceProp;
 
 cudaError_t cudaGetDeviceCount(int *n);
 /* Emulator only: whether the played machine has an NVIDIA driver installed
  * (KVCPT_EMU_DEVICES, see emu_runtime.cc). */
 int emu_nvidia_driver_installed(void);
+/* The current device, per host thread as in the real runtime (a new thread
+ * starts on device 0). KVCPT_EMU_DEVICES=N plays N devices. */
 cudaError_t cudaSetDevice(int dev);
+cudaError_t cudaGetDevice(int *dev);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev);
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int dev);
 cudaError_t cudaMalloc(void **p, size_t bytes);
@@ -179,7 +184,18 @@ void static_smem(const void *var, size_t bytes, const char *name);
 void block_barrier();
 /* __syncthreads_count: a barrier that also counts the threads passing a nonzero value. */
 int block_count(int predicate);
+/* A pointer argument (number arg, from 0) of a launch: when it falls inside
+ * a cudaMalloc'd block of another device than the current one, the program
+ * stops naming the kernel and both devices (a GPU without peer access
+ * faults). Pointers inside struct arguments are not seen. */
+void check_launch_pointer(const Config &c, int arg, const void *p);
+template <typename A> inline void check_launch_arg(const Config &c, int arg, const A &a) {
+    if constexpr (std::is_pointer<A>::value) check_launch_pointer(c, arg, (const void *)a);
+}
 template <typename F, typename... Args> void launch(const Config &c, F *kernel, Args... args) {
+    int arg = 0;
+    (check_launch_arg(c, arg++, args), ...);
+    (void)arg;
     run_grid(c, (const void *)kernel, [=]() { kernel(args...); });
 }
 

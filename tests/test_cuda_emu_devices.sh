@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The CUDA emulator's several devices (build/emu/emu_checks, from
+# tests/cuda_emu/emu_checks.cu, with KVCPT_EMU_DEVICES=3):
+#  - cudaSetDevice / cudaGetDevice / cudaGetDeviceProperties per device,
+#    distinct PCI bus ids, an invalid ordinal refused with
+#    cudaErrorInvalidDevice and recorded for cudaGetLastError;
+#  - three planted bugs, device 1's buffer used while device 0 is current
+#    (a copy, a memset, a kernel launch), each stop the program with a
+#    message naming both devices (and the kernel, for the launch);
+#  - KVCPT_EMU_DEVICES keeps its meaning for 0, unset and a bad value.
+. "$(dirname "$0")/lib.sh"
+E=build/emu/emu_checks
+if [ ! -x "$E" ]; then echo "skip - emulated devices: $E is not built (make test builds it)"; exit 0; fi
+
+KVCPT_EMU_DEVICES=3 "$E" devices 2>&1 || true
+
+while IFS='|' read -r bug want; do
+    out=$(KVCPT_EMU_DEVICES=3 "$E" "$bug" 2>&1) && rc=0 || rc=$?
+    if [ "$rc" -ne 0 ] && grep -qE "$want" <<<"$out" && ! grep -q "not stopped" <<<"$out"; then
+        ok "planted $bug stops the program: $(grep -m1 'kvcpt CUDA emulator' <<<"$out" | cut -c1-200)"
+    else
+        fail "planted $bug" "exit status $rc, output: $out"
+    fi
+done <<'LIST'
+cross-memcpy|cudaMemcpy: the source 0x[0-9a-f]+ is memory of device 1, but the current device is 0
+cross-memset|cudaMemset: the destination 0x[0-9a-f]+ is memory of device 1, but the current device is 0
+cross-launch|fill_kernel \(launch 1\): argument 0 \(0x[0-9a-f]+\) is memory of device 1, but the kernel runs on device 0
+LIST
+
+# the single-device meanings stay: unset is one device, 0 none, garbage refused
+out=$("$E" devices 2>&1)
+if grep -q "FAIL - KVCPT_EMU_DEVICES=3 plays three devices" <<<"$out"; then ok "KVCPT_EMU_DEVICES unset plays one device"
+else fail "KVCPT_EMU_DEVICES unset" "$out"; fi
+out=$(KVCPT_EMU_DEVICES=0 "$E" devices 2>&1) && rc=0 || rc=$?
+if [ "$rc" -ne 0 ] && grep -q "cudaErrorNoDevice" <<<"$out"; then ok "KVCPT_EMU_DEVICES=0 plays no device"
+else fail "KVCPT_EMU_DEVICES=0" "exit status $rc, output: $out"; fi
+out=$(KVCPT_EMU_DEVICES=two "$E" devices 2>&1) && rc=0 || rc=$?
+if [ "$rc" -eq 2 ] && grep -q "KVCPT_EMU_DEVICES=two: expected a device count" <<<"$out"; then ok "KVCPT_EMU_DEVICES=two is refused"
+else fail "KVCPT_EMU_DEVICES=two" "exit status $rc, output: $out"; fi

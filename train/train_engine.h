@@ -1,0 +1,57 @@
+#ifndef KVCPT_TRAIN_ENGINE_H
+#define KVCPT_TRAIN_ENGINE_H
+/* What the trainer's one step loop (train/trainer.c) asks of the engine
+ * that runs forward and backward: the CPU model (train_engine_cpu.c), or
+ * the CUDA engine (train_engine_cuda.c, the only file that names CUDA).
+ *
+ * Both work against the host's Llama and its sharding (parallel/fsdp.h):
+ * the host buffers hold the parameters the optimizer steps, and a backward
+ * hands each unit's gradient to the sharding hooks in the order the CPU
+ * backward finishes them, so every engine and rank count adds micro-batches
+ * in the same order. Where the optimizer steps on the engine
+ * (train_mode_optim_on_engine), the engine holds the only current
+ * parameters instead: gradients accumulate there, and the norm and the
+ * update run there too. */
+#include <jansson.h>
+#include <stdint.h>
+
+#include "../model/llama.h"
+#include "../optim/optimizer.h"
+#include "../parallel/comm.h"
+#include "../parallel/fsdp.h"
+#include "train_config.h"
+#include "train_mode.h"
+
+typedef struct TrainEngine {
+    void *ctx;
+    /* Before a step's micro-batches: the current parameters into the engine
+     * (host optimizer), or the engine's gradient sums zeroed (engine optimizer). */
+    void (*begin_step)(void *ctx);
+    /* Mean loss of batch sequences of T tokens (host memory in). */
+    float (*forward)(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T);
+    /* The last forward's gradient: to the sharding hooks (host optimizer),
+     * or added to the engine's sums (engine optimizer). */
+    void (*backward)(void *ctx);
+    /* Before evaluation: the full current parameters where forward reads them. */
+    void (*begin_eval)(void *ctx);
+    /* Engine optimizer only (NULL otherwise): the sum of squares of the
+     * accumulated gradients, and one update (1 when a gradient is unusable:
+     * nothing changed). */
+    double (*grad_sum_squares)(void *ctx);
+    int (*optim_step)(void *ctx, const AdamWHyper *h, int64_t step);
+    /* The host's optimizer and master (after setup or a restore) into the
+     * engine, and back before a checkpoint; no-ops where the host steps. */
+    void (*push_state)(void *ctx, Optimizer *opt);
+    void (*pull_state)(void *ctx, Optimizer *opt);
+    /* Adds the engine's own fields (memory held) to a log record. */
+    void (*log_fields)(void *ctx, json_t *record);
+    void (*free)(void *ctx);
+} TrainEngine;
+
+/* The engine a mode runs on, over the host model and its sharding (both
+ * must outlive it). The CUDA engine first selects this rank's GPU
+ * (cuda_device_select), before anything else touches CUDA. */
+TrainEngine train_engine_create(TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp, Comm *comm);
+TrainEngine train_engine_cpu_create(Llama *model, Fsdp *fsdp);
+TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp, Comm *comm);
+#endif

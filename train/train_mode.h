@@ -1,0 +1,34 @@
+#ifndef KVCPT_TRAIN_MODE_H
+#define KVCPT_TRAIN_MODE_H
+/* How a training run computes, resolved once from the configuration and the
+ * rank count: the device (config 'device'), the CUDA engine's precision,
+ * and where the optimizer steps (on the host, sharded over ranks, or on the
+ * GPU for one rank). Impossible combinations are refused here, with the
+ * fix named, before anything is allocated. */
+#include "../common/backend.h"
+#include "../model/llama_cuda.h"
+#include "train_config.h"
+
+typedef enum {
+    TRAIN_CPU = 0,          /* fp32 CPU model; optimizer sharded on the host */
+    TRAIN_CUDA_FP32,        /* CUDA engine, fp32 weights; optimizer sharded on the host */
+    TRAIN_CUDA_BF16,        /* bf16 device matrices from the host's fp32 master; optimizer on the host */
+    TRAIN_CUDA_FP32_OPTIM,  /* fp32 weights and 8-bit AdamW states stepped on the GPU (one rank) */
+    TRAIN_CUDA_BF16SR,      /* bf16 matrices only, stochastic rounding, optimizer on the GPU (one rank) */
+} TrainMode;
+
+/* Resolves device x precision x optimizer placement x ranks; dies naming the
+ * keys of an impossible combination (the GPU optimizer with several ranks,
+ * bf16 weights stepped on the GPU without stochastic rounding). Warns, on
+ * rank 0, about CUDA-only keys set for a CPU run. */
+TrainMode train_mode_resolve(const TrainConfig *c, int rank, int world);
+Device train_mode_device(TrainMode m);
+/* 1 when the engine holds the only current parameters and steps them. */
+int train_mode_optim_on_engine(TrainMode m);
+/* The CUDA engine's weight precision (fp32 for the CPU). */
+LlamaCudaPrecision train_mode_precision(TrainMode m);
+/* 1 when bf16 matrices are rounded stochastically by the GPU optimizer. */
+int train_mode_stochastic(TrainMode m);
+/* e.g. "cuda (bf16 weights)", for the startup line. */
+const char *train_mode_describe(TrainMode m);
+#endif
