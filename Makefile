@@ -246,6 +246,9 @@ EMU_ASAN_OBJ      := $(EMU_C:%.c=build/emu-asan/%.o) $(EMU_CU:%.cu=build/emu-asa
 EMU_ASAN_BIN      := $(EMU_TESTS:%=build/emu-asan/tests/test_cuda_emu_%)
 EMU_ASAN_ALL      := $(EMU_ASAN_BIN) build/emu-asan/kvcpt build/emu-asan/tools/dump_model_case \
                      build/emu-asan/emu_checks build/emu-asan/kernels_8b
+ifneq ($(MPICC),)
+EMU_ASAN_ALL      += build/emu-asan/tests/test_cuda_emu_comm_nccl build/emu-asan/tests/test_cuda_emu_nccl_collectives
+endif
 
 build/emu-asan/%.o: %.c $(HDR) $(EMU_HDR)
 	@mkdir -p $(dir $@)

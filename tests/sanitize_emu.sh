@@ -5,10 +5,12 @@
 #     overflow are reported; the project's kernels at Llama-3.1-8B shapes
 #     (sampled blocks) run with no report; here also the training attention
 #     at those shapes (kernels_8b attention);
-#  2. the emulated GPU tests (build/emu-asan/tests/test_cuda_emu_*) and the
+#  2. the emulated GPU tests (build/emu-asan/tests/test_cuda_emu_*), the
 #     emulated-engine CLI tests (tests/test_train_cuda_emu.sh,
-#     tests/test_eval_cuda_emu.sh with KVCPT_EMU_KVCPT=build/emu-asan/kvcpt)
-#     pass with no report.
+#     tests/test_eval_cuda_emu.sh, tests/test_train_cuda_emu_ranks.sh with
+#     KVCPT_EMU_KVCPT=build/emu-asan/kvcpt), the emulated NCCL under mpirun
+#     (tests/test_cuda_emu_nccl.sh) and the emulated devices
+#     (tests/test_cuda_emu_devices.sh) pass with no report.
 # Prints ok / FAIL lines, then "sanitize-emu: clean" or "sanitize-emu: failed"
 # (exit 1). KVCPT_SANITIZE_JOBS runs that many tests at once (default 2);
 # KVCPT_SANITIZE_TIMEOUT stops one after that many seconds (default 3600).
@@ -45,6 +47,9 @@ for t in model_cuda attention_cuda decode_cuda ops_cuda adamw_cuda attention_dec
 done
 queue test_train_cuda_emu.sh env KVCPT_EMU_KVCPT=$A/kvcpt bash tests/test_train_cuda_emu.sh
 queue test_eval_cuda_emu.sh env KVCPT_EMU_KVCPT=$A/kvcpt bash tests/test_eval_cuda_emu.sh
+queue test_train_cuda_emu_ranks.sh env KVCPT_EMU_KVCPT=$A/kvcpt bash tests/test_train_cuda_emu_ranks.sh
+queue test_cuda_emu_nccl.sh env KVCPT_EMU_TESTS_DIR=$A/tests bash tests/test_cuda_emu_nccl.sh
+queue test_cuda_emu_devices.sh env KVCPT_EMU_CHECKS=$A/emu_checks bash tests/test_cuda_emu_devices.sh
 wait
 for name in "${names[@]}"; do
     log=$tmp/$name.log

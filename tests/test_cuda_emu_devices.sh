@@ -9,7 +9,7 @@
 #    message naming both devices (and the kernel, for the launch);
 #  - KVCPT_EMU_DEVICES keeps its meaning for 0, unset and a bad value.
 . "$(dirname "$0")/lib.sh"
-E=build/emu/emu_checks
+E=${KVCPT_EMU_CHECKS:-build/emu/emu_checks} # make sanitize-emu: build/emu-asan/emu_checks
 if [ ! -x "$E" ]; then echo "skip - emulated devices: $E is not built (make test builds it)"; exit 0; fi
 
 KVCPT_EMU_DEVICES=3 "$E" devices 2>&1 || true

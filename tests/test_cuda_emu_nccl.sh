@@ -12,7 +12,8 @@ set -u
 cd "$(dirname "$0")/.."
 ok() { echo "ok - $1"; }
 fail() { echo "FAIL - $1: $2"; }
-A=build/tests/test_cuda_emu_comm_nccl B=build/tests/test_cuda_emu_nccl_collectives
+# KVCPT_EMU_TESTS_DIR: where the two programs are (make sanitize-emu: build/emu-asan/tests)
+A=${KVCPT_EMU_TESTS_DIR:-build/tests}/test_cuda_emu_comm_nccl B=${KVCPT_EMU_TESTS_DIR:-build/tests}/test_cuda_emu_nccl_collectives
 if ! command -v mpirun >/dev/null 2>&1 || [ ! -x $A ] || [ ! -x $B ]; then
     echo "skip - emulated NCCL under mpirun: mpirun or the emulated NCCL tests are missing (they need MPI: make setup, then make test)"
     exit 0
