@@ -120,11 +120,12 @@ static void check_fits(TrainMode mode, const TrainConfig *c, const LlamaConfig *
             n += (size_t)snprintf(fixes + n, sizeof fixes - n, " a smaller micro_batch (now %lld),", (long long)c->micro_batch);
         if (in.optim_device) n += (size_t)snprintf(fixes + n, sizeof fixes - n, " optim_device=0 (precision fp32 or bf16),");
         snprintf(fixes + n, sizeof fixes - n, " shorter sequences (L + S = %lld)", (long long)in.T);
-        die("train: the CUDA engine needs %lld bytes (%.2f GiB: %.2f GiB weights and gradients, %.2f GiB activations, "
-            "%.2f GiB optimizer, %.2f GiB workspace) on rank %d's GPU %d, but %lld bytes (%.2f GiB) of %.2f GiB are "
+        const double mib = 1024.0 * 1024.0;
+        die("train: the CUDA engine needs %lld bytes (%.2f GiB: %.1f MiB weights and gradients, %.1f MiB activations, "
+            "%.1f MiB optimizer, %.1f MiB workspace) on rank %d's GPU %d, but %lld bytes (%.2f GiB) of %.2f GiB are "
             "free; lower it with%s ('kvcpt plan --config FILE' prints the figures)",
-            (long long)p.total, (double)p.total / gib, (double)(p.params + p.wbf16 + p.grads + p.rope) / gib,
-            (double)p.acts / gib, (double)p.optim / gib, (double)p.workspace / gib, rank, device, (long long)free_b,
+            (long long)p.total, (double)p.total / gib, (double)(p.params + p.wbf16 + p.grads + p.rope) / mib,
+            (double)p.acts / mib, (double)p.optim / mib, (double)p.workspace / mib, rank, device, (long long)free_b,
             (double)free_b / gib, (double)total_b / gib, fixes);
     }
     if (rank == 0)
