@@ -44,11 +44,13 @@ static void make_config(LlamaConfig *c, int tied) {
     config_parse_json(c, json, "mem plan test");
 }
 
+#ifdef KVCPT_CUDA_EMU
 static int64_t device_used(void) {
     int64_t free_b = 0, total_b = 0;
     cuda_memory_info(&free_b, &total_b);
     return total_b - free_b;
 }
+#endif
 
 /* got against want: within 2% (the ratio printed) and exactly. */
 static void compare(const char *label, const char *when, int64_t got, int64_t want) {
@@ -67,7 +69,9 @@ static void run_case(const Case *k) {
     make_config(&c, k->tied);
     CudaMemInputs in = {k->precision, k->recompute, k->optim_device, OPTIM_ADAMW8BIT, k->B, k->T, k->mask};
     CudaMemPlan p = cuda_mem_plan(&c, &in);
+#ifdef KVCPT_CUDA_EMU
     int64_t used0 = device_used();
+#endif
 
     LlamaCuda g;
     llama_cuda_create(&g, &c, k->recompute, k->precision);
