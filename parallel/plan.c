@@ -175,7 +175,10 @@ int cmd_plan(int argc, char **argv) {
          "optim_device and optim from it, over the options above"},
         {0},
     };
-    if (options_parse("plan", "Memory per rank of a sharded training step (ZeRO-3).", opts, argc, argv)) return 0;
+    if (options_parse("plan",
+                      "Device memory per rank: the budget of a sharded step (ZeRO-3), and today's CUDA training engine "
+                      "(the whole model on each GPU) with its fit in --gpu-mem.",
+                      opts, argc, argv)) return 0;
     KV_CHECK(strcmp(engine, "all") == 0 || strcmp(engine, "zero3") == 0 || strcmp(engine, "cuda") == 0,
              "kvcpt plan: --engine must be all, zero3 or cuda, got '%s'", engine);
     int64_t gpu_mem = parse_bytes(gpu_mem_s, "gpu-mem");
