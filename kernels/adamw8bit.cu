@@ -21,6 +21,7 @@ typedef struct {
     long long param_offset;
     int param_bf16, stochastic;
 } DevSegment;
+static_assert(sizeof(DevSegment) == OPTIM_DEV_SEGMENT_BYTES, "optim_device_bytes counts DevSegment's size");
 
 /* Where a step finds the parameters: one buffer of one dtype at the
  * gradients' offsets, or per segment as optim_cuda_set_places said. */
@@ -311,8 +312,8 @@ extern "C" int optim_cuda_step_placed(OptimCuda *o, float *p32, void *p16, const
 }
 
 extern "C" int64_t optim_cuda_bytes(const OptimCuda *o) {
-    return 2 * (o->n_code + 1) + 8 * (o->n_absmax + 1) + 8 * (o->n_f32 + 1) +
-           (int64_t)sizeof(DevSegment) * (o->nseg + 1) + (int64_t)sizeof(float) * (256 * 2 + 255 * 2) + 8;
+    OptimStateCounts n = {o->n_code, o->n_absmax, o->n_f32};
+    return optim_device_bytes(&n, o->nseg);
 }
 
 extern "C" const OptimBadGrad *optim_cuda_bad(const OptimCuda *o) { return &o->last_bad; }

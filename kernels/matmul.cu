@@ -16,7 +16,7 @@
 static cublasLtHandle_t lt_handle;
 static cublasHandle_t blas_handle;
 static void *lt_workspace;
-static const size_t kWorkspaceBytes = 32u << 20; /* Hopper kernels want 32 MiB */
+static const size_t kWorkspaceBytes = (size_t)MATMUL_CUDA_WORKSPACE_BYTES;
 
 static void matmul_cuda_init(void) {
     if (lt_handle) return;

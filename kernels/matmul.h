@@ -7,6 +7,10 @@
 
 #include "bf16.h"
 
+/* The cuBLASLt workspace the CUDA launchers allocate once (Hopper kernels
+ * want 32 MiB); memory plans count it. */
+#define MATMUL_CUDA_WORKSPACE_BYTES ((int64_t)32 << 20)
+
 /* out (N, OC) = inp (N, IC) @ weight (OC, IC)^T */
 void matmul_forward_cpu(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC);
 /* dinp (N, IC) += dout @ weight; dweight (OC, IC) += dout^T @ inp. Either may be NULL. */

@@ -13,6 +13,55 @@ LlamaCudaPrecision llama_cuda_precision_parse(const char *s, const char *what) {
 
 const char *llama_cuda_precision_name(LlamaCudaPrecision p) { return p == LLAMA_CUDA_BF16_WEIGHTS ? "bf16" : "fp32"; }
 
+/* Tensors the bf16 engine keeps in fp32: read by fp32 kernels (embedding
+ * lookup and its scatter-add, RMSNorm), and small except the embedding. */
+static int stays_fp32(const ParamTensor *t) {
+    return t->kind == PT_EMBED || t->kind == PT_ATTN_NORM || t->kind == PT_MLP_NORM || t->kind == PT_FINAL_NORM;
+}
+
+/* 128 elements: every packed tensor starts 256-byte aligned, as cuBLASLt likes. */
+static int64_t align_elems(int64_t n) { return (n + 127) / 128 * 128; }
+
+/* The bf16 engine's packing: each tensor's element offset in its buffer
+ * (dev_offset, per layout tensor, when not NULL), the fp32 and bf16 element
+ * counts, and the tied lm_head copy's offset in the bf16 buffer (-1: none). */
+static int64_t pack_bf16(const ParamLayout *L, const LlamaConfig *c, int64_t *dev_offset, int64_t *n32, int64_t *n16) {
+    *n32 = 0, *n16 = 0;
+    for (int i = 0; i < L->n; i++) {
+        int64_t *n = stays_fp32(&L->t[i]) ? n32 : n16;
+        if (dev_offset) dev_offset[i] = *n;
+        *n += align_elems(L->t[i].numel);
+    }
+    int64_t head = -1;
+    if (c->tie_word_embeddings) head = *n16, *n16 += align_elems(c->vocab_size * c->hidden_size);
+    return head;
+}
+
+LlamaCudaFixedBytes llama_cuda_fixed_bytes(const ParamLayout *L, const LlamaConfig *c, LlamaCudaPrecision p) {
+    LlamaCudaFixedBytes b = {(int64_t)sizeof(float) * L->total, 0, (int64_t)sizeof(float) * L->total};
+    if (p == LLAMA_CUDA_BF16_WEIGHTS) {
+        int64_t n32, n16;
+        pack_bf16(L, c, NULL, &n32, &n16);
+        b.params = (int64_t)sizeof(float) * n32, b.wbf16 = (int64_t)sizeof(bf16) * n16;
+    }
+    return b;
+}
+
+int64_t llama_cuda_rope_bytes(const LlamaConfig *c, int64_t T) { return (int64_t)sizeof(float) * 2 * T * (c->head_dim / 2); }
+
+LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, int64_t BT) {
+    int64_t C = c->hidden_size, nl = c->num_hidden_layers;
+    return (LlamaCudaActBytes){
+        .sets = recompute ? 1 : nl,
+        .layer_set = (int64_t)sizeof(float) * llama_layer_acts_numel(c, BT),
+        .sel = (int64_t)sizeof(int32_t) * BT * c->num_key_value_heads,
+        .resid = (int64_t)sizeof(float) * (nl + 1) * BT * C,
+        .tokens = (int64_t)sizeof(int32_t) * 2 * BT,
+        .xf = (int64_t)sizeof(float) * BT * (C + 3),
+        .scratch = (int64_t)sizeof(float) * llama_scratch_numel(c, BT),
+    };
+}
+
 #ifdef KVCPT_CUDA
 #include <math.h>
 #include <stdlib.h>
@@ -28,14 +77,6 @@ const char *llama_cuda_precision_name(LlamaCudaPrecision p) { return p == LLAMA_
 
 static void zero(float *d, int64_t n) { cuda_memset_zero(d, sizeof(float) * (size_t)n); }
 
-/* Tensors the bf16 engine keeps in fp32: read by fp32 kernels (embedding
- * lookup and its scatter-add, RMSNorm), and small except the embedding. */
-static int stays_fp32(const ParamTensor *t) {
-    return t->kind == PT_EMBED || t->kind == PT_ATTN_NORM || t->kind == PT_MLP_NORM || t->kind == PT_FINAL_NORM;
-}
-
-/* 128 elements: every packed tensor starts 256-byte aligned, as cuBLASLt likes. */
-static int64_t align_elems(int64_t n) { return (n + 127) / 128 * 128; }
 
 /* Packs the fp32 tensors into params and the matrices into wbf16, and binds
  * the views. The matrix views are the pun LlamaOps asks for: the layer code
@@ -46,16 +87,11 @@ static int64_t align_elems(int64_t n) { return (n + 127) / 128 * 128; }
 static void create_bf16_weights(LlamaCuda *g) {
     const ParamLayout *L = &g->layout;
     g->dev_offset = xmalloc(sizeof(int64_t) * (size_t)L->n);
-    int64_t n32 = 0, n16 = 0;
-    for (int i = 0; i < L->n; i++) {
-        int64_t *n = stays_fp32(&L->t[i]) ? &n32 : &n16;
-        g->dev_offset[i] = *n;
-        *n += align_elems(L->t[i].numel);
-    }
-    g->head_offset = -1;
-    if (g->cfg.tie_word_embeddings) g->head_offset = n16, n16 += align_elems(g->cfg.vocab_size * g->cfg.hidden_size);
-    g->params = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(float) * n32);
-    g->wbf16 = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(bf16) * n16);
+    int64_t n32, n16;
+    g->head_offset = pack_bf16(L, &g->cfg, g->dev_offset, &n32, &n16);
+    LlamaCudaFixedBytes fb = llama_cuda_fixed_bytes(L, &g->cfg, LLAMA_CUDA_BF16_WEIGHTS);
+    g->params = cuda_malloc_counted(&g->bytes_fixed, fb.params);
+    g->wbf16 = cuda_malloc_counted(&g->bytes_fixed, fb.wbf16);
     g->w.layers = xcalloc((size_t)g->cfg.num_hidden_layers, sizeof(LayerTensors));
     for (int i = 0; i < L->n; i++)
         *llama_tensor_slot(&g->w, &L->t[i]) =
@@ -84,12 +120,12 @@ void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaC
         create_bf16_weights(g);
         g->ops = &llama_cuda_bf16_ops;
     } else {
-        g->params = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(float) * g->layout.total);
+        g->params = cuda_malloc_counted(&g->bytes_fixed, llama_cuda_fixed_bytes(&g->layout, c, precision).params);
         llama_bind_tensors(&g->w, c, &g->layout, g->params);
         g->head_offset = -1;
         g->ops = &llama_cuda_ops;
     }
-    g->grads = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(float) * g->layout.total);
+    g->grads = cuda_malloc_counted(&g->bytes_fixed, llama_cuda_fixed_bytes(&g->layout, c, precision).grads);
     zero(g->grads, g->layout.total);
     llama_bind_tensors(&g->dw, c, &g->layout, g->grads);
     g->acts = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerActs));
@@ -100,7 +136,7 @@ void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaC
 
 static void free_acts(LlamaCuda *g) {
     if (!g->cap_BT) return;
-    int64_t sets = g->recompute ? 1 : g->cfg.num_hidden_layers;
+    int64_t sets = llama_cuda_act_bytes(&g->cfg, g->recompute, g->cap_BT).sets;
     for (int64_t l = 0; l < sets; l++) cuda_free(g->acts[l].xn1);
     for (int64_t l = 0; l < g->cfg.num_hidden_layers; l++) cuda_free(g->sel[l]);
     cuda_free(g->resid[0]);
@@ -219,17 +255,17 @@ static void ensure_acts(LlamaCuda *g, int64_t B, int64_t T) {
     if (BT <= g->cap_BT) return;
     free_acts(g);
     g->cap_BT = BT;
-    int64_t sets = g->recompute ? 1 : nl;
-    for (int64_t l = 0; l < sets; l++)
-        llama_layer_acts_carve(&g->acts[l], c, BT, cuda_malloc_counted(&g->bytes_acts, (int64_t)sizeof(float) * llama_layer_acts_numel(c, BT)));
-    for (int64_t l = 0; l < nl; l++) g->sel[l] = cuda_malloc_counted(&g->bytes_acts, (int64_t)sizeof(int32_t) * BT * c->num_key_value_heads);
-    float *res = cuda_malloc_counted(&g->bytes_acts, (int64_t)sizeof(float) * (nl + 1) * BT * C);
+    LlamaCudaActBytes ab = llama_cuda_act_bytes(c, g->recompute, BT);
+    for (int64_t l = 0; l < ab.sets; l++)
+        llama_layer_acts_carve(&g->acts[l], c, BT, cuda_malloc_counted(&g->bytes_acts, ab.layer_set));
+    for (int64_t l = 0; l < nl; l++) g->sel[l] = cuda_malloc_counted(&g->bytes_acts, ab.sel);
+    float *res = cuda_malloc_counted(&g->bytes_acts, ab.resid);
     for (int64_t l = 0; l <= nl; l++) g->resid[l] = res + l * BT * C;
-    g->tokens = cuda_malloc_counted(&g->bytes_acts, (int64_t)sizeof(int32_t) * 2 * BT);
+    g->tokens = cuda_malloc_counted(&g->bytes_acts, ab.tokens);
     g->targets = g->tokens + BT;
-    g->xf = cuda_malloc_counted(&g->bytes_acts, (int64_t)sizeof(float) * BT * (C + 3));
+    g->xf = cuda_malloc_counted(&g->bytes_acts, ab.xf);
     g->rstdf = g->xf + BT * C, g->ce_lse = g->rstdf + BT, g->losses = g->ce_lse + BT;
-    g->scratch = cuda_malloc_counted(&g->bytes_acts, (int64_t)sizeof(float) * llama_scratch_numel(c, BT));
+    g->scratch = cuda_malloc_counted(&g->bytes_acts, ab.scratch);
     g->h_targets = xmalloc(sizeof(int32_t) * (size_t)BT);
     g->h_losses = xmalloc(sizeof(float) * (size_t)BT);
 }
@@ -248,8 +284,8 @@ static void ensure_rope(LlamaCuda *g, int64_t T) {
     int64_t half = c->head_dim / 2;
     float *host = xmalloc(sizeof(float) * (size_t)(2 * T * half));
     rope_table(host, host + T * half, T, c->head_dim, &rp); /* the CPU's tables, bit for bit */
-    if (g->rope_cos) cuda_free(g->rope_cos), g->bytes_fixed -= (int64_t)sizeof(float) * 2 * g->rope_T * half;
-    g->rope_cos = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(float) * 2 * T * half);
+    if (g->rope_cos) cuda_free(g->rope_cos), g->bytes_fixed -= llama_cuda_rope_bytes(c, g->rope_T);
+    g->rope_cos = cuda_malloc_counted(&g->bytes_fixed, llama_cuda_rope_bytes(c, T));
     g->rope_sin = g->rope_cos + T * half;
     cuda_memcpy_h2d(g->rope_cos, host, sizeof(float) * (size_t)(2 * T * half));
     free(host);

@@ -38,6 +38,29 @@ const char *llama_cuda_precision_name(LlamaCudaPrecision p);
 
 typedef struct LlamaCuda LlamaCuda; /* holders (the trainer) may name it in any build */
 
+/* The device bytes of the engine's buffers: llama_cuda_create and the first
+ * forward allocate with these, and the memory plan (train/cuda_mem_plan.h)
+ * adds them up, so the two cannot drift apart. In every build. */
+typedef struct {
+    int64_t params;  /* fp32 parameters: every tensor (fp32), or the embedding and norms (bf16) */
+    int64_t wbf16;   /* bf16 matrices packed 128-aligned, with a tied lm_head's copy; 0 in fp32 */
+    int64_t grads;   /* fp32, every tensor */
+} LlamaCudaFixedBytes;
+LlamaCudaFixedBytes llama_cuda_fixed_bytes(const ParamLayout *L, const LlamaConfig *c, LlamaCudaPrecision p);
+/* The RoPE cos and sin tables for sequences up to T. */
+int64_t llama_cuda_rope_bytes(const LlamaConfig *c, int64_t T);
+/* What the first forward of BT rows allocates. */
+typedef struct {
+    int64_t sets;       /* layer activation sets: num_layers, or one when recomputing */
+    int64_t layer_set;  /* bytes of one set (llama_layer_acts_numel) */
+    int64_t sel;        /* one layer's RefreshKV selection; every layer has one */
+    int64_t resid;      /* num_layers + 1 residual streams */
+    int64_t tokens;     /* tokens and targets */
+    int64_t xf;         /* final norm output, its rstd, the CE lse and losses */
+    int64_t scratch;    /* backward buffers and a logits chunk (llama_scratch_numel) */
+} LlamaCudaActBytes;
+LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, int64_t BT);
+
 #ifdef KVCPT_CUDA
 struct LlamaCuda {
     LlamaConfig cfg;

@@ -47,6 +47,30 @@ Optimizer *optim_create(OptimKind kind, const int64_t *seg_offset, const int64_t
     return optim_create_pieces(kind, seg_offset, seg_numel, NULL, nseg);
 }
 
+int optim_segment_quantized(OptimKind kind, int64_t tensor_numel) {
+    return kind == OPTIM_ADAMW8BIT && tensor_numel >= OPTIM_MIN_8BIT_NUMEL;
+}
+
+OptimStateCounts optim_state_counts(OptimKind kind, const int64_t *seg_numel, const int64_t *seg_tensor_numel,
+                                    int nseg) {
+    OptimStateCounts n = {0, 0, 0};
+    for (int i = 0; i < nseg; i++) {
+        if (optim_segment_quantized(kind, seg_tensor_numel ? seg_tensor_numel[i] : seg_numel[i])) {
+            n.n_code += seg_numel[i];
+            n.n_absmax += (seg_numel[i] + OPTIM_BLOCK - 1) / OPTIM_BLOCK;
+        } else n.n_f32 += seg_numel[i];
+    }
+    return n;
+}
+
+/* m and v codes (a byte each), their absmax and the fp32 states (one spare
+ * element each, so that no buffer is empty), the segment table, the two
+ * quantization maps with their midpoints, and the bad-gradient word. */
+int64_t optim_device_bytes(const OptimStateCounts *n, int nseg) {
+    return 2 * (n->n_code + 1) + 8 * (n->n_absmax + 1) + 8 * (n->n_f32 + 1) +
+           (int64_t)OPTIM_DEV_SEGMENT_BYTES * (nseg + 1) + (int64_t)sizeof(float) * (256 * 2 + 255 * 2) + 8;
+}
+
 Optimizer *optim_create_pieces(OptimKind kind, const int64_t *seg_offset, const int64_t *seg_numel,
                                const int64_t *seg_tensor_numel, int nseg) {
     KV_CHECK(kind == OPTIM_ADAMW || kind == OPTIM_ADAMW8BIT, "optimizer: unknown kind %d", (int)kind);
@@ -63,7 +87,7 @@ Optimizer *optim_create_pieces(OptimKind kind, const int64_t *seg_offset, const 
         int64_t whole = seg_tensor_numel ? seg_tensor_numel[i] : s->numel;
         KV_CHECK(whole >= s->numel, "optimizer: segment %d has %lld elements, more than its tensor's %lld", i,
                  (long long)s->numel, (long long)whole);
-        s->quantized = kind == OPTIM_ADAMW8BIT && whole >= OPTIM_MIN_8BIT_NUMEL;
+        s->quantized = optim_segment_quantized(kind, whole);
         s->first_block = o->nblocks;
         o->nblocks += blocks;
         if (s->quantized) {

@@ -62,6 +62,21 @@ const char *optim_kind_name(OptimKind k);
 /* "adamw" or "adamw8bit"; returns -1 for anything else. */
 int optim_kind_parse(const char *s, OptimKind *out);
 
+/* Whether a segment of a tensor of tensor_numel elements gets 8-bit states
+ * (the rule optim_create_pieces follows). */
+int optim_segment_quantized(OptimKind kind, int64_t tensor_numel);
+/* The state sizes optim_create_pieces would allocate for these segments,
+ * counted without allocating (memory plans of large models). */
+typedef struct {
+    int64_t n_code, n_absmax, n_f32; /* quantized elements, quantized blocks, fp32-state elements */
+} OptimStateCounts;
+OptimStateCounts optim_state_counts(OptimKind kind, const int64_t *seg_numel, const int64_t *seg_tensor_numel,
+                                    int nseg);
+/* Device bytes of the GPU optimizer (optim/optim_cuda.h) for these counts and
+ * nseg segments: what optim_cuda_create allocates, and optim_cuda_bytes says. */
+#define OPTIM_DEV_SEGMENT_BYTES 64 /* one segment's device descriptor (kernels/adamw8bit.cu asserts it) */
+int64_t optim_device_bytes(const OptimStateCounts *n, int nseg);
+
 /* Segments must have numel > 0, offset >= 0 and must not overlap. States
  * start at zero. Dies with a message on invalid segments. */
 Optimizer *optim_create(OptimKind kind, const int64_t *seg_offset, const int64_t *seg_numel, int nseg);

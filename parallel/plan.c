@@ -1,5 +1,6 @@
 #include "plan.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,9 @@
 #include "../common/options.h"
 #include "../common/util.h"
 #include "../optim/optimizer.h"
+#include "../train/cuda_mem_plan.h"
+#include "../train/train_config.h"
+#include "../train/train_mode.h"
 #include "shard_plan.h"
 
 /* Optimizer bytes of one rank's segments: 8-bit codes for m and v plus two
@@ -101,12 +105,56 @@ static void print_json(const PlanRow *rows, int n) {
     printf("]\n");
 }
 
+/* "80G", "512M", "1048576": bytes, K/M/G in powers of 1024. */
+static int64_t parse_bytes(const char *s, const char *opt) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    int shift = 0;
+    if (*end == 'K') shift = 10, end++;
+    else if (*end == 'M') shift = 20, end++;
+    else if (*end == 'G') shift = 30, end++;
+    KV_CHECK(end != s && !errno && !*end && v > 0 && v <= (INT64_MAX >> shift),
+             "kvcpt plan: --%s wants a positive byte count with an optional K, M or G suffix, got '%s'", opt, s);
+    return (int64_t)v << shift;
+}
+
+/* Today's CUDA engine: every rank holds the whole model on its GPU, so one
+ * figure serves any rank count; the fit against gpu_mem bytes per GPU. */
+static void print_cuda_engine(const char *model, const CudaMemInputs *in, const CudaMemPlan *p, int64_t gpu_mem) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    printf("\nCUDA engine as built today (the whole model on each GPU, sharding staged on the host), per GPU for any "
+           "rank count:\n%s, T %lld x micro-batch %lld, precision %s%s, optimizer %s, mask %s",
+           model, (long long)in->T, (long long)in->micro_batch, llama_cuda_precision_name(in->precision),
+           in->recompute ? ", recompute" : "", in->optim_device ? "on the GPU" : "on the host",
+           in->mask.enabled ? "on" : "off");
+    if (in->mask.enabled) printf(" (L %lld, K %lld)", (long long)in->mask.L, (long long)in->mask.K);
+    printf("\n");
+    cuda_mem_plan_print(stdout, p, "  ");
+    if (p->total <= gpu_mem)
+        printf("fits %.2f GiB per GPU: headroom %.2f GiB (%lld bytes)\n", (double)gpu_mem / gib,
+               (double)(gpu_mem - p->total) / gib, (long long)(gpu_mem - p->total));
+    else
+        printf("does NOT fit %.2f GiB per GPU: %.2f GiB (%lld bytes) over; lower it with recompute, precision bf16, "
+               "a smaller micro-batch or the optimizer on the host\n",
+               (double)gpu_mem / gib, (double)(p->total - gpu_mem) / gib, (long long)(p->total - gpu_mem));
+}
+
+static void print_cuda_json(const CudaMemPlan *p, int64_t gpu_mem) {
+    printf("{\"params\":%lld,\"wbf16\":%lld,\"grads\":%lld,\"rope\":%lld,\"acts\":%lld,\"optim\":%lld,"
+           "\"counted\":%lld,\"workspace\":%lld,\"total\":%lld,\"gpu_mem\":%lld,\"fits\":%s}\n",
+           (long long)p->params, (long long)p->wbf16, (long long)p->grads, (long long)p->rope, (long long)p->acts,
+           (long long)p->optim, (long long)p->counted, (long long)p->workspace, (long long)p->total,
+           (long long)gpu_mem, p->total <= gpu_mem ? "true" : "false");
+}
+
 int cmd_plan(int argc, char **argv) {
-    const char *model = "llama3.1-8b", *ranks = "1,2,4,8", *pd = "bf16", *gd = "fp32", *ad = "bf16", *optim = "adamw8bit";
-    int64_t seq = 8192, mb = 1, K = 0;
-    int recompute = 0, json = 0;
+    const char *model = NULL, *ranks = "1,2,4,8", *pd = "bf16", *gd = "fp32", *ad = "bf16", *optim = "adamw8bit";
+    const char *config = NULL, *precision = "fp32", *gpu_mem_s = "80G", *engine = "all";
+    int64_t seq = 8192, mb = 1, K = 0, Lp = 0;
+    int recompute = 0, json = 0, optim_device = 0;
     const Option opts[] = {
-        {"preset", OPT_STRING, &model, "NAME|DIR", "model preset or config"},
+        {"preset", OPT_STRING, &model, "NAME|DIR", "model preset or config (default llama3.1-8b, or --config's model)"},
         {"ranks", OPT_STRING, &ranks, "N,N,..", "rank counts"},
         {"seq", OPT_INT, &seq, "T", "tokens per sequence"},
         {"micro-batch", OPT_INT, &mb, "B", "sequences per forward"},
@@ -116,10 +164,44 @@ int cmd_plan(int argc, char **argv) {
         {"acts", OPT_STRING, &ad, "bf16|fp32", "saved activation dtype"},
         {"optim", OPT_STRING, &optim, "adamw8bit|adamw", "optimizer"},
         {"recompute", OPT_FLAG, &recompute, NULL, "activation checkpointing: keep only each layer's input"},
-        {"json", OPT_FLAG, &json, NULL, "print JSON (bytes) instead of the table"},
+        {"json", OPT_FLAG, &json, NULL, "print JSON (bytes) instead of the tables: the ZeRO-3 rows, or with --engine cuda the CUDA engine's"},
+        {"engine", OPT_STRING, &engine, "all|zero3|cuda", "what to print: both, the ZeRO-3 budget, or today's CUDA engine"},
+        {"precision", OPT_STRING, &precision, "fp32|bf16|bf16sr", "CUDA engine: weight precision (bf16sr: optimizer on the GPU)"},
+        {"optim-device", OPT_FLAG, &optim_device, NULL, "CUDA engine: the optimizer on the GPU (one rank)"},
+        {"L", OPT_INT, &Lp, "L", "CUDA engine: the mask's prefill length (with --K; default --seq)"},
+        {"gpu-mem", OPT_STRING, &gpu_mem_s, "BYTES", "device memory per GPU, K/M/G suffixes (80G: an H100)"},
+        {"config", OPT_STRING, &config, "FILE",
+         "a training config (launch/configs/*.json): model, L + S, micro_batch, mask, precision, recompute, "
+         "optim_device and optim from it, over the options above"},
         {0},
     };
-    if (options_parse("plan", "Memory per rank of a sharded training step (ZeRO-3).", opts, argc, argv)) return 0;
+    if (options_parse("plan",
+                      "Device memory per rank: the budget of a sharded step (ZeRO-3), and today's CUDA training engine "
+                      "(the whole model on each GPU) with its fit in --gpu-mem.",
+                      opts, argc, argv)) return 0;
+    KV_CHECK(strcmp(engine, "all") == 0 || strcmp(engine, "zero3") == 0 || strcmp(engine, "cuda") == 0,
+             "kvcpt plan: --engine must be all, zero3 or cuda, got '%s'", engine);
+    int64_t gpu_mem = parse_bytes(gpu_mem_s, "gpu-mem");
+    TrainConfig tc;
+    train_config_defaults(&tc);
+    if (config) {
+        char *text = read_text_file(config, NULL);
+        train_config_apply_json(&tc, text, config);
+        free(text);
+        if (!model) model = tc.model; /* --preset names the shape where the config's directory is elsewhere */
+        optim = tc.optim, seq = tc.L + tc.S, mb = tc.micro_batch, recompute = (int)tc.recompute;
+        K = tc.mask ? tc.K : 0;
+    } else {
+        /* the options as a training config, so that the mode is resolved as the trainer does */
+        snprintf(tc.precision, sizeof tc.precision, "%s", precision);
+        snprintf(tc.optim, sizeof tc.optim, "%s", optim);
+        tc.optim_device = optim_device, tc.recompute = recompute, tc.micro_batch = mb;
+        tc.mask = K > 0, tc.K = K, tc.L = Lp > 0 ? Lp : seq, tc.S = seq - tc.L;
+        KV_CHECK(tc.S >= 0, "kvcpt plan: --L %lld is longer than --seq %lld", (long long)Lp, (long long)seq);
+        KV_CHECK(strcmp(precision, "fp32") == 0 || strcmp(precision, "bf16") == 0 || strcmp(precision, "bf16sr") == 0,
+                 "kvcpt plan: --precision must be fp32, bf16 or bf16sr, got '%s'", precision);
+    }
+    if (!model) model = "llama3.1-8b";
     LlamaConfig c;
     config_load(&c, model);
     OptimKind kind;
@@ -137,11 +219,18 @@ int cmd_plan(int argc, char **argv) {
         rows[n++] = plan_rank_bytes(&c, &in, (int)v);
         p = *end ? end + 1 : end;
     }
-    if (json) print_json(rows, n);
+    CudaMemInputs cin = cuda_mem_inputs_from_train(&tc, train_mode_for_device(DEVICE_CUDA, &tc, 0, 1));
+    CudaMemPlan cp = cuda_mem_plan(&c, &cin);
+    if (json && strcmp(engine, "cuda") == 0) print_cuda_json(&cp, gpu_mem);
+    else if (json) print_json(rows, n);
     else {
-        printf("%s, seq %lld x micro-batch %lld, params %s, grads %s, acts %s%s, %s\n", model, (long long)seq,
-               (long long)mb, pd, gd, ad, recompute ? " (recomputed)" : "", optim);
-        print_table(rows, n);
+        if (strcmp(engine, "cuda") != 0) {
+            printf("ZeRO-3 budget (device-resident sharding, not built yet): %s, seq %lld x micro-batch %lld, params %s, "
+                   "grads %s, acts %s%s, %s\n",
+                   model, (long long)seq, (long long)mb, pd, gd, ad, recompute ? " (recomputed)" : "", optim);
+            print_table(rows, n);
+        }
+        if (strcmp(engine, "zero3") != 0) print_cuda_engine(model, &cin, &cp, gpu_mem);
     }
     return 0;
 }

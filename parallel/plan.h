@@ -5,7 +5,9 @@
  * optimizer rules (the largest rank's pieces); the gathered-unit buffers and
  * the saved activations follow the engine's layout. It is the budget of
  * device-resident FSDP (every byte on the device); today's GPU training
- * still shards on the host (docs/sharding.md), which this does not model. */
+ * still shards on the host (docs/sharding.md), which this does not model;
+ * train/cuda_mem_plan.h gives that engine's bytes, and `kvcpt plan` prints
+ * both. */
 #include <stdint.h>
 
 #include "../model/config.h"

@@ -37,3 +37,20 @@ else fail "KVCPT_EMU_DEVICES=0" "exit status $rc, output: $out"; fi
 out=$(KVCPT_EMU_DEVICES=two "$E" devices 2>&1) && rc=0 || rc=$?
 if [ "$rc" -eq 2 ] && grep -q "KVCPT_EMU_DEVICES=two: expected a device count" <<<"$out"; then ok "KVCPT_EMU_DEVICES=two is refused"
 else fail "KVCPT_EMU_DEVICES=two" "exit status $rc, output: $out"; fi
+
+# each device's memory size: cudaMemGetInfo and a cudaMalloc past the size
+out=$(KVCPT_EMU_DEVICES=2 KVCPT_EMU_DEVICE_MEM=1M "$E" device-mem 2>&1) && rc=0 || rc=$?
+echo "$out"
+if [ "$rc" -eq 0 ] && grep -q "ok - a 500 KiB block past the device's size" <<<"$out" && ! grep -q FAIL <<<"$out"; then
+    ok "KVCPT_EMU_DEVICE_MEM=1M: sizes, free bytes and an allocation past the size checked"
+else fail "KVCPT_EMU_DEVICE_MEM=1M device-mem" "exit status $rc"; fi
+# the default is an H100's 80 GiB (so the 1 MiB check above fails without the variable)
+out=$(KVCPT_EMU_DEVICES=2 "$E" device-mem 2>&1) && rc=0 || rc=$?
+if [ "$rc" -ne 0 ] && grep -q "FAIL - KVCPT_EMU_DEVICE_MEM=1M" <<<"$out"; then ok "KVCPT_EMU_DEVICE_MEM unset: not 1 MiB"
+else fail "KVCPT_EMU_DEVICE_MEM unset" "exit status $rc, output: $out"; fi
+for bad in 12Q -5 "" G 0 99999999999999999999G; do
+    out=$(KVCPT_EMU_DEVICE_MEM="$bad" "$E" device-mem 2>&1) && rc=0 || rc=$?
+    if [ "$rc" -eq 2 ] && grep -q "KVCPT_EMU_DEVICE_MEM=$bad: expected a positive byte count" <<<"$out"; then
+        ok "KVCPT_EMU_DEVICE_MEM='$bad' is refused"
+    else fail "KVCPT_EMU_DEVICE_MEM='$bad'" "exit status $rc, output: $out"; fi
+done

@@ -10,6 +10,7 @@
 # the device (optim_device=1) gives the CPU's curve; precision=bf16sr (bf16
 # matrices only, stochastic rounding) stays within bf16 tolerance of it and
 # resumes from its checkpoint bit for bit; impossible settings are refused.
+# A GPU too small for the plan is refused at start; one of the plan's size runs.
 set -u
 cd "$(dirname "$0")/.."
 K=${KVCPT_BIN:-./kvcpt}
@@ -88,6 +89,29 @@ if $K train --config "$tmp/cfg.json" --set out="$tmp/x" --set device=cpu --resum
    grep -q "resumed from" "$tmp/x2.log" && [ "$(losses "$tmp/x" | wc -l)" -eq 12 ]; then
     ok "a GPU run's checkpoint resumes on the CPU"
 else fail "GPU -> CPU resume" "$(tail -2 "$tmp/x2.log")"; fi
+
+# device memory: the start-up check weighs the plan (`kvcpt plan --config`,
+# the same arithmetic) against the emulated GPU's free bytes
+# (KVCPT_EMU_DEVICE_MEM): one byte short is refused before anything is
+# allocated, with the figures and the settings that shrink them, exit
+# status 1; exactly the plan's bytes run, and rank 0 says the prediction
+# and the headroom
+need=$($K plan --config "$tmp/cfg.json" --engine cuda --json | grep -o '"total":[0-9]*' | cut -d: -f2)
+if [ -n "$need" ] && [ "$need" -gt 0 ]; then
+    KVCPT_EMU_DEVICE_MEM=$((need - 1)) $E train --config "$tmp/cfg.json" --set out="$tmp/oom" --set device=cuda \
+        >"$tmp/oom.log" 2>&1 && rc=0 || rc=$?
+    if [ "$rc" -eq 1 ] && grep -q "the CUDA engine needs $need bytes" "$tmp/oom.log" &&
+       grep -q "but $((need - 1)) bytes" "$tmp/oom.log" && grep -q "recompute=1, precision=bf16, a smaller micro_batch (now 2)" "$tmp/oom.log" &&
+       ! grep -qiE "traceback|backtrace|abort|cudaErrorMemoryAllocation|Segmentation" "$tmp/oom.log" && [ ! -f "$tmp/oom/log.jsonl" ]; then
+        ok "device=cuda on a GPU one byte smaller than the plan: refused at start, exit 1: $(grep -m1 'needs' "$tmp/oom.log" | cut -c1-160)..."
+    else fail "refusal on a small GPU" "exit status $rc: $(tail -3 "$tmp/oom.log")"; fi
+    KVCPT_EMU_DEVICE_MEM=$need $E train --config "$tmp/cfg.json" --set out="$tmp/fit" --set device=cuda --set steps=2 \
+        >"$tmp/fit.log" 2>&1 && rc=0 || rc=$?
+    if [ "$rc" -eq 0 ] && grep -q "the plan predicts .* ($need bytes) per GPU, .* headroom 0.00 GiB" "$tmp/fit.log" &&
+       [ -f "$tmp/fit/model/model.kvcpt" ]; then
+        ok "device=cuda on a GPU of exactly the plan's bytes runs (the check passes, and every allocation of the run fits the emulated device): $(grep -m1 'predicts' "$tmp/fit.log")"
+    else fail "run on a GPU of the plan's size" "exit status $rc: $(tail -3 "$tmp/fit.log")"; fi
+else fail "plan --config --engine cuda --json" "no total: $need"; fi
 
 if command -v mpirun >/dev/null 2>&1 && $E --version | grep -q "collectives: single, mpi"; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1

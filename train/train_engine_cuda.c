@@ -14,6 +14,7 @@
 
 #include "../kernels/cuda_device.h"
 #include "../model/llama_cuda.h"
+#include "cuda_mem_plan.h"
 #include "device_optim.h"
 
 typedef struct {
@@ -101,9 +102,45 @@ static void cuda_engine_free(void *ctx) {
     free(e);
 }
 
+/* The plan's bytes against what this rank's GPU has free, before the engine
+ * allocates anything: a run that cannot fit stops here with the figures and
+ * the settings that shrink them, not with an allocation failure mid-step. */
+static void check_fits(TrainMode mode, const TrainConfig *c, const LlamaConfig *mc, int rank, int device) {
+    CudaMemInputs in = cuda_mem_inputs_from_train(c, mode);
+    CudaMemPlan p = cuda_mem_plan(mc, &in);
+    int64_t free_b = 0, total_b = 0;
+    cuda_memory_info(&free_b, &total_b);
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    if (p.total > free_b) {
+        char fixes[512] = "";
+        size_t n = 0;
+        if (!c->recompute) n += (size_t)snprintf(fixes + n, sizeof fixes - n, " recompute=1,");
+        if (in.precision == LLAMA_CUDA_FP32) n += (size_t)snprintf(fixes + n, sizeof fixes - n, " precision=bf16,");
+        if (c->micro_batch > 1)
+            n += (size_t)snprintf(fixes + n, sizeof fixes - n, " a smaller micro_batch (now %lld),", (long long)c->micro_batch);
+        if (in.optim_device) n += (size_t)snprintf(fixes + n, sizeof fixes - n, " optim_device=0 (precision fp32 or bf16),");
+        snprintf(fixes + n, sizeof fixes - n, " shorter sequences (L + S = %lld)", (long long)in.T);
+        const double mib = 1024.0 * 1024.0;
+        die("train: the CUDA engine needs %lld bytes (%.2f GiB: %.1f MiB weights and gradients, %.1f MiB activations, "
+            "%.1f MiB optimizer, %.1f MiB workspace) on rank %d's GPU %d, but %lld bytes (%.2f GiB) of %.2f GiB are "
+            "free; lower it with%s ('kvcpt plan --config FILE' prints the figures)",
+            (long long)p.total, (double)p.total / gib, (double)(p.params + p.wbf16 + p.grads + p.rope) / mib,
+            (double)p.acts / mib, (double)p.optim / mib, (double)p.workspace / mib, rank, device, (long long)free_b,
+            (double)free_b / gib, (double)total_b / gib, fixes);
+    }
+    if (rank == 0)
+        fprintf(stderr,
+                "kvcpt train: device memory: the plan predicts %.2f GiB (%lld bytes) per GPU, %.2f GiB free of %.2f GiB: "
+                "headroom %.2f GiB\n",
+                (double)p.total / gib, (long long)p.total, (double)free_b / gib, (double)total_b / gib,
+                (double)(free_b - p.total) / gib);
+}
+
 TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp, Comm *comm) {
     /* this rank's GPU first: every allocation below lands on it */
-    cuda_device_select("train", comm_rank(comm), comm_local_rank(comm), comm_local_world(comm), (int)c->share_device);
+    int device = cuda_device_select("train", comm_rank(comm), comm_local_rank(comm), comm_local_world(comm),
+                                    (int)c->share_device);
+    check_fits(mode, c, &model->cfg, comm_rank(comm), device);
     CudaEngine *e = xcalloc(1, sizeof *e);
     e->mode = mode, e->seed = (uint64_t)c->seed, e->model = model, e->fsdp = fsdp;
     llama_cuda_create(&e->gpu, &model->cfg, (int)c->recompute, train_mode_precision(mode));

@@ -5,7 +5,10 @@
 #include "../common/util.h"
 
 TrainMode train_mode_resolve(const TrainConfig *c, int rank, int world) {
-    Device dev = backend_resolve(c->device);
+    return train_mode_for_device(backend_resolve(c->device), c, rank, world);
+}
+
+TrainMode train_mode_for_device(Device dev, const TrainConfig *c, int rank, int world) {
     int optim_gpu = c->optim_device == 1 || strcmp(c->precision, "bf16sr") == 0;
     if (dev == DEVICE_CPU) {
         if (rank == 0 && (c->recompute || strcmp(c->precision, "fp32") || optim_gpu))

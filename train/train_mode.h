@@ -22,6 +22,8 @@ typedef enum {
  * bf16 weights stepped on the GPU without stochastic rounding). Warns, on
  * rank 0, about CUDA-only keys set for a CPU run. */
 TrainMode train_mode_resolve(const TrainConfig *c, int rank, int world);
+/* The same for a given device, whatever this machine has (memory plans). */
+TrainMode train_mode_for_device(Device dev, const TrainConfig *c, int rank, int world);
 Device train_mode_device(TrainMode m);
 /* 1 when the engine holds the only current parameters and steps them. */
 int train_mode_optim_on_engine(TrainMode m);

@@ -818,6 +818,41 @@ static int devices(void) {
     return failures != 0;
 }
 
+/* Each device's memory size (run with KVCPT_EMU_DEVICES=2
+ * KVCPT_EMU_DEVICE_MEM=1M): cudaMemGetInfo counts the current device's live
+ * blocks against it, and a cudaMalloc past it fails as on a GPU. */
+static int device_mem(void) {
+    const size_t M = (size_t)1 << 20;
+    size_t fr = 0, total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&fr, &total));
+    check(total == M && fr == M, "KVCPT_EMU_DEVICE_MEM=1M: cudaMemGetInfo says 1 MiB total, all free", "wrong sizes");
+    void *a = NULL, *b = NULL, *c = (void *)&fr;
+    CUDA_CHECK(cudaMalloc(&a, 600 * 1024));
+    CUDA_CHECK(cudaMemGetInfo(&fr, &total));
+    check(fr == M - 600 * 1024 && total == M, "after a 600 KiB block: free = size - allocated", "free not reduced");
+    cudaError_t e = cudaMalloc(&c, 500 * 1024), last = cudaGetLastError();
+    check(e == cudaErrorMemoryAllocation && last == cudaErrorMemoryAllocation && c == NULL &&
+              strcmp(cudaGetErrorName(e), "cudaErrorMemoryAllocation") == 0,
+          "a 500 KiB block past the device's size: cudaErrorMemoryAllocation, recorded for cudaGetLastError",
+          "the allocation did not fail as a GPU's does");
+    CUDA_CHECK(cudaMemGetInfo(&fr, &total));
+    check(fr == M - 600 * 1024, "the failed allocation takes nothing", "free changed");
+    /* another device has its own memory */
+    CUDA_CHECK(cudaSetDevice(1));
+    CUDA_CHECK(cudaMemGetInfo(&fr, &total));
+    check(fr == M, "device 1's memory is its own (all free while device 0 holds 600 KiB)", "shared counts");
+    CUDA_CHECK(cudaMalloc(&b, 500 * 1024));
+    CUDA_CHECK(cudaSetDevice(0));
+    CUDA_CHECK(cudaFree(a));
+    CUDA_CHECK(cudaMemGetInfo(&fr, &total));
+    check(fr == M, "freeing gives the bytes back", "free not restored");
+    CUDA_CHECK(cudaMalloc(&a, 1000 * 1024));
+    check(cudaGetLastError() == cudaSuccess, "after the free, 1000 KiB fits", "refused");
+    CUDA_CHECK(cudaFree(a));
+    CUDA_CHECK(cudaFree(b));
+    return failures != 0;
+}
+
 /* Device 1's buffer used while device 0 is current: a GPU without peer access faults. */
 static int cross_device(const char *which) {
     float *x, h[64];
@@ -860,6 +895,7 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "overflow-8b") == 0) return overflow_8b();
     if (strcmp(mode, "race-free") == 0) return race_free();
     if (strcmp(mode, "devices") == 0) return devices();
+    if (strcmp(mode, "device-mem") == 0) return device_mem();
     if (strncmp(mode, "cross-", 6) == 0) return cross_device(mode);
     if (strncmp(mode, "race-", 5) == 0) return race_one(mode);
     fprintf(stderr, "usage: %s limits|race|planted-launch|static-over|race-free|race-NAME|warp|arith|shfl-exited|shfl-mask-caller|"

@@ -10,6 +10,7 @@
  * the mask run on. If nothing can open, the kernel has diverged around a
  * barrier, which on a GPU is a hang or undefined: the emulator stops with a
  * message naming the kernel launch. */
+#include <errno.h>
 #include <unistd.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -891,16 +892,61 @@ int emu_device_count() {
 /* A bus id per device, spaced as on a multi-GPU node. */
 int emu_pci_bus(int dev) { return 0x18 + 0x10 * dev; }
 
+/* Each device's memory size (KVCPT_EMU_DEVICE_MEM: bytes with an optional
+ * K, M or G suffix, powers of 1024; unset, an H100's 80G), so that a
+ * program that asks for more than a GPU holds fails here as it would there. */
+[[noreturn]] void bad_device_mem_env(const char *env) {
+    fprintf(stderr,
+            "kvcpt CUDA emulator: KVCPT_EMU_DEVICE_MEM=%s: expected a positive byte count with an optional K, M or G "
+            "suffix (e.g. 80G)\n",
+            env);
+    exit(2);
+}
+
+size_t emu_device_mem() {
+    static size_t cached = 0;
+    if (cached) return cached;
+    const char *env = getenv("KVCPT_EMU_DEVICE_MEM");
+    size_t v = (size_t)80 << 30;
+    if (env) {
+        char *end = nullptr;
+        errno = 0;
+        unsigned long long n = strtoull(env, &end, 10);
+        unsigned shift = 0;
+        if (end == env || errno || *env == '-' || *env == '+') bad_device_mem_env(env);
+        if (*end == 'K' || *end == 'k') shift = 10, end++;
+        else if (*end == 'M' || *end == 'm') shift = 20, end++;
+        else if (*end == 'G' || *end == 'g') shift = 30, end++;
+        if (*end || n == 0 || n > (~0ull >> shift)) bad_device_mem_env(env);
+        v = (size_t)(n << shift);
+    }
+    cached = v;
+    return v;
+}
+
+/* Bytes of the live blocks per device (beside blocks, under its mutex). */
+std::map<int, size_t> device_used;
+
+size_t used_on(int dev) {
+    std::lock_guard<std::mutex> hold(blocks_mutex);
+    auto it = device_used.find(dev);
+    return it == device_used.end() ? 0 : it->second;
+}
+
 void note_block(void *p, size_t bytes) {
     std::lock_guard<std::mutex> hold(blocks_mutex);
     blocks[(uintptr_t)p] = DeviceBlock{bytes, current_device};
+    device_used[current_device] += bytes;
 }
 
 /* Freeing a block of another device than the current one is allowed: the
  * real cudaFree finds the block's device itself. */
 void forget_block(void *p) {
     std::lock_guard<std::mutex> hold(blocks_mutex);
-    blocks.erase((uintptr_t)p);
+    auto it = blocks.find((uintptr_t)p);
+    if (it == blocks.end()) return;
+    device_used[it->second.device] -= it->second.bytes;
+    blocks.erase(it);
 }
 
 /* The device of the block p points into, or -1 when p is in none (host memory). */
@@ -973,10 +1019,11 @@ cudaError_t cudaGetDeviceCount(int *n) {
     *n = count;
     return cudaSuccess;
 }
+/* The current device's size and what its live blocks leave of it. */
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
-    long page = sysconf(_SC_PAGESIZE);
-    *free_bytes = (size_t)sysconf(_SC_AVPHYS_PAGES) * (size_t)page;
-    *total_bytes = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)page;
+    size_t size = emu_device_mem(), used = used_on(current_device);
+    *free_bytes = used < size ? size - used : 0;
+    *total_bytes = size;
     return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int dev) {
@@ -992,7 +1039,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev) {
     memset(p, 0, sizeof *p);
     if (dev < 0 || dev >= emu_device_count()) return record(cudaErrorInvalidDevice);
     snprintf(p->name, sizeof p->name, "kvcpt CUDA emulator (CPU fibers), emulated device %d", dev);
-    p->totalGlobalMem = (size_t)1 << 34;
+    p->totalGlobalMem = emu_device_mem();
     p->major = 9, p->minor = 0, p->multiProcessorCount = 1;
     p->pciBusID = emu_pci_bus(dev), p->pciDeviceID = 0, p->pciDomainID = 0;
     return cudaSuccess;
@@ -1014,6 +1061,12 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
      * have written (a gather list, an iota before a sort) reads as index 0,
      * in bounds, instead of garbage that would read as a false report */
     read_order();
+    /* beyond the device's size: fails as the real runtime does, nothing allocated */
+    size_t size = emu_device_mem(), used = used_on(current_device);
+    if (bytes > size || used > size - bytes) {
+        *p = nullptr;
+        return record(cudaErrorMemoryAllocation);
+    }
     *p = blocks_mode == BLOCKS_SAMPLE ? calloc(bytes ? bytes : 1, 1) : malloc(bytes ? bytes : 1);
     if (!*p) return record(cudaErrorMemoryAllocation);
     if (blocks_mode != BLOCKS_SAMPLE) memset(*p, 0xff, bytes);

@@ -1,0 +1,147 @@
+/* The memory plan (train/cuda_mem_plan.h) against the CUDA engine it
+ * predicts: for several configurations (fp32 / bf16 weights, recompute on
+ * and off, the optimizer on the device or the host, the RefreshKV mask on
+ * and off, T and micro-batch), the bytes the engine counts
+ * (llama_cuda_bytes + device_optim_bytes) after setup and after a forward
+ * and backward equal the plan's within 2%, and exactly: the plan adds up
+ * the engine's own size functions, so any buffer it forgets or invents
+ * shows as a difference. Under the emulator the device bytes in use
+ * (cudaMemGetInfo: size minus live blocks) are checked the same way, which
+ * also catches an allocation the engine does not count. The uncounted
+ * workspace (cuBLASLt, bf16 casts, per-launch temporaries) is not compared:
+ * the emulator's matmuls allocate none. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../../common/backend.h"
+#include "../testlib.h"
+
+#ifdef KVCPT_CUDA
+#include "../../kernels/cuda_device.h"
+#include "../../model/llama_cuda.h"
+#include "../../parallel/shard_ckpt.h"
+#include "../../train/cuda_mem_plan.h"
+#include "../../train/device_optim.h"
+
+typedef struct {
+    const char *label;
+    int tied;
+    LlamaCudaPrecision precision;
+    int recompute, optim_device;
+    int64_t B, T;
+    RefreshMask mask; /* enabled = 0: causal */
+} Case;
+
+static void make_config(LlamaConfig *c, int tied) {
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"vocab_size\":96,\"hidden_size\":32,\"intermediate_size\":40,\"num_hidden_layers\":2,"
+             "\"num_attention_heads\":4,\"num_key_value_heads\":1,\"head_dim\":8,\"rms_norm_eps\":1e-5,"
+             "\"rope_theta\":500000.0,\"max_position_embeddings\":4096,\"tie_word_embeddings\":%s,"
+             "\"initializer_range\":0.1}",
+             tied ? "true" : "false");
+    config_parse_json(c, json, "mem plan test");
+}
+
+#ifdef KVCPT_CUDA_EMU
+static int64_t device_used(void) {
+    int64_t free_b = 0, total_b = 0;
+    cuda_memory_info(&free_b, &total_b);
+    return total_b - free_b;
+}
+#endif
+
+/* got against want: within 2% (the ratio printed) and exactly. */
+static void compare(const char *label, const char *when, int64_t got, int64_t want) {
+    double ratio = (double)got / (double)want;
+    char name[256];
+    snprintf(name, sizeof name, "%s: %s: %lld bytes, plan %lld (measured/plan %.6f) within 2%%", label, when,
+             (long long)got, (long long)want, ratio);
+    tl_result(ratio >= 0.98 && ratio <= 1.02, name, "off by %.2f%%", (ratio - 1.0) * 100.0);
+    snprintf(name, sizeof name, "%s: %s: exactly the plan's bytes", label, when);
+    tl_result(got == want, name, "%lld bytes measured, %lld planned (difference %lld)", (long long)got,
+              (long long)want, (long long)(got - want));
+}
+
+static void run_case(const Case *k) {
+    LlamaConfig c;
+    make_config(&c, k->tied);
+    CudaMemInputs in = {k->precision, k->recompute, k->optim_device, OPTIM_ADAMW8BIT, k->B, k->T, k->mask};
+    CudaMemPlan p = cuda_mem_plan(&c, &in);
+#ifdef KVCPT_CUDA_EMU
+    int64_t used0 = device_used();
+#endif
+
+    LlamaCuda g;
+    llama_cuda_create(&g, &c, k->recompute, k->precision);
+    if (k->mask.enabled) llama_cuda_set_mask(&g, &k->mask, k->T - k->mask.L);
+    ParamLayout pl;
+    param_layout_build(&pl, &c);
+    float *host = malloc(sizeof(float) * (size_t)pl.total);
+    for (int64_t i = 0; i < pl.total; i++) host[i] = 0.01f * (float)((i * 7919) % 201 - 100);
+    llama_cuda_upload_params(&g, host);
+    ShardPlan sp;
+    Optimizer *opt = NULL;
+    DeviceOptim *d = NULL;
+    if (k->optim_device) {
+        shard_plan_build(&sp, &pl, 1, 0);
+        opt = shard_optimizer_create(OPTIM_ADAMW8BIT, &sp, 0);
+        d = device_optim_create(&g, opt, &sp, k->precision == LLAMA_CUDA_BF16_WEIGHTS, 5);
+        device_optim_push(d, &g, host, opt);
+    }
+    int64_t setup_plan = p.params + p.wbf16 + p.grads + p.optim; /* rope and activations come with the first forward */
+    int64_t counted = llama_cuda_bytes(&g) + (d ? device_optim_bytes(d) : 0);
+    compare(k->label, "counted after setup", counted, setup_plan);
+#ifdef KVCPT_CUDA_EMU
+    compare(k->label, "emulated device bytes after setup", device_used() - used0, setup_plan);
+#endif
+
+    int64_t BT = k->B * k->T;
+    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)BT), *targets = malloc(sizeof(int32_t) * (size_t)BT);
+    for (int64_t i = 0; i < BT; i++) tokens[i] = (int32_t)((i * 31 + 7) % c.vocab_size), targets[i] = (int32_t)((i * 17 + 3) % c.vocab_size);
+    llama_cuda_forward(&g, tokens, targets, k->B, k->T);
+    llama_cuda_zero_grad(&g);
+    llama_cuda_backward(&g);
+    counted = llama_cuda_bytes(&g) + (d ? device_optim_bytes(d) : 0);
+    compare(k->label, "counted after forward+backward (peak)", counted, p.counted);
+#ifdef KVCPT_CUDA_EMU
+    compare(k->label, "emulated device bytes after forward+backward", device_used() - used0, p.counted);
+#endif
+    /* the engine's own peak is the plan's only at the planned shape: a
+     * smaller forward reuses the buffers, a longer one would not fit it */
+    llama_cuda_forward(&g, tokens, targets, 1, k->T);
+    tl_result(llama_cuda_bytes(&g) + (d ? device_optim_bytes(d) : 0) == counted,
+              "a smaller forward after the planned one allocates nothing more", "grew");
+
+    if (d) {
+        device_optim_free(d);
+        optim_free(opt);
+        shard_plan_free(&sp);
+    }
+    llama_cuda_free(&g);
+    free(host);
+    free(tokens);
+    free(targets);
+    param_layout_free(&pl);
+}
+#endif
+
+int main(void) {
+    if (backend_cuda_device_count() == 0) {
+        tl_skip("memory plan vs cuda engine", "no CUDA device visible");
+        return tl_finish();
+    }
+#ifdef KVCPT_CUDA
+    const RefreshMask none = {0, 0, 0, 1, GROUP_AGG_MAX};
+    const Case cases[] = {
+        {"fp32 keep-all host-optim causal B2 T33", 0, LLAMA_CUDA_FP32, 0, 0, 2, 33, none},
+        {"fp32 recompute device-optim mask B1 T49", 0, LLAMA_CUDA_FP32, 1, 1, 1, 49, {1, 40, 6, 7, GROUP_AGG_MAX}},
+        {"bf16 recompute host-optim mask tied B3 T21", 1, LLAMA_CUDA_BF16_WEIGHTS, 1, 0, 3, 21, {1, 20, 4, 3, GROUP_AGG_MEAN}},
+        {"bf16sr keep-all device-optim causal B2 T70", 0, LLAMA_CUDA_BF16_WEIGHTS, 0, 1, 2, 70, none},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (tl_case_selected(cases[i].label)) run_case(&cases[i]);
+#endif
+    return tl_finish();
+}

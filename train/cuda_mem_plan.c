@@ -1,0 +1,87 @@
+#include "cuda_mem_plan.h"
+
+#include <stdlib.h>
+
+#include "../common/util.h"
+#include "../kernels/matmul.h"
+#include "../model/llama.h"
+#include "../parallel/shard_plan.h"
+
+/* The device optimizer of one rank: the world-of-one shard plan's segments,
+ * as the trainer hands them to it (parallel/shard_ckpt.c's optimizer). */
+static int64_t optim_bytes(const ParamLayout *pl, OptimKind kind) {
+    ShardPlan sp;
+    shard_plan_build(&sp, pl, 1, 0);
+    ShardSegment *s;
+    int n = shard_segments(&sp, 0, &s);
+    int64_t *numel = xmalloc(sizeof(int64_t) * (size_t)(n + 1)), *whole = xmalloc(sizeof(int64_t) * (size_t)(n + 1));
+    for (int i = 0; i < n; i++) numel[i] = s[i].numel, whole[i] = s[i].tensor_numel;
+    OptimStateCounts counts = optim_state_counts(kind, numel, whole, n);
+    free(numel);
+    free(whole);
+    free(s);
+    shard_plan_free(&sp);
+    return optim_device_bytes(&counts, n);
+}
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* See CudaMemPlan.workspace: what the kernel launchers allocate themselves. */
+static int64_t workspace_bytes(const LlamaConfig *c, const CudaMemInputs *in) {
+    int64_t B = in->micro_batch, T = in->T, BT = B * T, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
+    int64_t C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    int64_t chunk = BT < LLAMA_CE_CHUNK_ROWS ? BT : LLAMA_CE_CHUNK_ROWS;
+    int64_t b = MATMUL_CUDA_WORKSPACE_BYTES;
+    if (in->precision == LLAMA_CUDA_BF16_WEIGHTS) {
+        /* kernels/matmul.cu's cast slots: A takes the widest forward input or
+         * backward output gradient (a logits chunk's for the lm_head), B the
+         * widest input a weight gradient reads */
+        int64_t widest = max64(max64(C, F), max64(Hq * D, Hkv * D));
+        b += (int64_t)sizeof(uint16_t) * (max64(BT * widest, chunk * c->vocab_size) + BT * widest);
+    }
+    int64_t attn_bwd = (int64_t)sizeof(float) * B * Hq * T, select = 0;
+    if (in->mask.enabled && refresh_active(&in->mask, T)) {
+        int64_t L = in->mask.L, nh = in->mask.agg == GROUP_AGG_FIRST ? 1 : Hq / Hkv;
+        attn_bwd += B * Hkv * L; /* one byte per prefill key: selected or not */
+        if (refresh_num_selected(&in->mask) < L) select = (int64_t)sizeof(float) * B * Hkv * (nh * L + 2 * L);
+    }
+    int64_t embed_rows = (int64_t)sizeof(int32_t) * 3 * BT;
+    return b + max64(max64(attn_bwd, select), embed_rows);
+}
+
+CudaMemPlan cuda_mem_plan(const LlamaConfig *c, const CudaMemInputs *in) {
+    KV_CHECK(in->micro_batch >= 1 && in->T >= 1, "cuda memory plan: need micro_batch >= 1 and T >= 1 (got %lld, %lld)",
+             (long long)in->micro_batch, (long long)in->T);
+    ParamLayout pl;
+    param_layout_build(&pl, c);
+    CudaMemPlan p = {0};
+    LlamaCudaFixedBytes fb = llama_cuda_fixed_bytes(&pl, c, in->precision);
+    p.params = fb.params, p.wbf16 = fb.wbf16, p.grads = fb.grads;
+    p.rope = llama_cuda_rope_bytes(c, in->T);
+    LlamaCudaActBytes ab = llama_cuda_act_bytes(c, in->recompute, in->micro_batch * in->T);
+    p.acts = ab.sets * ab.layer_set + c->num_hidden_layers * ab.sel + ab.resid + ab.tokens + ab.xf + ab.scratch;
+    p.optim = in->optim_device ? optim_bytes(&pl, in->optim) : 0;
+    p.counted = p.params + p.wbf16 + p.grads + p.rope + p.acts + p.optim;
+    p.workspace = workspace_bytes(c, in);
+    p.total = p.counted + p.workspace;
+    param_layout_free(&pl);
+    return p;
+}
+
+CudaMemInputs cuda_mem_inputs_from_train(const TrainConfig *c, TrainMode mode) {
+    OptimKind kind;
+    KV_CHECK(optim_kind_parse(c->optim, &kind) == 0, "config: unknown optimizer '%s'", c->optim);
+    CudaMemInputs in = {train_mode_precision(mode), (int)c->recompute, train_mode_optim_on_engine(mode), kind,
+                        c->micro_batch, c->L + c->S, {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX}};
+    if (c->mask) in.mask = (RefreshMask){1, c->L, c->K, c->pool_kernel, group_agg_parse(c->group_agg, "config 'group_agg'")};
+    return in;
+}
+
+void cuda_mem_plan_print(FILE *f, const CudaMemPlan *p, const char *indent) {
+    const char *names[] = {"parameters (fp32)", "weights (bf16)", "gradients (fp32)", "rope tables", "activations",
+                           "optimizer states", "workspace (uncounted)", "total"};
+    const int64_t v[] = {p->params, p->wbf16, p->grads, p->rope, p->acts, p->optim, p->workspace, p->total};
+    for (int i = 0; i < 8; i++)
+        fprintf(f, "%s%-22s %9.2f GiB  (%lld bytes)\n", indent, names[i], (double)v[i] / (1024.0 * 1024.0 * 1024.0),
+                (long long)v[i]);
+}
