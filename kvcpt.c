@@ -1,6 +1,7 @@
 /* kvcpt: continued pretraining with RefreshKV attention and KV-cache policy
  * evaluation. main() only dispatches to a subcommand. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/backend.h"
@@ -12,16 +13,17 @@ typedef struct {
     const char *name;
     int (*fn)(int, char **);
     const char *summary;
+    int sharded; /* splits its work across the ranks of an MPI launch */
 } Command;
 
 static const Command commands[] = {
-    {"prepare", cmd_prepare, "text (JSONL, .zst, .txt) -> tokenized train/dev/test shards"},
-    {"train", cmd_train, "pretraining or RefreshKV continued pretraining"},
-    {"eval", cmd_eval, "perplexity of every KV-cache policy, before/after CPT"},
-    {"convert", cmd_convert, "Hugging Face safetensors <-> native checkpoints"},
-    {"tokenize", cmd_tokenize, "Llama 3.1 tokenizer: text on stdin -> token ids"},
-    {"plan", cmd_plan, "memory per rank of a sharded training step (N = 1, 2, 4, 8)"},
-    {"bench", cmd_bench, "throughput figures (model, adamw, tokenizer, decode, ops)"},
+    {"prepare", cmd_prepare, "text (JSONL, .zst, .txt) -> tokenized train/dev/test shards", 0},
+    {"train", cmd_train, "pretraining or RefreshKV continued pretraining", 1},
+    {"eval", cmd_eval, "perplexity of every KV-cache policy, before/after CPT", 0},
+    {"convert", cmd_convert, "Hugging Face safetensors <-> native checkpoints", 0},
+    {"tokenize", cmd_tokenize, "Llama 3.1 tokenizer: text on stdin -> token ids", 0},
+    {"plan", cmd_plan, "memory per rank of a sharded training step (N = 1, 2, 4, 8)", 0},
+    {"bench", cmd_bench, "throughput figures (model, adamw, tokenizer, decode, ops)", 0},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 
@@ -29,6 +31,23 @@ static void usage(FILE *f) {
     fprintf(f, "usage: kvcpt <command> [options]   (kvcpt <command> --help for its options)\n\ncommands:\n");
     for (int i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "  %-10s %s\n", "--version", "version and compiled backends");
+}
+
+/* Only train splits its work across ranks. Any other command under a
+ * multi-rank launch would run whole on every rank: each on device 0 (no
+ * rank picks a GPU), each writing the same output files at once. Refused
+ * rather than left to rank 0 alone, because the launch itself is the
+ * mistake: the other ranks would hold their slots (and GPUs) doing nothing,
+ * and a user who asked for N ranks expects N-way work. */
+static void refuse_unsharded(const Command *cmd) {
+    int world = comm_launcher_world();
+    if (cmd->sharded || world <= 1) return;
+    fprintf(stderr,
+            "kvcpt %s: error: started by an MPI launcher with %d ranks, but only `kvcpt train` splits its work across "
+            "ranks; every rank would run the whole %s on device 0 and write the same files. Run it as one process "
+            "(no mpirun, or mpirun -np 1)\n",
+            cmd->name, world, cmd->name);
+    exit(2);
 }
 
 int main(int argc, char **argv) {
@@ -43,7 +62,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     for (int i = 0; i < N_COMMANDS; i++)
-        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            refuse_unsharded(&commands[i]);
+            return commands[i].fn(argc - 1, argv + 1);
+        }
     fprintf(stderr, "kvcpt: error: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

@@ -74,16 +74,23 @@ const char *comm_compiled_backends(void) {
 #endif
 }
 
-#ifndef KVCPT_MPI
-/* Without MPI only the launcher's environment says how many ranks it started. */
+/* Before MPI_Init (or without MPI) only the launcher's environment says how
+ * many ranks it started. */
 static int env_int(const char *name, int fallback) {
     const char *s = getenv(name);
     return s && *s ? atoi(s) : fallback;
 }
-#endif
 
 int comm_launched_by_mpi(void) {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("MPI_LOCALNRANKS");
+}
+
+int comm_launcher_world(void) {
+    if (!comm_launched_by_mpi()) return 1;
+    int n = env_int("OMPI_COMM_WORLD_SIZE", env_int("PMI_SIZE", env_int("MPI_LOCALNRANKS", 0)));
+    /* PMIx alone names only this rank: a rank above 0 proves a world above 1 */
+    if (n <= 0) n = env_int("PMIX_RANK", 0) + 1;
+    return n;
 }
 
 #ifdef KVCPT_MPI
@@ -315,20 +322,24 @@ Comm *comm_open(int want_nccl) {
             for (int i = 0; i < NOTE_SLOTS; i++) c->note_req[o][i] = MPI_REQUEST_NULL;
         share_cores(c->local_world);
 #else
-        if (env_int("OMPI_COMM_WORLD_SIZE", env_int("PMI_SIZE", 1)) > 1)
+        if (comm_launcher_world() > 1)
             die("started by an MPI launcher with several ranks, but this kvcpt was built without MPI; hint: install "
                 "libopenmpi-dev (make setup) and rebuild (make clean && make)");
 #endif
     }
-    if (want_nccl) {
-#ifdef KVCPT_NCCL
-        c->nccl = comm_nccl_open(c->rank, c->world);
-        c->backend = COMM_NCCL;
-#else
-        die("NCCL was asked for, but this kvcpt was built without it; hint: build where nccl.h and mpicc are found");
-#endif
-    }
+    if (want_nccl) comm_use_nccl(c);
     return c;
+}
+
+void comm_use_nccl(Comm *c) {
+#ifdef KVCPT_NCCL
+    KV_CHECK(!c->nccl, "comm_use_nccl: rank %d already has its NCCL communicator", c->rank);
+    c->nccl = comm_nccl_open(c->rank, c->world);
+    c->backend = COMM_NCCL;
+#else
+    die("NCCL was asked for on rank %d, but this kvcpt was built without it; hint: build where nccl.h and mpicc "
+        "are found", c->rank);
+#endif
 }
 
 void comm_close(Comm *c) {

@@ -23,6 +23,10 @@ typedef struct Comm Comm;
  * when NCCL is not compiled in), on the device the caller has already
  * selected (cuda_device_select). */
 Comm *comm_open(int want_nccl);
+/* NCCL on top of an open MPI (or single) Comm, on the current device: for a
+ * caller that needs comm_local_rank to pick its device (cuda_device_select)
+ * before NCCL binds to one. comm_open(1) is comm_open(0) then this. */
+void comm_use_nccl(Comm *c);
 void comm_close(Comm *c);
 
 int comm_rank(const Comm *c);
@@ -47,6 +51,10 @@ const char *comm_backend_name(CommBackend b);
 const char *comm_compiled_backends(void);
 /* 1 when the environment says a launcher started this process. */
 int comm_launched_by_mpi(void);
+/* The number of ranks the launcher started, from its environment (no MPI
+ * call, so usable before comm_open and in builds without MPI): 1 when not
+ * launched; a lower bound when the launcher does not say (PMIx alone). */
+int comm_launcher_world(void);
 
 size_t comm_type_size(CommType t);
 

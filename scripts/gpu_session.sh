@@ -16,7 +16,16 @@
 #   train    a short `kvcpt train --set device=cuda` of the small preset, with
 #            the optimizer on the host, on the device, and bf16sr;
 #   eval     eval --device cuda against --device cpu on the trained model;
-#   decode   bench decode at the 8B shape, 16k (and 128k with the memory).
+#   decode   bench decode at the 8B shape, 16k (and 128k with the memory);
+#   ranks    one GPU per rank, when more than one GPU is visible (else it
+#            says it was skipped and why): the NCCL tests (test_comm_nccl,
+#            test_nccl_collectives) under `mpirun -np <GPUs>` with real NCCL,
+#            and a short tiny-model `kvcpt train --set device=cuda` under
+#            `mpirun -np <GPUs>` whose log.jsonl is compared with the
+#            one-rank run's (scripts/rank_compare.sh), each rank's device
+#            line kept. KVCPT_SESSION_KVCPT and KVCPT_SESSION_NCCL_TESTS
+#            point it at other binaries (the emulated ones: build/emu/kvcpt,
+#            build/tests/test_cuda_emu_*nccl*, with KVCPT_EMU_DEVICES=N).
 # Each step has a time limit and the next one runs when one fails, so one
 # device call gives every answer it can.
 # Usage: bash scripts/gpu_session.sh [STAGE ...]
@@ -25,7 +34,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(machine build tests bench train eval decode)
+[ ${#stages[@]} -eq 0 ] && stages=(machine build tests bench train eval decode ranks)
 jobs=$(nproc 2>/dev/null || echo 8)
 step() { echo; echo "=== $1"; }
 # each long command gets a limit so a hang cannot eat the whole device call
@@ -36,6 +45,8 @@ stage_machine() {
     nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1 | head -3
     command -v nvcc && nvcc --version | tail -2
     command -v mpicc || echo "no mpicc: building without MPI (and so without NCCL)"
+    command -v mpirun || echo "no mpirun: the ranks stage cannot start ranks"
+    ldconfig -p 2>/dev/null | grep -m1 'libnccl\.so' || echo "no libnccl in the loader's cache (LD_LIBRARY_PATH may still have it)"
     for h in jansson.h zstd.h pcre2.h cblas.h openssl/sha.h; do
         [ -n "$(find /usr/include /usr/local/include -path "*$h" 2>/dev/null | head -1)" ] && echo "have $h" || echo "MISSING $h"
     done
@@ -46,7 +57,9 @@ stage_machine() {
 stage_build() {
     step "build"
     if [ "${KVCPT_PREBUILT:-0}" = 1 ]; then echo "prebuilt binaries (KVCPT_PREBUILT=1): not building"; return 0; fi
+    # MPI and NCCL whenever mpicc and nccl.h are found (the Makefile's own detection)
     limit 900 make -j"$jobs" kvcpt test-gpu-bins >"$OUT/build.log" 2>&1 && echo "build ok" || { echo "BUILD FAILED"; tail -30 "$OUT/build.log"; }
+    grep -m1 '^kvcpt build:' "$OUT/build.log"
 }
 
 stage_tests() {
@@ -119,10 +132,87 @@ stage_decode() {
     fi
 }
 
+# one NCCL test under mpirun -np N: its checks counted, each rank's device line shown
+ranks_nccl_test() {
+    local bin=$1 n=$2 name log missing
+    name=$(basename "$bin") log="$OUT/ranks-$(basename "$bin")-$n.log"
+    if [ ! -x "$bin" ]; then echo "--- $name: skipped, $bin is missing"; return 0; fi
+    missing=$(ldd "$bin" 2>/dev/null | awk '/not found/{print $1}' | tr '\n' ' ')
+    if [ -n "$missing" ]; then echo "--- $name: skipped, libraries not found: $missing(NCCL: a CUDA install's or pip's nvidia-nccl, on LD_LIBRARY_PATH)"; return 0; fi
+    limit 300 mpirun -np "$n" "$bin" >"$log" 2>&1
+    local rc=$? ok bad skip
+    ok=$(grep -c '^ok - ' "$log"); bad=$(grep -c '^FAIL - ' "$log"); skip=$(grep -c '^skip - ' "$log")
+    echo "--- $name on $n ranks: exit $rc, $ok ok, $bad FAIL, $skip skip"
+    rank_placements "$log" | sed 's/^/    rank device bus: /'
+    grep -m5 '^FAIL - \|^skip - \|emu nccl\|error' "$log" | sed 's/^/    /'
+}
+
+stage_ranks() {
+    step "ranks: one GPU per rank under mpirun (NCCL), train against the one-rank run"
+    local K=${KVCPT_SESSION_KVCPT:-./kvcpt} n
+    . scripts/rank_compare.sh
+    n=$("$K" --version 2>/dev/null | sed -nE 's/.*visible devices: ([0-9]+).*/\1/p')
+    if [ "${n:-0}" -lt 2 ]; then
+        echo "ranks stage skipped: $K sees ${n:-no} CUDA device(s); one rank per GPU needs two or more"; return 0
+    fi
+    if ! command -v mpirun >/dev/null 2>&1; then echo "ranks stage skipped: $n GPUs but no mpirun on this machine"; return 0; fi
+    if ! "$K" --version | grep -q "collectives: single, mpi"; then
+        echo "ranks stage skipped: $n GPUs but $K was built without MPI ($("$K" --version | grep collectives))"; return 0
+    fi
+    [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    # the bundle's NCCL builds (build/tests/nccl) when there, else those of the build stage
+    local tests=${KVCPT_SESSION_NCCL_TESTS:-} t
+    if [ -z "$tests" ]; then
+        for t in test_comm_nccl test_nccl_collectives; do
+            if [ -x "build/tests/nccl/$t" ]; then tests+=" build/tests/nccl/$t"; else tests+=" build/tests/gpu/$t"; fi
+        done
+    fi
+    for t in $tests; do ranks_nccl_test "$t" "$n"; done
+
+    # tiny model, global batch 2 x GPUs micro-batches of 1: the same batch for 1 and N ranks
+    local d="$OUT/ranks-train"
+    rm -rf "$d" && mkdir -p "$d"
+    "$K" prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 120 --out "$d/data" >"$d/prepare.log" 2>&1 ||
+        { echo "prepare failed: $(tail -2 "$d/prepare.log")"; return 0; }
+    cat >"$d/cfg.json" <<JSON
+{"model": "tiny", "init": "random", "data": "$d/data", "L": 48, "S": 8, "K": 6, "mask": 1,
+ "global_batch": $((2 * n)), "micro_batch": 1, "steps": 5, "warmup_steps": 1, "lr": 3e-3, "optim": "adamw8bit",
+ "eval_interval": 0, "eval_batches": 2, "ckpt_interval": 0, "keep_last": 1}
+JSON
+    limit 300 "$K" train --config "$d/cfg.json" --set out="$d/one" --set device=cuda >"$d/one.log" 2>&1
+    echo "--- train, 1 rank: exit $?"; rank_placements "$d/one.log" | sed 's/^/    rank device bus: /'
+    limit 300 mpirun -np "$n" "$K" train --config "$d/cfg.json" --set out="$d/n$n" --set device=cuda >"$d/n$n.log" 2>&1
+    echo "--- train, $n ranks: exit $?"; rank_placements "$d/n$n.log" | sed 's/^/    rank device bus: /'
+    grep -h 'CUDA device' "$d/one.log" "$d/n$n.log" >"$d/device-lines.txt"
+    local devs
+    devs=$(rank_placements "$d/n$n.log" | cut -d' ' -f2 | sort -u | wc -l)
+    [ "$devs" = "$n" ] && echo "$n ranks on $n distinct devices" || echo "DEVICES: $n ranks on $devs distinct device(s)"
+    if [ ! -s "$d/one/log.jsonl" ] || [ ! -s "$d/n$n/log.jsonl" ]; then
+        echo "TRAIN FAILED: no log.jsonl; $(tail -3 "$d/n$n.log")"; return 0
+    fi
+    if diff <(rank_log_strip "$d/one") <(rank_log_strip "$d/n$n") >/dev/null; then
+        echo "log.jsonl of $n ranks equals the one-rank run's, bit for bit ($(wc -l <"$d/one/log.jsonl") lines)"
+    else
+        # not bit-equal: how far apart the losses are (real cuBLAS may pick other algorithms per process)
+        python3 - "$d/one/log.jsonl" "$d/n$n/log.jsonl" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(p) if l.strip()] for p in sys.argv[1:3])
+worst = 0.0
+for x, y in zip(a, b):
+    for k in x:
+        if "loss" in k and isinstance(x[k], (int, float)) and isinstance(y.get(k), (int, float)):
+            rel = abs(x[k] - y[k]) / max(abs(x[k]), 1e-30)
+            worst = max(worst, rel)
+            print(f"step {x.get('step')} {k}: 1 rank {x[k]:.7g}, N ranks {y[k]:.7g}, rel {rel:.2e}")
+print(("LOSSES DIFFER" if worst > 1e-4 or len(a) != len(b) else "losses close") + f": worst relative difference {worst:.2e}, {len(a)} vs {len(b)} lines")
+PY
+    fi
+}
+
 for s in "${stages[@]}"; do
     case "$s" in
-    machine | build | tests | bench | train | eval | decode) "stage_$s" 2>&1 | tee -a "$OUT/session.log" ;;
-    *) echo "gpu_session.sh: unknown stage '$s' (machine build tests bench train eval decode)" >&2; exit 2 ;;
+    machine | build | tests | bench | train | eval | decode | ranks) "stage_$s" 2>&1 | tee -a "$OUT/session.log" ;;
+    *) echo "gpu_session.sh: unknown stage '$s' (machine build tests bench train eval decode ranks)" >&2; exit 2 ;;
     esac
 done
 echo; echo "results in $OUT"

@@ -2,12 +2,15 @@
 # The NCCL code path on the CUDA emulator (tests/cuda_emu/emu_nccl.cc, NCCL
 # over MPI): parallel/comm_nccl.c's all-gather-v and all-to-all-v and NCCL's
 # own collectives under mpirun -np 1, 2, 3, 4, every check of every rank
-# passing; then planted bugs, each of which must end in the emulator's
-# message naming the ranks: a rank passing a different count, a host
-# buffer, a buffer shorter than the count, a receive that matches no send,
-# another reduction op, another broadcast root, and a rank that never enters
-# a collective (bounded by KVCPT_EMU_NCCL_TIMEOUT, and by ncclCommAbort from
-# a watchdog thread).
+# passing, all ranks sharing one emulated device and then one emulated
+# device per rank (KVCPT_EMU_DEVICES=N; each rank takes the device of its
+# node-local rank before NCCL binds to it, as training does); then planted
+# bugs, each of which must end in the emulator's message naming the ranks:
+# a rank passing a different count, a host buffer, a buffer shorter than the
+# count, a buffer of another device than the communicator's, a receive that
+# matches no send, another reduction op, another broadcast root, and a rank
+# that never enters a collective (bounded by KVCPT_EMU_NCCL_TIMEOUT, and by
+# ncclCommAbort from a watchdog thread).
 set -u
 cd "$(dirname "$0")/.."
 ok() { echo "ok - $1"; }
@@ -30,15 +33,25 @@ if [ -x build/emu/kvcpt ]; then
     else fail "build/emu/kvcpt --version" "no nccl among the collectives: $(grep collectives <<<"$v")"; fi
 fi
 
-# checks per rank: comm_nccl 8 (2 collectives x 4 types); collectives 16, 17 from 3 ranks (the rank-order sum)
-for n in 1 2 3 4; do
-    for bin in $A $B; do
-        name=$(basename $bin)
-        want=$((n * 8)); [ $bin = $B ] && want=$((n * (n >= 3 ? 17 : 16)))
-        run $n $bin "$tmp/$name-$n.log"; rc=$?
-        got=$(grep -c '^ok - ' "$tmp/$name-$n.log"); bad=$(grep -c '^FAIL - ' "$tmp/$name-$n.log")
-        if [ $rc = 0 ] && [ "$got" = $want ] && [ "$bad" = 0 ]; then ok "$name on $n rank(s): all $got checks pass"
-        else fail "$name on $n rank(s)" "exit $rc, $got of $want checks passed, $bad failed: $(grep -m3 'FAIL\|emu nccl\|error' "$tmp/$name-$n.log" | tr '\n' ' ')"; fi
+# "rank R ...: CUDA device D of ..." lines -> "R:D;" per rank, in rank order
+placements() { sed -nE 's/^kvcpt test_[a-z_]+: rank ([0-9]+) \(local rank [0-9]+ of [0-9]+\): CUDA device ([0-9]+) of .*/\1:\2/p' "$1" | sort -n | tr '\n' ';'; }
+# checks per rank: comm_nccl 8 (2 collectives x 4 types); collectives 16, 17 from 3 ranks (the rank-order sum).
+# devices: 1 = every rank on device 0 (shared), n = one device per rank
+for devs in shared own; do
+    for n in 1 2 3 4; do
+        [ $devs = own ] && [ $n = 1 ] && continue
+        ndev=1 want_place=""
+        [ $devs = own ] && ndev=$n
+        for r in $(seq 0 $((n - 1))); do want_place+="$r:$([ $devs = own ] && echo $r || echo 0);"; done
+        for bin in $A $B; do
+            name=$(basename $bin) log="$tmp/$(basename $bin)-$n-$devs.log"
+            want=$((n * 8)); [ $bin = $B ] && want=$((n * (n >= 3 ? 17 : 16)))
+            KVCPT_EMU_DEVICES=$ndev run $n $bin "$log"; rc=$?
+            got=$(grep -c '^ok - ' "$log"); bad=$(grep -c '^FAIL - ' "$log"); place=$(placements "$log")
+            if [ $rc = 0 ] && [ "$got" = $want ] && [ "$bad" = 0 ] && [ "$place" = "$want_place" ]; then
+                ok "$name on $n rank(s), $ndev emulated device(s): all $got checks pass (rank:device $place)"
+            else fail "$name on $n rank(s), $ndev device(s)" "exit $rc, $got of $want checks passed, $bad failed, rank:device '$place' (want '$want_place'): $(grep -m3 'FAIL\|emu nccl\|error' "$log" | tr '\n' ' ')"; fi
+        done
     done
 done
 
@@ -55,6 +68,8 @@ planted() {
 planted $A 3 count nonzero "rank 0 calls ncclBroadcast\(count=100, ncclFloat32, root=0\) but rank 2 calls ncclBroadcast\(count=99"
 planted $A 2 host nonzero "rank 1: ncclBroadcast\(count=100, ncclFloat32, root=1\)'s sendbuff 0x[0-9a-f]+ is not device memory"
 planted $A 4 short nonzero "rank 3: ncclBroadcast\(count=100, ncclFloat32, root=[0-3]\)'s recvbuff 0x[0-9a-f]+ has 396 bytes up to the end of its cudaMalloc allocation, the operation needs 400"
+# rank 1 on device 1 sends from a buffer it allocated on device 0
+KVCPT_EMU_DEVICES=2 planted $A 2 device nonzero "rank 1: ncclBroadcast\(count=100, ncclFloat32, root=1\)'s sendbuff 0x[0-9a-f]+ was allocated on device 0, but the communicator is on device 1"
 planted $A 3 sendrecv nonzero "rank 0's send #1 to rank 2 is ncclSend\(count=100, ncclFloat32, peer=2\), but rank 2's receive #1 from rank 0 is ncclRecv\(count=101"
 planted $B 3 op 0 "rank 0 calls ncclAllReduce\(count=64, ncclFloat32, ncclSum\) but rank 2 calls ncclAllReduce\(count=64, ncclFloat32, ncclMax\)"
 planted $B 2 root 0 "rank 0 calls ncclBroadcast\(count=64, ncclFloat32, root=0\) but rank 1 calls ncclBroadcast\(count=64, ncclFloat32, root=1\)"

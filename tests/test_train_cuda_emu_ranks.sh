@@ -22,16 +22,16 @@ cat > "$tmp/cfg.json" <<JSON
  "global_batch": 6, "micro_batch": 1, "steps": 3, "warmup_steps": 1, "lr": 3e-3, "optim": "adamw8bit",
  "eval_interval": 0, "eval_batches": 2, "ckpt_interval": 0, "keep_last": 1}
 JSON
-# log.jsonl without what depends on timing or on the process (speed, memory, BLAS)
-strip() { sed -E 's/,"(tokens_per_s|gflops_per_s|peak_rss_mb|elapsed_s|gpu_engine_mb)":[^,}]*//g;s/,"blas":\{[^}]*\}//' "$1/log.jsonl"; }
+. "$(dirname "$0")/../scripts/rank_compare.sh"
+strip() { rank_log_strip "$1"; }
 same_run() { # name, dir: equal to the one-rank run, bit for bit
     if [ -s "$2/log.jsonl" ] && diff <(strip "$tmp/one") <(strip "$2") >/dev/null &&
        cmp -s "$tmp/one/model/model.kvcpt" "$2/model/model.kvcpt"; then
         ok "$1: log.jsonl ($(wc -l <"$2/log.jsonl") steps, dev loss included) and final model equal the one-rank run's, bit for bit"
     else fail "$1" "differs from the one-rank run: $(diff <(strip "$tmp/one") <(strip "$2") | head -4)"; fi
 }
-# "rank R (local rank R of N): CUDA device D of N, NAME, PCI bus B" -> "R D B", one per rank
-placements() { sed -nE 's/^kvcpt train: rank ([0-9]+) \(local rank [0-9]+ of [0-9]+\): CUDA device ([0-9]+) of [0-9]+, .*emulated device [0-9]+, PCI bus ([0-9a-f:.]+).*/\1 \2 \3/p' "$1" | sort -n; }
+# "R D B" (rank, device, PCI bus), one per rank
+placements() { rank_placements "$1"; }
 
 if KVCPT_EMU_DEVICES=1 $E train --config "$tmp/cfg.json" --set out="$tmp/one" --set device=cuda >"$tmp/one.log" 2>&1 &&
    [ "$(placements "$tmp/one.log")" = "0 0 0000:18:00.0" ]; then

@@ -9,7 +9,9 @@
  * what real NCCL never checks and would hang or corrupt memory on: the
  * collectives must be the same on all ranks, in the same order; every send
  * must meet a receive of the same count and type on its peer, in order; no
- * rank may have passed a host pointer or a buffer shorter than its count.
+ * rank may have passed a host pointer, a buffer shorter than its count or a
+ * buffer of another device than the communicator's (the device current at
+ * ncclCommInitRank).
  * A failed check is reported on stderr naming the ranks, and the group fails
  * on every rank (ncclInvalidUsage or ncclInvalidArgument), so no rank is
  * left waiting. Only then does data move (nonblocking point-to-point MPI,
@@ -55,6 +57,7 @@
 
 struct ncclComm {
     int rank, nranks;
+    int device;   /* current at ncclCommInitRank: every buffer must be on it */
     MPI_Comm mpi; /* a duplicate of MPI_COMM_WORLD; MPI_COMM_NULL for one rank */
     std::atomic<int> aborted;
     std::atomic<int> async_error; /* an ncclResult_t */
@@ -221,7 +224,8 @@ void post(std::vector<MPI_Request> &reqs, std::vector<int> &peer, ncclComm_t c, 
 bool check_buffer(const ncclComm *c, const OpDesc &d, const char *which, const void *p, size_t bytes) {
     if (bytes == 0) return true;
     size_t have = 0;
-    if (!emu_device_extent(p, &have)) {
+    int dev = -1;
+    if (!emu_device_extent(p, &have, &dev)) {
         fprintf(stderr,
                 "emu nccl: rank %d: %s's %s %p is not device memory (no live cudaMalloc allocation holds it; a GPU "
                 "would fault or read garbage)\n",
@@ -233,6 +237,15 @@ bool check_buffer(const ncclComm *c, const OpDesc &d, const char *which, const v
                 "emu nccl: rank %d: %s's %s %p has %zu bytes up to the end of its cudaMalloc allocation, the operation "
                 "needs %zu\n",
                 c->rank, describe(d).c_str(), which, p, have, bytes);
+        return false;
+    }
+    /* NCCL moves data with the communicator's device (its kernels, its
+     * copy engines): another device's buffer faults without peer access */
+    if (dev != c->device) {
+        fprintf(stderr,
+                "emu nccl: rank %d: %s's %s %p was allocated on device %d, but the communicator is on device %d "
+                "(the device current at ncclCommInitRank)\n",
+                c->rank, describe(d).c_str(), which, p, dev, c->device);
         return false;
     }
     return true;
@@ -621,8 +634,13 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
                         "(uninitialised or corrupted on its way)\n", rank);
         return ncclInvalidArgument;
     }
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        fprintf(stderr, "emu nccl: rank %d: ncclCommInitRank: cudaGetDevice failed\n", rank);
+        return ncclUnhandledCudaError;
+    }
     ncclComm *c = new ncclComm;
-    c->rank = rank, c->nranks = nranks, c->mpi = MPI_COMM_NULL;
+    c->rank = rank, c->nranks = nranks, c->mpi = MPI_COMM_NULL, c->device = device;
     c->aborted = 0, c->async_error = ncclSuccess, c->groups = 0;
     if (nranks == 1) { /* a communicator of its own: NCCL needs no other process for it */
         *out = c;

@@ -855,8 +855,9 @@ void digest_copy(const void *src, size_t bytes) {
 namespace {
 thread_local int current_device = 0;
 /* Every cudaMalloc'd block: its device (cross-device use faults on a GPU)
- * and its size (emu_device_extent: the emulated NCCL refuses host pointers
- * and buffers shorter than a collective's count). */
+ * and its size (emu_device_extent: the emulated NCCL refuses host pointers,
+ * buffers shorter than a collective's count and buffers of another device
+ * than the communicator's). */
 struct DeviceBlock {
     size_t bytes; /* as asked for, 0 included */
     int device;
@@ -1165,7 +1166,7 @@ std::map<const CUevent_st *, int> live_events;
 
 
 extern "C" {
-int emu_device_extent(const void *p, size_t *bytes_after) {
+int emu_device_extent(const void *p, size_t *bytes_after, int *device) {
     std::lock_guard<std::mutex> lock(blocks_mutex);
     uintptr_t a = (uintptr_t)p;
     auto it = blocks.upper_bound(a);
@@ -1176,6 +1177,7 @@ int emu_device_extent(const void *p, size_t *bytes_after) {
      * skip the check for those */
     if (a >= it->first + it->second.bytes) return 0;
     if (bytes_after) *bytes_after = it->first + it->second.bytes - a;
+    if (device) *device = it->second.device;
     return 1;
 }
 int emu_stream_valid(cudaStream_t st) {

@@ -6,15 +6,21 @@
  * with its NCCL over MPI (build/tests/test_cuda_emu_comm_nccl,
  * tests/test_cuda_emu_nccl.sh).
  *
- * KVCPT_TEST_NCCL_PLANT=count|host|short|sendrecv plants a bug on the last
- * rank instead (a different count, a host buffer, a receive buffer one
- * element short, a receive that matches no send): the emulated NCCL must
- * end the job with a message; reaching the end is a failure. */
+ * Each rank takes the device of its node-local rank (cuda_device_select,
+ * shared round-robin when there are fewer devices than ranks) before NCCL
+ * binds to it, as training does: one GPU per rank where there are enough.
+ *
+ * KVCPT_TEST_NCCL_PLANT=count|host|short|sendrecv|device plants a bug on the
+ * last rank instead (a different count, a host buffer, a receive buffer one
+ * element short, a receive that matches no send, a send buffer allocated on
+ * another device than the communicator's): the emulated NCCL must end the
+ * job with a message; reaching the end is a failure. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../common/backend.h"
+#include "../../kernels/cuda_device.h"
 #include "../../parallel/comm.h"
 #include "../testlib.h"
 #if defined(KVCPT_CUDA) && defined(KVCPT_NCCL)
@@ -148,6 +154,17 @@ static void plant(Comm *c, const char *bug) {
     } else if (strcmp(bug, "short") == 0) {
         void *s = dev_alloc(400), *r = dev_alloc((size_t)world * 400 - (me == last ? 4 : 0));
         comm_all_gather_v(c, COMM_F32, s, r, counts, displs);
+    } else if (strcmp(bug, "device") == 0) {
+        /* the last rank's send buffer lives on the next device: a GPU without
+         * peer access faults; needs two devices or more */
+        int dev = 0, n = 0;
+        cudaGetDevice(&dev);
+        cudaGetDeviceCount(&n);
+        if (me == last && cudaSetDevice((dev + 1) % n) != cudaSuccess) tl_result(0, "planted device bug", "cudaSetDevice");
+        void *other = dev_alloc(400);
+        if (me == last && cudaSetDevice(dev) != cudaSuccess) tl_result(0, "planted device bug", "cudaSetDevice back");
+        void *r = dev_alloc((size_t)world * 400);
+        comm_all_gather_v(c, COMM_F32, other, r, counts, displs);
     } else if (strcmp(bug, "sendrecv") == 0) {
         int64_t *rc = calloc((size_t)world, 8);
         for (int r = 0; r < world; r++) rc[r] = 100;
@@ -163,7 +180,9 @@ static void plant(Comm *c, const char *bug) {
 }
 
 static void run(void) {
-    Comm *c = comm_open(1);
+    Comm *c = comm_open(0);
+    cuda_device_select("test_comm_nccl", comm_rank(c), comm_local_rank(c), comm_local_world(c), 1);
+    comm_use_nccl(c);
     const char *bug = getenv("KVCPT_TEST_NCCL_PLANT");
     if (bug && *bug) plant(c, bug);
     else

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "../../common/backend.h"
+#include "../../kernels/cuda_device.h"
 #include "../../parallel/comm.h"
 #include "../testlib.h"
 #if defined(KVCPT_CUDA) && defined(KVCPT_NCCL)
@@ -261,6 +262,9 @@ static void plant(ncclComm_t comm, const char *bug) {
 static void run(void) {
     Comm *c = comm_open(0);
     me = comm_rank(c), world = comm_world(c);
+    /* the device of this rank's node-local rank (shared round-robin when
+     * there are fewer), current before NCCL binds to it */
+    cuda_device_select("test_nccl_collectives", me, comm_local_rank(c), comm_local_world(c), 1);
     int version = 0;
     NC(ncclGetVersion(&version));
     tl_result(version >= 2000, "ncclGetVersion", "version %d", version);

@@ -106,10 +106,11 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev);
 cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned int flags);
 /* Emulator only: 1 when st is the default stream (0) or a live stream. */
 int emu_stream_valid(cudaStream_t st);
-/* Emulator only: when p points into a live cudaMalloc allocation, 1 and the
- * bytes from p to the allocation's end; 0 for any other pointer (host
- * memory, freed memory). The emulated NCCL checks its buffers with it. */
-int emu_device_extent(const void *p, size_t *bytes_after);
+/* Emulator only: when p points into a live cudaMalloc allocation, 1, the
+ * bytes from p to the allocation's end and the device it was allocated on
+ * (either out pointer may be NULL); 0 for any other pointer (host memory,
+ * freed memory). The emulated NCCL checks its buffers with it. */
+int emu_device_extent(const void *p, size_t *bytes_after, int *device);
 const char *cudaGetErrorName(cudaError_t e);
 const char *cudaGetErrorString(cudaError_t e);
 
