@@ -168,7 +168,7 @@ int cmd_plan(int argc, char **argv) {
         {"engine", OPT_STRING, &engine, "all|zero3|cuda", "what to print: both, the ZeRO-3 budget, or today's CUDA engine"},
         {"precision", OPT_STRING, &precision, "fp32|bf16|bf16sr", "CUDA engine: weight precision (bf16sr: optimizer on the GPU)"},
         {"optim-device", OPT_FLAG, &optim_device, NULL, "CUDA engine: the optimizer on the GPU (one rank)"},
-        {"L", OPT_INT, &Lp, "L", "CUDA engine: the mask's prefill length (with --K; default --seq)"},
+        {"L", OPT_INT, &Lp, "L", "CUDA engine: the mask's prefill length (with --K; 0 means --seq)"},
         {"gpu-mem", OPT_STRING, &gpu_mem_s, "BYTES", "device memory per GPU, K/M/G suffixes (80G: an H100)"},
         {"config", OPT_STRING, &config, "FILE",
          "a training config (launch/configs/*.json): model, L + S, micro_batch, mask, precision, recompute, "
