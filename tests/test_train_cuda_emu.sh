@@ -96,7 +96,9 @@ else fail "GPU -> CPU resume" "$(tail -2 "$tmp/x2.log")"; fi
 # allocated, with the figures and the settings that shrink them, exit
 # status 1; exactly the plan's bytes run, and rank 0 says the prediction
 # and the headroom
-need=$($K plan --config "$tmp/cfg.json" --engine cuda --json | grep -o '"total":[0-9]*' | cut -d: -f2)
+# the plan of the binary that runs: the sanitizer build's engine carves red
+# zones between its buffers, and its plan counts them
+need=$($E plan --config "$tmp/cfg.json" --engine cuda --json | grep -o '"total":[0-9]*' | cut -d: -f2)
 if [ -n "$need" ] && [ "$need" -gt 0 ]; then
     KVCPT_EMU_DEVICE_MEM=$((need - 1)) $E train --config "$tmp/cfg.json" --set out="$tmp/oom" --set device=cuda \
         >"$tmp/oom.log" 2>&1 && rc=0 || rc=$?
