@@ -185,9 +185,7 @@ int cmd_plan(int argc, char **argv) {
     TrainConfig tc;
     train_config_defaults(&tc);
     if (config) {
-        char *text = read_text_file(config, NULL);
-        train_config_apply_json(&tc, text, config);
-        free(text);
+        train_config_apply_file(&tc, config);
         if (!model) model = tc.model; /* --preset names the shape where the config's directory is elsewhere */
         optim = tc.optim, seq = tc.L + tc.S, mb = tc.micro_batch, recompute = (int)tc.recompute;
         K = tc.mask ? tc.K : 0;

@@ -26,11 +26,7 @@ int cmd_train(int argc, char **argv) {
     }
     TrainConfig cfg;
     train_config_defaults(&cfg);
-    if (config) {
-        char *text = read_text_file(config, NULL);
-        train_config_apply_json(&cfg, text, config);
-        free(text);
-    }
+    if (config) train_config_apply_file(&cfg, config);
     for (int i = 0; i < sets.count; i++) train_config_apply_set(&cfg, sets.items[i]);
     free((void *)sets.items);
     Comm *comm = comm_open(0);

@@ -95,6 +95,12 @@ void train_config_defaults(TrainConfig *c) {
     for (int i = 0; i < N_KEYS; i++) set_from_string(c, &keys[i], keys[i].dflt, "defaults");
 }
 
+void train_config_apply_file(TrainConfig *c, const char *path) {
+    char *text = read_text_file(path, NULL);
+    train_config_apply_json(c, text, path);
+    free(text);
+}
+
 void train_config_apply_json(TrainConfig *c, const char *text, const char *origin) {
     json_error_t err;
     json_t *root = json_loads(text, 0, &err);

@@ -26,6 +26,8 @@ typedef struct {
 void train_config_defaults(TrainConfig *c);
 /* Applies a JSON object's keys (dies naming an unknown key or a wrong type). */
 void train_config_apply_json(TrainConfig *c, const char *json_text, const char *origin);
+/* The same from a JSON file (train --config, plan --config). */
+void train_config_apply_file(TrainConfig *c, const char *path);
 /* Applies one "key=value" override. */
 void train_config_apply_set(TrainConfig *c, const char *kv);
 /* Cross-field checks (batch divisibility, K <= L, ...) naming the fields. */
