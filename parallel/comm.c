@@ -335,6 +335,7 @@ void comm_use_nccl(Comm *c) {
 #ifdef KVCPT_NCCL
     KV_CHECK(!c->nccl, "comm_use_nccl: rank %d already has its NCCL communicator", c->rank);
     c->nccl = comm_nccl_open(c->rank, c->world);
+    comm_nccl_set_timeout(c->nccl, c->timeout_s);
     c->backend = COMM_NCCL;
 #else
     die("NCCL was asked for on rank %d, but this kvcpt was built without it; hint: build where nccl.h and mpicc "
@@ -370,6 +371,9 @@ int comm_local_world(const Comm *c) { return c->local_world; }
 void comm_set_timeout(Comm *c, double seconds) {
     KV_CHECK(seconds >= 0 && seconds <= 1e7, "comm: timeout must be in [0, 1e7] seconds (got %g)", seconds);
     c->timeout_s = seconds;
+#ifdef KVCPT_NCCL
+    if (c->nccl) comm_nccl_set_timeout(c->nccl, seconds);
+#endif
 }
 CommBackend comm_backend(const Comm *c) { return c->backend; }
 

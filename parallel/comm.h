@@ -37,11 +37,15 @@ int comm_world(const Comm *c);
 int comm_local_rank(const Comm *c);
 int comm_local_world(const Comm *c);
 /* A collective that has not finished after this many seconds ends the whole
- * job with a message naming the ranks that never entered it (a stopped or
- * hung rank), instead of every rank waiting forever; 0 waits forever. The
- * default is PyTorch's for its CPU process groups: long enough for a slow
- * checkpoint or model load on one rank. Covers the MPI collectives (the CPU
- * path and the control plane); NCCL's own operations are not watched. */
+ * job with a message instead of every rank waiting forever; 0 waits
+ * forever. The default is PyTorch's for its CPU process groups: long enough
+ * for a slow checkpoint or model load on one rank. The MPI collectives (the
+ * CPU path and the control plane) name the ranks that never entered one (a
+ * stopped or hung rank). NCCL's operations are watched by a thread per
+ * communicator (parallel/nccl_watchdog.h): one not finished this long after
+ * it was enqueued, or an asynchronous NCCL error, aborts the communicator
+ * and ends the process naming the operation; applies to a communicator
+ * already open and to one opened later. */
 #define COMM_DEFAULT_TIMEOUT_TEXT "1800"
 #define COMM_DEFAULT_TIMEOUT_S 1800.0
 void comm_set_timeout(Comm *c, double seconds);

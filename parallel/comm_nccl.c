@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "../common/util.h"
+#include "nccl_watchdog.h"
 
 #define CUDA_CHECK(call)                                                                                        \
     do {                                                                                                        \
@@ -26,7 +27,8 @@ struct CommNccl {
     cudaStream_t stream;          /* collectives run here */
     cudaStream_t compute;         /* the caller's stream */
     cudaEvent_t before, after;
-    int rank, world;
+    int rank, world, device;
+    NcclWatchdog *watch; /* NULL: timeout 0, operations not watched */
 };
 
 CommNccl *comm_nccl_open(int rank, int world) {
@@ -38,7 +40,7 @@ CommNccl *comm_nccl_open(int rank, int world) {
     CUDA_CHECK(cudaGetDevice(&dev));
     KV_CHECK(dev >= 0 && dev < ndev, "nccl: rank %d's current device %d is not one of the %d visible", rank, dev, ndev);
     CommNccl *n = xcalloc(1, sizeof *n);
-    n->rank = rank, n->world = world;
+    n->rank = rank, n->world = world, n->device = dev;
     ncclUniqueId id;
     if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
     if (world > 1) {
@@ -52,9 +54,17 @@ CommNccl *comm_nccl_open(int rank, int world) {
     return n;
 }
 
+void comm_nccl_set_timeout(CommNccl *n, double seconds) {
+    KV_CHECK(seconds >= 0, "nccl: rank %d: timeout must be >= 0 seconds (got %g)", n->rank, seconds);
+    nccl_watchdog_stop(n->watch);
+    n->watch = seconds > 0 ? nccl_watchdog_start(n->comm, n->rank, n->world, n->device, seconds) : NULL;
+}
+
 void comm_nccl_close(CommNccl *n) {
     if (!n) return;
-    CUDA_CHECK(cudaStreamSynchronize(n->stream));
+    CUDA_CHECK(cudaStreamSynchronize(n->stream)); /* still watched: a peer that never comes ends the job here */
+    nccl_watchdog_stop(n->watch);
+    n->watch = NULL;
     NCCL_CHECK(ncclCommDestroy(n->comm));
     CUDA_CHECK(cudaEventDestroy(n->before));
     CUDA_CHECK(cudaEventDestroy(n->after));
@@ -73,36 +83,40 @@ static ncclDataType_t nccl_type(CommType t) {
 }
 
 /* Collectives start after the compute stream's work so far, and the compute
- * stream's later work waits for them. */
-static void begin(CommNccl *n) {
+ * stream's later work waits for them. The watchdog's clock for the operation
+ * `what` starts here; begin's ticket goes to end. */
+static int64_t begin(CommNccl *n, const char *what) {
+    int64_t ticket = n->watch ? nccl_watchdog_enter(n->watch, what) : -1;
     CUDA_CHECK(cudaEventRecord(n->before, n->compute));
     CUDA_CHECK(cudaStreamWaitEvent(n->stream, n->before, 0));
     NCCL_CHECK(ncclGroupStart());
+    return ticket;
 }
 
-static void end(CommNccl *n) {
+static void end(CommNccl *n, int64_t ticket) {
     NCCL_CHECK(ncclGroupEnd());
     CUDA_CHECK(cudaEventRecord(n->after, n->stream));
     CUDA_CHECK(cudaStreamWaitEvent(n->compute, n->after, 0));
+    if (n->watch) nccl_watchdog_leave(n->watch, ticket, n->stream);
 }
 
 /* NCCL has no all-gather with per-rank counts: one broadcast per root, grouped. */
 void comm_nccl_all_gather_v(CommNccl *n, CommType t, const void *send, void *recv, const int64_t *counts,
                             const int64_t *displs) {
     size_t es = comm_type_size(t);
-    begin(n);
+    int64_t ticket = begin(n, "all-gather-v (grouped ncclBroadcast)");
     for (int r = 0; r < n->world; r++)
         if (counts[r] > 0)
             NCCL_CHECK(ncclBroadcast(r == n->rank ? send : (const char *)recv + displs[r] * es,
                                      (char *)recv + displs[r] * es, (size_t)counts[r], nccl_type(t), r, n->comm,
                                      n->stream));
-    end(n);
+    end(n, ticket);
 }
 
 void comm_nccl_all_to_all_v(CommNccl *n, CommType t, const void *send, const int64_t *scounts,
                             const int64_t *sdispls, void *recv, const int64_t *rcounts, const int64_t *rdispls) {
     size_t es = comm_type_size(t);
-    begin(n);
+    int64_t ticket = begin(n, "all-to-all-v (grouped ncclSend/ncclRecv)");
     for (int r = 0; r < n->world; r++) {
         if (scounts[r] > 0)
             NCCL_CHECK(ncclSend((const char *)send + sdispls[r] * es, (size_t)scounts[r], nccl_type(t), r, n->comm,
@@ -111,7 +125,7 @@ void comm_nccl_all_to_all_v(CommNccl *n, CommType t, const void *send, const int
             NCCL_CHECK(ncclRecv((char *)recv + rdispls[r] * es, (size_t)rcounts[r], nccl_type(t), r, n->comm,
                                 n->stream));
     }
-    end(n);
+    end(n, ticket);
 }
 
 #else

@@ -12,6 +12,12 @@
 typedef struct CommNccl CommNccl;
 
 CommNccl *comm_nccl_open(int rank, int world);
+/* > 0: a watchdog thread ends the process when an operation has not
+ * finished this many seconds after it was enqueued, or NCCL reports an
+ * asynchronous error (parallel/nccl_watchdog.h); 0: not watched (the
+ * default of a new communicator). Call between operations. */
+void comm_nccl_set_timeout(CommNccl *n, double seconds);
+/* Waits for the communicator's stream (watched), then ends it. */
 void comm_nccl_close(CommNccl *n);
 void comm_nccl_all_gather_v(CommNccl *n, CommType t, const void *send, void *recv, const int64_t *counts,
                             const int64_t *displs);

@@ -10,7 +10,8 @@
 # count, a buffer of another device than the communicator's, a receive that
 # matches no send, another reduction op, another broadcast root, and a rank
 # that never enters a collective (bounded by KVCPT_EMU_NCCL_TIMEOUT, and by
-# ncclCommAbort from a watchdog thread).
+# ncclCommAbort from a watchdog thread); and the NCCL watchdog of
+# parallel/nccl_watchdog.c ending a job whose rank skips a collective.
 set -u
 cd "$(dirname "$0")/.."
 ok() { echo "ok - $1"; }
@@ -80,3 +81,27 @@ for bug in stall abort; do
     c=$(grep -c '^ok - .*\(never enters the all-reduce\|stalled rank was released\)' "$tmp/plant-$bug.log")
     [ "$c" = 3 ] || fail "planted $bug" "$c of 3 ranks reported their ok line"
 done
+
+# The NCCL watchdog (parallel/nccl_watchdog.c): rank 1 of 2 skips the second
+# all-gather-v and waits forever; rank 0 waits inside it. With comm_timeout
+# 3 s the watchdog ends rank 0 (and so the job) naming the operation, long
+# before the emulated NCCL's own limit (100 s) could; with comm_timeout 0 it
+# is not running, and the emulated NCCL's limit (3 s here) is what ends it.
+skipped() { # comm timeout, emulated NCCL timeout, log
+    local t0=$SECONDS
+    KVCPT_TEST_NCCL_PLANT=skip KVCPT_TEST_NCCL_TIMEOUT=$1 KVCPT_EMU_NCCL_TIMEOUT=$2 run 2 $A "$3"
+    local rc=$?
+    echo "$rc $((SECONDS - t0))"
+}
+read -r rc took < <(skipped 3 100 "$tmp/watchdog.log")
+line=$(grep -m1 -E "^kvcpt: error: rank 0 of 2: NCCL all-gather-v \(grouped ncclBroadcast\) \(operation #2 on this communicator\) has not finished [0-9.]+ s after it was enqueued" "$tmp/watchdog.log")
+waited=$(sed -nE 's/.* has not finished ([0-9.]+) s after.*/\1/p' <<<"$line")
+if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ] && [ -n "$line" ] && awk -v w="${waited:-0}" 'BEGIN { exit !(w >= 3) }' &&
+   [ "$took" -lt 100 ] && ! grep -q "did not take part within" "$tmp/watchdog.log" && ! grep -q '^FAIL - ' "$tmp/watchdog.log"; then
+    ok "NCCL watchdog, comm_timeout 3 s: a skipped all-gather-v ends the job in ${took} s (exit $rc): $(cut -c15-200 <<<"$line")..."
+else fail "NCCL watchdog (comm_timeout 3)" "exit $rc after ${took} s; $(grep -m3 'error\|emu nccl\|FAIL' "$tmp/watchdog.log" | tr '\n' ' ')"; fi
+read -r rc took < <(skipped 0 3 "$tmp/no-watchdog.log")
+if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ] && ! grep -q "has not finished" "$tmp/no-watchdog.log" &&
+   grep -q "emu nccl: rank 0: rank(s) 1 did not take part within 3 s while entering operation 2" "$tmp/no-watchdog.log"; then
+    ok "comm_timeout 0 (no NCCL watchdog): the emulated NCCL's own KVCPT_EMU_NCCL_TIMEOUT=3 ends the job instead, in ${took} s (exit $rc)"
+else fail "comm_timeout 0" "exit $rc after ${took} s; $(grep -m3 'error\|emu nccl\|FAIL' "$tmp/no-watchdog.log" | tr '\n' ' ')"; fi

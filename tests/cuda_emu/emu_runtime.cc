@@ -1144,6 +1144,7 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorNotReady: return "device not ready";
     default: return "emulated error";
     }
 }
@@ -1221,6 +1222,8 @@ cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st) {
     return event_valid(ev) && emu_stream_valid(st) ? cudaSuccess : record(cudaErrorInvalidValue);
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t ev) { return event_valid(ev) ? cudaSuccess : record(cudaErrorInvalidValue); }
+/* the work before the record ran at its call: a live event is always complete */
+cudaError_t cudaEventQuery(cudaEvent_t ev) { return event_valid(ev) ? cudaSuccess : record(cudaErrorInvalidValue); }
 cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned int flags) {
     return event_valid(ev) && emu_stream_valid(st) && flags == 0 ? cudaSuccess : record(cudaErrorInvalidValue);
 }

@@ -14,10 +14,19 @@
  * last rank instead (a different count, a host buffer, a receive buffer one
  * element short, a receive that matches no send, a send buffer allocated on
  * another device than the communicator's): the emulated NCCL must end the
- * job with a message; reaching the end is a failure. */
+ * job with a message; reaching the end is a failure.
+ *
+ * KVCPT_TEST_NCCL_PLANT=skip: after one all-gather-v that every rank takes
+ * part in, the last rank skips the next one and waits forever; the others
+ * must never return from it. With KVCPT_TEST_NCCL_TIMEOUT=T (seconds, set
+ * with comm_set_timeout before NCCL opens, as `kvcpt train` sets
+ * comm_timeout) the NCCL watchdog (parallel/nccl_watchdog.c) ends them after
+ * T s naming the operation; with T = 0 only the emulated NCCL's own
+ * KVCPT_EMU_NCCL_TIMEOUT does (tests/test_cuda_emu_nccl.sh shows both). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../common/backend.h"
 #include "../../kernels/cuda_device.h"
@@ -171,6 +180,16 @@ static void plant(Comm *c, const char *bug) {
         if (me == last) rc[0] = 101;
         void *s = dev_alloc((size_t)world * 400), *r = dev_alloc((size_t)world * 404);
         comm_all_to_all_v(c, COMM_F32, s, counts, displs, r, rc, displs);
+    } else if (strcmp(bug, "skip") == 0) {
+        void *s = dev_alloc(400), *r = dev_alloc((size_t)world * 400);
+        comm_all_gather_v(c, COMM_F32, s, r, counts, displs);
+        cudaDeviceSynchronize();
+        fprintf(stderr, "test_comm_nccl: rank %d: all-gather-v #1 done\n", me);
+        if (me == last) {
+            fprintf(stderr, "test_comm_nccl: rank %d skips all-gather-v #2 and waits to be ended\n", me);
+            for (;;) pause();
+        }
+        comm_all_gather_v(c, COMM_F32, s, r, counts, displs);
     } else {
         tl_result(0, "planted nccl bug", "unknown KVCPT_TEST_NCCL_PLANT=%s", bug);
         return;
@@ -181,6 +200,13 @@ static void plant(Comm *c, const char *bug) {
 
 static void run(void) {
     Comm *c = comm_open(0);
+    const char *timeout = getenv("KVCPT_TEST_NCCL_TIMEOUT");
+    if (timeout && *timeout) {
+        char *end;
+        double t = strtod(timeout, &end);
+        if (*end) tl_result(0, "KVCPT_TEST_NCCL_TIMEOUT", "'%s' is not a number of seconds", timeout);
+        else comm_set_timeout(c, t);
+    }
     cuda_device_select("test_comm_nccl", comm_rank(c), comm_local_rank(c), comm_local_world(c), 1);
     comm_use_nccl(c);
     const char *bug = getenv("KVCPT_TEST_NCCL_PLANT");

@@ -28,6 +28,7 @@ typedef enum {
     cudaErrorInsufficientDriver = 35,
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
+    cudaErrorNotReady = 600, /* cudaEventQuery: not yet (never here: work completes at its call) */
     cudaErrorLaunchFailure = 719
 } cudaError_t;
 typedef enum {
@@ -103,6 +104,8 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned int flags);
 cudaError_t cudaEventDestroy(cudaEvent_t ev);
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st);
 cudaError_t cudaEventSynchronize(cudaEvent_t ev);
+/* Thread-safe, as on a GPU (parallel/nccl_watchdog.c polls from its own thread). */
+cudaError_t cudaEventQuery(cudaEvent_t ev);
 cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned int flags);
 /* Emulator only: 1 when st is the default stream (0) or a live stream. */
 int emu_stream_valid(cudaStream_t st);
