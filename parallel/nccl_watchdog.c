@@ -56,12 +56,12 @@ static WatchSlot *slot_of(NcclWatchdog *w, int64_t k) { return &w->slots[k % WAT
  * that waits inside it return) and ends the process. The main thread may be
  * blocked anywhere, so the process ends here without exit handlers. */
 KV_NORETURN static void fire(NcclWatchdog *w, const char *why) {
-    fflush(stdout);
     fputs(why, stderr);
     fflush(stderr);
-    /* ncclCommAbort can itself hang on a broken fabric: SIGALRM's default
-     * action then ends the process all the same */
+    /* ncclCommAbort can itself hang on a broken fabric (and stdout on a
+     * full pipe): SIGALRM's default action then ends the process all the same */
     alarm(30);
+    fflush(stdout);
     ncclResult_t rc = ncclCommAbort(w->comm);
     if (rc != ncclSuccess) fprintf(stderr, "kvcpt: rank %d: ncclCommAbort failed: %s\n", w->rank, ncclGetErrorString(rc));
     _exit(1);
@@ -215,25 +215,30 @@ void nccl_watchdog_stop(NcclWatchdog *w) {
     free(w);
 }
 
+/* Every die() below comes with the mutex released: the exit handler takes it. */
 int64_t nccl_watchdog_enter(NcclWatchdog *w, const char *what) {
     pthread_mutex_lock(&w->mu);
     while (w->head - w->tail == WATCH_SLOTS) {
         /* a whole ring in flight: wait for the oldest (still watched, so a
-         * hang there fires all the same); only this thread records events,
-         * and it has recorded every one but the newest's */
+         * hang there fires all the same) */
         int64_t k = w->tail;
-        KV_CHECK(slot_of(w, k)->state == SLOT_RECORDED,
-                 "nccl watchdog: rank %d: operation #%lld was entered but never left", w->rank, (long long)k + 1);
+        int recorded = slot_of(w, k)->state == SLOT_RECORDED;
         cudaEvent_t ev = slot_of(w, k)->done;
         pthread_mutex_unlock(&w->mu);
+        KV_CHECK(recorded, "nccl watchdog: rank %d: operation #%lld was entered but never left", w->rank,
+                 (long long)k + 1);
         CUDA_CHECK(cudaEventSynchronize(ev));
         pthread_mutex_lock(&w->mu);
         if (w->tail == k) w->tail++;
     }
-    int64_t k = w->head++;
+    /* only this thread moves head, and the thread reads no slot at or past it */
+    int64_t k = w->head;
+    pthread_mutex_unlock(&w->mu);
     WatchSlot *s = slot_of(w, k);
     if (!s->done) CUDA_CHECK(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
+    pthread_mutex_lock(&w->mu);
     s->enqueued_s = monotonic_s(), s->what = what, s->state = SLOT_ENQUEUING;
+    w->head = k + 1;
     pthread_mutex_unlock(&w->mu);
     return k;
 }
