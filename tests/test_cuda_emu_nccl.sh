@@ -84,22 +84,28 @@ done
 
 # The NCCL watchdog (parallel/nccl_watchdog.c): rank 1 of 2 skips the second
 # all-gather-v and waits forever; rank 0 waits inside it. With comm_timeout
-# 3 s the watchdog ends rank 0 (and so the job) naming the operation, long
-# before the emulated NCCL's own limit (100 s) could; with comm_timeout 0 it
-# is not running, and the emulated NCCL's limit (3 s here) is what ends it.
-skipped() { # comm timeout, emulated NCCL timeout, log
+# 3 s (set before NCCL opens, or on the open communicator) the watchdog ends
+# rank 0 (and so the job) naming the operation, long before the emulated
+# NCCL's own limit (100 s) could; with comm_timeout 0 it is not running, and
+# the emulated NCCL's limit (3 s here) is what ends it.
+skipped() { # comm timeout, emulated NCCL timeout, log, KVCPT_TEST_NCCL_TIMEOUT_LATER
     local t0=$SECONDS
-    KVCPT_TEST_NCCL_PLANT=skip KVCPT_TEST_NCCL_TIMEOUT=$1 KVCPT_EMU_NCCL_TIMEOUT=$2 run 2 $A "$3"
+    KVCPT_TEST_NCCL_PLANT=skip KVCPT_TEST_NCCL_TIMEOUT=$1 KVCPT_EMU_NCCL_TIMEOUT=$2 KVCPT_TEST_NCCL_TIMEOUT_LATER=${4:-0} \
+        run 2 $A "$3"
     local rc=$?
     echo "$rc $((SECONDS - t0))"
 }
-read -r rc took < <(skipped 3 100 "$tmp/watchdog.log")
-line=$(grep -m1 -E "^kvcpt: error: rank 0 of 2: NCCL all-gather-v \(grouped ncclBroadcast\) \(operation #2 on this communicator\) has not finished [0-9.]+ s after it was enqueued" "$tmp/watchdog.log")
-waited=$(sed -nE 's/.* has not finished ([0-9.]+) s after.*/\1/p' <<<"$line")
-if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ] && [ -n "$line" ] && awk -v w="${waited:-0}" 'BEGIN { exit !(w >= 3) }' &&
-   [ "$took" -lt 100 ] && ! grep -q "did not take part within" "$tmp/watchdog.log" && ! grep -q '^FAIL - ' "$tmp/watchdog.log"; then
-    ok "NCCL watchdog, comm_timeout 3 s: a skipped all-gather-v ends the job in ${took} s (exit $rc): $(cut -c15-200 <<<"$line")..."
-else fail "NCCL watchdog (comm_timeout 3)" "exit $rc after ${took} s; $(grep -m3 'error\|emu nccl\|FAIL' "$tmp/watchdog.log" | tr '\n' ' ')"; fi
+# comm_timeout set before NCCL opens (as `kvcpt train` does), then on the open communicator
+for when in before later; do
+    read -r rc took < <(skipped 3 100 "$tmp/watchdog-$when.log" $([ $when = later ] && echo 1))
+    said="before NCCL opens"; [ $when = later ] && said="on the open NCCL communicator"
+    line=$(grep -m1 -E "^kvcpt: error: rank 0 of 2: NCCL all-gather-v \(grouped ncclBroadcast\) \(operation #2 on this communicator\) has not finished [0-9.]+ s after it was enqueued.*\(comm_timeout = 3 s\)" "$tmp/watchdog-$when.log")
+    waited=$(sed -nE 's/.* has not finished ([0-9.]+) s after.*/\1/p' <<<"$line")
+    if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ] && [ -n "$line" ] && awk -v w="${waited:-0}" 'BEGIN { exit !(w >= 3) }' &&
+       [ "$took" -lt 100 ] && ! grep -q "did not take part within" "$tmp/watchdog-$when.log" && ! grep -q '^FAIL - ' "$tmp/watchdog-$when.log"; then
+        ok "NCCL watchdog, comm_timeout 3 s set $said: a skipped all-gather-v ends the job in ${took} s (exit $rc): $(cut -c15-200 <<<"$line")..."
+    else fail "NCCL watchdog (comm_timeout 3 set $said)" "exit $rc after ${took} s; $(grep -m3 'error\|emu nccl\|FAIL' "$tmp/watchdog-$when.log" | tr '\n' ' ')"; fi
+done
 read -r rc took < <(skipped 0 3 "$tmp/no-watchdog.log")
 if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ] && ! grep -q "has not finished" "$tmp/no-watchdog.log" &&
    grep -q "emu nccl: rank 0: rank(s) 1 did not take part within 3 s while entering operation 2" "$tmp/no-watchdog.log"; then

@@ -22,7 +22,8 @@
  * with comm_set_timeout before NCCL opens, as `kvcpt train` sets
  * comm_timeout) the NCCL watchdog (parallel/nccl_watchdog.c) ends them after
  * T s naming the operation; with T = 0 only the emulated NCCL's own
- * KVCPT_EMU_NCCL_TIMEOUT does (tests/test_cuda_emu_nccl.sh shows both). */
+ * KVCPT_EMU_NCCL_TIMEOUT does (tests/test_cuda_emu_nccl.sh shows both).
+ * KVCPT_TEST_NCCL_TIMEOUT_LATER=1 sets T once NCCL is open instead. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,17 +199,25 @@ static void plant(Comm *c, const char *bug) {
     tl_result(0, "planted nccl bug", "%s on rank %d was not reported: the collective returned", bug, last);
 }
 
+/* KVCPT_TEST_NCCL_TIMEOUT, if set, into c's timeout */
+static void set_timeout(Comm *c) {
+    const char *timeout = getenv("KVCPT_TEST_NCCL_TIMEOUT");
+    if (!timeout || !*timeout) return;
+    char *end;
+    double t = strtod(timeout, &end);
+    if (*end) tl_result(0, "KVCPT_TEST_NCCL_TIMEOUT", "'%s' is not a number of seconds", timeout);
+    else comm_set_timeout(c, t);
+}
+
 static void run(void) {
     Comm *c = comm_open(0);
-    const char *timeout = getenv("KVCPT_TEST_NCCL_TIMEOUT");
-    if (timeout && *timeout) {
-        char *end;
-        double t = strtod(timeout, &end);
-        if (*end) tl_result(0, "KVCPT_TEST_NCCL_TIMEOUT", "'%s' is not a number of seconds", timeout);
-        else comm_set_timeout(c, t);
-    }
+    /* KVCPT_TEST_NCCL_TIMEOUT_LATER=1: set on the open communicator instead */
+    const char *later = getenv("KVCPT_TEST_NCCL_TIMEOUT_LATER");
+    const int set_later = later && strcmp(later, "1") == 0;
+    if (!set_later) set_timeout(c);
     cuda_device_select("test_comm_nccl", comm_rank(c), comm_local_rank(c), comm_local_world(c), 1);
     comm_use_nccl(c);
+    if (set_later) set_timeout(c);
     const char *bug = getenv("KVCPT_TEST_NCCL_PLANT");
     if (bug && *bug) plant(c, bug);
     else
