@@ -227,13 +227,29 @@ extern "C" void optim_cuda_upload(OptimCuda *o, const Optimizer *h) {
     CUDA_CHECK(cudaMemcpy(o->v32, h->v32, (size_t)o->n_f32 * 4, cudaMemcpyHostToDevice));
 }
 
-template <typename G>
-static void launch(OptimCuda *o, const ParamsArg &pa, const void *grads, const AdamWScalars &s, unsigned int grid) {
-    adamw_check_kernel<G><<<grid, 256>>>(o->seg, o->nseg, o->nblocks, (const G *)grads, s, o->bad);
+static unsigned int grid_of(const OptimCuda *o) {
+    long long want = (long long)o->sm_count * 8;
+    return (unsigned int)(o->nblocks < want ? o->nblocks : want);
+}
+
+/* Resets the verdict and launches the check of every gradient. */
+static void launch_check(OptimCuda *o, const void *grads, OptimDtype gd, const AdamWScalars &s) {
+    CUDA_CHECK(cudaMemset(o->bad, 0xff, sizeof(unsigned long long)));
+    const unsigned int grid = grid_of(o);
+    if (gd == OPTIM_F32)
+        adamw_check_kernel<float><<<grid, 256>>>(o->seg, o->nseg, o->nblocks, (const float *)grads, s, o->bad);
+    else
+        adamw_check_kernel<__nv_bfloat16><<<grid, 256>>>(o->seg, o->nseg, o->nblocks,
+                                                         (const __nv_bfloat16 *)grads, s, o->bad);
     CUDA_CHECK_LAUNCH();
-    adamw_step_kernel<G><<<grid, 256>>>(o->seg, o->nseg, o->nblocks, pa, (const G *)grads, o->m_code,
-                                           o->v_code, o->m_absmax, o->v_absmax, o->m32, o->v32, o->maps, o->zero_m,
-                                           o->zero_v, s, o->bad);
+}
+
+/* The update; a no-op on the device when the check found a bad gradient. */
+template <typename G>
+static void launch_step(OptimCuda *o, const ParamsArg &pa, const void *grads, const AdamWScalars &s) {
+    adamw_step_kernel<G><<<grid_of(o), 256>>>(o->seg, o->nseg, o->nblocks, pa, (const G *)grads, o->m_code,
+                                               o->v_code, o->m_absmax, o->v_absmax, o->m32, o->v32, o->maps, o->zero_m,
+                                               o->zero_v, s, o->bad);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -248,16 +264,9 @@ static float read_device_value(const void *buf, OptimDtype dt, long long i) {
     return __bfloat162float(x);
 }
 
-/* Both launches, then the check's verdict (a synchronizing copy). */
-static int step_params(OptimCuda *o, const ParamsArg &pa, const void *grads, OptimDtype gd, const AdamWHyper *h,
-                       int64_t step) {
-    AdamWScalars s = adamw_scalars(h, step);
-    if (o->nblocks == 0) return 0;
-    long long want = (long long)o->sm_count * 8;
-    unsigned int grid = (unsigned int)(o->nblocks < want ? o->nblocks : want);
-    CUDA_CHECK(cudaMemset(o->bad, 0xff, sizeof(unsigned long long)));
-    if (gd == OPTIM_F32) launch<float>(o, pa, grads, s, grid);
-    else launch<__nv_bfloat16>(o, pa, grads, s, grid);
+/* The check's verdict (a synchronizing copy): 0, or 1 with last_bad naming
+ * the first unusable gradient (segment, element, value). */
+static int read_verdict(OptimCuda *o, const void *grads, OptimDtype gd) {
     unsigned long long bad;
     CUDA_CHECK(cudaMemcpy(&bad, o->bad, sizeof bad, cudaMemcpyDeviceToHost));
     if (bad == NO_BAD) return 0;
@@ -271,10 +280,29 @@ static int step_params(OptimCuda *o, const ParamsArg &pa, const void *grads, Opt
     o->last_bad.segment = lo;
     o->last_bad.index = (long long)bad - o->host_seg[lo].first_block * 256;
     o->last_bad.value = read_device_value(grads, gd, o->host_seg[lo].offset + o->last_bad.index);
+    return 1;
+}
+
+/* Both launches, then the check's verdict. */
+static int step_params(OptimCuda *o, const ParamsArg &pa, const void *grads, OptimDtype gd, const AdamWHyper *h,
+                       int64_t step) {
+    AdamWScalars s = adamw_scalars(h, step);
+    if (o->nblocks == 0) return 0;
+    launch_check(o, grads, gd, s);
+    if (gd == OPTIM_F32) launch_step<float>(o, pa, grads, s);
+    else launch_step<__nv_bfloat16>(o, pa, grads, s);
+    if (!read_verdict(o, grads, gd)) return 0;
     warnf("optimizer step %lld skipped (cuda): unusable gradient %g (x grad scale %g) at segment %d element %lld; "
           "parameters and optimizer states are unchanged",
-          (long long)step, o->last_bad.value, h->grad_scale, lo, (long long)o->last_bad.index);
+          (long long)step, o->last_bad.value, h->grad_scale, o->last_bad.segment, (long long)o->last_bad.index);
     return 1;
+}
+
+extern "C" int optim_cuda_check(OptimCuda *o, const void *grads, OptimDtype gd, const AdamWHyper *h, int64_t step) {
+    AdamWScalars s = adamw_scalars(h, step);
+    if (o->nblocks == 0) return 0;
+    launch_check(o, grads, gd, s);
+    return read_verdict(o, grads, gd);
 }
 
 extern "C" int optim_cuda_step(OptimCuda *o, void *params, OptimDtype pd, const void *grads, OptimDtype gd,

@@ -32,6 +32,14 @@ void optim_cuda_upload(OptimCuda *o, const Optimizer *host);
 int optim_cuda_step(OptimCuda *o, void *d_params, OptimDtype param_dtype, const void *d_grads, OptimDtype grad_dtype,
                     const AdamWHyper *h, int64_t step);
 const OptimBadGrad *optim_cuda_bad(const OptimCuda *o);
+/* Only the check optim_cuda_step starts with (the device twin of
+ * optim_check_grads), for sharded steps where every rank must agree on
+ * skipping before any rank updates: one launch, then the verdict (a
+ * synchronizing copy). Returns 1 when a gradient is unusable, with
+ * *optim_cuda_bad(o) naming the first, else 0; parameters and states are
+ * never touched. Prints nothing: the caller decides whether and how to
+ * warn (it knows whether the skip came from this rank or another). */
+int optim_cuda_check(OptimCuda *o, const void *grads, OptimDtype gd, const AdamWHyper *h, int64_t step);
 /* Device bytes it holds (states, segment table, code maps). */
 int64_t optim_cuda_bytes(const OptimCuda *o);
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../common/util.h"
+#include "../kernels/shard_accumulate.h"
 
 static void set_counts(Fsdp *f, int u) {
     int64_t base = f->plan.unit_begin[u];
@@ -104,12 +105,7 @@ void fsdp_reduce_unit(Fsdp *f, int u) {
     }
     comm_all_to_all_v(f->comm, COMM_F32, f->work_grads + base, f->scounts, f->sdispls, f->exchange, f->rcounts,
                       f->rdispls);
-    float *acc = f->grad_sum + f->plan.local_offset[u];
-    for (int r = 0; r < W; r++) {
-        const float *g = f->exchange + (int64_t)r * mine;
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < mine; i++) acc[i] += g[i];
-    }
+    shard_accumulate_cpu(f->grad_sum + f->plan.local_offset[u], f->exchange, mine, W);
     f->reduces++;
 }
 

@@ -42,7 +42,7 @@ queue() {
 }
 # the longest first
 queue kernels_8b_attention env KVCPT_EMU_BLOCKS=sample KVCPT_EMU_SEED=1 "$A/kernels_8b" attention
-for t in model_cuda attention_cuda decode_cuda ops_cuda adamw_cuda attention_decode_cuda mma mem_plan_cuda; do
+for t in model_cuda attention_cuda decode_cuda ops_cuda adamw_cuda shard_ops_cuda attention_decode_cuda mma mem_plan_cuda; do
     queue "test_cuda_emu_$t" "$A/tests/test_cuda_emu_$t"
 done
 queue test_train_cuda_emu.sh env KVCPT_EMU_KVCPT=$A/kvcpt bash tests/test_train_cuda_emu.sh

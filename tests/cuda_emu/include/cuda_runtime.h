@@ -345,6 +345,26 @@ inline float __fsub_rn(float a, float b) {
     EMU_OPAQUE_FLOAT(b);
     return a - b;
 }
+inline double __dmul_rn(double a, double b) {
+    double r = a * b;
+    EMU_OPAQUE_FLOAT(r);
+    return r;
+}
+inline double __dadd_rn(double a, double b) {
+    EMU_OPAQUE_FLOAT(a);
+    EMU_OPAQUE_FLOAT(b);
+    return a + b;
+}
+inline long long __double_as_longlong(double d) {
+    long long i;
+    memcpy(&i, &d, 8);
+    return i;
+}
+inline double __longlong_as_double(long long i) {
+    double d;
+    memcpy(&d, &i, 8);
+    return d;
+}
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fsqrt_rn(float x) { return sqrtf(x); }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
