@@ -471,12 +471,26 @@ void comm_all_gather_v_start(Comm *c, CommType t, const void *send, void *recv, 
         return;
     }
 #endif
-    /* single: a copy; nccl: already asynchronous on the communicator's stream */
+#ifdef KVCPT_NCCL
+    if (c->backend == COMM_NCCL) {
+        comm_nccl_all_gather_v_start(c->nccl, t, send, recv, counts, displs);
+        c->pending = 1;
+        return;
+    }
+#endif
+    /* single: a copy */
     comm_all_gather_v(c, t, send, recv, counts, displs);
 }
 
 void comm_wait(Comm *c) {
     if (!c->pending) return;
+#ifdef KVCPT_NCCL
+    if (c->backend == COMM_NCCL) {
+        comm_nccl_wait(c->nccl);
+        c->pending = 0;
+        return;
+    }
+#endif
 #ifdef KVCPT_MPI
     wait_request(c, &c->req, c->pending_what);
 #endif

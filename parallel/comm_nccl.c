@@ -27,6 +27,7 @@ struct CommNccl {
     cudaStream_t stream;          /* collectives run here */
     cudaStream_t compute;         /* the caller's stream */
     cudaEvent_t before, after;
+    cudaEvent_t gathered;         /* the background all-gather's end */
     int rank, world, device;
     NcclWatchdog *watch; /* NULL: timeout 0, operations not watched */
 };
@@ -51,6 +52,7 @@ CommNccl *comm_nccl_open(int rank, int world) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&n->before, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&n->after, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&n->gathered, cudaEventDisableTiming));
     return n;
 }
 
@@ -68,6 +70,7 @@ void comm_nccl_close(CommNccl *n) {
     NCCL_CHECK(ncclCommDestroy(n->comm));
     CUDA_CHECK(cudaEventDestroy(n->before));
     CUDA_CHECK(cudaEventDestroy(n->after));
+    CUDA_CHECK(cudaEventDestroy(n->gathered));
     CUDA_CHECK(cudaStreamDestroy(n->stream));
     free(n);
 }
@@ -93,16 +96,18 @@ static int64_t begin(CommNccl *n, const char *what) {
     return ticket;
 }
 
-static void end(CommNccl *n, int64_t ticket) {
+/* done is recorded after the group; join: the compute stream waits for it
+ * now (else comm_nccl_wait makes it wait later). */
+static void end(CommNccl *n, int64_t ticket, cudaEvent_t done, int join) {
     NCCL_CHECK(ncclGroupEnd());
-    CUDA_CHECK(cudaEventRecord(n->after, n->stream));
-    CUDA_CHECK(cudaStreamWaitEvent(n->compute, n->after, 0));
+    CUDA_CHECK(cudaEventRecord(done, n->stream));
+    if (join) CUDA_CHECK(cudaStreamWaitEvent(n->compute, done, 0));
     if (n->watch) nccl_watchdog_leave(n->watch, ticket, n->stream);
 }
 
 /* NCCL has no all-gather with per-rank counts: one broadcast per root, grouped. */
-void comm_nccl_all_gather_v(CommNccl *n, CommType t, const void *send, void *recv, const int64_t *counts,
-                            const int64_t *displs) {
+static void enqueue_all_gather_v(CommNccl *n, CommType t, const void *send, void *recv, const int64_t *counts,
+                                 const int64_t *displs, int background) {
     size_t es = comm_type_size(t);
     int64_t ticket = begin(n, "all-gather-v (grouped ncclBroadcast)");
     for (int r = 0; r < n->world; r++)
@@ -110,8 +115,20 @@ void comm_nccl_all_gather_v(CommNccl *n, CommType t, const void *send, void *rec
             NCCL_CHECK(ncclBroadcast(r == n->rank ? send : (const char *)recv + displs[r] * es,
                                      (char *)recv + displs[r] * es, (size_t)counts[r], nccl_type(t), r, n->comm,
                                      n->stream));
-    end(n, ticket);
+    end(n, ticket, background ? n->gathered : n->after, !background);
 }
+
+void comm_nccl_all_gather_v(CommNccl *n, CommType t, const void *send, void *recv, const int64_t *counts,
+                            const int64_t *displs) {
+    enqueue_all_gather_v(n, t, send, recv, counts, displs, 0);
+}
+
+void comm_nccl_all_gather_v_start(CommNccl *n, CommType t, const void *send, void *recv, const int64_t *counts,
+                                  const int64_t *displs) {
+    enqueue_all_gather_v(n, t, send, recv, counts, displs, 1);
+}
+
+void comm_nccl_wait(CommNccl *n) { CUDA_CHECK(cudaStreamWaitEvent(n->compute, n->gathered, 0)); }
 
 void comm_nccl_all_to_all_v(CommNccl *n, CommType t, const void *send, const int64_t *scounts,
                             const int64_t *sdispls, void *recv, const int64_t *rcounts, const int64_t *rdispls) {
@@ -125,7 +142,7 @@ void comm_nccl_all_to_all_v(CommNccl *n, CommType t, const void *send, const int
             NCCL_CHECK(ncclRecv((char *)recv + rdispls[r] * es, (size_t)rcounts[r], nccl_type(t), r, n->comm,
                                 n->stream));
     }
-    end(n, ticket);
+    end(n, ticket, n->after, 1);
 }
 
 #else

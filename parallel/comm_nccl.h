@@ -21,6 +21,12 @@ void comm_nccl_set_timeout(CommNccl *n, double seconds);
 void comm_nccl_close(CommNccl *n);
 void comm_nccl_all_gather_v(CommNccl *n, CommType t, const void *send, void *recv, const int64_t *counts,
                             const int64_t *displs);
+/* The same with the caller's stream left free: only comm_nccl_wait makes it
+ * wait for the gather, so the compute enqueued between the two overlaps it
+ * (a layer's prefetch). One at a time. */
+void comm_nccl_all_gather_v_start(CommNccl *n, CommType t, const void *send, void *recv, const int64_t *counts,
+                                  const int64_t *displs);
+void comm_nccl_wait(CommNccl *n);
 void comm_nccl_all_to_all_v(CommNccl *n, CommType t, const void *send, const int64_t *scounts,
                             const int64_t *sdispls, void *recv, const int64_t *rcounts, const int64_t *rdispls);
 
