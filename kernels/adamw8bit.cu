@@ -11,6 +11,7 @@ extern "C" {
 }
 #include "../optim/optim_cuda.h"
 #include "cuda_common.cuh"
+#include "cuda_device.h"
 
 #define NO_BAD 0xffffffffffffffffull
 
@@ -170,7 +171,7 @@ extern "C" OptimCuda *optim_cuda_create(const Optimizer *h) {
                            h->seg[i].absmax_offset, h->seg[i].first_block, h->seg[i].quantized,
                            h->seg[i].offset,        0,                     0};
     CUDA_CHECK(cudaMalloc(&o->seg, ((size_t)h->nseg + 1) * sizeof(DevSegment)));
-    CUDA_CHECK(cudaMemcpy(o->seg, ds, (size_t)h->nseg * sizeof(DevSegment), cudaMemcpyHostToDevice));
+    cuda_memcpy_h2d(o->seg, ds, (size_t)h->nseg * sizeof(DevSegment));
     free(ds);
     CUDA_CHECK(cudaMalloc(&o->m_code, (size_t)h->n_code + 1));
     CUDA_CHECK(cudaMalloc(&o->v_code, (size_t)h->n_code + 1));
@@ -184,7 +185,7 @@ extern "C" OptimCuda *optim_cuda_create(const Optimizer *h) {
     memcpy(maps + 512, h->map_m.mid, 255 * sizeof(float));
     memcpy(maps + 767, h->map_v.mid, 255 * sizeof(float));
     CUDA_CHECK(cudaMalloc(&o->maps, sizeof maps));
-    CUDA_CHECK(cudaMemcpy(o->maps, maps, sizeof maps, cudaMemcpyHostToDevice));
+    cuda_memcpy_h2d(o->maps, maps, sizeof maps);
     o->zero_m = h->map_m.zero_index, o->zero_v = h->map_v.zero_index;
     CUDA_CHECK(cudaMalloc(&o->bad, sizeof(unsigned long long)));
     CUDA_CHECK(cudaDeviceGetAttribute(&o->sm_count, cudaDevAttrMultiProcessorCount, 0));
@@ -209,22 +210,22 @@ static void check_same_shape(const OptimCuda *o, const Optimizer *h) {
 
 extern "C" void optim_cuda_download(const OptimCuda *o, Optimizer *h) {
     check_same_shape(o, h);
-    CUDA_CHECK(cudaMemcpy(h->m_code, o->m_code, (size_t)o->n_code, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(h->v_code, o->v_code, (size_t)o->n_code, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(h->m_absmax, o->m_absmax, (size_t)o->n_absmax * 4, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(h->v_absmax, o->v_absmax, (size_t)o->n_absmax * 4, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(h->m32, o->m32, (size_t)o->n_f32 * 4, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(h->v32, o->v32, (size_t)o->n_f32 * 4, cudaMemcpyDeviceToHost));
+    cuda_memcpy_d2h(h->m_code, o->m_code, (size_t)o->n_code);
+    cuda_memcpy_d2h(h->v_code, o->v_code, (size_t)o->n_code);
+    cuda_memcpy_d2h(h->m_absmax, o->m_absmax, (size_t)o->n_absmax * 4);
+    cuda_memcpy_d2h(h->v_absmax, o->v_absmax, (size_t)o->n_absmax * 4);
+    cuda_memcpy_d2h(h->m32, o->m32, (size_t)o->n_f32 * 4);
+    cuda_memcpy_d2h(h->v32, o->v32, (size_t)o->n_f32 * 4);
 }
 
 extern "C" void optim_cuda_upload(OptimCuda *o, const Optimizer *h) {
     check_same_shape(o, h);
-    CUDA_CHECK(cudaMemcpy(o->m_code, h->m_code, (size_t)o->n_code, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(o->v_code, h->v_code, (size_t)o->n_code, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(o->m_absmax, h->m_absmax, (size_t)o->n_absmax * 4, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(o->v_absmax, h->v_absmax, (size_t)o->n_absmax * 4, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(o->m32, h->m32, (size_t)o->n_f32 * 4, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(o->v32, h->v32, (size_t)o->n_f32 * 4, cudaMemcpyHostToDevice));
+    cuda_memcpy_h2d(o->m_code, h->m_code, (size_t)o->n_code);
+    cuda_memcpy_h2d(o->v_code, h->v_code, (size_t)o->n_code);
+    cuda_memcpy_h2d(o->m_absmax, h->m_absmax, (size_t)o->n_absmax * 4);
+    cuda_memcpy_h2d(o->v_absmax, h->v_absmax, (size_t)o->n_absmax * 4);
+    cuda_memcpy_h2d(o->m32, h->m32, (size_t)o->n_f32 * 4);
+    cuda_memcpy_h2d(o->v32, h->v32, (size_t)o->n_f32 * 4);
 }
 
 static unsigned int grid_of(const OptimCuda *o) {
@@ -256,11 +257,11 @@ static void launch_step(OptimCuda *o, const ParamsArg &pa, const void *grads, co
 static float read_device_value(const void *buf, OptimDtype dt, long long i) {
     if (dt == OPTIM_F32) {
         float x;
-        CUDA_CHECK(cudaMemcpy(&x, (const float *)buf + i, 4, cudaMemcpyDeviceToHost));
+        cuda_memcpy_d2h(&x, (const float *)buf + i, 4);
         return x;
     }
     __nv_bfloat16 x;
-    CUDA_CHECK(cudaMemcpy(&x, (const __nv_bfloat16 *)buf + i, 2, cudaMemcpyDeviceToHost));
+    cuda_memcpy_d2h(&x, (const __nv_bfloat16 *)buf + i, 2);
     return __bfloat162float(x);
 }
 
@@ -268,7 +269,7 @@ static float read_device_value(const void *buf, OptimDtype dt, long long i) {
  * the first unusable gradient (segment, element, value). */
 static int read_verdict(OptimCuda *o, const void *grads, OptimDtype gd) {
     unsigned long long bad;
-    CUDA_CHECK(cudaMemcpy(&bad, o->bad, sizeof bad, cudaMemcpyDeviceToHost));
+    cuda_memcpy_d2h(&bad, o->bad, sizeof bad);
     if (bad == NO_BAD) return 0;
     int lo = 0, hi = o->nseg - 1;
     long long b = (long long)(bad / 256);
@@ -315,7 +316,7 @@ extern "C" int optim_cuda_step(OptimCuda *o, void *params, OptimDtype pd, const 
 
 extern "C" void optim_cuda_set_places(OptimCuda *o, const OptimPlace *place, uint64_t sr_seed) {
     DevSegment *ds = (DevSegment *)xcalloc((size_t)o->nseg + 1, sizeof(DevSegment));
-    CUDA_CHECK(cudaMemcpy(ds, o->seg, (size_t)o->nseg * sizeof(DevSegment), cudaMemcpyDeviceToHost));
+    cuda_memcpy_d2h(ds, o->seg, (size_t)o->nseg * sizeof(DevSegment));
     for (int i = 0; i < o->nseg; i++) {
         KV_CHECK(place[i].offset >= 0 && (place[i].dtype == OPTIM_F32 || place[i].dtype == OPTIM_BF16) &&
                      (!place[i].stochastic || place[i].dtype == OPTIM_BF16),
@@ -326,7 +327,7 @@ extern "C" void optim_cuda_set_places(OptimCuda *o, const OptimPlace *place, uin
         ds[i].param_bf16 = place[i].dtype == OPTIM_BF16;
         ds[i].stochastic = place[i].stochastic != 0;
     }
-    CUDA_CHECK(cudaMemcpy(o->seg, ds, (size_t)o->nseg * sizeof(DevSegment), cudaMemcpyHostToDevice));
+    cuda_memcpy_h2d(o->seg, ds, (size_t)o->nseg * sizeof(DevSegment));
     free(ds);
     o->placed = 1;
     o->sr_seed = sr_seed;

@@ -87,11 +87,20 @@ extern "C" void *cuda_malloc_counted(int64_t *counter, int64_t bytes) {
     return cuda_malloc((size_t)bytes);
 }
 extern "C" void cuda_free(void *p) { CUDA_CHECK(cudaFree(p)); }
+/* Bytes moved over the bus by the two helpers below, since the start: the
+ * trainer logs them per step (what the step costs in PCIe traffic). */
+static int64_t h2d_total, d2h_total;
 extern "C" void cuda_memcpy_h2d(void *dst, const void *src, size_t bytes) {
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    h2d_total += (int64_t)bytes;
 }
 extern "C" void cuda_memcpy_d2h(void *dst, const void *src, size_t bytes) {
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    d2h_total += (int64_t)bytes;
+}
+extern "C" void cuda_transfer_bytes(int64_t *h2d, int64_t *d2h) {
+    *h2d = h2d_total;
+    *d2h = d2h_total;
 }
 extern "C" void cuda_memcpy_d2d(void *dst, const void *src, size_t bytes) {
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));

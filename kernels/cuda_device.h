@@ -25,6 +25,9 @@ void *cuda_malloc_counted(int64_t *counter, int64_t bytes);
 void cuda_free(void *p);
 void cuda_memcpy_h2d(void *dst, const void *src, size_t bytes);
 void cuda_memcpy_d2h(void *dst, const void *src, size_t bytes);
+/* Bytes cuda_memcpy_h2d and cuda_memcpy_d2h have moved so far (every
+ * host<->device copy of the engines goes through them). */
+void cuda_transfer_bytes(int64_t *h2d, int64_t *d2h);
 void cuda_memcpy_d2d(void *dst, const void *src, size_t bytes);
 void cuda_memset_zero(void *dst, size_t bytes);
 void cuda_synchronize(void);

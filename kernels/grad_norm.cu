@@ -12,6 +12,7 @@ extern "C" {
 #include "../optim/clip.h"
 }
 #include "cuda_common.cuh"
+#include "cuda_device.h"
 #include "cuda_reduce.cuh"
 
 __global__ void __launch_bounds__(256) chunk_sum_squares_kernel(double *part, const float *g, int64_t n) {
@@ -31,7 +32,7 @@ extern "C" double grad_sum_squares_cuda(const float *g, int64_t n) {
     CUDA_CHECK(cudaMalloc(&d_part, sizeof(double) * (size_t)nchunks));
     chunk_sum_squares_kernel<<<(unsigned int)nchunks, 256>>>(d_part, g, n);
     CUDA_CHECK_LAUNCH();
-    CUDA_CHECK(cudaMemcpy(part, d_part, sizeof(double) * (size_t)nchunks, cudaMemcpyDeviceToHost));
+    cuda_memcpy_d2h(part, d_part, sizeof(double) * (size_t)nchunks);
     CUDA_CHECK(cudaFree(d_part));
     double total = 0.0;
     for (int64_t c = 0; c < nchunks; c++) total += part[c];

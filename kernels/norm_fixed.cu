@@ -15,6 +15,7 @@ extern "C" {
 #include "../optim/norm_fixed.h"
 #include "../optim/norm_fixed_math.h"
 #include "cuda_common.cuh"
+#include "cuda_device.h"
 
 #define NF_THREADS 256
 /* pass 2's thread blocks: enough to fill an H100 several times over */
@@ -51,7 +52,7 @@ extern "C" double shard_block_sums_cuda(double *blocks, const float *g, const Sh
         CUDA_CHECK_LAUNCH();
         k += nb;
     }
-    CUDA_CHECK(cudaMemcpy(&key, d_key, sizeof key, cudaMemcpyDeviceToHost));
+    cuda_memcpy_d2h(&key, d_key, sizeof key);
     CUDA_CHECK(cudaFree(d_key));
     return nf_key_value(key);
 }
@@ -118,7 +119,7 @@ extern "C" Fixed128 shard_fixed_sum_cuda(const double *blocks, int64_t nblocks, 
     CUDA_CHECK_LAUNCH();
     fixed_total_kernel<<<1, NF_THREADS>>>(d, d + 3, nparts);
     CUDA_CHECK_LAUNCH();
-    CUDA_CHECK(cudaMemcpy(out, d, sizeof out, cudaMemcpyDeviceToHost));
+    cuda_memcpy_d2h(out, d, sizeof out);
     CUDA_CHECK(cudaFree(d));
     KV_CHECK(out[2] == NF_NO_BAD, "shard_fixed_sum_cuda: block %llu's sum is not in [0, 2^%d)", out[2], E);
     r.hi = out[0], r.lo = out[1];

@@ -21,6 +21,7 @@
 #include "emu_mma.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -1084,9 +1085,30 @@ cudaError_t cudaFree(void *p) {
     return cudaSuccess;
 }
 cudaError_t cudaFreeAsync(void *p, cudaStream_t st) { return (void)st, cudaFree(p); }
+/* KVCPT_EMU_TRANSFERS=FILE: every byte copied host -> device and device ->
+ * host by this process, written to FILE at exit ("h2d N d2h M"). Counted
+ * here, below every caller, so a test can hold the program's own counters
+ * (log.jsonl's h2d_bytes, d2h_bytes) to what really crossed. */
+namespace {
+std::atomic<unsigned long long> h2d_bytes{0}, d2h_bytes{0};
+void write_transfers() {
+    const char *path = getenv("KVCPT_EMU_TRANSFERS");
+    FILE *f = path && *path ? fopen(path, "w") : nullptr;
+    if (!f || fprintf(f, "h2d %llu d2h %llu\n", h2d_bytes.load(), d2h_bytes.load()) < 0 || fclose(f) != 0)
+        fprintf(stderr, "kvcpt CUDA emulator: KVCPT_EMU_TRANSFERS=%s: cannot write the byte counts\n", path ? path : "");
+}
+void count_transfer(cudaMemcpyKind kind, size_t bytes) {
+    static std::once_flag registered;
+    if (!getenv("KVCPT_EMU_TRANSFERS")) return;
+    std::call_once(registered, [] { atexit(write_transfers); });
+    if (kind == cudaMemcpyHostToDevice) h2d_bytes += bytes;
+    else if (kind == cudaMemcpyDeviceToHost) d2h_bytes += bytes;
+}
+} // namespace
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
     if (!on_current_device("cudaMemcpy", "destination", dst) || !on_current_device("cudaMemcpy", "source", src))
         return record(cudaErrorInvalidDevice);
+    count_transfer(kind, bytes);
     if (kind == cudaMemcpyDeviceToHost) digest_copy(src, bytes);
     memmove(dst, src, bytes);
     return cudaSuccess;
