@@ -47,6 +47,62 @@ LlamaCudaFixedBytes llama_cuda_fixed_bytes(const ParamLayout *L, const LlamaConf
     return b;
 }
 
+/* The streamed engine's packing. Resident tensors (embedding, final norm,
+ * lm_head): in fp32 mode, each unit in layout order (embedding at 0, the
+ * tail after it), so a unit is gathered in place; with bf16 weights the
+ * embedding and final norm in the fp32 buffer, the lm_head (or a tied
+ * lm_head's copy) in the bf16 one. A layer slot holds one layer laid out
+ * as layer 0's tensors: in layout order (fp32), or the norms fp32 and the
+ * matrices bf16, each 128-aligned. Gradients: the resident tensors as the
+ * fp32 weights are, and one layer in layout order. res_off (per layout
+ * tensor, resident ones) and slot_off (per tensor of a layer) when not NULL. */
+typedef struct {
+    int64_t res32, res16;     /* resident elements, fp32 and bf16 */
+    int64_t slot32, slot16;   /* elements of one layer slot */
+    int64_t res_grads;        /* resident gradient elements */
+    int layer_tensors;        /* tensors per layer */
+} StreamPack;
+
+static int is_layer_tensor(const ParamTensor *t) { return t->layer >= 0; }
+
+static StreamPack stream_pack(const ParamLayout *L, const LlamaConfig *c, LlamaCudaPrecision p, int64_t *res_off,
+                              int64_t *slot_off) {
+    StreamPack z = {0};
+    int bf = p == LLAMA_CUDA_BF16_WEIGHTS;
+    int64_t tail_begin = L->layer_begin0 + c->num_hidden_layers * L->layer_numel, embed_n = 0;
+    for (int i = 0; i < L->n; i++)
+        if (L->t[i].kind == PT_EMBED) embed_n = L->t[i].numel;
+    for (int i = 0; i < L->n; i++) {
+        const ParamTensor *t = &L->t[i];
+        if (is_layer_tensor(t)) {
+            if (t->layer != 0) continue;
+            int64_t off;
+            if (!bf) off = t->offset - L->layer_begin0, z.slot32 = L->layer_numel;
+            else if (stays_fp32(t)) off = z.slot32, z.slot32 += align_elems(t->numel);
+            else off = z.slot16, z.slot16 += align_elems(t->numel);
+            if (slot_off) slot_off[z.layer_tensors] = off;
+            z.layer_tensors++;
+            continue;
+        }
+        int64_t off;
+        if (!bf) off = t->kind == PT_EMBED ? 0 : embed_n + (t->offset - tail_begin);
+        else if (stays_fp32(t)) off = z.res32, z.res32 += align_elems(t->numel);
+        else off = z.res16, z.res16 += align_elems(t->numel);
+        if (res_off) res_off[i] = off;
+    }
+    z.res_grads = embed_n + (L->total - tail_begin);
+    if (!bf) z.res32 = z.res_grads;
+    if (bf && c->tie_word_embeddings) z.res16 += align_elems(c->vocab_size * c->hidden_size); /* the head's copy */
+    return z;
+}
+
+LlamaCudaFixedBytes llama_cuda_streamed_bytes(const ParamLayout *L, const LlamaConfig *c, LlamaCudaPrecision p) {
+    StreamPack z = stream_pack(L, c, p, NULL, NULL);
+    return (LlamaCudaFixedBytes){(int64_t)sizeof(float) * (z.res32 + LLAMA_CUDA_SLOTS * z.slot32),
+                                 (int64_t)sizeof(bf16) * (z.res16 + LLAMA_CUDA_SLOTS * z.slot16),
+                                 (int64_t)sizeof(float) * (z.res_grads + L->layer_numel)};
+}
+
 int64_t llama_cuda_rope_bytes(const LlamaConfig *c, int64_t T) { return (int64_t)sizeof(float) * 2 * T * (c->head_dim / 2); }
 
 LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, int64_t BT) {
@@ -107,7 +163,8 @@ static void create_bf16_weights(LlamaCuda *g) {
     }
 }
 
-void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaCudaPrecision precision) {
+/* What both kinds of engine set up the same way. */
+static void create_common(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaCudaPrecision precision) {
     memset(g, 0, sizeof *g);
     config_validate(c, c->name);
     KV_CHECK(precision == LLAMA_CUDA_FP32 || precision == LLAMA_CUDA_BF16_WEIGHTS,
@@ -116,22 +173,104 @@ void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaC
     g->recompute = recompute;
     g->precision = precision;
     param_layout_build(&g->layout, c);
-    if (precision == LLAMA_CUDA_BF16_WEIGHTS) {
-        create_bf16_weights(g);
-        g->ops = &llama_cuda_bf16_ops;
-    } else {
-        g->params = cuda_malloc_counted(&g->bytes_fixed, llama_cuda_fixed_bytes(&g->layout, c, precision).params);
-        llama_bind_tensors(&g->w, c, &g->layout, g->params);
-        g->head_offset = -1;
-        g->ops = &llama_cuda_ops;
-    }
-    g->grads = cuda_malloc_counted(&g->bytes_fixed, llama_cuda_fixed_bytes(&g->layout, c, precision).grads);
-    zero(g->grads, g->layout.total);
-    llama_bind_tensors(&g->dw, c, &g->layout, g->grads);
+    g->ops = precision == LLAMA_CUDA_BF16_WEIGHTS ? &llama_cuda_bf16_ops : &llama_cuda_ops;
+    g->head_offset = -1;
     g->acts = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerActs));
     g->sel = xcalloc((size_t)c->num_hidden_layers, sizeof(int32_t *));
     g->resid = xcalloc((size_t)c->num_hidden_layers + 1, sizeof(float *));
     g->mask = (RefreshMask){.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX};
+}
+
+void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaCudaPrecision precision) {
+    create_common(g, c, recompute, precision);
+    if (precision == LLAMA_CUDA_BF16_WEIGHTS) {
+        create_bf16_weights(g);
+    } else {
+        g->params = cuda_malloc_counted(&g->bytes_fixed, llama_cuda_fixed_bytes(&g->layout, c, precision).params);
+        llama_bind_tensors(&g->w, c, &g->layout, g->params);
+    }
+    g->grads = cuda_malloc_counted(&g->bytes_fixed, llama_cuda_fixed_bytes(&g->layout, c, precision).grads);
+    zero(g->grads, g->layout.total);
+    llama_bind_tensors(&g->dw, c, &g->layout, g->grads);
+}
+
+void llama_cuda_create_streamed(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaCudaPrecision precision) {
+    create_common(g, c, recompute, precision);
+    const ParamLayout *L = &g->layout;
+    int bf = precision == LLAMA_CUDA_BF16_WEIGHTS;
+    int64_t *res_off = xcalloc((size_t)L->n, sizeof(int64_t));
+    g->slot_offset = xcalloc((size_t)L->n, sizeof(int64_t));
+    StreamPack z = stream_pack(L, c, precision, res_off, g->slot_offset);
+    g->streamed = 1;
+    g->params = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(float) * z.res32);
+    if (z.res16) g->wbf16 = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(bf16) * z.res16);
+    for (int s = 0; s < LLAMA_CUDA_SLOTS; s++) {
+        g->slot32[s] = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(float) * z.slot32);
+        if (z.slot16) g->slot16[s] = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(bf16) * z.slot16);
+    }
+    g->resident_grads = z.res_grads;
+    g->grads = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(float) * z.res_grads);
+    g->grad_slot = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(float) * L->layer_numel);
+    zero(g->grads, z.res_grads);
+    g->w.layers = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerTensors));
+    g->dw.layers = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerTensors));
+    int64_t tail_begin = L->layer_begin0 + c->num_hidden_layers * L->layer_numel, embed_n = 0;
+    for (int i = 0; i < L->n; i++)
+        if (L->t[i].kind == PT_EMBED) embed_n = L->t[i].numel;
+    for (int i = 0; i < L->n; i++) {
+        const ParamTensor *t = &L->t[i];
+        if (is_layer_tensor(t)) continue;
+        *llama_tensor_slot(&g->w, t) =
+            bf && !stays_fp32(t) ? (float *)(void *)(g->wbf16 + res_off[i]) : g->params + res_off[i];
+        *llama_tensor_slot(&g->dw, t) = g->grads + (t->kind == PT_EMBED ? 0 : embed_n + (t->offset - tail_begin));
+    }
+    if (c->tie_word_embeddings) {
+        g->dw.lm_head = g->dw.embed;
+        if (bf) g->head_offset = z.res16 - align_elems(c->vocab_size * c->hidden_size);
+        g->w.lm_head = bf ? (float *)(void *)(g->wbf16 + g->head_offset) : g->w.embed;
+    }
+    free(res_off);
+}
+
+/* The first layout tensor of a layer (its tensors follow in layer 0's order). */
+static int layer_first_tensor(const LlamaCuda *g, int64_t layer) {
+    KV_CHECK(g->streamed && layer >= 0 && layer < g->cfg.num_hidden_layers,
+             "llama_cuda: layer %lld of a %s engine cannot be bound", (long long)layer, g->streamed ? "streamed" : "whole");
+    return param_layout_tensor_at(&g->layout, g->layout.layer_begin0 + layer * g->layout.layer_numel);
+}
+
+void llama_cuda_bind_layer(LlamaCuda *g, int64_t layer, int slot) {
+    KV_CHECK(slot >= 0 && slot < LLAMA_CUDA_SLOTS, "llama_cuda_bind_layer: slot %d", slot);
+    int first = layer_first_tensor(g, layer), bf = g->precision == LLAMA_CUDA_BF16_WEIGHTS;
+    for (int k = 0; first + k < g->layout.n && g->layout.t[first + k].layer == layer; k++) {
+        const ParamTensor *t = &g->layout.t[first + k];
+        *llama_tensor_slot(&g->w, t) = bf && !stays_fp32(t) ? (float *)(void *)(g->slot16[slot] + g->slot_offset[k])
+                                                            : g->slot32[slot] + g->slot_offset[k];
+    }
+}
+
+void llama_cuda_bind_layer_grads(LlamaCuda *g, int64_t layer) {
+    int first = layer_first_tensor(g, layer);
+    int64_t begin = g->layout.layer_begin0 + layer * g->layout.layer_numel;
+    for (int k = 0; first + k < g->layout.n && g->layout.t[first + k].layer == layer; k++)
+        *llama_tensor_slot(&g->dw, &g->layout.t[first + k]) = g->grad_slot + (g->layout.t[first + k].offset - begin);
+    zero(g->grad_slot, g->layout.layer_numel);
+}
+
+/* The view of the tensor starting the layout range [begin, end). */
+static float *view_at(LlamaCuda *g, ModelTensors *v, int64_t begin, int64_t end, const char *what) {
+    KV_CHECK(begin >= 0 && begin < end && end <= g->layout.total, "%s: range [%lld, %lld) outside the %lld parameters",
+             what, (long long)begin, (long long)end, (long long)g->layout.total);
+    const ParamTensor *t = &g->layout.t[param_layout_tensor_at(&g->layout, begin)];
+    KV_CHECK(t->offset == begin, "%s: range [%lld, %lld) starts inside tensor '%s'", what, (long long)begin,
+             (long long)end, t->name);
+    float *p = *llama_tensor_slot(v, t);
+    KV_CHECK(p, "%s: tensor '%s' is not bound to device memory (a streamed layer not bound)", what, t->name);
+    return p;
+}
+
+float *llama_cuda_grads_of(LlamaCuda *g, int64_t begin, int64_t end) {
+    return view_at(g, &g->dw, begin, end, "llama_cuda_grads_of");
 }
 
 static void free_acts(LlamaCuda *g) {
@@ -154,6 +293,12 @@ void llama_cuda_free(LlamaCuda *g) {
     if (g->rope_cos) cuda_free(g->rope_cos);
     cuda_free(g->params);
     if (g->wbf16) cuda_free(g->wbf16);
+    for (int s = 0; s < LLAMA_CUDA_SLOTS; s++) {
+        if (g->slot32[s]) cuda_free(g->slot32[s]);
+        if (g->slot16[s]) cuda_free(g->slot16[s]);
+    }
+    if (g->grad_slot) cuda_free(g->grad_slot);
+    free(g->slot_offset);
     free(g->dev_offset);
     cuda_free(g->grads);
     free(g->acts);
@@ -213,7 +358,34 @@ static void move_bf16_weights(const LlamaCuda *g, const float *up, float *down) 
     free(stage);
 }
 
+void llama_cuda_install_params(LlamaCuda *g, const float *src, int64_t begin, int64_t end) {
+    const ParamLayout *L = &g->layout;
+    (void)view_at(g, &g->w, begin, end, "llama_cuda_install_params"); /* checks the range's start */
+    int bf = g->precision == LLAMA_CUDA_BF16_WEIGHTS;
+    for (int i = param_layout_tensor_at(L, begin); i < L->n && L->t[i].offset < end; i++) {
+        const ParamTensor *t = &L->t[i];
+        KV_CHECK(t->offset + t->numel <= end, "llama_cuda_install_params: range [%lld, %lld) cuts tensor '%s'",
+                 (long long)begin, (long long)end, t->name);
+        const float *x = src + (t->offset - begin);
+        float *dst = *llama_tensor_slot(&g->w, t);
+        KV_CHECK(dst, "llama_cuda_install_params: tensor '%s' is not bound (a streamed layer not bound)", t->name);
+        if (t->kind == PT_LM_HEAD && g->cfg.tie_word_embeddings) continue; /* the embedding's, below */
+        if (!bf || stays_fp32(t)) {
+            if (dst != x) cuda_memcpy_d2d(dst, x, sizeof(float) * (size_t)t->numel);
+        } else {
+            cast_bf16_cuda((bf16 *)(void *)dst, x, t->numel);
+        }
+        if (t->kind == PT_EMBED && g->head_offset >= 0) cast_bf16_cuda(g->wbf16 + g->head_offset, x, t->numel);
+    }
+}
+
+float *llama_cuda_params_in_place(LlamaCuda *g, int64_t begin, int64_t end) {
+    if (g->precision == LLAMA_CUDA_BF16_WEIGHTS) return NULL;
+    return view_at(g, &g->w, begin, end, "llama_cuda_params_in_place");
+}
+
 void llama_cuda_upload_params(LlamaCuda *g, const float *host) {
+    KV_CHECK(!g->streamed, "llama_cuda_upload_params: a streamed engine holds no whole copy");
     if (g->precision == LLAMA_CUDA_BF16_WEIGHTS)
         move_bf16_weights(g, host, NULL);
     else
@@ -221,10 +393,12 @@ void llama_cuda_upload_params(LlamaCuda *g, const float *host) {
 }
 
 void llama_cuda_download_grads(const LlamaCuda *g, float *host) {
+    KV_CHECK(!g->streamed, "llama_cuda_download_grads: a streamed engine holds no whole copy");
     cuda_memcpy_d2h(host, g->grads, sizeof(float) * (size_t)g->layout.total);
 }
 
 void llama_cuda_download_params(const LlamaCuda *g, float *host) {
+    KV_CHECK(!g->streamed, "llama_cuda_download_params: a streamed engine holds no whole copy");
     if (g->precision == LLAMA_CUDA_BF16_WEIGHTS)
         move_bf16_weights(g, NULL, host);
     else
@@ -232,8 +406,8 @@ void llama_cuda_download_params(const LlamaCuda *g, float *host) {
 }
 
 LlamaCudaPlace llama_cuda_param_place(const LlamaCuda *g, int tensor) {
-    KV_CHECK(tensor >= 0 && tensor < g->layout.n, "llama_cuda_param_place: tensor %d outside [0, %d)", tensor,
-             g->layout.n);
+    KV_CHECK(tensor >= 0 && tensor < g->layout.n && !g->streamed,
+             "llama_cuda_param_place: tensor %d outside [0, %d), or a streamed engine", tensor, g->layout.n);
     const ParamTensor *t = &g->layout.t[tensor];
     if (g->precision != LLAMA_CUDA_BF16_WEIGHTS) return (LlamaCudaPlace){0, t->offset};
     return (LlamaCudaPlace){!stays_fp32(t), g->dev_offset[tensor]};
@@ -244,7 +418,8 @@ void llama_cuda_sync_tied_head(LlamaCuda *g) {
     cast_bf16_cuda(g->wbf16 + g->head_offset, g->w.embed, g->cfg.vocab_size * g->cfg.hidden_size);
 }
 
-void llama_cuda_zero_grad(LlamaCuda *g) { zero(g->grads, g->layout.total); }
+/* Streamed: the resident gradients; a layer's slot is zeroed as it is bound. */
+void llama_cuda_zero_grad(LlamaCuda *g) { zero(g->grads, g->streamed ? g->resident_grads : g->layout.total); }
 
 int64_t llama_cuda_bytes(const LlamaCuda *g) { return g->bytes_fixed + g->bytes_acts; }
 
@@ -330,19 +505,39 @@ static void logits_rows(LlamaCuda *g, float *out, int64_t r0, int64_t rows) {
                            g->cfg.vocab_size);
 }
 
+/* The sharding hooks, at the points the CPU model calls them (model/llama.c),
+ * so a sharded engine gathers and reduces the same units in the same order. */
+static void need_unit(LlamaCuda *g, int unit, int backward) {
+    if (g->hooks.params_needed) g->hooks.params_needed(g->hooks.ctx, unit, backward);
+}
+
+static void grads_ready(LlamaCuda *g, int unit) {
+    if (g->hooks.grads_ready) g->hooks.grads_ready(g->hooks.ctx, unit);
+}
+
+static void need_head(LlamaCuda *g, int backward) {
+    need_unit(g, (int)g->cfg.num_hidden_layers + 1, backward);
+    if (g->cfg.tie_word_embeddings) need_unit(g, 0, backward);
+}
+
 float llama_cuda_forward(LlamaCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
     const LlamaConfig *c = &g->cfg;
     llama_check_inputs(c, &g->mask, g->mask_S, tokens, targets, B, T);
+    KV_CHECK(!g->streamed || g->hooks.params_needed, "llama_cuda_forward: a streamed engine needs unit hooks");
     ensure_acts(g, B, T);
     ensure_rope(g, T);
     int64_t BT = B * T, C = c->hidden_size, V = c->vocab_size, nl = c->num_hidden_layers;
     for (int64_t i = 0; i < BT; i++) g->h_targets[i] = targets ? targets[i] : -1;
     cuda_memcpy_h2d(g->tokens, tokens, sizeof(int32_t) * (size_t)BT);
     cuda_memcpy_h2d(g->targets, g->h_targets, sizeof(int32_t) * (size_t)BT);
+    need_unit(g, 0, 0);
     embedding_forward_cuda(g->resid[0], g->tokens, g->w.embed, BT, C);
     LayerPass pass = layer_pass(g);
-    for (int64_t l = 0; l < nl; l++)
+    for (int64_t l = 0; l < nl; l++) {
+        need_unit(g, (int)l + 1, 0);
         llama_layer_forward(&pass, &g->w.layers[l], acts_of(g, l), g->sel[l], g->resid[l], g->resid[l + 1], 1);
+    }
+    need_head(g, 0);
     rmsnorm_forward_cuda(g->xf, g->rstdf, g->resid[nl], g->w.final_norm, BT, C, (float)c->rms_norm_eps);
     g->n_targets = 0;
     for (int64_t i = 0; i < BT; i++) g->n_targets += g->h_targets[i] >= 0;
@@ -388,6 +583,7 @@ void llama_cuda_backward(LlamaCuda *g) {
     KV_CHECK(g->cap_BT > 0 && g->n_targets > 0, "backward: needs a forward pass with at least one target");
     int64_t BT = g->B * g->T, C = c->hidden_size, V = c->vocab_size, nl = c->num_hidden_layers;
     LlamaBackwardBufs b = llama_backward_bufs_carve(c, BT, g->scratch);
+    need_head(g, 1);
     zero(b.dxf, BT * C);
     float scale = 1.0f / (float)g->n_targets;
     for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
@@ -398,8 +594,14 @@ void llama_cuda_backward(LlamaCuda *g) {
     }
     zero(b.dres, BT * C);
     rmsnorm_backward_cuda(b.dres, g->dw.final_norm, b.dxf, g->resid[nl], g->w.final_norm, g->rstdf, BT, C);
+    grads_ready(g, (int)nl + 1);
     LayerPass pass = layer_pass(g);
-    for (int64_t l = nl - 1; l >= 0; l--) layer_backward(g, &pass, l, &b);
+    for (int64_t l = nl - 1; l >= 0; l--) {
+        need_unit(g, (int)l + 1, 1);
+        layer_backward(g, &pass, l, &b);
+        grads_ready(g, (int)l + 1);
+    }
     embedding_backward_cuda(g->dw.embed, b.dres, g->tokens, BT, C);
+    grads_ready(g, 0);
 }
 #endif

@@ -47,6 +47,11 @@ typedef struct {
     int64_t grads;   /* fp32, every tensor */
 } LlamaCudaFixedBytes;
 LlamaCudaFixedBytes llama_cuda_fixed_bytes(const ParamLayout *L, const LlamaConfig *c, LlamaCudaPrecision p);
+/* The same for a streamed engine (llama_cuda_create_streamed): the
+ * resident tensors, LLAMA_CUDA_SLOTS layer slots of weights and one of
+ * gradients. */
+#define LLAMA_CUDA_SLOTS 2
+LlamaCudaFixedBytes llama_cuda_streamed_bytes(const ParamLayout *L, const LlamaConfig *c, LlamaCudaPrecision p);
 /* The RoPE cos and sin tables for sequences up to T. */
 int64_t llama_cuda_rope_bytes(const LlamaConfig *c, int64_t T);
 /* What the first forward of BT rows allocates. */
@@ -80,6 +85,18 @@ struct LlamaCuda {
     RefreshMask mask;
     int64_t mask_S;
     int recompute;
+    LlamaUnitHooks hooks;        /* all NULL: every parameter is always in place */
+    /* Streamed layers (llama_cuda_create_streamed, the sharded engine): the
+     * embedding, final norm and lm_head are resident in params / wbf16 /
+     * grads; a layer's weights live in a slot only while it runs, its
+     * gradient in the one gradient slot, and llama_cuda_bind_layer* point
+     * the layer's views there. 0 and NULL otherwise. */
+    int streamed;
+    float *slot32[LLAMA_CUDA_SLOTS]; /* device: a layer's fp32 tensors (layout order in fp32; the norms in bf16) */
+    bf16 *slot16[LLAMA_CUDA_SLOTS];  /* device, bf16: a layer's matrices, packed 128-aligned */
+    float *grad_slot;                /* device (layer_numel): one layer's gradient, layout order */
+    int64_t *slot_offset;            /* per tensor of a layer (9): offset in its slot buffer */
+    int64_t resident_grads;          /* elements of the resident gradient buffer */
 
     int64_t B, T, cap_BT;
     int32_t *tokens, *targets;   /* device (BT each) */
@@ -105,11 +122,33 @@ extern const LlamaOps llama_cuda_ops;
 extern const LlamaOps llama_cuda_bf16_ops;
 
 void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaCudaPrecision precision);
+/* The streamed engine: only the resident tensors and the slots are
+ * allocated; forward and backward need unit hooks that bind each layer
+ * before it runs (parallel/fsdp_cuda.h). */
+void llama_cuda_create_streamed(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaCudaPrecision precision);
+/* Streamed: layer's weight views into slot (its contents are the caller's
+ * to fill), and its gradient views into the gradient slot, zeroed. */
+void llama_cuda_bind_layer(LlamaCuda *g, int64_t layer, int slot);
+void llama_cuda_bind_layer_grads(LlamaCuda *g, int64_t layer);
+/* Where the fp32 gradients of the layout range [begin, end) (whole
+ * tensors, contiguous in layout order) are now. */
+float *llama_cuda_grads_of(LlamaCuda *g, int64_t begin, int64_t end);
 void llama_cuda_free(LlamaCuda *g);
 void llama_cuda_set_mask(LlamaCuda *g, const RefreshMask *mask, int64_t S);
 /* host (layout.total floats) -> device parameters (rounded to bf16 for
  * the matrices in bf16 mode) */
 void llama_cuda_upload_params(LlamaCuda *g, const float *host);
+/* Layout range [begin, end) of fp32 values already on the device (src,
+ * end - begin floats, e.g. a unit just all-gathered) into the engine's
+ * places (where the views point now: a streamed layer must be bound):
+ * copied for fp32 tensors, rounded to nearest even for bf16 matrices (and
+ * the tied lm_head's copy when the embedding is in range). The range must
+ * cover whole tensors. */
+void llama_cuda_install_params(LlamaCuda *g, const float *src, int64_t begin, int64_t end);
+/* Where the fp32 layout range [begin, end) can be written directly (fp32
+ * engines: the parameters themselves), or NULL when the engine keeps some of
+ * it in bf16 and llama_cuda_install_params must place it. */
+float *llama_cuda_params_in_place(LlamaCuda *g, int64_t begin, int64_t end);
 /* device gradients -> host (layout.total floats) */
 void llama_cuda_download_grads(const LlamaCuda *g, float *host);
 /* device parameters -> host (layout.total floats; bf16 matrices widened
