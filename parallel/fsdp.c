@@ -83,8 +83,10 @@ void fsdp_gather_unit(Fsdp *f, int u) {
     finish_prefetch(f);
     int64_t base = f->plan.unit_begin[u];
     set_counts(f, u);
-    comm_all_gather_v(f->comm, COMM_F32, f->master + f->plan.local_offset[u], f->work_params + base, f->counts,
-                      f->displs);
+    /* host buffers whatever the backend: under NCCL (the GPU engine) this
+     * gathers the host's master for the final model */
+    comm_host_all_gather_v(f->comm, COMM_F32, f->master + f->plan.local_offset[u], f->work_params + base, f->counts,
+                           f->displs);
     f->gathers++;
 }
 

@@ -119,15 +119,19 @@ static int64_t parse_bytes(const char *s, const char *opt) {
     return (int64_t)v << shift;
 }
 
-/* Today's CUDA engine: every rank holds the whole model on its GPU, so one
- * figure serves any rank count; the fit against gpu_mem bytes per GPU. */
+/* The CUDA engine's bytes per GPU for one rank count: the whole working
+ * model, activations and this rank's shards; the fit against gpu_mem. */
 static void print_cuda_engine(const char *model, const CudaMemInputs *in, const CudaMemPlan *p, int64_t gpu_mem) {
     const double gib = 1024.0 * 1024.0 * 1024.0;
-    printf("\nCUDA engine as built today (the whole model on each GPU, sharding staged on the host), per GPU for any "
-           "rank count:\n%s, T %lld x micro-batch %lld, precision %s%s, optimizer %s, mask %s",
-           model, (long long)in->T, (long long)in->micro_batch, llama_cuda_precision_name(in->precision),
-           in->recompute ? ", recompute" : "", in->optim_device ? "on the GPU" : "on the host",
-           in->mask.enabled ? "on" : "off");
+    if (in->ranks > 0)
+        printf("\nCUDA engine, %d rank%s (one GPU each; master, gradient sum and optimizer sharded on the GPUs), per "
+               "GPU:\n",
+               in->ranks, in->ranks > 1 ? "s" : "");
+    else
+        printf("\nCUDA engine, one rank (the optimizer steps the engine's own parameters), per GPU:\n");
+    printf("%s, T %lld x micro-batch %lld, precision %s%s, optimizer %s, mask %s", model, (long long)in->T,
+           (long long)in->micro_batch, llama_cuda_precision_name(in->precision), in->recompute ? ", recompute" : "",
+           in->optim_device ? "on the engine's parameters" : "on the shards", in->mask.enabled ? "on" : "off");
     if (in->mask.enabled) printf(" (L %lld, K %lld)", (long long)in->mask.L, (long long)in->mask.K);
     printf("\n");
     cuda_mem_plan_print(stdout, p, "  ");
@@ -136,15 +140,15 @@ static void print_cuda_engine(const char *model, const CudaMemInputs *in, const 
                (double)(gpu_mem - p->total) / gib, (long long)(gpu_mem - p->total));
     else
         printf("does NOT fit %.2f GiB per GPU: %.2f GiB (%lld bytes) over; lower it with recompute, precision bf16, "
-               "a smaller micro-batch or the optimizer on the host\n",
+               "a smaller micro-batch or more ranks\n",
                (double)gpu_mem / gib, (double)(p->total - gpu_mem) / gib, (long long)(p->total - gpu_mem));
 }
 
-static void print_cuda_json(const CudaMemPlan *p, int64_t gpu_mem) {
-    printf("{\"params\":%lld,\"wbf16\":%lld,\"grads\":%lld,\"rope\":%lld,\"acts\":%lld,\"optim\":%lld,"
-           "\"counted\":%lld,\"workspace\":%lld,\"total\":%lld,\"gpu_mem\":%lld,\"fits\":%s}\n",
-           (long long)p->params, (long long)p->wbf16, (long long)p->grads, (long long)p->rope, (long long)p->acts,
-           (long long)p->optim, (long long)p->counted, (long long)p->workspace, (long long)p->total,
+static void print_cuda_json(int ranks, const CudaMemPlan *p, int64_t gpu_mem) {
+    printf("{\"ranks\":%d,\"params\":%lld,\"wbf16\":%lld,\"grads\":%lld,\"rope\":%lld,\"acts\":%lld,\"optim\":%lld,"
+           "\"shards\":%lld,\"counted\":%lld,\"workspace\":%lld,\"total\":%lld,\"gpu_mem\":%lld,\"fits\":%s}",
+           ranks, (long long)p->params, (long long)p->wbf16, (long long)p->grads, (long long)p->rope, (long long)p->acts,
+           (long long)p->optim, (long long)p->shards, (long long)p->counted, (long long)p->workspace, (long long)p->total,
            (long long)gpu_mem, p->total <= gpu_mem ? "true" : "false");
 }
 
@@ -165,9 +169,9 @@ int cmd_plan(int argc, char **argv) {
         {"optim", OPT_STRING, &optim, "adamw8bit|adamw", "optimizer"},
         {"recompute", OPT_FLAG, &recompute, NULL, "activation checkpointing: keep only each layer's input"},
         {"json", OPT_FLAG, &json, NULL, "print JSON (bytes) instead of the tables: the ZeRO-3 rows, or with --engine cuda the CUDA engine's"},
-        {"engine", OPT_STRING, &engine, "all|zero3|cuda", "what to print: both, the ZeRO-3 budget, or today's CUDA engine"},
+        {"engine", OPT_STRING, &engine, "all|zero3|cuda", "what to print: both, the ZeRO-3 budget, or the CUDA engine"},
         {"precision", OPT_STRING, &precision, "fp32|bf16|bf16sr", "CUDA engine: weight precision (bf16sr: optimizer on the GPU)"},
-        {"optim-device", OPT_FLAG, &optim_device, NULL, "CUDA engine: the optimizer on the GPU (one rank)"},
+        {"optim-device", OPT_FLAG, &optim_device, NULL, "CUDA engine: the optimizer steps the engine's own parameters (one rank)"},
         {"L", OPT_INT, &Lp, "L", "CUDA engine: the mask's prefill length (with --K; 0 means --seq)"},
         {"gpu-mem", OPT_STRING, &gpu_mem_s, "BYTES", "device memory per GPU, K/M/G suffixes (80G: an H100)"},
         {"config", OPT_STRING, &config, "FILE",
@@ -176,8 +180,8 @@ int cmd_plan(int argc, char **argv) {
         {0},
     };
     if (options_parse("plan",
-                      "Device memory per rank: the budget of a sharded step (ZeRO-3), and today's CUDA training engine "
-                      "(the whole model on each GPU) with its fit in --gpu-mem.",
+                      "Device memory per rank: the budget of a fully sharded step (ZeRO-3), and the CUDA training "
+                      "engine (whole working weights, sharded master and optimizer) with its fit in --gpu-mem.",
                       opts, argc, argv)) return 0;
     KV_CHECK(strcmp(engine, "all") == 0 || strcmp(engine, "zero3") == 0 || strcmp(engine, "cuda") == 0,
              "kvcpt plan: --engine must be all, zero3 or cuda, got '%s'", engine);
@@ -217,18 +221,32 @@ int cmd_plan(int argc, char **argv) {
         rows[n++] = plan_rank_bytes(&c, &in, (int)v);
         p = *end ? end + 1 : end;
     }
-    CudaMemInputs cin = cuda_mem_inputs_from_train(&tc, train_mode_for_device(DEVICE_CUDA, &tc, 0, 1));
-    CudaMemPlan cp = cuda_mem_plan(&c, &cin);
-    if (json && strcmp(engine, "cuda") == 0) print_cuda_json(&cp, gpu_mem);
-    else if (json) print_json(rows, n);
-    else {
-        if (strcmp(engine, "cuda") != 0) {
-            printf("ZeRO-3 budget (device-resident sharding, not built yet): %s, seq %lld x micro-batch %lld, params %s, "
-                   "grads %s, acts %s%s, %s\n",
-                   model, (long long)seq, (long long)mb, pd, gd, ad, recompute ? " (recomputed)" : "", optim);
-            print_table(rows, n);
-        }
-        if (strcmp(engine, "zero3") != 0) print_cuda_engine(model, &cin, &cp, gpu_mem);
+    if (json && strcmp(engine, "cuda") != 0) {
+        print_json(rows, n);
+        return 0;
     }
+    if (!json && strcmp(engine, "cuda") != 0) {
+        printf("ZeRO-3 budget (every buffer sharded, units gathered one at a time; the CUDA engine below keeps its "
+               "working weights whole): %s, seq %lld x micro-batch %lld, params %s, grads %s, acts %s%s, %s\n",
+               model, (long long)seq, (long long)mb, pd, gd, ad, recompute ? " (recomputed)" : "", optim);
+        print_table(rows, n);
+    }
+    if (strcmp(engine, "zero3") == 0) return 0;
+    /* the CUDA engine for each rank count, its mode resolved as the trainer
+     * does (a one-rank mode is shown once: it does not shard) */
+    TrainMode mode = train_mode_for_device(DEVICE_CUDA, &tc, 0, 1);
+    if (json) printf("[");
+    for (int i = 0; i < n; i++) {
+        CudaMemInputs cin = cuda_mem_inputs_from_train(&tc, mode, rows[i].ranks);
+        CudaMemPlan cp = cuda_mem_plan(&c, &cin);
+        if (json) {
+            printf("%s", i ? "," : "");
+            print_cuda_json(rows[i].ranks, &cp, gpu_mem);
+        } else {
+            print_cuda_engine(model, &cin, &cp, gpu_mem);
+        }
+        if (train_mode_whole_on_device(mode)) break;
+    }
+    if (json) printf("]\n");
     return 0;
 }

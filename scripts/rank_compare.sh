@@ -3,9 +3,10 @@
 # scripts/gpu_session.sh (real GPUs), so both read the logs the same way.
 
 # DIR/log.jsonl without the fields that depend on timing or on the process
-# (speed, memory, BLAS threads): what is left must not depend on the rank count
+# (speed, memory, BLAS threads) or on the rank count by design (each rank's
+# shard and collective traffic): what is left must not depend on the rank count
 rank_log_strip() {
-    sed -E 's/,"(tokens_per_s|gflops_per_s|peak_rss_mb|elapsed_s|gpu_engine_mb)":[^,}]*//g;s/,"blas":\{[^}]*\}//' "$1/log.jsonl"
+    sed -E 's/,"(tokens_per_s|gflops_per_s|peak_rss_mb|elapsed_s|gpu_engine_mb|gpu_shard_mb|gathers|gather_bytes|reduces|reduce_bytes|h2d_bytes|d2h_bytes)":[^,}]*//g;s/,"blas":\{[^}]*\}//' "$1/log.jsonl"
 }
 
 # The device line each rank prints (kernels/cuda_device.cu cuda_device_select),

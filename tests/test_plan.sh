@@ -42,14 +42,17 @@ if "$K" plan --ranks 0 >/dev/null 2>&1; then fail "plan --ranks 0" "accepted"; e
 t=$("$K" plan --ranks 1,8 | head -3 | tail -1)
 grep -q "^parameters" <<<"$t" && ok "plan prints a table by default" || fail "plan table" "$t"
 
-# --engine cuda: today's engine per GPU (the whole model on each), checked
-# against the architecture: fp32 embedding + norms and bf16 matrices, fp32
-# gradients, the 8-bit states of every tensor on the device (bf16sr), the
-# activations of one set with recompute vs 32 without, and the fit line
-cu() { "$K" plan --preset llama3.1-8b --seq 8242 --K 2048 --L 8192 --engine cuda --json "$@" 2>&1; }
+# --engine cuda: the engine per GPU (whole working weights, one micro-batch's
+# gradient and activations, this rank's shards), checked against the
+# architecture: fp32 embedding + norms and bf16 matrices, fp32 gradients,
+# the 8-bit states of every tensor on the device (bf16sr), one rank's
+# shards (fp32 master and gradient sum, the exchange buffer of the largest
+# unit, one f64 per norm block, the 8-bit states), the activations of one
+# set with recompute vs 32 without, and the fit line
+cu() { "$K" plan --preset llama3.1-8b --seq 8242 --K 2048 --L 8192 --ranks 1 --engine cuda --json "$@" 2>&1; }
 check=$(python3 - "$(cu --precision bf16sr --recompute)" "$(cu --precision fp32)" "$(cu --precision fp32 --recompute)" <<'PY'
 import json, sys
-sr, f32, f32r = (json.loads(a) for a in sys.argv[1:4])
+sr, f32, f32r = (json.loads(a)[0] for a in sys.argv[1:4])
 C, L, V, F, KD, QD, Hq, T = 4096, 32, 128256, 14336, 1024, 4096, 32, 8242
 mats = [V*C, V*C] + [C*C, KD*C, KD*C, C*C, F*C, F*C, C*F] * L
 norms = [C] * (2*L + 1)
@@ -60,20 +63,33 @@ layer_set = 4*T*(3*C + 2*QD + 2*KD + 3*F + 2 + Hq)
 e = []
 if sr["params"] != 4*(V*C + sum(norms)): e.append("bf16 fp32 part %d" % sr["params"])
 if sr["wbf16"] != 2*(sum(mats) - V*C): e.append("bf16 matrices %d" % sr["wbf16"])
-if f32["params"] != 4*P or f32["grads"] != 4*P or sr["grads"] != 4*P or f32["wbf16"] != 0: e.append("fp32 params/grads")
+# sharded fp32 streams its layers: the embedding and tail resident, two
+# layer slots of weights, one of gradients
+layer = 2*C + 2*C*C + 2*KD*C + 3*F*C
+if f32["params"] != 4*(V*C + C + V*C + 2*layer) or f32["grads"] != 4*(V*C + C + V*C + layer): e.append("fp32 streamed params/grads %d %d" % (f32["params"], f32["grads"]))
+if sr["grads"] != 4*P or f32["wbf16"] != 0: e.append("bf16sr grads / fp32 wbf16")
 if sr["optim"] != opt: e.append("device optimizer %d != %d" % (sr["optim"], opt))
-if f32["optim"] != 0: e.append("host optimizer counted on the device")
+if f32["optim"] != 0: e.append("sharded optimizer counted as the whole-model one")
+units = [V*C] + [layer] * L + [C + V*C]  # embedding, layers, final norm + lm_head
+blocks = sum((n + 255)//256 for n in mats + norms)
+shards = 4*P + 4*P + 4*max(units) + 8*blocks + opt
+if f32["shards"] != shards: e.append("one rank's shards %d != %d" % (f32["shards"], shards))
+if sr["shards"] != 0: e.append("bf16sr (no shards) counts shards")
 if f32["acts"] - f32r["acts"] != 31*layer_set: e.append("recompute saves %d, not 31 layer sets %d" % (f32["acts"] - f32r["acts"], 31*layer_set))
 for r in (sr, f32, f32r):
-    if r["counted"] != sum(r[k] for k in ("params", "wbf16", "grads", "rope", "acts", "optim")) or r["total"] != r["counted"] + r["workspace"]: e.append("sums")
-if f32["fits"] or not f32r["fits"] or not sr["fits"]: e.append("fits: fp32 keep-all %s, fp32 recompute %s, bf16sr %s" % (f32["fits"], f32r["fits"], sr["fits"]))
+    if r["counted"] != sum(r[k] for k in ("params", "wbf16", "grads", "rope", "acts", "optim", "shards")) or r["total"] != r["counted"] + r["workspace"]: e.append("sums")
+if f32["fits"] or not sr["fits"]: e.append("fits on one GPU: fp32 keep-all %s, bf16sr %s" % (f32["fits"], sr["fits"]))
 print("; ".join(e) if e else "OK %.2f %.2f %.2f" % (sr["total"]/2**30, f32["total"]/2**30, f32r["total"]/2**30))
 PY
 )
 case "$check" in OK*) ok "plan --engine cuda: 8B per GPU matches the architecture (bf16sr+recompute, fp32, fp32+recompute: ${check#OK } GiB)";;
                  *) fail "plan --engine cuda 8B" "$check";; esac
-t=$("$K" plan --engine cuda --seq 8242 --precision fp32 --gpu-mem 200G | tail -1)
+# the shipped 8B config on 8 GPUs: the shards shrink to an eighth and the
+# step fits 80 GB with the headroom printed
+t=$("$K" plan --preset llama3.1-8b --config launch/configs/cpt-llama3.1-8b.json --ranks 8 --seq 8242 --engine cuda | tail -1)
+grep -q "^fits 80.00 GiB per GPU: headroom" <<<"$t" && ok "plan: the shipped 8B config on 8 GPUs: $t" || fail "plan 8B on 8 GPUs" "$t"
+t=$("$K" plan --engine cuda --ranks 8 --seq 8242 --precision fp32 --gpu-mem 200G | tail -1)
 grep -q "^fits 200.00 GiB per GPU: headroom" <<<"$t" && ok "plan --gpu-mem 200G: $t" || fail "plan --gpu-mem" "$t"
-t=$("$K" plan --engine cuda --seq 8242 --precision fp32 | tail -1)
+t=$("$K" plan --engine cuda --ranks 8 --seq 8242 --precision fp32 | tail -1)
 grep -q "^does NOT fit 80.00 GiB per GPU" <<<"$t" && ok "plan: fp32 keeping every activation does not fit 80 GiB: $t" || fail "plan no fit" "$t"
 if "$K" plan --gpu-mem 12Q >/dev/null 2>&1; then fail "plan --gpu-mem 12Q" "accepted"; else ok "plan refuses --gpu-mem 12Q"; fi

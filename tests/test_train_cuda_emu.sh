@@ -98,7 +98,7 @@ else fail "GPU -> CPU resume" "$(tail -2 "$tmp/x2.log")"; fi
 # and the headroom
 # the plan of the binary that runs: the sanitizer build's engine carves red
 # zones between its buffers, and its plan counts them
-need=$($E plan --config "$tmp/cfg.json" --engine cuda --json | grep -o '"total":[0-9]*' | cut -d: -f2)
+need=$($E plan --config "$tmp/cfg.json" --ranks 1 --engine cuda --json | grep -o '"total":[0-9]*' | cut -d: -f2)
 if [ -n "$need" ] && [ "$need" -gt 0 ]; then
     KVCPT_EMU_DEVICE_MEM=$((need - 1)) $E train --config "$tmp/cfg.json" --set out="$tmp/oom" --set device=cuda \
         >"$tmp/oom.log" 2>&1 && rc=0 || rc=$?
@@ -119,8 +119,8 @@ if command -v mpirun >/dev/null 2>&1 && $E --version | grep -q "collectives: sin
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
     export KVCPT_EMU_DEVICES=2 # one GPU per rank (tests/test_train_cuda_emu_ranks.sh checks the placement)
     mpirun --oversubscribe -np 2 "$E" train --config "$tmp/cfg.json" --set out="$tmp/two" --set device=cuda >"$tmp/two.log" 2>&1
-    strip() { sed -E 's/,"(tokens_per_s|gflops_per_s|peak_rss_mb|elapsed_s|gpu_engine_mb)":[^,}]*//g;s/,"blas":\{[^}]*\}//' "$1"; }
-    if diff <(strip "$tmp/gpu/log.jsonl") <(strip "$tmp/two/log.jsonl") >/dev/null &&
+    . scripts/rank_compare.sh
+    if diff <(rank_log_strip "$tmp/gpu") <(rank_log_strip "$tmp/two") >/dev/null &&
        cmp -s "$tmp/gpu/model/model.kvcpt" "$tmp/two/model/model.kvcpt"; then
         ok "two ranks on the CUDA engine equal one rank, bit for bit"
     else fail "two ranks on the CUDA engine" "$(tail -3 "$tmp/two.log")"; fi

@@ -5,6 +5,7 @@
 #include "../common/util.h"
 #include "../kernels/matmul.h"
 #include "../model/llama.h"
+#include "../parallel/fsdp_cuda.h"
 #include "../parallel/shard_plan.h"
 
 /* The device optimizer of one rank: the world-of-one shard plan's segments,
@@ -55,33 +56,44 @@ CudaMemPlan cuda_mem_plan(const LlamaConfig *c, const CudaMemInputs *in) {
     ParamLayout pl;
     param_layout_build(&pl, c);
     CudaMemPlan p = {0};
-    LlamaCudaFixedBytes fb = llama_cuda_fixed_bytes(&pl, c, in->precision);
+    /* sharded modes stream their layers: resident tensors and slots only */
+    LlamaCudaFixedBytes fb = in->ranks > 0 ? llama_cuda_streamed_bytes(&pl, c, in->precision)
+                                           : llama_cuda_fixed_bytes(&pl, c, in->precision);
     p.params = fb.params, p.wbf16 = fb.wbf16, p.grads = fb.grads;
     p.rope = llama_cuda_rope_bytes(c, in->T);
     LlamaCudaActBytes ab = llama_cuda_act_bytes(c, in->recompute, in->micro_batch * in->T);
     p.acts = ab.sets * ab.layer_set + c->num_hidden_layers * ab.sel + ab.resid + ab.tokens + ab.xf + ab.scratch;
     p.optim = in->optim_device ? optim_bytes(&pl, in->optim) : 0;
-    p.counted = p.params + p.wbf16 + p.grads + p.rope + p.acts + p.optim;
+    /* the last rank's pieces absorb the rounding of every cut: the largest shard */
+    if (in->ranks > 0) {
+        ShardPlan sp;
+        shard_plan_build(&sp, &pl, in->ranks, in->ranks - 1);
+        p.shards = fsdp_cuda_bytes(&sp, in->precision == LLAMA_CUDA_BF16_WEIGHTS, in->optim).total;
+        shard_plan_free(&sp);
+    }
+    p.counted = p.params + p.wbf16 + p.grads + p.rope + p.acts + p.optim + p.shards;
     p.workspace = workspace_bytes(c, in);
     p.total = p.counted + p.workspace;
     param_layout_free(&pl);
     return p;
 }
 
-CudaMemInputs cuda_mem_inputs_from_train(const TrainConfig *c, TrainMode mode) {
+CudaMemInputs cuda_mem_inputs_from_train(const TrainConfig *c, TrainMode mode, int ranks) {
     OptimKind kind;
     KV_CHECK(optim_kind_parse(c->optim, &kind) == 0, "config: unknown optimizer '%s'", c->optim);
-    CudaMemInputs in = {train_mode_precision(mode), (int)c->recompute, train_mode_optim_on_engine(mode), kind,
-                        c->micro_batch, c->L + c->S, {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX}};
+    int whole = train_mode_whole_on_device(mode);
+    CudaMemInputs in = {train_mode_precision(mode), (int)c->recompute, whole, kind,
+                        c->micro_batch, c->L + c->S, {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX},
+                        whole ? 0 : ranks};
     if (c->mask) in.mask = (RefreshMask){1, c->L, c->K, c->pool_kernel, group_agg_parse(c->group_agg, "config 'group_agg'")};
     return in;
 }
 
 void cuda_mem_plan_print(FILE *f, const CudaMemPlan *p, const char *indent) {
     const char *names[] = {"parameters (fp32)", "weights (bf16)", "gradients (fp32)", "rope tables", "activations",
-                           "optimizer states", "workspace (uncounted)", "total"};
-    const int64_t v[] = {p->params, p->wbf16, p->grads, p->rope, p->acts, p->optim, p->workspace, p->total};
-    for (int i = 0; i < 8; i++)
-        fprintf(f, "%s%-22s %9.2f GiB  (%lld bytes)\n", indent, names[i], (double)v[i] / (1024.0 * 1024.0 * 1024.0),
+                           "optimizer states", "shards (master, grads, states)", "workspace (uncounted)", "total"};
+    const int64_t v[] = {p->params, p->wbf16, p->grads, p->rope, p->acts, p->optim, p->shards, p->workspace, p->total};
+    for (int i = 0; i < 9; i++)
+        fprintf(f, "%s%-30s %9.2f GiB  (%lld bytes)\n", indent, names[i], (double)v[i] / (1024.0 * 1024.0 * 1024.0),
                 (long long)v[i]);
 }

@@ -1,12 +1,16 @@
 #ifndef KVCPT_CUDA_MEM_PLAN_H
 #define KVCPT_CUDA_MEM_PLAN_H
-/* Device bytes one rank's CUDA training engine needs, as the engine is
- * today: the whole model on each GPU (sharding is host-staged), so the
- * figure does not shrink with the rank count. Arithmetic from the same size
- * functions the engine allocates with (model/llama_cuda.h, the optimizer's
- * state counts), so `kvcpt plan --engine cuda` and the trainer's start-up
- * check agree with what llama_cuda_bytes and device_optim_bytes report.
- * In every build (no CUDA needed to plan). */
+/* Device bytes one rank's CUDA training engine needs: sharded (any rank
+ * count), the streamed engine's resident tensors (embedding, final norm,
+ * lm_head), two layer slots of weights and one of gradients, the
+ * activations, and this rank's shards (fp32 master, gradient sum,
+ * optimizer states, parallel/fsdp_cuda.h), which shrink with the rank
+ * count; whole (one rank, the optimizer stepping the engine's own
+ * parameters), every weight and gradient and the optimizer states.
+ * Arithmetic from the same size functions the engine allocates with
+ * (model/llama_cuda.h, fsdp_cuda_bytes, the optimizer's state counts), so
+ * `kvcpt plan --engine cuda` and the trainer's start-up check agree with
+ * what the engine reports holding. In every build (no CUDA needed). */
 #include <stdint.h>
 
 #include "../kernels/attention.h"
@@ -19,17 +23,19 @@
 typedef struct {
     LlamaCudaPrecision precision;
     int recompute;          /* one activation set instead of num_layers */
-    int optim_device;       /* 8-bit (or fp32) AdamW states on the GPU, one rank */
+    int optim_device;       /* the whole model's AdamW states beside the engine's parameters (one rank) */
     OptimKind optim;
     int64_t micro_batch, T; /* the largest forward: micro_batch sequences of T tokens */
     RefreshMask mask;       /* enabled = 0: no mask */
+    int ranks;              /* sharded modes: the shards for this rank count (the largest rank's); 0: none */
 } CudaMemInputs;
 
 typedef struct {
     int64_t params, wbf16, grads, rope; /* held from setup (llama_cuda_create, the first forward's RoPE tables) */
     int64_t acts;       /* allocated by the first forward (activations, selections, streams, scratch) */
-    int64_t optim;      /* the device optimizer's states; 0 when it runs on the host */
-    int64_t counted;    /* all of the above: llama_cuda_bytes + device_optim_bytes after a step */
+    int64_t optim;      /* the whole-model device optimizer's states (optim_device=1, bf16sr) */
+    int64_t shards;     /* this rank's shards (fsdp_cuda_bytes: master, gradient sum, states, exchange) */
+    int64_t counted;    /* all of the above: what the engine reports holding after a step */
     /* Not counted by the engine: the cuBLASLt workspace, the bf16 engine's
      * cast buffers (kept at their largest), and the largest temporary one
      * kernel launcher allocates and frees (attention backward, RefreshKV
@@ -42,8 +48,9 @@ typedef struct {
 CudaMemPlan cuda_mem_plan(const LlamaConfig *c, const CudaMemInputs *in);
 
 /* A training configuration's inputs (the mode resolved from it: precision
- * and optimizer placement); sequences are L + S tokens, micro_batch of them. */
-CudaMemInputs cuda_mem_inputs_from_train(const TrainConfig *c, TrainMode mode);
+ * and optimizer placement) for ranks ranks; sequences are L + S tokens,
+ * micro_batch of them. */
+CudaMemInputs cuda_mem_inputs_from_train(const TrainConfig *c, TrainMode mode, int ranks);
 
 /* One line per figure (GiB and bytes) to f, each prefixed with indent. */
 #include <stdio.h>

@@ -47,12 +47,14 @@ static const Key keys[] = {
     I_(ckpt_interval, "0", "checkpoint every N steps (0: only at the end and on signals)"),
     I_(keep_last, "2", "complete checkpoints kept"),
     I_(recompute, "0", "CUDA: keep only each layer's input, rerun its forward in backward (less memory)"),
-    S_(precision, "fp32", "CUDA: fp32 | bf16 (bf16 device matrices, fp32 master on the host) | bf16sr (bf16 matrices "
-                          "only, stochastic rounding, optimizer on the GPU)"),
-    I_(optim_device, "0", "CUDA, one rank: parameters and AdamW states stay on the GPU (1), or step on the host (0)"),
+    S_(precision, "fp32", "CUDA: fp32 | bf16 (bf16 device matrices from an fp32 master sharded over the GPUs) | bf16sr "
+                          "(bf16 matrices only, stochastic rounding; one rank)"),
+    I_(optim_device, "0", "CUDA, one rank: AdamW steps the engine's own fp32 parameters, no separate master (1), or "
+                          "a master shard beside them (0)"),
     I_(share_device, "0", "CUDA: more ranks on a node than visible GPUs share them round-robin (1), or are refused (0: one GPU "
                           "per rank)"),
-    I_(reshard_after_forward, "1", "sharding: gather a layer again in backward (1) or keep the forward's copy (0)"),
+    I_(reshard_after_forward, "1", "CPU sharding: gather a layer again in backward (1) or keep the forward's copy (0); "
+                                   "the CUDA engine keeps every unit gathered for the step"),
     I_(log_interval, "1", "log line every N steps"),
     I_(seed, "1234", "random init, data order"),
     N_(lr, "5e-6", "peak learning rate"),

@@ -1,10 +1,17 @@
-/* The CUDA engine (model/llama_cuda.h) behind train_engine.h: forward and
- * backward on its own copy of the parameters. With the optimizer on the
- * host, the full parameters go up before each step and each micro-batch's
- * gradient comes down to the sharding hooks, so any rank count behaves as
- * on the CPU; with the optimizer on the device (one rank, device_optim.h),
- * the engine's parameters are the only current copy. The one file of the
- * trainer that names CUDA. */
+/* The CUDA engine (model/llama_cuda.h) behind train_engine.h. The optimizer
+ * always steps on the GPU, in one of two ways the mode picks:
+ * - sharded (precision fp32 or bf16, any rank count): ZeRO-3 on the
+ *   devices (parallel/fsdp_cuda.h): each GPU holds its shard of the fp32
+ *   master, the gradient sum and the 8-bit AdamW states, and the engine
+ *   streams its layers: each is all-gathered over NCCL into a slot just
+ *   before it runs, and its gradient reduce-scattered into the owners as
+ *   soon as its backward is done;
+ * - whole (optim_device=1 or precision bf16sr, one rank): the engine's own
+ *   parameters are the only copy and the optimizer steps them
+ *   (device_optim.h).
+ * The host's master shard and optimizer are refreshed only for a
+ * checkpoint and the final model. The one file of the trainer that names
+ * CUDA. */
 #include "train_engine.h"
 
 #include "../common/util.h"
@@ -14,6 +21,7 @@
 
 #include "../kernels/cuda_device.h"
 #include "../model/llama_cuda.h"
+#include "../parallel/fsdp_cuda.h"
 #include "cuda_mem_plan.h"
 #include "device_optim.h"
 
@@ -23,18 +31,16 @@ typedef struct {
     Llama *model;
     Fsdp *fsdp;
     LlamaCuda gpu;
-    DeviceOptim *dopt;        /* engine optimizer, after push_state; else NULL */
+    FsdpCuda *shards;         /* sharded modes, after push_state; else NULL */
+    DeviceOptim *dopt;        /* whole modes, after push_state; else NULL */
+    int64_t h2d_logged, d2h_logged; /* transfer totals at the last log record */
+    int64_t traffic_logged[4];      /* fsdp_cuda_traffic's totals at the last log record */
 } CudaEngine;
-
-static void cuda_upload(CudaEngine *e) {
-    fsdp_gather_all(e->fsdp);
-    llama_cuda_upload_params(&e->gpu, e->model->params);
-}
 
 static void cuda_begin_step(void *ctx) {
     CudaEngine *e = ctx;
-    if (e->dopt) llama_cuda_zero_grad(&e->gpu);
-    else cuda_upload(e);
+    if (e->shards) fsdp_cuda_zero_grad_sum(e->shards);
+    else llama_cuda_zero_grad(&e->gpu);
 }
 
 static float cuda_forward(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T) {
@@ -42,62 +48,77 @@ static float cuda_forward(void *ctx, const int32_t *tokens, const int32_t *targe
     return llama_cuda_forward(&e->gpu, tokens, targets, batch, T);
 }
 
-/* Host optimizer: this micro-batch's gradient alone into the host buffer,
- * each unit handed to sharding in the order the CPU backward finishes them. */
+/* Sharded: this micro-batch's gradient alone in the engine, each unit
+ * handed to its owners as backward finishes it; whole: added to the sums. */
 static void cuda_backward(void *ctx) {
     CudaEngine *e = ctx;
-    if (e->dopt) {
-        llama_cuda_backward(&e->gpu);
-        return;
-    }
-    llama_cuda_zero_grad(&e->gpu);
+    if (e->shards) llama_cuda_zero_grad(&e->gpu);
     llama_cuda_backward(&e->gpu);
-    llama_cuda_download_grads(&e->gpu, e->model->grads);
-    LlamaUnitHooks *h = &e->model->hooks;
-    int nl = (int)e->model->cfg.num_hidden_layers;
-    if (h->grads_ready)
-        for (int unit = nl + 1; unit >= 0; unit--) h->grads_ready(h->ctx, unit);
 }
 
-static void cuda_begin_eval(void *ctx) {
-    CudaEngine *e = ctx;
-    if (!e->dopt) cuda_upload(e); /* else the device already holds the only current copy */
-}
+/* Nothing to prepare: a sharded engine gathers each layer as its forward
+ * reaches it (every rank runs the same number of dev forwards), and a
+ * whole one holds the current parameters already. */
+static void cuda_begin_eval(void *ctx) { (void)ctx; }
 
 static double cuda_grad_sum_squares(void *ctx) {
     CudaEngine *e = ctx;
-    return device_optim_grad_sum_squares(&e->gpu);
+    return e->shards ? fsdp_cuda_grad_sum_squares(e->shards) : device_optim_grad_sum_squares(&e->gpu);
 }
 
 static int cuda_optim_step(void *ctx, const AdamWHyper *h, int64_t step) {
     CudaEngine *e = ctx;
-    return device_optim_step(e->dopt, &e->gpu, h, step);
+    return e->shards ? fsdp_cuda_step(e->shards, h, step) : device_optim_step(e->dopt, &e->gpu, h, step);
 }
 
 /* The first push creates the device optimizer: after setup or a restore,
- * the host's parameters and states go to the device once. */
+ * the host's shard (parameters and states) goes to the device once. */
 static void cuda_push_state(void *ctx, Optimizer *opt) {
     CudaEngine *e = ctx;
-    if (!train_mode_optim_on_engine(e->mode)) return;
-    if (!e->dopt)
-        e->dopt = device_optim_create(&e->gpu, opt, &e->fsdp->plan, train_mode_stochastic(e->mode), e->seed);
-    device_optim_push(e->dopt, &e->gpu, e->fsdp->master, opt);
+    if (train_mode_whole_on_device(e->mode)) {
+        if (!e->dopt)
+            e->dopt = device_optim_create(&e->gpu, opt, &e->fsdp->plan, train_mode_stochastic(e->mode), e->seed);
+        device_optim_push(e->dopt, &e->gpu, e->fsdp->master, opt);
+        return;
+    }
+    if (!e->shards) e->shards = fsdp_cuda_create(e->fsdp, &e->gpu, opt);
+    fsdp_cuda_push(e->shards, e->fsdp->master, opt);
 }
 
 static void cuda_pull_state(void *ctx, Optimizer *opt) {
     CudaEngine *e = ctx;
     if (e->dopt) device_optim_pull(e->dopt, &e->gpu, e->fsdp->master, opt);
+    if (e->shards) fsdp_cuda_pull(e->shards, e->fsdp->master, opt);
 }
 
+/* Device memory, and what moved since the last record: bytes between host
+ * and device (tokens, losses, the norm's and the check's scalars; a
+ * checkpoint's shard when one was written) and the collectives' bytes. */
 static void cuda_log_fields(void *ctx, json_t *record) {
     CudaEngine *e = ctx;
     json_object_set_new(record, "gpu_engine_mb", json_real((double)llama_cuda_bytes(&e->gpu) / 1048576.0));
     if (e->dopt) json_object_set_new(record, "gpu_optim_mb", json_real((double)device_optim_bytes(e->dopt) / 1048576.0));
+    if (e->shards) {
+        json_object_set_new(record, "gpu_shard_mb", json_real((double)fsdp_cuda_device_bytes(e->shards) / 1048576.0));
+        int64_t now[4];
+        fsdp_cuda_traffic(e->shards, &now[0], &now[1], &now[2], &now[3]);
+        const char *keys[4] = {"gathers", "gather_bytes", "reduces", "reduce_bytes"};
+        for (int i = 0; i < 4; i++) {
+            json_object_set_new(record, keys[i], json_integer(now[i] - e->traffic_logged[i]));
+            e->traffic_logged[i] = now[i];
+        }
+    }
+    int64_t h2d = 0, d2h = 0;
+    cuda_transfer_bytes(&h2d, &d2h);
+    json_object_set_new(record, "h2d_bytes", json_integer(h2d - e->h2d_logged));
+    json_object_set_new(record, "d2h_bytes", json_integer(d2h - e->d2h_logged));
+    e->h2d_logged = h2d, e->d2h_logged = d2h;
 }
 
 static void cuda_engine_free(void *ctx) {
     CudaEngine *e = ctx;
     device_optim_free(e->dopt);
+    fsdp_cuda_free(e->shards, &e->gpu);
     llama_cuda_free(&e->gpu);
     free(e);
 }
@@ -105,8 +126,8 @@ static void cuda_engine_free(void *ctx) {
 /* The plan's bytes against what this rank's GPU has free, before the engine
  * allocates anything: a run that cannot fit stops here with the figures and
  * the settings that shrink them, not with an allocation failure mid-step. */
-static void check_fits(TrainMode mode, const TrainConfig *c, const LlamaConfig *mc, int rank, int device) {
-    CudaMemInputs in = cuda_mem_inputs_from_train(c, mode);
+static void check_fits(TrainMode mode, const TrainConfig *c, const LlamaConfig *mc, int rank, int world, int device) {
+    CudaMemInputs in = cuda_mem_inputs_from_train(c, mode, world);
     CudaMemPlan p = cuda_mem_plan(mc, &in);
     int64_t free_b = 0, total_b = 0;
     cuda_memory_info(&free_b, &total_b);
@@ -119,13 +140,16 @@ static void check_fits(TrainMode mode, const TrainConfig *c, const LlamaConfig *
         if (c->micro_batch > 1)
             n += (size_t)snprintf(fixes + n, sizeof fixes - n, " a smaller micro_batch (now %lld),", (long long)c->micro_batch);
         if (in.optim_device) n += (size_t)snprintf(fixes + n, sizeof fixes - n, " optim_device=0 (precision fp32 or bf16),");
+        if (in.ranks > 0) n += (size_t)snprintf(fixes + n, sizeof fixes - n, " more ranks (now %d),", world);
+        if (in.ranks == 1)
+            n += (size_t)snprintf(fixes + n, sizeof fixes - n, " precision=bf16sr (one rank: no separate master),");
         snprintf(fixes + n, sizeof fixes - n, " shorter sequences (L + S = %lld)", (long long)in.T);
         const double mib = 1024.0 * 1024.0;
         die("train: the CUDA engine needs %lld bytes (%.2f GiB: %.1f MiB weights and gradients, %.1f MiB activations, "
-            "%.1f MiB optimizer, %.1f MiB workspace) on rank %d's GPU %d, but %lld bytes (%.2f GiB) of %.2f GiB are "
+            "%.1f MiB optimizer, %.1f MiB shards, %.1f MiB workspace) on rank %d's GPU %d, but %lld bytes (%.2f GiB) of %.2f GiB are "
             "free; lower it with%s ('kvcpt plan --config FILE' prints the figures)",
             (long long)p.total, (double)p.total / gib, (double)(p.params + p.wbf16 + p.grads + p.rope) / mib,
-            (double)p.acts / mib, (double)p.optim / mib, (double)p.workspace / mib, rank, device, (long long)free_b,
+            (double)p.acts / mib, (double)p.optim / mib, (double)p.shards / mib, (double)p.workspace / mib, rank, device, (long long)free_b,
             (double)free_b / gib, (double)total_b / gib, fixes);
     }
     if (rank == 0)
@@ -140,19 +164,25 @@ TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama
     /* this rank's GPU first: every allocation below lands on it */
     int device = cuda_device_select("train", comm_rank(comm), comm_local_rank(comm), comm_local_world(comm),
                                     (int)c->share_device);
-    check_fits(mode, c, &model->cfg, comm_rank(comm), device);
+    check_fits(mode, c, &model->cfg, comm_rank(comm), comm_world(comm), device);
+    /* NCCL binds to the device just selected; sharded steps move their
+     * device buffers with it (MPI stays for the host's control plane) */
+    if (!train_mode_whole_on_device(mode) && comm_backend(comm) != COMM_NCCL) comm_use_nccl(comm);
     CudaEngine *e = xcalloc(1, sizeof *e);
     e->mode = mode, e->seed = (uint64_t)c->seed, e->model = model, e->fsdp = fsdp;
-    llama_cuda_create(&e->gpu, &model->cfg, (int)c->recompute, train_mode_precision(mode));
+    if (train_mode_whole_on_device(mode))
+        llama_cuda_create(&e->gpu, &model->cfg, (int)c->recompute, train_mode_precision(mode));
+    else
+        llama_cuda_create_streamed(&e->gpu, &model->cfg, (int)c->recompute, train_mode_precision(mode));
     if (model->mask.enabled) llama_cuda_set_mask(&e->gpu, &model->mask, model->mask_S);
-    int on_engine = train_mode_optim_on_engine(mode);
+    cuda_transfer_bytes(&e->h2d_logged, &e->d2h_logged);
     return (TrainEngine){.ctx = e,
                          .begin_step = cuda_begin_step,
                          .forward = cuda_forward,
                          .backward = cuda_backward,
                          .begin_eval = cuda_begin_eval,
-                         .grad_sum_squares = on_engine ? cuda_grad_sum_squares : NULL,
-                         .optim_step = on_engine ? cuda_optim_step : NULL,
+                         .grad_sum_squares = cuda_grad_sum_squares,
+                         .optim_step = cuda_optim_step,
                          .push_state = cuda_push_state,
                          .pull_state = cuda_pull_state,
                          .log_fields = cuda_log_fields,

@@ -171,24 +171,30 @@ float trainer_step(Trainer *t, double *grad_norm, double *lr) {
     return (float)loss;
 }
 
-/* Dev samples i = 0, 1, ... (a fixed-seed loader), sample i on rank i % world. */
+/* Dev samples i = 0, 1, ... (a fixed-seed loader), sample i on rank i % world.
+ * Every rank runs the same number of forwards: an engine that gathers
+ * layers as it goes (the sharded CUDA one) makes each forward a collective,
+ * so a rank with no sample left repeats its last input and drops the loss. */
 double trainer_eval_dev(Trainer *t) {
     if (!t->dev_split) return NAN;
     TrainEngine *e = &t->engine;
     e->begin_eval(e->ctx);
     LlamaUnitHooks hooks = t->model.hooks;
-    t->model.hooks = (LlamaUnitHooks){0}; /* ranks now run different samples: no collectives inside */
+    t->model.hooks = (LlamaUnitHooks){0}; /* the CPU model's are host collectives: its eval reads whole buffers */
     Loader *l = loader_open(t->dev_split, t->T + 1, 0, 0, 1);
     int64_t n = loader_samples_per_epoch(l) < t->cfg.eval_batches ? loader_samples_per_epoch(l) : t->cfg.eval_batches;
     int64_t rounds = (n + t->world - 1) / t->world;
     double *mine = xcalloc((size_t)rounds + 1, sizeof(double)), *all = xmalloc(sizeof(double) * (size_t)(rounds * t->world + 1));
     for (int64_t a = 0; a < rounds; a++) {
-        if (a * t->world + t->rank >= n) break;
-        loader_skip(l, t->rank);
-        loader_next(l, t->sample);
-        loader_skip(l, t->world - 1 - t->rank);
-        split_sample(t, 0);
-        mine[a] = e->forward(e->ctx, t->tokens, t->targets, 1, t->T);
+        int have = a * t->world + t->rank < n;
+        if (have) {
+            loader_skip(l, t->rank);
+            loader_next(l, t->sample);
+            loader_skip(l, t->world - 1 - t->rank);
+            split_sample(t, 0);
+        }
+        float loss = e->forward(e->ctx, t->tokens, t->targets, 1, t->T);
+        if (have) mine[a] = loss;
     }
     t->model.hooks = hooks;
     fsdp_gather_f64(&t->fsdp, mine, rounds, all);

@@ -1,8 +1,10 @@
 /* The memory plan (train/cuda_mem_plan.h) against the CUDA engine it
  * predicts: for several configurations (fp32 / bf16 weights, recompute on
- * and off, the optimizer on the device or the host, the RefreshKV mask on
- * and off, T and micro-batch), the bytes the engine counts
- * (llama_cuda_bytes + device_optim_bytes) after setup and after a forward
+ * and off, the optimizer on the engine's parameters or on one rank's
+ * device shards over a world-of-one NCCL communicator, the RefreshKV mask
+ * on and off, T and micro-batch), the bytes the engine counts
+ * (llama_cuda_bytes + device_optim_bytes or fsdp_cuda_device_bytes) after
+ * setup and after a forward
  * and backward equal the plan's within 2%, and exactly: the plan adds up
  * the engine's own size functions, so any buffer it forgets or invents
  * shows as a difference. Under the emulator the device bytes in use
@@ -20,6 +22,7 @@
 #ifdef KVCPT_CUDA
 #include "../../kernels/cuda_device.h"
 #include "../../model/llama_cuda.h"
+#include "../../parallel/fsdp_cuda.h"
 #include "../../parallel/shard_ckpt.h"
 #include "../../train/cuda_mem_plan.h"
 #include "../../train/device_optim.h"
@@ -28,7 +31,7 @@ typedef struct {
     const char *label;
     int tied;
     LlamaCudaPrecision precision;
-    int recompute, optim_device;
+    int recompute, optim_device; /* optim_device 0: sharded (fsdp_cuda.h), one rank */
     int64_t B, T;
     RefreshMask mask; /* enabled = 0: causal */
 } Case;
@@ -67,31 +70,47 @@ static void compare(const char *label, const char *when, int64_t got, int64_t wa
 static void run_case(const Case *k) {
     LlamaConfig c;
     make_config(&c, k->tied);
-    CudaMemInputs in = {k->precision, k->recompute, k->optim_device, OPTIM_ADAMW8BIT, k->B, k->T, k->mask};
+    CudaMemInputs in = {k->precision, k->recompute, k->optim_device, OPTIM_ADAMW8BIT, k->B, k->T, k->mask,
+                        k->optim_device ? 0 : 1};
     CudaMemPlan p = cuda_mem_plan(&c, &in);
 #ifdef KVCPT_CUDA_EMU
     int64_t used0 = device_used();
 #endif
 
     LlamaCuda g;
-    llama_cuda_create(&g, &c, k->recompute, k->precision);
+    if (k->optim_device) llama_cuda_create(&g, &c, k->recompute, k->precision);
+    else llama_cuda_create_streamed(&g, &c, k->recompute, k->precision);
     if (k->mask.enabled) llama_cuda_set_mask(&g, &k->mask, k->T - k->mask.L);
     ParamLayout pl;
     param_layout_build(&pl, &c);
     float *host = malloc(sizeof(float) * (size_t)pl.total);
     for (int64_t i = 0; i < pl.total; i++) host[i] = 0.01f * (float)((i * 7919) % 201 - 100);
-    llama_cuda_upload_params(&g, host);
     ShardPlan sp;
     Optimizer *opt = NULL;
     DeviceOptim *d = NULL;
+    Comm *comm = NULL;
+    Llama host_model;
+    Fsdp fsdp;
+    FsdpCuda *shards = NULL;
     if (k->optim_device) {
         shard_plan_build(&sp, &pl, 1, 0);
         opt = shard_optimizer_create(OPTIM_ADAMW8BIT, &sp, 0);
+        llama_cuda_upload_params(&g, host);
         d = device_optim_create(&g, opt, &sp, k->precision == LLAMA_CUDA_BF16_WEIGHTS, 5);
         device_optim_push(d, &g, host, opt);
+    } else {
+        comm = comm_open(0);
+        comm_use_nccl(comm);
+        llama_create(&host_model, &c);
+        fsdp_init(&fsdp, comm, &host_model, 1);
+        opt = shard_optimizer_create(OPTIM_ADAMW8BIT, &fsdp.plan, 0);
+        shards = fsdp_cuda_create(&fsdp, &g, opt);
+        fsdp_cuda_push(shards, host, opt);
     }
-    int64_t setup_plan = p.params + p.wbf16 + p.grads + p.optim; /* rope and activations come with the first forward */
-    int64_t counted = llama_cuda_bytes(&g) + (d ? device_optim_bytes(d) : 0);
+#define ENGINE_BYTES() (llama_cuda_bytes(&g) + (d ? device_optim_bytes(d) : 0) + (shards ? fsdp_cuda_device_bytes(shards) : 0))
+    /* rope and activations come with the first forward */
+    int64_t setup_plan = p.params + p.wbf16 + p.grads + p.optim + p.shards;
+    int64_t counted = ENGINE_BYTES();
     compare(k->label, "counted after setup", counted, setup_plan);
 #ifdef KVCPT_CUDA_EMU
     compare(k->label, "emulated device bytes after setup", device_used() - used0, setup_plan);
@@ -103,7 +122,7 @@ static void run_case(const Case *k) {
     llama_cuda_forward(&g, tokens, targets, k->B, k->T);
     llama_cuda_zero_grad(&g);
     llama_cuda_backward(&g);
-    counted = llama_cuda_bytes(&g) + (d ? device_optim_bytes(d) : 0);
+    counted = ENGINE_BYTES();
     compare(k->label, "counted after forward+backward (peak)", counted, p.counted);
 #ifdef KVCPT_CUDA_EMU
     compare(k->label, "emulated device bytes after forward+backward", device_used() - used0, p.counted);
@@ -111,14 +130,20 @@ static void run_case(const Case *k) {
     /* the engine's own peak is the plan's only at the planned shape: a
      * smaller forward reuses the buffers, a longer one would not fit it */
     llama_cuda_forward(&g, tokens, targets, 1, k->T);
-    tl_result(llama_cuda_bytes(&g) + (d ? device_optim_bytes(d) : 0) == counted,
-              "a smaller forward after the planned one allocates nothing more", "grew");
+    tl_result(ENGINE_BYTES() == counted, "a smaller forward after the planned one allocates nothing more", "grew");
+#undef ENGINE_BYTES
 
     if (d) {
         device_optim_free(d);
-        optim_free(opt);
         shard_plan_free(&sp);
     }
+    if (shards) {
+        fsdp_cuda_free(shards, &g);
+        fsdp_free(&fsdp, &host_model);
+        llama_free(&host_model);
+        comm_close(comm);
+    }
+    optim_free(opt);
     llama_cuda_free(&g);
     free(host);
     free(tokens);
@@ -135,9 +160,9 @@ int main(void) {
 #ifdef KVCPT_CUDA
     const RefreshMask none = {0, 0, 0, 1, GROUP_AGG_MAX};
     const Case cases[] = {
-        {"fp32 keep-all host-optim causal B2 T33", 0, LLAMA_CUDA_FP32, 0, 0, 2, 33, none},
+        {"fp32 keep-all sharded causal B2 T33", 0, LLAMA_CUDA_FP32, 0, 0, 2, 33, none},
         {"fp32 recompute device-optim mask B1 T49", 0, LLAMA_CUDA_FP32, 1, 1, 1, 49, {1, 40, 6, 7, GROUP_AGG_MAX}},
-        {"bf16 recompute host-optim mask tied B3 T21", 1, LLAMA_CUDA_BF16_WEIGHTS, 1, 0, 3, 21, {1, 20, 4, 3, GROUP_AGG_MEAN}},
+        {"bf16 recompute sharded mask tied B3 T21", 1, LLAMA_CUDA_BF16_WEIGHTS, 1, 0, 3, 21, {1, 20, 4, 3, GROUP_AGG_MEAN}},
         {"bf16sr keep-all device-optim causal B2 T70", 0, LLAMA_CUDA_BF16_WEIGHTS, 0, 1, 2, 70, none},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

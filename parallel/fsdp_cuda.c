@@ -1,0 +1,269 @@
+#include "fsdp_cuda.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+#include "../optim/norm_fixed.h"
+
+static int64_t largest_piece(const ShardPlan *p) {
+    int64_t piece = 0;
+    for (int u = 0; u < p->n_units; u++)
+        for (int r = 0; r < p->world; r++)
+            if (shard_piece_numel(p, u, r) > piece) piece = shard_piece_numel(p, u, r);
+    return piece;
+}
+
+FsdpCudaBytes fsdp_cuda_bytes(const ShardPlan *p, int bf16_weights, OptimKind optim) {
+    FsdpCudaBytes b = {0};
+    b.master = (int64_t)sizeof(float) * p->local_numel;
+    b.grad_sum = b.master;
+    b.exchange = (int64_t)sizeof(float) * p->world * largest_piece(p);
+    b.stage = bf16_weights ? (int64_t)sizeof(float) * p->max_unit : 0;
+    ShardSegment *s = NULL;
+    int n = shard_segments(p, p->rank, &s);
+    b.blocks = (int64_t)sizeof(double) * shard_norm_block_count(s, n);
+    int64_t *numel = xmalloc(sizeof(int64_t) * (size_t)(n + 1)), *whole = xmalloc(sizeof(int64_t) * (size_t)(n + 1));
+    for (int i = 0; i < n; i++) numel[i] = s[i].numel, whole[i] = s[i].tensor_numel;
+    OptimStateCounts counts = optim_state_counts(optim, numel, whole, n);
+    b.optim = optim_device_bytes(&counts, n);
+    free(numel), free(whole), free(s);
+    b.total = b.master + b.grad_sum + b.exchange + b.stage + b.blocks + b.optim;
+    return b;
+}
+
+#ifdef KVCPT_CUDA
+#include "../kernels/cuda_device.h"
+#include "../kernels/shard_accumulate.h"
+#include "../optim/optim_cuda.h"
+
+struct FsdpCuda {
+    Comm *comm;
+    const ShardPlan *plan;   /* the host sharding's */
+    const ShardSegment *segs;
+    int nseg;
+    LlamaCuda *g;
+    float *master;           /* device (plan.local_numel): this rank's fp32 parameters */
+    float *grad_sum;         /* device (plan.local_numel): sum over micro-batches of their gradients */
+    float *exchange;         /* device (world, largest piece): the reduce-scatter's receive buffer */
+    float *stage;            /* device (plan.max_unit): a gathered unit (bf16 engine); NULL in fp32 */
+    double *blocks;          /* device (nblocks): the norm's block sums */
+    int64_t nblocks;
+    OptimCuda *opt;
+    uint8_t *current;        /* per resident unit (embedding, tail): the engine holds this step's parameters */
+    int slot_unit[LLAMA_CUDA_SLOTS]; /* the layer unit each weight slot holds (or is receiving), or -1 */
+    int in_flight;           /* unit whose gather runs in the background, or -1 */
+    int64_t *counts, *displs, *scounts, *sdispls, *rcounts, *rdispls; /* world each */
+    int64_t bytes;           /* device bytes held */
+    int64_t gathers, gather_bytes, reduces, reduce_bytes;
+};
+
+static int64_t piece(const FsdpCuda *d, int u, int r) { return shard_piece_numel(d->plan, u, r); }
+
+/* Where unit u's gathered values land: the engine's parameters themselves
+ * (fp32), or the staging buffer the bf16 engine rounds them from. */
+static float *gather_target(FsdpCuda *d, int u) {
+    int64_t b = d->plan->unit_begin[u], e = d->plan->unit_begin[u + 1];
+    float *in_place = llama_cuda_params_in_place(d->g, b, e);
+    return in_place ? in_place : d->stage;
+}
+
+static int is_layer(const FsdpCuda *d, int u) { return u >= 1 && u <= d->plan->n_units - 2; }
+
+/* The engine holds unit u's current parameters: a resident unit gathered
+ * this step, or a layer still in its slot. */
+static int holds(const FsdpCuda *d, int u) {
+    return is_layer(d, u) ? d->slot_unit[u % LLAMA_CUDA_SLOTS] == u : d->current[u];
+}
+
+/* A layer takes the slot of its parity: the one a prefetch fills is never
+ * the one the running layer reads. */
+static void start_gather(FsdpCuda *d, int u, int background) {
+    const ShardPlan *p = d->plan;
+    if (is_layer(d, u)) {
+        llama_cuda_bind_layer(d->g, u - 1, u % LLAMA_CUDA_SLOTS);
+        d->slot_unit[u % LLAMA_CUDA_SLOTS] = u;
+    }
+    int64_t base = p->unit_begin[u];
+    for (int r = 0; r < p->world; r++) {
+        d->counts[r] = piece(d, u, r);
+        d->displs[r] = shard_cut(p, u, r) - base;
+    }
+    const float *send = d->master + p->local_offset[u];
+    if (background) comm_all_gather_v_start(d->comm, COMM_F32, send, gather_target(d, u), d->counts, d->displs);
+    else comm_all_gather_v(d->comm, COMM_F32, send, gather_target(d, u), d->counts, d->displs);
+    d->gathers++;
+    d->gather_bytes += (int64_t)sizeof(float) * (p->unit_begin[u + 1] - base - piece(d, u, p->rank));
+}
+
+/* The gathered unit into the engine's places (a no-op for fp32 engines). */
+static void place(FsdpCuda *d, int u) {
+    llama_cuda_install_params(d->g, gather_target(d, u), d->plan->unit_begin[u], d->plan->unit_begin[u + 1]);
+    if (!is_layer(d, u)) d->current[u] = 1;
+}
+
+static void finish_in_flight(FsdpCuda *d) {
+    if (d->in_flight < 0) return;
+    comm_wait(d->comm);
+    place(d, d->in_flight);
+    d->in_flight = -1;
+}
+
+static void gather_now(FsdpCuda *d, int u) {
+    finish_in_flight(d);
+    if (holds(d, u)) return;
+    start_gather(d, u, 0);
+    place(d, u);
+}
+
+/* The unit in place now (a layer's gradient slot bound and zeroed for its
+ * backward), and the next one of this pass on its way. */
+static void on_params_needed(void *ctx, int unit, int backward) {
+    FsdpCuda *d = ctx;
+    if (d->in_flight == unit) finish_in_flight(d);
+    else gather_now(d, unit);
+    if (backward && is_layer(d, unit)) llama_cuda_bind_layer_grads(d->g, unit - 1);
+    int next = backward ? unit - 1 : unit + 1;
+    int wanted = backward ? is_layer(d, next) : next < d->plan->n_units;
+    if (wanted && !holds(d, next)) {
+        finish_in_flight(d);
+        start_gather(d, next, 1);
+        d->in_flight = next;
+    }
+}
+
+/* Every rank's piece of unit u's gradient to its owner, which adds the W
+ * pieces in rank order. */
+static void on_grads_ready(void *ctx, int u) {
+    FsdpCuda *d = ctx;
+    const ShardPlan *p = d->plan;
+    int W = p->world;
+    int64_t base = p->unit_begin[u], mine = piece(d, u, p->rank);
+    for (int r = 0; r < W; r++) {
+        d->scounts[r] = piece(d, u, r);
+        d->sdispls[r] = shard_cut(p, u, r) - base;
+        d->rcounts[r] = mine;
+        d->rdispls[r] = (int64_t)r * mine;
+    }
+    comm_all_to_all_v(d->comm, COMM_F32, llama_cuda_grads_of(d->g, base, p->unit_begin[u + 1]), d->scounts, d->sdispls, d->exchange, d->rcounts,
+                      d->rdispls);
+    shard_accumulate_cuda(d->grad_sum + p->local_offset[u], d->exchange, mine, W);
+    d->reduces++;
+    d->reduce_bytes += (int64_t)sizeof(float) * (p->unit_begin[u + 1] - base - mine);
+}
+
+FsdpCuda *fsdp_cuda_create(Fsdp *f, LlamaCuda *g, const Optimizer *host_opt) {
+    KV_CHECK(comm_backend(f->comm) == COMM_NCCL, "fsdp on the GPUs: the communicator must use NCCL (it uses %s)",
+             comm_backend_name(comm_backend(f->comm)));
+    KV_CHECK(g->streamed, "fsdp on the GPUs: the engine must stream its layers (llama_cuda_create_streamed)");
+    FsdpCuda *d = xcalloc(1, sizeof *d);
+    d->comm = f->comm, d->plan = &f->plan, d->segs = f->segs, d->nseg = f->nseg, d->g = g;
+    const ShardPlan *p = d->plan;
+    int W = p->world;
+    FsdpCudaBytes b = fsdp_cuda_bytes(p, g->precision == LLAMA_CUDA_BF16_WEIGHTS, host_opt->kind);
+    d->master = cuda_malloc_counted(&d->bytes, b.master);
+    d->grad_sum = cuda_malloc_counted(&d->bytes, b.grad_sum);
+    d->exchange = cuda_malloc_counted(&d->bytes, b.exchange);
+    d->stage = b.stage ? cuda_malloc_counted(&d->bytes, b.stage) : NULL;
+    d->nblocks = shard_norm_block_count(d->segs, d->nseg);
+    d->blocks = cuda_malloc_counted(&d->bytes, b.blocks);
+    d->opt = optim_cuda_create(host_opt);
+    d->bytes += optim_cuda_bytes(d->opt);
+    /* the memory plan adds up fsdp_cuda_bytes: what is held must be that */
+    KV_CHECK(d->bytes == b.total, "fsdp on the GPUs: holds %lld device bytes but fsdp_cuda_bytes says %lld",
+             (long long)d->bytes, (long long)b.total);
+    d->current = xcalloc((size_t)p->n_units, 1);
+    for (int s = 0; s < LLAMA_CUDA_SLOTS; s++) d->slot_unit[s] = -1;
+    d->in_flight = -1;
+    d->counts = xmalloc(sizeof(int64_t) * 6 * (size_t)W);
+    d->displs = d->counts + W, d->scounts = d->displs + W, d->sdispls = d->scounts + W;
+    d->rcounts = d->sdispls + W, d->rdispls = d->rcounts + W;
+    cuda_memset_zero(d->grad_sum, (size_t)b.grad_sum);
+    g->hooks = (LlamaUnitHooks){d, on_params_needed, on_grads_ready};
+    return d;
+}
+
+void fsdp_cuda_free(FsdpCuda *d, LlamaCuda *g) {
+    if (!d) return;
+    finish_in_flight(d);
+    if (g) g->hooks = (LlamaUnitHooks){0};
+    optim_cuda_free(d->opt);
+    cuda_free(d->master);
+    cuda_free(d->grad_sum);
+    cuda_free(d->exchange);
+    if (d->stage) cuda_free(d->stage);
+    cuda_free(d->blocks);
+    free(d->current);
+    free(d->counts);
+    free(d);
+}
+
+/* The parameters changed: every unit is gathered again on its next use. */
+static void forget_units(FsdpCuda *d) {
+    memset(d->current, 0, (size_t)d->plan->n_units);
+    for (int s = 0; s < LLAMA_CUDA_SLOTS; s++) d->slot_unit[s] = -1;
+}
+
+void fsdp_cuda_push(FsdpCuda *d, const float *master, const Optimizer *host_opt) {
+    finish_in_flight(d);
+    cuda_memcpy_h2d(d->master, master, sizeof(float) * (size_t)d->plan->local_numel);
+    optim_cuda_upload(d->opt, host_opt);
+    forget_units(d);
+}
+
+void fsdp_cuda_pull(const FsdpCuda *d, float *master, Optimizer *host_opt) {
+    cuda_memcpy_d2h(master, d->master, sizeof(float) * (size_t)d->plan->local_numel);
+    optim_cuda_download(d->opt, host_opt);
+}
+
+void fsdp_cuda_zero_grad_sum(FsdpCuda *d) {
+    cuda_memset_zero(d->grad_sum, sizeof(float) * (size_t)d->plan->local_numel);
+}
+
+/* Block sums on each device; the ranks agree on the largest (one int64: the
+ * bits of a non-negative double order as the double does), then each adds
+ * its blocks as integers on that common scale and the 16-byte partial sums
+ * are added on the host. Integer addition does not care how blocks are
+ * spread over ranks, so the result is the same for any rank count. */
+double fsdp_cuda_grad_sum_squares(FsdpCuda *d) {
+    finish_in_flight(d);
+    double mine = shard_block_sums_cuda(d->blocks, d->grad_sum, d->segs, d->nseg);
+    int64_t bits;
+    memcpy(&bits, &mine, sizeof bits);
+    bits = comm_max_i64(d->comm, bits);
+    double max;
+    memcpy(&max, &bits, sizeof max);
+    if (!(max > 0) || !isfinite(max)) return max; /* 0, or a non-finite block: the step is skipped */
+    int E = norm_fixed_exponent(max);
+    Fixed128 part = shard_fixed_sum_cuda(d->blocks, d->nblocks, E);
+    int W = d->plan->world;
+    Fixed128 *all = xmalloc(sizeof(Fixed128) * (size_t)W);
+    for (int r = 0; r < W; r++) {
+        d->counts[r] = (int64_t)sizeof(Fixed128);
+        d->displs[r] = (int64_t)sizeof(Fixed128) * r;
+    }
+    comm_host_all_gather_v(d->comm, COMM_U8, &part, all, d->counts, d->displs);
+    Fixed128 sum = {0};
+    for (int r = 0; r < W; r++) sum = fixed128_add(sum, all[r]);
+    free(all);
+    return fixed128_to_double(sum, E);
+}
+
+int fsdp_cuda_step(FsdpCuda *d, const AdamWHyper *h, int64_t step) {
+    finish_in_flight(d);
+    int bad = optim_cuda_check(d->opt, d->grad_sum, OPTIM_F32, h, step);
+    if (comm_max_i64(d->comm, bad)) return 1;
+    KV_CHECK(optim_cuda_step(d->opt, d->master, OPTIM_F32, d->grad_sum, OPTIM_F32, h, step) == 0,
+             "step %lld: the device optimizer rejected gradients its check accepted", (long long)step);
+    forget_units(d);
+    return 0;
+}
+
+int64_t fsdp_cuda_device_bytes(const FsdpCuda *d) { return d->bytes; }
+
+void fsdp_cuda_traffic(const FsdpCuda *d, int64_t *gathers, int64_t *gather_bytes, int64_t *reduces,
+                       int64_t *reduce_bytes) {
+    *gathers = d->gathers, *gather_bytes = d->gather_bytes, *reduces = d->reduces, *reduce_bytes = d->reduce_bytes;
+}
+#endif
