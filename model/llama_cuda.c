@@ -379,9 +379,33 @@ void llama_cuda_install_params(LlamaCuda *g, const float *src, int64_t begin, in
     }
 }
 
+int llama_cuda_tensor_is_bf16(const LlamaCuda *g, int tensor) {
+    KV_CHECK(tensor >= 0 && tensor < g->layout.n, "llama_cuda_tensor_is_bf16: tensor %d outside [0, %d)", tensor,
+             g->layout.n);
+    return g->precision == LLAMA_CUDA_BF16_WEIGHTS && !stays_fp32(&g->layout.t[tensor]);
+}
+
 float *llama_cuda_params_in_place(LlamaCuda *g, int64_t begin, int64_t end) {
-    if (g->precision == LLAMA_CUDA_BF16_WEIGHTS) return NULL;
-    return view_at(g, &g->w, begin, end, "llama_cuda_params_in_place");
+    float *base = view_at(g, &g->w, begin, end, "llama_cuda_params_in_place");
+    const ParamLayout *L = &g->layout;
+    for (int i = param_layout_tensor_at(L, begin); i < L->n && L->t[i].offset < end; i++)
+        if (llama_cuda_tensor_is_bf16(g, i) || *llama_tensor_slot(&g->w, &L->t[i]) != base + (L->t[i].offset - begin))
+            return NULL;
+    return base;
+}
+
+void llama_cuda_install_bf16(LlamaCuda *g, const bf16 *src, int64_t begin, int64_t end) {
+    const ParamLayout *L = &g->layout;
+    (void)view_at(g, &g->w, begin, end, "llama_cuda_install_bf16"); /* checks the range's start */
+    for (int i = param_layout_tensor_at(L, begin); i < L->n && L->t[i].offset < end; i++) {
+        const ParamTensor *t = &L->t[i];
+        KV_CHECK(t->offset + t->numel <= end, "llama_cuda_install_bf16: range [%lld, %lld) cuts tensor '%s'",
+                 (long long)begin, (long long)end, t->name);
+        if (!llama_cuda_tensor_is_bf16(g, i)) continue;
+        float *dst = *llama_tensor_slot(&g->w, t);
+        KV_CHECK(dst, "llama_cuda_install_bf16: tensor '%s' is not bound (a streamed layer not bound)", t->name);
+        cuda_memcpy_d2d(dst, src + (t->offset - begin), sizeof(bf16) * (size_t)t->numel);
+    }
 }
 
 void llama_cuda_upload_params(LlamaCuda *g, const float *host) {

@@ -145,10 +145,17 @@ void llama_cuda_upload_params(LlamaCuda *g, const float *host);
  * the tied lm_head's copy when the embedding is in range). The range must
  * cover whole tensors. */
 void llama_cuda_install_params(LlamaCuda *g, const float *src, int64_t begin, int64_t end);
-/* Where the fp32 layout range [begin, end) can be written directly (fp32
- * engines: the parameters themselves), or NULL when the engine keeps some of
- * it in bf16 and llama_cuda_install_params must place it. */
+/* Where the fp32 layout range [begin, end) can be written directly: the
+ * views themselves, when every tensor in it is fp32 on this engine and they
+ * lie in layout order (always with fp32 weights; the embedding unit with
+ * bf16 ones); else NULL. */
 float *llama_cuda_params_in_place(LlamaCuda *g, int64_t begin, int64_t end);
+/* 1 when layout tensor i lives in bf16 on this engine. */
+int llama_cuda_tensor_is_bf16(const LlamaCuda *g, int tensor);
+/* bf16 values of the layout range [begin, end) (src, layout order, already
+ * on the device) into the places of its bf16 tensors; its fp32 tensors are
+ * left alone (a sharded engine gathers those in fp32 where they live). */
+void llama_cuda_install_bf16(LlamaCuda *g, const bf16 *src, int64_t begin, int64_t end);
 /* device gradients -> host (layout.total floats) */
 void llama_cuda_download_grads(const LlamaCuda *g, float *host);
 /* device parameters -> host (layout.total floats; bf16 matrices widened

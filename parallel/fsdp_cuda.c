@@ -20,7 +20,10 @@ FsdpCudaBytes fsdp_cuda_bytes(const ShardPlan *p, int bf16_weights, OptimKind op
     b.master = (int64_t)sizeof(float) * p->local_numel;
     b.grad_sum = b.master;
     b.exchange = (int64_t)sizeof(float) * p->world * largest_piece(p);
-    b.stage = bf16_weights ? (int64_t)sizeof(float) * p->max_unit : 0;
+    int64_t mine = 0;
+    for (int u = 0; u < p->n_units; u++)
+        if (shard_piece_numel(p, u, p->rank) > mine) mine = shard_piece_numel(p, u, p->rank);
+    b.stage = bf16_weights ? (int64_t)sizeof(uint16_t) * (p->max_unit + mine) : 0;
     ShardSegment *s = NULL;
     int n = shard_segments(p, p->rank, &s);
     b.blocks = (int64_t)sizeof(double) * shard_norm_block_count(s, n);
@@ -34,6 +37,7 @@ FsdpCudaBytes fsdp_cuda_bytes(const ShardPlan *p, int bf16_weights, OptimKind op
 }
 
 #ifdef KVCPT_CUDA
+#include "../kernels/bf16.h"
 #include "../kernels/cuda_device.h"
 #include "../kernels/shard_accumulate.h"
 #include "../optim/optim_cuda.h"
@@ -47,7 +51,8 @@ struct FsdpCuda {
     float *master;           /* device (plan.local_numel): this rank's fp32 parameters */
     float *grad_sum;         /* device (plan.local_numel): sum over micro-batches of their gradients */
     float *exchange;         /* device (world, largest piece): the reduce-scatter's receive buffer */
-    float *stage;            /* device (plan.max_unit): a gathered unit (bf16 engine); NULL in fp32 */
+    bf16 *stage;             /* device (plan.max_unit), bf16 engine: a gathered unit's bf16 values; NULL in fp32 */
+    bf16 *send16;            /* device (this rank's largest piece), bf16 engine: its piece rounded to bf16 */
     double *blocks;          /* device (nblocks): the norm's block sums */
     int64_t nblocks;
     OptimCuda *opt;
@@ -61,14 +66,6 @@ struct FsdpCuda {
 
 static int64_t piece(const FsdpCuda *d, int u, int r) { return shard_piece_numel(d->plan, u, r); }
 
-/* Where unit u's gathered values land: the engine's parameters themselves
- * (fp32), or the staging buffer the bf16 engine rounds them from. */
-static float *gather_target(FsdpCuda *d, int u) {
-    int64_t b = d->plan->unit_begin[u], e = d->plan->unit_begin[u + 1];
-    float *in_place = llama_cuda_params_in_place(d->g, b, e);
-    return in_place ? in_place : d->stage;
-}
-
 static int is_layer(const FsdpCuda *d, int u) { return u >= 1 && u <= d->plan->n_units - 2; }
 
 /* The engine holds unit u's current parameters: a resident unit gathered
@@ -77,29 +74,78 @@ static int holds(const FsdpCuda *d, int u) {
     return is_layer(d, u) ? d->slot_unit[u % LLAMA_CUDA_SLOTS] == u : d->current[u];
 }
 
-/* A layer takes the slot of its parity: the one a prefetch fills is never
- * the one the running layer reads. */
+static void set_counts(FsdpCuda *d, int u, int64_t scale) {
+    const ShardPlan *p = d->plan;
+    for (int r = 0; r < p->world; r++) {
+        d->counts[r] = scale * piece(d, u, r);
+        d->displs[r] = scale * (shard_cut(p, u, r) - p->unit_begin[u]);
+    }
+}
+
+/* A bf16 engine's unit with matrices: each fp32 tensor (the norms) gathered
+ * where it lives, in fp32 and at once (a few thousand elements; before the
+ * big gather, so that a blocking gather does not join a background one). */
+static void gather_fp32_tensors(FsdpCuda *d, int u) {
+    const ShardPlan *p = d->plan;
+    const ParamLayout *L = &d->g->layout;
+    int64_t b = p->unit_begin[u], e = p->unit_begin[u + 1];
+    for (int i = param_layout_tensor_at(L, b); i < L->n && L->t[i].offset < e; i++) {
+        if (llama_cuda_tensor_is_bf16(d->g, i)) continue;
+        int64_t t0 = L->t[i].offset, t1 = t0 + L->t[i].numel, mine_at = 0;
+        for (int r = 0; r < p->world; r++) {
+            int64_t lo = shard_cut(p, u, r) > t0 ? shard_cut(p, u, r) : t0;
+            int64_t hi = shard_cut(p, u, r + 1) < t1 ? shard_cut(p, u, r + 1) : t1;
+            d->counts[r] = hi > lo ? hi - lo : 0;
+            d->displs[r] = hi > lo ? lo - t0 : 0;
+            if (r == p->rank) mine_at = hi > lo ? lo - shard_cut(p, u, r) : 0;
+        }
+        float *dst = llama_cuda_params_in_place(d->g, t0, t1);
+        KV_CHECK(dst, "fsdp on the GPUs: tensor '%s' is not an fp32 tensor in place", L->t[i].name);
+        comm_all_gather_v(d->comm, COMM_F32, d->master + p->local_offset[u] + mine_at, dst, d->counts, d->displs);
+        d->gathers++;
+        d->gather_bytes += (int64_t)sizeof(float) * (t1 - t0 - d->counts[p->rank]);
+    }
+}
+
+/* Unit u's gather started: a layer takes the slot of its parity (the one a
+ * prefetch fills is never the one the running layer reads). A unit whose
+ * tensors are all fp32 on the engine is gathered in fp32 where it lives;
+ * one with bf16 matrices travels as bf16, each rank rounding its own piece
+ * (the same rounding the receiver would do), half the bytes. */
 static void start_gather(FsdpCuda *d, int u, int background) {
     const ShardPlan *p = d->plan;
     if (is_layer(d, u)) {
         llama_cuda_bind_layer(d->g, u - 1, u % LLAMA_CUDA_SLOTS);
         d->slot_unit[u % LLAMA_CUDA_SLOTS] = u;
     }
-    int64_t base = p->unit_begin[u];
-    for (int r = 0; r < p->world; r++) {
-        d->counts[r] = piece(d, u, r);
-        d->displs[r] = shard_cut(p, u, r) - base;
+    int64_t b = p->unit_begin[u], e = p->unit_begin[u + 1];
+    const float *mine = d->master + p->local_offset[u];
+    float *in_place = llama_cuda_params_in_place(d->g, b, e);
+    CommType type = COMM_F32;
+    const void *send = mine;
+    void *recv = in_place;
+    int64_t scale = 1, elem = (int64_t)sizeof(float);
+    if (!in_place) {
+        KV_CHECK(d->stage, "fsdp on the GPUs: unit %d has bf16 tensors but no staging buffer", u);
+        gather_fp32_tensors(d, u);
+        cast_bf16_cuda(d->send16, mine, piece(d, u, p->rank));
+        type = COMM_U8, send = d->send16, recv = d->stage, scale = (int64_t)sizeof(bf16), elem = 1;
     }
-    const float *send = d->master + p->local_offset[u];
-    if (background) comm_all_gather_v_start(d->comm, COMM_F32, send, gather_target(d, u), d->counts, d->displs);
-    else comm_all_gather_v(d->comm, COMM_F32, send, gather_target(d, u), d->counts, d->displs);
+    set_counts(d, u, scale);
+    if (background) comm_all_gather_v_start(d->comm, type, send, recv, d->counts, d->displs);
+    else comm_all_gather_v(d->comm, type, send, recv, d->counts, d->displs);
     d->gathers++;
-    d->gather_bytes += (int64_t)sizeof(float) * (p->unit_begin[u + 1] - base - piece(d, u, p->rank));
+    d->gather_bytes += elem * scale * (e - b - piece(d, u, p->rank));
 }
 
-/* The gathered unit into the engine's places (a no-op for fp32 engines). */
+/* The gathered unit into the engine's places: the bf16 matrices from the
+ * staging buffer; an fp32 unit is in place already (a tied lm_head's bf16
+ * copy is rounded from the embedding). */
 static void place(FsdpCuda *d, int u) {
-    llama_cuda_install_params(d->g, gather_target(d, u), d->plan->unit_begin[u], d->plan->unit_begin[u + 1]);
+    int64_t b = d->plan->unit_begin[u], e = d->plan->unit_begin[u + 1];
+    float *in_place = llama_cuda_params_in_place(d->g, b, e);
+    if (in_place) llama_cuda_install_params(d->g, in_place, b, e);
+    else llama_cuda_install_bf16(d->g, d->stage, b, e);
     if (!is_layer(d, u)) d->current[u] = 1;
 }
 
@@ -165,7 +211,13 @@ FsdpCuda *fsdp_cuda_create(Fsdp *f, LlamaCuda *g, const Optimizer *host_opt) {
     d->master = cuda_malloc_counted(&d->bytes, b.master);
     d->grad_sum = cuda_malloc_counted(&d->bytes, b.grad_sum);
     d->exchange = cuda_malloc_counted(&d->bytes, b.exchange);
-    d->stage = b.stage ? cuda_malloc_counted(&d->bytes, b.stage) : NULL;
+    if (b.stage) {
+        int64_t mine = 0;
+        for (int u = 0; u < p->n_units; u++)
+            if (piece(d, u, p->rank) > mine) mine = piece(d, u, p->rank);
+        d->stage = cuda_malloc_counted(&d->bytes, (int64_t)sizeof(bf16) * p->max_unit);
+        d->send16 = cuda_malloc_counted(&d->bytes, (int64_t)sizeof(bf16) * mine);
+    }
     d->nblocks = shard_norm_block_count(d->segs, d->nseg);
     d->blocks = cuda_malloc_counted(&d->bytes, b.blocks);
     d->opt = optim_cuda_create(host_opt);
@@ -193,6 +245,7 @@ void fsdp_cuda_free(FsdpCuda *d, LlamaCuda *g) {
     cuda_free(d->grad_sum);
     cuda_free(d->exchange);
     if (d->stage) cuda_free(d->stage);
+    if (d->send16) cuda_free(d->send16);
     cuda_free(d->blocks);
     free(d->current);
     free(d->counts);

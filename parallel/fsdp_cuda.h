@@ -38,7 +38,8 @@ typedef struct {
     int64_t master;   /* fp32, plan.local_numel */
     int64_t grad_sum; /* fp32, plan.local_numel */
     int64_t exchange; /* fp32, world x the largest piece: the all-to-all's receive buffer */
-    int64_t stage;    /* fp32, the largest unit: a gathered unit before the bf16 engine places it; 0 in fp32 */
+    int64_t stage;    /* bf16 engine: the largest unit in bf16 (a gathered unit before it is placed) and this
+                       * rank's largest piece rounded to bf16 (what it sends); 0 in fp32 */
     int64_t blocks;   /* f64, one per norm block of the shard */
     int64_t optim;    /* the 8-bit AdamW states of the shard's segments */
     int64_t total;

@@ -15,8 +15,8 @@ struct DeviceOptim {
 DeviceOptim *device_optim_create(const LlamaCuda *g, const Optimizer *host, const ShardPlan *plan, int stochastic,
                                  uint64_t seed) {
     KV_CHECK(plan->world == 1 && plan->local_numel == g->layout.total,
-             "optim_device=1: the optimizer runs on the GPU for one rank only (this run has %d); sharded runs keep "
-             "it on the host (optim_device=0)",
+             "optim_device=1: the optimizer steps the engine's own parameters for one rank only (this run has %d); "
+             "sharded runs keep a master shard on each GPU (optim_device=0)",
              plan->world);
     KV_CHECK(!stochastic || g->precision == LLAMA_CUDA_BF16_WEIGHTS,
              "stochastic rounding needs the bf16-weights engine (precision bf16sr)");

@@ -4,14 +4,14 @@
  * that runs forward and backward: the CPU model (train_engine_cpu.c), or
  * the CUDA engine (train_engine_cuda.c, the only file that names CUDA).
  *
- * Both work against the host's Llama and its sharding (parallel/fsdp.h):
- * the host buffers hold the parameters the optimizer steps, and a backward
- * hands each unit's gradient to the sharding hooks in the order the CPU
- * backward finishes them, so every engine and rank count adds micro-batches
- * in the same order. Where the optimizer steps on the engine
- * (train_mode_optim_on_engine), the engine holds the only current
- * parameters instead: gradients accumulate there, and the norm and the
- * update run there too. */
+ * The CPU engine works against the host's Llama and its sharding
+ * (parallel/fsdp.h): the host buffers hold the parameters the optimizer
+ * steps, and a backward hands each unit's gradient to the sharding hooks in
+ * the order the CPU backward finishes them. The CUDA engine steps the
+ * optimizer itself (train_mode_optim_on_engine): on the GPUs' shards
+ * (parallel/fsdp_cuda.h) or, for one rank, on its own whole parameters; the
+ * host's master shard and optimizer are then only a checkpoint's staging.
+ * Either way micro-batches add in the same order for every rank count. */
 #include <jansson.h>
 #include <stdint.h>
 
@@ -32,11 +32,12 @@ typedef struct TrainEngine {
     /* The last forward's gradient: to the sharding hooks (host optimizer),
      * or added to the engine's sums (engine optimizer). */
     void (*backward)(void *ctx);
-    /* Before evaluation: the full current parameters where forward reads them. */
+    /* Before evaluation (every rank then runs the same number of forwards):
+     * the CPU engine gathers the whole model; the CUDA engine needs nothing. */
     void (*begin_eval)(void *ctx);
     /* Engine optimizer only (NULL otherwise): the sum of squares of the
-     * accumulated gradients, and one update (1 when a gradient is unusable:
-     * nothing changed). */
+     * accumulated gradients over all ranks, and one update (1 on every rank
+     * when any rank's gradient is unusable: nothing changed anywhere). */
     double (*grad_sum_squares)(void *ctx);
     int (*optim_step)(void *ctx, const AdamWHyper *h, int64_t step);
     /* The host's optimizer and master (after setup or a restore) into the
