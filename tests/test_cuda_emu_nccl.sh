@@ -71,6 +71,7 @@ planted $A 2 host nonzero "rank 1: ncclBroadcast\(count=100, ncclFloat32, root=1
 planted $A 4 short nonzero "rank 3: ncclBroadcast\(count=100, ncclFloat32, root=[0-3]\)'s recvbuff 0x[0-9a-f]+ has 396 bytes up to the end of its cudaMalloc allocation, the operation needs 400"
 # rank 1 on device 1 sends from a buffer it allocated on device 0
 KVCPT_EMU_DEVICES=2 planted $A 2 device nonzero "rank 1: ncclBroadcast\(count=100, ncclFloat32, root=1\)'s sendbuff 0x[0-9a-f]+ was allocated on device 0, but the communicator is on device 1"
+planted $A 2 nowait nonzero "cudaMemcpy's source \(0x[0-9a-f]+, on stream \(nil\)\) points into bytes that ncclBroadcast\(count=100, ncclFloat32, root=[01]\) on stream 0x[0-9a-f]+ \(its operation #[0-9]+\) may still be writing"
 planted $A 3 sendrecv nonzero "rank 0's send #1 to rank 2 is ncclSend\(count=100, ncclFloat32, peer=2\), but rank 2's receive #1 from rank 0 is ncclRecv\(count=101"
 planted $B 3 op 0 "rank 0 calls ncclAllReduce\(count=64, ncclFloat32, ncclSum\) but rank 2 calls ncclAllReduce\(count=64, ncclFloat32, ncclMax\)"
 planted $B 2 root 0 "rank 0 calls ncclBroadcast\(count=64, ncclFloat32, root=0\) but rank 1 calls ncclBroadcast\(count=64, ncclFloat32, root=1\)"

@@ -5,8 +5,8 @@
  * 8-bit AdamW states live beside them, and a step moves nothing over the
  * bus but the losses, the clipping norm's chunk sums and the verdict of
  * the gradient check. The host's master copy and optimizer are refreshed
- * only for checkpoints and the final model. One rank: sharded runs keep
- * the optimizer on the host (parallel/fsdp.h).
+ * only for checkpoints and the final model. One rank: sharded runs keep an
+ * fp32 master shard beside the engine on each GPU (parallel/fsdp_cuda.h).
  *
  * With bf16 weights there is no fp32 master at all, so the matrices must
  * be rounded stochastically (optim/adamw_math.h) or updates below half a

@@ -577,6 +577,10 @@ ncclResult_t enqueue(OpKind kind, const void *send, void *recv, size_t count, nc
     o.d = OpDesc{(int32_t)kind, (int32_t)type, (int32_t)op, (int32_t)peer, (uint64_t)count, 0, 0};
     o.send = send, o.recv = recv, o.comm = comm;
     o.d.bad = !check_op(comm, o.d, send, recv, st);
+    /* what it writes belongs to st until another stream is ordered after it */
+    if (!o.d.bad && kind != OP_SEND)
+        emu::stream_writes(st, recv, count * type_size(type) * (kind == OP_ALL_GATHER ? (size_t)comm->nranks : 1),
+                           describe(o.d).c_str());
     if (group_depth > 0) {
         group_ops.push_back(o);
         return ncclSuccess;

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 /* The race variant (build/emu-race/) tells the detector what runs and when
@@ -975,6 +976,7 @@ bool on_current_device(const char *call, const char *which, const void *p) {
 
 namespace emu {
 void check_launch_pointer(const Config &c, int arg, const void *p) {
+    check_stream_order(c.stream, p, c.name ? c.name : "a kernel", arg);
     int d = device_of(p);
     if (d < 0 || d == current_device) return;
     fprintf(stderr,
@@ -984,6 +986,11 @@ void check_launch_pointer(const Config &c, int arg, const void *p) {
     exit(1);
 }
 } // namespace emu
+
+/* The host waited for stream st's work so far (all streams' when all). */
+namespace emu {
+void host_synced(cudaStream_t st, bool all);
+}
 
 /* ---- host API: device memory is host memory ---- */
 extern "C" {
@@ -1108,6 +1115,8 @@ void count_transfer(cudaMemcpyKind kind, size_t bytes) {
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
     if (!on_current_device("cudaMemcpy", "destination", dst) || !on_current_device("cudaMemcpy", "source", src))
         return record(cudaErrorInvalidDevice);
+    emu::check_stream_order(nullptr, src, "cudaMemcpy's source", -1);
+    emu::check_stream_order(nullptr, dst, "cudaMemcpy's destination", -1);
     count_transfer(kind, bytes);
     if (kind == cudaMemcpyDeviceToHost) digest_copy(src, bytes);
     memmove(dst, src, bytes);
@@ -1122,14 +1131,22 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
 }
 cudaError_t cudaMemset(void *dst, int value, size_t bytes) {
     if (!on_current_device("cudaMemset", "destination", dst)) return record(cudaErrorInvalidDevice);
+    emu::check_stream_order(nullptr, dst, "cudaMemset's destination", -1);
     memset(dst, value, bytes);
     return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t st) {
     return (void)st, cudaMemset(dst, value, bytes);
 }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t st) { return emu_stream_valid(st) ? cudaSuccess : record(cudaErrorInvalidValue); }
+cudaError_t cudaDeviceSynchronize(void) {
+    emu::host_synced(nullptr, true);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t st) {
+    if (!emu_stream_valid(st)) return record(cudaErrorInvalidValue);
+    emu::host_synced(st, false);
+    return cudaSuccess;
+}
 cudaError_t cudaGetLastError(void) {
     cudaError_t e = last_error;
     last_error = cudaSuccess;
@@ -1180,7 +1197,78 @@ struct CUstream_st {
 };
 struct CUevent_st {
     unsigned int flags;
+    cudaStream_t stream; /* of its last record */
+    unsigned long long seq; /* that stream's operations before the record */
 };
+/* Stream order (cuda_runtime.h, emu::stream_writes): a clock per stream
+ * (operations noted on it), what each stream has waited for of every other
+ * one, what the host has, and the writes not yet known to be ordered. */
+namespace emu {
+namespace {
+struct StreamClock {
+    unsigned long long seq = 0;
+    std::map<cudaStream_t, unsigned long long> known;
+};
+struct PendingWrite {
+    uintptr_t lo, hi;
+    cudaStream_t stream;
+    unsigned long long seq;
+    std::string what;
+};
+std::mutex order_mu;
+std::map<cudaStream_t, StreamClock> clocks;
+std::map<cudaStream_t, unsigned long long> host_known;
+std::vector<PendingWrite> pending;
+std::atomic<size_t> n_pending{0};
+
+bool ordered_after(cudaStream_t reader, const PendingWrite &w) {
+    if (reader == w.stream) return true;
+    auto h = host_known.find(w.stream);
+    if (h != host_known.end() && h->second >= w.seq) return true;
+    auto c = clocks.find(reader);
+    if (c == clocks.end()) return false;
+    auto k = c->second.known.find(w.stream);
+    return k != c->second.known.end() && k->second >= w.seq;
+}
+} // namespace
+
+void stream_writes(cudaStream_t st, const void *p, size_t bytes, const char *what) {
+    if (!p || !bytes) return;
+    std::lock_guard<std::mutex> lock(order_mu);
+    unsigned long long seq = ++clocks[st].seq;
+    /* what the default stream, the engines' compute stream, is ordered after is done for everyone who reads */
+    pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                 [](const PendingWrite &w) { return ordered_after(nullptr, w); }),
+                  pending.end());
+    pending.push_back(PendingWrite{(uintptr_t)p, (uintptr_t)p + bytes, st, seq, what});
+    n_pending = pending.size();
+}
+
+void host_synced(cudaStream_t st, bool all) {
+    std::lock_guard<std::mutex> lock(order_mu);
+    if (all)
+        for (auto &c : clocks) host_known[c.first] = c.second.seq;
+    else
+        host_known[st] = clocks[st].seq;
+}
+
+void check_stream_order(cudaStream_t st, const void *p, const char *who, int arg) {
+    if (n_pending.load() == 0 || !p) return;
+    std::lock_guard<std::mutex> lock(order_mu);
+    uintptr_t a = (uintptr_t)p;
+    for (const PendingWrite &w : pending) {
+        if (a < w.lo || a >= w.hi || ordered_after(st, w)) continue;
+        char where[64] = "";
+        if (arg >= 0) snprintf(where, sizeof where, " argument %d", arg);
+        fprintf(stderr,
+                "kvcpt CUDA emulator: %s%s (%p, on stream %p) points into bytes that %s on stream %p (its operation "
+                "#%llu) may still be writing: nothing orders this stream after it (cudaStreamWaitEvent on an event "
+                "recorded after it, or a synchronize); a GPU would read a partly written buffer\n",
+                who, where, p, (void *)st, w.what.c_str(), (void *)w.stream, w.seq);
+        exit(1);
+    }
+}
+} // namespace emu
 namespace {
 std::mutex handles_mu; /* guards the two tables below */
 std::map<const CUstream_st *, int> live_streams;
@@ -1228,7 +1316,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t st) {
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned int flags) {
     if (!ev || (flags & ~(cudaEventDisableTiming | 0x1u | 0x4u))) return record(cudaErrorInvalidValue);
-    *ev = new CUevent_st{flags};
+    *ev = new CUevent_st{flags, nullptr, 0};
     std::lock_guard<std::mutex> lock(handles_mu);
     live_events[*ev] = 1;
     return cudaSuccess;
@@ -1241,12 +1329,26 @@ cudaError_t cudaEventDestroy(cudaEvent_t ev) {
     return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st) {
-    return event_valid(ev) && emu_stream_valid(st) ? cudaSuccess : record(cudaErrorInvalidValue);
+    if (!event_valid(ev) || !emu_stream_valid(st)) return record(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> lock(emu::order_mu);
+    ev->stream = st;
+    ev->seq = emu::clocks[st].seq;
+    return cudaSuccess;
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t ev) { return event_valid(ev) ? cudaSuccess : record(cudaErrorInvalidValue); }
+cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
+    if (!event_valid(ev)) return record(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> lock(emu::order_mu);
+    unsigned long long &h = emu::host_known[ev->stream];
+    if (ev->seq > h) h = ev->seq;
+    return cudaSuccess;
+}
 /* the work before the record ran at its call: a live event is always complete */
 cudaError_t cudaEventQuery(cudaEvent_t ev) { return event_valid(ev) ? cudaSuccess : record(cudaErrorInvalidValue); }
 cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned int flags) {
-    return event_valid(ev) && emu_stream_valid(st) && flags == 0 ? cudaSuccess : record(cudaErrorInvalidValue);
+    if (!event_valid(ev) || !emu_stream_valid(st) || flags != 0) return record(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> lock(emu::order_mu);
+    unsigned long long &k = emu::clocks[st].known[ev->stream];
+    if (ev->seq > k) k = ev->seq;
+    return cudaSuccess;
 }
 }

@@ -16,6 +16,10 @@
  * another device than the communicator's): the emulated NCCL must end the
  * job with a message; reaching the end is a failure.
  *
+ * KVCPT_TEST_NCCL_PLANT=nowait: the last rank reads a background
+ * all-gather's result before comm_wait: the emulator's stream-order check
+ * must stop it (emu::stream_writes in tests/cuda_emu/include/cuda_runtime.h).
+ *
  * KVCPT_TEST_NCCL_PLANT=skip: after one all-gather-v that every rank takes
  * part in, the last rank skips the next one and waits forever; the others
  * must never return from it. With KVCPT_TEST_NCCL_TIMEOUT=T (seconds, set
@@ -181,6 +185,16 @@ static void plant(Comm *c, const char *bug) {
         if (me == last) rc[0] = 101;
         void *s = dev_alloc((size_t)world * 400), *r = dev_alloc((size_t)world * 404);
         comm_all_to_all_v(c, COMM_F32, s, counts, displs, r, rc, displs);
+    } else if (strcmp(bug, "nowait") == 0) {
+        /* a background all-gather whose result the last rank reads before
+         * comm_wait orders its stream after it: on a GPU a partly written
+         * buffer; the emulator must stop it (the others wait properly) */
+        void *s = dev_alloc(400), *r = dev_alloc((size_t)world * 400);
+        comm_all_gather_v_start(c, COMM_F32, s, r, counts, displs);
+        if (me != last) comm_wait(c);
+        cuda_memcpy_d2h(host, r, 400);
+        if (me == last) comm_wait(c);
+        comm_barrier(c);
     } else if (strcmp(bug, "skip") == 0) {
         void *s = dev_alloc(400), *r = dev_alloc((size_t)world * 400);
         comm_all_gather_v(c, COMM_F32, s, r, counts, displs);

@@ -171,7 +171,8 @@ struct Config {
     dim3 grid, block;
     size_t smem;
     const char *name = nullptr; /* the kernel's name as the launch wrote it (cu2cc.sh), for messages */
-    Config(dim3 g, dim3 b, size_t s = 0, cudaStream_t st = 0) : grid(g), block(b), smem(s) { (void)st; }
+    cudaStream_t stream;
+    Config(dim3 g, dim3 b, size_t s = 0, cudaStream_t st = 0) : grid(g), block(b), smem(s), stream(st) {}
     Config &named(const char *n) {
         name = n;
         return *this;
@@ -193,6 +194,16 @@ int block_count(int predicate);
  * stops naming the kernel and both devices (a GPU without peer access
  * faults). Pointers inside struct arguments are not seen. */
 void check_launch_pointer(const Config &c, int arg, const void *p);
+/* Stream order. Work runs at its call here, but on a GPU an operation on one
+ * stream may still be running while another stream's work starts, unless an
+ * event recorded after it was waited for (cudaStreamWaitEvent) or the host
+ * synchronized. stream_writes notes that an operation enqueued on st (the
+ * emulated NCCL's, on its own stream) writes [p, p + bytes); a kernel
+ * argument or a copy on another stream that points into those bytes before
+ * that stream is ordered after the operation stops the program, naming
+ * both (on a GPU it would read a partly written buffer). */
+void stream_writes(cudaStream_t st, const void *p, size_t bytes, const char *what);
+void check_stream_order(cudaStream_t st, const void *p, const char *who, int arg);
 template <typename A> inline void check_launch_arg(const Config &c, int arg, const A &a) {
     if constexpr (std::is_pointer<A>::value) check_launch_pointer(c, arg, (const void *)a);
 }
