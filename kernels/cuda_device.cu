@@ -106,6 +106,10 @@ extern "C" void cuda_memcpy_d2d(void *dst, const void *src, size_t bytes) {
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
 }
 extern "C" void cuda_memset_zero(void *dst, size_t bytes) { CUDA_CHECK(cudaMemset(dst, 0, bytes)); }
+extern "C" void cuda_host_pin(void *p, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterDefault));
+}
+extern "C" void cuda_host_unpin(void *p) { CUDA_CHECK(cudaHostUnregister(p)); }
 extern "C" void cuda_memory_info(int64_t *free_bytes, int64_t *total_bytes) {
     size_t f = 0, t = 0;
     CUDA_CHECK(cudaMemGetInfo(&f, &t));

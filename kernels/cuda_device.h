@@ -30,6 +30,10 @@ void cuda_memcpy_d2h(void *dst, const void *src, size_t bytes);
 void cuda_transfer_bytes(int64_t *h2d, int64_t *d2h);
 void cuda_memcpy_d2d(void *dst, const void *src, size_t bytes);
 void cuda_memset_zero(void *dst, size_t bytes);
+/* Page-locks host memory (a checkpoint's staging), so copies to and from it
+ * run at the bus's speed; unpin before freeing it. Zero bytes: nothing. */
+void cuda_host_pin(void *p, size_t bytes);
+void cuda_host_unpin(void *p);
 void cuda_synchronize(void);
 /* Free and total device memory now. */
 void cuda_memory_info(int64_t *free_bytes, int64_t *total_bytes);

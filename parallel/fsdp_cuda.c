@@ -61,6 +61,8 @@ struct FsdpCuda {
     int in_flight;           /* unit whose gather runs in the background, or -1 */
     int64_t *counts, *displs, *scounts, *sdispls, *rcounts, *rdispls; /* world each */
     int64_t bytes;           /* device bytes held */
+    void *pinned[7];         /* host buffers page-locked for checkpoints (the master shard, the states) */
+    int npinned;
     int64_t gathers, gather_bytes, reduces, reduce_bytes;
 };
 
@@ -232,6 +234,19 @@ FsdpCuda *fsdp_cuda_create(Fsdp *f, LlamaCuda *g, const Optimizer *host_opt) {
     d->displs = d->counts + W, d->scounts = d->displs + W, d->sdispls = d->scounts + W;
     d->rcounts = d->sdispls + W, d->rdispls = d->rcounts + W;
     cuda_memset_zero(d->grad_sum, (size_t)b.grad_sum);
+    /* a checkpoint copies the shard and its states to these host buffers:
+     * page-locked, they move at the bus's speed instead of through the
+     * driver's bounce buffers */
+    void *host[7] = {f->master, host_opt->m_code, host_opt->v_code, host_opt->m_absmax, host_opt->v_absmax,
+                     host_opt->m32, host_opt->v32};
+    size_t size[7] = {sizeof(float) * (size_t)p->local_numel, (size_t)host_opt->n_code, (size_t)host_opt->n_code,
+                      sizeof(float) * (size_t)host_opt->n_absmax, sizeof(float) * (size_t)host_opt->n_absmax,
+                      sizeof(float) * (size_t)host_opt->n_f32, sizeof(float) * (size_t)host_opt->n_f32};
+    for (int i = 0; i < 7; i++)
+        if (host[i] && size[i]) {
+            cuda_host_pin(host[i], size[i]);
+            d->pinned[d->npinned++] = host[i];
+        }
     g->hooks = (LlamaUnitHooks){d, on_params_needed, on_grads_ready};
     return d;
 }
@@ -241,6 +256,7 @@ void fsdp_cuda_free(FsdpCuda *d, LlamaCuda *g) {
     finish_in_flight(d);
     if (g) g->hooks = (LlamaUnitHooks){0};
     optim_cuda_free(d->opt);
+    for (int i = 0; i < d->npinned; i++) cuda_host_unpin(d->pinned[i]);
     cuda_free(d->master);
     cuda_free(d->grad_sum);
     cuda_free(d->exchange);

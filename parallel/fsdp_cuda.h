@@ -57,7 +57,9 @@ void fsdp_cuda_free(FsdpCuda *d, LlamaCuda *g);
 /* Host shard (master, states) -> device, after setup or a restore; every
  * unit is gathered again on its next use. */
 void fsdp_cuda_push(FsdpCuda *d, const float *master, const Optimizer *host_opt);
-/* Device shard -> host (a checkpoint, the final model). */
+/* Device shard -> host (a checkpoint, the final model), into the host
+ * sharding's master and host_opt's states, page-locked at creation (they
+ * must outlive the FsdpCuda). */
 void fsdp_cuda_pull(const FsdpCuda *d, float *master, Optimizer *host_opt);
 void fsdp_cuda_zero_grad_sum(FsdpCuda *d);
 /* Sum of squares of the gradient sum over all ranks: the same bits for any

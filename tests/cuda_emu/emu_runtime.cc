@@ -1035,6 +1035,24 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     *total_bytes = size;
     return cudaSuccess;
 }
+namespace {
+std::mutex pinned_mu;
+std::map<uintptr_t, size_t> pinned; /* registered host ranges, by start */
+}
+cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned int flags) {
+    if (!p || !bytes || flags != cudaHostRegisterDefault || device_of(p) >= 0) return record(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> lock(pinned_mu);
+    uintptr_t a = (uintptr_t)p;
+    auto next = pinned.lower_bound(a);
+    if (next != pinned.end() && next->first < a + bytes) return record(cudaErrorInvalidValue);
+    if (next != pinned.begin() && std::prev(next)->first + std::prev(next)->second > a) return record(cudaErrorInvalidValue);
+    pinned[a] = bytes;
+    return cudaSuccess;
+}
+cudaError_t cudaHostUnregister(void *p) {
+    std::lock_guard<std::mutex> lock(pinned_mu);
+    return pinned.erase((uintptr_t)p) ? cudaSuccess : record(cudaErrorInvalidValue);
+}
 cudaError_t cudaSetDevice(int dev) {
     if (dev < 0 || dev >= emu_device_count()) return record(cudaErrorInvalidDevice);
     current_device = dev;

@@ -70,6 +70,12 @@ cudaError_t cudaMalloc(void **p, size_t bytes);
 /* The emulated device's memory is the host's: free = available, total = physical RAM. */
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t st);
+/* Page-locking host memory for fast copies: refused (cudaErrorInvalidValue)
+ * for device memory, a null or empty range, a range overlapping one already
+ * registered, and, on unregistering, a pointer that was not registered. */
+#define cudaHostRegisterDefault 0x0u
+cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned int flags);
+cudaError_t cudaHostUnregister(void *p);
 cudaError_t cudaFree(void *p);
 cudaError_t cudaFreeAsync(void *p, cudaStream_t st);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
