@@ -16,7 +16,11 @@
  *          double acc = 0; for i in order: acc += (double)g[i] * (double)g[i];
  *      and the pass returns the largest block sum on this rank.
  *   2. The caller takes the max M over ranks (one double). M == 0: the sum
- *      is 0. M not finite: the sum is M (the step is skipped).
+ *      is 0. M not finite: the sum is M (the step is skipped). Reduce the
+ *      bits, not the double: nf_max_key (optim/norm_fixed_math.h) as a
+ *      uint64 max, then nf_key_value. An integer max keeps a NaN from any
+ *      rank (it orders above +inf), where a floating max (fmax, or
+ *      ncclMax on doubles) may drop it.
  *      E = norm_fixed_exponent(M), the exponent with M < 2^E.
  *   3. shard_fixed_sum_*: q = floor(b * 2^(NORM_FIXED_BITS - E)) per block
  *      (< 2^100, exact), added in 128-bit integers: a Fixed128 per rank.

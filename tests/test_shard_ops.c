@@ -14,6 +14,7 @@
 #include "../common/util.h"
 #include "../kernels/shard_accumulate.h"
 #include "../optim/norm_fixed.h"
+#include "../optim/norm_fixed_math.h"
 #include "testlib.h"
 
 static uint64_t bits_of(double x) {
@@ -275,6 +276,25 @@ static void test_nonfinite(void) {
     m = max_of(g, N);
     tl_result(bits_of(m) == 0x7ff8000000000000ull, "a NaN gradient: the max is the positive quiet NaN",
               "got bits %016llx", (unsigned long long)bits_of(m));
+    /* ranks agree on the max through the keys' integer max: a NaN on one
+     * rank wins over another's inf, in any order (fmax would drop it) */
+    double rank_max[4] = {1e300, NAN, INFINITY, 0.0};
+    uint64_t fwd = 0, rev = 0;
+    for (int r = 0; r < 4; r++) {
+        uint64_t kf = nf_max_key(rank_max[r]), kr = nf_max_key(rank_max[3 - r]);
+        fwd = kf > fwd ? kf : fwd, rev = kr > rev ? kr : rev;
+    }
+    tl_result(fwd == rev && bits_of(nf_key_value(fwd)) == 0x7ff8000000000000ull && !isnan(fmax(NAN, 1e300)),
+              "ranks' maxima combined as keys: NaN beats inf and finite in any order", "key %016llx",
+              (unsigned long long)fwd);
+    rank_max[1] = 5.0;
+    fwd = 0;
+    for (int r = 0; r < 4; r++) fwd = nf_max_key(rank_max[r]) > fwd ? nf_max_key(rank_max[r]) : fwd;
+    tl_result(nf_key_value(fwd) == INFINITY, "ranks' maxima combined as keys: inf beats finite", "");
+    rank_max[2] = 7.0;
+    fwd = 0;
+    for (int r = 0; r < 4; r++) fwd = nf_max_key(rank_max[r]) > fwd ? nf_max_key(rank_max[r]) : fwd;
+    tl_result(nf_key_value(fwd) == 1e300, "ranks' maxima combined as keys: the largest finite one", "");
     g[100] = 3e38f; /* finite, its square is not a float but is a double */
     m = max_of(g, N);
     tl_result(isfinite(m) && m > 8.9e76, "a 3e38 gradient: the block sum is finite in double", "got %g", m);
