@@ -6,6 +6,7 @@
 
 #include "../common/util.h"
 #include "../optim/norm_fixed.h"
+#include "../optim/norm_fixed_math.h"
 
 static int64_t largest_piece(const ShardPlan *p) {
     int64_t piece = 0;
@@ -291,18 +292,16 @@ void fsdp_cuda_zero_grad_sum(FsdpCuda *d) {
 }
 
 /* Block sums on each device; the ranks agree on the largest (one int64: the
- * bits of a non-negative double order as the double does), then each adds
+ * max key, the double's bits without the sign, ordered as the doubles are
+ * and NaN above +inf, optim/norm_fixed_math.h), then each adds
  * its blocks as integers on that common scale and the 16-byte partial sums
  * are added on the host. Integer addition does not care how blocks are
  * spread over ranks, so the result is the same for any rank count. */
 double fsdp_cuda_grad_sum_squares(FsdpCuda *d) {
     finish_in_flight(d);
     double mine = shard_block_sums_cuda(d->blocks, d->grad_sum, d->segs, d->nseg);
-    int64_t bits;
-    memcpy(&bits, &mine, sizeof bits);
-    bits = comm_max_i64(d->comm, bits);
-    double max;
-    memcpy(&max, &bits, sizeof max);
+    /* a max key has its sign bit clear, so the int64 max is the key's max */
+    double max = nf_key_value((uint64_t)comm_max_i64(d->comm, (int64_t)nf_max_key(mine)));
     if (!(max > 0) || !isfinite(max)) return max; /* 0, or a non-finite block: the step is skipped */
     int E = norm_fixed_exponent(max);
     Fixed128 part = shard_fixed_sum_cuda(d->blocks, d->nblocks, E);
