@@ -7,20 +7,9 @@
 #include <stdlib.h>
 
 #include "../common/util.h"
+#include "nccl_check.h"
 #include "nccl_watchdog.h"
 
-#define CUDA_CHECK(call)                                                                                        \
-    do {                                                                                                        \
-        cudaError_t cuda_rc_ = (call);                                                                          \
-        if (cuda_rc_ != cudaSuccess) die("%s:%d: %s failed: %s", __FILE__, __LINE__, #call,                    \
-                                         cudaGetErrorString(cuda_rc_));                                          \
-    } while (0)
-#define NCCL_CHECK(call)                                                                                        \
-    do {                                                                                                        \
-        ncclResult_t nccl_rc_ = (call);                                                                         \
-        if (nccl_rc_ != ncclSuccess) die("%s:%d: %s failed: %s", __FILE__, __LINE__, #call,                    \
-                                         ncclGetErrorString(nccl_rc_));                                          \
-    } while (0)
 
 struct CommNccl {
     ncclComm_t comm;

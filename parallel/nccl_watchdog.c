@@ -8,13 +8,7 @@
 #include <unistd.h>
 
 #include "../common/util.h"
-
-#define CUDA_CHECK(call)                                                                                        \
-    do {                                                                                                        \
-        cudaError_t cuda_rc_ = (call);                                                                          \
-        if (cuda_rc_ != cudaSuccess) die("%s:%d: %s failed: %s", __FILE__, __LINE__, #call,                    \
-                                         cudaGetErrorString(cuda_rc_));                                          \
-    } while (0)
+#include "nccl_check.h"
 
 /* Operations in flight that are watched: a ring, so that the fast path
  * never waits for the device until this many are queued ahead of it. */
