@@ -71,10 +71,14 @@ static int64_t piece(const FsdpCuda *d, int u, int r) { return shard_piece_numel
 
 static int is_layer(const FsdpCuda *d, int u) { return u >= 1 && u <= d->plan->n_units - 2; }
 
+/* A layer of a streamed engine lives in a slot while it runs; every other
+ * unit (all of them with a whole engine) stays in place for the step. */
+static int in_slot(const FsdpCuda *d, int u) { return d->g->streamed && is_layer(d, u); }
+
 /* The engine holds unit u's current parameters: a resident unit gathered
  * this step, or a layer still in its slot. */
 static int holds(const FsdpCuda *d, int u) {
-    return is_layer(d, u) ? d->slot_unit[u % LLAMA_CUDA_SLOTS] == u : d->current[u];
+    return in_slot(d, u) ? d->slot_unit[u % LLAMA_CUDA_SLOTS] == u : d->current[u];
 }
 
 static void set_counts(FsdpCuda *d, int u, int64_t scale) {
@@ -117,7 +121,7 @@ static void gather_fp32_tensors(FsdpCuda *d, int u) {
  * (the same rounding the receiver would do), half the bytes. */
 static void start_gather(FsdpCuda *d, int u, int background) {
     const ShardPlan *p = d->plan;
-    if (is_layer(d, u)) {
+    if (in_slot(d, u)) {
         llama_cuda_bind_layer(d->g, u - 1, u % LLAMA_CUDA_SLOTS);
         d->slot_unit[u % LLAMA_CUDA_SLOTS] = u;
     }
@@ -149,7 +153,7 @@ static void place(FsdpCuda *d, int u) {
     float *in_place = llama_cuda_params_in_place(d->g, b, e);
     if (in_place) llama_cuda_install_params(d->g, in_place, b, e);
     else llama_cuda_install_bf16(d->g, d->stage, b, e);
-    if (!is_layer(d, u)) d->current[u] = 1;
+    if (!in_slot(d, u)) d->current[u] = 1;
 }
 
 static void finish_in_flight(FsdpCuda *d) {
@@ -172,7 +176,7 @@ static void on_params_needed(void *ctx, int unit, int backward) {
     FsdpCuda *d = ctx;
     if (d->in_flight == unit) finish_in_flight(d);
     else gather_now(d, unit);
-    if (backward && is_layer(d, unit)) llama_cuda_bind_layer_grads(d->g, unit - 1);
+    if (backward && in_slot(d, unit)) llama_cuda_bind_layer_grads(d->g, unit - 1);
     int next = backward ? unit - 1 : unit + 1;
     int wanted = backward ? is_layer(d, next) : next < d->plan->n_units;
     if (wanted && !holds(d, next)) {
@@ -205,7 +209,6 @@ static void on_grads_ready(void *ctx, int u) {
 FsdpCuda *fsdp_cuda_create(Fsdp *f, LlamaCuda *g, const Optimizer *host_opt) {
     KV_CHECK(comm_backend(f->comm) == COMM_NCCL, "fsdp on the GPUs: the communicator must use NCCL (it uses %s)",
              comm_backend_name(comm_backend(f->comm)));
-    KV_CHECK(g->streamed, "fsdp on the GPUs: the engine must stream its layers (llama_cuda_create_streamed)");
     FsdpCuda *d = xcalloc(1, sizeof *d);
     d->comm = f->comm, d->plan = &f->plan, d->segs = f->segs, d->nseg = f->nseg, d->g = g;
     const ShardPlan *p = d->plan;

@@ -17,14 +17,19 @@
  * device. Per step only the losses, the norm's two scalars and the
  * optimizer's verdict cross to the host.
  *
- * The engine streams its layers (llama_cuda_create_streamed): only the
+ * The engine streams its layers (llama_cuda_create_streamed; config
+ * reshard_after_forward=1, the default): only the
  * embedding, final norm and lm_head are resident (gathered once per step);
  * each layer is gathered into one of two weight slots just before it runs,
  * in the forward and again in the backward unless its slot still holds it,
  * and its gradient goes to the one gradient slot, sent to its owners as
  * soon as that layer's backward is done. Every forward and backward is
  * therefore collective: all ranks must run the same number of them (the
- * trainer's dev evaluation pads with forwards whose loss it drops). */
+ * trainer's dev evaluation pads with forwards whose loss it drops). With a
+ * whole engine (reshard_after_forward=0) every unit is gathered once per
+ * step, on its first use, and stays in place for the step's other
+ * micro-batches and its backward: fewer gathers, the whole model's weights
+ * and one micro-batch's gradient on every GPU. */
 #include <stdint.h>
 
 #include "../model/llama_cuda.h"
@@ -50,7 +55,7 @@ typedef struct FsdpCuda FsdpCuda;
 
 #ifdef KVCPT_CUDA
 /* Over the host sharding's plan (f: its plan and segments; the host master
- * and optimizer stay the checkpoint's staging) and the streamed engine g,
+ * and optimizer stay the checkpoint's staging) and the engine g (streamed or whole),
  * whose unit hooks it installs. comm must be on NCCL (device buffers). */
 FsdpCuda *fsdp_cuda_create(Fsdp *f, LlamaCuda *g, const Optimizer *host_opt);
 void fsdp_cuda_free(FsdpCuda *d, LlamaCuda *g);

@@ -67,6 +67,15 @@ if [ -s "$tmp/m5one/log.jsonl" ] && diff <(strip "$tmp/m5one") <(strip "$tmp/m5t
    cmp -s "$tmp/m5one/model/model.kvcpt" "$tmp/m5three/model/model.kvcpt"; then
     ok "5 layers, tied, bf16, recompute, 5 dev samples: 3 ranks equal 1 rank bit for bit (layer slots reused, backward re-gathers)"
 else fail "5-layer model on 3 ranks" "$(diff <(strip "$tmp/m5one") <(strip "$tmp/m5three") | head -3; tail -2 "$tmp/m5three.log")"; fi
+# reshard_after_forward=0: a whole engine keeps every gathered unit for the
+# step (no slots, each unit gathered once a step): the same bits
+KVCPT_EMU_DEVICES=3 mpirun --oversubscribe -np 3 "$E" train --config "$tmp/cfg.json" --set out="$tmp/m5keep" "${m5[@]}" \
+    --set reshard_after_forward=0 >"$tmp/m5keep.log" 2>&1
+g() { grep -o '"gathers":[0-9]*' "$1/log.jsonl" | cut -d: -f2 | awk '{ n += $1 } END { print n + 0 }'; }
+if [ -s "$tmp/m5keep/log.jsonl" ] && diff <(strip "$tmp/m5one") <(strip "$tmp/m5keep") >/dev/null &&
+   cmp -s "$tmp/m5one/model/model.kvcpt" "$tmp/m5keep/model/model.kvcpt" && [ "$(g "$tmp/m5keep")" -lt "$(g "$tmp/m5three")" ]; then
+    ok "reshard_after_forward=0 on 3 GPUs (whole engine, units kept for the step): the same bits, $(g "$tmp/m5keep") gathers instead of $(g "$tmp/m5three")"
+else fail "reshard_after_forward=0" "$(diff <(strip "$tmp/m5one") <(strip "$tmp/m5keep") | head -3; tail -2 "$tmp/m5keep.log")"; fi
 
 # and the streamed engine computes the CPU model's step: fp32, the same five
 # layers, within fp32 rounding of the CPU run (a slot read while a

@@ -56,9 +56,9 @@ CudaMemPlan cuda_mem_plan(const LlamaConfig *c, const CudaMemInputs *in) {
     ParamLayout pl;
     param_layout_build(&pl, c);
     CudaMemPlan p = {0};
-    /* sharded modes stream their layers: resident tensors and slots only */
-    LlamaCudaFixedBytes fb = in->ranks > 0 ? llama_cuda_streamed_bytes(&pl, c, in->precision)
-                                           : llama_cuda_fixed_bytes(&pl, c, in->precision);
+    /* a streamed engine holds its resident tensors and slots only */
+    LlamaCudaFixedBytes fb = in->streamed ? llama_cuda_streamed_bytes(&pl, c, in->precision)
+                                          : llama_cuda_fixed_bytes(&pl, c, in->precision);
     p.params = fb.params, p.wbf16 = fb.wbf16, p.grads = fb.grads;
     p.rope = llama_cuda_rope_bytes(c, in->T);
     LlamaCudaActBytes ab = llama_cuda_act_bytes(c, in->recompute, in->micro_batch * in->T);
@@ -84,7 +84,7 @@ CudaMemInputs cuda_mem_inputs_from_train(const TrainConfig *c, TrainMode mode, i
     int whole = train_mode_whole_on_device(mode);
     CudaMemInputs in = {train_mode_precision(mode), (int)c->recompute, whole, kind,
                         c->micro_batch, c->L + c->S, {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX},
-                        whole ? 0 : ranks};
+                        whole ? 0 : ranks, !whole && c->reshard_after_forward};
     if (c->mask) in.mask = (RefreshMask){1, c->L, c->K, c->pool_kernel, group_agg_parse(c->group_agg, "config 'group_agg'")};
     return in;
 }

@@ -28,6 +28,7 @@ typedef struct {
     int64_t micro_batch, T; /* the largest forward: micro_batch sequences of T tokens */
     RefreshMask mask;       /* enabled = 0: no mask */
     int ranks;              /* sharded modes: the shards for this rank count (the largest rank's); 0: none */
+    int streamed;           /* sharded, reshard_after_forward=1: resident tensors and layer slots, not the whole model */
 } CudaMemInputs;
 
 typedef struct {

@@ -53,8 +53,8 @@ static const Key keys[] = {
                           "a master shard beside them (0)"),
     I_(share_device, "0", "CUDA: more ranks on a node than visible GPUs share them round-robin (1), or are refused (0: one GPU "
                           "per rank)"),
-    I_(reshard_after_forward, "1", "CPU sharding: gather a layer again in backward (1) or keep the forward's copy (0); "
-                                   "the CUDA engine keeps every unit gathered for the step"),
+    I_(reshard_after_forward, "1", "sharding: gather a layer again in backward (1; CUDA: layers streamed through two "
+                                   "slots) or keep every gathered unit for the step (0; CUDA: the whole model on each GPU)"),
     I_(log_interval, "1", "log line every N steps"),
     I_(seed, "1234", "random init, data order"),
     N_(lr, "5e-6", "peak learning rate"),

@@ -170,10 +170,12 @@ TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama
     if (!train_mode_whole_on_device(mode) && comm_backend(comm) != COMM_NCCL) comm_use_nccl(comm);
     CudaEngine *e = xcalloc(1, sizeof *e);
     e->mode = mode, e->seed = (uint64_t)c->seed, e->model = model, e->fsdp = fsdp;
-    if (train_mode_whole_on_device(mode))
-        llama_cuda_create(&e->gpu, &model->cfg, (int)c->recompute, train_mode_precision(mode));
-    else
+    /* sharded: layers streamed through slots, unless reshard_after_forward=0
+     * keeps every gathered unit for the step (the whole model) */
+    if (!train_mode_whole_on_device(mode) && c->reshard_after_forward)
         llama_cuda_create_streamed(&e->gpu, &model->cfg, (int)c->recompute, train_mode_precision(mode));
+    else
+        llama_cuda_create(&e->gpu, &model->cfg, (int)c->recompute, train_mode_precision(mode));
     if (model->mask.enabled) llama_cuda_set_mask(&e->gpu, &model->mask, model->mask_S);
     cuda_transfer_bytes(&e->h2d_logged, &e->d2h_logged);
     return (TrainEngine){.ctx = e,

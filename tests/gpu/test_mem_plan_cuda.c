@@ -71,7 +71,7 @@ static void run_case(const Case *k) {
     LlamaConfig c;
     make_config(&c, k->tied);
     CudaMemInputs in = {k->precision, k->recompute, k->optim_device, OPTIM_ADAMW8BIT, k->B, k->T, k->mask,
-                        k->optim_device ? 0 : 1};
+                        k->optim_device ? 0 : 1, !k->optim_device};
     CudaMemPlan p = cuda_mem_plan(&c, &in);
 #ifdef KVCPT_CUDA_EMU
     int64_t used0 = device_used();
