@@ -190,6 +190,8 @@ JSON
     if [ ! -s "$d/one/log.jsonl" ] || [ ! -s "$d/n$n/log.jsonl" ]; then
         echo "TRAIN FAILED: no log.jsonl; $(tail -3 "$d/n$n.log")"; return 0
     fi
+    # what the sharded step moved (rank 0, last record): the collectives and the bus
+    echo "$n ranks, last step: $(tail -1 "$d/n$n/log.jsonl" | grep -oE '"(gathers|gather_bytes|reduces|reduce_bytes|h2d_bytes|d2h_bytes|gpu_engine_mb|gpu_shard_mb|tokens_per_s)":[^,}]*' | tr '\n' ' ')"
     if diff <(rank_log_strip "$d/one") <(rank_log_strip "$d/n$n") >/dev/null; then
         echo "log.jsonl of $n ranks equals the one-rank run's, bit for bit ($(wc -l <"$d/one/log.jsonl") lines)"
     else
