@@ -55,10 +55,7 @@ void fsdp_init(Fsdp *f, Comm *comm, Llama *m, int reshard_after_forward) {
              "fsdp: the layout has %d units, expected embedding + %lld layers + tail", f->plan.n_units,
              (long long)m->cfg.num_hidden_layers);
     f->work_params = m->params, f->work_grads = m->grads;
-    int64_t n = f->plan.local_numel, piece = 0;
-    for (int u = 0; u < f->plan.n_units; u++)
-        for (int r = 0; r < W; r++)
-            if (shard_piece_numel(&f->plan, u, r) > piece) piece = shard_piece_numel(&f->plan, u, r);
+    int64_t n = f->plan.local_numel, piece = shard_max_piece(&f->plan, -1);
     f->master = xcalloc((size_t)n + 1, sizeof(float));
     f->grad_sum = xcalloc((size_t)n + 1, sizeof(float));
     f->exchange = xmalloc(sizeof(float) * (size_t)(W * piece + 1));

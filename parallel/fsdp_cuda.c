@@ -8,23 +8,12 @@
 #include "../optim/norm_fixed.h"
 #include "../optim/norm_fixed_math.h"
 
-static int64_t largest_piece(const ShardPlan *p) {
-    int64_t piece = 0;
-    for (int u = 0; u < p->n_units; u++)
-        for (int r = 0; r < p->world; r++)
-            if (shard_piece_numel(p, u, r) > piece) piece = shard_piece_numel(p, u, r);
-    return piece;
-}
-
 FsdpCudaBytes fsdp_cuda_bytes(const ShardPlan *p, int bf16_weights, OptimKind optim) {
     FsdpCudaBytes b = {0};
     b.master = (int64_t)sizeof(float) * p->local_numel;
     b.grad_sum = b.master;
-    b.exchange = (int64_t)sizeof(float) * p->world * largest_piece(p);
-    int64_t mine = 0;
-    for (int u = 0; u < p->n_units; u++)
-        if (shard_piece_numel(p, u, p->rank) > mine) mine = shard_piece_numel(p, u, p->rank);
-    b.stage = bf16_weights ? (int64_t)sizeof(uint16_t) * (p->max_unit + mine) : 0;
+    b.exchange = (int64_t)sizeof(float) * p->world * shard_max_piece(p, -1);
+    b.stage = bf16_weights ? (int64_t)sizeof(uint16_t) * (p->max_unit + shard_max_piece(p, p->rank)) : 0;
     ShardSegment *s = NULL;
     int n = shard_segments(p, p->rank, &s);
     b.blocks = (int64_t)sizeof(double) * shard_norm_block_count(s, n);
@@ -218,11 +207,8 @@ FsdpCuda *fsdp_cuda_create(Fsdp *f, LlamaCuda *g, const Optimizer *host_opt) {
     d->grad_sum = cuda_malloc_counted(&d->bytes, b.grad_sum);
     d->exchange = cuda_malloc_counted(&d->bytes, b.exchange);
     if (b.stage) {
-        int64_t mine = 0;
-        for (int u = 0; u < p->n_units; u++)
-            if (piece(d, u, p->rank) > mine) mine = piece(d, u, p->rank);
         d->stage = cuda_malloc_counted(&d->bytes, (int64_t)sizeof(bf16) * p->max_unit);
-        d->send16 = cuda_malloc_counted(&d->bytes, (int64_t)sizeof(bf16) * mine);
+        d->send16 = cuda_malloc_counted(&d->bytes, (int64_t)sizeof(bf16) * shard_max_piece(p, p->rank));
     }
     d->nblocks = shard_norm_block_count(d->segs, d->nseg);
     d->blocks = cuda_malloc_counted(&d->bytes, b.blocks);

@@ -49,6 +49,14 @@ void shard_plan_free(ShardPlan *p) {
     p->unit_begin = p->cut = p->local_offset = NULL;
 }
 
+int64_t shard_max_piece(const ShardPlan *p, int r) {
+    int64_t m = 0;
+    for (int u = 0; u < p->n_units; u++)
+        for (int q = r < 0 ? 0 : r; q < (r < 0 ? p->world : r + 1); q++)
+            if (shard_piece_numel(p, u, q) > m) m = shard_piece_numel(p, u, q);
+    return m;
+}
+
 int64_t shard_rank_numel(const ShardPlan *p, int r) {
     int64_t n = 0;
     for (int u = 0; u < p->n_units; u++) n += shard_piece_numel(p, u, r);

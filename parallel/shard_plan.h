@@ -34,6 +34,9 @@ static inline int64_t shard_piece_numel(const ShardPlan *p, int u, int r) {
 }
 /* Elements rank r owns over all units. */
 int64_t shard_rank_numel(const ShardPlan *p, int r);
+/* The largest piece of rank r over all units, or of any rank when r < 0
+ * (the size of an exchange or send buffer). */
+int64_t shard_max_piece(const ShardPlan *p, int r);
 
 /* A piece of one tensor inside this rank's shard (the optimizer's segments). */
 typedef struct {
