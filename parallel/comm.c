@@ -1,11 +1,13 @@
 #include "comm.h"
 
 #include <limits.h>
+#include <signal.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../common/util.h"
 #ifdef KVCPT_MPI
@@ -149,6 +151,18 @@ static void list_rank(char *list, size_t cap, int r, int64_t last) {
         snprintf(list + len, cap - len, "%s%d", len ? ", " : "", r);
 }
 
+/* Ends the whole job after the watchdog's message. MPI_Abort can block when
+ * mpirun is itself tearing the job down (it sends SIGCONT, SIGTERM, then
+ * SIGKILL to the ranks, and may be gone before a rank that was stopped runs
+ * again): SIGALRM's default action then ends this rank all the same, so that
+ * no rank outlives the job. */
+KV_NORETURN static void end_job(void) {
+    signal(SIGALRM, SIG_DFL);
+    alarm(10);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1); /* MPI_Abort does not return */
+}
+
 KV_NORETURN static void watchdog_fire(Comm *c, const char *what, double waited, double self_paused) {
     fflush(stdout);
     if (self_paused > 0) { /* this rank was the stopped one, now running again (mpirun's SIGCONT before SIGTERM) */
@@ -157,8 +171,7 @@ KV_NORETURN static void watchdog_fire(Comm *c, const char *what, double waited, 
                 "(%s); ending the job (comm_timeout = %g s)\n",
                 c->rank, self_paused, (long long)c->seq, what, c->timeout_s);
         fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-        exit(1);
+        end_job();
     }
     char silent[512] = "", behind[256] = "";
     int n_silent = 0, n_behind = 0;
@@ -195,8 +208,7 @@ KV_NORETURN static void watchdog_fire(Comm *c, const char *what, double waited, 
     if (n < sizeof msg) snprintf(msg + n, sizeof msg - n, "ending the job (comm_timeout = %g s)\n", c->timeout_s);
     fputs(msg, stderr);
     fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1); /* MPI_Abort does not return; this is for the compiler */
+    end_job();
 }
 
 /* The note `value` to each observer. A ring slot whose previous note has not

@@ -4,16 +4,12 @@
 # (8-bit AdamW with tensors cut across ranks, clipping active, tied and
 # untied embeddings); a checkpoint written by 4 ranks resumes on 2 and on 3
 # and continues exactly as the uninterrupted 4-rank run.
-set -u
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 K=${KVCPT_BIN:-$PWD/kvcpt}
-ok() { echo "ok - $1"; }
-fail() { echo "FAIL - $1: $2"; }
 if ! command -v mpirun >/dev/null 2>&1 || ! $K --version | grep -q "collectives: single, mpi"; then
     echo "skip - sharding under mpirun: mpirun or an MPI-enabled kvcpt is missing (run make setup, then make)"
     exit 0
 fi
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 run() { # ranks, out dir, extra args...
     local n=$1 out=$2; shift 2
@@ -113,15 +109,13 @@ stalled() { # victim rank, ranks
     ( sleep 60; kill -KILL "$mp" "${pids[@]}" 2>/dev/null ) & local guard=$!
     wait "$mp"; local rc=$?
     t1=$SECONDS; kill "$guard" 2>/dev/null; wait "$guard" 2>/dev/null
-    sleep 1
-    local left=0
-    for p in "${pids[@]}"; do # dead ranks may stay zombies until init reaps them
-        case "$(ps -o stat= -p "$p" 2>/dev/null)" in "" | Z*) ;; *) left=$((left + 1)) ;; esac
-    done
+    # a rank guards its own MPI_Abort with 10 s
+    local left waited
+    ranks_left 20 "${pids[@]}"
     if [ "$rc" -ne 0 ] && [ $((t1 - t0)) -le 30 ] && [ "$left" = 0 ] &&
         grep -q "silent for over 1.5 s (stopped, hung, or slower than comm_timeout): rank $victim (last heard" "$out.log"; then
-        ok "rank $victim of $n stopped (SIGSTOP): the job ended in $((t1 - t0)) s (comm_timeout=3), naming rank $victim; no rank left"
-    else fail "rank $victim of $n stopped" "exit $rc after $((t1 - t0)) s, $left ranks left; $(grep 'kvcpt: error' "$out.log" | head -3)"
+        ok "rank $victim of $n stopped (SIGSTOP): the job ended in $((t1 - t0)) s (comm_timeout=3), naming rank $victim; no rank left ${waited} s after mpirun"
+    else fail "rank $victim of $n stopped" "exit $rc after $((t1 - t0)) s, $left ranks left 20 s after mpirun; $(grep 'kvcpt: error' "$out.log" | head -3)"
         for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
     fi
 }

@@ -150,19 +150,17 @@ fault() { # signal, victim rank
     wait_bounded "$mp" 120 "${pids[@]}"
     t1=$(date +%s.%N)
     local took; took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-    sleep 1
-    local left=0
-    for q in "${pids[@]}"; do # ended ranks may stay zombies until init reaps them
-        case "$(ps -o stat= -p "$q" 2>/dev/null)" in "" | Z*) ;; *) left=$((left + 1)) ;; esac
-    done
+    # the watchdogs' guards on MPI_Abort and ncclCommAbort are 10 and 30 s
+    local left waited
+    ranks_left 40 "${pids[@]}"
     # the message: the MPI watchdog names the silent rank; the NCCL watchdog
     # names the operation left waiting; mpirun names a rank that died
     local msg
     msg=$(grep -m1 -E "silent for over [0-9.]+ s \(stopped, hung, or slower than comm_timeout\): rank $victim \(last heard|NCCL .* has not finished [0-9.]+ s after it was enqueued|process rank $victim with PID [0-9]+ on node .* exited on signal 9" "$out.log")
     if [ -n "$p" ] && [ "$over_limit" = 0 ] && [ "$rc" != 0 ] && [ "$left" = 0 ] && [ -n "$msg" ]; then
-        ok "rank $victim of 2 $( [ "$sig" = STOP ] && echo "stopped (SIGSTOP)" || echo "killed (SIGKILL)") after step $(lines "$out"): the job ended by itself in $took s (exit $rc, comm_timeout 10 s), no rank left: $(cut -c1-220 <<<"$msg")"
+        ok "rank $victim of 2 $( [ "$sig" = STOP ] && echo "stopped (SIGSTOP)" || echo "killed (SIGKILL)") after step $(lines "$out"): the job ended by itself in $took s (exit $rc, comm_timeout 10 s), no rank left ${waited} s after mpirun: $(cut -c1-220 <<<"$msg")"
     else
-        fail "rank $victim of 2 sent SIG$sig" "pid '${p:-not found}', exit $rc after $took s$( [ "$over_limit" = 1 ] && echo ", still running when this test's 120 s limit ended it"), $left ranks left; $(grep -m3 'error\|emu nccl\|exited' "$out.log" | cut -c1-200 | tr '\n' ' ')"
+        fail "rank $victim of 2 sent SIG$sig" "pid '${p:-not found}', exit $rc after $took s$( [ "$over_limit" = 1 ] && echo ", still running when this test's 120 s limit ended it"), $left ranks left 40 s after mpirun; $(grep -m3 'error\|emu nccl\|exited' "$out.log" | cut -c1-200 | tr '\n' ' ')"
         for q in "${pids[@]}"; do kill -KILL "$q" 2>/dev/null; done
     fi
 }
