@@ -246,6 +246,10 @@ int bench_model(int argc, char **argv) {
 #endif
     double tokens = (double)(batch * seq * steps), secs = t_fwd + t_bwd;
     double tps = tokens / secs, gflops = llama_flops_per_token(&b.m, seq) * tps / 1e9;
+    /* model FLOPs of one timed step (batch x seq tokens), by kind */
+    FlopSplit per_tok = llama_flops_split(&b.m, seq);
+    double step_tokens = (double)(batch * seq), matmul_flops = per_tok.matmul * step_tokens,
+           attn_flops = per_tok.attention * step_tokens;
     int64_t params = b.m.layout.total;
     RefreshMask mask = b.m.mask;
     free(tok);
@@ -267,10 +271,11 @@ int bench_model(int argc, char **argv) {
         char *qpreset = json_quote(preset);
         printf("{\"bench\":\"model\",\"device\":\"%s\",\"precision\":\"%s\",\"recompute\":%d,\"engine_mb\":%.1f,\"device_used_mb\":%.1f,\"preset\":%s,\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
                "\"mask_L\":%lld,\"mask_K\":%lld,\"threads\":%d,\"steps\":%lld,\"tokens_per_s\":%.1f,"
-               "\"forward_ms\":%.2f,\"backward_ms\":%.2f,\"gflops_per_s\":%.2f,\"loss\":%.5f",
+               "\"forward_ms\":%.2f,\"backward_ms\":%.2f,\"gflops_per_s\":%.2f,\"matmul_flops_per_step\":%.6e,"
+               "\"attention_flops_per_step\":%.6e,\"loss\":%.5f",
                dname, llama_cuda_precision_name(prec), recompute, engine_mb, device_used_mb, qpreset, (long long)params, (long long)batch, (long long)seq, (long long)L,
                (long long)(L > 0 ? mask.K : 0), threads, (long long)steps, tps,
-               1e3 * t_fwd / (double)steps, 1e3 * t_bwd / (double)steps, gflops, loss);
+               1e3 * t_fwd / (double)steps, 1e3 * t_bwd / (double)steps, gflops, matmul_flops, attn_flops, loss);
         free(qpreset);
         if (tp.tokens_per_s > 0)
             printf(",\"torch_tokens_per_s\":%.1f,\"torch_forward_ms\":%.2f,\"torch_backward_ms\":%.2f,\"torch_loss\":%.5f,"
@@ -290,6 +295,9 @@ int bench_model(int argc, char **argv) {
                dev == DEVICE_CUDA && prec == LLAMA_CUDA_BF16_WEIGHTS ? " (bf16 weights)" : "", threads, (long long)batch, (long long)seq,
                L > 0 ? " with RefreshKV mask" : "", tps, 1e3 * t_fwd / (double)steps, 1e3 * t_bwd / (double)steps,
                gflops);
+        printf("  model FLOPs per step: %.4g GFLOP = matmuls %.4g + attention %.4g (%.1f%%; recompute not counted)\n",
+               (matmul_flops + attn_flops) / 1e9, matmul_flops / 1e9, attn_flops / 1e9,
+               100.0 * attn_flops / (matmul_flops + attn_flops > 0 ? matmul_flops + attn_flops : 1.0));
         if (tp.tokens_per_s > 0)
             printf("  PyTorch %s (transformers LlamaForCausalLM, %s, eager mode, fp32, %d threads): %.1f tokens/s "
                    "(forward %.1f ms, backward %.1f ms per step); kvcpt / PyTorch = %.2fx\n",

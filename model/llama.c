@@ -306,7 +306,7 @@ void llama_backward(Llama *m) {
     grads_ready(m, 0);
 }
 
-double llama_flops_per_token(const Llama *m, int64_t T) {
+FlopSplit llama_flops_split(const Llama *m, int64_t T) {
     const LlamaConfig *c = &m->cfg;
     /* matmul parameters: everything but the embedding lookup (which the tied
      * lm_head does use as a matmul) */
@@ -315,6 +315,13 @@ double llama_flops_per_token(const Llama *m, int64_t T) {
     int active = refresh_active(&m->mask, T);
     int64_t ks = active ? refresh_num_selected(&m->mask) : 0;
     for (int64_t p = 0; p < T; p++) pairs += (!active || p < m->mask.L) ? (double)(p + 1) : (double)(ks + p - m->mask.L + 1);
-    double attn = 12.0 * (double)c->num_hidden_layers * (double)(c->num_attention_heads * c->head_dim) * pairs / (double)T;
-    return 6.0 * n + attn;
+    FlopSplit f;
+    f.matmul = 6.0 * n;
+    f.attention = T > 0 ? 12.0 * (double)c->num_hidden_layers * (double)(c->num_attention_heads * c->head_dim) * pairs / (double)T : 0.0;
+    return f;
+}
+
+double llama_flops_per_token(const Llama *m, int64_t T) {
+    FlopSplit f = llama_flops_split(m, T);
+    return f.matmul + f.attention;
 }

@@ -101,7 +101,16 @@ void llama_zero_grad(Llama *m);
 void llama_backward(Llama *m);
 /* Logits of rows [row0, row0 + rows) of the last forward (row = b*T + t). */
 void llama_logits(Llama *m, float *out, int64_t row0, int64_t rows);
-/* Model FLOPs per token for forward+backward: 6N + attention (12 * layers * Hq * D * mean keys per query). */
+/* Model FLOPs per token for forward+backward (the MFU convention: recompute
+ * not counted), split into the matmuls, 6N with N the parameters but the
+ * embedding lookup, and attention, 12 * layers * Hq * D * mean keys per query
+ * (QK^T and PV forward, twice that backward, under the training mask). */
+typedef struct {
+    double matmul;
+    double attention;
+} FlopSplit;
+FlopSplit llama_flops_split(const Llama *m, int64_t T);
+/* matmul + attention of llama_flops_split */
 double llama_flops_per_token(const Llama *m, int64_t T);
 
 #endif

@@ -28,6 +28,17 @@ if positive "$kv" && positive "$pt" && positive "$ratio" && [ "$(jl params <<<"$
     ok "bench model --json: kvcpt $kv and PyTorch $pt tokens/s, ratio $ratio, same parameter count"
 else fail "bench model --json with the peer" "$out $(tail -3 "$tmp/err")"; fi
 
+# the FLOP split of that step, from the tiny preset (2 layers, 4 query heads,
+# head dim 8, vocab 64 x hidden 32 untied): matmuls 6 (N - embedding) per
+# token; attention 12 * layers * Hq * D per visited (query, key) pair, with
+# L = 32, K = L/8 = 4 selected keys: rows 0..31 visit 1..32 keys (528 pairs),
+# rows 32..39 the 4 selected plus 1..8 local ones (68)
+mm=$(jl matmul_flops_per_step <<<"$out"); at=$(jl attention_flops_per_step <<<"$out"); np=$(jl params <<<"$out")
+if awk -v mm="$mm" -v at="$at" -v n="$np" 'BEGIN { tok = 2 * 40; emm = 6 * (n - 64 * 32) * tok; eat = 12 * 2 * 4 * 8 * (528 + 68) * 2
+        exit !(mm != "" && at != "" && (mm - emm) ^ 2 <= (1e-6 * emm) ^ 2 && (at - eat) ^ 2 <= (1e-6 * eat) ^ 2) }'; then
+    ok "bench model --json: model FLOPs per step split into matmuls ($mm) and attention ($at) as the architecture says"
+else fail "bench model FLOP split" "matmul $mm, attention $at, params $np: $out"; fi
+
 # the text output, from a stand-in interpreter that prints a fixed result line
 cat >"$tmp/stub-python" <<'STUB'
 #!/bin/sh
@@ -35,7 +46,7 @@ echo '{"tokens_per_s": 50.0, "forward_ms": 1.0, "backward_ms": 2.0, "loss": 4.0,
 STUB
 chmod +x "$tmp/stub-python"
 text=$($K bench model --preset tiny --device cpu --seq 16 --steps 1 --warmup 0 --python "$tmp/stub-python" 2>"$tmp/err")
-if grep -q 'tokens/s fwd+bwd' <<<"$text" && grep -q 'PyTorch stub .*: 50.0 tokens/s.*kvcpt / PyTorch = [0-9.]*x' <<<"$text"; then
+if grep -q 'tokens/s fwd+bwd' <<<"$text" && grep -q 'model FLOPs per step: .* = matmuls .* + attention .*%' <<<"$text" && grep -q 'PyTorch stub .*: 50.0 tokens/s.*kvcpt / PyTorch = [0-9.]*x' <<<"$text"; then
     ok "bench model text: both rates and the ratio"
 else fail "bench model text with the peer" "$text $(tail -3 "$tmp/err")"; fi
 printf '#!/bin/sh\necho Traceback >&2\necho "RuntimeError: out of memory" >&2\nexit 1\n' >"$tmp/bad-python"
