@@ -104,3 +104,15 @@ void exe_dir_path(char *out, size_t cap, const char *rel) {
         *slash = '\0';
     }
 }
+
+void subprocess_last_line(const char *path, char *out, size_t cap) {
+    out[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0]) snprintf(out, cap, "%s", line);
+    }
+    fclose(f);
+}

@@ -14,6 +14,10 @@ int subprocess_found(const char *prog);
  * status, or -1 when the program could not be started or was killed. */
 int subprocess_run(const char *const argv[], const char *stdin_path, const char *log_path, char *out, size_t out_cap);
 
+/* The last non-empty line of a text file (a child's stderr log), or "" when
+ * there is none or the file cannot be read. */
+void subprocess_last_line(const char *path, char *out, size_t cap);
+
 /* The running executable's path (/proc/self/exe), into out; dies when it
  * cannot be read or does not fit. */
 void exe_self_path(char *out, size_t cap);

@@ -78,19 +78,6 @@ typedef struct {
     char version[64], why[9000];
 } TorchPeer;
 
-/* The last non-empty line of a text file (the peer's stderr), or "". */
-static void last_line(const char *path, char *out, size_t cap) {
-    out[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = '\0';
-        if (line[0]) snprintf(out, cap, "%s", line);
-    }
-    fclose(f);
-}
-
 /* Runs scripts/bench_torch_model.py on the config c with kvcpt's shape, step
  * counts, mask and thread count. */
 static void run_torch_peer(TorchPeer *p, const char *python, const char *attn, const LlamaConfig *c, int64_t batch,
@@ -124,7 +111,7 @@ static void run_torch_peer(TorchPeer *p, const char *python, const char *attn, c
     fprintf(stderr, "bench model: running the PyTorch peer (%s %s)\n", python, script);
     char line[4096], err[512];
     int rc = subprocess_run(argv, NULL, log_path, line, sizeof line);
-    last_line(log_path, err, sizeof err);
+    subprocess_last_line(log_path, err, sizeof err);
     unlink(cfg_path);
     unlink(log_path);
     if (rc != 0) {

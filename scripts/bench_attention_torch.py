@@ -1,20 +1,23 @@
 #!/usr/bin/env python3
 """The attention peer on a GPU: torch.nn.functional.scaled_dot_product_attention
-at the shapes tests/gpu/test_attention_cuda.c times kvcpt's kernels on
-(Llama-3.1-8B layer: B 1, 32 query heads over 8 KV heads, head_dim 128,
-causal), forward and forward+backward, in bf16 (FlashAttention path) and
-in fp32 (what kvcpt's kernels compute in).
+at the shapes kvcpt times its kernels on (`kvcpt bench attention` runs this
+script as its peer; by default the Llama-3.1-8B layer: B 1, 32 query heads
+over 8 KV heads, head_dim 128, causal), forward and forward+backward, in
+bf16 (FlashAttention path) and in fp32.
 
 Times with CUDA events, median of --reps after --warmup calls; prints one
-line per case and, with --json, one JSON object per line. TFLOP/s counts a
-causal forward as 2 * 2 * B * Hq * T^2 * D / 2 and backward as 2.5 x that
-(the FlashAttention papers' convention).
+line per case and, with --json, one JSON object per line. TFLOP/s counts
+the (query, key) pairs a causal mask visits, T (T + 1) / 2 per head, at
+2 * 2 * D FLOPs each forward (Q K^T and P V), and the backward as 2.5 x
+the forward (the FlashAttention papers' convention), as kvcpt does.
+Without a CUDA device it says so on stderr and exits with status 1.
 
-Usage: python3 scripts/bench_attention_torch.py [--seq 16384 32768] [--json]
+Usage: python3 scripts/bench_attention_torch.py [--seq 16384 32768] [--dtype bf16] [--json]
 """
 import argparse
 import json
 import statistics
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -37,7 +40,7 @@ def time_ms(fn, warmup, reps):
 
 
 def case(T, dtype, args):
-    B, Hq, Hkv, D = 1, 32, 8, 128
+    B, Hq, Hkv, D = args.batch, args.heads, args.kv_heads, args.head_dim
     g = torch.Generator(device="cuda").manual_seed(T)
     q = torch.randn(B, Hq, T, D, device="cuda", dtype=dtype, generator=g, requires_grad=True)
     k = torch.randn(B, Hkv, T, D, device="cuda", dtype=dtype, generator=g, requires_grad=True)
@@ -62,7 +65,7 @@ def case(T, dtype, args):
     with torch.no_grad():
         f_ms = time_ms(fwd, args.warmup, args.reps)
     fb_ms = time_ms(fwd_bwd, args.warmup, args.reps)
-    flops_fwd = 2 * 2 * B * Hq * T * T * D / 2
+    flops_fwd = 2 * 2 * B * Hq * D * T * (T + 1) / 2
     row = {
         "bench": "attention_torch", "torch": torch.__version__, "device": torch.cuda.get_device_name(),
         "dtype": str(dtype).replace("torch.", ""), "B": B, "T": T, "Hq": Hq, "Hkv": Hkv, "D": D,
@@ -78,13 +81,21 @@ def case(T, dtype, args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seq", type=int, nargs="+", default=[16384, 32768])
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--dtype", choices=["bf16", "fp32", "both"], default="both")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit(f"torch {torch.__version__}: no CUDA device (SDPA's GPU kernels cannot run here)")
     torch.backends.cuda.matmul.allow_tf32 = False
+    dtypes = {"bf16": [torch.bfloat16], "fp32": [torch.float32], "both": [torch.bfloat16, torch.float32]}[args.dtype]
     for T in args.seq:
-        for dtype in (torch.bfloat16, torch.float32):
+        for dtype in dtypes:
             r = case(T, dtype, args)
             if args.json:
                 print(json.dumps(r), flush=True)

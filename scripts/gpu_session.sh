@@ -10,9 +10,9 @@
 #            incl. the 8B layer at T = 16k/32k), the CUDA engine against the
 #            CPU reference and against transformers;
 #   bench    bench ops, bench adamw, bench model (small, 1B), and the 8B CPT
-#            step (bf16 weights, recompute, T = 8242, L = 8192, K = 2048);
-#            PyTorch SDPA at the 8B attention shapes, the peer for the
-#            attention times that test_attention_cuda prints;
+#            step (bf16 weights, recompute, T = 8242, L = 8192, K = 2048)
+#            with its MFU and memory; bench attention (the kernels beside
+#            PyTorch SDPA on the same 8B layer shapes);
 #   train    a short `kvcpt train --set device=cuda` of the small preset, with
 #            the optimizer on the host, on the device, and bf16sr;
 #   eval     eval --device cuda against --device cpu on the trained model;
@@ -84,9 +84,38 @@ stage_bench() {
     limit 120 ./kvcpt bench model --device cuda --preset llama3.2-1b --seq 2048 --json 2>&1 | tee -a "$OUT/bench-model.json"
     limit 120 ./kvcpt bench model --device cuda --preset llama3.2-1b --precision bf16 --seq 8192 --json 2>&1 | tee -a "$OUT/bench-model.json"
     # the headline step: 8B, bf16 weights, recompute, the CPT shape
+    # (peak device memory: nvidia-smi sampled every 100 ms while it runs)
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 >"$OUT/bench-8b-memory.csv" 2>/dev/null &
+    local smi=$!
     limit 300 ./kvcpt bench model --device cuda --preset llama3.1-8b --precision bf16 --recompute --seq 8242 --L 8192 \
         --K 2048 --steps 2 --warmup 1 --json 2>&1 | tee -a "$OUT/bench-model.json"
-    limit 180 python3 scripts/bench_attention_torch.py --json 2>&1 | tee "$OUT/bench-attention-torch.json"
+    kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
+    echo "8B step: peak device memory in use $(sort -n "$OUT/bench-8b-memory.csv" | tail -1) MiB (nvidia-smi, 100 ms samples)"
+    # the attention kernels beside PyTorch SDPA (bf16, causal) on the same
+    # shapes, in one run each: plain causal at 8k and 16k, and the CPT mask
+    for args in "--seq 8192 --L 0" "--seq 16384 --L 0" "--seq 8242 --L 8192 --K 2048"; do
+        # shellcheck disable=SC2086
+        limit 240 ./kvcpt bench attention $args --json 2>&1 | tee -a "$OUT/bench-attention.json"
+    done
+    # the 8B step's model FLOP utilisation against the H100 SXM's dense bf16
+    # peak (989 TFLOP/s; an assumption stated here, override with PEAK_TFLOPS)
+    python3 - "$OUT/bench-model.json" "${PEAK_TFLOPS:-989}" <<'PY' 2>&1 | tee "$OUT/mfu.txt"
+import json, sys
+peak = float(sys.argv[2])
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if not line.startswith("{"):
+        continue
+    r = json.loads(line)
+    if r.get("preset") != "llama3.1-8b" or "matmul_flops_per_step" not in r:
+        continue
+    step_s = (r["forward_ms"] + r["backward_ms"]) / 1e3
+    flops = r["matmul_flops_per_step"] + r["attention_flops_per_step"]
+    print(f"8B step T={r['seq']} ({r['precision']}, recompute {r['recompute']}): {r['tokens_per_s']:.0f} tokens/s, "
+          f"{flops / step_s / 1e12:.1f} model TFLOP/s = MFU {100 * flops / step_s / 1e12 / peak:.1f}% of {peak:g}; "
+          f"attention {100 * r['attention_flops_per_step'] / flops:.0f}% of the FLOPs; "
+          f"engine {r['engine_mb'] / 1024:.1f} GiB, device in use {r['device_used_mb'] / 1024:.1f} GiB")
+PY
 }
 
 stage_train() {

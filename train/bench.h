@@ -5,6 +5,7 @@ int bench_model(int argc, char **argv); /* model/bench_model.c */
 int bench_adamw(int argc, char **argv); /* optim/bench_adamw.c */
 int bench_tokenizer(int argc, char **argv); /* data/bench_tokenizer.c */
 int bench_ops(int argc, char **argv);   /* kernels/bench_ops.c */
+int bench_attention(int argc, char **argv); /* kernels/bench_attention.c */
 int bench_decode(int argc, char **argv); /* eval/bench_decode.c */
 int bench_eval(int argc, char **argv);   /* eval/bench_eval.c */
 #endif
