@@ -9,6 +9,7 @@
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <limits.h>
+#include <string.h>
 
 #include "cuda_common.cuh"
 #include "matmul.h"
@@ -51,9 +52,12 @@ static const bf16 *cast_to_bf16(int slot, const float *in, int64_t n) {
     return cast_buf[slot];
 }
 
+static void plans_release(void);
+
 extern "C" void matmul_cuda_release(void) {
     cast_release();
     if (!lt_handle) return;
+    plans_release();
     CUBLAS_CHECK(cublasLtDestroy(lt_handle));
     CUBLAS_CHECK(cublasDestroy(blas_handle));
     CUDA_CHECK(cudaFree(lt_workspace));
@@ -91,6 +95,74 @@ static void gemm_fallback(GemmOperand a, GemmOperand b, void *c, cudaDataType ct
                               b.type, (int)b.ld, &beta, c, ctype, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+/* One problem's cuBLASLt descriptors and the algorithm the heuristic chose,
+ * kept for the process: a training step calls the same few shapes hundreds
+ * of times, and building descriptors and asking the heuristic each time
+ * costs host time on every call. The key is everything the heuristic's
+ * answer depends on (beta is not: it is passed at each call). */
+typedef struct {
+    int64_t m, n, k, lda, ldb, ldc;
+    cublasOperation_t opa, opb;
+    cudaDataType ta, tb, tc;
+    uint32_t align_a, align_b, align_c;
+    int use_lt; /* 0: the heuristic offered nothing usable, cublasGemmEx does it */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulHeuristicResult_t heur;
+} GemmPlan;
+
+enum { kMaxPlans = 256 }; /* an 8B step uses about 20 shapes */
+static GemmPlan plans[kMaxPlans];
+static int n_plans;
+
+static void plan_destroy(GemmPlan *p) {
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lc));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->la));
+    CUBLAS_CHECK(cublasLtMatmulDescDestroy(p->desc));
+}
+
+static void plans_release(void) {
+    for (int i = 0; i < n_plans; i++) plan_destroy(&plans[i]);
+    n_plans = 0;
+}
+
+static int plan_matches(const GemmPlan *p, const GemmPlan *key) {
+    return p->m == key->m && p->n == key->n && p->k == key->k && p->lda == key->lda && p->ldb == key->ldb &&
+           p->ldc == key->ldc && p->opa == key->opa && p->opb == key->opb && p->ta == key->ta && p->tb == key->tb &&
+           p->tc == key->tc && p->align_a == key->align_a && p->align_b == key->align_b && p->align_c == key->align_c;
+}
+
+/* Fills key's descriptors and asks the heuristic for one algorithm. */
+static void plan_build(GemmPlan *p) {
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &p->opa, sizeof p->opa));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &p->opb, sizeof p->opb));
+    const int ta = p->opa == CUBLAS_OP_T, tb = p->opb == CUBLAS_OP_T;
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, p->ta, ta ? p->k : p->m, ta ? p->m : p->k, p->lda));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, p->tb, tb ? p->n : p->k, tb ? p->k : p->n, p->ldb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, p->tc, p->m, p->n, p->ldc));
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = kWorkspaceBytes;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    /* split-K may reduce its partial sums only in the fp32 compute type: the
+     * in-place and output-type schemes round each partial sum to C's type */
+    const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
+                                                      sizeof reductions));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &p->align_a, 4));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &p->align_b, 4));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &p->align_c, 4));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &p->align_c, 4));
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &p->heur,
+                                                       &found);
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    /* a returned result whose own state is not a success is no algorithm */
+    p->use_lt = st == CUBLAS_STATUS_SUCCESS && found > 0 && p->heur.state == CUBLAS_STATUS_SUCCESS;
+}
+
 /* C (m x n, column-major, ldc) = op(A) op(B) + beta * C, with k the shared dimension. */
 static void gemm(GemmOperand a, GemmOperand b, void *c, cudaDataType ctype, int64_t ldc, int64_t m, int64_t n, int64_t k,
                  float beta) {
@@ -101,42 +173,38 @@ static void gemm(GemmOperand a, GemmOperand b, void *c, cudaDataType ctype, int6
                                                   (size_t)m * (ctype == CUDA_R_32F ? 4 : 2), (size_t)n));
         return;
     }
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t la, lb, lc;
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &a.op, sizeof a.op));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &b.op, sizeof b.op));
-    const int ta = a.op == CUBLAS_OP_T, tb = b.op == CUBLAS_OP_T;
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, a.type, ta ? k : m, ta ? m : k, a.ld));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, b.type, tb ? n : k, tb ? k : n, b.ld));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, ctype, m, n, ldc));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    size_t ws = kWorkspaceBytes;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    /* split-K may reduce its partial sums only in the fp32 compute type: the
-     * in-place and output-type schemes round each partial sum to C's type */
-    const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
-                                                      sizeof reductions));
-    const uint32_t align_a = pointer_alignment(a.ptr), align_b = pointer_alignment(b.ptr), align_c = pointer_alignment(c);
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, 4));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, 4));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, 4));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, 4));
-    cublasLtMatmulHeuristicResult_t heur;
-    int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle, desc, la, lb, lc, lc, pref, 1, &heur, &found);
+    GemmPlan key;
+    memset(&key, 0, sizeof key);
+    key.m = m;
+    key.n = n;
+    key.k = k;
+    key.lda = a.ld;
+    key.ldb = b.ld;
+    key.ldc = ldc;
+    key.opa = a.op;
+    key.opb = b.op;
+    key.ta = a.type;
+    key.tb = b.type;
+    key.tc = ctype;
+    key.align_a = pointer_alignment(a.ptr);
+    key.align_b = pointer_alignment(b.ptr);
+    key.align_c = pointer_alignment(c);
+    GemmPlan *p = NULL;
+    for (int i = 0; i < n_plans && !p; i++)
+        if (plan_matches(&plans[i], &key)) p = &plans[i];
+    int cached = 1;
+    if (!p) {
+        cached = n_plans < kMaxPlans;
+        p = cached ? &plans[n_plans++] : &key;
+        *p = key;
+        plan_build(p);
+    }
     const float alpha = 1.0f;
-    const int use_lt = st == CUBLAS_STATUS_SUCCESS && found > 0;
-    if (use_lt)
-        CUBLAS_CHECK(cublasLtMatmul(lt_handle, desc, &alpha, a.ptr, la, b.ptr, lb, &beta, c, lc, c, lc, &heur.algo,
-                                    lt_workspace, kWorkspaceBytes, 0));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lc));
-    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));
-    CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
+    if (p->use_lt)
+        CUBLAS_CHECK(cublasLtMatmul(lt_handle, p->desc, &alpha, a.ptr, p->la, b.ptr, p->lb, &beta, c, p->lc, c, p->lc,
+                                    &p->heur.algo, lt_workspace, kWorkspaceBytes, 0));
+    const int use_lt = p->use_lt;
+    if (!cached) plan_destroy(p);
     /* any refusal by the heuristic: cublasGemmEx reports a real problem itself */
     if (!use_lt) gemm_fallback(a, b, c, ctype, ldc, m, n, k, beta);
 }
