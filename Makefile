@@ -110,7 +110,7 @@ EMU_CXXFLAGS := -std=c++17 $(OPT) -g -ffp-contract=fast $(EMU_FMA) -D__CUDA_ARCH
 EMU_OBJ      := $(EMU_C:%.c=build/emu/%.o) $(EMU_CU:%.cu=build/emu/%.cu.o) build/emu/emu_runtime.o \
                 $(EMU_NCCL_OBJ:%=build/emu/%) build/emu/emu_mma.o
 EMU_HDR      := $(wildcard tests/cuda_emu/include/*.h tests/cuda_emu/include/*/*/*.cuh)
-EMU_TESTS    := ops_cuda adamw_cuda shard_ops_cuda attention_cuda model_cuda decode_cuda attention_decode_cuda mma mem_plan_cuda
+EMU_TESTS    := ops_cuda adamw_cuda shard_ops_cuda attention_cuda attention_mma model_cuda decode_cuda attention_decode_cuda mma mem_plan_cuda
 EMU_BIN      := $(EMU_TESTS:%=build/tests/test_cuda_emu_%)
 # the NCCL tests, on the plain emulator only (tests/test_cuda_emu_nccl.sh
 # runs them under mpirun; run.sh runs them once as a single rank)

@@ -42,6 +42,7 @@
 
 extern "C" {
 #include "attention.h"
+#include "attention_rows.h"
 }
 
 static constexpr int kTile = 64;      /* Br = Bc: query rows and keys per tile */
@@ -658,6 +659,22 @@ extern "C" void attention_forward_cuda(float *out, float *lse, const float *q, c
     AttnShape s;
     if (!checked_shape(&s, "attention_forward_cuda", sel, B, T, Hq, Hkv, D, m)) return;
     with_head_dim(D, [&](auto d) { forward_d<decltype(d)::value>(out, lse, q, k, v, sel, s); });
+}
+
+/* The fp32 forward on rows [row_begin, row_end) only (kernels/attention_rows.h):
+ * the tensor-core path hands it the RefreshKV suffix rows. */
+extern "C" void attention_forward_rows_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
+                                            const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                            int64_t D, const RefreshMask *m, int64_t row_begin, int64_t row_end) {
+    AttnShape s;
+    if (!checked_shape(&s, "attention_forward_rows_cuda", sel, B, T, Hq, Hkv, D, m)) return;
+    const int use_sel = s.active && row_begin >= s.L;
+    if (s.active && row_begin < s.L && row_end > s.L) {
+        fprintf(stderr, "kvcpt: attention_forward_rows_cuda: rows [%lld, %lld) straddle L = %lld\n",
+                (long long)row_begin, (long long)row_end, (long long)s.L);
+        exit(1);
+    }
+    with_head_dim(D, [&](auto d) { forward_rows<decltype(d)::value>(out, lse, q, k, v, sel, s, row_begin, row_end, use_sel); });
 }
 
 template <int D>

@@ -1,0 +1,41 @@
+#ifndef KVCPT_ATTENTION_MMA_H
+#define KVCPT_ATTENTION_MMA_H
+/* Tensor-core (mma.sync bf16 x bf16 -> fp32) twins of the CUDA attention in
+ * kernels/attention.h, for the bf16 engine: the same arguments and layouts,
+ * fp32 tensors in device memory. The causal rows [0, L) run on tensor cores
+ * (FlashAttention-2 tiling, online softmax, no T x T buffer, GQA without
+ * copies, no float atomics: two runs give the same bits): Q, K and V are
+ * rounded to bf16 as they are loaded, and so are the probabilities P before
+ * P V; every product sums in fp32. The RefreshKV suffix rows [L, T), a few
+ * dozen, keep the fp32 gather kernel of kernels/attention.cu (unrounded
+ * inputs). So with K = L the rows before L equal the unmasked run's bit for
+ * bit, the rows from L on do not. D must be 16, 32, 64 or 128. */
+#include <stdint.h>
+
+#include "attention.h"
+
+#if defined(KVCPT_CUDA) || defined(__CUDACC__)
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* sel may be NULL when !refresh_active(m, T). */
+void attention_forward_mma_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
+                                const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                const RefreshMask *m);
+
+/* Test hook: the same forward with a planted fragment-layout bug, so the
+ * parity test can show that it catches each one. */
+typedef enum {
+    ATTN_MMA_OK = 0,
+    ATTN_MMA_BUG_P_SWAP = 1,    /* P's A fragment with registers 1 and 2 swapped */
+    ATTN_MMA_BUG_V_NO_TRANS = 2, /* V loaded with ldmatrix without .trans */
+    ATTN_MMA_BUG_ROW_MAX = 3,   /* the row max reduced across lanes of other rows */
+} AttnMmaBug;
+void attention_forward_mma_planted_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
+                                        const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                        const RefreshMask *m, AttnMmaBug bug);
+#ifdef __cplusplus
+}
+#endif
+#endif
+#endif

@@ -1,0 +1,24 @@
+#ifndef KVCPT_ATTENTION_ROWS_H
+#define KVCPT_ATTENTION_ROWS_H
+/* Row-range entries of the fp32 CUDA attention (kernels/attention.cu) for
+ * the tensor-core path (kernels/attention_mma_*.cu), which computes the
+ * causal rows itself and leaves the few RefreshKV suffix rows to these.
+ * Internal to the kernels; the arguments are attention_forward_cuda's. */
+#include <stdint.h>
+
+#include "attention.h"
+
+#if defined(KVCPT_CUDA) || defined(__CUDACC__)
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* out and lse of rows [row_begin, row_end), which lie all before L or all
+ * from L on (the suffix rows gather their keys through sel). */
+void attention_forward_rows_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
+                                 const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                 const RefreshMask *m, int64_t row_begin, int64_t row_end);
+#ifdef __cplusplus
+}
+#endif
+#endif
+#endif

@@ -1,0 +1,187 @@
+/* The tensor-core attention forward (kernels/attention_mma_fwd.cu) against
+ * the CPU oracle (kernels/attention.c) run on bf16-rounded copies of q, k
+ * and v, over causal and RefreshKV-masked shapes: GQA ratios 1, 2, 4 and 8,
+ * D = 16, 32, 64 and 128, T and L not multiples of the 64-row tile, B = 2,
+ * K < L and K = L; then run-twice determinism, K = L equal to the unmasked
+ * run bit for bit on the rows before L (the tensor-core rows), and three planted fragment-layout bugs that the same
+ * comparison must catch.
+ *
+ * Tolerances: |gpu - cpu| <= atol + rtol * |cpu| (inputs standard normal,
+ * rounded to bf16 on both sides, so only what the GPU does differently
+ * counts):
+ *   op    atol   rtol   why
+ *   out   4e-3   4e-3   P is rounded to bf16 before P V (2^-9 relative per
+ *                       term, on weights that sum to 1 against |v| <~ 4),
+ *                       the normaliser sums the unrounded P; the suffix rows
+ *                       (fp32 kernel) read q, k, v unrounded: 2^-9 relative
+ *   lse   2e-5   2e-5   scores from the same bf16 operands, fp32 sums in
+ *                       another order; expf/logf against the CPU's exp
+ * Each comparison prints a "# margin" line. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/backend.h"
+#include "../../common/rng.h"
+#include "../testlib.h"
+
+#ifdef KVCPT_CUDA
+#include <math.h>
+
+#include "../../common/util.h"
+#include "../../kernels/attention.h"
+#include "../../kernels/attention_mma.h"
+#include "../../kernels/bf16.h"
+#include "../../kernels/cuda_device.h"
+#include "gpu_testlib.h"
+
+static const double OUT_ATOL = 4e-3, OUT_RTOL = 4e-3, LSE_ATOL = 2e-5, LSE_RTOL = 2e-5;
+
+static Rng rng;
+
+/* n standard normal values, rounded to bf16 (both sides see the same inputs) */
+static float *host_normal_bf16(int64_t n) {
+    float *p = xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    for (int64_t i = 0; i < n; i++) p[i] = float_from_bf16_bits(bf16_bits_from_float(rng_normal(&rng)));
+    return p;
+}
+
+typedef struct {
+    const char *label;
+    int64_t B, T, Hq, Hkv, D;
+    RefreshMask m;
+} Case;
+
+typedef struct {
+    float *q, *k, *v, *out, *lse;
+    int32_t *sel;
+} Dev;
+
+/* The forward on the device (planted bug or none); out and lse downloaded. */
+static void gpu_forward(const Case *c, Dev *d, const RefreshMask *m, AttnMmaBug bug, float *out, float *lse) {
+    const int64_t nq = c->B * c->T * c->Hq * c->D, nlse = c->B * c->Hq * c->T;
+    const int32_t *sel = refresh_active(m, c->T) ? d->sel : NULL;
+    if (bug == ATTN_MMA_OK) attention_forward_mma_cuda(d->out, d->lse, d->q, d->k, d->v, sel, c->B, c->T, c->Hq, c->Hkv, c->D, m);
+    else attention_forward_mma_planted_cuda(d->out, d->lse, d->q, d->k, d->v, sel, c->B, c->T, c->Hq, c->Hkv, c->D, m, bug);
+    cuda_synchronize();
+    cuda_memcpy_d2h(out, d->out, sizeof(float) * (size_t)nq);
+    cuda_memcpy_d2h(lse, d->lse, sizeof(float) * (size_t)nlse);
+}
+
+/* Worst |got - ref| / (atol + rtol |ref|) */
+static double worst_ratio(const float *got, const float *ref, int64_t n, double atol, double rtol) {
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double r = fabs((double)got[i] - (double)ref[i]) / (atol + rtol * fabs((double)ref[i]));
+        if (r > worst || isnan(r)) worst = r;
+    }
+    return worst;
+}
+
+static void run_case(const Case *c, int plant) {
+    char name[256];
+    const int64_t B = c->B, T = c->T, Hq = c->Hq, Hkv = c->Hkv, D = c->D;
+    const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D, nlse = B * Hq * T;
+    const int active = refresh_active(&c->m, T);
+    float *q = host_normal_bf16(nq), *k = host_normal_bf16(nkv), *v = host_normal_bf16(nkv);
+    Dev d = {0};
+    d.q = dev_upload(q, sizeof(float) * (size_t)nq);
+    d.k = dev_upload(k, sizeof(float) * (size_t)nkv);
+    d.v = dev_upload(v, sizeof(float) * (size_t)nkv);
+    d.out = cuda_malloc(sizeof(float) * (size_t)nq);
+    d.lse = cuda_malloc(sizeof(float) * (size_t)nlse);
+    int32_t *sel = NULL;
+    if (active) { /* the CPU's selection feeds both sides (the fp32 test checks the GPU's own) */
+        const int64_t nsel = B * Hkv * refresh_num_selected(&c->m);
+        sel = xmalloc(sizeof(int32_t) * (size_t)nsel);
+        attention_refresh_select_cpu(sel, q, k, B, T, Hq, Hkv, D, &c->m);
+        d.sel = dev_upload(sel, sizeof(int32_t) * (size_t)nsel);
+    }
+    float *ref_out = xmalloc(sizeof(float) * (size_t)nq), *ref_lse = xmalloc(sizeof(float) * (size_t)nlse);
+    attention_forward_cpu(ref_out, ref_lse, q, k, v, sel, B, T, Hq, Hkv, D, &c->m);
+    float *out = xmalloc(sizeof(float) * (size_t)nq), *lse = xmalloc(sizeof(float) * (size_t)nlse);
+    float *out2 = xmalloc(sizeof(float) * (size_t)nq), *lse2 = xmalloc(sizeof(float) * (size_t)nlse);
+    gpu_forward(c, &d, &c->m, ATTN_MMA_OK, out, lse);
+    snprintf(name, sizeof name, "tensor-core forward out: %s", c->label);
+    tl_close_margin(name, out, ref_out, nq, OUT_ATOL, OUT_RTOL);
+    snprintf(name, sizeof name, "tensor-core forward lse: %s", c->label);
+    tl_close_margin(name, lse, ref_lse, nlse, LSE_ATOL, LSE_RTOL);
+
+    gpu_forward(c, &d, &c->m, ATTN_MMA_OK, out2, lse2);
+    snprintf(name, sizeof name, "rerun gives the same bits, out and lse: %s", c->label);
+    tl_result(memcmp(out, out2, sizeof(float) * (size_t)nq) == 0 && memcmp(lse, lse2, sizeof(float) * (size_t)nlse) == 0,
+              name, "the two runs differ");
+    if (active && c->m.K >= c->m.L) {
+        /* every prefill key kept: rows before L equal the unmasked run bit
+         * for bit (the rows from L on run on the fp32 suffix kernel there,
+         * on tensor cores in the unmasked run) */
+        RefreshMask off = c->m;
+        off.enabled = 0;
+        gpu_forward(c, &d, &off, ATTN_MMA_OK, out2, lse2);
+        const int64_t L = c->m.L, row = Hq * D;
+        int same = 1;
+        for (int64_t b = 0; b < B && same; b++) {
+            same = memcmp(out + b * T * row, out2 + b * T * row, sizeof(float) * (size_t)(L * row)) == 0;
+            for (int64_t h = 0; h < Hq && same; h++)
+                same = memcmp(lse + (b * Hq + h) * T, lse2 + (b * Hq + h) * T, sizeof(float) * (size_t)L) == 0;
+        }
+        snprintf(name, sizeof name, "K = L: rows before L equal the unmasked run bit for bit (out, lse): %s", c->label);
+        tl_result(same, name, "a row before L differs between the two runs");
+    }
+    if (plant) {
+        static const struct {
+            AttnMmaBug bug;
+            const char *what;
+        } plants[] = {{ATTN_MMA_BUG_P_SWAP, "P fragment registers 1 and 2 swapped"},
+                      {ATTN_MMA_BUG_V_NO_TRANS, "V loaded without .trans"},
+                      {ATTN_MMA_BUG_ROW_MAX, "row max reduced over other rows' lanes"}};
+        for (size_t i = 0; i < sizeof plants / sizeof plants[0]; i++) {
+            gpu_forward(c, &d, &c->m, plants[i].bug, out2, lse2);
+            const double r = worst_ratio(out2, ref_out, nq, OUT_ATOL, OUT_RTOL);
+            snprintf(name, sizeof name, "planted bug caught (%s): %s", plants[i].what, c->label);
+            tl_result(r > 1.0, name, "its worst error is only %.3g of the allowance", r);
+            printf("# planted %s: worst out error %.3g of the allowance\n", plants[i].what, r);
+        }
+    }
+    cuda_free(d.q);
+    cuda_free(d.k);
+    cuda_free(d.v);
+    cuda_free(d.out);
+    cuda_free(d.lse);
+    if (d.sel) cuda_free(d.sel);
+    free(q), free(k), free(v), free(sel), free(ref_out), free(ref_lse), free(out), free(lse), free(out2), free(lse2);
+}
+
+static void run_all(void) {
+    rng_seed(&rng, 20261124);
+    const RefreshMask causal = {0, 0, 0, 1, GROUP_AGG_MAX};
+    const Case cases[] = {
+        {"T=1 causal, D=16", 1, 1, 2, 1, 16, causal},
+        {"T=7 causal, ratio 2, D=32", 1, 7, 4, 2, 32, causal},
+        {"T=70 causal, B=2, ratio 2, D=16", 2, 70, 4, 2, 16, causal},
+        {"T=130 causal, ratio 4, D=32", 1, 130, 8, 2, 32, causal},
+        {"T=100 L=80 K=20 pool 3, ratio 8, D=64", 1, 100, 8, 1, 64, {1, 80, 20, 3, GROUP_AGG_MAX}},
+        {"T=71 L=70 K=9 (S=1), B=2, ratio 4, D=32, agg mean", 2, 71, 4, 1, 32, {1, 70, 9, 5, GROUP_AGG_MEAN}},
+        {"T=90 L=70 K=L, ratio 4, D=64", 1, 90, 4, 1, 64, {1, 70, 70, 7, GROUP_AGG_MAX}},
+        {"T=200 L=150 K=40 (two key tiles, suffix across a tile), ratio 1, D=16", 1, 200, 2, 2, 16,
+         {1, 150, 40, 7, GROUP_AGG_MAX}},
+        {"T=65 causal, ratio 2, D=128", 1, 65, 2, 1, 128, causal},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (tl_case_selected(cases[i].label)) run_case(&cases[i], 0);
+    const Case plant_case = {"planted bugs: T=70 causal, ratio 2, D=32", 1, 70, 4, 2, 32, causal};
+    if (tl_case_selected(plant_case.label)) run_case(&plant_case, 1);
+}
+#endif
+
+int main(void) {
+    if (backend_cuda_device_count() == 0) {
+        tl_skip("tensor-core attention", "no CUDA device visible");
+        return tl_finish();
+    }
+#ifdef KVCPT_CUDA
+    run_all();
+#endif
+    return tl_finish();
+}
