@@ -23,17 +23,29 @@ void attention_forward_mma_cuda(float *out, float *lse, const float *q, const fl
                                 const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                 const RefreshMask *m);
 
-/* Test hook: the same forward with a planted fragment-layout bug, so the
+/* Writes (not accumulates) dq, dk, dv; out and lse are the forward's. */
+void attention_backward_mma_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                 const float *k, const float *v, const float *out, const float *lse,
+                                 const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                 const RefreshMask *m);
+
+/* Test hooks: the same kernels with a planted fragment-layout bug, so the
  * parity test can show that it catches each one. */
 typedef enum {
     ATTN_MMA_OK = 0,
-    ATTN_MMA_BUG_P_SWAP = 1,    /* P's A fragment with registers 1 and 2 swapped */
-    ATTN_MMA_BUG_V_NO_TRANS = 2, /* V loaded with ldmatrix without .trans */
-    ATTN_MMA_BUG_ROW_MAX = 3,   /* the row max reduced across lanes of other rows */
+    ATTN_MMA_BUG_P_SWAP = 1,      /* forward: P's A fragment with registers 1 and 2 swapped */
+    ATTN_MMA_BUG_V_NO_TRANS = 2,  /* forward: V loaded with ldmatrix without .trans */
+    ATTN_MMA_BUG_ROW_MAX = 3,     /* forward: the row max reduced across lanes of other rows */
+    ATTN_MMA_BUG_B_NO_TRANS = 4,  /* backward: K, Q, dO as B of dS K, dS^T Q, P^T dO without .trans */
+    ATTN_MMA_BUG_PT_SWAP = 5,     /* backward: P^T and dS^T fragments with registers 1 and 2 swapped */
 } AttnMmaBug;
 void attention_forward_mma_planted_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
                                         const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                         const RefreshMask *m, AttnMmaBug bug);
+void attention_backward_mma_planted_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                         const float *k, const float *v, const float *out, const float *lse,
+                                         const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                         const RefreshMask *m, AttnMmaBug bug);
 #ifdef __cplusplus
 }
 #endif

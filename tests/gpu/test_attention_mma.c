@@ -1,4 +1,5 @@
-/* The tensor-core attention forward (kernels/attention_mma_fwd.cu) against
+/* The tensor-core attention, forward and backward
+ * (kernels/attention_mma_{fwd,bwd}.cu), against
  * the CPU oracle (kernels/attention.c) run on bf16-rounded copies of q, k
  * and v, over causal and RefreshKV-masked shapes: GQA ratios 1, 2, 4 and 8,
  * D = 16, 32, 64 and 128, T and L not multiples of the 64-row tile, B = 2,
@@ -16,7 +17,13 @@
  *                       (fp32 kernel) read q, k, v unrounded: 2^-9 relative
  *   lse   2e-5   2e-5   scores from the same bf16 operands, fp32 sums in
  *                       another order; expf/logf against the CPU's exp
- * Each comparison prints a "# margin" line. */
+ *   dq,   1e-2   1e-2   P and dS rounded to bf16 (2^-9 relative each) before
+ *   dk,                 products summed over up to T terms (times the group
+ *   dv                  for dk, dv); dsum from the GPU's own out (itself
+ *                       within out's tolerance); the oracle's P and dsum are
+ *                       fp32 throughout. Measured margins: at most 0.75
+ * Each comparison prints a "# margin" line. The backward runs from the
+ * GPU's own forward (out, lse), the oracle's from its own. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +44,7 @@
 #include "gpu_testlib.h"
 
 static const double OUT_ATOL = 4e-3, OUT_RTOL = 4e-3, LSE_ATOL = 2e-5, LSE_RTOL = 2e-5;
+static const double GRAD_ATOL = 1e-2, GRAD_RTOL = 1e-2;
 
 static Rng rng;
 
@@ -54,7 +62,7 @@ typedef struct {
 } Case;
 
 typedef struct {
-    float *q, *k, *v, *out, *lse;
+    float *q, *k, *v, *dout, *out, *lse, *dq, *dk, *dv;
     int32_t *sel;
 } Dev;
 
@@ -67,6 +75,23 @@ static void gpu_forward(const Case *c, Dev *d, const RefreshMask *m, AttnMmaBug 
     cuda_synchronize();
     cuda_memcpy_d2h(out, d->out, sizeof(float) * (size_t)nq);
     cuda_memcpy_d2h(lse, d->lse, sizeof(float) * (size_t)nlse);
+}
+
+/* The backward on the device (planted bug or none) from its own forward's
+ * out and lse; dq, dk, dv downloaded. */
+static void gpu_backward(const Case *c, Dev *d, const RefreshMask *m, AttnMmaBug bug, float *dq, float *dk, float *dv) {
+    const int64_t nq = c->B * c->T * c->Hq * c->D, nkv = c->B * c->T * c->Hkv * c->D;
+    const int32_t *sel = refresh_active(m, c->T) ? d->sel : NULL;
+    if (bug == ATTN_MMA_OK)
+        attention_backward_mma_cuda(d->dq, d->dk, d->dv, d->dout, d->q, d->k, d->v, d->out, d->lse, sel, c->B, c->T,
+                                    c->Hq, c->Hkv, c->D, m);
+    else
+        attention_backward_mma_planted_cuda(d->dq, d->dk, d->dv, d->dout, d->q, d->k, d->v, d->out, d->lse, sel, c->B,
+                                            c->T, c->Hq, c->Hkv, c->D, m, bug);
+    cuda_synchronize();
+    cuda_memcpy_d2h(dq, d->dq, sizeof(float) * (size_t)nq);
+    cuda_memcpy_d2h(dk, d->dk, sizeof(float) * (size_t)nkv);
+    cuda_memcpy_d2h(dv, d->dv, sizeof(float) * (size_t)nkv);
 }
 
 /* Worst |got - ref| / (atol + rtol |ref|) */
@@ -85,12 +110,17 @@ static void run_case(const Case *c, int plant) {
     const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D, nlse = B * Hq * T;
     const int active = refresh_active(&c->m, T);
     float *q = host_normal_bf16(nq), *k = host_normal_bf16(nkv), *v = host_normal_bf16(nkv);
+    float *dout = host_normal_bf16(nq);
     Dev d = {0};
     d.q = dev_upload(q, sizeof(float) * (size_t)nq);
     d.k = dev_upload(k, sizeof(float) * (size_t)nkv);
     d.v = dev_upload(v, sizeof(float) * (size_t)nkv);
+    d.dout = dev_upload(dout, sizeof(float) * (size_t)nq);
     d.out = cuda_malloc(sizeof(float) * (size_t)nq);
     d.lse = cuda_malloc(sizeof(float) * (size_t)nlse);
+    d.dq = cuda_malloc(sizeof(float) * (size_t)nq);
+    d.dk = cuda_malloc(sizeof(float) * (size_t)nkv);
+    d.dv = cuda_malloc(sizeof(float) * (size_t)nkv);
     int32_t *sel = NULL;
     if (active) { /* the CPU's selection feeds both sides (the fp32 test checks the GPU's own) */
         const int64_t nsel = B * Hkv * refresh_num_selected(&c->m);
@@ -107,6 +137,26 @@ static void run_case(const Case *c, int plant) {
     tl_close_margin(name, out, ref_out, nq, OUT_ATOL, OUT_RTOL);
     snprintf(name, sizeof name, "tensor-core forward lse: %s", c->label);
     tl_close_margin(name, lse, ref_lse, nlse, LSE_ATOL, LSE_RTOL);
+
+    /* the backward from the GPU's forward; the oracle's from its own */
+    float *ref_dq = xmalloc(sizeof(float) * (size_t)nq), *ref_dk = xmalloc(sizeof(float) * (size_t)nkv);
+    float *ref_dv = xmalloc(sizeof(float) * (size_t)nkv);
+    attention_backward_cpu(ref_dq, ref_dk, ref_dv, dout, q, k, v, ref_out, ref_lse, sel, B, T, Hq, Hkv, D, &c->m);
+    float *dq = xmalloc(sizeof(float) * (size_t)nq), *dk = xmalloc(sizeof(float) * (size_t)nkv);
+    float *dv = xmalloc(sizeof(float) * (size_t)nkv), *dq2 = xmalloc(sizeof(float) * (size_t)nq);
+    float *dk2 = xmalloc(sizeof(float) * (size_t)nkv), *dv2 = xmalloc(sizeof(float) * (size_t)nkv);
+    gpu_backward(c, &d, &c->m, ATTN_MMA_OK, dq, dk, dv);
+    snprintf(name, sizeof name, "tensor-core backward dq: %s", c->label);
+    tl_close_margin(name, dq, ref_dq, nq, GRAD_ATOL, GRAD_RTOL);
+    snprintf(name, sizeof name, "tensor-core backward dk: %s", c->label);
+    tl_close_margin(name, dk, ref_dk, nkv, GRAD_ATOL, GRAD_RTOL);
+    snprintf(name, sizeof name, "tensor-core backward dv: %s", c->label);
+    tl_close_margin(name, dv, ref_dv, nkv, GRAD_ATOL, GRAD_RTOL);
+    gpu_backward(c, &d, &c->m, ATTN_MMA_OK, dq2, dk2, dv2);
+    snprintf(name, sizeof name, "backward rerun gives the same bits, dq, dk, dv: %s", c->label);
+    tl_result(memcmp(dq, dq2, sizeof(float) * (size_t)nq) == 0 && memcmp(dk, dk2, sizeof(float) * (size_t)nkv) == 0 &&
+                  memcmp(dv, dv2, sizeof(float) * (size_t)nkv) == 0,
+              name, "the two runs differ");
 
     gpu_forward(c, &d, &c->m, ATTN_MMA_OK, out2, lse2);
     snprintf(name, sizeof name, "rerun gives the same bits, out and lse: %s", c->label);
@@ -143,14 +193,31 @@ static void run_case(const Case *c, int plant) {
             tl_result(r > 1.0, name, "its worst error is only %.3g of the allowance", r);
             printf("# planted %s: worst out error %.3g of the allowance\n", plants[i].what, r);
         }
+        /* the backward's plants, from the correct forward's out and lse */
+        gpu_forward(c, &d, &c->m, ATTN_MMA_OK, out2, lse2);
+        static const struct {
+            AttnMmaBug bug;
+            const char *what;
+        } bwd_plants[] = {{ATTN_MMA_BUG_B_NO_TRANS, "K, Q, dO as B operands without .trans"},
+                          {ATTN_MMA_BUG_PT_SWAP, "P^T and dS^T fragment registers 1 and 2 swapped"}};
+        for (size_t i = 0; i < sizeof bwd_plants / sizeof bwd_plants[0]; i++) {
+            gpu_backward(c, &d, &c->m, bwd_plants[i].bug, dq2, dk2, dv2);
+            const double r[3] = {worst_ratio(dq2, ref_dq, nq, GRAD_ATOL, GRAD_RTOL),
+                                 worst_ratio(dk2, ref_dk, nkv, GRAD_ATOL, GRAD_RTOL),
+                                 worst_ratio(dv2, ref_dv, nkv, GRAD_ATOL, GRAD_RTOL)};
+            snprintf(name, sizeof name, "planted backward bug caught (%s): %s", bwd_plants[i].what, c->label);
+            tl_result(r[0] > 1.0 && r[1] > 1.0 && r[2] > 1.0, name, "worst errors dq %.3g, dk %.3g, dv %.3g of the allowance",
+                      r[0], r[1], r[2]);
+            printf("# planted %s: worst dq, dk, dv errors %.3g, %.3g, %.3g of the allowance\n", bwd_plants[i].what, r[0],
+                   r[1], r[2]);
+        }
     }
-    cuda_free(d.q);
-    cuda_free(d.k);
-    cuda_free(d.v);
-    cuda_free(d.out);
-    cuda_free(d.lse);
+    float *bufs[] = {d.q, d.k, d.v, d.dout, d.out, d.lse, d.dq, d.dk, d.dv};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cuda_free(bufs[i]);
     if (d.sel) cuda_free(d.sel);
-    free(q), free(k), free(v), free(sel), free(ref_out), free(ref_lse), free(out), free(lse), free(out2), free(lse2);
+    float *host[] = {q, k, v, dout, ref_out, ref_lse, out, lse, out2, lse2, ref_dq, ref_dk, ref_dv, dq, dk, dv, dq2, dk2, dv2};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    free(sel);
 }
 
 static void run_all(void) {

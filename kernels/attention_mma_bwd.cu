@@ -1,0 +1,432 @@
+/* Causal attention backward on tensor cores (FlashAttention-2), the bf16
+ * engine's twin of attention_backward_cuda (kernels/attention_mma.h).
+ * Deterministic: no atomics; every output element is one thread's sum in a
+ * fixed order, written by one kernel and then added to by the next.
+ *
+ *   dsum   (B, Hq, T) = rowsum(dO * O), fp32, one warp per row.
+ *   dQ     rows [0, L): one block of 4 warps per (64-row tile, batch row x
+ *          query head). Q and dO fragments stay in registers; per key tile
+ *          up to the diagonal: S = Q K^T, P = exp(S scale - lse),
+ *          dP = dO V^T (V rows are the .col operand, as K's), dS = P (dP -
+ *          dsum), dQ += dS K (dS repacked from the accumulators into A
+ *          fragments, K by ldmatrix.trans); dQ scaled once at the end.
+ *   dK, dV every key: one block of 4 warps per (64-key tile, batch row x KV
+ *          head), each warp 16 keys with K and V fragments in registers;
+ *          per query head of the group, per query tile of rows [0, L) from
+ *          the key tile's diagonal on: S^T = K Q^T, P^T = exp(S^T scale -
+ *          lse), dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - dsum),
+ *          dK += dS^T Q (P^T and dS^T repacked in registers, dO and Q by
+ *          ldmatrix.trans); written once (keys no causal row sees get 0).
+ *   suffix the RefreshKV rows [L, T) in fp32 (unrounded inputs, like their
+ *          forward): dQ of each row over its selected and local keys, one
+ *          warp per (row, head); then each key a suffix row sees (the
+ *          selected prefix keys and the local ones) gets those rows' dK and
+ *          dV added, one warp per (key, KV head), heads then rows in order.
+ * bf16 as in the forward: Q, K, V, dO rounded when loaded; P and dS rounded
+ * before their products; fp32 sums. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cuda_common.cuh"
+#include "cuda_reduce.cuh"
+#include "mma.cuh"
+
+extern "C" {
+#include "attention_mma.h"
+}
+
+static constexpr int kTile = 64;     /* rows or keys per block, 16 per warp */
+static constexpr int kThreads = 128; /* 4 warps */
+
+template <int D> struct BwdSmem {
+    static constexpr int ld = D + 8; /* bf16 per row: 16-byte aligned, conflict-free ldmatrix rows */
+    /* dQ: two bf16 tiles (Q, dO, then K, V) */
+    static constexpr size_t dq_bytes = (size_t)2 * kTile * ld * sizeof(uint16_t);
+    /* dK/dV: four bf16 tiles (K, V resident; Q, dO per step) and two fp32
+     * rows (lse, dsum). K and V stay in shared memory, not registers: at
+     * D = 128 their fragments beside the dK and dV accumulators would
+     * spill */
+    static constexpr size_t dkdv_bytes = (size_t)4 * kTile * ld * sizeof(uint16_t) + (size_t)2 * kTile * sizeof(float);
+};
+
+/* rows [p0, p0 + 64) of one head of x (row stride `stride`) rounded to bf16
+ * into dst (64 x ld); rows at or past `limit` are zeros. */
+template <int D>
+static __device__ void load_rows_bf16(uint16_t *dst, const float *x, int64_t stride, int64_t p0, int64_t limit) {
+    constexpr int ld = BwdSmem<D>::ld, pairs = D / 2;
+    for (int i = threadIdx.x; i < kTile * pairs; i += kThreads) {
+        const int r = i / pairs, c = 2 * (i % pairs);
+        const int64_t p = p0 + r;
+        float lo = 0.0f, hi = 0.0f;
+        if (p < limit) {
+            lo = x[p * stride + c];
+            hi = x[p * stride + c + 1];
+        }
+        *(uint32_t *)&dst[r * ld + c] = mma_pack_bf16x2(lo, hi);
+    }
+}
+
+/* A fragments (16 rows x D, per 16-column slice) of rows r0..r0+15 of a tile */
+template <int D> static __device__ void load_a_frags(uint32_t a[D / 16][4], const uint16_t *tile, int r0, int lane) {
+    constexpr int ld = BwdSmem<D>::ld;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+        ldmatrix_x4(a[kk], &tile[(r0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + kk * 16 + 8 * (lane >> 4)]);
+}
+
+/* c (16 x 64) = A (16 x D, fragments) X^T, X a 64-row tile: row j of X is
+ * column j of the product (the mma's .col operand, ldmatrix without .trans) */
+template <int D>
+static __device__ void mul_rows_t(float c[8][4], const uint32_t a[D / 16][4], const uint16_t *x, int lane) {
+    constexpr int ld = BwdSmem<D>::ld;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+            uint32_t bf[2];
+            ldmatrix_x2(bf, &x[(j * 8 + (lane & 7)) * ld + kk * 16 + 8 * ((lane >> 3) & 1)]);
+            mma_m16n8k16_bf16(c[j], a[kk], bf, c[j]);
+        }
+    }
+}
+
+/* mul_rows_t with A's rows r0..r0+15 read from a shared tile as needed */
+template <int D>
+static __device__ void mul_rows_t_smem(float c[8][4], const uint16_t *a_tile, int r0, const uint16_t *x, int lane) {
+    constexpr int ld = BwdSmem<D>::ld;
+#pragma unroll
+    for (int j = 0; j < 8; j++) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        uint32_t a[4];
+        ldmatrix_x4(a, &a_tile[(r0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + kk * 16 + 8 * (lane >> 4)]);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            uint32_t bf[2];
+            ldmatrix_x2(bf, &x[(j * 8 + (lane & 7)) * ld + kk * 16 + 8 * ((lane >> 3) & 1)]);
+            mma_m16n8k16_bf16(c[j], a, bf, c[j]);
+        }
+    }
+}
+
+/* acc (16 x D) += P (16 x 64, accumulator layout, rounded here) X, X a
+ * 64-row tile read as the k-rows of B (ldmatrix .trans) */
+template <int D, int kBug>
+static __device__ void mul_acc(float acc[D / 8][4], const float p[8][4], const uint16_t *x, int lane) {
+    constexpr int ld = BwdSmem<D>::ld;
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        uint32_t pa[4];
+        pa[0] = mma_pack_bf16x2(p[2 * c][0], p[2 * c][1]);
+        pa[1] = mma_pack_bf16x2(p[2 * c][2], p[2 * c][3]);
+        pa[2] = mma_pack_bf16x2(p[2 * c + 1][0], p[2 * c + 1][1]);
+        pa[3] = mma_pack_bf16x2(p[2 * c + 1][2], p[2 * c + 1][3]);
+        if (kBug == ATTN_MMA_BUG_PT_SWAP) {
+            const uint32_t tmp = pa[1];
+            pa[1] = pa[2];
+            pa[2] = tmp;
+        }
+#pragma unroll
+        for (int n = 0; n < D / 8; n += 2) {
+            uint32_t xf[4];
+            const uint16_t *xrow = &x[(c * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + n * 8 + 8 * (lane >> 4)];
+            if (kBug == ATTN_MMA_BUG_B_NO_TRANS) ldmatrix_x4(xf, xrow);
+            else ldmatrix_x4_trans(xf, xrow);
+            const uint32_t b0[2] = {xf[0], xf[1]}, b1[2] = {xf[2], xf[3]};
+            mma_m16n8k16_bf16(acc[n], pa, b0, acc[n]);
+            mma_m16n8k16_bf16(acc[n + 1], pa, b1, acc[n + 1]);
+        }
+    }
+}
+
+/* dsum[(b, h, p)] = sum_d dout * out, one warp per row */
+__global__ void attention_mma_dsum_kernel(float *dsum, const float *dout, const float *out, int64_t B, int64_t T,
+                                          int64_t Hq, int64_t D) {
+    const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (w >= B * T * Hq) return; /* whole warps leave together: B*T*Hq rows, 32 lanes each */
+    const int64_t b = w / (T * Hq), p = (w / Hq) % T, h = w % Hq;
+    const float *o = out + w * D, *d = dout + w * D;
+    float acc = 0.0f;
+    for (int64_t i = lane; i < D; i += 32) acc += d[i] * o[i];
+    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (lane == 0) dsum[(b * Hq + h) * T + p] = acc;
+}
+
+template <int D, int kBug>
+__global__ void __launch_bounds__(kThreads)
+    attention_mma_dq_kernel(float *dq, const float *dout, const float *q, const float *k, const float *v,
+                            const float *lse, const float *dsum, int64_t T, int64_t Hq, int64_t Hkv, int64_t L,
+                            float scale) {
+    constexpr int ld = BwdSmem<D>::ld, KD = D / 16, ND = D / 8;
+    extern __shared__ __align__(16) uint16_t smem_u16[];
+    uint16_t *s0 = smem_u16, *s1 = s0 + kTile * ld; /* Q, dO; then K, V */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int64_t b = blockIdx.y / Hq, h = blockIdx.y % Hq, hk = h / (Hq / Hkv);
+    const int64_t q0 = (int64_t)blockIdx.x * kTile, qstride = Hq * D, kvstride = Hkv * D;
+    load_rows_bf16<D>(s0, q + (b * T * Hq + h) * D, qstride, q0, L);
+    load_rows_bf16<D>(s1, dout + (b * T * Hq + h) * D, qstride, q0, L);
+    __syncthreads();
+    uint32_t qa[KD][4], da[KD][4];
+    load_a_frags<D>(qa, s0, warp * 16, lane);
+    load_a_frags<D>(da, s1, warp * 16, lane);
+    const int64_t row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    float row_lse[2], row_dsum[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        row_lse[r] = row[r] < L ? lse[(b * Hq + h) * T + row[r]] : 0.0f;
+        row_dsum[r] = row[r] < L ? dsum[(b * Hq + h) * T + row[r]] : 0.0f;
+    }
+    float acc[ND][4];
+#pragma unroll
+    for (int n = 0; n < ND; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    const float *kb = k + (b * T * Hkv + hk) * D, *vb = v + (b * T * Hkv + hk) * D;
+    const int64_t last_key = (q0 + kTile < L ? q0 + kTile : L) - 1;
+    for (int64_t k0 = 0; k0 <= last_key; k0 += kTile) {
+        __syncthreads(); /* the previous tiles (and Q, dO at first) are read */
+        load_rows_bf16<D>(s0, kb, kvstride, k0, L);
+        load_rows_bf16<D>(s1, vb, kvstride, k0, L);
+        __syncthreads();
+        float p[8][4], dp[8][4];
+        mul_rows_t<D>(p, qa, s0, lane);
+        mul_rows_t<D>(dp, da, s1, lane);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int64_t key = k0 + j * 8 + 2 * t + (e & 1), r = row[e >> 1];
+                const float pr = key <= r && r < L ? expf(p[j][e] * scale - row_lse[e >> 1]) : 0.0f;
+                p[j][e] = pr * (dp[j][e] - row_dsum[e >> 1]); /* dS */
+            }
+        mul_acc<D, kBug>(acc, p, s0, lane); /* dQ += dS K */
+    }
+    float *db = dq + (b * T * Hq + h) * D;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (row[r] >= L) continue;
+#pragma unroll
+        for (int n = 0; n < ND; n++) {
+            db[row[r] * qstride + n * 8 + 2 * t] = acc[n][2 * r] * scale;
+            db[row[r] * qstride + n * 8 + 2 * t + 1] = acc[n][2 * r + 1] * scale;
+        }
+    }
+}
+
+template <int D, int kBug>
+__global__ void __launch_bounds__(kThreads)
+    attention_mma_dkdv_kernel(float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,
+                              const float *lse, const float *dsum, int64_t T, int64_t Hq, int64_t Hkv, int64_t L,
+                              float scale) {
+    constexpr int ld = BwdSmem<D>::ld, ND = D / 8;
+    extern __shared__ __align__(16) uint16_t smem_u16[];
+    uint16_t *sk = smem_u16, *sv = sk + kTile * ld, *s0 = sv + kTile * ld, *s1 = s0 + kTile * ld; /* K, V, Q, dO */
+    float *s_lse = (float *)(s1 + kTile * ld), *s_dsum = s_lse + kTile;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int64_t b = blockIdx.y / Hkv, hk = blockIdx.y % Hkv, group = Hq / Hkv;
+    const int64_t k0 = (int64_t)blockIdx.x * kTile, qstride = Hq * D, kvstride = Hkv * D;
+    load_rows_bf16<D>(sk, k + (b * T * Hkv + hk) * D, kvstride, k0, T);
+    load_rows_bf16<D>(sv, v + (b * T * Hkv + hk) * D, kvstride, k0, T);
+    const int64_t key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+    float dk_acc[ND][4], dv_acc[ND][4];
+#pragma unroll
+    for (int n = 0; n < ND; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dk_acc[n][e] = dv_acc[n][e] = 0.0f;
+    for (int64_t hh = 0; hh < group; hh++) {
+        const int64_t h = hk * group + hh;
+        for (int64_t q0 = k0; q0 < L; q0 += kTile) { /* rows before the key tile see none of it */
+            __syncthreads(); /* every warp is done with the previous Q and dO tiles */
+            load_rows_bf16<D>(s0, q + (b * T * Hq + h) * D, qstride, q0, L);
+            load_rows_bf16<D>(s1, dout + (b * T * Hq + h) * D, qstride, q0, L);
+            if (threadIdx.x < kTile) {
+                const int64_t p = q0 + threadIdx.x;
+                s_lse[threadIdx.x] = p < L ? lse[(b * Hq + h) * T + p] : 0.0f;
+                s_dsum[threadIdx.x] = p < L ? dsum[(b * Hq + h) * T + p] : 0.0f;
+            }
+            __syncthreads();
+            float pt[8][4], dpt[8][4]; /* (16 keys x 64 rows) */
+            mul_rows_t_smem<D>(pt, sk, warp * 16, s0, lane);  /* S^T = K Q^T */
+            mul_rows_t_smem<D>(dpt, sv, warp * 16, s1, lane); /* dP^T = V dO^T */
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int c = j * 8 + 2 * t + (e & 1);
+                    const int64_t r = q0 + c;
+                    const float pr = key[e >> 1] <= r && r < L ? expf(pt[j][e] * scale - s_lse[c]) : 0.0f;
+                    pt[j][e] = pr;
+                    dpt[j][e] = pr * (dpt[j][e] - s_dsum[c]); /* dS^T */
+                }
+            mul_acc<D, kBug>(dv_acc, pt, s1, lane);  /* dV += P^T dO */
+            mul_acc<D, kBug>(dk_acc, dpt, s0, lane); /* dK += dS^T Q */
+        }
+    }
+    float *dkb = dk + (b * T * Hkv + hk) * D, *dvb = dv + (b * T * Hkv + hk) * D;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (key[r] >= T) continue;
+#pragma unroll
+        for (int n = 0; n < ND; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                dkb[key[r] * kvstride + n * 8 + 2 * t + e] = dk_acc[n][2 * r + e] * scale;
+                dvb[key[r] * kvstride + n * 8 + 2 * t + e] = dv_acc[n][2 * r + e];
+            }
+    }
+}
+
+/* Sum over the warp's lanes of a[i] * b[i], i = lane, lane + 32, ... < D */
+static __device__ float warp_dot(const float *a, const float *b, int64_t D, int lane) {
+    float s = 0.0f;
+    for (int64_t i = lane; i < D; i += 32) s += a[i] * b[i];
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    return s;
+}
+
+/* dQ of the suffix rows p in [L, T): over the keys sel ++ (L..p), one warp
+ * per (row, batch row x query head) */
+__global__ void attention_mma_suffix_dq_kernel(float *dq, const float *dout, const float *q, const float *k,
+                                               const float *v, const float *lse, const float *dsum,
+                                               const int32_t *sel, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                               int64_t L, int64_t ks, float scale) {
+    const int lane = threadIdx.x;
+    const int64_t p = L + blockIdx.x, b = blockIdx.y / Hq, h = blockIdx.y % Hq, hk = h / (Hq / Hkv);
+    const int64_t qstride = Hq * D, kvstride = Hkv * D, row = (b * Hq + h) * T + p;
+    const float *qp = q + (b * T * Hq + h) * D + p * qstride, *dop = dout + (b * T * Hq + h) * D + p * qstride;
+    const float *kb = k + (b * T * Hkv + hk) * D, *vb = v + (b * T * Hkv + hk) * D;
+    const int32_t *s = sel + (b * Hkv + hk) * ks;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* d = lane + 32 i, D <= 128 */
+    for (int64_t i = 0; i < ks + (p - L + 1); i++) {
+        const int64_t j = i < ks ? s[i] : L + (i - ks);
+        const float pr = expf(warp_dot(qp, kb + j * kvstride, D, lane) * scale - lse[row]);
+        const float ds = pr * (warp_dot(dop, vb + j * kvstride, D, lane) - dsum[row]);
+        for (int c = 0; c < 4 && lane + 32 * c < D; c++) acc[c] += ds * kb[j * kvstride + lane + 32 * c];
+    }
+    float *out = dq + (b * T * Hq + h) * D + p * qstride;
+    for (int c = 0; c < 4 && lane + 32 * c < D; c++) out[lane + 32 * c] = acc[c] * scale;
+}
+
+/* dK, dV += the suffix rows' share, for each key they see: blockIdx.x < ks
+ * the selected prefix keys, then the local keys L..T-1; one warp per (key,
+ * batch row x KV head), the group's heads then the rows in order */
+__global__ void attention_mma_suffix_dkdv_kernel(float *dk, float *dv, const float *dout, const float *q,
+                                                 const float *k, const float *v, const float *lse, const float *dsum,
+                                                 const int32_t *sel, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                                 int64_t L, int64_t ks, float scale) {
+    const int lane = threadIdx.x;
+    const int64_t b = blockIdx.y / Hkv, hk = blockIdx.y % Hkv, group = Hq / Hkv;
+    const int64_t i = blockIdx.x, j = i < ks ? sel[(b * Hkv + hk) * ks + i] : L + (i - ks);
+    const int64_t qstride = Hq * D, kvstride = Hkv * D;
+    const float *kj = k + (b * T * Hkv + hk) * D + j * kvstride, *vj = v + (b * T * Hkv + hk) * D + j * kvstride;
+    float ak[4] = {0.0f, 0.0f, 0.0f, 0.0f}, av[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t hh = 0; hh < group; hh++) {
+        const int64_t h = hk * group + hh;
+        for (int64_t p = j < L ? L : j; p < T; p++) { /* a local key j is seen from row j on */
+            const int64_t row = (b * Hq + h) * T + p;
+            const float *qp = q + (b * T * Hq + h) * D + p * qstride, *dop = dout + (b * T * Hq + h) * D + p * qstride;
+            const float pr = expf(warp_dot(qp, kj, D, lane) * scale - lse[row]);
+            const float ds = pr * (warp_dot(dop, vj, D, lane) - dsum[row]);
+            for (int c = 0; c < 4 && lane + 32 * c < D; c++) {
+                av[c] += pr * dop[lane + 32 * c];
+                ak[c] += ds * qp[lane + 32 * c];
+            }
+        }
+    }
+    float *dkj = dk + (b * T * Hkv + hk) * D + j * kvstride, *dvj = dv + (b * T * Hkv + hk) * D + j * kvstride;
+    for (int c = 0; c < 4 && lane + 32 * c < D; c++) {
+        dkj[lane + 32 * c] += ak[c] * scale;
+        dvj[lane + 32 * c] += av[c];
+    }
+}
+
+static void check_shape(const char *fn, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
+    const char *why = NULL;
+    if (B < 0 || T < 0 || Hq <= 0 || Hkv <= 0) why = "B, T must be >= 0 and Hq, Hkv > 0";
+    else if (Hq % Hkv != 0) why = "Hkv must divide Hq";
+    else if (D != 16 && D != 32 && D != 64 && D != 128) why = "head dim D must be 16, 32, 64 or 128 on tensor cores";
+    else if (B * Hq > 65535) why = "B * Hq exceeds the grid's y dimension (65535)";
+    else if (T > INT32_MAX) why = "T exceeds int32 positions";
+    if (why) {
+        fprintf(stderr, "kvcpt: %s: %s (B=%lld T=%lld Hq=%lld Hkv=%lld D=%lld)\n", fn, why, (long long)B, (long long)T,
+                (long long)Hq, (long long)Hkv, (long long)D);
+        exit(1);
+    }
+}
+
+template <int D, int kBug>
+static void launch_causal(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                          const float *v, const float *lse, const float *dsum, int64_t B, int64_t T, int64_t Hq,
+                          int64_t Hkv, int64_t L, float scale) {
+    const size_t dq_bytes = BwdSmem<D>::dq_bytes, dkdv_bytes = BwdSmem<D>::dkdv_bytes;
+    CUDA_CHECK(cudaFuncSetAttribute(attention_mma_dq_kernel<D, kBug>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)dq_bytes));
+    CUDA_CHECK(cudaFuncSetAttribute(attention_mma_dkdv_kernel<D, kBug>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)dkdv_bytes));
+    if (L > 0) {
+        attention_mma_dq_kernel<D, kBug><<<dim3(ceil_div_u(L, kTile), (unsigned int)(B * Hq)), kThreads, dq_bytes>>>(
+            dq, dout, q, k, v, lse, dsum, T, Hq, Hkv, L, scale);
+        CUDA_CHECK_LAUNCH();
+    }
+    attention_mma_dkdv_kernel<D, kBug><<<dim3(ceil_div_u(T, kTile), (unsigned int)(B * Hkv)), kThreads, dkdv_bytes>>>(
+        dk, dv, dout, q, k, v, lse, dsum, T, Hq, Hkv, L, scale);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <int kBug>
+static void backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,
+                     const float *out, const float *lse, const int32_t *sel, int64_t B, int64_t T, int64_t Hq,
+                     int64_t Hkv, int64_t D, const RefreshMask *m, const char *fn) {
+    check_shape(fn, B, T, Hq, Hkv, D);
+    refresh_mask_validate(m, fn);
+    if (B == 0 || T == 0) return;
+    const int active = refresh_active(m, T);
+    if (active && sel == NULL) {
+        fprintf(stderr, "kvcpt: %s: the mask is active (T=%lld > L=%lld) but sel is NULL\n", fn, (long long)T,
+                (long long)m->L);
+        exit(1);
+    }
+    const int64_t L = active ? m->L : T, ks = active ? refresh_num_selected(m) : 0;
+    const float scale = 1.0f / sqrtf((float)D);
+    float *dsum;
+    CUDA_CHECK(cudaMallocAsync((void **)&dsum, sizeof(float) * (size_t)(B * Hq * T), 0));
+    attention_mma_dsum_kernel<<<grid_for(B * T * Hq * 32, 256), 256>>>(dsum, dout, out, B, T, Hq, D);
+    CUDA_CHECK_LAUNCH();
+    switch (D) {
+    case 16: launch_causal<16, kBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
+    case 32: launch_causal<32, kBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
+    case 64: launch_causal<64, kBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
+    default: launch_causal<128, kBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
+    }
+    if (active) {
+        attention_mma_suffix_dq_kernel<<<dim3((unsigned int)(T - L), (unsigned int)(B * Hq)), 32>>>(
+            dq, dout, q, k, v, lse, dsum, sel, T, Hq, Hkv, D, L, ks, scale);
+        CUDA_CHECK_LAUNCH();
+        attention_mma_suffix_dkdv_kernel<<<dim3((unsigned int)(ks + T - L), (unsigned int)(B * Hkv)), 32>>>(
+            dk, dv, dout, q, k, v, lse, dsum, sel, T, Hq, Hkv, D, L, ks, scale);
+        CUDA_CHECK_LAUNCH();
+    }
+    CUDA_CHECK(cudaFreeAsync(dsum, 0));
+}
+
+extern "C" void attention_backward_mma_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                            const float *k, const float *v, const float *out, const float *lse,
+                                            const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                            int64_t D, const RefreshMask *m) {
+    backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, "attention_backward_mma_cuda");
+}
+
+extern "C" void attention_backward_mma_planted_cuda(float *dq, float *dk, float *dv, const float *dout,
+                                                    const float *q, const float *k, const float *v, const float *out,
+                                                    const float *lse, const int32_t *sel, int64_t B, int64_t T,
+                                                    int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m,
+                                                    AttnMmaBug bug) {
+    const char *fn = "attention_backward_mma_planted_cuda";
+    if (bug == ATTN_MMA_BUG_B_NO_TRANS)
+        backward<ATTN_MMA_BUG_B_NO_TRANS>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, fn);
+    else if (bug == ATTN_MMA_BUG_PT_SWAP)
+        backward<ATTN_MMA_BUG_PT_SWAP>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, fn);
+    else backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, fn);
+}
