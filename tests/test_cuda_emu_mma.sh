@@ -65,3 +65,34 @@ if "$NVCC" "${flags[@]}" -gencode arch=compute_90,code=sm_90 -Xptxas -v -c tests
 else
     fail "mma ptxas" "nvcc -Xptxas -v failed: $(cat "$tmp/ptxas.log")"
 fi
+
+# the tensor-core attention: its PTX holds the matrix instructions, and
+# ptxas compiles every kernel (each head dim, each planted variant) without
+# spills; the registers of the production kernels are printed
+for f in kernels/attention_mma_fwd.cu kernels/attention_mma_bwd.cu; do
+    base=$(basename "$f" .cu)
+    if "$NVCC" "${flags[@]}" -arch=sm_90 -ptx "$f" -o "$tmp/$base.ptx" 2>"$tmp/ptx.log"; then
+        missing=""
+        for ins in 'mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32' 'ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16' \
+            'ldmatrix.sync.aligned.m8n8.x2.shared.b16'; do
+            grep -qF "$ins" "$tmp/$base.ptx" || missing="$missing $ins"
+        done
+        if [ -z "$missing" ]; then ok "nvcc -arch=sm_90 -ptx of $f holds mma.sync m16n8k16 bf16 and ldmatrix (x2, x4.trans)"
+        else fail "$base PTX" "not in the PTX:$missing"; fi
+    else
+        fail "$base PTX" "nvcc -ptx failed: $(cat "$tmp/ptx.log")"
+    fi
+    if "$NVCC" "${flags[@]}" -gencode arch=compute_90,code=sm_90 -Xptxas -v -c "$f" -o "$tmp/$base.o" >"$tmp/ptxas.log" 2>&1; then
+        n=$(grep -c "bytes spill stores" "$tmp/ptxas.log")
+        spills=$(grep "bytes spill stores" "$tmp/ptxas.log" | grep -vc " 0 bytes spill stores, 0 bytes spill loads")
+        # "kernel D=128: 255" for the production instantiations (planted variant 0)
+        regs=$(awk "/Compiling entry function/ { f = \$0; sub(/.*function '_Z[0-9]*/, \"\", f); sub(/'.*/, \"\", f) }
+            /Used [0-9]+ registers/ && (f ~ /ELi0EE/ || f !~ /ILi/) {
+                n = f; sub(/(ILi|Pf).*/, \"\", n); d = \"\"; if (match(f, /ILi[0-9]+/)) d = \" D=\" substr(f, RSTART + 3, RLENGTH - 3)
+                match(\$0, /Used [0-9]+/); printf \"%s%s%s: %s\", sep, n, d, substr(\$0, RSTART + 5, RLENGTH - 5); sep = \", \" }" "$tmp/ptxas.log")
+        if [ "$n" -gt 0 ] && [ "$spills" = 0 ]; then ok "ptxas -v: the $n kernels of $f for sm_90 without spills; registers: $regs"
+        else fail "$base ptxas" "$spills of $n kernels spill: $(grep -B2 'spill' "$tmp/ptxas.log" | grep -v ' 0 bytes spill' | head -6)"; fi
+    else
+        fail "$base ptxas" "nvcc -Xptxas -v failed: $(tail -5 "$tmp/ptxas.log")"
+    fi
+done
