@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../common/util.h"
+#include "bf16.h"
 #include "dot_lanes.h"
 
 int64_t refresh_num_selected(const RefreshMask *m) { return m->K < m->L ? m->K : m->L; }
@@ -346,4 +347,44 @@ void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, 
             }
         free(buf);
     }
+}
+
+int attention_tensor_core_head_dim(int64_t D) { return D == 16 || D == 32 || D == 64 || D == 128; }
+
+/* n values of x rounded to bf16 (nearest even), in a new array */
+static float *bf16_rounded_copy(const float *x, int64_t n) {
+    float *r = xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    for (int64_t i = 0; i < n; i++) r[i] = float_from_bf16_bits(bf16_bits_from_float(x[i]));
+    return r;
+}
+
+void attention_forward_bf16r_cpu(float *out, float *lse, const float *q, const float *k, const float *v,
+                                 const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                 const RefreshMask *m) {
+    if (!attention_tensor_core_head_dim(D)) {
+        attention_forward_cpu(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m);
+        return;
+    }
+    float *qr = bf16_rounded_copy(q, B * T * Hq * D), *kr = bf16_rounded_copy(k, B * T * Hkv * D);
+    float *vr = bf16_rounded_copy(v, B * T * Hkv * D);
+    attention_forward_cpu(out, lse, qr, kr, vr, sel, B, T, Hq, Hkv, D, m);
+    free(qr);
+    free(kr);
+    free(vr);
+}
+
+void attention_backward_bf16r_cpu(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                                  const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B,
+                                  int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    if (!attention_tensor_core_head_dim(D)) {
+        attention_backward_cpu(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m);
+        return;
+    }
+    float *qr = bf16_rounded_copy(q, B * T * Hq * D), *kr = bf16_rounded_copy(k, B * T * Hkv * D);
+    float *vr = bf16_rounded_copy(v, B * T * Hkv * D), *dr = bf16_rounded_copy(dout, B * T * Hq * D);
+    attention_backward_cpu(dq, dk, dv, dr, qr, kr, vr, out, lse, sel, B, T, Hq, Hkv, D, m);
+    free(qr);
+    free(kr);
+    free(vr);
+    free(dr);
 }

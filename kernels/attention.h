@@ -45,6 +45,20 @@ void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, 
                             const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B,
                             int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
 
+/* 1 for the head dims the bf16 engine runs attention on tensor cores for
+ * (kernels/attention_mma.h): 16, 32, 64, 128. */
+int attention_tensor_core_head_dim(int64_t D);
+/* The bf16 engine's attention oracle: for those head dims, q, k, v (and
+ * dout) rounded to bf16 before the fp32 oracle above, as the tensor-core
+ * kernels load them (they also round P and dS, which this does not); for
+ * other head dims, the fp32 oracle itself. */
+void attention_forward_bf16r_cpu(float *out, float *lse, const float *q, const float *k, const float *v,
+                                 const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                 const RefreshMask *m);
+void attention_backward_bf16r_cpu(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                                  const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B,
+                                  int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
+
 #if defined(KVCPT_CUDA) || defined(__CUDACC__)
 /* CUDA twins (kernels/attention.cu): same arguments, DEVICE pointers (q, k,
  * v, out, lse, sel, dout, dq, dk, dv); the mask is a host struct. Default

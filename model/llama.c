@@ -184,11 +184,12 @@ static const LlamaOps cpu_ops = {
 };
 
 /* The bf16-weights engine's oracle: every matmul rounds its operands to
- * bf16 first; everything else is the fp32 model. */
+ * bf16 first, and so does attention where the engine runs it on tensor
+ * cores; everything else is the fp32 model. */
 static const LlamaOps cpu_bf16r_ops = {
     rmsnorm_forward_cpu,    rmsnorm_backward_cpu,  matmul_forward_bf16r_cpu, matmul_backward_bf16r_cpu,
-    rope_forward_cpu,       rope_backward_cpu,     attention_refresh_select_cpu, attention_forward_cpu,
-    attention_backward_cpu, swiglu_forward_cpu,    swiglu_backward_cpu,    residual_add_cpu,
+    rope_forward_cpu,       rope_backward_cpu,     attention_refresh_select_cpu, attention_forward_bf16r_cpu,
+    attention_backward_bf16r_cpu, swiglu_forward_cpu, swiglu_backward_cpu, residual_add_cpu,
     cpu_zero,
 };
 

@@ -122,6 +122,7 @@ LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, int6
 #include <math.h>
 #include <stdlib.h>
 
+#include "../kernels/attention_mma.h"
 #include "../kernels/crossentropy.h"
 #include "../kernels/cuda_device.h"
 #include "../kernels/embedding.h"
@@ -173,7 +174,7 @@ static void create_common(LlamaCuda *g, const LlamaConfig *c, int recompute, Lla
     g->recompute = recompute;
     g->precision = precision;
     param_layout_build(&g->layout, c);
-    g->ops = precision == LLAMA_CUDA_BF16_WEIGHTS ? &llama_cuda_bf16_ops : &llama_cuda_ops;
+    g->ops = llama_cuda_ops_for(precision, c->head_dim);
     g->head_offset = -1;
     g->acts = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerActs));
     g->sel = xcalloc((size_t)c->num_hidden_layers, sizeof(int32_t *));
@@ -518,6 +519,20 @@ const LlamaOps llama_cuda_bf16_ops = {
     attention_backward_cuda, swiglu_forward_cuda,    swiglu_backward_cuda,    residual_add_cuda,
     zero,
 };
+
+/* The bf16 engine with attention on tensor cores (kernels/attention_mma.h),
+ * for head dims the mma kernels take (16, 32, 64, 128: every Llama 3). */
+const LlamaOps llama_cuda_bf16_mma_ops = {
+    rmsnorm_forward_cuda,        rmsnorm_backward_cuda,  matmul_forward_bf16_weights, matmul_backward_bf16_weights,
+    rope_forward_cuda,           rope_backward_cuda,     attention_refresh_select_cuda, attention_forward_mma_cuda,
+    attention_backward_mma_cuda, swiglu_forward_cuda,    swiglu_backward_cuda,    residual_add_cuda,
+    zero,
+};
+
+const LlamaOps *llama_cuda_ops_for(LlamaCudaPrecision precision, int64_t head_dim) {
+    if (precision != LLAMA_CUDA_BF16_WEIGHTS) return &llama_cuda_ops;
+    return attention_tensor_core_head_dim(head_dim) ? &llama_cuda_bf16_mma_ops : &llama_cuda_bf16_ops;
+}
 
 static LayerPass layer_pass(const LlamaCuda *g) {
     return (LayerPass){g->ops, &g->cfg, &g->mask, g->rope_cos, g->rope_sin, g->B, g->T};

@@ -81,7 +81,7 @@ struct LlamaCuda {
     int64_t *dev_offset;     /* per layout tensor, bf16 mode */
     int64_t head_offset;     /* tied lm_head copy in wbf16, or -1 */
     ModelTensors w, dw;      /* device views; see ops for bf16 matrices */
-    const LlamaOps *ops;     /* llama_cuda_ops or llama_cuda_bf16_ops */
+    const LlamaOps *ops;     /* llama_cuda_ops_for(precision, head_dim) */
     RefreshMask mask;
     int64_t mask_S;
     int recompute;
@@ -120,6 +120,12 @@ extern const LlamaOps llama_cuda_ops;
 /* The same with bf16 weights: the matmul entries take a weight pointer
  * typed const float * that points at bf16 data (see llama_cuda.c). */
 extern const LlamaOps llama_cuda_bf16_ops;
+/* bf16 weights and tensor-core attention (kernels/attention_mma.h) */
+extern const LlamaOps llama_cuda_bf16_mma_ops;
+/* The engine's ops, resolved once: fp32; or bf16 weights, with attention
+ * on tensor cores where the head dim allows (16, 32, 64, 128), else the
+ * fp32 attention kernels (the tests' D = 8 models). */
+const LlamaOps *llama_cuda_ops_for(LlamaCudaPrecision precision, int64_t head_dim);
 
 void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaCudaPrecision precision);
 /* The streamed engine: only the resident tensors and the slots are

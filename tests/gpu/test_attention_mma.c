@@ -4,7 +4,8 @@
  * and v, over causal and RefreshKV-masked shapes: GQA ratios 1, 2, 4 and 8,
  * D = 16, 32, 64 and 128, T and L not multiples of the 64-row tile, B = 2,
  * K < L and K = L; then run-twice determinism, K = L equal to the unmasked
- * run bit for bit on the rows before L (the tensor-core rows), and three planted fragment-layout bugs that the same
+ * run bit for bit on the rows before L (the tensor-core rows), and five
+ * planted fragment-layout bugs (three forward, two backward) that the same
  * comparison must catch.
  *
  * Tolerances: |gpu - cpu| <= atol + rtol * |cpu| (inputs standard normal,
@@ -234,6 +235,7 @@ static void run_all(void) {
         {"T=200 L=150 K=40 (two key tiles, suffix across a tile), ratio 1, D=16", 1, 200, 2, 2, 16,
          {1, 150, 40, 7, GROUP_AGG_MAX}},
         {"T=65 causal, ratio 2, D=128", 1, 65, 2, 1, 128, causal},
+        {"T=21 L=20 K=4 (S=1), ratio 8, D=16, agg mean", 1, 21, 8, 1, 16, {1, 20, 4, 3, GROUP_AGG_MEAN}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i], 0);

@@ -22,6 +22,12 @@
  *   vs the plain fp32 CPU model over 10 training steps (host fp32 master,
  *   same optimizer): losses within 3.9e-3 = 2^-8 relative, twice the largest
  *   relative error bf16 storage puts on any one weight.
+ *   With head dims 16..128 the engine's attention runs on tensor cores
+ *   (kernels/attention_mma.h) and the oracle's attention rounds q, k, v and
+ *   dout to bf16 too; the GPU also rounds P and dS, which no oracle can do
+ *   alike (it rounds against a running max), so there: two bf16 epsilons
+ *   (2^-6) per element, the "nearer bf16r than fp32" ratio printed but not
+ *   checked, and 2^-7 over the 10 steps.
  * precision bf16sr (matrices only in bf16, the optimizer on the device,
  * stochastic rounding; train/device_optim.h): the same 3.9e-3 against the
  * fp32 CPU model over 10 steps, and the parameters equal to
@@ -288,17 +294,34 @@ static double l2_dist(const float *a, const float *b, int64_t n) {
  * at most BF16R_RATIO as far (L2) from the oracle as from the fp32 model,
  * i.e. the engine computes the bf16-rounded math, not the fp32 one. */
 #define BF16_TOL 7.8125e-3 /* 2^-7: one bf16 epsilon */
+/* With attention on tensor cores (head dims 16..128) the engine also rounds
+ * P and dS to bf16, which the oracle does not model (the GPU rounds P
+ * relative to a running row max, so no oracle can round alike): two bf16
+ * epsilons. Measured on the D = 16 case: worst 1.7 x 2^-7 (a k_proj
+ * gradient, where dS's rounding meets dK's cancelling sum). */
+#define BF16_TOL_MMA 1.5625e-2 /* 2^-6 */
 #define BF16R_RATIO 0.25
-static void check_bf16r(const char *name, const float *got, const float *ref_r, const float *ref_f, int64_t n) {
+static void check_bf16r(const char *name, const float *got, const float *ref_r, const float *ref_f, int64_t n,
+                        double tol) {
     double dr = l2_dist(got, ref_r, n), df = l2_dist(got, ref_f, n);
     double ratio = df > 0 ? dr / df : (dr > 0 ? INFINITY : 0);
     char full[480];
-    snprintf(full, sizeof full, "%s: within bf16 tolerance of the bf16r oracle", name);
-    close_scaled(full, got, ref_r, n, BF16_TOL, BF16_TOL);
+    snprintf(full, sizeof full, "%s: within bf16 tolerance (%g) of the bf16r oracle", name, tol);
+    close_scaled(full, got, ref_r, n, tol, tol);
     snprintf(full, sizeof full, "%s: nearer the bf16r oracle than the fp32 model", name);
+    if (tol > BF16_TOL) { /* the oracle leaves P and dS unrounded: how near is a figure, not a check */
+        printf("# %s: |gpu - bf16r| / |gpu - fp32| = %.3g (not checked with tensor-core attention)\n", full, ratio);
+        return;
+    }
     printf("# margin %s: |gpu - bf16r| / |gpu - fp32| = %.3g (allowed %.2g)\n", full, ratio, BF16R_RATIO);
     tl_result(ratio <= BF16R_RATIO, full, "L2 distance %.3g to bf16r, %.3g to fp32", dr, df);
 }
+
+/* Ten training steps against the fp32 CPU curve: 2^-8 relative (twice the
+ * largest relative error bf16 storage puts on one weight); with attention
+ * on tensor cores 2^-7, since q, k, v, P and dS are rounded too (measured
+ * 6.3e-3 on the D = 16 case). */
+static double train_tol(const Case *k) { return attention_tensor_core_head_dim(k->D) ? 7.8125e-3 : 3.90625e-3; }
 
 /* The bf16-weights engine against the CPU model with bf16-rounded matmuls
  * (the same math) and the plain fp32 model. Bit-equal inputs round alike,
@@ -328,18 +351,19 @@ static void parity_bf16(const Case *k) {
     snprintf(label, sizeof label, "bf16 weights %s", k->label);
     snprintf(name, sizeof name, "%s: loss", label);
     printf("# %s: cpu bf16r %.9g gpu %.9g cpu fp32 %.9g\n", name, cpu_loss, loss, f_loss);
-    check_bf16r(name, &loss, &cpu_loss, &f_loss, 1);
+    const double tol = attention_tensor_core_head_dim(k->D) ? BF16_TOL_MMA : BF16_TOL;
+    check_bf16r(name, &loss, &cpu_loss, &f_loss, 1, tol);
     float *lc = malloc(sizeof(float) * (size_t)(BT * V)), *lg = malloc(sizeof(float) * (size_t)(BT * V));
     float *lf = malloc(sizeof(float) * (size_t)(BT * V));
     llama_logits(&m, lc, 0, BT);
     llama_logits(&f, lf, 0, BT);
     llama_cuda_logits(&g, lg, 0, BT);
     snprintf(name, sizeof name, "%s: logits", label);
-    check_bf16r(name, lg, lc, lf, BT * V);
+    check_bf16r(name, lg, lc, lf, BT * V, tol);
     for (int i = 0; i < m.layout.n; i++) {
         const ParamTensor *t = &m.layout.t[i];
         snprintf(name, sizeof name, "%s: grad %s", label, t->name);
-        check_bf16r(name, grads + t->offset, m.grads + t->offset, f.grads + t->offset, t->numel);
+        check_bf16r(name, grads + t->offset, m.grads + t->offset, f.grads + t->offset, t->numel, tol);
     }
     llama_free(&f);
     free(lf);
@@ -383,8 +407,8 @@ static void train_steps_bf16(const Case *k) {
         c.ok_steps &= optim_step(og, master, grads, &h, step) == 0;
         curve_add(&c, label, step, lc, lg);
     }
-    snprintf(name, sizeof name, "%s: 10 training steps, losses within 3.9e-3 of the fp32 CPU's", label);
-    curve_report(&c, label, name, 3.9e-3);
+    snprintf(name, sizeof name, "%s: 10 training steps, losses within %.2g of the fp32 CPU's", label, train_tol(k));
+    curve_report(&c, label, name, train_tol(k));
     optim_free(oc), optim_free(og);
     llama_cuda_free(&g);
     llama_free(&m);
@@ -432,8 +456,9 @@ static void train_steps_bf16sr(const Case *k) {
         c.ok_steps &= optim_step_rounded(orc, want, grads, &h, step, rounding, 77) == 0;
         curve_add(&c, label, step, lc, lg);
     }
-    snprintf(name, sizeof name, "%s: 10 training steps on the device, losses within 3.9e-3 of the fp32 CPU's", label);
-    curve_report(&c, label, name, 3.9e-3);
+    snprintf(name, sizeof name, "%s: 10 training steps on the device, losses within %.2g of the fp32 CPU's", label,
+             train_tol(k));
+    curve_report(&c, label, name, train_tol(k));
     llama_cuda_download_params(&g, got);
     int64_t same = 0;
     for (int64_t i = 0; i < total; i++) same += got[i] == want[i];
@@ -495,7 +520,8 @@ int main(void) {
         {"parity", parity, 0},           {"parity", parity, 1},
         {"parity", parity, 2},           {"train steps", train_steps, 0},
         {"bf16 parity", parity_bf16, 0}, {"bf16 parity", parity_bf16, 1},
-        {"bf16 train steps", train_steps_bf16, 0}, {"bf16sr train steps", train_steps_bf16sr, 0},
+        {"bf16 parity", parity_bf16, 2}, {"bf16 train steps", train_steps_bf16, 0},
+        {"bf16 train steps", train_steps_bf16, 1}, {"bf16sr train steps", train_steps_bf16sr, 0},
         {"bf16sr train steps", train_steps_bf16sr, 1}, {"bad input", bad_input, 2},
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
