@@ -126,12 +126,12 @@ fi
 # the emulated GPU tests under several orders, a few at a time; each run
 # writes a digest of every device-to-host copy, compared across the orders
 runs=()
-for t in ops_cuda adamw_cuda shard_ops_cuda attention_decode_cuda attention_cuda model_cuda decode_cuda mma; do
+for t in ops_cuda adamw_cuda shard_ops_cuda attention_decode_cuda attention_cuda attention_mma model_cuda decode_cuda mma; do
     b=build/tests/test_cuda_emu_$t
     if [ ! -x "$b" ]; then echo "skip - $t under other orders: $b is not built"; continue; fi
     orders="index:0 reverse:0 random:1"
     # the quick ones also get a second random schedule
-    case $t in ops_cuda | adamw_cuda | shard_ops_cuda | attention_decode_cuda | mma) orders="$orders random:2" ;; esac
+    case $t in ops_cuda | adamw_cuda | shard_ops_cuda | attention_decode_cuda | attention_mma | mma) orders="$orders random:2" ;; esac
     for os in $orders; do runs+=("$b:$os"); done
 done
 run_one() { # BIN ORDER SEED

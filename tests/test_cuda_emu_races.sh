@@ -70,7 +70,7 @@ declare -A cases=(
     [model_cuda]="parity: gqa4 mask|bf16 parity: gqa8 tied|bf16sr train steps: gqa4"
 )
 [ "${KVCPT_EMU_RACE_ALL_CASES:-0}" = 1 ] && cases=()
-for t in ${KVCPT_EMU_RACE_TESTS-adamw_cuda ops_cuda shard_ops_cuda attention_decode_cuda decode_cuda mma attention_cuda model_cuda}; do
+for t in ${KVCPT_EMU_RACE_TESTS-adamw_cuda ops_cuda shard_ops_cuda attention_decode_cuda decode_cuda mma attention_cuda attention_mma model_cuda}; do
     b=build/emu-race/tests/test_cuda_emu_$t
     if [ -x "$b" ]; then bins+=("$b"); else echo "skip - $t under the race detector: $b is not built"; fi
 done
