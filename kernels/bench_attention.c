@@ -26,6 +26,7 @@ typedef struct {
 } BenchAttn;
 
 #ifdef KVCPT_CUDA
+#include "attention_mma.h"
 #include "cuda_device.h"
 
 typedef void (*AttnForward)(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
@@ -44,6 +45,7 @@ typedef struct {
 
 static const AttnKernels kernel_families[] = {
     {"fp32", "fp32 FMA on CUDA cores", attention_forward_cuda, attention_backward_cuda},
+    {"mma", "bf16 mma.sync on tensor cores, fp32 sums", attention_forward_mma_cuda, attention_backward_mma_cuda},
 };
 #define N_FAMILIES (int)(sizeof kernel_families / sizeof kernel_families[0])
 
@@ -162,6 +164,7 @@ static void bench_kernels(const BenchAttn *a) {
     }
     for (int f = 0; f < N_FAMILIES; f++) {
         const AttnKernels *kf = &kernel_families[f];
+        if (kf->forward == attention_forward_mma_cuda && !attention_tensor_core_head_dim(D)) continue;
         double fwd_ms, bwd_ms;
         TIME_MS(a->reps, fwd_ms, kf->forward(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, &m));
         TIME_MS(a->reps, bwd_ms, kf->backward(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, &m));

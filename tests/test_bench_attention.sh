@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `kvcpt bench attention` on the emulated GPU (build/emu/kvcpt): the JSON
-# carries each kernel family's forward and backward times and the forward
+# carries each kernel family's forward and backward times (fp32 and
+# tensor-core) and the forward
 # FLOPs the mask visits (checked against the arithmetic below), the SDPA
 # peer's times when its interpreter prints them (a stand-in here: the real
 # peer needs a GPU) or why it has none; the native binary without a visible
@@ -26,7 +27,8 @@ chmod +x "$tmp/stub-python"
 out=$("$E" bench attention "${shape[@]}" --L 32 --K 4 --python "$tmp/stub-python" --json 2>"$tmp/err")
 rc=$?
 if [ $rc -eq 0 ] && [ "$(jl forward_flops <<<"$out")" = "3.051520e+05" ] && positive "$(jl fp32_forward_ms <<<"$out")" &&
-    positive "$(jl fp32_backward_ms <<<"$out")" && positive "$(jl select_ms <<<"$out")" &&
+    positive "$(jl fp32_backward_ms <<<"$out")" && positive "$(jl mma_forward_ms <<<"$out")" &&
+    positive "$(jl mma_backward_ms <<<"$out")" && positive "$(jl select_ms <<<"$out")" &&
     [ "$(jl torch_forward_ms <<<"$out")" = "2.0000" ] && [ "$(jl torch_backward_ms <<<"$out")" = "5.0000" ] &&
     [ "$(jl mask_L <<<"$out")" = 32 ]; then
     ok "bench attention --json (emulated GPU, RefreshKV mask): each kernel's times, the visited pairs' FLOPs, the peer's times"
@@ -41,7 +43,8 @@ if [ $rc -eq 0 ] && [ "$(jl forward_flops <<<"$out")" = "4.198400e+05" ] && [ "$
 else fail "bench attention causal" "rc $rc: $out $(tail -3 "$tmp/err")"; fi
 
 text=$("$E" bench attention "${shape[@]}" --L 32 --K 4 --no-peers 2>&1)
-if [ $? -eq 0 ] && grep -q "fp32 .*forward .* ms .*backward .* ms" <<<"$text" && grep -q "selection (L 32, K 4)" <<<"$text" &&
+if [ $? -eq 0 ] && grep -q "fp32 .*forward .* ms .*backward .* ms" <<<"$text" &&
+    grep -q "mma .*tensor cores.*forward .* ms .*backward .* ms" <<<"$text" && grep -q "selection (L 32, K 4)" <<<"$text" &&
     ! grep -q PyTorch <<<"$text"; then
     ok "bench attention text output, --no-peers: kernel lines, the selection, no peer"
 else fail "bench attention text" "$text"; fi
