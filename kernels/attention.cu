@@ -43,6 +43,7 @@
 extern "C" {
 #include "attention.h"
 #include "attention_rows.h"
+#include "attention_shape.cuh"
 }
 
 static constexpr int kTile = 64;      /* Br = Bc: query rows and keys per tile */
@@ -583,17 +584,8 @@ __global__ void select_all_kernel(int32_t *sel, int64_t BG, int64_t L) {
 /* ---------------------------------------------------------------- launchers */
 
 static void check_shape(const char *fn, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
-    const char *why = NULL;
-    if (B < 0 || T < 0 || Hq <= 0 || Hkv <= 0) why = "B, T must be >= 0 and Hq, Hkv > 0";
-    else if (Hq % Hkv != 0) why = "Hkv must divide Hq";
-    else if (D != 8 && D != 16 && D != 32 && D != 64 && D != 128) why = "head dim D must be 8, 16, 32, 64 or 128";
-    else if (B * Hq > 65535) why = "B * Hq exceeds the grid's y dimension (65535)";
-    else if (T > INT32_MAX) why = "T exceeds int32 positions";
-    if (why) {
-        fprintf(stderr, "kvcpt: %s: %s (B=%lld T=%lld Hq=%lld Hkv=%lld D=%lld)\n", fn, why, (long long)B, (long long)T,
-                (long long)Hq, (long long)Hkv, (long long)D);
-        exit(1);
-    }
+    attention_check_shape(fn, B, T, Hq, Hkv, D, D == 8 || D == 16 || D == 32 || D == 64 || D == 128,
+                          "head dim D must be 8, 16, 32, 64 or 128");
 }
 
 static AttnShape make_shape(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
@@ -616,11 +608,7 @@ static int checked_shape(AttnShape *s, const char *fn, const int32_t *sel, int64
     refresh_mask_validate(m, fn);
     if (B == 0 || T == 0) return 0;
     *s = make_shape(B, T, Hq, Hkv, D, m);
-    if (s->active && sel == NULL) {
-        fprintf(stderr, "kvcpt: %s: the mask is active (T=%lld > L=%lld) but sel is NULL\n", fn, (long long)T,
-                (long long)s->L);
-        exit(1);
-    }
+    attention_check_sel(fn, sel, T, m);
     return 1;
 }
 

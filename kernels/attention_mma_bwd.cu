@@ -29,118 +29,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cuda_common.cuh"
+#include "attention_mma_tiles.cuh"
 #include "cuda_reduce.cuh"
-#include "mma.cuh"
 
 extern "C" {
 #include "attention_mma.h"
 }
 
-static constexpr int kTile = 64;     /* rows or keys per block, 16 per warp */
-static constexpr int kThreads = 128; /* 4 warps */
+static constexpr int kTile = kMmaTile, kThreads = kMmaThreads;
 
 template <int D> struct BwdSmem {
-    static constexpr int ld = D + 8; /* bf16 per row: 16-byte aligned, conflict-free ldmatrix rows */
+    static constexpr int ld = MmaTileLd<D>::ld;
     /* dQ: two bf16 tiles (Q, dO, then K, V) */
-    static constexpr size_t dq_bytes = (size_t)2 * kTile * ld * sizeof(uint16_t);
+    static constexpr size_t dq_bytes = 2 * MmaTileLd<D>::tile_bytes;
     /* dK/dV: four bf16 tiles (K, V resident; Q, dO per step) and two fp32
      * rows (lse, dsum). K and V stay in shared memory, not registers: at
      * D = 128 their fragments beside the dK and dV accumulators would
      * spill */
-    static constexpr size_t dkdv_bytes = (size_t)4 * kTile * ld * sizeof(uint16_t) + (size_t)2 * kTile * sizeof(float);
+    static constexpr size_t dkdv_bytes = 4 * MmaTileLd<D>::tile_bytes + (size_t)2 * kTile * sizeof(float);
 };
-
-/* rows [p0, p0 + 64) of one head of x (row stride `stride`) rounded to bf16
- * into dst (64 x ld); rows at or past `limit` are zeros. */
-template <int D>
-static __device__ void load_rows_bf16(uint16_t *dst, const float *x, int64_t stride, int64_t p0, int64_t limit) {
-    constexpr int ld = BwdSmem<D>::ld, pairs = D / 2;
-    for (int i = threadIdx.x; i < kTile * pairs; i += kThreads) {
-        const int r = i / pairs, c = 2 * (i % pairs);
-        const int64_t p = p0 + r;
-        float lo = 0.0f, hi = 0.0f;
-        if (p < limit) {
-            lo = x[p * stride + c];
-            hi = x[p * stride + c + 1];
-        }
-        *(uint32_t *)&dst[r * ld + c] = mma_pack_bf16x2(lo, hi);
-    }
-}
-
-/* A fragments (16 rows x D, per 16-column slice) of rows r0..r0+15 of a tile */
-template <int D> static __device__ void load_a_frags(uint32_t a[D / 16][4], const uint16_t *tile, int r0, int lane) {
-    constexpr int ld = BwdSmem<D>::ld;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++)
-        ldmatrix_x4(a[kk], &tile[(r0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + kk * 16 + 8 * (lane >> 4)]);
-}
-
-/* c (16 x 64) = A (16 x D, fragments) X^T, X a 64-row tile: row j of X is
- * column j of the product (the mma's .col operand, ldmatrix without .trans) */
-template <int D>
-static __device__ void mul_rows_t(float c[8][4], const uint32_t a[D / 16][4], const uint16_t *x, int lane) {
-    constexpr int ld = BwdSmem<D>::ld;
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            uint32_t bf[2];
-            ldmatrix_x2(bf, &x[(j * 8 + (lane & 7)) * ld + kk * 16 + 8 * ((lane >> 3) & 1)]);
-            mma_m16n8k16_bf16(c[j], a[kk], bf, c[j]);
-        }
-    }
-}
-
-/* mul_rows_t with A's rows r0..r0+15 read from a shared tile as needed */
-template <int D>
-static __device__ void mul_rows_t_smem(float c[8][4], const uint16_t *a_tile, int r0, const uint16_t *x, int lane) {
-    constexpr int ld = BwdSmem<D>::ld;
-#pragma unroll
-    for (int j = 0; j < 8; j++) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-        uint32_t a[4];
-        ldmatrix_x4(a, &a_tile[(r0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + kk * 16 + 8 * (lane >> 4)]);
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            uint32_t bf[2];
-            ldmatrix_x2(bf, &x[(j * 8 + (lane & 7)) * ld + kk * 16 + 8 * ((lane >> 3) & 1)]);
-            mma_m16n8k16_bf16(c[j], a, bf, c[j]);
-        }
-    }
-}
-
-/* acc (16 x D) += P (16 x 64, accumulator layout, rounded here) X, X a
- * 64-row tile read as the k-rows of B (ldmatrix .trans) */
-template <int D, int kBug>
-static __device__ void mul_acc(float acc[D / 8][4], const float p[8][4], const uint16_t *x, int lane) {
-    constexpr int ld = BwdSmem<D>::ld;
-#pragma unroll
-    for (int c = 0; c < 4; c++) {
-        uint32_t pa[4];
-        pa[0] = mma_pack_bf16x2(p[2 * c][0], p[2 * c][1]);
-        pa[1] = mma_pack_bf16x2(p[2 * c][2], p[2 * c][3]);
-        pa[2] = mma_pack_bf16x2(p[2 * c + 1][0], p[2 * c + 1][1]);
-        pa[3] = mma_pack_bf16x2(p[2 * c + 1][2], p[2 * c + 1][3]);
-        if (kBug == ATTN_MMA_BUG_PT_SWAP) {
-            const uint32_t tmp = pa[1];
-            pa[1] = pa[2];
-            pa[2] = tmp;
-        }
-#pragma unroll
-        for (int n = 0; n < D / 8; n += 2) {
-            uint32_t xf[4];
-            const uint16_t *xrow = &x[(c * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + n * 8 + 8 * (lane >> 4)];
-            if (kBug == ATTN_MMA_BUG_B_NO_TRANS) ldmatrix_x4(xf, xrow);
-            else ldmatrix_x4_trans(xf, xrow);
-            const uint32_t b0[2] = {xf[0], xf[1]}, b1[2] = {xf[2], xf[3]};
-            mma_m16n8k16_bf16(acc[n], pa, b0, acc[n]);
-            mma_m16n8k16_bf16(acc[n + 1], pa, b1, acc[n + 1]);
-        }
-    }
-}
 
 /* dsum[(b, h, p)] = sum_d dout * out, one warp per row */
 __global__ void attention_mma_dsum_kernel(float *dsum, const float *dout, const float *out, int64_t B, int64_t T,
@@ -167,12 +74,12 @@ __global__ void __launch_bounds__(kThreads)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t b = blockIdx.y / Hq, h = blockIdx.y % Hq, hk = h / (Hq / Hkv);
     const int64_t q0 = (int64_t)blockIdx.x * kTile, qstride = Hq * D, kvstride = Hkv * D;
-    load_rows_bf16<D>(s0, q + (b * T * Hq + h) * D, qstride, q0, L);
-    load_rows_bf16<D>(s1, dout + (b * T * Hq + h) * D, qstride, q0, L);
+    mma_load_rows_bf16<D>(s0, q + (b * T * Hq + h) * D, qstride, q0, L);
+    mma_load_rows_bf16<D>(s1, dout + (b * T * Hq + h) * D, qstride, q0, L);
     __syncthreads();
     uint32_t qa[KD][4], da[KD][4];
-    load_a_frags<D>(qa, s0, warp * 16, lane);
-    load_a_frags<D>(da, s1, warp * 16, lane);
+    mma_load_a_frags<D>(qa, s0, warp * 16, lane);
+    mma_load_a_frags<D>(da, s1, warp * 16, lane);
     const int64_t row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
     float row_lse[2], row_dsum[2];
 #pragma unroll
@@ -187,12 +94,12 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t last_key = (q0 + kTile < L ? q0 + kTile : L) - 1;
     for (int64_t k0 = 0; k0 <= last_key; k0 += kTile) {
         __syncthreads(); /* the previous tiles (and Q, dO at first) are read */
-        load_rows_bf16<D>(s0, kb, kvstride, k0, L);
-        load_rows_bf16<D>(s1, vb, kvstride, k0, L);
+        mma_load_rows_bf16<D>(s0, kb, kvstride, k0, L);
+        mma_load_rows_bf16<D>(s1, vb, kvstride, k0, L);
         __syncthreads();
         float p[8][4], dp[8][4];
-        mul_rows_t<D>(p, qa, s0, lane);
-        mul_rows_t<D>(dp, da, s1, lane);
+        mma_mul_rows_t<D>(p, qa, s0, lane);
+        mma_mul_rows_t<D>(dp, da, s1, lane);
 #pragma unroll
         for (int j = 0; j < 8; j++)
 #pragma unroll
@@ -201,7 +108,7 @@ __global__ void __launch_bounds__(kThreads)
                 const float pr = key <= r && r < L ? expf(p[j][e] * scale - row_lse[e >> 1]) : 0.0f;
                 p[j][e] = pr * (dp[j][e] - row_dsum[e >> 1]); /* dS */
             }
-        mul_acc<D, kBug>(acc, p, s0, lane); /* dQ += dS K */
+        mma_mul_acc<D, kBug == ATTN_MMA_BUG_PT_SWAP, kBug == ATTN_MMA_BUG_B_NO_TRANS>(acc, p, s0, lane); /* dQ += dS K */
     }
     float *db = dq + (b * T * Hq + h) * D;
 #pragma unroll
@@ -227,8 +134,8 @@ __global__ void __launch_bounds__(kThreads)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t b = blockIdx.y / Hkv, hk = blockIdx.y % Hkv, group = Hq / Hkv;
     const int64_t k0 = (int64_t)blockIdx.x * kTile, qstride = Hq * D, kvstride = Hkv * D;
-    load_rows_bf16<D>(sk, k + (b * T * Hkv + hk) * D, kvstride, k0, T);
-    load_rows_bf16<D>(sv, v + (b * T * Hkv + hk) * D, kvstride, k0, T);
+    mma_load_rows_bf16<D>(sk, k + (b * T * Hkv + hk) * D, kvstride, k0, T);
+    mma_load_rows_bf16<D>(sv, v + (b * T * Hkv + hk) * D, kvstride, k0, T);
     const int64_t key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
     float dk_acc[ND][4], dv_acc[ND][4];
 #pragma unroll
@@ -239,8 +146,8 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t h = hk * group + hh;
         for (int64_t q0 = k0; q0 < L; q0 += kTile) { /* rows before the key tile see none of it */
             __syncthreads(); /* every warp is done with the previous Q and dO tiles */
-            load_rows_bf16<D>(s0, q + (b * T * Hq + h) * D, qstride, q0, L);
-            load_rows_bf16<D>(s1, dout + (b * T * Hq + h) * D, qstride, q0, L);
+            mma_load_rows_bf16<D>(s0, q + (b * T * Hq + h) * D, qstride, q0, L);
+            mma_load_rows_bf16<D>(s1, dout + (b * T * Hq + h) * D, qstride, q0, L);
             if (threadIdx.x < kTile) {
                 const int64_t p = q0 + threadIdx.x;
                 s_lse[threadIdx.x] = p < L ? lse[(b * Hq + h) * T + p] : 0.0f;
@@ -248,8 +155,8 @@ __global__ void __launch_bounds__(kThreads)
             }
             __syncthreads();
             float pt[8][4], dpt[8][4]; /* (16 keys x 64 rows) */
-            mul_rows_t_smem<D>(pt, sk, warp * 16, s0, lane);  /* S^T = K Q^T */
-            mul_rows_t_smem<D>(dpt, sv, warp * 16, s1, lane); /* dP^T = V dO^T */
+            mma_mul_rows_t_smem<D>(pt, sk, warp * 16, s0, lane);  /* S^T = K Q^T */
+            mma_mul_rows_t_smem<D>(dpt, sv, warp * 16, s1, lane); /* dP^T = V dO^T */
 #pragma unroll
             for (int j = 0; j < 8; j++)
 #pragma unroll
@@ -260,8 +167,8 @@ __global__ void __launch_bounds__(kThreads)
                     pt[j][e] = pr;
                     dpt[j][e] = pr * (dpt[j][e] - s_dsum[c]); /* dS^T */
                 }
-            mul_acc<D, kBug>(dv_acc, pt, s1, lane);  /* dV += P^T dO */
-            mul_acc<D, kBug>(dk_acc, dpt, s0, lane); /* dK += dS^T Q */
+            mma_mul_acc<D, kBug == ATTN_MMA_BUG_PT_SWAP, kBug == ATTN_MMA_BUG_B_NO_TRANS>(dv_acc, pt, s1, lane);  /* dV += P^T dO */
+            mma_mul_acc<D, kBug == ATTN_MMA_BUG_PT_SWAP, kBug == ATTN_MMA_BUG_B_NO_TRANS>(dk_acc, dpt, s0, lane); /* dK += dS^T Q */
         }
     }
     float *dkb = dk + (b * T * Hkv + hk) * D, *dvb = dv + (b * T * Hkv + hk) * D;
@@ -342,20 +249,6 @@ __global__ void attention_mma_suffix_dkdv_kernel(float *dk, float *dv, const flo
     }
 }
 
-static void check_shape(const char *fn, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
-    const char *why = NULL;
-    if (B < 0 || T < 0 || Hq <= 0 || Hkv <= 0) why = "B, T must be >= 0 and Hq, Hkv > 0";
-    else if (Hq % Hkv != 0) why = "Hkv must divide Hq";
-    else if (D != 16 && D != 32 && D != 64 && D != 128) why = "head dim D must be 16, 32, 64 or 128 on tensor cores";
-    else if (B * Hq > 65535) why = "B * Hq exceeds the grid's y dimension (65535)";
-    else if (T > INT32_MAX) why = "T exceeds int32 positions";
-    if (why) {
-        fprintf(stderr, "kvcpt: %s: %s (B=%lld T=%lld Hq=%lld Hkv=%lld D=%lld)\n", fn, why, (long long)B, (long long)T,
-                (long long)Hq, (long long)Hkv, (long long)D);
-        exit(1);
-    }
-}
-
 template <int D, int kBug>
 static void launch_causal(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                           const float *v, const float *lse, const float *dsum, int64_t B, int64_t T, int64_t Hq,
@@ -379,15 +272,8 @@ template <int kBug>
 static void backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,
                      const float *out, const float *lse, const int32_t *sel, int64_t B, int64_t T, int64_t Hq,
                      int64_t Hkv, int64_t D, const RefreshMask *m, const char *fn) {
-    check_shape(fn, B, T, Hq, Hkv, D);
-    refresh_mask_validate(m, fn);
-    if (B == 0 || T == 0) return;
+    if (!mma_checked(fn, sel, B, T, Hq, Hkv, D, m)) return;
     const int active = refresh_active(m, T);
-    if (active && sel == NULL) {
-        fprintf(stderr, "kvcpt: %s: the mask is active (T=%lld > L=%lld) but sel is NULL\n", fn, (long long)T,
-                (long long)m->L);
-        exit(1);
-    }
     const int64_t L = active ? m->L : T, ks = active ? refresh_num_selected(m) : 0;
     const float scale = 1.0f / sqrtf((float)D);
     float *dsum;

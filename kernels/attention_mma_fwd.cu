@@ -24,46 +24,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cuda_common.cuh"
-#include "mma.cuh"
+#include "attention_mma_tiles.cuh"
 
 extern "C" {
 #include "attention_mma.h"
 #include "attention_rows.h"
 }
 
-static constexpr int kRows = 64;    /* query rows per block, 16 per warp */
-static constexpr int kKeys = 64;    /* keys per tile */
-static constexpr int kThreads = 128; /* 4 warps */
-
-/* bf16 elements per shared row: D plus 8 (16 bytes) of padding. */
-template <int D> struct MmaSmem {
-    static constexpr int ld = D + 8;
-    static constexpr size_t bytes = (size_t)3 * kRows * ld * sizeof(uint16_t);
-};
-
-/* rows [p0, p0 + 64) of one head of x (row stride `stride` floats) rounded
- * to bf16 into dst (64 x ld); rows at or past `limit` are zeros. */
-template <int D>
-static __device__ void load_rows_bf16(uint16_t *dst, const float *x, int64_t stride, int64_t p0, int64_t limit) {
-    constexpr int ld = MmaSmem<D>::ld, pairs = D / 2;
-    for (int i = threadIdx.x; i < kRows * pairs; i += kThreads) {
-        const int r = i / pairs, c = 2 * (i % pairs);
-        const int64_t p = p0 + r;
-        float lo = 0.0f, hi = 0.0f;
-        if (p < limit) {
-            lo = x[p * stride + c];
-            hi = x[p * stride + c + 1];
-        }
-        *(uint32_t *)&dst[r * ld + c] = mma_pack_bf16x2(lo, hi);
-    }
-}
+static constexpr int kRows = kMmaTile, kKeys = kMmaTile, kThreads = kMmaThreads;
 
 template <int D, int kBug>
 __global__ void __launch_bounds__(kThreads)
     attention_forward_mma_kernel(float *out, float *lse, const float *q, const float *k, const float *v, int64_t T,
                                  int64_t Hq, int64_t Hkv, int64_t L, float scale) {
-    constexpr int ld = MmaSmem<D>::ld, KD = D / 16, ND = D / 8;
+    constexpr int ld = MmaTileLd<D>::ld, KD = D / 16, ND = D / 8;
     extern __shared__ __align__(16) uint16_t smem_u16[];
     uint16_t *sq = smem_u16, *sk = sq + kRows * ld, *sv = sk + kKeys * ld;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -72,14 +46,10 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t qstride = Hq * D, kvstride = Hkv * D;
     const float *kb = k + (b * T * Hkv + hk) * D, *vb = v + (b * T * Hkv + hk) * D;
 
-    load_rows_bf16<D>(sq, q + (b * T * Hq + h) * D, qstride, q0, L);
+    mma_load_rows_bf16<D>(sq, q + (b * T * Hq + h) * D, qstride, q0, L);
     __syncthreads();
-    /* A fragments of this warp's 16 rows: matrices = rows 0-7 / 8-15 at
-     * columns 16kk, then the same at 16kk + 8 */
-    uint32_t qa[KD][4];
-#pragma unroll
-    for (int kk = 0; kk < KD; kk++)
-        ldmatrix_x4(qa[kk], &sq[(warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + kk * 16 + 8 * (lane >> 4)]);
+    uint32_t qa[KD][4]; /* A fragments of this warp's 16 rows */
+    mma_load_a_frags<D>(qa, sq, warp * 16, lane);
 
     /* this lane's rows: g and g + 8 of the warp's 16 */
     const int64_t row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
@@ -91,22 +61,12 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t last_key = (q0 + kRows < L ? q0 + kRows : L) - 1;
     for (int64_t k0 = 0; k0 <= last_key; k0 += kKeys) {
         __syncthreads(); /* every warp is done with the previous K and V tiles */
-        load_rows_bf16<D>(sk, kb, kvstride, k0, L);
-        load_rows_bf16<D>(sv, vb, kvstride, k0, L);
+        mma_load_rows_bf16<D>(sk, kb, kvstride, k0, L);
+        mma_load_rows_bf16<D>(sv, vb, kvstride, k0, L);
         __syncthreads();
 
         float s[8][4];
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < KD; kk++) {
-                /* B = K^T (16 d x 8 keys): matrices = keys 8j..8j+7 at d 16kk, then at 16kk + 8 */
-                uint32_t kf[2];
-                ldmatrix_x2(kf, &sk[(j * 8 + (lane & 7)) * ld + kk * 16 + 8 * ((lane >> 3) & 1)]);
-                mma_m16n8k16_bf16(s[j], qa[kk], kf, s[j]);
-            }
-        }
+        mma_mul_rows_t<D>(s, qa, sk, lane); /* S = Q K^T */
 
         /* scale and mask (keys past the row), then the tile's row max */
         const bool diagonal = k0 + kKeys - 1 > q0;
@@ -150,31 +110,7 @@ __global__ void __launch_bounds__(kThreads)
             o[n][3] *= alpha[1];
         }
 
-        /* O += P V over the tile's 4 slices of 16 keys */
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-            uint32_t pa[4];
-            pa[0] = mma_pack_bf16x2(s[2 * c][0], s[2 * c][1]);
-            pa[1] = mma_pack_bf16x2(s[2 * c][2], s[2 * c][3]);
-            pa[2] = mma_pack_bf16x2(s[2 * c + 1][0], s[2 * c + 1][1]);
-            pa[3] = mma_pack_bf16x2(s[2 * c + 1][2], s[2 * c + 1][3]);
-            if (kBug == ATTN_MMA_BUG_P_SWAP) {
-                const uint32_t tmp = pa[1];
-                pa[1] = pa[2];
-                pa[2] = tmp;
-            }
-#pragma unroll
-            for (int n = 0; n < ND; n += 2) {
-                /* matrices = keys 16c..16c+7 and 16c+8..16c+15 at d 8n, then at d 8n + 8 */
-                uint32_t vf[4];
-                const uint16_t *vrow = &sv[(c * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + n * 8 + 8 * (lane >> 4)];
-                if (kBug == ATTN_MMA_BUG_V_NO_TRANS) ldmatrix_x4(vf, vrow);
-                else ldmatrix_x4_trans(vf, vrow);
-                const uint32_t b0[2] = {vf[0], vf[1]}, b1[2] = {vf[2], vf[3]};
-                mma_m16n8k16_bf16(o[n], pa, b0, o[n]);
-                mma_m16n8k16_bf16(o[n + 1], pa, b1, o[n + 1]);
-            }
-        }
+        mma_mul_acc<D, kBug == ATTN_MMA_BUG_P_SWAP, kBug == ATTN_MMA_BUG_V_NO_TRANS>(o, s, sv, lane); /* O += P V */
     }
 
     /* the row sums over the quad, then out = O / l and lse = m + log l */
@@ -197,24 +133,10 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-static void check_shape(const char *fn, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
-    const char *why = NULL;
-    if (B < 0 || T < 0 || Hq <= 0 || Hkv <= 0) why = "B, T must be >= 0 and Hq, Hkv > 0";
-    else if (Hq % Hkv != 0) why = "Hkv must divide Hq";
-    else if (D != 16 && D != 32 && D != 64 && D != 128) why = "head dim D must be 16, 32, 64 or 128 on tensor cores";
-    else if (B * Hq > 65535) why = "B * Hq exceeds the grid's y dimension (65535)";
-    else if (T > INT32_MAX) why = "T exceeds int32 positions";
-    if (why) {
-        fprintf(stderr, "kvcpt: %s: %s (B=%lld T=%lld Hq=%lld Hkv=%lld D=%lld)\n", fn, why, (long long)B, (long long)T,
-                (long long)Hq, (long long)Hkv, (long long)D);
-        exit(1);
-    }
-}
-
 template <int D, int kBug>
 static void launch_causal(float *out, float *lse, const float *q, const float *k, const float *v, int64_t B, int64_t T,
                           int64_t Hq, int64_t Hkv, int64_t L) {
-    const size_t bytes = MmaSmem<D>::bytes;
+    const size_t bytes = 3 * MmaTileLd<D>::tile_bytes; /* Q, K, V */
     CUDA_CHECK(cudaFuncSetAttribute(attention_forward_mma_kernel<D, kBug>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     attention_forward_mma_kernel<D, kBug><<<dim3(ceil_div_u(L, kRows), (unsigned int)(B * Hq)), kThreads, bytes>>>(
@@ -225,15 +147,8 @@ static void launch_causal(float *out, float *lse, const float *q, const float *k
 template <int kBug>
 static void forward(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
                     int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m, const char *fn) {
-    check_shape(fn, B, T, Hq, Hkv, D);
-    refresh_mask_validate(m, fn);
-    if (B == 0 || T == 0) return;
+    if (!mma_checked(fn, sel, B, T, Hq, Hkv, D, m)) return;
     const int active = refresh_active(m, T);
-    if (active && sel == NULL) {
-        fprintf(stderr, "kvcpt: %s: the mask is active (T=%lld > L=%lld) but sel is NULL\n", fn, (long long)T,
-                (long long)m->L);
-        exit(1);
-    }
     const int64_t L = active ? m->L : T;
     switch (D) {
     case 16: launch_causal<16, kBug>(out, lse, q, k, v, B, T, Hq, Hkv, L); break;
