@@ -165,7 +165,7 @@ int64_t engine_choose_keys(DecodeEngine *e, Policy *p, int64_t l, int64_t pos, c
 int64_t step_rows_numel(const LlamaConfig *c, int64_t nb) {
     int64_t C = c->hidden_size, QD = c->num_attention_heads * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
     return nb * (3 * C + 1 + 2 * QD + 2 * KD + 3 * c->intermediate_size + c->vocab_size) +
-           11 * REDZONE_FLOATS; /* 11 takes below */
+           10 * REDZONE_FLOATS; /* 10 takes below */
 }
 
 void step_rows_carve(StepRows *r, const LlamaConfig *c, int64_t nb, float *mem) {
@@ -181,8 +181,7 @@ void step_rows_carve(StepRows *r, const LlamaConfig *c, int64_t nb, float *mem) 
     r->att = redzone_take(&p, nb * QD);
     r->k = redzone_take(&p, nb * KD);
     r->v = redzone_take(&p, nb * KD);
-    r->g = redzone_take(&p, nb * F);
-    r->u = redzone_take(&p, nb * F);
+    r->gu = redzone_take(&p, nb * 2 * F);
     r->h = redzone_take(&p, nb * F);
     r->logits = p;
 }
@@ -230,8 +229,8 @@ static void cpu_prefill_cache(DecodeEngine *e, int64_t l, const float **kc, cons
 
 /* the decode step's ops: row_matmul keeps each row's bits independent of the batch */
 static const LlamaOps cpu_decode_ops = {
-    .rmsnorm_forward = rmsnorm_forward_cpu, .matmul_forward = row_matmul_forward, .rope_forward = rope_forward_cpu,
-    .swiglu_forward = swiglu_forward_cpu,   .residual_add = residual_add_cpu,
+    .rmsnorm_forward = rmsnorm_forward_cpu, .matmul_forward = row_matmul_forward,
+    .swiglu_forward = swiglu_fused_forward_cpu, .residual_add = residual_add_cpu,
 };
 
 static const DecodeBackend cpu_backend = {&cpu_decode_ops, cpu_rows_create, cpu_rows_free, cpu_embed,
@@ -264,9 +263,8 @@ static void decode_layer(const DecodeBackend *be, DecodeEngine *const *e, Policy
     o->matmul_forward(r->o, r->att, w->wo, nb, QD, C);
     o->residual_add(r->x, r->o, nb * C);
     o->rmsnorm_forward(r->xn, r->rstd, r->x, w->mlp_norm, nb, C, eps);
-    o->matmul_forward(r->g, r->xn, w->wgate, nb, C, F);
-    o->matmul_forward(r->u, r->xn, w->wup, nb, C, F);
-    o->swiglu_forward(r->h, r->g, r->u, nb * F);
+    o->matmul_forward(r->gu, r->xn, w->wgate, nb, C, 2 * F); /* gate and up stacked (model/params.h) */
+    o->swiglu_forward(r->h, r->gu, nb, F);
     o->matmul_forward(r->o, r->h, w->wdown, nb, F, C);
     o->residual_add(r->x, r->o, nb * C);
 }

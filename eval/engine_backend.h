@@ -16,7 +16,7 @@
  * logits_host are always host memory. */
 typedef struct {
     int64_t nb;
-    float *x, *xn, *rstd, *q, *k, *v, *att, *o, *g, *u, *h, *logits;
+    float *x, *xn, *rstd, *q, *k, *v, *att, *o, *gu, *h, *logits; /* gu: rows [gate | up] */
     float *mem, *q_raw, *logits_host;
     int32_t *tokens; /* (nb) the step's tokens, backend memory (the GPU's embedding reads them) */
 } StepRows;

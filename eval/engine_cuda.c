@@ -56,7 +56,7 @@ static void ensure_rope(DecodeModelCuda *g, const DecodeEngine *e) {
 
 static int64_t workspace_numel(const LlamaConfig *c, int64_t T, int64_t W) {
     int64_t C = c->hidden_size, Hq = c->num_attention_heads;
-    return llama_layer_acts_numel(c, T) + 2 * T * C + Hq * T + Hq * W * T + C + 1 + c->vocab_size +
+    return llama_layer_acts_numel(c, T, 4) + 2 * T * C + Hq * T + Hq * W * T + C + 1 + c->vocab_size +
            6 * REDZONE_FLOATS; /* 6 takes in ensure_workspace */
 }
 
@@ -74,11 +74,11 @@ int64_t engine_cuda_bytes_for(const LlamaConfig *c, int64_t cap) {
 static void ensure_workspace(DecodeModelCuda *g, int64_t T, int64_t W) {
     if (T <= g->cap_T && W <= g->cap_W) return;
     const LlamaConfig *c = &g->m->cfg;
-    int64_t C = c->hidden_size, Hq = c->num_attention_heads, acts = llama_layer_acts_numel(c, T);
+    int64_t C = c->hidden_size, Hq = c->num_attention_heads, acts = llama_layer_acts_numel(c, T, 4);
     if (g->work) cuda_free(g->work), cuda_free(g->tokens), g->bytes -= g->work_bytes;
     int64_t before = g->bytes, numel = workspace_numel(c, T, W);
     float *p = g->work = cuda_malloc_counted(&g->bytes, (int64_t)sizeof(float) * numel);
-    llama_layer_acts_carve(&g->acts, c, T, p), p += acts;
+    llama_layer_acts_carve(&g->acts, c, T, 4, p), p += acts;
     g->x[0] = redzone_take(&p, T * C);
     g->x[1] = redzone_take(&p, T * C);
     g->colsum = redzone_take(&p, Hq * T);

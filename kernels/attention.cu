@@ -37,6 +37,7 @@
 
 #include <type_traits>
 
+#include "act_io.cuh"
 #include "cuda_common.cuh"
 #include "cuda_reduce.cuh"
 
@@ -79,12 +80,12 @@ template <int D> __device__ __forceinline__ constexpr int ld() { return D + 1; }
 
 /* dst[r][d] = row pos[r] of a (T, H, D) tensor (base at (b, 0, head)), or 0
  * when pos[r] < 0; zero rows keep 0 * (finite) = 0 in the products. */
-template <int D>
-__device__ void load_tile(float *dst, const float *base, int64_t row_stride, const int64_t *pos) {
+template <int D, typename E>
+__device__ void load_tile(float *dst, const E *base, int64_t row_stride, const int64_t *pos) {
     for (int idx = threadIdx.x; idx < kTile * D; idx += kThreads) {
         const int r = idx / D, d = idx % D;
         const int64_t p = pos[r];
-        dst[r * ld<D>() + d] = p >= 0 ? base[p * row_stride + d] : 0.0f;
+        dst[r * ld<D>() + d] = p >= 0 ? act_f32(base[p * row_stride + d]) : 0.0f;
     }
 }
 
@@ -118,19 +119,19 @@ template <int D> struct Cols {
 /* The way back for a thread's accumulator (rows ty + 16i, columns tx +
  * 16j): row r to base + pos[r] * row_stride, rows with pos < 0 skipped,
  * divided by div[r] when div is given (the forward's softmax sums). */
-template <int D>
-__device__ __forceinline__ void store_tile(float *base, int64_t row_stride, const int64_t *pos,
+template <int D, typename E>
+__device__ __forceinline__ void store_tile(E *base, int64_t row_stride, const int64_t *pos,
                                            const float (&acc)[kPerThread][Cols<D>::n], const float *div, int ty,
                                            int tx) {
 #pragma unroll
     for (int i = 0; i < kPerThread; i++) {
         const int r = ty + kGrid * i;
         if (pos[r] < 0) continue;
-        float *row = base + pos[r] * row_stride;
+        E *row = base + pos[r] * row_stride;
 #pragma unroll
         for (int j = 0; j < Cols<D>::n; j++) {
             const int d = tx + kGrid * j;
-            if (d < D) row[d] = div ? acc[i][j] / div[r] : acc[i][j];
+            if (d < D) row[d] = act_from_f32<E>(div ? acc[i][j] / div[r] : acc[i][j]);
         }
     }
 }
@@ -229,9 +230,9 @@ __device__ __forceinline__ void online_softmax_step(float *Ps, float *alpha_s, f
     }
 }
 
-template <int D>
-__global__ void __launch_bounds__(kThreads) attention_forward_kernel(float *out, float *lse, const float *q,
-                                                                     const float *k, const float *v,
+template <int D, typename E>
+__global__ void __launch_bounds__(kThreads) attention_forward_kernel(E *out, float *lse, const E *q, const E *k,
+                                                                     const E *v,
                                                                      const int32_t *sel, AttnShape s,
                                                                      int64_t row_begin, int64_t row_end, int use_sel) {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -241,7 +242,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(float *out,
     const int tid = threadIdx.x, ty = tid / kGrid, tx = tid % kGrid, warp = tid / 32, lane = tid % 32;
     const RowTile t = row_tile(s, sel, row_begin, row_end, use_sel);
     const int64_t qstride = s.Hq * D, kvstride = s.Hkv * D;
-    const float *kb = k + (t.b * s.T * s.Hkv + t.g) * D, *vb = v + (t.b * s.T * s.Hkv + t.g) * D;
+    const E *kb = k + (t.b * s.T * s.Hkv + t.g) * D, *vb = v + (t.b * s.T * s.Hkv + t.g) * D;
 
     if (tid < kTile) qpos[tid] = t.q0 + tid <= t.p_last ? t.q0 + tid : -1;
     __syncthreads();
@@ -295,15 +296,16 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(float *out,
 /* dsum[(b, h, p)] = sum_d dout * out (one warp per row; Dq of the backward).
  * The loop bounds are the same for the whole block, so every warp reaches
  * the shuffles together. */
-__global__ void attention_dsum_kernel(float *dsum, const float *dout, const float *out, int64_t B, int64_t T,
-                                      int64_t Hq, int64_t D) {
+template <typename E>
+__global__ void attention_dsum_kernel(float *dsum, const E *dout, const E *out, int64_t B, int64_t T, int64_t Hq,
+                                      int64_t D) {
     const int lane = threadIdx.x % 32;
     const int64_t rows = B * T * Hq, per_block = blockDim.x / 32;
     for (int64_t first = (int64_t)blockIdx.x * per_block; first < rows; first += (int64_t)gridDim.x * per_block) {
         const int64_t row = first + threadIdx.x / 32;
         float acc = 0.0f;
         if (row < rows)
-            for (int64_t d = lane; d < D; d += 32) acc = fmaf(dout[row * D + d], out[row * D + d], acc);
+            for (int64_t d = lane; d < D; d += 32) acc = fmaf(act_f32(dout[row * D + d]), act_f32(out[row * D + d]), acc);
         acc = warp_sum(acc);
         if (lane == 0 && row < rows) {
             const int64_t h = row % Hq, p = (row / Hq) % T, b = row / Hq / T;
@@ -314,9 +316,9 @@ __global__ void attention_dsum_kernel(float *dsum, const float *dout, const floa
 
 /* dQ of a row tile: dS = P * (dP - Dq) * scale with P = exp(S - lse),
  * dq = dS K summed over the key list in order. */
-template <int D>
-__global__ void __launch_bounds__(kThreads) attention_dq_kernel(float *dq, const float *dout, const float *q,
-                                                                const float *k, const float *v, const float *lse,
+template <int D, typename E>
+__global__ void __launch_bounds__(kThreads) attention_dq_kernel(float *dq, const E *dout, const E *q, const E *k,
+                                                                const E *v, const float *lse,
                                                                 const float *dsum, const int32_t *sel, AttnShape s,
                                                                 int64_t row_begin, int64_t row_end, int use_sel) {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -326,7 +328,7 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(float *dq, const
     const int tid = threadIdx.x, ty = tid / kGrid, tx = tid % kGrid;
     const RowTile t = row_tile(s, sel, row_begin, row_end, use_sel);
     const int64_t qstride = s.Hq * D, kvstride = s.Hkv * D, qoff = (t.b * s.T * s.Hq + t.h) * D;
-    const float *kb = k + (t.b * s.T * s.Hkv + t.g) * D, *vb = v + (t.b * s.T * s.Hkv + t.g) * D;
+    const E *kb = k + (t.b * s.T * s.Hkv + t.g) * D, *vb = v + (t.b * s.T * s.Hkv + t.g) * D;
 
     if (tid < kTile) {
         const int64_t p = t.q0 + tid <= t.p_last ? t.q0 + tid : -1;
@@ -374,9 +376,9 @@ __device__ __forceinline__ bool key_visible(const AttnShape &s, int64_t qp, int6
 /* dK, dV of 64 keys of one (b, KV head): the group's query heads in order,
  * each over its query tiles in order; rows >= L see keys < L only when they
  * are selected. Each thread owns 4 keys x D/16 columns of dK and dV. */
-template <int D>
-__global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(float *dk, float *dv, const float *dout,
-                                                                  const float *q, const float *k, const float *v,
+template <int D, typename E>
+__global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(float *dk, float *dv, const E *dout, const E *q,
+                                                                  const E *k, const E *v,
                                                                   const float *lse, const float *dsum,
                                                                   const unsigned char *selected, AttnShape s) {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -462,11 +464,12 @@ __global__ void attention_mark_selected_kernel(unsigned char *selected, const in
 /* probs[(b, g, hh), j] = softmax over keys 0..L-1 of query L-1 of head
  * g*group + hh: one block per head, one warp per key for the dots, then the
  * block max and a fixed-tree block sum. */
-__global__ void select_probs_kernel(float *probs, const float *q, const float *k, int64_t T, int64_t Hq, int64_t Hkv,
+template <typename E>
+__global__ void select_probs_kernel(float *probs, const E *q, const E *k, int64_t T, int64_t Hq, int64_t Hkv,
                                     int64_t D, int64_t L, int64_t nh, int64_t group, float scale) {
     const int64_t blk = blockIdx.x, hh = blk % nh, bg = blk / nh, g = bg % Hkv, b = bg / Hkv;
     const int64_t h = g * group + hh;
-    const float *qrow = q + ((b * T + L - 1) * Hq + h) * D;
+    const E *qrow = q + ((b * T + L - 1) * Hq + h) * D;
     float *pr = probs + blk * L;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
     float mx = -INFINITY;
@@ -474,8 +477,8 @@ __global__ void select_probs_kernel(float *probs, const float *q, const float *k
         const int64_t j = j0 + warp;
         float acc = 0.0f;
         if (j < L) {
-            const float *krow = k + ((b * T + j) * Hkv + g) * D;
-            for (int64_t d = lane; d < D; d += 32) acc = fmaf(qrow[d], krow[d], acc);
+            const E *krow = k + ((b * T + j) * Hkv + g) * D;
+            for (int64_t d = lane; d < D; d += 32) acc = fmaf(act_f32(qrow[d]), act_f32(krow[d]), acc);
         }
         const float sj = warp_sum(acc) * scale;
         if (j < L) {
@@ -623,82 +626,108 @@ template <typename F> static void with_head_dim(int64_t D, F f) {
     }
 }
 
-template <int D>
-static void forward_rows(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
+template <int D, typename E>
+static void forward_rows(E *out, float *lse, const E *q, const E *k, const E *v, const int32_t *sel,
                          const AttnShape &s, int64_t row_begin, int64_t row_end, int use_sel) {
     if (row_end <= row_begin) return;
     const size_t bytes = RowSmem<D>::fwd_bytes;
-    CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    attention_forward_kernel<D><<<dim3(tiles(row_end - row_begin), (unsigned int)(s.B * s.Hq)), kThreads, bytes>>>(
+    CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<D, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)bytes));
+    attention_forward_kernel<D, E><<<dim3(tiles(row_end - row_begin), (unsigned int)(s.B * s.Hq)), kThreads, bytes>>>(
         out, lse, q, k, v, sel, s, row_begin, row_end, use_sel);
     CUDA_CHECK_LAUNCH();
 }
 
-template <int D>
-static void forward_d(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
-                      const AttnShape &s) {
-    forward_rows<D>(out, lse, q, k, v, sel, s, 0, s.L, 0);              /* causal rows */
-    if (s.active) forward_rows<D>(out, lse, q, k, v, sel, s, s.L, s.T, 1); /* refresh rows: gathered keys */
+template <typename E>
+static void forward(E *out, float *lse, const E *q, const E *k, const E *v, const int32_t *sel, int64_t B, int64_t T,
+                    int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m, const char *fn) {
+    AttnShape s;
+    if (!checked_shape(&s, fn, sel, B, T, Hq, Hkv, D, m)) return;
+    with_head_dim(D, [&](auto d) {
+        constexpr int kD = decltype(d)::value;
+        forward_rows<kD>(out, lse, q, k, v, sel, s, 0, s.L, 0);              /* causal rows */
+        if (s.active) forward_rows<kD>(out, lse, q, k, v, sel, s, s.L, s.T, 1); /* refresh rows: gathered keys */
+    });
+}
+
+template <typename E>
+static void forward_row_range(E *out, float *lse, const E *q, const E *k, const E *v, const int32_t *sel, int64_t B,
+                              int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m, int64_t row_begin,
+                              int64_t row_end, const char *fn) {
+    AttnShape s;
+    if (!checked_shape(&s, fn, sel, B, T, Hq, Hkv, D, m)) return;
+    const int use_sel = s.active && row_begin >= s.L;
+    if (s.active && row_begin < s.L && row_end > s.L) {
+        fprintf(stderr, "kvcpt: %s: rows [%lld, %lld) straddle L = %lld\n", fn, (long long)row_begin,
+                (long long)row_end, (long long)s.L);
+        exit(1);
+    }
+    with_head_dim(D, [&](auto d) {
+        forward_rows<decltype(d)::value>(out, lse, q, k, v, sel, s, row_begin, row_end, use_sel);
+    });
 }
 
 extern "C" void attention_forward_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
                                        const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                        const RefreshMask *m) {
-    AttnShape s;
-    if (!checked_shape(&s, "attention_forward_cuda", sel, B, T, Hq, Hkv, D, m)) return;
-    with_head_dim(D, [&](auto d) { forward_d<decltype(d)::value>(out, lse, q, k, v, sel, s); });
+    forward(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, "attention_forward_cuda");
 }
 
-/* The fp32 forward on rows [row_begin, row_end) only (kernels/attention_rows.h):
+extern "C" void attention_forward_bf16_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                                            const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                            int64_t D, const RefreshMask *m) {
+    forward(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, "attention_forward_bf16_cuda");
+}
+
+/* The forward on rows [row_begin, row_end) only (kernels/attention_rows.h):
  * the tensor-core path hands it the RefreshKV suffix rows. */
 extern "C" void attention_forward_rows_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
                                             const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                             int64_t D, const RefreshMask *m, int64_t row_begin, int64_t row_end) {
-    AttnShape s;
-    if (!checked_shape(&s, "attention_forward_rows_cuda", sel, B, T, Hq, Hkv, D, m)) return;
-    const int use_sel = s.active && row_begin >= s.L;
-    if (s.active && row_begin < s.L && row_end > s.L) {
-        fprintf(stderr, "kvcpt: attention_forward_rows_cuda: rows [%lld, %lld) straddle L = %lld\n",
-                (long long)row_begin, (long long)row_end, (long long)s.L);
-        exit(1);
-    }
-    with_head_dim(D, [&](auto d) { forward_rows<decltype(d)::value>(out, lse, q, k, v, sel, s, row_begin, row_end, use_sel); });
+    forward_row_range(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, row_begin, row_end, "attention_forward_rows_cuda");
 }
 
-template <int D>
-static void dq_rows(float *dq, const float *dout, const float *q, const float *k, const float *v, const float *lse,
-                    const float *dsum, const int32_t *sel, const AttnShape &s, int64_t row_begin, int64_t row_end,
-                    int use_sel) {
+extern "C" void attention_forward_rows_bf16_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                                                 const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                                 int64_t D, const RefreshMask *m, int64_t row_begin, int64_t row_end) {
+    forward_row_range(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, row_begin, row_end,
+                      "attention_forward_rows_bf16_cuda");
+}
+
+template <int D, typename E>
+static void dq_rows(float *dq, const E *dout, const E *q, const E *k, const E *v, const float *lse, const float *dsum,
+                    const int32_t *sel, const AttnShape &s, int64_t row_begin, int64_t row_end, int use_sel) {
     if (row_end <= row_begin) return;
     const size_t bytes = RowSmem<D>::dq_bytes;
-    CUDA_CHECK(cudaFuncSetAttribute(attention_dq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    attention_dq_kernel<D><<<dim3(tiles(row_end - row_begin), (unsigned int)(s.B * s.Hq)), kThreads, bytes>>>(
+    CUDA_CHECK(cudaFuncSetAttribute(attention_dq_kernel<D, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    attention_dq_kernel<D, E><<<dim3(tiles(row_end - row_begin), (unsigned int)(s.B * s.Hq)), kThreads, bytes>>>(
         dq, dout, q, k, v, lse, dsum, sel, s, row_begin, row_end, use_sel);
     CUDA_CHECK_LAUNCH();
 }
 
-template <int D>
-static void backward_d(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                       const float *v, const float *lse, const float *dsum, const int32_t *sel,
-                       const unsigned char *selected, const AttnShape &s) {
+template <int D, typename E>
+static void backward_d(float *dq, float *dk, float *dv, const E *dout, const E *q, const E *k, const E *v,
+                       const float *lse, const float *dsum, const int32_t *sel, const unsigned char *selected,
+                       const AttnShape &s) {
     dq_rows<D>(dq, dout, q, k, v, lse, dsum, sel, s, 0, s.L, 0);
     if (s.active) dq_rows<D>(dq, dout, q, k, v, lse, dsum, sel, s, s.L, s.T, 1);
     const size_t bytes = RowSmem<D>::dkdv_bytes;
-    CUDA_CHECK(cudaFuncSetAttribute(attention_dkdv_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    attention_dkdv_kernel<D><<<dim3(tiles(s.T), (unsigned int)(s.B * s.Hkv)), kThreads, bytes>>>(
+    CUDA_CHECK(cudaFuncSetAttribute(attention_dkdv_kernel<D, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)bytes));
+    attention_dkdv_kernel<D, E><<<dim3(tiles(s.T), (unsigned int)(s.B * s.Hkv)), kThreads, bytes>>>(
         dk, dv, dout, q, k, v, lse, dsum, selected, s);
     CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void attention_backward_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                                        const float *k, const float *v, const float *out, const float *lse,
-                                        const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
-                                        const RefreshMask *m) {
+template <typename E>
+static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q, const E *k, const E *v, const E *out,
+                     const float *lse, const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                     const RefreshMask *m, const char *fn) {
     AttnShape s;
-    if (!checked_shape(&s, "attention_backward_cuda", sel, B, T, Hq, Hkv, D, m)) return;
+    if (!checked_shape(&s, fn, sel, B, T, Hq, Hkv, D, m)) return;
     float *dsum;
     CUDA_CHECK(cudaMallocAsync((void **)&dsum, sizeof(float) * (size_t)(B * Hq * T), 0));
-    attention_dsum_kernel<<<grid_for(B * T * Hq * 32, 256), 256>>>(dsum, dout, out, B, T, Hq, D);
+    attention_dsum_kernel<E><<<grid_for(B * T * Hq * 32, 256), 256>>>(dsum, dout, out, B, T, Hq, D);
     CUDA_CHECK_LAUNCH();
     unsigned char *selected = NULL;
     if (s.active) {
@@ -715,13 +744,28 @@ extern "C" void attention_backward_cuda(float *dq, float *dk, float *dv, const f
     if (selected) CUDA_CHECK(cudaFreeAsync(selected, 0));
 }
 
-extern "C" void attention_refresh_select_cuda(int32_t *sel, const float *q, const float *k, int64_t B, int64_t T,
-                                              int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
-    check_shape("attention_refresh_select_cuda", B, T, Hq, Hkv, D);
-    refresh_mask_validate(m, "attention_refresh_select_cuda");
+extern "C" void attention_backward_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                        const float *k, const float *v, const float *out, const float *lse,
+                                        const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                        const RefreshMask *m) {
+    backward(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, "attention_backward_cuda");
+}
+
+extern "C" void attention_backward_bf16_cuda(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q,
+                                             const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
+                                             const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                             int64_t D, const RefreshMask *m) {
+    backward(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, "attention_backward_bf16_cuda");
+}
+
+template <typename E>
+static void refresh_select(int32_t *sel, const E *q, const E *k, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                           int64_t D, const RefreshMask *m, const char *fn) {
+    check_shape(fn, B, T, Hq, Hkv, D);
+    refresh_mask_validate(m, fn);
     if (!refresh_active(m, T)) {
-        fprintf(stderr, "kvcpt: attention_refresh_select_cuda: the mask is not active (enabled=%d, T=%lld, L=%lld)\n",
-                m->enabled, (long long)T, (long long)m->L);
+        fprintf(stderr, "kvcpt: %s: the mask is not active (enabled=%d, T=%lld, L=%lld)\n", fn, m->enabled,
+                (long long)T, (long long)m->L);
         exit(1);
     }
     const int64_t L = m->L, ks = refresh_num_selected(m), BG = B * Hkv, group = Hq / Hkv;
@@ -737,8 +781,8 @@ extern "C" void attention_refresh_select_cuda(int32_t *sel, const float *q, cons
     CUDA_CHECK(cudaMallocAsync((void **)&probs, sizeof(float) * (size_t)(BG * nh * L), 0));
     CUDA_CHECK(cudaMallocAsync((void **)&agg, sizeof(float) * (size_t)(BG * L), 0));
     CUDA_CHECK(cudaMallocAsync((void **)&pooled, sizeof(uint32_t) * (size_t)(BG * L), 0));
-    select_probs_kernel<<<(unsigned int)(BG * nh), 256>>>(probs, q, k, T, Hq, Hkv, D, L, nh, group,
-                                                          1.0f / sqrtf((float)D));
+    select_probs_kernel<E><<<(unsigned int)(BG * nh), 256>>>(probs, q, k, T, Hq, Hkv, D, L, nh, group,
+                                                             1.0f / sqrtf((float)D));
     CUDA_CHECK_LAUNCH();
     select_topk_kernel<<<(unsigned int)BG, kSelectThreads>>>(sel, agg, pooled, probs, L, nh, group, (int)m->agg,
                                                               m->pool_kernel / 2, ks);
@@ -746,4 +790,14 @@ extern "C" void attention_refresh_select_cuda(int32_t *sel, const float *q, cons
     CUDA_CHECK(cudaFreeAsync(probs, 0));
     CUDA_CHECK(cudaFreeAsync(agg, 0));
     CUDA_CHECK(cudaFreeAsync(pooled, 0));
+}
+
+extern "C" void attention_refresh_select_cuda(int32_t *sel, const float *q, const float *k, int64_t B, int64_t T,
+                                              int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    refresh_select(sel, q, k, B, T, Hq, Hkv, D, m, "attention_refresh_select_cuda");
+}
+
+extern "C" void attention_refresh_select_bf16_cuda(int32_t *sel, const bf16 *q, const bf16 *k, int64_t B, int64_t T,
+                                                   int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    refresh_select(sel, q, k, B, T, Hq, Hkv, D, m, "attention_refresh_select_bf16_cuda");
 }

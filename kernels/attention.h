@@ -14,6 +14,8 @@
  * and gives bit-identical results. */
 #include <stdint.h>
 
+#include "bf16.h"
+
 typedef enum { GROUP_AGG_MAX = 0, GROUP_AGG_MEAN = 1, GROUP_AGG_FIRST = 2 } GroupAgg;
 
 typedef struct {
@@ -48,16 +50,6 @@ void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, 
 /* 1 for the head dims the bf16 engine runs attention on tensor cores for
  * (kernels/attention_mma.h): 16, 32, 64, 128. */
 int attention_tensor_core_head_dim(int64_t D);
-/* The bf16 engine's attention oracle: for those head dims, q, k, v (and
- * dout) rounded to bf16 before the fp32 oracle above, as the tensor-core
- * kernels load them (they also round P and dS, which this does not); for
- * other head dims, the fp32 oracle itself. */
-void attention_forward_bf16r_cpu(float *out, float *lse, const float *q, const float *k, const float *v,
-                                 const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
-                                 const RefreshMask *m);
-void attention_backward_bf16r_cpu(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                                  const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B,
-                                  int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
 
 #if defined(KVCPT_CUDA) || defined(__CUDACC__)
 /* CUDA twins (kernels/attention.cu): same arguments, DEVICE pointers (q, k,
@@ -81,6 +73,18 @@ void attention_forward_cuda(float *out, float *lse, const float *q, const float 
 void attention_backward_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                              const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B,
                              int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
+/* The same kernels on bf16 activations (the bf16 engine): q, k, v, out and
+ * dout in bf16, read exactly into fp32; out rounded once when stored; lse,
+ * dq, dk, dv fp32. On inputs that are bf16 values they give the fp32
+ * entries' bits (out rounded). */
+void attention_refresh_select_bf16_cuda(int32_t *sel, const bf16 *q, const bf16 *k, int64_t B, int64_t T, int64_t Hq,
+                                        int64_t Hkv, int64_t D, const RefreshMask *m);
+void attention_forward_bf16_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                                 const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                 const RefreshMask *m);
+void attention_backward_bf16_cuda(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
+                                  const bf16 *v, const bf16 *out, const float *lse, const int32_t *sel, int64_t B,
+                                  int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
 #ifdef __cplusplus
 }
 #endif

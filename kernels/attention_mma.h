@@ -29,6 +29,18 @@ void attention_backward_mma_cuda(float *dq, float *dk, float *dv, const float *d
                                  const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                  const RefreshMask *m);
 
+/* The same on bf16 activations (the bf16 engine): q, k, v, out and dout in
+ * bf16 (loaded as they are, 16 bytes at a time: each buffer 16-byte
+ * aligned), out rounded once when stored; lse, dq, dk, dv fp32. On inputs
+ * that are bf16 values they give the fp32 entries' bits (out rounded). */
+void attention_forward_mma_bf16_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                                     const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                     const RefreshMask *m);
+void attention_backward_mma_bf16_cuda(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q,
+                                      const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
+                                      const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                      const RefreshMask *m);
+
 /* Test hooks: the same kernels with a planted fragment-layout bug, so the
  * parity test can show that it catches each one. */
 typedef enum {

@@ -50,23 +50,23 @@ template <int D> struct BwdSmem {
 };
 
 /* dsum[(b, h, p)] = sum_d dout * out, one warp per row */
-__global__ void attention_mma_dsum_kernel(float *dsum, const float *dout, const float *out, int64_t B, int64_t T,
-                                          int64_t Hq, int64_t D) {
+template <typename E>
+__global__ void attention_mma_dsum_kernel(float *dsum, const E *dout, const E *out, int64_t B, int64_t T, int64_t Hq,
+                                          int64_t D) {
     const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (w >= B * T * Hq) return; /* whole warps leave together: B*T*Hq rows, 32 lanes each */
     const int64_t b = w / (T * Hq), p = (w / Hq) % T, h = w % Hq;
-    const float *o = out + w * D, *d = dout + w * D;
+    const E *o = out + w * D, *d = dout + w * D;
     float acc = 0.0f;
-    for (int64_t i = lane; i < D; i += 32) acc += d[i] * o[i];
+    for (int64_t i = lane; i < D; i += 32) acc += act_f32(d[i]) * act_f32(o[i]);
     for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
     if (lane == 0) dsum[(b * Hq + h) * T + p] = acc;
 }
 
-template <int D, int kBug>
+template <int D, int kBug, typename E>
 __global__ void __launch_bounds__(kThreads)
-    attention_mma_dq_kernel(float *dq, const float *dout, const float *q, const float *k, const float *v,
-                            const float *lse, const float *dsum, int64_t T, int64_t Hq, int64_t Hkv, int64_t L,
+    attention_mma_dq_kernel(float *dq, const E *dout, const E *q, const E *k, const E *v, const float *lse, const float *dsum, int64_t T, int64_t Hq, int64_t Hkv, int64_t L,
                             float scale) {
     constexpr int ld = BwdSmem<D>::ld, KD = D / 16, ND = D / 8;
     extern __shared__ __align__(16) uint16_t smem_u16[];
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kThreads)
     float acc[ND][4];
 #pragma unroll
     for (int n = 0; n < ND; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-    const float *kb = k + (b * T * Hkv + hk) * D, *vb = v + (b * T * Hkv + hk) * D;
+    const E *kb = k + (b * T * Hkv + hk) * D, *vb = v + (b * T * Hkv + hk) * D;
     const int64_t last_key = (q0 + kTile < L ? q0 + kTile : L) - 1;
     for (int64_t k0 = 0; k0 <= last_key; k0 += kTile) {
         __syncthreads(); /* the previous tiles (and Q, dO at first) are read */
@@ -122,10 +122,9 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-template <int D, int kBug>
+template <int D, int kBug, typename E>
 __global__ void __launch_bounds__(kThreads)
-    attention_mma_dkdv_kernel(float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,
-                              const float *lse, const float *dsum, int64_t T, int64_t Hq, int64_t Hkv, int64_t L,
+    attention_mma_dkdv_kernel(float *dk, float *dv, const E *dout, const E *q, const E *k, const E *v, const float *lse, const float *dsum, int64_t T, int64_t Hq, int64_t Hkv, int64_t L,
                               float scale) {
     constexpr int ld = BwdSmem<D>::ld, ND = D / 8;
     extern __shared__ __align__(16) uint16_t smem_u16[];
@@ -186,31 +185,32 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 /* Sum over the warp's lanes of a[i] * b[i], i = lane, lane + 32, ... < D */
-static __device__ float warp_dot(const float *a, const float *b, int64_t D, int lane) {
+template <typename E> static __device__ float warp_dot(const E *a, const E *b, int64_t D, int lane) {
     float s = 0.0f;
-    for (int64_t i = lane; i < D; i += 32) s += a[i] * b[i];
+    for (int64_t i = lane; i < D; i += 32) s += act_f32(a[i]) * act_f32(b[i]);
     for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
     return s;
 }
 
 /* dQ of the suffix rows p in [L, T): over the keys sel ++ (L..p), one warp
  * per (row, batch row x query head) */
-__global__ void attention_mma_suffix_dq_kernel(float *dq, const float *dout, const float *q, const float *k,
-                                               const float *v, const float *lse, const float *dsum,
+template <typename E>
+__global__ void attention_mma_suffix_dq_kernel(float *dq, const E *dout, const E *q, const E *k, const E *v,
+                                               const float *lse, const float *dsum,
                                                const int32_t *sel, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                                int64_t L, int64_t ks, float scale) {
     const int lane = threadIdx.x;
     const int64_t p = L + blockIdx.x, b = blockIdx.y / Hq, h = blockIdx.y % Hq, hk = h / (Hq / Hkv);
     const int64_t qstride = Hq * D, kvstride = Hkv * D, row = (b * Hq + h) * T + p;
-    const float *qp = q + (b * T * Hq + h) * D + p * qstride, *dop = dout + (b * T * Hq + h) * D + p * qstride;
-    const float *kb = k + (b * T * Hkv + hk) * D, *vb = v + (b * T * Hkv + hk) * D;
+    const E *qp = q + (b * T * Hq + h) * D + p * qstride, *dop = dout + (b * T * Hq + h) * D + p * qstride;
+    const E *kb = k + (b * T * Hkv + hk) * D, *vb = v + (b * T * Hkv + hk) * D;
     const int32_t *s = sel + (b * Hkv + hk) * ks;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* d = lane + 32 i, D <= 128 */
     for (int64_t i = 0; i < ks + (p - L + 1); i++) {
         const int64_t j = i < ks ? s[i] : L + (i - ks);
         const float pr = expf(warp_dot(qp, kb + j * kvstride, D, lane) * scale - lse[row]);
         const float ds = pr * (warp_dot(dop, vb + j * kvstride, D, lane) - dsum[row]);
-        for (int c = 0; c < 4 && lane + 32 * c < D; c++) acc[c] += ds * kb[j * kvstride + lane + 32 * c];
+        for (int c = 0; c < 4 && lane + 32 * c < D; c++) acc[c] += ds * act_f32(kb[j * kvstride + lane + 32 * c]);
     }
     float *out = dq + (b * T * Hq + h) * D + p * qstride;
     for (int c = 0; c < 4 && lane + 32 * c < D; c++) out[lane + 32 * c] = acc[c] * scale;
@@ -219,26 +219,27 @@ __global__ void attention_mma_suffix_dq_kernel(float *dq, const float *dout, con
 /* dK, dV += the suffix rows' share, for each key they see: blockIdx.x < ks
  * the selected prefix keys, then the local keys L..T-1; one warp per (key,
  * batch row x KV head), the group's heads then the rows in order */
-__global__ void attention_mma_suffix_dkdv_kernel(float *dk, float *dv, const float *dout, const float *q,
-                                                 const float *k, const float *v, const float *lse, const float *dsum,
+template <typename E>
+__global__ void attention_mma_suffix_dkdv_kernel(float *dk, float *dv, const E *dout, const E *q, const E *k,
+                                                 const E *v, const float *lse, const float *dsum,
                                                  const int32_t *sel, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                                  int64_t L, int64_t ks, float scale) {
     const int lane = threadIdx.x;
     const int64_t b = blockIdx.y / Hkv, hk = blockIdx.y % Hkv, group = Hq / Hkv;
     const int64_t i = blockIdx.x, j = i < ks ? sel[(b * Hkv + hk) * ks + i] : L + (i - ks);
     const int64_t qstride = Hq * D, kvstride = Hkv * D;
-    const float *kj = k + (b * T * Hkv + hk) * D + j * kvstride, *vj = v + (b * T * Hkv + hk) * D + j * kvstride;
+    const E *kj = k + (b * T * Hkv + hk) * D + j * kvstride, *vj = v + (b * T * Hkv + hk) * D + j * kvstride;
     float ak[4] = {0.0f, 0.0f, 0.0f, 0.0f}, av[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int64_t hh = 0; hh < group; hh++) {
         const int64_t h = hk * group + hh;
         for (int64_t p = j < L ? L : j; p < T; p++) { /* a local key j is seen from row j on */
             const int64_t row = (b * Hq + h) * T + p;
-            const float *qp = q + (b * T * Hq + h) * D + p * qstride, *dop = dout + (b * T * Hq + h) * D + p * qstride;
+            const E *qp = q + (b * T * Hq + h) * D + p * qstride, *dop = dout + (b * T * Hq + h) * D + p * qstride;
             const float pr = expf(warp_dot(qp, kj, D, lane) * scale - lse[row]);
             const float ds = pr * (warp_dot(dop, vj, D, lane) - dsum[row]);
             for (int c = 0; c < 4 && lane + 32 * c < D; c++) {
-                av[c] += pr * dop[lane + 32 * c];
-                ak[c] += ds * qp[lane + 32 * c];
+                av[c] += pr * act_f32(dop[lane + 32 * c]);
+                ak[c] += ds * act_f32(qp[lane + 32 * c]);
             }
         }
     }
@@ -249,28 +250,28 @@ __global__ void attention_mma_suffix_dkdv_kernel(float *dk, float *dv, const flo
     }
 }
 
-template <int D, int kBug>
-static void launch_causal(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                          const float *v, const float *lse, const float *dsum, int64_t B, int64_t T, int64_t Hq,
+template <int D, int kBug, typename E>
+static void launch_causal(float *dq, float *dk, float *dv, const E *dout, const E *q, const E *k, const E *v,
+                          const float *lse, const float *dsum, int64_t B, int64_t T, int64_t Hq,
                           int64_t Hkv, int64_t L, float scale) {
     const size_t dq_bytes = BwdSmem<D>::dq_bytes, dkdv_bytes = BwdSmem<D>::dkdv_bytes;
-    CUDA_CHECK(cudaFuncSetAttribute(attention_mma_dq_kernel<D, kBug>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(attention_mma_dq_kernel<D, kBug, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)dq_bytes));
-    CUDA_CHECK(cudaFuncSetAttribute(attention_mma_dkdv_kernel<D, kBug>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(attention_mma_dkdv_kernel<D, kBug, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)dkdv_bytes));
     if (L > 0) {
-        attention_mma_dq_kernel<D, kBug><<<dim3(ceil_div_u(L, kTile), (unsigned int)(B * Hq)), kThreads, dq_bytes>>>(
+        attention_mma_dq_kernel<D, kBug, E><<<dim3(ceil_div_u(L, kTile), (unsigned int)(B * Hq)), kThreads, dq_bytes>>>(
             dq, dout, q, k, v, lse, dsum, T, Hq, Hkv, L, scale);
         CUDA_CHECK_LAUNCH();
     }
-    attention_mma_dkdv_kernel<D, kBug><<<dim3(ceil_div_u(T, kTile), (unsigned int)(B * Hkv)), kThreads, dkdv_bytes>>>(
+    attention_mma_dkdv_kernel<D, kBug, E><<<dim3(ceil_div_u(T, kTile), (unsigned int)(B * Hkv)), kThreads, dkdv_bytes>>>(
         dk, dv, dout, q, k, v, lse, dsum, T, Hq, Hkv, L, scale);
     CUDA_CHECK_LAUNCH();
 }
 
-template <int kBug>
-static void backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,
-                     const float *out, const float *lse, const int32_t *sel, int64_t B, int64_t T, int64_t Hq,
+template <int kBug, typename E>
+static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q, const E *k, const E *v, const E *out,
+                     const float *lse, const int32_t *sel, int64_t B, int64_t T, int64_t Hq,
                      int64_t Hkv, int64_t D, const RefreshMask *m, const char *fn) {
     if (!mma_checked(fn, sel, B, T, Hq, Hkv, D, m)) return;
     const int active = refresh_active(m, T);
@@ -278,7 +279,7 @@ static void backward(float *dq, float *dk, float *dv, const float *dout, const f
     const float scale = 1.0f / sqrtf((float)D);
     float *dsum;
     CUDA_CHECK(cudaMallocAsync((void **)&dsum, sizeof(float) * (size_t)(B * Hq * T), 0));
-    attention_mma_dsum_kernel<<<grid_for(B * T * Hq * 32, 256), 256>>>(dsum, dout, out, B, T, Hq, D);
+    attention_mma_dsum_kernel<E><<<grid_for(B * T * Hq * 32, 256), 256>>>(dsum, dout, out, B, T, Hq, D);
     CUDA_CHECK_LAUNCH();
     switch (D) {
     case 16: launch_causal<16, kBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
@@ -287,10 +288,10 @@ static void backward(float *dq, float *dk, float *dv, const float *dout, const f
     default: launch_causal<128, kBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
     }
     if (active) {
-        attention_mma_suffix_dq_kernel<<<dim3((unsigned int)(T - L), (unsigned int)(B * Hq)), 32>>>(
+        attention_mma_suffix_dq_kernel<E><<<dim3((unsigned int)(T - L), (unsigned int)(B * Hq)), 32>>>(
             dq, dout, q, k, v, lse, dsum, sel, T, Hq, Hkv, D, L, ks, scale);
         CUDA_CHECK_LAUNCH();
-        attention_mma_suffix_dkdv_kernel<<<dim3((unsigned int)(ks + T - L), (unsigned int)(B * Hkv)), 32>>>(
+        attention_mma_suffix_dkdv_kernel<E><<<dim3((unsigned int)(ks + T - L), (unsigned int)(B * Hkv)), 32>>>(
             dk, dv, dout, q, k, v, lse, dsum, sel, T, Hq, Hkv, D, L, ks, scale);
         CUDA_CHECK_LAUNCH();
     }
@@ -302,6 +303,14 @@ extern "C" void attention_backward_mma_cuda(float *dq, float *dk, float *dv, con
                                             const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                             int64_t D, const RefreshMask *m) {
     backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, "attention_backward_mma_cuda");
+}
+
+extern "C" void attention_backward_mma_bf16_cuda(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q,
+                                                 const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
+                                                 const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                                 int64_t D, const RefreshMask *m) {
+    backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m,
+                          "attention_backward_mma_bf16_cuda");
 }
 
 extern "C" void attention_backward_mma_planted_cuda(float *dq, float *dk, float *dv, const float *dout,

@@ -33,10 +33,10 @@ extern "C" {
 
 static constexpr int kRows = kMmaTile, kKeys = kMmaTile, kThreads = kMmaThreads;
 
-template <int D, int kBug>
+template <int D, int kBug, typename E>
 __global__ void __launch_bounds__(kThreads)
-    attention_forward_mma_kernel(float *out, float *lse, const float *q, const float *k, const float *v, int64_t T,
-                                 int64_t Hq, int64_t Hkv, int64_t L, float scale) {
+    attention_forward_mma_kernel(E *out, float *lse, const E *q, const E *k, const E *v, int64_t T, int64_t Hq,
+                                 int64_t Hkv, int64_t L, float scale) {
     constexpr int ld = MmaTileLd<D>::ld, KD = D / 16, ND = D / 8;
     extern __shared__ __align__(16) uint16_t smem_u16[];
     uint16_t *sq = smem_u16, *sk = sq + kRows * ld, *sv = sk + kKeys * ld;
@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t b = blockIdx.y / Hq, h = blockIdx.y % Hq, hk = h / (Hq / Hkv);
     const int64_t q0 = (int64_t)blockIdx.x * kRows;
     const int64_t qstride = Hq * D, kvstride = Hkv * D;
-    const float *kb = k + (b * T * Hkv + hk) * D, *vb = v + (b * T * Hkv + hk) * D;
+    const E *kb = k + (b * T * Hkv + hk) * D, *vb = v + (b * T * Hkv + hk) * D;
 
     mma_load_rows_bf16<D>(sq, q + (b * T * Hq + h) * D, qstride, q0, L);
     __syncthreads();
@@ -119,34 +119,45 @@ __global__ void __launch_bounds__(kThreads)
         l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
         l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
     }
-    float *ob = out + (b * T * Hq + h) * D;
+    E *ob = out + (b * T * Hq + h) * D;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         if (row[r] >= L) continue;
         const float inv = 1.0f / l_run[r];
 #pragma unroll
         for (int n = 0; n < ND; n++) {
-            ob[row[r] * qstride + n * 8 + 2 * t] = o[n][2 * r] * inv;
-            ob[row[r] * qstride + n * 8 + 2 * t + 1] = o[n][2 * r + 1] * inv;
+            ob[row[r] * qstride + n * 8 + 2 * t] = act_from_f32<E>(o[n][2 * r] * inv);
+            ob[row[r] * qstride + n * 8 + 2 * t + 1] = act_from_f32<E>(o[n][2 * r + 1] * inv);
         }
         if (t == 0) lse[(b * Hq + h) * T + row[r]] = m_run[r] + logf(l_run[r]);
     }
 }
 
-template <int D, int kBug>
-static void launch_causal(float *out, float *lse, const float *q, const float *k, const float *v, int64_t B, int64_t T,
-                          int64_t Hq, int64_t Hkv, int64_t L) {
+template <int D, int kBug, typename E>
+static void launch_causal(E *out, float *lse, const E *q, const E *k, const E *v, int64_t B, int64_t T, int64_t Hq,
+                          int64_t Hkv, int64_t L) {
     const size_t bytes = 3 * MmaTileLd<D>::tile_bytes; /* Q, K, V */
-    CUDA_CHECK(cudaFuncSetAttribute(attention_forward_mma_kernel<D, kBug>,
+    CUDA_CHECK(cudaFuncSetAttribute(attention_forward_mma_kernel<D, kBug, E>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    attention_forward_mma_kernel<D, kBug><<<dim3(ceil_div_u(L, kRows), (unsigned int)(B * Hq)), kThreads, bytes>>>(
+    attention_forward_mma_kernel<D, kBug, E><<<dim3(ceil_div_u(L, kRows), (unsigned int)(B * Hq)), kThreads, bytes>>>(
         out, lse, q, k, v, T, Hq, Hkv, L, 1.0f / sqrtf((float)D));
     CUDA_CHECK_LAUNCH();
 }
 
-template <int kBug>
-static void forward(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
-                    int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m, const char *fn) {
+/* The suffix rows' fp32 gather kernel, for either element type. */
+static void forward_suffix(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
+                           int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m, int64_t L) {
+    attention_forward_rows_cuda(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, L, T);
+}
+
+static void forward_suffix(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, const int32_t *sel,
+                           int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m, int64_t L) {
+    attention_forward_rows_bf16_cuda(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, L, T);
+}
+
+template <int kBug, typename E>
+static void forward(E *out, float *lse, const E *q, const E *k, const E *v, const int32_t *sel, int64_t B, int64_t T,
+                    int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m, const char *fn) {
     if (!mma_checked(fn, sel, B, T, Hq, Hkv, D, m)) return;
     const int active = refresh_active(m, T);
     const int64_t L = active ? m->L : T;
@@ -157,13 +168,19 @@ static void forward(float *out, float *lse, const float *q, const float *k, cons
     default: launch_causal<128, kBug>(out, lse, q, k, v, B, T, Hq, Hkv, L); break;
     }
     /* the suffix rows: the selected keys and the local ones, fp32 gather kernel */
-    if (active) attention_forward_rows_cuda(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, L, T);
+    if (active) forward_suffix(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, L);
 }
 
 extern "C" void attention_forward_mma_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
                                            const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                            int64_t D, const RefreshMask *m) {
     forward<ATTN_MMA_OK>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, "attention_forward_mma_cuda");
+}
+
+extern "C" void attention_forward_mma_bf16_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                                                const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                                int64_t D, const RefreshMask *m) {
+    forward<ATTN_MMA_OK>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, "attention_forward_mma_bf16_cuda");
 }
 
 extern "C" void attention_forward_mma_planted_cuda(float *out, float *lse, const float *q, const float *k,

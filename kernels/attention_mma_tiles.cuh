@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "act_io.cuh"
 #include "cuda_common.cuh"
 #include "mma.cuh"
 
@@ -26,8 +27,11 @@ template <int D> struct MmaTileLd {
     static constexpr size_t tile_bytes = (size_t)kMmaTile * ld * sizeof(uint16_t);
 };
 
-/* rows [p0, p0 + 64) of one head of x (row stride `stride` floats) rounded
- * to bf16 into dst (64 x ld); rows at or past `limit` are zeros. */
+/* rows [p0, p0 + 64) of one head of x (row stride `stride` elements) into
+ * dst (64 x ld) as bf16; rows at or past `limit` are zeros. fp32 inputs are
+ * rounded (nearest even) pair by pair; bf16 inputs are copied 16 bytes (8
+ * elements) at a time: their rows start 16-byte aligned, as the engine's
+ * 256-byte-aligned buffers and head strides of D >= 16 elements give. */
 template <int D>
 static __device__ void mma_load_rows_bf16(uint16_t *dst, const float *x, int64_t stride, int64_t p0, int64_t limit) {
     constexpr int ld = MmaTileLd<D>::ld, pairs = D / 2;
@@ -40,6 +44,18 @@ static __device__ void mma_load_rows_bf16(uint16_t *dst, const float *x, int64_t
             hi = x[p * stride + c + 1];
         }
         *(uint32_t *)&dst[r * ld + c] = mma_pack_bf16x2(lo, hi);
+    }
+}
+
+template <int D>
+static __device__ void mma_load_rows_bf16(uint16_t *dst, const bf16 *x, int64_t stride, int64_t p0, int64_t limit) {
+    constexpr int ld = MmaTileLd<D>::ld, chunks = D / 8;
+    for (int i = threadIdx.x; i < kMmaTile * chunks; i += kMmaThreads) {
+        const int r = i / chunks, c = 8 * (i % chunks);
+        const int64_t p = p0 + r;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (p < limit) v = load_b128(x + p * stride + c);
+        store_b128(&dst[r * ld + c], v);
     }
 }
 

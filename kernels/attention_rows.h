@@ -17,6 +17,9 @@ extern "C" {
 void attention_forward_rows_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
                                  const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                  const RefreshMask *m, int64_t row_begin, int64_t row_end);
+void attention_forward_rows_bf16_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                                      const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                      const RefreshMask *m, int64_t row_begin, int64_t row_end);
 #ifdef __cplusplus
 }
 #endif

@@ -30,6 +30,22 @@
 /* Launch errors surface asynchronously; check right after every launch. */
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
+/* 16-byte vector load and store. p must be 16-byte aligned: a GPU stops the
+ * kernel otherwise (misaligned address), and the emulator checks it. */
+static __device__ __forceinline__ uint4 load_b128(const void *p) {
+#ifdef KVCPT_CUDA_EMU
+    emu::check_vector_access(p, 16, "16-byte vector load");
+#endif
+    return *(const uint4 *)p;
+}
+
+static __device__ __forceinline__ void store_b128(void *p, uint4 v) {
+#ifdef KVCPT_CUDA_EMU
+    emu::check_vector_access(p, 16, "16-byte vector store");
+#endif
+    *(uint4 *)p = v;
+}
+
 static inline unsigned int ceil_div_u(long long a, long long b) { return (unsigned int)((a + b - 1) / b); }
 
 #endif

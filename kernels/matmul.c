@@ -11,7 +11,7 @@ void matmul_forward_cpu(float *out, const float *inp, const float *weight, int64
 
 void matmul_backward_cpu(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                          int64_t N, int64_t IC, int64_t OC) {
-    if (dinp) blas_sgemm(0, 0, N, IC, OC, 1.0f, dout, OC, weight, IC, 1.0f, dinp, IC);
+    if (dinp) blas_sgemm(0, 0, N, IC, OC, 1.0f, dout, OC, weight, IC, 0.0f, dinp, IC);
     if (dweight) blas_sgemm(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC);
 }
 

@@ -1,7 +1,7 @@
 /* Linear layers on cuBLASLt. Row-major (N, IC) activations and (OC, IC)
  * weights are read as their column-major transposes, so
  *   out^T (OC x N)    = W^T' * inp^T   : op(A)=T, A = weight, op(B)=N, B = inp
- *   dinp^T (IC x N)  += W^T  * dout^T  : A = weight (IC x OC), B = dout (OC x N)
+ *   dinp^T (IC x N)   = W^T  * dout^T  : A = weight (IC x OC), B = dout (OC x N)
  *   dweight^T (IC x OC) += inp^T * dout : A = inp (IC x N), op(B)=T, B = dout
  * Compute is always CUBLAS_COMPUTE_32F: strict fp32 for fp32 data (no TF32),
  * fp32 accumulation for bf16 data. When the Lt heuristic offers no algorithm
@@ -224,7 +224,7 @@ static void linear_backward(void *dinp, cudaDataType dinp_type, float *dweight, 
                             const void *weight, cudaDataType itype, int64_t N, int64_t IC, int64_t OC) {
     if (dinp)
         gemm(operand(CUBLAS_OP_N, weight, itype, IC), operand(CUBLAS_OP_N, dout, itype, OC), dinp, dinp_type, IC, IC, N,
-             OC, 1.0f);
+             OC, 0.0f);
     if (dweight)
         gemm(operand(CUBLAS_OP_N, inp, itype, IC), operand(CUBLAS_OP_T, dout, itype, OC), dweight, CUDA_R_32F, IC, IC,
              OC, N, 1.0f);
@@ -250,7 +250,23 @@ extern "C" void matmul_backward_bf16_cuda(bf16 *dinp, float *dweight, const bf16
     linear_backward(dinp, CUDA_R_16BF, dweight, dout, inp, weight, CUDA_R_16BF, N, IC, OC);
 }
 
-/* bf16 operands, fp32 output (beta 0 forward, beta 1 backward, like the fp32 path). */
+extern "C" void matmul_forward_bf16_f32out_cuda(float *out, const bf16 *inp, const bf16 *weight, int64_t N,
+                                                int64_t IC, int64_t OC) {
+    linear_forward(out, CUDA_R_32F, inp, weight, CUDA_R_16BF, N, IC, OC);
+}
+
+extern "C" void matmul_backward_bf16_f32dinp_cuda(float *dinp, float *dweight, const bf16 *dout, const bf16 *inp,
+                                                  const bf16 *weight, int64_t N, int64_t IC, int64_t OC) {
+    linear_backward(dinp, CUDA_R_32F, dweight, dout, inp, weight, CUDA_R_16BF, N, IC, OC);
+}
+
+extern "C" void matmul_backward_f32dout_cuda(bf16 *dinp, float *dweight, const float *dout, const bf16 *inp,
+                                             const bf16 *weight, int64_t N, int64_t IC, int64_t OC) {
+    linear_backward(dinp, CUDA_R_16BF, dweight, cast_to_bf16(CAST_A, dout, N * OC), inp, weight, CUDA_R_16BF, N, IC,
+                    OC);
+}
+
+/* bf16 operands from fp32 activations (rounded into a workspace), fp32 output. */
 extern "C" void matmul_forward_bf16w_cuda(float *out, const float *inp, const bf16 *weight, int64_t N, int64_t IC,
                                           int64_t OC) {
     const bf16 *bi = cast_to_bf16(CAST_A, inp, N * IC);

@@ -13,7 +13,9 @@
 
 /* out (N, OC) = inp (N, IC) @ weight (OC, IC)^T */
 void matmul_forward_cpu(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC);
-/* dinp (N, IC) += dout @ weight; dweight (OC, IC) += dout^T @ inp. Either may be NULL. */
+/* dinp (N, IC) = dout @ weight (overwritten: every input gradient of the
+ * model is one product, fused ones included); dweight (OC, IC) += dout^T @
+ * inp (accumulated over micro-batches). Either may be NULL. */
 void matmul_backward_cpu(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                          int64_t N, int64_t IC, int64_t OC);
 /* The "bf16-rounded" linear layer, oracle of the bf16-weights engine: every
@@ -21,7 +23,7 @@ void matmul_backward_cpu(float *dinp, float *dweight, const float *dout, const f
  * product, fp32 output. Products of two bf16 values are exact in fp32, so a
  * GPU computing the same thing differs only in the order of its sums.
  *   out = bf16(inp) @ bf16(weight)^T
- *   dinp += bf16(dout) @ bf16(weight); dweight += bf16(dout)^T @ bf16(inp)
+ *   dinp = bf16(dout) @ bf16(weight); dweight += bf16(dout)^T @ bf16(inp)
  * Either dinp or dweight may be NULL. */
 void matmul_forward_bf16r_cpu(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC);
 void matmul_backward_bf16r_cpu(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
@@ -37,15 +39,23 @@ extern "C" {
 void matmul_forward_cuda(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC);
 void matmul_backward_cuda(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                           int64_t N, int64_t IC, int64_t OC);
-/* bf16 inputs, fp32 accumulation. out is rounded to bf16 once; dinp (bf16)
- * and dweight (fp32) accumulate like the fp32 path. Either may be NULL.
- * The bf16 dinp may be rounded twice, round(round(W^T dout) + dinp): cuBLASLt
- * did so on an H100 for some shapes (N=128 IC=512 OC=256), which costs up to
- * half a bf16 ulp of the product where the sum cancels; a caller that needs
- * one rounding accumulates in fp32 (matmul_backward_bf16w_cuda). */
+/* bf16 inputs, fp32 accumulation. out and dinp are rounded to bf16 once;
+ * dweight (fp32) accumulates like the fp32 path. Either may be NULL. The
+ * bf16 engine's ACT -> ACT products (the fused q|k|v and gate|up). */
 void matmul_forward_bf16_cuda(bf16 *out, const bf16 *inp, const bf16 *weight, int64_t N, int64_t IC, int64_t OC);
 void matmul_backward_bf16_cuda(bf16 *dinp, float *dweight, const bf16 *dout, const bf16 *inp, const bf16 *weight,
                                int64_t N, int64_t IC, int64_t OC);
+/* bf16 activations with an fp32 side, the bf16 engine's other products:
+ * bf16 inp -> fp32 out (wo and down, which a residual add follows);
+ * bf16 dout -> fp32 dinp (the fused products' input gradient, which RMSNorm's
+ * backward reads); fp32 dout (the residual stream's gradient, rounded to
+ * bf16 into a workspace, as the CPU oracle rounds it) -> bf16 dinp. */
+void matmul_forward_bf16_f32out_cuda(float *out, const bf16 *inp, const bf16 *weight, int64_t N, int64_t IC,
+                                     int64_t OC);
+void matmul_backward_bf16_f32dinp_cuda(float *dinp, float *dweight, const bf16 *dout, const bf16 *inp,
+                                       const bf16 *weight, int64_t N, int64_t IC, int64_t OC);
+void matmul_backward_f32dout_cuda(bf16 *dinp, float *dweight, const float *dout, const bf16 *inp, const bf16 *weight,
+                                  int64_t N, int64_t IC, int64_t OC);
 /* The bf16-rounded layer above (fp32 pointers, weight rounded too): the
  * twin the op test holds against the CPU oracle. */
 void matmul_forward_bf16r_cuda(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC);

@@ -4,6 +4,7 @@
  * atomics. The number of chunks depends only on N, never on the device. */
 #include <limits.h>
 
+#include "act_io.cuh"
 #include "cuda_common.cuh"
 #include "cuda_reduce.cuh"
 #include "rmsnorm.h"
@@ -19,16 +20,17 @@ static void check_rows(int64_t N, const char *fn) {
     }
 }
 
-__global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *inp, const float *weight, int64_t C,
+template <typename E>
+__global__ void rmsnorm_forward_kernel(E *out, float *rstd, const float *inp, const float *weight, int64_t C,
                                        float eps) {
     const int64_t row = blockIdx.x;
     const float *x = inp + row * C;
-    float *y = out + row * C;
+    E *y = out + row * C;
     float ss = 0.0f;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) ss += x[c] * x[c];
     ss = block_sum(ss);
     const float r = 1.0f / sqrtf(ss / (float)C + eps);
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) y[c] = weight[c] * (x[c] * r);
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) y[c] = act_from_f32<E>(weight[c] * (x[c] * r));
     if (threadIdx.x == 0) rstd[row] = r;
 }
 
@@ -36,7 +38,15 @@ extern "C" void rmsnorm_forward_cuda(float *out, float *rstd, const float *inp, 
                                      int64_t C, float eps) {
     if (N <= 0 || C <= 0) return;
     check_rows(N, "rmsnorm_forward_cuda");
-    rmsnorm_forward_kernel<<<(unsigned int)N, kRowThreads>>>(out, rstd, inp, weight, C, eps);
+    rmsnorm_forward_kernel<float><<<(unsigned int)N, kRowThreads>>>(out, rstd, inp, weight, C, eps);
+    CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void rmsnorm_forward_bf16_cuda(bf16 *out, float *rstd, const float *inp, const float *weight, int64_t N,
+                                          int64_t C, float eps) {
+    if (N <= 0 || C <= 0) return;
+    check_rows(N, "rmsnorm_forward_bf16_cuda");
+    rmsnorm_forward_kernel<bf16><<<(unsigned int)N, kRowThreads>>>(out, rstd, inp, weight, C, eps);
     CUDA_CHECK_LAUNCH();
 }
 

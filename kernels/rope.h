@@ -5,6 +5,8 @@
  * transformers computes them, so positions far out round the same way. */
 #include <stdint.h>
 
+#include "bf16.h"
+
 typedef struct {
     double theta;
     int llama3;               /* apply the llama3 wavelength rule */
@@ -21,6 +23,15 @@ void rope_forward_cpu(float *x, const float *cos_t, const float *sin_t, int64_t 
 /* dx: (B, T, H, D) in place, the transpose rotation */
 void rope_backward_cpu(float *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H, int64_t D);
 
+/* The fused projection qkv: rows (b, t) of [q (Hq, D) | k (Hkv, D) | v (Hkv, D)],
+ * (B, T, (Hq + 2 Hkv) D), as one matmul writes it. Split into q (B, T, Hq, D)
+ * and k (B, T, Hkv, D), both rotated as rope_forward_cpu does, and v
+ * (B, T, Hkv, D) copied: the layouts attention reads. */
+void rope_split_forward_cpu(float *q, float *k, float *v, const float *qkv, const float *cos_t, const float *sin_t,
+                            int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D);
+/* Its backward: dqkv rows [dq rotated back | dk rotated back | dv], overwritten. */
+void rope_join_backward_cpu(float *dqkv, const float *dq, const float *dk, const float *dv, const float *cos_t,
+                            const float *sin_t, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D);
 #if defined(KVCPT_CUDA) || defined(__CUDACC__)
 /* CUDA twins: same arguments, DEVICE pointers, default stream; results
  * match the CPU oracle within the tolerances of tests/gpu/test_ops_cuda.c. */
@@ -30,6 +41,15 @@ extern "C" {
 /* cos_t, sin_t: the rope_table() tables, copied to the device. */
 void rope_forward_cuda(float *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H, int64_t D);
 void rope_backward_cuda(float *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H, int64_t D);
+void rope_split_forward_cuda(float *q, float *k, float *v, const float *qkv, const float *cos_t, const float *sin_t,
+                             int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D);
+void rope_join_backward_cuda(float *dqkv, const float *dq, const float *dk, const float *dv, const float *cos_t,
+                             const float *sin_t, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D);
+/* The bf16 engine's: bf16 qkv, q, k, v, dqkv; fp32 rotation, one rounding. */
+void rope_split_forward_bf16_cuda(bf16 *q, bf16 *k, bf16 *v, const bf16 *qkv, const float *cos_t, const float *sin_t,
+                                  int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D);
+void rope_join_backward_bf16_cuda(bf16 *dqkv, const float *dq, const float *dk, const float *dv, const float *cos_t,
+                                  const float *sin_t, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D);
 #ifdef __cplusplus
 }
 #endif

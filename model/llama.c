@@ -101,41 +101,78 @@ void llama_set_mask(Llama *m, const RefreshMask *mask, int64_t S) {
     m->mask_S = S;
 }
 
-/* Carves consecutive arrays out of one allocation (with a red zone after
- * each in the emulator's sanitizer build, common/redzone.h). */
-static float *take(float **cursor, int64_t n) { return redzone_take(cursor, n); }
+/* Carves consecutive arrays out of one allocation: each starts 256 bytes
+ * aligned (what cuBLASLt and the tensor-core kernels' vector loads like) and
+ * is followed by a red zone in the emulator's sanitizer build
+ * (common/redzone.h). With base NULL nothing is carved and off counts the
+ * floats needed, so one list of takes gives both the size and the layout. */
+typedef struct {
+    float *base;
+    int64_t off; /* floats */
+} Carver;
 
-int64_t llama_layer_acts_numel(const LlamaConfig *c, int64_t BT) {
-    int64_t C = c->hidden_size, F = c->intermediate_size, Hq = c->num_attention_heads;
-    int64_t QD = Hq * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
-    return BT * (3 * C + 2 * QD + 2 * KD + 3 * F + 2 + Hq) + 13 * REDZONE_FLOATS; /* 13 takes below */
+static int64_t align_floats(int64_t n) { return (n + 63) / 64 * 64; }
+
+static float *carve_elems(Carver *k, int64_t n, int elem_size) {
+    float *p = k->base ? k->base + k->off : NULL;
+    k->off += align_floats((n * elem_size + 3) / 4);
+    if (k->base) REDZONE_POISON(k->base + k->off, sizeof(float) * REDZONE_FLOATS);
+    k->off += REDZONE_FLOATS;
+    return p;
 }
 
-void llama_layer_acts_carve(LayerActs *a, const LlamaConfig *c, int64_t BT, float *cur) {
-    int64_t C = c->hidden_size, F = c->intermediate_size, Hq = c->num_attention_heads;
-    int64_t QD = Hq * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
-    a->xn1 = take(&cur, BT * C), a->rstd1 = take(&cur, BT), a->q = take(&cur, BT * QD);
-    a->k = take(&cur, BT * KD), a->v = take(&cur, BT * KD), a->att = take(&cur, BT * QD);
-    a->lse = take(&cur, BT * Hq), a->x2 = take(&cur, BT * C), a->xn2 = take(&cur, BT * C);
-    a->rstd2 = take(&cur, BT), a->g = take(&cur, BT * F), a->u = take(&cur, BT * F), a->h = take(&cur, BT * F);
+static float *take(Carver *k, int64_t n) { return carve_elems(k, n, (int)sizeof(float)); }
+
+static void check_act_size(int act_size) {
+    KV_CHECK(act_size == 4 || act_size == 2, "llama: activation element size %d (4 or 2 bytes)", act_size);
 }
 
-int64_t llama_scratch_numel(const LlamaConfig *c, int64_t BT) {
+static void layer_acts_layout(LayerActs *a, const LlamaConfig *c, int64_t BT, int act, Carver *k) {
+    int64_t C = c->hidden_size, F = c->intermediate_size, Hq = c->num_attention_heads;
+    int64_t QD = Hq * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
+    check_act_size(act);
+    a->xn1 = carve_elems(k, BT * C, act), a->rstd1 = take(k, BT);
+    a->qkv = carve_elems(k, BT * (QD + 2 * KD), act), a->q = carve_elems(k, BT * QD, act);
+    a->k = carve_elems(k, BT * KD, act), a->v = carve_elems(k, BT * KD, act), a->att = carve_elems(k, BT * QD, act);
+    a->lse = take(k, BT * Hq), a->x2 = take(k, BT * C), a->xn2 = carve_elems(k, BT * C, act);
+    a->rstd2 = take(k, BT), a->gu = carve_elems(k, BT * 2 * F, act), a->h = carve_elems(k, BT * F, act);
+}
+
+int64_t llama_layer_acts_numel(const LlamaConfig *c, int64_t BT, int act_size) {
+    LayerActs a;
+    Carver k = {NULL, 0};
+    layer_acts_layout(&a, c, BT, act_size, &k);
+    return k.off;
+}
+
+void llama_layer_acts_carve(LayerActs *a, const LlamaConfig *c, int64_t BT, int act_size, float *base) {
+    Carver k = {base, 0};
+    layer_acts_layout(a, c, BT, act_size, &k);
+}
+
+static LlamaBackwardBufs backward_bufs_layout(const LlamaConfig *c, int64_t BT, int act, Carver *k) {
     int64_t C = c->hidden_size, F = c->intermediate_size;
     int64_t QD = c->num_attention_heads * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
     int64_t chunk = BT < LLAMA_CE_CHUNK_ROWS ? BT : LLAMA_CE_CHUNK_ROWS;
-    return BT * (3 * C + 2 * QD + 2 * KD + 3 * F) + chunk * c->vocab_size + 10 * REDZONE_FLOATS; /* 10 takes below */
+    check_act_size(act);
+    LlamaBackwardBufs g;
+    g.dres = take(k, BT * C), g.dxn = take(k, BT * C), g.dxf = take(k, BT * C);
+    g.dq = take(k, BT * QD), g.dk = take(k, BT * KD), g.dv = take(k, BT * KD);
+    g.datt = carve_elems(k, BT * QD, act), g.dqkv = carve_elems(k, BT * (QD + 2 * KD), act);
+    g.dh = carve_elems(k, BT * F, act), g.dgu = carve_elems(k, BT * 2 * F, act);
+    g.logits = take(k, chunk * c->vocab_size);
+    return g;
 }
 
-LlamaBackwardBufs llama_backward_bufs_carve(const LlamaConfig *c, int64_t BT, float *cur) {
-    int64_t C = c->hidden_size, F = c->intermediate_size;
-    int64_t QD = c->num_attention_heads * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
-    LlamaBackwardBufs g;
-    g.dres = take(&cur, BT * C), g.dxn = take(&cur, BT * C), g.dxf = take(&cur, BT * C);
-    g.dq = take(&cur, BT * QD), g.datt = take(&cur, BT * QD), g.dk = take(&cur, BT * KD), g.dv = take(&cur, BT * KD);
-    g.dg = take(&cur, BT * F), g.du = take(&cur, BT * F), g.dh = take(&cur, BT * F);
-    g.logits = cur;
-    return g;
+int64_t llama_scratch_numel(const LlamaConfig *c, int64_t BT, int act_size) {
+    Carver k = {NULL, 0};
+    (void)backward_bufs_layout(c, BT, act_size, &k);
+    return k.off;
+}
+
+LlamaBackwardBufs llama_backward_bufs_carve(const LlamaConfig *c, int64_t BT, int act_size, float *scratch) {
+    Carver k = {scratch, 0};
+    return backward_bufs_layout(c, BT, act_size, &k);
 }
 
 static void ensure_acts(Llama *m, int64_t B, int64_t T) {
@@ -148,7 +185,7 @@ static void ensure_acts(Llama *m, int64_t B, int64_t T) {
     int64_t C = c->hidden_size;
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         LayerActs *a = &m->acts[l];
-        llama_layer_acts_carve(a, c, BT, xmalloc(sizeof(float) * (size_t)llama_layer_acts_numel(c, BT)));
+        llama_layer_acts_carve(a, c, BT, 4, xmalloc(sizeof(float) * (size_t)llama_layer_acts_numel(c, BT, 4)));
         a->sel = xmalloc(sizeof(int32_t) * (size_t)(BT * c->num_key_value_heads));
     }
     float *res = xmalloc(sizeof(float) * (size_t)((c->num_hidden_layers + 1) * BT * C));
@@ -156,8 +193,9 @@ static void ensure_acts(Llama *m, int64_t B, int64_t T) {
     m->tokens = xmalloc(sizeof(int32_t) * (size_t)(2 * BT));
     m->targets = m->tokens + BT;
     float *cur = xmalloc(sizeof(float) * (size_t)(BT * (C + 3) + 4 * REDZONE_FLOATS)); /* 4 takes */
-    m->xf = take(&cur, BT * C), m->rstdf = take(&cur, BT), m->ce_lse = take(&cur, BT), m->losses = take(&cur, BT);
-    m->scratch_len = llama_scratch_numel(c, BT);
+    m->xf = redzone_take(&cur, BT * C), m->rstdf = redzone_take(&cur, BT), m->ce_lse = redzone_take(&cur, BT);
+    m->losses = redzone_take(&cur, BT);
+    m->scratch_len = llama_scratch_numel(c, BT, 4);
     m->scratch = xmalloc(sizeof(float) * (size_t)m->scratch_len);
 }
 
@@ -174,23 +212,102 @@ static void ensure_rope(Llama *m, int64_t T) {
     m->rope_T = T;
 }
 
-static void cpu_zero(float *x, int64_t n) { memset(x, 0, sizeof(float) * (size_t)n); }
-
 static const LlamaOps cpu_ops = {
-    rmsnorm_forward_cpu,    rmsnorm_backward_cpu,  matmul_forward_cpu,     matmul_backward_cpu,
-    rope_forward_cpu,       rope_backward_cpu,     attention_refresh_select_cpu, attention_forward_cpu,
-    attention_backward_cpu, swiglu_forward_cpu,    swiglu_backward_cpu,    residual_add_cpu,
-    cpu_zero,
+    .rmsnorm_forward = rmsnorm_forward_cpu,
+    .rmsnorm_backward = rmsnorm_backward_cpu,
+    .matmul_forward = matmul_forward_cpu,
+    .matmul_forward_act = matmul_forward_cpu,
+    .matmul_backward = matmul_backward_cpu,
+    .matmul_backward_act = matmul_backward_cpu,
+    .head_forward = matmul_forward_cpu,
+    .head_backward = matmul_backward_cpu,
+    .rope_split_forward = rope_split_forward_cpu,
+    .rope_join_backward = rope_join_backward_cpu,
+    .attention_select = attention_refresh_select_cpu,
+    .attention_forward = attention_forward_cpu,
+    .attention_backward = attention_backward_cpu,
+    .swiglu_forward = swiglu_fused_forward_cpu,
+    .swiglu_backward = swiglu_fused_backward_cpu,
+    .residual_add = residual_add_cpu,
 };
 
-/* The bf16-weights engine's oracle: every matmul rounds its operands to
- * bf16 first, and so does attention where the engine runs it on tensor
- * cores; everything else is the fp32 model. */
+/* The bf16 engine's oracle. Its activations (the ACT buffers) are bf16:
+ * here they stay floats, rounded to bf16 values wherever the engine stores
+ * one, so every op reads exactly the values the engine's op reads. Matmuls
+ * round their weight (and an fp32 operand) the same way; the sums stay fp32.
+ * What remains between the two is summation order, and the tensor-core
+ * attention's rounding of P and dS (tests/gpu/test_model_cuda.c). */
+static void round_bf16(float *x, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) x[i] = float_from_bf16_bits(bf16_bits_from_float(x[i]));
+}
+
+static void rmsnorm_forward_bf16r(float *out, float *rstd, const float *inp, const float *weight, int64_t N, int64_t C,
+                                  float eps) {
+    rmsnorm_forward_cpu(out, rstd, inp, weight, N, C, eps);
+    round_bf16(out, N * C);
+}
+
+static void matmul_forward_act_bf16r(float *out, const float *inp, const float *weight, int64_t N, int64_t IC,
+                                     int64_t OC) {
+    matmul_forward_bf16r_cpu(out, inp, weight, N, IC, OC);
+    round_bf16(out, N * OC);
+}
+
+static void matmul_backward_act_bf16r(float *dinp, float *dweight, const float *dout, const float *inp,
+                                      const float *weight, int64_t N, int64_t IC, int64_t OC) {
+    matmul_backward_bf16r_cpu(dinp, dweight, dout, inp, weight, N, IC, OC);
+    if (dinp) round_bf16(dinp, N * IC);
+}
+
+static void rope_split_forward_bf16r(float *q, float *k, float *v, const float *qkv, const float *cos_t,
+                                     const float *sin_t, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
+    rope_split_forward_cpu(q, k, v, qkv, cos_t, sin_t, B, T, Hq, Hkv, D);
+    round_bf16(q, B * T * Hq * D);
+    round_bf16(k, B * T * Hkv * D); /* v is a copy of bf16 values */
+}
+
+static void rope_join_backward_bf16r(float *dqkv, const float *dq, const float *dk, const float *dv,
+                                     const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t Hq,
+                                     int64_t Hkv, int64_t D) {
+    rope_join_backward_cpu(dqkv, dq, dk, dv, cos_t, sin_t, B, T, Hq, Hkv, D);
+    round_bf16(dqkv, B * T * (Hq + 2 * Hkv) * D);
+}
+
+static void attention_forward_bf16r(float *out, float *lse, const float *q, const float *k, const float *v,
+                                    const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                    const RefreshMask *m) {
+    attention_forward_cpu(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m);
+    round_bf16(out, B * T * Hq * D);
+}
+
+static void swiglu_forward_bf16r(float *h, const float *gu, int64_t N, int64_t F) {
+    swiglu_fused_forward_cpu(h, gu, N, F);
+    round_bf16(h, N * F);
+}
+
+static void swiglu_backward_bf16r(float *dgu, const float *dh, const float *gu, int64_t N, int64_t F) {
+    swiglu_fused_backward_cpu(dgu, dh, gu, N, F);
+    round_bf16(dgu, N * 2 * F);
+}
+
 static const LlamaOps cpu_bf16r_ops = {
-    rmsnorm_forward_cpu,    rmsnorm_backward_cpu,  matmul_forward_bf16r_cpu, matmul_backward_bf16r_cpu,
-    rope_forward_cpu,       rope_backward_cpu,     attention_refresh_select_cpu, attention_forward_bf16r_cpu,
-    attention_backward_bf16r_cpu, swiglu_forward_cpu, swiglu_backward_cpu, residual_add_cpu,
-    cpu_zero,
+    .rmsnorm_forward = rmsnorm_forward_bf16r,
+    .rmsnorm_backward = rmsnorm_backward_cpu,
+    .matmul_forward = matmul_forward_bf16r_cpu,
+    .matmul_forward_act = matmul_forward_act_bf16r,
+    .matmul_backward = matmul_backward_bf16r_cpu,
+    .matmul_backward_act = matmul_backward_act_bf16r,
+    .head_forward = matmul_forward_bf16r_cpu,
+    .head_backward = matmul_backward_bf16r_cpu,
+    .rope_split_forward = rope_split_forward_bf16r,
+    .rope_join_backward = rope_join_backward_bf16r,
+    .attention_select = attention_refresh_select_cpu,
+    .attention_forward = attention_forward_bf16r,
+    .attention_backward = attention_backward_cpu,
+    .swiglu_forward = swiglu_forward_bf16r,
+    .swiglu_backward = swiglu_backward_bf16r,
+    .residual_add = residual_add_cpu,
 };
 
 static const LlamaOps *ops_of(const Llama *m) { return m->bf16_matmuls ? &cpu_bf16r_ops : &cpu_ops; }
@@ -218,7 +335,7 @@ void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, int64_t m
 
 /* Logits of rows [r0, r0+rows) from the final normalised stream. */
 static void logits_rows(Llama *m, float *out, int64_t r0, int64_t rows) {
-    ops_of(m)->matmul_forward(out, m->xf + r0 * m->cfg.hidden_size, m->w.lm_head, rows, m->cfg.hidden_size,
+    ops_of(m)->head_forward(out, m->xf + r0 * m->cfg.hidden_size, m->w.lm_head, rows, m->cfg.hidden_size,
                               m->cfg.vocab_size);
 }
 
@@ -284,16 +401,15 @@ void llama_backward(Llama *m) {
     const LlamaConfig *c = &m->cfg;
     KV_CHECK(m->cap_BT > 0 && m->n_targets > 0, "backward: needs a forward pass with at least one target");
     int64_t BT = m->B * m->T, C = c->hidden_size, V = c->vocab_size, nl = c->num_hidden_layers;
-    LlamaBackwardBufs g = llama_backward_bufs_carve(c, BT, m->scratch);
+    LlamaBackwardBufs g = llama_backward_bufs_carve(c, BT, 4, m->scratch);
     LayerPass pass = layer_pass(m);
     need_head(m, 1);
-    memset(g.dxf, 0, sizeof(float) * (size_t)(BT * C));
     float scale = 1.0f / (float)m->n_targets;
     for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
         int64_t rows = BT - r0 < LLAMA_CE_CHUNK_ROWS ? BT - r0 : LLAMA_CE_CHUNK_ROWS;
         logits_rows(m, g.logits, r0, rows); /* recomputed: the forward kept only lse */
         crossentropy_backward_cpu(g.logits, m->ce_lse + r0, m->targets + r0, rows, V, scale);
-        ops_of(m)->matmul_backward(g.dxf + r0 * C, m->dw.lm_head, g.logits, m->xf + r0 * C, m->w.lm_head, rows, C, V);
+        ops_of(m)->head_backward(g.dxf + r0 * C, m->dw.lm_head, g.logits, m->xf + r0 * C, m->w.lm_head, rows, C, V);
     }
     memset(g.dres, 0, sizeof(float) * (size_t)(BT * C));
     rmsnorm_backward_cpu(g.dres, m->dw.final_norm, g.dxf, m->resid[nl], m->w.final_norm, m->rstdf, BT, C);

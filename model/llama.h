@@ -19,10 +19,24 @@ typedef struct {
     LayerTensors *layers;
 } ModelTensors;
 
-/* Saved forward state of one layer (what its backward needs). */
+/* Saved forward state of one layer (what its backward needs), BT = B * T
+ * rows. ACT buffers hold the engine's activation type, act_size bytes per
+ * element: float (4) on the CPU and in the fp32 CUDA engine, bf16 (2) in the
+ * bf16 one (model/llama_layer.h); the others are fp32 everywhere. */
 typedef struct {
-    float *xn1, *rstd1, *q, *k, *v, *att, *lse, *x2, *xn2, *rstd2, *g, *u, *h;
-    int32_t *sel; /* (B, Hkv, K) selected prefill keys, when the mask is active */
+    float *xn1;       /* (BT, C) ACT, RMSNorm of the layer input */
+    float *rstd1;     /* (BT) */
+    float *qkv;       /* (BT, (Hq + 2 Hkv) D) ACT, the fused projection [q | k | v] before RoPE */
+    float *q;         /* (B, T, Hq, D) ACT, rotated */
+    float *k, *v;     /* (B, T, Hkv, D) ACT, k rotated */
+    float *att;       /* (BT, Hq D) ACT, attention output */
+    float *lse;       /* (B, Hq, T) */
+    float *x2;        /* (BT, C) residual stream after attention */
+    float *xn2;       /* (BT, C) ACT */
+    float *rstd2;     /* (BT) */
+    float *gu;        /* (BT, 2F) ACT, the fused projection [gate | up] */
+    float *h;         /* (BT, F) ACT, silu(gate) * up */
+    int32_t *sel;     /* (B, Hkv, K) selected prefill keys, when the mask is active */
 } LayerActs;
 
 /* Sharding's view of a pass. Units are the ranges sharding gathers: 0 the
@@ -64,9 +78,19 @@ typedef struct {
 /* Rows of logits the loss computes at once: bounds the (rows, V) buffer. */
 #define LLAMA_CE_CHUNK_ROWS 256
 
-/* Backward work buffers, carved from one scratch allocation. */
+/* Backward work buffers, carved from one scratch allocation; ACT as in
+ * LayerActs. */
 typedef struct {
-    float *dres, *dxn, *dxf, *dq, *datt, *dk, *dv, *dg, *du, *dh, *logits;
+    float *dres;      /* (BT, C) gradient of the residual stream */
+    float *dxn;       /* (BT, C) gradient of a norm's output */
+    float *dxf;       /* (BT, C) gradient of the final norm's output */
+    float *dq;        /* (B, T, Hq, D) */
+    float *dk, *dv;   /* (B, T, Hkv, D) */
+    float *datt;      /* (BT, Hq D) ACT */
+    float *dqkv;      /* (BT, (Hq + 2 Hkv) D) ACT */
+    float *dh;        /* (BT, F) ACT */
+    float *dgu;       /* (BT, 2F) ACT */
+    float *logits;    /* (LLAMA_CE_CHUNK_ROWS, V), the rest of the scratch */
 } LlamaBackwardBufs;
 
 /* Shared with the CUDA engine (model/llama_cuda.h), so both sides have the
@@ -75,10 +99,13 @@ typedef struct {
 /* The ModelTensors field that holds tensor t (w->layers allocated). */
 float **llama_tensor_slot(ModelTensors *w, const ParamTensor *t);
 void llama_bind_tensors(ModelTensors *w, const LlamaConfig *c, const ParamLayout *layout, float *base);
-int64_t llama_layer_acts_numel(const LlamaConfig *c, int64_t BT);
-void llama_layer_acts_carve(LayerActs *a, const LlamaConfig *c, int64_t BT, float *base); /* all but sel */
-int64_t llama_scratch_numel(const LlamaConfig *c, int64_t BT);
-LlamaBackwardBufs llama_backward_bufs_carve(const LlamaConfig *c, int64_t BT, float *scratch);
+/* The floats one layer's activation set needs (every buffer starting 256
+ * bytes aligned, red zones included), and the carving of base into it (all
+ * but sel); act_size: 4 (float) or 2 (bf16) bytes per ACT element. */
+int64_t llama_layer_acts_numel(const LlamaConfig *c, int64_t BT, int act_size);
+void llama_layer_acts_carve(LayerActs *a, const LlamaConfig *c, int64_t BT, int act_size, float *base);
+int64_t llama_scratch_numel(const LlamaConfig *c, int64_t BT, int act_size);
+LlamaBackwardBufs llama_backward_bufs_carve(const LlamaConfig *c, int64_t BT, int act_size, float *scratch);
 /* Dies naming the first bad token, target or shape. */
 void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, int64_t mask_S, const int32_t *tokens,
                         const int32_t *targets, int64_t B, int64_t T);

@@ -22,18 +22,32 @@ static int stays_fp32(const ParamTensor *t) {
 /* 128 elements: every packed tensor starts 256-byte aligned, as cuBLASLt likes. */
 static int64_t align_elems(int64_t n) { return (n + 127) / 128 * 128; }
 
+/* k after q, v after k, up after gate: the second and third tensors of a
+ * fused product (model/llama_layer.c) follow their predecessor with no
+ * padding, so the stacked weight is one matrix in the bf16 packing too. */
+static int continues_fused(const ParamTensor *t) { return t->kind == PT_WK || t->kind == PT_WV || t->kind == PT_WUP; }
+
+/* Where tensor t goes in a packed buffer whose fill is *n: its offset, and
+ * *n moves past it. */
+static int64_t pack_place(int64_t *n, const ParamTensor *t) {
+    if (!continues_fused(t)) *n = align_elems(*n);
+    int64_t off = *n;
+    *n += t->numel;
+    return off;
+}
+
 /* The bf16 engine's packing: each tensor's element offset in its buffer
  * (dev_offset, per layout tensor, when not NULL), the fp32 and bf16 element
  * counts, and the tied lm_head copy's offset in the bf16 buffer (-1: none). */
 static int64_t pack_bf16(const ParamLayout *L, const LlamaConfig *c, int64_t *dev_offset, int64_t *n32, int64_t *n16) {
     *n32 = 0, *n16 = 0;
     for (int i = 0; i < L->n; i++) {
-        int64_t *n = stays_fp32(&L->t[i]) ? n32 : n16;
-        if (dev_offset) dev_offset[i] = *n;
-        *n += align_elems(L->t[i].numel);
+        int64_t off = pack_place(stays_fp32(&L->t[i]) ? n32 : n16, &L->t[i]);
+        if (dev_offset) dev_offset[i] = off;
     }
     int64_t head = -1;
-    if (c->tie_word_embeddings) head = *n16, *n16 += align_elems(c->vocab_size * c->hidden_size);
+    if (c->tie_word_embeddings) *n16 = align_elems(*n16), head = *n16, *n16 += c->vocab_size * c->hidden_size;
+    *n32 = align_elems(*n32), *n16 = align_elems(*n16);
     return head;
 }
 
@@ -78,21 +92,23 @@ static StreamPack stream_pack(const ParamLayout *L, const LlamaConfig *c, LlamaC
             if (t->layer != 0) continue;
             int64_t off;
             if (!bf) off = t->offset - L->layer_begin0, z.slot32 = L->layer_numel;
-            else if (stays_fp32(t)) off = z.slot32, z.slot32 += align_elems(t->numel);
-            else off = z.slot16, z.slot16 += align_elems(t->numel);
+            else off = pack_place(stays_fp32(t) ? &z.slot32 : &z.slot16, t);
             if (slot_off) slot_off[z.layer_tensors] = off;
             z.layer_tensors++;
             continue;
         }
         int64_t off;
         if (!bf) off = t->kind == PT_EMBED ? 0 : embed_n + (t->offset - tail_begin);
-        else if (stays_fp32(t)) off = z.res32, z.res32 += align_elems(t->numel);
-        else off = z.res16, z.res16 += align_elems(t->numel);
+        else off = pack_place(stays_fp32(t) ? &z.res32 : &z.res16, t);
         if (res_off) res_off[i] = off;
     }
     z.res_grads = embed_n + (L->total - tail_begin);
     if (!bf) z.res32 = z.res_grads;
-    if (bf && c->tie_word_embeddings) z.res16 += align_elems(c->vocab_size * c->hidden_size); /* the head's copy */
+    if (bf) {
+        if (c->tie_word_embeddings) z.res16 = align_elems(z.res16) + c->vocab_size * c->hidden_size; /* the head's copy */
+        z.res32 = align_elems(z.res32), z.res16 = align_elems(z.res16);
+        z.slot32 = align_elems(z.slot32), z.slot16 = align_elems(z.slot16);
+    }
     return z;
 }
 
@@ -105,16 +121,19 @@ LlamaCudaFixedBytes llama_cuda_streamed_bytes(const ParamLayout *L, const LlamaC
 
 int64_t llama_cuda_rope_bytes(const LlamaConfig *c, int64_t T) { return (int64_t)sizeof(float) * 2 * T * (c->head_dim / 2); }
 
-LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, int64_t BT) {
+int llama_cuda_act_size(LlamaCudaPrecision p) { return p == LLAMA_CUDA_BF16_WEIGHTS ? (int)sizeof(bf16) : (int)sizeof(float); }
+
+LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, LlamaCudaPrecision p, int64_t BT) {
     int64_t C = c->hidden_size, nl = c->num_hidden_layers;
+    int act = llama_cuda_act_size(p);
     return (LlamaCudaActBytes){
         .sets = recompute ? 1 : nl,
-        .layer_set = (int64_t)sizeof(float) * llama_layer_acts_numel(c, BT),
+        .layer_set = (int64_t)sizeof(float) * llama_layer_acts_numel(c, BT, act),
         .sel = (int64_t)sizeof(int32_t) * BT * c->num_key_value_heads,
         .resid = (int64_t)sizeof(float) * (nl + 1) * BT * C,
         .tokens = (int64_t)sizeof(int32_t) * 2 * BT,
         .xf = (int64_t)sizeof(float) * BT * (C + 3),
-        .scratch = (int64_t)sizeof(float) * llama_scratch_numel(c, BT),
+        .scratch = (int64_t)sizeof(float) * llama_scratch_numel(c, BT, act),
     };
 }
 
@@ -158,7 +177,8 @@ static void create_bf16_weights(LlamaCuda *g) {
      * the emulator's sanitizer build, so a kernel reading or writing past
      * its tensor there is reported (common/redzone.h) */
     for (int i = 0; i < L->n; i++) {
-        int64_t pad = align_elems(L->t[i].numel) - L->t[i].numel;
+        int64_t end = g->dev_offset[i] + L->t[i].numel;
+        int64_t pad = i + 1 < L->n && continues_fused(&L->t[i + 1]) ? 0 : align_elems(end) - end;
         if (stays_fp32(&L->t[i])) REDZONE_POISON(g->params + g->dev_offset[i] + L->t[i].numel, sizeof(float) * (size_t)pad);
         else REDZONE_POISON(g->wbf16 + g->dev_offset[i] + L->t[i].numel, sizeof(bf16) * (size_t)pad);
     }
@@ -276,7 +296,7 @@ float *llama_cuda_grads_of(LlamaCuda *g, int64_t begin, int64_t end) {
 
 static void free_acts(LlamaCuda *g) {
     if (!g->cap_BT) return;
-    int64_t sets = llama_cuda_act_bytes(&g->cfg, g->recompute, g->cap_BT).sets;
+    int64_t sets = llama_cuda_act_bytes(&g->cfg, g->recompute, g->precision, g->cap_BT).sets;
     for (int64_t l = 0; l < sets; l++) cuda_free(g->acts[l].xn1);
     for (int64_t l = 0; l < g->cfg.num_hidden_layers; l++) cuda_free(g->sel[l]);
     cuda_free(g->resid[0]);
@@ -455,9 +475,10 @@ static void ensure_acts(LlamaCuda *g, int64_t B, int64_t T) {
     if (BT <= g->cap_BT) return;
     free_acts(g);
     g->cap_BT = BT;
-    LlamaCudaActBytes ab = llama_cuda_act_bytes(c, g->recompute, BT);
+    LlamaCudaActBytes ab = llama_cuda_act_bytes(c, g->recompute, g->precision, BT);
     for (int64_t l = 0; l < ab.sets; l++)
-        llama_layer_acts_carve(&g->acts[l], c, BT, cuda_malloc_counted(&g->bytes_acts, ab.layer_set));
+        llama_layer_acts_carve(&g->acts[l], c, BT, llama_cuda_act_size(g->precision),
+                               cuda_malloc_counted(&g->bytes_acts, ab.layer_set));
     for (int64_t l = 0; l < nl; l++) g->sel[l] = cuda_malloc_counted(&g->bytes_acts, ab.sel);
     float *res = cuda_malloc_counted(&g->bytes_acts, ab.resid);
     for (int64_t l = 0; l <= nl; l++) g->resid[l] = res + l * BT * C;
@@ -473,7 +494,8 @@ static void ensure_acts(LlamaCuda *g, int64_t B, int64_t T) {
 /* The scratch holds chunks of logits from its start between backward passes,
  * which carve it into buffers with red zones (common/redzone.h). */
 static void clear_scratch(LlamaCuda *g) {
-    REDZONE_CLEAR(g->scratch, sizeof(float) * (size_t)llama_scratch_numel(&g->cfg, g->cap_BT));
+    REDZONE_CLEAR(g->scratch,
+                  sizeof(float) * (size_t)llama_scratch_numel(&g->cfg, g->cap_BT, llama_cuda_act_size(g->precision)));
 }
 
 static void ensure_rope(LlamaCuda *g, int64_t T) {
@@ -495,38 +517,153 @@ static void ensure_rope(LlamaCuda *g, int64_t T) {
 static LayerActs *acts_of(LlamaCuda *g, int64_t l) { return &g->acts[g->recompute ? 0 : l]; }
 
 const LlamaOps llama_cuda_ops = {
-    rmsnorm_forward_cuda,    rmsnorm_backward_cuda,  matmul_forward_cuda,     matmul_backward_cuda,
-    rope_forward_cuda,       rope_backward_cuda,     attention_refresh_select_cuda, attention_forward_cuda,
-    attention_backward_cuda, swiglu_forward_cuda,    swiglu_backward_cuda,    residual_add_cuda,
-    zero,
+    .rmsnorm_forward = rmsnorm_forward_cuda,
+    .rmsnorm_backward = rmsnorm_backward_cuda,
+    .matmul_forward = matmul_forward_cuda,
+    .matmul_forward_act = matmul_forward_cuda,
+    .matmul_backward = matmul_backward_cuda,
+    .matmul_backward_act = matmul_backward_cuda,
+    .head_forward = matmul_forward_cuda,
+    .head_backward = matmul_backward_cuda,
+    .rope_split_forward = rope_split_forward_cuda,
+    .rope_join_backward = rope_join_backward_cuda,
+    .attention_select = attention_refresh_select_cuda,
+    .attention_forward = attention_forward_cuda,
+    .attention_backward = attention_backward_cuda,
+    .swiglu_forward = swiglu_fused_forward_cuda,
+    .swiglu_backward = swiglu_fused_backward_cuda,
+    .residual_add = residual_add_cuda,
 };
 
-/* The weight arguments are bf16 addresses typed const float * (the pun
- * create_bf16_weights explains); these are the only readers. */
-static void matmul_forward_bf16_weights(float *out, const float *inp, const float *weight, int64_t N, int64_t IC,
-                                        int64_t OC) {
-    matmul_forward_bf16w_cuda(out, inp, (const bf16 *)(const void *)weight, N, IC, OC);
+/* The bf16 engine's ops. Its ACT buffers and its weight matrices hold bf16
+ * behind float pointers (the pun LlamaOps and create_bf16_weights
+ * describe); these entries are their only readers and cast them back. */
+#define BF(p) ((bf16 *)(void *)(p))
+#define CBF(p) ((const bf16 *)(const void *)(p))
+
+static void bf_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int64_t N, int64_t C,
+                               float eps) {
+    rmsnorm_forward_bf16_cuda(BF(out), rstd, inp, weight, N, C, eps);
 }
 
-static void matmul_backward_bf16_weights(float *dinp, float *dweight, const float *dout, const float *inp,
-                                         const float *weight, int64_t N, int64_t IC, int64_t OC) {
-    matmul_backward_bf16w_cuda(dinp, dweight, dout, inp, (const bf16 *)(const void *)weight, N, IC, OC);
+static void bf_matmul_forward(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC) {
+    matmul_forward_bf16_f32out_cuda(out, CBF(inp), CBF(weight), N, IC, OC);
 }
 
+static void bf_matmul_forward_act(float *out, const float *inp, const float *weight, int64_t N, int64_t IC,
+                                  int64_t OC) {
+    matmul_forward_bf16_cuda(BF(out), CBF(inp), CBF(weight), N, IC, OC);
+}
+
+static void bf_matmul_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                               int64_t N, int64_t IC, int64_t OC) {
+    matmul_backward_bf16_f32dinp_cuda(dinp, dweight, CBF(dout), CBF(inp), CBF(weight), N, IC, OC);
+}
+
+static void bf_matmul_backward_act(float *dinp, float *dweight, const float *dout, const float *inp,
+                                   const float *weight, int64_t N, int64_t IC, int64_t OC) {
+    matmul_backward_f32dout_cuda(BF(dinp), dweight, dout, CBF(inp), CBF(weight), N, IC, OC);
+}
+
+static void bf_head_forward(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC) {
+    matmul_forward_bf16w_cuda(out, inp, CBF(weight), N, IC, OC);
+}
+
+static void bf_head_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                             int64_t N, int64_t IC, int64_t OC) {
+    matmul_backward_bf16w_cuda(dinp, dweight, dout, inp, CBF(weight), N, IC, OC);
+}
+
+static void bf_rope_split(float *q, float *k, float *v, const float *qkv, const float *cos_t, const float *sin_t,
+                          int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
+    rope_split_forward_bf16_cuda(BF(q), BF(k), BF(v), CBF(qkv), cos_t, sin_t, B, T, Hq, Hkv, D);
+}
+
+static void bf_rope_join(float *dqkv, const float *dq, const float *dk, const float *dv, const float *cos_t,
+                         const float *sin_t, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
+    rope_join_backward_bf16_cuda(BF(dqkv), dq, dk, dv, cos_t, sin_t, B, T, Hq, Hkv, D);
+}
+
+static void bf_select(int32_t *sel, const float *q, const float *k, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                      int64_t D, const RefreshMask *m) {
+    attention_refresh_select_bf16_cuda(sel, CBF(q), CBF(k), B, T, Hq, Hkv, D, m);
+}
+
+static void bf_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                                 const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                 const RefreshMask *m) {
+    attention_forward_bf16_cuda(BF(out), lse, CBF(q), CBF(k), CBF(v), sel, B, T, Hq, Hkv, D, m);
+}
+
+static void bf_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                                  const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B,
+                                  int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    attention_backward_bf16_cuda(dq, dk, dv, CBF(dout), CBF(q), CBF(k), CBF(v), CBF(out), lse, sel, B, T, Hq, Hkv, D,
+                                 m);
+}
+
+static void bf_attention_forward_mma(float *out, float *lse, const float *q, const float *k, const float *v,
+                                     const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                     const RefreshMask *m) {
+    attention_forward_mma_bf16_cuda(BF(out), lse, CBF(q), CBF(k), CBF(v), sel, B, T, Hq, Hkv, D, m);
+}
+
+static void bf_attention_backward_mma(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                      const float *k, const float *v, const float *out, const float *lse,
+                                      const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                      const RefreshMask *m) {
+    attention_backward_mma_bf16_cuda(dq, dk, dv, CBF(dout), CBF(q), CBF(k), CBF(v), CBF(out), lse, sel, B, T, Hq,
+                                     Hkv, D, m);
+}
+
+static void bf_swiglu_forward(float *h, const float *gu, int64_t N, int64_t F) {
+    swiglu_fused_forward_bf16_cuda(BF(h), CBF(gu), N, F);
+}
+
+static void bf_swiglu_backward(float *dgu, const float *dh, const float *gu, int64_t N, int64_t F) {
+    swiglu_fused_backward_bf16_cuda(BF(dgu), CBF(dh), CBF(gu), N, F);
+}
+
+/* bf16 weights and activations, attention on the fp32 CUDA-core kernels
+ * (reading bf16): head dims the tensor-core kernels do not take */
 const LlamaOps llama_cuda_bf16_ops = {
-    rmsnorm_forward_cuda,    rmsnorm_backward_cuda,  matmul_forward_bf16_weights, matmul_backward_bf16_weights,
-    rope_forward_cuda,       rope_backward_cuda,     attention_refresh_select_cuda, attention_forward_cuda,
-    attention_backward_cuda, swiglu_forward_cuda,    swiglu_backward_cuda,    residual_add_cuda,
-    zero,
+    .rmsnorm_forward = bf_rmsnorm_forward,
+    .rmsnorm_backward = rmsnorm_backward_cuda,
+    .matmul_forward = bf_matmul_forward,
+    .matmul_forward_act = bf_matmul_forward_act,
+    .matmul_backward = bf_matmul_backward,
+    .matmul_backward_act = bf_matmul_backward_act,
+    .head_forward = bf_head_forward,
+    .head_backward = bf_head_backward,
+    .rope_split_forward = bf_rope_split,
+    .rope_join_backward = bf_rope_join,
+    .attention_select = bf_select,
+    .attention_forward = bf_attention_forward,
+    .attention_backward = bf_attention_backward,
+    .swiglu_forward = bf_swiglu_forward,
+    .swiglu_backward = bf_swiglu_backward,
+    .residual_add = residual_add_cuda,
 };
 
-/* The bf16 engine with attention on tensor cores (kernels/attention_mma.h),
- * for head dims the mma kernels take (16, 32, 64, 128: every Llama 3). */
+/* The same with attention on tensor cores (kernels/attention_mma.h), for
+ * head dims the mma kernels take (16, 32, 64, 128: every Llama 3). */
 const LlamaOps llama_cuda_bf16_mma_ops = {
-    rmsnorm_forward_cuda,        rmsnorm_backward_cuda,  matmul_forward_bf16_weights, matmul_backward_bf16_weights,
-    rope_forward_cuda,           rope_backward_cuda,     attention_refresh_select_cuda, attention_forward_mma_cuda,
-    attention_backward_mma_cuda, swiglu_forward_cuda,    swiglu_backward_cuda,    residual_add_cuda,
-    zero,
+    .rmsnorm_forward = bf_rmsnorm_forward,
+    .rmsnorm_backward = rmsnorm_backward_cuda,
+    .matmul_forward = bf_matmul_forward,
+    .matmul_forward_act = bf_matmul_forward_act,
+    .matmul_backward = bf_matmul_backward,
+    .matmul_backward_act = bf_matmul_backward_act,
+    .head_forward = bf_head_forward,
+    .head_backward = bf_head_backward,
+    .rope_split_forward = bf_rope_split,
+    .rope_join_backward = bf_rope_join,
+    .attention_select = bf_select,
+    .attention_forward = bf_attention_forward_mma,
+    .attention_backward = bf_attention_backward_mma,
+    .swiglu_forward = bf_swiglu_forward,
+    .swiglu_backward = bf_swiglu_backward,
+    .residual_add = residual_add_cuda,
 };
 
 const LlamaOps *llama_cuda_ops_for(LlamaCudaPrecision precision, int64_t head_dim) {
@@ -540,7 +677,7 @@ static LayerPass layer_pass(const LlamaCuda *g) {
 
 /* Logits of rows [r0, r0+rows) from the final normalised stream (device out). */
 static void logits_rows(LlamaCuda *g, float *out, int64_t r0, int64_t rows) {
-    g->ops->matmul_forward(out, g->xf + r0 * g->cfg.hidden_size, g->w.lm_head, rows, g->cfg.hidden_size,
+    g->ops->head_forward(out, g->xf + r0 * g->cfg.hidden_size, g->w.lm_head, rows, g->cfg.hidden_size,
                            g->cfg.vocab_size);
 }
 
@@ -621,15 +758,14 @@ void llama_cuda_backward(LlamaCuda *g) {
     const LlamaConfig *c = &g->cfg;
     KV_CHECK(g->cap_BT > 0 && g->n_targets > 0, "backward: needs a forward pass with at least one target");
     int64_t BT = g->B * g->T, C = c->hidden_size, V = c->vocab_size, nl = c->num_hidden_layers;
-    LlamaBackwardBufs b = llama_backward_bufs_carve(c, BT, g->scratch);
+    LlamaBackwardBufs b = llama_backward_bufs_carve(c, BT, llama_cuda_act_size(g->precision), g->scratch);
     need_head(g, 1);
-    zero(b.dxf, BT * C);
     float scale = 1.0f / (float)g->n_targets;
     for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
         int64_t rows = BT - r0 < LLAMA_CE_CHUNK_ROWS ? BT - r0 : LLAMA_CE_CHUNK_ROWS;
         logits_rows(g, b.logits, r0, rows); /* recomputed: the forward kept only lse */
         crossentropy_backward_cuda(b.logits, g->ce_lse + r0, g->targets + r0, rows, V, scale);
-        g->ops->matmul_backward(b.dxf + r0 * C, g->dw.lm_head, b.logits, g->xf + r0 * C, g->w.lm_head, rows, C, V);
+        g->ops->head_backward(b.dxf + r0 * C, g->dw.lm_head, b.logits, g->xf + r0 * C, g->w.lm_head, rows, C, V);
     }
     zero(b.dres, BT * C);
     rmsnorm_backward_cuda(b.dres, g->dw.final_norm, b.dxf, g->resid[nl], g->w.final_norm, g->rstdf, BT, C);

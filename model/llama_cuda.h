@@ -64,7 +64,9 @@ typedef struct {
     int64_t xf;         /* final norm output, its rstd, the CE lse and losses */
     int64_t scratch;    /* backward buffers and a logits chunk (llama_scratch_numel) */
 } LlamaCudaActBytes;
-LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, int64_t BT);
+LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, LlamaCudaPrecision p, int64_t BT);
+/* Bytes per activation element (LayerActs' ACT buffers): 4, or 2 with bf16. */
+int llama_cuda_act_size(LlamaCudaPrecision p);
 
 #ifdef KVCPT_CUDA
 struct LlamaCuda {

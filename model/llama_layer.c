@@ -10,20 +10,19 @@ void llama_layer_forward(const LayerPass *p, const LayerTensors *w, LayerActs *a
     int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
     float eps = (float)c->rms_norm_eps;
     o->rmsnorm_forward(a->xn1, a->rstd1, x, w->attn_norm, BT, C, eps);
-    o->matmul_forward(a->q, a->xn1, w->wq, BT, C, Hq * D);
-    o->matmul_forward(a->k, a->xn1, w->wk, BT, C, Hkv * D);
-    o->matmul_forward(a->v, a->xn1, w->wv, BT, C, Hkv * D);
-    o->rope_forward(a->q, p->rope_cos, p->rope_sin, B, T, Hq, D);
-    o->rope_forward(a->k, p->rope_cos, p->rope_sin, B, T, Hkv, D);
+    /* q, k and v in one product: wq, wk, wv are consecutive (model/params.h),
+     * so wq starts the stacked ((Hq + 2 Hkv) D, C) weight */
+    o->matmul_forward_act(a->qkv, a->xn1, w->wq, BT, C, (Hq + 2 * Hkv) * D);
+    o->rope_split_forward(a->q, a->k, a->v, a->qkv, p->rope_cos, p->rope_sin, B, T, Hq, Hkv, D);
     int active = refresh_active(p->mask, T);
     if (active && select) o->attention_select(sel, a->q, a->k, B, T, Hq, Hkv, D, p->mask);
     o->attention_forward(a->att, a->lse, a->q, a->k, a->v, active ? sel : NULL, B, T, Hq, Hkv, D, p->mask);
     o->matmul_forward(a->x2, a->att, w->wo, BT, Hq * D, C);
     o->residual_add(a->x2, x, BT * C);
     o->rmsnorm_forward(a->xn2, a->rstd2, a->x2, w->mlp_norm, BT, C, eps);
-    o->matmul_forward(a->g, a->xn2, w->wgate, BT, C, F);
-    o->matmul_forward(a->u, a->xn2, w->wup, BT, C, F);
-    o->swiglu_forward(a->h, a->g, a->u, BT * F);
+    /* gate and up in one product (wgate and wup are consecutive) */
+    o->matmul_forward_act(a->gu, a->xn2, w->wgate, BT, C, 2 * F);
+    o->swiglu_forward(a->h, a->gu, BT, F);
     if (!out) return;
     o->matmul_forward(out, a->h, w->wdown, BT, F, C);
     o->residual_add(out, a->x2, BT * C);
@@ -35,25 +34,18 @@ void llama_layer_backward(const LayerPass *p, const LayerTensors *w, LayerTensor
     const LlamaConfig *c = p->cfg;
     int64_t B = p->B, T = p->T, BT = B * T, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
-    /* MLP: out = x2 + down(silu(gate(xn2)) * up(xn2)) */
-    o->zero(g->dh, BT * F);
-    o->matmul_backward(g->dh, dw->wdown, g->dres, a->h, w->wdown, BT, F, C);
-    o->swiglu_backward(g->dg, g->du, g->dh, a->g, a->u, BT * F);
-    o->zero(g->dxn, BT * C);
-    o->matmul_backward(g->dxn, dw->wgate, g->dg, a->xn2, w->wgate, BT, C, F);
-    o->matmul_backward(g->dxn, dw->wup, g->du, a->xn2, w->wup, BT, C, F);
+    /* MLP: out = x2 + down(silu(gate(xn2)) * up(xn2)); each input gradient
+     * is one product (the fused ones included), written, not accumulated */
+    o->matmul_backward_act(g->dh, dw->wdown, g->dres, a->h, w->wdown, BT, F, C);
+    o->swiglu_backward(g->dgu, g->dh, a->gu, BT, F);
+    o->matmul_backward(g->dxn, dw->wgate, g->dgu, a->xn2, w->wgate, BT, C, 2 * F);
     o->rmsnorm_backward(g->dres, dw->mlp_norm, g->dxn, a->x2, w->mlp_norm, a->rstd2, BT, C);
     /* attention: x2 = x + o(attention(rope(q(xn1)), rope(k(xn1)), v(xn1))) */
-    o->zero(g->datt, BT * Hq * D);
-    o->matmul_backward(g->datt, dw->wo, g->dres, a->att, w->wo, BT, Hq * D, C);
+    o->matmul_backward_act(g->datt, dw->wo, g->dres, a->att, w->wo, BT, Hq * D, C);
     int active = refresh_active(p->mask, T);
     o->attention_backward(g->dq, g->dk, g->dv, g->datt, a->q, a->k, a->v, a->att, a->lse, active ? sel : NULL, B, T, Hq,
                           Hkv, D, p->mask);
-    o->rope_backward(g->dq, p->rope_cos, p->rope_sin, B, T, Hq, D);
-    o->rope_backward(g->dk, p->rope_cos, p->rope_sin, B, T, Hkv, D);
-    o->zero(g->dxn, BT * C);
-    o->matmul_backward(g->dxn, dw->wq, g->dq, a->xn1, w->wq, BT, C, Hq * D);
-    o->matmul_backward(g->dxn, dw->wk, g->dk, a->xn1, w->wk, BT, C, Hkv * D);
-    o->matmul_backward(g->dxn, dw->wv, g->dv, a->xn1, w->wv, BT, C, Hkv * D);
+    o->rope_join_backward(g->dqkv, g->dq, g->dk, g->dv, p->rope_cos, p->rope_sin, B, T, Hq, Hkv, D);
+    o->matmul_backward(g->dxn, dw->wq, g->dqkv, a->xn1, w->wq, BT, C, (Hq + 2 * Hkv) * D);
     o->rmsnorm_backward(g->dres, dw->attn_norm, g->dxn, x, w->attn_norm, a->rstd1, BT, C);
 }

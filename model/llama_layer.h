@@ -9,29 +9,56 @@
 
 #include "llama.h"
 
+/* An engine's ops. Buffers marked ACT hold the engine's activation type
+ * (LayerActs): float on the CPU and in the fp32 engine, bf16 in the bf16
+ * engine, whose ops take them as float pointers to bf16 data (the layer
+ * code is written once, and only the ops read them). Unmarked buffers are
+ * fp32 everywhere. Every output is overwritten unless it says +=. */
 typedef struct {
+    /* out ACT; rstd (N) */
     void (*rmsnorm_forward)(float *out, float *rstd, const float *inp, const float *weight, int64_t N, int64_t C,
                             float eps);
+    /* dinp += (the residual stream's gradient); dweight += */
     void (*rmsnorm_backward)(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                              const float *rstd, int64_t N, int64_t C);
+    /* inp ACT -> out fp32 (what a residual add follows) */
     void (*matmul_forward)(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC);
+    /* inp ACT -> out ACT */
+    void (*matmul_forward_act)(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC);
+    /* dout ACT, inp ACT -> dinp fp32; dweight += */
     void (*matmul_backward)(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                             int64_t N, int64_t IC, int64_t OC);
-    void (*rope_forward)(float *x, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H, int64_t D);
-    void (*rope_backward)(float *dx, const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t H,
-                          int64_t D);
+    /* dout fp32, inp ACT -> dinp ACT; dweight += */
+    void (*matmul_backward_act)(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                                int64_t N, int64_t IC, int64_t OC);
+    /* fp32 activations on both sides, whatever the engine's ACT type: the
+     * lm_head over the final norm's output (fp32 in every engine) */
+    void (*head_forward)(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC);
+    void (*head_backward)(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                          int64_t N, int64_t IC, int64_t OC);
+    /* qkv ACT (rows [q | k | v]) -> q, k rotated, v: ACT (rope_split_forward_cpu) */
+    void (*rope_split_forward)(float *q, float *k, float *v, const float *qkv, const float *cos_t, const float *sin_t,
+                               int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D);
+    /* dq, dk, dv fp32 -> dqkv ACT */
+    void (*rope_join_backward)(float *dqkv, const float *dq, const float *dk, const float *dv, const float *cos_t,
+                               const float *sin_t, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D);
+    /* q, k ACT */
     void (*attention_select)(int32_t *sel, const float *q, const float *k, int64_t B, int64_t T, int64_t Hq,
                              int64_t Hkv, int64_t D, const RefreshMask *m);
+    /* q, k, v, out ACT; lse fp32 */
     void (*attention_forward)(float *out, float *lse, const float *q, const float *k, const float *v,
                               const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                               const RefreshMask *m);
+    /* dout, q, k, v, out ACT -> dq, dk, dv fp32 */
     void (*attention_backward)(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                                const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B,
                                int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
-    void (*swiglu_forward)(float *h, const float *g, const float *u, int64_t n);
-    void (*swiglu_backward)(float *dg, float *du, const float *dh, const float *g, const float *u, int64_t n);
+    /* gu ACT (rows [gate | up], N x 2F) -> h ACT (N x F) */
+    void (*swiglu_forward)(float *h, const float *gu, int64_t N, int64_t F);
+    /* dh, gu ACT -> dgu ACT */
+    void (*swiglu_backward)(float *dgu, const float *dh, const float *gu, int64_t N, int64_t F);
+    /* y += x, fp32 */
     void (*residual_add)(float *y, const float *x, int64_t n);
-    void (*zero)(float *x, int64_t n);
 } LlamaOps;
 
 /* What every layer of one pass shares. */

@@ -20,7 +20,7 @@ if [ -x "$E" ]; then
         out=$("$E" "$bug" 2>&1) && rc=0 || rc=$?
         if [ "$rc" -ne 0 ] && grep -qF "$want" <<<"$out" && grep -qF "${also:-$want}" <<<"$out" &&
             ! grep -q "not stopped" <<<"$out"; then
-            ok "planted matrix-instruction misuse $bug stops the program: $(grep -m1 'kvcpt CUDA emulator' <<<"$out" | cut -c1-200)"
+            ok "planted matrix-instruction or vector-access misuse $bug stops the program: $(grep -m1 'kvcpt CUDA emulator' <<<"$out" | cut -c1-200)"
         else
             fail "planted matrix-instruction misuse $bug" "exit status $rc, output: $out"
         fi
@@ -28,6 +28,7 @@ if [ -x "$E" ]; then
 ldmatrix-misaligned|ldmatrix_misaligned_kernel (launch 1), block (0,0,0), thread (0,0,0) = warp 0 lane 0: ldmatrix.sync.aligned.m8n8: the 16 bytes at|(16-byte alignment required) is not aligned as the instruction requires
 ldmatrix-global|warp 0 lane 0: ldmatrix.sync.aligned.m8n8: the 16 bytes at|does not lie inside the block's shared memory
 ldmatrix-past|thread (31,0,0) = warp 0 lane 31: ldmatrix.sync.aligned.m8n8|does not lie inside the block's shared memory
+vector-misaligned|vector_misaligned_kernel (launch 1), block (0,0,0), thread (0,0,0): 16-byte vector load of 16 bytes at|which is not 16-byte aligned (a GPU stops the kernel: misaligned address)
 mma-partial-warp|thread (32,0,0) = warp 1 lane 0: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 with mask 0xffffffff: lane 16 does not exist
 mma-exited|warp 0 lane 0: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 with mask 0xffffffff: lane 16 has exited
 mma-divergent|lane 16 executes it from another place in the code (divergent lanes)
@@ -85,11 +86,13 @@ for f in kernels/attention_mma_fwd.cu kernels/attention_mma_bwd.cu; do
     if "$NVCC" "${flags[@]}" -gencode arch=compute_90,code=sm_90 -Xptxas -v -c "$f" -o "$tmp/$base.o" >"$tmp/ptxas.log" 2>&1; then
         n=$(grep -c "bytes spill stores" "$tmp/ptxas.log")
         spills=$(grep "bytes spill stores" "$tmp/ptxas.log" | grep -vc " 0 bytes spill stores, 0 bytes spill loads")
-        # "kernel D=128: 255" for the production instantiations (planted variant 0)
+        # "kernel D=128 bf16: 255" for the production instantiations (planted
+        # variant 0; the element type of the activations, fp32 or bf16)
         regs=$(awk "/Compiling entry function/ { f = \$0; sub(/.*function '_Z[0-9]*/, \"\", f); sub(/'.*/, \"\", f) }
-            /Used [0-9]+ registers/ && (f ~ /ELi0EE/ || f !~ /ILi/) {
-                n = f; sub(/(ILi|Pf).*/, \"\", n); d = \"\"; if (match(f, /ILi[0-9]+/)) d = \" D=\" substr(f, RSTART + 3, RLENGTH - 3)
-                match(\$0, /Used [0-9]+/); printf \"%s%s%s: %s\", sep, n, d, substr(\$0, RSTART + 5, RLENGTH - 5); sep = \", \" }" "$tmp/ptxas.log")
+            /Used [0-9]+ registers/ && (f ~ /ELi0E/ || f !~ /ILi/) {
+                n = f; sub(/(ILi|Pf|I13__nv|IfE).*/, \"\", n); d = \"\"; if (match(f, /ILi[0-9]+/)) d = \" D=\" substr(f, RSTART + 3, RLENGTH - 3)
+                e = f ~ /__nv_bfloat16/ ? \" bf16\" : \" fp32\"
+                match(\$0, /Used [0-9]+/); printf \"%s%s%s%s: %s\", sep, n, d, e, substr(\$0, RSTART + 5, RLENGTH - 5); sep = \", \" }" "$tmp/ptxas.log")
         if [ "$n" -gt 0 ] && [ "$spills" = 0 ]; then ok "ptxas -v: the $n kernels of $f for sm_90 without spills; registers: $regs"
         else fail "$base ptxas" "$spills of $n kernels spill: $(grep -B2 'spill' "$tmp/ptxas.log" | grep -v ' 0 bytes spill' | head -6)"; fi
     else

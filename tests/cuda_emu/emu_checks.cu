@@ -688,6 +688,12 @@ __global__ void ldmatrix_past_kernel(float *out) {
     ldmatrix_x4_trans(r, &tile[(threadIdx.x + (threadIdx.x == 31)) * 8]);
     out[threadIdx.x] = (float)r[0];
 }
+/* Planted: a 16-byte vector load 8 bytes past an aligned address (a bf16
+ * tile loader handed a row that does not start 16-byte aligned). */
+__global__ void vector_misaligned_kernel(float *out, const uint16_t *g) {
+    const uint4 v = load_b128(g + 4);
+    out[threadIdx.x] = (float)v.x;
+}
 static __device__ void mma_ones(float *out) {
     const uint32_t one2 = mma_pack_bf16x2(1.0f, 1.0f), a[4] = {one2, one2, one2, one2}, b[2] = {one2, one2};
     float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -741,6 +747,7 @@ static int planted_mma(const char *which) {
     if (strcmp(which, "ldmatrix-misaligned") == 0) ldmatrix_misaligned_kernel<<<1, 32>>>(d);
     else if (strcmp(which, "ldmatrix-global") == 0) ldmatrix_global_kernel<<<1, 32>>>(d, g);
     else if (strcmp(which, "ldmatrix-past") == 0) ldmatrix_past_kernel<<<1, 32>>>(d);
+    else if (strcmp(which, "vector-misaligned") == 0) vector_misaligned_kernel<<<1, 32>>>(d, g);
     else if (strcmp(which, "mma-partial-warp") == 0) mma_partial_warp_kernel<<<1, 48>>>(d);
     else if (strcmp(which, "mma-exited") == 0) mma_exited_kernel<<<1, 32>>>(d);
     else mma_divergent_kernel<<<1, 32>>>(d);
@@ -883,7 +890,7 @@ int main(int argc, char **argv) {
         strcmp(mode, "shfl-partial-warp") == 0 || strcmp(mode, "syncwarp-vs-syncthreads") == 0)
         return planted_warp(mode);
     if (strcmp(mode, "ldmatrix-misaligned") == 0 || strcmp(mode, "ldmatrix-global") == 0 ||
-        strcmp(mode, "ldmatrix-past") == 0 || strcmp(mode, "mma-partial-warp") == 0 ||
+        strcmp(mode, "ldmatrix-past") == 0 || strcmp(mode, "vector-misaligned") == 0 || strcmp(mode, "mma-partial-warp") == 0 ||
         strcmp(mode, "mma-exited") == 0 || strcmp(mode, "mma-divergent") == 0)
         return planted_mma(mode);
     if (strcmp(mode, "mma-ok") == 0) return mma_ok();
@@ -901,7 +908,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s limits|race|planted-launch|static-over|race-free|race-NAME|warp|arith|shfl-exited|shfl-mask-caller|"
                     "shfl-outside-mask|shfl-mixed-masks|shfl-partial-warp|syncwarp-vs-syncthreads|atomic-sum|"
                     "sample-count|oob-smem|oob-static-smem|oob-global|oob-carved|overflow-8b|mma-ok|ldmatrix-misaligned|"
-                    "ldmatrix-global|ldmatrix-past|mma-partial-warp|mma-exited|mma-divergent|devices|cross-memcpy|"
+                    "ldmatrix-global|ldmatrix-past|vector-misaligned|mma-partial-warp|mma-exited|mma-divergent|devices|cross-memcpy|"
                     "cross-memset|cross-launch\n",
             argv[0]);
     return 2;

@@ -645,6 +645,17 @@ void sample_blocks(std::vector<uint64_t> &out, dim3 g) {
 
 namespace emu {
 
+void check_vector_access(const void *p, size_t bytes, const char *what) {
+    if ((uintptr_t)p % bytes == 0) return;
+    const Fiber &f = blk.fibers[blk.current];
+    fprintf(stderr,
+            "kvcpt CUDA emulator: %s (launch %llu), block (%u,%u,%u), thread (%u,%u,%u): %s of %zu bytes at %p, "
+            "which is not %zu-byte aligned (a GPU stops the kernel: misaligned address)\n",
+            kernel_name, launches, blockIdx.x, blockIdx.y, blockIdx.z, f.tid.x, f.tid.y, f.tid.z, what, bytes, p,
+            bytes);
+    exit(1);
+}
+
 /* What a GPU answers to a launch configuration: cudaSuccess, or the error the
  * launch sets without running anything. */
 cudaError_t check_launch(const Config &c, const void *kernel) {

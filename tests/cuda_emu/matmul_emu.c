@@ -33,15 +33,35 @@ void matmul_forward_bf16_cuda(bf16 *out, const bf16 *inp, const bf16 *weight, in
 void matmul_backward_bf16_cuda(bf16 *dinp, float *dweight, const bf16 *dout, const bf16 *inp, const bf16 *weight,
                                int64_t N, int64_t IC, int64_t OC) {
     float *fd = widen(dout, N * OC), *fi = widen(inp, N * IC), *fw = widen(weight, OC * IC);
-    float *prod = dinp ? xcalloc((size_t)(N * IC), sizeof(float)) : NULL;
+    float *prod = dinp ? xmalloc(sizeof(float) * (size_t)(N * IC + 1)) : NULL;
     matmul_backward_cpu(prod, dweight, fd, fi, fw, N, IC, OC);
-    /* the accumulating bf16 output rounded twice, round(round(AB) + C): what
-     * cuBLASLt was seen to do on an H100 for some shapes, and the worse of
-     * its two behaviours, so emulated callers meet it too */
     if (dinp)
-        for (int64_t i = 0; i < N * IC; i++)
-            dinp[i] = bf16_bits_from_float(float_from_bf16_bits(bf16_bits_from_float(prod[i])) + float_from_bf16_bits(dinp[i]));
+        for (int64_t i = 0; i < N * IC; i++) dinp[i] = bf16_bits_from_float(prod[i]);
     free(fd), free(fi), free(fw), free(prod);
+}
+
+void matmul_forward_bf16_f32out_cuda(float *out, const bf16 *inp, const bf16 *weight, int64_t N, int64_t IC,
+                                     int64_t OC) {
+    float *fi = widen(inp, N * IC), *fw = widen(weight, OC * IC);
+    matmul_forward_cpu(out, fi, fw, N, IC, OC);
+    free(fi), free(fw);
+}
+
+void matmul_backward_bf16_f32dinp_cuda(float *dinp, float *dweight, const bf16 *dout, const bf16 *inp,
+                                       const bf16 *weight, int64_t N, int64_t IC, int64_t OC) {
+    float *fd = widen(dout, N * OC), *fi = widen(inp, N * IC), *fw = widen(weight, OC * IC);
+    matmul_backward_cpu(dinp, dweight, fd, fi, fw, N, IC, OC);
+    free(fd), free(fi), free(fw);
+}
+
+void matmul_backward_f32dout_cuda(bf16 *dinp, float *dweight, const float *dout, const bf16 *inp, const bf16 *weight,
+                                  int64_t N, int64_t IC, int64_t OC) {
+    float *fi = widen(inp, N * IC), *fw = widen(weight, OC * IC);
+    float *prod = dinp ? xmalloc(sizeof(float) * (size_t)(N * IC + 1)) : NULL;
+    matmul_backward_bf16r_cpu(prod, dweight, dout, fi, fw, N, IC, OC);
+    if (dinp)
+        for (int64_t i = 0; i < N * IC; i++) dinp[i] = bf16_bits_from_float(prod[i]);
+    free(fi), free(fw), free(prod);
 }
 
 /* bf16 operands, fp32 output: the weight widened exactly, the activations

@@ -221,6 +221,91 @@ static void run_case(const Case *c, int plant) {
     free(sel);
 }
 
+/* The bf16 engine's entries (bf16 q, k, v, out, dout) against the fp32
+ * entries of the same family on the same bf16 values: the loads widen
+ * exactly and the arithmetic is the same, so out is the fp32 entry's out
+ * rounded once, and lse, dq, dk, dv (and the selection) are its bits. */
+typedef struct {
+    const char *family;
+    void (*fwd)(float *, float *, const float *, const float *, const float *, const int32_t *, int64_t, int64_t,
+                int64_t, int64_t, int64_t, const RefreshMask *);
+    void (*bwd)(float *, float *, float *, const float *, const float *, const float *, const float *, const float *,
+                const float *, const int32_t *, int64_t, int64_t, int64_t, int64_t, int64_t, const RefreshMask *);
+    void (*fwd_bf16)(bf16 *, float *, const bf16 *, const bf16 *, const bf16 *, const int32_t *, int64_t, int64_t,
+                     int64_t, int64_t, int64_t, const RefreshMask *);
+    void (*bwd_bf16)(float *, float *, float *, const bf16 *, const bf16 *, const bf16 *, const bf16 *, const bf16 *,
+                     const float *, const int32_t *, int64_t, int64_t, int64_t, int64_t, int64_t, const RefreshMask *);
+} Family;
+
+static uint16_t *bits_of(const float *x, int64_t n) {
+    uint16_t *b = xmalloc(sizeof(uint16_t) * (size_t)(n > 0 ? n : 1));
+    for (int64_t i = 0; i < n; i++) b[i] = bf16_bits_from_float(x[i]);
+    return b;
+}
+
+static float *download_f(const void *d, int64_t n) {
+    float *h = xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    cuda_memcpy_d2h(h, d, sizeof(float) * (size_t)n);
+    return h;
+}
+
+static void bf16_entries_case(const Family *f, const Case *c) {
+    char name[256];
+    const int64_t B = c->B, T = c->T, Hq = c->Hq, Hkv = c->Hkv, D = c->D;
+    const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D, nlse = B * Hq * T;
+    const int active = refresh_active(&c->m, T);
+    const int64_t nsel = active ? B * Hkv * refresh_num_selected(&c->m) : 0;
+    float *q = host_normal_bf16(nq), *k = host_normal_bf16(nkv), *v = host_normal_bf16(nkv), *dout = host_normal_bf16(nq);
+    uint16_t *bq = bits_of(q, nq), *bk = bits_of(k, nkv), *bv = bits_of(v, nkv), *bdout = bits_of(dout, nq);
+    float *d_q = dev_upload(q, 4 * (size_t)nq), *d_k = dev_upload(k, 4 * (size_t)nkv), *d_v = dev_upload(v, 4 * (size_t)nkv);
+    float *d_dout = dev_upload(dout, 4 * (size_t)nq), *d_out = cuda_malloc(4 * (size_t)nq), *d_lse = cuda_malloc(4 * (size_t)nlse);
+    bf16 *e_q = dev_upload(bq, 2 * (size_t)nq), *e_k = dev_upload(bk, 2 * (size_t)nkv), *e_v = dev_upload(bv, 2 * (size_t)nkv);
+    bf16 *e_dout = dev_upload(bdout, 2 * (size_t)nq), *e_out = cuda_malloc(2 * (size_t)nq);
+    float *e_lse = cuda_malloc(4 * (size_t)nlse);
+    int32_t *d_sel = NULL, *e_sel = NULL;
+    if (active) {
+        d_sel = cuda_malloc(sizeof(int32_t) * (size_t)nsel), e_sel = cuda_malloc(sizeof(int32_t) * (size_t)nsel);
+        attention_refresh_select_cuda(d_sel, d_q, d_k, B, T, Hq, Hkv, D, &c->m);
+        attention_refresh_select_bf16_cuda(e_sel, e_q, e_k, B, T, Hq, Hkv, D, &c->m);
+        int32_t *s1 = xmalloc(sizeof(int32_t) * (size_t)nsel), *s2 = xmalloc(sizeof(int32_t) * (size_t)nsel);
+        cuda_memcpy_d2h(s1, d_sel, sizeof(int32_t) * (size_t)nsel), cuda_memcpy_d2h(s2, e_sel, sizeof(int32_t) * (size_t)nsel);
+        snprintf(name, sizeof name, "bf16 selection = fp32 selection: %s", c->label);
+        tl_result(memcmp(s1, s2, sizeof(int32_t) * (size_t)nsel) == 0, name, "selections differ");
+        free(s1), free(s2);
+    }
+    f->fwd(d_out, d_lse, d_q, d_k, d_v, d_sel, B, T, Hq, Hkv, D, &c->m);
+    f->fwd_bf16(e_out, e_lse, e_q, e_k, e_v, d_sel, B, T, Hq, Hkv, D, &c->m);
+    float *out = download_f(d_out, nq), *lse = download_f(d_lse, nlse), *else_ = download_f(e_lse, nlse);
+    uint16_t *eout = xmalloc(sizeof(uint16_t) * (size_t)nq);
+    cuda_memcpy_d2h(eout, e_out, sizeof(uint16_t) * (size_t)nq);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < nq; i++) bad += eout[i] != bf16_bits_from_float(out[i]);
+    snprintf(name, sizeof name, "%s bf16 entry: out = round(fp32 out): %s", f->family, c->label);
+    tl_result(bad == 0, name, "%lld of %lld differ", (long long)bad, (long long)nq);
+    snprintf(name, sizeof name, "%s bf16 entry: lse = fp32 lse: %s", f->family, c->label);
+    tl_identical(name, else_, lse, nlse);
+    /* the backward from the same rounded out */
+    for (int64_t i = 0; i < nq; i++) out[i] = float_from_bf16_bits(eout[i]);
+    cuda_memcpy_h2d(d_out, out, 4 * (size_t)nq);
+    float *dq = cuda_malloc(4 * (size_t)nq), *dk = cuda_malloc(4 * (size_t)nkv), *dv = cuda_malloc(4 * (size_t)nkv);
+    float *eq = cuda_malloc(4 * (size_t)nq), *ek = cuda_malloc(4 * (size_t)nkv), *ev = cuda_malloc(4 * (size_t)nkv);
+    f->bwd(dq, dk, dv, d_dout, d_q, d_k, d_v, d_out, d_lse, d_sel, B, T, Hq, Hkv, D, &c->m);
+    f->bwd_bf16(eq, ek, ev, e_dout, e_q, e_k, e_v, e_out, d_lse, d_sel, B, T, Hq, Hkv, D, &c->m);
+    float *h[6] = {download_f(dq, nq), download_f(dk, nkv), download_f(dv, nkv),
+                   download_f(eq, nq), download_f(ek, nkv), download_f(ev, nkv)};
+    const char *what[3] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "%s bf16 entry: %s = fp32 %s: %s", f->family, what[i], what[i], c->label);
+        tl_identical(name, h[3 + i], h[i], i == 0 ? nq : nkv);
+    }
+    void *dev[] = {d_q, d_k, d_v, d_dout, d_out, d_lse, e_q, e_k, e_v, e_dout, e_out, e_lse, dq, dk, dv, eq, ek, ev};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) cuda_free(dev[i]);
+    if (d_sel) cuda_free(d_sel), cuda_free(e_sel);
+    for (int i = 0; i < 6; i++) free(h[i]);
+    free(q), free(k), free(v), free(dout), free(bq), free(bk), free(bv), free(bdout), free(out), free(lse), free(else_),
+        free(eout);
+}
+
 static void run_all(void) {
     rng_seed(&rng, 20261124);
     const RefreshMask causal = {0, 0, 0, 1, GROUP_AGG_MAX};
@@ -241,6 +326,19 @@ static void run_all(void) {
         if (tl_case_selected(cases[i].label)) run_case(&cases[i], 0);
     const Case plant_case = {"planted bugs: T=70 causal, ratio 2, D=32", 1, 70, 4, 2, 32, causal};
     if (tl_case_selected(plant_case.label)) run_case(&plant_case, 1);
+    const Family families[] = {
+        {"tensor-core", attention_forward_mma_cuda, attention_backward_mma_cuda, attention_forward_mma_bf16_cuda,
+         attention_backward_mma_bf16_cuda},
+        {"fp32-kernel", attention_forward_cuda, attention_backward_cuda, attention_forward_bf16_cuda,
+         attention_backward_bf16_cuda},
+    };
+    const Case bf16_cases[] = {
+        {"bf16 entries: T=130 causal, ratio 4, D=32", 1, 130, 8, 2, 32, causal},
+        {"bf16 entries: T=100 L=80 K=20 pool 3, B=2, ratio 2, D=64", 2, 100, 4, 2, 64, {1, 80, 20, 3, GROUP_AGG_MAX}},
+    };
+    for (size_t i = 0; i < sizeof bf16_cases / sizeof bf16_cases[0]; i++)
+        if (tl_case_selected(bf16_cases[i].label))
+            for (size_t j = 0; j < sizeof families / sizeof families[0]; j++) bf16_entries_case(&families[j], &bf16_cases[i]);
 }
 #endif
 

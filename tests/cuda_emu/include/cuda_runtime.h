@@ -141,6 +141,12 @@ struct dim3 {
 struct uint3 {
     unsigned int x, y, z;
 };
+/* aligned as the real vector type: a misaligned dereference is undefined
+ * behaviour that UBSan reports in the sanitizer build */
+struct alignas(16) uint4 {
+    unsigned int x, y, z, w;
+};
+inline uint4 make_uint4(unsigned int x, unsigned int y, unsigned int z, unsigned int w) { return uint4{x, y, z, w}; }
 
 /* As the real runtime's C++ overloads: typed pointers need no cast. */
 template <typename T> cudaError_t cudaMalloc(T **p, size_t bytes) { return cudaMalloc((void **)p, bytes); }
@@ -195,6 +201,11 @@ void static_smem(const void *var, size_t bytes, const char *name);
 void block_barrier();
 /* __syncthreads_count: a barrier that also counts the threads passing a nonzero value. */
 int block_count(int predicate);
+/* A vector load or store of `bytes` at p by the running thread: stops the
+ * program, naming the kernel and thread, unless p is `bytes`-aligned (a GPU
+ * faults with "misaligned address"). Kernels call it through
+ * kernels/cuda_common.cuh's vector helpers. */
+void check_vector_access(const void *p, size_t bytes, const char *what);
 /* A pointer argument (number arg, from 0) of a launch: when it falls inside
  * a cudaMalloc'd block of another device than the current one, the program
  * stops naming the kernel and both devices (a GPU without peer access
