@@ -310,9 +310,9 @@ static const LlamaOps cpu_bf16r_ops = {
     .residual_add = residual_add_cpu,
 };
 
-static const LlamaOps *ops_of(const Llama *m) { return m->bf16_matmuls ? &cpu_bf16r_ops : &cpu_ops; }
+static const LlamaOps *ops_of(const Llama *m) { return m->bf16_oracle ? &cpu_bf16r_ops : &cpu_ops; }
 
-void llama_set_bf16_matmuls(Llama *m, int on) { m->bf16_matmuls = on != 0; }
+void llama_set_bf16_oracle(Llama *m, int on) { m->bf16_oracle = on != 0; }
 
 static LayerPass layer_pass(const Llama *m) {
     return (LayerPass){ops_of(m), &m->cfg, &m->mask, m->rope_cos, m->rope_sin, m->B, m->T};

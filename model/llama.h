@@ -59,7 +59,7 @@ typedef struct {
     int64_t mask_S;      /* refresh positions; with the mask on, T must be L + S */
     int freeze_selection;/* reuse the saved selection instead of recomputing it */
     LlamaUnitHooks hooks; /* all NULL: every parameter is always in place */
-    int bf16_matmuls;    /* llama_set_bf16_matmuls */
+    int bf16_oracle;     /* llama_set_bf16_oracle */
 
     /* forward state for the last (B, T) */
     int64_t B, T, cap_BT;
@@ -115,9 +115,11 @@ void llama_create(Llama *m, const LlamaConfig *c);
 void llama_free(Llama *m);
 /* Hugging Face init: N(0, initializer_range) for linear and embedding weights, 1 for norms. */
 void llama_init_random(Llama *m, uint64_t seed);
-/* on: every matmul rounds its operands to bf16 (matmul_*_bf16r_cpu), the
- * oracle of the CUDA engine's bf16-weights mode; off (the default): fp32. */
-void llama_set_bf16_matmuls(Llama *m, int on);
+/* on: the oracle of the CUDA engine's bf16 mode: every activation the
+ * engine stores in bf16 is rounded to a bf16 value, and every matmul rounds
+ * its weight (and an fp32 operand) to bf16 first (matmul_*_bf16r_cpu);
+ * off (the default): fp32. */
+void llama_set_bf16_oracle(Llama *m, int on);
 /* Sets (and validates) the training mask; enabled=0 means plain causal attention. */
 void llama_set_mask(Llama *m, const RefreshMask *mask, int64_t S);
 /* tokens, targets: (B, T); targets < 0 are ignored. Returns the mean loss over

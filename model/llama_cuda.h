@@ -14,14 +14,16 @@
  * num_layers sets to one at the cost of a second forward. The kernels are
  * deterministic, so the gradients are bit-identical either way.
  *
- * bf16 weights (an option, LLAMA_CUDA_BF16_WEIGHTS): every matrix (q, k,
- * v, o, gate, up, down, lm_head) lives on the device in bf16, rounded from
- * the host's fp32 master copy at each upload (the optimizer steps that copy
- * on the host); the embedding table and the norm weights stay fp32 (the
- * kernels that read them are fp32). Matmuls round their fp32 activation
- * operands to bf16 and accumulate in fp32 (cuBLASLt, fp32 output);
- * activations and gradients stay fp32. The CPU model with
- * llama_set_bf16_matmuls is its oracle to fp32 summation order.
+ * bf16 (an option, LLAMA_CUDA_BF16_WEIGHTS): every matrix (q, k, v, o,
+ * gate, up, down, lm_head) lives on the device in bf16, rounded from the
+ * fp32 master copy at each upload; the embedding table and the norm
+ * weights stay fp32 (the kernels that read them are fp32). Activations
+ * between ops are bf16 too (LayerActs' ACT buffers: norm outputs, q|k|v,
+ * q, k, v, attention output, gate|up, h), every product bf16 x bf16 with
+ * fp32 accumulation; the residual stream, its gradient, the norms'
+ * statistics and the weight gradients stay fp32 (docs/cuda.md says why).
+ * The CPU model with llama_set_bf16_oracle, which rounds every activation
+ * where this engine stores bf16, is its oracle to fp32 summation order.
  *
  * Only compiled with KVCPT_CUDA (nvcc found, or the CPU emulator). */
 #include <stdint.h>

@@ -1,20 +1,23 @@
 #!/usr/bin/env python3
 """Arithmetic, not measurement: FLOPs and bytes per training step of each
-kernel of the CUDA bf16 engine (bf16 weights, fp32 activations between ops,
-every matmul input rounded to bf16 by a cast kernel first, recompute), at
-one model shape, and the time each would take at the H100 SXM's datasheet
-rates (989 TFLOP/s dense bf16, 3.35 TB/s HBM3) if it ran at exactly one of
-them: the larger of FLOPs / peak and bytes / bandwidth, and which one binds.
+kernel of the CUDA bf16 engine (bf16 weights, bf16 activations between ops,
+fp32 residual stream, recompute), at one model shape, and the time each
+would take at the H100 SXM's datasheet rates (989 TFLOP/s dense bf16, 3.35
+TB/s HBM3) if it ran at exactly one of them: the larger of FLOPs / peak and
+bytes / bandwidth, and which one binds.
 
 Counted as the engine does the work (model/llama_layer.c, model/llama_cuda.c):
-per layer, forward: rmsnorm, cast, Q/K/V matmuls (the cast input read three
-times), RoPE on q and k, attention, the output matmul, residual add, rmsnorm,
-cast, gate and up matmuls, SwiGLU, cast, down matmul, residual add. Backward:
-each matmul's two products (input gradient, weight gradient), each
-elementwise op's backward, attention's backward (2.5 x its forward FLOPs, the
-FlashAttention convention). Recompute runs every layer's forward again.
-Attention's bytes are its inputs and outputs once (flash tiling keeps the
-scores on chip; re-reads of K/V tiles hit L2 and are not counted).
+per layer, forward: rmsnorm (fp32 in, bf16 out), the fused q|k|v matmul (bf16
+out), RoPE splitting it into q, k, v, attention (bf16 in and out), the output
+matmul (fp32 out), residual add, rmsnorm, the fused gate|up matmul, SwiGLU,
+down matmul (fp32 out), residual add. Backward: each matmul's input gradient
+(written, beta 0) and weight gradient (accumulated into fp32); the output and
+down projections first round their fp32 output gradient to bf16 (a cast);
+each elementwise op's backward; attention's backward (2.5 x its forward
+FLOPs, the FlashAttention convention). Recompute runs every layer's forward
+again. Attention's bytes are its inputs and outputs once (flash tiling keeps
+the scores on chip; re-reads of K/V tiles hit L2 and are not counted). The
+lm_head reads the fp32 final norm through a cast.
 
 Usage: python3 scripts/step_arithmetic.py [--seq 8242] [--L 8192] [--K 2048]
        [--markdown]
@@ -42,42 +45,39 @@ def main():
     f32, b16 = 4, 2
 
     rows = []  # (kernel, calls per step, FLOPs per call, bytes per call)
-
-    casts = {"fwd": 0, "bwd": 0}  # bytes per layer of the fp32 -> bf16 casts before each matmul
-
-    def mm(name, ic, oc, calls_fwd):
-        # forward: read bf16 input and weight, write fp32 output
-        rows.append((f"{name} fwd", calls_fwd, 2 * N * ic * oc, N * ic * b16 + ic * oc * b16 + N * oc * f32))
-        # backward: dinp += dout W (read dout bf16, W, read+write dinp fp32);
-        # dW += dout^T inp (read both bf16, read+write the fp32 gradient)
-        rows.append((f"{name} bwd dinp", layers, 2 * N * ic * oc, N * oc * b16 + ic * oc * b16 + 2 * N * ic * f32))
-        rows.append((f"{name} bwd dW", layers, 2 * N * ic * oc, N * oc * b16 + N * ic * b16 + 2 * ic * oc * f32))
-        casts["fwd"] += N * ic * (f32 + b16)
-        casts["bwd"] += N * (oc + ic) * (f32 + b16)
-
     fwd = 2 * layers  # forward, then recompute's forward in the backward
-    mm("Q", C, Hq * D, fwd)
-    mm("K", C, Hkv * D, fwd)
-    mm("V", C, Hkv * D, fwd)
-    mm("O", Hq * D, C, fwd)
-    mm("gate", C, F, fwd)
-    mm("up", C, F, fwd)
-    mm("down", F, C, fwd)
+
+    def mm(name, ic, oc, out_bytes, dinp_bytes, dout_bytes):
+        # forward: read the bf16 input and weight, write the output
+        rows.append((f"{name} fwd", fwd, 2 * N * ic * oc, N * ic * b16 + ic * oc * b16 + N * oc * out_bytes))
+        # backward: dinp = dout W (read dout bf16 and W, write dinp);
+        # dW += dout^T inp (read both bf16, read + write the fp32 gradient)
+        rows.append((f"{name} bwd dinp", layers, 2 * N * ic * oc, N * oc * b16 + ic * oc * b16 + N * ic * dinp_bytes))
+        rows.append((f"{name} bwd dW", layers, 2 * N * ic * oc, N * oc * b16 + N * ic * b16 + 2 * ic * oc * f32))
+        if dout_bytes == f32:  # the fp32 output gradient rounded to bf16 first
+            rows.append((f"{name} bwd: cast of dout to bf16", layers, 0, N * oc * (f32 + b16)))
+
+    QKV = (Hq + 2 * Hkv) * D
+    mm("q|k|v", C, QKV, b16, f32, b16)
+    mm("O", Hq * D, C, f32, b16, f32)
+    mm("gate|up", C, 2 * F, b16, f32, b16)
+    mm("down", F, C, f32, b16, f32)
     att_f = 4 * D * a.batch * Hq * pairs
-    att_io = (2 * N * Hq * D + 2 * N * Hkv * D) * f32 + N * Hq * f32  # q, k, v in; out, lse out
+    att_io = (2 * N * Hq * D + 2 * N * Hkv * D) * b16 + N * Hq * f32  # q, k, v in; out, lse out
     rows.append(("attention fwd", fwd, att_f, att_io))
-    rows.append(("attention bwd", layers, 2.5 * att_f, 2 * att_io + 2 * N * Hq * D * f32))
-    # elementwise (bytes only): reads + writes of fp32 (or bf16) tensors
-    rows.append(("rmsnorm fwd", 2 * fwd, 0, 2 * N * C * f32))
+    # backward: q, k, v, out, dout (bf16) and lse in; dq, dk, dv (fp32) out
+    rows.append(("attention bwd", layers, 2.5 * att_f,
+                 (3 * N * Hq * D + 2 * N * Hkv * D) * b16 + N * Hq * f32 + (N * Hq * D + 2 * N * Hkv * D) * f32))
+    # elementwise (bytes only): reads + writes
+    rows.append(("rmsnorm fwd (fp32 in, bf16 out)", 2 * fwd, 0, N * C * (f32 + b16)))
     rows.append(("rmsnorm bwd", 2 * layers, 0, 4 * N * C * f32))
-    rows.append(("casts to bf16 before fwd matmuls", fwd, 0, casts["fwd"]))
-    rows.append(("casts to bf16 before bwd matmuls", layers, 0, casts["bwd"]))
-    rows.append(("RoPE fwd (q, k)", fwd, 0, 2 * N * (Hq + Hkv) * D * f32))
-    rows.append(("RoPE bwd", layers, 0, 2 * N * (Hq + Hkv) * D * f32))
-    rows.append(("SwiGLU fwd", fwd, 0, 3 * N * F * f32))
-    rows.append(("SwiGLU bwd", layers, 0, 5 * N * F * f32))
+    rows.append(("RoPE split fwd (q|k|v -> q, k, v)", fwd, 0, 2 * N * QKV * b16))
+    rows.append(("RoPE join bwd (dq, dk, dv -> dq|dk|dv)", layers, 0, N * QKV * (f32 + b16)))
+    rows.append(("SwiGLU fwd", fwd, 0, 3 * N * F * b16))
+    rows.append(("SwiGLU bwd", layers, 0, 5 * N * F * b16))
     rows.append(("residual add", 2 * fwd + 2 * layers, 0, 3 * N * C * f32))
-    # the head: lm_head matmul over the vocabulary and cross-entropy
+    # the head: the fp32 final norm cast, lm_head matmul over the vocabulary and cross-entropy
+    rows.append(("lm_head casts (xf fwd, xf and dlogits bwd)", 1, 0, 2 * N * C * (f32 + b16) + N * V * (f32 + b16)))
     rows.append(("lm_head fwd", 1, 2 * N * C * V, N * C * b16 + V * C * b16 + N * V * f32))
     rows.append(("lm_head bwd (dinp + dW)", 1, 4 * N * C * V, 2 * N * V * b16 + 2 * V * C * f32 + 2 * N * C * f32))
     rows.append(("cross-entropy fwd + bwd", 1, 0, 3 * N * V * f32))
@@ -89,7 +89,7 @@ def main():
         ms = 1e3 * calls * max(t_c, t_b)
         total_ms += ms
         out.append((name, calls, calls * fl / 1e9, calls * by / 1e9, "compute" if t_c >= t_b else "bandwidth", ms))
-    model_flops = 6 * (layers * (C * (Hq + 2 * Hkv) * D + Hq * D * C + 3 * C * F) + V * C) * N + 3 * att_f * layers
+    model_flops = 6 * (layers * (C * QKV + Hq * D * C + 3 * C * F) + V * C) * N + 3 * att_f * layers
     if a.markdown:
         print("| kernel | calls/step | GFLOP/step | GB/step | bound | ms at peak |")
         print("|---|---|---|---|---|---|")
@@ -97,7 +97,7 @@ def main():
             print(f"| {name} | {calls} | {gf:,.0f} | {gb:,.1f} | {bound} | {ms:.1f} |")
     else:
         for name, calls, gf, gb, bound, ms in out:
-            print(f"{name:28s} {calls:5d} calls {gf:12,.0f} GFLOP {gb:9,.1f} GB  {bound:9s} {ms:8.1f} ms")
+            print(f"{name:42s} {calls:5d} calls {gf:12,.0f} GFLOP {gb:9,.1f} GB  {bound:9s} {ms:8.1f} ms")
     tokens = N
     print(f"\nsum at the datasheet rates: {total_ms:.0f} ms per step of {tokens} tokens = "
           f"{tokens / total_ms * 1e3:,.0f} tokens/s (arithmetic upper bound, not a measurement); model FLOPs per step "

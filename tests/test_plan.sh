@@ -59,7 +59,9 @@ norms = [C] * (2*L + 1)
 P = sum(mats) + sum(norms)
 opt = sum(2*n + 8*((n + 255)//256) if n >= 4096 else 8*n for n in mats + norms)
 opt += 2 + 8 + 8 + 64*(len(mats) + len(norms) + 1) + 4*1022 + 8  # spare elements, segment table, maps, bad word
-layer_set = 4*T*(3*C + 2*QD + 2*KD + 3*F + 2 + Hq)
+# an fp32 layer set: xn1, rstd1, the fused q|k|v rows, q, k, v, att, lse,
+# x2, xn2, rstd2, the fused gate|up rows, h; each buffer 256-byte aligned
+layer_set = 4*sum((n + 63)//64*64 for n in (T*C, T, T*(QD + 2*KD), T*QD, T*KD, T*KD, T*QD, T*Hq, T*C, T*C, T, 2*T*F, T*F))
 e = []
 if sr["params"] != 4*(V*C + sum(norms)): e.append("bf16 fp32 part %d" % sr["params"])
 if sr["wbf16"] != 2*(sum(mats) - V*C): e.append("bf16 matrices %d" % sr["wbf16"])

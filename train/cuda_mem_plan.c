@@ -30,15 +30,16 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 /* See CudaMemPlan.workspace: what the kernel launchers allocate themselves. */
 static int64_t workspace_bytes(const LlamaConfig *c, const CudaMemInputs *in) {
     int64_t B = in->micro_batch, T = in->T, BT = B * T, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
-    int64_t C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    int64_t C = c->hidden_size;
     int64_t chunk = BT < LLAMA_CE_CHUNK_ROWS ? BT : LLAMA_CE_CHUNK_ROWS;
     int64_t b = MATMUL_CUDA_WORKSPACE_BYTES;
     if (in->precision == LLAMA_CUDA_BF16_WEIGHTS) {
-        /* kernels/matmul.cu's cast slots: A takes the widest forward input or
-         * backward output gradient (a logits chunk's for the lm_head), B the
-         * widest input a weight gradient reads */
-        int64_t widest = max64(max64(C, F), max64(Hq * D, Hkv * D));
-        b += (int64_t)sizeof(uint16_t) * (max64(BT * widest, chunk * c->vocab_size) + BT * widest);
+        /* kernels/matmul.cu's cast slots: A takes the fp32 output gradient
+         * the output and down projections' backward round (BT x C) or a
+         * logits chunk's (the lm_head's backward), B the lm_head's fp32
+         * input chunk (the final norm's output); every other product reads
+         * bf16 activations as they are */
+        b += (int64_t)sizeof(uint16_t) * (max64(BT * C, chunk * c->vocab_size) + chunk * C);
     }
     int64_t attn_bwd = (int64_t)sizeof(float) * B * Hq * T, select = 0;
     if (in->mask.enabled && refresh_active(&in->mask, T)) {

@@ -23,6 +23,7 @@
 #include "../../common/util.h"
 #include "../../kernels/attention.h"
 #include "../../kernels/attention_decode.h"
+#include "../../kernels/attention_mma.h"
 #include "../../kernels/bf16.h"
 #include "../../kernels/crossentropy.h"
 #include "../../kernels/cuda_device.h"
@@ -78,6 +79,8 @@ static void rmsnorm(void) {
     done("rmsnorm_forward_cuda", "N 32768, C 4096");
     rmsnorm_backward_cuda(x, dw, y, x, w, rstd, T, C);
     done("rmsnorm_backward_cuda", "N 32768, C 4096");
+    rmsnorm_forward_bf16_cuda((bf16 *)y, rstd, x, w, T, C, 1e-5f);
+    done("rmsnorm_forward_bf16_cuda", "N 32768, C 4096");
     cuda_free(x), cuda_free(y), cuda_free(w), cuda_free(rstd), cuda_free(dw);
 }
 
@@ -87,7 +90,15 @@ static void rope(void) {
     done("rope_forward_cuda", "B 1, T 32768, H 32, D 128");
     rope_backward_cuda(x, cs, sn, 1, T, Hq, D);
     done("rope_backward_cuda", "B 1, T 32768, H 32, D 128");
-    cuda_free(x), cuda_free(cs), cuda_free(sn);
+    const int64_t W = (Hq + 2 * Hkv) * D;
+    bf16 *qkv = dev(2 * T * W), *q = dev(2 * T * Hq * D), *k = dev(2 * T * Hkv * D), *v = dev(2 * T * Hkv * D);
+    float *dk = dev(4 * T * Hkv * D), *dv = dev(4 * T * Hkv * D);
+    rope_split_forward_bf16_cuda(q, k, v, qkv, cs, sn, 1, T, Hq, Hkv, D);
+    done("rope_split_forward_bf16_cuda", "B 1, T 32768, Hq 32, Hkv 8, D 128");
+    rope_join_backward_bf16_cuda(qkv, x, dk, dv, cs, sn, 1, T, Hq, Hkv, D);
+    done("rope_join_backward_bf16_cuda", "B 1, T 32768, Hq 32, Hkv 8, D 128");
+    cuda_free(x), cuda_free(cs), cuda_free(sn), cuda_free(qkv), cuda_free(q), cuda_free(k), cuda_free(v),
+        cuda_free(dk), cuda_free(dv);
 }
 
 static void swiglu(void) {
@@ -101,6 +112,10 @@ static void swiglu(void) {
     done("swiglu_forward_bf16_cuda", "n = T * F");
     swiglu_backward_bf16_cuda((bf16 *)g, (bf16 *)u, (const bf16 *)h, (const bf16 *)g, (const bf16 *)u, n);
     done("swiglu_backward_bf16_cuda", "n = T * F");
+    swiglu_fused_forward_bf16_cuda((bf16 *)h, (const bf16 *)g, T, F); /* g holds the (T, 2F) bf16 rows */
+    done("swiglu_fused_forward_bf16_cuda", "N 32768, F 14336");
+    swiglu_fused_backward_bf16_cuda((bf16 *)g, (const bf16 *)h, (const bf16 *)u, T, F);
+    done("swiglu_fused_backward_bf16_cuda", "N 32768, F 14336");
     cuda_free(g), cuda_free(u), cuda_free(h);
 }
 
@@ -145,6 +160,15 @@ static void attention(void) {
     float *dq = dev(4 * nq), *dk = dev(4 * nk), *dv = dev(4 * nk);
     attention_backward_cuda(dq, dk, dv, out, q, k, v, out, lse, sel, B, Ta, Hq, Hkv, D, &m);
     done("attention_backward_cuda", "B 4, T 8192, Hq 32, Hkv 8, D 128, RefreshKV mask");
+    /* the bf16 engine's: bf16 activations in the first halves of the same buffers */
+    const bf16 *bq = (const bf16 *)q, *bk = (const bf16 *)k, *bv = (const bf16 *)v;
+    attention_refresh_select_bf16_cuda(sel, bq, bk, B, Ta, Hq, Hkv, D, &m);
+    done("attention_refresh_select_bf16_cuda", "B 4, T 8192, L 4096, K 2048, pool 7");
+    attention_forward_mma_bf16_cuda((bf16 *)out, lse, bq, bk, bv, sel, B, Ta, Hq, Hkv, D, &m);
+    done("attention_forward_mma_bf16_cuda", "B 4, T 8192, Hq 32, Hkv 8, D 128, RefreshKV mask");
+    attention_backward_mma_bf16_cuda(dq, dk, dv, (const bf16 *)out, bq, bk, bv, (const bf16 *)out, lse, sel, B, Ta, Hq,
+                                     Hkv, D, &m);
+    done("attention_backward_mma_bf16_cuda", "B 4, T 8192, Hq 32, Hkv 8, D 128, RefreshKV mask");
     cuda_free(q), cuda_free(k), cuda_free(v), cuda_free(out), cuda_free(lse), cuda_free(sel);
     cuda_free(dq), cuda_free(dk), cuda_free(dv);
 }

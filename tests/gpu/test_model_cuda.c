@@ -12,9 +12,11 @@
  *   gradient      1e-4 * max|ref| (*)  1e-3   the same, through the backward; (*) per tensor
  *   train loss    0                    2e-3   ten steps apart; bf16's epsilon is 7.8e-3
  *
- * The bf16-weights engine (LLAMA_CUDA_BF16_WEIGHTS):
- *   vs the CPU model with bf16-rounded matmuls (llama_set_bf16_matmuls), the
- *   same math: loss, logits and every gradient within atol 2^-7 * max|ref|,
+ * The bf16 engine (LLAMA_CUDA_BF16_WEIGHTS: bf16 weights and activations,
+ * fused q|k|v and gate|up):
+ *   vs the CPU model rounding every activation where the engine stores bf16
+ *   and every matmul weight (llama_set_bf16_oracle), the same values into
+ *   every op: loss, logits and every gradient within atol 2^-7 * max|ref|,
  *   rtol 2^-7 (one bf16 epsilon), AND at most 0.25 times as far (L2) from it
  *   as from the plain fp32 model. Not the fp32 rows above: rounding is a
  *   step, so an ulp of difference in another kernel next to a bf16 midpoint
@@ -23,8 +25,7 @@
  *   same optimizer): losses within 3.9e-3 = 2^-8 relative, twice the largest
  *   relative error bf16 storage puts on any one weight.
  *   With head dims 16..128 the engine's attention runs on tensor cores
- *   (kernels/attention_mma.h) and the oracle's attention rounds q, k, v and
- *   dout to bf16 too; the GPU also rounds P and dS, which no oracle can do
+ *   (kernels/attention_mma.h); the GPU also rounds P and dS, which no oracle can do
  *   alike (it rounds against a running max), so there: two bf16 epsilons
  *   (2^-6) per element, the "nearer bf16r than fp32" ratio printed but not
  *   checked, and 2^-7 over the 10 steps.
@@ -335,7 +336,7 @@ static void parity_bf16(const Case *k) {
     Llama m, f;
     LlamaCuda g, r;
     setup_pair_prec(k, &m, &g, 0, LLAMA_CUDA_BF16_WEIGHTS);
-    llama_set_bf16_matmuls(&m, 1);
+    llama_set_bf16_oracle(&m, 1);
     llama_create(&f, &m.cfg);
     memcpy(f.params, m.params, sizeof(float) * (size_t)m.layout.total);
     if (k->mask.enabled) llama_set_mask(&f, &k->mask, k->S);
