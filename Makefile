@@ -299,8 +299,19 @@ sanitize-emu-bins: kvcpt $(EMU_ASAN_ALL)
 sanitize-emu: sanitize-emu-bins
 	bash tests/sanitize_emu.sh
 
-.PHONY: all setup test test-gpu test-gpu-bins clean fuzz sanitize sanitize-emu sanitize-emu-bins
+.PHONY: all setup test test-gpu test-gpu-bins clean fuzz sanitize sanitize-emu sanitize-emu-bins FORCE
 all: kvcpt
+
+# The commit the binaries are built from (common/build_info.h; eval.json
+# records it). build/commit.h is rewritten only when the commit changes, so
+# an unchanged tree rebuilds nothing.
+GIT_COMMIT := $(or $(shell git rev-parse --short=12 HEAD 2>/dev/null),unknown)$(shell git rev-parse HEAD >/dev/null 2>&1 && ! git diff --quiet HEAD -- 2>/dev/null && echo +changes)
+build/commit.h: FORCE
+	@mkdir -p build
+	@echo '#define KVCPT_GIT_COMMIT "$(GIT_COMMIT)"' > $@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+build/common/build_info.o build/emu/common/build_info.o build/emu-asan/common/build_info.o \
+    build/asan/common/build_info.o: build/commit.h
 
 build/%.o: %.c $(HDR)
 	@mkdir -p $(dir $@)

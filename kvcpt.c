@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/backend.h"
+#include "common/build_info.h"
 #include "common/commands.h"
 #include "common/version.h"
 #include "parallel/comm.h"
@@ -56,7 +57,7 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("kvcpt %s\n", KVCPT_VERSION);
+        printf("kvcpt %s (commit %s)\n", KVCPT_VERSION, kvcpt_commit());
         backend_describe();
         printf("collectives: %s\n", comm_compiled_backends());
         return 0;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/build_info.h"
 #include "../common/plot.h"
 #include "../common/rng.h"
 #include "../common/util.h"
@@ -108,6 +109,7 @@ int eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skip
     json_t *root = json_object();
     KV_CHECK(root != NULL, "eval.json: out of memory");
     set_checked(root, "device", json_string(device));
+    set_checked(root, "commit", json_string(kvcpt_commit()));
     /* the BLAS beside the device: another core type may give other bits */
     set_checked(root, "blas", blas_info_json());
     set_checked(root, "results", arr);

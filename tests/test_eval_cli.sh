@@ -17,6 +17,12 @@ n=$(/usr/bin/python3 -c "import json;r=json.load(open('$tmp/ev/eval.json'))['res
 [ "$n" = "44 8 True" ] && ok "eval.json: 8 policies (11 variants) x 2 contexts x 2 models, 6 documents each" || fail "eval.json" "$n"
 [ -s "$tmp/ev/eval.png" ] && ok "eval.png written" || fail "eval.png" "missing (is gnuplot installed? make setup)"
 grep -q '"effective_stride_per_layer"' "$tmp/ev/eval.json" && ok "refreshkv reports effective stride per layer" || fail "stride" "absent"
+# what produced the numbers: the BLAS core and threads, and the commit
+# (git's, with "+changes" when tracked files differed; "unknown" outside a checkout)
+want=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+meta=$(/usr/bin/python3 -c "import json;j=json.load(open('$tmp/ev/eval.json'));b=j['blas'];print(j['commit'], b['core'] != '', b['blas_threads'] >= 1, b['omp_threads'] >= 1)" 2>&1)
+case "$meta" in "$want"*" True True True") ok "eval.json records the commit ($meta) and the BLAS core and threads";;
+    *) fail "eval.json provenance" "got '$meta', the commit should start with $want";; esac
 # --batch: the same results for any batch size. The test split mixes
 # documents long enough (57 and 60 tokens) with too-short ones (40) between
 # them, and 4 does not divide the eligible count, so the last batch is partial.

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""The CPU demo (launch/demo.sh) over several seeds, and its table across them.
+
+Each seed is a whole demo run (documents, initial weights and data order all
+drawn from it) into OUT/seedN; a finished seed is not run again. Then, from
+the seeds' eval.json files, per policy and model (before / after CPT): the
+mean and standard deviation of PPL across seeds, and paired comparisons with
+95% t-intervals across seeds on ln PPL (a ratio of PPLs, so a policy's
+outlier seed does not swamp the mean): after vs before CPT for every policy,
+and each RefreshKV variant vs SnapKV on the same model and seed.
+
+Writes OUT/summary.md (what docs/results-demo.md quotes) and
+OUT/summary.json, and prints the table.
+
+Usage: python3 scripts/demo_seeds.py [--seeds 1,2,3] [--out runs/demo-seeds]
+       [--no-run]   (only aggregate seeds already run)
+Environment variables of launch/demo.sh (L, S, CPT_LR, ...) pass through.
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+# two-sided 95% Student t quantiles by degrees of freedom
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+       12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def t95(df):
+    if df in T95:
+        return T95[df]
+    below = [d for d in T95 if d <= df]
+    return T95[max(below)] if df <= 30 else 1.96
+
+
+def interval(xs):
+    """mean and 95% t-interval of xs (None for the interval with one value)"""
+    m = statistics.fmean(xs)
+    if len(xs) < 2:
+        return m, None
+    h = t95(len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs))
+    return m, (m - h, m + h)
+
+
+def stage_of(model_path):
+    return "after" if model_path.rstrip("/").endswith("cpt/model") else "before"
+
+
+def load(out, seeds):
+    """{(policy, stage): {seed: ppl}}, and each seed's eval.json provenance"""
+    cells, meta = {}, {}
+    for s in seeds:
+        path = os.path.join(out, f"seed{s}", "eval", "eval.json")
+        with open(path) as f:
+            j = json.load(f)
+        meta[s] = {"commit": j.get("commit"), "blas": j.get("blas"), "device": j.get("device")}
+        for r in j["results"]:
+            if r["ppl"] is None:
+                continue
+            cells.setdefault((r["policy"], stage_of(r["model"])), {})[s] = r["ppl"]
+    return cells, meta
+
+
+def fmt_ppl(x):
+    return f"{x:,.3f}" if x < 1000 else f"{x:,.0f}"
+
+
+def fmt_ratio(m, ci):
+    if ci is None:
+        return f"{math.exp(m):.3g}x"
+    return f"{math.exp(m):.3g}x [{math.exp(ci[0]):.3g}, {math.exp(ci[1]):.3g}]"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--out", default="runs/demo-seeds")
+    ap.add_argument("--no-run", action="store_true")
+    a = ap.parse_args()
+    seeds = [int(x) for x in a.seeds.split(",") if x]
+    if len(seeds) < 1:
+        sys.exit("demo_seeds: need at least one seed")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    seconds = {}
+    for s in seeds:
+        if a.no_run:
+            break
+        d = os.path.join(a.out, f"seed{s}")
+        t0 = time.time()
+        env = dict(os.environ, OUT=d, SEED=str(s))
+        print(f"demo_seeds: seed {s} -> {d}", flush=True)
+        subprocess.run([os.path.join(root, "launch", "demo.sh")], env=env, check=True)
+        seconds[s] = round(time.time() - t0)
+    cells, meta = load(a.out, seeds)
+    policies = []
+    for (p, _st) in cells:
+        if p not in policies:
+            policies.append(p)
+
+    lines = [f"Seeds {', '.join(map(str, seeds))}; PPL of the scored tokens, mean ± sd across seeds "
+             f"(each seed's own PPL is over its test documents).", "",
+             "| policy | before CPT | after CPT | after / before (95% CI across seeds) |", "|---|---|---|---|"]
+    summary = {"seeds": seeds, "seconds_per_seed": seconds, "provenance": meta, "policies": {}, "paired": {}}
+    for p in policies:
+        row, entry = [p], {}
+        for st in ("before", "after"):
+            v = [cells.get((p, st), {}).get(s) for s in seeds]
+            v = [x for x in v if x is not None]
+            if not v:
+                row.append("n/a")
+                continue
+            sd = statistics.stdev(v) if len(v) > 1 else 0.0
+            row.append(f"{fmt_ppl(statistics.fmean(v))} ± {fmt_ppl(sd)}")
+            entry[st] = {"ppl": v, "mean": statistics.fmean(v), "sd": sd}
+        both = [s for s in seeds if s in cells.get((p, "before"), {}) and s in cells.get((p, "after"), {})]
+        d = [math.log(cells[(p, "after")][s]) - math.log(cells[(p, "before")][s]) for s in both]
+        if d:
+            m, ci = interval(d)
+            row.append(fmt_ratio(m, ci))
+            entry["ln_after_minus_before"] = {"per_seed": d, "mean": m, "ci95": ci}
+        else:
+            row.append("n/a")
+        summary["policies"][p] = entry
+        lines.append("| " + " | ".join(row) + " |")
+
+    snap = next((p for p in policies if p.startswith("snapkv")), None)
+    refresh = [p for p in policies if p.startswith("refreshkv")]
+    if snap and refresh:
+        lines += ["", f"RefreshKV against {snap} on the same model and seed: PPL ratio (95% CI across seeds; "
+                      "below 1: RefreshKV better).", "", "| variant | before CPT | after CPT |", "|---|---|---|"]
+        for p in refresh:
+            row = [p]
+            for st in ("before", "after"):
+                both = [s for s in seeds if s in cells.get((p, st), {}) and s in cells.get((snap, st), {})]
+                d = [math.log(cells[(p, st)][s]) - math.log(cells[(snap, st)][s]) for s in both]
+                if not d:
+                    row.append("n/a")
+                    continue
+                m, ci = interval(d)
+                row.append(fmt_ratio(m, ci))
+                summary["paired"].setdefault(p, {})[st] = {"ln_vs_snapkv_per_seed": d, "mean": m, "ci95": ci}
+            lines.append("| " + " | ".join(row) + " |")
+    cores = {json.dumps(m["blas"], sort_keys=True) for m in meta.values()}
+    lines += ["", "Provenance (each seed's eval.json): commit " +
+              ", ".join(sorted({str(m['commit']) for m in meta.values()})) + "; BLAS " + "; ".join(sorted(cores)) +
+              f"; {platform.machine()}, {os.cpu_count()} cores."]
+    if seconds:
+        lines.append("Wall time per seed (s): " + ", ".join(f"{s}: {t}" for s, t in seconds.items()) + ".")
+    text = "\n".join(lines) + "\n"
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "summary.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(a.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

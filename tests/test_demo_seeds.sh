@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# scripts/demo_seeds.py's table across seeds, on eval.json files written
+# here with known PPLs (no demo is run): mean and sd per policy and model,
+# the after/before ratio with its 95% t-interval, RefreshKV against SnapKV,
+# the provenance line, and a cell missing from one seed.
+. "$(dirname "$0")/lib.sh"
+PY=${PYTHON:-python3}
+mk() { # seed, then "policy|stage|ppl" lines on stdin
+    mkdir -p "$tmp/s/seed$1/eval"
+    "$PY" -c "
+import json, sys
+res = []
+for line in sys.stdin.read().split():
+    p, st, v = line.split('|')
+    res.append({'policy': p.replace('_', ' '), 'model': 'runs/x/' + ('cpt' if st == 'after' else 'pretrain') + '/model',
+                'ppl': float(v)})
+json.dump({'device': 'cpu', 'commit': 'abc123', 'blas': {'core': 'Haswell', 'blas_threads': 1, 'omp_threads': 2},
+           'results': res}, open('$tmp/s/seed$1/eval/eval.json', 'w'))"
+}
+printf '%s\n' 'full|before|1.0' 'full|after|1.0' 'snapkv_(window_1)|before|100' 'snapkv_(window_1)|after|10' \
+    'refreshkv_(fixed_stride_10)|before|2' 'refreshkv_(fixed_stride_10)|after|1' | mk 1
+printf '%s\n' 'full|before|1.2' 'full|after|1.2' 'snapkv_(window_1)|before|400' 'snapkv_(window_1)|after|40' \
+    'refreshkv_(fixed_stride_10)|before|4' 'refreshkv_(fixed_stride_10)|after|2' | mk 2
+printf '%s\n' 'full|before|1.1' 'snapkv_(window_1)|before|200' 'snapkv_(window_1)|after|20' \
+    'refreshkv_(fixed_stride_10)|before|2' 'refreshkv_(fixed_stride_10)|after|1' | mk 3
+
+out=$("$PY" scripts/demo_seeds.py --seeds 1,2,3 --out "$tmp/s" --no-run 2>&1) && rc=0 || rc=$?
+[ "$rc" = 0 ] && [ -f "$tmp/s/summary.md" ] && [ -f "$tmp/s/summary.json" ] && ok "demo_seeds --no-run writes summary.md and summary.json" ||
+    fail "demo_seeds run" "exit $rc: $out"
+check=$("$PY" - "$tmp/s/summary.json" <<'PY'
+import json, math, statistics, sys
+j = json.load(open(sys.argv[1]))
+e = []
+snap = j["policies"]["snapkv (window 1)"]
+if abs(snap["before"]["mean"] - 700 / 3) > 1e-9 or abs(snap["before"]["sd"] - statistics.stdev([100, 400, 200])) > 1e-9:
+    e.append("snapkv before mean/sd %r" % snap["before"])
+d = snap["ln_after_minus_before"]  # every seed exactly a tenth: no spread
+if abs(d["mean"] - math.log(0.1)) > 1e-12 or abs(d["ci95"][0] - d["ci95"][1]) > 1e-9:
+    e.append("snapkv after/before %r" % d)
+full = j["policies"]["full"]
+if full["after"]["ppl"] != [1.0, 1.2] or len(full["ln_after_minus_before"]["per_seed"]) != 2:
+    e.append("full: the seed without an after cell should drop out of the pairs %r" % full)
+r = j["paired"]["refreshkv (fixed stride 10)"]["before"]  # ln(2/100), ln(4/400), ln(2/200)
+want = [math.log(0.02), math.log(0.01), math.log(0.01)]
+m = sum(want) / 3
+h = 4.303 * statistics.stdev(want) / math.sqrt(3)
+if abs(r["mean"] - m) > 1e-12 or abs(r["ci95"][0] - (m - h)) > 1e-9 or abs(r["ci95"][1] - (m + h)) > 1e-9:
+    e.append("refreshkv vs snapkv %r, want mean %g +- %g" % (r, m, h))
+print("; ".join(e) if e else "OK")
+PY
+)
+[ "$check" = OK ] && ok "mean, sd, paired ratios and their 95% t-intervals are the hand-computed ones" ||
+    fail "demo_seeds numbers" "$check"
+grep -q "^| snapkv (window 1) | 233.333 ± 152.753 | 23.333 ± 15.275 | 0.1x \[0.1, 0.1\] |$" "$tmp/s/summary.md" &&
+    ok "summary.md row: mean ± sd before and after, the ratio with its interval" ||
+    fail "summary.md row" "$(grep snapkv "$tmp/s/summary.md" | head -2)"
+grep -q "commit abc123; BLAS .*Haswell" "$tmp/s/summary.md" && ok "summary.md names the commit and the BLAS core" ||
+    fail "provenance" "$(tail -2 "$tmp/s/summary.md")"
