@@ -624,46 +624,29 @@ static void bf_swiglu_backward(float *dgu, const float *dh, const float *gu, int
     swiglu_fused_backward_bf16_cuda(BF(dgu), CBF(dh), CBF(gu), N, F);
 }
 
+/* What the two bf16 tables share: they differ in attention only. */
+#define BF16_OPS_BUT_ATTENTION                                                                                    \
+    .rmsnorm_forward = bf_rmsnorm_forward, .rmsnorm_backward = rmsnorm_backward_cuda,                           \
+    .matmul_forward = bf_matmul_forward, .matmul_forward_act = bf_matmul_forward_act,                           \
+    .matmul_backward = bf_matmul_backward, .matmul_backward_act = bf_matmul_backward_act,                       \
+    .head_forward = bf_head_forward, .head_backward = bf_head_backward, .rope_split_forward = bf_rope_split,     \
+    .rope_join_backward = bf_rope_join, .attention_select = bf_select, .swiglu_forward = bf_swiglu_forward,     \
+    .swiglu_backward = bf_swiglu_backward, .residual_add = residual_add_cuda
+
 /* bf16 weights and activations, attention on the fp32 CUDA-core kernels
  * (reading bf16): head dims the tensor-core kernels do not take */
 const LlamaOps llama_cuda_bf16_ops = {
-    .rmsnorm_forward = bf_rmsnorm_forward,
-    .rmsnorm_backward = rmsnorm_backward_cuda,
-    .matmul_forward = bf_matmul_forward,
-    .matmul_forward_act = bf_matmul_forward_act,
-    .matmul_backward = bf_matmul_backward,
-    .matmul_backward_act = bf_matmul_backward_act,
-    .head_forward = bf_head_forward,
-    .head_backward = bf_head_backward,
-    .rope_split_forward = bf_rope_split,
-    .rope_join_backward = bf_rope_join,
-    .attention_select = bf_select,
+    BF16_OPS_BUT_ATTENTION,
     .attention_forward = bf_attention_forward,
     .attention_backward = bf_attention_backward,
-    .swiglu_forward = bf_swiglu_forward,
-    .swiglu_backward = bf_swiglu_backward,
-    .residual_add = residual_add_cuda,
 };
 
 /* The same with attention on tensor cores (kernels/attention_mma.h), for
  * head dims the mma kernels take (16, 32, 64, 128: every Llama 3). */
 const LlamaOps llama_cuda_bf16_mma_ops = {
-    .rmsnorm_forward = bf_rmsnorm_forward,
-    .rmsnorm_backward = rmsnorm_backward_cuda,
-    .matmul_forward = bf_matmul_forward,
-    .matmul_forward_act = bf_matmul_forward_act,
-    .matmul_backward = bf_matmul_backward,
-    .matmul_backward_act = bf_matmul_backward_act,
-    .head_forward = bf_head_forward,
-    .head_backward = bf_head_backward,
-    .rope_split_forward = bf_rope_split,
-    .rope_join_backward = bf_rope_join,
-    .attention_select = bf_select,
+    BF16_OPS_BUT_ATTENTION,
     .attention_forward = bf_attention_forward_mma,
     .attention_backward = bf_attention_backward_mma,
-    .swiglu_forward = bf_swiglu_forward,
-    .swiglu_backward = bf_swiglu_backward,
-    .residual_add = residual_add_cuda,
 };
 
 const LlamaOps *llama_cuda_ops_for(LlamaCudaPrecision precision, int64_t head_dim) {
