@@ -16,7 +16,7 @@ int cmd_prepare(int argc, char **argv) {
     int64_t min_tokens = 1, shard_tokens = (int64_t)1 << 28, threads = 0, seed = 0;
     int allow_special = 0, allow_empty = 0;
     const char *synthetic = NULL;
-    int64_t vocab = 64, doc_tokens = 1057, query_tail = 33, docs = 400, copy_offset = 0;
+    int64_t vocab = 64, doc_tokens = 1057, query_tail = 33, docs = 400, copy_offset = 0, values = 7, markers = 0;
     const Option opts[] = {
         {"input", OPT_STRINGS, &inputs, "FILE_OR_DIR", "JSON Lines {\"text\": ...} (.jsonl/.json), or .txt; .zst streamed; repeatable"},
         {"out", OPT_STRING, &out, "DIR", "output: DIR/{train,dev,test}/shard_*.bin and DIR/manifest.json"},
@@ -27,11 +27,13 @@ int cmd_prepare(int argc, char **argv) {
         {"allow-special", OPT_FLAG, &allow_special, NULL, "spelled-out special tokens in the text become their ids"},
         {"split-seed", OPT_INT, &seed, "N", "salt of the train/dev/test hash"},
         {"allow-empty", OPT_FLAG, &allow_empty, NULL, "write the dataset even when no document is kept"},
-        {"synthetic", OPT_STRING, &synthetic, "TASK", "instead of text: generate a long-range task, recall or copy (no tokenizer)"},
+        {"synthetic", OPT_STRING, &synthetic, "TASK", "instead of text: generate a long-range task, recall, copy or mqar (no tokenizer)"},
         {"vocab", OPT_INT, &vocab, "N", "synthetic: vocabulary size"},
         {"doc-tokens", OPT_INT, &doc_tokens, "N", "synthetic: tokens per document, BOS included"},
-        {"query-tail", OPT_INT, &query_tail, "N", "synthetic: tail tokens: recall (marker key value) queries, or the copied span"},
+        {"query-tail", OPT_INT, &query_tail, "N", "synthetic: tail tokens: recall (marker key value) queries, the copied span, or mqar's repeated records"},
         {"copy-offset", OPT_INT, &copy_offset, "N", "synthetic copy: each tail token repeats the one N back; 0: a span from a random start"},
+        {"values", OPT_INT, &values, "N", "synthetic mqar: value tokens after each marker"},
+        {"markers", OPT_INT, &markers, "N", "synthetic mqar: marker ids 3..N+2 (a fixed range across stages); 0: the records per document"},
         {"docs", OPT_INT, &docs, "N", "synthetic: documents over all splits"},
         {0},
     };
@@ -45,7 +47,9 @@ int cmd_prepare(int argc, char **argv) {
     if (synthetic) {
         SyntheticTask task = synthetic_task_parse(synthetic);
         KV_CHECK(out, "kvcpt prepare: --out DIR is required");
-        SyntheticOptions so = {out, task, vocab, doc_tokens, query_tail, copy_offset, docs, (uint64_t)seed};
+        SyntheticOptions so = {.out_dir = out, .task = task, .vocab = vocab, .doc_tokens = doc_tokens, .query_tail = query_tail,
+                               .copy_offset = copy_offset, .values = values, .markers = markers, .docs = docs,
+                               .seed = (uint64_t)seed};
         synthetic_write(&so);
         printf("prepare: wrote %lld synthetic %s documents of %lld tokens (vocab %lld) to %s\n", (long long)docs, synthetic_task_name(task),
                (long long)doc_tokens, (long long)vocab, out);

@@ -16,7 +16,10 @@ struct DataSplit {
     int n_shards;
     int64_t *first_doc; /* [n_shards + 1]: global index of each shard's first document */
     int64_t n_tokens;
+    AnswerRule answers;
 };
+
+const AnswerRule *data_split_answers(const DataSplit *s) { return &s->answers; }
 
 static const json_t *manifest_split(const char *mpath, json_t *m, const char *name) {
     const json_t *fmt = json_object_get(m, "format"), *ver = json_object_get(m, "version");
@@ -78,6 +81,7 @@ DataSplit *data_split_open(const char *split_dir) {
         json_integer_value(toks) != s->n_tokens)
         die("'%s': splits.%s totals disagree with its shards (%lld documents, %lld tokens)", mpath, name,
             (long long)s->first_doc[s->n_shards], (long long)s->n_tokens);
+    s->answers = answer_rule_from_json(json_object_get(m, "answers"), mpath);
     json_decref(m);
     free(dir_copy);
     free(base_copy);

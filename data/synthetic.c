@@ -7,6 +7,7 @@
 
 #include "../common/rng.h"
 #include "../common/util.h"
+#include "answers.h"
 #include "sha256.h"
 #include "shard.h"
 #include "splits.h"
@@ -17,10 +18,34 @@
 SyntheticTask synthetic_task_parse(const char *name) {
     if (strcmp(name, "recall") == 0) return SYNTH_TASK_RECALL;
     if (strcmp(name, "copy") == 0) return SYNTH_TASK_COPY;
-    die("prepare --synthetic: the task must be 'recall' or 'copy' (got '%s')", name);
+    if (strcmp(name, "mqar") == 0) return SYNTH_TASK_MQAR;
+    die("prepare --synthetic: the task must be 'recall', 'copy' or 'mqar' (got '%s')", name);
 }
 
-const char *synthetic_task_name(SyntheticTask t) { return t == SYNTH_TASK_COPY ? "copy" : "recall"; }
+const char *synthetic_task_name(SyntheticTask t) {
+    return t == SYNTH_TASK_COPY ? "copy" : t == SYNTH_TASK_MQAR ? "mqar" : "recall";
+}
+
+/* mqar: records in the body and the marker id range. */
+static int64_t mqar_records(const SyntheticOptions *o) { return (o->doc_tokens - 1 - o->query_tail) / (1 + o->values); }
+static int64_t mqar_markers(const SyntheticOptions *o) { return o->markers > 0 ? o->markers : mqar_records(o); }
+
+static void mqar_validate(const SyntheticOptions *o) {
+    KV_CHECK(o->values >= 1 && o->values <= 64, "prepare --synthetic mqar: --values must be in [1, 64] (got %lld)",
+             (long long)o->values);
+    int64_t body = o->doc_tokens - 1 - o->query_tail, rec = 1 + o->values;
+    KV_CHECK(body >= rec && body % rec == 0,
+             "prepare --synthetic mqar: the body (doc tokens - 1 - query tail = %lld) must be a positive multiple of "
+             "the record length 1 + values = %lld",
+             (long long)body, (long long)rec);
+    KV_CHECK(o->query_tail >= 1, "prepare --synthetic mqar: --query-tail must be >= 1 (the repeated records)");
+    int64_t records = mqar_records(o), markers = mqar_markers(o);
+    KV_CHECK(markers >= records, "prepare --synthetic mqar: --markers (%lld) must be at least the records per document (%lld)",
+             (long long)markers, (long long)records);
+    KV_CHECK(o->vocab - SYNTH_FIRST_ID - markers >= 2,
+             "prepare --synthetic mqar: need vocab >= %lld for %lld markers and at least 2 value ids (got %lld)",
+             (long long)(SYNTH_FIRST_ID + markers + 2), (long long)markers, (long long)o->vocab);
+}
 
 void synthetic_validate(const SyntheticOptions *o) {
     KV_CHECK(o->vocab >= 8 && o->doc_tokens >= 8 && o->query_tail >= 0 && o->docs >= 10,
@@ -40,6 +65,7 @@ void synthetic_validate(const SyntheticOptions *o) {
                  "%lld)",
                  (long long)body, (long long)(body + SYNTH_FIRST_ID), (long long)o->vocab);
     }
+    if (o->task == SYNTH_TASK_MQAR) mqar_validate(o);
 }
 
 /* copy: BOS, body of distinct ids (a partial Fisher-Yates shuffle of the
@@ -65,12 +91,41 @@ static void copy_document(const SyntheticOptions *o, Rng *r, uint32_t *out) {
     free(ids);
 }
 
+/* mqar: BOS, records with markers drawn without replacement from the marker
+ * range, then whole records of the body repeated (the last one cut at the
+ * document's end). */
+static void mqar_document(const SyntheticOptions *o, Rng *r, uint32_t *out) {
+    int64_t rec = 1 + o->values, records = mqar_records(o), n_markers = mqar_markers(o);
+    int64_t n_values = o->vocab - SYNTH_FIRST_ID - n_markers;
+    uint32_t *markers = xmalloc(sizeof(uint32_t) * (size_t)n_markers);
+    for (int64_t j = 0; j < n_markers; j++) markers[j] = (uint32_t)(SYNTH_FIRST_ID + j);
+    int64_t t = 0;
+    out[t++] = SYNTH_BOS;
+    for (int64_t j = 0; j < records; j++) {
+        int64_t pick = j + (int64_t)(rng_u64(r) % (uint64_t)(n_markers - j));
+        uint32_t m = markers[pick];
+        markers[pick] = markers[j], markers[j] = m;
+        out[t++] = m;
+        for (int64_t v = 0; v < o->values; v++)
+            out[t++] = (uint32_t)(SYNTH_FIRST_ID + n_markers + (int64_t)(rng_u64(r) % (uint64_t)n_values));
+    }
+    while (t < o->doc_tokens) {
+        int64_t src = 1 + (int64_t)(rng_u64(r) % (uint64_t)records) * rec;
+        for (int64_t j = 0; j < rec && t < o->doc_tokens; j++) out[t++] = out[src + j];
+    }
+    free(markers);
+}
+
 /* recall: keys take the lower half of the ids above the specials, values the upper. */
 void synthetic_document(const SyntheticOptions *o, int64_t i, uint32_t *out) {
     Rng r;
     rng_seed(&r, hash_u64(o->seed) ^ hash_u64((uint64_t)i + 1));
     if (o->task == SYNTH_TASK_COPY) {
         copy_document(o, &r, out);
+        return;
+    }
+    if (o->task == SYNTH_TASK_MQAR) {
+        mqar_document(o, &r, out);
         return;
     }
     int64_t first = 3, nk = (o->vocab - first) / 2, nv = o->vocab - first - nk;
@@ -129,11 +184,16 @@ void synthetic_write(const SyntheticOptions *o) {
                                       (json_int_t)(docs * o->doc_tokens), "shards", "file", path, "documents",
                                       (json_int_t)docs, "tokens", (json_int_t)(docs * o->doc_tokens)));
     }
-    json_t *m = json_pack("{s:s,s:i,s:{s:s,s:s,s:I},s:{s:s,s:I,s:I,s:I,s:I,s:I},s:o}", "format", MANIFEST_FORMAT, "version",
+    json_t *m = json_pack("{s:s,s:i,s:{s:s,s:s,s:I},s:{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I},s:o}", "format", MANIFEST_FORMAT, "version",
                           MANIFEST_VERSION, "tokenizer", "path", desc, "sha256", sha, "vocab_size", (json_int_t)o->vocab,
                           "synthetic", "task", synthetic_task_name(o->task), "vocab", (json_int_t)o->vocab, "doc_tokens",
-                          (json_int_t)o->doc_tokens, "query_tail", (json_int_t)o->query_tail, "copy_offset", (json_int_t)o->copy_offset, "seed",
+                          (json_int_t)o->doc_tokens, "query_tail", (json_int_t)o->query_tail, "copy_offset", (json_int_t)o->copy_offset,
+                          "values", (json_int_t)o->values, "markers", (json_int_t)(o->task == SYNTH_TASK_MQAR ? mqar_markers(o) : 0), "seed",
                           (json_int_t)o->seed, "splits", splits);
+    if (o->task == SYNTH_TASK_MQAR) {
+        AnswerRule rule = {1, SYNTH_FIRST_ID, (uint32_t)(SYNTH_FIRST_ID + mqar_markers(o)), o->values};
+        json_object_set_new(m, "answers", answer_rule_to_json(&rule));
+    }
     path_fmt(tmp, sizeof tmp, "%s/manifest.json.tmp", o->out_dir);
     path_fmt(path, sizeof path, "%s/manifest.json", o->out_dir);
     FILE *mf = fopen_check(tmp, "w");

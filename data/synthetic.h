@@ -13,19 +13,28 @@
  *   once at the end of the prefill covers only the first few tail tokens
  *   while re-selecting from a later token's attention keeps up. With a fixed
  *   offset the lookup is by relative position (learnable in a few hundred
- *   steps by a tiny model); with a random start it is by content. */
+ *   steps by a tiny model); with a random start it is by content.
+ * mqar (multi-query associative recall): the body is records "marker v1..vN"
+ *   with markers distinct within the document and values drawn with
+ *   replacement (so no value names its successor); the tail repeats records
+ *   of the body chosen uniformly. After a repeated marker the values can
+ *   only be found by content: the marker's first occurrence. The manifest
+ *   records the rule (data/answers.h) that tells eval and the trainer which
+ *   targets are answers. */
 #include <stdint.h>
 
-typedef enum { SYNTH_TASK_RECALL = 0, SYNTH_TASK_COPY = 1 } SyntheticTask;
+typedef enum { SYNTH_TASK_RECALL = 0, SYNTH_TASK_COPY = 1, SYNTH_TASK_MQAR = 2 } SyntheticTask;
 
 typedef struct {
     const char *out_dir;
     SyntheticTask task;
     int64_t vocab;      /* ids: 1 BOS, 2 query marker, task tokens above */
     int64_t doc_tokens; /* tokens per document, BOS included */
-    int64_t query_tail; /* recall: query triples (marker key value); copy: the copied span */
+    int64_t query_tail; /* recall: query triples (marker key value); copy: the copied span; mqar: repeated records */
     int64_t copy_offset; /* copy: 0 = the span starts at random in the first half of the body;
                             N > 0 = every tail token repeats the token N positions earlier */
+    int64_t values;     /* mqar: value tokens per record */
+    int64_t markers;    /* mqar: marker ids [3, 3 + markers); 0 = the number of records in the body */
     int64_t docs;       /* total; split 80/10/10 by document index hash */
     uint64_t seed;
 } SyntheticOptions;
@@ -33,7 +42,7 @@ typedef struct {
 #define SYNTH_BOS 1
 #define SYNTH_QUERY 2
 
-/* "recall" | "copy"; dies otherwise. */
+/* "recall" | "copy" | "mqar"; dies otherwise. */
 SyntheticTask synthetic_task_parse(const char *name);
 const char *synthetic_task_name(SyntheticTask t);
 /* Dies naming the violated limit. */

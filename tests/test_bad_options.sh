@@ -41,6 +41,22 @@ refused "train: grad_clip=nan refused" "grad_clip" $K train --set model=tiny --s
     --set out="$tmp/run" --set grad_clip=nan --set steps=1 --set warmup_steps=0 --set L=48 --set S=8 --set K=6 \
     --set global_batch=2 --set micro_batch=2
 
+# loss_on: answers needs data whose manifest marks them
+refused "train: loss_on=answers on data without answers refused" "loss_on=answers needs data" $K train --set model=tiny \
+    --set data="$tmp/data" --set out="$tmp/run" --set loss_on=answers --set steps=1 --set warmup_steps=0 --set L=48 \
+    --set S=8 --set K=6 --set global_batch=2 --set micro_batch=2
+refused "train: loss_on=some refused" "loss_on" $K train --set model=tiny --set data="$tmp/data" --set out="$tmp/run" \
+    --set loss_on=some --set steps=1 --set L=48 --set S=8 --set K=6 --set global_batch=2 --set micro_batch=2
+$K prepare --synthetic mqar --vocab 64 --doc-tokens 57 --query-tail 16 --values 3 --markers 12 --docs 20 --out "$tmp/mq" >/dev/null
+first_loss() { # loss_on -> the logged loss of step 1
+    $K train --set model=tiny --set data="$tmp/mq" --set out="$tmp/lo_$1" --set loss_on="$1" --set steps=1 \
+        --set warmup_steps=0 --set L=48 --set S=8 --set K=6 --set global_batch=2 --set micro_batch=2 >/dev/null 2>&1 &&
+        /usr/bin/python3 -c "import json;print(json.loads(open('$tmp/lo_$1/log.jsonl').readline())['loss'])"
+}
+la=$(first_loss all); lq=$(first_loss answers)
+[ -n "$la" ] && [ -n "$lq" ] && [ "$la" != "$lq" ] && ok "train: loss_on=answers runs on mqar data and scores other targets than all ($lq vs $la)" \
+    || fail "train loss_on=answers" "all '$la', answers '$lq'"
+
 # a dataset with no document is refused unless asked for
 refused "prepare keeping no document refused (every one below --min-tokens)" "no document kept" \
     $K prepare --input "$tmp/in.jsonl" --out "$tmp/empty" --min-tokens 100000

@@ -32,6 +32,8 @@ static const Key keys[] = {
     S_(schedule, "linear", "linear | cosine | constant (after warm-up)"),
     S_(group_agg, "max", "GQA aggregation of selection scores: max | mean | first"),
     S_(device, "auto", "auto | cpu | cuda"),
+    S_(loss_on, "all", "all: every next token; answers: only the targets the data's manifest marks as answers "
+                       "(synthetic mqar; the rest are random, and their loss is noise)"),
     I_(L, "8192", "prefill length: positions < L attend causally"),
     I_(S, "50", "refresh positions after the prefill; sequences are L + S tokens"),
     I_(K, "2048", "kept prefill keys per KV head for positions >= L"),
@@ -151,6 +153,7 @@ void train_config_validate(const TrainConfig *c, int world) {
     KV_CHECK(one_of(c->optim, "adamw8bit", "adamw", NULL), "config: 'optim' must be adamw8bit or adamw (got '%s')", c->optim);
     KV_CHECK(one_of(c->schedule, "linear", "cosine", "constant"), "config: 'schedule' must be linear, cosine or constant");
     KV_CHECK(one_of(c->group_agg, "max", "mean", "first"), "config: 'group_agg' must be max, mean or first");
+    KV_CHECK(one_of(c->loss_on, "all", "answers", NULL), "config: 'loss_on' must be all or answers (got '%s')", c->loss_on);
     KV_CHECK(c->data[0], "config: 'data' (the prepared data directory) is required");
     KV_CHECK(c->L >= 1 && c->S >= 0, "config: 'L' must be >= 1 and 'S' >= 0 (got L=%lld S=%lld)", (long long)c->L,
              (long long)c->S);

@@ -14,6 +14,7 @@ typedef struct {
     char schedule[32];    /* "linear" | "cosine" | "constant" */
     char group_agg[16];   /* "max" | "mean" | "first" */
     char device[16];      /* "auto" | "cpu" | "cuda" */
+    char loss_on[16];     /* "all" | "answers" (data/answers.h) */
     char precision[8];    /* CUDA engine: "fp32" | "bf16" | "bf16sr" (see train_config.c) */
     int64_t L, S, K, pool_kernel, mask;
     int64_t global_batch, micro_batch, steps, epochs, warmup_steps;

@@ -28,6 +28,11 @@ static void open_data(Trainer *t) {
     t->train_split = data_split_open(dir);
     path_fmt(dir, sizeof dir, "%s/dev", t->cfg.data);
     t->dev_split = access(dir, F_OK) == 0 ? data_split_open(dir) : NULL;
+    t->answers = data_split_answers(t->train_split);
+    KV_CHECK(strcmp(t->cfg.loss_on, "answers") != 0 || t->answers->present,
+             "config: loss_on=answers needs data whose manifest marks answers ('%s' has none; prepare with --synthetic mqar)",
+             t->cfg.data);
+    if (strcmp(t->cfg.loss_on, "answers") != 0) t->answers = NULL;
     /* one global sample order for every rank count; each rank takes its micro-batches from it */
     t->loader = loader_open(t->train_split, t->T + 1, (uint64_t)t->cfg.seed, 0, 1);
     KV_CHECK(loader_samples_per_epoch(t->loader) > 0,
@@ -75,13 +80,15 @@ static void setup_optimizer(Trainer *t) {
     lr_schedule_check(&t->sched);
 }
 
-/* Splits samples of T+1 tokens into inputs x[0..T-1] and targets x[1..T]. */
+/* Splits samples of T+1 tokens into inputs x[0..T-1] and targets x[1..T];
+ * with loss_on=answers the targets that are not answers become -1 (no loss). */
 static void split_sample(Trainer *t, int64_t b) {
     const uint32_t *s = t->sample + b * (t->T + 1);
     for (int64_t i = 0; i < t->T; i++) {
         t->tokens[b * t->T + i] = (int32_t)s[i];
         t->targets[b * t->T + i] = (int32_t)s[i + 1];
     }
+    if (t->answers) answer_targets(t->answers, s, t->T, t->answer_class, t->targets + b * t->T);
 }
 
 static double peak_rss_bytes(void) {
@@ -300,6 +307,7 @@ static void allocate_batches(Trainer *t) {
     t->sample = xmalloc(sizeof(uint32_t) * (size_t)(mb * (t->T + 1)));
     t->tokens = xmalloc(sizeof(int32_t) * (size_t)(2 * mb * t->T));
     t->targets = t->tokens + mb * t->T;
+    t->answer_class = xmalloc((size_t)(t->T + 1));
     t->round_loss = xmalloc(sizeof(double) * (size_t)(t->rounds + t->accum));
     t->all_loss = t->round_loss + t->rounds;
 }
@@ -488,4 +496,5 @@ void trainer_finish(Trainer *t) {
     free(t->sample);
     free(t->tokens);
     free(t->round_loss);
+    free(t->answer_class);
 }

@@ -38,6 +38,8 @@ typedef struct {
     double *round_loss, *all_loss; /* rounds; accum */
     uint32_t *sample;            /* micro_batch * (T + 1) */
     int32_t *tokens, *targets;   /* micro_batch * T each */
+    const AnswerRule *answers;   /* loss_on=answers: the train split's rule; NULL: loss on every target */
+    uint8_t *answer_class;       /* T + 1: AnswerClass of each sample token */
     FILE *log;
     int lock_fd;            /* rank 0: flock held on out/train.lock for the run, else -1 */
     char log_path[4200];
