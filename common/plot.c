@@ -80,6 +80,12 @@ static void title_and_key(FILE *f, const char *title, int height, int key_rows, 
     fprintf(f, "set tmargin at screen %.6f\n", 1 - (double)(TITLE_PX + key_rows * KEY_ROW_PX + 12) / height);
 }
 
+static int text_px(const char *s);
+
+/* Point types and dash patterns for the curves past gnuplot's 8 colours, so
+ * no two of up to 40 curves look alike. */
+static const int POINT_TYPES[] = {7, 5, 9, 11, 13};
+
 int plot_lines_png(const char *png_path, const char *title, const char *xlabel, const char *ylabel,
                    const PlotSeries *series, int nseries) {
     char dat[4096], gp[4096], t[256];
@@ -100,12 +106,20 @@ int plot_lines_png(const char *png_path, const char *title, const char *xlabel, 
         fprintf(f, "\n\n");
     }
     fclose_check(f, dat);
-    const int width = 900, height = 560;
+    /* the legend: as many entries per line as the widest name allows, the
+     * canvas taller by one key row per extra line */
+    const int width = 900;
+    int widest = 0;
+    for (int s = 0; s < nseries; s++) widest = text_px(series[s].name) > widest ? text_px(series[s].name) : widest;
+    int per_line = (width - 40) / (widest + 60);
+    per_line = per_line < 1 ? 1 : per_line > nseries ? (nseries > 0 ? nseries : 1) : per_line;
+    int key_rows = nseries > 0 ? (nseries + per_line - 1) / per_line : 1;
+    const int height = 560 + (key_rows - 1) * KEY_ROW_PX;
     f = fopen_check(gp, "w");
     fprintf(f, "set terminal pngcairo size %d,%d noenhanced font 'sans,10'\nset output ", width, height);
     gp_quoted(f, png_path);
     fprintf(f, "\n");
-    title_and_key(f, title, height, 1, nseries > 0 ? nseries : 1);
+    title_and_key(f, title, height, key_rows, per_line);
     fprintf(f, "set xlabel ");
     gp_text(f, xlabel);
     fprintf(f, "\nset ylabel ");
@@ -123,8 +137,10 @@ int plot_lines_png(const char *png_path, const char *title, const char *xlabel, 
         fprintf(f, "%s", block ? ", \\\n     " : "");
         gp_quoted(f, dat);
         /* a few points (dev evaluations, a short run) are marked, a long curve is a line */
-        fprintf(f, " index %d with %s lc %d title ", block++,
-                series[s].n <= 50 ? "linespoints pt 7 ps 0.6 lw 2" : "lines lw 1.5", s + 1);
+        fprintf(f, " index %d with %s lc %d dt %d", block++, series[s].n <= 50 ? "linespoints ps 0.6 lw 2" : "lines lw 1.5",
+                s % 8 + 1, s / 8 % 5 + 1);
+        if (series[s].n <= 50) fprintf(f, " pt %d", POINT_TYPES[s / 8 % 5]);
+        fprintf(f, " title ");
         gp_text(f, series[s].name);
     }
     if (block == 0) fprintf(f, "NaN notitle");

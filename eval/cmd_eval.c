@@ -131,8 +131,10 @@ typedef struct {
     PolicyShape sh;
     DecodeEngine *eng;  /* one per document of a batch */
     int32_t **tok;      /* (batch, L + S) */
+    uint8_t **cls;      /* (batch, L + S): AnswerClass of each token as a target; NULL without answers */
     int64_t *doc;       /* (batch) the document index of each slot */
     double *nll;        /* (batch, S) */
+    uint8_t *top1;      /* (batch, S) */
     int64_t *full_tot;  /* (variants, layers) refreshkv full steps */
 } ContextRun;
 
@@ -184,13 +186,22 @@ static void decode_batch(ContextRun *x, int mi, int64_t nb) {
         o.budget = x->sh.budget;
         for (int64_t b = 0; b < nb; b++) policy_create(&pol[b], r->var[v].name, &x->sh, &o), e[b]->kv_reads = 0;
         double t0 = now_seconds();
-        engine_decode_batch(e, pp, (const int32_t *const *)x->tok, nb, S, x->nll);
+        engine_decode_batch_top1(e, pp, (const int32_t *const *)x->tok, nb, S, x->nll, x->top1);
         double dt = now_seconds() - t0, steps = (double)(S > 1 ? S - 1 : 1);
         c->ms_per_token += 1e3 * dt / steps; /* batch wall time: nb documents' share */
         for (int64_t b = 0; b < nb; b++) {
             c->kv_bytes_per_token += (double)e[b]->kv_reads * 2.0 * (double)x->sh.D * sizeof(float) / steps;
             double sum = 0;
-            for (int64_t i = 0; i < S; i++) sum += x->nll[b * S + i];
+            for (int64_t i = 0; i < S; i++) {
+                double nll = x->nll[b * S + i];
+                int hit = x->top1[b * S + i];
+                sum += nll;
+                c->step_nll[i] += nll, c->step_top1[i] += hit;
+                if (x->cls) {
+                    int k = x->cls[b][x->sh.L + i];
+                    c->class_nll[k] += nll, c->class_n[k]++, c->class_top1[k] += hit;
+                }
+            }
             c->doc_nll[c->n_docs++] = sum;
             if (pol[b].full_steps_per_layer)
                 for (int64_t l = 0; l < nl; l++) x->full_tot[v * nl + l] += pol[b].full_steps_per_layer[l];
@@ -251,13 +262,22 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
         if (r->dump) engine_record_first_step(&x.eng[b]);
         x.tok[b] = xmalloc(sizeof(int32_t) * (size_t)(L + S));
     }
+    const AnswerRule *rule = data_split_answers(r->split);
+    if (rule->present) {
+        x.cls = xcalloc((size_t)batch, sizeof(uint8_t *));
+        for (int64_t b = 0; b < batch; b++) x.cls[b] = xmalloc((size_t)(L + S));
+    }
     uint32_t *buf = xmalloc(sizeof(uint32_t) * (size_t)(L + S));
     x.nll = xmalloc(sizeof(double) * (size_t)(batch * S));
+    x.top1 = xmalloc((size_t)(batch * S));
     x.full_tot = xcalloc((size_t)(r->n_var * nl), sizeof(int64_t));
     for (int v = 0; v < r->n_var; v++) {
         EvalCell *c = cell(r, v, ci, mi);
         *c = (EvalCell){.model = model_name, .context = L, .budget = x.sh.budget, .last = S};
         c->doc_nll = xmalloc(sizeof(double) * (size_t)(nd > 0 ? nd : 1));
+        c->step_nll = xcalloc((size_t)S, sizeof(double));
+        c->step_top1 = xcalloc((size_t)S, sizeof(int64_t));
+        c->has_classes = rule->present;
     }
     Progress pr;
     progress_begin(&pr, "eval", want, "docs");
@@ -268,6 +288,7 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
             continue;
         }
         read_doc(&x, d, x.tok[nb], buf, m->cfg.vocab_size);
+        if (x.cls) answer_classify(rule, buf, L + S, x.cls[nb]);
         x.doc[nb] = d;
         engine_prefill(&x.eng[nb], x.tok[nb], L);
         if (++nb == batch) decode_batch(&x, mi, nb), used += nb, nb = 0, progress_update(&pr, used, NULL);
@@ -285,8 +306,12 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
             stride_json(c->stride_info, sizeof c->stride_info, &tmp, nl, used * (S - 1));
         }
     }
-    for (int64_t b = 0; b < batch; b++) engine_free(&x.eng[b]), free(x.tok[b]);
-    free(x.eng), free(x.tok), free(x.doc), free(buf), free(x.nll), free(x.full_tot);
+    for (int64_t b = 0; b < batch; b++) {
+        engine_free(&x.eng[b]);
+        free(x.tok[b]);
+        if (x.cls) free(x.cls[b]);
+    }
+    free(x.eng), free(x.tok), free(x.cls), free(x.doc), free(buf), free(x.nll), free(x.top1), free(x.full_tot);
 }
 
 static void load_model(Llama *m, const char *dir) {
@@ -408,21 +433,26 @@ int cmd_eval(int argc, char **argv) {
     }
     if (r.dump) fclose_check(r.dump, a.dump);
     eval_print_table(r.cells, n_cells, r.n_models, r.n_ctx);
+    eval_print_answers(r.cells, n_cells, r.n_models, r.n_ctx);
     make_dirs(a.out);
     char path[4200];
     path_fmt(path, sizeof path, "%s/eval.json", a.out);
     int non_finite = eval_write_json(path, r.cells, n_cells, r.skipped, backend_name(dev));
     path_fmt(path, sizeof path, "%s/eval.png", a.out);
     eval_plot(path, r.cells, n_cells, r.n_models, r.n_ctx);
-    printf("wrote %s/eval.json and %s/eval.png (%lld documents skipped as shorter than context + last + 1)\n", a.out,
-           a.out, (long long)r.skipped);
+    for (int mi = 0; mi < r.n_models; mi++) {
+        path_fmt(path, sizeof path, "%s/eval_steps%s.png", a.out, r.n_models == 2 && mi == 0 ? "_before" : "");
+        eval_plot_steps(path, r.cells, n_cells, r.n_models, r.n_ctx, mi);
+    }
+    printf("wrote %s/eval.json, %s/eval.png and the per-step curves %s/eval_steps*.png (%lld documents skipped as "
+           "shorter than context + last + 1)\n", a.out, a.out, a.out, (long long)r.skipped);
     /* written first so the cells can be read, then a failure: a NaN
      * perplexity means the weights or the arithmetic are broken */
     if (non_finite > 0)
         die("eval: %d of %d results are not finite (NaN or infinite perplexity; null in %s/eval.json): check the "
             "model's weights", non_finite, n_cells, a.out);
     for (int i = 0; i < n_cells; i++) {
-        free(r.cells[i].doc_nll);
+        free(r.cells[i].doc_nll), free(r.cells[i].step_nll), free(r.cells[i].step_top1);
         free((void *)r.cells[i].policy);
     }
     free(r.cells);

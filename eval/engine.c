@@ -276,6 +276,19 @@ double nll_of(const float *logits, int64_t V, int32_t target) {
     return mx + log(s) - (double)logits[target];
 }
 
+int64_t argmax_of(const float *logits, int64_t V) {
+    int64_t best = 0;
+    for (int64_t v = 1; v < V; v++)
+        if (logits[v] > logits[best]) best = v;
+    return best;
+}
+
+/* One scored token: its NLL and, when wanted, whether it was the argmax. */
+static void score_token(const float *logits, int64_t V, int32_t target, double *nll, uint8_t *top1) {
+    *nll = nll_of(logits, V, target);
+    if (top1) *top1 = argmax_of(logits, V) == target;
+}
+
 static void policies_init(const DecodeBackend *be, DecodeEngine *const *e, Policy *const *p, int64_t nb) {
     int64_t nl = e[0]->m->cfg.num_hidden_layers;
 #pragma omp parallel for schedule(dynamic) if (nb > 1)
@@ -293,8 +306,8 @@ static void policies_init(const DecodeBackend *be, DecodeEngine *const *e, Polic
     }
 }
 
-void engine_decode_batch(DecodeEngine *const *e, Policy *const *p, const int32_t *const *tokens, int64_t nb,
-                         int64_t S, double *nll) {
+void engine_decode_batch_top1(DecodeEngine *const *e, Policy *const *p, const int32_t *const *tokens, int64_t nb,
+                              int64_t S, double *nll, uint8_t *top1) {
     KV_CHECK(nb >= 1, "eval: a decode batch needs at least one document (got %lld)", (long long)nb);
     const Llama *m = e[0]->m;
     const LlamaConfig *c = &m->cfg;
@@ -308,7 +321,7 @@ void engine_decode_batch(DecodeEngine *const *e, Policy *const *p, const int32_t
                  (long long)(L + S), (long long)e[b]->cap);
     }
     policies_init(be, e, p, nb);
-    for (int64_t b = 0; b < nb; b++) nll[b * S] = nll_of(e[b]->prefill_logits, V, tokens[b][L]);
+    for (int64_t b = 0; b < nb; b++) score_token(e[b]->prefill_logits, V, tokens[b][L], nll + b * S, top1 ? top1 + b * S : NULL);
     StepRows r;
     be->rows_create(&r, c, nb);
     for (int64_t i = 1; i < S; i++) {
@@ -319,9 +332,15 @@ void engine_decode_batch(DecodeEngine *const *e, Policy *const *p, const int32_t
         be->ops->matmul_forward(r.logits, r.xn, e[0]->w->lm_head, nb, C, V);
         const float *logits = be->logits(&r, c);
 #pragma omp parallel for schedule(static) if (nb > 1)
-        for (int64_t b = 0; b < nb; b++) nll[b * S + i] = nll_of(logits + b * V, V, tokens[b][pos + 1]);
+        for (int64_t b = 0; b < nb; b++)
+            score_token(logits + b * V, V, tokens[b][pos + 1], nll + b * S + i, top1 ? top1 + b * S + i : NULL);
     }
     be->rows_free(&r);
+}
+
+void engine_decode_batch(DecodeEngine *const *e, Policy *const *p, const int32_t *const *tokens, int64_t nb,
+                         int64_t S, double *nll) {
+    engine_decode_batch_top1(e, p, tokens, nb, S, nll, NULL);
 }
 
 void engine_decode(DecodeEngine *e, Policy *p, const int32_t *tokens, int64_t S, double *nll) {

@@ -59,6 +59,13 @@ void engine_decode(DecodeEngine *e, Policy *p, const int32_t *tokens, int64_t S,
  * over tokens[b]; its S NLLs go to nll + b*S. */
 void engine_decode_batch(DecodeEngine *const *e, Policy *const *p, const int32_t *const *tokens, int64_t nb,
                          int64_t S, double *nll);
+/* engine_decode_batch that also writes top1 + b*S: 1 where the target is
+ * the most likely token (argmax_of), 0 elsewhere; top1 may be NULL. */
+void engine_decode_batch_top1(DecodeEngine *const *e, Policy *const *p, const int32_t *const *tokens, int64_t nb,
+                              int64_t S, double *nll, uint8_t *top1);
 /* -log softmax(logits)[target] in double. */
 double nll_of(const float *logits, int64_t V, int32_t target);
+/* The index of the largest logit, the lowest one among equals (as
+ * torch.argmax). */
+int64_t argmax_of(const float *logits, int64_t V);
 #endif

@@ -73,6 +73,50 @@ static void set_checked(json_t *o, const char *key, json_t *v) {
     KV_CHECK(v != NULL && json_object_set_new(o, key, v) == 0, "eval.json: cannot store field '%s'", key);
 }
 
+static double top1_accuracy(const EvalCell *c) {
+    int64_t hits = 0;
+    for (int64_t i = 0; i < c->last; i++) hits += c->step_top1[i];
+    return c->n_docs > 0 ? (double)hits / (double)(c->n_docs * c->last) : NAN;
+}
+
+static json_t *number_array(const double *x, int64_t n) {
+    json_t *a = json_array();
+    KV_CHECK(a != NULL, "eval.json: out of memory");
+    for (int64_t i = 0; i < n; i++)
+        KV_CHECK(json_array_append_new(a, json_number_or_null(x[i])) == 0, "eval.json: out of memory");
+    return a;
+}
+
+/* Mean NLL and top-1 accuracy of each decode step over the documents. */
+static json_t *per_step_json(const EvalCell *c) {
+    double *nll = xmalloc(sizeof(double) * (size_t)c->last), *acc = xmalloc(sizeof(double) * (size_t)c->last);
+    for (int64_t i = 0; i < c->last; i++) {
+        nll[i] = c->n_docs > 0 ? c->step_nll[i] / (double)c->n_docs : NAN;
+        acc[i] = c->n_docs > 0 ? (double)c->step_top1[i] / (double)c->n_docs : NAN;
+    }
+    json_t *o = json_object();
+    KV_CHECK(o != NULL, "eval.json: out of memory");
+    set_checked(o, "mean_nll", number_array(nll, c->last));
+    set_checked(o, "top1_accuracy", number_array(acc, c->last));
+    free(nll), free(acc);
+    return o;
+}
+
+static json_t *answers_json(const EvalCell *c) {
+    json_t *o = json_object();
+    KV_CHECK(o != NULL, "eval.json: out of memory");
+    for (int k = 0; k < ANSWER_CLASSES; k++) {
+        json_t *e = json_object();
+        KV_CHECK(e != NULL, "eval.json: out of memory");
+        double n = (double)c->class_n[k];
+        set_checked(e, "tokens", json_integer((json_int_t)c->class_n[k]));
+        set_checked(e, "ppl", json_number_or_null(n > 0 ? exp(c->class_nll[k] / n) : NAN));
+        set_checked(e, "top1_accuracy", json_number_or_null(n > 0 ? (double)c->class_top1[k] / n : NAN));
+        set_checked(o, answer_class_name((AnswerClass)k), e);
+    }
+    return o;
+}
+
 int eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skipped_short, const char *device) {
     json_t *arr = json_array();
     int non_finite = 0;
@@ -103,6 +147,9 @@ int eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skip
         set_checked(o, "kv_bytes_per_token", json_number_or_null(c->kv_bytes_per_token));
         set_checked(o, "ppl_per_document", docs);
         if (c->stride_info[0]) set_checked(o, "effective_stride_per_layer", json_loads(c->stride_info, 0, NULL));
+        set_checked(o, "top1_accuracy", json_number_or_null(top1_accuracy(c)));
+        set_checked(o, "per_step", per_step_json(c));
+        if (c->has_classes) set_checked(o, "answers", answers_json(c));
         KV_CHECK(json_array_append_new(arr, o) == 0, "eval.json: out of memory");
         non_finite += !finite;
     }
@@ -143,4 +190,64 @@ void eval_plot(const char *png, const EvalCell *cells, int n, int n_models, int 
                   "PPL (lower is better)", row_names, rows,
                   col_names, per_policy, v);
     free(row_names), free(cols), free(col_names), free(v);
+}
+
+static double class_accuracy(const EvalCell *c, AnswerClass k) {
+    return c->class_n[k] > 0 ? (double)c->class_top1[k] / (double)c->class_n[k] : NAN;
+}
+
+void eval_print_answers(const EvalCell *cells, int n, int n_models, int n_contexts) {
+    if (n == 0 || !cells[0].has_classes) return;
+    int per_policy = n_models * n_contexts;
+    printf("top-1 accuracy of the answers: the first value after a repeated marker (a jump to its record) | the "
+           "values after it%s\n", n_models == 2 ? " (before -> after)" : "");
+    printf("%-50s", "policy");
+    for (int c = 0; c < n_contexts; c++) {
+        char h[64];
+        snprintf(h, sizeof h, "@ %lld: first | rest", (long long)cells[c * n_models].context);
+        printf(" | %-31s", h);
+    }
+    printf("\n");
+    for (int i = 0; i < 50 + n_contexts * 34; i++) putchar('-');
+    printf("\n");
+    for (int p = 0; p < n / per_policy; p++) {
+        printf("%-50s", cells[p * per_policy].policy);
+        for (int c = 0; c < n_contexts; c++) {
+            const EvalCell *a = &cells[p * per_policy + c * n_models];
+            char v[96];
+            if (n_models == 2)
+                snprintf(v, sizeof v, "%.3f -> %.3f | %.3f -> %.3f", class_accuracy(&a[0], ANSWER_FIRST),
+                         class_accuracy(&a[1], ANSWER_FIRST), class_accuracy(&a[0], ANSWER_REST),
+                         class_accuracy(&a[1], ANSWER_REST));
+            else
+                snprintf(v, sizeof v, "%.3f | %.3f", class_accuracy(&a[0], ANSWER_FIRST), class_accuracy(&a[0], ANSWER_REST));
+            printf(" | %-31s", v);
+        }
+        printf("\n");
+    }
+    const EvalCell *c0 = &cells[0];
+    printf("(%lld first and %lld later answers per policy and model; the other %lld scored tokens are random)\n\n",
+           (long long)c0->class_n[ANSWER_FIRST], (long long)c0->class_n[ANSWER_REST], (long long)c0->class_n[ANSWER_NONE]);
+}
+
+void eval_plot_steps(const char *png, const EvalCell *cells, int n, int n_models, int n_contexts, int mi) {
+    int per_policy = n_models * n_contexts, rows = n / per_policy;
+    int64_t S = cells[0].last;
+    PlotSeries *s = xcalloc((size_t)rows, sizeof *s);
+    double *x = xmalloc(sizeof(double) * (size_t)S), *y = xmalloc(sizeof(double) * (size_t)(S * rows));
+    for (int64_t i = 0; i < S; i++) x[i] = (double)(i + 1);
+    int acc = cells[0].has_classes;
+    for (int p = 0; p < rows; p++) {
+        const EvalCell *c = &cells[p * per_policy + mi];
+        for (int64_t i = 0; i < S; i++)
+            y[p * S + i] = c->n_docs == 0 ? NAN
+                           : acc          ? (double)c->step_top1[i] / (double)c->n_docs
+                                          : exp(c->step_nll[i] / (double)c->n_docs);
+        s[p] = (PlotSeries){c->policy, x, y + p * S, S};
+    }
+    char title[256];
+    snprintf(title, sizeof title, "kvcpt eval: %s per decode step (context %lld, %s)", acc ? "top-1 accuracy" : "PPL",
+             (long long)cells[0].context, n_models == 2 ? (mi ? "after CPT" : "before CPT") : "one model");
+    plot_lines_png(png, title, "decode step", acc ? "top-1 accuracy over documents" : "PPL over documents", s, rows);
+    free(s), free(x), free(y);
 }

@@ -5,6 +5,8 @@
  * and printed as a table, JSON and a PNG bar chart. */
 #include <stdint.h>
 
+#include "../data/answers.h"
+
 typedef struct {
     const char *policy;   /* label with settings */
     const char *model;    /* model path */
@@ -14,6 +16,12 @@ typedef struct {
     double ppl, lo, hi;   /* exp(mean NLL over all tokens) and its 95% interval */
     double ms_per_token, kv_bytes_per_token;
     char stride_info[512];/* refreshkv: effective stride per layer */
+    /* per scored token, summed over the documents */
+    double *step_nll;     /* (last) */
+    int64_t *step_top1;   /* (last) documents whose target at that step was the argmax */
+    int has_classes;      /* the data marks answers (data/answers.h): the class sums below are filled */
+    double class_nll[ANSWER_CLASSES];
+    int64_t class_n[ANSWER_CLASSES], class_top1[ANSWER_CLASSES];
 } EvalCell;
 
 /* Fills ppl, lo, hi from doc_nll (documents resampled with replacement). */
@@ -24,4 +32,11 @@ void eval_print_table(const EvalCell *cells, int n, int n_models, int n_contexts
  * null with "finite": false). */
 int eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skipped_short, const char *device);
 void eval_plot(const char *png, const EvalCell *cells, int n, int n_models, int n_contexts);
+/* Top-1 accuracy per answer class (policy rows, before -> after with two
+ * models); prints nothing when the data marks no answers. */
+void eval_print_answers(const EvalCell *cells, int n, int n_models, int n_contexts);
+/* One curve per policy over the decode steps of the first context and
+ * model `mi`: top-1 accuracy when the data marks answers (the scored token
+ * at a step is an answer in some documents only), else PPL per step. */
+void eval_plot_steps(const char *png, const EvalCell *cells, int n, int n_models, int n_contexts, int mi);
 #endif

@@ -23,6 +23,48 @@ want=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 meta=$(/usr/bin/python3 -c "import json;j=json.load(open('$tmp/ev/eval.json'));b=j['blas'];print(j['commit'], b['core'] != '', b['blas_threads'] >= 1, b['omp_threads'] >= 1)" 2>&1)
 case "$meta" in "$want"*" True True True") ok "eval.json records the commit ($meta) and the BLAS core and threads";;
     *) fail "eval.json provenance" "got '$meta', the commit should start with $want";; esac
+# mqar data (its manifest marks answers): top-1 accuracy per answer class and
+# per decode step. The classes are recomputed here from the shard's tokens by
+# the rule of data/answers.h, written independently.
+$K prepare --synthetic mqar --vocab 64 --doc-tokens 57 --query-tail 16 --values 3 --markers 12 --docs 200 \
+    --out "$tmp/mqar" >/dev/null
+out=$($K eval --model "$tmp/pre/model" --model "$tmp/cpt/model" --data "$tmp/mqar" --L 48 --S 8 --K L/8 \
+      --refresh-qc 2 --out "$tmp/evq" --max-docs 6 2>&1)
+grep -q "top-1 accuracy of the answers" <<<"$out" && ok "eval on mqar data prints the answers' accuracy table" \
+    || fail "answers table" "$out"
+chk=$(/usr/bin/python3 - "$tmp" <<'PY' 2>&1
+import json, struct, sys
+t = sys.argv[1]
+man = json.load(open(f"{t}/mqar/manifest.json")); a = man["answers"]; n = man["synthetic"]["doc_tokens"]
+raw = open(f"{t}/mqar/test/shard_000000.bin", "rb").read()
+docs = [struct.unpack_from(f"<{n}I", raw, 64 + 4 * n * d) for d in range(6)]
+def classes(tok):
+    out, seen, last, rep = [], set(), None, False
+    for i, x in enumerate(tok):
+        c = "none"
+        if a["marker_lo"] <= x < a["marker_hi"]:
+            rep = x in seen; seen.add(x); last = i
+        elif last is not None and rep and i - last <= a["values"]:
+            c = "first" if i - last == 1 else "rest"
+        out.append(c)
+    return out
+want = {"first": 0, "rest": 0, "none": 0}
+for tok in docs:
+    for c in classes(tok)[48:56]: want[c] += 1
+bad = []
+for r in json.load(open(f"{t}/evq/eval.json"))["results"]:
+    got = {k: v["tokens"] for k, v in r["answers"].items()}
+    ps = r["per_step"]
+    mean_top1 = sum(ps["top1_accuracy"]) / len(ps["top1_accuracy"])
+    if got != want: bad.append(f"{r['policy']}: classes {got} != {want}")
+    if len(ps["mean_nll"]) != 8 or abs(mean_top1 - r["top1_accuracy"]) > 1e-12: bad.append(f"{r['policy']}: per_step")
+print("; ".join(bad) if bad else f"ok {want}")
+PY
+)
+case "$chk" in ok*) ok "eval.json: answer classes per cell match an independent count ($chk), per-step curves of S entries";;
+    *) fail "eval.json answers" "$chk";; esac
+[ -s "$tmp/evq/eval_steps.png" ] && [ -s "$tmp/evq/eval_steps_before.png" ] \
+    && ok "per-step accuracy curves written (eval_steps.png, eval_steps_before.png)" || fail "eval_steps png" "missing"
 # --batch: the same results for any batch size. The test split mixes
 # documents long enough (57 and 60 tokens) with too-short ones (40) between
 # them, and 4 does not divide the eligible count, so the last batch is partial.

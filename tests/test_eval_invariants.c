@@ -56,6 +56,53 @@ int main(void) {
     double ppl_full = exp(mean(full, S)), ppl_train = exp((double)loss);
     tl_result(fabs(ppl_full - ppl_train) <= 1e-5 * ppl_train, "full PPL equals exp(training forward loss)",
               "decode %.9f vs forward %.9f", ppl_full, ppl_train);
+    /* top-1 of each scored token against the argmax of the training
+     * forward's logits; targets set to each row's argmax make every token a hit */
+    {
+        int64_t V = c.vocab_size;
+        float *lg = xmalloc(sizeof(float) * (size_t)(S * V));
+        llama_logits(&model, lg, L - 1, S);
+        int32_t argmax_doc[L + S];
+        memcpy(argmax_doc, doc, sizeof doc);
+        llama_forward(&model, doc, tgt, 1, L + S - 1);
+        int hits_want = 0, agree = 1;
+        uint8_t top1[S], top1_argmax[S];
+        double nll_tmp[S];
+        for (int i = 0; i < S; i++) hits_want += argmax_of(lg + i * V, V) == doc[L + i];
+        Policy p;
+        PolicyShape sh = {c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.hidden_size,
+                          L, 32, L / 8, L + S, NULL, NULL};
+        PolicyOptions o = policy_default_options(L / 8);
+        policy_create(&p, "full", &sh, &o);
+        DecodeEngine *ep = &eng;
+        Policy *pp = &p;
+        const int32_t *tp = doc;
+        engine_decode_batch_top1(&ep, &pp, &tp, 1, S, nll_tmp, top1);
+        policy_destroy(&p);
+        int hits = 0;
+        for (int i = 0; i < S; i++) hits += top1[i], agree &= top1[i] == (argmax_of(lg + i * V, V) == doc[L + i]);
+        tl_result(agree, "top-1 hits of full decode equal the training forward's argmax hits", "%d vs %d of %d", hits,
+                  hits_want, S);
+        /* a greedy continuation (each scored token the argmax given the ones
+         * before it, from the training forward): every step is a hit */
+        for (int i = 0; i < S; i++) {
+            llama_forward(&model, argmax_doc, NULL, 1, L + i);
+            llama_logits(&model, lg, L + i - 1, 1);
+            argmax_doc[L + i] = (int32_t)argmax_of(lg, V);
+        }
+        DecodeEngine e2;
+        engine_create(&e2, &model, L + S, 32);
+        engine_prefill(&e2, argmax_doc, L);
+        policy_create(&p, "full", &sh, &o);
+        ep = &e2, tp = argmax_doc;
+        engine_decode_batch_top1(&ep, &pp, &tp, 1, S, nll_tmp, top1_argmax);
+        policy_destroy(&p);
+        engine_free(&e2);
+        hits = 0;
+        for (int i = 0; i < S; i++) hits += top1_argmax[i];
+        tl_result(hits == S, "top-1: a greedy continuation is a hit at every step", "%d of %d hits", hits, S);
+        free(lg);
+    }
 
     const char *names[] = {"streaming", "snapkv", "refreshkv", "h2o", "tova", "restkv", "kvec"};
     for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {

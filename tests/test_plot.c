@@ -222,7 +222,7 @@ int main(void) {
         if ((i + 1) % 100 == 0) xd[nd] = i + 1, yd[nd++] = 2.2 + 8 * exp(-i / 400.0);
     }
     PlotSeries s[2] = {{"train", x, y, N}, {"dev", xd, yd, nd}};
-    char base[4200], png[4300];
+    char base[4200], png[4300], gp_path[4300];
     snprintf(base, sizeof base, "%s/loss_long", dir);
     snprintf(png, sizeof png, "%s.png", base);
     check_chart("loss, 3000 steps and dev", base,
@@ -232,6 +232,32 @@ int main(void) {
     snprintf(png, sizeof png, "%s.png", base);
     check_chart("loss, a single step", base,
                 plot_lines_png(png, "kvcpt train: loss", "step", "cross-entropy (nats)", s, 1), 900, 560, 1);
+    /* eval's per-step curves: 11 policies with their long labels, 32 steps */
+    static const char *labels[11] = {"full", "streaming (sinks 4)", "h2o (recent 64, heavy 64, max)",
+                                     "snapkv (window 1 kept)", "tova (shared heads, mean, window 1)",
+                                     "refreshkv (QC 5, s 0.85)", "refreshkv (QC 10, s 0.85)",
+                                     "refreshkv (fixed stride 10)", "refreshkv (fixed stride 25)",
+                                     "restkv (S_w 32, alpha 0.3, beta 2000, k 5)",
+                                     "kvec (O 16, O' 32, delta 3, lambda 1, beta 0.25)"};
+    static double sx[32], sy[11][32];
+    PlotSeries ps[11];
+    for (int i = 0; i < 32; i++) sx[i] = i + 1;
+    for (int k = 0; k < 11; k++) {
+        for (int i = 0; i < 32; i++) sy[k][i] = fmod(0.37 * k + 0.11 * i, 1.0);
+        ps[k] = (PlotSeries){labels[k], sx, sy[k], 32};
+    }
+    snprintf(base, sizeof base, "%s/steps", dir);
+    snprintf(png, sizeof png, "%s.png", base);
+    int steps_rc =
+        plot_lines_png(png, "kvcpt eval: top-1 accuracy per decode step", "decode step", "top-1 accuracy", ps, 11);
+    /* read the script before check_chart removes it */
+    snprintf(gp_path, sizeof gp_path, "%s.gp", base);
+    char *script = slurp(gp_path);
+    check_chart("per-step curves, 11 policies", base, steps_rc, 900, 560, 11);
+    /* curves 9 to 11 reuse colours 1 to 3: they must differ in dash and point type */
+    tl_result(script && strstr(script, "lc 1 dt 2") && strstr(script, "lc 3 dt 2") && strstr(script, "pt 5"),
+              "per-step curves: past 8 colours the curves get another dash pattern and point type", "");
+    free(script);
     if (!keep) rmdir(dir);
     return tl_finish();
 }
