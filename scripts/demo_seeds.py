@@ -7,7 +7,10 @@ the seeds' eval.json files, per policy and model (before / after CPT): the
 mean and standard deviation of PPL across seeds, and paired comparisons with
 95% t-intervals across seeds on ln PPL (a ratio of PPLs, so a policy's
 outlier seed does not swamp the mean): after vs before CPT for every policy,
-and each RefreshKV variant vs SnapKV on the same model and seed.
+and each RefreshKV variant vs SnapKV on the same model and seed. When the
+data marks answers (the mqar task), the same for the top-1 accuracy of the
+first answer after a jump and of the later ones, as differences in
+percentage points.
 
 Writes OUT/summary.md (what docs/results-demo.md quotes) and
 OUT/summary.json, and prints the table.
@@ -24,7 +27,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
 
 # two-sided 95% Student t quantiles by degrees of freedom
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
@@ -52,18 +54,38 @@ def stage_of(model_path):
 
 
 def load(out, seeds):
-    """{(policy, stage): {seed: ppl}}, and each seed's eval.json provenance"""
-    cells, meta = {}, {}
+    """{(policy, stage): {seed: ppl}}, {(policy, stage, class): {seed: top-1 accuracy}}
+    and each seed's eval.json provenance"""
+    cells, acc, meta = {}, {}, {}
     for s in seeds:
         path = os.path.join(out, f"seed{s}", "eval", "eval.json")
         with open(path) as f:
             j = json.load(f)
         meta[s] = {"commit": j.get("commit"), "blas": j.get("blas"), "device": j.get("device")}
         for r in j["results"]:
+            for cls, e in (r.get("answers") or {}).items():
+                if cls != "none" and e.get("top1_accuracy") is not None:
+                    acc.setdefault((r["policy"], stage_of(r["model"]), cls), {})[s] = e["top1_accuracy"]
             if r["ppl"] is None:
                 continue
             cells.setdefault((r["policy"], stage_of(r["model"])), {})[s] = r["ppl"]
-    return cells, meta
+    return cells, acc, meta
+
+
+def seed_seconds(out, s):
+    """the demo's own stage times (stage_seconds.txt), so a resumed seed still reports its whole cost"""
+    try:
+        with open(os.path.join(out, f"seed{s}", "stage_seconds.txt")) as f:
+            return sum(int(line.split()[-2]) for line in f if line.strip().endswith(" s"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def fmt_pp(m, ci):
+    """a difference of accuracies in percentage points with its interval"""
+    if ci is None:
+        return f"{100 * m:+.1f}"
+    return f"{100 * m:+.1f} [{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]"
 
 
 def fmt_ppl(x):
@@ -76,6 +98,58 @@ def fmt_ratio(m, ci):
     return f"{math.exp(m):.3g}x [{math.exp(ci[0]):.3g}, {math.exp(ci[1]):.3g}]"
 
 
+def accuracy_tables(acc, policies, seeds, snap, summary):
+    """Top-1 accuracy of the answers per class: mean ± sd in percent, after - before and RefreshKV - SnapKV in
+    percentage points with 95% t-intervals across seeds."""
+    lines = ["", "Top-1 accuracy of the answers (%, mean ± sd across seeds): the first value after a repeated "
+                 "marker (a jump to its record by content) and the later values; after − before CPT in percentage "
+                 "points (95% CI across seeds).", "",
+             "| policy | first: before | first: after | first: after − before | rest: before | rest: after | "
+             "rest: after − before |", "|---|---|---|---|---|---|---|"]
+    summary["accuracy"] = {}
+    for p in policies:
+        row, entry = [p], {}
+        for cls in ("first", "rest"):
+            for st in ("before", "after"):
+                v = [acc[(p, st, cls)][s] for s in seeds if s in acc.get((p, st, cls), {})]
+                if not v:
+                    row.append("n/a")
+                    continue
+                sd = statistics.stdev(v) if len(v) > 1 else 0.0
+                row.append(f"{100 * statistics.fmean(v):.1f} ± {100 * sd:.1f}")
+                entry[f"{cls}_{st}"] = {"per_seed": v, "mean": statistics.fmean(v), "sd": sd}
+            both = [s for s in seeds if s in acc.get((p, "before", cls), {}) and s in acc.get((p, "after", cls), {})]
+            d = [acc[(p, "after", cls)][s] - acc[(p, "before", cls)][s] for s in both]
+            if d:
+                m, ci = interval(d)
+                row.append(fmt_pp(m, ci))
+                entry[f"{cls}_after_minus_before"] = {"per_seed": d, "mean": m, "ci95": ci}
+            else:
+                row.append("n/a")
+        summary["accuracy"][p] = entry
+        lines.append("| " + " | ".join(row) + " |")
+    refresh = [p for p in policies if p.startswith("refreshkv")]
+    if snap and refresh:
+        lines += ["", f"RefreshKV minus {snap}, top-1 accuracy in percentage points on the same model and seed "
+                      "(95% CI across seeds; above 0: RefreshKV better).", "",
+                  "| variant | first: before | first: after | rest: before | rest: after |", "|---|---|---|---|---|"]
+        for p in refresh:
+            row = [p]
+            for cls in ("first", "rest"):
+                for st in ("before", "after"):
+                    a_, b_ = acc.get((p, st, cls), {}), acc.get((snap, st, cls), {})
+                    d = [a_[s] - b_[s] for s in seeds if s in a_ and s in b_]
+                    if not d:
+                        row.append("n/a")
+                        continue
+                    m, ci = interval(d)
+                    row.append(fmt_pp(m, ci))
+                    summary["accuracy"].setdefault(p, {})[f"{cls}_{st}_minus_snapkv"] = {"per_seed": d, "mean": m,
+                                                                                         "ci95": ci}
+            lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", default="1,2,3")
@@ -86,17 +160,15 @@ def main():
     if len(seeds) < 1:
         sys.exit("demo_seeds: need at least one seed")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    seconds = {}
     for s in seeds:
         if a.no_run:
             break
         d = os.path.join(a.out, f"seed{s}")
-        t0 = time.time()
         env = dict(os.environ, OUT=d, SEED=str(s))
         print(f"demo_seeds: seed {s} -> {d}", flush=True)
         subprocess.run([os.path.join(root, "launch", "demo.sh")], env=env, check=True)
-        seconds[s] = round(time.time() - t0)
-    cells, meta = load(a.out, seeds)
+    seconds = {s: t for s in seeds if (t := seed_seconds(a.out, s)) is not None}
+    cells, acc, meta = load(a.out, seeds)
     policies = []
     for (p, _st) in cells:
         if p not in policies:
@@ -145,12 +217,15 @@ def main():
                 row.append(fmt_ratio(m, ci))
                 summary["paired"].setdefault(p, {})[st] = {"ln_vs_snapkv_per_seed": d, "mean": m, "ci95": ci}
             lines.append("| " + " | ".join(row) + " |")
+    if acc:
+        lines += accuracy_tables(acc, policies, seeds, snap, summary)
     cores = {json.dumps(m["blas"], sort_keys=True) for m in meta.values()}
     lines += ["", "Provenance (each seed's eval.json): commit " +
               ", ".join(sorted({str(m['commit']) for m in meta.values()})) + "; BLAS " + "; ".join(sorted(cores)) +
               f"; {platform.machine()}, {os.cpu_count()} cores."]
     if seconds:
-        lines.append("Wall time per seed (s): " + ", ".join(f"{s}: {t}" for s, t in seconds.items()) + ".")
+        lines.append("Wall time per seed (s, the sum of its stage_seconds.txt): " +
+                     ", ".join(f"{s}: {t}" for s, t in seconds.items()) + ".")
     text = "\n".join(lines) + "\n"
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "summary.md"), "w") as f:

@@ -2,27 +2,33 @@
 # scripts/demo_seeds.py's table across seeds, on eval.json files written
 # here with known PPLs (no demo is run): mean and sd per policy and model,
 # the after/before ratio with its 95% t-interval, RefreshKV against SnapKV,
-# the provenance line, and a cell missing from one seed.
+# the provenance line, a cell missing from one seed, and the top-1 accuracy
+# tables of answer-marking data (first / rest, after − before, RefreshKV −
+# SnapKV in percentage points).
 . "$(dirname "$0")/lib.sh"
 PY=${PYTHON:-python3}
-mk() { # seed, then "policy|stage|ppl" lines on stdin
+mk() { # seed, then "policy|stage|ppl[|first|rest]" lines on stdin (top-1 accuracies of the answers)
     mkdir -p "$tmp/s/seed$1/eval"
     "$PY" -c "
 import json, sys
 res = []
 for line in sys.stdin.read().split():
-    p, st, v = line.split('|')
-    res.append({'policy': p.replace('_', ' '), 'model': 'runs/x/' + ('cpt' if st == 'after' else 'pretrain') + '/model',
-                'ppl': float(v)})
+    p, st, v, *a = line.split('|')
+    r = {'policy': p.replace('_', ' '), 'model': 'runs/x/' + ('cpt' if st == 'after' else 'pretrain') + '/model',
+         'ppl': float(v)}
+    if a:
+        r['answers'] = {'first': {'top1_accuracy': float(a[0])}, 'rest': {'top1_accuracy': float(a[1])},
+                        'none': {'top1_accuracy': 0.0}}
+    res.append(r)
 json.dump({'device': 'cpu', 'commit': 'abc123', 'blas': {'core': 'Haswell', 'blas_threads': 1, 'omp_threads': 2},
            'results': res}, open('$tmp/s/seed$1/eval/eval.json', 'w'))"
 }
-printf '%s\n' 'full|before|1.0' 'full|after|1.0' 'snapkv_(window_1)|before|100' 'snapkv_(window_1)|after|10' \
-    'refreshkv_(fixed_stride_10)|before|2' 'refreshkv_(fixed_stride_10)|after|1' | mk 1
-printf '%s\n' 'full|before|1.2' 'full|after|1.2' 'snapkv_(window_1)|before|400' 'snapkv_(window_1)|after|40' \
-    'refreshkv_(fixed_stride_10)|before|4' 'refreshkv_(fixed_stride_10)|after|2' | mk 2
-printf '%s\n' 'full|before|1.1' 'snapkv_(window_1)|before|200' 'snapkv_(window_1)|after|20' \
-    'refreshkv_(fixed_stride_10)|before|2' 'refreshkv_(fixed_stride_10)|after|1' | mk 3
+printf '%s\n' 'full|before|1.0' 'full|after|1.0' 'snapkv_(window_1)|before|100|0.1|0.2' 'snapkv_(window_1)|after|10|0.2|0.3' \
+    'refreshkv_(fixed_stride_10)|before|2|0.5|0.6' 'refreshkv_(fixed_stride_10)|after|1|0.6|0.6' | mk 1
+printf '%s\n' 'full|before|1.2' 'full|after|1.2' 'snapkv_(window_1)|before|400|0.2|0.2' 'snapkv_(window_1)|after|40|0.3|0.2' \
+    'refreshkv_(fixed_stride_10)|before|4|0.4|0.6' 'refreshkv_(fixed_stride_10)|after|2|0.5|0.7' | mk 2
+printf '%s\n' 'full|before|1.1' 'snapkv_(window_1)|before|200|0.3|0.2' 'snapkv_(window_1)|after|20|0.4|0.1' \
+    'refreshkv_(fixed_stride_10)|before|2|0.6|0.6' 'refreshkv_(fixed_stride_10)|after|1|0.7|0.5' | mk 3
 
 out=$("$PY" scripts/demo_seeds.py --seeds 1,2,3 --out "$tmp/s" --no-run 2>&1) && rc=0 || rc=$?
 [ "$rc" = 0 ] && [ -f "$tmp/s/summary.md" ] && [ -f "$tmp/s/summary.json" ] && ok "demo_seeds --no-run writes summary.md and summary.json" ||
@@ -56,3 +62,19 @@ grep -q "^| snapkv (window 1) | 233.333 ± 152.753 | 23.333 ± 15.275 | 0.1x \[0
     fail "summary.md row" "$(grep snapkv "$tmp/s/summary.md" | head -2)"
 grep -q "commit abc123; BLAS .*Haswell" "$tmp/s/summary.md" && ok "summary.md names the commit and the BLAS core" ||
     fail "provenance" "$(tail -2 "$tmp/s/summary.md")"
+# accuracy: snapkv first before 10/20/30 % -> mean 20.0, sd 10.0; after - before +10 in every seed
+grep -q "^| snapkv (window 1) | 20.0 ± 10.0 | 30.0 ± 10.0 | +10.0 \[+10.0, +10.0\] | 20.0 ± 0.0 | 20.0 ± 10.0 | " "$tmp/s/summary.md" &&
+    ok "summary.md accuracy row: first and rest, before, after and the paired difference" ||
+    fail "accuracy row" "$(grep -A14 'Top-1 accuracy' "$tmp/s/summary.md" | grep snapkv)"
+acc=$("$PY" - "$tmp/s/summary.json" <<'PY'
+import json, math, statistics, sys
+r = json.load(open(sys.argv[1]))["accuracy"]["refreshkv (fixed stride 10)"]["first_before_minus_snapkv"]
+want = [0.4, 0.2, 0.3]  # 0.5-0.1, 0.4-0.2, 0.6-0.3
+m, h = sum(want) / 3, 4.303 * statistics.stdev(want) / math.sqrt(3)
+ok = all(abs(a - b) < 1e-12 for a, b in zip(r["per_seed"], want)) and abs(r["mean"] - m) < 1e-12 and \
+    abs(r["ci95"][0] - (m - h)) < 1e-9 and abs(r["ci95"][1] - (m + h)) < 1e-9
+print("OK" if ok else "got %r, want mean %g +- %g" % (r, m, h))
+PY
+)
+[ "$acc" = OK ] && ok "RefreshKV − SnapKV accuracy difference per seed, mean and t-interval are the hand-computed ones" ||
+    fail "accuracy vs snapkv" "$acc"
