@@ -8,9 +8,9 @@ mean and standard deviation of PPL across seeds, and paired comparisons with
 95% t-intervals across seeds on ln PPL (a ratio of PPLs, so a policy's
 outlier seed does not swamp the mean): after vs before CPT for every policy,
 and each RefreshKV variant vs SnapKV on the same model and seed. When the
-data marks answers (the mqar task), the same for the top-1 accuracy of the
-first answer after a jump and of the later ones, as differences in
-percentage points.
+data marks answers (the mqar task), the PPL of the answers per class (the
+first answer after a jump, the later ones) with after / before ratios, and
+their top-1 accuracy with differences in percentage points.
 
 Writes OUT/summary.md (what docs/results-demo.md quotes) and
 OUT/summary.json, and prints the table.
@@ -54,9 +54,9 @@ def stage_of(model_path):
 
 
 def load(out, seeds):
-    """{(policy, stage): {seed: ppl}}, {(policy, stage, class): {seed: top-1 accuracy}}
-    and each seed's eval.json provenance"""
-    cells, acc, meta = {}, {}, {}
+    """{(policy, stage): {seed: ppl}}, {(policy, stage, class): {seed: top-1 accuracy}},
+    {(policy, stage, class): {seed: PPL of that answer class}} and each seed's eval.json provenance"""
+    cells, acc, ans_ppl, meta = {}, {}, {}, {}
     for s in seeds:
         path = os.path.join(out, f"seed{s}", "eval", "eval.json")
         with open(path) as f:
@@ -66,10 +66,12 @@ def load(out, seeds):
             for cls, e in (r.get("answers") or {}).items():
                 if cls != "none" and e.get("top1_accuracy") is not None:
                     acc.setdefault((r["policy"], stage_of(r["model"]), cls), {})[s] = e["top1_accuracy"]
+                if cls != "none" and e.get("ppl") is not None:
+                    ans_ppl.setdefault((r["policy"], stage_of(r["model"]), cls), {})[s] = e["ppl"]
             if r["ppl"] is None:
                 continue
             cells.setdefault((r["policy"], stage_of(r["model"])), {})[s] = r["ppl"]
-    return cells, acc, meta
+    return cells, acc, ans_ppl, meta
 
 
 def seed_seconds(out, s):
@@ -96,6 +98,39 @@ def fmt_ratio(m, ci):
     if ci is None:
         return f"{math.exp(m):.3g}x"
     return f"{math.exp(m):.3g}x [{math.exp(ci[0]):.3g}, {math.exp(ci[1]):.3g}]"
+
+
+def answer_ppl_table(ans_ppl, policies, seeds, summary):
+    """PPL of the answers per class (the targets a model can predict), mean ± sd, and after / before CPT as a
+    ratio with its 95% t-interval on ln PPL. The overall PPL also holds the targets no model can predict (a
+    marker), whose PPL moves with the model's confidence there, not with what the cache kept."""
+    lines = ["", "PPL of the answers, mean ± sd across seeds: the first value after a repeated marker and the "
+                 "later values; after / before CPT (95% CI across seeds).", "",
+             "| policy | first: before | first: after | first: after / before | rest: before | rest: after | "
+             "rest: after / before |", "|---|---|---|---|---|---|---|"]
+    summary["answer_ppl"] = {}
+    for p in policies:
+        row, entry = [p], {}
+        for cls in ("first", "rest"):
+            for st in ("before", "after"):
+                v = [ans_ppl[(p, st, cls)][s] for s in seeds if s in ans_ppl.get((p, st, cls), {})]
+                if not v:
+                    row.append("n/a")
+                    continue
+                sd = statistics.stdev(v) if len(v) > 1 else 0.0
+                row.append(f"{fmt_ppl(statistics.fmean(v))} ± {fmt_ppl(sd)}")
+                entry[f"{cls}_{st}"] = {"per_seed": v, "mean": statistics.fmean(v), "sd": sd}
+            b_, a_ = ans_ppl.get((p, "before", cls), {}), ans_ppl.get((p, "after", cls), {})
+            d = [math.log(a_[s]) - math.log(b_[s]) for s in seeds if s in a_ and s in b_]
+            if d:
+                m, ci = interval(d)
+                row.append(fmt_ratio(m, ci))
+                entry[f"{cls}_ln_after_minus_before"] = {"per_seed": d, "mean": m, "ci95": ci}
+            else:
+                row.append("n/a")
+        summary["answer_ppl"][p] = entry
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
 
 
 def accuracy_tables(acc, policies, seeds, snap, summary):
@@ -168,7 +203,7 @@ def main():
         print(f"demo_seeds: seed {s} -> {d}", flush=True)
         subprocess.run([os.path.join(root, "launch", "demo.sh")], env=env, check=True)
     seconds = {s: t for s in seeds if (t := seed_seconds(a.out, s)) is not None}
-    cells, acc, meta = load(a.out, seeds)
+    cells, acc, ans_ppl, meta = load(a.out, seeds)
     policies = []
     for (p, _st) in cells:
         if p not in policies:
@@ -217,6 +252,8 @@ def main():
                 row.append(fmt_ratio(m, ci))
                 summary["paired"].setdefault(p, {})[st] = {"ln_vs_snapkv_per_seed": d, "mean": m, "ci95": ci}
             lines.append("| " + " | ".join(row) + " |")
+    if ans_ppl:
+        lines += answer_ppl_table(ans_ppl, policies, seeds, summary)
     if acc:
         lines += accuracy_tables(acc, policies, seeds, snap, summary)
     cores = {json.dumps(m["blas"], sort_keys=True) for m in meta.values()}

@@ -17,7 +17,9 @@ for line in sys.stdin.read().split():
     r = {'policy': p.replace('_', ' '), 'model': 'runs/x/' + ('cpt' if st == 'after' else 'pretrain') + '/model',
          'ppl': float(v)}
     if a:
-        r['answers'] = {'first': {'top1_accuracy': float(a[0])}, 'rest': {'top1_accuracy': float(a[1])},
+        # the answers' PPL: 1 / accuracy, so the expected means and ratios follow by hand
+        r['answers'] = {'first': {'top1_accuracy': float(a[0]), 'ppl': 1 / float(a[0])},
+                        'rest': {'top1_accuracy': float(a[1]), 'ppl': 1 / float(a[1])},
                         'none': {'top1_accuracy': 0.0}}
     res.append(r)
 json.dump({'device': 'cpu', 'commit': 'abc123', 'blas': {'core': 'Haswell', 'blas_threads': 1, 'omp_threads': 2},
@@ -78,3 +80,18 @@ PY
 )
 [ "$acc" = OK ] && ok "RefreshKV − SnapKV accuracy difference per seed, mean and t-interval are the hand-computed ones" ||
     fail "accuracy vs snapkv" "$acc"
+# the answers' PPL (1 / accuracy in the fixtures): snapkv first before 10, 5, 3.333; after 5, 3.333, 2.5
+grep -q "^| snapkv (window 1) | 6.111 ± 3.469 | 3.611 ± 1.273 | " "$tmp/s/summary.md" &&
+    ok "summary.md answers-PPL row: first before and after, mean ± sd" ||
+    fail "answers PPL row" "$(grep -A14 'PPL of the answers' "$tmp/s/summary.md" | grep snapkv)"
+ap=$("$PY" - "$tmp/s/summary.json" <<'PY'
+import json, math, statistics, sys
+r = json.load(open(sys.argv[1]))["answer_ppl"]["snapkv (window 1)"]["first_ln_after_minus_before"]
+want = [math.log(0.1 / 0.2), math.log(0.2 / 0.3), math.log(0.3 / 0.4)]  # PPL 1/acc: ln(after/before) = ln(b/a)
+m, h = sum(want) / 3, 4.303 * statistics.stdev(want) / math.sqrt(3)
+ok = all(abs(a - b) < 1e-12 for a, b in zip(r["per_seed"], want)) and abs(r["ci95"][0] - (m - h)) < 1e-9
+print("OK" if ok else "got %r, want mean %g +- %g" % (r, m, h))
+PY
+)
+[ "$ap" = OK ] && ok "answers' PPL after / before per seed and its t-interval are the hand-computed ones" ||
+    fail "answers PPL ratio" "$ap"
