@@ -37,18 +37,25 @@ void eval_cell_finish(EvalCell *c, int64_t n_boot, uint64_t seed) {
 }
 
 /* cells are ordered policy-major, then context, then model */
-void eval_print_table(const EvalCell *cells, int n, int n_models, int n_contexts) {
-    int per_policy = n_models * n_contexts;
-    printf("\n%-50s", "policy");
+/* The header of a table with one column per context: "policy", then
+ * before<context>after in columns `width` wide, then a rule under both. */
+static void print_table_head(const EvalCell *cells, int n_models, int n_contexts, const char *before,
+                             const char *after, int width) {
+    printf("%-50s", "policy");
     for (int c = 0; c < n_contexts; c++) {
-        char h[64];
-        snprintf(h, sizeof h, "PPL @ %lld%s", (long long)cells[c * n_models].context,
-                 n_models == 2 ? " (before -> after)" : " [95% CI]");
-        printf(" | %-30s", h);
+        char h[96];
+        snprintf(h, sizeof h, "%s%lld%s", before, (long long)cells[c * n_models].context, after);
+        printf(" | %-*s", width, h);
     }
     printf("\n");
-    for (int i = 0; i < 50 + n_contexts * 33; i++) putchar('-');
+    for (int i = 0; i < 50 + n_contexts * (width + 3); i++) putchar('-');
     printf("\n");
+}
+
+void eval_print_table(const EvalCell *cells, int n, int n_models, int n_contexts) {
+    int per_policy = n_models * n_contexts;
+    printf("\n");
+    print_table_head(cells, n_models, n_contexts, "PPL @ ", n_models == 2 ? " (before -> after)" : " [95% CI]", 30);
     for (int p = 0; p < n / per_policy; p++) {
         printf("%-50s", cells[p * per_policy].policy);
         for (int c = 0; c < n_contexts; c++) {
@@ -201,15 +208,7 @@ void eval_print_answers(const EvalCell *cells, int n, int n_models, int n_contex
     int per_policy = n_models * n_contexts;
     printf("top-1 accuracy of the answers: the first value after a repeated marker (a jump to its record) | the "
            "values after it%s\n", n_models == 2 ? " (before -> after)" : "");
-    printf("%-50s", "policy");
-    for (int c = 0; c < n_contexts; c++) {
-        char h[64];
-        snprintf(h, sizeof h, "@ %lld: first | rest", (long long)cells[c * n_models].context);
-        printf(" | %-31s", h);
-    }
-    printf("\n");
-    for (int i = 0; i < 50 + n_contexts * 34; i++) putchar('-');
-    printf("\n");
+    print_table_head(cells, n_models, n_contexts, "@ ", ": first | rest", 31);
     for (int p = 0; p < n / per_policy; p++) {
         printf("%-50s", cells[p * per_policy].policy);
         for (int c = 0; c < n_contexts; c++) {
