@@ -182,6 +182,27 @@ static void run_case(const Case *c) {
     free(q), free(k), free(v), free(dout), free(sel);
 }
 
+/* The eval cache's mask fields are CPU-only: the CUDA entries stop naming
+ * the field instead of reading per-row records as a TopK list. */
+static void refused_mask(void *arg) {
+    const RefreshMask *m = arg;
+    const int64_t B = 1, T = 12, Hq = 2, Hkv = 1, D = 8;
+    float *q = cuda_malloc(sizeof(float) * (size_t)(B * T * Hq * D));
+    float *k = cuda_malloc(sizeof(float) * (size_t)(B * T * Hkv * D));
+    float *o = cuda_malloc(sizeof(float) * (size_t)(B * T * Hq * D));
+    float *lse = cuda_malloc(sizeof(float) * (size_t)(B * Hq * T));
+    int32_t *sel = cuda_malloc(sizeof(int32_t) * (size_t)(B * Hkv * T));
+    attention_forward_cuda(o, lse, q, k, k, sel, B, T, Hq, Hkv, D, m);
+}
+
+static void refusals(void) {
+    const RefreshMask evict = {1, 8, 3, 3, GROUP_AGG_MAX, 1, 0}, restride = {1, 8, 3, 3, GROUP_AGG_MAX, 0, 2};
+    tl_expect_death("mask with evict: attention_forward_cuda stops naming 'evict'", refused_mask, (void *)&evict,
+                    "mask field 'evict' is not implemented by the CUDA attention");
+    tl_expect_death("mask with restride: attention_forward_cuda stops naming 'restride'", refused_mask,
+                    (void *)&restride, "mask field 'restride' is not implemented by the CUDA attention");
+}
+
 #ifndef KVCPT_CUDA_EMU /* the 8B-shape checks need a GPU's memory and speed */
 static int all_finite(const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++)
@@ -255,7 +276,7 @@ static void run_8b_shape(int64_t T) {
 
 static void run_all(void) {
     rng_seed(&rng, 20240611);
-    /* label, B, T, Hq, Hkv, D, {enabled, L, K, pool_kernel, agg, 0, 0} */
+    /* label, B, T, Hq, Hkv, D, {enabled, L, K, pool_kernel, agg, evict, restride} */
     const Case cases[] = {
         {"T=1 causal, D=16, ratio 4", 2, 1, 4, 1, 16, {0, 0, 0, 1, GROUP_AGG_MAX, 0, 0}},
         {"T=7 L=6 (S=1) K=3, ratio 1, D=32", 2, 7, 4, 4, 32, {1, 6, 3, 3, GROUP_AGG_MAX, 0, 0}},
@@ -271,6 +292,7 @@ static void run_all(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i]);
+    if (tl_case_selected("refused mask")) refusals();
 #ifdef KVCPT_CUDA_EMU
     tl_skip("8B layer shape at T = 16384 and 32768", "memory and time checks need a GPU, not the CPU emulator");
 #else
