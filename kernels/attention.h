@@ -36,8 +36,9 @@
  *   n = 0 marks a full row (keys 0..p), else its n visible keys ascending,
  *   the last one p itself.
  * Ascending keys keep the arithmetic of the causal rows: with K >= T (no key
- * ever evicted) or restride 1 (every row full) the results equal causal
- * attention bit for bit. */
+ * ever evicted; refresh_mask_validate refuses K > L, the kernels take it) or
+ * restride 1 (every row full) the results equal causal attention bit for
+ * bit. */
 #include <stdint.h>
 
 #include "bf16.h"
@@ -47,7 +48,7 @@ typedef enum { GROUP_AGG_MAX = 0, GROUP_AGG_MEAN = 1, GROUP_AGG_FIRST = 2 } Grou
 typedef struct {
     int enabled;         /* 0: ordinary causal attention */
     int64_t L;           /* prefill length */
-    int64_t K;           /* kept prefill keys per KV head; K >= L keeps all */
+    int64_t K;           /* kept prefill keys per KV head, K >= L keeps all (evict: kept + local keys) */
     int64_t pool_kernel; /* odd max-pool width (stride 1, clipped at the edges); 1 = none */
     GroupAgg agg;        /* how a GQA group's query heads combine their scores */
     int evict;           /* 1: K bounds kept + local keys per row, as the eval's cache (see above) */

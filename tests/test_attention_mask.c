@@ -251,7 +251,8 @@ static void eval_keys_case(const EvalKeysCase *c) {
     int64_t B = c->B, L = c->L, T = L + c->S, Hq = c->Hq, Hkv = c->Hkv, D = c->D;
     Rng r;
     rng_seed(&r, (uint64_t)(1000 + 31 * c->K + 7 * c->restride + c->evict));
-    float *q = xmalloc(sizeof(float) * (size_t)(B * T * Hq * D)), *k = xmalloc(sizeof(float) * (size_t)(B * T * Hkv * D));
+    float *q = xmalloc(sizeof(float) * (size_t)(B * T * Hq * D));
+    float *k = xmalloc(sizeof(float) * (size_t)(B * T * Hkv * D));
     fill_normal(q, B * T * Hq * D, &r);
     fill_normal(k, B * T * Hkv * D, &r);
     if (c->ties)
@@ -427,7 +428,8 @@ static void listed_dense_case(void) {
     Rng r;
     rng_seed(&r, 17);
     int64_t T = 40, L = 28, Hq = 4, Hkv = 2, D = 8, nq = T * Hq * D, nk = T * Hkv * D;
-    float *q = xmalloc(4 * nq), *k = xmalloc(4 * nk), *v = xmalloc(4 * nk), *o = xmalloc(4 * nq), *lse = xmalloc(4 * T * Hq);
+    float *q = xmalloc(4 * nq), *k = xmalloc(4 * nk), *v = xmalloc(4 * nk), *o = xmalloc(4 * nq);
+    float *lse = xmalloc(4 * T * Hq);
     fill_normal(q, nq, &r);
     fill_normal(k, nk, &r);
     fill_normal(v, nk, &r);
