@@ -12,6 +12,47 @@ int64_t refresh_num_selected(const RefreshMask *m) { return m->K < m->L ? m->K :
 
 int refresh_active(const RefreshMask *m, int64_t T) { return m->enabled && T > m->L; }
 
+int refresh_per_row(const RefreshMask *m) { return m->evict || m->restride > 0; }
+
+int64_t refresh_row_width(const RefreshMask *m, int64_t T) {
+    /* without eviction a row keeps every selected key (at most K) plus the
+     * local keys since its epoch (at most T-1 - L); never more than p <= T-1 */
+    int64_t past = m->evict ? m->K : m->K + T - 1 - m->L;
+    return (past < T - 1 ? past : T - 1) + 1;
+}
+
+/* Row p (not a full row) of the epoch that began at `since` with nk
+ * selected keys: how many of them it keeps (*c) and its first local key. */
+static void row_span(const RefreshMask *m, int64_t p, int64_t since, int64_t nk, int64_t *c, int64_t *first_local) {
+    *c = nk;
+    *first_local = since;
+    if (!m->evict) return;
+    int64_t room = m->K - (p - since);
+    *c = room < 0 ? 0 : (room < nk ? room : nk);
+    if (p - since > m->K) *first_local = p - m->K; /* more new keys than the budget: the oldest go */
+}
+
+static int is_full_row(const RefreshMask *m, int64_t p) {
+    return m->restride > 0 && p >= m->L && (p - m->L + 1) % m->restride == 0;
+}
+
+int64_t refresh_row_count(const RefreshMask *m, int64_t p) {
+    if (p < m->L || is_full_row(m, p)) return p + 1;
+    int64_t since = m->L, c, first_local;
+    if (m->restride > 0) {
+        int64_t last_full = m->L - 1 + (p - m->L + 1) / m->restride * m->restride;
+        if (last_full >= m->L) since = last_full + 1;
+    }
+    /* the epoch's selection: top-K of `since` keys */
+    row_span(m, p, since, m->K < since ? m->K : since, &c, &first_local);
+    return c + p - first_local + 1;
+}
+
+int64_t refresh_sel_len(const RefreshMask *m, int64_t T) {
+    if (!refresh_per_row(m)) return refresh_num_selected(m);
+    return (T - m->L) * (1 + refresh_row_width(m, T));
+}
+
 void refresh_mask_validate(const RefreshMask *m, const char *origin) {
     if (!m->enabled) return;
     KV_CHECK(m->L >= 1, "%s: mask field 'L' must be >= 1 (got %lld)", origin, (long long)m->L);
@@ -22,6 +63,9 @@ void refresh_mask_validate(const RefreshMask *m, const char *origin) {
              "%s: mask field 'pool_kernel' must be odd and >= 1 (got %lld)", origin, (long long)m->pool_kernel);
     KV_CHECK(m->agg == GROUP_AGG_MAX || m->agg == GROUP_AGG_MEAN || m->agg == GROUP_AGG_FIRST,
              "%s: mask field 'group_agg' is invalid", origin);
+    KV_CHECK(m->evict == 0 || m->evict == 1, "%s: mask field 'evict' must be 0 or 1 (got %d)", origin, m->evict);
+    KV_CHECK(m->restride >= 0, "%s: mask field 'restride' must be >= 0 (0: no full rows; got %lld)", origin,
+             (long long)m->restride);
 }
 
 const char *group_agg_name(GroupAgg a) { return a == GROUP_AGG_MEAN ? "mean" : a == GROUP_AGG_FIRST ? "first" : "max"; }
@@ -69,35 +113,103 @@ static int by_pos(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Group-aggregated, max-pooled scores of query L-1 over keys 0..L-1. */
+/* Group-aggregated, max-pooled scores of query n-1 over keys 0..n-1 (n = L:
+ * the selection at the end of the prefill; n = p + 1: a full row's). */
 static void selection_scores(float *pooled, float *agg, float *p, const float *q, const float *k, int64_t b, int64_t g,
-                             int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
-    int64_t L = m->L, group = Hq / Hkv, nh = m->agg == GROUP_AGG_FIRST ? 1 : group;
+                             int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m, int64_t n) {
+    int64_t group = Hq / Hkv, nh = m->agg == GROUP_AGG_FIRST ? 1 : group;
     float scale = 1.0f / sqrtf((float)D);
     const float *kbase = k + (b * T * Hkv + g) * D;
     for (int64_t hh = 0; hh < nh; hh++) {
         int64_t h = g * group + hh;
-        softmax_row(p, q + ((b * T + L - 1) * Hq + h) * D, kbase, Hkv * D, L, D, scale);
-        for (int64_t j = 0; j < L; j++) {
+        softmax_row(p, q + ((b * T + n - 1) * Hq + h) * D, kbase, Hkv * D, n, D, scale);
+        for (int64_t j = 0; j < n; j++) {
             if (hh == 0) agg[j] = p[j];
             else if (m->agg == GROUP_AGG_MAX) agg[j] = p[j] > agg[j] ? p[j] : agg[j];
             else agg[j] += p[j];
         }
     }
     if (m->agg == GROUP_AGG_MEAN)
-        for (int64_t j = 0; j < L; j++) agg[j] /= (float)group;
+        for (int64_t j = 0; j < n; j++) agg[j] /= (float)group;
     int64_t r = m->pool_kernel / 2;
-    for (int64_t j = 0; j < L; j++) {
-        int64_t lo = j - r < 0 ? 0 : j - r, hi = j + r > L - 1 ? L - 1 : j + r;
+    for (int64_t j = 0; j < n; j++) {
+        int64_t lo = j - r < 0 ? 0 : j - r, hi = j + r > n - 1 ? n - 1 : j + r;
         float mx = agg[lo];
         for (int64_t i = lo + 1; i <= hi; i++) mx = agg[i] > mx ? agg[i] : mx;
         pooled[j] = mx;
     }
 }
 
+/* Higher score first; equal scores keep the higher position first: the
+ * order in which the eval's cache keeps entries (kept_evict_lowest drops the
+ * lowest score, the lower position first). */
+static int by_retention(const void *a, const void *b) {
+    const Scored *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    return (x->pos < y->pos) - (x->pos > y->pos);
+}
+
+/* The selection from query n-1 over keys 0..n-1: its min(K, n) entries into
+ * kept, in retention order (its first c entries are what c slots keep).
+ * Scratch: pooled 3 n floats, order n entries. Returns the count. */
+static int64_t select_ranked(Scored *kept, float *pooled, Scored *order, const float *q, const float *k, int64_t b,
+                             int64_t g, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m,
+                             int64_t n) {
+    selection_scores(pooled, pooled + n, pooled + 2 * n, q, k, b, g, T, Hq, Hkv, D, m, n);
+    for (int64_t j = 0; j < n; j++) order[j] = (Scored){pooled[j], (int32_t)j};
+    qsort(order, (size_t)n, sizeof(Scored), by_score_then_pos); /* top-K: ties to the lower index */
+    int64_t nk = m->K < n ? m->K : n;
+    memcpy(kept, order, sizeof(Scored) * (size_t)nk);
+    qsort(kept, (size_t)nk, sizeof(Scored), by_retention);
+    return nk;
+}
+
+/* The records of one (batch row, KV head) for rows L..T-1 (attention.h):
+ * the eval's partial cache replayed row by row. Within an epoch the cache
+ * only evicts, in a fixed order, so row p's kept set is the first c entries
+ * of the retention order, c = min(nk, max(0, K - (p - since))). */
+static void select_rows(int32_t *rec, Scored *kept, float *pooled, Scored *order, const float *q, const float *k,
+                        int64_t b, int64_t g, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    int64_t L = m->L, W = refresh_row_width(m, T);
+    int64_t nk = select_ranked(kept, pooled, order, q, k, b, g, T, Hq, Hkv, D, m, L), since = L;
+    for (int64_t p = L; p < T; p++) {
+        int32_t *row = rec + (p - L) * (1 + W);
+        if (is_full_row(m, p)) {
+            row[0] = 0; /* full row: every key 0..p, then the cache is re-selected from it */
+            nk = select_ranked(kept, pooled, order, q, k, b, g, T, Hq, Hkv, D, m, p + 1);
+            since = p + 1;
+            continue;
+        }
+        int64_t c, first_local;
+        row_span(m, p, since, nk, &c, &first_local);
+        int32_t *keys = row + 1;
+        for (int64_t i = 0; i < c; i++) keys[i] = kept[i].pos;
+        qsort(keys, (size_t)c, sizeof(int32_t), by_pos); /* all kept keys precede since */
+        int64_t n = c;
+        for (int64_t j = first_local; j <= p; j++) keys[n++] = (int32_t)j;
+        row[0] = (int32_t)n;
+    }
+}
+
 void attention_refresh_select_cpu(int32_t *sel, const float *q, const float *k, int64_t B, int64_t T, int64_t Hq,
                                   int64_t Hkv, int64_t D, const RefreshMask *m) {
     int64_t L = m->L, ks = refresh_num_selected(m);
+    if (refresh_per_row(m)) {
+        int64_t per = refresh_sel_len(m, T);
+#pragma omp parallel
+        {
+            float *pooled = xmalloc(sizeof(float) * (size_t)T * 3);
+            Scored *order = xmalloc(sizeof(Scored) * (size_t)T), *kept = xmalloc(sizeof(Scored) * (size_t)T);
+#pragma omp for collapse(2) schedule(static)
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t g = 0; g < Hkv; g++)
+                    select_rows(sel + (b * Hkv + g) * per, kept, pooled, order, q, k, b, g, T, Hq, Hkv, D, m);
+            free(pooled);
+            free(order);
+            free(kept);
+        }
+        return;
+    }
 #pragma omp parallel
     {
         float *pooled = xmalloc(sizeof(float) * (size_t)L * 3);
@@ -110,7 +222,7 @@ void attention_refresh_select_cpu(int32_t *sel, const float *q, const float *k, 
                     for (int64_t j = 0; j < L; j++) out[j] = (int32_t)j;
                     continue;
                 }
-                selection_scores(pooled, pooled + L, pooled + 2 * L, q, k, b, g, T, Hq, Hkv, D, m);
+                selection_scores(pooled, pooled + L, pooled + 2 * L, q, k, b, g, T, Hq, Hkv, D, m, L);
                 for (int64_t j = 0; j < L; j++) order[j] = (Scored){pooled[j], (int32_t)j};
                 qsort(order, (size_t)L, sizeof(Scored), by_score_then_pos);
                 for (int64_t j = 0; j < ks; j++) out[j] = order[j].pos;
@@ -172,19 +284,31 @@ INLINE float sum_lanes(const float *restrict x, int64_t n) {
  * that every inner loop runs over keys with unit stride. A causal row p sees
  * columns 0..p of kt/vt; a masked row sees columns 0..ks+p-L of km/vm, which
  * hold the selected keys followed by L..T-1. With K = L, km equals kt bit for
- * bit, so the masked rows repeat the causal arithmetic exactly. */
+ * bit, so the masked rows repeat the causal arithmetic exactly. A listed row
+ * (evict or restride: one record per row, attention.h) copies its columns of
+ * kt/vt into kr/vr first; being ascending, a list 0..p repeats the causal
+ * arithmetic too. */
 typedef struct {
     float *kt, *vt;   /* (D, T) */
     float *km, *vm;   /* (D, nm), nm = ks + T - L; unused when !masked */
+    float *kr, *vr;   /* (D, W) the current listed row's keys; unused unless rows */
     float *dkt, *dvt; /* (D, T) gradient accumulators (backward) */
     const int32_t *sel;
-    int64_t ks, L, T, D, nm;
+    const int32_t *rows; /* (T - L, 1 + W) records of the rows >= L, or NULL */
+    int64_t ks, L, T, D, nm, W;
 } HeadKeys;
 
 typedef struct {
     const float *base; /* leading column of the row's key list */
     int64_t ld, n;     /* column stride, number of keys */
 } RowKeys;
+
+/* Where a row's dk, dv terms go: its first nsel keys to positions
+ * pos[0..nsel), the others to consecutive positions from `first`. */
+typedef struct {
+    const int32_t *pos;
+    int64_t nsel, first;
+} RowScatter;
 
 INLINE RowKeys row_keys(const HeadKeys *hk, int64_t p, int use_v) {
     if (!hk->sel || p < hk->L) return (RowKeys){use_v ? hk->vt : hk->kt, hk->T, p + 1};
@@ -212,11 +336,33 @@ INLINE void dot_columns(float *restrict s, const float *restrict q, RowKeys c, i
     }
 }
 
+/* Row p's key and value columns (a listed row's gathered into kr/vr) and
+ * where its gradient terms go. */
+static void row_setup(const HeadKeys *hk, int64_t p, RowKeys *kc, RowKeys *vc, RowScatter *to) {
+    const int32_t *rec = hk->rows && p >= hk->L ? hk->rows + (p - hk->L) * (1 + hk->W) : NULL;
+    if (rec && rec[0] > 0) {
+        int64_t n = rec[0], T = hk->T, W = hk->W;
+        for (int64_t d = 0; d < hk->D; d++)
+            for (int64_t c = 0; c < n; c++) {
+                hk->kr[d * W + c] = hk->kt[d * T + rec[1 + c]];
+                hk->vr[d * W + c] = hk->vt[d * T + rec[1 + c]];
+            }
+        *kc = (RowKeys){hk->kr, W, n};
+        *vc = (RowKeys){hk->vr, W, n};
+        *to = (RowScatter){rec + 1, n, 0};
+        return;
+    }
+    /* causal rows, a listed full row (rows set, sel NULL) and the paper's rows */
+    *kc = row_keys(hk, p, 0);
+    *vc = row_keys(hk, p, 1);
+    int64_t nsel = hk->sel && p >= hk->L ? hk->ks : 0;
+    *to = (RowScatter){hk->sel, nsel, nsel ? hk->L : 0};
+}
+
 /* One query row: out row and log-sum-exp. */
-VECTOR_CLONES static void forward_row(float *o, float *lse, const float *qrow, const HeadKeys *hk, int64_t p,
+VECTOR_CLONES static void forward_row(float *o, float *lse, const float *qrow, RowKeys kc, RowKeys vc, int64_t D,
                                       float scale, float *s) {
-    RowKeys kc = row_keys(hk, p, 0), vc = row_keys(hk, p, 1);
-    int64_t n = kc.n, D = hk->D;
+    int64_t n = kc.n;
     dot_columns(s, qrow, kc, D, scale);
     float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
@@ -230,8 +376,8 @@ VECTOR_CLONES static void forward_row(float *o, float *lse, const float *qrow, c
 
 /* One query row: writes dq, accumulates its terms into dkt, dvt (by position). */
 VECTOR_CLONES static void backward_row(float *dqrow, const float *qrow, const float *dorow, float di, float l,
-                                       const HeadKeys *hk, int64_t p, float scale, float *pr, float *ds) {
-    RowKeys kc = row_keys(hk, p, 0), vc = row_keys(hk, p, 1);
+                                       RowKeys kc, RowKeys vc, RowScatter to, const HeadKeys *hk, float scale,
+                                       float *pr, float *ds) {
     int64_t n = kc.n, D = hk->D, T = hk->T;
     dot_columns(pr, qrow, kc, D, scale);
 #pragma omp simd
@@ -241,14 +387,15 @@ VECTOR_CLONES static void backward_row(float *dqrow, const float *qrow, const fl
     for (int64_t t = 0; t < n; t++) ds[t] = pr[t] * (ds[t] - di) * scale;
     for (int64_t d = 0; d < D; d++) dqrow[d] = dot_lanes(ds, kc.base + d * kc.ld, n);
     /* masked rows: the selected keys scatter to their positions, the local
-     * keys L..p are contiguous again; causal rows are one contiguous run */
-    int64_t nsel = hk->sel && p >= hk->L ? hk->ks : 0, first = nsel ? hk->L : 0;
+     * keys L..p are contiguous again; causal rows are one contiguous run;
+     * listed rows scatter every key */
+    int64_t nsel = to.nsel, first = to.first;
     for (int64_t d = 0; d < D; d++) {
         float *restrict dk = hk->dkt + d * T, *restrict dv = hk->dvt + d * T;
         const float qd = qrow[d], od = dorow[d];
         for (int64_t t = 0; t < nsel; t++) {
-            dk[hk->sel[t]] += ds[t] * qd;
-            dv[hk->sel[t]] += pr[t] * od;
+            dk[to.pos[t]] += ds[t] * qd;
+            dv[to.pos[t]] += pr[t] * od;
         }
         float *restrict dkl = dk + first, *restrict dvl = dv + first;
         const float *restrict dsl = ds + nsel, *restrict prl = pr + nsel;
@@ -269,21 +416,29 @@ static void transpose_in(float *dst, int64_t ld, const float *src, int64_t kvs, 
     }
 }
 
-static float *head_keys_alloc(HeadKeys *hk, int64_t T, int64_t D, int64_t ks, const RefreshMask *m) {
+/* ks: selected keys of the paper's rows (0: none); W: width of listed rows (0: none). */
+static float *head_keys_alloc(HeadKeys *hk, int64_t T, int64_t D, int64_t ks, int64_t W, const RefreshMask *m) {
     int64_t nm = ks ? ks + T - m->L : 0;
-    float *buf = xmalloc(sizeof(float) * (size_t)(D * (4 * T + 2 * nm) + 2 * T));
+    float *buf = xmalloc(sizeof(float) * (size_t)(D * (4 * T + 2 * nm + 2 * W) + 2 * T));
+    float *kr = buf + 4 * D * T + 2 * D * nm;
     *hk = (HeadKeys){.kt = buf, .vt = buf + D * T, .dkt = buf + 2 * D * T, .dvt = buf + 3 * D * T,
-                     .km = buf + 4 * D * T, .vm = buf + 4 * D * T + D * nm, .ks = ks, .L = m->L, .T = T, .D = D,
-                     .nm = nm};
+                     .km = buf + 4 * D * T, .vm = buf + 4 * D * T + D * nm, .kr = kr, .vr = kr + D * W, .ks = ks,
+                     .L = m->L, .T = T, .D = D, .nm = nm, .W = W};
     return buf;
 }
 
 /* Rows scratch (2 T floats) follows the head buffers. */
-static float *head_keys_scratch(const HeadKeys *hk) { return hk->kt + hk->D * (4 * hk->T + 2 * hk->nm); }
+static float *head_keys_scratch(const HeadKeys *hk) {
+    return hk->kt + hk->D * (4 * hk->T + 2 * hk->nm + 2 * hk->W);
+}
 
-static void head_keys_load(HeadKeys *hk, const float *kb, const float *vb, int64_t kvs, const int32_t *sel) {
+/* sel: the paper's selection of this (batch row, KV head), rows: its listed
+ * records; at most one of them is set. */
+static void head_keys_load(HeadKeys *hk, const float *kb, const float *vb, int64_t kvs, const int32_t *sel,
+                           const int32_t *rows) {
     int64_t T = hk->T, D = hk->D;
     hk->sel = sel;
+    hk->rows = rows;
     transpose_in(hk->kt, T, kb, kvs, NULL, 0, T, D);
     transpose_in(hk->vt, T, vb, kvs, NULL, 0, T, D);
     if (!sel) return;
@@ -293,23 +448,45 @@ static void head_keys_load(HeadKeys *hk, const float *kb, const float *vb, int64
     transpose_in(hk->vm + hk->ks, hk->nm, vb, kvs, NULL, hk->L, T - hk->L, D);
 }
 
+/* Which buffers the rows need: ks selected keys (the paper's rows), or
+ * listed rows of width W; sel offsets per (batch row, KV head). */
+typedef struct {
+    int64_t ks, W, per;
+} MaskUse;
+
+static MaskUse mask_use(const RefreshMask *m, int64_t T) {
+    if (!refresh_active(m, T)) return (MaskUse){0, 0, 0};
+    if (refresh_per_row(m)) return (MaskUse){0, refresh_row_width(m, T), refresh_sel_len(m, T)};
+    return (MaskUse){refresh_num_selected(m), 0, refresh_num_selected(m)};
+}
+
+static void head_keys_load_bg(HeadKeys *hk, const float *k, const float *v, const int32_t *sel, MaskUse u, int64_t b,
+                              int64_t g, int64_t T, int64_t Hkv, int64_t D) {
+    int64_t base = (b * T * Hkv + g) * D;
+    const int32_t *mine = u.per ? sel + (b * Hkv + g) * u.per : NULL;
+    head_keys_load(hk, k + base, v + base, Hkv * D, u.ks ? mine : NULL, u.W ? mine : NULL);
+}
+
 void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
                            int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
-    int64_t group = Hq / Hkv, ks = refresh_active(m, T) ? refresh_num_selected(m) : 0, kvs = Hkv * D;
+    int64_t group = Hq / Hkv;
+    MaskUse u = mask_use(m, T);
     float scale = 1.0f / sqrtf((float)D);
 #pragma omp parallel
     {
         HeadKeys hk;
-        float *buf = head_keys_alloc(&hk, T, D, ks, m), *s = head_keys_scratch(&hk);
+        float *buf = head_keys_alloc(&hk, T, D, u.ks, u.W, m), *s = head_keys_scratch(&hk);
 #pragma omp for collapse(2) schedule(dynamic)
         for (int64_t b = 0; b < B; b++)
             for (int64_t g = 0; g < Hkv; g++) {
-                head_keys_load(&hk, k + (b * T * Hkv + g) * D, v + (b * T * Hkv + g) * D, kvs,
-                               ks ? sel + (b * Hkv + g) * ks : NULL);
+                head_keys_load_bg(&hk, k, v, sel, u, b, g, T, Hkv, D);
                 for (int64_t h = g * group; h < (g + 1) * group; h++)
                     for (int64_t p = 0; p < T; p++) {
                         int64_t row = (b * T + p) * Hq + h;
-                        forward_row(out + row * D, lse + (b * Hq + h) * T + p, q + row * D, &hk, p, scale, s);
+                        RowKeys kc, vc;
+                        RowScatter to;
+                        row_setup(&hk, p, &kc, &vc, &to);
+                        forward_row(out + row * D, lse + (b * Hq + h) * T + p, q + row * D, kc, vc, D, scale, s);
                     }
             }
         free(buf);
@@ -319,25 +496,29 @@ void attention_forward_cpu(float *out, float *lse, const float *q, const float *
 void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                             const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B,
                             int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
-    int64_t group = Hq / Hkv, ks = refresh_active(m, T) ? refresh_num_selected(m) : 0, kvs = Hkv * D;
+    int64_t group = Hq / Hkv, kvs = Hkv * D;
+    MaskUse u = mask_use(m, T);
     float scale = 1.0f / sqrtf((float)D);
     /* one (b, g) per task: dk/dv of a KV head only receive from its own group */
 #pragma omp parallel
     {
         HeadKeys hk;
-        float *buf = head_keys_alloc(&hk, T, D, ks, m), *s = head_keys_scratch(&hk);
+        float *buf = head_keys_alloc(&hk, T, D, u.ks, u.W, m), *s = head_keys_scratch(&hk);
 #pragma omp for collapse(2) schedule(dynamic)
         for (int64_t b = 0; b < B; b++)
             for (int64_t g = 0; g < Hkv; g++) {
                 int64_t base = (b * T * Hkv + g) * D;
-                head_keys_load(&hk, k + base, v + base, kvs, ks ? sel + (b * Hkv + g) * ks : NULL);
+                head_keys_load_bg(&hk, k, v, sel, u, b, g, T, Hkv, D);
                 memset(hk.dkt, 0, sizeof(float) * (size_t)(2 * D * T)); /* dkt and dvt are adjacent */
                 for (int64_t h = g * group; h < (g + 1) * group; h++)
                     for (int64_t p = 0; p < T; p++) {
                         int64_t row = (b * T + p) * Hq + h;
                         float di = dot(dout + row * D, out + row * D, D);
-                        backward_row(dq + row * D, q + row * D, dout + row * D, di, lse[(b * Hq + h) * T + p], &hk,
-                                     p, scale, s, s + T);
+                        RowKeys kc, vc;
+                        RowScatter to;
+                        row_setup(&hk, p, &kc, &vc, &to);
+                        backward_row(dq + row * D, q + row * D, dout + row * D, di, lse[(b * Hq + h) * T + p], kc, vc,
+                                     to, &hk, scale, s, s + T);
                     }
                 for (int64_t t = 0; t < T; t++)
                     for (int64_t d = 0; d < D; d++) {

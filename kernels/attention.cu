@@ -608,7 +608,7 @@ static unsigned int tiles(int64_t n) { return ceil_div_u(n, kTile); }
 static int checked_shape(AttnShape *s, const char *fn, const int32_t *sel, int64_t B, int64_t T, int64_t Hq,
                          int64_t Hkv, int64_t D, const RefreshMask *m) {
     check_shape(fn, B, T, Hq, Hkv, D);
-    refresh_mask_validate(m, fn);
+    attention_check_mask(fn, m);
     if (B == 0 || T == 0) return 0;
     *s = make_shape(B, T, Hq, Hkv, D, m);
     attention_check_sel(fn, sel, T, m);
@@ -762,7 +762,7 @@ template <typename E>
 static void refresh_select(int32_t *sel, const E *q, const E *k, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                            int64_t D, const RefreshMask *m, const char *fn) {
     check_shape(fn, B, T, Hq, Hkv, D);
-    refresh_mask_validate(m, fn);
+    attention_check_mask(fn, m);
     if (!refresh_active(m, T)) {
         fprintf(stderr, "kvcpt: %s: the mask is not active (enabled=%d, T=%lld, L=%lld)\n", fn, m->enabled,
                 (long long)T, (long long)m->L);

@@ -11,7 +11,34 @@
  * group's query heads, max-pooled, top-K (ties to the lower index), kept in
  * ascending order. Keys are always visited in ascending position order, so
  * with K >= L the masked path performs the same arithmetic as the causal one
- * and gives bit-identical results. */
+ * and gives bit-identical results.
+ *
+ * The paper's mask lets every row p >= L keep all K selected keys plus all
+ * p - L + 1 local ones, while the eval's cache (eval/partial_cache.c,
+ * eval/policy_refreshkv.c) holds a budget of K. Two fields make the mask the
+ * one inference uses, so that CPT trains the attention the cache will run:
+ *  - evict = 1: the budget K covers the kept keys and the local ones. Row p
+ *    of an epoch that started at `since` (L, or a full row + 1) keeps the
+ *    best min(#selected, max(0, K - (p - since))) selected keys, best meaning
+ *    higher score first and, on equal scores, the higher position (the eval
+ *    evicts the lowest score, the lower position first); when p - since > K
+ *    only the K latest local keys remain. Row p sees
+ *    kept ∪ [max(since, p - K), p) ∪ {p}: at most K + 1 keys.
+ *  - restride = r > 0: rows p = L-1 + r*m, m >= 1 (eval --refresh-fixed r:
+ *    decode step p - L + 1 divisible by r) attend to every key 0..p and
+ *    re-select TopK from their own attention over 0..p (same aggregation,
+ *    pooling, top-K and ties as at L-1); the next rows' since is p + 1.
+ *    Without evict the kept set never shrinks (the paper's rows, refreshed).
+ * The scores are the selection's pooled group scores; the whole selection
+ * stays a constant of the backward. With either field set, sel holds one
+ * record per row p >= L instead of TopK (refresh_sel_len, refresh_row_width):
+ *   sel (B, Hkv, T - L, 1 + W), record [n, key_1 .. key_n, unused ..]:
+ *   n = 0 marks a full row (keys 0..p), else its n visible keys ascending,
+ *   the last one p itself.
+ * Ascending keys keep the arithmetic of the causal rows: with K >= T (no key
+ * ever evicted; refresh_mask_validate refuses K > L, the kernels take it) or
+ * restride 1 (every row full) the results equal causal attention bit for
+ * bit. */
 #include <stdint.h>
 
 #include "bf16.h"
@@ -21,22 +48,36 @@ typedef enum { GROUP_AGG_MAX = 0, GROUP_AGG_MEAN = 1, GROUP_AGG_FIRST = 2 } Grou
 typedef struct {
     int enabled;         /* 0: ordinary causal attention */
     int64_t L;           /* prefill length */
-    int64_t K;           /* kept prefill keys per KV head; K >= L keeps all */
+    int64_t K;           /* kept prefill keys per KV head, K >= L keeps all (evict: kept + local keys) */
     int64_t pool_kernel; /* odd max-pool width (stride 1, clipped at the edges); 1 = none */
     GroupAgg agg;        /* how a GQA group's query heads combine their scores */
+    int evict;           /* 1: K bounds kept + local keys per row, as the eval's cache (see above) */
+    int64_t restride;    /* r > 0: full rows that re-select at L-1 + r*m, m >= 1; 0: none */
 } RefreshMask;
 
 /* Number of selected keys per (batch row, KV head): min(K, L). */
 int64_t refresh_num_selected(const RefreshMask *m);
 /* 1 when positions >= L exist, i.e. the selection matters for this T. */
 int refresh_active(const RefreshMask *m, int64_t T);
-/* Checks L, K, kernel; dies naming the field. */
+/* 1 when sel holds one record per row p >= L (evict or restride set). */
+int refresh_per_row(const RefreshMask *m);
+/* Most keys a listed row sees (W above): min(K, T-1) + 1 with evict, else
+ * min(K + T-1 - L, T-1) + 1. */
+int64_t refresh_row_width(const RefreshMask *m, int64_t T);
+/* Keys row p attends to: p + 1 for causal and full rows, else as above
+ * (the paper's rows: min(K, L) + p - L + 1). Needs the mask enabled. */
+int64_t refresh_row_count(const RefreshMask *m, int64_t p);
+/* int32 entries of sel per (batch row, KV head) at sequence length T:
+ * refresh_num_selected, or (T - L) * (1 + W) records when refresh_per_row. */
+int64_t refresh_sel_len(const RefreshMask *m, int64_t T);
+/* Checks L, K, kernel, evict, restride; dies naming the field. */
 void refresh_mask_validate(const RefreshMask *m, const char *origin);
 const char *group_agg_name(GroupAgg a);
 /* Parses "max" | "mean" | "first"; dies otherwise. */
 GroupAgg group_agg_parse(const char *s, const char *origin);
 
-/* sel (B, Hkv, refresh_num_selected): ascending key positions. Requires refresh_active. */
+/* sel (B, Hkv, refresh_sel_len): the ascending selected key positions, or
+ * with evict/restride the per-row records above. Requires refresh_active. */
 void attention_refresh_select_cpu(int32_t *sel, const float *q, const float *k, int64_t B, int64_t T, int64_t Hq,
                                   int64_t Hkv, int64_t D, const RefreshMask *m);
 /* sel may be NULL when !refresh_active(m, T). */

@@ -1,8 +1,9 @@
 #ifndef KVCPT_ATTENTION_SHAPE_CUH
 #define KVCPT_ATTENTION_SHAPE_CUH
 /* The argument checks every CUDA attention entry makes (kernels/
- * attention.cu, attention_mma_fwd.cu, attention_mma_bwd.cu): a bad shape
- * or a missing selection stops the program with a message naming the op.
+ * attention.cu, attention_mma_fwd.cu, attention_mma_bwd.cu): a bad shape,
+ * a mask they do not implement or a missing selection stops the program
+ * with a message naming the op.
  * Include after attention.h (inside its extern "C" block). */
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +21,18 @@ static void attention_check_shape(const char *fn, int64_t B, int64_t T, int64_t 
     if (why) {
         fprintf(stderr, "kvcpt: %s: %s (B=%lld T=%lld Hq=%lld Hkv=%lld D=%lld)\n", fn, why, (long long)B, (long long)T,
                 (long long)Hq, (long long)Hkv, (long long)D);
+        exit(1);
+    }
+}
+
+/* refresh_mask_validate, then the mask fields these kernels do not
+ * implement: evict and restride (per-row key lists) run on the CPU
+ * reference only (kernels/attention.c). */
+static void attention_check_mask(const char *fn, const RefreshMask *m) {
+    refresh_mask_validate(m, fn);
+    if (m->enabled && (m->evict || m->restride)) {
+        fprintf(stderr, "kvcpt: %s: mask field '%s' is not implemented by the CUDA attention (CPU only)\n", fn,
+                m->evict ? "evict" : "restride");
         exit(1);
     }
 }

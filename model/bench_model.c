@@ -191,7 +191,7 @@ int bench_model(int argc, char **argv) {
     double t_setup = now_seconds();
     bench_fill_params(&b.m, 1);
     if (L > 0) {
-        RefreshMask mask = {1, L, K > 0 ? K : (L / 8 > 0 ? L / 8 : 1), pool, group_agg_parse(agg, "--agg")};
+        RefreshMask mask = {1, L, K > 0 ? K : (L / 8 > 0 ? L / 8 : 1), pool, group_agg_parse(agg, "--agg"), 0, 0};
         llama_set_mask(&b.m, &mask, seq - L);
     }
 #ifdef KVCPT_CUDA

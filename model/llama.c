@@ -66,7 +66,7 @@ static void free_acts(Llama *m) {
     free(m->tokens);
     free(m->xf);
     free(m->scratch);
-    m->tokens = NULL, m->xf = NULL, m->scratch = NULL, m->cap_BT = 0;
+    m->tokens = NULL, m->xf = NULL, m->scratch = NULL, m->cap_BT = 0, m->sel_cap = 0;
 }
 
 void llama_free(Llama *m) {
@@ -186,7 +186,6 @@ static void ensure_acts(Llama *m, int64_t B, int64_t T) {
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         LayerActs *a = &m->acts[l];
         llama_layer_acts_carve(a, c, BT, 4, xmalloc(sizeof(float) * (size_t)llama_layer_acts_numel(c, BT, 4)));
-        a->sel = xmalloc(sizeof(int32_t) * (size_t)(BT * c->num_key_value_heads));
     }
     float *res = xmalloc(sizeof(float) * (size_t)((c->num_hidden_layers + 1) * BT * C));
     for (int64_t l = 0; l <= c->num_hidden_layers; l++) m->resid[l] = res + l * BT * C;
@@ -197,6 +196,20 @@ static void ensure_acts(Llama *m, int64_t B, int64_t T) {
     m->losses = redzone_take(&cur, BT);
     m->scratch_len = llama_scratch_numel(c, BT, 4);
     m->scratch = xmalloc(sizeof(float) * (size_t)m->scratch_len);
+}
+
+/* Each layer's selection: B * Hkv * refresh_sel_len entries, sized by the
+ * mask rather than by B * T, since the per-row records of mask_evict and
+ * mask_restride can outgrow it. */
+static void ensure_sel(Llama *m, int64_t B, int64_t T) {
+    int64_t per = refresh_active(&m->mask, T) ? refresh_sel_len(&m->mask, T) : 1;
+    int64_t need = B * m->cfg.num_key_value_heads * per;
+    if (need <= m->sel_cap) return;
+    for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++) {
+        free(m->acts[l].sel);
+        m->acts[l].sel = xmalloc(sizeof(int32_t) * (size_t)need);
+    }
+    m->sel_cap = need;
 }
 
 static void ensure_rope(Llama *m, int64_t T) {
@@ -357,6 +370,7 @@ float llama_forward(Llama *m, const int32_t *tokens, const int32_t *targets, int
     const LlamaConfig *c = &m->cfg;
     llama_check_inputs(c, &m->mask, m->mask_S, tokens, targets, B, T);
     ensure_acts(m, B, T);
+    ensure_sel(m, B, T);
     ensure_rope(m, T);
     int64_t BT = B * T, C = c->hidden_size, V = c->vocab_size;
     memcpy(m->tokens, tokens, sizeof(int32_t) * (size_t)BT);
@@ -430,8 +444,7 @@ FlopSplit llama_flops_split(const Llama *m, int64_t T) {
     double n = (double)m->layout.total - (c->tie_word_embeddings ? 0.0 : (double)(c->vocab_size * c->hidden_size));
     double pairs = 0.0; /* (query, key) pairs actually visited */
     int active = refresh_active(&m->mask, T);
-    int64_t ks = active ? refresh_num_selected(&m->mask) : 0;
-    for (int64_t p = 0; p < T; p++) pairs += (!active || p < m->mask.L) ? (double)(p + 1) : (double)(ks + p - m->mask.L + 1);
+    for (int64_t p = 0; p < T; p++) pairs += active ? (double)refresh_row_count(&m->mask, p) : (double)(p + 1);
     FlopSplit f;
     f.matmul = 6.0 * n;
     f.attention = T > 0 ? 12.0 * (double)c->num_hidden_layers * (double)(c->num_attention_heads * c->head_dim) * pairs / (double)T : 0.0;

@@ -66,6 +66,7 @@ typedef struct {
     int32_t *tokens, *targets;
     float **resid;       /* num_layers + 1 residual streams (BT, C) */
     LayerActs *acts;
+    int64_t sel_cap;     /* int32 entries of each layer's acts[l].sel */
     float *xf, *rstdf, *ce_lse, *losses;
     int64_t n_targets;
     float loss;

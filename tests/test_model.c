@@ -59,7 +59,7 @@ static void gradcheck(int tied) {
     Llama m;
     llama_create(&m, &c);
     llama_init_random(&m, 42);
-    RefreshMask mask = {1, L, 3, 3, GROUP_AGG_MAX};
+    RefreshMask mask = {1, L, 3, 3, GROUP_AGG_MAX, 0, 0};
     llama_set_mask(&m, &mask, S);
     int32_t tok[B * T], tgt[B * T];
     make_batch(tok, tgt, c.vocab_size, 5);
@@ -74,7 +74,7 @@ static void k_equals_l(void) {
     Llama a, b;
     llama_create(&a, &c), llama_create(&b, &c);
     llama_init_random(&a, 3), llama_init_random(&b, 3);
-    RefreshMask full = {1, L, L, 7, GROUP_AGG_MAX};
+    RefreshMask full = {1, L, L, 7, GROUP_AGG_MAX, 0, 0};
     llama_set_mask(&b, &full, S);
     int32_t tok[B * T], tgt[B * T];
     make_batch(tok, tgt, c.vocab_size, 9);
@@ -86,7 +86,7 @@ static void k_equals_l(void) {
     tl_identical("model K = L: loss bit-identical to causal", &lb, &la, 1);
     tl_identical("model K = L: every gradient bit-identical to causal", b.grads, a.grads, a.layout.total);
     /* and K < L must actually change the last S rows */
-    RefreshMask part = {1, L, 2, 3, GROUP_AGG_MAX};
+    RefreshMask part = {1, L, 2, 3, GROUP_AGG_MAX, 0, 0};
     llama_set_mask(&b, &part, S);
     llama_forward(&b, tok, tgt, B, T);
     llama_logits(&b, zb, 0, B * T);
@@ -121,12 +121,12 @@ static void config_errors(void) {
 }
 static void bad_s(void *arg) {
     Llama *m = arg;
-    RefreshMask mk = {1, 8, 2, 7, GROUP_AGG_MAX};
+    RefreshMask mk = {1, 8, 2, 7, GROUP_AGG_MAX, 0, 0};
     llama_set_mask(m, &mk, -1);
 }
 static void bad_t(void *arg) {
     Llama *m = arg;
-    RefreshMask mk = {1, 8, 2, 7, GROUP_AGG_MAX};
+    RefreshMask mk = {1, 8, 2, 7, GROUP_AGG_MAX, 0, 0};
     llama_set_mask(m, &mk, 4);
     int32_t tok[10] = {0};
     llama_forward(m, tok, NULL, 1, 10);

@@ -171,7 +171,7 @@ static void check_attention(const char *tag, RefreshMask m, int64_t Hq, int64_t 
     AttCtx c = {randn(nq, 1), randn(nk, 1), randn(nk, 1), xmalloc(4 * nq), xmalloc(4 * B * Hq * T), randn(nq, 1),
                 NULL, B, T, Hq, Hkv, D, m};
     if (refresh_active(&m, T)) {
-        c.sel = xmalloc(sizeof(int32_t) * B * Hkv * refresh_num_selected(&m));
+        c.sel = xmalloc(sizeof(int32_t) * B * Hkv * refresh_sel_len(&m, T));
         attention_refresh_select_cpu(c.sel, c.q, c.k, B, T, Hq, Hkv, D, &m);
     }
     att_f(&c);
@@ -194,12 +194,21 @@ int main(void) {
     check_rope();
     check_embedding();
     check_crossentropy();
-    RefreshMask causal = {0, 0, 0, 1, GROUP_AGG_MAX};
-    RefreshMask masked = {1, 10, 3, 3, GROUP_AGG_MAX}; /* T = 14: 4 refresh rows, 3 of 10 prefill keys */
+    RefreshMask causal = {0, 0, 0, 1, GROUP_AGG_MAX, 0, 0};
+    RefreshMask masked = {1, 10, 3, 3, GROUP_AGG_MAX, 0, 0}; /* T = 14: 4 refresh rows, 3 of 10 prefill keys */
     check_attention("causal MHA", causal, 2, 2);
     check_attention("causal GQA 4:1", causal, 4, 1);
     check_attention("masked GQA 2:1", masked, 4, 2);
     masked.agg = GROUP_AGG_MEAN;
     check_attention("masked GQA mean", masked, 4, 2);
+    /* the eval cache's keys: K 3 covers kept and local keys (rows 10..13
+     * keep 3, 2, 1, 0 selected keys); restride 2 makes rows 11 and 13 full
+     * rows that re-select */
+    RefreshMask evict = {1, 10, 3, 3, GROUP_AGG_MAX, 1, 0};
+    check_attention("evict GQA 2:1", evict, 4, 2);
+    evict.restride = 2;
+    check_attention("evict + restride 2 GQA 2:1", evict, 4, 2);
+    evict.evict = 0;
+    check_attention("restride 2 without evict GQA 2:1", evict, 4, 2);
     return tl_finish();
 }

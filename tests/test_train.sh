@@ -53,6 +53,24 @@ expect_err "missing data directory" "$tmp/nodata" --config "$tmp/cfg.json" --set
 expect_err "batch that does not divide" "'global_batch' (5) must be divisible by 'micro_batch' (2)" --config "$tmp/cfg.json" --set global_batch=5 --set out="$tmp/c"
 expect_err "K > L" "'K' (60) must be in [1, L=48]" --config "$tmp/cfg.json" --set K=60 --set out="$tmp/c"
 
+expect_err "mask_evict 2 is rejected" "'mask_evict' must be 0 or 1 (got 2)" --config "$tmp/cfg.json" --set mask_evict=2 --set out="$tmp/c"
+expect_err "negative mask_restride is rejected" "'mask_restride' must be >= 0" --config "$tmp/cfg.json" --set mask_restride=-1 --set out="$tmp/c"
+expect_err "mask_evict without the mask is rejected" "they need mask=1" --config "$tmp/cfg.json" --set mask=0 --set mask_evict=1 --set out="$tmp/c"
+
+# the eval cache's mask (mask_evict, mask_restride): S = 16 > K = 6 and a
+# full row at L-1 + 10, so both fields change which keys rows >= L see
+losses() { grep -o '"loss":[^,]*' "$1/log.jsonl" | cut -d: -f2; }
+for v in "0 0" "1 10"; do
+    set -- $v
+    $K train --config "$tmp/cfg.json" --set L=40 --set S=16 --set steps=12 --set eval_interval=0 \
+        --set mask_evict=$1 --set mask_restride=$2 --set out="$tmp/ev$1" >"$tmp/ev$1.log" 2>&1 || fail "mask_evict=$1 run" "$(tail -2 "$tmp/ev$1.log")"
+done
+if [ "$(losses "$tmp/ev1" | wc -l)" -eq 12 ] && ! losses "$tmp/ev1" | grep -qiE "nan|inf" &&
+   grep -q '"mask_evict": 1' "$tmp/ev1/config.json" && grep -q '"mask_restride": 10' "$tmp/ev1/config.json" &&
+   ! diff <(losses "$tmp/ev0") <(losses "$tmp/ev1") >/dev/null; then
+    ok "mask_evict=1 mask_restride=10 trains 12 steps, finite losses that differ from mask_evict=0 ($(losses "$tmp/ev1" | tail -1) vs $(losses "$tmp/ev0" | tail -1))"
+else fail "mask_evict=1 mask_restride=10 run" "$(losses "$tmp/ev1" | tr '\n' ' ') | $(tail -2 "$tmp/ev1.log")"; fi
+
 # shipped configs parse (every key known); they only fail later, on the data path given here
 for f in launch/configs/cpt-*.json launch/configs/cpu-*.json; do
     expect_err "shipped config $(basename "$f") parses" "$tmp/nowhere/manifest.json" --config "$f" --set model=tiny --set init=random --set data="$tmp/nowhere" --set out="$tmp/c"

@@ -9,7 +9,8 @@
 # the GPU run resumes on the CPU and the other way round. The optimizer on
 # the device (optim_device=1) gives the CPU's curve; precision=bf16sr (bf16
 # matrices only, stochastic rounding) stays within bf16 tolerance of it and
-# resumes from its checkpoint bit for bit; impossible settings are refused.
+# resumes from its checkpoint bit for bit; impossible settings are refused,
+# and so are the mask fields the CUDA attention lacks (mask_evict, mask_restride).
 # A GPU too small for the plan is refused at start; one of the plan's size runs.
 set -u
 cd "$(dirname "$0")/.."
@@ -82,6 +83,14 @@ if ! $E train --config "$tmp/cfg.json" --set out="$tmp/bad" --set device=cuda --
        >"$tmp/bad.log" 2>&1 && grep -q "use precision=bf16sr" "$tmp/bad.log"; then
     ok "precision=bf16 with optim_device=1 (updates lost to rounding) is refused with the fix named"
 else fail "bf16 + optim_device refusal" "$(tail -2 "$tmp/bad.log")"; fi
+
+# the eval cache's mask fields: the CUDA attention does not implement them
+for kv in mask_evict=1 mask_restride=10; do
+    if ! $E train --config "$tmp/cfg.json" --set out="$tmp/m_$kv" --set device=cuda --set "$kv" >"$tmp/m.log" 2>&1 &&
+       grep -q "'${kv%=*}' is not implemented on the CUDA engine" "$tmp/m.log" && [ ! -f "$tmp/m_$kv/log.jsonl" ]; then
+        ok "device=cuda with $kv is refused naming the key"
+    else fail "device=cuda $kv refusal" "$(tail -2 "$tmp/m.log")"; fi
+done
 
 # resume across devices: the checkpoint is device-independent
 $E train --config "$tmp/cfg.json" --set out="$tmp/x" --set device=cuda --set steps=6 >"$tmp/x1.log" 2>&1

@@ -7,7 +7,11 @@ definitions (RMSNorm, llama3 RoPE computed in float32 as transformers does,
 rotate_half, repeat_kv GQA, SwiGLU), applies the RefreshKV training mask as
 a dense boolean mask (selection under no_grad, from this script's own
 attention probabilities), and compares logits, loss, every parameter
-gradient and the selected key sets with kvcpt's.
+gradient and the selected key sets with kvcpt's. With the mask's evict or
+restride set, the visibility comes from replaying the eval's partial cache
+row by row (cache_visibility: kept set, evictions, full rows that
+re-select), written here from the cache's rules, not from kvcpt's code;
+kvcpt's per-row key lists are compared with it.
 
 Tolerances (kvcpt runs fp32, this runs fp64):
   logits, loss: |d| <= 1e-4 + 1e-4 |ref|
@@ -63,14 +67,21 @@ def rms_norm(x, w, eps):
     return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 
 
+def pooled_scores(probs, cfg, mask):
+    """(B, Hq, n) attention of one query row -> (B, Hkv, n) group-aggregated, max-pooled scores."""
+    B, Hq, n = probs.shape
+    Hkv, k = cfg["num_key_value_heads"], mask["pool_kernel"]
+    grouped = probs.view(B, Hkv, Hq // Hkv, n)
+    agg = {"max": lambda g: g.max(dim=2).values, "mean": lambda g: g.mean(dim=2),
+           "first": lambda g: g[:, :, 0]}[mask["agg"]](grouped)
+    return F.max_pool1d(agg, kernel_size=k, stride=1, padding=k // 2)  # pads with -inf: clipped window
+
+
 def refresh_visibility(probs_last, cfg, mask, T):
     """Boolean (B, Hkv, T, T) visibility with the RefreshKV rows, plus the selection."""
     B, Hq, L = probs_last.shape
-    Hkv, K, k = cfg["num_key_value_heads"], mask["K"], mask["pool_kernel"]
-    grouped = probs_last.view(B, Hkv, Hq // Hkv, L)
-    agg = {"max": lambda g: g.max(dim=2).values, "mean": lambda g: g.mean(dim=2),
-           "first": lambda g: g[:, :, 0]}[mask["agg"]](grouped)
-    pooled = F.max_pool1d(agg, kernel_size=k, stride=1, padding=k // 2)  # pads with -inf: clipped window
+    Hkv, K = cfg["num_key_value_heads"], mask["K"]
+    pooled = pooled_scores(probs_last, cfg, mask)
     order = torch.sort(pooled, dim=-1, descending=True, stable=True).indices  # ties -> lower index
     sel = torch.sort(order[..., :K], dim=-1).values
     vis = torch.tril(torch.ones(T, T, dtype=torch.bool)).expand(B, Hkv, T, T).clone()
@@ -79,6 +90,61 @@ def refresh_visibility(probs_last, cfg, mask, T):
     rows.scatter_(2, sel, True)
     vis[:, :, L:, :L] = rows[:, :, None, :]
     return vis, sel
+
+
+def cache_visibility(scores, cfg, mask, T):
+    """Boolean (B, Hkv, T, T) visibility of the eval's partial cache replayed
+    row by row (eval/partial_cache.c, eval/policy_refreshkv.c): each (batch
+    row, KV head) keeps the top-K of query L-1's pooled scores; a later row p
+    sees the kept keys, the new keys since the last selection and itself.
+    With evict, while kept + new keys exceed K the kept key of lowest score
+    goes (the lower position first), and past K new keys only the K latest
+    stay. With restride r, rows with (p - L + 1) % r == 0 see every key and
+    re-select the kept set from their own attention over 0..p."""
+    B = scores.shape[0]
+    Hkv, L, K = cfg["num_key_value_heads"], mask["L"], mask["K"]
+    evict, r = mask.get("evict", 0), mask.get("restride", 0)
+
+    def select(row):  # {position: score} per (b, g)
+        pooled = pooled_scores(torch.softmax(scores[:, :, row, :row + 1], dim=-1), cfg, mask)
+        top = torch.sort(pooled, dim=-1, descending=True, stable=True).indices[..., :K]  # ties -> lower index
+        return [[{int(j): float(pooled[b, g, j]) for j in top[b, g]} for g in range(Hkv)] for b in range(B)]
+
+    vis = torch.tril(torch.ones(T, T, dtype=torch.bool)).expand(B, Hkv, T, T).clone()
+    kept, since = select(L - 1), L
+    for p in range(L, T):
+        if r and (p - L + 1) % r == 0:
+            kept, since = select(p), p + 1  # a full row: causal, then a new selection
+            continue
+        first = since
+        if evict and p - since > K:
+            first = p - K
+        for b in range(B):
+            for g in range(Hkv):
+                ks = kept[b][g]
+                while evict and ks and len(ks) + (p - since) > K:
+                    del ks[min(ks, key=lambda j: (ks[j], j))]
+                row = torch.zeros(T, dtype=torch.bool)
+                if ks:
+                    row[list(ks)] = True
+                row[first:p + 1] = True
+                vis[b, g, p] = row
+    return vis
+
+
+def records_visibility(rec, B, Hkv, L, T, width):
+    """kvcpt's per-row records (B, Hkv, T - L, 1 + width) as (B, Hkv, T - L, T) booleans."""
+    rec = rec.reshape(B, Hkv, T - L, 1 + width)
+    out = np.zeros((B, Hkv, T - L, T), dtype=bool)
+    for b in range(B):
+        for g in range(Hkv):
+            for i in range(T - L):
+                n = rec[b, g, i, 0]
+                if n == 0:
+                    out[b, g, i, :L + i + 1] = True
+                else:
+                    out[b, g, i, rec[b, g, i, 1:1 + n]] = True
+    return out
 
 
 def forward(P, tokens, targets, cfg, mask, T):
@@ -103,7 +169,11 @@ def forward(P, tokens, targets, cfg, mask, T):
         v = v.repeat_interleave(Hq // Hkv, dim=1)
         scores = q @ k.transpose(-1, -2) / math.sqrt(D)
         vis = torch.tril(torch.ones(T, T, dtype=torch.bool)).expand(B, Hkv, T, T)
-        if mask and T > mask["L"]:
+        if mask and T > mask["L"] and (mask.get("evict", 0) or mask.get("restride", 0)):
+            with torch.no_grad():
+                vis = cache_visibility(scores, cfg, mask, T)
+            sels.append(vis[:, :, mask["L"]:, :])
+        elif mask and T > mask["L"]:
             L = mask["L"]
             with torch.no_grad():
                 probs_last = torch.softmax(scores[:, :, L - 1, :L], dim=-1)
@@ -145,9 +215,19 @@ def main(d):
     targets = torch.tensor(load(d, "targets.i32", np.int32).astype(np.int64).reshape(B, T))
     logits, loss, sels = forward(P, tokens, targets, cfg, mask, T)
     loss.backward()
-    tag = f"[{case.get('device', 'cpu')}, {'tied' if cfg['tie_word_embeddings'] else 'untied'}, agg {mask['agg']}, K {mask['K']}]"
+    tag = f"[{case.get('device', 'cpu')}, {'tied' if cfg['tie_word_embeddings'] else 'untied'}, agg {mask['agg']}, K {mask['K']}"
+    if mask.get("evict", 0) or mask.get("restride", 0):
+        tag += f", evict {mask['evict']}, restride {mask['restride']}"
+    tag += "]"
 
     for l, sel in enumerate(sels):
+        if sel.dtype == torch.bool:  # per-row visibility of rows >= L
+            ours = records_visibility(load(d, f"sel{l}.i32", np.int32), B, cfg["num_key_value_heads"], mask["L"], T,
+                                      mask["width"])
+            diff = np.argwhere(ours != sel.numpy())
+            report(diff.size == 0, f"torch parity {tag}: layer {l} visible keys of every row >= L",
+                   f"{len(diff)} (b, g, row, key) entries differ, first {diff[0].tolist() if diff.size else None}")
+            continue
         ours = load(d, f"sel{l}.i32", np.int32).reshape(sel.shape)
         same = np.array_equal(ours, sel.numpy())
         report(same, f"torch parity {tag}: layer {l} selected keys", f"kvcpt {ours.tolist()} torch {sel.tolist()}")

@@ -86,7 +86,7 @@ CudaMemInputs cuda_mem_inputs_from_train(const TrainConfig *c, TrainMode mode, i
     CudaMemInputs in = {train_mode_precision(mode), (int)c->recompute, whole, kind,
                         c->micro_batch, c->L + c->S, {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX},
                         whole ? 0 : ranks, !whole && c->reshard_after_forward};
-    if (c->mask) in.mask = (RefreshMask){1, c->L, c->K, c->pool_kernel, group_agg_parse(c->group_agg, "config 'group_agg'")};
+    if (c->mask) in.mask = (RefreshMask){1, c->L, c->K, c->pool_kernel, group_agg_parse(c->group_agg, "config 'group_agg'"), 0, 0};
     return in;
 }
 

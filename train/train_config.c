@@ -39,6 +39,10 @@ static const Key keys[] = {
     I_(K, "2048", "kept prefill keys per KV head for positions >= L"),
     I_(pool_kernel, "7", "selection max-pool kernel (odd)"),
     I_(mask, "1", "1: RefreshKV mask (CPT); 0: plain causal attention (pretraining)"),
+    I_(mask_evict, "0", "1: positions >= L hold the eval cache's budget: kept + local keys <= K, the lowest-scored "
+                        "kept key evicted first, then the oldest local ones (CPU only)"),
+    I_(mask_restride, "0", "r > 0: positions L-1 + r*m (m >= 1) attend to every key and re-select the kept keys from "
+                           "their own attention, as eval --refresh-fixed r; 0: off (CPU only)"),
     I_(global_batch, "64", "sequences per optimizer step, over all ranks"),
     I_(micro_batch, "1", "sequences per forward/backward on one rank"),
     I_(steps, "0", "optimizer steps; 0 = as many as `epochs` of the train split give"),
@@ -160,6 +164,12 @@ void train_config_validate(const TrainConfig *c, int world) {
     KV_CHECK(!c->mask || (c->K >= 1 && c->K <= c->L), "config: 'K' (%lld) must be in [1, L=%lld]", (long long)c->K,
              (long long)c->L);
     KV_CHECK(c->pool_kernel >= 1 && c->pool_kernel % 2 == 1, "config: 'pool_kernel' must be odd and >= 1");
+    KV_CHECK(c->mask_evict == 0 || c->mask_evict == 1, "config: 'mask_evict' must be 0 or 1 (got %lld)",
+             (long long)c->mask_evict);
+    KV_CHECK(c->mask_restride >= 0, "config: 'mask_restride' must be >= 0 (0: off; got %lld)",
+             (long long)c->mask_restride);
+    KV_CHECK(c->mask || (c->mask_evict == 0 && c->mask_restride == 0),
+             "config: 'mask_evict' and 'mask_restride' shape the RefreshKV mask: they need mask=1");
     KV_CHECK(c->micro_batch >= 1 && c->global_batch >= 1, "config: 'global_batch' and 'micro_batch' must be >= 1");
     KV_CHECK(c->global_batch % (c->micro_batch * world) == 0,
              "config: 'global_batch' (%lld) must be divisible by 'micro_batch' (%lld) x ranks (%d)",

@@ -17,6 +17,7 @@ typedef struct {
     char loss_on[16];     /* "all" | "answers" (data/answers.h) */
     char precision[8];    /* CUDA engine: "fp32" | "bf16" | "bf16sr" (see train_config.c) */
     int64_t L, S, K, pool_kernel, mask;
+    int64_t mask_evict, mask_restride; /* RefreshMask evict, restride (kernels/attention.h) */
     int64_t global_batch, micro_batch, steps, epochs, warmup_steps;
     int64_t eval_interval, eval_batches, ckpt_interval, keep_last, log_interval, seed;
     int64_t reshard_after_forward, recompute, optim_device, share_device;

@@ -58,7 +58,8 @@ static void setup_model(Trainer *t) {
     if (strcmp(c->init, "pretrained") == 0) model_file_load_fp32(c->model, &mc, &t->model.layout, t->model.params);
     else llama_init_random(&t->model, (uint64_t)c->seed);
     if (c->mask) {
-        RefreshMask m = {1, c->L, c->K, c->pool_kernel, group_agg_parse(c->group_agg, "config 'group_agg'")};
+        RefreshMask m = {1, c->L, c->K, c->pool_kernel, group_agg_parse(c->group_agg, "config 'group_agg'"),
+                         (int)c->mask_evict, c->mask_restride};
         llama_set_mask(&t->model, &m, c->S);
     }
     fsdp_init(&t->fsdp, t->comm, &t->model, (int)c->reshard_after_forward);
@@ -216,27 +217,36 @@ double trainer_eval_dev(Trainer *t) {
  * batch, the data order and the mask decide which tokens and keys each step
  * sees, so a change on --resume would silently make another run. Recorded in
  * each checkpoint as int64 values in this order. */
-static const char *const RUN_IDENTITY_KEYS[] = {"global_batch", "seed", "L", "S", "K", "pool_kernel", "mask"};
+static const char *const RUN_IDENTITY_KEYS[] = {"global_batch", "seed", "L", "S", "K", "pool_kernel", "mask",
+                                                 "mask_evict", "mask_restride"};
 #define N_RUN_IDENTITY (int)(sizeof RUN_IDENTITY_KEYS / sizeof RUN_IDENTITY_KEYS[0])
+/* Checkpoints written before mask_evict and mask_restride existed record
+ * the first 7 keys; they ran with both off (0). */
+#define N_RUN_IDENTITY_BEFORE_EVICT 7
 
 static void run_identity(const TrainConfig *c, int64_t id[N_RUN_IDENTITY]) {
-    const int64_t v[N_RUN_IDENTITY] = {c->global_batch, c->seed, c->L, c->S, c->K, c->pool_kernel, c->mask};
+    const int64_t v[N_RUN_IDENTITY] = {c->global_batch, c->seed, c->L,    c->S,         c->K,
+                                       c->pool_kernel,  c->mask, c->mask_evict, c->mask_restride};
     memcpy(id, v, sizeof v);
 }
 
 static void check_run_identity(const Trainer *t, const CkptReader *r, const char *dir) {
     int64_t bytes = 0, now[N_RUN_IDENTITY];
     const int64_t *was = ckpt_get_section(r, "run_identity", &bytes);
-    if (!was || bytes != (int64_t)sizeof now) {
+    int64_t n_was = bytes / (int64_t)sizeof(int64_t);
+    if (!was || bytes % (int64_t)sizeof(int64_t) != 0 || n_was < N_RUN_IDENTITY_BEFORE_EVICT ||
+        n_was > N_RUN_IDENTITY) {
         if (t->rank == 0) warnf("%s predates recorded run settings: they are not checked on --resume", dir);
         return;
     }
     run_identity(&t->cfg, now);
-    for (int i = 0; i < N_RUN_IDENTITY; i++)
-        KV_CHECK(was[i] == now[i],
+    for (int i = 0; i < N_RUN_IDENTITY; i++) {
+        int64_t then = i < n_was ? was[i] : 0;
+        KV_CHECK(then == now[i],
                  "--resume: '%s' is %lld but the checkpoint %s was written with %lld; resume with the same value, "
                  "or train into a new out",
-                 RUN_IDENTITY_KEYS[i], (long long)now[i], dir, (long long)was[i]);
+                 RUN_IDENTITY_KEYS[i], (long long)now[i], dir, (long long)then);
+    }
 }
 
 void trainer_checkpoint(Trainer *t) {

@@ -182,6 +182,27 @@ static void run_case(const Case *c) {
     free(q), free(k), free(v), free(dout), free(sel);
 }
 
+/* The eval cache's mask fields are CPU-only: the CUDA entries stop naming
+ * the field instead of reading per-row records as a TopK list. */
+static void refused_mask(void *arg) {
+    const RefreshMask *m = arg;
+    const int64_t B = 1, T = 12, Hq = 2, Hkv = 1, D = 8;
+    float *q = cuda_malloc(sizeof(float) * (size_t)(B * T * Hq * D));
+    float *k = cuda_malloc(sizeof(float) * (size_t)(B * T * Hkv * D));
+    float *o = cuda_malloc(sizeof(float) * (size_t)(B * T * Hq * D));
+    float *lse = cuda_malloc(sizeof(float) * (size_t)(B * Hq * T));
+    int32_t *sel = cuda_malloc(sizeof(int32_t) * (size_t)(B * Hkv * T));
+    attention_forward_cuda(o, lse, q, k, k, sel, B, T, Hq, Hkv, D, m);
+}
+
+static void refusals(void) {
+    const RefreshMask evict = {1, 8, 3, 3, GROUP_AGG_MAX, 1, 0}, restride = {1, 8, 3, 3, GROUP_AGG_MAX, 0, 2};
+    tl_expect_death("mask with evict: attention_forward_cuda stops naming 'evict'", refused_mask, (void *)&evict,
+                    "mask field 'evict' is not implemented by the CUDA attention");
+    tl_expect_death("mask with restride: attention_forward_cuda stops naming 'restride'", refused_mask,
+                    (void *)&restride, "mask field 'restride' is not implemented by the CUDA attention");
+}
+
 #ifndef KVCPT_CUDA_EMU /* the 8B-shape checks need a GPU's memory and speed */
 static int all_finite(const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++)
@@ -206,7 +227,7 @@ static void expect_finite(const char *what, const float *d, int64_t n, int64_t T
  * as a failure) and gives finite outputs and an ascending selection. */
 static void run_8b_shape(int64_t T) {
     const int64_t B = 1, Hq = 32, Hkv = 8, D = 128, nq = B * T * Hq * D, nkv = B * T * Hkv * D;
-    const RefreshMask m = {1, T - 50, 2048, 7, GROUP_AGG_MAX};
+    const RefreshMask m = {1, T - 50, 2048, 7, GROUP_AGG_MAX, 0, 0};
     const int64_t ks = refresh_num_selected(&m), nsel = B * Hkv * ks;
     float *host = xmalloc(sizeof(float) * (size_t)nq);
     float *q = cuda_malloc(4 * (size_t)nq), *k = cuda_malloc(4 * (size_t)nkv), *v = cuda_malloc(4 * (size_t)nkv);
@@ -255,22 +276,23 @@ static void run_8b_shape(int64_t T) {
 
 static void run_all(void) {
     rng_seed(&rng, 20240611);
-    /* label, B, T, Hq, Hkv, D, {enabled, L, K, pool_kernel, agg} */
+    /* label, B, T, Hq, Hkv, D, {enabled, L, K, pool_kernel, agg, evict, restride} */
     const Case cases[] = {
-        {"T=1 causal, D=16, ratio 4", 2, 1, 4, 1, 16, {0, 0, 0, 1, GROUP_AGG_MAX}},
-        {"T=7 L=6 (S=1) K=3, ratio 1, D=32", 2, 7, 4, 4, 32, {1, 6, 3, 3, GROUP_AGG_MAX}},
-        {"T=100 L=60 K=10 (< tile), ratio 4, D=64", 2, 100, 8, 2, 64, {1, 60, 10, 7, GROUP_AGG_MAX}},
-        {"T=257 L=207 K=L, ratio 8, D=128, mean", 2, 257, 8, 1, 128, {1, 207, 207, 7, GROUP_AGG_MEAN}},
-        {"T=257 causal, ratio 8, D=128", 2, 257, 8, 1, 128, {0, 0, 0, 1, GROUP_AGG_MAX}},
-        {"T=257 L=200 K=100 (> tile), ratio 8, D=64, first, pool 5", 2, 257, 16, 2, 64, {1, 200, 100, 5, GROUP_AGG_FIRST}},
-        {"T=130 L=129 (S=1) K=70, ratio 4, D=16, mean", 2, 130, 8, 2, 16, {1, 129, 70, 7, GROUP_AGG_MEAN}},
-        {"T=100 L=100 (mask inactive), ratio 4, D=32", 2, 100, 4, 1, 32, {1, 100, 30, 7, GROUP_AGG_MAX}},
-        {"T=300 L=40 (refresh rows span tiles) K=20, ratio 4, D=64", 2, 300, 8, 2, 64, {1, 40, 20, 7, GROUP_AGG_MAX}},
-        {"T=70 L=1 K=1, ratio 2, D=32, no pooling", 2, 70, 4, 2, 32, {1, 1, 1, 1, GROUP_AGG_MAX}},
-        {"T=65 L=40 K=5, ratio 2, D=8", 2, 65, 4, 2, 8, {1, 40, 5, 7, GROUP_AGG_MAX}},
+        {"T=1 causal, D=16, ratio 4", 2, 1, 4, 1, 16, {0, 0, 0, 1, GROUP_AGG_MAX, 0, 0}},
+        {"T=7 L=6 (S=1) K=3, ratio 1, D=32", 2, 7, 4, 4, 32, {1, 6, 3, 3, GROUP_AGG_MAX, 0, 0}},
+        {"T=100 L=60 K=10 (< tile), ratio 4, D=64", 2, 100, 8, 2, 64, {1, 60, 10, 7, GROUP_AGG_MAX, 0, 0}},
+        {"T=257 L=207 K=L, ratio 8, D=128, mean", 2, 257, 8, 1, 128, {1, 207, 207, 7, GROUP_AGG_MEAN, 0, 0}},
+        {"T=257 causal, ratio 8, D=128", 2, 257, 8, 1, 128, {0, 0, 0, 1, GROUP_AGG_MAX, 0, 0}},
+        {"T=257 L=200 K=100 (> tile), ratio 8, D=64, first, pool 5", 2, 257, 16, 2, 64, {1, 200, 100, 5, GROUP_AGG_FIRST, 0, 0}},
+        {"T=130 L=129 (S=1) K=70, ratio 4, D=16, mean", 2, 130, 8, 2, 16, {1, 129, 70, 7, GROUP_AGG_MEAN, 0, 0}},
+        {"T=100 L=100 (mask inactive), ratio 4, D=32", 2, 100, 4, 1, 32, {1, 100, 30, 7, GROUP_AGG_MAX, 0, 0}},
+        {"T=300 L=40 (refresh rows span tiles) K=20, ratio 4, D=64", 2, 300, 8, 2, 64, {1, 40, 20, 7, GROUP_AGG_MAX, 0, 0}},
+        {"T=70 L=1 K=1, ratio 2, D=32, no pooling", 2, 70, 4, 2, 32, {1, 1, 1, 1, GROUP_AGG_MAX, 0, 0}},
+        {"T=65 L=40 K=5, ratio 2, D=8", 2, 65, 4, 2, 8, {1, 40, 5, 7, GROUP_AGG_MAX, 0, 0}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i]);
+    if (tl_case_selected("refused mask")) refusals();
 #ifdef KVCPT_CUDA_EMU
     tl_skip("8B layer shape at T = 16384 and 32768", "memory and time checks need a GPU, not the CPU emulator");
 #else

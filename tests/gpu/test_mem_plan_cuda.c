@@ -158,11 +158,11 @@ int main(void) {
         return tl_finish();
     }
 #ifdef KVCPT_CUDA
-    const RefreshMask none = {0, 0, 0, 1, GROUP_AGG_MAX};
+    const RefreshMask none = {0, 0, 0, 1, GROUP_AGG_MAX, 0, 0};
     const Case cases[] = {
         {"fp32 keep-all sharded causal B2 T33", 0, LLAMA_CUDA_FP32, 0, 0, 2, 33, none},
-        {"fp32 recompute device-optim mask B1 T49", 0, LLAMA_CUDA_FP32, 1, 1, 1, 49, {1, 40, 6, 7, GROUP_AGG_MAX}},
-        {"bf16 recompute sharded mask tied B3 T21", 1, LLAMA_CUDA_BF16_WEIGHTS, 1, 0, 3, 21, {1, 20, 4, 3, GROUP_AGG_MEAN}},
+        {"fp32 recompute device-optim mask B1 T49", 0, LLAMA_CUDA_FP32, 1, 1, 1, 49, {1, 40, 6, 7, GROUP_AGG_MAX, 0, 0}},
+        {"bf16 recompute sharded mask tied B3 T21", 1, LLAMA_CUDA_BF16_WEIGHTS, 1, 0, 3, 21, {1, 20, 4, 3, GROUP_AGG_MEAN, 0, 0}},
         {"bf16sr keep-all device-optim causal B2 T70", 0, LLAMA_CUDA_BF16_WEIGHTS, 0, 1, 2, 70, none},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

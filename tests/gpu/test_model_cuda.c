@@ -508,9 +508,9 @@ int main(void) {
 #ifdef KVCPT_CUDA
     /* label, V, C, F, layers, Hq, Hkv, D, tied, B, T, mask {on, L, K, pool, agg}, S */
     const Case cases[] = {
-        {"gqa4 mask L40 S9 K6", 96, 32, 40, 2, 4, 1, 8, 0, 2, 49, {1, 40, 6, 7, GROUP_AGG_MAX}, 9},
-        {"gqa8 tied mask S1", 80, 48, 64, 2, 8, 1, 16, 1, 1, 21, {1, 20, 4, 3, GROUP_AGG_MEAN}, 1},
-        {"gqa1 causal T70", 64, 32, 48, 2, 2, 2, 32, 0, 1, 70, {0, 0, 0, 1, GROUP_AGG_MAX}, 0},
+        {"gqa4 mask L40 S9 K6", 96, 32, 40, 2, 4, 1, 8, 0, 2, 49, {1, 40, 6, 7, GROUP_AGG_MAX, 0, 0}, 9},
+        {"gqa8 tied mask S1", 80, 48, 64, 2, 8, 1, 16, 1, 1, 21, {1, 20, 4, 3, GROUP_AGG_MEAN, 0, 0}, 1},
+        {"gqa1 causal T70", 64, 32, 48, 2, 2, 2, 32, 0, 1, 70, {0, 0, 0, 1, GROUP_AGG_MAX, 0, 0}, 0},
     };
     /* each run as "kind: label", which KVCPT_TEST_CASES can select */
     const struct {

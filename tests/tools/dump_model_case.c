@@ -1,13 +1,15 @@
 /* Writes a tiny-model case for the PyTorch oracle (tests/torch_ref.py):
  * config, mask, parameters, tokens and kvcpt's own logits, loss, gradients
  * and selections, as raw little-endian arrays plus case.json.
- * usage: dump_model_case OUTDIR SEED TIED AGG(max|mean|first) [DEVICE [K [MODEL_DIR]]]
+ * usage: dump_model_case OUTDIR SEED TIED AGG(max|mean|first) [DEVICE [K [MODEL_DIR [EVICT RESTRIDE]]]]
  * DEVICE cuda takes kvcpt's numbers from the CUDA engine (model/llama_cuda.h)
  * instead of the CPU reference; K (default 5) = L (24) keeps every key,
  * which is plain causal attention (what transformers runs). MODEL_DIR (a
  * native or Hugging Face model directory) supplies the config and the
  * parameters instead of the tiny preset with random weights (TIED is then
- * the config's); SEED still draws the tokens. */
+ * the config's; "-" for none); SEED still draws the tokens. EVICT (0|1) and
+ * RESTRIDE (>= 0) set the mask's evict and restride fields (CPU only): sel
+ * then holds the per-row key records (kernels/attention.h). */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -44,7 +46,7 @@ static float gpu_pass(Llama *m, const int32_t *tok, const int32_t *tgt, int64_t 
     llama_cuda_backward(&g);
     llama_cuda_download_grads(&g, m->grads);
     llama_cuda_logits(&g, logits, 0, B * T);
-    int64_t n = B * m->cfg.num_key_value_heads * refresh_num_selected(&m->mask);
+    int64_t n = B * m->cfg.num_key_value_heads * refresh_sel_len(&m->mask, T);
     for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++)
         cuda_memcpy_d2h(sel + l * n, g.sel[l], sizeof(int32_t) * (size_t)n);
     llama_cuda_free(&g);
@@ -56,8 +58,11 @@ static float gpu_pass(Llama *m, const int32_t *tok, const int32_t *tgt, int64_t 
 }
 
 int main(int argc, char **argv) {
-    if (argc < 5 || argc > 8) die("usage: dump_model_case OUTDIR SEED TIED AGG [cpu|cuda [K [MODEL_DIR]]]");
-    const char *model_dir = argc > 7 ? argv[7] : NULL;
+    if (argc < 5 || argc > 10 || argc == 9)
+        die("usage: dump_model_case OUTDIR SEED TIED AGG [cpu|cuda [K [MODEL_DIR|- [EVICT RESTRIDE]]]]");
+    const char *model_dir = argc > 7 && strcmp(argv[7], "-") != 0 ? argv[7] : NULL;
+    int evict = argc > 8 ? atoi(argv[8]) : 0;
+    int64_t restride = argc > 9 ? atoll(argv[9]) : 0;
     int on_gpu = argc > 5 && strcmp(argv[5], "cuda") == 0;
     const char *dir = argv[1];
     uint64_t seed = strtoull(argv[2], NULL, 10);
@@ -76,8 +81,9 @@ int main(int argc, char **argv) {
         model_file_load_fp32(model_dir, &c, &m.layout, m.params);
     else
         llama_init_random(&m, seed);
-    RefreshMask mask = {1, L, K, 7, group_agg_parse(argv[4], "agg")};
+    RefreshMask mask = {1, L, K, 7, group_agg_parse(argv[4], "agg"), evict, restride};
     llama_set_mask(&m, &mask, S);
+    const int64_t nsel = B * c.num_key_value_heads * refresh_sel_len(&mask, T); /* per layer */
     int32_t tok[B * T], tgt[B * T];
     Rng r;
     rng_seed(&r, seed + 1);
@@ -85,7 +91,7 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < B * T; i++) tgt[i] = (i % T) + 1 < T ? tok[i + 1] : -1;
     tgt[3] = -1; /* an ignored target inside the sequence too */
     float *logits = xmalloc(sizeof(float) * (size_t)(B * T * c.vocab_size));
-    int32_t *sel = xmalloc(sizeof(int32_t) * (size_t)(c.num_hidden_layers * B * c.num_key_value_heads * K));
+    int32_t *sel = xmalloc(sizeof(int32_t) * (size_t)(c.num_hidden_layers * nsel));
     float loss = on_gpu ? gpu_pass(&m, tok, tgt, B, T, logits, sel) : NAN;
     if (!on_gpu) {
         loss = llama_forward(&m, tok, tgt, B, T);
@@ -93,8 +99,7 @@ int main(int argc, char **argv) {
         llama_backward(&m);
         llama_logits(&m, logits, 0, B * T);
         for (int64_t l = 0; l < c.num_hidden_layers; l++)
-            memcpy(sel + l * B * c.num_key_value_heads * K, m.acts[l].sel,
-                   sizeof(int32_t) * (size_t)(B * c.num_key_value_heads * K));
+            memcpy(sel + l * nsel, m.acts[l].sel, sizeof(int32_t) * (size_t)nsel);
     }
 
     write_raw(dir, "params.f32", m.params, sizeof(float) * (size_t)m.layout.total);
@@ -105,15 +110,16 @@ int main(int argc, char **argv) {
     for (int64_t l = 0; l < c.num_hidden_layers; l++) {
         char name[64];
         snprintf(name, sizeof name, "sel%lld.i32", (long long)l);
-        write_raw(dir, name, sel + l * B * c.num_key_value_heads * K,
-                  sizeof(int32_t) * (size_t)(B * c.num_key_value_heads * K));
+        write_raw(dir, name, sel + l * nsel, sizeof(int32_t) * (size_t)nsel);
     }
     json_t *j = json_object();
     char *cfg = config_to_json(&c);
     json_object_set_new(j, "config", json_loads(cfg, 0, NULL));
     free(cfg);
-    json_object_set_new(j, "mask", json_pack("{s:I,s:I,s:I,s:I,s:s}", "L", (json_int_t)L, "S", (json_int_t)S, "K",
-                                             (json_int_t)K, "pool_kernel", (json_int_t)7, "agg", argv[4]));
+    json_object_set_new(j, "mask", json_pack("{s:I,s:I,s:I,s:I,s:s,s:i,s:I,s:I}", "L", (json_int_t)L, "S",
+                                             (json_int_t)S, "K", (json_int_t)K, "pool_kernel", (json_int_t)7, "agg",
+                                             argv[4], "evict", evict, "restride", (json_int_t)restride, "width",
+                                             (json_int_t)(refresh_per_row(&mask) ? refresh_row_width(&mask, T) : 0)));
     json_object_set_new(j, "device", json_string(on_gpu ? "cuda" : "cpu"));
     json_object_set_new(j, "B", json_integer(B));
     json_object_set_new(j, "T", json_integer(T));
