@@ -100,6 +100,34 @@ def fmt_ratio(m, ci):
     return f"{math.exp(m):.3g}x [{math.exp(ci[0]):.3g}, {math.exp(ci[1]):.3g}]"
 
 
+def class_rows(data, policies, seeds, fmt_cell, diff, fmt_diff, diff_name):
+    """Rows per policy over the answer classes: mean ± sd before and after CPT, then the paired after-vs-before
+    difference (diff(after, before) per seed) with its 95% t-interval; and the summary entries."""
+    rows, summ = [], {}
+    for p in policies:
+        row, entry = [p], {}
+        for cls in ("first", "rest"):
+            for st in ("before", "after"):
+                v = [data[(p, st, cls)][s] for s in seeds if s in data.get((p, st, cls), {})]
+                if not v:
+                    row.append("n/a")
+                    continue
+                sd = statistics.stdev(v) if len(v) > 1 else 0.0
+                row.append(f"{fmt_cell(statistics.fmean(v))} ± {fmt_cell(sd)}")
+                entry[f"{cls}_{st}"] = {"per_seed": v, "mean": statistics.fmean(v), "sd": sd}
+            b_, a_ = data.get((p, "before", cls), {}), data.get((p, "after", cls), {})
+            d = [diff(a_[s], b_[s]) for s in seeds if s in a_ and s in b_]
+            if d:
+                m, ci = interval(d)
+                row.append(fmt_diff(m, ci))
+                entry[f"{cls}_{diff_name}"] = {"per_seed": d, "mean": m, "ci95": ci}
+            else:
+                row.append("n/a")
+        summ[p] = entry
+        rows.append("| " + " | ".join(row) + " |")
+    return rows, summ
+
+
 def answer_ppl_table(ans_ppl, policies, seeds, summary):
     """PPL of the answers per class (the targets a model can predict), mean ± sd, and after / before CPT as a
     ratio with its 95% t-interval on ln PPL. The overall PPL also holds the targets no model can predict (a
@@ -108,29 +136,10 @@ def answer_ppl_table(ans_ppl, policies, seeds, summary):
                  "later values; after / before CPT (95% CI across seeds).", "",
              "| policy | first: before | first: after | first: after / before | rest: before | rest: after | "
              "rest: after / before |", "|---|---|---|---|---|---|---|"]
-    summary["answer_ppl"] = {}
-    for p in policies:
-        row, entry = [p], {}
-        for cls in ("first", "rest"):
-            for st in ("before", "after"):
-                v = [ans_ppl[(p, st, cls)][s] for s in seeds if s in ans_ppl.get((p, st, cls), {})]
-                if not v:
-                    row.append("n/a")
-                    continue
-                sd = statistics.stdev(v) if len(v) > 1 else 0.0
-                row.append(f"{fmt_ppl(statistics.fmean(v))} ± {fmt_ppl(sd)}")
-                entry[f"{cls}_{st}"] = {"per_seed": v, "mean": statistics.fmean(v), "sd": sd}
-            b_, a_ = ans_ppl.get((p, "before", cls), {}), ans_ppl.get((p, "after", cls), {})
-            d = [math.log(a_[s]) - math.log(b_[s]) for s in seeds if s in a_ and s in b_]
-            if d:
-                m, ci = interval(d)
-                row.append(fmt_ratio(m, ci))
-                entry[f"{cls}_ln_after_minus_before"] = {"per_seed": d, "mean": m, "ci95": ci}
-            else:
-                row.append("n/a")
-        summary["answer_ppl"][p] = entry
-        lines.append("| " + " | ".join(row) + " |")
-    return lines
+    rows, summary["answer_ppl"] = class_rows(ans_ppl, policies, seeds, fmt_ppl,
+                                             lambda a, b: math.log(a) - math.log(b), fmt_ratio,
+                                             "ln_after_minus_before")
+    return lines + rows
 
 
 def accuracy_tables(acc, policies, seeds, snap, summary):
@@ -141,28 +150,9 @@ def accuracy_tables(acc, policies, seeds, snap, summary):
                  "points (95% CI across seeds).", "",
              "| policy | first: before | first: after | first: after − before | rest: before | rest: after | "
              "rest: after − before |", "|---|---|---|---|---|---|---|"]
-    summary["accuracy"] = {}
-    for p in policies:
-        row, entry = [p], {}
-        for cls in ("first", "rest"):
-            for st in ("before", "after"):
-                v = [acc[(p, st, cls)][s] for s in seeds if s in acc.get((p, st, cls), {})]
-                if not v:
-                    row.append("n/a")
-                    continue
-                sd = statistics.stdev(v) if len(v) > 1 else 0.0
-                row.append(f"{100 * statistics.fmean(v):.1f} ± {100 * sd:.1f}")
-                entry[f"{cls}_{st}"] = {"per_seed": v, "mean": statistics.fmean(v), "sd": sd}
-            both = [s for s in seeds if s in acc.get((p, "before", cls), {}) and s in acc.get((p, "after", cls), {})]
-            d = [acc[(p, "after", cls)][s] - acc[(p, "before", cls)][s] for s in both]
-            if d:
-                m, ci = interval(d)
-                row.append(fmt_pp(m, ci))
-                entry[f"{cls}_after_minus_before"] = {"per_seed": d, "mean": m, "ci95": ci}
-            else:
-                row.append("n/a")
-        summary["accuracy"][p] = entry
-        lines.append("| " + " | ".join(row) + " |")
+    rows, summary["accuracy"] = class_rows(acc, policies, seeds, lambda x: f"{100 * x:.1f}", lambda a, b: a - b,
+                                           fmt_pp, "after_minus_before")
+    lines += rows
     refresh = [p for p in policies if p.startswith("refreshkv")]
     if snap and refresh:
         lines += ["", f"RefreshKV minus {snap}, top-1 accuracy in percentage points on the same model and seed "
