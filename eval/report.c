@@ -37,10 +37,14 @@ void eval_cell_finish(EvalCell *c, int64_t n_boot, uint64_t seed) {
 }
 
 /* cells are ordered policy-major, then context, then model */
-/* The header of a table with one column per context: "policy", then
- * before<context>after in columns `width` wide, then a rule under both. */
-static void print_table_head(const EvalCell *cells, int n_models, int n_contexts, const char *before,
-                             const char *after, int width) {
+/* One cell's text: a[0] is the first model's cell, a[1] the second's when n_models == 2. */
+typedef void (*CellText)(char *v, size_t cap, const EvalCell *a, int n_models);
+
+/* A table with one column per context: "policy", then before<context>after
+ * headers in columns `width` wide and a rule, then a row per policy. */
+static void print_table(const EvalCell *cells, int n, int n_models, int n_contexts, const char *before,
+                        const char *after, int width, CellText text) {
+    int per_policy = n_models * n_contexts;
     printf("%-50s", "policy");
     for (int c = 0; c < n_contexts; c++) {
         char h[96];
@@ -50,25 +54,28 @@ static void print_table_head(const EvalCell *cells, int n_models, int n_contexts
     printf("\n");
     for (int i = 0; i < 50 + n_contexts * (width + 3); i++) putchar('-');
     printf("\n");
-}
-
-void eval_print_table(const EvalCell *cells, int n, int n_models, int n_contexts) {
-    int per_policy = n_models * n_contexts;
-    printf("\n");
-    print_table_head(cells, n_models, n_contexts, "PPL @ ", n_models == 2 ? " (before -> after)" : " [95% CI]", 30);
     for (int p = 0; p < n / per_policy; p++) {
         printf("%-50s", cells[p * per_policy].policy);
         for (int c = 0; c < n_contexts; c++) {
-            const EvalCell *a = &cells[p * per_policy + c * n_models];
             char v[96];
-            if (n_models == 2)
-                snprintf(v, sizeof v, "%.3f -> %.3f", a[0].ppl, a[1].ppl);
-            else
-                snprintf(v, sizeof v, "%.3f [%.3f, %.3f]", a[0].ppl, a[0].lo, a[0].hi);
-            printf(" | %-30s", v);
+            text(v, sizeof v, &cells[p * per_policy + c * n_models], n_models);
+            printf(" | %-*s", width, v);
         }
         printf("\n");
     }
+}
+
+static void ppl_text(char *v, size_t cap, const EvalCell *a, int n_models) {
+    if (n_models == 2)
+        snprintf(v, cap, "%.3f -> %.3f", a[0].ppl, a[1].ppl);
+    else
+        snprintf(v, cap, "%.3f [%.3f, %.3f]", a[0].ppl, a[0].lo, a[0].hi);
+}
+
+void eval_print_table(const EvalCell *cells, int n, int n_models, int n_contexts) {
+    printf("\n");
+    print_table(cells, n, n_models, n_contexts, "PPL @ ", n_models == 2 ? " (before -> after)" : " [95% CI]", 30,
+                ppl_text);
     printf("\n");
 }
 
@@ -203,27 +210,20 @@ static double class_accuracy(const EvalCell *c, AnswerClass k) {
     return c->class_n[k] > 0 ? (double)c->class_top1[k] / (double)c->class_n[k] : NAN;
 }
 
+static void answers_text(char *v, size_t cap, const EvalCell *a, int n_models) {
+    if (n_models == 2)
+        snprintf(v, cap, "%.3f -> %.3f | %.3f -> %.3f", class_accuracy(&a[0], ANSWER_FIRST),
+                 class_accuracy(&a[1], ANSWER_FIRST), class_accuracy(&a[0], ANSWER_REST),
+                 class_accuracy(&a[1], ANSWER_REST));
+    else
+        snprintf(v, cap, "%.3f | %.3f", class_accuracy(&a[0], ANSWER_FIRST), class_accuracy(&a[0], ANSWER_REST));
+}
+
 void eval_print_answers(const EvalCell *cells, int n, int n_models, int n_contexts) {
     if (n == 0 || !cells[0].has_classes) return;
-    int per_policy = n_models * n_contexts;
     printf("top-1 accuracy of the answers: the first value after a repeated marker (a jump to its record) | the "
            "values after it%s\n", n_models == 2 ? " (before -> after)" : "");
-    print_table_head(cells, n_models, n_contexts, "@ ", ": first | rest", 31);
-    for (int p = 0; p < n / per_policy; p++) {
-        printf("%-50s", cells[p * per_policy].policy);
-        for (int c = 0; c < n_contexts; c++) {
-            const EvalCell *a = &cells[p * per_policy + c * n_models];
-            char v[96];
-            if (n_models == 2)
-                snprintf(v, sizeof v, "%.3f -> %.3f | %.3f -> %.3f", class_accuracy(&a[0], ANSWER_FIRST),
-                         class_accuracy(&a[1], ANSWER_FIRST), class_accuracy(&a[0], ANSWER_REST),
-                         class_accuracy(&a[1], ANSWER_REST));
-            else
-                snprintf(v, sizeof v, "%.3f | %.3f", class_accuracy(&a[0], ANSWER_FIRST), class_accuracy(&a[0], ANSWER_REST));
-            printf(" | %-31s", v);
-        }
-        printf("\n");
-    }
+    print_table(cells, n, n_models, n_contexts, "@ ", ": first | rest", 31, answers_text);
     const EvalCell *c0 = &cells[0];
     printf("(%lld first and %lld later answers per policy and model; the other %lld scored tokens are random)\n\n",
            (long long)c0->class_n[ANSWER_FIRST], (long long)c0->class_n[ANSWER_REST], (long long)c0->class_n[ANSWER_NONE]);
