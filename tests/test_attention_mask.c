@@ -454,39 +454,22 @@ static void listed_dense_case(void) {
     free(q), free(k), free(v), free(o), free(lse), free(sel), free(vis), free(ref), free(reff);
 }
 
-static void bad_evict(void *arg) {
-    (void)arg;
-    RefreshMask m = {1, 16, 4, 7, GROUP_AGG_MAX, 2, 0};
-    refresh_mask_validate(&m, "test");
-}
-static void bad_restride(void *arg) {
-    (void)arg;
-    RefreshMask m = {1, 16, 4, 7, GROUP_AGG_MAX, 1, -3};
-    refresh_mask_validate(&m, "test");
-}
-
-static void bad_k(void *arg) {
-    (void)arg;
-    RefreshMask m = {1, 16, 17, 7, GROUP_AGG_MAX, 0, 0};
-    refresh_mask_validate(&m, "test");
-}
-static void bad_kernel(void *arg) {
-    (void)arg;
-    RefreshMask m = {1, 16, 4, 6, GROUP_AGG_MAX, 0, 0};
-    refresh_mask_validate(&m, "test");
-}
+/* Death-test body: validates the mask it is given. */
+static void validate_mask(void *arg) { refresh_mask_validate(arg, "test"); }
 
 int main(void) {
     hand_cases();
     dense_mask_case();
     k_equals_l_is_causal();
-    tl_expect_death("K > L is rejected naming 'K'", bad_k, NULL, "'K' (17) cannot exceed");
-    tl_expect_death("even pooling kernel is rejected", bad_kernel, NULL, "'pool_kernel' must be odd");
+    RefreshMask k_above_l = {1, 16, 17, 7, GROUP_AGG_MAX, 0, 0}, even_kernel = {1, 16, 4, 6, GROUP_AGG_MAX, 0, 0};
+    RefreshMask evict_2 = {1, 16, 4, 7, GROUP_AGG_MAX, 2, 0}, restride_neg = {1, 16, 4, 7, GROUP_AGG_MAX, 1, -3};
+    tl_expect_death("K > L is rejected naming 'K'", validate_mask, &k_above_l, "'K' (17) cannot exceed");
+    tl_expect_death("even pooling kernel is rejected", validate_mask, &even_kernel, "'pool_kernel' must be odd");
     eval_keys_cases();
     nothing_evicted_is_causal();
     listed_dense_case();
-    tl_expect_death("evict 2 is rejected naming 'evict'", bad_evict, NULL, "mask field 'evict' must be 0 or 1");
-    tl_expect_death("negative restride is rejected naming 'restride'", bad_restride, NULL,
+    tl_expect_death("evict 2 is rejected naming 'evict'", validate_mask, &evict_2, "mask field 'evict' must be 0 or 1");
+    tl_expect_death("negative restride is rejected naming 'restride'", validate_mask, &restride_neg,
                     "mask field 'restride' must be >= 0");
     return tl_finish();
 }
