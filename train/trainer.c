@@ -28,11 +28,12 @@ static void open_data(Trainer *t) {
     t->train_split = data_split_open(dir);
     path_fmt(dir, sizeof dir, "%s/dev", t->cfg.data);
     t->dev_split = access(dir, F_OK) == 0 ? data_split_open(dir) : NULL;
-    t->answers = data_split_answers(t->train_split);
-    KV_CHECK(strcmp(t->cfg.loss_on, "answers") != 0 || t->answers->present,
+    int on_answers = strcmp(t->cfg.loss_on, "answers") == 0;
+    const AnswerRule *rule = data_split_answers(t->train_split);
+    KV_CHECK(!on_answers || rule->present,
              "config: loss_on=answers needs data whose manifest marks answers ('%s' has none; prepare with --synthetic mqar)",
              t->cfg.data);
-    if (strcmp(t->cfg.loss_on, "answers") != 0) t->answers = NULL;
+    t->answers = on_answers ? rule : NULL;
     /* one global sample order for every rank count; each rank takes its micro-batches from it */
     t->loader = loader_open(t->train_split, t->T + 1, (uint64_t)t->cfg.seed, 0, 1);
     KV_CHECK(loader_samples_per_epoch(t->loader) > 0,
@@ -85,11 +86,12 @@ static void setup_optimizer(Trainer *t) {
  * with loss_on=answers the targets that are not answers become -1 (no loss). */
 static void split_sample(Trainer *t, int64_t b) {
     const uint32_t *s = t->sample + b * (t->T + 1);
-    for (int64_t i = 0; i < t->T; i++) {
-        t->tokens[b * t->T + i] = (int32_t)s[i];
-        t->targets[b * t->T + i] = (int32_t)s[i + 1];
+    for (int64_t i = 0; i < t->T; i++) t->tokens[b * t->T + i] = (int32_t)s[i];
+    if (t->answers) {
+        answer_targets(t->answers, s, t->T, t->answer_class, t->targets + b * t->T);
+        return;
     }
-    if (t->answers) answer_targets(t->answers, s, t->T, t->answer_class, t->targets + b * t->T);
+    for (int64_t i = 0; i < t->T; i++) t->targets[b * t->T + i] = (int32_t)s[i + 1];
 }
 
 static double peak_rss_bytes(void) {
