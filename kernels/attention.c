@@ -53,6 +53,35 @@ int64_t refresh_sel_len(const RefreshMask *m, int64_t T) {
     return (T - m->L) * (1 + refresh_row_width(m, T));
 }
 
+int64_t attention_row_mask_words(int64_t T) { return (T + 63) / 64; }
+
+/* Listed rows: one bitmap of the keys each row p >= L sees (B, Hkv, T - L, words). */
+static int64_t row_mask_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hkv) {
+    if (!refresh_active(m, T) || !refresh_per_row(m)) return 0;
+    return (int64_t)sizeof(uint64_t) * B * Hkv * (T - m->L) * attention_row_mask_words(T);
+}
+
+int64_t attention_cuda_select_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv) {
+    if (!refresh_active(m, T)) return 0;
+    int64_t nh = m->agg == GROUP_AGG_FIRST ? 1 : Hq / Hkv, BG = B * Hkv;
+    /* per-row selection: scores over up to T keys (a full row's), and a
+     * byte per key marking the epoch's selection */
+    if (refresh_per_row(m)) return (int64_t)sizeof(float) * BG * (nh * T + 2 * T) + BG * T;
+    if (refresh_num_selected(m) == m->L) return 0; /* every prefill key: no scores */
+    return (int64_t)sizeof(float) * BG * (nh * m->L + 2 * m->L);
+}
+
+int64_t attention_cuda_forward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hkv) {
+    return row_mask_bytes(m, B, T, Hkv);
+}
+
+int64_t attention_cuda_backward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv) {
+    int64_t dsum = (int64_t)sizeof(float) * B * Hq * T;
+    if (!refresh_active(m, T)) return dsum;
+    if (refresh_per_row(m)) return dsum + row_mask_bytes(m, B, T, Hkv);
+    return dsum + B * Hkv * m->L; /* one byte per prefill key: selected or not */
+}
+
 void refresh_mask_validate(const RefreshMask *m, const char *origin) {
     if (!m->enabled) return;
     KV_CHECK(m->L >= 1, "%s: mask field 'L' must be >= 1 (got %lld)", origin, (long long)m->L);

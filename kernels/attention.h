@@ -76,6 +76,17 @@ const char *group_agg_name(GroupAgg a);
 /* Parses "max" | "mean" | "first"; dies otherwise. */
 GroupAgg group_agg_parse(const char *s, const char *origin);
 
+/* Device bytes the CUDA attention allocates itself for one call (kernels/
+ * attention.cu and attention_mma_*.cu: scores, the backward's row sums, the
+ * rows' visibility bitmaps), an upper bound over its fp32 and tensor-core
+ * paths, so that the memory plan (train/cuda_mem_plan.c) counts them. In
+ * every build. */
+int64_t attention_cuda_select_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv);
+int64_t attention_cuda_forward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hkv);
+int64_t attention_cuda_backward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv);
+/* 64-bit words per listed row of the bitmaps above: ceil(T / 64). */
+int64_t attention_row_mask_words(int64_t T);
+
 /* sel (B, Hkv, refresh_sel_len): the ascending selected key positions, or
  * with evict/restride the per-row records above. Requires refresh_active. */
 void attention_refresh_select_cpu(int32_t *sel, const float *q, const float *k, int64_t B, int64_t T, int64_t Hq,
