@@ -123,13 +123,34 @@ int64_t llama_cuda_rope_bytes(const LlamaConfig *c, int64_t T) { return (int64_t
 
 int llama_cuda_act_size(LlamaCudaPrecision p) { return p == LLAMA_CUDA_BF16_WEIGHTS ? (int)sizeof(bf16) : (int)sizeof(float); }
 
-LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, LlamaCudaPrecision p, int64_t BT) {
-    int64_t C = c->hidden_size, nl = c->num_hidden_layers;
+static int64_t mul_checked(int64_t a, int64_t b, const char *what) {
+    int64_t r;
+    KV_CHECK(!__builtin_mul_overflow(a, b, &r), "llama_cuda: %s overflows 64 bits (%lld x %lld)", what, (long long)a,
+             (long long)b);
+    return r;
+}
+
+/* One layer's selection: B * Hkv * refresh_sel_len entries under an active
+ * mask (the per-row records of evict and restride can far outgrow T), never
+ * fewer than B * T * Hkv. */
+static int64_t sel_bytes(const LlamaConfig *c, int64_t B, int64_t T, const RefreshMask *mask) {
+    int64_t per = T;
+    if (mask && refresh_active(mask, T)) {
+        int64_t n = refresh_sel_len(mask, T);
+        if (n > per) per = n;
+    }
+    int64_t n = mul_checked(mul_checked(B, c->num_key_value_heads, "the selection's rows"), per, "the selection");
+    return mul_checked(n, (int64_t)sizeof(int32_t), "the selection's bytes");
+}
+
+LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, LlamaCudaPrecision p, int64_t B, int64_t T,
+                                       const RefreshMask *mask) {
+    int64_t C = c->hidden_size, nl = c->num_hidden_layers, BT = B * T;
     int act = llama_cuda_act_size(p);
     return (LlamaCudaActBytes){
         .sets = recompute ? 1 : nl,
         .layer_set = (int64_t)sizeof(float) * llama_layer_acts_numel(c, BT, act),
-        .sel = (int64_t)sizeof(int32_t) * BT * c->num_key_value_heads,
+        .sel = sel_bytes(c, B, T, mask),
         .resid = (int64_t)sizeof(float) * (nl + 1) * BT * C,
         .tokens = (int64_t)sizeof(int32_t) * 2 * BT,
         .xf = (int64_t)sizeof(float) * BT * (C + 3),
@@ -296,9 +317,9 @@ float *llama_cuda_grads_of(LlamaCuda *g, int64_t begin, int64_t end) {
 
 static void free_acts(LlamaCuda *g) {
     if (!g->cap_BT) return;
-    int64_t sets = llama_cuda_act_bytes(&g->cfg, g->recompute, g->precision, g->cap_BT).sets;
+    int64_t sets = g->recompute ? 1 : g->cfg.num_hidden_layers;
     for (int64_t l = 0; l < sets; l++) cuda_free(g->acts[l].xn1);
-    for (int64_t l = 0; l < g->cfg.num_hidden_layers; l++) cuda_free(g->sel[l]);
+    for (int64_t l = 0; l < g->cfg.num_hidden_layers; l++) cuda_free(g->sel[l]), g->sel[l] = NULL;
     cuda_free(g->resid[0]);
     cuda_free(g->tokens);
     cuda_free(g->xf);
@@ -306,6 +327,7 @@ static void free_acts(LlamaCuda *g) {
     free(g->h_targets);
     free(g->h_losses);
     g->cap_BT = 0;
+    g->sel_bytes = 0;
     g->bytes_acts = 0;
 }
 
@@ -475,18 +497,34 @@ void llama_cuda_zero_grad(LlamaCuda *g) { zero(g->grads, g->streamed ? g->reside
 
 int64_t llama_cuda_bytes(const LlamaCuda *g) { return g->bytes_fixed + g->bytes_acts; }
 
+/* Each layer's selection buffer at `bytes` at least, replacing smaller ones. */
+static void ensure_sel(LlamaCuda *g, int64_t bytes) {
+    if (bytes <= g->sel_bytes) return;
+    for (int64_t l = 0; l < g->cfg.num_hidden_layers; l++) {
+        if (g->sel[l]) cuda_free(g->sel[l]), g->bytes_acts -= g->sel_bytes;
+        g->sel[l] = cuda_malloc_counted(&g->bytes_acts, bytes);
+    }
+    g->sel_bytes = bytes;
+}
+
+/* Grows the buffers to B sequences of T tokens: everything when B * T
+ * grows, else the selections alone when the mask's records need more (the
+ * mask is set after create, and T may change between calls). */
 static void ensure_acts(LlamaCuda *g, int64_t B, int64_t T) {
     const LlamaConfig *c = &g->cfg;
     int64_t BT = B * T, C = c->hidden_size, nl = c->num_hidden_layers;
     g->B = B, g->T = T;
-    if (BT <= g->cap_BT) return;
+    LlamaCudaActBytes ab = llama_cuda_act_bytes(c, g->recompute, g->precision, B, T, &g->mask);
+    if (BT <= g->cap_BT) {
+        ensure_sel(g, ab.sel);
+        return;
+    }
     free_acts(g);
     g->cap_BT = BT;
-    LlamaCudaActBytes ab = llama_cuda_act_bytes(c, g->recompute, g->precision, BT);
     for (int64_t l = 0; l < ab.sets; l++)
         llama_layer_acts_carve(&g->acts[l], c, BT, llama_cuda_act_size(g->precision),
                                cuda_malloc_counted(&g->bytes_acts, ab.layer_set));
-    for (int64_t l = 0; l < nl; l++) g->sel[l] = cuda_malloc_counted(&g->bytes_acts, ab.sel);
+    ensure_sel(g, ab.sel);
     float *res = cuda_malloc_counted(&g->bytes_acts, ab.resid);
     for (int64_t l = 0; l <= nl; l++) g->resid[l] = res + l * BT * C;
     g->tokens = cuda_malloc_counted(&g->bytes_acts, ab.tokens);

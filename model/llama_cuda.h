@@ -56,17 +56,20 @@ LlamaCudaFixedBytes llama_cuda_fixed_bytes(const ParamLayout *L, const LlamaConf
 LlamaCudaFixedBytes llama_cuda_streamed_bytes(const ParamLayout *L, const LlamaConfig *c, LlamaCudaPrecision p);
 /* The RoPE cos and sin tables for sequences up to T. */
 int64_t llama_cuda_rope_bytes(const LlamaConfig *c, int64_t T);
-/* What the first forward of BT rows allocates. */
+/* What the first forward of B sequences of T tokens allocates under mask
+ * (NULL or disabled: none; the engine's, as llama_cuda_set_mask set it). */
 typedef struct {
     int64_t sets;       /* layer activation sets: num_layers, or one when recomputing */
     int64_t layer_set;  /* bytes of one set (llama_layer_acts_numel) */
-    int64_t sel;        /* one layer's RefreshKV selection; every layer has one */
+    int64_t sel;        /* one layer's RefreshKV selection, every layer has one: B * Hkv * max(T,
+                         * refresh_sel_len) int32 (the per-row records of evict and restride outgrow T) */
     int64_t resid;      /* num_layers + 1 residual streams */
     int64_t tokens;     /* tokens and targets */
     int64_t xf;         /* final norm output, its rstd, the CE lse and losses */
     int64_t scratch;    /* backward buffers and a logits chunk (llama_scratch_numel) */
 } LlamaCudaActBytes;
-LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, LlamaCudaPrecision p, int64_t BT);
+LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, LlamaCudaPrecision p, int64_t B, int64_t T,
+                                       const RefreshMask *mask);
 /* Bytes per activation element (LayerActs' ACT buffers): 4, or 2 with bf16. */
 int llama_cuda_act_size(LlamaCudaPrecision p);
 
@@ -107,7 +110,8 @@ struct LlamaCuda {
     int32_t *h_targets;          /* host copy: counts targets */
     float **resid;               /* device, num_layers + 1 streams */
     LayerActs *acts;             /* num_layers sets, or one when recomputing */
-    int32_t **sel;               /* per layer (B, Hkv, K) selection, device */
+    int32_t **sel;               /* per layer (B, Hkv, refresh_sel_len) selection, device */
+    int64_t sel_bytes;           /* bytes of each layer's sel buffer */
     float *xf, *rstdf, *ce_lse, *losses; /* device */
     float *h_losses;             /* host copy of the per-row losses */
     float *rope_cos, *rope_sin;  /* device tables */

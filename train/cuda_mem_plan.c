@@ -62,7 +62,7 @@ CudaMemPlan cuda_mem_plan(const LlamaConfig *c, const CudaMemInputs *in) {
                                           : llama_cuda_fixed_bytes(&pl, c, in->precision);
     p.params = fb.params, p.wbf16 = fb.wbf16, p.grads = fb.grads;
     p.rope = llama_cuda_rope_bytes(c, in->T);
-    LlamaCudaActBytes ab = llama_cuda_act_bytes(c, in->recompute, in->precision, in->micro_batch * in->T);
+    LlamaCudaActBytes ab = llama_cuda_act_bytes(c, in->recompute, in->precision, in->micro_batch, in->T, &in->mask);
     p.acts = ab.sets * ab.layer_set + c->num_hidden_layers * ab.sel + ab.resid + ab.tokens + ab.xf + ab.scratch;
     p.optim = in->optim_device ? optim_bytes(&pl, in->optim) : 0;
     /* the last rank's pieces absorb the rounding of every cut: the largest shard */
