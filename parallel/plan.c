@@ -132,7 +132,10 @@ static void print_cuda_engine(const char *model, const CudaMemInputs *in, const 
     printf("%s, T %lld x micro-batch %lld, precision %s%s, optimizer %s, mask %s", model, (long long)in->T,
            (long long)in->micro_batch, llama_cuda_precision_name(in->precision), in->recompute ? ", recompute" : "",
            in->optim_device ? "on the engine's parameters" : "on the shards", in->mask.enabled ? "on" : "off");
-    if (in->mask.enabled) printf(" (L %lld, K %lld)", (long long)in->mask.L, (long long)in->mask.K);
+    if (in->mask.enabled)
+        printf(" (L %lld, K %lld%s", (long long)in->mask.L, (long long)in->mask.K, in->mask.evict ? ", evict" : "");
+    if (in->mask.enabled && in->mask.restride) printf(", restride %lld", (long long)in->mask.restride);
+    if (in->mask.enabled) printf(")");
     printf("\n");
     cuda_mem_plan_print(stdout, p, "  ");
     if (p->total <= gpu_mem)

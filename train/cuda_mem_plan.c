@@ -41,14 +41,13 @@ static int64_t workspace_bytes(const LlamaConfig *c, const CudaMemInputs *in) {
          * bf16 activations as they are */
         b += (int64_t)sizeof(uint16_t) * (max64(BT * C, chunk * c->vocab_size) + chunk * C);
     }
-    int64_t attn_bwd = (int64_t)sizeof(float) * B * Hq * T, select = 0;
-    if (in->mask.enabled && refresh_active(&in->mask, T)) {
-        int64_t L = in->mask.L, nh = in->mask.agg == GROUP_AGG_FIRST ? 1 : Hq / Hkv;
-        attn_bwd += B * Hkv * L; /* one byte per prefill key: selected or not */
-        if (refresh_num_selected(&in->mask) < L) select = (int64_t)sizeof(float) * B * Hkv * (nh * L + 2 * L);
-    }
+    /* the attention's own temporaries, as its launchers size them */
+    const RefreshMask *m = &in->mask;
+    int64_t attn = max64(attention_cuda_select_scratch_bytes(m, B, T, Hq, Hkv),
+                         max64(attention_cuda_forward_scratch_bytes(m, B, T, Hkv),
+                               attention_cuda_backward_scratch_bytes(m, B, T, Hq, Hkv)));
     int64_t embed_rows = (int64_t)sizeof(int32_t) * 3 * BT;
-    return b + max64(max64(attn_bwd, select), embed_rows);
+    return b + max64(attn, embed_rows);
 }
 
 CudaMemPlan cuda_mem_plan(const LlamaConfig *c, const CudaMemInputs *in) {
@@ -86,7 +85,9 @@ CudaMemInputs cuda_mem_inputs_from_train(const TrainConfig *c, TrainMode mode, i
     CudaMemInputs in = {train_mode_precision(mode), (int)c->recompute, whole, kind,
                         c->micro_batch, c->L + c->S, {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX},
                         whole ? 0 : ranks, !whole && c->reshard_after_forward};
-    if (c->mask) in.mask = (RefreshMask){1, c->L, c->K, c->pool_kernel, group_agg_parse(c->group_agg, "config 'group_agg'"), 0, 0};
+    if (c->mask)
+        in.mask = (RefreshMask){1, c->L, c->K, c->pool_kernel, group_agg_parse(c->group_agg, "config 'group_agg'"),
+                                (int)c->mask_evict, c->mask_restride};
     return in;
 }
 

@@ -39,9 +39,11 @@ typedef struct {
     int64_t counted;    /* all of the above: what the engine reports holding after a step */
     /* Not counted by the engine: the cuBLASLt workspace, the bf16 engine's
      * cast buffers (kept at their largest), and the largest temporary one
-     * kernel launcher allocates and frees (attention backward, RefreshKV
-     * selection, embedding backward's rows; an estimate: cub's sort space
-     * and the small per-norm partial sums are left out). */
+     * kernel launcher allocates and frees (the attention's selection,
+     * forward and backward scratch as kernels/attention.h's
+     * attention_cuda_*_scratch_bytes count them, the embedding backward's
+     * rows; an estimate: cub's sort space and the small per-norm partial
+     * sums are left out). */
     int64_t workspace;
     int64_t total;      /* counted + workspace: what the GPU must have free */
 } CudaMemPlan;
