@@ -356,13 +356,6 @@ void llama_cuda_free(LlamaCuda *g) {
 void llama_cuda_set_mask(LlamaCuda *g, const RefreshMask *mask, int64_t S) {
     refresh_mask_validate(mask, "training mask");
     KV_CHECK(S >= 0, "training mask: field 'S' must be >= 0 (got %lld)", (long long)S);
-    /* the CUDA attention gathers the paper's selection only (kernels/attention_shape.cuh) */
-    KV_CHECK(!mask->enabled || !mask->evict,
-             "training mask: field 'evict' (config 'mask_evict') is not implemented on the CUDA engine; train on "
-             "device=cpu");
-    KV_CHECK(!mask->enabled || !mask->restride,
-             "training mask: field 'restride' (config 'mask_restride') is not implemented on the CUDA engine; train "
-             "on device=cpu");
     g->mask = *mask;
     g->mask_S = S;
 }

@@ -40,9 +40,9 @@ static const Key keys[] = {
     I_(pool_kernel, "7", "selection max-pool kernel (odd)"),
     I_(mask, "1", "1: RefreshKV mask (CPT); 0: plain causal attention (pretraining)"),
     I_(mask_evict, "0", "1: positions >= L hold the eval cache's budget: kept + local keys <= K, the lowest-scored "
-                        "kept key evicted first, then the oldest local ones (CPU only)"),
+                        "kept key evicted first, then the oldest local ones"),
     I_(mask_restride, "0", "r > 0: positions L-1 + r*m (m >= 1) attend to every key and re-select the kept keys from "
-                           "their own attention, as eval --refresh-fixed r; 0: off (CPU only)"),
+                           "their own attention, as eval --refresh-fixed r; 0: off"),
     I_(global_batch, "64", "sequences per optimizer step, over all ranks"),
     I_(micro_batch, "1", "sequences per forward/backward on one rank"),
     I_(steps, "0", "optimizer steps; 0 = as many as `epochs` of the train split give"),

@@ -16,11 +16,6 @@ TrainMode train_mode_for_device(Device dev, const TrainConfig *c, int rank, int 
                   "is fp32, keeps every activation and steps on the host");
         return TRAIN_CPU;
     }
-    /* the CUDA attention implements the paper's mask only (kernels/attention_shape.cuh) */
-    KV_CHECK(!c->mask_evict, "config: 'mask_evict' is not implemented on the CUDA engine yet; use device=cpu or "
-                             "mask_evict=0");
-    KV_CHECK(!c->mask_restride, "config: 'mask_restride' is not implemented on the CUDA engine yet; use device=cpu "
-                                "or mask_restride=0");
     KV_CHECK(!(c->optim_device && strcmp(c->precision, "bf16") == 0),
              "config: precision bf16 with optim_device=1 would keep no fp32 master, so updates below half a bf16 step "
              "would be lost; use precision=bf16sr (stochastic rounding) or optim_device=0");

@@ -8,8 +8,8 @@
  * native or Hugging Face model directory) supplies the config and the
  * parameters instead of the tiny preset with random weights (TIED is then
  * the config's; "-" for none); SEED still draws the tokens. EVICT (0|1) and
- * RESTRIDE (>= 0) set the mask's evict and restride fields (CPU only): sel
- * then holds the per-row key records (kernels/attention.h). */
+ * RESTRIDE (>= 0) set the mask's evict and restride fields (either device):
+ * sel then holds the per-row key records (kernels/attention.h). */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
