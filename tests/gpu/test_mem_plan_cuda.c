@@ -2,7 +2,8 @@
  * predicts: for several configurations (fp32 / bf16 weights, recompute on
  * and off, the optimizer on the engine's parameters or on one rank's
  * device shards over a world-of-one NCCL communicator, the RefreshKV mask
- * on and off, T and micro-batch), the bytes the engine counts
+ * on and off, with and without the per-row records of evict and restride,
+ * T and micro-batch), the bytes the engine counts
  * (llama_cuda_bytes + device_optim_bytes or fsdp_cuda_device_bytes) after
  * setup and after a forward
  * and backward equal the plan's within 2%, and exactly: the plan adds up
@@ -11,7 +12,8 @@
  * (cudaMemGetInfo: size minus live blocks) are checked the same way, which
  * also catches an allocation the engine does not count. The uncounted
  * workspace (cuBLASLt, bf16 casts, per-launch temporaries) is not compared:
- * the emulator's matmuls allocate none. */
+ * the emulator's matmuls allocate none. A mask set after a causal forward
+ * grows the selections alone, to the plan's bytes. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,6 +152,46 @@ static void run_case(const Case *k) {
     free(targets);
     param_layout_free(&pl);
 }
+
+/* The mask set on an engine that already ran a causal forward of the same
+ * shape: the next forward grows only the selections, to the plan's bytes
+ * for the masked run (the per-row records need more than B * T * Hkv). */
+static void run_mask_after_forward(const char *label) {
+    LlamaConfig c;
+    make_config(&c, 0);
+    const RefreshMask m = {1, 40, 6, 7, GROUP_AGG_MAX, 1, 3};
+    const int64_t B = 2, T = 49, BT = B * T;
+    CudaMemInputs in = {LLAMA_CUDA_FP32, 0, 0, OPTIM_ADAMW8BIT, B, T, m, 0, 0};
+    CudaMemPlan p = cuda_mem_plan(&c, &in);
+    LlamaCuda g;
+    llama_cuda_create(&g, &c, 0, LLAMA_CUDA_FP32);
+    ParamLayout pl;
+    param_layout_build(&pl, &c);
+    float *host = malloc(sizeof(float) * (size_t)pl.total);
+    for (int64_t i = 0; i < pl.total; i++) host[i] = 0.01f * (float)((i * 7919) % 201 - 100);
+    llama_cuda_upload_params(&g, host);
+    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)BT), *targets = malloc(sizeof(int32_t) * (size_t)BT);
+    for (int64_t i = 0; i < BT; i++) tokens[i] = (int32_t)((i * 31 + 7) % c.vocab_size), targets[i] = (int32_t)((i * 17 + 3) % c.vocab_size);
+    llama_cuda_forward(&g, tokens, targets, B, T);
+    int64_t causal = llama_cuda_bytes(&g);
+    llama_cuda_set_mask(&g, &m, T - m.L);
+    llama_cuda_forward(&g, tokens, targets, B, T);
+    llama_cuda_zero_grad(&g);
+    llama_cuda_backward(&g);
+    int64_t grown = llama_cuda_bytes(&g) - causal;
+    int64_t want = c.num_hidden_layers * ((int64_t)sizeof(int32_t) * B * c.num_key_value_heads * refresh_sel_len(&m, T) -
+                                  (int64_t)sizeof(int32_t) * BT * c.num_key_value_heads);
+    char name[256];
+    snprintf(name, sizeof name, "%s: the selections grew by %lld bytes, every layer's to B * Hkv * refresh_sel_len",
+             label, (long long)grown);
+    tl_result(grown == want && want > 0, name, "grew %lld, expected %lld", (long long)grown, (long long)want);
+    compare(label, "counted after the masked forward+backward", llama_cuda_bytes(&g), p.counted);
+    llama_cuda_free(&g);
+    free(host);
+    free(tokens);
+    free(targets);
+    param_layout_free(&pl);
+}
 #endif
 
 int main(void) {
@@ -164,9 +206,13 @@ int main(void) {
         {"fp32 recompute device-optim mask B1 T49", 0, LLAMA_CUDA_FP32, 1, 1, 1, 49, {1, 40, 6, 7, GROUP_AGG_MAX, 0, 0}},
         {"bf16 recompute sharded mask tied B3 T21", 1, LLAMA_CUDA_BF16_WEIGHTS, 1, 0, 3, 21, {1, 20, 4, 3, GROUP_AGG_MEAN, 0, 0}},
         {"bf16sr keep-all device-optim causal B2 T70", 0, LLAMA_CUDA_BF16_WEIGHTS, 0, 1, 2, 70, none},
+        /* per-row records (evict, restride): selections larger than B * T * Hkv */
+        {"fp32 keep-all device-optim evict restride B2 T49", 0, LLAMA_CUDA_FP32, 0, 1, 2, 49, {1, 40, 6, 7, GROUP_AGG_MAX, 1, 3}},
+        {"bf16 recompute sharded restride tied B3 T33", 1, LLAMA_CUDA_BF16_WEIGHTS, 1, 0, 3, 33, {1, 20, 4, 3, GROUP_AGG_MEAN, 0, 5}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i]);
+    if (tl_case_selected("fp32 mask set after a causal forward B2 T49")) run_mask_after_forward("fp32 mask set after a causal forward B2 T49");
 #endif
     return tl_finish();
 }
