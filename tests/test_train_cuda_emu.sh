@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `kvcpt train` on the CUDA engine (issue 6), run by build/emu/kvcpt: the
+# `kvcpt train` on the CUDA engine, run by build/emu/kvcpt: the
 # whole program built against the CPU stand-in for the CUDA runtime
 # (tests/cuda_emu), so the trainer's GPU path is exercised on every CI run.
 # The same tiny RefreshKV run on the CPU and on the (emulated) GPU gives the
@@ -9,9 +9,10 @@
 # the GPU run resumes on the CPU and the other way round. The optimizer on
 # the device (optim_device=1) gives the CPU's curve; precision=bf16sr (bf16
 # matrices only, stochastic rounding) stays within bf16 tolerance of it and
-# resumes from its checkpoint bit for bit; impossible settings are refused,
-# and so are the mask fields the CUDA attention lacks (mask_evict, mask_restride).
-# A GPU too small for the plan is refused at start; one of the plan's size runs.
+# resumes from its checkpoint bit for bit; impossible settings are refused.
+# The eval cache's mask (mask_evict=1, mask_restride) gives the CPU's curve
+# for that mask, which differs from the paper mask's. A GPU too small for
+# the plan is refused at start; one of the plan's size runs.
 set -u
 cd "$(dirname "$0")/.."
 K=${KVCPT_BIN:-./kvcpt}
@@ -84,13 +85,23 @@ if ! $E train --config "$tmp/cfg.json" --set out="$tmp/bad" --set device=cuda --
     ok "precision=bf16 with optim_device=1 (updates lost to rounding) is refused with the fix named"
 else fail "bf16 + optim_device refusal" "$(tail -2 "$tmp/bad.log")"; fi
 
-# the eval cache's mask fields: the CUDA attention does not implement them
-for kv in mask_evict=1 mask_restride=10; do
-    if ! $E train --config "$tmp/cfg.json" --set out="$tmp/m_$kv" --set device=cuda --set "$kv" >"$tmp/m.log" 2>&1 &&
-       grep -q "'${kv%=*}' is not implemented on the CUDA engine" "$tmp/m.log" && [ ! -f "$tmp/m_$kv/log.jsonl" ]; then
-        ok "device=cuda with $kv is refused naming the key"
-    else fail "device=cuda $kv refusal" "$(tail -2 "$tmp/m.log")"; fi
-done
+# the eval cache's mask: with mask_evict the K = 6 budget evicts kept keys
+# as rows past L add local ones, and restride 4 makes rows 51 and 55 full
+# rows that re-select (a stride of 10 would fall past T = 56); the
+# selection holds the per-row records, more than B * T * Hkv entries
+ev="--set mask_evict=1 --set mask_restride=4"
+$K train --config "$tmp/cfg.json" --set out="$tmp/evc" --set device=cpu $ev >"$tmp/evc.log" 2>&1 || fail "cpu run, mask_evict=1 mask_restride=4" "$(tail -2 "$tmp/evc.log")"
+if $E train --config "$tmp/cfg.json" --set out="$tmp/evg" --set device=cuda $ev >"$tmp/evg.log" 2>&1 &&
+   grep -q "device cuda" "$tmp/evg.log" && grep -q '"mask_evict": 1' "$tmp/evg/config.json" &&
+   grep -q '"mask_restride": 4' "$tmp/evg/config.json"; then
+    cmp_curves "mask_evict=1 mask_restride=4: GPU loss curve (12 steps, dev included) within 1e-5 of the CPU's" "$tmp/evg" "$tmp/evc" 1e-5
+else fail "device=cuda mask_evict=1 mask_restride=4" "$(tail -2 "$tmp/evg.log")"; fi
+# the mask must change the losses by more than the tolerance above
+if paste <(losses "$tmp/evg") <(losses "$tmp/gpu") | awk '
+       { n++; d = $1 - $2; if (d < 0) d = -d; if ($1 != "" && $2 != "" && d > 1e-5 * ($2 < 0 ? -$2 : $2)) far++ }
+       END { exit (n >= 12 && far > 0) ? 0 : 1 }'; then
+    ok "mask_evict=1 mask_restride=4 on the GPU: losses differ from the paper mask's ($(losses "$tmp/evg" | tail -1) vs $(losses "$tmp/gpu" | tail -1))"
+else fail "mask_evict=1 mask_restride=4 vs the paper mask" "the same losses: $(losses "$tmp/evg" | tr '\n' ' ')"; fi
 
 # resume across devices: the checkpoint is device-independent
 $E train --config "$tmp/cfg.json" --set out="$tmp/x" --set device=cuda --set steps=6 >"$tmp/x1.log" 2>&1
