@@ -1,7 +1,8 @@
 /* The whole model on the GPU (model/llama_cuda.h) against the CPU reference
  * (model/llama.h): loss, logits and every parameter's gradient, with the
  * RefreshKV mask on and off, GQA ratios 1/4/8, T not a multiple of the
- * attention tile, S = 1 and K below the tile; then run-twice determinism,
+ * attention tile, S = 1 and K below the tile, the eval cache's mask (evict
+ * with restride, restride alone: per-row selections); then run-twice determinism,
  * recomputation (bit-identical gradients, less memory) and ten training
  * steps with the CUDA 8-bit AdamW against the CPU model with the CPU one.
  *
@@ -506,11 +507,16 @@ int main(void) {
         return tl_finish();
     }
 #ifdef KVCPT_CUDA
-    /* label, V, C, F, layers, Hq, Hkv, D, tied, B, T, mask {on, L, K, pool, agg}, S */
+    /* label, V, C, F, layers, Hq, Hkv, D, tied, B, T, mask {on, L, K, pool, agg, evict, restride}, S */
     const Case cases[] = {
         {"gqa4 mask L40 S9 K6", 96, 32, 40, 2, 4, 1, 8, 0, 2, 49, {1, 40, 6, 7, GROUP_AGG_MAX, 0, 0}, 9},
         {"gqa8 tied mask S1", 80, 48, 64, 2, 8, 1, 16, 1, 1, 21, {1, 20, 4, 3, GROUP_AGG_MEAN, 0, 0}, 1},
         {"gqa1 causal T70", 64, 32, 48, 2, 2, 2, 32, 0, 1, 70, {0, 0, 0, 1, GROUP_AGG_MAX, 0, 0}, 0},
+        /* the eval cache's mask, per-row records in sel (kernels/attention.h):
+         * K 3 evicts kept keys, then local ones at row 44; row 45 is full
+         * and re-selects; without evict, rows 23 and 27 are full */
+        {"gqa4 evict restride6 L40 S9 K3", 96, 32, 40, 2, 4, 1, 8, 0, 2, 49, {1, 40, 3, 7, GROUP_AGG_MAX, 1, 6}, 9},
+        {"gqa8 tied restride4 S9 D16", 80, 48, 64, 2, 8, 1, 16, 1, 1, 29, {1, 20, 4, 3, GROUP_AGG_MEAN, 0, 4}, 9},
     };
     /* each run as "kind: label", which KVCPT_TEST_CASES can select */
     const struct {
@@ -524,6 +530,8 @@ int main(void) {
         {"bf16 parity", parity_bf16, 2}, {"bf16 train steps", train_steps_bf16, 0},
         {"bf16 train steps", train_steps_bf16, 1}, {"bf16sr train steps", train_steps_bf16sr, 0},
         {"bf16sr train steps", train_steps_bf16sr, 1}, {"bad input", bad_input, 2},
+        {"parity", parity, 3},           {"parity", parity, 4},
+        {"bf16 parity", parity_bf16, 3}, {"bf16 parity", parity_bf16, 4},
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         char label[256];
