@@ -13,6 +13,12 @@
  *   and below L, "list entry's position <= p" is the visibility test in both
  *   cases, and the same tile kernel serves both: the causal rows run over the
  *   identity list, the (few) refresh rows over the gathered list.
+ * - Per-row records (evict, restride: each row >= L its own keys). The rows
+ *   >= L run over the identity list too, and a bitmap per row (one bit per
+ *   key, built from the records) is the extra visibility test; a 64-key
+ *   tile is one word per row, and a tile no row of the block sees is
+ *   skipped. Keys stay in ascending order, so a row that sees every key
+ *   0..p (a full row; restride 1) repeats the causal arithmetic.
  * - Row results do not depend on the tiling of the queries: a row's scores,
  *   its per-tile max / sum trees and its accumulation order over keys depend
  *   only on the row and on the key tiles, and a key tile with nothing visible
@@ -23,8 +29,9 @@
  *   loops over the group's query heads (in order) and over query tiles (in
  *   order), so every dK/dV element is one thread's sequential sum. Refresh
  *   rows take part through a visibility test (a key < L is visible to rows
- *   >= L when it is selected), so a selected key's causal and refresh terms
- *   land in one fixed order too.
+ *   >= L when it is selected, or by the row's bitmap with per-row records),
+ *   so a selected key's causal and refresh terms land in one fixed order
+ *   too.
  * - GQA: query head h reads KV head h / (Hq/Hkv) in place; nothing is copied.
  *
  * Tiles: Br = Bc = 64 and 256 threads as a 16 x 16 grid; each thread owns a
@@ -42,6 +49,7 @@
 #include "cuda_reduce.cuh"
 
 extern "C" {
+#include "../common/util.h"
 #include "attention.h"
 #include "attention_rows.h"
 #include "attention_shape.cuh"
@@ -53,7 +61,6 @@ static constexpr int kGrid = 16;
 static constexpr int kPerThread = kTile / kGrid;       /* 4 rows (or keys) per thread */
 static constexpr int kRowsPerWarp = kTile / (kThreads / 32); /* 8: softmax rows owned by a warp */
 static constexpr int kLdS = kTile + 1;                 /* padded score-tile row */
-static constexpr int kSelectThreads = 1024;
 
 /* Shapes shared by the kernels (passed by value). */
 struct AttnShape {
@@ -61,6 +68,8 @@ struct AttnShape {
     int64_t L;  /* first refresh row when active, else T */
     int64_t ks; /* selected keys per (batch row, KV head); 0 when inactive */
     int active;
+    int per_row;   /* the rows >= L read their visibility bitmaps (evict, restride) */
+    int64_t words; /* 64-bit words per bitmap row: ceil(T / 64) */
     float scale;
 };
 
@@ -197,12 +206,13 @@ __device__ RowTile row_tile(const AttnShape &s, const int32_t *sel, int64_t row_
     return t;
 }
 
-/* Shared layout of the row-tile kernels: positions first (8-byte aligned). */
+/* Shared layout of the row-tile kernels: positions and the rows' bitmap
+ * words first (8-byte aligned). */
 template <int D> struct RowSmem {
-    static constexpr size_t fwd_bytes = sizeof(int64_t) * 2 * kTile + sizeof(float) * (3 * kTile * (D + 1) + kTile * kLdS + 2 * kTile);
-    static constexpr size_t dq_bytes = sizeof(int64_t) * 2 * kTile + sizeof(float) * (4 * kTile * (D + 1) + kTile * kLdS + 2 * kTile);
+    static constexpr size_t fwd_bytes = sizeof(int64_t) * 3 * kTile + sizeof(float) * (3 * kTile * (D + 1) + kTile * kLdS + 2 * kTile);
+    static constexpr size_t dq_bytes = sizeof(int64_t) * 3 * kTile + sizeof(float) * (4 * kTile * (D + 1) + kTile * kLdS + 2 * kTile);
     static constexpr size_t dkdv_bytes =
-        sizeof(int64_t) * 2 * kTile + sizeof(int) * kTile + sizeof(float) * (4 * kTile * (D + 1) + 2 * kTile * kLdS + 2 * kTile);
+        sizeof(int64_t) * 3 * kTile + sizeof(int) * kTile + sizeof(float) * (4 * kTile * (D + 1) + 2 * kTile * kLdS + 2 * kTile);
 };
 
 /* One online-softmax step for the 8 rows a warp owns: Ps holds the tile's
@@ -230,14 +240,41 @@ __device__ __forceinline__ void online_softmax_step(float *Ps, float *alpha_s, f
     }
 }
 
+/* The bitmap word of row qp (>= L, or -1: none) for the keys k0..k0+63,
+ * k0 a multiple of 64 (rowmask: (B*Hkv, T - L, words), attention_row_mask). */
+__device__ __forceinline__ uint64_t row_word(const uint64_t *rowmask, const AttnShape &s, int64_t bg, int64_t qp,
+                                             int64_t k0) {
+    return qp < s.L ? 0ull : rowmask[(bg * (s.T - s.L) + qp - s.L) * s.words + k0 / kTile];
+}
+
+/* The key tile at i0 of a row tile: its positions into kpos and, with the
+ * bitmaps, each row's word into rowbits. Returns whether any key of the
+ * tile is visible to a row of it; a tile with none is skipped (an exact
+ * no-op anyway). Every thread calls it. */
+__device__ __forceinline__ int stage_key_tile(int64_t *kpos, uint64_t *rowbits, const int64_t *qpos,
+                                              const RowTile &t, const AttnShape &s, const uint64_t *rowmask,
+                                              int64_t i0) {
+    const int tid = threadIdx.x;
+    if (tid < kTile) kpos[tid] = i0 + tid < t.keys.n ? key_position(t.keys, i0 + tid) : -1;
+    if (rowmask == nullptr) {
+        __syncthreads();
+        return 1;
+    }
+    uint64_t w = 0;
+    if (tid < kTile) rowbits[tid] = w = row_word(rowmask, s, t.b * s.Hkv + t.g, qpos[tid], i0);
+    return __syncthreads_or(w != 0);
+}
+
 template <int D, typename E>
 __global__ void __launch_bounds__(kThreads) attention_forward_kernel(E *out, float *lse, const E *q, const E *k,
                                                                      const E *v,
                                                                      const int32_t *sel, AttnShape s,
-                                                                     int64_t row_begin, int64_t row_end, int use_sel) {
+                                                                     int64_t row_begin, int64_t row_end, int use_sel,
+                                                                     const uint64_t *rowmask) {
     extern __shared__ __align__(16) unsigned char smem[];
     int64_t *qpos = (int64_t *)smem, *kpos = qpos + kTile;
-    float *Qs = (float *)(kpos + kTile), *Ks = Qs + kTile * ld<D>(), *Vs = Ks + kTile * ld<D>();
+    uint64_t *rowbits = (uint64_t *)(kpos + kTile);
+    float *Qs = (float *)(rowbits + kTile), *Ks = Qs + kTile * ld<D>(), *Vs = Ks + kTile * ld<D>();
     float *Ps = Vs + kTile * ld<D>(), *alpha_s = Ps + kTile * kLdS, *l_s = alpha_s + kTile;
     const int tid = threadIdx.x, ty = tid / kGrid, tx = tid % kGrid, warp = tid / 32, lane = tid % 32;
     const RowTile t = row_tile(s, sel, row_begin, row_end, use_sel);
@@ -255,8 +292,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(E *out, flo
 
     for (int64_t i0 = 0; i0 < t.keys.n; i0 += kTile) {
         __syncthreads(); /* the previous tile's readers are done */
-        if (tid < kTile) kpos[tid] = i0 + tid < t.keys.n ? key_position(t.keys, i0 + tid) : -1;
-        __syncthreads();
+        if (!stage_key_tile(kpos, rowbits, qpos, t, s, rowmask, i0)) continue;
         load_tile<D>(Ks, kb, kvstride, kpos);
         load_tile<D>(Vs, vb, kvstride, kpos);
         __syncthreads();
@@ -267,7 +303,8 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(E *out, flo
 #pragma unroll
             for (int j = 0; j < kPerThread; j++) {
                 const int r = ty + kGrid * i, c = tx + kGrid * j;
-                const bool vis = qpos[r] >= 0 && kpos[c] >= 0 && kpos[c] <= qpos[r];
+                const bool vis = qpos[r] >= 0 && kpos[c] >= 0 && kpos[c] <= qpos[r] &&
+                                 (rowmask == nullptr || (rowbits[r] >> c & 1));
                 Ps[r * kLdS + c] = vis ? acc[i][j] * s.scale : -INFINITY;
             }
         __syncthreads();
@@ -320,10 +357,12 @@ template <int D, typename E>
 __global__ void __launch_bounds__(kThreads) attention_dq_kernel(float *dq, const E *dout, const E *q, const E *k,
                                                                 const E *v, const float *lse,
                                                                 const float *dsum, const int32_t *sel, AttnShape s,
-                                                                int64_t row_begin, int64_t row_end, int use_sel) {
+                                                                int64_t row_begin, int64_t row_end, int use_sel,
+                                                                const uint64_t *rowmask) {
     extern __shared__ __align__(16) unsigned char smem[];
     int64_t *qpos = (int64_t *)smem, *kpos = qpos + kTile;
-    float *Qs = (float *)(kpos + kTile), *dOs = Qs + kTile * ld<D>(), *Ks = dOs + kTile * ld<D>();
+    uint64_t *rowbits = (uint64_t *)(kpos + kTile);
+    float *Qs = (float *)(rowbits + kTile), *dOs = Qs + kTile * ld<D>(), *Ks = dOs + kTile * ld<D>();
     float *Vs = Ks + kTile * ld<D>(), *dSs = Vs + kTile * ld<D>(), *lse_s = dSs + kTile * kLdS, *dsum_s = lse_s + kTile;
     const int tid = threadIdx.x, ty = tid / kGrid, tx = tid % kGrid;
     const RowTile t = row_tile(s, sel, row_begin, row_end, use_sel);
@@ -343,8 +382,7 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(float *dq, const
     float acc_dq[kPerThread][Cols<D>::n] = {};
     for (int64_t i0 = 0; i0 < t.keys.n; i0 += kTile) {
         __syncthreads();
-        if (tid < kTile) kpos[tid] = i0 + tid < t.keys.n ? key_position(t.keys, i0 + tid) : -1;
-        __syncthreads();
+        if (!stage_key_tile(kpos, rowbits, qpos, t, s, rowmask, i0)) continue;
         load_tile<D>(Ks, kb, kvstride, kpos);
         load_tile<D>(Vs, vb, kvstride, kpos);
         __syncthreads();
@@ -356,7 +394,8 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(float *dq, const
 #pragma unroll
             for (int j = 0; j < kPerThread; j++) {
                 const int r = ty + kGrid * i, c = tx + kGrid * j;
-                const bool vis = qpos[r] >= 0 && kpos[c] >= 0 && kpos[c] <= qpos[r];
+                const bool vis = qpos[r] >= 0 && kpos[c] >= 0 && kpos[c] <= qpos[r] &&
+                                 (rowmask == nullptr || (rowbits[r] >> c & 1));
                 const float p = vis ? expf(sc[i][j] * s.scale - lse_s[r]) : 0.0f;
                 dSs[r * kLdS + c] = vis ? p * (dp[i][j] - dsum_s[r]) * s.scale : 0.0f;
             }
@@ -366,11 +405,15 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(float *dq, const
     store_tile<D>(dq + qoff, qstride, qpos, acc_dq, nullptr, ty, tx);
 }
 
-/* Whether query row qp sees key kp (both real positions) under the mask. */
-__device__ __forceinline__ bool key_visible(const AttnShape &s, int64_t qp, int64_t kp, int selected) {
+/* Whether query row qp sees key kp (both real positions, kp column c of
+ * its tile) under the mask: a row >= L by its bitmap word (per-row records)
+ * or by the selection. */
+__device__ __forceinline__ bool key_visible(const AttnShape &s, int64_t qp, int64_t kp, int selected, uint64_t bits,
+                                            int c) {
     if (qp < 0 || kp < 0 || kp > qp) return false;
-    if (!s.active || qp < s.L || kp >= s.L) return true;
-    return selected != 0;
+    if (!s.active || qp < s.L) return true;
+    if (s.per_row) return bits >> c & 1;
+    return kp >= s.L || selected != 0;
 }
 
 /* dK, dV of 64 keys of one (b, KV head): the group's query heads in order,
@@ -380,10 +423,12 @@ template <int D, typename E>
 __global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(float *dk, float *dv, const E *dout, const E *q,
                                                                   const E *k, const E *v,
                                                                   const float *lse, const float *dsum,
-                                                                  const unsigned char *selected, AttnShape s) {
+                                                                  const unsigned char *selected,
+                                                                  const uint64_t *rowmask, AttnShape s) {
     extern __shared__ __align__(16) unsigned char smem[];
     int64_t *qpos = (int64_t *)smem, *kpos = qpos + kTile;
-    int *ksel = (int *)(kpos + kTile);
+    uint64_t *rowbits = (uint64_t *)(kpos + kTile);
+    int *ksel = (int *)(rowbits + kTile);
     float *Ks = (float *)(ksel + kTile), *Vs = Ks + kTile * ld<D>(), *Qs = Vs + kTile * ld<D>();
     float *dOs = Qs + kTile * ld<D>(), *Ps = dOs + kTile * ld<D>(), *dSs = Ps + kTile * kLdS;
     float *lse_s = dSs + kTile * kLdS, *dsum_s = lse_s + kTile;
@@ -395,12 +440,13 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(float *dk, flo
     if (tid < kTile) {
         const int64_t p = k0 + tid;
         kpos[tid] = p < s.T ? p : -1;
-        my_sel = s.active && p < s.L ? selected[(b * s.Hkv + g) * s.L + p] : 0;
+        my_sel = s.active && !s.per_row && p < s.L ? selected[(b * s.Hkv + g) * s.L + p] : 0;
         ksel[tid] = my_sel;
     }
-    /* rows >= L matter to a tile of prefill keys only if one of them is selected */
+    /* rows >= L matter to a tile of prefill keys only if one of them is
+     * selected (with the bitmaps, any key may be) */
     const int any_sel = __syncthreads_or(my_sel);
-    const int64_t row_end = s.active && k0 + kTile <= s.L && !any_sel ? s.L : s.T;
+    const int64_t row_end = s.active && !s.per_row && k0 + kTile <= s.L && !any_sel ? s.L : s.T;
     load_tile<D>(Ks, k + kvoff, kvstride, kpos);
     load_tile<D>(Vs, v + kvoff, kvstride, kpos);
 
@@ -414,8 +460,15 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(float *dk, flo
                 qpos[tid] = p;
                 lse_s[tid] = p >= 0 ? lse[(b * s.Hq + h) * s.T + p] : 0.0f;
                 dsum_s[tid] = p >= 0 ? dsum[(b * s.Hq + h) * s.T + p] : 0.0f;
+                if (s.per_row) rowbits[tid] = p >= 0 ? row_word(rowmask, s, b * s.Hkv + g, p, k0) : 0ull;
             }
-            __syncthreads();
+            /* with the bitmaps, a tile of rows >= L that sees none of these keys is skipped (an exact no-op) */
+            if (s.per_row) {
+                const int needed = tid < kTile && qpos[tid] >= 0 && (qpos[tid] < s.L || rowbits[tid] != 0);
+                if (!__syncthreads_or(needed)) continue;
+            } else {
+                __syncthreads();
+            }
             load_tile<D>(Qs, q + qoff, qstride, qpos);
             load_tile<D>(dOs, dout + qoff, qstride, qpos);
             __syncthreads();
@@ -427,7 +480,7 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(float *dk, flo
 #pragma unroll
                 for (int j = 0; j < kPerThread; j++) {
                     const int r = ty + kGrid * i, c = tx + kGrid * j;
-                    const bool vis = key_visible(s, qpos[r], kpos[c], ksel[c]);
+                    const bool vis = key_visible(s, qpos[r], kpos[c], ksel[c], s.per_row ? rowbits[r] : 0ull, c);
                     const float p = vis ? expf(sc[i][j] * s.scale - lse_s[r]) : 0.0f;
                     Ps[r * kLdS + c] = p;
                     dSs[r * kLdS + c] = vis ? p * (dp[i][j] - dsum_s[r]) * s.scale : 0.0f;
@@ -459,137 +512,26 @@ __global__ void attention_mark_selected_kernel(unsigned char *selected, const in
     }
 }
 
-/* ------------------------------------------------------------- selection */
-
-/* probs[(b, g, hh), j] = softmax over keys 0..L-1 of query L-1 of head
- * g*group + hh: one block per head, one warp per key for the dots, then the
- * block max and a fixed-tree block sum. */
-template <typename E>
-__global__ void select_probs_kernel(float *probs, const E *q, const E *k, int64_t T, int64_t Hq, int64_t Hkv,
-                                    int64_t D, int64_t L, int64_t nh, int64_t group, float scale) {
-    const int64_t blk = blockIdx.x, hh = blk % nh, bg = blk / nh, g = bg % Hkv, b = bg / Hkv;
-    const int64_t h = g * group + hh;
-    const E *qrow = q + ((b * T + L - 1) * Hq + h) * D;
-    float *pr = probs + blk * L;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-    float mx = -INFINITY;
-    for (int64_t j0 = 0; j0 < L; j0 += warps) { /* block-uniform bounds: all warps shuffle together */
-        const int64_t j = j0 + warp;
-        float acc = 0.0f;
-        if (j < L) {
-            const E *krow = k + ((b * T + j) * Hkv + g) * D;
-            for (int64_t d = lane; d < D; d += 32) acc = fmaf(act_f32(qrow[d]), act_f32(krow[d]), acc);
-        }
-        const float sj = warp_sum(acc) * scale;
-        if (j < L) {
-            if (lane == 0) pr[j] = sj;
-            mx = fmaxf(mx, sj);
+/* rowmask[(bg, p - L), w]: bit j % 64 of word j / 64 is set when row p >= L
+ * sees key j: every key 0..p for a full row (n = 0), else the record's keys
+ * (attention.h). One thread per (bg, row). */
+__global__ void attention_row_mask_kernel(uint64_t *rowmask, const int32_t *sel, int64_t BG, int64_t T, int64_t L,
+                                          int64_t W, int64_t per, int64_t words) {
+    GRID_STRIDE(i, BG * (T - L)) {
+        const int64_t bg = i / (T - L), p = L + i % (T - L);
+        const int32_t *rec = sel + bg * per + (p - L) * (1 + W);
+        uint64_t *bits = rowmask + i * words;
+        for (int64_t w = 0; w < words; w++) bits[w] = 0ull;
+        if (rec[0] == 0) {
+            for (int64_t w = 0; w < (p + 1) / 64; w++) bits[w] = ~0ull;
+            if ((p + 1) % 64) bits[(p + 1) / 64] = (1ull << ((p + 1) % 64)) - 1ull;
+        } else {
+            for (int32_t c = 1; c <= rec[0]; c++) bits[rec[c] / 64] |= 1ull << (rec[c] % 64);
         }
     }
-    mx = block_max(mx); /* also orders the writes above before the reads below */
-    float sum = 0.0f;
-    for (int64_t j = threadIdx.x; j < L; j += blockDim.x) sum += (pr[j] = expf(pr[j] - mx));
-    sum = block_sum(sum);
-    for (int64_t j = threadIdx.x; j < L; j += blockDim.x) pr[j] /= sum;
-}
-
-/* Exclusive prefix sum of v over the block (1024 threads), and its total. */
-__device__ int block_exclusive_scan(int v, int *total) {
-    __shared__ int warp_part[32];
-    __shared__ int block_total;
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
-    int incl = v;
-    for (int o = 1; o < 32; o <<= 1) {
-        const int up = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += up;
-    }
-    __syncthreads(); /* an earlier call may still be reading warp_part */
-    if (lane == 31) warp_part[warp] = incl;
-    __syncthreads();
-    if (warp == 0) {
-        const int w = lane < nwarps ? warp_part[lane] : 0;
-        int wi = w;
-        for (int o = 1; o < 32; o <<= 1) {
-            const int up = __shfl_up_sync(0xffffffffu, wi, o);
-            if (lane >= o) wi += up;
-        }
-        if (lane < nwarps) warp_part[lane] = wi - w;
-        if (lane == 31) block_total = wi;
-    }
-    __syncthreads();
-    *total = block_total;
-    return warp_part[warp] + incl - v;
-}
-
-/* Per (b, g): aggregate the group's probabilities, max-pool (window clipped
- * at the edges), then take the ks largest, ties to the lower position, and
- * write them in ascending order. The ks-th largest value is found by a
- * bitwise search over the float bits (non-negative floats order like their
- * bits); positions above it, then the first ones equal to it, are kept by an
- * ordered block scan. Exact and deterministic; no sort. */
-__global__ void select_topk_kernel(int32_t *sel, float *agg, uint32_t *pooled, const float *probs, int64_t L,
-                                   int64_t nh, int64_t group, int agg_kind, int64_t radius, int64_t ks) {
-    const int64_t bg = blockIdx.x;
-    const float *pr = probs + bg * nh * L;
-    float *a = agg + bg * L;
-    uint32_t *pb = pooled + bg * L;
-    for (int64_t j = threadIdx.x; j < L; j += blockDim.x) {
-        float x = pr[j];
-        for (int64_t hh = 1; hh < nh; hh++) {
-            const float y = pr[hh * L + j];
-            x = agg_kind == GROUP_AGG_MAX ? (y > x ? y : x) : x + y;
-        }
-        if (agg_kind == GROUP_AGG_MEAN) x /= (float)group;
-        a[j] = x;
-    }
-    __syncthreads();
-    for (int64_t j = threadIdx.x; j < L; j += blockDim.x) {
-        const int64_t lo = j - radius < 0 ? 0 : j - radius, hi = j + radius > L - 1 ? L - 1 : j + radius;
-        float mx = a[lo];
-        for (int64_t i = lo + 1; i <= hi; i++) mx = a[i] > mx ? a[i] : mx;
-        pb[j] = __float_as_uint(mx);
-    }
-    __syncthreads();
-
-    uint32_t kth = 0; /* largest bits value u with #(pooled >= u) >= ks */
-    for (int bit = 31; bit >= 0; bit--) {
-        const uint32_t cand = kth | (1u << bit);
-        int cnt = 0;
-        for (int64_t j = threadIdx.x; j < L; j += blockDim.x) cnt += pb[j] >= cand;
-        if (block_sum(cnt) >= ks) kth = cand;
-    }
-    int above = 0;
-    for (int64_t j = threadIdx.x; j < L; j += blockDim.x) above += pb[j] > kth;
-    const int64_t equal_wanted = ks - block_sum(above);
-
-    int32_t *out = sel + bg * ks;
-    int64_t written = 0, equal_seen = 0;
-    for (int64_t c0 = 0; c0 < L; c0 += blockDim.x) {
-        const int64_t j = c0 + threadIdx.x;
-        const uint32_t bits = j < L ? pb[j] : 0u;
-        const int is_eq = j < L && bits == kth, is_gt = j < L && bits > kth;
-        int eq_total, take_total;
-        const int eq_before = block_exclusive_scan(is_eq, &eq_total);
-        const int take = is_gt || (is_eq && equal_seen + eq_before < equal_wanted);
-        const int slot = block_exclusive_scan(take, &take_total);
-        if (take) out[written + slot] = (int32_t)j;
-        written += take_total;
-        equal_seen += eq_total;
-    }
-}
-
-/* ks == L: every prefill position, in order. */
-__global__ void select_all_kernel(int32_t *sel, int64_t BG, int64_t L) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < BG * L; i += (int64_t)gridDim.x * blockDim.x)
-        sel[i] = (int32_t)(i % L);
 }
 
 /* ---------------------------------------------------------------- launchers */
-
-static void check_shape(const char *fn, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
-    attention_check_shape(fn, B, T, Hq, Hkv, D, D == 8 || D == 16 || D == 32 || D == 64 || D == 128,
-                          "head dim D must be 8, 16, 32, 64 or 128");
-}
 
 static AttnShape make_shape(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
     AttnShape s;
@@ -597,6 +539,8 @@ static AttnShape make_shape(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64
     s.active = refresh_active(m, T);
     s.L = s.active ? m->L : T;
     s.ks = s.active ? refresh_num_selected(m) : 0;
+    s.per_row = s.active && refresh_per_row(m);
+    s.words = attention_row_mask_words(T);
     s.scale = 1.0f / sqrtf((float)D);
     return s;
 }
@@ -607,12 +551,34 @@ static unsigned int tiles(int64_t n) { return ceil_div_u(n, kTile); }
  * fills *s; 0 when there is nothing to compute. */
 static int checked_shape(AttnShape *s, const char *fn, const int32_t *sel, int64_t B, int64_t T, int64_t Hq,
                          int64_t Hkv, int64_t D, const RefreshMask *m) {
-    check_shape(fn, B, T, Hq, Hkv, D);
-    attention_check_mask(fn, m);
+    attention_check_gather_shape(fn, B, T, Hq, Hkv, D);
+    refresh_mask_validate(m, fn);
     if (B == 0 || T == 0) return 0;
     *s = make_shape(B, T, Hq, Hkv, D, m);
     attention_check_sel(fn, sel, T, m);
     return 1;
+}
+
+extern "C" void attention_row_mask_cuda(uint64_t *rowmask, const int32_t *sel, int64_t B, int64_t T, int64_t Hkv,
+                                        const RefreshMask *m) {
+    KV_CHECK(refresh_active(m, T) && refresh_per_row(m), "attention_row_mask_cuda: the mask has no per-row records");
+    const int64_t BG = B * Hkv;
+    if (BG == 0) return;
+    attention_row_mask_kernel<<<grid_for(BG * (T - m->L), 256), 256>>>(rowmask, sel, BG, T, m->L,
+                                                                        refresh_row_width(m, T),
+                                                                        refresh_sel_len(m, T),
+                                                                        attention_row_mask_words(T));
+    CUDA_CHECK_LAUNCH();
+}
+
+/* The listed rows' bitmaps (attention_cuda_forward_scratch_bytes of them),
+ * or NULL without per-row records; the caller frees them. */
+static uint64_t *row_mask(const int32_t *sel, const AttnShape &s, const RefreshMask *m) {
+    if (!s.per_row) return nullptr;
+    uint64_t *rowmask;
+    CUDA_CHECK(cudaMallocAsync((void **)&rowmask, (size_t)attention_cuda_forward_scratch_bytes(m, s.B, s.T, s.Hkv), 0));
+    attention_row_mask_cuda(rowmask, sel, s.B, s.T, s.Hkv, m);
+    return rowmask;
 }
 
 /* Calls f(std::integral_constant<int, D>) for a head dim check_shape accepted. */
@@ -628,14 +594,25 @@ template <typename F> static void with_head_dim(int64_t D, F f) {
 
 template <int D, typename E>
 static void forward_rows(E *out, float *lse, const E *q, const E *k, const E *v, const int32_t *sel,
-                         const AttnShape &s, int64_t row_begin, int64_t row_end, int use_sel) {
+                         const AttnShape &s, int64_t row_begin, int64_t row_end, int use_sel,
+                         const uint64_t *rowmask) {
     if (row_end <= row_begin) return;
     const size_t bytes = RowSmem<D>::fwd_bytes;
     CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<D, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)bytes));
     attention_forward_kernel<D, E><<<dim3(tiles(row_end - row_begin), (unsigned int)(s.B * s.Hq)), kThreads, bytes>>>(
-        out, lse, q, k, v, sel, s, row_begin, row_end, use_sel);
+        out, lse, q, k, v, sel, s, row_begin, row_end, use_sel, rowmask);
     CUDA_CHECK_LAUNCH();
+}
+
+/* The rows [L, T): over the gathered list sel ++ (L..T-1), or with per-row
+ * records over every key 0..p through the rows' bitmaps. */
+template <int D, typename E>
+static void forward_suffix(E *out, float *lse, const E *q, const E *k, const E *v, const int32_t *sel,
+                           const AttnShape &s, const RefreshMask *m, int64_t row_begin, int64_t row_end) {
+    uint64_t *rowmask = row_mask(sel, s, m);
+    forward_rows<D>(out, lse, q, k, v, sel, s, row_begin, row_end, !s.per_row, rowmask);
+    if (rowmask) CUDA_CHECK(cudaFreeAsync(rowmask, 0));
 }
 
 template <typename E>
@@ -645,8 +622,8 @@ static void forward(E *out, float *lse, const E *q, const E *k, const E *v, cons
     if (!checked_shape(&s, fn, sel, B, T, Hq, Hkv, D, m)) return;
     with_head_dim(D, [&](auto d) {
         constexpr int kD = decltype(d)::value;
-        forward_rows<kD>(out, lse, q, k, v, sel, s, 0, s.L, 0);              /* causal rows */
-        if (s.active) forward_rows<kD>(out, lse, q, k, v, sel, s, s.L, s.T, 1); /* refresh rows: gathered keys */
+        forward_rows<kD>(out, lse, q, k, v, sel, s, 0, s.L, 0, nullptr); /* causal rows */
+        if (s.active) forward_suffix<kD>(out, lse, q, k, v, sel, s, m, s.L, s.T);
     });
 }
 
@@ -656,14 +633,15 @@ static void forward_row_range(E *out, float *lse, const E *q, const E *k, const 
                               int64_t row_end, const char *fn) {
     AttnShape s;
     if (!checked_shape(&s, fn, sel, B, T, Hq, Hkv, D, m)) return;
-    const int use_sel = s.active && row_begin >= s.L;
     if (s.active && row_begin < s.L && row_end > s.L) {
         fprintf(stderr, "kvcpt: %s: rows [%lld, %lld) straddle L = %lld\n", fn, (long long)row_begin,
                 (long long)row_end, (long long)s.L);
         exit(1);
     }
     with_head_dim(D, [&](auto d) {
-        forward_rows<decltype(d)::value>(out, lse, q, k, v, sel, s, row_begin, row_end, use_sel);
+        constexpr int kD = decltype(d)::value;
+        if (s.active && row_begin >= s.L) forward_suffix<kD>(out, lse, q, k, v, sel, s, m, row_begin, row_end);
+        else forward_rows<kD>(out, lse, q, k, v, sel, s, row_begin, row_end, 0, nullptr);
     });
 }
 
@@ -696,26 +674,27 @@ extern "C" void attention_forward_rows_bf16_cuda(bf16 *out, float *lse, const bf
 
 template <int D, typename E>
 static void dq_rows(float *dq, const E *dout, const E *q, const E *k, const E *v, const float *lse, const float *dsum,
-                    const int32_t *sel, const AttnShape &s, int64_t row_begin, int64_t row_end, int use_sel) {
+                    const int32_t *sel, const AttnShape &s, int64_t row_begin, int64_t row_end, int use_sel,
+                    const uint64_t *rowmask) {
     if (row_end <= row_begin) return;
     const size_t bytes = RowSmem<D>::dq_bytes;
     CUDA_CHECK(cudaFuncSetAttribute(attention_dq_kernel<D, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     attention_dq_kernel<D, E><<<dim3(tiles(row_end - row_begin), (unsigned int)(s.B * s.Hq)), kThreads, bytes>>>(
-        dq, dout, q, k, v, lse, dsum, sel, s, row_begin, row_end, use_sel);
+        dq, dout, q, k, v, lse, dsum, sel, s, row_begin, row_end, use_sel, rowmask);
     CUDA_CHECK_LAUNCH();
 }
 
 template <int D, typename E>
 static void backward_d(float *dq, float *dk, float *dv, const E *dout, const E *q, const E *k, const E *v,
                        const float *lse, const float *dsum, const int32_t *sel, const unsigned char *selected,
-                       const AttnShape &s) {
-    dq_rows<D>(dq, dout, q, k, v, lse, dsum, sel, s, 0, s.L, 0);
-    if (s.active) dq_rows<D>(dq, dout, q, k, v, lse, dsum, sel, s, s.L, s.T, 1);
+                       const uint64_t *rowmask, const AttnShape &s) {
+    dq_rows<D>(dq, dout, q, k, v, lse, dsum, sel, s, 0, s.L, 0, nullptr);
+    if (s.active) dq_rows<D>(dq, dout, q, k, v, lse, dsum, sel, s, s.L, s.T, !s.per_row, rowmask);
     const size_t bytes = RowSmem<D>::dkdv_bytes;
     CUDA_CHECK(cudaFuncSetAttribute(attention_dkdv_kernel<D, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)bytes));
     attention_dkdv_kernel<D, E><<<dim3(tiles(s.T), (unsigned int)(s.B * s.Hkv)), kThreads, bytes>>>(
-        dk, dv, dout, q, k, v, lse, dsum, selected, s);
+        dk, dv, dout, q, k, v, lse, dsum, selected, rowmask, s);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -730,7 +709,8 @@ static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q,
     attention_dsum_kernel<E><<<grid_for(B * T * Hq * 32, 256), 256>>>(dsum, dout, out, B, T, Hq, D);
     CUDA_CHECK_LAUNCH();
     unsigned char *selected = NULL;
-    if (s.active) {
+    uint64_t *rowmask = row_mask(sel, s, m);
+    if (s.active && !s.per_row) {
         const size_t n = (size_t)(B * Hkv * s.L);
         CUDA_CHECK(cudaMallocAsync((void **)&selected, n, 0));
         CUDA_CHECK(cudaMemsetAsync(selected, 0, n, 0));
@@ -738,10 +718,11 @@ static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q,
         CUDA_CHECK_LAUNCH();
     }
     with_head_dim(D, [&](auto d) {
-        backward_d<decltype(d)::value>(dq, dk, dv, dout, q, k, v, lse, dsum, sel, selected, s);
+        backward_d<decltype(d)::value>(dq, dk, dv, dout, q, k, v, lse, dsum, sel, selected, rowmask, s);
     });
     CUDA_CHECK(cudaFreeAsync(dsum, 0));
     if (selected) CUDA_CHECK(cudaFreeAsync(selected, 0));
+    if (rowmask) CUDA_CHECK(cudaFreeAsync(rowmask, 0));
 }
 
 extern "C" void attention_backward_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
@@ -756,48 +737,4 @@ extern "C" void attention_backward_bf16_cuda(float *dq, float *dk, float *dv, co
                                              const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                              int64_t D, const RefreshMask *m) {
     backward(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, "attention_backward_bf16_cuda");
-}
-
-template <typename E>
-static void refresh_select(int32_t *sel, const E *q, const E *k, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
-                           int64_t D, const RefreshMask *m, const char *fn) {
-    check_shape(fn, B, T, Hq, Hkv, D);
-    attention_check_mask(fn, m);
-    if (!refresh_active(m, T)) {
-        fprintf(stderr, "kvcpt: %s: the mask is not active (enabled=%d, T=%lld, L=%lld)\n", fn, m->enabled,
-                (long long)T, (long long)m->L);
-        exit(1);
-    }
-    const int64_t L = m->L, ks = refresh_num_selected(m), BG = B * Hkv, group = Hq / Hkv;
-    if (BG == 0) return;
-    if (ks == L) { /* every prefill key: no scores needed */
-        select_all_kernel<<<grid_for(BG * L, 256), 256>>>(sel, BG, L);
-        CUDA_CHECK_LAUNCH();
-        return;
-    }
-    const int64_t nh = m->agg == GROUP_AGG_FIRST ? 1 : group;
-    float *probs, *agg;
-    uint32_t *pooled;
-    CUDA_CHECK(cudaMallocAsync((void **)&probs, sizeof(float) * (size_t)(BG * nh * L), 0));
-    CUDA_CHECK(cudaMallocAsync((void **)&agg, sizeof(float) * (size_t)(BG * L), 0));
-    CUDA_CHECK(cudaMallocAsync((void **)&pooled, sizeof(uint32_t) * (size_t)(BG * L), 0));
-    select_probs_kernel<E><<<(unsigned int)(BG * nh), 256>>>(probs, q, k, T, Hq, Hkv, D, L, nh, group,
-                                                             1.0f / sqrtf((float)D));
-    CUDA_CHECK_LAUNCH();
-    select_topk_kernel<<<(unsigned int)BG, kSelectThreads>>>(sel, agg, pooled, probs, L, nh, group, (int)m->agg,
-                                                              m->pool_kernel / 2, ks);
-    CUDA_CHECK_LAUNCH();
-    CUDA_CHECK(cudaFreeAsync(probs, 0));
-    CUDA_CHECK(cudaFreeAsync(agg, 0));
-    CUDA_CHECK(cudaFreeAsync(pooled, 0));
-}
-
-extern "C" void attention_refresh_select_cuda(int32_t *sel, const float *q, const float *k, int64_t B, int64_t T,
-                                              int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
-    refresh_select(sel, q, k, B, T, Hq, Hkv, D, m, "attention_refresh_select_cuda");
-}
-
-extern "C" void attention_refresh_select_bf16_cuda(int32_t *sel, const bf16 *q, const bf16 *k, int64_t B, int64_t T,
-                                                   int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
-    refresh_select(sel, q, k, B, T, Hq, Hkv, D, m, "attention_refresh_select_bf16_cuda");
 }

@@ -104,14 +104,17 @@ void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, 
 int attention_tensor_core_head_dim(int64_t D);
 
 #if defined(KVCPT_CUDA) || defined(__CUDACC__)
-/* CUDA twins (kernels/attention.cu): same arguments, DEVICE pointers (q, k,
- * v, out, lse, sel, dout, dq, dk, dv); the mask is a host struct. Default
- * stream, no synchronisation. Flash style: no T x T buffer, K/V shared by the
- * group's query heads, no float atomics (two runs give the same bits). D must
- * be 8, 16, 32, 64 or 128; other values stop the program with a message.
+/* CUDA twins (kernels/attention.cu, the selection in attention_select.cu)
+ * for every mask above, the per-row records included: same arguments,
+ * DEVICE pointers (q, k, v, out, lse, sel, dout, dq, dk, dv); the mask is a
+ * host struct. Default stream, no synchronisation. Flash style: no T x T
+ * buffer, K/V shared by the group's query heads, no float atomics (two runs
+ * give the same bits). D must be 8, 16, 32, 64 or 128; other values stop
+ * the program with a message.
  * Results match the CPU oracle within the tolerances of
  * tests/gpu/test_attention_cuda.c; the selection matches it exactly unless
- * two pooled scores straddling the top-K boundary differ by rounding. */
+ * two pooled scores straddling the top-K (or a row's keep) boundary differ
+ * by rounding. */
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -34,6 +34,7 @@
 
 extern "C" {
 #include "attention_mma.h"
+#include "attention_rows.h"
 }
 
 static constexpr int kTile = kMmaTile, kThreads = kMmaThreads;
@@ -192,22 +193,43 @@ template <typename E> static __device__ float warp_dot(const E *a, const E *b, i
     return s;
 }
 
-/* dQ of the suffix rows p in [L, T): over the keys sel ++ (L..p), one warp
- * per (row, batch row x query head) */
+/* The suffix rows' keys (kernels/attention.h): the paper's rows see
+ * sel ++ (L..p); with per-row records (W > 0) row p sees its record's keys,
+ * or every key 0..p when the record is a full row (n = 0). */
+struct SuffixKeys {
+    const int32_t *sel; /* the (b, KV head)'s selection or records */
+    int64_t ks, L, W;   /* W: record width, 0 for the paper's rows */
+};
+
+__device__ __forceinline__ int64_t suffix_key_count(const SuffixKeys &sk, int64_t p) {
+    if (sk.W == 0) return sk.ks + (p - sk.L + 1);
+    const int32_t n = sk.sel[(p - sk.L) * (1 + sk.W)];
+    return n == 0 ? p + 1 : n;
+}
+
+__device__ __forceinline__ int64_t suffix_key(const SuffixKeys &sk, int64_t p, int64_t i) {
+    if (sk.W == 0) return i < sk.ks ? sk.sel[i] : sk.L + (i - sk.ks);
+    const int32_t *rec = sk.sel + (p - sk.L) * (1 + sk.W);
+    return rec[0] == 0 ? i : rec[1 + i];
+}
+
+/* dQ of the suffix rows p in [L, T): over the row's keys in ascending
+ * order, one warp per (row, batch row x query head) */
 template <typename E>
 __global__ void attention_mma_suffix_dq_kernel(float *dq, const E *dout, const E *q, const E *k, const E *v,
                                                const float *lse, const float *dsum,
                                                const int32_t *sel, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
-                                               int64_t L, int64_t ks, float scale) {
+                                               int64_t L, int64_t ks, int64_t W, int64_t per, float scale) {
     const int lane = threadIdx.x;
     const int64_t p = L + blockIdx.x, b = blockIdx.y / Hq, h = blockIdx.y % Hq, hk = h / (Hq / Hkv);
     const int64_t qstride = Hq * D, kvstride = Hkv * D, row = (b * Hq + h) * T + p;
     const E *qp = q + (b * T * Hq + h) * D + p * qstride, *dop = dout + (b * T * Hq + h) * D + p * qstride;
     const E *kb = k + (b * T * Hkv + hk) * D, *vb = v + (b * T * Hkv + hk) * D;
-    const int32_t *s = sel + (b * Hkv + hk) * ks;
+    const SuffixKeys sk = {sel + (b * Hkv + hk) * per, ks, L, W};
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* d = lane + 32 i, D <= 128 */
-    for (int64_t i = 0; i < ks + (p - L + 1); i++) {
-        const int64_t j = i < ks ? s[i] : L + (i - ks);
+    const int64_t n = suffix_key_count(sk, p);
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t j = suffix_key(sk, p, i);
         const float pr = expf(warp_dot(qp, kb + j * kvstride, D, lane) * scale - lse[row]);
         const float ds = pr * (warp_dot(dop, vb + j * kvstride, D, lane) - dsum[row]);
         for (int c = 0; c < 4 && lane + 32 * c < D; c++) acc[c] += ds * act_f32(kb[j * kvstride + lane + 32 * c]);
@@ -217,22 +239,27 @@ __global__ void attention_mma_suffix_dq_kernel(float *dq, const E *dout, const E
 }
 
 /* dK, dV += the suffix rows' share, for each key they see: blockIdx.x < ks
- * the selected prefix keys, then the local keys L..T-1; one warp per (key,
- * batch row x KV head), the group's heads then the rows in order */
+ * the selected prefix keys, then the local keys L..T-1; with per-row
+ * records (rowmask set) every key j, for the rows whose bitmap holds it.
+ * One warp per (key, batch row x KV head), the group's heads then the rows
+ * in order */
 template <typename E>
 __global__ void attention_mma_suffix_dkdv_kernel(float *dk, float *dv, const E *dout, const E *q, const E *k,
                                                  const E *v, const float *lse, const float *dsum,
-                                                 const int32_t *sel, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
-                                                 int64_t L, int64_t ks, float scale) {
+                                                 const int32_t *sel, const uint64_t *rowmask, int64_t T, int64_t Hq,
+                                                 int64_t Hkv, int64_t D, int64_t L, int64_t ks, float scale) {
     const int lane = threadIdx.x;
-    const int64_t b = blockIdx.y / Hkv, hk = blockIdx.y % Hkv, group = Hq / Hkv;
-    const int64_t i = blockIdx.x, j = i < ks ? sel[(b * Hkv + hk) * ks + i] : L + (i - ks);
+    const int64_t b = blockIdx.y / Hkv, hk = blockIdx.y % Hkv, group = Hq / Hkv, words = (T + 63) / 64;
+    const int64_t i = blockIdx.x;
+    const int64_t j = rowmask ? i : i < ks ? sel[(b * Hkv + hk) * ks + i] : L + (i - ks);
+    const uint64_t *rows = rowmask ? rowmask + blockIdx.y * (T - L) * words + j / 64 : nullptr;
     const int64_t qstride = Hq * D, kvstride = Hkv * D;
     const E *kj = k + (b * T * Hkv + hk) * D + j * kvstride, *vj = v + (b * T * Hkv + hk) * D + j * kvstride;
     float ak[4] = {0.0f, 0.0f, 0.0f, 0.0f}, av[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int64_t hh = 0; hh < group; hh++) {
         const int64_t h = hk * group + hh;
         for (int64_t p = j < L ? L : j; p < T; p++) { /* a local key j is seen from row j on */
+            if (rows && !(rows[(p - L) * words] >> (j % 64) & 1)) continue; /* the same for every lane */
             const int64_t row = (b * Hq + h) * T + p;
             const E *qp = q + (b * T * Hq + h) * D + p * qstride, *dop = dout + (b * T * Hq + h) * D + p * qstride;
             const float pr = expf(warp_dot(qp, kj, D, lane) * scale - lse[row]);
@@ -274,8 +301,9 @@ static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q,
                      const float *lse, const int32_t *sel, int64_t B, int64_t T, int64_t Hq,
                      int64_t Hkv, int64_t D, const RefreshMask *m, const char *fn) {
     if (!mma_checked(fn, sel, B, T, Hq, Hkv, D, m)) return;
-    const int active = refresh_active(m, T);
+    const int active = refresh_active(m, T), per_row = active && refresh_per_row(m);
     const int64_t L = active ? m->L : T, ks = active ? refresh_num_selected(m) : 0;
+    const int64_t W = per_row ? refresh_row_width(m, T) : 0, per = per_row ? refresh_sel_len(m, T) : ks;
     const float scale = 1.0f / sqrtf((float)D);
     float *dsum;
     CUDA_CHECK(cudaMallocAsync((void **)&dsum, sizeof(float) * (size_t)(B * Hq * T), 0));
@@ -289,11 +317,18 @@ static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q,
     }
     if (active) {
         attention_mma_suffix_dq_kernel<E><<<dim3((unsigned int)(T - L), (unsigned int)(B * Hq)), 32>>>(
-            dq, dout, q, k, v, lse, dsum, sel, T, Hq, Hkv, D, L, ks, scale);
+            dq, dout, q, k, v, lse, dsum, sel, T, Hq, Hkv, D, L, ks, W, per, scale);
         CUDA_CHECK_LAUNCH();
-        attention_mma_suffix_dkdv_kernel<E><<<dim3((unsigned int)(ks + T - L), (unsigned int)(B * Hkv)), 32>>>(
-            dk, dv, dout, q, k, v, lse, dsum, sel, T, Hq, Hkv, D, L, ks, scale);
+        /* per-row records: any key may be seen, found through the rows' bitmaps */
+        uint64_t *rowmask = NULL;
+        if (per_row) {
+            CUDA_CHECK(cudaMallocAsync((void **)&rowmask, (size_t)attention_cuda_forward_scratch_bytes(m, B, T, Hkv), 0));
+            attention_row_mask_cuda(rowmask, sel, B, T, Hkv, m);
+        }
+        attention_mma_suffix_dkdv_kernel<E><<<dim3((unsigned int)(per_row ? T : ks + T - L), (unsigned int)(B * Hkv)), 32>>>(
+            dk, dv, dout, q, k, v, lse, dsum, sel, rowmask, T, Hq, Hkv, D, L, ks, scale);
         CUDA_CHECK_LAUNCH();
+        if (rowmask) CUDA_CHECK(cudaFreeAsync(rowmask, 0));
     }
     CUDA_CHECK(cudaFreeAsync(dsum, 0));
 }

@@ -140,7 +140,7 @@ static int mma_checked(const char *fn, const int32_t *sel, int64_t B, int64_t T,
                        const RefreshMask *m) {
     attention_check_shape(fn, B, T, Hq, Hkv, D, D == 16 || D == 32 || D == 64 || D == 128,
                           "head dim D must be 16, 32, 64 or 128 on tensor cores");
-    attention_check_mask(fn, m);
+    refresh_mask_validate(m, fn);
     if (B == 0 || T == 0) return 0;
     attention_check_sel(fn, sel, T, m);
     return 1;

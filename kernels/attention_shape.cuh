@@ -1,16 +1,16 @@
 #ifndef KVCPT_ATTENTION_SHAPE_CUH
 #define KVCPT_ATTENTION_SHAPE_CUH
 /* The argument checks every CUDA attention entry makes (kernels/
- * attention.cu, attention_mma_fwd.cu, attention_mma_bwd.cu): a bad shape,
- * a mask they do not implement or a missing selection stops the program
- * with a message naming the op.
+ * attention.cu, attention_select.cu, attention_mma_fwd.cu,
+ * attention_mma_bwd.cu): a bad shape or a missing selection stops the
+ * program with a message naming the op.
  * Include after attention.h (inside its extern "C" block). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 /* d_ok: whether this family takes head dim D; d_rule says which it takes. */
-static void attention_check_shape(const char *fn, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int d_ok,
+static inline void attention_check_shape(const char *fn, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int d_ok,
                                   const char *d_rule) {
     const char *why = NULL;
     if (B < 0 || T < 0 || Hq <= 0 || Hkv <= 0) why = "B, T must be >= 0 and Hq, Hkv > 0";
@@ -25,20 +25,15 @@ static void attention_check_shape(const char *fn, int64_t B, int64_t T, int64_t 
     }
 }
 
-/* refresh_mask_validate, then the mask fields these kernels do not
- * implement: evict and restride (per-row key lists) run on the CPU
- * reference only (kernels/attention.c). */
-static void attention_check_mask(const char *fn, const RefreshMask *m) {
-    refresh_mask_validate(m, fn);
-    if (m->enabled && (m->evict || m->restride)) {
-        fprintf(stderr, "kvcpt: %s: mask field '%s' is not implemented by the CUDA attention (CPU only)\n", fn,
-                m->evict ? "evict" : "restride");
-        exit(1);
-    }
+/* The fp32 gather family (kernels/attention.cu, attention_select.cu) takes
+ * every head dim the rows of a thread tile divide. */
+static inline void attention_check_gather_shape(const char *fn, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
+    attention_check_shape(fn, B, T, Hq, Hkv, D, D == 8 || D == 16 || D == 32 || D == 64 || D == 128,
+                          "head dim D must be 8, 16, 32, 64 or 128");
 }
 
 /* With the mask active for T, sel must be given. */
-static void attention_check_sel(const char *fn, const int32_t *sel, int64_t T, const RefreshMask *m) {
+static inline void attention_check_sel(const char *fn, const int32_t *sel, int64_t T, const RefreshMask *m) {
     if (refresh_active(m, T) && sel == NULL) {
         fprintf(stderr, "kvcpt: %s: the mask is active (T=%lld > L=%lld) but sel is NULL\n", fn, (long long)T,
                 (long long)m->L);

@@ -66,7 +66,7 @@ done
 # the emulated GPU tests in the race variant, a few at a time
 bins=()
 declare -A cases=(
-    [attention_cuda]="T=300 L=40 (refresh rows span tiles)|T=65 L=40 K=5, ratio 2, D=8|T=257 causal"
+    [attention_cuda]="T=300 L=40 (refresh rows span tiles)|T=65 L=40 K=5, ratio 2, D=8|T=257 causal|evict restride 25 T=200|evict restride 3 T=50"
     [model_cuda]="parity: gqa4 mask|bf16 parity: gqa8 tied|bf16sr train steps: gqa4"
 )
 [ "${KVCPT_EMU_RACE_ALL_CASES:-0}" = 1 ] && cases=()

@@ -1,7 +1,8 @@
 /* GPU parity of the RefreshKV attention ops (kernels/attention.cu) against
  * their CPU oracles (kernels/attention.c): selection, forward, backward over
- * odd shapes, run-twice determinism, K = L equal to the unmasked run bit for
- * bit, and the 8B layer shape at T = 16384 and 32768 (memory and finiteness
+ * odd shapes, the eval cache's per-row records (evict, restride) among
+ * them, run-twice determinism, K = L (and restride 1) equal to the unmasked
+ * run bit for bit, and the 8B layer shape at T = 16384 and 32768 (memory and finiteness
  * only; no CPU comparison at that size).
  *
  * Tolerances: |gpu - cpu| <= atol + atol_per_k * K + rtol * |cpu|, where K is
@@ -117,22 +118,43 @@ static void expect_identical(const char *what, const char *label, const HostOut 
     tl_identical(name, a->dv, b->dv, nkv);
 }
 
+/* Per-row records (evict, restride): each row's count and its keys; the
+ * entries past a record's count are unused. */
+static int same_records(const char *name, const int32_t *got, const int32_t *want, int64_t rows, int64_t W) {
+    for (int64_t r = 0; r < rows; r++) {
+        const int32_t *g = got + r * (1 + W), *w = want + r * (1 + W);
+        for (int64_t i = 0; i <= (w[0] > 0 ? w[0] : 0); i++)
+            if (g[i] != w[i]) {
+                tl_result(0, name, "record %lld entry %lld is %d, expected %d", (long long)r, (long long)i, g[i], w[i]);
+                return 0;
+            }
+    }
+    tl_result(1, name, "");
+    return 1;
+}
+
+static int same_selection(const char *name, const Case *c, const int32_t *got, const int32_t *want) {
+    const int64_t n = c->B * c->Hkv * refresh_sel_len(&c->m, c->T);
+    if (!refresh_per_row(&c->m)) return same_ints(name, got, want, n);
+    return same_records(name, got, want, c->B * c->Hkv * (c->T - c->m.L), refresh_row_width(&c->m, c->T));
+}
+
 /* Selection on both sides; the CPU's choice feeds both forward passes, so a
  * selection mismatch does not hide behind the attention checks. */
 static int32_t *check_selection(const Case *c, const float *q, const float *k, DevBufs *d, char *name, size_t len) {
-    const int64_t ks = refresh_num_selected(&c->m), nsel = c->B * c->Hkv * ks;
-    int32_t *want = xmalloc(sizeof(int32_t) * (size_t)nsel), *got = xmalloc(sizeof(int32_t) * (size_t)nsel);
+    const int64_t nsel = c->B * c->Hkv * refresh_sel_len(&c->m, c->T);
+    int32_t *want = xcalloc((size_t)nsel, sizeof(int32_t)), *got = xmalloc(sizeof(int32_t) * (size_t)nsel);
     attention_refresh_select_cpu(want, q, k, c->B, c->T, c->Hq, c->Hkv, c->D, &c->m);
     d->sel = cuda_malloc(sizeof(int32_t) * (size_t)nsel);
     attention_refresh_select_cuda(d->sel, d->q, d->k, c->B, c->T, c->Hq, c->Hkv, c->D, &c->m);
     cuda_memcpy_d2h(got, d->sel, sizeof(int32_t) * (size_t)nsel);
     snprintf(name, len, "select matches the CPU: %s", c->label);
-    same_ints(name, got, want, nsel);
+    same_selection(name, c, got, want);
     attention_refresh_select_cuda(d->sel, d->q, d->k, c->B, c->T, c->Hq, c->Hkv, c->D, &c->m);
     int32_t *again = xmalloc(sizeof(int32_t) * (size_t)nsel);
     cuda_memcpy_d2h(again, d->sel, sizeof(int32_t) * (size_t)nsel);
     snprintf(name, len, "select deterministic: %s", c->label);
-    same_ints(name, again, got, nsel);
+    same_selection(name, c, again, got);
     cuda_memcpy_h2d(d->sel, want, sizeof(int32_t) * (size_t)nsel);
     free(got), free(again);
     return want;
@@ -170,37 +192,18 @@ static void run_case(const Case *c) {
     HostOut again = gpu_run(c, &d, &c->m);
     expect_identical("rerun gives the same bits,", c->label, &again, &got, nq, nkv, nlse);
     free_out(&again);
-    if (active && c->m.K >= c->m.L) { /* every prefill key kept: the unmasked run, bit for bit */
+    /* every prefill key kept (the paper's rows with K = L) or every row full
+     * (restride 1): the unmasked run, bit for bit */
+    if (active && ((!refresh_per_row(&c->m) && c->m.K >= c->m.L) || c->m.restride == 1)) {
         RefreshMask off = c->m;
         off.enabled = 0;
         HostOut causal = gpu_run(c, &d, &off);
-        expect_identical("K = L equals the unmasked GPU run,", c->label, &got, &causal, nq, nkv, nlse);
+        expect_identical("K = L or restride 1 equals the unmasked GPU run,", c->label, &got, &causal, nq, nkv, nlse);
         free_out(&causal);
     }
     free_out(&got), free_out(&ref);
     dev_free(&d);
     free(q), free(k), free(v), free(dout), free(sel);
-}
-
-/* The eval cache's mask fields are CPU-only: the CUDA entries stop naming
- * the field instead of reading per-row records as a TopK list. */
-static void refused_mask(void *arg) {
-    const RefreshMask *m = arg;
-    const int64_t B = 1, T = 12, Hq = 2, Hkv = 1, D = 8;
-    float *q = cuda_malloc(sizeof(float) * (size_t)(B * T * Hq * D));
-    float *k = cuda_malloc(sizeof(float) * (size_t)(B * T * Hkv * D));
-    float *o = cuda_malloc(sizeof(float) * (size_t)(B * T * Hq * D));
-    float *lse = cuda_malloc(sizeof(float) * (size_t)(B * Hq * T));
-    int32_t *sel = cuda_malloc(sizeof(int32_t) * (size_t)(B * Hkv * T));
-    attention_forward_cuda(o, lse, q, k, k, sel, B, T, Hq, Hkv, D, m);
-}
-
-static void refusals(void) {
-    const RefreshMask evict = {1, 8, 3, 3, GROUP_AGG_MAX, 1, 0}, restride = {1, 8, 3, 3, GROUP_AGG_MAX, 0, 2};
-    tl_expect_death("mask with evict: attention_forward_cuda stops naming 'evict'", refused_mask, (void *)&evict,
-                    "mask field 'evict' is not implemented by the CUDA attention");
-    tl_expect_death("mask with restride: attention_forward_cuda stops naming 'restride'", refused_mask,
-                    (void *)&restride, "mask field 'restride' is not implemented by the CUDA attention");
 }
 
 #ifndef KVCPT_CUDA_EMU /* the 8B-shape checks need a GPU's memory and speed */
@@ -289,10 +292,16 @@ static void run_all(void) {
         {"T=300 L=40 (refresh rows span tiles) K=20, ratio 4, D=64", 2, 300, 8, 2, 64, {1, 40, 20, 7, GROUP_AGG_MAX, 0, 0}},
         {"T=70 L=1 K=1, ratio 2, D=32, no pooling", 2, 70, 4, 2, 32, {1, 1, 1, 1, GROUP_AGG_MAX, 0, 0}},
         {"T=65 L=40 K=5, ratio 2, D=8", 2, 65, 4, 2, 8, {1, 40, 5, 7, GROUP_AGG_MAX, 0, 0}},
+        /* the eval cache's mask: per-row records */
+        {"evict T=100 L=60 K=10 (S > K: local keys evicted), ratio 4, D=64", 2, 100, 8, 2, 64, {1, 60, 10, 7, GROUP_AGG_MAX, 1, 0}},
+        {"restride 10 T=130 L=100 K=20, ratio 4, D=32, mean", 2, 130, 8, 2, 32, {1, 100, 20, 5, GROUP_AGG_MEAN, 0, 10}},
+        {"evict restride 25 T=200 L=40 K=20 (rows span tiles), ratio 2, D=16", 1, 200, 4, 2, 16, {1, 40, 20, 7, GROUP_AGG_MAX, 1, 25}},
+        {"evict restride 3 T=50 L=40 K=L, ratio 2, D=8, first, pool 3", 2, 50, 4, 2, 8, {1, 40, 40, 3, GROUP_AGG_FIRST, 1, 3}},
+        {"restride 1 (every row full) T=70 L=40 K=5, ratio 2, D=32", 2, 70, 4, 2, 32, {1, 40, 5, 7, GROUP_AGG_MAX, 0, 1}},
+        {"evict T=257 L=200 K=100 (> tile), ratio 8, D=128", 1, 257, 8, 1, 128, {1, 200, 100, 7, GROUP_AGG_MAX, 1, 0}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i]);
-    if (tl_case_selected("refused mask")) refusals();
 #ifdef KVCPT_CUDA_EMU
     tl_skip("8B layer shape at T = 16384 and 32768", "memory and time checks need a GPU, not the CPU emulator");
 #else

@@ -3,7 +3,8 @@
  * the CPU oracle (kernels/attention.c) run on bf16-rounded copies of q, k
  * and v, over causal and RefreshKV-masked shapes: GQA ratios 1, 2, 4 and 8,
  * D = 16, 32, 64 and 128, T and L not multiples of the 64-row tile, B = 2,
- * K < L and K = L; then run-twice determinism, K = L equal to the unmasked
+ * K < L and K = L, and the eval cache's per-row records (evict, restride);
+ * then run-twice determinism, K = L equal to the unmasked
  * run bit for bit on the rows before L (the tensor-core rows), and five
  * planted fragment-layout bugs (three forward, two backward) that the same
  * comparison must catch.
@@ -23,6 +24,11 @@
  *   dv                  for dk, dv); dsum from the GPU's own out (itself
  *                       within out's tolerance); the oracle's P and dsum are
  *                       fp32 throughout. Measured margins: at most 0.75
+ *                       on the shapes below; T=90 L=70 ratio 4 D=64 (this
+ *                       seed) reached 1.45 on one dv entry of key 1, with
+ *                       the paper's mask at K = L and with restride 1
+ *                       alike: the first rows give key 1 P ~ 0.5, whose
+ *                       bf16 rounding few other terms average out
  * Each comparison prints a "# margin" line. The backward runs from the
  * GPU's own forward (out, lse), the oracle's from its own. */
 #include <stdint.h>
@@ -124,8 +130,8 @@ static void run_case(const Case *c, int plant) {
     d.dv = cuda_malloc(sizeof(float) * (size_t)nkv);
     int32_t *sel = NULL;
     if (active) { /* the CPU's selection feeds both sides (the fp32 test checks the GPU's own) */
-        const int64_t nsel = B * Hkv * refresh_num_selected(&c->m);
-        sel = xmalloc(sizeof(int32_t) * (size_t)nsel);
+        const int64_t nsel = B * Hkv * refresh_sel_len(&c->m, T);
+        sel = xcalloc((size_t)nsel, sizeof(int32_t));
         attention_refresh_select_cpu(sel, q, k, B, T, Hq, Hkv, D, &c->m);
         d.sel = dev_upload(sel, sizeof(int32_t) * (size_t)nsel);
     }
@@ -254,7 +260,7 @@ static void bf16_entries_case(const Family *f, const Case *c) {
     const int64_t B = c->B, T = c->T, Hq = c->Hq, Hkv = c->Hkv, D = c->D;
     const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D, nlse = B * Hq * T;
     const int active = refresh_active(&c->m, T);
-    const int64_t nsel = active ? B * Hkv * refresh_num_selected(&c->m) : 0;
+    const int64_t nsel = active ? B * Hkv * refresh_sel_len(&c->m, T) : 0;
     float *q = host_normal_bf16(nq), *k = host_normal_bf16(nkv), *v = host_normal_bf16(nkv), *dout = host_normal_bf16(nq);
     uint16_t *bq = bits_of(q, nq), *bk = bits_of(k, nkv), *bv = bits_of(v, nkv), *bdout = bits_of(dout, nq);
     float *d_q = dev_upload(q, 4 * (size_t)nq), *d_k = dev_upload(k, 4 * (size_t)nkv), *d_v = dev_upload(v, 4 * (size_t)nkv);
@@ -265,6 +271,8 @@ static void bf16_entries_case(const Family *f, const Case *c) {
     int32_t *d_sel = NULL, *e_sel = NULL;
     if (active) {
         d_sel = cuda_malloc(sizeof(int32_t) * (size_t)nsel), e_sel = cuda_malloc(sizeof(int32_t) * (size_t)nsel);
+        /* per-row records leave entries past each row's count unwritten */
+        cuda_memset_zero(d_sel, sizeof(int32_t) * (size_t)nsel), cuda_memset_zero(e_sel, sizeof(int32_t) * (size_t)nsel);
         attention_refresh_select_cuda(d_sel, d_q, d_k, B, T, Hq, Hkv, D, &c->m);
         attention_refresh_select_bf16_cuda(e_sel, e_q, e_k, B, T, Hq, Hkv, D, &c->m);
         int32_t *s1 = xmalloc(sizeof(int32_t) * (size_t)nsel), *s2 = xmalloc(sizeof(int32_t) * (size_t)nsel);
@@ -321,6 +329,10 @@ static void run_all(void) {
          {1, 150, 40, 7, GROUP_AGG_MAX, 0, 0}},
         {"T=65 causal, ratio 2, D=128", 1, 65, 2, 1, 128, causal},
         {"T=21 L=20 K=4 (S=1), ratio 8, D=16, agg mean", 1, 21, 8, 1, 16, {1, 20, 4, 3, GROUP_AGG_MEAN, 0, 0}},
+        /* the eval cache's mask: per-row records (suffix rows over their own keys) */
+        {"evict restride 10 T=100 L=70 K=12 pool 3, B=2, ratio 4, D=32", 2, 100, 8, 2, 32, {1, 70, 12, 3, GROUP_AGG_MAX, 1, 10}},
+        {"evict T=200 L=150 K=40 (two key tiles), ratio 1, D=16", 1, 200, 2, 2, 16, {1, 150, 40, 7, GROUP_AGG_MAX, 1, 0}},
+        {"restride 1 T=90 L=70 K=8, ratio 2, D=32", 1, 90, 4, 2, 32, {1, 70, 8, 7, GROUP_AGG_MAX, 0, 1}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i], 0);
@@ -335,6 +347,7 @@ static void run_all(void) {
     const Case bf16_cases[] = {
         {"bf16 entries: T=130 causal, ratio 4, D=32", 1, 130, 8, 2, 32, causal},
         {"bf16 entries: T=100 L=80 K=20 pool 3, B=2, ratio 2, D=64", 2, 100, 4, 2, 64, {1, 80, 20, 3, GROUP_AGG_MAX, 0, 0}},
+        {"bf16 entries: evict restride 7 T=100 L=80 K=10, ratio 2, D=32", 1, 100, 4, 2, 32, {1, 80, 10, 5, GROUP_AGG_MAX, 1, 7}},
     };
     for (size_t i = 0; i < sizeof bf16_cases / sizeof bf16_cases[0]; i++)
         if (tl_case_selected(bf16_cases[i].label))

@@ -1,0 +1,308 @@
+/* The RefreshKV selection on the GPU (attention_refresh_select_cuda and its
+ * bf16 twin, kernels/attention.h): the twin of attention_refresh_select_cpu.
+ *
+ * Scores: one block per (batch row, KV head, query head of the group) takes
+ * the softmax of query n-1 over keys 0..n-1 (n = L at the end of the
+ * prefill, n = p + 1 at a full row p). One block per (batch row, KV head)
+ * then aggregates the group's rows, max-pools them and keeps the largest.
+ *
+ * Top-k without a sort: the k-th largest pooled score is found by a bitwise
+ * search over its float bits (probabilities are >= 0 and order like their
+ * bits), then the positions above it, and as many equal to it as are still
+ * wanted, are taken by an ordered block scan. Ties go to the lower position
+ * for the selection (the CPU's top-K) or to the higher one for what a listed
+ * row keeps of it (the eval cache evicts the lowest score, the lower
+ * position first). Exact and deterministic.
+ *
+ * Per-row records (evict or restride): the rows from L on are walked epoch
+ * by epoch (an epoch starts at L or after a full row); an epoch's selection
+ * is computed once, and each of its rows keeps the best c of it, c from the
+ * budget, in ascending position, followed by its local keys. */
+#include <stdint.h>
+
+#include "act_io.cuh"
+#include "cuda_common.cuh"
+#include "cuda_reduce.cuh"
+
+extern "C" {
+#include "attention.h"
+#include "attention_shape.cuh"
+}
+
+static constexpr int kSelectThreads = 1024;
+
+/* probs[(b, g, hh), j] = softmax over keys 0..n-1 of query n-1 of head
+ * g*group + hh: one block per head, one warp per key for the dots, then the
+ * block max and a fixed-tree block sum. */
+template <typename E>
+__global__ void select_probs_kernel(float *probs, const E *q, const E *k, int64_t T, int64_t Hq, int64_t Hkv,
+                                    int64_t D, int64_t n, int64_t nh, int64_t group, float scale) {
+    const int64_t blk = blockIdx.x, hh = blk % nh, bg = blk / nh, g = bg % Hkv, b = bg / Hkv;
+    const int64_t h = g * group + hh;
+    const E *qrow = q + ((b * T + n - 1) * Hq + h) * D;
+    float *pr = probs + blk * n;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    float mx = -INFINITY;
+    for (int64_t j0 = 0; j0 < n; j0 += warps) { /* block-uniform bounds: all warps shuffle together */
+        const int64_t j = j0 + warp;
+        float acc = 0.0f;
+        if (j < n) {
+            const E *krow = k + ((b * T + j) * Hkv + g) * D;
+            for (int64_t d = lane; d < D; d += 32) acc = fmaf(act_f32(qrow[d]), act_f32(krow[d]), acc);
+        }
+        const float sj = warp_sum(acc) * scale;
+        if (j < n) {
+            if (lane == 0) pr[j] = sj;
+            mx = fmaxf(mx, sj);
+        }
+    }
+    mx = block_max(mx); /* also orders the writes above before the reads below */
+    float sum = 0.0f;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += (pr[j] = expf(pr[j] - mx));
+    sum = block_sum(sum);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) pr[j] /= sum;
+}
+
+/* Exclusive prefix sum of v over the block (1024 threads), and its total. */
+__device__ int block_exclusive_scan(int v, int *total) {
+    __shared__ int warp_part[32];
+    __shared__ int block_total;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    int incl = v;
+    for (int o = 1; o < 32; o <<= 1) {
+        const int up = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += up;
+    }
+    __syncthreads(); /* an earlier call may still be reading warp_part */
+    if (lane == 31) warp_part[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+        const int w = lane < nwarps ? warp_part[lane] : 0;
+        int wi = w;
+        for (int o = 1; o < 32; o <<= 1) {
+            const int up = __shfl_up_sync(0xffffffffu, wi, o);
+            if (lane >= o) wi += up;
+        }
+        if (lane < nwarps) warp_part[lane] = wi - w;
+        if (lane == 31) block_total = wi;
+    }
+    __syncthreads();
+    *total = block_total;
+    return warp_part[warp] + incl - v;
+}
+
+/* pb[j] = bits of the pooled group score of key j < n: the group's
+ * probabilities (pr, nh rows of n) aggregated, then max-pooled with the
+ * window clipped at the edges; a is scratch of n floats. */
+__device__ void pooled_scores(uint32_t *pb, float *a, const float *pr, int64_t n, int64_t nh, int64_t group,
+                              int agg_kind, int64_t radius) {
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+        float x = pr[j];
+        for (int64_t hh = 1; hh < nh; hh++) {
+            const float y = pr[hh * n + j];
+            x = agg_kind == GROUP_AGG_MAX ? (y > x ? y : x) : x + y;
+        }
+        if (agg_kind == GROUP_AGG_MEAN) x /= (float)group;
+        a[j] = x;
+    }
+    __syncthreads();
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+        const int64_t lo = j - radius < 0 ? 0 : j - radius, hi = j + radius > n - 1 ? n - 1 : j + radius;
+        float mx = a[lo];
+        for (int64_t i = lo + 1; i <= hi; i++) mx = a[i] > mx ? a[i] : mx;
+        pb[j] = __float_as_uint(mx);
+    }
+    __syncthreads();
+}
+
+/* The want largest of pb[j], j < n, among the eligible (elig NULL: all):
+ * every one above kth and eq_take of the eq_total equal to it. */
+struct TopK {
+    uint32_t kth;
+    int64_t eq_take, eq_total;
+};
+
+__device__ TopK block_topk(const uint32_t *pb, const unsigned char *elig, int64_t n, int64_t want) {
+    uint32_t kth = 0; /* largest bits value u with #(eligible pb >= u) >= want */
+    for (int bit = 31; bit >= 0; bit--) {
+        const uint32_t cand = kth | (1u << bit);
+        int cnt = 0;
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) cnt += (!elig || elig[j]) && pb[j] >= cand;
+        if (block_sum(cnt) >= want) kth = cand;
+    }
+    int above = 0, equal = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+        above += (!elig || elig[j]) && pb[j] > kth;
+        equal += (!elig || elig[j]) && pb[j] == kth;
+    }
+    const int64_t n_above = block_sum(above), n_equal = block_sum(equal);
+    return TopK{kth, want - n_above, n_equal};
+}
+
+/* Calls take(j, slot) for the positions of t in ascending order, slot their
+ * rank in that order; equal ones from the lowest position (ties_high = 0) or
+ * the highest (1). Returns how many were taken. */
+template <typename F>
+__device__ int64_t block_take(const uint32_t *pb, const unsigned char *elig, int64_t n, TopK t, int ties_high, F take) {
+    int64_t written = 0, equal_seen = 0;
+    for (int64_t c0 = 0; c0 < n; c0 += blockDim.x) {
+        const int64_t j = c0 + threadIdx.x;
+        const int ok = j < n && (!elig || elig[j]);
+        const uint32_t bits = ok ? pb[j] : 0u;
+        const int is_eq = ok && bits == t.kth, is_gt = ok && bits > t.kth;
+        int eq_total, take_total;
+        const int64_t eq_index = equal_seen + block_exclusive_scan(is_eq, &eq_total);
+        const int taken = is_gt || (is_eq && (ties_high ? eq_index >= t.eq_total - t.eq_take : eq_index < t.eq_take));
+        const int slot = block_exclusive_scan(taken, &take_total);
+        if (taken) take(j, written + slot);
+        written += take_total;
+        equal_seen += eq_total;
+    }
+    return written;
+}
+
+/* The paper's selection, per (b, g): the ks best of the pooled scores, ties
+ * to the lower position, written in ascending order. */
+__global__ void select_topk_kernel(int32_t *sel, float *agg, uint32_t *pooled, const float *probs, int64_t L,
+                                   int64_t nh, int64_t group, int agg_kind, int64_t radius, int64_t ks) {
+    const int64_t bg = blockIdx.x;
+    uint32_t *pb = pooled + bg * L;
+    pooled_scores(pb, agg + bg * L, probs + bg * nh * L, L, nh, group, agg_kind, radius);
+    int32_t *out = sel + bg * ks;
+    block_take(pb, nullptr, L, block_topk(pb, nullptr, L, ks), 0, [&](int64_t j, int64_t slot) { out[slot] = (int32_t)j; });
+}
+
+/* The records of one epoch's rows [since, last] per (b, g) (attention.h):
+ * the selection from query n-1 over keys 0..n-1 marked in chosen, then each
+ * row's best c of it (c from the budget; equal scores keep the higher
+ * position) in ascending order, then its local keys. full >= 0: the full row
+ * that ends the epoch, recorded as n = 0. */
+__global__ void select_rows_kernel(int32_t *sel, float *agg, uint32_t *pooled, unsigned char *chosen,
+                                   const float *probs, int64_t n, int64_t nh, int64_t group, int agg_kind,
+                                   int64_t radius, int64_t K, int evict, int64_t L, int64_t W, int64_t per,
+                                   int64_t since, int64_t last, int64_t full) {
+    const int64_t bg = blockIdx.x, nk = K < n ? K : n;
+    int32_t *rec = sel + bg * per;
+    if (full >= 0 && threadIdx.x == 0) rec[(full - L) * (1 + W)] = 0;
+    if (last < since) return;
+    uint32_t *pb = pooled + bg * n;
+    unsigned char *ch = chosen + bg * n;
+    pooled_scores(pb, agg + bg * n, probs + bg * nh * n, n, nh, group, agg_kind, radius);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) ch[j] = 0;
+    __syncthreads();
+    block_take(pb, nullptr, n, block_topk(pb, nullptr, n, nk), 0, [&](int64_t j, int64_t) { ch[j] = 1; });
+    __syncthreads();
+    for (int64_t p = since; p <= last; p++) {
+        /* the budget: kept + local keys <= K with evict, the oldest local ones going last */
+        int64_t c = nk, first_local = since;
+        if (evict) {
+            const int64_t room = K - (p - since);
+            c = room < 0 ? 0 : (room < nk ? room : nk);
+            if (p - since > K) first_local = p - K;
+        }
+        int32_t *row = rec + (p - L) * (1 + W);
+        block_take(pb, ch, n, block_topk(pb, ch, n, c), 1, [&](int64_t j, int64_t slot) { row[1 + slot] = (int32_t)j; });
+        for (int64_t i = threadIdx.x; i <= p - first_local; i += blockDim.x) row[1 + c + i] = (int32_t)(first_local + i);
+        if (threadIdx.x == 0) row[0] = (int32_t)(c + p - first_local + 1);
+    }
+}
+
+/* ks == L: every prefill position, in order. */
+__global__ void select_all_kernel(int32_t *sel, int64_t BG, int64_t L) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < BG * L; i += (int64_t)gridDim.x * blockDim.x)
+        sel[i] = (int32_t)(i % L);
+}
+
+/* ---------------------------------------------------------------- launchers */
+
+/* Device scratch of one call, carved from one allocation of
+ * attention_cuda_select_scratch_bytes. */
+struct SelectScratch {
+    float *probs, *agg; /* (BG, nh, n), (BG, n) */
+    uint32_t *pooled;   /* (BG, n) */
+    unsigned char *chosen; /* (BG, n), per-row records only */
+    void *base;
+};
+
+static SelectScratch select_scratch(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t n) {
+    const int64_t BG = B * Hkv, nh = m->agg == GROUP_AGG_FIRST ? 1 : Hq / Hkv;
+    SelectScratch s;
+    CUDA_CHECK(cudaMallocAsync(&s.base, (size_t)attention_cuda_select_scratch_bytes(m, B, T, Hq, Hkv), 0));
+    s.probs = (float *)s.base;
+    s.agg = s.probs + BG * nh * n;
+    s.pooled = (uint32_t *)(s.agg + BG * n);
+    s.chosen = (unsigned char *)(s.pooled + BG * n);
+    return s;
+}
+
+template <typename E>
+static void launch_probs(float *probs, const E *q, const E *k, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                         int64_t D, int64_t n, const RefreshMask *m) {
+    const int64_t group = Hq / Hkv, nh = m->agg == GROUP_AGG_FIRST ? 1 : group;
+    select_probs_kernel<E><<<(unsigned int)(B * Hkv * nh), 256>>>(probs, q, k, T, Hq, Hkv, D, n, nh, group,
+                                                                  1.0f / sqrtf((float)D));
+    CUDA_CHECK_LAUNCH();
+}
+
+/* Per-row records: epoch by epoch from L (attention.h). */
+template <typename E>
+static void select_rows(int32_t *sel, const E *q, const E *k, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                        int64_t D, const RefreshMask *m) {
+    const int64_t L = m->L, r = m->restride, BG = B * Hkv, group = Hq / Hkv;
+    const int64_t nh = m->agg == GROUP_AGG_FIRST ? 1 : group, W = refresh_row_width(m, T), per = refresh_sel_len(m, T);
+    SelectScratch s = select_scratch(m, B, T, Hq, Hkv, T);
+    for (int64_t since = L; since < T;) {
+        /* the epoch's rows since..last, then its full row (step p - L + 1 a multiple of r) */
+        int64_t full = r > 0 ? since + r - 1 : -1;
+        if (full > T - 1) full = -1;
+        const int64_t last = full >= 0 ? full - 1 : T - 1, n = since; /* the selection saw keys 0..since-1 */
+        if (last >= since) launch_probs(s.probs, q, k, B, T, Hq, Hkv, D, n, m);
+        select_rows_kernel<<<(unsigned int)BG, kSelectThreads>>>(sel, s.agg, s.pooled, s.chosen, s.probs, n, nh,
+                                                                  group, (int)m->agg, m->pool_kernel / 2, m->K,
+                                                                  m->evict, L, W, per, since, last, full);
+        CUDA_CHECK_LAUNCH();
+        if (full < 0) break;
+        since = full + 1;
+    }
+    CUDA_CHECK(cudaFreeAsync(s.base, 0));
+}
+
+template <typename E>
+static void refresh_select(int32_t *sel, const E *q, const E *k, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                           int64_t D, const RefreshMask *m, const char *fn) {
+    attention_check_gather_shape(fn, B, T, Hq, Hkv, D);
+    refresh_mask_validate(m, fn);
+    if (!refresh_active(m, T)) {
+        fprintf(stderr, "kvcpt: %s: the mask is not active (enabled=%d, T=%lld, L=%lld)\n", fn, m->enabled,
+                (long long)T, (long long)m->L);
+        exit(1);
+    }
+    const int64_t L = m->L, ks = refresh_num_selected(m), BG = B * Hkv, group = Hq / Hkv;
+    if (BG == 0) return;
+    if (refresh_per_row(m)) {
+        select_rows(sel, q, k, B, T, Hq, Hkv, D, m);
+        return;
+    }
+    if (ks == L) { /* every prefill key: no scores needed */
+        select_all_kernel<<<grid_for(BG * L, 256), 256>>>(sel, BG, L);
+        CUDA_CHECK_LAUNCH();
+        return;
+    }
+    const int64_t nh = m->agg == GROUP_AGG_FIRST ? 1 : group;
+    SelectScratch s = select_scratch(m, B, T, Hq, Hkv, L);
+    launch_probs(s.probs, q, k, B, T, Hq, Hkv, D, L, m);
+    select_topk_kernel<<<(unsigned int)BG, kSelectThreads>>>(sel, s.agg, s.pooled, s.probs, L, nh, group, (int)m->agg,
+                                                              m->pool_kernel / 2, ks);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaFreeAsync(s.base, 0));
+}
+
+extern "C" void attention_refresh_select_cuda(int32_t *sel, const float *q, const float *k, int64_t B, int64_t T,
+                                              int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    refresh_select(sel, q, k, B, T, Hq, Hkv, D, m, "attention_refresh_select_cuda");
+}
+
+extern "C" void attention_refresh_select_bf16_cuda(int32_t *sel, const bf16 *q, const bf16 *k, int64_t B, int64_t T,
+                                                   int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    refresh_select(sel, q, k, B, T, Hq, Hkv, D, m, "attention_refresh_select_bf16_cuda");
+}
