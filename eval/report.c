@@ -101,12 +101,21 @@ static json_t *number_array(const double *x, int64_t n) {
     return a;
 }
 
-/* Mean NLL and top-1 accuracy of each decode step over the documents. */
+/* Decode step i's mean NLL and top-1 accuracy over the documents (NaN
+ * without documents): eval.json's per_step and eval_steps.png. */
+static double step_mean_nll(const EvalCell *c, int64_t i) {
+    return c->n_docs > 0 ? c->step_nll[i] / (double)c->n_docs : NAN;
+}
+
+static double step_top1(const EvalCell *c, int64_t i) {
+    return c->n_docs > 0 ? (double)c->step_top1[i] / (double)c->n_docs : NAN;
+}
+
 static json_t *per_step_json(const EvalCell *c) {
     double *nll = xmalloc(sizeof(double) * (size_t)c->last), *acc = xmalloc(sizeof(double) * (size_t)c->last);
     for (int64_t i = 0; i < c->last; i++) {
-        nll[i] = c->n_docs > 0 ? c->step_nll[i] / (double)c->n_docs : NAN;
-        acc[i] = c->n_docs > 0 ? (double)c->step_top1[i] / (double)c->n_docs : NAN;
+        nll[i] = step_mean_nll(c, i);
+        acc[i] = step_top1(c, i);
     }
     json_t *o = json_object();
     KV_CHECK(o != NULL, "eval.json: out of memory");
@@ -238,10 +247,7 @@ void eval_plot_steps(const char *png, const EvalCell *cells, int n, int n_models
     int acc = cells[0].has_classes;
     for (int p = 0; p < rows; p++) {
         const EvalCell *c = &cells[p * per_policy + mi];
-        for (int64_t i = 0; i < S; i++)
-            y[p * S + i] = c->n_docs == 0 ? NAN
-                           : acc          ? (double)c->step_top1[i] / (double)c->n_docs
-                                          : exp(c->step_nll[i] / (double)c->n_docs);
+        for (int64_t i = 0; i < S; i++) y[p * S + i] = acc ? step_top1(c, i) : exp(step_mean_nll(c, i));
         s[p] = (PlotSeries){c->policy, x, y + p * S, S};
     }
     char title[256];

@@ -242,7 +242,7 @@ void attention_refresh_select_cpu(int32_t *sel, const float *q, const float *k, 
 #pragma omp parallel
     {
         float *pooled = xmalloc(sizeof(float) * (size_t)L * 3);
-        Scored *order = xmalloc(sizeof(Scored) * (size_t)L);
+        Scored *order = xmalloc(sizeof(Scored) * (size_t)L), *kept = xmalloc(sizeof(Scored) * (size_t)L);
 #pragma omp for collapse(2) schedule(static)
         for (int64_t b = 0; b < B; b++)
             for (int64_t g = 0; g < Hkv; g++) {
@@ -251,14 +251,13 @@ void attention_refresh_select_cpu(int32_t *sel, const float *q, const float *k, 
                     for (int64_t j = 0; j < L; j++) out[j] = (int32_t)j;
                     continue;
                 }
-                selection_scores(pooled, pooled + L, pooled + 2 * L, q, k, b, g, T, Hq, Hkv, D, m, L);
-                for (int64_t j = 0; j < L; j++) order[j] = (Scored){pooled[j], (int32_t)j};
-                qsort(order, (size_t)L, sizeof(Scored), by_score_then_pos);
-                for (int64_t j = 0; j < ks; j++) out[j] = order[j].pos;
+                select_ranked(kept, pooled, order, q, k, b, g, T, Hq, Hkv, D, m, L);
+                for (int64_t j = 0; j < ks; j++) out[j] = kept[j].pos;
                 qsort(out, (size_t)ks, sizeof(int32_t), by_pos);
             }
         free(pooled);
         free(order);
+        free(kept);
     }
 }
 

@@ -20,7 +20,7 @@
 #include "attention.h"
 
 typedef struct {
-    int64_t batch, seq, heads, kv_heads, head_dim, L, K, pool, reps;
+    int64_t batch, seq, heads, kv_heads, head_dim, L, K, pool, evict, restride, reps;
     int json, no_peers;
     const char *python;
 } BenchAttn;
@@ -52,10 +52,17 @@ static const AttnKernels kernel_families[] = {
 /* (query, key) pairs the mask visits per (batch row, query head): the
  * causal rows see 1..L keys, the suffix rows min(K, L) selected plus the
  * local ones. */
+/* The mask the options describe (L = 0: causal). */
+static RefreshMask bench_mask(const BenchAttn *a) {
+    return (RefreshMask){.enabled = a->L > 0, .L = a->L, .K = a->K, .pool_kernel = a->pool, .agg = GROUP_AGG_MAX,
+                         .evict = (int)a->evict, .restride = a->restride};
+}
+
+/* (query, key) pairs the mask lets one (batch row, query head) visit. */
 static double visited_pairs(const BenchAttn *a) {
-    const int64_t L = a->L > 0 && a->L < a->seq ? a->L : a->seq, ks = a->K < L ? a->K : L;
-    double pairs = (double)L * (double)(L + 1) / 2.0;
-    for (int64_t p = L; p < a->seq; p++) pairs += (double)(ks + p - L + 1);
+    RefreshMask m = bench_mask(a);
+    double pairs = 0;
+    for (int64_t p = 0; p < a->seq; p++) pairs += (double)(refresh_active(&m, a->seq) ? refresh_row_count(&m, p) : p + 1);
     return pairs;
 }
 
@@ -132,7 +139,7 @@ static float *normal_device(int64_t n, Rng *r) {
 
 static void bench_kernels(const BenchAttn *a) {
     const int64_t B = a->batch, T = a->seq, Hq = a->heads, Hkv = a->kv_heads, D = a->head_dim;
-    RefreshMask m = {.enabled = a->L > 0, .L = a->L, .K = a->K, .pool_kernel = a->pool, .agg = GROUP_AGG_MAX};
+    RefreshMask m = bench_mask(a);
     refresh_mask_validate(&m, "bench attention");
     const int active = refresh_active(&m, T);
     const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
@@ -143,7 +150,7 @@ static void bench_kernels(const BenchAttn *a) {
     float *out = cuda_malloc(sizeof(float) * (size_t)nq), *lse = cuda_malloc(sizeof(float) * (size_t)(B * Hq * T));
     float *dq = cuda_malloc(sizeof(float) * (size_t)nq), *dk = cuda_malloc(sizeof(float) * (size_t)nkv);
     float *dv = cuda_malloc(sizeof(float) * (size_t)nkv);
-    int32_t *sel = active ? cuda_malloc(sizeof(int32_t) * (size_t)(B * Hkv * refresh_num_selected(&m))) : NULL;
+    int32_t *sel = active ? cuda_malloc(sizeof(int32_t) * (size_t)(B * Hkv * refresh_sel_len(&m, T))) : NULL;
     double select_ms = 0;
     if (active) TIME_MS(a->reps, select_ms, attention_refresh_select_cuda(sel, q, k, B, T, Hq, Hkv, D, &m));
     const double pairs = visited_pairs(a), ff = forward_flops(a, pairs);
@@ -151,16 +158,19 @@ static void bench_kernels(const BenchAttn *a) {
     cuda_device_describe(dev, sizeof dev);
     if (a->json)
         printf("{\"bench\":\"attention\",\"device\":\"%s\",\"batch\":%lld,\"seq\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
-               "\"head_dim\":%lld,\"mask_L\":%lld,\"mask_K\":%lld,\"reps\":%lld,\"forward_flops\":%.6e,"
-               "\"select_ms\":%.4f",
+               "\"head_dim\":%lld,\"mask_L\":%lld,\"mask_K\":%lld,\"mask_evict\":%d,\"mask_restride\":%lld,"
+               "\"reps\":%lld,\"forward_flops\":%.6e,\"select_ms\":%.4f",
                dev, (long long)B, (long long)T, (long long)Hq, (long long)Hkv, (long long)D,
-               (long long)(active ? a->L : 0), (long long)(active ? a->K : 0), (long long)a->reps, ff, select_ms);
+               (long long)(active ? a->L : 0), (long long)(active ? a->K : 0), active ? m.evict : 0,
+               (long long)(active ? m.restride : 0), (long long)a->reps, ff, select_ms);
     else {
         printf("bench attention: %s; B %lld, T %lld, %lld query heads over %lld KV heads, head dim %lld, %s\n", dev,
                (long long)B, (long long)T, (long long)Hq, (long long)Hkv, (long long)D,
                active ? "RefreshKV mask" : "causal");
         printf("  forward %.4g GFLOP, backward 2.5x (FlashAttention convention)%s", ff / 1e9, active ? "" : "\n");
-        if (active) printf("; selection (L %lld, K %lld) %.3f ms\n", (long long)a->L, (long long)a->K, select_ms);
+        if (active)
+            printf("; selection (L %lld, K %lld, evict %d, restride %lld) %.3f ms\n", (long long)a->L, (long long)a->K,
+                   m.evict, (long long)m.restride, select_ms);
     }
     for (int f = 0; f < N_FAMILIES; f++) {
         const AttnKernels *kf = &kernel_families[f];
@@ -184,7 +194,7 @@ static void bench_kernels(const BenchAttn *a) {
 
 int bench_attention(int argc, char **argv) {
     BenchAttn a = {.batch = 1, .seq = 8242, .heads = 32, .kv_heads = 8, .head_dim = 128, .L = 8192, .K = 2048,
-                   .pool = 7, .reps = 3, .json = 0, .no_peers = 0, .python = NULL};
+                   .pool = 7, .evict = 0, .restride = 0, .reps = 3, .json = 0, .no_peers = 0, .python = NULL};
     const char *python = NULL;
     const Option opts[] = {
         {"batch", OPT_INT, &a.batch, "B", "sequences"},
@@ -195,6 +205,8 @@ int bench_attention(int argc, char **argv) {
         {"L", OPT_INT, &a.L, "N", "RefreshKV prefill length; 0 = plain causal"},
         {"K", OPT_INT, &a.K, "N", "selected keys per KV head"},
         {"pool", OPT_INT, &a.pool, "N", "selection max-pool kernel"},
+        {"evict", OPT_INT, &a.evict, "0|1", "1: rows >= L keep kept + local keys <= K, as the eval's cache"},
+        {"restride", OPT_INT, &a.restride, "R", "R > 0: full rows every R steps that re-select (the eval's --refresh-fixed R)"},
         {"reps", OPT_INT, &a.reps, "N", "timed calls per kernel, after one warm-up"},
         {"no-peers", OPT_FLAG, &a.no_peers, NULL, "skip the PyTorch SDPA peer"},
         {"python", OPT_STRING, &python, "PATH", "the peer's interpreter; absent: $KVCPT_PYTHON, else third_party/venv/bin/python"},

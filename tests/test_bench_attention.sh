@@ -34,6 +34,18 @@ if [ $rc -eq 0 ] && [ "$(jl forward_flops <<<"$out")" = "3.051520e+05" ] && posi
     ok "bench attention --json (emulated GPU, RefreshKV mask): each kernel's times, the visited pairs' FLOPs, the peer's times"
 else fail "bench attention with the mask" "rc $rc: $out $(tail -3 "$tmp/err")"; fi
 
+# the eval cache's mask, evict 1, restride 4: rows 35 and 39 are full (36
+# and 40 keys); every other row from 32 on keeps 4 - (p - since) selected
+# keys plus p - since + 1 local ones, 5 in all (since 32, then 36):
+# 528 + 3 * 5 + 36 + 3 * 5 + 40 = 634 pairs; 4 * 16 * 2 * 4 * 634
+out=$("$E" bench attention "${shape[@]}" --L 32 --K 4 --evict 1 --restride 4 --no-peers --json 2>"$tmp/err")
+rc=$?
+if [ $rc -eq 0 ] && [ "$(jl forward_flops <<<"$out")" = "3.246080e+05" ] && [ "$(jl mask_evict <<<"$out")" = 1 ] &&
+    [ "$(jl mask_restride <<<"$out")" = 4 ] && positive "$(jl fp32_backward_ms <<<"$out")" &&
+    positive "$(jl mma_backward_ms <<<"$out")" && positive "$(jl select_ms <<<"$out")"; then
+    ok "bench attention --json --evict 1 --restride 4 (per-row records): the rows' own key counts in the FLOPs, each kernel's times"
+else fail "bench attention evict/restride" "rc $rc: $out $(tail -3 "$tmp/err")"; fi
+
 # plain causal: T (T + 1) / 2 = 820 pairs; the real peer without a GPU says why
 out=$("$E" bench attention "${shape[@]}" --L 0 --json 2>"$tmp/err")
 rc=$?
@@ -44,7 +56,7 @@ else fail "bench attention causal" "rc $rc: $out $(tail -3 "$tmp/err")"; fi
 
 text=$("$E" bench attention "${shape[@]}" --L 32 --K 4 --no-peers 2>&1)
 if [ $? -eq 0 ] && grep -q "fp32 .*forward .* ms .*backward .* ms" <<<"$text" &&
-    grep -q "mma .*tensor cores.*forward .* ms .*backward .* ms" <<<"$text" && grep -q "selection (L 32, K 4)" <<<"$text" &&
+    grep -q "mma .*tensor cores.*forward .* ms .*backward .* ms" <<<"$text" && grep -q "selection (L 32, K 4, evict 0, restride 0)" <<<"$text" &&
     ! grep -q PyTorch <<<"$text"; then
     ok "bench attention text output, --no-peers: kernel lines, the selection, no peer"
 else fail "bench attention text" "$text"; fi

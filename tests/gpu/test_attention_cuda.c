@@ -228,10 +228,25 @@ static void expect_finite(const char *what, const float *d, int64_t n, int64_t T
 /* The Llama-3.1-8B layer shape with the paper's mask (S = 50, K = 2048):
  * runs to completion (an allocation failure stops the binary, which counts
  * as a failure) and gives finite outputs and an ascending selection. */
-static void run_8b_shape(int64_t T) {
+/* Per-row records: a full row exactly where restride puts one, else
+ * refresh_row_count keys, ascending, ending at the row itself. */
+static int records_valid(const int32_t *sel, const RefreshMask *m, int64_t BG, int64_t T) {
+    const int64_t W = refresh_row_width(m, T), per = refresh_sel_len(m, T);
+    for (int64_t g = 0; g < BG; g++)
+        for (int64_t p = m->L; p < T; p++) {
+            const int32_t *rec = sel + g * per + (p - m->L) * (1 + W);
+            const int full = m->restride > 0 && (p - m->L + 1) % m->restride == 0;
+            if (full != (rec[0] == 0) || (!full && (rec[0] != refresh_row_count(m, p) || rec[rec[0]] != p))) return 0;
+            for (int32_t i = 2; i <= rec[0]; i++)
+                if (rec[i] <= rec[i - 1] || rec[i - 1] < 0) return 0;
+        }
+    return 1;
+}
+
+static void run_8b_shape(int64_t T, int evict, int64_t restride) {
     const int64_t B = 1, Hq = 32, Hkv = 8, D = 128, nq = B * T * Hq * D, nkv = B * T * Hkv * D;
-    const RefreshMask m = {1, T - 50, 2048, 7, GROUP_AGG_MAX, 0, 0};
-    const int64_t ks = refresh_num_selected(&m), nsel = B * Hkv * ks;
+    const RefreshMask m = {1, T - 50, 2048, 7, GROUP_AGG_MAX, evict, restride};
+    const int64_t ks = refresh_num_selected(&m), nsel = B * Hkv * refresh_sel_len(&m, T);
     float *host = xmalloc(sizeof(float) * (size_t)nq);
     float *q = cuda_malloc(4 * (size_t)nq), *k = cuda_malloc(4 * (size_t)nkv), *v = cuda_malloc(4 * (size_t)nkv);
     float *dout = cuda_malloc(4 * (size_t)nq), *out = cuda_malloc(4 * (size_t)nq), *dq = cuda_malloc(4 * (size_t)nq);
@@ -251,19 +266,24 @@ static void run_8b_shape(int64_t T) {
     attention_backward_cuda(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, &m);
     cuda_synchronize();
     double t3 = now_seconds();
-    printf("# 8B layer T=%lld (L=%lld, K=%lld): select %.1f ms, forward %.1f ms, backward %.1f ms\n", (long long)T,
-           (long long)m.L, (long long)m.K, 1e3 * (t1 - t0), 1e3 * (t2 - t1), 1e3 * (t3 - t2));
+    printf("# 8B layer T=%lld (L=%lld, K=%lld, evict %d, restride %lld): select %.1f ms, forward %.1f ms, backward "
+           "%.1f ms\n",
+           (long long)T, (long long)m.L, (long long)m.K, evict, (long long)restride, 1e3 * (t1 - t0), 1e3 * (t2 - t1),
+           1e3 * (t3 - t2));
 
     int32_t *hsel = xmalloc(sizeof(int32_t) * (size_t)nsel);
     cuda_memcpy_d2h(hsel, sel, sizeof(int32_t) * (size_t)nsel);
     int ascending = 1;
-    for (int64_t g = 0; g < B * Hkv; g++)
-        for (int64_t i = 0; i < ks; i++) {
-            int32_t p = hsel[g * ks + i];
-            if (p < 0 || p >= m.L || (i > 0 && p <= hsel[g * ks + i - 1])) ascending = 0;
-        }
-    char name[160];
-    snprintf(name, sizeof name, "8B layer T=%lld: selection ascending within 0..L-1", (long long)T);
+    if (refresh_per_row(&m)) ascending = records_valid(hsel, &m, B * Hkv, T);
+    else
+        for (int64_t g = 0; g < B * Hkv; g++)
+            for (int64_t i = 0; i < ks; i++) {
+                int32_t p = hsel[g * ks + i];
+                if (p < 0 || p >= m.L || (i > 0 && p <= hsel[g * ks + i - 1])) ascending = 0;
+            }
+    char name[200];
+    snprintf(name, sizeof name, "8B layer T=%lld evict %d restride %lld: selection ascending (records well formed)",
+             (long long)T, evict, (long long)restride);
     tl_result(ascending, name, "");
     expect_finite("out", out, nq, T, host);
     expect_finite("lse", lse, B * Hq * T, T, host);
@@ -303,10 +323,12 @@ static void run_all(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i]);
 #ifdef KVCPT_CUDA_EMU
-    tl_skip("8B layer shape at T = 16384 and 32768", "memory and time checks need a GPU, not the CPU emulator");
+    tl_skip("8B layer shape at T = 16384 and 32768 (and with evict, restride 10 at 16384)",
+            "memory and time checks need a GPU, not the CPU emulator");
 #else
-    run_8b_shape(16384);
-    run_8b_shape(32768);
+    run_8b_shape(16384, 0, 0);
+    run_8b_shape(32768, 0, 0);
+    run_8b_shape(16384, 1, 10); /* the eval cache's mask: per-row records */
 #endif
 }
 #endif
