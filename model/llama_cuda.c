@@ -319,7 +319,10 @@ static void free_acts(LlamaCuda *g) {
     if (!g->cap_BT) return;
     int64_t sets = g->recompute ? 1 : g->cfg.num_hidden_layers;
     for (int64_t l = 0; l < sets; l++) cuda_free(g->acts[l].xn1);
-    for (int64_t l = 0; l < g->cfg.num_hidden_layers; l++) cuda_free(g->sel[l]), g->sel[l] = NULL;
+    for (int64_t l = 0; l < g->cfg.num_hidden_layers; l++) {
+        cuda_free(g->sel[l]);
+        g->sel[l] = NULL;
+    }
     cuda_free(g->resid[0]);
     cuda_free(g->tokens);
     cuda_free(g->xf);
@@ -494,7 +497,10 @@ int64_t llama_cuda_bytes(const LlamaCuda *g) { return g->bytes_fixed + g->bytes_
 static void ensure_sel(LlamaCuda *g, int64_t bytes) {
     if (bytes <= g->sel_bytes) return;
     for (int64_t l = 0; l < g->cfg.num_hidden_layers; l++) {
-        if (g->sel[l]) cuda_free(g->sel[l]), g->bytes_acts -= g->sel_bytes;
+        if (g->sel[l]) {
+            cuda_free(g->sel[l]);
+            g->bytes_acts -= g->sel_bytes;
+        }
         g->sel[l] = cuda_malloc_counted(&g->bytes_acts, bytes);
     }
     g->sel_bytes = bytes;
