@@ -49,7 +49,6 @@
 #include "cuda_reduce.cuh"
 
 extern "C" {
-#include "../common/util.h"
 #include "attention.h"
 #include "attention_rows.h"
 #include "attention_shape.cuh"
@@ -559,29 +558,21 @@ static int checked_shape(AttnShape *s, const char *fn, const int32_t *sel, int64
     return 1;
 }
 
-extern "C" void attention_row_mask_cuda(uint64_t *rowmask, const int32_t *sel, int64_t B, int64_t T, int64_t Hkv,
-                                        const RefreshMask *m) {
-    KV_CHECK(refresh_active(m, T) && refresh_per_row(m), "attention_row_mask_cuda: the mask has no per-row records");
-    const int64_t BG = B * Hkv;
-    if (BG == 0) return;
+extern "C" uint64_t *attention_row_mask_cuda(const int32_t *sel, int64_t B, int64_t T, int64_t Hkv,
+                                             const RefreshMask *m) {
+    const int64_t bytes = attention_cuda_forward_scratch_bytes(m, B, T, Hkv), BG = B * Hkv;
+    if (bytes == 0) return nullptr; /* no per-row records (or no row >= L) */
+    uint64_t *rowmask;
+    CUDA_CHECK(cudaMallocAsync((void **)&rowmask, (size_t)bytes, 0));
     attention_row_mask_kernel<<<grid_for(BG * (T - m->L), 256), 256>>>(rowmask, sel, BG, T, m->L,
                                                                         refresh_row_width(m, T),
                                                                         refresh_sel_len(m, T),
                                                                         attention_row_mask_words(T));
     CUDA_CHECK_LAUNCH();
-}
-
-/* The listed rows' bitmaps (attention_cuda_forward_scratch_bytes of them),
- * or NULL without per-row records; the caller frees them. */
-static uint64_t *row_mask(const int32_t *sel, const AttnShape &s, const RefreshMask *m) {
-    if (!s.per_row) return nullptr;
-    uint64_t *rowmask;
-    CUDA_CHECK(cudaMallocAsync((void **)&rowmask, (size_t)attention_cuda_forward_scratch_bytes(m, s.B, s.T, s.Hkv), 0));
-    attention_row_mask_cuda(rowmask, sel, s.B, s.T, s.Hkv, m);
     return rowmask;
 }
 
-/* Calls f(std::integral_constant<int, D>) for a head dim check_shape accepted. */
+/* Calls f(std::integral_constant<int, D>) for a head dim attention_check_gather_shape accepted. */
 template <typename F> static void with_head_dim(int64_t D, F f) {
     switch (D) {
     case 8: f(std::integral_constant<int, 8>()); break;
@@ -610,7 +601,7 @@ static void forward_rows(E *out, float *lse, const E *q, const E *k, const E *v,
 template <int D, typename E>
 static void forward_suffix(E *out, float *lse, const E *q, const E *k, const E *v, const int32_t *sel,
                            const AttnShape &s, const RefreshMask *m, int64_t row_begin, int64_t row_end) {
-    uint64_t *rowmask = row_mask(sel, s, m);
+    uint64_t *rowmask = attention_row_mask_cuda(sel, s.B, s.T, s.Hkv, m);
     forward_rows<D>(out, lse, q, k, v, sel, s, row_begin, row_end, !s.per_row, rowmask);
     if (rowmask) CUDA_CHECK(cudaFreeAsync(rowmask, 0));
 }
@@ -709,7 +700,7 @@ static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q,
     attention_dsum_kernel<E><<<grid_for(B * T * Hq * 32, 256), 256>>>(dsum, dout, out, B, T, Hq, D);
     CUDA_CHECK_LAUNCH();
     unsigned char *selected = NULL;
-    uint64_t *rowmask = row_mask(sel, s, m);
+    uint64_t *rowmask = attention_row_mask_cuda(sel, s.B, s.T, s.Hkv, m);
     if (s.active && !s.per_row) {
         const size_t n = (size_t)(B * Hkv * s.L);
         CUDA_CHECK(cudaMallocAsync((void **)&selected, n, 0));

@@ -246,10 +246,11 @@ __global__ void attention_mma_suffix_dq_kernel(float *dq, const E *dout, const E
 template <typename E>
 __global__ void attention_mma_suffix_dkdv_kernel(float *dk, float *dv, const E *dout, const E *q, const E *k,
                                                  const E *v, const float *lse, const float *dsum,
-                                                 const int32_t *sel, const uint64_t *rowmask, int64_t T, int64_t Hq,
-                                                 int64_t Hkv, int64_t D, int64_t L, int64_t ks, float scale) {
+                                                 const int32_t *sel, const uint64_t *rowmask, int64_t words, int64_t T,
+                                                 int64_t Hq, int64_t Hkv, int64_t D, int64_t L, int64_t ks,
+                                                 float scale) {
     const int lane = threadIdx.x;
-    const int64_t b = blockIdx.y / Hkv, hk = blockIdx.y % Hkv, group = Hq / Hkv, words = (T + 63) / 64;
+    const int64_t b = blockIdx.y / Hkv, hk = blockIdx.y % Hkv, group = Hq / Hkv;
     const int64_t i = blockIdx.x;
     const int64_t j = rowmask ? i : i < ks ? sel[(b * Hkv + hk) * ks + i] : L + (i - ks);
     const uint64_t *rows = rowmask ? rowmask + blockIdx.y * (T - L) * words + j / 64 : nullptr;
@@ -320,13 +321,9 @@ static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q,
             dq, dout, q, k, v, lse, dsum, sel, T, Hq, Hkv, D, L, ks, W, per, scale);
         CUDA_CHECK_LAUNCH();
         /* per-row records: any key may be seen, found through the rows' bitmaps */
-        uint64_t *rowmask = NULL;
-        if (per_row) {
-            CUDA_CHECK(cudaMallocAsync((void **)&rowmask, (size_t)attention_cuda_forward_scratch_bytes(m, B, T, Hkv), 0));
-            attention_row_mask_cuda(rowmask, sel, B, T, Hkv, m);
-        }
+        uint64_t *rowmask = attention_row_mask_cuda(sel, B, T, Hkv, m);
         attention_mma_suffix_dkdv_kernel<E><<<dim3((unsigned int)(per_row ? T : ks + T - L), (unsigned int)(B * Hkv)), 32>>>(
-            dk, dv, dout, q, k, v, lse, dsum, sel, rowmask, T, Hq, Hkv, D, L, ks, scale);
+            dk, dv, dout, q, k, v, lse, dsum, sel, rowmask, attention_row_mask_words(T), T, Hq, Hkv, D, L, ks, scale);
         CUDA_CHECK_LAUNCH();
         if (rowmask) CUDA_CHECK(cudaFreeAsync(rowmask, 0));
     }

@@ -20,12 +20,13 @@ void attention_forward_rows_cuda(float *out, float *lse, const float *q, const f
 void attention_forward_rows_bf16_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                                       const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                       const RefreshMask *m, int64_t row_begin, int64_t row_end);
-/* rowmask (B*Hkv, T - L, attention_row_mask_words(T)) uint64: bit j % 64 of
- * word j / 64 set when row p >= L sees key j, from the per-row records in
- * sel (evict or restride, kernels/attention.h); the backward's suffix keys
- * read it. */
-void attention_row_mask_cuda(uint64_t *rowmask, const int32_t *sel, int64_t B, int64_t T, int64_t Hkv,
-                             const RefreshMask *m);
+/* The rows' visibility bitmaps (B*Hkv, T - L, attention_row_mask_words(T))
+ * uint64: bit j % 64 of word j / 64 set when row p >= L sees key j, from
+ * the per-row records in sel (evict or restride, kernels/attention.h).
+ * Allocated on the default stream (attention_cuda_forward_scratch_bytes;
+ * the caller frees them with cudaFreeAsync), NULL when the mask has no
+ * per-row records. */
+uint64_t *attention_row_mask_cuda(const int32_t *sel, int64_t B, int64_t T, int64_t Hkv, const RefreshMask *m);
 #ifdef __cplusplus
 }
 #endif
