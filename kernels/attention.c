@@ -12,6 +12,10 @@ int64_t refresh_num_selected(const RefreshMask *m) { return m->K < m->L ? m->K :
 
 int refresh_active(const RefreshMask *m, int64_t T) { return m->enabled && T > m->L; }
 
+int64_t refresh_selection_heads(const RefreshMask *m, int64_t Hq, int64_t Hkv) {
+    return m->agg == GROUP_AGG_FIRST ? 1 : Hq / Hkv;
+}
+
 int refresh_per_row(const RefreshMask *m) { return m->evict || m->restride > 0; }
 
 int64_t refresh_row_width(const RefreshMask *m, int64_t T) {
@@ -63,7 +67,7 @@ static int64_t row_mask_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_
 
 int64_t attention_cuda_select_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv) {
     if (!refresh_active(m, T)) return 0;
-    int64_t nh = m->agg == GROUP_AGG_FIRST ? 1 : Hq / Hkv, BG = B * Hkv;
+    int64_t nh = refresh_selection_heads(m, Hq, Hkv), BG = B * Hkv;
     /* per-row selection: scores over up to T keys (a full row's), and a
      * byte per key marking the epoch's selection */
     if (refresh_per_row(m)) return (int64_t)sizeof(float) * BG * (nh * T + 2 * T) + BG * T;
@@ -146,7 +150,7 @@ static int by_pos(const void *a, const void *b) {
  * the selection at the end of the prefill; n = p + 1: a full row's). */
 static void selection_scores(float *pooled, float *agg, float *p, const float *q, const float *k, int64_t b, int64_t g,
                              int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m, int64_t n) {
-    int64_t group = Hq / Hkv, nh = m->agg == GROUP_AGG_FIRST ? 1 : group;
+    int64_t group = Hq / Hkv, nh = refresh_selection_heads(m, Hq, Hkv);
     float scale = 1.0f / sqrtf((float)D);
     const float *kbase = k + (b * T * Hkv + g) * D;
     for (int64_t hh = 0; hh < nh; hh++) {

@@ -59,6 +59,9 @@ typedef struct {
 int64_t refresh_num_selected(const RefreshMask *m);
 /* 1 when positions >= L exist, i.e. the selection matters for this T. */
 int refresh_active(const RefreshMask *m, int64_t T);
+/* Query heads per GQA group whose scores the selection reads: 1 with
+ * GROUP_AGG_FIRST, else Hq / Hkv. */
+int64_t refresh_selection_heads(const RefreshMask *m, int64_t Hq, int64_t Hkv);
 /* 1 when sel holds one record per row p >= L (evict or restride set). */
 int refresh_per_row(const RefreshMask *m);
 /* Most keys a listed row sees (W above): min(K, T-1) + 1 with evict, else

@@ -225,7 +225,7 @@ struct SelectScratch {
 };
 
 static SelectScratch select_scratch(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t n) {
-    const int64_t BG = B * Hkv, nh = m->agg == GROUP_AGG_FIRST ? 1 : Hq / Hkv;
+    const int64_t BG = B * Hkv, nh = refresh_selection_heads(m, Hq, Hkv);
     SelectScratch s;
     CUDA_CHECK(cudaMallocAsync(&s.base, (size_t)attention_cuda_select_scratch_bytes(m, B, T, Hq, Hkv), 0));
     s.probs = (float *)s.base;
@@ -238,7 +238,7 @@ static SelectScratch select_scratch(const RefreshMask *m, int64_t B, int64_t T, 
 template <typename E>
 static void launch_probs(float *probs, const E *q, const E *k, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                          int64_t D, int64_t n, const RefreshMask *m) {
-    const int64_t group = Hq / Hkv, nh = m->agg == GROUP_AGG_FIRST ? 1 : group;
+    const int64_t group = Hq / Hkv, nh = refresh_selection_heads(m, Hq, Hkv);
     select_probs_kernel<E><<<(unsigned int)(B * Hkv * nh), 256>>>(probs, q, k, T, Hq, Hkv, D, n, nh, group,
                                                                   1.0f / sqrtf((float)D));
     CUDA_CHECK_LAUNCH();
@@ -249,7 +249,7 @@ template <typename E>
 static void select_rows(int32_t *sel, const E *q, const E *k, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                         int64_t D, const RefreshMask *m) {
     const int64_t L = m->L, r = m->restride, BG = B * Hkv, group = Hq / Hkv;
-    const int64_t nh = m->agg == GROUP_AGG_FIRST ? 1 : group, W = refresh_row_width(m, T), per = refresh_sel_len(m, T);
+    const int64_t nh = refresh_selection_heads(m, Hq, Hkv), W = refresh_row_width(m, T), per = refresh_sel_len(m, T);
     SelectScratch s = select_scratch(m, B, T, Hq, Hkv, T);
     for (int64_t since = L; since < T;) {
         /* the epoch's rows since..last, then its full row (step p - L + 1 a multiple of r) */
@@ -288,7 +288,7 @@ static void refresh_select(int32_t *sel, const E *q, const E *k, int64_t B, int6
         CUDA_CHECK_LAUNCH();
         return;
     }
-    const int64_t nh = m->agg == GROUP_AGG_FIRST ? 1 : group;
+    const int64_t nh = refresh_selection_heads(m, Hq, Hkv);
     SelectScratch s = select_scratch(m, B, T, Hq, Hkv, L);
     launch_probs(s.probs, q, k, B, T, Hq, Hkv, D, L, m);
     select_topk_kernel<<<(unsigned int)BG, kSelectThreads>>>(sel, s.agg, s.pooled, s.probs, L, nh, group, (int)m->agg,
