@@ -69,6 +69,22 @@ static void compare(const char *label, const char *when, int64_t got, int64_t wa
               (long long)want, (long long)(got - want));
 }
 
+/* The parameters and the batch every case runs: deterministic values. */
+static float *test_params(int64_t n) {
+    float *host = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) host[i] = 0.01f * (float)((i * 7919) % 201 - 100);
+    return host;
+}
+
+static void test_batch(int32_t **tokens, int32_t **targets, int64_t BT, int64_t vocab) {
+    *tokens = malloc(sizeof(int32_t) * (size_t)BT);
+    *targets = malloc(sizeof(int32_t) * (size_t)BT);
+    for (int64_t i = 0; i < BT; i++) {
+        (*tokens)[i] = (int32_t)((i * 31 + 7) % vocab);
+        (*targets)[i] = (int32_t)((i * 17 + 3) % vocab);
+    }
+}
+
 static void run_case(const Case *k) {
     LlamaConfig c;
     make_config(&c, k->tied);
@@ -85,8 +101,7 @@ static void run_case(const Case *k) {
     if (k->mask.enabled) llama_cuda_set_mask(&g, &k->mask, k->T - k->mask.L);
     ParamLayout pl;
     param_layout_build(&pl, &c);
-    float *host = malloc(sizeof(float) * (size_t)pl.total);
-    for (int64_t i = 0; i < pl.total; i++) host[i] = 0.01f * (float)((i * 7919) % 201 - 100);
+    float *host = test_params(pl.total);
     ShardPlan sp;
     Optimizer *opt = NULL;
     DeviceOptim *d = NULL;
@@ -118,9 +133,8 @@ static void run_case(const Case *k) {
     compare(k->label, "emulated device bytes after setup", device_used() - used0, setup_plan);
 #endif
 
-    int64_t BT = k->B * k->T;
-    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)BT), *targets = malloc(sizeof(int32_t) * (size_t)BT);
-    for (int64_t i = 0; i < BT; i++) tokens[i] = (int32_t)((i * 31 + 7) % c.vocab_size), targets[i] = (int32_t)((i * 17 + 3) % c.vocab_size);
+    int32_t *tokens, *targets;
+    test_batch(&tokens, &targets, k->B * k->T, c.vocab_size);
     llama_cuda_forward(&g, tokens, targets, k->B, k->T);
     llama_cuda_zero_grad(&g);
     llama_cuda_backward(&g);
@@ -167,11 +181,10 @@ static void run_mask_after_forward(const char *label) {
     llama_cuda_create(&g, &c, 0, LLAMA_CUDA_FP32);
     ParamLayout pl;
     param_layout_build(&pl, &c);
-    float *host = malloc(sizeof(float) * (size_t)pl.total);
-    for (int64_t i = 0; i < pl.total; i++) host[i] = 0.01f * (float)((i * 7919) % 201 - 100);
+    float *host = test_params(pl.total);
     llama_cuda_upload_params(&g, host);
-    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)BT), *targets = malloc(sizeof(int32_t) * (size_t)BT);
-    for (int64_t i = 0; i < BT; i++) tokens[i] = (int32_t)((i * 31 + 7) % c.vocab_size), targets[i] = (int32_t)((i * 17 + 3) % c.vocab_size);
+    int32_t *tokens, *targets;
+    test_batch(&tokens, &targets, BT, c.vocab_size);
     llama_cuda_forward(&g, tokens, targets, B, T);
     int64_t causal = llama_cuda_bytes(&g);
     llama_cuda_set_mask(&g, &m, T - m.L);
