@@ -12,6 +12,10 @@ Two modes:
       (|d| <= 1e-4 + 1e-4 |ref|) of `kvcpt eval --dump` (under the flags that
       reproduce kvpress's choices, KVPRESS_FLAGS) with kvpress's.
       Prints ok/FAIL lines; exits 1 on a failure.
+      With --model HF_DIR --data DIR, the same comparison runs on that model
+      (a real pretrained one: kvcpt reads the HF directory itself) and the
+      documents of the prepared split instead of the random model and the
+      synthetic copy task.
 
   --bench --model HF_DIR --data DIR --context L --last S --budget K ...
       runs kvpress alone over the documents `kvcpt eval` would score and
@@ -214,7 +218,7 @@ def run(cmd):
 def kvcpt_dump(a, nat, data, extra, name):
     """kvcpt eval --dump: {(policy, doc): (keys, nll)}."""
     dump = os.path.join(a.workdir, name + ".jsonl")
-    cmd = [a.kvcpt, "eval", "--model", nat, "--data", data, "--context", str(a.context), "--last", str(a.last),
+    cmd = [a.kvcpt, "eval", "--model", nat, "--data", data, "--split", a.split, "--context", str(a.context), "--last", str(a.last),
            "--budget", str(a.budget), "--policies", ",".join(POLICIES), "--max-docs", str(a.max_docs),
            "--device", "cpu", "--bootstrap", "10", "--sinks", str(a.sinks), "--out", os.path.join(a.workdir, name),
            "--dump", dump] + extra
@@ -255,14 +259,18 @@ def check_mode(a):
     import torch
     torch.set_num_threads(a.threads)
     os.makedirs(a.workdir, exist_ok=True)
-    hf, nat, data = (os.path.join(a.workdir, s) for s in ("hf", "native", "data"))
-    model = build_model(hf)
-    check(run([a.kvcpt, "convert", "--from", hf, "--to", nat]), "kvcpt converts the transformers checkpoint")
-    check(run([a.kvcpt, "prepare", "--synthetic", "copy", "--vocab", "128", "--doc-tokens", str(a.context + a.last + 1),
-               "--docs", "60", "--out", data]), "kvcpt prepare makes the documents")
+    if a.model:  # a given model and prepared data: kvcpt eval reads the HF directory as it is
+        nat, data = a.model, a.data
+        model = load_hf(a.model)
+    else:
+        hf, nat, data = (os.path.join(a.workdir, s) for s in ("hf", "native", "data"))
+        model = build_model(hf)
+        check(run([a.kvcpt, "convert", "--from", hf, "--to", nat]), "kvcpt converts the transformers checkpoint")
+        check(run([a.kvcpt, "prepare", "--synthetic", "copy", "--vocab", "128", "--doc-tokens",
+                   str(a.context + a.last + 1), "--docs", "60", "--out", data]), "kvcpt prepare makes the documents")
     if FAILED:
         return 1
-    docs = eligible(read_docs(data, "test"), a.context, a.last, a.max_docs)
+    docs = eligible(read_docs(data, a.split), a.context, a.last, a.max_docs)
     check(len(docs) >= 2, "%d documents of %d tokens" % (len(docs), a.context + a.last + 1), "too few")
     ref = {(p, i): kvpress_doc(model, d, a.context, a.last, a.budget, p, a) for p in POLICIES for i, d in docs}
     ours = kvcpt_dump(a, nat, data, kvpress_flags(a.snapkv_window, a.snapkv_kernel), "compat")
@@ -305,8 +313,8 @@ def main():
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--kvcpt", default="./kvcpt")
     ap.add_argument("--workdir", default="/tmp/kvcpt_kvpress")
-    ap.add_argument("--model", help="bench: the HF model directory")
-    ap.add_argument("--data", help="bench: the prepared data directory")
+    ap.add_argument("--model", help="the HF model directory (check: instead of a random model)")
+    ap.add_argument("--data", help="the prepared data directory (check: with --model)")
     ap.add_argument("--split", default="test")
     ap.add_argument("--context", type=int, default=64)
     ap.add_argument("--last", type=int, default=8)

