@@ -10,6 +10,7 @@
 
 #include "../common/rng.h"
 #include "../common/json_file.h"
+#include "../common/remove_tree.h"
 #include "../common/util.h"
 #include "le_bytes.h"
 
@@ -201,6 +202,13 @@ static StepDir *list_steps(const char *run_dir, int *n) {
         long long step;
         char tail;
         if (sscanf(e->d_name, "step_%lld%c", &step, &tail) != 1 || step < 0) continue;
+        /* a link (or file) named like a checkpoint is not one kvcpt wrote:
+         * pruning it would delete whatever it points to */
+        path_fmt(p, sizeof p, "%s/%s", ck, e->d_name);
+        if (!is_real_dir(p)) {
+            warnf("'%s' is not a checkpoint directory (a link or a file): not used, not pruned", p);
+            continue;
+        }
         v = xrealloc(v, sizeof(StepDir) * (size_t)(*n + 1));
         path_fmt(p, sizeof p, "%s/%s/manifest.json", ck, e->d_name);
         v[*n] = (StepDir){step, file_size(p) >= 0};

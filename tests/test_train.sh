@@ -76,6 +76,28 @@ for f in launch/configs/cpt-*.json launch/configs/cpu-*.json; do
     expect_err "shipped config $(basename "$f") parses" "$tmp/nowhere/manifest.json" --config "$f" --set model=tiny --set init=random --set data="$tmp/nowhere" --set out="$tmp/c"
 done
 
+# 3b. the run directory: an earlier run is never silently replaced, pruning never leaves ckpt/
+sum_a=$(cat "$tmp/a/log.jsonl" "$tmp/a/model/model.kvcpt" | md5sum)
+expect_err "a fresh run into a used run directory is refused" "holds an earlier run" --config "$tmp/cfg.json" --set out="$tmp/a" --set steps=2
+expect_err "--overwrite with a run that fails set-up leaves the earlier run" "warm-up steps" --config "$tmp/cfg.json" --set out="$tmp/a" --set steps=2 --overwrite
+expect_err "--resume with --overwrite is refused" "give one" --config "$tmp/cfg.json" --set out="$tmp/a" --resume --overwrite
+expect_err "out equal to the model directory is refused" "is or contains the model directory" --config "$tmp/cfg.json" \
+    --set init=pretrained --set model="$tmp/a/model" --set out="$tmp/a/model"
+expect_err "out containing the model directory is refused" "is or contains the model directory" --config "$tmp/cfg.json" \
+    --set init=pretrained --set model="$tmp/a/model" --set out="$tmp/a" --resume
+[ "$(cat "$tmp/a/log.jsonl" "$tmp/a/model/model.kvcpt" | md5sum)" = "$sum_a" ] && ok "the refused runs left the earlier run's log and model as they were" \
+    || fail "refused runs" "the earlier run's log or model changed"
+cp -r "$tmp/a" "$tmp/o"
+if $K train --config "$tmp/cfg.json" --set out="$tmp/o" --set steps=3 --set warmup_steps=1 --set eval_interval=0 --set ckpt_interval=1 --overwrite >"$tmp/o.log" 2>&1 &&
+   [ "$(wc -l < "$tmp/o/log.jsonl")" -eq 3 ] && [ "$(ls "$tmp/o/ckpt")" = "$(printf 'step_00000002\nstep_00000003')" ]; then
+    ok "--overwrite removes the earlier run (150 steps) and keeps only the new one's log and checkpoints"
+else fail "--overwrite" "$(ls "$tmp/o/ckpt" | tr '\n' ' ') $(tail -2 "$tmp/o.log")"; fi
+mkdir -p "$tmp/victim" "$tmp/p/ckpt" && echo keep > "$tmp/victim/data.txt" && ln -s "$tmp/victim" "$tmp/p/ckpt/step_00000001"
+if $K train --config "$tmp/cfg.json" --set out="$tmp/p" --set steps=4 --set warmup_steps=1 --set eval_interval=0 --set ckpt_interval=1 \
+        --set keep_last=1 --resume >"$tmp/p.log" 2>&1 && [ -f "$tmp/victim/data.txt" ] && grep -q "not a checkpoint directory" "$tmp/p.log"; then
+    ok "pruning skips a link under ckpt/ with a warning and never deletes what it points to"
+else fail "pruning and a link under ckpt/" "$(ls "$tmp/victim") $(tail -2 "$tmp/p.log")"; fi
+
 # 4. NaN loss stops the run and keeps the last good checkpoint
 if out=$($K train --config "$tmp/cfg.json" --set out="$tmp/n" --set lr=1e30 --set optim=adamw --set grad_clip=0 --set ckpt_interval=1 --set steps=40 2>&1); then
     fail "NaN loss stops the run" "exit status 0"

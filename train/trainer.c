@@ -7,13 +7,16 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include "../checkpoints/ckpt.h"
 #include "../checkpoints/model_file.h"
 #include "../common/plot.h"
+#include "../common/remove_tree.h"
 #include "../common/util.h"
 #include "../parallel/shard_ckpt.h"
 #include "../kernels/blas.h"
@@ -347,7 +350,48 @@ static int lock_run_dir(const char *out) {
     return fd;
 }
 
-void trainer_setup(Trainer *t, const TrainConfig *cfg, int resume, Comm *comm) {
+/* The files a run writes into out besides its lock. */
+static const char *const RUN_FILES[] = {"log.jsonl", "ckpt", "model", "config.json", "loss.png", "loss.gp", "loss.dat",
+                                        NULL};
+
+/* Before anything is written: out must not be (or hold) the model the run
+ * reads, since the export to out/model and out/config.json would replace
+ * it; and a fresh run must not start over an earlier one (RunStart). */
+static void check_run_dir(const TrainConfig *c, RunStart start) {
+    char out[PATH_MAX], model[PATH_MAX];
+    if (realpath(c->out, out) && realpath(c->model, model) && is_real_dir(model)) {
+        size_t n = strlen(out);
+        if (strncmp(model, out, n) == 0 && (model[n] == '\0' || model[n] == '/' || n == 1))
+            die("train: 'out' (%s) is or contains the model directory '%s' the run reads; the run's export "
+                "(out/model, out/config.json) would replace it: choose another out", c->out, c->model);
+    }
+    if (start != RUN_FRESH) return;
+    char p[4400];
+    for (int i = 0; RUN_FILES[i]; i++) {
+        path_fmt(p, sizeof p, "%s/%s", c->out, RUN_FILES[i]);
+        struct stat st;
+        if (lstat(p, &st) == 0)
+            die("train: '%s' holds an earlier run (%s); continue it with --resume, or pass --overwrite to remove "
+                "it and start again, or choose another out", c->out, RUN_FILES[i]);
+    }
+}
+
+/* --overwrite: called once everything else was set up, so a run refused
+ * for any other reason leaves the earlier one whole. */
+static void remove_earlier_run(const char *out) {
+    char p[4400];
+    int removed = 0;
+    for (int i = 0; RUN_FILES[i]; i++) {
+        path_fmt(p, sizeof p, "%s/%s", out, RUN_FILES[i]);
+        struct stat st;
+        if (lstat(p, &st) != 0) continue;
+        remove_tree(p);
+        removed = 1;
+    }
+    if (removed) fprintf(stderr, "kvcpt train: --overwrite: removed the earlier run in %s\n", out);
+}
+
+void trainer_setup(Trainer *t, const TrainConfig *cfg, RunStart start, Comm *comm) {
     memset(t, 0, sizeof *t);
     t->cfg = *cfg;
     t->comm = comm;
@@ -361,6 +405,7 @@ void trainer_setup(Trainer *t, const TrainConfig *cfg, int resume, Comm *comm) {
     if (t->rank == 0) {
         make_dirs(t->cfg.out);
         t->lock_fd = lock_run_dir(t->cfg.out);
+        check_run_dir(&t->cfg, start);
     }
     comm_barrier(comm);
     setup_model(t);
@@ -371,6 +416,7 @@ void trainer_setup(Trainer *t, const TrainConfig *cfg, int resume, Comm *comm) {
     snprintf(t->log_path, sizeof t->log_path, "%s/log.jsonl", t->cfg.out);
     char dir[4200];
     int64_t at = 0;
+    int resume = start == RUN_RESUME;
     if (resume && ckpt_find_latest(t->cfg.out, dir, sizeof dir, &at)) {
         restore(t, dir);
         if (t->rank == 0) {
@@ -383,6 +429,7 @@ void trainer_setup(Trainer *t, const TrainConfig *cfg, int resume, Comm *comm) {
     }
     t->engine.push_state(t->engine.ctx, t->opt); /* where the engine steps: it holds the current copy from now */
     if (t->rank == 0) {
+        if (start == RUN_OVERWRITE) remove_earlier_run(t->cfg.out);
         t->log = fopen_check(t->log_path, t->step > 0 ? "a" : "w");
         write_config_json(t);
         if (t->world > 1)

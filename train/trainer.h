@@ -48,8 +48,18 @@ typedef struct {
     int blas_logged;             /* this run's first log record named the BLAS configuration */
 } Trainer;
 
+/* How a run treats what an earlier run left in its out directory (log.jsonl,
+ * ckpt/, model/): a fresh run refuses such a directory, since starting over
+ * would truncate the log, replace the model and prune its own checkpoints
+ * as older than the earlier ones. */
+typedef enum {
+    RUN_FRESH = 0,     /* out must hold no earlier run */
+    RUN_RESUME = 1,    /* continue from out's newest complete checkpoint (fresh when there is none) */
+    RUN_OVERWRITE = 2, /* remove the earlier run's files first, then start fresh */
+} RunStart;
+
 /* comm: the ranks (comm_open); the trainer does not own it. */
-void trainer_setup(Trainer *t, const TrainConfig *cfg, int resume, Comm *comm);
+void trainer_setup(Trainer *t, const TrainConfig *cfg, RunStart start, Comm *comm);
 /* One optimizer step; returns the mean training loss (stops the run on NaN). */
 float trainer_step(Trainer *t, double *grad_norm, double *lr);
 double trainer_eval_dev(Trainer *t);
