@@ -130,8 +130,9 @@ int options_int_list(const char *s, int64_t *out, int cap, const char *what) {
     char *copy = xstrdup(s), *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *end;
+        errno = 0;
         long long v = strtoll(tok, &end, 10);
-        if (*end || v < 0 || n == cap) die("--%s: expected up to %d comma-separated integers (got '%s')", what, cap, s);
+        if (errno || end == tok || *end || v < 0 || n == cap) die("--%s: expected up to %d comma-separated integers (got '%s')", what, cap, s);
         out[n++] = v;
     }
     free(copy);

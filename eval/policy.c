@@ -1,5 +1,6 @@
 #include "policy.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,10 +42,26 @@ PolicyOptions policy_default_options(int64_t budget) {
     return o;
 }
 
+/* A whole decimal number, nothing before or after it ("1e3", "8x", "2.9"
+ * and "" are not), that fits int64. */
+static int parse_count(const char *s, int64_t *v) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (errno || end == s || *end || *s == '+' || *s == ' ' || *s == '\t') return 0;
+    *v = (int64_t)x;
+    return 1;
+}
+
 int64_t policy_budget(const char *spec, int64_t L) {
-    int64_t b;
-    if (strncmp(spec, "L/", 2) == 0) b = L / atoll(spec + 2);
-    else b = atoll(spec);
+    int64_t b, n;
+    if (strncmp(spec, "L/", 2) == 0) {
+        KV_CHECK(parse_count(spec + 2, &n) && n >= 1, "--budget '%s': expected a count K or L/N with N a whole number >= 1",
+                 spec);
+        b = L / n;
+    } else {
+        KV_CHECK(parse_count(spec, &b), "--budget '%s': expected a count K or L/N with N a whole number >= 1", spec);
+    }
     KV_CHECK(b >= 1, "--budget '%s' gives %lld keys at context %lld; it must be >= 1", spec, (long long)b, (long long)L);
     KV_CHECK(b <= L, "--budget '%s' gives %lld keys, above the context %lld", spec, (long long)b, (long long)L);
     return b;

@@ -13,6 +13,11 @@ printf '{"text": "hello world, a small document"}\n' >"$tmp/in.jsonl"
 refused "prepare --threads 100000 refused" "--threads" $K prepare --input "$tmp/in.jsonl" --out "$tmp/o1" --threads 100000
 refused "prepare --threads -3 refused" "--threads" $K prepare --input "$tmp/in.jsonl" --out "$tmp/o2" --threads -3
 
+# the cache budget: a count or L/N, whole numbers only (no SIGFPE at L/0, no "1e3" read as 1)
+for k in L/0 L/abc L/ 1e3 8x 2.9 ""; do
+    refused "bench decode --K '$k' refused" "--budget '$k'" $K bench decode --preset tiny --device cpu --L 64 --steps 1 --K "$k"
+done
+
 # config.json sizes and ids out of range (the model's products must never wrap)
 base='"vocab_size":512,"intermediate_size":768,"num_key_value_heads":2,"rms_norm_eps":1e-5,"rope_theta":10000.0,"max_position_embeddings":4096,"tie_word_embeddings":false'
 cfg() { # name json-fields -> $tmp/name/config.json
