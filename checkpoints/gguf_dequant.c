@@ -42,10 +42,11 @@ static uint16_t u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 /* The block formats (ggml-common.h): an fp16 scale d (Q4_1: then an fp16
  * min m), then the quants. Q4 packs element j of the block in the low
  * nibble of byte j and element j + 16 in its high nibble. gguf-py widens
- * d and m to fp32 exactly, then computes in fp32: Q8_0 and Q4_0 y = d * q,
- * Q4_1 y = (d * q) + m as two roundings, so no fused multiply-add may be
- * formed here (the build's -std=c11 turns contraction off; the oracle test
- * would catch one). */
+ * d and m to fp32 exactly and computes in fp32: Q8_0 and Q4_0 y = d * q,
+ * Q4_1 y = (d * q) + m. The product is exact in fp32 (an 11-bit fp16
+ * significand times a quant of at most 8 bits), so only Q4_1's addition
+ * rounds, once, as here; adding m any other way (say d * (q + m / d))
+ * would round differently. */
 int ggml_dequantize(uint32_t type, const uint8_t *src, float *dst, int64_t n) {
     switch (type) {
     case GGML_T_F32:
