@@ -11,6 +11,7 @@
 #include "../common/options.h"
 #include "../common/util.h"
 #include <glob.h>
+#include <sys/stat.h>
 
 #include "gguf.h"
 #include "gguf_import.h"
@@ -145,7 +146,8 @@ int cmd_convert(int argc, char **argv) {
     else if (strcasecmp(to_dtype, "f32") == 0 || strcasecmp(to_dtype, "fp32") == 0) to_dtype = "F32";
     else if (strcasecmp(to_dtype, "f16") == 0 || strcasecmp(to_dtype, "fp16") == 0) to_dtype = "F16";
     /* a regular file can only be GGUF; one that is not gets the parser's bad-magic error */
-    if (gguf_file_detect(from) || file_size(from) >= 0) return convert_gguf(from, to, to_format, to_dtype, shard_bytes, config, overwrite);
+    struct stat st;
+    if (gguf_file_detect(from) || (stat(from, &st) == 0 && S_ISREG(st.st_mode))) return convert_gguf(from, to, to_format, to_dtype, shard_bytes, config, overwrite);
     int src_native = tensor_set_detect(from);
     if (src_native < 0) die("kvcpt convert: '%s' holds no %s, %s or %s", from, NATIVE_MODEL_FILE, HF_SINGLE_FILE, HF_INDEX_FILE);
     int out_native = to_format ? strcmp(to_format, "native") == 0 : !src_native;

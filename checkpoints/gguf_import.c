@@ -37,6 +37,8 @@ static void read_config(const GgufFile *f, LlamaConfig *c) {
         die("gguf '%s': llama.attention.value_length %lld and llama.rope.dimension_count %lld must equal the head "
             "size %lld (Hugging Face Llama rotates whole heads)", p, (long long)vlen, (long long)rot,
             (long long)c->head_dim);
+    if (c->head_dim % 2)
+        die("gguf '%s': head size %lld is odd; RoPE rotates pairs of dimensions", p, (long long)c->head_dim);
     c->rms_norm_eps = gguf_meta_float(f, "llama.attention.layer_norm_rms_epsilon", 1, 0);
     c->rope_theta = gguf_meta_float(f, "llama.rope.freq_base", 0, 10000.0);
     c->max_position_embeddings = gguf_meta_int(f, "llama.context_length", 1, 0);
@@ -140,17 +142,20 @@ void gguf_import(const char *gguf_path, const char *to_dir, int native, KvDtype 
             die("gguf '%s' at byte %lld: tensor '%s' has no place in a Hugging Face Llama of this config%s", gguf_path,
                 (long long)t->info_offset, t->name,
                 strcmp(t->name, "rope_freqs.weight") == 0 ? " (Llama 3.1 RoPE scaling factors: not supported)" : "");
-        const ParamTensor *p = &pl.t[k];
-        int shape_ok = t->ndim == p->ndim;
-        for (int d = 0; shape_ok && d < p->ndim; d++) shape_ok = t->ne[d] == p->shape[p->ndim - 1 - d];
-        if (!shape_ok)
-            die("gguf '%s' at byte %lld: tensor '%s' (%s) has ne [%lld, %lld] (%d dims); the config needs "
-                "Hugging Face shape [%lld%s%lld] (ne reversed)", gguf_path, (long long)t->info_offset, t->name,
-                p->name, (long long)t->ne[0], (long long)(t->ndim > 1 ? t->ne[1] : 1), t->ndim, (long long)p->shape[0],
-                p->ndim > 1 ? ", " : "", p->ndim > 1 ? (long long)p->shape[1] : 0LL);
         if (!ggml_type_dequantizable(t->type))
             die("gguf '%s' at byte %lld: tensor '%s' is %s, which kvcpt cannot dequantize (supported: F32, F16, "
                 "BF16, Q8_0, Q4_0, Q4_1)", gguf_path, (long long)t->info_offset, t->name, ggml_type_info(t->type)->name);
+        const ParamTensor *p = &pl.t[k];
+        int shape_ok = t->ndim == p->ndim;
+        for (int d = 0; shape_ok && d < p->ndim; d++) shape_ok = t->ne[d] == p->shape[p->ndim - 1 - d];
+        if (!shape_ok) {
+            char want[64];
+            if (p->ndim == 1) snprintf(want, sizeof want, "[%lld]", (long long)p->shape[0]);
+            else snprintf(want, sizeof want, "[%lld, %lld]", (long long)p->shape[0], (long long)p->shape[1]);
+            die("gguf '%s' at byte %lld: tensor '%s' (%s) has ne [%lld, %lld] (%d dims); the config needs "
+                "Hugging Face shape %s (ne reversed)", gguf_path, (long long)t->info_offset, t->name, p->name,
+                (long long)t->ne[0], (long long)(t->ndim > 1 ? t->ne[1] : 1), t->ndim, want);
+        }
         src_of[k] = (int)g;
     }
     for (int k = 0; k < pl.n; k++)
