@@ -245,10 +245,10 @@ static int check_tensor_data(Cursor *c, GgufHeader *h) {
                         t->name, (long long)t->offset, (long long)h->alignment);
         if (t->offset > data_bytes || t->bytes > data_bytes - t->offset)
             return fail(c, t->info_offset,
-                        "tensor '%s': %lld bytes at data offset %lld (file bytes %lld..%lld) run past the end of the "
-                        "file (%lld bytes; truncated?)",
-                        t->name, (long long)t->bytes, (long long)t->offset, (long long)(h->data_start + t->offset),
-                        (long long)(h->data_start + t->offset) + (long long)t->bytes, (long long)c->size);
+                        "tensor '%s': %lld bytes at data offset %lld run past the end of the data section "
+                        "(%lld bytes from file byte %lld; file size %lld; truncated?)",
+                        t->name, (long long)t->bytes, (long long)t->offset, (long long)data_bytes,
+                        (long long)h->data_start, (long long)c->size);
     }
     GgufTensor **order = xcalloc(h->n_tensors ? (size_t)h->n_tensors : 1, sizeof *order);
     for (int64_t i = 0; i < h->n_tensors; i++) order[i] = &h->t[i];
