@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -137,6 +138,8 @@ def tiny_dtypes(args):
 
 
 def real_model(args):
+    t0 = time.time()
+    stage = lambda what: print("# %s: %.1f s" % (what, time.time() - t0), flush=True)
     import torch
     import tokenizers
     from safetensors.numpy import load_file
@@ -146,10 +149,12 @@ def real_model(args):
     check(rc == 0, "SmolLM2 GGUF: kvcpt convert", log)
     if rc != 0:
         return
+    stage("kvcpt convert")
     ours = load_file(os.path.join(out, "model.safetensors"))
     d, f = os.path.split(os.path.abspath(args.real))
     ref_model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32)
     ref = {k: v.detach().numpy() for k, v in ref_model.state_dict().items()}
+    stage("transformers loaded the GGUF")
     if ref_model.config.tie_word_embeddings:
         ref.pop("lm_head.weight", None)
 
@@ -197,6 +202,7 @@ def real_model(args):
     except Exception as e:  # the second opinion is optional; the digits check above is the contract
         print("skip - SmolLM2 tokenizer vs transformers' GGUF tokenizer: %s" % str(e).splitlines()[0])
 
+    stage("tokenizer checks")
     # planted bugs: each perturbed copy must be caught by compare()
     n_head, n_kv = hc.num_attention_heads, hc.num_key_value_heads
     planted = dict(ours)
@@ -225,6 +231,7 @@ def real_model(args):
         planted[name] = (x + m).reshape(planted[name].shape)
     bad = compare(planted)
     check(bad == [name], "planted bug caught: Q4_1 min added twice in %s" % name, "flagged %s" % bad[:4])
+    stage("planted bugs")
 
 
 def main():
