@@ -51,6 +51,9 @@ check "GGUF -> HF: config.json, model.safetensors, tokenizer.json, tokenizer_con
 check "GGUF -> HF: a fast conversion prints no progress lines" '[ ! -s "$tmp/err" ]' "$(cat "$tmp/err")"
 "$K" convert --from "$G/hf" --to "$G/native" --to-format native >"$tmp/out" 2>&1; rc=$?
 check "the converted directory loads in kvcpt (config and tensor layout accepted)" '[ $rc -eq 0 ]' "rc $rc: $(cat "$tmp/out")"
+"$K" convert --from "$G/ok.gguf" --to "$G/native2" --to-format native >"$tmp/out" 2>&1; rc=$?
+check "GGUF -> native directly: the same model.kvcpt as through HF" \
+  '[ $rc -eq 0 ] && cmp -s "$G/native/model.kvcpt" "$G/native2/model.kvcpt" && [ -s "$G/native2/tokenizer.json" ]' "rc $rc: $(cat "$tmp/out")"
 res=$(/usr/bin/python3 - "$G/hf" <<'PY' 2>&1
 import json, sys
 d = sys.argv[1]
