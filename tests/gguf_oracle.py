@@ -61,9 +61,11 @@ TINY = dict(vocab=96, hidden=64, ffn=128, layers=2, heads=4, kv_heads=2, head_di
 
 
 def tiny_tensors(rng):
-    """HF-layout fp32 tensors of a tiny llama, under their GGUF names."""
+    """HF-layout fp32 tensors of a tiny llama, under their GGUF names (untied)."""
     t, C, F = TINY, TINY["hidden"], TINY["ffn"]
-    out = {"token_embd.weight": rng.standard_normal((t["vocab"], C)), "output_norm.weight": rng.standard_normal(C)}
+    # untied (output.weight present): SmolLM2 below covers the tied case
+    out = {"token_embd.weight": rng.standard_normal((t["vocab"], C)), "output_norm.weight": rng.standard_normal(C),
+           "output.weight": rng.standard_normal((t["vocab"], C))}
     for i in range(t["layers"]):
         out.update({
             f"blk.{i}.attn_norm.weight": rng.standard_normal(C),
