@@ -10,7 +10,8 @@
 #include "../common/commands.h"
 #include "../common/options.h"
 #include "../common/util.h"
-#include <glob.h>
+#include <dirent.h>
+#include <fnmatch.h>
 #include <sys/stat.h>
 
 #include "gguf.h"
@@ -58,19 +59,19 @@ static int same_dir(const char *a, const char *b) {
 }
 
 /* 1 when dir already holds a file a model directory is made of, so that a
- * conversion without --overwrite never mixes its files with older ones. */
+ * conversion without --overwrite never mixes its files with older ones. The
+ * names are matched one by one (dir itself may hold glob characters). */
 static int has_model_files(const char *dir) {
     static const char *const patterns[] = {"config.json", "tokenizer*.json", "*.safetensors", HF_INDEX_FILE,
                                            NATIVE_MODEL_FILE};
-    for (size_t i = 0; i < sizeof patterns / sizeof patterns[0]; i++) {
-        char p[4096];
-        path_fmt(p, sizeof p, "%s/%s", dir, patterns[i]);
-        glob_t g;
-        int found = glob(p, 0, NULL, &g) == 0 && g.gl_pathc > 0;
-        globfree(&g);
-        if (found) return 1;
-    }
-    return 0;
+    DIR *d = opendir(dir);
+    if (!d) return 0; /* absent: created later; unreadable: creating files there fails with its name */
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(d));)
+        for (size_t i = 0; !found && i < sizeof patterns / sizeof patterns[0]; i++)
+            found = fnmatch(patterns[i], e->d_name, 0) == 0;
+    closedir(d);
+    return found;
 }
 
 /* A llama.cpp GGUF file: dequantized and written as a Hugging Face (default)
