@@ -387,7 +387,8 @@ sanitize: build/asan/kvcpt kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kv
 # part of `make test`; installs clang through scripts/setup.sh fuzz if absent.
 FUZZ_SECONDS ?= 60
 FUZZ_SRC := checkpoints/safetensors.c checkpoints/native_model.c checkpoints/ckpt.c checkpoints/mapped_file.c \
-            common/util.c common/rng.c
+            checkpoints/gguf.c checkpoints/gguf_dequant.c \
+            common/util.c common/rng.c common/json_file.c
 fuzz: build/libkvcpt.a
 	@command -v clang >/dev/null 2>&1 || bash scripts/setup.sh fuzz
 	@mkdir -p build/fuzz/corpus

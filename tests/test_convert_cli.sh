@@ -38,3 +38,98 @@ printf '{"vocab_size":64,"hidden_size":32,"intermediate_size":48,"num_hidden_lay
 "$K" plan --preset "$tmp/rope" >"$tmp/out" 2>&1; rc=$?
 check "rope_scaling and rope_parameters disagree: refused naming both" \
   '[ $rc -ne 0 ] && grep -q "rope_scaling.*rope_parameters.*different" "$tmp/out"' "rc $rc: $(cat "$tmp/out")"
+
+# ---- GGUF sources (tests/gguf_tiny.py writes tiny llama files with the
+# standard library; the numerical checks are tests/test_gguf_oracle.sh's)
+G="$tmp/gguf"; mkdir -p "$G"
+tiny() { /usr/bin/python3 tests/gguf_tiny.py "$@"; }
+tiny "$G/ok.gguf"
+"$K" convert --from "$G/ok.gguf" --to "$G/hf" >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "GGUF -> HF: config.json, model.safetensors, tokenizer.json, tokenizer_config.json written" \
+  '[ $rc -eq 0 ] && for f in config.json model.safetensors tokenizer.json tokenizer_config.json; do [ -s "$G/hf/$f" ] || exit 1; done' \
+  "rc $rc: $(cat "$tmp/out" "$tmp/err")"
+check "GGUF -> HF: a fast conversion prints no progress lines" '[ ! -s "$tmp/err" ]' "$(cat "$tmp/err")"
+"$K" convert --from "$G/hf" --to "$G/native" --to-format native >"$tmp/out" 2>&1; rc=$?
+check "the converted directory loads in kvcpt (config and tensor layout accepted)" '[ $rc -eq 0 ]' "rc $rc: $(cat "$tmp/out")"
+"$K" convert --from "$G/ok.gguf" --to "$G/native2" --to-format native >"$tmp/out" 2>&1; rc=$?
+check "GGUF -> native directly: the same model.kvcpt as through HF" \
+  '[ $rc -eq 0 ] && cmp -s "$G/native/model.kvcpt" "$G/native2/model.kvcpt" && [ -s "$G/native2/tokenizer.json" ]' "rc $rc: $(cat "$tmp/out")"
+res=$(/usr/bin/python3 - "$G/hf" <<'PY' 2>&1
+import json, sys
+d = sys.argv[1]
+c = json.load(open(d + "/config.json"))
+t = json.load(open(d + "/tokenizer.json"))
+tc = json.load(open(d + "/tokenizer_config.json"))
+want = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 8, "vocab_size": 40, "max_position_embeddings": 128,
+        "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"}
+bad = {k: c.get(k) for k in want if c.get(k) != want[k]}
+if c["rms_norm_eps"] != 1e-5 or c["rope_theta"] != 10000.0: bad["eps/theta"] = (c["rms_norm_eps"], c["rope_theta"])
+pre = t["pre_tokenizer"]["pretokenizers"]
+if [p["type"] for p in pre] != ["Digits", "ByteLevel"] or not pre[0]["individual_digits"]: bad["pre"] = pre
+if [a["content"] for a in t["added_tokens"]] != ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] or \
+   not all(a["special"] for a in t["added_tokens"]): bad["added"] = t["added_tokens"]
+m = t["model"]
+if m["merges"] != ["a b", "\u0120 a"] or m["vocab"]["ab"] != 24 or m["ignore_merges"] or t["normalizer"] is not None:
+    bad["model"] = {k: m[k] for k in ("merges", "ignore_merges")}
+if t["post_processor"]["type"] != "ByteLevel": bad["post"] = t["post_processor"]
+if (tc["bos_token"], tc["eos_token"], tc["add_bos_token"], tc["model_max_length"], tc["chat_template"]) != \
+   ("<|im_start|>", "<|im_end|>", False, 128, "{{ messages }}"): bad["tokenizer_config"] = tc
+print(bad or "ok")
+PY
+)
+check "GGUF -> HF: config, tokenizer.json and tokenizer_config.json hold the metadata's values" '[ "$res" = ok ]' "$res"
+
+"$K" convert --from "$G/ok.gguf" --to "$G/hf" >"$tmp/out" 2>&1; rc=$?
+check "GGUF -> a directory holding a model: refused without --overwrite" \
+  '[ $rc -eq 1 ] && grep -q "already holds model files.*--overwrite" "$tmp/out"' "rc $rc: $(cat "$tmp/out")"
+mkdir -p "$G/only_tok" && echo '{}' >"$G/only_tok/tokenizer.json"
+"$K" convert --from "$G/ok.gguf" --to "$G/only_tok" >"$tmp/out" 2>&1; rc=$?
+check "GGUF -> a directory holding only a tokenizer.json: refused too" '[ $rc -eq 1 ] && [ "$(cat "$G/only_tok/tokenizer.json")" = "{}" ]' \
+  "rc $rc: $(cat "$tmp/out")"
+"$K" convert --from "$G/ok.gguf" --to "$G/hf" --overwrite >"$tmp/out" 2>&1; rc=$?
+check "GGUF -> HF with --overwrite replaces it" '[ $rc -eq 0 ]' "rc $rc: $(cat "$tmp/out")"
+
+tiny "$G/untied.gguf" --untied --pre llama-bpe --add-bos
+"$K" convert --from "$G/untied.gguf" --to "$G/untied" >"$tmp/out" 2>&1; rc=$?
+res=$(/usr/bin/python3 - "$G/untied" "third_party/tokenizers/llama3.1/tokenizer.json" <<'PY' 2>&1
+import json, os, sys
+d, llama = sys.argv[1:]
+c = json.load(open(d + "/config.json"))
+t = json.load(open(d + "/tokenizer.json"))
+bad = []
+if c["tie_word_embeddings"] is not False: bad.append("tie_word_embeddings %r" % c["tie_word_embeddings"])
+if not t["model"]["ignore_merges"]: bad.append("ignore_merges false for llama-bpe")
+if os.path.exists(llama):  # Meta's own file: the same pre-split and BOS template, token aside
+    ref = json.load(open(llama))
+    if t["pre_tokenizer"] != ref["pre_tokenizer"]: bad.append("pre_tokenizer differs from Llama 3.1's")
+    post = json.dumps(t["post_processor"]).replace("<|im_start|>", "<|begin_of_text|>").replace("[1]", "[128000]")
+    if json.loads(post) != ref["post_processor"]: bad.append("post_processor differs: %s" % post)
+print("; ".join(bad) or "ok")
+PY
+)
+check "untied llama-bpe GGUF with add_bos_token: lm_head kept, Llama 3.1's pre-split and BOS template" \
+  '[ $rc -eq 0 ] && [ "$res" = ok ]' "rc $rc: $(cat "$tmp/out") $res"
+
+tiny "$G/q4k.gguf" --q4k blk.1.ffn_up.weight
+"$K" convert --from "$G/q4k.gguf" --to "$G/q4k" >"$tmp/out" 2>&1; rc=$?
+check "a Q4_K tensor: refused naming the type and the tensor, nothing written" \
+  '[ $rc -eq 1 ] && grep -q "at byte [0-9]*: tensor .blk.1.ffn_up.weight. is Q4_K, which kvcpt cannot dequantize" "$tmp/out" && [ ! -e "$G/q4k/model.safetensors" ] && [ ! -e "$G/q4k/config.json" ]' \
+  "rc $rc: $(cat "$tmp/out")"
+tiny "$G/qwen.gguf" --pre qwen2
+"$K" convert --from "$G/qwen.gguf" --to "$G/qwen" >"$tmp/out" 2>&1; rc=$?
+check "an unknown tokenizer.ggml.pre: refused by name, nothing written" \
+  '[ $rc -eq 1 ] && grep -q "tokenizer.ggml.pre .qwen2. is not supported" "$tmp/out" && [ ! -e "$G/qwen/config.json" ]' "rc $rc: $(cat "$tmp/out")"
+tiny "$G/spm.gguf" --model llama
+"$K" convert --from "$G/spm.gguf" --to "$G/spm" >"$tmp/out" 2>&1; rc=$?
+check "a SentencePiece tokenizer (tokenizer.ggml.model llama): refused by name" \
+  '[ $rc -eq 1 ] && grep -q "tokenizer.ggml.model .llama. is not supported" "$tmp/out"' "rc $rc: $(cat "$tmp/out")"
+head -c 3000 "$G/ok.gguf" >"$G/trunc.gguf"
+"$K" convert --from "$G/trunc.gguf" --to "$G/trunc" >"$tmp/out" 2>&1; rc=$?
+check "a truncated GGUF: refused naming the file and the byte offset, nothing written" \
+  '[ $rc -eq 1 ] && grep -q "gguf .*trunc.gguf. at byte [0-9]*: .*truncated" "$tmp/out" && [ ! -e "$G/trunc/config.json" ]' "rc $rc: $(cat "$tmp/out")"
+printf 'not a gguf file' >"$G/text.gguf"
+"$K" convert --from "$G/text.gguf" --to "$G/text" >"$tmp/out" 2>&1; rc=$?
+check "a file that is not GGUF: bad magic named" '[ $rc -eq 1 ] && grep -q "at byte 0: bad magic" "$tmp/out"' "rc $rc: $(cat "$tmp/out")"
+"$K" convert --from "$G/ok.gguf" --to "$G/cfg" --config "$G/hf/config.json" >"$tmp/out" 2>&1; rc=$?
+check "--config with a GGUF source: refused" '[ $rc -eq 1 ] && grep -q "does not apply to a GGUF source" "$tmp/out"' "rc $rc: $(cat "$tmp/out")"

@@ -2,6 +2,7 @@
  * so the fuzzer starts from inputs that reach the deep checks. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../../checkpoints/ckpt.h"
 #include "../../checkpoints/native_model.h"
@@ -35,5 +36,22 @@ int main(int argc, char **argv) {
     snprintf(from, sizeof from, "%s/run/ckpt/step_00000003/rank_00000.bin", argv[1]);
     snprintf(to, sizeof to, "%s/seed.ckpt", argv[1]);
     rename_check(from, to);
+    /* GGUF: one string key, an alignment, a Q4_1 tensor of one block (the
+     * bytes by hand: kvcpt writes no GGUF) */
+    static const uint8_t gguf[] = {
+        'G', 'G', 'U', 'F', 3, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0,
+        1, 0, 0, 0, 0, 0, 0, 0, 'k', 8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 'h', 'i',
+        17, 0, 0, 0, 0, 0, 0, 0, 'g', 'e', 'n', 'e', 'r', 'a', 'l', '.', 'a', 'l', 'i', 'g', 'n', 'm', 'e', 'n', 't',
+        4, 0, 0, 0, 16, 0, 0, 0,
+        1, 0, 0, 0, 0, 0, 0, 0, 'w', 1, 0, 0, 0, 32, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    uint8_t img[sizeof gguf + 16 + 20] = {0};
+    memcpy(img, gguf, sizeof gguf);
+    size_t data = (sizeof gguf + 15) / 16 * 16;
+    static const uint8_t block[4] = {0x00, 0x34, 0x00, 0xbe}; /* d 0.25, m -1.5, quants 0 */
+    memcpy(img + data, block, 4);
+    snprintf(p, sizeof p, "%s/seed.gguf", argv[1]);
+    FILE *f = fopen_check(p, "wb");
+    fwrite_check(img, 1, data + 20, f, p);
+    fclose_check(f, p);
     return 0;
 }

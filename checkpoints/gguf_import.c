@@ -1,0 +1,201 @@
+#include "gguf_import.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+#include "../model/config.h"
+#include "../model/params.h"
+#include "gguf.h"
+#include "gguf_dequant.h"
+#include "gguf_meta.h"
+#include "gguf_tokenizer.h"
+#include "model_export.h"
+#include "model_file.h"
+
+/* LlamaConfig from the llama.* keys (llama.cpp's LLM_KV names). */
+static void read_config(const GgufFile *f, LlamaConfig *c) {
+    const char *p = f->map.path;
+    char *arch = gguf_meta_str(f, "general.architecture", 1);
+    if (strcmp(arch, "llama") != 0)
+        die("gguf '%s' at byte %lld: general.architecture is '%s'; only llama is supported", p,
+            (long long)gguf_meta(f, "general.architecture")->offset, arch);
+    free(arch);
+    memset(c, 0, sizeof *c);
+    snprintf(c->name, sizeof c->name, "%.63s", p);
+    c->hidden_size = gguf_meta_int(f, "llama.embedding_length", 1, 0);
+    c->intermediate_size = gguf_meta_int(f, "llama.feed_forward_length", 1, 0);
+    c->num_hidden_layers = gguf_meta_int(f, "llama.block_count", 1, 0);
+    c->num_attention_heads = gguf_meta_int(f, "llama.attention.head_count", 1, 0);
+    c->num_key_value_heads = gguf_meta_int(f, "llama.attention.head_count_kv", 0, c->num_attention_heads);
+    KV_CHECK(c->num_attention_heads > 0, "gguf '%s': llama.attention.head_count must be positive", p);
+    c->head_dim = gguf_meta_int(f, "llama.attention.key_length", 0, c->hidden_size / c->num_attention_heads);
+    int64_t vlen = gguf_meta_int(f, "llama.attention.value_length", 0, c->head_dim);
+    int64_t rot = gguf_meta_int(f, "llama.rope.dimension_count", 0, c->head_dim);
+    if (vlen != c->head_dim || rot != c->head_dim)
+        die("gguf '%s': llama.attention.value_length %lld and llama.rope.dimension_count %lld must equal the head "
+            "size %lld (Hugging Face Llama rotates whole heads)", p, (long long)vlen, (long long)rot,
+            (long long)c->head_dim);
+    if (c->head_dim % 2)
+        die("gguf '%s': head size %lld is odd; RoPE rotates pairs of dimensions", p, (long long)c->head_dim);
+    c->rms_norm_eps = gguf_meta_float(f, "llama.attention.layer_norm_rms_epsilon", 1, 0);
+    c->rope_theta = gguf_meta_float(f, "llama.rope.freq_base", 0, 10000.0);
+    c->max_position_embeddings = gguf_meta_int(f, "llama.context_length", 1, 0);
+    char *scaling = gguf_meta_str(f, "llama.rope.scaling.type", 0);
+    if (scaling && strcmp(scaling, "none") != 0)
+        die("gguf '%s' at byte %lld: llama.rope.scaling.type '%s' is not supported", p,
+            (long long)gguf_meta(f, "llama.rope.scaling.type")->offset, scaling);
+    free(scaling);
+    c->initializer_range = 0.02;
+    /* vocabulary: the embedding's rows (llama.vocab_size, when given, must agree) */
+    int64_t e = gguf_find_tensor(&f->h, "token_embd.weight");
+    if (e < 0) die("gguf '%s': tensor 'token_embd.weight' is missing", p);
+    c->vocab_size = f->h.t[e].ndim == 2 ? f->h.t[e].ne[1] : 0;
+    int64_t v = gguf_meta_int(f, "llama.vocab_size", 0, c->vocab_size);
+    if (v != c->vocab_size)
+        die("gguf '%s': llama.vocab_size %lld but token_embd.weight has %lld rows", p, (long long)v,
+            (long long)c->vocab_size);
+    c->tie_word_embeddings = gguf_find_tensor(&f->h, "output.weight") < 0;
+    c->bos_token_id = gguf_meta_int(f, "tokenizer.ggml.bos_token_id", 0, -1);
+    int64_t eos = gguf_meta_int(f, "tokenizer.ggml.eos_token_id", 0, -1);
+    if (eos >= 0) c->eos_token_ids[c->n_eos++] = eos;
+    config_validate(c, p);
+}
+
+/* Hugging Face's name for a GGUF tensor name (llama.cpp's
+ * tensor_mapping.py, read backwards); 0 when there is none. */
+static int hf_name(const char *g, char *out, size_t n) {
+    static const struct { const char *gguf, *hf; } top[] = {
+        {"token_embd.weight", "model.embed_tokens.weight"},
+        {"output_norm.weight", "model.norm.weight"},
+        {"output.weight", "lm_head.weight"}};
+    static const struct { const char *gguf, *hf; } blk[] = {
+        {"attn_norm.weight", "input_layernorm.weight"},   {"attn_q.weight", "self_attn.q_proj.weight"},
+        {"attn_k.weight", "self_attn.k_proj.weight"},     {"attn_v.weight", "self_attn.v_proj.weight"},
+        {"attn_output.weight", "self_attn.o_proj.weight"}, {"ffn_norm.weight", "post_attention_layernorm.weight"},
+        {"ffn_gate.weight", "mlp.gate_proj.weight"},      {"ffn_up.weight", "mlp.up_proj.weight"},
+        {"ffn_down.weight", "mlp.down_proj.weight"}};
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+        if (strcmp(g, top[i].gguf) == 0) return snprintf(out, n, "%s", top[i].hf) > 0;
+    unsigned layer;
+    int used = 0;
+    if (sscanf(g, "blk.%u.%n", &layer, &used) != 1 || used == 0 || layer > 100000) return 0;
+    char digits[16];
+    snprintf(digits, sizeof digits, "%u", layer);
+    if (strncmp(g + 4, digits, strlen(digits)) != 0 || g[4 + strlen(digits)] != '.') return 0; /* "blk.01." */
+    for (size_t i = 0; i < sizeof blk / sizeof blk[0]; i++)
+        if (strcmp(g + used, blk[i].gguf) == 0) return snprintf(out, n, "model.layers.%u.%s", layer, blk[i].hf) > 0;
+    return 0;
+}
+
+/* llama.cpp's converter interleaves each head's rows of q_proj and k_proj
+ * (the two halves rotated together by Hugging Face's RoPE become adjacent
+ * rows for ggml's); this puts them back, as transformers' GGUF loader does:
+ * GGUF row h*D + 2*i + j is Hugging Face row h*D + j*D/2 + i. */
+static void unpermute_rows(float *dst, const float *src, int64_t heads, int64_t head_dim, int64_t cols) {
+    int64_t half = head_dim / 2;
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t i = 0; i < half; i++)
+            for (int j = 0; j < 2; j++)
+                memcpy(dst + (h * head_dim + j * half + i) * cols, src + (h * head_dim + 2 * i + j) * cols,
+                       (size_t)cols * sizeof(float));
+}
+
+/* Dequantizes tensor g into dst (numel floats). One thread: the work is a
+ * pass over memory (0.2 s of CPU for SmolLM2-135M), and OpenMP's spinning
+ * threads made it 2.5x slower on a shared 2-core machine. */
+static void dequant_tensor(const GgufFile *f, int64_t g, float *dst) {
+    const GgufTensor *t = &f->h.t[g];
+    if (ggml_dequantize(t->type, gguf_tensor_data(f, g), dst, t->numel) != 0)
+        die("gguf '%s': tensor '%s': type %u cannot be dequantized", f->map.path, t->name, t->type);
+}
+
+/* Prints "tensor i of N" on stderr about once a second, once a conversion
+ * has taken two seconds (a short one stays quiet). */
+static void progress(double t0, double *last, int i, int n, const char *name) {
+    double now = now_seconds();
+    if (now - t0 < 2.0 || now - *last < 1.0) return;
+    *last = now;
+    fprintf(stderr, "kvcpt convert: tensor %d of %d (%s), %.1f s\n", i + 1, n, name, now - t0);
+}
+
+void gguf_import(const char *gguf_path, const char *to_dir, int native, KvDtype dtype, int64_t shard_bytes,
+                 GgufImportStats *st) {
+    memset(st, 0, sizeof *st);
+    GgufFile f;
+    char err[GGUF_ERR_LEN];
+    if (gguf_open(&f, gguf_path, err, sizeof err) != 0) die("%s", err);
+    LlamaConfig cfg;
+    read_config(&f, &cfg);
+    ParamLayout pl;
+    param_layout_build(&pl, &cfg);
+
+    /* every GGUF tensor has exactly one place in the layout, with its shape */
+    int *src_of = xcalloc((size_t)pl.n, sizeof(int));
+    for (int k = 0; k < pl.n; k++) src_of[k] = -1;
+    for (int64_t g = 0; g < f.h.n_tensors; g++) {
+        const GgufTensor *t = &f.h.t[g];
+        char name[128];
+        int k = hf_name(t->name, name, sizeof name) ? param_layout_find(&pl, name) : -1;
+        if (k < 0)
+            die("gguf '%s' at byte %lld: tensor '%s' has no place in a Hugging Face Llama of this config%s", gguf_path,
+                (long long)t->info_offset, t->name,
+                strcmp(t->name, "rope_freqs.weight") == 0 ? " (Llama 3.1 RoPE scaling factors: not supported)" : "");
+        if (!ggml_type_dequantizable(t->type))
+            die("gguf '%s' at byte %lld: tensor '%s' is %s, which kvcpt cannot dequantize (supported: F32, F16, "
+                "BF16, Q8_0, Q4_0, Q4_1)", gguf_path, (long long)t->info_offset, t->name, ggml_type_info(t->type)->name);
+        const ParamTensor *p = &pl.t[k];
+        int shape_ok = t->ndim == p->ndim;
+        for (int d = 0; shape_ok && d < p->ndim; d++) shape_ok = t->ne[d] == p->shape[p->ndim - 1 - d];
+        if (!shape_ok) {
+            char want[64];
+            if (p->ndim == 1) snprintf(want, sizeof want, "[%lld]", (long long)p->shape[0]);
+            else snprintf(want, sizeof want, "[%lld, %lld]", (long long)p->shape[0], (long long)p->shape[1]);
+            die("gguf '%s' at byte %lld: tensor '%s' (%s) has ne [%lld, %lld] (%d dims); the config needs "
+                "Hugging Face shape %s (ne reversed)", gguf_path, (long long)t->info_offset, t->name, p->name,
+                (long long)t->ne[0], (long long)(t->ndim > 1 ? t->ne[1] : 1), t->ndim, want);
+        }
+        src_of[k] = (int)g;
+    }
+    for (int k = 0; k < pl.n; k++)
+        if (src_of[k] < 0) die("gguf '%s': no tensor for %s", gguf_path, pl.t[k].name);
+
+    /* the tokenizer is checked before anything is written */
+    char *tok_json = NULL, *tok_cfg = NULL;
+    st->tokenizer = gguf_tokenizer_json(&f, cfg.max_position_embeddings, &tok_json, &tok_cfg) == 0;
+    const GgufKV *toks = gguf_meta(&f, "tokenizer.ggml.tokens");
+    if (st->tokenizer && (int64_t)toks->arr_n > cfg.vocab_size)
+        die("gguf '%s' at byte %lld: tokenizer.ggml.tokens lists %llu tokens but the embedding has %lld rows", gguf_path,
+            (long long)toks->offset, (unsigned long long)toks->arr_n, (long long)cfg.vocab_size);
+
+    size_t total;
+    if (__builtin_mul_overflow((size_t)pl.total, sizeof(float), &total)) die("gguf '%s': model too large", gguf_path);
+    float *params = xmalloc(total), *scratch = NULL;
+    int64_t scratch_n = 0;
+    double t0 = now_seconds(), last = 0;
+    for (int k = 0; k < pl.n; k++) {
+        const ParamTensor *p = &pl.t[k];
+        progress(t0, &last, k, pl.n, p->name);
+        if (p->kind != PT_WQ && p->kind != PT_WK) {
+            dequant_tensor(&f, src_of[k], params + p->offset);
+            continue;
+        }
+        if (scratch_n < p->numel) free(scratch), scratch = xmalloc((size_t)p->numel * sizeof(float)), scratch_n = p->numel;
+        dequant_tensor(&f, src_of[k], scratch);
+        int64_t heads = p->kind == PT_WQ ? cfg.num_attention_heads : cfg.num_key_value_heads;
+        unpermute_rows(params + p->offset, scratch, heads, cfg.head_dim, p->shape[1]);
+    }
+    free(scratch);
+    if (native) model_file_save_native(to_dir, &cfg, &pl, params, dtype);
+    else model_file_save_hf(to_dir, &cfg, &pl, params, dtype, shard_bytes);
+    if (st->tokenizer) {
+        write_text_file_atomic(to_dir, "tokenizer.json", tok_json);
+        write_text_file_atomic(to_dir, "tokenizer_config.json", tok_cfg);
+    }
+    st->tensors = pl.n;
+    st->bytes = pl.total * kv_dtype_size(dtype);
+    free(tok_json), free(tok_cfg), free(params), free(src_of);
+    param_layout_free(&pl);
+    gguf_close(&f);
+}

@@ -1,0 +1,178 @@
+#include "gguf_tokenizer.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+#include "gguf_meta.h"
+
+/* llama.cpp's token types (llama_token_type) that Hugging Face lists as
+ * added tokens: control tokens are special, user-defined ones are not. */
+enum { TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4 };
+
+/* Llama 3's pre-split, as Meta's tokenizer.json spells it. */
+static const char LLAMA3_PATTERN[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+static json_t *byte_level(int add_prefix_space, int trim_offsets, int use_regex) {
+    return json_pack("{s:s,s:b,s:b,s:b}", "type", "ByteLevel", "add_prefix_space", add_prefix_space, "trim_offsets",
+                     trim_offsets, "use_regex", use_regex);
+}
+
+/* llama.cpp's pre-tokenizer names (tokenizer.ggml.pre) that map onto a
+ * tokenizers pipeline exactly. */
+static json_t *pre_tokenizer(const GgufFile *f, const char *pre) {
+    if (strcmp(pre, "smollm") == 0)
+        return json_pack("{s:s,s:[{s:s,s:b},o]}", "type", "Sequence", "pretokenizers", "type", "Digits",
+                         "individual_digits", 1, byte_level(0, 1, 1));
+    if (strcmp(pre, "llama-bpe") == 0)
+        return json_pack("{s:s,s:[{s:s,s:{s:s},s:s,s:b},o]}", "type", "Sequence", "pretokenizers", "type", "Split",
+                         "pattern", "Regex", LLAMA3_PATTERN, "behavior", "Isolated", "invert", 0, byte_level(0, 1, 0));
+    const GgufKV *kv = gguf_meta(f, "tokenizer.ggml.pre");
+    die("gguf '%s' at byte %lld: tokenizer.ggml.pre '%s' is not supported (supported: smollm, llama-bpe)",
+        f->map.path, (long long)kv->offset, pre);
+}
+
+/* The token string of id as a JSON string; dies unless valid UTF-8. */
+static json_t *token_string(const GgufFile *f, const GgufKV *toks, int64_t id) {
+    GgufStr s = toks->arr_str[id];
+    json_t *j = json_stringn(s.p, s.len);
+    if (!j)
+        die("gguf '%s' at byte %lld: tokenizer.ggml.tokens[%lld] is not valid UTF-8", f->map.path,
+            (long long)((const uint8_t *)s.p - f->map.data), (long long)id);
+    return j;
+}
+
+static json_t *model_json(const GgufFile *f, const GgufKV *toks, int ignore_merges) {
+    json_t *vocab = json_object();
+    for (uint64_t id = 0; id < toks->arr_n; id++) {
+        json_t *s = token_string(f, toks, (int64_t)id);
+        const char *text = json_string_value(s);
+        if (strlen(text) != toks->arr_str[id].len)
+            die("gguf '%s': tokenizer.ggml.tokens[%llu] holds a NUL byte", f->map.path, (unsigned long long)id);
+        json_t *prev = json_object_get(vocab, text);
+        if (prev)
+            die("gguf '%s': tokenizer.ggml.tokens[%llu] repeats token %lld ('%s'); a vocabulary maps each string once",
+                f->map.path, (unsigned long long)id, (long long)json_integer_value(prev), text);
+        json_object_set_new(vocab, text, json_integer((json_int_t)id));
+        json_decref(s);
+    }
+    json_t *merges = json_array();
+    const GgufKV *mk = gguf_meta_array(f, "tokenizer.ggml.merges", 1, 0);
+    for (uint64_t i = 0; mk && i < mk->arr_n; i++) {
+        GgufStr m = mk->arr_str[i];
+        const char *sp = memchr(m.p, ' ', m.len);
+        json_t *s = json_stringn(m.p, m.len);
+        if (!s || !sp || sp == m.p || sp == m.p + m.len - 1 || memchr(sp + 1, ' ', m.len - (size_t)(sp + 1 - m.p)))
+            die("gguf '%s' at byte %lld: tokenizer.ggml.merges[%llu] is not a UTF-8 pair \"A B\" of tokens",
+                f->map.path, (long long)((const uint8_t *)m.p - f->map.data), (unsigned long long)i);
+        json_array_append_new(merges, s);
+    }
+    return json_pack("{s:s,s:n,s:n,s:n,s:n,s:b,s:b,s:b,s:o,s:o}", "type", "BPE", "dropout", "unk_token",
+                     "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", 0, "byte_fallback", 0,
+                     "ignore_merges", ignore_merges, "vocab", vocab, "merges", merges);
+}
+
+/* Every token id named by a tokenizer.ggml.*_token_id key must exist. */
+static int64_t special_id(const GgufFile *f, const char *key, int64_t n_tokens) {
+    int64_t id = gguf_meta_int(f, key, 0, -1);
+    if (id != -1 && (id < 0 || id >= n_tokens))
+        die("gguf '%s' at byte %lld: %s = %lld is not a token id (0..%lld)", f->map.path,
+            (long long)gguf_meta(f, key)->offset, key, (long long)id, (long long)n_tokens - 1);
+    return id;
+}
+
+int gguf_tokenizer_json(const GgufFile *f, int64_t context_length, char **tokenizer_json, char **config_json) {
+    *tokenizer_json = *config_json = NULL;
+    char *model = gguf_meta_str(f, "tokenizer.ggml.model", 0);
+    if (!model) return -1;
+    if (strcmp(model, "gpt2") != 0)
+        die("gguf '%s' at byte %lld: tokenizer.ggml.model '%s' is not supported (only gpt2, byte-level BPE)",
+            f->map.path, (long long)gguf_meta(f, "tokenizer.ggml.model")->offset, model);
+    char *pre = gguf_meta_str(f, "tokenizer.ggml.pre", 1);
+    const GgufKV *toks = gguf_meta_array(f, "tokenizer.ggml.tokens", 1, 1);
+    const GgufKV *types = gguf_meta_array(f, "tokenizer.ggml.token_type", 0, 0);
+    if (types && types->arr_n != toks->arr_n)
+        die("gguf '%s' at byte %lld: tokenizer.ggml.token_type has %llu entries but tokenizer.ggml.tokens %llu",
+            f->map.path, (long long)types->offset, (unsigned long long)types->arr_n, (unsigned long long)toks->arr_n);
+    int64_t n = (int64_t)toks->arr_n;
+    int64_t bos = special_id(f, "tokenizer.ggml.bos_token_id", n), eos = special_id(f, "tokenizer.ggml.eos_token_id", n);
+    int64_t unk = special_id(f, "tokenizer.ggml.unknown_token_id", n);
+    int64_t pad = special_id(f, "tokenizer.ggml.padding_token_id", n);
+    int add_bos = gguf_meta_bool(f, "tokenizer.ggml.add_bos_token", 0);
+    if (add_bos && bos < 0)
+        die("gguf '%s': tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is missing", f->map.path);
+
+    json_t *pre_tok = pre_tokenizer(f, pre);
+    json_t *added = json_array();
+    for (int64_t id = 0; types && id < n; id++) {
+        int64_t t = gguf_arr_int(types, (uint64_t)id);
+        if (t != TOKEN_CONTROL && t != TOKEN_USER_DEFINED) continue;
+        json_array_append_new(added, json_pack("{s:I,s:o,s:b,s:b,s:b,s:b,s:b}", "id", (json_int_t)id, "content",
+                                               token_string(f, toks, id), "single_word", 0, "lstrip", 0, "rstrip", 0,
+                                               "normalized", 0, "special", t == TOKEN_CONTROL));
+    }
+    json_t *post;
+    if (add_bos) {
+        /* as Llama 3.1's tokenizer.json: byte-level offsets, then BOS first */
+        json_t *b = token_string(f, toks, bos);
+        const char *bs = json_string_value(b);
+        json_t *tp = json_pack(
+            "{s:s,s:[{s:{s:s,s:i}},{s:{s:s,s:i}}],s:[{s:{s:s,s:i}},{s:{s:s,s:i}},{s:{s:s,s:i}},{s:{s:s,s:i}}],"
+            "s:{s:{s:s,s:[I],s:[s]}}}",
+            "type", "TemplateProcessing", "single", "SpecialToken", "id", bs, "type_id", 0, "Sequence", "id", "A",
+            "type_id", 0, "pair", "SpecialToken", "id", bs, "type_id", 0, "Sequence", "id", "A", "type_id", 0,
+            "SpecialToken", "id", bs, "type_id", 1, "Sequence", "id", "B", "type_id", 1, "special_tokens", bs, "id",
+            bs, "ids", (json_int_t)bos, "tokens", bs);
+        post = json_pack("{s:s,s:[o,o]}", "type", "Sequence", "processors", byte_level(1, 0, 1), tp);
+        json_decref(b);
+    } else {
+        post = byte_level(1, 0, 1);
+    }
+    json_t *root = json_pack("{s:s,s:n,s:n,s:o,s:n,s:o,s:o,s:o,s:o}", "version", "1.0", "truncation", "padding",
+                             "added_tokens", added, "normalizer", "pre_tokenizer", pre_tok, "post_processor", post,
+                             "decoder", byte_level(1, 1, 1), "model",
+                             model_json(f, toks, strcmp(pre, "llama-bpe") == 0));
+    KV_CHECK(root, "gguf '%s': cannot build tokenizer.json", f->map.path);
+    *tokenizer_json = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+
+    /* transformers' view: which strings are the special tokens, how long the
+     * model's context is, and the chat template when the file has one */
+    json_t *cfg = json_pack("{s:b,s:b}", "add_bos_token", add_bos, "add_eos_token", 0);
+    json_t *added_dec = json_object();
+    for (int64_t id = 0; types && id < n; id++) {
+        int64_t t = gguf_arr_int(types, (uint64_t)id);
+        if (t != TOKEN_CONTROL && t != TOKEN_USER_DEFINED) continue;
+        char key[32];
+        snprintf(key, sizeof key, "%lld", (long long)id);
+        json_object_set_new(added_dec, key, json_pack("{s:o,s:b,s:b,s:b,s:b,s:b}", "content", token_string(f, toks, id),
+                                                      "lstrip", 0, "normalized", 0, "rstrip", 0, "single_word", 0,
+                                                      "special", t == TOKEN_CONTROL));
+    }
+    json_object_set_new(cfg, "added_tokens_decoder", added_dec);
+    const struct { const char *name; int64_t id; } sp[] = {
+        {"bos_token", bos}, {"eos_token", eos}, {"unk_token", unk}, {"pad_token", pad}};
+    for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++)
+        json_object_set_new(cfg, sp[i].name, sp[i].id >= 0 ? token_string(f, toks, sp[i].id) : json_null());
+    char *tmpl = gguf_meta_str(f, "tokenizer.chat_template", 0);
+    if (tmpl) {
+        json_t *t = json_string(tmpl);
+        if (!t)
+            die("gguf '%s' at byte %lld: tokenizer.chat_template is not valid UTF-8", f->map.path,
+                (long long)gguf_meta(f, "tokenizer.chat_template")->offset);
+        json_object_set_new(cfg, "chat_template", t);
+    }
+    json_object_set_new(cfg, "clean_up_tokenization_spaces", json_false());
+    json_object_set_new(cfg, "model_max_length", json_integer((json_int_t)context_length));
+    json_object_set_new(cfg, "tokenizer_class", json_string("PreTrainedTokenizerFast"));
+    *config_json = json_dumps(cfg, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(cfg);
+    KV_CHECK(*tokenizer_json && *config_json, "gguf '%s': cannot serialise the tokenizer files", f->map.path);
+    free(model);
+    free(pre);
+    free(tmpl);
+    return 0;
+}

@@ -1,0 +1,16 @@
+#ifndef KVCPT_GGUF_TOKENIZER_H
+#define KVCPT_GGUF_TOKENIZER_H
+/* A GGUF file's byte-level BPE tokenizer (tokenizer.ggml.*) as Hugging Face
+ * tokenizers' tokenizer.json and transformers' tokenizer_config.json. */
+#include <stdint.h>
+
+#include "gguf.h"
+
+/* Builds both texts (heap strings). Returns 0, or -1 with both NULL when the
+ * file carries no tokenizer (no tokenizer.ggml.model). Dies naming the key
+ * and its byte offset on a tokenizer it cannot express: a model other than
+ * gpt2, an unknown pre-tokenizer name, a token that is not UTF-8, a merge
+ * that is not "A B", duplicate tokens. context_length: model_max_length. */
+int gguf_tokenizer_json(const GgufFile *f, int64_t context_length, char **tokenizer_json, char **config_json);
+
+#endif

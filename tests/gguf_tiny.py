@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Writes a tiny llama GGUF file with the standard library only (no numpy,
+no gguf package), for the command-line tests of `kvcpt convert --from
+FILE.gguf` that run without the venv.
+
+    python3 tests/gguf_tiny.py OUT.gguf [--pre smollm] [--model gpt2] [--add-bos]
+                               [--q4k TENSOR] [--no-tokenizer] [--untied]
+
+Shape: vocab 40, hidden 32, FFN 64, 2 layers, 4 heads over 2 KV heads
+(head size 8); weights F32 with values i * 1e-3 (deterministic). --q4k
+stores one tensor as Q4_K (zero bytes of the right size), which kvcpt must
+refuse by name.
+"""
+import argparse
+import struct
+
+V, C, F, L, H, KV, D = 40, 32, 64, 2, 4, 2, 8
+ALIGN = 32
+
+
+def s(x):
+    b = x.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def kv(key, vtype, payload):
+    return s(key) + struct.pack("<I", vtype) + payload
+
+
+def u32(key, v):
+    return kv(key, 4, struct.pack("<I", v))
+
+
+def f32(key, v):
+    return kv(key, 6, struct.pack("<f", v))
+
+
+def boolean(key, v):
+    return kv(key, 7, struct.pack("<B", 1 if v else 0))
+
+
+def string(key, v):
+    return kv(key, 8, s(v))
+
+
+def str_array(key, items):
+    return kv(key, 9, struct.pack("<IQ", 8, len(items)) + b"".join(s(i) for i in items))
+
+
+def int_array(key, items):
+    return kv(key, 9, struct.pack("<IQ", 5, len(items)) + b"".join(struct.pack("<i", i) for i in items))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--pre", default="smollm")
+    ap.add_argument("--model", default="gpt2")
+    ap.add_argument("--add-bos", action="store_true")
+    ap.add_argument("--q4k")
+    ap.add_argument("--no-tokenizer", action="store_true")
+    ap.add_argument("--untied", action="store_true")
+    a = ap.parse_args()
+
+    meta = [string("general.architecture", "llama"), u32("llama.block_count", L), u32("llama.context_length", 128),
+            u32("llama.embedding_length", C), u32("llama.feed_forward_length", F),
+            u32("llama.attention.head_count", H), u32("llama.attention.head_count_kv", KV),
+            f32("llama.rope.freq_base", 10000.0), f32("llama.attention.layer_norm_rms_epsilon", 1e-5)]
+    if not a.no_tokenizer:
+        # control tokens first, then single characters (as GPT-2's byte map
+        # spells them: "Ġ" is the space), then merged ones
+        special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+        chars = list("abcdefghij0123456789") + ["\u0120"]
+        tokens = special + chars
+        merges = ["a b", "\u0120 a"]
+        tokens += ["ab", "\u0120a"]
+        tokens = tokens[:V]
+        types = [3] * len(special) + [1] * (len(tokens) - len(special))
+        meta += [string("tokenizer.ggml.model", a.model), string("tokenizer.ggml.pre", a.pre),
+                 str_array("tokenizer.ggml.tokens", tokens), int_array("tokenizer.ggml.token_type", types),
+                 str_array("tokenizer.ggml.merges", merges), u32("tokenizer.ggml.bos_token_id", 1),
+                 u32("tokenizer.ggml.eos_token_id", 2), boolean("tokenizer.ggml.add_bos_token", a.add_bos),
+                 string("tokenizer.chat_template", "{{ messages }}")]
+
+    tensors = [("token_embd.weight", [C, V])]
+    for i in range(L):
+        tensors += [(f"blk.{i}.attn_norm.weight", [C]), (f"blk.{i}.attn_q.weight", [C, H * D]),
+                    (f"blk.{i}.attn_k.weight", [C, KV * D]), (f"blk.{i}.attn_v.weight", [C, KV * D]),
+                    (f"blk.{i}.attn_output.weight", [H * D, C]), (f"blk.{i}.ffn_norm.weight", [C]),
+                    (f"blk.{i}.ffn_gate.weight", [C, F]), (f"blk.{i}.ffn_up.weight", [C, F]),
+                    (f"blk.{i}.ffn_down.weight", [F, C])]
+    tensors.append(("output_norm.weight", [C]))
+    if a.untied:
+        tensors.append(("output.weight", [C, V]))
+
+    infos, blobs, off = b"", [], 0
+    for name, ne in tensors:
+        n = 1
+        for d in ne:
+            n *= d
+        if name == a.q4k:
+            ne = [256 * ((ne[0] + 255) // 256)] + ne[1:]  # Q4_K rows are whole 256-blocks
+            n = 1
+            for d in ne:
+                n *= d
+            ttype, data = 12, bytes(n // 256 * 144)
+        else:
+            ttype, data = 0, b"".join(struct.pack("<f", ((j % 97) - 48) * 1e-3) for j in range(n))
+        infos += s(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", d) for d in ne)
+        infos += struct.pack("<IQ", ttype, off)
+        pad = (-len(data)) % ALIGN
+        blobs.append(data + bytes(pad))
+        off += len(data) + pad
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(meta)) + b"".join(meta) + infos
+    head += bytes((-len(head)) % ALIGN)
+    with open(a.out, "wb") as f:
+        f.write(head + b"".join(blobs))
+
+
+if __name__ == "__main__":
+    main()
