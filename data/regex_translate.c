@@ -216,8 +216,19 @@ static int char_class(Parser *ps, Str *out) {
     return ok;
 }
 
-/* ps->i is at "(?i:". Only alternatives of ASCII literals are understood:
- * each letter becomes [xX], so the folding stays ASCII. */
+/* Letter pairs that some single character folds into (U+00DF and U+1E9E
+ * into ss, the ligatures U+FB00..U+FB06 into ff, fi, fl, st): Oniguruma
+ * matches those, per-letter classes cannot. */
+static int multi_fold_pair(char a, char b) {
+    static const char *const pairs[] = {"ss", "st", "ff", "fi", "fl"};
+    for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++)
+        if (tolower((unsigned char)a) == pairs[k][0] && tolower((unsigned char)b) == pairs[k][1]) return 1;
+    return 0;
+}
+
+/* ps->i is at "(?i:". Only alternatives of ASCII literals are understood;
+ * each letter becomes the class of the characters Unicode's simple case
+ * folding makes equal to it. */
 static int case_insensitive_group(Parser *ps, Str *out) {
     const char *p = ps->p;
     size_t start = ps->i;
@@ -247,8 +258,14 @@ static int case_insensitive_group(Parser *ps, Str *out) {
         } else if (strchr("()[]{}*+?.^$", c)) {
             return fail(ps, ps->i, "'(?i:...)' holds '%c'; only alternatives of literal characters are supported", c);
         } else if (isalpha(c)) {
+            if (alt_len > 0 && isalpha((unsigned char)p[ps->i - 1]) && multi_fold_pair(p[ps->i - 1], (char)c))
+                return fail(ps, ps->i - 1, "'(?i:...)' holds '%c%c', which one character folds into (not supported)",
+                            p[ps->i - 1], c);
             char cls[4] = {'[', (char)tolower(c), (char)toupper(c), ']'};
-            put(out, cls, 4);
+            put(out, cls, 3);
+            if (tolower(c) == 's') put_str(out, "\\x{17F}"); /* LATIN SMALL LETTER LONG S */
+            if (tolower(c) == 'k') put_str(out, "\\x{212A}"); /* KELVIN SIGN */
+            put(out, cls + 3, 1);
             ps->i++;
         } else { /* digits and punctuation that is no metacharacter here */
             put(out, (const char *)&c, 1);

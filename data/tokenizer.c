@@ -23,8 +23,10 @@ struct Tokenizer {
     PairMap merges;
     AddedSet added_raw;  /* added tokens with normalized = false: matched first, on the text itself */
     AddedSet added_norm; /* normalized = true: matched next, in what is left (no normalizer: the same text) */
-    int32_t byte_id[256];
+    int32_t byte_id[256]; /* -1: the byte has no token (SmolLM2 lacks a few control bytes) */
     int32_t n_model, n_ids, bos_id;
+    int32_t unk_id;       /* model.unk_token's id, or -1: bytes without a token are then dropped */
+    int fuse_unk, missing_bytes;
     int ignore_merges, llama31_names;
     Pretokenizer *pre;
     char sha256[65];
@@ -36,6 +38,7 @@ struct TokEncoder {
     BpeScratch bpe;
     PieceCache cache;
     uint32_t *piece_ids;
+    int32_t *symbols;
     int64_t piece_cap;
     TokenBuf *out; /* where the pre-tokenizer's pieces go */
 };
@@ -117,8 +120,22 @@ static void load_vocab(Tokenizer *t, const char *path, const json_t *vocab, cons
     for (int b = 0; b < 256; b++) {
         uint8_t byte = (uint8_t)b;
         t->byte_id[b] = vocab_map_find(v, &byte, 1);
-        if (t->byte_id[b] < 0) die("tokenizer '%s': model.vocab has no token for byte 0x%02x", path, b);
+        t->missing_bytes += t->byte_id[b] < 0;
     }
+}
+
+/* model.unk_token: what a byte without a token becomes (fused into one per
+ * run with fuse_unk); without one, Hugging Face drops such bytes. */
+static void load_unk(Tokenizer *t, const char *path, const json_t *model, const json_t *vocab) {
+    const json_t *unk = json_object_get(model, "unk_token");
+    t->unk_id = -1;
+    if (unk == NULL || json_is_null(unk)) return;
+    const json_t *id = json_is_string(unk) ? json_object_get(vocab, json_string_value(unk)) : NULL;
+    if (!json_is_integer(id)) die("tokenizer '%s': model.unk_token is not a token of model.vocab", path);
+    t->unk_id = (int32_t)json_integer_value(id);
+    const json_t *fuse = json_object_get(model, "fuse_unk");
+    if (fuse && !json_is_boolean(fuse)) die("tokenizer '%s': model.fuse_unk is not true or false", path);
+    t->fuse_unk = json_is_true(fuse);
 }
 
 /* One merge "A B" (or ["A", "B"] in newer files) -> ids of A, B and A+B. */
@@ -281,6 +298,7 @@ Tokenizer *tokenizer_load(const char *path) {
     if (!added) added = none;
     load_vocab(t, path, member(path, model, "vocab", JSON_OBJECT, "model"), added);
     load_merges(t, path, member(path, model, "merges", JSON_ARRAY, "model"));
+    load_unk(t, path, model, json_object_get(model, "vocab"));
     load_added(t, path, added);
     t->ignore_merges = opt.ignore_merges;
     t->bos_id = -1;
@@ -340,6 +358,7 @@ void tok_encoder_free(TokEncoder *e) {
     bpe_scratch_free(&e->bpe);
     piece_cache_free(&e->cache);
     free(e->piece_ids);
+    free(e->symbols);
     free(e);
 }
 
@@ -370,6 +389,37 @@ void byte_buf_free(ByteBuf *b) {
     memset(b, 0, sizeof *b);
 }
 
+static void reserve_piece(TokEncoder *e, size_t n) {
+    if ((int64_t)n <= e->piece_cap) return;
+    e->piece_cap = (int64_t)n;
+    e->piece_ids = xrealloc(e->piece_ids, n * sizeof(uint32_t));
+    e->symbols = xrealloc(e->symbols, n * sizeof(int32_t));
+}
+
+/* A piece holding bytes without a token: as Hugging Face's BPE, such a byte
+ * becomes the unknown token (one per run with fuse_unk) or is dropped, and
+ * the merges then run over what is left. Rare, so not memoized. */
+static void encode_with_missing_bytes(TokEncoder *e, const uint8_t *s, size_t n, TokenBuf *out) {
+    const Tokenizer *t = e->t;
+    reserve_piece(e, n);
+    int64_t m = 0;
+    int prev_unk = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = t->byte_id[s[i]];
+        if (id < 0 && t->unk_id >= 0 && !(t->fuse_unk && prev_unk)) e->symbols[m++] = t->unk_id;
+        if (id >= 0) e->symbols[m++] = id;
+        prev_unk = id < 0 && t->unk_id >= 0;
+    }
+    int64_t k = bpe_merge_symbols(&e->bpe, &t->merges, e->symbols, m, e->piece_ids);
+    for (int64_t i = 0; i < k; i++) token_buf_push(out, e->piece_ids[i]);
+}
+
+static int has_missing_byte(const Tokenizer *t, const uint8_t *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (t->byte_id[s[i]] < 0) return 1;
+    return 0;
+}
+
 /* One pre-token: whole-vocabulary hit first when tokenizer.json sets
  * ignore_merges, then the memo, then BPE. */
 static void encode_piece(TokEncoder *e, const uint8_t *s, size_t n, TokenBuf *out) {
@@ -381,6 +431,10 @@ static void encode_piece(TokEncoder *e, const uint8_t *s, size_t n, TokenBuf *ou
             return;
         }
     }
+    if (t->missing_bytes && has_missing_byte(t, s, n)) {
+        encode_with_missing_bytes(e, s, n, out);
+        return;
+    }
     if (n == 1) { /* no merge applies to one byte */
         token_buf_push(out, (uint32_t)t->byte_id[s[0]]);
         return;
@@ -389,10 +443,7 @@ static void encode_piece(TokEncoder *e, const uint8_t *s, size_t n, TokenBuf *ou
     int64_t k;
     const uint32_t *ids = piece_cache_find(&e->cache, h, s, n, &k);
     if (!ids) {
-        if ((int64_t)n > e->piece_cap) {
-            e->piece_cap = (int64_t)n;
-            e->piece_ids = xrealloc(e->piece_ids, n * sizeof(uint32_t));
-        }
+        reserve_piece(e, n);
         k = bpe_merge(&e->bpe, &t->merges, t->byte_id, s, n, e->piece_ids);
         piece_cache_put(&e->cache, h, s, n, e->piece_ids, k);
         ids = e->piece_ids;

@@ -82,8 +82,8 @@ int main(void) {
     check_spelling("\\S inside a positive class becomes an alternation", "[\\Sx]", "(?:[^" WS "]|[x])");
     check_spelling("\\S inside a negated class becomes a look-ahead", "[^\\S\\r\\n]", "(?:(?![\\r\\n])[" WS "])");
     check_spelling("\\S alone in a negated class is the whitespace class", "[^\\S]", "(?:[" WS "])");
-    check_spelling("(?i:...) of literals becomes per-letter ASCII classes", "(?i:'s|'ll)",
-                   "(?:'[sS]|'[lL][lL])");
+    check_spelling("(?i:...) of literals becomes per-letter classes, with U+017F for s and U+212A for k",
+                   "(?i:'s|'ll|k9)", "(?:'[sS\\x{17F}]|'[lL][lL]|[kK\\x{212A}]9)");
     check_spelling("general categories pass, \\p{^L} is \\P{L}", "\\p{N}\\P{Lu}\\p{^L}", "\\p{N}\\P{Lu}\\P{L}");
     check_spelling("{,n} is {0,n}; {n}, {n,}, {n,m} kept", "a{,3}b{2}c{2,}d{1,3}", "a{0,3}b{2}c{2,}d{1,3}");
     check_spelling(". excludes only newline", "a.b", "a[^\\n]b");
@@ -104,6 +104,8 @@ int main(void) {
     check_refused("named groups refused", "(?<x>a)", "group '(?<x' is not supported");
     check_refused("(?i:...) with a class refused", "(?i:[a-z]s)", "at byte 4: '(?i:...)' holds '['");
     check_refused("(?i:...) with non-ASCII refused", "(?i:é)", "non-ASCII");
+    check_refused("(?i:ss) refused: U+00DF folds into it", "(?i:'re|'SS)", "at byte 9: '(?i:...)' holds 'SS'");
+    check_refused("(?i:fi) refused: U+FB01 folds into it", "(?i:xfi)", "holds 'fi'");
     check_refused("nested class refused", "[a[b]]", "at byte 2: '[' inside a class");
     check_refused("POSIX bracket refused", "[[:alpha:]]", "'[' inside a class");
     check_refused("class intersection refused", "[a-z&&[^c]]", "'&&'");
@@ -118,11 +120,12 @@ int main(void) {
      * gives for these strings (pre_tokenizer.pre_tokenize_str). */
     check_split("Llama 3: digits in threes, contractions fold ASCII, space before letters", llama3,
                 "I'LL pay 12345 now's", "I|'LL| pay| |123|45| now|'s");
-    check_split("Llama 3: U+017F is no s for the contraction", llama3, "x'\xc5\xbf", "x|'\xc5\xbf");
+    check_split("Llama 3: U+017F folds to s and U+212A to k, as in Oniguruma", llama3, "x'\xc5\xbft '\xe2\x84\xaa" "x",
+                "x|'\xc5\xbf|t| '|\xe2\x84\xaa" "x");
     check_split("Llama 3: trailing spaces before a word stay apart", llama3, "a   b\n\n c", "a|  | b|\n\n| c");
     check_split("GPT-2: digits in one run, no case folding", gpt2, "I'LL 12345 's", "I|'|LL| 12345| '|s");
-    check_split("GPT-2: U+0085 is not whitespace, U+FEFF is", gpt2, "a\xc2\x85 \xef\xbb\xbf b",
-                "a|\xc2\x85| \xef\xbb\xbf| b");
+    check_split("GPT-2: U+0085 is whitespace, U+FEFF is not", gpt2, "a \xc2\x85\xc2\x85" "b \xef\xbb\xbf b",
+                "a| \xc2\x85|\xc2\x85|" "b| \xef\xbb\xbf| b");
     check_split("Qwen2: each digit alone", qwen2, "x 2024!\r\n", "x| |2|0|2|4|!\r\n");
     return tl_finish();
 }
