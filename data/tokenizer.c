@@ -335,6 +335,7 @@ void tokenizer_free(Tokenizer *t) {
 int32_t tokenizer_vocab_size(const Tokenizer *t) { return t->n_ids; }
 const char *tokenizer_sha256(const Tokenizer *t) { return t->sha256; }
 int32_t tokenizer_bos_id(const Tokenizer *t) { return t->bos_id; }
+int tokenizer_split_stages(const Tokenizer *t) { return pretokenizer_stages(t->pre); }
 const char *tokenizer_special_names(const Tokenizer *t) { return t->llama31_names ? "llama-3.1" : "added_tokens"; }
 
 int32_t tokenizer_special_id(const Tokenizer *t, const char *name, size_t len) {

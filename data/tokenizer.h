@@ -44,6 +44,9 @@ const char *tokenizer_special_names(const Tokenizer *t);
 /* The token that Hugging Face's encode(text, add_special_tokens=True)
  * prepends (post_processor's TemplateProcessing), or -1 when it adds none. */
 int32_t tokenizer_bos_id(const Tokenizer *t);
+/* Regex passes of the pre-tokenizer (Llama 3: 1; SmolLM2: 2, digits then
+ * GPT-2's pattern). */
+int tokenizer_split_stages(const Tokenizer *t);
 
 TokEncoder *tok_encoder_new(const Tokenizer *t);
 void tok_encoder_free(TokEncoder *e);

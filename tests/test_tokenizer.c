@@ -54,6 +54,11 @@ static void check_special_names(const Tokenizer *t) {
     }
     ok &= tokenizer_special_id(t, "<|reserved_special_token_248|>", 30) == -1;
     tl_result(ok, "Llama 3.1 special token names and vocabulary size 128256", "mismatch");
+    tl_result(tokenizer_bos_id(t) == 128000 && strcmp(tokenizer_special_names(t), "llama-3.1") == 0,
+              "Llama 3.1: BOS 128000 from its TemplateProcessing, 3.1 names", "bos %d", tokenizer_bos_id(t));
+    /* its Split then ByteLevel without regex: one regex pass, the speed of the single pattern */
+    tl_result(tokenizer_split_stages(t) == 1, "Llama 3.1 pre-tokenizes in a single regex pass", "%d passes",
+              tokenizer_split_stages(t));
     uint32_t bad[] = {9906, 128256};
     ByteBuf out = {0};
     tl_result(tok_decode(t, bad, 2, &out) == 1, "decode reports the first out-of-vocabulary id", "");
@@ -257,6 +262,10 @@ static void check_small_tokenizers(void) {
     /* Digits first: " ", "1", "2", "ab" are pieces, so neither "12" nor " 1" can form */
     check_ids("Digits(individual) + ByteLevel: each digit its own piece", path, " 12ab", 0,
               (uint32_t[]){' ', '1', '2', 258}, 4);
+    Tokenizer *two = tokenizer_load(path);
+    tl_result(tokenizer_split_stages(two) == 2, "Digits + ByteLevel(use_regex): two regex passes", "%d",
+              tokenizer_split_stages(two));
+    tokenizer_free(two);
     check_ids("digits of other scripts are pieces too (\\p{N})", path, "a\xd9\xa3" "b", 0,
               (uint32_t[]){'a', 0xd9, 0xa3, 'b'}, 4);
     check_ids("ignore_merges false: a vocabulary entry no merge builds stays bytes", path, "qq", 0,
