@@ -3,7 +3,8 @@
 # documents of ../shared/corpus (each cut to its first $KVCPT_ORACLE_DOC_CHARS
 # characters, 16000 by default, to keep the suite quick) and on
 # tests/data/tokenizer_cases.jsonl (digits of many scripts, whitespace
-# fringes, contractions, special tokens spelled out in the text):
+# fringes, contractions, special tokens spelled out in the text) and 3000
+# seeded random strings of such fringes (tests/tokenizer_fuzz.py):
 #   Hugging Face `tokenizers` on the same tokenizer.json:
 #   encode(text, add_special_tokens=True), so with the BOS the tokenizer's
 #   post-processor adds (kvcpt tokenize --bos for Llama 3.1, nothing for
@@ -56,6 +57,8 @@ compare() {
 }
 
 cases=tests/data/tokenizer_cases.jsonl
+fuzz=$tmp/fuzz.jsonl
+"$PY" tests/tokenizer_fuzz.py 3000 1 >"$fuzz" || echo "FAIL - tokenizer_fuzz.py did not run"
 shopt -s nullglob
 files=("$corpus_dir"/*.jsonl.zst)
 corpus=""
@@ -77,6 +80,9 @@ grep -Ev 'reserved_special_token_|finetune_right_pad_id|eom_id|python_tag' "$cas
 compare "Llama 3.1 ids == HF tokenizers, adversarial cases named alike in 3.0 and 3.1, --allow-special" hf "$llama" \
     "$tmp/same_names.jsonl" "--add-special --allow-special --roundtrip" --bos --allow-special
 compare "Llama 3.1 ids == tiktoken (Meta's ranks), adversarial cases" tiktoken "$llama" "$cases" "--roundtrip"
+compare "Llama 3.1 ids == HF tokenizers, random fringe strings, --allow-special" hf "$llama" "$fuzz" \
+    "--add-special --allow-special --roundtrip" --bos --allow-special
+compare "Llama 3.1 ids == tiktoken (Meta's ranks), random fringe strings" tiktoken "$llama" "$fuzz" "--roundtrip"
 if [ -n "$corpus" ]; then
     compare "Llama 3.1 ids == HF tokenizers, corpus" hf "$llama" "$corpus" "--add-special --roundtrip" --bos
     compare "Llama 3.1 ids == HF tokenizers, corpus, --allow-special" hf "$llama" "$corpus" \
@@ -99,6 +105,7 @@ fi
 compare "SmolLM2 ids == HF tokenizers, adversarial cases" hf "$smollm2" "$cases" "--add-special"
 compare "SmolLM2 ids == HF tokenizers, adversarial cases, --allow-special" hf "$smollm2" "$cases" \
     "--add-special --allow-special" --allow-special
+compare "SmolLM2 ids == HF tokenizers, random fringe strings" hf "$smollm2" "$fuzz" "--add-special"
 if [ -n "$corpus" ]; then
     compare "SmolLM2 ids == HF tokenizers, corpus" hf "$smollm2" "$corpus" "--add-special"
     compare "SmolLM2 ids == HF tokenizers, corpus, --allow-special" hf "$smollm2" "$corpus" \
@@ -112,4 +119,6 @@ for style in gpt2 qwen2; do
     compare "$style-style ids == HF tokenizers, adversarial cases" hf "$tmp/styles/$style.json" "$cases" "--add-special"
     compare "$style-style ids == HF tokenizers, adversarial cases, --allow-special" hf "$tmp/styles/$style.json" "$cases" \
         "--add-special --allow-special" --allow-special
+    compare "$style-style ids == HF tokenizers, random fringe strings, --allow-special" hf "$tmp/styles/$style.json" \
+        "$fuzz" "--add-special --allow-special" --allow-special
 done
