@@ -89,7 +89,8 @@ static int roundtrip(const Tokenizer *t, TokEncoder *e, const char *text, size_t
     TokenBuf ids = {0};
     ByteBuf out = {0};
     tok_encode(e, text, len, allow_special, &ids);
-    int ok = tok_decode(t, ids.ids, ids.n, &out) == -1 && out.n == (int64_t)len && memcmp(out.data, text, len) == 0;
+    int ok = tok_decode(t, ids.ids, ids.n, &out) == -1 && out.n == (int64_t)len &&
+             (len == 0 || memcmp(out.data, text, len) == 0); /* memcmp must not see NULL, even for 0 bytes */
     token_buf_free(&ids);
     byte_buf_free(&out);
     return ok;
