@@ -269,8 +269,9 @@ static void load_added(Tokenizer *t, const char *path, const json_t *added) {
     }
     d->blob = xmalloc((size_t)d->offset[t->n_ids] + 1);
     for (int32_t k = 0; k < t->n_ids; k++) {
-        const void *src = added_of[k] >= 0 ? (const void *)content[added_of[k]] : (const void *)(t->vocab.blob + t->vocab.offset[k < t->n_model ? k : 0]);
-        memcpy(d->blob + d->offset[k], src, (size_t)(d->offset[k + 1] - d->offset[k]));
+        size_t l = (size_t)(d->offset[k + 1] - d->offset[k]);
+        if (added_of[k] >= 0) memcpy(d->blob + d->offset[k], content[added_of[k]], l);
+        else if (l > 0) memcpy(d->blob + d->offset[k], t->vocab.blob + t->vocab.offset[k], l); /* k < n_model */
     }
     free(added_of);
     for (size_t i = 0; i < n; i++) free(content[i]);
