@@ -51,17 +51,15 @@ static void consider(BpeScratch *w, const PairMap *merges, int32_t left) {
     heap_push(w, (BpeCandidate){((uint64_t)(uint32_t)m->rank << 32) | (uint32_t)left, left, w->tok[left], w->tok[right], m->merged});
 }
 
-int64_t bpe_merge(BpeScratch *w, const PairMap *merges, const int32_t byte_id[256], const uint8_t *s, size_t n,
-                  uint32_t *out) {
-    KV_CHECK(n < (size_t)INT32_MAX, "pre-token of %zu bytes is too long for the BPE", n);
-    reserve(w, (int64_t)n);
-    for (int32_t i = 0; i < (int32_t)n; i++) {
-        w->tok[i] = byte_id[s[i]];
+/* Merges the n symbols already in w->tok. */
+static int64_t merge_all(BpeScratch *w, const PairMap *merges, int32_t n, uint32_t *out) {
+    if (n == 0) return 0;
+    for (int32_t i = 0; i < n; i++) {
         w->prev[i] = i - 1;
-        w->next[i] = i + 1 < (int32_t)n ? i + 1 : -1;
+        w->next[i] = i + 1 < n ? i + 1 : -1;
     }
     w->heap_n = 0;
-    for (int32_t i = 0; i + 1 < (int32_t)n; i++) consider(w, merges, i);
+    for (int32_t i = 0; i + 1 < n; i++) consider(w, merges, i);
     while (w->heap_n > 0) {
         BpeCandidate c = heap_pop(w);
         int32_t right = w->next[c.left];
@@ -78,6 +76,21 @@ int64_t bpe_merge(BpeScratch *w, const PairMap *merges, const int32_t byte_id[25
     int64_t k = 0;
     for (int32_t i = 0; i >= 0; i = w->next[i]) out[k++] = (uint32_t)w->tok[i];
     return k;
+}
+
+int64_t bpe_merge(BpeScratch *w, const PairMap *merges, const int32_t byte_id[256], const uint8_t *s, size_t n,
+                  uint32_t *out) {
+    KV_CHECK(n < (size_t)INT32_MAX, "pre-token of %zu bytes is too long for the BPE", n);
+    reserve(w, (int64_t)n);
+    for (int32_t i = 0; i < (int32_t)n; i++) w->tok[i] = byte_id[s[i]];
+    return merge_all(w, merges, (int32_t)n, out);
+}
+
+int64_t bpe_merge_symbols(BpeScratch *w, const PairMap *merges, const int32_t *sym, int64_t n, uint32_t *out) {
+    KV_CHECK(n < INT32_MAX, "pre-token of %lld symbols is too long for the BPE", (long long)n);
+    reserve(w, n);
+    for (int64_t i = 0; i < n; i++) w->tok[i] = sym[i];
+    return merge_all(w, merges, (int32_t)n, out);
 }
 
 void bpe_scratch_free(BpeScratch *w) {

@@ -22,9 +22,13 @@ typedef struct {
     int64_t heap_n, heap_cap;
 } BpeScratch;
 
-/* Writes the ids for bytes s[0..n) into out (capacity n); returns how many. */
+/* Writes the ids for bytes s[0..n) into out (capacity n); returns how many.
+ * Every byte_id[s[i]] must be a token. */
 int64_t bpe_merge(BpeScratch *w, const PairMap *merges, const int32_t byte_id[256], const uint8_t *s, size_t n,
                   uint32_t *out);
+/* The same from n starting token ids (a piece with bytes that have no token
+ * of their own, dropped or turned into the unknown token first). */
+int64_t bpe_merge_symbols(BpeScratch *w, const PairMap *merges, const int32_t *sym, int64_t n, uint32_t *out);
 void bpe_scratch_free(BpeScratch *w);
 
 #endif

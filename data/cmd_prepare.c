@@ -20,7 +20,7 @@ int cmd_prepare(int argc, char **argv) {
     const Option opts[] = {
         {"input", OPT_STRINGS, &inputs, "FILE_OR_DIR", "JSON Lines {\"text\": ...} (.jsonl/.json), or .txt; .zst streamed; repeatable"},
         {"out", OPT_STRING, &out, "DIR", "output: DIR/{train,dev,test}/shard_*.bin and DIR/manifest.json"},
-        {"min-tokens", OPT_INT, &min_tokens, "N", "drop documents shorter than N tokens, BOS included (use L+S+1)"},
+        {"min-tokens", OPT_INT, &min_tokens, "N", "drop documents shorter than N tokens (with the BOS, when the tokenizer adds one; use L+S+1)"},
         {"tokenizer", OPT_STRING, &tokenizer, "PATH", "tokenizer.json; absent: the one `make setup` installs"},
         {"threads", OPT_INT, &threads, "N", "tokenizer threads; 0: all cores"},
         {"shard-tokens", OPT_INT, &shard_tokens, "N", "start a new shard beyond N tokens (2^28 = 1 GiB)"},

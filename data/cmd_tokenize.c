@@ -14,6 +14,7 @@
 typedef struct {
     const char *tokenizer;
     int decode, json, jsonl, allow_special, bos;
+    int32_t bos_id; /* the tokenizer's, when --bos */
 } TokenizeArgs;
 
 static char *read_stdin(size_t *len) {
@@ -39,7 +40,7 @@ static void encode_text(TokEncoder *enc, const char *text, size_t len, const Tok
     int64_t bad = utf8_first_invalid((const uint8_t *)text, len);
     if (bad >= 0) die("%s: invalid UTF-8 at byte offset %lld", where, (long long)bad);
     ids->n = 0;
-    if (a->bos) token_buf_push(ids, LLAMA3_BOS_ID);
+    if (a->bos) token_buf_push(ids, (uint32_t)a->bos_id);
     tok_encode(enc, text, len, a->allow_special, ids);
 }
 
@@ -109,13 +110,16 @@ int cmd_tokenize(int argc, char **argv) {
         {"json", OPT_FLAG, &a.json, NULL, "JSON output: {\"ids\": [...], \"count\": N} or {\"text\": ...}"},
         {"jsonl", OPT_FLAG, &a.jsonl, NULL, "input is JSON Lines {\"text\": ...}; one line of ids per document"},
         {"allow-special", OPT_FLAG, &a.allow_special, NULL, "spelled-out special tokens (<|eot_id|>) become their ids"},
-        {"bos", OPT_FLAG, &a.bos, NULL, "prepend <|begin_of_text|> (128000)"},
+        {"bos", OPT_FLAG, &a.bos, NULL, "prepend the tokenizer's BOS (Llama 3: <|begin_of_text|>); refused when it has none"},
         {0},
     };
-    if (options_parse("tokenize", "Llama 3.1 tokenizer: UTF-8 text on stdin -> token ids on stdout.", opts, argc, argv))
+    if (options_parse("tokenize", "Byte-level BPE tokenizer (tokenizer.json): UTF-8 text on stdin -> token ids on stdout.", opts, argc, argv))
         return 0;
     char *path = a.tokenizer ? xstrdup(a.tokenizer) : tokenizer_default_path();
     Tokenizer *t = tokenizer_load(path);
+    a.bos_id = tokenizer_bos_id(t);
+    if (a.bos && !a.decode && a.bos_id < 0)
+        die("tokenize --bos: tokenizer '%s' adds no BOS (its post_processor prepends no special token)", path);
     size_t len;
     char *input = read_stdin(&len);
     if (a.decode) {

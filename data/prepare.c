@@ -99,7 +99,8 @@ static void open_shard(Prepare *p, SplitOut *s) {
     char path[4200];
     path_fmt(path, sizeof path, "%s/shard_%06d.bin.tmp", s->dir, s->n_shards);
     track_pending(path);
-    shard_writer_open(&s->w, path, (uint32_t)tokenizer_vocab_size(p->tok), SHARD_FLAG_BOS, tokenizer_sha256(p->tok));
+    shard_writer_open(&s->w, path, (uint32_t)tokenizer_vocab_size(p->tok), tokenizer_bos_id(p->tok) >= 0 ? SHARD_FLAG_BOS : 0,
+                      tokenizer_sha256(p->tok));
     s->open = 1;
 }
 
@@ -135,7 +136,8 @@ static void tokenize_batch(Prepare *p, Doc *docs, int n) {
     for (int i = 0; i < n; i++) {
         Doc *d = order[i];
         d->ids.n = 0;
-        token_buf_push(&d->ids, LLAMA3_BOS_ID);
+        /* the BOS that Hugging Face's encode(text) adds, if the tokenizer has one */
+        if (tokenizer_bos_id(p->tok) >= 0) token_buf_push(&d->ids, (uint32_t)tokenizer_bos_id(p->tok));
         tok_encode(p->enc[omp_get_thread_num()], d->text, d->len, p->o->allow_special, &d->ids);
         d->split = split_of_text(d->text, d->len, p->o->split_seed);
     }
@@ -204,11 +206,12 @@ static void write_manifest(Prepare *p, json_t *inputs) {
         json_object_set_new(splits, split_names[s],
                             json_pack("{s:I, s:I, s:O}", "documents", (json_int_t)p->split[s].docs, "tokens",
                                       (json_int_t)p->split[s].tokens, "shards", p->split[s].shards));
+    int32_t bos = tokenizer_bos_id(p->tok);
     json_t *m = json_pack(
-        "{s:s, s:i, s:{s:s, s:s, s:i, s:i, s:s}, s:b, s:b, s:I, s:I, s:s, s:I, s:I, s:o, s:o}", "format", MANIFEST_FORMAT,
+        "{s:s, s:i, s:{s:s, s:s, s:i, s:o, s:s}, s:b, s:b, s:I, s:I, s:s, s:I, s:I, s:o, s:o}", "format", MANIFEST_FORMAT,
         "version", MANIFEST_VERSION, "tokenizer", "path", o->tokenizer_path, "sha256", tokenizer_sha256(p->tok),
-        "vocab_size", tokenizer_vocab_size(p->tok), "bos_id", LLAMA3_BOS_ID, "special_token_names", "llama-3.1",
-        "bos_prepended", 1, "allow_special", o->allow_special, "min_tokens", (json_int_t)o->min_tokens, "split_seed",
+        "vocab_size", tokenizer_vocab_size(p->tok), "bos_id", bos >= 0 ? json_integer(bos) : json_null(),
+        "special_token_names", tokenizer_special_names(p->tok), "bos_prepended", bos >= 0, "allow_special", o->allow_special, "min_tokens", (json_int_t)o->min_tokens, "split_seed",
         (json_int_t)o->split_seed, "split_rule", "hash_u64(fnv1a64(text) ^ split_seed) % 10: 0-7 train, 8 dev, 9 test",
         "documents_read", (json_int_t)p->docs_read, "documents_dropped_short", (json_int_t)p->docs_dropped, "inputs",
         inputs, "splits", splits);

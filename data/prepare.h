@@ -2,7 +2,8 @@
 #define KVCPT_PREPARE_H
 /* Text -> token shards: read documents (doc_reader), tokenize them in
  * parallel (OpenMP, one TokEncoder per thread, batch order preserved so the
- * output does not depend on the thread count), prepend BOS, drop documents
+ * output does not depend on the thread count), prepend the tokenizer's BOS
+ * when it has one (tokenizer_bos_id), drop documents
  * shorter than min_tokens, split 80/10/10 (splits.h) and write
  * OUT/{train,dev,test}/shard_NNNNNN.bin (shard.h) plus OUT/manifest.json.
  * Everything is written under temporary names and renamed at the end,
@@ -14,7 +15,7 @@ typedef struct {
     int n_inputs;
     const char *out_dir;
     const char *tokenizer_path;
-    int64_t min_tokens;     /* counting the BOS */
+    int64_t min_tokens;     /* counting the BOS, if one is prepended */
     int64_t shard_tokens;   /* start a new shard beyond this many tokens */
     int threads;            /* 0: all cores */
     int allow_special;

@@ -20,7 +20,7 @@
 #define SHARD_MAGIC "KVTOKSHD"
 #define SHARD_VERSION 1u
 #define SHARD_HEADER_BYTES 64u
-#define SHARD_FLAG_BOS 1u /* every document starts with <|begin_of_text|> */
+#define SHARD_FLAG_BOS 1u /* every document starts with the tokenizer's BOS (manifest: tokenizer.bos_id) */
 
 typedef struct {
     char magic[8];

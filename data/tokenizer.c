@@ -7,25 +7,27 @@
 
 #include "../common/json_file.h"
 #include "../common/util.h"
+#include "added_tokens.h"
 #include "bpe_merge.h"
 #include "bpe_tables.h"
 #include "byte_level.h"
 #include "piece_cache.h"
 #include "pretokenize.h"
 #include "sha256.h"
-
-/* The split pattern we implement (pretokenize.c); a tokenizer.json with any
- * other pattern is refused rather than silently mis-tokenized. */
-static const char llama3_split_pattern[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-    "\\s+(?!\\S)|\\s+";
+#include "special_tokens.h"
+#include "tokenizer_options.h"
 
 struct Tokenizer {
-    VocabMap vocab;    /* ordinary tokens, ids 0..n_base-1 */
-    VocabMap specials; /* Llama 3.1 names, ids n_base.. (stored 0-based) */
+    VocabMap vocab;   /* model.vocab as raw bytes, ids 0..n_model-1 (entries outside the byte-level alphabet: empty) */
+    VocabMap decoded; /* bytes of every id 0..n_ids-1 (added tokens: their names; holes: empty) */
     PairMap merges;
-    int32_t byte_id[256];
-    int32_t n_base;
+    AddedSet added_raw;  /* added tokens with normalized = false: matched first, on the text itself */
+    AddedSet added_norm; /* normalized = true: matched next, in what is left (no normalizer: the same text) */
+    int32_t byte_id[256]; /* -1: the byte has no token (SmolLM2 lacks a few control bytes) */
+    int32_t n_model, n_ids, bos_id;
+    int32_t unk_id;       /* model.unk_token's id, or -1: bytes without a token are then dropped */
+    int fuse_unk, missing_bytes;
+    int ignore_merges, llama31_names;
     Pretokenizer *pre;
     char sha256[65];
 };
@@ -36,7 +38,9 @@ struct TokEncoder {
     BpeScratch bpe;
     PieceCache cache;
     uint32_t *piece_ids;
+    int32_t *symbols;
     int64_t piece_cap;
+    TokenBuf *out; /* where the pre-tokenizer's pieces go */
 };
 
 char *tokenizer_default_path(void) {
@@ -67,23 +71,24 @@ static const json_t *member(const char *path, const json_t *obj, const char *key
     return v;
 }
 
-static void check_pre_tokenizer(const char *path, const json_t *root) {
-    const json_t *pre = json_object_get(root, "pre_tokenizer");
-    const json_t *seq = pre ? json_object_get(pre, "pretokenizers") : NULL;
-    const json_t *split = seq ? json_array_get(seq, 0) : NULL;
-    const json_t *pat = split ? json_object_get(json_object_get(split, "pattern"), "Regex") : NULL;
-    if (!json_is_string(pat) || strcmp(json_string_value(pat), llama3_split_pattern) != 0)
-        die("tokenizer '%s': pre_tokenizer.pretokenizers[0].pattern.Regex is not the Llama 3 split pattern this "
-            "implementation supports", path);
+/* Is `key` the content of one of added_tokens? (A vocabulary entry outside
+ * the byte-level alphabet is only acceptable as an added token's: the BPE
+ * can never produce it, matching in the text does.) */
+static int is_added_content(const json_t *added, const char *key) {
+    for (size_t i = 0; i < json_array_size(added); i++) {
+        const json_t *c = json_object_get(json_array_get(added, i), "content");
+        if (json_is_string(c) && strcmp(json_string_value(c), key) == 0) return 1;
+    }
+    return 0;
 }
 
-static void load_vocab(Tokenizer *t, const char *path, const json_t *vocab) {
+static void load_vocab(Tokenizer *t, const char *path, const json_t *vocab, const json_t *added) {
     size_t n = json_object_size(vocab);
-    KV_CHECK(n > 256 && n < (size_t)LLAMA3_FIRST_SPECIAL_ID + 1, "tokenizer '%s': model.vocab has %zu entries, expected %d",
-             path, n, LLAMA3_FIRST_SPECIAL_ID);
-    t->n_base = (int32_t)n;
+    KV_CHECK(n >= 256 && n < (size_t)INT32_MAX / 2, "tokenizer '%s': model.vocab has %zu entries, expected 256 to 2^30",
+             path, n);
+    t->n_model = (int32_t)n;
     VocabMap *v = &t->vocab;
-    v->n_ids = t->n_base;
+    v->n_ids = t->n_model;
     int64_t *len = xcalloc(n, sizeof(int64_t));
     uint8_t **bytes = xcalloc(n, sizeof(uint8_t *));
     const char *key;
@@ -95,12 +100,16 @@ static void load_vocab(Tokenizer *t, const char *path, const json_t *vocab) {
         size_t klen = strlen(key);
         bytes[id] = xmalloc(klen + 1);
         len[id] = byte_level_to_bytes(key, klen, bytes[id]);
-        if (len[id] <= 0) die("tokenizer '%s': model.vocab[\"%s\"] is not in the byte-level alphabet", path, key);
+        if (len[id] <= 0) {
+            if (!is_added_content(added, key))
+                die("tokenizer '%s': model.vocab[\"%s\"] is not in the byte-level alphabet", path, key);
+            len[id] = 0; /* not indexed; decodes as its added token */
+        }
     }
     v->offset = xmalloc((n + 1) * sizeof(int64_t));
     v->offset[0] = 0;
     for (size_t i = 0; i < n; i++) v->offset[i + 1] = v->offset[i] + len[i];
-    v->blob = xmalloc((size_t)v->offset[n]);
+    v->blob = xmalloc((size_t)v->offset[n] + 1);
     for (size_t i = 0; i < n; i++) {
         memcpy(v->blob + v->offset[i], bytes[i], (size_t)len[i]);
         free(bytes[i]);
@@ -111,8 +120,22 @@ static void load_vocab(Tokenizer *t, const char *path, const json_t *vocab) {
     for (int b = 0; b < 256; b++) {
         uint8_t byte = (uint8_t)b;
         t->byte_id[b] = vocab_map_find(v, &byte, 1);
-        if (t->byte_id[b] < 0) die("tokenizer '%s': model.vocab has no token for byte 0x%02x", path, b);
+        t->missing_bytes += t->byte_id[b] < 0;
     }
+}
+
+/* model.unk_token: what a byte without a token becomes (fused into one per
+ * run with fuse_unk); without one, Hugging Face drops such bytes. */
+static void load_unk(Tokenizer *t, const char *path, const json_t *model, const json_t *vocab) {
+    const json_t *unk = json_object_get(model, "unk_token");
+    t->unk_id = -1;
+    if (unk == NULL || json_is_null(unk)) return;
+    const json_t *id = json_is_string(unk) ? json_object_get(vocab, json_string_value(unk)) : NULL;
+    if (!json_is_integer(id)) die("tokenizer '%s': model.unk_token is not a token of model.vocab", path);
+    t->unk_id = (int32_t)json_integer_value(id);
+    const json_t *fuse = json_object_get(model, "fuse_unk");
+    if (fuse && !json_is_boolean(fuse)) die("tokenizer '%s': model.fuse_unk is not true or false", path);
+    t->fuse_unk = json_is_true(fuse);
 }
 
 /* One merge "A B" (or ["A", "B"] in newer files) -> ids of A, B and A+B. */
@@ -152,31 +175,111 @@ static void load_merges(Tokenizer *t, const char *path, const json_t *merges) {
     for (size_t i = 0; i < n; i++) parse_merge(t, path, json_array_get(merges, i), i);
 }
 
-/* added_tokens must be exactly the 256 special ids after the base vocabulary;
- * their names come from the Llama 3.1 table, not from the file. */
-static void load_specials(Tokenizer *t, const char *path, const json_t *added) {
-    KV_CHECK(t->n_base == LLAMA3_FIRST_SPECIAL_ID, "tokenizer '%s': base vocabulary has %d tokens, Llama 3 has %d", path,
-             t->n_base, LLAMA3_FIRST_SPECIAL_ID);
+/* Llama 3's file: 128000 model tokens and 256 added ones right after. Its
+ * added tokens carry Llama 3.0's names; 3.1's are used (special_tokens.h). */
+static int is_llama3_layout(const Tokenizer *t, const json_t *added) {
+    if (t->n_model != LLAMA3_FIRST_SPECIAL_ID || json_array_size(added) != LLAMA3_NUM_SPECIAL) return 0;
+    for (size_t i = 0; i < LLAMA3_NUM_SPECIAL; i++) {
+        const json_t *id = json_object_get(json_array_get(added, i), "id");
+        if (!json_is_integer(id) || json_integer_value(id) != LLAMA3_FIRST_SPECIAL_ID + (json_int_t)i) return 0;
+    }
+    return 1;
+}
+
+/* Refuses the added-token options that change matching and are not
+ * implemented (stripping whitespace around, whole words only). */
+static void check_added_flags(const char *path, const json_t *a, size_t i) {
+    static const char *const must_be_false[] = {"single_word", "lstrip", "rstrip"};
+    for (size_t k = 0; k < sizeof must_be_false / sizeof must_be_false[0]; k++) {
+        const json_t *v = json_object_get(a, must_be_false[k]);
+        if (v && !json_is_false(v))
+            die("tokenizer '%s': added_tokens[%zu].%s is not false; only false is supported", path, i, must_be_false[k]);
+    }
+}
+
+/* added_tokens at any ids, inside model.vocab (SmolLM2's specials at 0..16)
+ * or after it (Llama 3's 256). */
+static void load_added(Tokenizer *t, const char *path, const json_t *added) {
     size_t n = json_array_size(added);
-    KV_CHECK(n == LLAMA3_NUM_SPECIAL, "tokenizer '%s': added_tokens has %zu entries, expected %d", path, n,
-             LLAMA3_NUM_SPECIAL);
+    t->llama31_names = is_llama3_layout(t, added);
+    char **content = xcalloc(n + 1, sizeof(char *));
+    size_t *len = xcalloc(n + 1, sizeof(size_t));
+    int32_t *id = xcalloc(n + 1, sizeof(int32_t));
+    uint8_t *special = xcalloc(n + 1, 1), *normalized = xcalloc(n + 1, 1);
+    t->n_ids = t->n_model;
     for (size_t i = 0; i < n; i++) {
-        const json_t *a = json_array_get(added, i), *id = json_object_get(a, "id");
-        if (!json_is_integer(id) || json_integer_value(id) != LLAMA3_FIRST_SPECIAL_ID + (json_int_t)i ||
-            !json_is_true(json_object_get(a, "special")))
-            die("tokenizer '%s': added_tokens[%zu] should be special token id %d", path, i, LLAMA3_FIRST_SPECIAL_ID + (int)i);
+        const json_t *a = json_array_get(added, i), *jid = json_object_get(a, "id"), *c = json_object_get(a, "content");
+        if (!json_is_integer(jid) || json_integer_value(jid) < 0 || json_integer_value(jid) >= INT32_MAX / 2)
+            die("tokenizer '%s': added_tokens[%zu].id is not a token id", path, i);
+        if (!json_is_string(c) || json_string_length(c) == 0)
+            die("tokenizer '%s': added_tokens[%zu].content is not a non-empty string", path, i);
+        check_added_flags(path, a, i);
+        id[i] = (int32_t)json_integer_value(jid);
+        special[i] = json_is_true(json_object_get(a, "special"));
+        /* Hugging Face's default: special tokens match the raw text, others
+         * the normalized one */
+        const json_t *norm = json_object_get(a, "normalized");
+        normalized[i] = norm ? json_is_true(norm) : !special[i];
+        char name[64];
+        if (t->llama31_names) {
+            int k = llama31_special_name(id[i], name, sizeof name);
+            KV_CHECK(k > 0, "special token name table is broken at %d", id[i]);
+            content[i] = xstrdup(name);
+        } else {
+            content[i] = xstrdup(json_string_value(c));
+        }
+        len[i] = strlen(content[i]);
+        for (size_t j = 0; j < i; j++)
+            if (id[j] == id[i] || strcmp(content[j], content[i]) == 0)
+                die("tokenizer '%s': added_tokens[%zu] repeats the id or content of added_tokens[%zu]", path, i, j);
+        if (id[i] >= t->n_ids) t->n_ids = id[i] + 1;
     }
-    VocabMap *s = &t->specials;
-    s->n_ids = LLAMA3_NUM_SPECIAL;
-    s->offset = xmalloc((LLAMA3_NUM_SPECIAL + 1) * sizeof(int64_t));
-    s->blob = xmalloc(LLAMA3_NUM_SPECIAL * 64);
-    s->offset[0] = 0;
-    for (int i = 0; i < LLAMA3_NUM_SPECIAL; i++) {
-        int len = llama31_special_name(LLAMA3_FIRST_SPECIAL_ID + i, (char *)s->blob + s->offset[i], 64);
-        KV_CHECK(len > 0, "special token name table is broken at %d", i);
-        s->offset[i + 1] = s->offset[i] + len;
+    /* split by normalized: two sets, each matched as Hugging Face does */
+    for (int pass = 0; pass < 2; pass++) {
+        const char **pc = xcalloc(n + 1, sizeof(char *));
+        size_t *pl = xcalloc(n + 1, sizeof(size_t));
+        int32_t *pid = xcalloc(n + 1, sizeof(int32_t));
+        uint8_t *ps = xcalloc(n + 1, 1);
+        int m = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (normalized[i] != pass) continue;
+            pc[m] = content[i];
+            pl[m] = len[i];
+            pid[m] = id[i];
+            ps[m++] = special[i];
+        }
+        added_set_build(pass ? &t->added_norm : &t->added_raw, pc, pl, pid, ps, m);
+        free(pc);
+        free(pl);
+        free(pid);
+        free(ps);
     }
-    vocab_map_index(s);
+    /* decoding table: model tokens' bytes, overridden by added tokens' names */
+    VocabMap *d = &t->decoded;
+    d->n_ids = t->n_ids;
+    int32_t *added_of = xmalloc(sizeof(int32_t) * (size_t)t->n_ids);
+    for (int32_t k = 0; k < t->n_ids; k++) added_of[k] = -1;
+    for (size_t i = 0; i < n; i++) added_of[id[i]] = (int32_t)i;
+    d->offset = xmalloc(sizeof(int64_t) * ((size_t)t->n_ids + 1));
+    d->offset[0] = 0;
+    for (int32_t k = 0; k < t->n_ids; k++) {
+        int64_t l = added_of[k] >= 0 ? (int64_t)len[added_of[k]]
+                    : k < t->n_model ? t->vocab.offset[k + 1] - t->vocab.offset[k] : 0;
+        d->offset[k + 1] = d->offset[k] + l;
+    }
+    d->blob = xmalloc((size_t)d->offset[t->n_ids] + 1);
+    for (int32_t k = 0; k < t->n_ids; k++) {
+        size_t l = (size_t)(d->offset[k + 1] - d->offset[k]);
+        if (added_of[k] >= 0) memcpy(d->blob + d->offset[k], content[added_of[k]], l);
+        else if (l > 0) memcpy(d->blob + d->offset[k], t->vocab.blob + t->vocab.offset[k], l); /* k < n_model */
+    }
+    free(added_of);
+    for (size_t i = 0; i < n; i++) free(content[i]);
+    free(content);
+    free(len);
+    free(id);
+    free(special);
+    free(normalized);
 }
 
 Tokenizer *tokenizer_load(const char *path) {
@@ -186,16 +289,35 @@ Tokenizer *tokenizer_load(const char *path) {
     json_error_t err;
     json_t *root = json_load_regular(path, 0, &err);
     if (!root) die("tokenizer '%s': line %d column %d: %s", path, err.line, err.column, err.text);
+    TokenizerOptions opt;
+    tokenizer_options_parse(path, root, &opt);
     Tokenizer *t = xcalloc(1, sizeof *t);
     const json_t *model = member(path, root, "model", JSON_OBJECT, "");
-    const char *type = json_string_value(member(path, model, "type", JSON_STRING, "model"));
-    if (strcmp(type, "BPE") != 0) die("tokenizer '%s': model.type is '%s', expected 'BPE'", path, type);
-    check_pre_tokenizer(path, root);
-    load_vocab(t, path, member(path, model, "vocab", JSON_OBJECT, "model"));
+    const json_t *added = json_object_get(root, "added_tokens");
+    if (added && !json_is_array(added)) die("tokenizer '%s': added_tokens is not an array", path);
+    json_t *none = added ? NULL : json_array(); /* absent: no added tokens */
+    if (!added) added = none;
+    load_vocab(t, path, member(path, model, "vocab", JSON_OBJECT, "model"), added);
     load_merges(t, path, member(path, model, "merges", JSON_ARRAY, "model"));
-    load_specials(t, path, member(path, root, "added_tokens", JSON_ARRAY, ""));
-    json_decref(root);
+    load_unk(t, path, model, json_object_get(model, "vocab"));
+    load_added(t, path, added);
+    t->ignore_merges = opt.ignore_merges;
+    t->bos_id = -1;
+    if (opt.bos_token) {
+        if (opt.bos_id >= t->n_ids || t->decoded.offset[opt.bos_id + 1] == t->decoded.offset[opt.bos_id])
+            die("tokenizer '%s': post_processor adds \"%s\" as id %lld, which is not a token (vocabulary of %d)", path,
+                opt.bos_token, (long long)opt.bos_id, t->n_ids);
+        t->bos_id = (int32_t)opt.bos_id;
+    }
     t->pre = pretokenizer_new();
+    for (int i = 0; i < opt.n_stages; i++) {
+        char msg[1024];
+        if (!pretokenizer_add_stage(t->pre, opt.stage_pattern[i], msg, sizeof msg))
+            die("tokenizer '%s': %s: %s", path, opt.stage_path[i], msg);
+    }
+    tokenizer_options_free(&opt);
+    json_decref(none);
+    json_decref(root);
     sha256_file(path, t->sha256);
     return t;
 }
@@ -203,18 +325,25 @@ Tokenizer *tokenizer_load(const char *path) {
 void tokenizer_free(Tokenizer *t) {
     if (!t) return;
     vocab_map_free(&t->vocab);
-    vocab_map_free(&t->specials);
+    vocab_map_free(&t->decoded);
     pair_map_free(&t->merges);
+    added_set_free(&t->added_raw);
+    added_set_free(&t->added_norm);
     pretokenizer_free(t->pre);
     free(t);
 }
 
-int32_t tokenizer_vocab_size(const Tokenizer *t) { return t->n_base + t->specials.n_ids; }
+int32_t tokenizer_vocab_size(const Tokenizer *t) { return t->n_ids; }
 const char *tokenizer_sha256(const Tokenizer *t) { return t->sha256; }
+int32_t tokenizer_bos_id(const Tokenizer *t) { return t->bos_id; }
+int tokenizer_split_stages(const Tokenizer *t) { return pretokenizer_stages(t->pre); }
+const char *tokenizer_special_names(const Tokenizer *t) { return t->llama31_names ? "llama-3.1" : "added_tokens"; }
 
 int32_t tokenizer_special_id(const Tokenizer *t, const char *name, size_t len) {
-    int32_t k = vocab_map_find(&t->specials, (const uint8_t *)name, len);
-    return k < 0 ? -1 : t->n_base + k;
+    int k = added_set_lookup(&t->added_raw, name, len);
+    if (k >= 0) return t->added_raw.id[k];
+    k = added_set_lookup(&t->added_norm, name, len);
+    return k >= 0 ? t->added_norm.id[k] : -1;
 }
 
 TokEncoder *tok_encoder_new(const Tokenizer *t) {
@@ -231,6 +360,7 @@ void tok_encoder_free(TokEncoder *e) {
     bpe_scratch_free(&e->bpe);
     piece_cache_free(&e->cache);
     free(e->piece_ids);
+    free(e->symbols);
     free(e);
 }
 
@@ -261,23 +391,61 @@ void byte_buf_free(ByteBuf *b) {
     memset(b, 0, sizeof *b);
 }
 
-/* One pre-token: whole-vocabulary hit first (tokenizer.json sets
- * ignore_merges), then the memo, then BPE. */
+static void reserve_piece(TokEncoder *e, size_t n) {
+    if ((int64_t)n <= e->piece_cap) return;
+    e->piece_cap = (int64_t)n;
+    e->piece_ids = xrealloc(e->piece_ids, n * sizeof(uint32_t));
+    e->symbols = xrealloc(e->symbols, n * sizeof(int32_t));
+}
+
+/* A piece holding bytes without a token: as Hugging Face's BPE, such a byte
+ * becomes the unknown token (one per run with fuse_unk) or is dropped, and
+ * the merges then run over what is left. Rare, so not memoized. */
+static void encode_with_missing_bytes(TokEncoder *e, const uint8_t *s, size_t n, TokenBuf *out) {
+    const Tokenizer *t = e->t;
+    reserve_piece(e, n);
+    int64_t m = 0;
+    int prev_unk = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = t->byte_id[s[i]];
+        if (id < 0 && t->unk_id >= 0 && !(t->fuse_unk && prev_unk)) e->symbols[m++] = t->unk_id;
+        if (id >= 0) e->symbols[m++] = id;
+        prev_unk = id < 0 && t->unk_id >= 0;
+    }
+    int64_t k = bpe_merge_symbols(&e->bpe, &t->merges, e->symbols, m, e->piece_ids);
+    for (int64_t i = 0; i < k; i++) token_buf_push(out, e->piece_ids[i]);
+}
+
+static int has_missing_byte(const Tokenizer *t, const uint8_t *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (t->byte_id[s[i]] < 0) return 1;
+    return 0;
+}
+
+/* One pre-token: whole-vocabulary hit first when tokenizer.json sets
+ * ignore_merges, then the memo, then BPE. */
 static void encode_piece(TokEncoder *e, const uint8_t *s, size_t n, TokenBuf *out) {
     const Tokenizer *t = e->t;
-    int32_t id = vocab_map_find(&t->vocab, s, n);
-    if (id >= 0) {
-        token_buf_push(out, (uint32_t)id);
+    if (t->ignore_merges) {
+        int32_t id = vocab_map_find(&t->vocab, s, n);
+        if (id >= 0) {
+            token_buf_push(out, (uint32_t)id);
+            return;
+        }
+    }
+    if (t->missing_bytes && has_missing_byte(t, s, n)) {
+        encode_with_missing_bytes(e, s, n, out);
+        return;
+    }
+    if (n == 1) { /* no merge applies to one byte */
+        token_buf_push(out, (uint32_t)t->byte_id[s[0]]);
         return;
     }
     uint64_t h = bytes_hash(s, n);
     int64_t k;
     const uint32_t *ids = piece_cache_find(&e->cache, h, s, n, &k);
     if (!ids) {
-        if ((int64_t)n > e->piece_cap) {
-            e->piece_cap = (int64_t)n;
-            e->piece_ids = xrealloc(e->piece_ids, n * sizeof(uint32_t));
-        }
+        reserve_piece(e, n);
         k = bpe_merge(&e->bpe, &t->merges, t->byte_id, s, n, e->piece_ids);
         piece_cache_put(&e->cache, h, s, n, e->piece_ids, k);
         ids = e->piece_ids;
@@ -285,54 +453,51 @@ static void encode_piece(TokEncoder *e, const uint8_t *s, size_t n, TokenBuf *ou
     for (int64_t i = 0; i < k; i++) token_buf_push(out, ids[i]);
 }
 
-static void encode_ordinary(TokEncoder *e, const char *text, size_t len, TokenBuf *out) {
-    size_t pos = 0, start, end;
-    while (pretoken_next(e->cursor, text, len, &pos, &start, &end))
-        encode_piece(e, (const uint8_t *)text + start, end - start, out);
+static void on_piece(void *ctx, const char *piece, size_t len) {
+    TokEncoder *e = ctx;
+    encode_piece(e, (const uint8_t *)piece, len, e->out);
 }
 
-/* Next spelled-out special token at or after from: returns its id and span, or -1. */
-static int32_t find_special(const Tokenizer *t, const char *text, size_t len, size_t from, size_t *at, size_t *end) {
-    while (from + 1 < len) {
-        const char *open = memmem(text + from, len - from, "<|", 2);
-        if (!open) return -1;
-        size_t o = (size_t)(open - text);
-        const char *close = memmem(text + o + 2, len - o - 2, "|>", 2);
-        if (!close) return -1;
-        size_t e = (size_t)(close - text) + 2;
-        int32_t id = tokenizer_special_id(t, text + o, e - o);
-        if (id >= 0) {
-            *at = o;
-            *end = e;
-            return id;
-        }
-        from = o + 1;
+static void encode_ordinary(TokEncoder *e, const char *text, size_t len, TokenBuf *out) {
+    e->out = out;
+    pretokenize(e->cursor, text, len, on_piece, e);
+}
+
+/* Stage `pass` of Hugging Face's added-vocabulary split: 0 matches the
+ * added tokens with normalized = false, 1 those with normalized = true in
+ * what stage 0 left, 2 is the pre-tokenizer and BPE. A special token found
+ * while !allow_special stays text (Hugging Face's encode_special_tokens):
+ * the search goes on after it without splitting there. */
+static void encode_pass(TokEncoder *e, int pass, const char *text, size_t len, int allow_special, TokenBuf *out) {
+    const AddedSet *set = pass == 0 ? &e->t->added_raw : &e->t->added_norm;
+    if (pass == 2 || set->n == 0 || (!allow_special && set->n == set->n_special)) {
+        if (pass == 2) encode_ordinary(e, text, len, out);
+        else encode_pass(e, pass + 1, text, len, allow_special, out);
+        return;
     }
-    return -1;
+    size_t pos = 0, from = 0, at;
+    int k;
+    while ((k = added_set_find(set, text, len, from, &at)) >= 0) {
+        size_t end = at + added_set_len(set, k);
+        from = end;
+        if (!allow_special && set->special[k]) continue;
+        encode_pass(e, pass + 1, text + pos, at - pos, allow_special, out);
+        token_buf_push(out, (uint32_t)set->id[k]);
+        pos = end;
+    }
+    encode_pass(e, pass + 1, text + pos, len - pos, allow_special, out);
 }
 
 void tok_encode(TokEncoder *e, const char *text, size_t len, int allow_special, TokenBuf *out) {
-    if (!allow_special) {
-        encode_ordinary(e, text, len, out);
-        return;
-    }
-    size_t pos = 0, at, end;
-    int32_t id;
-    while ((id = find_special(e->t, text, len, pos, &at, &end)) >= 0) {
-        encode_ordinary(e, text + pos, at - pos, out);
-        token_buf_push(out, (uint32_t)id);
-        pos = end;
-    }
-    encode_ordinary(e, text + pos, len - pos, out);
+    encode_pass(e, 0, text, len, allow_special, out);
 }
 
 int64_t tok_decode(const Tokenizer *t, const uint32_t *ids, int64_t n, ByteBuf *out) {
+    const VocabMap *d = &t->decoded;
     for (int64_t i = 0; i < n; i++) {
         uint32_t id = ids[i];
-        const VocabMap *v = id < (uint32_t)t->n_base ? &t->vocab : &t->specials;
-        uint32_t k = id < (uint32_t)t->n_base ? id : id - (uint32_t)t->n_base;
-        if (id >= (uint32_t)tokenizer_vocab_size(t)) return i;
-        byte_buf_append(out, v->blob + v->offset[k], (size_t)(v->offset[k + 1] - v->offset[k]));
+        if (id >= (uint32_t)t->n_ids || d->offset[id + 1] == d->offset[id]) return i;
+        byte_buf_append(out, d->blob + d->offset[id], (size_t)(d->offset[id + 1] - d->offset[id]));
     }
     return -1;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # kvcpt prepare: shard contents equal `kvcpt tokenize --bos` of the kept
-# documents, split counts add up, output is independent of the thread count,
+# documents (Llama 3.1; with SmolLM2, which adds no BOS, `kvcpt tokenize`,
+# the manifest and the shard flags saying so), split counts add up, output is independent of the thread count,
 # input hashes are right; and every kind of bad input fails naming the file
 # and position, leaving no manifest and no shard behind (SPEC §9).
 set -u
@@ -40,10 +41,15 @@ done
     python3 -c 'import json,sys; print(json.dumps({"text": open(sys.argv[1], encoding="utf-8").read()}))' "$tmp/in/sub/note.txt"
 } >"$tmp/all.jsonl"
 "$K" tokenize --jsonl --bos <"$tmp/all.jsonl" >"$tmp/expected.txt"
-python3 - "$tmp/out1" "$tmp/expected.txt" "$tmp/in" >"$tmp/check.txt" 2>&1 <<'PY'
+# check_shards OUT EXPECTED BOS_ID|none SPECIAL_NAMES: contents, counts, BOS fields
+check_shards() {
+python3 - "$@" >"$tmp/check.txt" 2>&1 <<'PY'
 import hashlib, json, struct, sys, os
-out, expected_path, indir = sys.argv[1:4]
+out, expected_path, bos, names = sys.argv[1:5]
 m = json.load(open(os.path.join(out, "manifest.json")))
+want_bos = None if bos == "none" else int(bos)
+assert m["tokenizer"]["bos_id"] == want_bos and m["bos_prepended"] == (want_bos is not None), "manifest BOS fields"
+assert m["tokenizer"]["special_token_names"] == names, "special_token_names"
 docs = {}
 for split, info in m["splits"].items():
     got = []
@@ -51,6 +57,8 @@ for split, info in m["splits"].items():
         b = open(os.path.join(out, sh["file"]), "rb").read()
         magic, ver, hb, nd, nt, idx = struct.unpack_from("<8sIIQQQ", b)
         assert magic == b"KVTOKSHD" and ver == 1 and hb == 64, "header"
+        flags = struct.unpack_from("<I", b, 44)[0]
+        assert flags == (1 if want_bos is not None else 0), "shard flag BOS"
         assert len(b) == idx + 8 * (nd + 1), "size"
         toks = struct.unpack_from("<%dI" % nt, b, 64)
         offs = struct.unpack_from("<%dQ" % (nd + 1), b, idx)
@@ -62,14 +70,30 @@ expected = [l.rstrip("\n") for l in open(expected_path)]
 kept = [e for e in expected if len(e.split()) >= m["min_tokens"]]
 every = docs["train"] + docs["dev"] + docs["test"]
 assert sorted(every) == sorted(kept), "shards hold %d docs, expected %d kept" % (len(every), len(kept))
-assert all(d.startswith("128000 ") for d in every), "BOS"
+assert want_bos is None or all(d.startswith("%d " % want_bos) for d in every), "BOS"
 assert m["documents_read"] == len(expected) and m["documents_dropped_short"] == len(expected) - len(kept), "counts"
 for i in m["inputs"]:
     assert hashlib.sha256(open(i["path"], "rb").read()).hexdigest() == i["sha256"], "sha256 of " + i["path"]
 print("checked", len(every), "documents")
 PY
-[ $? -eq 0 ] && ok "shards hold exactly the kept documents, ids == kvcpt tokenize --bos; counts and sha256 in manifest" \
+}
+check_shards "$tmp/out1" "$tmp/expected.txt" 128000 llama-3.1
+[ $? -eq 0 ] && ok "shards hold exactly the kept documents, ids == kvcpt tokenize --bos; counts, sha256, BOS 128000 in manifest and shard flags" \
              || fail "shard contents" "$(tail -3 "$tmp/check.txt")"
+
+# --- SmolLM2: its post-processor adds no BOS, so neither does prepare ---
+smollm2=third_party/models/smollm2-135m/tokenizer.json
+if [ -f "$smollm2" ]; then
+    if "$K" prepare --input "$tmp/in" --out "$tmp/out_sm" --min-tokens 6 --tokenizer "$smollm2" 2>"$tmp/log_sm" \
+        && "$K" tokenize --tokenizer "$smollm2" --jsonl <"$tmp/all.jsonl" >"$tmp/expected_sm.txt" \
+        && check_shards "$tmp/out_sm" "$tmp/expected_sm.txt" none added_tokens; then
+        ok "SmolLM2: no BOS prepended, ids == kvcpt tokenize; manifest bos_id null, bos_prepended false, shard flag clear"
+    else
+        fail "SmolLM2 prepare" "$(tail -3 "$tmp/log_sm" "$tmp/check.txt")"
+    fi
+else
+    echo "skip - SmolLM2 prepare: $smollm2 is missing (make setup installs it)"
+fi
 
 # --- bad input: error names file + position, non-zero exit, nothing complete-looking left.
 # Errors met while reading come after the old output was cleared: no manifest,

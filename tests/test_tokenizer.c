@@ -1,13 +1,19 @@
 /* Tokenizer unit checks: Llama 3.1 special names, known ids, decode(encode(x))
  * == x on the adversarial cases and the corpus, special-token modes, UTF-8
- * validation, and long runs that would be quadratic in a naive BPE. The
- * id-for-id comparison with the JS oracle is tests/test_tokenizer_oracle.sh. */
+ * validation, and long runs that would be quadratic in a naive BPE; small
+ * tokenizer.json files written here, whose ids follow by hand from their
+ * few merges: the Digits step, ignore_merges, added tokens inside and after
+ * the vocabulary, the BOS of the post-processor; and the refusal, naming the
+ * JSON path, of every option that is not implemented. The id-for-id
+ * comparison with Hugging Face and tiktoken is tests/test_tokenizer_oracle.sh. */
 #include <dirent.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "../data/byte_level.h"
 #include "../data/doc_reader.h"
 #include "../data/tokenizer.h"
 #include "../data/utf8.h"
@@ -48,6 +54,11 @@ static void check_special_names(const Tokenizer *t) {
     }
     ok &= tokenizer_special_id(t, "<|reserved_special_token_248|>", 30) == -1;
     tl_result(ok, "Llama 3.1 special token names and vocabulary size 128256", "mismatch");
+    tl_result(tokenizer_bos_id(t) == 128000 && strcmp(tokenizer_special_names(t), "llama-3.1") == 0,
+              "Llama 3.1: BOS 128000 from its TemplateProcessing, 3.1 names", "bos %d", tokenizer_bos_id(t));
+    /* its Split then ByteLevel without regex: one regex pass, the speed of the single pattern */
+    tl_result(tokenizer_split_stages(t) == 1, "Llama 3.1 pre-tokenizes in a single regex pass", "%d passes",
+              tokenizer_split_stages(t));
     uint32_t bad[] = {9906, 128256};
     ByteBuf out = {0};
     tl_result(tok_decode(t, bad, 2, &out) == 1, "decode reports the first out-of-vocabulary id", "");
@@ -78,7 +89,8 @@ static int roundtrip(const Tokenizer *t, TokEncoder *e, const char *text, size_t
     TokenBuf ids = {0};
     ByteBuf out = {0};
     tok_encode(e, text, len, allow_special, &ids);
-    int ok = tok_decode(t, ids.ids, ids.n, &out) == -1 && out.n == (int64_t)len && memcmp(out.data, text, len) == 0;
+    int ok = tok_decode(t, ids.ids, ids.n, &out) == -1 && out.n == (int64_t)len &&
+             (len == 0 || memcmp(out.data, text, len) == 0); /* memcmp must not see NULL, even for 0 bytes */
     token_buf_free(&ids);
     byte_buf_free(&out);
     return ok;
@@ -130,8 +142,262 @@ static void check_utf8(void) {
     tl_result(ok, "UTF-8 validation: overlong, surrogate, > U+10FFFF, truncated, stray continuation", "");
 }
 
+/* --- small tokenizer.json files --- */
+
+/* The byte-level spelling of a byte string (as tokenizer.json writes it). */
+static void byte_level_key(const char *bytes, char *out) {
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)bytes; *p; p++) {
+        uint32_t c = byte_level_codepoint(*p);
+        if (c < 0x80) out[n++] = (char)c;
+        else {
+            out[n++] = (char)(0xC0 | (c >> 6));
+            out[n++] = (char)(0x80 | (c & 0x3F));
+        }
+    }
+    out[n] = '\0';
+}
+
+/* Ids 0..255 are the bytes in order; then "12" (256), " 1" (257), "ab"
+ * (258), "<x" (259), "<x>" (260), each with one merge in this rank order,
+ * and "qq" (261) without a merge (only ignore_merges reaches it); added
+ * tokens "<x>" (260, special, inside the vocabulary) and "zz" (262, not
+ * special, after it). */
+static json_t *small_tokenizer(void) {
+    json_t *vocab = json_object(), *merges = json_array();
+    char key[16], b[2] = {0, 0};
+    for (int i = 0; i < 256; i++) {
+        b[0] = (char)i;
+        if (i == 0) {
+            json_object_set_new(vocab, "\xc4\x80", json_integer(0)); /* byte 0 is U+0100 */
+            continue;
+        }
+        byte_level_key(b, key);
+        json_object_set_new(vocab, key, json_integer(i));
+    }
+    const char *extra[][3] = {{"12", "1", "2"}, {" 1", " ", "1"}, {"ab", "a", "b"}, {"<x", "<", "x"}, {"<x>", "<x", ">"},
+                              {"qq", NULL, NULL}};
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
+        if (extra[i][1]) {
+            char l[16], r[16], m[40];
+            byte_level_key(extra[i][1], l);
+            byte_level_key(extra[i][2], r);
+            snprintf(m, sizeof m, "%s %s", l, r);
+            json_array_append_new(merges, json_string(m));
+        }
+        byte_level_key(extra[i][0], key);
+        json_object_set_new(vocab, key, json_integer(256 + (json_int_t)i));
+    }
+    json_t *root = json_pack(
+        "{s:s, s:n, s:n, s:n, s:[{s:i, s:s, s:b, s:b, s:b, s:b, s:b}, {s:i, s:s, s:b, s:b, s:b, s:b, s:b}],"
+        " s:{s:s, s:[{s:s, s:b}, {s:s, s:b, s:b, s:b}]}, s:{s:s}, s:{s:s},"
+        " s:{s:s, s:n, s:n, s:n, s:n, s:b, s:b, s:b, s:o, s:o}}",
+        "version", "1.0", "truncation", "padding", "normalizer", "added_tokens", "id", 260, "content", "<x>",
+        "single_word", 0, "lstrip", 0, "rstrip", 0, "normalized", 0, "special", 1, "id", 262, "content", "zz",
+        "single_word", 0, "lstrip", 0, "rstrip", 0, "normalized", 1, "special", 0, "pre_tokenizer", "type", "Sequence",
+        "pretokenizers", "type", "Digits", "individual_digits", 1, "type", "ByteLevel", "add_prefix_space", 0,
+        "trim_offsets", 1, "use_regex", 1, "post_processor", "type", "ByteLevel", "decoder", "type", "ByteLevel", "model",
+        "type", "BPE", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", 0,
+        "byte_fallback", 0, "ignore_merges", 0, "vocab", vocab, "merges", merges);
+    if (!root) die("test: cannot build the small tokenizer.json");
+    return root;
+}
+
+static char tmp_dir[] = "/tmp/kvcpt_test_tokenizer_XXXXXX";
+
+static void write_json(const json_t *root, const char *name, char *path, size_t cap) {
+    snprintf(path, cap, "%s/%s.json", tmp_dir, name);
+    if (json_dump_file(root, path, JSON_COMPACT) != 0) die("test: cannot write %s", path);
+}
+
+/* Sets `path` ("a.b[1].c"; only object keys and array indices) in root to
+ * the JSON value `value`. */
+static void set_at(json_t *root, const char *path, const char *value) {
+    json_error_t err;
+    json_t *v = json_loads(value, JSON_DECODE_ANY, &err);
+    if (!v) die("test: bad JSON value %s", value);
+    json_t *cur = root;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    char *p = buf;
+    for (;;) {
+        char *dot = strpbrk(p, ".["), sep = dot ? *dot : '\0';
+        if (dot) *dot = '\0';
+        int last = !dot;
+        if (*p) {
+            if (last) {
+                json_object_set_new(cur, p, v);
+                return;
+            }
+            cur = json_object_get(cur, p);
+        }
+        if (sep == '[') {
+            char *close = strchr(dot + 1, ']');
+            size_t idx = strtoul(dot + 1, NULL, 10);
+            if (close[1] == '\0') {
+                json_array_set_new(cur, idx, v);
+                return;
+            }
+            cur = json_array_get(cur, idx);
+            p = close + 2;
+        } else {
+            p = dot + 1;
+        }
+        if (!cur) die("test: no %s in the small tokenizer", path);
+    }
+}
+
+static void check_ids(const char *name, const char *path, const char *text, int allow_special, const uint32_t *want,
+                      int64_t n) {
+    Tokenizer *t = tokenizer_load(path);
+    TokEncoder *e = tok_encoder_new(t);
+    check_encode(e, name, text, allow_special, want, n);
+    tok_encoder_free(e);
+    tokenizer_free(t);
+}
+
+static void check_small_tokenizers(void) {
+    char path[4200];
+    json_t *root = small_tokenizer();
+    write_json(root, "digits", path, sizeof path);
+    /* Digits first: " ", "1", "2", "ab" are pieces, so neither "12" nor " 1" can form */
+    check_ids("Digits(individual) + ByteLevel: each digit its own piece", path, " 12ab", 0,
+              (uint32_t[]){' ', '1', '2', 258}, 4);
+    Tokenizer *two = tokenizer_load(path);
+    tl_result(tokenizer_split_stages(two) == 2, "Digits + ByteLevel(use_regex): two regex passes", "%d",
+              tokenizer_split_stages(two));
+    tokenizer_free(two);
+    check_ids("digits of other scripts are pieces too (\\p{N})", path, "a\xd9\xa3" "b", 0,
+              (uint32_t[]){'a', 0xd9, 0xa3, 'b'}, 4);
+    check_ids("ignore_merges false: a vocabulary entry no merge builds stays bytes", path, "qq", 0,
+              (uint32_t[]){'q', 'q'}, 2);
+    Tokenizer *t = tokenizer_load(path);
+    tl_result(tokenizer_vocab_size(t) == 263 && tokenizer_bos_id(t) == -1 &&
+                  strcmp(tokenizer_special_names(t), "added_tokens") == 0 && tokenizer_special_id(t, "<x>", 3) == 260 &&
+                  tokenizer_special_id(t, "zz", 2) == 262,
+              "vocabulary 263, no BOS (ByteLevel post-processor), added-token names from the file", "");
+    ByteBuf out = {0};
+    uint32_t ids[] = {260, 262, 'q', 259};
+    tl_result(tok_decode(t, ids, 4, &out) == -1 && out.n == 8 && memcmp(out.data, "<x>zzq<x", 8) == 0,
+              "added tokens decode to their content", "%lld bytes", (long long)out.n);
+    byte_buf_free(&out);
+    tokenizer_free(t);
+
+    set_at(root, "pre_tokenizer.pretokenizers[0].individual_digits", "false");
+    write_json(root, "runs", path, sizeof path);
+    check_ids("Digits(runs) + ByteLevel: the run of digits is one piece", path, " 12ab", 0,
+              (uint32_t[]){' ', 256, 258}, 3);
+
+    set_at(root, "pre_tokenizer", "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true}");
+    write_json(root, "gpt2", path, sizeof path);
+    /* GPT-2's pattern keeps " 12" together; merge rank 0 ("12") wins over " 1" */
+    check_ids("ByteLevel alone (GPT-2 pattern): ' 12' is one piece", path, " 12ab", 0, (uint32_t[]){' ', 256, 258}, 3);
+    check_ids("special added token stays text without allow_special", path, "<x>", 0, (uint32_t[]){'<', 'x', '>'}, 3);
+    check_ids("special added token inside the vocabulary, allow_special", path, "a<x>b", 1,
+              (uint32_t[]){'a', 260, 'b'}, 3);
+    check_ids("non-special added token matched even without allow_special", path, "azzb", 0,
+              (uint32_t[]){'a', 262, 'b'}, 3);
+
+    set_at(root, "model.ignore_merges", "true");
+    set_at(root, "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+                                  "{\"Regex\": \"\\\\s+|[^\\\\s]+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
+                                  "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}");
+    set_at(root, "post_processor", "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<x>\", "
+                                   "\"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"special_tokens\": "
+                                   "{\"<x>\": {\"id\": \"<x>\", \"ids\": [260], \"tokens\": [\"<x>\"]}}}");
+    write_json(root, "split", path, sizeof path);
+    t = tokenizer_load(path);
+    tl_result(tokenizer_bos_id(t) == 260, "TemplateProcessing starting with a SpecialToken: that token is the BOS",
+              "bos %d", tokenizer_bos_id(t));
+    tokenizer_free(t);
+    check_ids("Split + ByteLevel(no regex), ignore_merges true: whole-vocabulary hit", path, "12 qq", 0,
+              (uint32_t[]){256, ' ', 261}, 3);
+    json_decref(root);
+}
+
+typedef struct {
+    const char *name, *at, *value, *expect;
+} Refusal;
+
+static void load_and_exit(void *path) {
+    tokenizer_load(path);
+    exit(0);
+}
+
+static void check_refusals(void) {
+    const Refusal cases[] = {
+        {"behavior other than Isolated", "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": "
+         "\"Split\", \"pattern\": {\"Regex\": \"x\"}, \"behavior\": \"Removed\", \"invert\": false}, {\"type\": "
+         "\"ByteLevel\", \"add_prefix_space\": false}]}", "pre_tokenizer.pretokenizers[0].behavior"},
+        {"invert true", "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+         "{\"Regex\": \"x\"}, \"behavior\": \"Isolated\", \"invert\": true}, {\"type\": \"ByteLevel\", "
+         "\"add_prefix_space\": false}]}", "pre_tokenizer.pretokenizers[0].invert"},
+        {"a regex the translator does not understand", "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": "
+         "[{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\d+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
+         "{\"type\": \"ByteLevel\", \"add_prefix_space\": false}]}", "pre_tokenizer.pretokenizers[0].pattern.Regex: at byte 0"},
+        {"a literal String pattern", "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
+         "\"pattern\": {\"String\": \" \"}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "
+         "\"add_prefix_space\": false}]}", "pre_tokenizer.pretokenizers[0].pattern"},
+        {"another pre-tokenizer type", "pre_tokenizer.pretokenizers[0]", "{\"type\": \"Whitespace\"}",
+         "pre_tokenizer.pretokenizers[0].type"},
+        {"add_prefix_space true", "pre_tokenizer.pretokenizers[1].add_prefix_space", "true",
+         "pre_tokenizer.pretokenizers[1].add_prefix_space"},
+        {"ByteLevel before another step", "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": "
+         "\"ByteLevel\", \"add_prefix_space\": false}, {\"type\": \"Digits\"}]}", "pre_tokenizer.pretokenizers[0]: ByteLevel"},
+        {"no ByteLevel step", "pre_tokenizer", "{\"type\": \"Digits\"}", "no ByteLevel"},
+        {"null pre_tokenizer", "pre_tokenizer", "null", "pre_tokenizer is null"},
+        {"a normalizer", "normalizer", "{\"type\": \"NFC\"}", "normalizer is set"},
+        {"truncation", "truncation", "{\"max_length\": 8}", "truncation is set"},
+        {"model type other than BPE", "model.type", "\"WordPiece\"", "model.type"},
+        {"dropout", "model.dropout", "0.1", "model.dropout"},
+        {"byte_fallback true", "model.byte_fallback", "true", "model.byte_fallback"},
+        {"continuing_subword_prefix", "model.continuing_subword_prefix", "\"##\"", "model.continuing_subword_prefix"},
+        {"end_of_word_suffix", "model.end_of_word_suffix", "\"</w>\"", "model.end_of_word_suffix"},
+        {"decoder other than ByteLevel", "decoder", "{\"type\": \"WordPiece\"}", "decoder.type"},
+        {"post-processor type", "post_processor", "{\"type\": \"RobertaProcessing\"}", "post_processor.type"},
+        {"a special token after the sequence (EOS)", "post_processor",
+         "{\"type\": \"Sequence\", \"processors\": [{\"type\": \"ByteLevel\"}, {\"type\": \"TemplateProcessing\", "
+         "\"single\": [{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": \"<x>\", "
+         "\"type_id\": 0}}], \"special_tokens\": {}}]}", "post_processor.processors[1].single[1]"},
+        {"added token lstrip", "added_tokens[0].lstrip", "true", "added_tokens[0].lstrip"},
+        {"added token single_word", "added_tokens[1].single_word", "true", "added_tokens[1].single_word"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *root = small_tokenizer();
+        set_at(root, cases[i].at, cases[i].value);
+        char path[4200], name[160];
+        snprintf(name, sizeof name, "refuse%zu", i);
+        write_json(root, name, path, sizeof path);
+        json_decref(root);
+        snprintf(name, sizeof name, "refused, naming %s: %s", cases[i].expect, cases[i].name);
+        tl_expect_death(name, load_and_exit, path, cases[i].expect);
+    }
+}
+
+static pid_t tmp_owner;
+
+static void remove_tmp_dir(void) {
+    if (getpid() != tmp_owner) return; /* a refusal's child exits through here too */
+    DIR *d = opendir(tmp_dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[4200];
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') {
+            snprintf(path, sizeof path, "%s/%s", tmp_dir, e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+    rmdir(tmp_dir);
+}
+
 int main(void) {
     check_utf8();
+    if (!mkdtemp(tmp_dir)) die("test: mkdtemp %s failed", tmp_dir);
+    tmp_owner = getpid();
+    atexit(remove_tmp_dir);
+    check_small_tokenizers();
+    check_refusals();
     char *path = tokenizer_default_path();
     if (access(path, R_OK) != 0) {
         tl_skip("tokenizer", "tokenizer.json missing (run make setup)");

@@ -13,6 +13,8 @@ document's ids, space-separated, one line per document (the format of
 
 Special tokens are ordinary text unless --allow-special (hf only: Meta's
 tokenizer names some special tokens differently from tokenizer.json).
+--add-special (hf) is encode(text, add_special_tokens=True): the BOS of the
+tokenizer's post-processor, if it has one, goes in front.
 --roundtrip also checks decode(encode(x)) == x. --bench prints one JSON
 line with the engine's single-thread encoding rate instead of ids.
 """
@@ -22,12 +24,15 @@ import sys
 import time
 
 
-def hf_encoder(path, allow_special):
+def hf_encoder(path, allow_special, add_special):
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(path)
     tok.encode_special_tokens = not allow_special  # specials as plain text unless allowed
-    return (lambda text: tok.encode(text, add_special_tokens=False).ids), (lambda ids: tok.decode(ids, skip_special_tokens=False))
+    # the decoded text leaves out the BOS that add_special_tokens put in front
+    skip = 1 if add_special and tok.encode("", add_special_tokens=True).ids else 0
+    return ((lambda text: tok.encode(text, add_special_tokens=add_special).ids),
+            (lambda ids: tok.decode(ids[skip:], skip_special_tokens=False)))
 
 
 def tiktoken_encoder(allow_special):
@@ -44,14 +49,17 @@ def main():
     ap.add_argument("--engine", choices=("hf", "tiktoken"), required=True)
     ap.add_argument("--tokenizer", help="tokenizer.json (hf)")
     ap.add_argument("--allow-special", action="store_true")
+    ap.add_argument("--add-special", action="store_true")
     ap.add_argument("--roundtrip", action="store_true")
     ap.add_argument("--bench", action="store_true")
     args = ap.parse_args()
     if args.engine == "hf":
         if not args.tokenizer:
             sys.exit("tokenizer_oracle: --engine hf needs --tokenizer PATH")
-        encode, decode = hf_encoder(args.tokenizer, args.allow_special)
+        encode, decode = hf_encoder(args.tokenizer, args.allow_special, args.add_special)
     else:
+        if args.add_special:
+            sys.exit("tokenizer_oracle: --add-special is for --engine hf only")
         encode, decode = tiktoken_encoder(args.allow_special)
     texts = [json.loads(line)["text"] for line in sys.stdin if line.strip()]
 

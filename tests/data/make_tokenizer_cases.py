@@ -41,6 +41,26 @@ cases = [
     "\\begin{equation}\\label{eq:1} x^2 + y_{i,j} = \\frac{\\alpha}{\\beta} \\end{equation}",
     "def f(x):\n    return x**2  # comment\n\n\tif x>=0: pass\n",
     "https://example.com/path?q=1&r=%20#frag user@example.org",
+    # digits of other scripts, one by one (Digits, Qwen2) or in runs (GPT-2), next to letters
+    "Digits \u0663\u0664\u0665 \u0967\u0968\u0969 \u2460\u2461\u2462 \u216b \u00bd \uff11\uff12\uff13 "
+    "\U0001d7d9\U0001d7da \u0e51\u0e52 12345678 3.14159 1,000,000",
+    " 123 abc123def 1a2b3c x\u00b2\u00b3 \u2074\u2075 v2.0.1-rc3 2024-11-26T07:40Z",
+    # contractions in every case; U+017F and U+212A fold to s and k in Oniguruma's (?i)
+    "I'm, you're, he'S, THEY'RE, it'LL, we'Ve, she'D, 'S'T, don't' ''s 'x",
+    "\u017f'\u017f '\u017f '\u212a 'K \u0130'S",
+    # whitespace fringes: U+0085 is White_Space, U+FEFF and U+200B are not
+    "a \t\n  b\u00a0\u00a0c\u2003\u2003d\u3000e  \r\n\r\n f   ",
+    "\u0085\u0085x \ufeffy\u200bz\u2028w\u2029v\u000bu\u000ct\u001cs",
+    "   leading and trailing   ",
+    " \n \n \t\t\n",
+    # SmolLM2's and Llama 3's special tokens spelled out in the text
+    "<|im_start|>user\nHi 42<|im_end|>\n<|endoftext|><repo_name>x<file_sep><|im_start|",
+    "<|endoftext|><|endoftext|>a<jupyter_code>b<jupyter_text>c<empty_output>",
+    "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
+    "x1 \u00e99 's9 A1B2 \u0391\u03b2\u03b3123 \u4e2d\u65871\u4e8c",
+    # bytes that SmolLM2's vocabulary has no token for (its BPE drops them)
+    "!\u0004!\u0006? \u0013\u0014 a\u001db",
+    "it'\u017ft'\u017fs DON'\u017fT '\u212aay x'\u017f\u017f",
 ]
 
 here = os.path.dirname(os.path.abspath(__file__))

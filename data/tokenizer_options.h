@@ -1,0 +1,29 @@
+#ifndef KVCPT_TOKENIZER_OPTIONS_H
+#define KVCPT_TOKENIZER_OPTIONS_H
+/* What a tokenizer.json asks for beyond its vocabulary: the pre-tokenizer
+ * chain, the BPE model's options and the BOS of its post-processor. Only
+ * byte-level BPE is implemented; every option that would change the ids and
+ * that we do not implement is refused naming its JSON path (e.g.
+ * pre_tokenizer.pretokenizers[1].behavior), never ignored. */
+#include <jansson.h>
+#include <stdint.h>
+
+#include "pretokenize.h"
+
+typedef struct {
+    /* split stages in order, PCRE2 spelling (regex_translate.h) */
+    char *stage_pattern[PRETOKENIZE_MAX_STAGES];
+    char stage_path[PRETOKENIZE_MAX_STAGES][96]; /* JSON path each came from */
+    int n_stages;
+    int ignore_merges; /* model.ignore_merges: whole-vocabulary hit before BPE */
+    /* post_processor: the SpecialToken that TemplateProcessing's `single`
+     * starts with and its id from `special_tokens`; NULL / -1 when none */
+    char *bos_token;
+    int64_t bos_id;
+} TokenizerOptions;
+
+/* Dies naming `file` and the JSON path of the first unsupported field. */
+void tokenizer_options_parse(const char *file, const json_t *root, TokenizerOptions *o);
+void tokenizer_options_free(TokenizerOptions *o);
+
+#endif
