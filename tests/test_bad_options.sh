@@ -89,12 +89,18 @@ refused "--resume with another seed refused, naming it" "'seed' is 9 but the che
 $K train "${rargs2[@]}" --set global_batch=2 --set steps=4 --resume >/dev/null 2>"$tmp/err" \
     && ok "--resume with the same settings goes on" || fail "--resume, same settings" "$(tail -2 "$tmp/err")"
 
-# a checkpoint directory renamed to another step: refused, naming both steps
+# a checkpoint directory renamed to another step (here step_31, the newest
+# name): skipped with a warning naming both steps, the run resumes from the
+# newest checkpoint whose name is its step, and the renamed one is kept
 cp -r "$tmp/rid" "$tmp/ren"
 last=$(ls -d "$tmp"/ren/ckpt/step_* | sort | tail -1)
-mv "$last" "$tmp/ren/ckpt/step_00000099"
-refused "--resume from a step_N directory whose manifest names another step refused" "directory is named step 99" \
-    $K train "${rargs2[@]}" --set global_batch=2 --set steps=120 --set out="$tmp/ren" --resume
+prev=$(ls -d "$tmp"/ren/ckpt/step_* | sort | tail -2 | head -1)
+mv "$last" "$tmp/ren/ckpt/step_31"
+if $K train "${rargs2[@]}" --set global_batch=2 --set steps=8 --set out="$tmp/ren" --resume >/dev/null 2>"$tmp/err" &&
+   grep -q "manifest says step [0-9]* but the directory is named step 31" "$tmp/err" && grep -qF "resumed from $prev" "$tmp/err" &&
+   [ -f "$tmp/ren/ckpt/step_31/manifest.json" ]; then
+    ok "--resume skips a step_31 directory whose manifest names another step, with a warning, and keeps it"
+else fail "--resume with a renamed checkpoint directory" "$(grep -v '^step' "$tmp/err" | tail -3)"; fi
 
 # a path longer than kvcpt's path buffers: an error naming it, never a cut
 # path (which would read or write another file)
