@@ -46,6 +46,23 @@ refused "train: grad_clip=nan refused" "grad_clip" $K train --set model=tiny --s
     --set out="$tmp/run" --set grad_clip=nan --set steps=1 --set warmup_steps=0 --set L=48 --set S=8 --set K=6 \
     --set global_batch=2 --set micro_batch=2
 
+# a loss plot that cannot be drawn, or an out that could reach gnuplot as an option
+targs=(--set model=tiny --set data="$tmp/data" --set steps=1 --set warmup_steps=0 --set L=48 --set S=8 --set K=6
+       --set global_batch=2 --set micro_batch=2)
+# a loss plot that cannot be drawn is a warning saying so; the model is written first
+mkdir -p "$tmp/plotdir/loss.png/x"
+if $K train "${targs[@]}" --set out="$tmp/plotdir" --resume >/dev/null 2>"$tmp/err" && [ -f "$tmp/plotdir/model/model.kvcpt" ] &&
+   grep -q "loss plot .* was not drawn" "$tmp/err"; then
+    ok "train: a loss plot that cannot be drawn (loss.png is a directory) is a warning; the model is written"
+else fail "train: failed loss plot" "$(tail -2 "$tmp/err")"; fi
+# an out beginning with '-' must not reach gnuplot as an option
+kbin=$(realpath "$K")
+if (cd "$tmp" && "$kbin" train "${targs[@]}" --set out=-dashrun >/dev/null 2>"$tmp/err") &&
+   head -c 8 "$tmp/-dashrun/loss.png" 2>/dev/null | od -An -c | grep -q "P   N   G"; then
+    ok "train: out '-dashrun' (relative, leading '-'): loss.png is drawn"
+elif grep -q "not drawn" "$tmp/err"; then ok "train: out '-dashrun': the plot says it was not drawn"
+else fail "train: out beginning with '-'" "no loss.png and no 'not drawn' warning: $(tail -2 "$tmp/err")"; fi
+
 # loss_on: answers needs data whose manifest marks them
 refused "train: loss_on=answers on data without answers refused" "loss_on=answers needs data" $K train --set model=tiny \
     --set data="$tmp/data" --set out="$tmp/run" --set loss_on=answers --set steps=1 --set warmup_steps=0 --set L=48 \

@@ -471,7 +471,10 @@ static void log_step(Trainer *t, float loss, double norm, double lr, double dt, 
 /* Loss curves from log.jsonl (train and dev) into loss.png. */
 static void plot_losses(const Trainer *t) {
     FILE *f = fopen(t->log_path, "r");
-    if (!f) return;
+    if (!f) {
+        warnf("the loss plot was not drawn: cannot read '%s': %s", t->log_path, strerror(errno));
+        return;
+    }
     int64_t cap = t->step + 1, n = 0, nd = 0;
     double *x = xmalloc(sizeof(double) * 4 * (size_t)cap), *y = x + cap, *xd = y + cap, *yd = xd + cap;
     char line[8192];
@@ -488,18 +491,21 @@ static void plot_losses(const Trainer *t) {
     char png[4200];
     path_fmt(png, sizeof png, "%s/loss.png", t->cfg.out);
     PlotSeries s[2] = {{"train", x, y, n}, {"dev", xd, yd, nd}};
-    plot_lines_png(png, "kvcpt train: loss", "step", "cross-entropy (nats)", s, nd > 0 ? 2 : 1);
+    if (!plot_lines_png(png, "kvcpt train: loss", "step", "cross-entropy (nats)", s, nd > 0 ? 2 : 1))
+        warnf("the loss plot %s was not drawn (see the message above); the run and its model are complete", png);
     free(x);
 }
 
-/* Rank 0 writes the final model: every rank takes part in the gather. */
+/* Rank 0 writes the final model: every rank takes part in the gather. The
+ * model goes first: the loss plot is a picture of log.jsonl, and a plot that
+ * cannot be drawn must never cost the run its model. */
 static void save_final_model(Trainer *t) {
     fsdp_gather_all(&t->fsdp);
     if (t->rank != 0) return;
-    plot_losses(t);
     char model_dir[4200];
     path_fmt(model_dir, sizeof model_dir, "%s/model", t->cfg.out);
     model_file_save_native(model_dir, &t->model.cfg, &t->model.layout, t->model.params, KV_F32);
+    plot_losses(t);
 }
 
 int trainer_run(Trainer *t) {
