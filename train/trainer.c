@@ -25,6 +25,26 @@
 static volatile sig_atomic_t stop_signal = 0;
 static void on_signal(int sig) { stop_signal = sig; }
 
+/* The dev evaluation runs at the end of every run (and every eval_interval
+ * steps): a dev split without a document of L + S + 1 tokens would fail
+ * there, after all the training, and --resume would redo the last step and
+ * fail again. Checked before any work. */
+static void check_dev_split(const Trainer *t, const char *dir) {
+    if (!t->dev_split) {
+        KV_CHECK(t->cfg.eval_interval == 0,
+                 "config: eval_interval=%lld needs a dev split, and data '%s' has none ('%s' is missing)",
+                 (long long)t->cfg.eval_interval, t->cfg.data, dir);
+        return;
+    }
+    int64_t n = data_split_num_docs(t->dev_split), longest = 0;
+    for (int64_t d = 0; d < n; d++)
+        if (data_split_doc_len(t->dev_split, d) > longest) longest = data_split_doc_len(t->dev_split, d);
+    KV_CHECK(longest >= t->T + 1,
+             "data '%s': the dev split '%s' has no document of the %lld tokens a dev sample needs (L + S + 1); it holds "
+             "%lld document%s, the longest %lld tokens: lower L or S, or prepare with more or longer dev documents",
+             t->cfg.data, dir, (long long)(t->T + 1), (long long)n, n == 1 ? "" : "s", (long long)longest);
+}
+
 static void open_data(Trainer *t) {
     char dir[4200];
     path_fmt(dir, sizeof dir, "%s/train", t->cfg.data);
@@ -43,6 +63,7 @@ static void open_data(Trainer *t) {
              "data '%s': no training document has the %lld tokens a sample needs (L + S + 1); prepare with "
              "--min-tokens %lld or lower L",
              t->cfg.data, (long long)(t->T + 1), (long long)(t->T + 1));
+    check_dev_split(t, dir);
 }
 
 /* The engine that runs the passes, and the startup line saying how. */
@@ -76,7 +97,12 @@ static void setup_optimizer(Trainer *t) {
     KV_CHECK(optim_kind_parse(c->optim, &kind) == 0, "config: unknown optimizer '%s'", c->optim);
     t->opt = shard_optimizer_create(kind, &t->fsdp.plan, t->rank);
     int64_t per_epoch = loader_samples_per_epoch(t->loader) / c->global_batch;
-    t->total_steps = c->steps > 0 ? c->steps : per_epoch * c->epochs;
+    t->total_steps = c->steps;
+    /* checked: a wrapped product would blame the split's size */
+    if (c->steps == 0)
+        KV_CHECK(!__builtin_mul_overflow(per_epoch, c->epochs, &t->total_steps),
+                 "config: 'epochs' (%lld) x %lld steps per epoch overflows 64 bits; give fewer epochs, or 'steps'",
+                 (long long)c->epochs, (long long)per_epoch);
     KV_CHECK(t->total_steps > 0, "config: the train split gives %lld samples, fewer than one global batch of %lld",
              (long long)loader_samples_per_epoch(t->loader), (long long)c->global_batch);
     LrDecay decay;
@@ -103,6 +129,20 @@ static double peak_rss_bytes(void) {
     return (double)ru.ru_maxrss * 1024.0;
 }
 
+/* With loss_on=answers a micro-batch whose samples hold no answer within
+ * their L + S + 1 tokens has no target at all: the backward pass has nothing
+ * to differentiate. Said as such, naming the window. */
+static void check_answers_in_window(const Trainer *t, const char *when) {
+    if (!t->answers) return;
+    int64_t n = t->cfg.micro_batch * t->T;
+    for (int64_t i = 0; i < n; i++)
+        if (t->targets[i] >= 0) return;
+    die("loss_on=answers: %s: no answer falls in the sample window of L + S + 1 = %lld tokens (L=%lld, S=%lld) of "
+        "any of its %lld sample%s; raise L or S so that a repeated marker's values fit, or train with loss_on=all",
+        when, (long long)(t->T + 1), (long long)t->cfg.L, (long long)t->cfg.S, (long long)t->cfg.micro_batch,
+        t->cfg.micro_batch == 1 ? "" : "s");
+}
+
 /* Micro-batch round * world + rank of this step: the samples before it
  * belong to lower ranks, those after it to higher ones. */
 static void load_micro_batch(Trainer *t) {
@@ -113,6 +153,25 @@ static void load_micro_batch(Trainer *t) {
         split_sample(t, b);
     }
     loader_skip(t->loader, (t->world - 1 - t->rank) * mb);
+    if (t->answers) {
+        char when[64];
+        snprintf(when, sizeof when, "step %lld", (long long)t->step + 1);
+        check_answers_in_window(t, when);
+    }
+}
+
+/* Start-up: this rank's first micro-batch, read by a loader of its own, so
+ * a window that holds no answer is refused before any work. */
+static void check_first_answers(Trainer *t) {
+    if (!t->answers) return;
+    Loader *l = loader_open(t->train_split, t->T + 1, (uint64_t)t->cfg.seed, 0, 1);
+    loader_skip(l, t->rank * t->cfg.micro_batch);
+    for (int64_t b = 0; b < t->cfg.micro_batch; b++) {
+        loader_next(l, t->sample + b * (t->T + 1));
+        split_sample(t, b);
+    }
+    loader_close(l);
+    check_answers_in_window(t, "the first micro-batch");
 }
 
 /* Mean over the step's micro-batches of their losses, added in micro-batch order. */
@@ -412,6 +471,7 @@ void trainer_setup(Trainer *t, const TrainConfig *cfg, RunStart start, Comm *com
     open_data(t);
     setup_optimizer(t);
     allocate_batches(t);
+    check_first_answers(t);
     t->flops_per_token = llama_flops_per_token(&t->model, t->T);
     snprintf(t->log_path, sizeof t->log_path, "%s/log.jsonl", t->cfg.out);
     char dir[4200];
