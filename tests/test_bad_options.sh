@@ -172,6 +172,15 @@ refused "--resume with another seed refused, naming it" "'seed' is 9 but the che
 $K train "${rargs2[@]}" --set global_batch=2 --set steps=4 --resume >/dev/null 2>"$tmp/err" \
     && ok "--resume with the same settings goes on" || fail "--resume, same settings" "$(tail -2 "$tmp/err")"
 
+# --resume on other data would go on from the checkpoint's data position in
+# other documents: refused, naming both directories
+$K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 30 --out "$tmp/data2" >/dev/null
+refused "--resume with another data directory refused, naming both" "but the checkpoint .* was written on '$tmp/data'" \
+    $K train "${rargs2[@]}" --set global_batch=2 --set steps=6 --set data="$tmp/data2" --resume
+cp -r "$tmp/data" "$tmp/datacopy"
+$K train "${rargs2[@]}" --set global_batch=2 --set steps=6 --set data="$tmp/datacopy" --resume >/dev/null 2>"$tmp/err" \
+    && ok "--resume on a copy of the same data (same manifest) goes on" || fail "--resume on a copy of the data" "$(tail -2 "$tmp/err")"
+
 # a checkpoint directory renamed to another step (here step_31, the newest
 # name): skipped with a warning naming both steps, the run resumes from the
 # newest checkpoint whose name is its step, and the renamed one is kept

@@ -18,6 +18,7 @@
 #include "../common/plot.h"
 #include "../common/remove_tree.h"
 #include "../common/util.h"
+#include "../data/sha256.h"
 #include "../parallel/shard_ckpt.h"
 #include "../kernels/blas.h"
 #include "../optim/clip.h"
@@ -45,6 +46,20 @@ static void check_dev_split(const Trainer *t, const char *dir) {
              t->cfg.data, dir, (long long)(t->T + 1), (long long)n, n == 1 ? "" : "s", (long long)longest);
 }
 
+/* What the run trains on, for --resume to compare: the manifest's hash is
+ * the content (it lists every shard and the inputs' hashes), the resolved
+ * path is what the message names. */
+static void record_data_identity(Trainer *t) {
+    char mpath[4200];
+    path_fmt(mpath, sizeof mpath, "%s/manifest.json", t->cfg.data);
+    sha256_file(mpath, t->data_sha256);
+    char real[PATH_MAX];
+    KV_CHECK(realpath(t->cfg.data, real) != NULL, "data '%s': cannot resolve the directory: %s", t->cfg.data,
+             strerror(errno));
+    KV_CHECK(strlen(real) < sizeof t->data_realpath, "data '%s': resolved path too long", t->cfg.data);
+    strcpy(t->data_realpath, real);
+}
+
 static void open_data(Trainer *t) {
     char dir[4200];
     path_fmt(dir, sizeof dir, "%s/train", t->cfg.data);
@@ -64,6 +79,7 @@ static void open_data(Trainer *t) {
              "--min-tokens %lld or lower L",
              t->cfg.data, (long long)(t->T + 1), (long long)(t->T + 1));
     check_dev_split(t, dir);
+    record_data_identity(t);
 }
 
 /* The engine that runs the passes, and the startup line saying how. */
@@ -313,6 +329,29 @@ static void check_run_identity(const Trainer *t, const CkptReader *r, const char
     }
 }
 
+/* The data belongs to the run's identity too: --resume --set data=OTHER
+ * would go on from the checkpoint's data position in other documents. The
+ * section holds the manifest's SHA-256, a line break, and the resolved
+ * directory; only the hash decides (a moved copy of the same data resumes). */
+static void check_data_identity(const Trainer *t, const CkptReader *r, const char *dir) {
+    int64_t bytes = 0;
+    const char *was = ckpt_get_section(r, "data_identity", &bytes);
+    if (!was) {
+        if (t->rank == 0) warnf("%s predates the recorded data identity: the data is not checked on --resume", dir);
+        return;
+    }
+    KV_CHECK(bytes > 65 && was[64] == '\n', "%s: the section 'data_identity' (%lld bytes) is malformed", dir,
+             (long long)bytes);
+    char then_path[4096];
+    int64_t plen = bytes - 65 < (int64_t)sizeof then_path - 1 ? bytes - 65 : (int64_t)sizeof then_path - 1;
+    memcpy(then_path, was + 65, (size_t)plen);
+    then_path[plen] = '\0';
+    KV_CHECK(memcmp(was, t->data_sha256, 64) == 0,
+             "--resume: 'data' is '%s' (manifest SHA-256 %.16s...) but the checkpoint %s was written on '%s' (manifest "
+             "SHA-256 %.16s...); resume with the same data, or train into a new out",
+             t->data_realpath, t->data_sha256, dir, then_path, was);
+}
+
 void trainer_checkpoint(Trainer *t) {
     t->engine.pull_state(t->engine.ctx, t->opt); /* the engine's parameters and states, where it steps them */
     CkptWriter w;
@@ -325,6 +364,10 @@ void trainer_checkpoint(Trainer *t) {
     int64_t id[N_RUN_IDENTITY];
     run_identity(&t->cfg, id);
     ckpt_add_section(&w, "run_identity", id, sizeof id);
+    char data_id[64 + 1 + sizeof t->data_realpath];
+    int n = snprintf(data_id, sizeof data_id, "%.64s\n%s", t->data_sha256, t->data_realpath);
+    KV_CHECK(n > 0 && (size_t)n < sizeof data_id, "checkpoint: the data identity does not fit");
+    ckpt_add_section(&w, "data_identity", data_id, n);
     shard_ckpt_commit(t->comm, &w, param_layout_hash(&t->model.layout), (int)t->cfg.keep_last);
 }
 
@@ -335,6 +378,7 @@ static void restore(Trainer *t, const char *dir) {
     CkptReader r;
     ckpt_reader_open(&r, dir, 0, ckpt_manifest_world(dir), hash);
     check_run_identity(t, &r, dir);
+    check_data_identity(t, &r, dir);
     LoaderPosition pos;
     ckpt_read_section(&r, "step", &t->step, sizeof t->step);
     ckpt_read_section(&r, "data_pos", &pos, sizeof pos);
