@@ -248,9 +248,14 @@ char *train_config_to_json(const TrainConfig *c) {
         json_t *v = keys[i].type == K_STR   ? json_string(p)
                     : keys[i].type == K_INT ? json_integer(*(const int64_t *)p)
                                             : json_real(*(const double *)p);
-        json_object_set_new(o, keys[i].key, v);
+        /* jansson returns NULL for a string that is not UTF-8 or a non-finite
+         * number, and set_new would then drop the key without a word;
+         * train_config_validate refuses both, so this is a broken invariant */
+        KV_CHECK(v != NULL && json_object_set_new(o, keys[i].key, v) == 0,
+                 "config: '%s' cannot be written to the run's config.json", keys[i].key);
     }
     char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    KV_CHECK(s != NULL, "config: cannot serialise the run's config.json");
     json_decref(o);
     return s;
 }
