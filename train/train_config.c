@@ -149,8 +149,9 @@ void train_config_apply_set(TrainConfig *c, const char *kv) {
     set_from_string(c, k, eq + 1, "--set");
 }
 
-/* Largest eval_batches: the dev evaluation allocates per sample, and no
- * dev split holds more documents than this. */
+/* Largest eval_batches accepted: the evaluation takes min(eval_batches, the
+ * dev split's samples), so a larger count only means "all of them"; the bound
+ * keeps a typo or a wrapped value from passing for a count. */
 #define EVAL_BATCHES_MAX ((int64_t)1 << 30)
 
 /* String values go into the run's config.json, which is UTF-8 JSON: a value
