@@ -183,7 +183,26 @@ void ckpt_write_manifest(const char *run_dir, int64_t step, int world, uint64_t 
 typedef struct {
     int64_t step;
     int complete;
+    char name[256]; /* the directory's own name: "step_31" as well as "step_00000031" */
 } StepDir;
+
+/* A complete directory whose manifest names another step than its own name
+ * was renamed or copied by hand: resuming it would restart at the wrong step
+ * (and pruning would count it as that step). It is skipped with a warning,
+ * never used and never deleted. A manifest that does not parse is left to the
+ * reader, which names what is wrong with it. */
+static int step_matches_manifest(const char *dir, const char *mpath, int64_t step) {
+    json_error_t je;
+    json_t *m = json_load_regular(mpath, JSON_REJECT_DUPLICATES, &je);
+    if (!m) return 1;
+    json_t *st = json_object_get(m, "step");
+    int same = !json_is_integer(st) || json_integer_value(st) == step;
+    if (!same)
+        warnf("'%s': its manifest says step %lld but the directory is named step %lld (renamed or copied?): skipped, "
+              "not used for --resume and not pruned", dir, (long long)json_integer_value(st), (long long)step);
+    json_decref(m);
+    return same;
+}
 
 static int by_step(const void *a, const void *b) {
     const StepDir *x = a, *y = b;
@@ -209,9 +228,15 @@ static StepDir *list_steps(const char *run_dir, int *n) {
             warnf("'%s' is not a checkpoint directory (a link or a file): not used, not pruned", p);
             continue;
         }
-        v = xrealloc(v, sizeof(StepDir) * (size_t)(*n + 1));
+        char dir[4400];
+        path_fmt(dir, sizeof dir, "%s/%s", ck, e->d_name);
         path_fmt(p, sizeof p, "%s/%s/manifest.json", ck, e->d_name);
-        v[*n] = (StepDir){step, file_size(p) >= 0};
+        int complete = file_size(p) >= 0;
+        if (complete && !step_matches_manifest(dir, p, step)) continue;
+        v = xrealloc(v, sizeof(StepDir) * (size_t)(*n + 1));
+        v[*n] = (StepDir){.step = step, .complete = complete};
+        KV_CHECK(strlen(e->d_name) < sizeof v[*n].name, "'%s': directory name too long", dir);
+        strcpy(v[*n].name, e->d_name);
         (*n)++;
     }
     closedir(d);
@@ -240,8 +265,8 @@ void ckpt_prune(const char *run_dir, int keep_last) {
     int n, complete = 0;
     StepDir *v = list_steps(run_dir, &n);
     for (int i = n - 1; i >= 0; i--) {
-        char dir[4096];
-        ckpt_step_dir(dir, sizeof dir, run_dir, v[i].step);
+        char dir[4400];
+        path_fmt(dir, sizeof dir, "%s/ckpt/%s", run_dir, v[i].name);
         if (v[i].complete && ++complete <= keep_last) continue;
         /* older complete ones beyond N, and incomplete leftovers below a kept one */
         if (v[i].complete || complete > 0) remove_step_dir(dir);
@@ -254,7 +279,7 @@ int ckpt_find_latest(const char *run_dir, char *out, size_t n, int64_t *step) {
     StepDir *v = list_steps(run_dir, &count);
     for (int i = count - 1; i >= 0 && !found; i--)
         if (v[i].complete) {
-            ckpt_step_dir(out, n, run_dir, v[i].step);
+            path_fmt(out, n, "%s/ckpt/%s", run_dir, v[i].name);
             if (step) *step = v[i].step;
             found = 1;
         }

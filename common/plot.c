@@ -1,9 +1,11 @@
 #include "plot.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "subprocess.h"
 #include "util.h"
@@ -22,11 +24,23 @@ static int render(const char *gp_path, const char *png_path) {
               gp_path);
         return 0;
     }
-    char log[4200];
+    char log[4200], script[4200];
     path_fmt(log, sizeof log, "%s.log", gp_path);
-    const char *argv[] = {"gnuplot", gp_path, NULL};
+    /* a relative path beginning with '-' would reach gnuplot as an option
+     * (and "-" as standard input): "./" makes it a file name */
+    path_fmt(script, sizeof script, "%s%s", gp_path[0] == '/' ? "" : "./", gp_path);
+    /* an earlier PNG must not pass for this one if gnuplot draws nothing */
+    if (unlink(png_path) != 0 && errno != ENOENT) {
+        warnf("%s not drawn: cannot remove the earlier one: %s", png_path, strerror(errno));
+        return 0;
+    }
+    const char *argv[] = {"gnuplot", script, NULL};
     if (subprocess_run(argv, NULL, log, NULL, 0) != 0) {
-        warnf("gnuplot failed on %s (see %s)", gp_path, log);
+        warnf("gnuplot failed on %s: %s not drawn (see %s)", gp_path, png_path, log);
+        return 0;
+    }
+    if (file_size(png_path) <= 0) {
+        warnf("gnuplot ended without drawing %s (see %s)", png_path, log);
         return 0;
     }
     /* gnuplot reports what it adjusted or dropped on stderr: say so */
@@ -38,10 +52,17 @@ static int render(const char *gp_path, const char *png_path) {
     return 1;
 }
 
-/* s as a gnuplot single-quoted string: a quote is doubled there, and a line
- * break (which would end the command) is refused. */
+/* A path with a line break cannot go into a gnuplot script (it would end
+ * the command): the plot is not drawn, and the caller goes on. */
+static int path_plottable(const char *png_path) {
+    if (!strpbrk(png_path, "\r\n")) return 1;
+    warnf("%s not drawn: a path with a line break cannot be written into a gnuplot script", png_path);
+    return 0;
+}
+
+/* s as a gnuplot single-quoted string: a quote is doubled there (line
+ * breaks were refused by path_plottable). */
 static void gp_quoted(FILE *f, const char *s) {
-    KV_CHECK(!strpbrk(s, "\r\n"), "plot: a path with a line break cannot be written into a gnuplot script: %s", s);
     fputc('\'', f);
     for (; *s; s++) {
         if (*s == '\'') fputc('\'', f);
@@ -88,6 +109,7 @@ static const int POINT_TYPES[] = {7, 5, 9, 11, 13};
 
 int plot_lines_png(const char *png_path, const char *title, const char *xlabel, const char *ylabel,
                    const PlotSeries *series, int nseries) {
+    if (!path_plottable(png_path)) return 0;
     char dat[4096], gp[4096], t[256];
     sibling(dat, sizeof dat, png_path, ".dat");
     sibling(gp, sizeof gp, png_path, ".gp");
@@ -185,6 +207,7 @@ static int text_px(const char *s) {
 int plot_bars_png(const char *png_path, const char *title, const char *value_label, const char *const *row_names,
                   int nrows, const char *const *col_names, int ncols, const double *values) {
     KV_CHECK(nrows > 0 && ncols > 0, "plot: a bar chart needs a row and a column (got %d x %d)", nrows, ncols);
+    if (!path_plottable(png_path)) return 0;
     char dat[4096], gp[4096], t[256];
     sibling(dat, sizeof dat, png_path, ".dat");
     sibling(gp, sizeof gp, png_path, ".gp");

@@ -12,7 +12,9 @@ typedef struct {
     int64_t n;
 } PlotSeries;
 
-/* Returns 1 when the PNG was rendered (so does plot_bars_png). Both charts
+/* Returns 1 when the PNG was rendered (so does plot_bars_png), 0 after a
+ * warning saying why not (no gnuplot, gnuplot failed or drew nothing, a
+ * path with a line break): callers say the plot was not drawn. Both charts
  * put the title and the legend above the data area. */
 int plot_lines_png(const char *png_path, const char *title, const char *xlabel, const char *ylabel,
                    const PlotSeries *series, int nseries);

@@ -59,7 +59,7 @@ PlanRow plan_rank_bytes(const LlamaConfig *c, const PlanInputs *in, int ranks) {
     row.grads = (double)max_local * in->grad_bytes;
     /* one rank holds its shard only; more gather two units (current + prefetched) and one unit's gradients */
     if (ranks > 1) row.unit_buffers = (double)max_unit * (2.0 * in->param_bytes + in->grad_bytes);
-    double BT = (double)(in->seq * in->micro_batch), C = (double)c->hidden_size, L = (double)c->num_hidden_layers;
+    double BT = (double)in->seq * (double)in->micro_batch, C = (double)c->hidden_size, L = (double)c->num_hidden_layers;
     double per_layer = layer_act_bytes(c, in) * BT;
     double sel = in->K > 0 ? 4.0 * (double)in->K * (double)c->num_key_value_heads * (double)in->micro_batch : 0;
     double saved = in->recompute ? L * (BT * C * in->act_bytes + sel) + per_layer : L * (per_layer + sel);
@@ -72,6 +72,27 @@ PlanRow plan_rank_bytes(const LlamaConfig *c, const PlanInputs *in, int ranks) {
     row.total = row.params + row.grads + row.optim + row.unit_buffers + row.activations;
     param_layout_free(&pl);
     return row;
+}
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* The plans multiply tokens (seq x micro-batch) by the model's widths, the
+ * layers and a few bytes each, and the attention's per-row records by seq
+ * again, in int64. Instead of checking every product, one overflow-checked
+ * bound above all of them: tokens x the widest dimension (seq included) x
+ * the layers x 64 bytes. Inputs past it are refused; a wrapped product would
+ * print small, plausible totals. */
+static void check_plan_size(const LlamaConfig *c, int64_t seq, int64_t mb) {
+    int64_t widest = max64(max64(seq, c->vocab_size), max64(c->hidden_size, c->intermediate_size));
+    widest = max64(widest, max64(c->num_attention_heads * c->head_dim, c->num_key_value_heads * c->head_dim));
+    int64_t bt, bound;
+    int wraps = __builtin_mul_overflow(seq, mb, &bt) || __builtin_mul_overflow(bt, widest, &bound) ||
+                __builtin_mul_overflow(bound, (int64_t)c->num_hidden_layers + 2, &bound) ||
+                __builtin_mul_overflow(bound, (int64_t)64, &bound);
+    KV_CHECK(!wraps,
+             "kvcpt plan: --seq %lld x --micro-batch %lld is too large for this model: its byte counts would "
+             "overflow 64 bits (tokens x widest dimension %lld x %lld layers)",
+             (long long)seq, (long long)mb, (long long)widest, (long long)c->num_hidden_layers);
 }
 
 static int dtype_bytes(const char *s, const char *opt) {
@@ -194,7 +215,8 @@ int cmd_plan(int argc, char **argv) {
     if (config) {
         train_config_apply_file(&tc, config);
         if (!model) model = tc.model; /* --preset names the shape where the config's directory is elsewhere */
-        optim = tc.optim, seq = tc.L + tc.S, mb = tc.micro_batch, recompute = (int)tc.recompute;
+        optim = tc.optim, mb = tc.micro_batch, recompute = (int)tc.recompute;
+        KV_CHECK(!__builtin_add_overflow(tc.L, tc.S, &seq), "kvcpt plan: the config's L + S overflows 64 bits");
         K = tc.mask ? tc.K : 0;
     } else {
         /* the options as a training config, so that the mode is resolved as the trainer does */
@@ -212,6 +234,7 @@ int cmd_plan(int argc, char **argv) {
     OptimKind kind;
     KV_CHECK(optim_kind_parse(optim, &kind) == 0, "kvcpt plan: --optim must be adamw8bit or adamw, got '%s'", optim);
     KV_CHECK(seq >= 1 && mb >= 1 && K >= 0 && K <= seq, "kvcpt plan: need --seq >= 1, --micro-batch >= 1, 0 <= --K <= --seq");
+    check_plan_size(&c, seq, mb);
     PlanInputs in = {seq, mb, K, dtype_bytes(pd, "params"), dtype_bytes(gd, "grads"), dtype_bytes(ad, "acts"),
                      kind == OPTIM_ADAMW8BIT, recompute};
     PlanRow rows[64];

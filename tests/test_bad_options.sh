@@ -46,6 +46,84 @@ refused "train: grad_clip=nan refused" "grad_clip" $K train --set model=tiny --s
     --set out="$tmp/run" --set grad_clip=nan --set steps=1 --set warmup_steps=0 --set L=48 --set S=8 --set K=6 \
     --set global_batch=2 --set micro_batch=2
 
+# settings a run would trip over only after its last step (and --resume
+# would repeat that step forever), or that crash or mislead: refused at
+# start-up, before any work, naming the value
+targs=(--set model=tiny --set data="$tmp/data" --set steps=1 --set warmup_steps=0 --set L=48 --set S=8 --set K=6
+       --set global_batch=2 --set micro_batch=2)
+started() { [ -e "$1/log.jsonl" ] && echo " (but $1/log.jsonl was written: refused after start-up)"; }
+for v in -1 -1000 0; do
+    refused "train: eval_batches=$v refused" "'eval_batches' must be in \[1," $K train "${targs[@]}" --set eval_batches=$v --set out="$tmp/eb$v"
+done
+refused "train: mask=2 refused" "'mask' must be 0 or 1 (got 2)" $K train "${targs[@]}" --set mask=2 --set out="$tmp/m2"
+# stderr is a file here, not a terminal: the progress line's interval divides
+refused "train: log_interval=0 refused (no division by zero)" "'log_interval' must be >= 1 (got 0)" \
+    $K train "${targs[@]}" --set log_interval=0 --set out="$tmp/li0"
+refused "train: epochs=2^62 refused, naming the overflow (not the split's size)" "'epochs' (4611686018427387904) x .* overflows" \
+    $K train "${targs[@]}" --set steps=0 --set epochs=4611686018427387904 --set out="$tmp/ep"
+refused "train: an out with a line break refused at start-up, naming it" "'out' holds a control character (0x0a, a line break)" \
+    $K train "${targs[@]}" --set out="$tmp/nl
+x"
+[ ! -e "$tmp/nl
+x/log.jsonl" ] && ok "train: the refused out with a line break was not started" || fail "out with a line break" "log.jsonl written"
+# a model directory whose name is not UTF-8 (byte 0xFF): config.json is
+# UTF-8 JSON and would drop the key, so the value is refused naming it
+ffdir="$tmp/model"$'\xff'
+mkdir -p "$ffdir" && cat >"$ffdir/config.json" <<'JSON'
+{"vocab_size": 64, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+ "num_key_value_heads": 1, "head_dim": 16, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false}
+JSON
+refused "train: a model path that is not UTF-8 refused, naming the key" "'model' is not valid UTF-8 (byte 0xff" \
+    $K train "${targs[@]}" --set model="$ffdir" --set out="$tmp/ff"
+# micro_batch x ranks wraps to 0 under 4 ranks (2^62 x 4 = 2^64): refused, no SIGFPE
+if command -v mpirun >/dev/null 2>&1 && $K --version | grep -q "collectives: single, mpi"; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    refused "train under mpirun: micro_batch 2^62 x 4 ranks overflowing refused" "'micro_batch' (4611686018427387904) x ranks (4) overflows" \
+        mpirun --oversubscribe -np 4 $K train "${targs[@]}" --set micro_batch=4611686018427387904 --set global_batch=4 --set out="$tmp/mb"
+else echo "skip - micro_batch x ranks under mpirun: mpirun or an MPI-enabled kvcpt is missing"; fi
+# the dev split is evaluated at the end: an empty one (10 documents, split
+# seed 2, none in dev) or one whose documents are shorter than L + S + 1 is
+# refused at start-up, naming the split and the lengths
+$K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 10 --split-seed 2 --out "$tmp/nodev" >/dev/null
+/usr/bin/python3 -c "import json,sys;sys.exit(json.load(open('$tmp/nodev/manifest.json'))['splits']['dev']['documents'] != 0)" \
+    || fail "empty dev split premise" "split seed 2 put documents into dev"
+refused "train: an empty dev split refused at start-up" "dev split '$tmp/nodev/dev' has no document of the 57 tokens" \
+    $K train "${targs[@]}" --set data="$tmp/nodev" --set out="$tmp/nd"
+[ ! -e "$tmp/nd/log.jsonl" ] && ok "train: the run on an empty dev split did not start" || fail "empty dev split" "trained$(started "$tmp/nd")"
+# short dev documents: the dev shard of a 30-token dataset in place of the 57-token one's
+$K prepare --synthetic recall --vocab 64 --doc-tokens 30 --query-tail 9 --docs 60 --out "$tmp/short" >/dev/null
+cp -r "$tmp/data" "$tmp/shortdev" && cp "$tmp/short/dev/shard_000000.bin" "$tmp/shortdev/dev/shard_000000.bin"
+/usr/bin/python3 - "$tmp/shortdev/manifest.json" "$tmp/short/manifest.json" <<'PY'
+import json, sys
+m, s = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+m["splits"]["dev"] = s["splits"]["dev"]
+json.dump(m, open(sys.argv[1], "w"))
+PY
+refused "train: a dev split of 30-token documents refused for 57-token samples, naming the lengths" "the longest 30 tokens" \
+    $K train "${targs[@]}" --set data="$tmp/shortdev" --set out="$tmp/sd"
+[ ! -e "$tmp/sd/log.jsonl" ] && ok "train: the run on a too-short dev split did not start" || fail "too-short dev split" "trained$(started "$tmp/sd")"
+
+# every step trains: the last step of a linear decay to 0 (here the only
+# one, no warm-up) runs above the end value
+$K train "${targs[@]}" --set lr=1e-3 --set out="$tmp/one" >/dev/null 2>&1
+lr1=$(/usr/bin/python3 -c "import json;print(json.loads(open('$tmp/one/log.jsonl').readline())['lr'])" 2>/dev/null)
+[ "$lr1" = "0.001" ] && ok "train: steps=1 warmup_steps=0 takes its step at the peak lr (logged $lr1)" \
+    || fail "steps=1 warmup_steps=0" "step 1 ran at lr '$lr1', not the peak 0.001"
+
+# a loss plot that cannot be drawn is a warning saying so; the model is written first
+mkdir -p "$tmp/plotdir/loss.png/x"
+if $K train "${targs[@]}" --set out="$tmp/plotdir" --resume >/dev/null 2>"$tmp/err" && [ -f "$tmp/plotdir/model/model.kvcpt" ] &&
+   grep -q "loss plot .* was not drawn" "$tmp/err"; then
+    ok "train: a loss plot that cannot be drawn (loss.png is a directory) is a warning; the model is written"
+else fail "train: failed loss plot" "$(tail -2 "$tmp/err")"; fi
+# an out beginning with '-' must not reach gnuplot as an option
+kbin=$(realpath "$K")
+if (cd "$tmp" && "$kbin" train "${targs[@]}" --set out=-dashrun >/dev/null 2>"$tmp/err") &&
+   head -c 8 "$tmp/-dashrun/loss.png" 2>/dev/null | od -An -c | grep -q "P   N   G"; then
+    ok "train: out '-dashrun' (relative, leading '-'): loss.png is drawn"
+elif grep -q "not drawn" "$tmp/err"; then ok "train: out '-dashrun': the plot says it was not drawn"
+else fail "train: out beginning with '-'" "no loss.png and no 'not drawn' warning: $(tail -2 "$tmp/err")"; fi
+
 # loss_on: answers needs data whose manifest marks them
 refused "train: loss_on=answers on data without answers refused" "loss_on=answers needs data" $K train --set model=tiny \
     --set data="$tmp/data" --set out="$tmp/run" --set loss_on=answers --set steps=1 --set warmup_steps=0 --set L=48 \
@@ -61,6 +139,11 @@ first_loss() { # loss_on -> the logged loss of step 1
 la=$(first_loss all); lq=$(first_loss answers)
 [ -n "$la" ] && [ -n "$lq" ] && [ "$la" != "$lq" ] && ok "train: loss_on=answers runs on mqar data and scores other targets than all ($lq vs $la)" \
     || fail "train loss_on=answers" "all '$la', answers '$lq'"
+# a window of L + S + 1 = 9 tokens holds no repeated marker's value: said
+# so at start-up, not as a backward pass without a forward one
+refused "train: loss_on=answers with no answer in the sample window refused, saying so" "no answer falls in the sample window of L + S + 1 = 9" \
+    $K train --set model=tiny --set data="$tmp/mq" --set out="$tmp/lo_win" --set loss_on=answers --set steps=1 \
+    --set warmup_steps=0 --set L=8 --set S=0 --set K=2 --set global_batch=2 --set micro_batch=2
 
 # a dataset with no document is refused unless asked for
 refused "prepare keeping no document refused (every one below --min-tokens)" "no document kept" \
@@ -89,12 +172,27 @@ refused "--resume with another seed refused, naming it" "'seed' is 9 but the che
 $K train "${rargs2[@]}" --set global_batch=2 --set steps=4 --resume >/dev/null 2>"$tmp/err" \
     && ok "--resume with the same settings goes on" || fail "--resume, same settings" "$(tail -2 "$tmp/err")"
 
-# a checkpoint directory renamed to another step: refused, naming both steps
+# --resume on other data would go on from the checkpoint's data position in
+# other documents: refused, naming both directories
+$K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 30 --out "$tmp/data2" >/dev/null
+refused "--resume with another data directory refused, naming both" "but the checkpoint .* was written on '$tmp/data'" \
+    $K train "${rargs2[@]}" --set global_batch=2 --set steps=6 --set data="$tmp/data2" --resume
+cp -r "$tmp/data" "$tmp/datacopy"
+$K train "${rargs2[@]}" --set global_batch=2 --set steps=6 --set data="$tmp/datacopy" --resume >/dev/null 2>"$tmp/err" \
+    && ok "--resume on a copy of the same data (same manifest) goes on" || fail "--resume on a copy of the data" "$(tail -2 "$tmp/err")"
+
+# a checkpoint directory renamed to another step (here step_31, the newest
+# name): skipped with a warning naming both steps, the run resumes from the
+# newest checkpoint whose name is its step, and the renamed one is kept
 cp -r "$tmp/rid" "$tmp/ren"
 last=$(ls -d "$tmp"/ren/ckpt/step_* | sort | tail -1)
-mv "$last" "$tmp/ren/ckpt/step_00000099"
-refused "--resume from a step_N directory whose manifest names another step refused" "directory is named step 99" \
-    $K train "${rargs2[@]}" --set global_batch=2 --set steps=120 --set out="$tmp/ren" --resume
+prev=$(ls -d "$tmp"/ren/ckpt/step_* | sort | tail -2 | head -1)
+mv "$last" "$tmp/ren/ckpt/step_31"
+if $K train "${rargs2[@]}" --set global_batch=2 --set steps=8 --set out="$tmp/ren" --resume >/dev/null 2>"$tmp/err" &&
+   grep -q "manifest says step [0-9]* but the directory is named step 31" "$tmp/err" && grep -qF "resumed from $prev" "$tmp/err" &&
+   [ -f "$tmp/ren/ckpt/step_31/manifest.json" ]; then
+    ok "--resume skips a step_31 directory whose manifest names another step, with a warning, and keeps it"
+else fail "--resume with a renamed checkpoint directory" "$(grep -v '^step' "$tmp/err" | tail -3)"; fi
 
 # a path longer than kvcpt's path buffers: an error naming it, never a cut
 # path (which would read or write another file)

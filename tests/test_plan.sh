@@ -95,3 +95,11 @@ grep -q "^fits 200.00 GiB per GPU: headroom" <<<"$t" && ok "plan --gpu-mem 200G:
 t=$("$K" plan --engine cuda --ranks 8 --seq 8242 --precision fp32 | tail -1)
 grep -q "^does NOT fit 80.00 GiB per GPU" <<<"$t" && ok "plan: fp32 keeping every activation does not fit 80 GiB: $t" || fail "plan no fit" "$t"
 if "$K" plan --gpu-mem 12Q >/dev/null 2>&1; then fail "plan --gpu-mem 12Q" "accepted"; else ok "plan refuses --gpu-mem 12Q"; fi
+# sizes whose byte counts overflow int64 (--seq 2^62; --seq x --micro-batch
+# 2^32 x 2^32): refused naming the options, never wrapped into small totals
+for a in "--seq 4611686018427387904" "--seq 4611686018427387904 --engine zero3 --json" "--seq 4294967296 --micro-batch 4294967296 --engine zero3"; do
+    if out=$("$K" plan $a 2>&1); then fail "plan $a" "accepted: $(tail -2 <<<"$out")"
+    elif grep -q "too large for this model: its byte counts would overflow 64 bits" <<<"$out" && ! grep -q "^total\|^\[" <<<"$out"; then
+        ok "plan $a refused (overflow), no table printed"
+    else fail "plan $a" "$(tail -2 <<<"$out")"; fi
+done

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../common/util.h"
+#include "../data/utf8.h"
 #include "../parallel/comm.h"
 
 typedef enum { K_STR, K_INT, K_NUM } KeyType;
@@ -148,6 +149,31 @@ void train_config_apply_set(TrainConfig *c, const char *kv) {
     set_from_string(c, k, eq + 1, "--set");
 }
 
+/* Largest eval_batches accepted: the evaluation takes min(eval_batches, the
+ * dev split's samples), so a larger count only means "all of them"; the bound
+ * keeps a typo or a wrapped value from passing for a count. */
+#define EVAL_BATCHES_MAX ((int64_t)1 << 30)
+
+/* String values go into the run's config.json, which is UTF-8 JSON: a value
+ * that is not UTF-8 would be dropped from it, so it is refused here naming
+ * the key. A control character in 'out' would break the paths written into
+ * the loss plot's script and the log lines naming the run directory. */
+static void check_strings(const TrainConfig *c) {
+    for (int i = 0; i < N_KEYS; i++) {
+        if (keys[i].type != K_STR) continue;
+        const char *v = (const char *)c + keys[i].offset;
+        int64_t bad = utf8_first_invalid((const uint8_t *)v, strlen(v));
+        KV_CHECK(bad < 0, "config: '%s' is not valid UTF-8 (byte 0x%02x at offset %lld of '%s'); the run's "
+                          "config.json could not record it", keys[i].key, (unsigned)(uint8_t)v[bad], (long long)bad, v);
+    }
+    for (const char *p = c->out; *p; p++) {
+        unsigned char ch = (unsigned char)*p;
+        KV_CHECK(ch >= 0x20 && ch != 0x7f, "config: 'out' holds a control character (0x%02x%s) at offset %lld; "
+                 "choose a run directory name without one", ch, ch == '\n' ? ", a line break" : ch == '\r' ?
+                 ", a carriage return" : ch == '\t' ? ", a tab" : "", (long long)(p - c->out));
+    }
+}
+
 static int one_of(const char *v, const char *a, const char *b, const char *c3) {
     return strcmp(v, a) == 0 || strcmp(v, b) == 0 || (c3 && strcmp(v, c3) == 0);
 }
@@ -159,6 +185,8 @@ void train_config_validate(const TrainConfig *c, int world) {
     KV_CHECK(one_of(c->group_agg, "max", "mean", "first"), "config: 'group_agg' must be max, mean or first");
     KV_CHECK(one_of(c->loss_on, "all", "answers", NULL), "config: 'loss_on' must be all or answers (got '%s')", c->loss_on);
     KV_CHECK(c->data[0], "config: 'data' (the prepared data directory) is required");
+    KV_CHECK(c->out[0], "config: 'out' (the run directory) is required");
+    check_strings(c);
     KV_CHECK(c->L >= 1 && c->S >= 0, "config: 'L' must be >= 1 and 'S' >= 0 (got L=%lld S=%lld)", (long long)c->L,
              (long long)c->S);
     KV_CHECK(!c->mask || (c->K >= 1 && c->K <= c->L), "config: 'K' (%lld) must be in [1, L=%lld]", (long long)c->K,
@@ -170,11 +198,27 @@ void train_config_validate(const TrainConfig *c, int world) {
              (long long)c->mask_restride);
     KV_CHECK(c->mask || (c->mask_evict == 0 && c->mask_restride == 0),
              "config: 'mask_evict' and 'mask_restride' shape the RefreshKV mask: they need mask=1");
+    KV_CHECK(c->mask == 0 || c->mask == 1, "config: 'mask' must be 0 or 1 (got %lld)", (long long)c->mask);
     KV_CHECK(c->micro_batch >= 1 && c->global_batch >= 1, "config: 'global_batch' and 'micro_batch' must be >= 1");
-    KV_CHECK(c->global_batch % (c->micro_batch * world) == 0,
+    /* checked: under mpirun a large micro_batch times the ranks wraps, and
+     * the remainder below would divide by zero or by a wrong product */
+    int64_t per_round;
+    KV_CHECK(!__builtin_mul_overflow(c->micro_batch, (int64_t)world, &per_round),
+             "config: 'micro_batch' (%lld) x ranks (%d) overflows 64 bits", (long long)c->micro_batch, world);
+    KV_CHECK(c->global_batch % per_round == 0,
              "config: 'global_batch' (%lld) must be divisible by 'micro_batch' (%lld) x ranks (%d)",
              (long long)c->global_batch, (long long)c->micro_batch, world);
     KV_CHECK(c->steps >= 0 && c->epochs >= 1, "config: 'steps' must be >= 0 and 'epochs' >= 1");
+    KV_CHECK(c->warmup_steps >= 0, "config: 'warmup_steps' must be >= 0 (got %lld)", (long long)c->warmup_steps);
+    /* a run finds a bad interval or count only at its end, and --resume
+     * would then repeat the whole run: refused here, before any work */
+    KV_CHECK(c->log_interval >= 1, "config: 'log_interval' must be >= 1 (got %lld)", (long long)c->log_interval);
+    KV_CHECK(c->eval_interval >= 0 && c->ckpt_interval >= 0,
+             "config: 'eval_interval' and 'ckpt_interval' must be >= 0 (0: only at the end; got %lld and %lld)",
+             (long long)c->eval_interval, (long long)c->ckpt_interval);
+    KV_CHECK(c->eval_batches >= 1 && c->eval_batches <= EVAL_BATCHES_MAX,
+             "config: 'eval_batches' must be in [1, %lld] (got %lld)", (long long)EVAL_BATCHES_MAX,
+             (long long)c->eval_batches);
     KV_CHECK(c->lr > 0 && c->min_lr_frac >= 0 && c->min_lr_frac <= 1, "config: 'lr' must be > 0, 'min_lr_frac' in [0,1]");
     KV_CHECK(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1 && c->eps > 0,
              "config: 'beta1', 'beta2' must be in [0,1) and 'eps' > 0");
@@ -205,9 +249,14 @@ char *train_config_to_json(const TrainConfig *c) {
         json_t *v = keys[i].type == K_STR   ? json_string(p)
                     : keys[i].type == K_INT ? json_integer(*(const int64_t *)p)
                                             : json_real(*(const double *)p);
-        json_object_set_new(o, keys[i].key, v);
+        /* jansson returns NULL for a string that is not UTF-8 or a non-finite
+         * number, and set_new would then drop the key without a word;
+         * train_config_validate refuses both, so this is a broken invariant */
+        KV_CHECK(v != NULL && json_object_set_new(o, keys[i].key, v) == 0,
+                 "config: '%s' cannot be written to the run's config.json", keys[i].key);
     }
     char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    KV_CHECK(s != NULL, "config: cannot serialise the run's config.json");
     json_decref(o);
     return s;
 }

@@ -18,12 +18,47 @@
 #include "../common/plot.h"
 #include "../common/remove_tree.h"
 #include "../common/util.h"
+#include "../data/sha256.h"
 #include "../parallel/shard_ckpt.h"
 #include "../kernels/blas.h"
 #include "../optim/clip.h"
 
 static volatile sig_atomic_t stop_signal = 0;
 static void on_signal(int sig) { stop_signal = sig; }
+
+/* The dev evaluation runs at the end of every run (and every eval_interval
+ * steps): a dev split without a document of L + S + 1 tokens would fail
+ * there, after all the training, and --resume would redo the last step and
+ * fail again. Checked before any work. */
+static void check_dev_split(const Trainer *t, const char *dir) {
+    if (!t->dev_split) {
+        KV_CHECK(t->cfg.eval_interval == 0,
+                 "config: eval_interval=%lld needs a dev split, and data '%s' has none ('%s' is missing)",
+                 (long long)t->cfg.eval_interval, t->cfg.data, dir);
+        return;
+    }
+    int64_t n = data_split_num_docs(t->dev_split), longest = 0;
+    for (int64_t d = 0; d < n; d++)
+        if (data_split_doc_len(t->dev_split, d) > longest) longest = data_split_doc_len(t->dev_split, d);
+    KV_CHECK(longest >= t->T + 1,
+             "data '%s': the dev split '%s' has no document of the %lld tokens a dev sample needs (L + S + 1); it holds "
+             "%lld document%s, the longest %lld tokens: lower L or S, or prepare with more or longer dev documents",
+             t->cfg.data, dir, (long long)(t->T + 1), (long long)n, n == 1 ? "" : "s", (long long)longest);
+}
+
+/* What the run trains on, for --resume to compare: the manifest's hash is
+ * the content (it lists every shard and the inputs' hashes), the resolved
+ * path is what the message names. */
+static void record_data_identity(Trainer *t) {
+    char mpath[4200];
+    path_fmt(mpath, sizeof mpath, "%s/manifest.json", t->cfg.data);
+    sha256_file(mpath, t->data_sha256);
+    char real[PATH_MAX];
+    KV_CHECK(realpath(t->cfg.data, real) != NULL, "data '%s': cannot resolve the directory: %s", t->cfg.data,
+             strerror(errno));
+    KV_CHECK(strlen(real) < sizeof t->data_realpath, "data '%s': resolved path too long", t->cfg.data);
+    strcpy(t->data_realpath, real);
+}
 
 static void open_data(Trainer *t) {
     char dir[4200];
@@ -43,6 +78,8 @@ static void open_data(Trainer *t) {
              "data '%s': no training document has the %lld tokens a sample needs (L + S + 1); prepare with "
              "--min-tokens %lld or lower L",
              t->cfg.data, (long long)(t->T + 1), (long long)(t->T + 1));
+    check_dev_split(t, dir);
+    record_data_identity(t);
 }
 
 /* The engine that runs the passes, and the startup line saying how. */
@@ -76,7 +113,12 @@ static void setup_optimizer(Trainer *t) {
     KV_CHECK(optim_kind_parse(c->optim, &kind) == 0, "config: unknown optimizer '%s'", c->optim);
     t->opt = shard_optimizer_create(kind, &t->fsdp.plan, t->rank);
     int64_t per_epoch = loader_samples_per_epoch(t->loader) / c->global_batch;
-    t->total_steps = c->steps > 0 ? c->steps : per_epoch * c->epochs;
+    t->total_steps = c->steps;
+    /* checked: a wrapped product would blame the split's size */
+    if (c->steps == 0)
+        KV_CHECK(!__builtin_mul_overflow(per_epoch, c->epochs, &t->total_steps),
+                 "config: 'epochs' (%lld) x %lld steps per epoch overflows 64 bits; give fewer epochs, or 'steps'",
+                 (long long)c->epochs, (long long)per_epoch);
     KV_CHECK(t->total_steps > 0, "config: the train split gives %lld samples, fewer than one global batch of %lld",
              (long long)loader_samples_per_epoch(t->loader), (long long)c->global_batch);
     LrDecay decay;
@@ -103,6 +145,20 @@ static double peak_rss_bytes(void) {
     return (double)ru.ru_maxrss * 1024.0;
 }
 
+/* With loss_on=answers a micro-batch whose samples hold no answer within
+ * their L + S + 1 tokens has no target at all: the backward pass has nothing
+ * to differentiate. Said as such, naming the window. */
+static void check_answers_in_window(const Trainer *t, const char *when) {
+    if (!t->answers) return;
+    int64_t n = t->cfg.micro_batch * t->T;
+    for (int64_t i = 0; i < n; i++)
+        if (t->targets[i] >= 0) return;
+    die("loss_on=answers: %s: no answer falls in the sample window of L + S + 1 = %lld tokens (L=%lld, S=%lld) of "
+        "any of its %lld sample%s; raise L or S so that a repeated marker's values fit, or train with loss_on=all",
+        when, (long long)(t->T + 1), (long long)t->cfg.L, (long long)t->cfg.S, (long long)t->cfg.micro_batch,
+        t->cfg.micro_batch == 1 ? "" : "s");
+}
+
 /* Micro-batch round * world + rank of this step: the samples before it
  * belong to lower ranks, those after it to higher ones. */
 static void load_micro_batch(Trainer *t) {
@@ -113,6 +169,25 @@ static void load_micro_batch(Trainer *t) {
         split_sample(t, b);
     }
     loader_skip(t->loader, (t->world - 1 - t->rank) * mb);
+    if (t->answers) {
+        char when[64];
+        snprintf(when, sizeof when, "step %lld", (long long)t->step + 1);
+        check_answers_in_window(t, when);
+    }
+}
+
+/* Start-up: this rank's first micro-batch, read by a loader of its own, so
+ * a window that holds no answer is refused before any work. */
+static void check_first_answers(Trainer *t) {
+    if (!t->answers) return;
+    Loader *l = loader_open(t->train_split, t->T + 1, (uint64_t)t->cfg.seed, 0, 1);
+    loader_skip(l, t->rank * t->cfg.micro_batch);
+    for (int64_t b = 0; b < t->cfg.micro_batch; b++) {
+        loader_next(l, t->sample + b * (t->T + 1));
+        split_sample(t, b);
+    }
+    loader_close(l);
+    check_answers_in_window(t, "the first micro-batch");
 }
 
 /* Mean over the step's micro-batches of their losses, added in micro-batch order. */
@@ -254,6 +329,29 @@ static void check_run_identity(const Trainer *t, const CkptReader *r, const char
     }
 }
 
+/* The data belongs to the run's identity too: --resume --set data=OTHER
+ * would go on from the checkpoint's data position in other documents. The
+ * section holds the manifest's SHA-256, a line break, and the resolved
+ * directory; only the hash decides (a moved copy of the same data resumes). */
+static void check_data_identity(const Trainer *t, const CkptReader *r, const char *dir) {
+    int64_t bytes = 0;
+    const char *was = ckpt_get_section(r, "data_identity", &bytes);
+    if (!was) {
+        if (t->rank == 0) warnf("%s predates the recorded data identity: the data is not checked on --resume", dir);
+        return;
+    }
+    KV_CHECK(bytes > 65 && was[64] == '\n', "%s: the section 'data_identity' (%lld bytes) is malformed", dir,
+             (long long)bytes);
+    char then_path[4096];
+    int64_t plen = bytes - 65 < (int64_t)sizeof then_path - 1 ? bytes - 65 : (int64_t)sizeof then_path - 1;
+    memcpy(then_path, was + 65, (size_t)plen);
+    then_path[plen] = '\0';
+    KV_CHECK(memcmp(was, t->data_sha256, 64) == 0,
+             "--resume: 'data' is '%s' (manifest SHA-256 %.16s...) but the checkpoint %s was written on '%s' (manifest "
+             "SHA-256 %.16s...); resume with the same data, or train into a new out",
+             t->data_realpath, t->data_sha256, dir, then_path, was);
+}
+
 void trainer_checkpoint(Trainer *t) {
     t->engine.pull_state(t->engine.ctx, t->opt); /* the engine's parameters and states, where it steps them */
     CkptWriter w;
@@ -266,6 +364,10 @@ void trainer_checkpoint(Trainer *t) {
     int64_t id[N_RUN_IDENTITY];
     run_identity(&t->cfg, id);
     ckpt_add_section(&w, "run_identity", id, sizeof id);
+    char data_id[64 + 1 + sizeof t->data_realpath];
+    int n = snprintf(data_id, sizeof data_id, "%.64s\n%s", t->data_sha256, t->data_realpath);
+    KV_CHECK(n > 0 && (size_t)n < sizeof data_id, "checkpoint: the data identity does not fit");
+    ckpt_add_section(&w, "data_identity", data_id, n);
     shard_ckpt_commit(t->comm, &w, param_layout_hash(&t->model.layout), (int)t->cfg.keep_last);
 }
 
@@ -276,6 +378,7 @@ static void restore(Trainer *t, const char *dir) {
     CkptReader r;
     ckpt_reader_open(&r, dir, 0, ckpt_manifest_world(dir), hash);
     check_run_identity(t, &r, dir);
+    check_data_identity(t, &r, dir);
     LoaderPosition pos;
     ckpt_read_section(&r, "step", &t->step, sizeof t->step);
     ckpt_read_section(&r, "data_pos", &pos, sizeof pos);
@@ -412,6 +515,7 @@ void trainer_setup(Trainer *t, const TrainConfig *cfg, RunStart start, Comm *com
     open_data(t);
     setup_optimizer(t);
     allocate_batches(t);
+    check_first_answers(t);
     t->flops_per_token = llama_flops_per_token(&t->model, t->T);
     snprintf(t->log_path, sizeof t->log_path, "%s/log.jsonl", t->cfg.out);
     char dir[4200];
@@ -471,7 +575,10 @@ static void log_step(Trainer *t, float loss, double norm, double lr, double dt, 
 /* Loss curves from log.jsonl (train and dev) into loss.png. */
 static void plot_losses(const Trainer *t) {
     FILE *f = fopen(t->log_path, "r");
-    if (!f) return;
+    if (!f) {
+        warnf("the loss plot was not drawn: cannot read '%s': %s", t->log_path, strerror(errno));
+        return;
+    }
     int64_t cap = t->step + 1, n = 0, nd = 0;
     double *x = xmalloc(sizeof(double) * 4 * (size_t)cap), *y = x + cap, *xd = y + cap, *yd = xd + cap;
     char line[8192];
@@ -488,18 +595,21 @@ static void plot_losses(const Trainer *t) {
     char png[4200];
     path_fmt(png, sizeof png, "%s/loss.png", t->cfg.out);
     PlotSeries s[2] = {{"train", x, y, n}, {"dev", xd, yd, nd}};
-    plot_lines_png(png, "kvcpt train: loss", "step", "cross-entropy (nats)", s, nd > 0 ? 2 : 1);
+    if (!plot_lines_png(png, "kvcpt train: loss", "step", "cross-entropy (nats)", s, nd > 0 ? 2 : 1))
+        warnf("the loss plot %s was not drawn (see the message above); the run and its model are complete", png);
     free(x);
 }
 
-/* Rank 0 writes the final model: every rank takes part in the gather. */
+/* Rank 0 writes the final model: every rank takes part in the gather. The
+ * model goes first: the loss plot is a picture of log.jsonl, and a plot that
+ * cannot be drawn must never cost the run its model. */
 static void save_final_model(Trainer *t) {
     fsdp_gather_all(&t->fsdp);
     if (t->rank != 0) return;
-    plot_losses(t);
     char model_dir[4200];
     path_fmt(model_dir, sizeof model_dir, "%s/model", t->cfg.out);
     model_file_save_native(model_dir, &t->model.cfg, &t->model.layout, t->model.params, KV_F32);
+    plot_losses(t);
 }
 
 int trainer_run(Trainer *t) {

@@ -43,6 +43,11 @@ typedef struct {
     FILE *log;
     int lock_fd;            /* rank 0: flock held on out/train.lock for the run, else -1 */
     char log_path[4200];
+    /* the data's identity, recorded in checkpoints and checked on --resume:
+     * the SHA-256 of its manifest.json (which lists every shard's counts and
+     * the inputs' hashes) and the directory as it was resolved */
+    char data_sha256[65];
+    char data_realpath[4096];
     double t_run, flops_per_token;
     int64_t skipped_steps;
     int blas_logged;             /* this run's first log record named the BLAS configuration */
