@@ -8,12 +8,12 @@
 #     same documents and positions within 1e-4 relative;
 #   - kvpress (tests/kvpress_peer.py) on the same model and documents: the
 #     keys kept after the prefill and the NLLs of every policy both implement.
-# Small sizes (L = 512, S = 16, K = 64, 2 documents): about a minute on 2 cores.
+# Small sizes (the first 8 books, L = 256, S = 12, K = 32, 2 documents of the train split).
 . "$(dirname "$0")/lib.sh"
 M=${KVCPT_REAL_MODEL:-third_party/models/smollm2-135m}
 CORPUS=${KVCPT_SHARED:-../shared}/corpus/books.jsonl.zst
 py=${KVCPT_PYTHON:-third_party/venv/bin/python}
-L=512; S=16; BUDGET=64; DOCS=2
+L=256; S=12; BUDGET=32; DOCS=2
 if ! "$py" -c 'import kvpress, transformers, torch, tokenizers' >/dev/null 2>&1; then
     echo "skip - real model: $py cannot import kvpress, transformers, torch and tokenizers (make setup)"
     exit 0
@@ -24,21 +24,21 @@ for f in config.json model.safetensors tokenizer.json tokenizer_config.json; do
 done
 ok "make setup left the real model in $M"
 
-if $K prepare --input "$CORPUS" --tokenizer "$M/tokenizer.json" --min-tokens $((L + S + 1)) --threads 2 \
+zstd -dc "$CORPUS" | head -8 >"$tmp/books.jsonl"
+if $K prepare --input "$tmp/books.jsonl" --tokenizer "$M/tokenizer.json" --min-tokens $((L + S + 1)) --threads 2 \
         --out "$tmp/data" >"$tmp/prep.log" 2>&1; then
     ok "prepare: the corpus books with SmolLM2's tokenizer.json"
 else fail "prepare with SmolLM2's tokenizer" "$(tail -3 "$tmp/prep.log")"; exit 0; fi
 
 # the same documents through Hugging Face tokenizers: our shards hold its ids
-if "$py" - "$CORPUS" "$M/tokenizer.json" "$tmp/data" <<'PY' >"$tmp/ids.log" 2>&1
-import io, json, sys
+if "$py" - "$tmp/books.jsonl" "$M/tokenizer.json" "$tmp/data" <<'PY' >"$tmp/ids.log" 2>&1
+import json, sys
 sys.path.insert(0, "tests")
 from kvpress_peer import read_docs
 import tokenizers
 corpus, tok_path, data = sys.argv[1:4]
 tok = tokenizers.Tokenizer.from_file(tok_path)
-import subprocess
-text = subprocess.run(["zstd", "-dc", corpus], capture_output=True, check=True).stdout.decode("utf-8")
+text = open(corpus, encoding="utf-8").read()
 ref = {}
 for line in text.splitlines():
     ids = tok.encode(json.loads(line)["text"]).ids
@@ -56,7 +56,7 @@ PY
 then ok "prepare's ids equal Hugging Face tokenizers' on every kept document ($(tail -1 "$tmp/ids.log"))"
 else fail "prepare's ids against tokenizers" "$(tail -3 "$tmp/ids.log")"; fi
 
-if OMP_NUM_THREADS=2 $K eval --model "$M" --data "$tmp/data" --split test --L $L --S $S --K $BUDGET --policies full \
+if OMP_NUM_THREADS=2 $K eval --model "$M" --data "$tmp/data" --split train --L $L --S $S --K $BUDGET --policies full \
         --max-docs $DOCS --bootstrap 10 --out "$tmp/eval" >"$tmp/eval.log" 2>&1; then
     ok "eval reads the HF directory of the real model"
 else fail "eval on the real model" "$(tail -3 "$tmp/eval.log")"; exit 0; fi
@@ -69,7 +69,7 @@ import torch
 from transformers import LlamaForCausalLM
 model_dir, data, ev, L, S, n = sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:7])
 model = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa").eval()
-docs = eligible(read_docs(data, "test"), L, S, n)
+docs = eligible(read_docs(data, "train"), L, S, n)
 assert len(docs) == n, "only %d eligible documents" % len(docs)
 tot = 0.0
 with torch.no_grad():
@@ -90,7 +90,7 @@ else fail "full PPL against transformers" "$(tail -3 "$tmp/ppl.log")"; fi
 
 # kvpress on the same model and documents; one thread each (beside other tests on two cores)
 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$py" tests/kvpress_peer.py --check --kvcpt "$K" --workdir "$tmp/w" \
-    --model "$M" --data "$tmp/data" --split test --context $L --last $S --budget $BUDGET --max-docs $DOCS \
-    --snapkv-window 8 --snapkv-kernel 5 2>"$tmp/peer.err" | sed 's/^\(ok\|FAIL\) - /\1 - real model: /'
+    --model "$M" --data "$tmp/data" --split train --context $L --last $S --budget $BUDGET --max-docs $DOCS \
+    --snapkv-window 4 --snapkv-kernel 5 2>"$tmp/peer.err" | sed 's/^\(ok\|FAIL\) - /\1 - real model: /'
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "FAIL - real model kvpress peer: exit status $rc"; tail -20 "$tmp/peer.err"; }
