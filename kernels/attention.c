@@ -391,9 +391,11 @@ static void row_setup(const HeadKeys *hk, int64_t p, RowKeys *kc, RowKeys *vc, R
     *to = (RowScatter){hk->sel, nsel, nsel ? hk->L : 0};
 }
 
-/* One query row: out row and log-sum-exp. */
-VECTOR_CLONES static void forward_row(float *o, float *lse, const float *qrow, RowKeys kc, RowKeys vc, int64_t D,
-                                      float scale, float *s) {
+/* One query row: out row and log-sum-exp. On return s[0..n) holds the
+ * row's unnormalised exponentials and the result is their sum, so that a
+ * caller can read the probabilities s[t] / sum without recomputing them. */
+VECTOR_CLONES static float forward_row(float *o, float *lse, const float *qrow, RowKeys kc, RowKeys vc, int64_t D,
+                                       float scale, float *s) {
     int64_t n = kc.n;
     dot_columns(s, qrow, kc, D, scale);
     float mx = -INFINITY;
@@ -404,6 +406,24 @@ VECTOR_CLONES static void forward_row(float *o, float *lse, const float *qrow, R
     float sum = sum_lanes(s, n);
     for (int64_t d = 0; d < D; d++) o[d] = dot_lanes(s, vc.base + d * vc.ld, n) / sum;
     *lse = mx + logf(sum);
+    return sum;
+}
+
+/* The prefill statistics of causal row p of head h from its exponentials s
+ * (forward_row): the probabilities s[t] / sum added to colsum (T), and,
+ * for the last W rows, stored as row p - (T - W) of last (W, T), zero past p. */
+VECTOR_CLONES static void stats_row(float *colsum, float *last, const float *s, float sum, int64_t p, int64_t T,
+                                    int64_t W) {
+    int64_t n = p + 1;
+    if (colsum)
+#pragma omp simd
+        for (int64_t t = 0; t < n; t++) colsum[t] += s[t] / sum;
+    if (last && p >= T - W) {
+        float *row = last + (p - (T - W)) * T;
+#pragma omp simd
+        for (int64_t t = 0; t < n; t++) row[t] = s[t] / sum;
+        memset(row + n, 0, sizeof(float) * (size_t)(T - n));
+    }
 }
 
 /* One query row: writes dq, accumulates its terms into dkt, dvt (by position). */
@@ -499,11 +519,18 @@ static void head_keys_load_bg(HeadKeys *hk, const float *k, const float *v, cons
     head_keys_load(hk, k + base, v + base, Hkv * D, u.ks ? mine : NULL, u.W ? mine : NULL);
 }
 
-void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
-                           int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+/* attention_forward_cpu, and with st (B = 1, no mask) the prefill
+ * statistics of every query head from the same probabilities. */
+static void forward_impl(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
+                         int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m,
+                         const AttentionStats *st) {
     int64_t group = Hq / Hkv;
     MaskUse u = mask_use(m, T);
     float scale = 1.0f / sqrtf((float)D);
+    int64_t W = st ? (st->W < T ? st->W : T) : 0;
+    /* every query head of a KV head runs on one thread, its rows in order:
+     * a head's colsum sees the same additions in the same order whatever
+     * the thread count */
 #pragma omp parallel
     {
         HeadKeys hk;
@@ -512,17 +539,35 @@ void attention_forward_cpu(float *out, float *lse, const float *q, const float *
         for (int64_t b = 0; b < B; b++)
             for (int64_t g = 0; g < Hkv; g++) {
                 head_keys_load_bg(&hk, k, v, sel, u, b, g, T, Hkv, D);
-                for (int64_t h = g * group; h < (g + 1) * group; h++)
+                for (int64_t h = g * group; h < (g + 1) * group; h++) {
+                    float *colsum = st && st->colsum ? st->colsum + h * T : NULL;
+                    float *last = st && st->last ? st->last + h * W * T : NULL;
+                    if (colsum) memset(colsum, 0, sizeof(float) * (size_t)T);
                     for (int64_t p = 0; p < T; p++) {
                         int64_t row = (b * T + p) * Hq + h;
                         RowKeys kc, vc;
                         RowScatter to;
                         row_setup(&hk, p, &kc, &vc, &to);
-                        forward_row(out + row * D, lse + (b * Hq + h) * T + p, q + row * D, kc, vc, D, scale, s);
+                        float sum =
+                            forward_row(out + row * D, lse + (b * Hq + h) * T + p, q + row * D, kc, vc, D, scale, s);
+                        if (st) stats_row(colsum, last, s, sum, p, T, W);
                     }
+                }
             }
         free(buf);
     }
+}
+
+void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
+                           int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    forward_impl(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, NULL);
+}
+
+void attention_forward_stats_cpu(float *out, float *lse, const AttentionStats *st, const float *q, const float *k,
+                                 const float *v, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
+    KV_CHECK(st && st->W >= 0, "attention_forward_stats_cpu: needs statistics buffers and a window W >= 0");
+    RefreshMask causal = {0};
+    forward_impl(out, lse, q, k, v, NULL, 1, T, Hq, Hkv, D, &causal, st);
 }
 
 void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
