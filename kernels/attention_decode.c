@@ -47,6 +47,13 @@ void attention_prefill_stats_cpu(float *colsum, float *last, const float *q, con
 void attention_decode_cpu(float *out, float *probs, const float *q, const float *kc, const float *vc,
                           const int32_t *keys, const int64_t *off, const int64_t *n, int64_t max_n, int64_t Hq,
                           int64_t Hkv, int64_t D) {
+    attention_decode_split_cpu(out, probs, q, kc, vc, kc, vc, 0, keys, off, n, max_n, Hq, Hkv, D);
+}
+
+void attention_decode_split_cpu(float *out, float *probs, const float *q, const float *kc, const float *vc,
+                                const float *kt, const float *vt, int64_t split, const int32_t *keys,
+                                const int64_t *off, const int64_t *n, int64_t max_n, int64_t Hq, int64_t Hkv,
+                                int64_t D) {
     int64_t group = Hq / Hkv;
     float scale = 1.0f / sqrtf((float)D);
 #pragma omp parallel for schedule(static) if (max_n > 4096)
@@ -58,14 +65,16 @@ void attention_decode_cpu(float *out, float *probs, const float *q, const float 
         const float *qr = q + h * D;
         for (int64_t t = 0; t < cnt; t++) {
             int64_t j = kp ? kp[t] : t;
-            p[t] = dot(qr, kc + (j * Hkv + g) * D, D) * scale;
+            const float *kr = j < split ? kc + (j * Hkv + g) * D : kt + ((j - split) * Hkv + g) * D;
+            p[t] = dot(qr, kr, D) * scale;
             mx = p[t] > mx ? p[t] : mx;
         }
         for (int64_t t = 0; t < cnt; t++) sum += (p[t] = expf(p[t] - mx));
         float *o = out + h * D;
         memset(o, 0, sizeof(float) * (size_t)D);
         for (int64_t t = 0; t < cnt; t++) {
-            const float *vr = vc + ((kp ? kp[t] : t) * Hkv + g) * D;
+            int64_t j = kp ? kp[t] : t;
+            const float *vr = j < split ? vc + (j * Hkv + g) * D : vt + ((j - split) * Hkv + g) * D;
             for (int64_t d = 0; d < D; d++) o[d] += p[t] * vr[d];
         }
         for (int64_t d = 0; d < D; d++) o[d] /= sum;
