@@ -31,7 +31,7 @@ typedef struct {
     const char *pool, *head_sets, *h2o_score, *dump, *snapkv_keep_window, *refresh_query, *restkv_shift;
     int64_t last, max_docs, boot, window, sinks, batch, kernel, tova_window, kvec_window;
     double threshold, h2o_recent;
-    int snapkv_grow, tova_keep_last, once, restkv_grow;
+    int snapkv_grow, tova_keep_last, once, restkv_grow, quiet;
 } EvalArgs;
 
 typedef struct {
@@ -134,7 +134,28 @@ typedef struct {
     uint8_t **cls;      /* (batch, L + S): AnswerClass of each token as a target; NULL without answers */
     int64_t *doc;       /* (batch) the document index of each slot */
     int64_t *full_tot;  /* (variants, layers) refreshkv full steps */
+    /* progress on stderr, in tokens: a prefill counts L, a decode step one per row */
+    Progress pr;
+    int64_t tokens_done, docs_done, docs_total, step_rows;
+    char what[160];
 } ContextRun;
+
+/* "doc i/N, <what>" after the tokens so far. */
+static void show_progress(ContextRun *x) {
+    char extra[256];
+    snprintf(extra, sizeof extra, " doc %lld/%lld, %s", (long long)(x->docs_done + 1 < x->docs_total
+             ? x->docs_done + 1 : x->docs_total), (long long)x->docs_total, x->what);
+    progress_update(&x->pr, x->tokens_done, extra);
+}
+
+/* engine_decode_batch's step hook: one token per row of the call. */
+static void on_decode_step(void *ctx, int64_t step, int64_t steps) {
+    ContextRun *x = ctx;
+    x->tokens_done += x->step_rows;
+    char *at = strstr(x->what, " step ");
+    if (at) snprintf(at, sizeof x->what - (size_t)(at - x->what), " step %lld/%lld", (long long)step, (long long)steps);
+    show_progress(x);
+}
 
 /* Reads document d into tok (checking its ids against the vocabulary). */
 static void read_doc(const ContextRun *x, int64_t d, int32_t *tok, uint32_t *buf, int64_t vocab) {
@@ -220,8 +241,18 @@ static void decode_batch(ContextRun *x, int mi, int64_t nb) {
                 policy_create(&pol[rows], r->var[v].name, &x->sh, &o);
                 pp[rows] = &pol[rows], tok[rows] = x->tok[b];
             }
+        if (together)
+            snprintf(x->what, sizeof x->what, "decode: %d variants x %lld document(s) step 0/%lld", nv, (long long)nb,
+                     (long long)(S - 1));
+        else
+            snprintf(x->what, sizeof x->what, "decode: %s x %lld document(s) step 0/%lld", pol[0].label, (long long)nb,
+                     (long long)(S - 1));
+        x->step_rows = rows;
+        show_progress(x);
+        e[0]->on_step = on_decode_step, e[0]->step_ctx = x;
         double t0 = now_seconds();
         engine_decode_batch_top1(e, pp, tok, rows, S, nll, top1);
+        e[0]->on_step = NULL, e[0]->step_ctx = NULL;
         double dt = now_seconds() - t0, steps = (double)(S > 1 ? S - 1 : 1);
         for (int v = v0; v < v0 + per_call; v++) {
             EvalCell *c = cell(r, v, x->ci, mi);
@@ -305,8 +336,10 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
         c->step_top1 = xcalloc((size_t)S, sizeof(int64_t));
         c->has_classes = rule->present;
     }
-    Progress pr;
-    progress_begin(&pr, "eval", want, "docs");
+    /* the tokens the context will run: each document's prefill, then S - 1 steps per variant */
+    progress_begin(&x.pr, "eval", want * (L + (S - 1) * r->n_var), "tok");
+    x.pr.log_interval = 10, x.pr.quiet = a->quiet;
+    x.docs_total = want;
     int64_t nb = 0;
     for (int64_t d = 0; d < nd && used + nb < want; d++) {
         if (data_split_doc_len(r->split, d) < L + S + 1) {
@@ -316,11 +349,17 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
         read_doc(&x, d, x.tok[nb], buf, m->cfg.vocab_size);
         if (x.cls) answer_classify(rule, buf, L + S, x.cls[nb]);
         x.doc[nb] = d;
+        x.docs_done = used + nb;
+        snprintf(x.what, sizeof x.what, "prefill of %lld tokens (L = %lld)", (long long)L, (long long)L);
+        show_progress(&x);
         engine_prefill(&x.eng[nb], x.tok[nb], L);
-        if (++nb == batch) decode_batch(&x, mi, nb), used += nb, nb = 0, progress_update(&pr, used, NULL);
+        x.tokens_done += L;
+        if (++nb == batch) decode_batch(&x, mi, nb), used += nb, nb = 0;
     }
-    if (nb > 0) decode_batch(&x, mi, nb), used += nb, progress_update(&pr, used, NULL);
-    progress_end(&pr, used, NULL);
+    if (nb > 0) decode_batch(&x, mi, nb), used += nb;
+    char fin[96];
+    snprintf(fin, sizeof fin, " %lld document(s) at L = %lld done", (long long)used, (long long)L);
+    progress_end(&x.pr, x.tokens_done, fin);
     KV_CHECK(used > 0, "no document of split '%s' has the %lld tokens context %lld + last %lld + 1 needs (%lld skipped)",
              a->split, (long long)(L + S + 1), (long long)L, (long long)S, (long long)r->skipped);
     for (int v = 0; v < r->n_var; v++) {
@@ -417,6 +456,7 @@ int cmd_eval(int argc, char **argv) {
         {"bootstrap", OPT_INT, &a.boot, "N", "bootstrap resamples for the 95% interval"},
         {"out", OPT_STRING, &a.out, "DIR", "writes eval.json and eval.png there"},
         {"device", OPT_STRING, &a.device, "cpu|cuda", "backend; absent: cuda when a GPU is visible"},
+        {"quiet", OPT_FLAG, &a.quiet, NULL, "no progress on stderr (document, variant, tokens/s, elapsed, ETA)"},
         {0},
     };
     /* the policies a user can name, with what each keeps, from the registry

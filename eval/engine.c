@@ -373,6 +373,7 @@ void engine_decode_batch_top1(DecodeEngine *const *e, Policy *const *p, const in
 #pragma omp parallel for schedule(static) if (nb > 1)
         for (int64_t b = 0; b < nb; b++)
             score_token(logits + b * V, V, tokens[b][pos + 1], nll + b * S + i, top1 ? top1 + b * S + i : NULL);
+        if (e[0]->on_step) e[0]->on_step(e[0]->step_ctx, i, S - 1);
     }
     be->rows_free(&r);
 }

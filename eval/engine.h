@@ -22,6 +22,9 @@
 
 typedef struct EngineCuda EngineCuda;
 
+/* Called by engine_decode_batch after decode step `step` of `steps` (1..S-1), e.g. for progress. */
+typedef void (*EngineStepHook)(void *ctx, int64_t step, int64_t steps);
+
 typedef struct {
     Llama *m;                         /* the host model (policies read o_proj from it) */
     const ModelTensors *w;            /* the weights decode steps read: host, or device (GPU) */
@@ -42,6 +45,9 @@ typedef struct {
      * kc/vc are then the parent's and only their rows < L are read. NULL otherwise. */
     float **kt, **vt;
     int forked;
+    /* engine_decode_batch calls the first document's hook (may be NULL) after each step */
+    EngineStepHook on_step;
+    void *step_ctx;
 } DecodeEngine;
 
 /* cap: the most positions a document will use (L + S). W: prefill rows kept for policies. */
