@@ -519,18 +519,11 @@ static void head_keys_load_bg(HeadKeys *hk, const float *k, const float *v, cons
     head_keys_load(hk, k + base, v + base, Hkv * D, u.ks ? mine : NULL, u.W ? mine : NULL);
 }
 
-/* attention_forward_cpu, and with st (B = 1, no mask) the prefill
- * statistics of every query head from the same probabilities. */
 static void forward_impl(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
-                         int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m,
-                         const AttentionStats *st) {
+                         int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
     int64_t group = Hq / Hkv;
     MaskUse u = mask_use(m, T);
     float scale = 1.0f / sqrtf((float)D);
-    int64_t W = st ? (st->W < T ? st->W : T) : 0;
-    /* every query head of a KV head runs on one thread, its rows in order:
-     * a head's colsum sees the same additions in the same order whatever
-     * the thread count */
 #pragma omp parallel
     {
         HeadKeys hk;
@@ -539,35 +532,78 @@ static void forward_impl(float *out, float *lse, const float *q, const float *k,
         for (int64_t b = 0; b < B; b++)
             for (int64_t g = 0; g < Hkv; g++) {
                 head_keys_load_bg(&hk, k, v, sel, u, b, g, T, Hkv, D);
-                for (int64_t h = g * group; h < (g + 1) * group; h++) {
-                    float *colsum = st && st->colsum ? st->colsum + h * T : NULL;
-                    float *last = st && st->last ? st->last + h * W * T : NULL;
-                    if (colsum) memset(colsum, 0, sizeof(float) * (size_t)T);
+                for (int64_t h = g * group; h < (g + 1) * group; h++)
                     for (int64_t p = 0; p < T; p++) {
                         int64_t row = (b * T + p) * Hq + h;
                         RowKeys kc, vc;
                         RowScatter to;
                         row_setup(&hk, p, &kc, &vc, &to);
-                        float sum =
-                            forward_row(out + row * D, lse + (b * Hq + h) * T + p, q + row * D, kc, vc, D, scale, s);
-                        if (st) stats_row(colsum, last, s, sum, p, T, W);
+                        forward_row(out + row * D, lse + (b * Hq + h) * T + p, q + row * D, kc, vc, D, scale, s);
                     }
-                }
             }
         free(buf);
     }
 }
 
+/* Row blocks per query head of attention_forward_stats_cpu: a partition
+ * fixed by T alone (so colsum's sums do not depend on the thread count),
+ * fine enough that Hq x blocks tasks balance a few cores even when Hkv is
+ * smaller than the thread count (SmolLM2: 3 KV heads). */
+#define STATS_BLOCKS 4
+
 void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
                            int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
-    forward_impl(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, NULL);
+    forward_impl(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m);
 }
 
 void attention_forward_stats_cpu(float *out, float *lse, const AttentionStats *st, const float *q, const float *k,
                                  const float *v, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
     KV_CHECK(st && st->W >= 0, "attention_forward_stats_cpu: needs statistics buffers and a window W >= 0");
+    int64_t group = Hq / Hkv, W = st->W < T ? st->W : T, nblk = STATS_BLOCKS;
+    float scale = 1.0f / sqrtf((float)D);
     RefreshMask causal = {0};
-    forward_impl(out, lse, q, k, v, NULL, 1, T, Hq, Hkv, D, &causal, st);
+    /* block i of a head holds rows [edge[i], edge[i+1]): row p costs ~p,
+     * so the edges sit at T sqrt(i / nblk) for equal work */
+    int64_t edge[STATS_BLOCKS + 1];
+    for (int64_t i = 0; i <= nblk; i++) edge[i] = (int64_t)((double)T * sqrt((double)i / (double)nblk));
+    edge[nblk] = T;
+    /* each task's column sums apart, added in block order afterwards */
+    float *part = st->colsum ? xcalloc((size_t)(Hq * nblk * T), sizeof(float)) : NULL;
+#pragma omp parallel
+    {
+        HeadKeys hk;
+        float *buf = head_keys_alloc(&hk, T, D, 0, 0, &causal), *s = head_keys_scratch(&hk);
+        int64_t loaded = -1;
+#pragma omp for schedule(dynamic)
+        for (int64_t task = 0; task < Hq * nblk; task++) {
+            /* the heaviest blocks (last rows) first */
+            int64_t h = task / nblk, blk = nblk - 1 - task % nblk, g = h / group;
+            if (g != loaded) head_keys_load_bg(&hk, k, v, NULL, (MaskUse){0, 0, 0}, 0, g, T, Hkv, D), loaded = g;
+            float *colsum = part ? part + task * T : NULL;
+            float *last = st->last ? st->last + h * W * T : NULL;
+            for (int64_t p = edge[blk]; p < edge[blk + 1]; p++) {
+                int64_t row = p * Hq + h;
+                RowKeys kc, vc;
+                RowScatter to;
+                row_setup(&hk, p, &kc, &vc, &to);
+                float sum = forward_row(out + row * D, lse + h * T + p, q + row * D, kc, vc, D, scale, s);
+                stats_row(colsum, last, s, sum, p, T, W);
+            }
+        }
+        free(buf);
+    }
+    if (!part) return;
+#pragma omp parallel for schedule(static)
+    for (int64_t h = 0; h < Hq; h++) {
+        float *c = st->colsum + h * T;
+        memset(c, 0, sizeof(float) * (size_t)T);
+        for (int64_t blk = 0; blk < nblk; blk++) {
+            /* task order: block nblk-1-j is task h*nblk + j */
+            const float *pb = part + (h * nblk + (nblk - 1 - blk)) * T;
+            for (int64_t t = 0; t < T; t++) c[t] += pb[t];
+        }
+    }
+    free(part);
 }
 
 void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
