@@ -34,7 +34,7 @@
 typedef struct {
     const char *model, *data, *split, *budget, *policies, *peer, *python;
     int64_t context, last, max_docs, threads, window, kernel, sinks;
-    int json, shared_only;
+    int json, shared_only, defaults_only;
 } BenchEval;
 
 typedef struct {
@@ -166,6 +166,7 @@ int bench_eval(int argc, char **argv) {
         {"peer", OPT_STRING, &b.peer, "NAME", "the peer (kvpress, the only one)"},
         {"python", OPT_STRING, &b.python, "PATH", "its interpreter"},
         {"shared-only", OPT_FLAG, &b.shared_only, NULL, "skip kvcpt eval with its defaults and every variant (--policies all)"},
+        {"defaults-only", OPT_FLAG, &b.defaults_only, NULL, "skip kvcpt eval with kvpress's choices (long contexts: one run less)"},
         {"json", OPT_FLAG, &b.json, NULL, "print one JSON object"},
         {0},
     };
@@ -183,20 +184,23 @@ int bench_eval(int argc, char **argv) {
              "bench eval: setenv");
     char dir[] = "/tmp/kvcpt_bench_eval_XXXXXX";
     KV_CHECK(mkdtemp(dir) != NULL, "bench eval: cannot create a temporary directory");
+    KV_CHECK(!(b.shared_only && b.defaults_only), "bench eval: --shared-only and --defaults-only exclude each other");
     double all = b.shared_only ? -1 : run_kvcpt_all(&b, dir);
-    double ours = run_kvcpt(&b, K, dir);
+    double ours = b.defaults_only ? -1 : run_kvcpt(&b, K, dir);
     PeerTime peer;
     run_peer(&b, K, dir, &peer);
     if (peer.seconds > 0 || peer.wall < 0) remove_run(dir); /* a failed peer's log stays */
     if (b.json) {
         printf("{\"bench\": \"eval\", \"peer\": \"kvpress\", \"context\": %lld, \"last\": %lld, \"budget\": %lld, "
-               "\"policies\": \"%s\", \"max_docs\": %lld, \"threads\": %lld, \"kvcpt_seconds\": %.4f",
+               "\"policies\": \"%s\", \"max_docs\": %lld, \"threads\": %lld",
                (long long)b.context, (long long)b.last, (long long)K, b.policies, (long long)b.max_docs,
-               (long long)b.threads, ours);
+               (long long)b.threads);
+        if (ours > 0) printf(", \"kvcpt_seconds\": %.4f", ours);
         if (all > 0) printf(", \"kvcpt_all_variants_seconds\": %.4f", all);
         if (peer.seconds > 0) {
-            printf(", \"kvpress_seconds\": %.4f, \"kvpress_load_seconds\": %.4f, \"kvpress_process_seconds\": %.4f, "
-                   "\"kvpress_over_kvcpt\": %.3f", peer.seconds, peer.load_seconds, peer.wall, peer.seconds / ours);
+            printf(", \"kvpress_seconds\": %.4f, \"kvpress_load_seconds\": %.4f, \"kvpress_process_seconds\": %.4f",
+                   peer.seconds, peer.load_seconds, peer.wall);
+            if (ours > 0) printf(", \"kvpress_over_kvcpt\": %.3f", peer.seconds / ours);
             if (all > 0) printf(", \"kvpress_over_kvcpt_all_variants\": %.3f", peer.seconds / all);
         } else {
             printf(", \"kvpress_seconds\": null");
@@ -212,11 +216,11 @@ int bench_eval(int argc, char **argv) {
            (long long)b.context, (long long)b.last, (long long)K, b.policies, (long long)b.max_docs,
            (long long)b.threads);
     if (all > 0) printf("  kvcpt eval, every default variant, process wall: %8.3f s\n", all);
-    printf("  kvcpt eval (%s, kvpress's choices), process wall: %8.3f s\n", b.policies, ours);
+    if (ours > 0) printf("  kvcpt eval (%s, kvpress's choices), process wall: %8.3f s\n", b.policies, ours);
     if (peer.seconds > 0) {
         printf("  kvpress + transformers (%s), compute: %8.3f s  (+ %.2f s model load; process %.2f s)\n", b.policies,
                peer.seconds, peer.load_seconds, peer.wall);
-        printf("  ratio kvpress / kvcpt (same policies):          %8.2fx\n", peer.seconds / ours);
+        if (ours > 0) printf("  ratio kvpress / kvcpt (same policies):          %8.2fx\n", peer.seconds / ours);
         if (all > 0) printf("  ratio kvpress / kvcpt (every default variant): %8.2fx\n", peer.seconds / all);
     } else {
         printf("  kvpress: %s\n", peer.why);
