@@ -182,6 +182,9 @@ int bench_eval(int argc, char **argv) {
     /* both children inherit these: OpenMP and OpenBLAS (kvcpt), torch's intra-op pool reads --threads */
     KV_CHECK(setenv("OMP_NUM_THREADS", I64(th, b.threads), 1) == 0 && setenv("OPENBLAS_NUM_THREADS", th, 1) == 0,
              "bench eval: setenv");
+    /* the wait policy kvcpt eval picks for itself (kvcpt.c), for torch's
+     * OpenMP too, unless the user set one: both run in the same environment */
+    KV_CHECK(getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "passive", 1) == 0, "bench eval: setenv");
     char dir[] = "/tmp/kvcpt_bench_eval_XXXXXX";
     KV_CHECK(mkdtemp(dir) != NULL, "bench eval: cannot create a temporary directory");
     KV_CHECK(!(b.shared_only && b.defaults_only), "bench eval: --shared-only and --defaults-only exclude each other");
