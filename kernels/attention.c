@@ -6,6 +6,7 @@
 
 #include "../common/util.h"
 #include "bf16.h"
+#include "blas.h"
 #include "dot_lanes.h"
 
 int64_t refresh_num_selected(const RefreshMask *m) { return m->K < m->L ? m->K : m->L; }
@@ -545,6 +546,27 @@ static void forward_impl(float *out, float *lse, const float *q, const float *k,
     }
 }
 
+/* Query rows per sgemm of attention_forward_stats_cpu: the keys and values
+ * a block reads (up to 2 x T x D floats) serve all its rows at once, where
+ * the row kernel above streams them once per row; at T = 8192 that traffic,
+ * not the arithmetic, was its cost. */
+#define STATS_QUERY_ROWS 64
+
+/* Row p of a block of scores s[0..n) (scaled q.k, keys 0..n-1): in place,
+ * the unnormalised exponentials of keys 0..p and zeros past p; returns
+ * their sum and the row's max in *mx. */
+VECTOR_CLONES static float softmax_causal_row(float *s, int64_t p, int64_t n, float *mx_out) {
+    int64_t cnt = p + 1;
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int64_t t = 0; t < cnt; t++) mx = s[t] > mx ? s[t] : mx;
+#pragma omp simd
+    for (int64_t t = 0; t < cnt; t++) s[t] = exp_softmax(s[t] - mx);
+    for (int64_t t = cnt; t < n; t++) s[t] = 0.0f;
+    *mx_out = mx;
+    return sum_lanes(s, cnt);
+}
+
 /* Row blocks per query head of attention_forward_stats_cpu: a partition
  * fixed by T alone (so colsum's sums do not depend on the thread count),
  * fine enough that Hq x blocks tasks balance a few cores even when Hkv is
@@ -561,7 +583,6 @@ void attention_forward_stats_cpu(float *out, float *lse, const AttentionStats *s
     KV_CHECK(st && st->W >= 0, "attention_forward_stats_cpu: needs statistics buffers and a window W >= 0");
     int64_t group = Hq / Hkv, W = st->W < T ? st->W : T, nblk = STATS_BLOCKS;
     float scale = 1.0f / sqrtf((float)D);
-    RefreshMask causal = {0};
     /* block i of a head holds rows [edge[i], edge[i+1]): row p costs ~p,
      * so the edges sit at T sqrt(i / nblk) for equal work */
     int64_t edge[STATS_BLOCKS + 1];
@@ -569,28 +590,35 @@ void attention_forward_stats_cpu(float *out, float *lse, const AttentionStats *s
     edge[nblk] = T;
     /* each task's column sums apart, added in block order afterwards */
     float *part = st->colsum ? xcalloc((size_t)(Hq * nblk * T), sizeof(float)) : NULL;
+    int64_t QB = STATS_QUERY_ROWS;
 #pragma omp parallel
     {
-        HeadKeys hk;
-        float *buf = head_keys_alloc(&hk, T, D, 0, 0, &causal), *s = head_keys_scratch(&hk);
-        int64_t loaded = -1;
+        float *S = xmalloc(sizeof(float) * (size_t)(QB * T)), sums[STATS_QUERY_ROWS];
 #pragma omp for schedule(dynamic)
         for (int64_t task = 0; task < Hq * nblk; task++) {
             /* the heaviest blocks (last rows) first */
             int64_t h = task / nblk, blk = nblk - 1 - task % nblk, g = h / group;
-            if (g != loaded) head_keys_load_bg(&hk, k, v, NULL, (MaskUse){0, 0, 0}, 0, g, T, Hkv, D), loaded = g;
             float *colsum = part ? part + task * T : NULL;
             float *last = st->last ? st->last + h * W * T : NULL;
-            for (int64_t p = edge[blk]; p < edge[blk + 1]; p++) {
-                int64_t row = p * Hq + h;
-                RowKeys kc, vc;
-                RowScatter to;
-                row_setup(&hk, p, &kc, &vc, &to);
-                float sum = forward_row(out + row * D, lse + h * T + p, q + row * D, kc, vc, D, scale, s);
-                stats_row(colsum, last, s, sum, p, T, W);
+            for (int64_t p0 = edge[blk]; p0 < edge[blk + 1]; p0 += QB) {
+                int64_t nr = edge[blk + 1] - p0 < QB ? edge[blk + 1] - p0 : QB, n = p0 + nr;
+                /* scores of rows p0..p0+nr-1 over keys 0..n-1; one sgemm, one thread
+                 * (blas.h: the same bits whatever the thread count) */
+                blas_sgemm(0, 1, nr, n, D, scale, q + (p0 * Hq + h) * D, Hq * D, k + g * D, Hkv * D, 0.0f, S, n);
+                for (int64_t r = 0; r < nr; r++) {
+                    int64_t p = p0 + r;
+                    float mx;
+                    sums[r] = softmax_causal_row(S + r * n, p, n, &mx);
+                    lse[h * T + p] = mx + logf(sums[r]);
+                    stats_row(colsum, last, S + r * n, sums[r], p, T, W);
+                }
+                float *o = out + (p0 * Hq + h) * D;
+                blas_sgemm(0, 0, nr, D, n, 1.0f, S, n, v + g * D, Hkv * D, 0.0f, o, Hq * D);
+                for (int64_t r = 0; r < nr; r++)
+                    for (int64_t d = 0; d < D; d++) o[r * Hq * D + d] /= sums[r];
             }
         }
-        free(buf);
+        free(S);
     }
     if (!part) return;
 #pragma omp parallel for schedule(static)

@@ -5,7 +5,7 @@
  * evicting policies change the NLLs under a real budget. And the prefill
  * statistics the fused attention writes (attention_forward_stats_cpu) match
  * the separate scalar softmax (attention_prefill_stats_cpu), with out and lse
- * bit-identical to attention_forward_cpu. */
+ * within rounding of attention_forward_cpu. */
 #include <math.h>
 #include <string.h>
 
@@ -40,7 +40,7 @@ static double mean(const double *x, int n) {
 static int same(const double *a, const double *b, int n) { return memcmp(a, b, sizeof(double) * (size_t)n) == 0; }
 
 /* attention_forward_stats_cpu on random q, k, v of T positions (GQA Hq/Hkv,
- * window W): out and lse bitwise attention_forward_cpu's; colsum and last
+ * window W): out and lse within rounding of attention_forward_cpu's; colsum and last
  * within float rounding of attention_prefill_stats_cpu (a probability
  * differs by a few ulp: the softmax's exp, the dot order; colsum adds T of
  * them); last zero past each query exactly as the oracle writes it. */
@@ -61,11 +61,12 @@ static void check_stats(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t W
     AttentionStats st = {cs, last, W};
     attention_forward_stats_cpu(out, lse, &st, q, k, v, T, Hq, Hkv, D);
     char name[160];
-    snprintf(name, sizeof name, "fused stats T %lld, Hq %lld, Hkv %lld, D %lld, W %lld: out as attention_forward_cpu",
-             (long long)T, (long long)Hq, (long long)Hkv, (long long)D, (long long)W);
-    tl_identical(name, out, ref_out, nq);
-    snprintf(name, sizeof name, "fused stats T %lld: lse as attention_forward_cpu", (long long)T);
-    tl_identical(name, lse, ref_lse, Hq * T);
+    /* sgemm blocks against the row kernel: the same sums in another order */
+    snprintf(name, sizeof name, "fused stats T %lld, Hq %lld, Hkv %lld, D %lld, W %lld: out within rounding of "
+             "attention_forward_cpu", (long long)T, (long long)Hq, (long long)Hkv, (long long)D, (long long)W);
+    tl_close(name, out, ref_out, nq, 1e-5, 1e-4);
+    snprintf(name, sizeof name, "fused stats T %lld: lse within rounding of attention_forward_cpu", (long long)T);
+    tl_close(name, lse, ref_lse, Hq * T, 1e-5, 1e-5);
     snprintf(name, sizeof name, "fused stats T %lld: colsum within rounding of the scalar softmax's", (long long)T);
     tl_close(name, cs, ref_cs, Hq * T, 1e-6 * (double)T, 1e-5);
     snprintf(name, sizeof name, "fused stats T %lld: the last %lld probability rows within rounding", (long long)T,
@@ -92,6 +93,7 @@ int main(void) {
     check_stats(20, 4, 1, 8, 32, &sr);
     check_stats(1, 2, 2, 8, 4, &sr);
     check_stats(300, 9, 3, 64, 32, &sr);
+    check_stats(700, 9, 3, 64, 32, &sr); /* several 64-row sgemm blocks per row block */
     LlamaConfig c;
     config_load(&c, "tiny");
     c.initializer_range = 0.3;
