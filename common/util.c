@@ -234,6 +234,7 @@ double now_seconds(void) {
 }
 
 void progress_begin(Progress *p, const char *label, int64_t total, const char *unit) {
+    memset(p, 0, sizeof *p);
     p->label = label;
     p->total = total;
     p->unit = unit;
@@ -241,9 +242,20 @@ void progress_begin(Progress *p, const char *label, int64_t total, const char *u
     p->is_tty = isatty(fileno(stderr));
 }
 
+/* m:ss, or h:mm:ss from an hour on */
+static void clock_text(char *buf, size_t n, double s) {
+    long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
+    if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
 static void progress_draw(Progress *p, int64_t done, const char *extra, int final) {
     double dt = now_seconds() - p->t_start;
     double rate = dt > 0 ? (double)done / dt : 0.0;
+    /* a terminal's line is redrawn in place; a log gets whole lines */
+    const char *pre = p->is_tty ? "\r" : "", *post = final || !p->is_tty ? "\n" : "";
+    char el[32], eta[32];
+    clock_text(el, sizeof el, dt);
     if (p->total > 0) {
         int width = 30, fill = (int)(width * (double)done / (double)p->total);
         if (fill > width) fill = width;
@@ -251,22 +263,27 @@ static void progress_draw(Progress *p, int64_t done, const char *extra, int fina
         memset(bar, '#', (size_t)fill);
         memset(bar + fill, '.', (size_t)(width - fill));
         bar[width] = '\0';
-        fprintf(stderr, "\r%s [%s] %lld/%lld %s  %.1f %s/s %s%s", p->label, bar, (long long)done, (long long)p->total,
-                p->unit, rate, p->unit, extra ? extra : "", final ? "\n" : "");
+        if (rate > 0) clock_text(eta, sizeof eta, (double)(p->total - done) / rate);
+        else snprintf(eta, sizeof eta, "?");
+        fprintf(stderr, "%s%s [%s] %lld/%lld %s  %.1f %s/s  elapsed %s  ETA %s %s%s", pre, p->label, bar,
+                (long long)done, (long long)p->total, p->unit, rate, p->unit, el, eta, extra ? extra : "", post);
     } else {
-        fprintf(stderr, "\r%s %lld %s  %.1f %s/s %s%s", p->label, (long long)done, p->unit, rate, p->unit,
-                extra ? extra : "", final ? "\n" : "");
+        fprintf(stderr, "%s%s %lld %s  %.1f %s/s  elapsed %s %s%s", pre, p->label, (long long)done, p->unit, rate,
+                p->unit, el, extra ? extra : "", post);
     }
     fflush(stderr);
 }
 
 void progress_update(Progress *p, int64_t done, const char *extra) {
+    if (p->quiet || (!p->is_tty && p->log_interval <= 0)) return;
     double t = now_seconds();
-    if (!p->is_tty || t - p->t_last < 0.1) return;
+    if (p->logged && t - p->t_last < (p->is_tty ? 0.1 : p->log_interval)) return;
     p->t_last = t;
+    p->logged = 1;
     progress_draw(p, done, extra, 0);
 }
 
 void progress_end(Progress *p, int64_t done, const char *extra) {
-    if (p->is_tty) progress_draw(p, done, extra, 1);
+    if (p->quiet || (!p->is_tty && p->log_interval <= 0)) return;
+    progress_draw(p, done, extra, 1);
 }

@@ -80,13 +80,20 @@ void rename_check(const char *tmp, const char *final_path);
 
 double now_seconds(void);
 
-/* A one-line progress display on a terminal (silent when stderr is not a tty). */
+/* A one-line progress display on stderr: on a terminal one line redrawn
+ * in place (\r) at most every 0.1 s; otherwise silent, unless log_interval
+ * > 0 (set after progress_begin): then the first update, one line at most
+ * every log_interval seconds, and the last are printed as lines, for logs.
+ * quiet (set after progress_begin) silences both. With a total, the line
+ * shows the elapsed time and an ETA from the rate so far. */
 typedef struct {
     const char *label;
     int64_t total;       /* units of work expected, 0 if unknown */
     const char *unit;    /* e.g. "tok", "MB" */
     double t_start, t_last;
     int is_tty;
+    double log_interval; /* seconds between lines when stderr is not a terminal; 0: silent there */
+    int quiet, logged;   /* logged: a line was printed (the first is printed at once) */
 } Progress;
 void progress_begin(Progress *p, const char *label, int64_t total, const char *unit);
 void progress_update(Progress *p, int64_t done, const char *extra);

@@ -10,7 +10,13 @@
  * time (model load and eval.json included: milliseconds for a small model);
  * kvpress's is its own compute time, without the Python start, the torch
  * import and the model load, which it reports separately; the process wall
- * time is printed too. */
+ * time is printed too.
+ *
+ * Two more figures in the same run, on the same documents and threads: kvcpt
+ * eval as a user runs it (its defaults, every variant: --policies all; off
+ * with --shared-only), and one plain transformers forward (sdpa, logits of
+ * the last position) of each document's L tokens, the yardstick of what a
+ * prefill costs; with the ratios kvpress / kvcpt and kvcpt / forward. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,11 +34,11 @@
 typedef struct {
     const char *model, *data, *split, *budget, *policies, *peer, *python;
     int64_t context, last, max_docs, threads, window, kernel, sinks;
-    int json;
+    int json, shared_only, defaults_only;
 } BenchEval;
 
 typedef struct {
-    double seconds, load_seconds, wall; /* -1: did not run */
+    double seconds, load_seconds, forward, wall; /* -1: did not run */
     char why[16384]; /* room for three paths */
 } PeerTime;
 
@@ -42,6 +48,24 @@ static const char *i64_arg(char *buf, size_t n, int64_t v) {
     return buf;
 }
 #define I64(buf, v) i64_arg(buf, sizeof buf, (v))
+
+/* `kvcpt eval` with its defaults and every default variant (--policies
+ * all): what a user runs; returns its wall time. */
+static double run_kvcpt_all(const BenchEval *b, const char *dir) {
+    char exe[4096], out[4200], log[4200], L[24], S[24], docs[24];
+    exe_self_path(exe, sizeof exe);
+    path_fmt(out, sizeof out, "%s/eval", dir);
+    path_fmt(log, sizeof log, "%s/kvcpt.log", dir);
+    const char *argv[] = {exe, "eval", "--model", b->model, "--data", b->data, "--split", b->split,
+                          "--context", I64(L, b->context), "--last", I64(S, b->last), "--budget", b->budget,
+                          "--policies", "all", "--max-docs", I64(docs, b->max_docs), "--device", "cpu",
+                          "--bootstrap", "10", "--out", out, "--quiet", NULL};
+    double t0 = now_seconds();
+    int rc = subprocess_run(argv, NULL, log, NULL, 0);
+    double dt = now_seconds() - t0;
+    KV_CHECK(rc == 0, "bench eval: kvcpt eval --policies all failed (status %d); its output is in %s", rc, log);
+    return dt;
+}
 
 /* `kvcpt eval` with kvpress's choices (the same list as kvpress_flags in
  * tests/kvpress_peer.py); returns its wall time. */
@@ -53,7 +77,7 @@ static double run_kvcpt(const BenchEval *b, int64_t K, const char *dir) {
     const char *argv[] = {exe, "eval", "--model", b->model, "--data", b->data, "--split", b->split,
                           "--context", I64(L, b->context), "--last", I64(S, b->last), "--budget", I64(k, K),
                           "--policies", b->policies, "--max-docs", I64(docs, b->max_docs), "--device", "cpu",
-                          "--bootstrap", "10", "--out", out, "--sinks", I64(sinks, b->sinks),
+                          "--bootstrap", "10", "--out", out, "--quiet", "--sinks", I64(sinks, b->sinks),
                           "--compress-once", "--agg", "mean", "--pool", "avg", "--snapkv-kernel", I64(ker, b->kernel),
                           "--snapkv-window", I64(w, b->window), "--snapkv-keep-window", "on", "--tova-keep-last",
                           "--tova-window", "1", "--head-sets", "shared", "--h2o-recent", "0", "--h2o-score", "mean", NULL};
@@ -72,7 +96,7 @@ static void run_peer(const BenchEval *b, int64_t K, const char *dir, PeerTime *t
     exe_dir_path(script, sizeof script, "tests/kvpress_peer.py");
     path_fmt(log, sizeof log, "%s/peer.log", dir);
     const char *interp = b->python ? b->python : py;
-    t->seconds = t->load_seconds = t->wall = -1;
+    t->seconds = t->load_seconds = t->forward = t->wall = -1;
     if (access(interp, X_OK) != 0) {
         snprintf(t->why, sizeof t->why, "no Python interpreter at %s (run 'make setup', or give --python)", interp);
         return;
@@ -89,6 +113,8 @@ static void run_peer(const BenchEval *b, int64_t K, const char *dir, PeerTime *t
     if (res) {
         t->seconds = json_number_value(json_object_get(res, "seconds"));
         t->load_seconds = json_number_value(json_object_get(res, "load_seconds"));
+        json_t *fw = json_object_get(res, "forward_seconds");
+        t->forward = json_is_number(fw) ? json_number_value(fw) : -1;
         json_decref(res);
     }
     if (t->seconds <= 0) {
@@ -139,6 +165,8 @@ int bench_eval(int argc, char **argv) {
         {"sinks", OPT_INT, &b.sinks, "N", "StreamingLLM sinks of both"},
         {"peer", OPT_STRING, &b.peer, "NAME", "the peer (kvpress, the only one)"},
         {"python", OPT_STRING, &b.python, "PATH", "its interpreter"},
+        {"shared-only", OPT_FLAG, &b.shared_only, NULL, "skip kvcpt eval with its defaults and every variant (--policies all)"},
+        {"defaults-only", OPT_FLAG, &b.defaults_only, NULL, "skip kvcpt eval with kvpress's choices (long contexts: one run less)"},
         {"json", OPT_FLAG, &b.json, NULL, "print one JSON object"},
         {0},
     };
@@ -154,34 +182,55 @@ int bench_eval(int argc, char **argv) {
     /* both children inherit these: OpenMP and OpenBLAS (kvcpt), torch's intra-op pool reads --threads */
     KV_CHECK(setenv("OMP_NUM_THREADS", I64(th, b.threads), 1) == 0 && setenv("OPENBLAS_NUM_THREADS", th, 1) == 0,
              "bench eval: setenv");
+    /* the wait policy kvcpt eval picks for itself (kvcpt.c), for torch's
+     * OpenMP too, unless the user set one: both run in the same environment */
+    KV_CHECK(getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "passive", 1) == 0, "bench eval: setenv");
     char dir[] = "/tmp/kvcpt_bench_eval_XXXXXX";
     KV_CHECK(mkdtemp(dir) != NULL, "bench eval: cannot create a temporary directory");
-    double ours = run_kvcpt(&b, K, dir);
+    KV_CHECK(!(b.shared_only && b.defaults_only), "bench eval: --shared-only and --defaults-only exclude each other");
+    double all = b.shared_only ? -1 : run_kvcpt_all(&b, dir);
+    double ours = b.defaults_only ? -1 : run_kvcpt(&b, K, dir);
     PeerTime peer;
     run_peer(&b, K, dir, &peer);
     if (peer.seconds > 0 || peer.wall < 0) remove_run(dir); /* a failed peer's log stays */
     if (b.json) {
         printf("{\"bench\": \"eval\", \"peer\": \"kvpress\", \"context\": %lld, \"last\": %lld, \"budget\": %lld, "
-               "\"policies\": \"%s\", \"max_docs\": %lld, \"threads\": %lld, \"kvcpt_seconds\": %.4f",
+               "\"policies\": \"%s\", \"max_docs\": %lld, \"threads\": %lld",
                (long long)b.context, (long long)b.last, (long long)K, b.policies, (long long)b.max_docs,
-               (long long)b.threads, ours);
-        if (peer.seconds > 0)
-            printf(", \"kvpress_seconds\": %.4f, \"kvpress_load_seconds\": %.4f, \"kvpress_process_seconds\": %.4f, "
-                   "\"kvpress_over_kvcpt\": %.3f}\n", peer.seconds, peer.load_seconds, peer.wall, peer.seconds / ours);
-        else
-            printf(", \"kvpress_seconds\": null}\n");
+               (long long)b.threads);
+        if (ours > 0) printf(", \"kvcpt_seconds\": %.4f", ours);
+        if (all > 0) printf(", \"kvcpt_all_variants_seconds\": %.4f", all);
+        if (peer.seconds > 0) {
+            printf(", \"kvpress_seconds\": %.4f, \"kvpress_load_seconds\": %.4f, \"kvpress_process_seconds\": %.4f",
+                   peer.seconds, peer.load_seconds, peer.wall);
+            if (ours > 0) printf(", \"kvpress_over_kvcpt\": %.3f", peer.seconds / ours);
+            if (all > 0) printf(", \"kvpress_over_kvcpt_all_variants\": %.3f", peer.seconds / all);
+        } else {
+            printf(", \"kvpress_seconds\": null");
+        }
+        if (peer.forward > 0) {
+            printf(", \"transformers_forward_seconds\": %.4f", peer.forward);
+            if (all > 0) printf(", \"kvcpt_all_variants_over_forward\": %.3f", all / peer.forward);
+        }
+        printf("}\n");
         return 0;
     }
     printf("bench eval: context %lld, last %lld, budget %lld, policies %s, up to %lld documents, %lld thread(s)\n",
            (long long)b.context, (long long)b.last, (long long)K, b.policies, (long long)b.max_docs,
            (long long)b.threads);
-    printf("  kvcpt eval (kvpress's choices), process wall:   %8.3f s\n", ours);
+    if (all > 0) printf("  kvcpt eval, every default variant, process wall: %8.3f s\n", all);
+    if (ours > 0) printf("  kvcpt eval (%s, kvpress's choices), process wall: %8.3f s\n", b.policies, ours);
     if (peer.seconds > 0) {
-        printf("  kvpress + transformers, compute:                %8.3f s  (+ %.2f s model load; process %.2f s)\n",
+        printf("  kvpress + transformers (%s), compute: %8.3f s  (+ %.2f s model load; process %.2f s)\n", b.policies,
                peer.seconds, peer.load_seconds, peer.wall);
-        printf("  ratio kvpress / kvcpt:                          %8.2fx\n", peer.seconds / ours);
+        if (ours > 0) printf("  ratio kvpress / kvcpt (same policies):          %8.2fx\n", peer.seconds / ours);
+        if (all > 0) printf("  ratio kvpress / kvcpt (every default variant): %8.2fx\n", peer.seconds / all);
     } else {
         printf("  kvpress: %s\n", peer.why);
+    }
+    if (peer.forward > 0) {
+        printf("  transformers (sdpa), one forward of the L tokens per document: %8.3f s\n", peer.forward);
+        if (all > 0) printf("  ratio kvcpt (every default variant) / forward: %8.2fx\n", all / peer.forward);
     }
     return 0;
 }

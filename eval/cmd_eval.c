@@ -31,7 +31,7 @@ typedef struct {
     const char *pool, *head_sets, *h2o_score, *dump, *snapkv_keep_window, *refresh_query, *restkv_shift;
     int64_t last, max_docs, boot, window, sinks, batch, kernel, tova_window, kvec_window;
     double threshold, h2o_recent;
-    int snapkv_grow, tova_keep_last, once, restkv_grow;
+    int snapkv_grow, tova_keep_last, once, restkv_grow, quiet;
 } EvalArgs;
 
 typedef struct {
@@ -133,10 +133,29 @@ typedef struct {
     int32_t **tok;      /* (batch, L + S) */
     uint8_t **cls;      /* (batch, L + S): AnswerClass of each token as a target; NULL without answers */
     int64_t *doc;       /* (batch) the document index of each slot */
-    double *nll;        /* (batch, S) */
-    uint8_t *top1;      /* (batch, S) */
     int64_t *full_tot;  /* (variants, layers) refreshkv full steps */
+    /* progress on stderr, in tokens: a prefill counts L, a decode step one per row */
+    Progress pr;
+    int64_t tokens_done, docs_done, docs_total, step_rows;
+    char what[160];
 } ContextRun;
+
+/* "doc i/N, <what>" after the tokens so far. */
+static void show_progress(ContextRun *x) {
+    char extra[256];
+    snprintf(extra, sizeof extra, " doc %lld/%lld, %s", (long long)(x->docs_done + 1 < x->docs_total
+             ? x->docs_done + 1 : x->docs_total), (long long)x->docs_total, x->what);
+    progress_update(&x->pr, x->tokens_done, extra);
+}
+
+/* engine_decode_batch's step hook: one token per row of the call. */
+static void on_decode_step(void *ctx, int64_t step, int64_t steps) {
+    ContextRun *x = ctx;
+    x->tokens_done += x->step_rows;
+    char *at = strstr(x->what, " step ");
+    if (at) snprintf(at, sizeof x->what - (size_t)(at - x->what), " step %lld/%lld", (long long)step, (long long)steps);
+    show_progress(x);
+}
 
 /* Reads document d into tok (checking its ids against the vocabulary). */
 static void read_doc(const ContextRun *x, int64_t d, int32_t *tok, uint32_t *buf, int64_t vocab) {
@@ -149,15 +168,15 @@ static void read_doc(const ContextRun *x, int64_t d, int32_t *tok, uint32_t *buf
     }
 }
 
-/* One --dump line: document b's kept keys at the first decode step, per
- * layer and KV head, and its S NLLs. */
-static void dump_doc(const ContextRun *x, int mi, const Policy *p, int64_t b) {
+/* One --dump line: a document's kept keys at the first decode step (e's
+ * record), per layer and KV head, and its S NLLs. */
+static void dump_doc(const ContextRun *x, int mi, const Policy *p, int64_t doc, const DecodeEngine *e,
+                     const double *nll) {
     FILE *f = x->r->dump;
-    const DecodeEngine *e = &x->eng[b];
     int64_t S = x->r->a->last, Hkv = x->sh.Hkv;
     fprintf(f, "{\"model_index\":%d,\"context\":%lld,\"budget\":%lld,\"policy\":\"%s\",\"label\":\"%s\",\"doc\":%lld,"
-            "\"nll\":[", mi, (long long)x->sh.L, (long long)x->sh.budget, p->name, p->label, (long long)x->doc[b]);
-    for (int64_t i = 0; i < S; i++) fprintf(f, "%s%.17g", i ? "," : "", x->nll[b * S + i]);
+            "\"nll\":[", mi, (long long)x->sh.L, (long long)x->sh.budget, p->name, p->label, (long long)doc);
+    for (int64_t i = 0; i < S; i++) fprintf(f, "%s%.17g", i ? "," : "", nll[i]);
     fprintf(f, "],\"keys\":[");
     for (int64_t l = 0; l < x->sh.n_layers; l++) {
         fprintf(f, "%s[", l ? "," : "");
@@ -172,44 +191,84 @@ static void dump_doc(const ContextRun *x, int mi, const Policy *p, int64_t b) {
     KV_CHECK(fprintf(f, "]}\n") > 0, "eval --dump: cannot write %s", x->r->a->dump);
 }
 
-/* The nb prefilled documents through every policy variant; results are
- * appended in document order, as the unbatched loop would. */
-static void decode_batch(ContextRun *x, int mi, int64_t nb) {
-    EvalRun *r = x->r;
-    int64_t S = r->a->last, nl = x->sh.n_layers;
-    DecodeEngine *e[nb];
-    Policy pol[nb], *pp[nb];
-    for (int64_t b = 0; b < nb; b++) e[b] = &x->eng[b], pp[b] = &pol[b];
-    for (int v = 0; v < r->n_var; v++) {
-        EvalCell *c = cell(r, v, x->ci, mi);
-        PolicyOptions o = r->var[v].opt;
-        o.budget = x->sh.budget;
-        for (int64_t b = 0; b < nb; b++) policy_create(&pol[b], r->var[v].name, &x->sh, &o), e[b]->kv_reads = 0;
-        double t0 = now_seconds();
-        engine_decode_batch_top1(e, pp, (const int32_t *const *)x->tok, nb, S, x->nll, x->top1);
-        double dt = now_seconds() - t0, steps = (double)(S > 1 ? S - 1 : 1);
-        c->ms_per_token += 1e3 * dt / steps; /* batch wall time: nb documents' share */
-        for (int64_t b = 0; b < nb; b++) {
-            c->kv_bytes_per_token += (double)e[b]->kv_reads * 2.0 * (double)x->sh.D * sizeof(float) / steps;
-            double sum = 0;
-            for (int64_t i = 0; i < S; i++) {
-                double nll = x->nll[b * S + i];
-                int hit = x->top1[b * S + i];
-                sum += nll;
-                c->step_nll[i] += nll, c->step_top1[i] += hit;
-                if (x->cls) {
-                    int k = x->cls[b][x->sh.L + i];
-                    c->class_nll[k] += nll, c->class_n[k]++, c->class_top1[k] += hit;
-                }
-            }
-            c->doc_nll[c->n_docs++] = sum;
-            if (pol[b].full_steps_per_layer)
-                for (int64_t l = 0; l < nl; l++) x->full_tot[v * nl + l] += pol[b].full_steps_per_layer[l];
-            if (!c->policy) c->policy = xstrdup(pol[b].label);
-            if (r->dump) dump_doc(x, mi, &pol[b], b);
-            policy_destroy(&pol[b]);
+/* One document's S NLLs (and top-1 hits) of variant v into its cell. */
+static void account_doc(ContextRun *x, int mi, int v, Policy *p, int64_t b, const double *nll, const uint8_t *top1) {
+    EvalCell *c = cell(x->r, v, x->ci, mi);
+    int64_t S = x->r->a->last, nl = x->sh.n_layers;
+    double sum = 0;
+    for (int64_t i = 0; i < S; i++) {
+        sum += nll[i];
+        c->step_nll[i] += nll[i], c->step_top1[i] += top1[i];
+        if (x->cls) {
+            int k = x->cls[b][x->sh.L + i];
+            c->class_nll[k] += nll[i], c->class_n[k]++, c->class_top1[k] += top1[i];
         }
     }
+    c->doc_nll[c->n_docs++] = sum;
+    if (p->full_steps_per_layer)
+        for (int64_t l = 0; l < nl; l++) x->full_tot[v * nl + l] += p->full_steps_per_layer[l];
+    if (!c->policy) c->policy = xstrdup(p->label);
+}
+
+/* The nb prefilled documents through every policy variant; results are
+ * appended in document order, as the unbatched loop would. On the CPU all
+ * variants of all nb documents decode as one batch, one row per (variant,
+ * document) on a fork of the document's engine (engine_fork): they share
+ * the prefill, and each decode step reads every weight once for all rows
+ * instead of once per variant. Each row's results are those of decoding it
+ * alone (engine_decode_batch). On the GPU each engine holds its own device
+ * caches, so the variants run one after another over the nb documents. */
+static void decode_batch(ContextRun *x, int mi, int64_t nb) {
+    EvalRun *r = x->r;
+    int64_t S = r->a->last;
+    int nv = r->n_var, together = r->gpu == NULL, per_call = together ? nv : 1;
+    int64_t rows_max = nb * per_call;
+    DecodeEngine **e = xmalloc(sizeof(DecodeEngine *) * (size_t)rows_max);
+    DecodeEngine *forks = together ? xcalloc((size_t)rows_max, sizeof(DecodeEngine)) : NULL;
+    Policy *pol = xmalloc(sizeof(Policy) * (size_t)rows_max), **pp = xmalloc(sizeof(Policy *) * (size_t)rows_max);
+    const int32_t **tok = xmalloc(sizeof(int32_t *) * (size_t)rows_max);
+    double *nll = xmalloc(sizeof(double) * (size_t)(rows_max * S));
+    uint8_t *top1 = xmalloc((size_t)(rows_max * S));
+    for (int v0 = 0; v0 < nv; v0 += per_call) {
+        int64_t rows = 0;
+        for (int v = v0; v < v0 + per_call; v++)
+            for (int64_t b = 0; b < nb; b++, rows++) {
+                if (together) engine_fork(&forks[rows], &x->eng[b]), e[rows] = &forks[rows];
+                else e[rows] = &x->eng[b];
+                e[rows]->kv_reads = 0;
+                PolicyOptions o = r->var[v].opt;
+                o.budget = x->sh.budget;
+                policy_create(&pol[rows], r->var[v].name, &x->sh, &o);
+                pp[rows] = &pol[rows], tok[rows] = x->tok[b];
+            }
+        if (together)
+            snprintf(x->what, sizeof x->what, "decode: %d variants x %lld document(s) step 0/%lld", nv, (long long)nb,
+                     (long long)(S - 1));
+        else
+            snprintf(x->what, sizeof x->what, "decode: %s x %lld document(s) step 0/%lld", pol[0].label, (long long)nb,
+                     (long long)(S - 1));
+        x->step_rows = rows;
+        show_progress(x);
+        e[0]->on_step = on_decode_step, e[0]->step_ctx = x;
+        double t0 = now_seconds();
+        engine_decode_batch_top1(e, pp, tok, rows, S, nll, top1);
+        e[0]->on_step = NULL, e[0]->step_ctx = NULL;
+        double dt = now_seconds() - t0, steps = (double)(S > 1 ? S - 1 : 1);
+        for (int v = v0; v < v0 + per_call; v++) {
+            EvalCell *c = cell(r, v, x->ci, mi);
+            /* the call's wall time, each variant's share (docs/eval.md) */
+            c->ms_per_token += 1e3 * dt / steps / (double)per_call;
+            for (int64_t b = 0; b < nb; b++) {
+                int64_t row = (v - v0) * nb + b;
+                c->kv_bytes_per_token += (double)e[row]->kv_reads * 2.0 * (double)x->sh.D * sizeof(float) / steps;
+                account_doc(x, mi, v, &pol[row], b, nll + row * S, top1 + row * S);
+                if (r->dump) dump_doc(x, mi, &pol[row], x->doc[b], e[row], nll + row * S);
+                policy_destroy(&pol[row]);
+                if (together) engine_fork_free(&forks[row]);
+            }
+        }
+    }
+    free(e), free(forks), free(pol), free(pp), free(tok), free(nll), free(top1);
 }
 
 /* On the GPU each document of a batch holds its own caches: fewer documents
@@ -268,8 +327,6 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
         for (int64_t b = 0; b < batch; b++) x.cls[b] = xmalloc((size_t)(L + S));
     }
     uint32_t *buf = xmalloc(sizeof(uint32_t) * (size_t)(L + S));
-    x.nll = xmalloc(sizeof(double) * (size_t)(batch * S));
-    x.top1 = xmalloc((size_t)(batch * S));
     x.full_tot = xcalloc((size_t)(r->n_var * nl), sizeof(int64_t));
     for (int v = 0; v < r->n_var; v++) {
         EvalCell *c = cell(r, v, ci, mi);
@@ -279,8 +336,10 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
         c->step_top1 = xcalloc((size_t)S, sizeof(int64_t));
         c->has_classes = rule->present;
     }
-    Progress pr;
-    progress_begin(&pr, "eval", want, "docs");
+    /* the tokens the context will run: each document's prefill, then S - 1 steps per variant */
+    progress_begin(&x.pr, "eval", want * (L + (S - 1) * r->n_var), "tok");
+    x.pr.log_interval = 10, x.pr.quiet = a->quiet;
+    x.docs_total = want;
     int64_t nb = 0;
     for (int64_t d = 0; d < nd && used + nb < want; d++) {
         if (data_split_doc_len(r->split, d) < L + S + 1) {
@@ -290,11 +349,17 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
         read_doc(&x, d, x.tok[nb], buf, m->cfg.vocab_size);
         if (x.cls) answer_classify(rule, buf, L + S, x.cls[nb]);
         x.doc[nb] = d;
+        x.docs_done = used + nb;
+        snprintf(x.what, sizeof x.what, "prefill of %lld tokens (L = %lld)", (long long)L, (long long)L);
+        show_progress(&x);
         engine_prefill(&x.eng[nb], x.tok[nb], L);
-        if (++nb == batch) decode_batch(&x, mi, nb), used += nb, nb = 0, progress_update(&pr, used, NULL);
+        x.tokens_done += L;
+        if (++nb == batch) decode_batch(&x, mi, nb), used += nb, nb = 0;
     }
-    if (nb > 0) decode_batch(&x, mi, nb), used += nb, progress_update(&pr, used, NULL);
-    progress_end(&pr, used, NULL);
+    if (nb > 0) decode_batch(&x, mi, nb), used += nb;
+    char fin[96];
+    snprintf(fin, sizeof fin, " %lld document(s) at L = %lld done", (long long)used, (long long)L);
+    progress_end(&x.pr, x.tokens_done, fin);
     KV_CHECK(used > 0, "no document of split '%s' has the %lld tokens context %lld + last %lld + 1 needs (%lld skipped)",
              a->split, (long long)(L + S + 1), (long long)L, (long long)S, (long long)r->skipped);
     for (int v = 0; v < r->n_var; v++) {
@@ -311,7 +376,7 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
         free(x.tok[b]);
         if (x.cls) free(x.cls[b]);
     }
-    free(x.eng), free(x.tok), free(x.cls), free(x.doc), free(buf), free(x.nll), free(x.top1), free(x.full_tot);
+    free(x.eng), free(x.tok), free(x.cls), free(x.doc), free(buf), free(x.full_tot);
 }
 
 static void load_model(Llama *m, const char *dir) {
@@ -391,6 +456,7 @@ int cmd_eval(int argc, char **argv) {
         {"bootstrap", OPT_INT, &a.boot, "N", "bootstrap resamples for the 95% interval"},
         {"out", OPT_STRING, &a.out, "DIR", "writes eval.json and eval.png there"},
         {"device", OPT_STRING, &a.device, "cpu|cuda", "backend; absent: cuda when a GPU is visible"},
+        {"quiet", OPT_FLAG, &a.quiet, NULL, "no progress on stderr (document, variant, tokens/s, elapsed, ETA)"},
         {0},
     };
     /* the policies a user can name, with what each keeps, from the registry

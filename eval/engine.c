@@ -70,7 +70,36 @@ static void record_first(DecodeEngine *e, int64_t l, int64_t g, const int32_t *k
     for (int64_t i = 0; i < n - 1; i++) e->first_keys[at * e->cap + i] = k ? k[i] : (int32_t)i;
 }
 
+void engine_fork(DecodeEngine *f, const DecodeEngine *e) {
+    KV_CHECK(!e->cuda && !e->forked && e->L >= 1, "eval: only a prefilled CPU engine can be forked");
+    const LlamaConfig *c = &e->m->cfg;
+    int64_t nl = c->num_hidden_layers, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, D = c->head_dim;
+    int64_t tail = e->cap - e->L;
+    memset(f, 0, sizeof *f);
+    f->m = e->m, f->w = e->w, f->cap = e->cap, f->L = e->L, f->W = e->W, f->forked = 1;
+    /* shared, read-only: the prefill's caches and what policies init from */
+    f->kc = e->kc, f->vc = e->vc, f->colsum = e->colsum, f->last_probs = e->last_probs, f->last_out = e->last_out;
+    f->q_last = e->q_last, f->rope_cos = e->rope_cos, f->rope_sin = e->rope_sin, f->prefill_logits = e->prefill_logits;
+    f->kt = xcalloc((size_t)nl, sizeof(float *)), f->vt = xcalloc((size_t)nl, sizeof(float *));
+    for (int64_t l = 0; l < nl; l++) f->kt[l] = alloc_f(tail * Hkv * D), f->vt[l] = alloc_f(tail * Hkv * D);
+    f->probs = alloc_f(Hq * e->cap);
+    f->key_buf = xmalloc(sizeof(int32_t) * (size_t)(Hkv * e->cap));
+    f->keys = xcalloc((size_t)Hkv, sizeof(int32_t *));
+    for (int64_t g = 0; g < Hkv; g++) f->keys[g] = f->key_buf + g * e->cap;
+    f->off = xcalloc((size_t)Hkv, sizeof(int64_t)), f->n = xcalloc((size_t)Hkv, sizeof(int64_t));
+    if (e->first_n) engine_record_first_step(f);
+}
+
+void engine_fork_free(DecodeEngine *f) {
+    KV_CHECK(f->forked, "eval: engine_fork_free of an engine that is not a fork");
+    for (int64_t l = 0; l < f->m->cfg.num_hidden_layers; l++) free(f->kt[l]), free(f->vt[l]);
+    free(f->kt), free(f->vt), free(f->probs), free(f->key_buf), free(f->keys), free(f->off), free(f->n);
+    free(f->first_keys), free(f->first_n);
+    memset(f, 0, sizeof *f);
+}
+
 void engine_free(DecodeEngine *e) {
+    KV_CHECK(!e->forked, "eval: a forked engine is freed with engine_fork_free");
 #ifdef KVCPT_CUDA
     if (e->cuda) engine_cuda_release(e);
 #endif
@@ -83,14 +112,20 @@ static void prefill_cpu(DecodeEngine *e, const int32_t *tokens, int64_t L) {
     int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, D = c->head_dim;
     RefreshMask keep = m->mask;
     m->mask.enabled = 0; /* the prefill is full causal attention for every policy */
-    llama_forward(m, tokens, NULL, 1, L);
-    m->mask = keep;
     int64_t W = e->W < L ? e->W : L;
+    /* the statistics come from the prefill attention's own probabilities
+     * (one pass over the scores), not from a second softmax over L x L */
+    AttentionStats *st = xmalloc(sizeof(AttentionStats) * (size_t)c->num_hidden_layers);
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) st[l] = (AttentionStats){e->colsum[l], e->last_probs[l], W};
+    m->attn_stats = st;
+    llama_forward(m, tokens, NULL, 1, L);
+    m->attn_stats = NULL;
+    free(st);
+    m->mask = keep;
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         const LayerActs *a = &m->acts[l];
         memcpy(e->kc[l], a->k, sizeof(float) * (size_t)(L * Hkv * D));
         memcpy(e->vc[l], a->v, sizeof(float) * (size_t)(L * Hkv * D));
-        attention_prefill_stats_cpu(e->colsum[l], e->last_probs[l], a->q, a->k, L, Hq, Hkv, D, W);
         memcpy(e->last_out[l], a->att + (L - W) * Hq * D, sizeof(float) * (size_t)(W * Hq * D));
         memcpy(e->q_last[l], a->q + (L - 1) * Hq * D, sizeof(float) * (size_t)(Hq * D));
         engine_unrotate_query(e, e->q_last[l], L - 1);
@@ -106,6 +141,7 @@ void engine_unrotate_query(const DecodeEngine *e, float *q, int64_t pos) {
 }
 
 void engine_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L) {
+    KV_CHECK(!e->forked, "eval: a forked engine decodes its parent's prefill, it does not prefill");
     KV_CHECK(L >= 1 && L < e->cap, "eval: prefill length %lld must be in [1, %lld)", (long long)L, (long long)e->cap);
     e->L = L;
 #ifdef KVCPT_CUDA
@@ -211,12 +247,15 @@ static void cpu_attend(DecodeEngine *const *e, Policy *const *p, StepRows *r, in
 #pragma omp parallel for schedule(dynamic) if (nb > 1)
     for (int64_t b = 0; b < nb; b++) {
         DecodeEngine *d = e[b];
-        memcpy(d->kc[l] + pos * KD, r->k + b * KD, sizeof(float) * (size_t)KD);
-        memcpy(d->vc[l] + pos * KD, r->v + b * KD, sizeof(float) * (size_t)KD);
+        /* a fork writes its own rows from L on; the prefill's rows stay its parent's */
+        int64_t split = d->kt ? d->L : 0;
+        float *kt = d->kt ? d->kt[l] : d->kc[l], *vt = d->kt ? d->vt[l] : d->vc[l];
+        memcpy(kt + (pos - split) * KD, r->k + b * KD, sizeof(float) * (size_t)KD);
+        memcpy(vt + (pos - split) * KD, r->v + b * KD, sizeof(float) * (size_t)KD);
         int64_t stride = engine_choose_keys(d, p[b], l, pos, r->q_raw + b * QD);
         float *probs = p[b]->update ? d->probs : NULL;
-        attention_decode_cpu(r->att + b * QD, probs, r->q + b * QD, d->kc[l], d->vc[l], d->key_buf, d->off, d->n,
-                             stride, Hq, Hkv, D);
+        attention_decode_split_cpu(r->att + b * QD, probs, r->q + b * QD, d->kc[l], d->vc[l], kt, vt, split,
+                                   d->key_buf, d->off, d->n, stride, Hq, Hkv, D);
         if (p[b]->update) p[b]->update(p[b], l, pos, d->keys, d->n, probs, stride);
     }
 }
@@ -334,6 +373,7 @@ void engine_decode_batch_top1(DecodeEngine *const *e, Policy *const *p, const in
 #pragma omp parallel for schedule(static) if (nb > 1)
         for (int64_t b = 0; b < nb; b++)
             score_token(logits + b * V, V, tokens[b][pos + 1], nll + b * S + i, top1 ? top1 + b * S + i : NULL);
+        if (e[0]->on_step) e[0]->on_step(e[0]->step_ctx, i, S - 1);
     }
     be->rows_free(&r);
 }

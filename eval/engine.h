@@ -22,6 +22,9 @@
 
 typedef struct EngineCuda EngineCuda;
 
+/* Called by engine_decode_batch after decode step `step` of `steps` (1..S-1), e.g. for progress. */
+typedef void (*EngineStepHook)(void *ctx, int64_t step, int64_t steps);
+
 typedef struct {
     Llama *m;                         /* the host model (policies read o_proj from it) */
     const ModelTensors *w;            /* the weights decode steps read: host, or device (GPU) */
@@ -38,6 +41,13 @@ typedef struct {
     int32_t *first_keys;              /* NULL, or (layers, Hkv, L): the keys of the first decode step (position L) */
     int64_t *first_n;                 /* (layers, Hkv) their counts (engine_record_first_step) */
     EngineCuda *cuda;                 /* NULL on the CPU */
+    /* engine_fork: the rows L..cap-1 of the caches, per layer ((cap - L), Hkv, D);
+     * kc/vc are then the parent's and only their rows < L are read. NULL otherwise. */
+    float **kt, **vt;
+    int forked;
+    /* engine_decode_batch calls the first document's hook (may be NULL) after each step */
+    EngineStepHook on_step;
+    void *step_ctx;
 } DecodeEngine;
 
 /* cap: the most positions a document will use (L + S). W: prefill rows kept for policies. */
@@ -48,6 +58,16 @@ void engine_free(DecodeEngine *e);
  * position excluded) in first_keys / first_n, ascending: what `eval --dump`
  * writes to compare the kept sets with another implementation. */
 void engine_record_first_step(DecodeEngine *e);
+/* A CPU engine that decodes one more policy on e's prefill, so that every
+ * policy variant of a document runs in one engine_decode_batch (one row
+ * each: the step's projections read each weight once for all of them). It
+ * reads e's prefill caches (rows < L), statistics, RoPE tables and prefill
+ * logits without writing them, and owns its cache rows L..cap-1, key lists
+ * and probabilities, so its results are those of decoding e itself. e must
+ * stay prefilled and alive until engine_fork_free(f); f records its first
+ * step when e does (engine_record_first_step). */
+void engine_fork(DecodeEngine *f, const DecodeEngine *e);
+void engine_fork_free(DecodeEngine *f);
 /* Full causal prefill of tokens[0..L-1] (mask off); keeps caches and statistics. */
 void engine_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L);
 /* Runs policy p over decode positions L..L+S-2 with teacher forcing and

@@ -142,7 +142,7 @@ void engine_cuda_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L) {
     cuda_memcpy_h2d(g->tokens, tokens, sizeof(int32_t) * (size_t)L);
     embedding_forward_cuda(g->x[0], g->tokens, g->w.embed, L, C);
     /* the mask is off: the prefill is full causal attention for every policy */
-    LayerPass pass = {&llama_cuda_ops, c, &off, g->rope_cos, g->rope_sin, 1, L};
+    LayerPass pass = {&llama_cuda_ops, c, &off, g->rope_cos, g->rope_sin, 1, L, NULL};
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         llama_layer_forward(&pass, &g->w.layers[l], &g->acts, NULL, g->x[l & 1], g->x[(l + 1) & 1], 0);
         prefill_layer_stats(e, g, l, L, W);

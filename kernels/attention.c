@@ -6,6 +6,7 @@
 
 #include "../common/util.h"
 #include "bf16.h"
+#include "blas.h"
 #include "dot_lanes.h"
 
 int64_t refresh_num_selected(const RefreshMask *m) { return m->K < m->L ? m->K : m->L; }
@@ -391,9 +392,11 @@ static void row_setup(const HeadKeys *hk, int64_t p, RowKeys *kc, RowKeys *vc, R
     *to = (RowScatter){hk->sel, nsel, nsel ? hk->L : 0};
 }
 
-/* One query row: out row and log-sum-exp. */
-VECTOR_CLONES static void forward_row(float *o, float *lse, const float *qrow, RowKeys kc, RowKeys vc, int64_t D,
-                                      float scale, float *s) {
+/* One query row: out row and log-sum-exp. On return s[0..n) holds the
+ * row's unnormalised exponentials and the result is their sum, so that a
+ * caller can read the probabilities s[t] / sum without recomputing them. */
+VECTOR_CLONES static float forward_row(float *o, float *lse, const float *qrow, RowKeys kc, RowKeys vc, int64_t D,
+                                       float scale, float *s) {
     int64_t n = kc.n;
     dot_columns(s, qrow, kc, D, scale);
     float mx = -INFINITY;
@@ -404,6 +407,24 @@ VECTOR_CLONES static void forward_row(float *o, float *lse, const float *qrow, R
     float sum = sum_lanes(s, n);
     for (int64_t d = 0; d < D; d++) o[d] = dot_lanes(s, vc.base + d * vc.ld, n) / sum;
     *lse = mx + logf(sum);
+    return sum;
+}
+
+/* The prefill statistics of causal row p of head h from its exponentials s
+ * (forward_row): the probabilities s[t] / sum added to colsum (T), and,
+ * for the last W rows, stored as row p - (T - W) of last (W, T), zero past p. */
+VECTOR_CLONES static void stats_row(float *colsum, float *last, const float *s, float sum, int64_t p, int64_t T,
+                                    int64_t W) {
+    int64_t n = p + 1;
+    if (colsum)
+#pragma omp simd
+        for (int64_t t = 0; t < n; t++) colsum[t] += s[t] / sum;
+    if (last && p >= T - W) {
+        float *row = last + (p - (T - W)) * T;
+#pragma omp simd
+        for (int64_t t = 0; t < n; t++) row[t] = s[t] / sum;
+        memset(row + n, 0, sizeof(float) * (size_t)(T - n));
+    }
 }
 
 /* One query row: writes dq, accumulates its terms into dkt, dvt (by position). */
@@ -499,8 +520,8 @@ static void head_keys_load_bg(HeadKeys *hk, const float *k, const float *v, cons
     head_keys_load(hk, k + base, v + base, Hkv * D, u.ks ? mine : NULL, u.W ? mine : NULL);
 }
 
-void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
-                           int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+static void forward_impl(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
+                         int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
     int64_t group = Hq / Hkv;
     MaskUse u = mask_use(m, T);
     float scale = 1.0f / sqrtf((float)D);
@@ -523,6 +544,94 @@ void attention_forward_cpu(float *out, float *lse, const float *q, const float *
             }
         free(buf);
     }
+}
+
+/* Query rows per sgemm of attention_forward_stats_cpu: the keys and values
+ * a block reads (up to 2 x T x D floats) serve all its rows at once, where
+ * the row kernel above streams them once per row; at T = 8192 that traffic,
+ * not the arithmetic, was its cost. */
+#define STATS_QUERY_ROWS 64
+
+/* Row p of a block of scores s[0..n) (scaled q.k, keys 0..n-1): in place,
+ * the unnormalised exponentials of keys 0..p and zeros past p; returns
+ * their sum and the row's max in *mx. */
+VECTOR_CLONES static float softmax_causal_row(float *s, int64_t p, int64_t n, float *mx_out) {
+    int64_t cnt = p + 1;
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int64_t t = 0; t < cnt; t++) mx = s[t] > mx ? s[t] : mx;
+#pragma omp simd
+    for (int64_t t = 0; t < cnt; t++) s[t] = exp_softmax(s[t] - mx);
+    for (int64_t t = cnt; t < n; t++) s[t] = 0.0f;
+    *mx_out = mx;
+    return sum_lanes(s, cnt);
+}
+
+/* Row blocks per query head of attention_forward_stats_cpu: a partition
+ * fixed by T alone (so colsum's sums do not depend on the thread count),
+ * fine enough that Hq x blocks tasks balance a few cores even when Hkv is
+ * smaller than the thread count (SmolLM2: 3 KV heads). */
+#define STATS_BLOCKS 4
+
+void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
+                           int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    forward_impl(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m);
+}
+
+void attention_forward_stats_cpu(float *out, float *lse, const AttentionStats *st, const float *q, const float *k,
+                                 const float *v, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
+    KV_CHECK(st && st->W >= 0, "attention_forward_stats_cpu: needs statistics buffers and a window W >= 0");
+    int64_t group = Hq / Hkv, W = st->W < T ? st->W : T, nblk = STATS_BLOCKS;
+    float scale = 1.0f / sqrtf((float)D);
+    /* block i of a head holds rows [edge[i], edge[i+1]): row p costs ~p,
+     * so the edges sit at T sqrt(i / nblk) for equal work */
+    int64_t edge[STATS_BLOCKS + 1];
+    for (int64_t i = 0; i <= nblk; i++) edge[i] = (int64_t)((double)T * sqrt((double)i / (double)nblk));
+    edge[nblk] = T;
+    /* each task's column sums apart, added in block order afterwards */
+    float *part = st->colsum ? xcalloc((size_t)(Hq * nblk * T), sizeof(float)) : NULL;
+    int64_t QB = STATS_QUERY_ROWS;
+#pragma omp parallel
+    {
+        float *S = xmalloc(sizeof(float) * (size_t)(QB * T)), sums[STATS_QUERY_ROWS];
+#pragma omp for schedule(dynamic)
+        for (int64_t task = 0; task < Hq * nblk; task++) {
+            /* the heaviest blocks (last rows) first */
+            int64_t h = task / nblk, blk = nblk - 1 - task % nblk, g = h / group;
+            float *colsum = part ? part + task * T : NULL;
+            float *last = st->last ? st->last + h * W * T : NULL;
+            for (int64_t p0 = edge[blk]; p0 < edge[blk + 1]; p0 += QB) {
+                int64_t nr = edge[blk + 1] - p0 < QB ? edge[blk + 1] - p0 : QB, n = p0 + nr;
+                /* scores of rows p0..p0+nr-1 over keys 0..n-1; one sgemm, one thread
+                 * (blas.h: the same bits whatever the thread count) */
+                blas_sgemm(0, 1, nr, n, D, scale, q + (p0 * Hq + h) * D, Hq * D, k + g * D, Hkv * D, 0.0f, S, n);
+                for (int64_t r = 0; r < nr; r++) {
+                    int64_t p = p0 + r;
+                    float mx;
+                    sums[r] = softmax_causal_row(S + r * n, p, n, &mx);
+                    lse[h * T + p] = mx + logf(sums[r]);
+                    stats_row(colsum, last, S + r * n, sums[r], p, T, W);
+                }
+                float *o = out + (p0 * Hq + h) * D;
+                blas_sgemm(0, 0, nr, D, n, 1.0f, S, n, v + g * D, Hkv * D, 0.0f, o, Hq * D);
+                for (int64_t r = 0; r < nr; r++)
+                    for (int64_t d = 0; d < D; d++) o[r * Hq * D + d] /= sums[r];
+            }
+        }
+        free(S);
+    }
+    if (!part) return;
+#pragma omp parallel for schedule(static)
+    for (int64_t h = 0; h < Hq; h++) {
+        float *c = st->colsum + h * T;
+        memset(c, 0, sizeof(float) * (size_t)T);
+        for (int64_t blk = 0; blk < nblk; blk++) {
+            /* task order: block nblk-1-j is task h*nblk + j */
+            const float *pb = part + (h * nblk + (nblk - 1 - blk)) * T;
+            for (int64_t t = 0; t < T; t++) c[t] += pb[t];
+        }
+    }
+    free(part);
 }
 
 void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,

@@ -97,6 +97,20 @@ void attention_refresh_select_cpu(int32_t *sel, const float *q, const float *k, 
 /* sel may be NULL when !refresh_active(m, T). */
 void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
                            int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
+/* What a causal prefill's attention leaves for the evaluator's KV-cache
+ * policies (eval/policy.h, PrefillLayer), from the forward's own
+ * probabilities: colsum (Hq, T) the attention each key received from all
+ * queries (may be NULL); last (Hq, W, T) the probability rows of queries
+ * T-W..T-1, zero past the query (may be NULL). W is clipped to T. */
+typedef struct {
+    float *colsum, *last;
+    int64_t W;
+} AttentionStats;
+/* attention_forward_cpu for one causal sequence (B = 1, no mask) that also
+ * writes st: one pass over the scores instead of a second softmax. out and
+ * lse have the same bits as attention_forward_cpu's. */
+void attention_forward_stats_cpu(float *out, float *lse, const AttentionStats *st, const float *q, const float *k,
+                                 const float *v, int64_t T, int64_t Hq, int64_t Hkv, int64_t D);
 /* Writes (not accumulates) dq, dk, dv. The selection is a constant here. */
 void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                             const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B,

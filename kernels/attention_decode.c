@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../common/util.h"
+#include "dot_lanes.h"
 
 static inline float dot(const float *a, const float *b, int64_t D) {
     float s = 0.0f;
@@ -47,6 +48,44 @@ void attention_prefill_stats_cpu(float *colsum, float *last, const float *q, con
 void attention_decode_cpu(float *out, float *probs, const float *q, const float *kc, const float *vc,
                           const int32_t *keys, const int64_t *off, const int64_t *n, int64_t max_n, int64_t Hq,
                           int64_t Hkv, int64_t D) {
+    attention_decode_split_cpu(out, probs, q, kc, vc, kc, vc, 0, keys, off, n, max_n, Hq, Hkv, D);
+}
+
+/* One query head's attention over its KV head's listed keys (all of them
+ * when kp is NULL): scores with dot_lanes (a fixed order, so every clone
+ * gives the same bits), softmax, output. Compiled for AVX-512, AVX2 and
+ * baseline x86-64, picked at load time: the decode of a long context spends
+ * its time here. p: cnt floats of scratch, or the probabilities wanted. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+decode_head(float *o, float *p, int normalise, const float *qr, const float *kc, const float *vc, const float *kt,
+            const float *vt, int64_t split, const int32_t *kp, int64_t cnt, int64_t g, int64_t Hkv, int64_t D,
+            float scale) {
+    float mx = -INFINITY, sum = 0.0f;
+    for (int64_t t = 0; t < cnt; t++) {
+        int64_t j = kp ? kp[t] : t;
+        const float *kr = j < split ? kc + (j * Hkv + g) * D : kt + ((j - split) * Hkv + g) * D;
+        p[t] = dot_lanes(qr, kr, D) * scale;
+        mx = p[t] > mx ? p[t] : mx;
+    }
+    for (int64_t t = 0; t < cnt; t++) sum += (p[t] = expf(p[t] - mx));
+    memset(o, 0, sizeof(float) * (size_t)D);
+    for (int64_t t = 0; t < cnt; t++) {
+        int64_t j = kp ? kp[t] : t;
+        const float *restrict vr = j < split ? vc + (j * Hkv + g) * D : vt + ((j - split) * Hkv + g) * D;
+        const float pt = p[t];
+        /* element-wise over d: the same bits vectorised or not */
+#pragma omp simd
+        for (int64_t d = 0; d < D; d++) o[d] += pt * vr[d];
+    }
+    for (int64_t d = 0; d < D; d++) o[d] /= sum;
+    if (normalise)
+        for (int64_t t = 0; t < cnt; t++) p[t] /= sum;
+}
+
+void attention_decode_split_cpu(float *out, float *probs, const float *q, const float *kc, const float *vc,
+                                const float *kt, const float *vt, int64_t split, const int32_t *keys,
+                                const int64_t *off, const int64_t *n, int64_t max_n, int64_t Hq, int64_t Hkv,
+                                int64_t D) {
     int64_t group = Hq / Hkv;
     float scale = 1.0f / sqrtf((float)D);
 #pragma omp parallel for schedule(static) if (max_n > 4096)
@@ -54,24 +93,7 @@ void attention_decode_cpu(float *out, float *probs, const float *q, const float 
         int64_t g = h / group, cnt = n[g];
         const int32_t *kp = off[g] >= 0 ? keys + off[g] : NULL;
         float *p = probs ? probs + h * max_n : xmalloc(sizeof(float) * (size_t)(cnt > 0 ? cnt : 1));
-        float mx = -INFINITY, sum = 0.0f;
-        const float *qr = q + h * D;
-        for (int64_t t = 0; t < cnt; t++) {
-            int64_t j = kp ? kp[t] : t;
-            p[t] = dot(qr, kc + (j * Hkv + g) * D, D) * scale;
-            mx = p[t] > mx ? p[t] : mx;
-        }
-        for (int64_t t = 0; t < cnt; t++) sum += (p[t] = expf(p[t] - mx));
-        float *o = out + h * D;
-        memset(o, 0, sizeof(float) * (size_t)D);
-        for (int64_t t = 0; t < cnt; t++) {
-            const float *vr = vc + ((kp ? kp[t] : t) * Hkv + g) * D;
-            for (int64_t d = 0; d < D; d++) o[d] += p[t] * vr[d];
-        }
-        for (int64_t d = 0; d < D; d++) o[d] /= sum;
-        if (probs)
-            for (int64_t t = 0; t < cnt; t++) p[t] /= sum;
-        else
-            free(p);
+        decode_head(out + h * D, p, probs != NULL, q + h * D, kc, vc, kt, vt, split, kp, cnt, g, Hkv, D, scale);
+        if (!probs) free(p);
     }
 }

@@ -26,6 +26,15 @@ void attention_decode_cpu(float *out, float *probs, const float *q, const float 
                           const int32_t *keys, const int64_t *off, const int64_t *n, int64_t max_n, int64_t Hq,
                           int64_t Hkv, int64_t D);
 
+/* attention_decode_cpu over a cache in two parts: positions below split
+ * are rows of kc/vc, positions split.. rows of kt/vt (row 0 = split), so
+ * that several decodes (one per policy) share one prefill cache and each
+ * owns only its new rows. split = 0 with kt = kc, vt = vc is the plain call. */
+void attention_decode_split_cpu(float *out, float *probs, const float *q, const float *kc, const float *vc,
+                                const float *kt, const float *vt, int64_t split, const int32_t *keys,
+                                const int64_t *off, const int64_t *n, int64_t max_n, int64_t Hq, int64_t Hkv,
+                                int64_t D);
+
 #if defined(KVCPT_CUDA) || defined(__CUDACC__)
 /* CUDA twins: same arguments; every array is a DEVICE pointer except off and
  * n, which stay on the host (at most ATTENTION_DECODE_MAX_KV_HEADS entries,

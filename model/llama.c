@@ -238,6 +238,7 @@ static const LlamaOps cpu_ops = {
     .rope_join_backward = rope_join_backward_cpu,
     .attention_select = attention_refresh_select_cpu,
     .attention_forward = attention_forward_cpu,
+    .attention_forward_stats = attention_forward_stats_cpu,
     .attention_backward = attention_backward_cpu,
     .swiglu_forward = swiglu_fused_forward_cpu,
     .swiglu_backward = swiglu_fused_backward_cpu,
@@ -328,7 +329,7 @@ static const LlamaOps *ops_of(const Llama *m) { return m->bf16_oracle ? &cpu_bf1
 void llama_set_bf16_oracle(Llama *m, int on) { m->bf16_oracle = on != 0; }
 
 static LayerPass layer_pass(const Llama *m) {
-    return (LayerPass){ops_of(m), &m->cfg, &m->mask, m->rope_cos, m->rope_sin, m->B, m->T};
+    return (LayerPass){ops_of(m), &m->cfg, &m->mask, m->rope_cos, m->rope_sin, m->B, m->T, NULL};
 }
 
 void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, int64_t mask_S, const int32_t *tokens,
@@ -380,6 +381,7 @@ float llama_forward(Llama *m, const int32_t *tokens, const int32_t *targets, int
     embedding_forward_cpu(m->resid[0], m->tokens, m->w.embed, BT, C);
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         need_unit(m, (int)l + 1, 0);
+        pass.stats = m->attn_stats ? &m->attn_stats[l] : NULL;
         llama_layer_forward(&pass, &m->w.layers[l], &m->acts[l], m->acts[l].sel, m->resid[l], m->resid[l + 1],
                             !m->freeze_selection);
     }

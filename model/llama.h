@@ -60,6 +60,9 @@ typedef struct {
     int freeze_selection;/* reuse the saved selection instead of recomputing it */
     LlamaUnitHooks hooks; /* all NULL: every parameter is always in place */
     int bf16_oracle;     /* llama_set_bf16_oracle */
+    /* NULL, or one entry per layer: llama_forward's attention also writes
+     * those prefill statistics (the evaluator's; B = 1, mask off, fp32) */
+    const AttentionStats *attn_stats;
 
     /* forward state for the last (B, T) */
     int64_t B, T, cap_BT;

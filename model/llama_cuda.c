@@ -699,7 +699,7 @@ const LlamaOps *llama_cuda_ops_for(LlamaCudaPrecision precision, int64_t head_di
 }
 
 static LayerPass layer_pass(const LlamaCuda *g) {
-    return (LayerPass){g->ops, &g->cfg, &g->mask, g->rope_cos, g->rope_sin, g->B, g->T};
+    return (LayerPass){g->ops, &g->cfg, &g->mask, g->rope_cos, g->rope_sin, g->B, g->T, NULL};
 }
 
 /* Logits of rows [r0, r0+rows) from the final normalised stream (device out). */

@@ -2,6 +2,8 @@
 
 #include <stddef.h>
 
+#include "../common/util.h"
+
 void llama_layer_forward(const LayerPass *p, const LayerTensors *w, LayerActs *a, int32_t *sel, const float *x,
                          float *out, int select) {
     const LlamaOps *o = p->ops;
@@ -16,7 +18,13 @@ void llama_layer_forward(const LayerPass *p, const LayerTensors *w, LayerActs *a
     o->rope_split_forward(a->q, a->k, a->v, a->qkv, p->rope_cos, p->rope_sin, B, T, Hq, Hkv, D);
     int active = refresh_active(p->mask, T);
     if (active && select) o->attention_select(sel, a->q, a->k, B, T, Hq, Hkv, D, p->mask);
-    o->attention_forward(a->att, a->lse, a->q, a->k, a->v, active ? sel : NULL, B, T, Hq, Hkv, D, p->mask);
+    if (p->stats) {
+        KV_CHECK(o->attention_forward_stats && B == 1 && !active,
+                 "forward: attention statistics need one causal sequence on an engine that computes them");
+        o->attention_forward_stats(a->att, a->lse, p->stats, a->q, a->k, a->v, T, Hq, Hkv, D);
+    } else {
+        o->attention_forward(a->att, a->lse, a->q, a->k, a->v, active ? sel : NULL, B, T, Hq, Hkv, D, p->mask);
+    }
     o->matmul_forward(a->x2, a->att, w->wo, BT, Hq * D, C);
     o->residual_add(a->x2, x, BT * C);
     o->rmsnorm_forward(a->xn2, a->rstd2, a->x2, w->mlp_norm, BT, C, eps);

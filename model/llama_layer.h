@@ -49,6 +49,11 @@ typedef struct {
     void (*attention_forward)(float *out, float *lse, const float *q, const float *k, const float *v,
                               const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                               const RefreshMask *m);
+    /* attention_forward of one causal sequence that also writes the
+     * evaluator's prefill statistics (kernels/attention.h); NULL in the
+     * engines that have none (only the fp32 CPU one does) */
+    void (*attention_forward_stats)(float *out, float *lse, const AttentionStats *st, const float *q, const float *k,
+                                    const float *v, int64_t T, int64_t Hq, int64_t Hkv, int64_t D);
     /* dout, q, k, v, out ACT -> dq, dk, dv fp32 */
     void (*attention_backward)(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                                const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B,
@@ -68,6 +73,9 @@ typedef struct {
     const RefreshMask *mask;
     const float *rope_cos, *rope_sin;
     int64_t B, T;
+    /* non-NULL: this layer's attention also writes these statistics
+     * (ops->attention_forward_stats; B = 1, mask off) */
+    const AttentionStats *stats;
 } LayerPass;
 
 /* x -> out, saving a's activations. select: compute sel (B, Hkv, K) when the

@@ -18,8 +18,10 @@ Two modes:
       synthetic copy task.
 
   --bench --model HF_DIR --data DIR --context L --last S --budget K ...
-      runs kvpress alone over the documents `kvcpt eval` would score and
-      prints one JSON line: {"seconds": compute time, "load_seconds": ...}
+      runs kvpress alone over the documents `kvcpt eval` would score, then
+      one transformers forward (sdpa, no cache, last logits) of each
+      document's L tokens, and prints one JSON line: {"seconds": kvpress's
+      compute time, "forward_seconds": the forwards', "load_seconds": ...}
       (what `kvcpt bench eval --peer kvpress` reads).
 
 Policy pairs (docs/eval.md, "kvpress as the peer"):
@@ -180,7 +182,22 @@ def bench(a):
     for policy in a.policies.split(","):
         for _, d in docs:
             kvpress_doc(model, d, a.context, a.last, a.budget, policy, a)
-    print(json.dumps({"seconds": time.perf_counter() - t0, "load_seconds": load, "documents": len(docs),
+    seconds = time.perf_counter() - t0
+    del model
+    # the yardstick: one plain transformers forward (sdpa attention, no
+    # cache, logits of the last position only, as a prefill needs) of the L
+    # tokens of each document
+    import torch
+    from transformers import LlamaForCausalLM
+    sdpa = LlamaForCausalLM.from_pretrained(a.model, dtype=torch.float32, attn_implementation="sdpa").eval()
+    with torch.no_grad():  # torch's one-off first-call costs stay out of the timed forwards
+        sdpa(torch.tensor(docs[0][1][:16], dtype=torch.long)[None], use_cache=False, logits_to_keep=1)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        for _, d in docs:
+            sdpa(torch.tensor(d[:a.context], dtype=torch.long)[None], use_cache=False, logits_to_keep=1)
+    forward = time.perf_counter() - t0
+    print(json.dumps({"seconds": seconds, "load_seconds": load, "forward_seconds": forward, "documents": len(docs),
                       "threads": torch.get_num_threads()}))
     return 0
 

@@ -3,7 +3,9 @@
  * rows are computed together (shapes where OpenBLAS's do: N = 1 vs N >= 2
  * with OC = 1024), and it agrees with BLAS within rounding. (2) The engine:
  * every policy over three documents at once equals each document alone, NLL
- * for NLL, and reads the same cached keys. tests/test_eval_cli.sh checks the
+ * for NLL, and reads the same cached keys; (3) every policy of every document
+ * as forks of the documents' engines in one batch (eval's CPU path) equals
+ * each decoded alone. tests/test_eval_cli.sh checks the
  * command (skipped documents, a last batch that is not full). */
 #include <string.h>
 
@@ -80,6 +82,58 @@ static void check_engine(const char *name, PolicyOptions o, const char *variant)
     for (int d = 0; d < DOCS; d++) policy_destroy(&together[d]), policy_destroy(&alone[d]);
 }
 
+/* Every registered policy on every document, each a fork of its document's
+ * engine (engine_fork), all in one batch (what eval runs on the CPU) vs the
+ * document's own engine decoding that policy alone: the same NLLs bit for
+ * bit, the same keys read, and the parent's prefill untouched. */
+static void check_forks(void) {
+    int count;
+    const PolicyInfo *reg = policy_registry(&count);
+    int64_t rows = (int64_t)count * DOCS;
+    DecodeEngine *fk = xcalloc((size_t)rows, sizeof(DecodeEngine)), **ep = xmalloc(sizeof(DecodeEngine *) * (size_t)rows);
+    Policy *together = xmalloc(sizeof(Policy) * (size_t)rows), *alone = xmalloc(sizeof(Policy) * (size_t)rows);
+    Policy **tp = xmalloc(sizeof(Policy *) * (size_t)rows);
+    const int32_t **tok = xmalloc(sizeof(int32_t *) * (size_t)rows);
+    double *nll_b = xmalloc(sizeof(double) * (size_t)(rows * S)), *nll_1 = xmalloc(sizeof(double) * (size_t)(rows * S));
+    int64_t *reads_b = xmalloc(sizeof(int64_t) * (size_t)rows), *reads_1 = xmalloc(sizeof(int64_t) * (size_t)rows);
+    /* the parents' prefill caches, to see that no fork writes them */
+    int64_t KD = model.cfg.num_key_value_heads * model.cfg.head_dim;
+    float *kc0 = xmalloc(sizeof(float) * (size_t)(L * KD));
+    memcpy(kc0, eng[0].kc[0], sizeof(float) * (size_t)(L * KD));
+    for (int i = 0; i < count; i++)
+        for (int d = 0; d < DOCS; d++) {
+            int64_t row = (int64_t)i * DOCS + d;
+            PolicyOptions o = policy_default_options(strcmp(reg[i].name, "restkv") == 0 ? 40 : L / 8);
+            make_policies(&together[row], 1, reg[i].name, &o), make_policies(&alone[row], 1, reg[i].name, &o);
+            engine_fork(&fk[row], &eng[d]);
+            ep[row] = &fk[row], tp[row] = &together[row], tok[row] = doc[d];
+        }
+    engine_decode_batch(ep, tp, tok, rows, S, nll_b);
+    int prefill_kept = memcmp(kc0, eng[0].kc[0], sizeof(float) * (size_t)(L * KD)) == 0;
+    for (int64_t row = 0; row < rows; row++) {
+        int d = (int)(row % DOCS);
+        reads_b[row] = fk[row].kv_reads;
+        eng[d].kv_reads = 0;
+        engine_decode(&eng[d], &alone[row], doc[d], S, nll_1 + row * S);
+        reads_1[row] = eng[d].kv_reads;
+    }
+    int64_t bad = -1;
+    for (int64_t row = 0; row < rows && bad < 0; row++)
+        if (memcmp(nll_b + row * S, nll_1 + row * S, sizeof(double) * S) != 0 || reads_b[row] != reads_1[row] ||
+            !same_full_steps(&together[row], &alone[row]))
+            bad = row;
+    char t[160];
+    snprintf(t, sizeof t, "%d policies x %d documents as forks in one batch: each row's NLLs, keys read and full "
+             "steps equal its document's engine decoding that policy alone", count, DOCS);
+    tl_result(bad < 0, t, "row %lld (%s): step 1 %.17g vs %.17g", (long long)bad, bad >= 0 ? together[bad].name : "",
+              bad >= 0 ? nll_b[bad * S + 1] : 0.0, bad >= 0 ? nll_1[bad * S + 1] : 0.0);
+    tl_result(prefill_kept, "forks leave their parent's prefill cache untouched", "layer 0 keys changed");
+    for (int64_t row = 0; row < rows; row++)
+        engine_fork_free(&fk[row]), policy_destroy(&together[row]), policy_destroy(&alone[row]);
+    free(fk), free(ep), free(together), free(alone), free(tp), free(tok), free(nll_b), free(nll_1), free(reads_b);
+    free(reads_1), free(kc0);
+}
+
 int main(void) {
     Rng r;
     rng_seed(&r, 11);
@@ -106,6 +160,7 @@ int main(void) {
     qc.qc_stride = 2, qc.threshold = 0.99, fixed.fixed_stride = 3;
     check_engine("refreshkv", qc, " (QC 2)");
     check_engine("refreshkv", fixed, " (fixed stride 3)");
+    check_forks();
     for (int d = 0; d < DOCS; d++) engine_free(&eng[d]);
     llama_free(&model);
     return tl_finish();

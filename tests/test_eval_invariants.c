@@ -2,13 +2,17 @@
  * full = exp(training forward loss) over the same targets; a budget covering
  * the whole context makes every policy equal full; refreshkv that never
  * refreshes equals snapkv; refreshkv --fixed-stride 1 equals full; the
- * evicting policies change the NLLs under a real budget. */
+ * evicting policies change the NLLs under a real budget. And the prefill
+ * statistics the fused attention writes (attention_forward_stats_cpu) match
+ * the separate scalar softmax (attention_prefill_stats_cpu), with out and lse
+ * within rounding of attention_forward_cpu. */
 #include <math.h>
 #include <string.h>
 
 #include "../common/rng.h"
 #include "../common/util.h"
 #include "../eval/engine.h"
+#include "../kernels/attention_decode.h"
 #include "testlib.h"
 
 #define L 48
@@ -35,7 +39,61 @@ static double mean(const double *x, int n) {
 
 static int same(const double *a, const double *b, int n) { return memcmp(a, b, sizeof(double) * (size_t)n) == 0; }
 
+/* attention_forward_stats_cpu on random q, k, v of T positions (GQA Hq/Hkv,
+ * window W): out and lse within rounding of attention_forward_cpu's; colsum and last
+ * within float rounding of attention_prefill_stats_cpu (a probability
+ * differs by a few ulp: the softmax's exp, the dot order; colsum adds T of
+ * them); last zero past each query exactly as the oracle writes it. */
+static void check_stats(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t W, Rng *r) {
+    int64_t nq = T * Hq * D, nk = T * Hkv * D, Wc = W < T ? W : T;
+    float *q = xmalloc(sizeof(float) * (size_t)nq), *k = xmalloc(sizeof(float) * (size_t)nk);
+    float *v = xmalloc(sizeof(float) * (size_t)nk);
+    for (int64_t i = 0; i < nq; i++) q[i] = 2.0f * rng_normal(r);
+    for (int64_t i = 0; i < nk; i++) k[i] = rng_normal(r), v[i] = rng_normal(r);
+    float *out = xmalloc(sizeof(float) * (size_t)nq), *ref_out = xmalloc(sizeof(float) * (size_t)nq);
+    float *lse = xmalloc(sizeof(float) * (size_t)(Hq * T)), *ref_lse = xmalloc(sizeof(float) * (size_t)(Hq * T));
+    float *cs = xmalloc(sizeof(float) * (size_t)(Hq * T)), *ref_cs = xmalloc(sizeof(float) * (size_t)(Hq * T));
+    float *last = xmalloc(sizeof(float) * (size_t)(Hq * Wc * T)), *ref_last = xmalloc(sizeof(float) * (size_t)(Hq * Wc * T));
+    for (int64_t i = 0; i < Hq * Wc * T; i++) last[i] = NAN; /* every entry must be written */
+    RefreshMask off = {0};
+    attention_forward_cpu(ref_out, ref_lse, q, k, v, NULL, 1, T, Hq, Hkv, D, &off);
+    attention_prefill_stats_cpu(ref_cs, ref_last, q, k, T, Hq, Hkv, D, W);
+    AttentionStats st = {cs, last, W};
+    attention_forward_stats_cpu(out, lse, &st, q, k, v, T, Hq, Hkv, D);
+    char name[160];
+    /* sgemm blocks against the row kernel: the same sums in another order */
+    snprintf(name, sizeof name, "fused stats T %lld, Hq %lld, Hkv %lld, D %lld, W %lld: out within rounding of "
+             "attention_forward_cpu", (long long)T, (long long)Hq, (long long)Hkv, (long long)D, (long long)W);
+    tl_close(name, out, ref_out, nq, 1e-5, 1e-4);
+    snprintf(name, sizeof name, "fused stats T %lld: lse within rounding of attention_forward_cpu", (long long)T);
+    tl_close(name, lse, ref_lse, Hq * T, 1e-5, 1e-5);
+    snprintf(name, sizeof name, "fused stats T %lld: colsum within rounding of the scalar softmax's", (long long)T);
+    tl_close(name, cs, ref_cs, Hq * T, 1e-6 * (double)T, 1e-5);
+    snprintf(name, sizeof name, "fused stats T %lld: the last %lld probability rows within rounding", (long long)T,
+             (long long)Wc);
+    tl_close(name, last, ref_last, Hq * Wc * T, 1e-7, 1e-5);
+    /* colsum of a head sums to T (every query's probabilities sum to 1) */
+    double worst = 0;
+    for (int64_t h = 0; h < Hq; h++) {
+        double sum = 0;
+        for (int64_t t = 0; t < T; t++) sum += cs[h * T + t];
+        worst = fmax(worst, fabs(sum - (double)T));
+    }
+    snprintf(name, sizeof name, "fused stats T %lld: each head's colsum sums to T", (long long)T);
+    tl_result(worst <= 1e-5 * (double)T, name, "worst |sum - T| %.3g", worst);
+    free(q), free(k), free(v), free(out), free(ref_out), free(lse), free(ref_lse), free(cs), free(ref_cs), free(last);
+    free(ref_last);
+}
+
 int main(void) {
+    Rng sr;
+    rng_seed(&sr, 5);
+    /* rows not divisible by the blocks, W above T, a single position, GQA 9/3 */
+    check_stats(131, 4, 2, 16, 32, &sr);
+    check_stats(20, 4, 1, 8, 32, &sr);
+    check_stats(1, 2, 2, 8, 4, &sr);
+    check_stats(300, 9, 3, 64, 32, &sr);
+    check_stats(700, 9, 3, 64, 32, &sr); /* several 64-row sgemm blocks per row block */
     LlamaConfig c;
     config_load(&c, "tiny");
     c.initializer_range = 0.3;
