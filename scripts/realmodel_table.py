@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import sys
 
 # RefreshKV paper, Table 5, 8K, before CPT (lower is better): the order it gives.
@@ -61,7 +62,17 @@ def main():
     if os.path.exists(os.path.join(a.out, "times.tsv")):
         times = [line.rstrip("\n").split("\t") for line in open(os.path.join(a.out, "times.tsv")) if line.strip()]
     any_run = next(iter(runs.values()))
-    labels = [c["policy"] for c in any_run["results"]]
+    # every context runs the same variants in the same order; a label that
+    # names budget-dependent sizes (h2o's recent and heavy parts) differs
+    # between contexts, so rows go by position and such sizes are named by K
+    labels = []
+    for i, c in enumerate(any_run["results"]):
+        names = {r["results"][i]["policy"] for r in runs.values()}
+        lab = c["policy"]
+        if len(names) > 1:
+            half = str(c["budget"] // 2)
+            lab = re.sub(r"\b%s\b" % half, "K/2", re.sub(r"\b%d\b" % c["budget"], "K", lab))
+        labels.append(lab)
     docs = {L: r["results"][0]["documents"] for L, r in runs.items()}
 
     p = print
@@ -83,17 +94,17 @@ def main():
                           for L in ctxs if L in runs]
     p("| " + " | ".join(head) + " |")
     p("|" + "---|" * len(head))
-    for lab in labels:
+    for i, lab in enumerate(labels):
         row = [lab]
         for L in ctxs:
             if L not in runs:
                 continue
-            c = [x for x in runs[L]["results"] if x["policy"] == lab]
-            if not c or c[0]["ppl"] is None:
-                row.append("not finite" if c else "-")
+            c = runs[L]["results"][i]
+            if c["ppl"] is None:
+                row.append("not finite")
             else:
-                lo, hi = c[0]["ppl_ci95"]
-                row.append("%.3f [%.3f, %.3f]" % (c[0]["ppl"], lo, hi))
+                lo, hi = c["ppl_ci95"]
+                row.append("%.3f [%.3f, %.3f]" % (c["ppl"], lo, hi))
         p("| " + " | ".join(row) + " |")
     p()
     p("## Against the RefreshKV paper's Table 5 (Llama-3.1-8B, 8K, before CPT)")

@@ -94,3 +94,12 @@ OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$py" tests/kvpress_peer.py --check --k
     --snapkv-window 4 --snapkv-kernel 5 2>"$tmp/peer.err" | sed 's/^\(ok\|FAIL\) - /\1 - real model: /'
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "FAIL - real model kvpress peer: exit status $rc"; tail -20 "$tmp/peer.err"; }
+
+# launch/realmodel.sh at smoke size: prepare, one context, every variant, the results page
+if OUT="$tmp/rm" CORPUS="$tmp/corpus" CONTEXTS=128 S=4 EVAL_DOCS=1 QC=5 bash -c \
+        'mkdir -p "$CORPUS" && cp "$0" "$CORPUS/" && launch/realmodel.sh' "$tmp/books.jsonl" >"$tmp/rm.log" 2>&1 &&
+   grep -q "^| refreshkv (QC 5, s 0.85) | [0-9.]* \[" "$tmp/rm/results-smollm2.md" &&
+   grep -q "^| h2o (recent 8, heavy 8, max) | [0-9.]* \[" "$tmp/rm/results-smollm2.md" &&
+   grep -q "pairs agree with the paper" "$tmp/rm/results-smollm2.md"; then
+    ok "launch/realmodel.sh smoke: prepare, eval of every variant, results-smollm2.md with the Table 5 comparison"
+else fail "launch/realmodel.sh smoke" "$(tail -3 "$tmp/rm.log")"; fi
