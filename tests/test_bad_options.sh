@@ -52,8 +52,8 @@ refused "train: grad_clip=nan refused" "grad_clip" $K train --set model=tiny --s
 targs=(--set model=tiny --set data="$tmp/data" --set steps=1 --set warmup_steps=0 --set L=48 --set S=8 --set K=6
        --set global_batch=2 --set micro_batch=2)
 started() { [ -e "$1/log.jsonl" ] && echo " (but $1/log.jsonl was written: refused after start-up)"; }
-for v in -1 -1000 0; do
-    refused "train: eval_batches=$v refused" "'eval_batches' must be in \[1," $K train "${targs[@]}" --set eval_batches=$v --set out="$tmp/eb$v"
+for v in -1 -1000 1073741825; do
+    refused "train: eval_batches=$v refused" "'eval_batches' must be in \[0," $K train "${targs[@]}" --set eval_batches=$v --set out="$tmp/eb$v"
 done
 refused "train: mask=2 refused" "'mask' must be 0 or 1 (got 2)" $K train "${targs[@]}" --set mask=2 --set out="$tmp/m2"
 # stderr is a file here, not a terminal: the progress line's interval divides

@@ -50,7 +50,7 @@ static const Key keys[] = {
     I_(epochs, "1", "passes over the train split when steps = 0"),
     I_(warmup_steps, "20", "linear warm-up steps"),
     I_(eval_interval, "0", "dev-split loss every N steps (0: only at the end)"),
-    I_(eval_batches, "4", "dev sequences per evaluation"),
+    I_(eval_batches, "4", "dev sequences per evaluation (0: no dev evaluation)"),
     I_(ckpt_interval, "0", "checkpoint every N steps (0: only at the end and on signals)"),
     I_(keep_last, "2", "complete checkpoints kept"),
     I_(recompute, "0", "CUDA: keep only each layer's input, rerun its forward in backward (less memory)"),
@@ -216,8 +216,8 @@ void train_config_validate(const TrainConfig *c, int world) {
     KV_CHECK(c->eval_interval >= 0 && c->ckpt_interval >= 0,
              "config: 'eval_interval' and 'ckpt_interval' must be >= 0 (0: only at the end; got %lld and %lld)",
              (long long)c->eval_interval, (long long)c->ckpt_interval);
-    KV_CHECK(c->eval_batches >= 1 && c->eval_batches <= EVAL_BATCHES_MAX,
-             "config: 'eval_batches' must be in [1, %lld] (got %lld)", (long long)EVAL_BATCHES_MAX,
+    KV_CHECK(c->eval_batches >= 0 && c->eval_batches <= EVAL_BATCHES_MAX,
+             "config: 'eval_batches' must be in [0, %lld] (0: no dev evaluation; got %lld)", (long long)EVAL_BATCHES_MAX,
              (long long)c->eval_batches);
     KV_CHECK(c->lr > 0 && c->min_lr_frac >= 0 && c->min_lr_frac <= 1, "config: 'lr' must be > 0, 'min_lr_frac' in [0,1]");
     KV_CHECK(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1 && c->eps > 0,

@@ -31,6 +31,7 @@ static void on_signal(int sig) { stop_signal = sig; }
  * there, after all the training, and --resume would redo the last step and
  * fail again. Checked before any work. */
 static void check_dev_split(const Trainer *t, const char *dir) {
+    if (t->cfg.eval_batches == 0) return; /* no dev evaluation: the split is never read */
     if (!t->dev_split) {
         KV_CHECK(t->cfg.eval_interval == 0,
                  "config: eval_interval=%lld needs a dev split, and data '%s' has none ('%s' is missing)",
@@ -264,7 +265,7 @@ float trainer_step(Trainer *t, double *grad_norm, double *lr) {
  * layers as it goes (the sharded CUDA one) makes each forward a collective,
  * so a rank with no sample left repeats its last input and drops the loss. */
 double trainer_eval_dev(Trainer *t) {
-    if (!t->dev_split) return NAN;
+    if (!t->dev_split || t->cfg.eval_batches == 0) return NAN;
     TrainEngine *e = &t->engine;
     e->begin_eval(e->ctx);
     LlamaUnitHooks hooks = t->model.hooks;
