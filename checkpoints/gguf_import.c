@@ -181,7 +181,11 @@ void gguf_import(const char *gguf_path, const char *to_dir, int native, KvDtype 
             dequant_tensor(&f, src_of[k], params + p->offset);
             continue;
         }
-        if (scratch_n < p->numel) free(scratch), scratch = xmalloc((size_t)p->numel * sizeof(float)), scratch_n = p->numel;
+        if (scratch_n < p->numel) {
+            free(scratch);
+            scratch = xmalloc((size_t)p->numel * sizeof(float));
+            scratch_n = p->numel;
+        }
         dequant_tensor(&f, src_of[k], scratch);
         int64_t heads = p->kind == PT_WQ ? cfg.num_attention_heads : cfg.num_key_value_heads;
         unpermute_rows(params + p->offset, scratch, heads, cfg.head_dim, p->shape[1]);
