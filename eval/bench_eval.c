@@ -165,7 +165,7 @@ int bench_eval(int argc, char **argv) {
         {"sinks", OPT_INT, &b.sinks, "N", "StreamingLLM sinks of both"},
         {"peer", OPT_STRING, &b.peer, "NAME", "the peer (kvpress, the only one)"},
         {"python", OPT_STRING, &b.python, "PATH", "its interpreter"},
-        {"shared-only", OPT_FLAG, &b.shared_only, NULL, "skip kvcpt eval with its defaults and every variant (--policies all)"},
+        {"shared-only", OPT_FLAG, &b.shared_only, NULL, "skip kvcpt eval as a user runs it (every variant, --policies all)"},
         {"defaults-only", OPT_FLAG, &b.defaults_only, NULL, "skip kvcpt eval with kvpress's choices (long contexts: one run less)"},
         {"json", OPT_FLAG, &b.json, NULL, "print one JSON object"},
         {0},
