@@ -34,7 +34,7 @@
 typedef struct {
     const char *model, *data, *split, *budget, *policies, *peer, *python;
     int64_t context, last, max_docs, threads, window, kernel, sinks;
-    int json, shared_only, defaults_only;
+    int json, shared_only, user_run_only;
 } BenchEval;
 
 typedef struct {
@@ -166,7 +166,7 @@ int bench_eval(int argc, char **argv) {
         {"peer", OPT_STRING, &b.peer, "NAME", "the peer (kvpress, the only one)"},
         {"python", OPT_STRING, &b.python, "PATH", "its interpreter"},
         {"shared-only", OPT_FLAG, &b.shared_only, NULL, "skip kvcpt eval as a user runs it (every variant, --policies all)"},
-        {"defaults-only", OPT_FLAG, &b.defaults_only, NULL, "skip kvcpt eval with kvpress's choices (long contexts: one run less)"},
+        {"user-run-only", OPT_FLAG, &b.user_run_only, NULL, "skip kvcpt eval with kvpress's choices (long contexts: one run less)"},
         {"json", OPT_FLAG, &b.json, NULL, "print one JSON object"},
         {0},
     };
@@ -187,9 +187,9 @@ int bench_eval(int argc, char **argv) {
     KV_CHECK(getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "passive", 1) == 0, "bench eval: setenv");
     char dir[] = "/tmp/kvcpt_bench_eval_XXXXXX";
     KV_CHECK(mkdtemp(dir) != NULL, "bench eval: cannot create a temporary directory");
-    KV_CHECK(!(b.shared_only && b.defaults_only), "bench eval: --shared-only and --defaults-only exclude each other");
+    KV_CHECK(!(b.shared_only && b.user_run_only), "bench eval: --shared-only and --user-run-only exclude each other");
     double all = b.shared_only ? -1 : run_kvcpt_all(&b, dir);
-    double ours = b.defaults_only ? -1 : run_kvcpt(&b, K, dir);
+    double ours = b.user_run_only ? -1 : run_kvcpt(&b, K, dir);
     PeerTime peer;
     run_peer(&b, K, dir, &peer);
     if (peer.seconds > 0 || peer.wall < 0) remove_run(dir); /* a failed peer's log stays */
