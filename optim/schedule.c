@@ -20,7 +20,12 @@ double lr_schedule(const LrSchedule *s, int64_t step) {
     if (step < 1) step = 1;
     if (step <= s->warmup_steps) return s->peak * (double)step / (double)s->warmup_steps;
     if (s->decay == LR_CONSTANT || s->total_steps <= s->warmup_steps) return s->peak;
-    double progress = (double)(step - s->warmup_steps) / (double)(s->total_steps - s->warmup_steps);
+    /* the decay's first step (warmup + 1) runs at the peak and its last one
+     * (total) at 1/(total - warmup) of the way above the end value, which is
+     * reached one step later: every step trains, as in Hugging Face's
+     * get_linear_schedule_with_warmup and torchtitan (a one-step run with no
+     * warm-up takes its step at the peak, not at final_frac = 0) */
+    double progress = (double)(step - s->warmup_steps - 1) / (double)(s->total_steps - s->warmup_steps);
     if (progress > 1) progress = 1;
     double shape = s->decay == LR_LINEAR ? 1.0 - progress : 0.5 * (1.0 + cos(M_PI * progress));
     return s->peak * (s->final_frac + (1.0 - s->final_frac) * shape);

@@ -18,14 +18,28 @@ static void schedules(void) {
     lr_schedule_check(&s);
     tl_result(near(lr_schedule(&s, 1), 5e-6 / 20) && near(lr_schedule(&s, 10), 2.5e-6) && near(lr_schedule(&s, 20), 5e-6),
               "warm-up: linear from peak/20 at step 1 to the peak at step 20", "");
-    tl_result(near(lr_schedule(&s, 120), 2.5e-6) && near(lr_schedule(&s, 220), 0) && near(lr_schedule(&s, 300), 0),
-              "linear decay: half way at step 120, zero at 220 and after", "%g %g", lr_schedule(&s, 120),
-              lr_schedule(&s, 220));
+    /* the decay's 200 steps 21..220 run at peak * (1 - (s - 21) / 200): the
+     * last one still trains, the end value comes one step after it */
+    tl_result(near(lr_schedule(&s, 21), 5e-6) && near(lr_schedule(&s, 121), 2.5e-6) &&
+                  near(lr_schedule(&s, 220), 5e-6 / 200) && near(lr_schedule(&s, 221), 0) && near(lr_schedule(&s, 300), 0),
+              "linear decay: the peak at step 21, half way at 121, peak/200 at the last step 220, zero after", "%g %g %g",
+              lr_schedule(&s, 121), lr_schedule(&s, 220), lr_schedule(&s, 221));
     s.decay = LR_COSINE;
     s.final_frac = 0.1;
-    tl_result(near(lr_schedule(&s, 120), 5e-6 * (0.1 + 0.9 * 0.5)) && near(lr_schedule(&s, 220), 5e-7) &&
-                  near(lr_schedule(&s, 70), 5e-6 * (0.1 + 0.9 * 0.5 * (1 + cos(M_PI / 4)))),
-              "cosine decay to 10%: midpoint, quarter point, end", "");
+    tl_result(near(lr_schedule(&s, 121), 5e-6 * (0.1 + 0.9 * 0.5)) && near(lr_schedule(&s, 221), 5e-7) &&
+                  lr_schedule(&s, 220) > 5e-7 * (1 + 1e-9) &&
+                  near(lr_schedule(&s, 71), 5e-6 * (0.1 + 0.9 * 0.5 * (1 + cos(M_PI / 4)))),
+              "cosine decay to 10%: midpoint, quarter point, above the end at the last step, the end after it", "");
+    /* every step trains: a one-step run with no warm-up (and final 0) takes
+     * its step at the peak, a two-step one its second at half of it */
+    LrSchedule one = {.peak = 1e-3, .warmup_steps = 0, .total_steps = 1, .final_frac = 0, .decay = LR_LINEAR};
+    LrSchedule two = one;
+    two.total_steps = 2;
+    LrSchedule cos1 = one;
+    cos1.decay = LR_COSINE;
+    tl_result(near(lr_schedule(&one, 1), 1e-3) && near(lr_schedule(&cos1, 1), 1e-3) && near(lr_schedule(&two, 2), 5e-4),
+              "steps=1 warmup=0: the only step runs at the peak (linear and cosine); steps=2: the last at half",
+              "%g %g %g", lr_schedule(&one, 1), lr_schedule(&cos1, 1), lr_schedule(&two, 2));
     s.decay = LR_CONSTANT;
     tl_result(near(lr_schedule(&s, 21), 5e-6) && near(lr_schedule(&s, 10000), 5e-6), "constant after warm-up", "");
     s.warmup_steps = 0;
