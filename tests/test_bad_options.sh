@@ -103,6 +103,12 @@ refused "train: a dev split of 30-token documents refused for 57-token samples, 
     $K train "${targs[@]}" --set data="$tmp/shortdev" --set out="$tmp/sd"
 [ ! -e "$tmp/sd/log.jsonl" ] && ok "train: the run on a too-short dev split did not start" || fail "too-short dev split" "trained$(started "$tmp/sd")"
 
+# every step trains: the last step of a linear decay to 0 (here the only
+# one, no warm-up) runs above the end value
+$K train "${targs[@]}" --set lr=1e-3 --set out="$tmp/one" >/dev/null 2>&1
+lr1=$(/usr/bin/python3 -c "import json;print(json.loads(open('$tmp/one/log.jsonl').readline())['lr'])" 2>/dev/null)
+[ "$lr1" = "0.001" ] && ok "train: steps=1 warmup_steps=0 takes its step at the peak lr (logged $lr1)" \
+    || fail "steps=1 warmup_steps=0" "step 1 ran at lr '$lr1', not the peak 0.001"
 
 # a loss plot that cannot be drawn is a warning saying so; the model is written first
 mkdir -p "$tmp/plotdir/loss.png/x"
