@@ -313,6 +313,23 @@ INLINE float sum_lanes(const float *restrict x, int64_t n) {
     return s;
 }
 
+/* max_t x[t] (-inf for n = 0): in lanes, as sum_lanes, so that it
+ * vectorises (GCC does not vectorise an OpenMP max reduction over floats);
+ * a maximum is exact, so the order does not change the value (NaNs are
+ * skipped either way: a comparison with NaN is false). */
+INLINE float max_lanes(const float *restrict x, int64_t n) {
+    float lane[LANES];
+    for (int l = 0; l < LANES; l++) lane[l] = -INFINITY;
+    int64_t t = 0;
+    for (; t + LANES <= n; t += LANES)
+#pragma omp simd
+        for (int l = 0; l < LANES; l++) lane[l] = x[t + l] > lane[l] ? x[t + l] : lane[l];
+    for (int l = 0; t + l < n; l++) lane[l] = x[t + l] > lane[l] ? x[t + l] : lane[l];
+    float m = -INFINITY;
+    for (int l = 0; l < LANES; l++) m = lane[l] > m ? lane[l] : m;
+    return m;
+}
+
 /* The keys of one (batch row, KV head), transposed (D rows of positions) so
  * that every inner loop runs over keys with unit stride. A causal row p sees
  * columns 0..p of kt/vt; a masked row sees columns 0..ks+p-L of km/vm, which
@@ -549,17 +566,18 @@ static void forward_impl(float *out, float *lse, const float *q, const float *k,
 /* Query rows per sgemm of attention_forward_stats_cpu: the keys and values
  * a block reads (up to 2 x T x D floats) serve all its rows at once, where
  * the row kernel above streams them once per row; at T = 8192 that traffic,
- * not the arithmetic, was its cost. */
-#define STATS_QUERY_ROWS 64
+ * not the arithmetic, was its cost. Each sgemm also packs its T x D keys
+ * (and values) again, with D = 64 the inner dimension: 64-row blocks spent
+ * a quarter of the prefill's time packing, 256-row ones (8 MiB of scores
+ * per thread at T = 8192) a few percent. */
+#define STATS_QUERY_ROWS 256
 
 /* Row p of a block of scores s[0..n) (scaled q.k, keys 0..n-1): in place,
  * the unnormalised exponentials of keys 0..p and zeros past p; returns
  * their sum and the row's max in *mx. */
 VECTOR_CLONES static float softmax_causal_row(float *s, int64_t p, int64_t n, float *mx_out) {
     int64_t cnt = p + 1;
-    float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-    for (int64_t t = 0; t < cnt; t++) mx = s[t] > mx ? s[t] : mx;
+    float mx = max_lanes(s, cnt);
 #pragma omp simd
     for (int64_t t = 0; t < cnt; t++) s[t] = exp_softmax(s[t] - mx);
     for (int64_t t = cnt; t < n; t++) s[t] = 0.0f;
