@@ -10,10 +10,9 @@
 #include "../common/commands.h"
 #include "../common/options.h"
 #include "../common/util.h"
-#include <dirent.h>
-#include <fnmatch.h>
 #include <sys/stat.h>
 
+#include "convert_dest.h"
 #include "gguf.h"
 #include "gguf_import.h"
 #include "model_export.h"
@@ -58,22 +57,6 @@ static int same_dir(const char *a, const char *b) {
     return realpath(a, ra) && realpath(b, rb) && strcmp(ra, rb) == 0;
 }
 
-/* 1 when dir already holds a file a model directory is made of, so that a
- * conversion without --overwrite never mixes its files with older ones. The
- * names are matched one by one (dir itself may hold glob characters). */
-static int has_model_files(const char *dir) {
-    static const char *const patterns[] = {"config.json", "tokenizer*.json", "*.safetensors", HF_INDEX_FILE,
-                                           NATIVE_MODEL_FILE};
-    DIR *d = opendir(dir);
-    if (!d) return 0; /* absent: created later; unreadable: creating files there fails with its name */
-    int found = 0;
-    for (struct dirent *e; !found && (e = readdir(d));)
-        for (size_t i = 0; !found && i < sizeof patterns / sizeof patterns[0]; i++)
-            found = fnmatch(patterns[i], e->d_name, 0) == 0;
-    closedir(d);
-    return found;
-}
-
 /* A llama.cpp GGUF file: dequantized and written as a Hugging Face (default)
  * or native directory with its tokenizer. */
 static int convert_gguf(const char *from, const char *to, const char *to_format, const char *to_dtype,
@@ -85,9 +68,7 @@ static int convert_gguf(const char *from, const char *to, const char *to_format,
     KvDtype dtype = KV_F32; /* keep: fp32, which holds every dequantized value exactly */
     if (strcmp(to_dtype, "keep") != 0 && kv_dtype_parse(to_dtype, &dtype) != 0)
         die("kvcpt convert: --to-dtype expects keep, F32, BF16 or F16, got '%s'", to_dtype);
-    if (!overwrite && has_model_files(to))
-        die("kvcpt convert: '%s' already holds model files (config.json, tokenizer*.json, *.safetensors or %s); "
-            "pass --overwrite to replace them", to, NATIVE_MODEL_FILE);
+    convert_dest_check(to, overwrite);
     make_dirs(to);
     if (overwrite) { /* a stale native file would shadow a new HF export */
         char p[4096];
@@ -155,8 +136,7 @@ int cmd_convert(int argc, char **argv) {
     if (to_format && !out_native && strcmp(to_format, "hf") != 0)
         die("kvcpt convert: --to-format expects hf or native, got '%s'", to_format);
     if (same_dir(from, to)) die("kvcpt convert: --from and --to are the same directory '%s'", from);
-    if (!overwrite && tensor_set_detect(to) >= 0)
-        die("kvcpt convert: '%s' already holds a model; pass --overwrite to replace it", to);
+    convert_dest_check(to, overwrite);
 
     char cfg_path[4096];
     path_fmt(cfg_path, sizeof cfg_path, "%s/config.json", from);

@@ -82,13 +82,43 @@ check "GGUF -> HF: config, tokenizer.json and tokenizer_config.json hold the met
 
 "$K" convert --from "$G/ok.gguf" --to "$G/hf" >"$tmp/out" 2>&1; rc=$?
 check "GGUF -> a directory holding a model: refused without --overwrite" \
-  '[ $rc -eq 1 ] && grep -q "already holds model files.*--overwrite" "$tmp/out"' "rc $rc: $(cat "$tmp/out")"
+  '[ $rc -eq 1 ] && grep -q "already holds .*--overwrite" "$tmp/out"' "rc $rc: $(cat "$tmp/out")"
 mkdir -p "$G/only_tok" && echo '{}' >"$G/only_tok/tokenizer.json"
 "$K" convert --from "$G/ok.gguf" --to "$G/only_tok" >"$tmp/out" 2>&1; rc=$?
 check "GGUF -> a directory holding only a tokenizer.json: refused too" '[ $rc -eq 1 ] && [ "$(cat "$G/only_tok/tokenizer.json")" = "{}" ]' \
   "rc $rc: $(cat "$tmp/out")"
 "$K" convert --from "$G/ok.gguf" --to "$G/hf" --overwrite >"$tmp/out" 2>&1; rc=$?
 check "GGUF -> HF with --overwrite replaces it" '[ $rc -eq 0 ]' "rc $rc: $(cat "$tmp/out")"
+
+# Without --overwrite, any one file a conversion writes, copies or removes
+# is a refusal naming it, and the destination is left as it was: HF -> native,
+# native -> HF and GGUF -> HF/native alike.
+"$K" convert --from "$G/hf" --to "$G/nat_src" --to-format native >"$tmp/out" 2>&1 || echo "setup: $(cat "$tmp/out")"
+dest_refused() { # label, file, convert arguments...
+    local label=$1 name=$2 d="$G/dest_$RANDOM$RANDOM"
+    shift 2
+    mkdir -p "$d" && echo '{"mine": 1}' >"$d/$name"
+    "$K" convert "$@" --to "$d" >"$tmp/out" 2>&1; rc=$?
+    check "$label -> a directory holding only $name: refused naming it, nothing touched"       '[ $rc -eq 1 ] && grep -q "already holds .$name.*--overwrite" "$tmp/out" && [ "$(cat "$d/$name")" = "{\"mine\": 1}" ] && [ "$(ls -A "$d")" = "$name" ]'       "rc $rc: $(cat "$tmp/out"); left: $(ls -A "$d")"
+}
+for f in config.json tokenizer.json tokenizer_config.json generation_config.json special_tokens_map.json \
+    model.safetensors.index.json model.safetensors model-00001-of-00002.safetensors model.kvcpt; do
+    dest_refused "HF -> native" "$f" --from "$G/hf" --to-format native
+    dest_refused "native -> HF" "$f" --from "$G/nat_src"
+done
+for f in config.json tokenizer_config.json model.safetensors.index.json; do
+    dest_refused "GGUF -> HF" "$f" --from "$G/ok.gguf"
+    dest_refused "GGUF -> native" "$f" --from "$G/ok.gguf" --to-format native
+done
+mkdir -p "$G/keep_cfg" && echo '{}' >"$G/keep_cfg/config.json" && echo notes >"$G/keep_cfg/README.md"
+"$K" convert --from "$G/hf" --to "$G/keep_cfg" --overwrite >"$tmp/out" 2>&1; rc=$?
+check "HF -> native with --overwrite over a config.json: replaced, unrelated files kept" \
+  '[ $rc -eq 0 ] && grep -q vocab_size "$G/keep_cfg/config.json" && [ -s "$G/keep_cfg/model.kvcpt" ] && [ "$(cat "$G/keep_cfg/README.md")" = notes ]' \
+  "rc $rc: $(cat "$tmp/out")"
+mkdir -p "$G/notes" && echo notes >"$G/notes/README.md"
+"$K" convert --from "$G/hf" --to "$G/notes" >"$tmp/out" 2>&1; rc=$?
+check "HF -> native into a directory holding only unrelated files: converted" '[ $rc -eq 0 ] && [ -s "$G/notes/model.kvcpt" ]' \
+  "rc $rc: $(cat "$tmp/out")"
 
 tiny "$G/untied.gguf" --untied --pre llama-bpe --add-bos
 "$K" convert --from "$G/untied.gguf" --to "$G/untied" >"$tmp/out" 2>&1; rc=$?
