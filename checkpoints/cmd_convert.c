@@ -69,12 +69,7 @@ static int convert_gguf(const char *from, const char *to, const char *to_format,
     if (strcmp(to_dtype, "keep") != 0 && kv_dtype_parse(to_dtype, &dtype) != 0)
         die("kvcpt convert: --to-dtype expects keep, F32, BF16 or F16, got '%s'", to_dtype);
     convert_dest_check(to, overwrite);
-    make_dirs(to);
-    if (overwrite) { /* a stale native file would shadow a new HF export */
-        char p[4096];
-        path_fmt(p, sizeof p, "%s/%s", to, NATIVE_MODEL_FILE);
-        if (unlink(p) != 0 && errno != ENOENT) die("cannot remove '%s': %s", p, strerror(errno));
-    }
+    /* the export creates --to, after checking every value fits the dtype */
     double t0 = now_seconds();
     GgufImportStats st;
     gguf_import(from, to, native, dtype, shard_bytes, &st);
@@ -155,13 +150,10 @@ int cmd_convert(int argc, char **argv) {
     int64_t bytes;
     ExportTensor *t = plan_exports(&s, &pl, to_dtype, &bytes);
 
-    make_dirs(to);
+    /* nothing is touched before the export has checked every value fits
+     * the dtype; it creates --to, and an HF export removes a stale native
+     * file that would shadow it */
     int shards = 1;
-    if (overwrite) { /* a stale native file would shadow a new HF export */
-        char p[4096];
-        path_fmt(p, sizeof p, "%s/%s", to, NATIVE_MODEL_FILE);
-        if (unlink(p) != 0 && errno != ENOENT) die("cannot remove '%s': %s", p, strerror(errno));
-    }
     if (out_native) {
         export_native(to, t, pl.n);
     } else {
