@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include "../common/commands.h"
 #include "../common/options.h"
@@ -111,7 +110,10 @@ int cmd_convert(int argc, char **argv) {
         {0}};
     const char *summary = "Convert a Hugging Face Llama checkpoint to kvcpt's native format or back.\n"
                           "Tensor names and shapes are checked against config.json; tokenizer and generation\n"
-                          "files are copied along. bf16 output rounds to nearest even, as torch does.\n"
+                          "files are copied along. bf16 output rounds to nearest even, as torch does; a finite\n"
+                          "value the output dtype cannot hold (it would round to inf) is refused, inf and NaN are\n"
+                          "copied. Without --overwrite, --to must hold none of the files a conversion writes or\n"
+                          "removes (config.json, tokenizer and generation files, *.safetensors, model.kvcpt).\n"
                           "A llama.cpp GGUF file (llama architecture; tensors F32, F16, BF16, Q8_0, Q4_0, Q4_1)\n"
                           "is dequantized bit-exactly as llama.cpp's gguf package does, q/k rows un-permuted as\n"
                           "transformers does, and written with config.json, tokenizer.json and\n"
