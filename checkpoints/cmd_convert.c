@@ -5,15 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include "../common/commands.h"
 #include "../common/options.h"
 #include "../common/util.h"
-#include <dirent.h>
-#include <fnmatch.h>
 #include <sys/stat.h>
 
+#include "convert_dest.h"
 #include "gguf.h"
 #include "gguf_import.h"
 #include "model_export.h"
@@ -58,22 +56,6 @@ static int same_dir(const char *a, const char *b) {
     return realpath(a, ra) && realpath(b, rb) && strcmp(ra, rb) == 0;
 }
 
-/* 1 when dir already holds a file a model directory is made of, so that a
- * conversion without --overwrite never mixes its files with older ones. The
- * names are matched one by one (dir itself may hold glob characters). */
-static int has_model_files(const char *dir) {
-    static const char *const patterns[] = {"config.json", "tokenizer*.json", "*.safetensors", HF_INDEX_FILE,
-                                           NATIVE_MODEL_FILE};
-    DIR *d = opendir(dir);
-    if (!d) return 0; /* absent: created later; unreadable: creating files there fails with its name */
-    int found = 0;
-    for (struct dirent *e; !found && (e = readdir(d));)
-        for (size_t i = 0; !found && i < sizeof patterns / sizeof patterns[0]; i++)
-            found = fnmatch(patterns[i], e->d_name, 0) == 0;
-    closedir(d);
-    return found;
-}
-
 /* A llama.cpp GGUF file: dequantized and written as a Hugging Face (default)
  * or native directory with its tokenizer. */
 static int convert_gguf(const char *from, const char *to, const char *to_format, const char *to_dtype,
@@ -85,15 +67,8 @@ static int convert_gguf(const char *from, const char *to, const char *to_format,
     KvDtype dtype = KV_F32; /* keep: fp32, which holds every dequantized value exactly */
     if (strcmp(to_dtype, "keep") != 0 && kv_dtype_parse(to_dtype, &dtype) != 0)
         die("kvcpt convert: --to-dtype expects keep, F32, BF16 or F16, got '%s'", to_dtype);
-    if (!overwrite && has_model_files(to))
-        die("kvcpt convert: '%s' already holds model files (config.json, tokenizer*.json, *.safetensors or %s); "
-            "pass --overwrite to replace them", to, NATIVE_MODEL_FILE);
-    make_dirs(to);
-    if (overwrite) { /* a stale native file would shadow a new HF export */
-        char p[4096];
-        path_fmt(p, sizeof p, "%s/%s", to, NATIVE_MODEL_FILE);
-        if (unlink(p) != 0 && errno != ENOENT) die("cannot remove '%s': %s", p, strerror(errno));
-    }
+    convert_dest_check(to, overwrite);
+    /* the export creates --to, after checking every value fits the dtype */
     double t0 = now_seconds();
     GgufImportStats st;
     gguf_import(from, to, native, dtype, shard_bytes, &st);
@@ -135,7 +110,10 @@ int cmd_convert(int argc, char **argv) {
         {0}};
     const char *summary = "Convert a Hugging Face Llama checkpoint to kvcpt's native format or back.\n"
                           "Tensor names and shapes are checked against config.json; tokenizer and generation\n"
-                          "files are copied along. bf16 output rounds to nearest even, as torch does.\n"
+                          "files are copied along. bf16 output rounds to nearest even, as torch does; a finite\n"
+                          "value the output dtype cannot hold (it would round to inf) is refused, inf and NaN are\n"
+                          "copied. Without --overwrite, --to must hold none of the files a conversion writes or\n"
+                          "removes (config.json, tokenizer and generation files, *.safetensors, model.kvcpt).\n"
                           "A llama.cpp GGUF file (llama architecture; tensors F32, F16, BF16, Q8_0, Q4_0, Q4_1)\n"
                           "is dequantized bit-exactly as llama.cpp's gguf package does, q/k rows un-permuted as\n"
                           "transformers does, and written with config.json, tokenizer.json and\n"
@@ -155,8 +133,7 @@ int cmd_convert(int argc, char **argv) {
     if (to_format && !out_native && strcmp(to_format, "hf") != 0)
         die("kvcpt convert: --to-format expects hf or native, got '%s'", to_format);
     if (same_dir(from, to)) die("kvcpt convert: --from and --to are the same directory '%s'", from);
-    if (!overwrite && tensor_set_detect(to) >= 0)
-        die("kvcpt convert: '%s' already holds a model; pass --overwrite to replace it", to);
+    convert_dest_check(to, overwrite);
 
     char cfg_path[4096];
     path_fmt(cfg_path, sizeof cfg_path, "%s/config.json", from);
@@ -175,13 +152,10 @@ int cmd_convert(int argc, char **argv) {
     int64_t bytes;
     ExportTensor *t = plan_exports(&s, &pl, to_dtype, &bytes);
 
-    make_dirs(to);
+    /* nothing is touched before the export has checked every value fits
+     * the dtype; it creates --to, and an HF export removes a stale native
+     * file that would shadow it */
     int shards = 1;
-    if (overwrite) { /* a stale native file would shadow a new HF export */
-        char p[4096];
-        path_fmt(p, sizeof p, "%s/%s", to, NATIVE_MODEL_FILE);
-        if (unlink(p) != 0 && errno != ENOENT) die("cannot remove '%s': %s", p, strerror(errno));
-    }
     if (out_native) {
         export_native(to, t, pl.n);
     } else {

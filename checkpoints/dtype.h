@@ -82,6 +82,20 @@ static inline uint16_t kv_f32_to_f16(float f) {
     return (uint16_t)(sign | q);
 }
 
+/* The largest finite value of d, as fp32 (F16 65504, BF16 about 3.39e38). */
+static inline float kv_dtype_max_finite(KvDtype d) {
+    return d == KV_F16 ? kv_f16_to_f32(0x7bffu) : d == KV_BF16 ? kv_bf16_to_f32(0x7f7fu) : kv_bits_f32(0x7f7fffffu);
+}
+
+/* 1 when the finite f becomes +-inf in d: round-to-nearest-even carries
+ * values past d's largest finite one into the infinity pattern. An inf or
+ * NaN f is 0: it stays what it was, nothing overflowed. */
+static inline int kv_overflows(float f, KvDtype d) {
+    if ((kv_f32_bits(f) & 0x7f800000u) == 0x7f800000u || d == KV_F32) return 0;
+    uint16_t h = d == KV_BF16 ? kv_f32_to_bf16(f) : kv_f32_to_f16(f);
+    return (h & 0x7fffu) == (d == KV_BF16 ? 0x7f80u : 0x7c00u);
+}
+
 /* Reads element i of a buffer of dtype d as fp32. */
 static inline float kv_load_f32(const void *p, KvDtype d, int64_t i) {
     if (d == KV_F32) {

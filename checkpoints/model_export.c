@@ -30,6 +30,29 @@ static void stream_tensor(const ExportTensor *t, SinkFn sink, void *w, void *bou
     }
 }
 
+/* Refuses, before anything is written, a tensor holding a finite value that
+ * the output dtype cannot represent: rounding would silently store inf.
+ * Values already inf or NaN in the source are copied as they are. */
+static void check_range(const ExportTensor *t, int n) {
+    for (int k = 0; k < n; k++) {
+        KvDtype sd = t[k].src_dtype, dd = t[k].out.dtype;
+        if (sd == dd || dd == KV_F32) continue;
+        int64_t numel = st_spec_bytes(&t[k].out) / kv_dtype_size(dd);
+        for (int64_t i = 0; i < numel; i++) {
+            float f = kv_load_f32(t[k].src, sd, i);
+            if (!kv_overflows(f, dd)) continue;
+            char where[80] = "";
+            if (t[k].out.ndim == 2)
+                snprintf(where, sizeof where, " (row %lld, column %lld)", (long long)(i / t[k].out.shape[1]),
+                         (long long)(i % t[k].out.shape[1]));
+            die("cannot write tensor '%s' as %s: element %lld%s is %.9g, beyond %s's largest finite value %.9g, so "
+                "it would become inf; nothing was written (choose a wider dtype, e.g. --to-dtype f32)",
+                t[k].out.name, kv_dtype_name(dd), (long long)i, where, (double)f, kv_dtype_name(dd),
+                (double)kv_dtype_max_finite(dd));
+        }
+    }
+}
+
 static void st_sink(void *w, const void *b, int64_t n) { st_writer_write(w, b, n); }
 static void nm_sink(void *w, const void *b, int64_t n) { nm_writer_write(w, b, n); }
 
@@ -48,9 +71,13 @@ static void remove_if_present(const char *path) {
     if (unlink(path) != 0 && errno != ENOENT) die("cannot remove '%s': %s", path, strerror(errno));
 }
 
-/* The index goes first so a crash midway leaves no loadable mix of files. */
+/* The index goes first so a crash midway leaves no loadable mix of files. A
+ * native model file goes too: loaders prefer it, so it would shadow the new
+ * export. */
 static void remove_previous_hf(const char *dir) {
     char p[4096];
+    path_fmt(p, sizeof p, "%s/%s", dir, NATIVE_MODEL_FILE);
+    remove_if_present(p);
     path_fmt(p, sizeof p, "%s/%s", dir, HF_INDEX_FILE);
     remove_if_present(p);
     path_fmt(p, sizeof p, "%s/%s", dir, HF_SINGLE_FILE);
@@ -94,6 +121,7 @@ static void write_index(const char *dir, const ExportTensor *t, int n, const int
 
 int export_hf(const char *dir, const ExportTensor *t, int n, int64_t shard_bytes) {
     KV_CHECK(shard_bytes > 0, "shard size must be positive (got %lld)", (long long)shard_bytes);
+    check_range(t, n);
     make_dirs(dir);
     remove_previous_hf(dir);
     int *shard_of = xcalloc((size_t)n + 1, sizeof(int));
@@ -120,6 +148,7 @@ int export_hf(const char *dir, const ExportTensor *t, int n, int64_t shard_bytes
 }
 
 void export_native(const char *dir, const ExportTensor *t, int n) {
+    check_range(t, n);
     make_dirs(dir);
     StTensorSpec *specs = xcalloc((size_t)n + 1, sizeof(StTensorSpec));
     for (int i = 0; i < n; i++) specs[i] = t[i].out;

@@ -13,11 +13,16 @@ typedef struct {
     KvDtype src_dtype;
 } ExportTensor;
 
-/* Shards are filled greedily in the given order: a new shard starts when the
+/* Both exports first check every value fits the output dtype: a finite
+ * value that would round to inf is an error naming the tensor, the element
+ * and the dtype's largest finite value, before the directory is touched.
+ *
+ * Shards are filled greedily in the given order: a new shard starts when the
  * next tensor would push the current one past shard_bytes. One shard is
  * written as model.safetensors (no index), several as
  * model-0000i-of-0000N.safetensors plus model.safetensors.index.json,
- * written last. A previous export in dir is removed first. Returns the
+ * written last. A previous export in dir (and a native model file, which
+ * would shadow this one) is removed first. Returns the
  * number of shards. */
 int export_hf(const char *dir, const ExportTensor *t, int n, int64_t shard_bytes);
 void export_native(const char *dir, const ExportTensor *t, int n);

@@ -110,17 +110,15 @@ static void write_config(const char *dir, const LlamaConfig *cfg, KvDtype dtype)
 void model_file_save_hf(const char *dir, const LlamaConfig *cfg, const ParamLayout *pl, const float *params,
                         KvDtype dtype, int64_t shard_bytes) {
     ExportTensor *t = layout_exports(pl, params, dtype);
-    make_dirs(dir);
+    export_hf(dir, t, pl->n, shard_bytes); /* first: it refuses values the dtype cannot hold before any write */
     write_config(dir, cfg, dtype);
-    export_hf(dir, t, pl->n, shard_bytes);
     free(t);
 }
 
 void model_file_save_native(const char *dir, const LlamaConfig *cfg, const ParamLayout *pl, const float *params,
                             KvDtype dtype) {
     ExportTensor *t = layout_exports(pl, params, dtype);
-    make_dirs(dir);
+    export_native(dir, t, pl->n); /* first: it refuses values the dtype cannot hold before any write */
     write_config(dir, cfg, dtype);
-    export_native(dir, t, pl->n);
     free(t);
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../common/backend.h"
+#include "../common/checked.h"
 #include "../common/options.h"
 #include "../common/rng.h"
 #include "../common/util.h"
@@ -102,6 +103,22 @@ static void bench_context(BenchDecode *b, int64_t L, Rng *r) {
     engine_free(&e);
 }
 
+/* The engine holds the prefill's L positions, then steps + 1 decoded
+ * tokens: L + steps + 1 positions, all of which must be positions the model
+ * has (max_position_embeddings), and whose sum must not wrap. */
+static void check_positions(const BenchDecode *b, int64_t L, int64_t max_pos) {
+    int64_t need;
+    if (i64_add(b->steps, 2, &need) != 0 || need > max_pos)
+        die("bench decode: --steps %lld is out of range: with at least one prefill position, it must be in [1, %lld] "
+            "(preset '%s' has max_position_embeddings %lld; a context holds L + steps + 1 positions)",
+            (long long)b->steps, (long long)(max_pos - 2), b->preset, (long long)max_pos);
+    int64_t hi = max_pos - b->steps - 1;
+    if (L < 1 || L > hi)
+        die("bench decode: --L %lld is out of range: with --steps %lld it must be in [1, %lld] (preset '%s' has "
+            "max_position_embeddings %lld; a context holds L + steps + 1 positions)",
+            (long long)L, (long long)b->steps, (long long)hi, b->preset, (long long)max_pos);
+}
+
 int bench_decode(int argc, char **argv) {
     BenchDecode b = {.preset = "small", .contexts = "1024", .budget = "L/8", .steps = 20, .fixed = 10};
     const Option opts[] = {
@@ -124,6 +141,7 @@ int bench_decode(int argc, char **argv) {
     int n_ctx = options_int_list(b.contexts, ctx, 8, "context");
     LlamaConfig c;
     config_load(&c, b.preset);
+    for (int i = 0; i < n_ctx; i++) check_positions(&b, ctx[i], c.max_position_embeddings);
     llama_create(&b.m, &c);
     random_weights(&b.m);
 #ifdef KVCPT_CUDA

@@ -25,9 +25,11 @@
 
 #include <jansson.h>
 
+#include "../common/checked.h"
 #include "../common/options.h"
 #include "../common/subprocess.h"
 #include "../common/util.h"
+#include "../model/config.h"
 #include "../train/bench.h"
 #include "policy.h"
 
@@ -144,6 +146,23 @@ static void remove_run(const char *dir) {
     rmdir(dir);
 }
 
+/* Both evaluators run each document's context then its last tokens: L + S
+ * positions, which must be positions the model has and must not wrap,
+ * checked here rather than left to two children that report it apart. */
+static void check_positions(const BenchEval *b) {
+    LlamaConfig c;
+    config_load(&c, b->model);
+    int64_t max_pos = c.max_position_embeddings, need;
+    if (b->context > max_pos - 1)
+        die("bench eval: --L %lld is out of range: it must be in [1, %lld] ('%s' has max_position_embeddings %lld, "
+            "and --S needs at least one position)", (long long)b->context, (long long)(max_pos - 1), b->model,
+            (long long)max_pos);
+    if (i64_add(b->context, b->last, &need) != 0 || need > max_pos)
+        die("bench eval: --S %lld is out of range: with --L %lld it must be in [1, %lld] ('%s' has "
+            "max_position_embeddings %lld; a document uses L + S positions)", (long long)b->last,
+            (long long)b->context, (long long)(max_pos - b->context), b->model, (long long)max_pos);
+}
+
 int bench_eval(int argc, char **argv) {
     BenchEval b = {.split = "test", .budget = "L/8", .policies = "streaming,snapkv,tova,h2o", .peer = "kvpress",
                    .context = 512, .last = 32, .max_docs = 4, .threads = 1, .window = 8, .kernel = 5, .sinks = 4};
@@ -177,6 +196,7 @@ int bench_eval(int argc, char **argv) {
     KV_CHECK(strcmp(b.peer, "kvpress") == 0, "bench eval: --peer must be kvpress (got '%s')", b.peer);
     KV_CHECK(b.threads >= 1 && b.context >= 1 && b.last >= 1 && b.max_docs >= 1,
              "bench eval: --threads, --context, --last and --max-docs must be >= 1");
+    check_positions(&b);
     int64_t K = policy_budget(b.budget, b.context);
     char th[24];
     /* both children inherit these: OpenMP and OpenBLAS (kvcpt), torch's intra-op pool reads --threads */

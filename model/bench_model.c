@@ -4,6 +4,7 @@
  * (scripts/bench_torch_model.py: transformers' LlamaForCausalLM, eager mode,
  * fp32, kvcpt's thread count) and prints both rates and their ratio. */
 #include <jansson.h>
+#include <limits.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "../common/backend.h"
+#include "../common/checked.h"
 #include "../common/options.h"
 #include "../common/subprocess.h"
 #include "../common/rng.h"
@@ -146,6 +148,31 @@ static char *json_quote(const char *s) {
     return out ? out : xstrdup("\"?\"");
 }
 
+/* The counts against the model and each other, before any of them sizes a
+ * buffer: a sequence holds at most max_position_embeddings positions; a
+ * step's batch x seq tokens stay within int32 (2^31 tokens, already more
+ * host memory than a machine has, and the bound that keeps every per-step
+ * buffer's byte count inside int64 for configs that pass config_validate);
+ * the RefreshKV mask needs 0 <= K <= L < seq and an odd pool kernel. */
+static void check_counts(const LlamaConfig *c, const char *preset, int64_t batch, int64_t seq, int64_t L, int64_t K,
+                         int64_t pool) {
+    int64_t max_pos = c->max_position_embeddings, tokens;
+    if (seq < 2 || seq > max_pos)
+        die("bench model: --seq %lld is out of range: it must be in [2, %lld] (preset '%s' has max_position_embeddings "
+            "%lld)", (long long)seq, (long long)max_pos, preset, (long long)max_pos);
+    if (batch < 1 || i64_mul(batch, seq, &tokens) != 0 || tokens > INT32_MAX)
+        die("bench model: --batch %lld is out of range: with --seq %lld it must be in [1, %lld] (batch x seq tokens "
+            "per step at most %d)", (long long)batch, (long long)seq, (long long)(INT32_MAX / seq), INT32_MAX);
+    if (L < 0 || L >= seq)
+        die("bench model: --L %lld is out of range: with --seq %lld it must be in [0, %lld] (0: plain causal)",
+            (long long)L, (long long)seq, (long long)(seq - 1));
+    if (K < 0 || K > L)
+        die("bench model: --K %lld is out of range: with --L %lld it must be in [0, %lld] (0: L/8)", (long long)K,
+            (long long)L, (long long)L);
+    if (pool < 1 || pool % 2 == 0)
+        die("bench model: --pool %lld is out of range: it must be odd and >= 1", (long long)pool);
+}
+
 int bench_model(int argc, char **argv) {
     const char *preset = "small", *device = NULL, *agg = "max", *precision = "fp32";
     int64_t batch = 1, seq = 1024, steps = 3, warmup = 1, L = 0, K = 0, pool = 7;
@@ -186,6 +213,7 @@ int bench_model(int argc, char **argv) {
     }
     LlamaConfig c;
     config_load(&c, preset);
+    check_counts(&c, preset, batch, seq, L, K, pool);
     BenchModel b = {0};
     llama_create(&b.m, &c);
     double t_setup = now_seconds();

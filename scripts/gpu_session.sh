@@ -155,7 +155,7 @@ stage_decode() {
     local mib
     mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
     if [ "${mib:-0}" -gt 120000 ]; then
-        limit 240 ./kvcpt bench decode --device cuda --preset llama3.1-8b --L 131072 --steps 10 --json 2>&1 | tee -a "$OUT/bench-decode.json"
+        limit 240 ./kvcpt bench decode --device cuda --preset llama3.1-8b --L 131000 --steps 10 --json 2>&1 | tee -a "$OUT/bench-decode.json"
     else
         echo "skipping 128k: fp32 weights + caches + prefill activations need about 105 GB" | tee -a "$OUT/bench-decode.json"
     fi

@@ -4,12 +4,13 @@ no gguf package), for the command-line tests of `kvcpt convert --from
 FILE.gguf` that run without the venv.
 
     python3 tests/gguf_tiny.py OUT.gguf [--pre smollm] [--model gpt2] [--add-bos]
-                               [--q4k TENSOR] [--no-tokenizer] [--untied]
+                               [--q4k TENSOR] [--no-tokenizer] [--untied] [--first TENSOR=VALUE]
 
 Shape: vocab 40, hidden 32, FFN 64, 2 layers, 4 heads over 2 KV heads
 (head size 8); weights F32 with values i * 1e-3 (deterministic). --q4k
 stores one tensor as Q4_K (zero bytes of the right size), which kvcpt must
-refuse by name.
+refuse by name. --first sets element 0 of one F32 tensor (an out-of-range
+value for the --to-dtype checks).
 """
 import argparse
 import struct
@@ -60,6 +61,7 @@ def main():
     ap.add_argument("--q4k")
     ap.add_argument("--no-tokenizer", action="store_true")
     ap.add_argument("--untied", action="store_true")
+    ap.add_argument("--first", default="=")
     a = ap.parse_args()
 
     meta = [string("general.architecture", "llama"), u32("llama.block_count", L), u32("llama.context_length", 128),
@@ -106,6 +108,9 @@ def main():
             ttype, data = 12, bytes(n // 256 * 144)
         else:
             ttype, data = 0, b"".join(struct.pack("<f", ((j % 97) - 48) * 1e-3) for j in range(n))
+            first_name, first_value = a.first.split("=", 1)
+            if name == first_name:
+                data = struct.pack("<f", float(first_value)) + data[4:]
         infos += s(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", d) for d in ne)
         infos += struct.pack("<IQ", ttype, off)
         pad = (-len(data)) % ALIGN

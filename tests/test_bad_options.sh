@@ -208,3 +208,34 @@ out=$( (ulimit -f 64; trap '' XFSZ; exec $K prepare --synthetic copy --vocab 204
 left=$(find "$tmp/full" -name '*.tmp' 2>/dev/null)
 if [ $rc -ne 0 ] && grep -q "short write" <<<"$out" && [ -z "$left" ]; then ok "a failed write removes its .tmp (prepare, 64 KiB file limit)"
 else fail "a failed write removes its .tmp" "rc $rc, left: $left, output: ${out:0:200}"; fi
+
+# bench counts that wrap int64 or pass the model's positions (tiny and the
+# base config: max_position_embeddings 4096): refused naming the option and
+# the range that fits, never a wrapped bound or a wrapped allocation size
+D="$K bench decode --preset tiny --device cpu"
+refused "bench decode --steps 2^63-1 refused" "--steps 9223372036854775807 is out of range.*\[1, 4094\]" $D --L 64 --steps 9223372036854775807
+refused "bench decode --steps 2^63-2 (L + steps + 1 wraps) refused" "--steps 9223372036854775806 is out of range.*\[1, 4094\]" \
+    $D --L 64 --steps 9223372036854775806
+refused "bench decode --L 2^63-1 refused" "--L 9223372036854775807 is out of range.*\[1, 4094\]" $D --L 9223372036854775807 --steps 1
+refused "bench decode --L 4090 --steps 20: past max_position_embeddings, refused" "--L 4090 is out of range.*\[1, 4075\]" \
+    $D --L 4090 --steps 20
+refused "bench decode: the second of --L 64,5000 refused" "--L 5000 is out of range" $D --L 64,5000 --steps 1
+refused "bench decode --L 0 refused" "--L 0 is out of range" $D --L 0 --steps 1
+$D --L 4090 --steps 5 --json >"$tmp/out" 2>"$tmp/err" && [ "$(grep -c '"context":4090' "$tmp/out")" = 3 ] \
+    && ok "bench decode --L 4090 --steps 5: the last position is the model's last, accepted" \
+    || fail "bench decode at the position limit" "$(tail -2 "$tmp/err")"
+M="$K bench model --preset tiny --device cpu --no-peers --steps 1 --warmup 0"
+refused "bench model --batch 2^63-1 refused" "--batch 9223372036854775807 is out of range.*\[1, 2097151\]" $M --batch 9223372036854775807
+refused "bench model --batch 2^62 --seq 4 (2 x batch x seq wraps) refused" "--batch 4611686018427387904 is out of range" \
+    $M --batch 4611686018427387904 --seq 4
+refused "bench model --seq 2^63-1 refused" "--seq 9223372036854775807 is out of range.*\[2, 4096\]" $M --seq 9223372036854775807
+refused "bench model --seq 5000: past max_position_embeddings, refused" "--seq 5000 is out of range.*\[2, 4096\]" $M --seq 5000
+refused "bench model --L -5 refused" "--L -5 is out of range.*\[0, 31\]" $M --seq 32 --L -5
+refused "bench model --L 64 --seq 32 refused" "--L 64 is out of range.*\[0, 31\]" $M --seq 32 --L 64
+refused "bench model --K -3 refused" "--K -3 is out of range.*\[0, 16\]" $M --seq 32 --L 16 --K -3
+refused "bench model --pool 4 refused" "--pool 4 is out of range" $M --seq 32 --L 16 --pool 4
+mkdir -p "$tmp/nodata"
+E="$K bench eval --model $tmp/good --data $tmp/nodata"
+refused "bench eval --L 2^63-1 refused" "--L 9223372036854775807 is out of range.*\[1, 4095\]" $E --L 9223372036854775807 --S 10
+refused "bench eval --S 2^63-1 (L + S wraps) refused" "--S 9223372036854775807 is out of range.*\[1, 4032\]" $E --L 64 --S 9223372036854775807
+refused "bench eval --L 4000 --S 200: past max_position_embeddings, refused" "--S 200 is out of range.*\[1, 96\]" $E --L 4000 --S 200

@@ -250,7 +250,7 @@ static void test_errors(void) {
     char *a1[] = {"convert", "--from", ROOT "/hf", "--to", ROOT "/x", "--to-dtype", "int8", NULL};
     expect_error("convert rejects an unknown --to-dtype", convert_child, a1, "--to-dtype expects");
     char *a2[] = {"convert", "--from", ROOT "/hf", "--to", ROOT "/native", "--shard-size", "5GB", NULL};
-    expect_error("convert refuses to overwrite without --overwrite", convert_child, a2, "already holds a model");
+    expect_error("convert refuses to overwrite without --overwrite", convert_child, a2, "already holds");
     char *a3[] = {"convert", "--from", ROOT "/hf", "--to", ROOT "/y", "--shard-size", "lots", NULL};
     expect_error("convert rejects a bad --shard-size", convert_child, a3, "--shard-size expects");
 }

@@ -82,13 +82,43 @@ check "GGUF -> HF: config, tokenizer.json and tokenizer_config.json hold the met
 
 "$K" convert --from "$G/ok.gguf" --to "$G/hf" >"$tmp/out" 2>&1; rc=$?
 check "GGUF -> a directory holding a model: refused without --overwrite" \
-  '[ $rc -eq 1 ] && grep -q "already holds model files.*--overwrite" "$tmp/out"' "rc $rc: $(cat "$tmp/out")"
+  '[ $rc -eq 1 ] && grep -q "already holds .*--overwrite" "$tmp/out"' "rc $rc: $(cat "$tmp/out")"
 mkdir -p "$G/only_tok" && echo '{}' >"$G/only_tok/tokenizer.json"
 "$K" convert --from "$G/ok.gguf" --to "$G/only_tok" >"$tmp/out" 2>&1; rc=$?
 check "GGUF -> a directory holding only a tokenizer.json: refused too" '[ $rc -eq 1 ] && [ "$(cat "$G/only_tok/tokenizer.json")" = "{}" ]' \
   "rc $rc: $(cat "$tmp/out")"
 "$K" convert --from "$G/ok.gguf" --to "$G/hf" --overwrite >"$tmp/out" 2>&1; rc=$?
 check "GGUF -> HF with --overwrite replaces it" '[ $rc -eq 0 ]' "rc $rc: $(cat "$tmp/out")"
+
+# Without --overwrite, any one file a conversion writes, copies or removes
+# is a refusal naming it, and the destination is left as it was: HF -> native,
+# native -> HF and GGUF -> HF/native alike.
+"$K" convert --from "$G/hf" --to "$G/nat_src" --to-format native >"$tmp/out" 2>&1 || echo "setup: $(cat "$tmp/out")"
+dest_refused() { # label, file, convert arguments...
+    local label=$1 name=$2 d="$G/dest_$RANDOM$RANDOM"
+    shift 2
+    mkdir -p "$d" && echo '{"mine": 1}' >"$d/$name"
+    "$K" convert "$@" --to "$d" >"$tmp/out" 2>&1; rc=$?
+    check "$label -> a directory holding only $name: refused naming it, nothing touched"       '[ $rc -eq 1 ] && grep -q "already holds .$name.*--overwrite" "$tmp/out" && [ "$(cat "$d/$name")" = "{\"mine\": 1}" ] && [ "$(ls -A "$d")" = "$name" ]'       "rc $rc: $(cat "$tmp/out"); left: $(ls -A "$d")"
+}
+for f in config.json tokenizer.json tokenizer_config.json generation_config.json special_tokens_map.json \
+    model.safetensors.index.json model.safetensors model-00001-of-00002.safetensors model.kvcpt; do
+    dest_refused "HF -> native" "$f" --from "$G/hf" --to-format native
+    dest_refused "native -> HF" "$f" --from "$G/nat_src"
+done
+for f in config.json tokenizer_config.json model.safetensors.index.json; do
+    dest_refused "GGUF -> HF" "$f" --from "$G/ok.gguf"
+    dest_refused "GGUF -> native" "$f" --from "$G/ok.gguf" --to-format native
+done
+mkdir -p "$G/keep_cfg" && echo '{}' >"$G/keep_cfg/config.json" && echo notes >"$G/keep_cfg/README.md"
+"$K" convert --from "$G/hf" --to "$G/keep_cfg" --overwrite >"$tmp/out" 2>&1; rc=$?
+check "HF -> native with --overwrite over a config.json: replaced, unrelated files kept" \
+  '[ $rc -eq 0 ] && grep -q vocab_size "$G/keep_cfg/config.json" && [ -s "$G/keep_cfg/model.kvcpt" ] && [ "$(cat "$G/keep_cfg/README.md")" = notes ]' \
+  "rc $rc: $(cat "$tmp/out")"
+mkdir -p "$G/notes" && echo notes >"$G/notes/README.md"
+"$K" convert --from "$G/hf" --to "$G/notes" >"$tmp/out" 2>&1; rc=$?
+check "HF -> native into a directory holding only unrelated files: converted" '[ $rc -eq 0 ] && [ -s "$G/notes/model.kvcpt" ]' \
+  "rc $rc: $(cat "$tmp/out")"
 
 tiny "$G/untied.gguf" --untied --pre llama-bpe --add-bos
 "$K" convert --from "$G/untied.gguf" --to "$G/untied" >"$tmp/out" 2>&1; rc=$?
@@ -133,3 +163,90 @@ printf 'not a gguf file' >"$G/text.gguf"
 check "a file that is not GGUF: bad magic named" '[ $rc -eq 1 ] && grep -q "at byte 0: bad magic" "$tmp/out"' "rc $rc: $(cat "$tmp/out")"
 "$K" convert --from "$G/ok.gguf" --to "$G/cfg" --config "$G/hf/config.json" >"$tmp/out" 2>&1; rc=$?
 check "--config with a GGUF source: refused" '[ $rc -eq 1 ] && grep -q "does not apply to a GGUF source" "$tmp/out"' "rc $rc: $(cat "$tmp/out")"
+
+# ---- --to-dtype overflow: a finite value past the dtype's largest finite one
+# (F16 65504, BF16 ~3.39e38) would round to inf; refused naming the tensor,
+# the element, the value and the maximum, with nothing written. Values that
+# are already inf or NaN in the source are copied: no conversion made them.
+st() { # set FILE TENSOR INDEX VALUE (F32 tensor) | get FILE TENSOR INDEX: element of a safetensors file
+    /usr/bin/python3 - "$@" <<'PY'
+import json, math, struct, sys
+op, path, name, i = sys.argv[1:5]
+i = int(i)
+with open(path, "r+b") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    t = json.loads(f.read(n))[name]
+    size = {"F32": 4, "BF16": 2, "F16": 2}[t["dtype"]]
+    f.seek(8 + n + t["data_offsets"][0] + i * size)
+    if op == "set":
+        assert t["dtype"] == "F32"
+        f.write(struct.pack("<f", float(sys.argv[5])))
+    else:
+        b = f.read(size)
+        v = struct.unpack("<f", b)[0] if size == 4 else struct.unpack("<e", b)[0] if t["dtype"] == "F16" \
+            else struct.unpack("<f", b"\0\0" + b)[0]
+        print(t["dtype"], "nan" if math.isnan(v) else repr(v))
+PY
+}
+W=model.layers.0.mlp.up_proj.weight # [64, 32]: element 37 is row 1, column 5
+O="$tmp/ovf"; mkdir -p "$O"
+big_hf() { # DIR VALUE: the F32 HF model with element 37 of $W set to VALUE
+    rm -rf "$1" && cp -r "$G/hf" "$1" && st set "$1/model.safetensors" $W 37 "$2"
+}
+refused_dtype() { # label, value printed, max printed, dest, convert arguments...
+    local label=$1 val=$2 max=$3 d=$4
+    shift 4
+    "$K" convert "$@" --to "$d" >"$tmp/out" 2>&1; rc=$?
+    check "$label: refused naming the tensor, element, value and the dtype's maximum; nothing written" \
+      '[ $rc -eq 1 ] && grep -q "tensor .$W. as [BF0-9]*: element 37 (row 1, column 5) is $val, beyond [BF0-9]*.s largest finite value $max" "$tmp/out" && [ ! -e "$d" ]' \
+      "rc $rc: $(cat "$tmp/out"); left: $(ls -A "$d" 2>/dev/null)"
+}
+big_hf "$O/h1e5" 1e5
+big_hf "$O/h34" 3.4e38
+refused_dtype "HF -> native --to-dtype f16 with a 1e5" 100000 65504 "$O/n16" --from "$O/h1e5" --to-format native --to-dtype f16
+refused_dtype "HF -> native --to-dtype bf16 with a 3.4e38" "3.39999995e+38" "3.38953139e+38" "$O/nb16" \
+  --from "$O/h34" --to-format native --to-dtype bf16
+"$K" convert --from "$O/h1e5" --to "$O/n1e5" >"$tmp/out" 2>&1 && "$K" convert --from "$O/h34" --to "$O/n34" >>"$tmp/out" 2>&1 ||
+  echo "setup: $(cat "$tmp/out")"
+refused_dtype "native -> HF --to-dtype f16 with a 1e5" 100000 65504 "$O/hf16" --from "$O/n1e5" --to-dtype f16
+refused_dtype "native -> HF --to-dtype bf16 with a 3.4e38" "3.39999995e+38" "3.38953139e+38" "$O/hbf16" --from "$O/n34" --to-dtype bf16
+"$K" convert --from "$O/n1e5" --to "$O/bf" --to-dtype bf16 >"$tmp/out" 2>&1 || echo "setup: $(cat "$tmp/out")"
+refused_dtype "BF16 HF -> native --to-dtype f16 with a 1e5 (99840 in BF16)" 99840 65504 "$O/bf_n16" \
+  --from "$O/bf" --to-format native --to-dtype f16
+# --overwrite over a model: the refusal leaves that model as it was
+"$K" convert --from "$G/hf" --to "$O/prev" --to-format native >"$tmp/out" 2>&1 || echo "setup: $(cat "$tmp/out")"
+cp "$O/prev/model.kvcpt" "$O/prev.kvcpt" && cp "$O/prev/config.json" "$O/prev.json"
+"$K" convert --from "$O/h1e5" --to "$O/prev" --to-format native --to-dtype f16 --overwrite >"$tmp/out" 2>&1; rc=$?
+check "overflow refused with --overwrite: the model already there is untouched" \
+  '[ $rc -eq 1 ] && cmp -s "$O/prev/model.kvcpt" "$O/prev.kvcpt" && cmp -s "$O/prev/config.json" "$O/prev.json"' "rc $rc: $(cat "$tmp/out")"
+# the edges: F16's largest finite value, and 65519 which rounds down to it, convert; 65520 rounds to inf
+big_hf "$O/edge" 65519 && st set "$O/edge/model.safetensors" $W 38 65504
+"$K" convert --from "$O/edge" --to "$O/edge16" --to-dtype f16 --to-format native >"$tmp/out" 2>&1 &&
+  "$K" convert --from "$O/edge16" --to "$O/edge16h" >>"$tmp/out" 2>&1; rc=$?
+res="$(st get "$O/edge16h/model.safetensors" $W 37) $(st get "$O/edge16h/model.safetensors" $W 38)"
+check "65519 and 65504 convert to F16 as 65504" '[ $rc -eq 0 ] && [ "$res" = "F16 65504.0 F16 65504.0" ]' "rc $rc: $res $(cat "$tmp/out")"
+big_hf "$O/edge2" 65520
+refused_dtype "65520 (rounds to inf in F16)" 65520 65504 "$O/edge2_16" --from "$O/edge2" --to-dtype f16 --to-format native
+# inf and NaN already in the source: copied, exit 0
+big_hf "$O/inf" inf && st set "$O/inf/model.safetensors" $W 38 nan && st set "$O/inf/model.safetensors" $W 39 -inf
+for dt in f16 bf16; do
+    "$K" convert --from "$O/inf" --to "$O/inf_$dt" --to-dtype $dt --to-format native >"$tmp/out" 2>&1 &&
+      "$K" convert --from "$O/inf_$dt" --to "$O/inf_${dt}_h" >>"$tmp/out" 2>&1; rc=$?
+    res=$(for i in 37 38 39; do st get "$O/inf_${dt}_h/model.safetensors" $W $i; done | tr '\n' ' ')
+    check "inf, NaN and -inf in the source convert to $dt as themselves" \
+      '[ $rc -eq 0 ] && [ "$(cut -d" " -f2,4,6 <<<"$res")" = "inf nan -inf" ]' "rc $rc: $res $(cat "$tmp/out")"
+done
+# GGUF sources: the same refusal, before the destination is created
+tiny "$G/big.gguf" --first blk.0.ffn_up.weight=1e5
+refused_gguf() { # label, value printed, max printed, dest, convert arguments...
+    local label=$1 val=$2 max=$3 d=$4
+    shift 4
+    "$K" convert "$@" --to "$d" >"$tmp/out" 2>&1; rc=$?
+    check "$label: refused naming the tensor, element, value and maximum; nothing written" \
+      '[ $rc -eq 1 ] && grep -q "tensor .$W. as [BF0-9]*: element 0 (row 0, column 0) is $val, beyond [BF0-9]*.s largest finite value $max" "$tmp/out" && [ ! -e "$d" ]' \
+      "rc $rc: $(cat "$tmp/out"); left: $(ls -A "$d" 2>/dev/null)"
+}
+refused_gguf "GGUF -> HF --to-dtype f16 with a 1e5" 100000 65504 "$G/big16" --from "$G/big.gguf" --to-dtype f16
+tiny "$G/big38.gguf" --first blk.0.ffn_up.weight=3.4e38
+refused_gguf "GGUF -> native --to-dtype bf16 with a 3.4e38" "3.39999995e+38" "3.38953139e+38" "$G/big38" \
+  --from "$G/big38.gguf" --to-dtype bf16 --to-format native
