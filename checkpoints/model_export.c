@@ -71,13 +71,10 @@ static void remove_if_present(const char *path) {
     if (unlink(path) != 0 && errno != ENOENT) die("cannot remove '%s': %s", path, strerror(errno));
 }
 
-/* The index goes first so a crash midway leaves no loadable mix of files. A
- * native model file goes too: loaders prefer it, so it would shadow the new
- * export. */
-static void remove_previous_hf(const char *dir) {
+/* An earlier HF export's weights: the index goes first so a crash midway
+ * leaves no loadable mix of files. */
+static void remove_hf_weights(const char *dir) {
     char p[4096];
-    path_fmt(p, sizeof p, "%s/%s", dir, NATIVE_MODEL_FILE);
-    remove_if_present(p);
     path_fmt(p, sizeof p, "%s/%s", dir, HF_INDEX_FILE);
     remove_if_present(p);
     path_fmt(p, sizeof p, "%s/%s", dir, HF_SINGLE_FILE);
@@ -87,6 +84,15 @@ static void remove_previous_hf(const char *dir) {
     if (glob(p, 0, NULL, &g) == 0)
         for (size_t i = 0; i < g.gl_pathc; i++) remove_if_present(g.gl_pathv[i]);
     globfree(&g);
+}
+
+/* Before an HF export: the earlier HF weights, and a native model file
+ * (loaders prefer it, so it would shadow the new export). */
+static void remove_previous_hf(const char *dir) {
+    char p[4096];
+    path_fmt(p, sizeof p, "%s/%s", dir, NATIVE_MODEL_FILE);
+    remove_if_present(p);
+    remove_hf_weights(dir);
 }
 
 /* shard_of[i] for each tensor; returns the shard count. */
@@ -159,6 +165,10 @@ void export_native(const char *dir, const ExportTensor *t, int n) {
     nm_writer_begin(&w, path, specs, n);
     for (int i = 0; i < n; i++) stream_tensor(&t[i], nm_sink, &w, bounce);
     nm_writer_end(&w);
+    /* after the native file is in place (kvcpt loads it first): an earlier
+     * HF export's weights would otherwise stay beside it, and transformers,
+     * which reads only those, would load the old model */
+    remove_hf_weights(dir);
     free(bounce);
     free(specs);
 }

@@ -115,6 +115,13 @@ mkdir -p "$G/keep_cfg" && echo '{}' >"$G/keep_cfg/config.json" && echo notes >"$
 check "HF -> native with --overwrite over a config.json: replaced, unrelated files kept" \
   '[ $rc -eq 0 ] && grep -q vocab_size "$G/keep_cfg/config.json" && [ -s "$G/keep_cfg/model.kvcpt" ] && [ "$(cat "$G/keep_cfg/README.md")" = notes ]' \
   "rc $rc: $(cat "$tmp/out")"
+# a native export over an HF one: the old safetensors go (transformers
+# reads only those, so it would load the previous model)
+cp -r "$G/hf" "$G/hf_then_native"
+"$K" convert --from "$G/nat_src" --to "$G/hf_then_native" --to-format native --overwrite >"$tmp/out" 2>&1; rc=$?
+check "native export with --overwrite over an HF export: no old *.safetensors left beside model.kvcpt" \
+  '[ $rc -eq 0 ] && [ -s "$G/hf_then_native/model.kvcpt" ] && [ -z "$(ls "$G/hf_then_native" | grep safetensors)" ]' \
+  "rc $rc: $(cat "$tmp/out"); left: $(ls "$G/hf_then_native")"
 mkdir -p "$G/notes" && echo notes >"$G/notes/README.md"
 "$K" convert --from "$G/hf" --to "$G/notes" >"$tmp/out" 2>&1; rc=$?
 check "HF -> native into a directory holding only unrelated files: converted" '[ $rc -eq 0 ] && [ -s "$G/notes/model.kvcpt" ]' \
