@@ -408,6 +408,15 @@ static void model_off_device(EvalRun *r) {
     r->gpu = NULL;
 }
 
+/* Names a PNG as written only when it was drawn; the plot code has already
+ * warned why not (no gnuplot, a path it cannot write...). */
+static void report_plot(const char *png, int drawn, const char *what) {
+    if (drawn)
+        printf("wrote %s (%s)\n", png, what);
+    else
+        warnf("eval: %s was not drawn (%s); eval.json holds every number", png, what);
+}
+
 int cmd_eval(int argc, char **argv) {
     const PolicyOptions d = policy_default_options(0); /* the policies' defaults, written once in eval/policy.c */
     EvalArgs a = {.split = "test", .contexts = "8192", .budget = "L/8", .policies = "all", .out = "runs/eval",
@@ -504,14 +513,14 @@ int cmd_eval(int argc, char **argv) {
     char path[4200];
     path_fmt(path, sizeof path, "%s/eval.json", a.out);
     int non_finite = eval_write_json(path, r.cells, n_cells, r.skipped, backend_name(dev));
+    printf("wrote %s (%lld documents skipped as shorter than context + last + 1)\n", path, (long long)r.skipped);
     path_fmt(path, sizeof path, "%s/eval.png", a.out);
-    eval_plot(path, r.cells, n_cells, r.n_models, r.n_ctx);
+    report_plot(path, eval_plot(path, r.cells, n_cells, r.n_models, r.n_ctx), "perplexity per policy");
     for (int mi = 0; mi < r.n_models; mi++) {
         path_fmt(path, sizeof path, "%s/eval_steps%s.png", a.out, r.n_models == 2 && mi == 0 ? "_before" : "");
-        eval_plot_steps(path, r.cells, n_cells, r.n_models, r.n_ctx, mi);
+        report_plot(path, eval_plot_steps(path, r.cells, n_cells, r.n_models, r.n_ctx, mi),
+                    r.n_models == 2 && mi == 0 ? "per-step curves, before" : "per-step curves");
     }
-    printf("wrote %s/eval.json, %s/eval.png and the per-step curves %s/eval_steps*.png (%lld documents skipped as "
-           "shorter than context + last + 1)\n", a.out, a.out, a.out, (long long)r.skipped);
     /* written first so the cells can be read, then a failure: a NaN
      * perplexity means the weights or the arithmetic are broken */
     if (non_finite > 0)
