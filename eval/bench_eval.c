@@ -29,6 +29,7 @@
 #include "../common/subprocess.h"
 #include "../common/util.h"
 #include "../train/bench.h"
+#include "option_limits.h"
 #include "policy.h"
 
 typedef struct {
@@ -177,6 +178,10 @@ int bench_eval(int argc, char **argv) {
     KV_CHECK(strcmp(b.peer, "kvpress") == 0, "bench eval: --peer must be kvpress (got '%s')", b.peer);
     KV_CHECK(b.threads >= 1 && b.context >= 1 && b.last >= 1 && b.max_docs >= 1,
              "bench eval: --threads, --context, --last and --max-docs must be >= 1");
+    /* the ranges kvcpt eval checks, here before either side runs */
+    eval_check_pool_kernel("bench eval", b.kernel);
+    eval_check_window("bench eval", "--snapkv-window", b.window);
+    eval_check_sinks("bench eval", b.sinks);
     int64_t K = policy_budget(b.budget, b.context);
     char th[24];
     /* both children inherit these: OpenMP and OpenBLAS (kvcpt), torch's intra-op pool reads --threads */

@@ -17,13 +17,12 @@
 #endif
 #include "engine.h"
 #include "engine_cuda.h"
+#include "option_limits.h"
 #include "report.h"
 
 /* Documents decoded together by default: the fastest measured on the 2-core
  * CPU for the demo model and the small preset (docs/eval.md, "Batching"). */
 #define EVAL_DEFAULT_BATCH 8
-/* prefill rows kept for the policies' observation windows (ReST-KV's S_w = 32) */
-#define EVAL_WINDOW 32
 
 typedef struct {
     StringList models;
@@ -69,6 +68,8 @@ static int expand_policies(const EvalArgs *a, Variant *v, int cap) {
     free(copy);
     int64_t qc[8], fixed[8];
     int nqc = options_int_list(a->refresh_qc, qc, 8, "refresh-qc"), nfix = options_int_list(a->refresh_fixed, fixed, 8, "refresh-fixed");
+    eval_check_strides("eval", "--refresh-qc", qc, nqc);
+    eval_check_strides("eval", "--refresh-fixed", fixed, nfix);
     int count, n = 0;
     const PolicyInfo *reg = policy_registry(&count);
     for (int i = 0; i < count; i++) {
@@ -277,7 +278,7 @@ static int64_t fit_batch(const EvalRun *r, const Llama *m, int64_t batch, int64_
 #ifdef KVCPT_CUDA
     if (!r->gpu) return batch;
     int64_t free_b, total_b, per = engine_cuda_bytes_for(&m->cfg, L + S);
-    int64_t work = decode_model_cuda_workspace_bytes(&m->cfg, L, EVAL_WINDOW), spare = (int64_t)1 << 30;
+    int64_t work = decode_model_cuda_workspace_bytes(&m->cfg, L, EVAL_PREFILL_ROWS), spare = (int64_t)1 << 30;
     cuda_memory_info(&free_b, &total_b);
     int64_t fit = (free_b - work - spare) / per;
     KV_CHECK(fit >= 1, "eval --device cuda: context %lld needs %.2f GB of caches per document and %.2f GB of prefill "
@@ -295,11 +296,11 @@ static int64_t fit_batch(const EvalRun *r, const Llama *m, int64_t batch, int64_
 static void create_engine(const EvalRun *r, DecodeEngine *e, Llama *m, int64_t cap) {
 #ifdef KVCPT_CUDA
     if (r->gpu) {
-        engine_create_cuda(e, m, r->gpu, cap, EVAL_WINDOW);
+        engine_create_cuda(e, m, r->gpu, cap, EVAL_PREFILL_ROWS);
         return;
     }
 #endif
-    engine_create(e, m, cap, EVAL_WINDOW);
+    engine_create(e, m, cap, EVAL_PREFILL_ROWS);
 }
 
 /* Every eligible document at context L through every policy variant,
@@ -312,7 +313,7 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
     batch = fit_batch(r, m, batch, L, S);
     ContextRun x = {.r = r, .ci = ci};
     x.sh = (PolicyShape){nl, m->cfg.num_attention_heads, m->cfg.num_key_value_heads, m->cfg.head_dim,
-                         m->cfg.hidden_size, L, EVAL_WINDOW, policy_budget(a->budget, L), L + S, NULL, NULL};
+                         m->cfg.hidden_size, L, EVAL_PREFILL_ROWS, policy_budget(a->budget, L), L + S, NULL, NULL};
     x.eng = xcalloc((size_t)batch, sizeof(DecodeEngine));
     x.tok = xcalloc((size_t)batch, sizeof(int32_t *));
     x.doc = xcalloc((size_t)batch, sizeof(int64_t));
@@ -408,6 +409,18 @@ static void model_off_device(EvalRun *r) {
     r->gpu = NULL;
 }
 
+/* The option values the policies read, before anything is loaded: each is
+ * refused naming the option instead of running clamped, or past a buffer,
+ * under a label that shows the asked value. */
+static void check_options(const EvalArgs *a) {
+    KV_CHECK(a->last >= 1 && a->boot >= 1 && a->batch >= 1, "eval: --last, --bootstrap and --batch must be >= 1");
+    eval_check_pool_kernel("eval", a->kernel);
+    eval_check_window("eval", "--snapkv-window", a->window);
+    eval_check_window("eval", "--tova-window", a->tova_window);
+    eval_check_window("eval", "--kvec-window", a->kvec_window);
+    eval_check_sinks("eval", a->sinks);
+}
+
 /* Names a PNG as written only when it was drawn; the plot code has already
  * warned why not (no gnuplot, a path it cannot write...). */
 static void report_plot(const char *png, int drawn, const char *what) {
@@ -484,7 +497,7 @@ int cmd_eval(int argc, char **argv) {
     if (options_parse("eval", summary, opts, argc, argv)) return 0;
     KV_CHECK(a.models.count == 1 || a.models.count == 2, "eval: give one --model, or two for before -> after");
     KV_CHECK(a.data, "eval: --data is required");
-    KV_CHECK(a.last >= 1 && a.boot >= 1 && a.batch >= 1, "eval: --last, --bootstrap and --batch must be >= 1");
+    check_options(&a);
     EvalRun r = {.a = &a, .n_models = a.models.count};
     r.n_ctx = options_int_list(a.contexts, r.ctx, 8, "context");
     Variant var[32];

@@ -11,6 +11,37 @@ $K train --set model=tiny --set data="$tmp/d" --set out="$tmp/r" --set steps=2 -
     || { fail "setup" "kvcpt train failed"; exit 1; }
 ev=(eval --data "$tmp/d" --S 8 --K 6 --quiet --max-docs 1)
 
+# refused NAME PATTERN ARGS...: a non-zero exit whose message holds
+# PATTERN, and no evaluation (the results table goes to stdout at its end)
+refused() {
+    local name=$1 pat=$2; shift 2
+    if timeout 120 $K "$@" >"$tmp/out" 2>"$tmp/err"; then fail "$name" "exited 0"; return; fi
+    local rc=$?
+    if [ $rc -ge 124 ]; then fail "$name" "crashed or hung (status $rc): $(tail -2 "$tmp/err")"; return; fi
+    if ! grep -q -- "$pat" "$tmp/err"; then fail "$name" "message does not name '$pat': $(tail -2 "$tmp/err")"; return; fi
+    if grep -q "policy" "$tmp/out"; then fail "$name" "refused only after evaluating: $(head -3 "$tmp/out")"; return; fi
+    ok "$name"
+}
+
+# option values, refused naming the option and the value (eval and the bench commands that share them)
+for o in "--snapkv-kernel -7" "--snapkv-kernel 4" "--snapkv-kernel 1025" "--snapkv-window 33" "--tova-window 40" \
+    "--kvec-window 33" "--refresh-fixed 0" "--refresh-fixed 10,0" "--refresh-qc 0" "--sinks -5"; do
+    pat=$o
+    [ "$o" = "--refresh-fixed 10,0" ] && pat="--refresh-fixed 0"
+    # shellcheck disable=SC2086
+    refused "eval $o refused" "$pat" "${ev[@]}" --model "$tmp/r/model" --L 48 --out "$tmp/e_opt" $o
+done
+grep -q "must be in \[1, 32\]" <(timeout 60 $K "${ev[@]}" --model "$tmp/r/model" --L 48 --out "$tmp/e_opt" \
+    --kvec-window 33 2>&1) && ok "a window above the stored prefill rows names the limit (32)" \
+    || fail "window limit" "32 not named"
+for o in "--snapkv-kernel 4" "--snapkv-window 33" "--sinks -1"; do
+    # shellcheck disable=SC2086
+    refused "bench eval $o refused" "${o}" bench eval --model "$tmp/r/model" --data "$tmp/d" --L 48 --S 8 \
+        --python "$tmp/no_python" $o
+done
+refused "bench decode --refresh-fixed -3 refused naming the value" "--refresh-fixed -3" \
+    bench decode --preset tiny --device cpu --L 64 --steps 1 --refresh-fixed -3
+
 # a plot that cannot be drawn (eval.png is a directory): a warning, not "wrote", and still eval.json and exit 0
 mkdir -p "$tmp/e_plot/eval.png"
 if $K "${ev[@]}" --model "$tmp/r/model" --L 48 --out "$tmp/e_plot" >"$tmp/out" 2>"$tmp/err"; then
