@@ -11,6 +11,7 @@
 #include "../common/options.h"
 #include "../common/util.h"
 #include "../data/data_split.h"
+#include "../data/utf8.h"
 #include "../kernels/attention.h"
 #ifdef KVCPT_CUDA
 #include "../kernels/cuda_device.h"
@@ -18,6 +19,7 @@
 #include "engine.h"
 #include "engine_cuda.h"
 #include "option_limits.h"
+#include "output_paths.h"
 #include "report.h"
 
 /* Documents decoded together by default: the fastest measured on the 2-core
@@ -419,6 +421,13 @@ static void check_options(const EvalArgs *a) {
     eval_check_window("eval", "--tova-window", a->tova_window);
     eval_check_window("eval", "--kvec-window", a->kvec_window);
     eval_check_sinks("eval", a->sinks);
+    /* eval.json records each model's path as a JSON string, which must be UTF-8 */
+    for (int i = 0; i < a->models.count; i++) {
+        const char *m = a->models.items[i];
+        int64_t bad = utf8_first_invalid((const uint8_t *)m, strlen(m));
+        KV_CHECK(bad < 0, "eval: --model '%s' is not valid UTF-8 (byte 0x%02x at offset %lld); eval.json could not "
+                 "record it", m, (unsigned)(uint8_t)m[bad], (long long)bad);
+    }
 }
 
 /* Names a PNG as written only when it was drawn; the plot code has already
@@ -510,6 +519,7 @@ int cmd_eval(int argc, char **argv) {
     int n_cells = r.n_var * r.n_ctx * r.n_models;
     r.cells = xcalloc((size_t)n_cells, sizeof(EvalCell));
     Device dev = backend_resolve(a.device);
+    eval_prepare_out_dir("eval", "--out", a.out);
     if (a.dump) r.dump = fopen_check(a.dump, "w");
     for (int mi = 0; mi < r.n_models; mi++) {
         Llama m;
@@ -522,7 +532,6 @@ int cmd_eval(int argc, char **argv) {
     if (r.dump) fclose_check(r.dump, a.dump);
     eval_print_table(r.cells, n_cells, r.n_models, r.n_ctx);
     eval_print_answers(r.cells, n_cells, r.n_models, r.n_ctx);
-    make_dirs(a.out);
     char path[4200];
     path_fmt(path, sizeof path, "%s/eval.json", a.out);
     int non_finite = eval_write_json(path, r.cells, n_cells, r.skipped, backend_name(dev));

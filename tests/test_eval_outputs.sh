@@ -23,6 +23,18 @@ refused() {
     ok "$name"
 }
 
+# --out and the model paths: refused at start-up, not after the evaluation
+touch "$tmp/plainfile"
+refused "eval --out naming a regular file refused at start-up" "--out '$tmp/plainfile' exists and is not a directory" \
+    "${ev[@]}" --model "$tmp/r/model" --L 48 --out "$tmp/plainfile"
+refused "eval --out below a regular file refused at start-up" "--out '$tmp/plainfile/sub': cannot create directory" \
+    "${ev[@]}" --model "$tmp/r/model" --L 48 --out "$tmp/plainfile/sub"
+bad=$tmp/model_$(printf '\377')
+cp -r "$tmp/r/model" "$bad"
+# (grep in the C locale: its ".*" must match the byte 0xff)
+LC_ALL=C refused "eval --model with a byte 0xff in its path refused at start-up" "--model .* is not valid UTF-8 (byte 0xff" \
+    "${ev[@]}" --model "$bad" --L 48 --out "$tmp/e_utf8"
+
 # option values, refused naming the option and the value (eval and the bench commands that share them)
 for o in "--snapkv-kernel -7" "--snapkv-kernel 4" "--snapkv-kernel 1025" "--snapkv-window 33" "--tova-window 40" \
     "--kvec-window 33" "--refresh-fixed 0" "--refresh-fixed 10,0" "--refresh-qc 0" "--sinks -5"; do
