@@ -1,6 +1,7 @@
 /* `kvcpt eval`: inference-mode perplexity of the last S tokens of every test
  * document, for every KV-cache policy, at one or more context lengths, for
  * one model or two (before -> after CPT). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,11 +112,12 @@ typedef struct {
     int64_t ctx[8];
     EvalCell *cells;
     int64_t skipped;
+    unsigned char *done;         /* (n_ctx, n_models) 1 once that context of that model is finished */
     struct DecodeModelCuda *gpu; /* the model's weights on the GPU; NULL: the CPU engine */
     FILE *dump;                  /* --dump: one JSON line per (model, context, variant, document); NULL: off */
 } EvalRun;
 
-static EvalCell *cell(EvalRun *r, int v, int c, int m) { return &r->cells[(v * r->n_ctx + c) * r->n_models + m]; }
+static EvalCell *cell(const EvalRun *r, int v, int c, int m) { return &r->cells[(v * r->n_ctx + c) * r->n_models + m]; }
 
 static void stride_json(char *out, size_t n, const Policy *p, int64_t layers, int64_t steps) {
     size_t k = (size_t)snprintf(out, n, "[");
@@ -430,6 +432,44 @@ static void check_options(const EvalArgs *a) {
     }
 }
 
+/* Every context against the data before any model is loaded, so that a
+ * context no document can fill is found before the others are computed:
+ * each needs a document of at least L + S + 1 tokens and a budget in [1, L]. */
+static void check_contexts(const EvalRun *r) {
+    const EvalArgs *a = r->a;
+    int64_t nd = data_split_num_docs(r->split), longest = 0;
+    for (int64_t d = 0; d < nd; d++) {
+        int64_t n = data_split_doc_len(r->split, d);
+        if (n > longest) longest = n;
+    }
+    for (int ci = 0; ci < r->n_ctx; ci++) {
+        int64_t L = r->ctx[ci];
+        KV_CHECK(L >= 1, "eval: --L %lld: a context must be >= 1", (long long)L);
+        /* L + S + 1 > longest, written so that a huge L cannot wrap */
+        KV_CHECK(L <= longest - a->last - 1, "eval: --L %lld: context %lld + --S %lld + 1 needs a document of %lld "
+                 "tokens, but the longest of split '%s' (%lld documents) has %lld", (long long)L, (long long)L,
+                 (long long)a->last, L > INT64_MAX - a->last - 1 ? (long long)INT64_MAX : (long long)(L + a->last + 1),
+                 a->split, (long long)nd, (long long)longest);
+        policy_budget(a->budget, L); /* dies naming --budget when K is outside [1, L] */
+    }
+}
+
+/* eval.json with the contexts finished so far (the cells in their usual
+ * order, the unfinished ones left out), written after each context so that
+ * a failure later in the run keeps what is done. Returns the count of cells
+ * whose perplexity is not finite. */
+static int write_finished(const EvalRun *r, const char *path, const char *device) {
+    int total = r->n_var * r->n_ctx * r->n_models, n = 0;
+    EvalCell *done = xmalloc(sizeof(EvalCell) * (size_t)total);
+    for (int v = 0; v < r->n_var; v++)
+        for (int c = 0; c < r->n_ctx; c++)
+            for (int m = 0; m < r->n_models; m++)
+                if (r->done[c * r->n_models + m]) done[n++] = *cell(r, v, c, m);
+    int non_finite = eval_write_json(path, done, n, r->skipped, device);
+    free(done);
+    return non_finite;
+}
+
 /* Names a PNG as written only when it was drawn; the plot code has already
  * warned why not (no gnuplot, a path it cannot write...). */
 static void report_plot(const char *png, int drawn, const char *what) {
@@ -516,25 +556,31 @@ int cmd_eval(int argc, char **argv) {
     path_fmt(dir, sizeof dir, "%s/%s", a.data, a.split);
     DataSplit *split = data_split_open(dir);
     r.split = split;
-    int n_cells = r.n_var * r.n_ctx * r.n_models;
-    r.cells = xcalloc((size_t)n_cells, sizeof(EvalCell));
+    check_contexts(&r);
     Device dev = backend_resolve(a.device);
     eval_prepare_out_dir("eval", "--out", a.out);
     if (a.dump) r.dump = fopen_check(a.dump, "w");
+    int n_cells = r.n_var * r.n_ctx * r.n_models;
+    r.cells = xcalloc((size_t)n_cells, sizeof(EvalCell));
+    r.done = xcalloc((size_t)(r.n_ctx * r.n_models), 1);
+    char path[4200];
+    path_fmt(path, sizeof path, "%s/eval.json", a.out);
+    int non_finite = 0;
     for (int mi = 0; mi < r.n_models; mi++) {
         Llama m;
         load_model(&m, a.models.items[mi]);
         model_to_device(&r, &m, dev);
-        for (int ci = 0; ci < r.n_ctx; ci++) eval_context(&r, &m, mi, ci, a.models.items[mi]);
+        for (int ci = 0; ci < r.n_ctx; ci++) {
+            eval_context(&r, &m, mi, ci, a.models.items[mi]);
+            r.done[ci * r.n_models + mi] = 1;
+            non_finite = write_finished(&r, path, backend_name(dev));
+        }
         model_off_device(&r);
         llama_free(&m);
     }
     if (r.dump) fclose_check(r.dump, a.dump);
     eval_print_table(r.cells, n_cells, r.n_models, r.n_ctx);
     eval_print_answers(r.cells, n_cells, r.n_models, r.n_ctx);
-    char path[4200];
-    path_fmt(path, sizeof path, "%s/eval.json", a.out);
-    int non_finite = eval_write_json(path, r.cells, n_cells, r.skipped, backend_name(dev));
     printf("wrote %s (%lld documents skipped as shorter than context + last + 1)\n", path, (long long)r.skipped);
     path_fmt(path, sizeof path, "%s/eval.png", a.out);
     report_plot(path, eval_plot(path, r.cells, n_cells, r.n_models, r.n_ctx), "perplexity per policy");
@@ -553,6 +599,7 @@ int cmd_eval(int argc, char **argv) {
         free((void *)r.cells[i].policy);
     }
     free(r.cells);
+    free(r.done);
     free((void *)a.models.items);
     data_split_close(split);
     return 0;

@@ -23,6 +23,18 @@ refused() {
     ok "$name"
 }
 
+# contexts: all checked against the data first; eval.json grows context by context
+refused "eval --L 48,1000: context 1000 refused before 48 is computed, naming the longest document" \
+    "--L 1000: .*longest .* has 120" "${ev[@]}" --model "$tmp/r/model" --L 48,1000 --out "$tmp/e_ctx"
+[ ! -e "$tmp/e_ctx/eval.json" ] && ok "no eval.json after the refused context" || fail "e_ctx" "eval.json written"
+$K "${ev[@]}" --model "$tmp/r/model" --model "$tmp/no_such_model" --L 40,48 --out "$tmp/e_part" >/dev/null 2>&1
+got=$(/usr/bin/python3 -c "import json,sys;r=json.load(open(sys.argv[1]))['results'];
+print(len(r), sorted({x['context'] for x in r}), {x['model'] for x in r} == {sys.argv[2]})" \
+    "$tmp/e_part/eval.json" "$tmp/r/model" 2>&1)
+[ "$got" = "20 [40, 48] True" ] \
+    && ok "the second model fails: eval.json keeps the first model's finished contexts (2 x 10 variants)" \
+    || fail "eval.json of a failed run" "$got"
+
 # --out and the model paths: refused at start-up, not after the evaluation
 touch "$tmp/plainfile"
 refused "eval --out naming a regular file refused at start-up" "--out '$tmp/plainfile' exists and is not a directory" \
