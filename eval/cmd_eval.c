@@ -115,6 +115,7 @@ typedef struct {
     unsigned char *done;         /* (n_ctx, n_models) 1 once that context of that model is finished */
     struct DecodeModelCuda *gpu; /* the model's weights on the GPU; NULL: the CPU engine */
     FILE *dump;                  /* --dump: one JSON line per (model, context, variant, document); NULL: off */
+    char dump_tmp[4200];         /* where the dump is written until the run succeeds (--dump + ".tmp") */
 } EvalRun;
 
 static EvalCell *cell(const EvalRun *r, int v, int c, int m) { return &r->cells[(v * r->n_ctx + c) * r->n_models + m]; }
@@ -193,7 +194,7 @@ static void dump_doc(const ContextRun *x, int mi, const Policy *p, int64_t doc, 
         }
         fprintf(f, "]");
     }
-    KV_CHECK(fprintf(f, "]}\n") > 0, "eval --dump: cannot write %s", x->r->a->dump);
+    KV_CHECK(fprintf(f, "]}\n") > 0, "eval --dump: cannot write %s", x->r->dump_tmp);
 }
 
 /* One document's S NLLs (and top-1 hits) of variant v into its cell. */
@@ -552,6 +553,12 @@ int cmd_eval(int argc, char **argv) {
     Variant var[32];
     r.n_var = expand_policies(&a, var, 32);
     r.var = var;
+    /* --dump is replaced only at the end (a rename), but it must not name an input at all */
+    if (a.dump) {
+        for (int i = 0; i < a.models.count; i++)
+            eval_refuse_inside_input("eval", "--dump", a.dump, "--model", a.models.items[i]);
+        eval_refuse_inside_input("eval", "--dump", a.dump, "--data", a.data);
+    }
     char dir[4200];
     path_fmt(dir, sizeof dir, "%s/%s", a.data, a.split);
     DataSplit *split = data_split_open(dir);
@@ -559,7 +566,12 @@ int cmd_eval(int argc, char **argv) {
     check_contexts(&r);
     Device dev = backend_resolve(a.device);
     eval_prepare_out_dir("eval", "--out", a.out);
-    if (a.dump) r.dump = fopen_check(a.dump, "w");
+    if (a.dump) {
+        /* a .tmp that fopen_check removes if the run dies: an earlier good
+         * dump stays until this one is complete */
+        path_fmt(r.dump_tmp, sizeof r.dump_tmp, "%s.tmp", a.dump);
+        r.dump = fopen_check(r.dump_tmp, "w");
+    }
     int n_cells = r.n_var * r.n_ctx * r.n_models;
     r.cells = xcalloc((size_t)n_cells, sizeof(EvalCell));
     r.done = xcalloc((size_t)(r.n_ctx * r.n_models), 1);
@@ -578,7 +590,10 @@ int cmd_eval(int argc, char **argv) {
         model_off_device(&r);
         llama_free(&m);
     }
-    if (r.dump) fclose_check(r.dump, a.dump);
+    if (r.dump) {
+        fclose_check(r.dump, r.dump_tmp);
+        rename_check(r.dump_tmp, a.dump);
+    }
     eval_print_table(r.cells, n_cells, r.n_models, r.n_ctx);
     eval_print_answers(r.cells, n_cells, r.n_models, r.n_ctx);
     printf("wrote %s (%lld documents skipped as shorter than context + last + 1)\n", path, (long long)r.skipped);

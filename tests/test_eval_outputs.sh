@@ -23,6 +23,42 @@ refused() {
     ok "$name"
 }
 
+# --dump: an input is refused before anything is written, however spelt
+# (on copies, so that a dump that does overwrite one spoils no later check)
+cp -r "$tmp/r/model" "$tmp/mc" && cp -r "$tmp/d" "$tmp/dc"
+cp "$tmp/mc/model.kvcpt" "$tmp/model.copy"
+cp "$tmp/dc/manifest.json" "$tmp/manifest.copy"
+refused "eval --dump into the --model directory refused" "--dump '$tmp/mc/model.kvcpt' is inside --model" \
+    "${ev[@]}" --model "$tmp/mc" --L 48 --out "$tmp/e_dm" --dump "$tmp/mc/model.kvcpt"
+cmp -s "$tmp/model.copy" "$tmp/mc/model.kvcpt" && ok "the model file is untouched by a refused --dump" \
+    || fail "model file after --dump" "changed (size $(stat -c %s "$tmp/mc/model.kvcpt"))"
+cp "$tmp/model.copy" "$tmp/mc/model.kvcpt"
+refused "eval --dump onto the data manifest refused" "--dump '$tmp/dc/manifest.json' is inside --data" \
+    "${ev[@]}" --data "$tmp/dc" --model "$tmp/r/model" --L 48 --out "$tmp/e_dd" --dump "$tmp/dc/manifest.json"
+cmp -s "$tmp/manifest.copy" "$tmp/dc/manifest.json" && ok "the data manifest is untouched by a refused --dump" \
+    || fail "manifest after --dump" "changed"
+cp "$tmp/manifest.copy" "$tmp/dc/manifest.json"
+refused "eval --dump to a new file below --data, spelt through '..', refused" "is inside --data" \
+    "${ev[@]}" --data "$tmp/dc" --model "$tmp/r/model" --L 48 --out "$tmp/e_dn" --dump "$tmp/r/../dc/test/new.jsonl"
+[ ! -e "$tmp/dc/test/new.jsonl" ] && [ ! -e "$tmp/dc/test/new.jsonl.tmp" ] && ok "nothing was created below --data" \
+    || fail "below --data" "$(ls "$tmp/dc/test")"
+# a good dump, then a run that fails at its second model: the good one stays, no .tmp is left
+$K "${ev[@]}" --model "$tmp/r/model" --L 48 --out "$tmp/e_good" --dump "$tmp/dump.jsonl" >/dev/null 2>"$tmp/err"
+n=$(/usr/bin/python3 -c "import json,sys;print(sum(1 for l in open(sys.argv[1]) if json.loads(l)['doc'] >= 0))" \
+    "$tmp/dump.jsonl" 2>&1)
+[ "$n" = 10 ] && [ ! -e "$tmp/dump.jsonl.tmp" ] && ok "eval --dump writes one JSON line per variant and document (10)" \
+    || fail "eval --dump" "$n lines: $(tail -2 "$tmp/err")"
+cp "$tmp/dump.jsonl" "$tmp/dump.copy"
+# (at another context, so that a dump it did write would differ from the good one)
+if $K "${ev[@]}" --model "$tmp/r/model" --model "$tmp/no_such_model" --L 40 --out "$tmp/e_bad" \
+    --dump "$tmp/dump.jsonl" >/dev/null 2>"$tmp/err"; then
+    fail "dump of a failed run" "exited 0"
+elif cmp -s "$tmp/dump.copy" "$tmp/dump.jsonl" && [ ! -e "$tmp/dump.jsonl.tmp" ]; then
+    ok "a run that fails at its second model keeps the earlier dump whole and leaves no .tmp"
+else
+    fail "dump of a failed run" "the earlier dump changed ($(wc -l <"$tmp/dump.jsonl") lines) or a .tmp is left"
+fi
+
 # contexts: all checked against the data first; eval.json grows context by context
 refused "eval --L 48,1000: context 1000 refused before 48 is computed, naming the longest document" \
     "--L 1000: .*longest .* has 120" "${ev[@]}" --model "$tmp/r/model" --L 48,1000 --out "$tmp/e_ctx"
