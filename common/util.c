@@ -210,16 +210,25 @@ char *read_text_file(const char *path, int64_t *len_out) {
     return buf;
 }
 
-void make_dirs(const char *path) {
+int make_dirs_try(const char *path, char *failed, size_t n) {
     char *tmp = xstrdup(path);
-    for (char *p = tmp + 1; *p; p++) {
+    int err = 0;
+    for (char *p = tmp + 1; *p && !err; p++) {
         if (*p != '/') continue;
         *p = '\0';
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) die("cannot create directory '%s': %s", tmp, strerror(errno));
-        *p = '/';
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) err = errno;
+        else *p = '/';
     }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) die("cannot create directory '%s': %s", tmp, strerror(errno));
+    if (!err && mkdir(tmp, 0755) != 0 && errno != EEXIST) err = errno;
+    if (err) snprintf(failed, n, "%s", tmp);
     free(tmp);
+    return err;
+}
+
+void make_dirs(const char *path) {
+    char failed[4200];
+    int err = make_dirs_try(path, failed, sizeof failed);
+    if (err) die("cannot create directory '%s': %s", failed, strerror(err));
 }
 
 void rename_check(const char *tmp, const char *final_path) {

@@ -75,6 +75,10 @@ int64_t file_size(const char *path);
 char *read_text_file(const char *path, int64_t *len_out);
 /* mkdir -p; dies on failure. */
 void make_dirs(const char *path);
+/* mkdir -p for callers that name their option in the error: 0, or the
+ * errno of the first directory that could not be made, whose path goes
+ * into failed (n bytes, cut to fit: it is only shown). */
+int make_dirs_try(const char *path, char *failed, size_t n);
 /* Atomic publish: rename tmp -> final, dying with both names on failure. */
 void rename_check(const char *tmp, const char *final_path);
 

@@ -20,6 +20,7 @@
 #include "../train/bench.h"
 #include "engine.h"
 #include "engine_cuda.h"
+#include "option_limits.h"
 
 typedef struct {
     const char *preset, *device, *contexts, *budget;
@@ -49,11 +50,11 @@ static void random_weights(Llama *m) {
 static void engine_for(BenchDecode *b, DecodeEngine *e, int64_t cap) {
 #ifdef KVCPT_CUDA
     if (b->dev == DEVICE_CUDA) {
-        engine_create_cuda(e, &b->m, &b->gpu, cap, 32);
+        engine_create_cuda(e, &b->m, &b->gpu, cap, EVAL_PREFILL_ROWS);
         return;
     }
 #endif
-    engine_create(e, &b->m, cap, 32);
+    engine_create(e, &b->m, cap, EVAL_PREFILL_ROWS);
 }
 
 static void report(const BenchDecode *b, int64_t L, int64_t K, double prefill_s, const Policy *p, double ms,
@@ -89,7 +90,7 @@ static void bench_context(BenchDecode *b, int64_t L, Rng *r) {
         PolicyOptions o = policy_default_options(K);
         o.fixed_stride = b->fixed;
         PolicyShape sh = {c->num_hidden_layers, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
-                          c->hidden_size, L, 32, K, L + S, NULL, NULL}; /* the engine sets the RoPE tables */
+                          c->hidden_size, L, EVAL_PREFILL_ROWS, K, L + S, NULL, NULL}; /* the engine sets the RoPE tables */
         Policy p;
         policy_create(&p, names[i], &sh, &o);
         e.kv_reads = 0;
@@ -135,7 +136,8 @@ int bench_decode(int argc, char **argv) {
     };
     if (options_parse("bench decode", "Decode ms/token per KV-cache policy at long contexts.", opts, argc, argv))
         return 0;
-    KV_CHECK(b.steps >= 1 && b.fixed >= 1, "bench decode: --steps and --refresh-fixed must be >= 1");
+    KV_CHECK(b.steps >= 1, "bench decode: --steps must be >= 1 (got %lld)", (long long)b.steps);
+    eval_check_strides("bench decode", "--refresh-fixed", &b.fixed, 1);
     b.dev = backend_resolve(b.device);
     int64_t ctx[8];
     int n_ctx = options_int_list(b.contexts, ctx, 8, "context");

@@ -31,6 +31,7 @@
 #include "../common/util.h"
 #include "../model/config.h"
 #include "../train/bench.h"
+#include "option_limits.h"
 #include "policy.h"
 
 typedef struct {
@@ -197,6 +198,10 @@ int bench_eval(int argc, char **argv) {
     KV_CHECK(b.threads >= 1 && b.context >= 1 && b.last >= 1 && b.max_docs >= 1,
              "bench eval: --threads, --context, --last and --max-docs must be >= 1");
     check_positions(&b);
+    /* the ranges kvcpt eval checks, here before either side runs */
+    eval_check_pool_kernel("bench eval", b.kernel);
+    eval_check_window("bench eval", "--snapkv-window", b.window);
+    eval_check_sinks("bench eval", b.sinks);
     int64_t K = policy_budget(b.budget, b.context);
     char th[24];
     /* both children inherit these: OpenMP and OpenBLAS (kvcpt), torch's intra-op pool reads --threads */

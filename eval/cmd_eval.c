@@ -1,6 +1,7 @@
 /* `kvcpt eval`: inference-mode perplexity of the last S tokens of every test
  * document, for every KV-cache policy, at one or more context lengths, for
  * one model or two (before -> after CPT). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,19 +12,20 @@
 #include "../common/options.h"
 #include "../common/util.h"
 #include "../data/data_split.h"
+#include "../data/utf8.h"
 #include "../kernels/attention.h"
 #ifdef KVCPT_CUDA
 #include "../kernels/cuda_device.h"
 #endif
 #include "engine.h"
 #include "engine_cuda.h"
+#include "option_limits.h"
+#include "output_paths.h"
 #include "report.h"
 
 /* Documents decoded together by default: the fastest measured on the 2-core
  * CPU for the demo model and the small preset (docs/eval.md, "Batching"). */
 #define EVAL_DEFAULT_BATCH 8
-/* prefill rows kept for the policies' observation windows (ReST-KV's S_w = 32) */
-#define EVAL_WINDOW 32
 
 typedef struct {
     StringList models;
@@ -69,6 +71,8 @@ static int expand_policies(const EvalArgs *a, Variant *v, int cap) {
     free(copy);
     int64_t qc[8], fixed[8];
     int nqc = options_int_list(a->refresh_qc, qc, 8, "refresh-qc"), nfix = options_int_list(a->refresh_fixed, fixed, 8, "refresh-fixed");
+    eval_check_strides("eval", "--refresh-qc", qc, nqc);
+    eval_check_strides("eval", "--refresh-fixed", fixed, nfix);
     int count, n = 0;
     const PolicyInfo *reg = policy_registry(&count);
     for (int i = 0; i < count; i++) {
@@ -108,11 +112,13 @@ typedef struct {
     int64_t ctx[8];
     EvalCell *cells;
     int64_t skipped;
+    unsigned char *done;         /* (n_ctx, n_models) 1 once that context of that model is finished */
     struct DecodeModelCuda *gpu; /* the model's weights on the GPU; NULL: the CPU engine */
     FILE *dump;                  /* --dump: one JSON line per (model, context, variant, document); NULL: off */
+    char dump_tmp[4200];         /* where the dump is written until the run succeeds (--dump + ".tmp") */
 } EvalRun;
 
-static EvalCell *cell(EvalRun *r, int v, int c, int m) { return &r->cells[(v * r->n_ctx + c) * r->n_models + m]; }
+static EvalCell *cell(const EvalRun *r, int v, int c, int m) { return &r->cells[(v * r->n_ctx + c) * r->n_models + m]; }
 
 static void stride_json(char *out, size_t n, const Policy *p, int64_t layers, int64_t steps) {
     size_t k = (size_t)snprintf(out, n, "[");
@@ -188,7 +194,7 @@ static void dump_doc(const ContextRun *x, int mi, const Policy *p, int64_t doc, 
         }
         fprintf(f, "]");
     }
-    KV_CHECK(fprintf(f, "]}\n") > 0, "eval --dump: cannot write %s", x->r->a->dump);
+    KV_CHECK(fprintf(f, "]}\n") > 0, "eval --dump: cannot write %s", x->r->dump_tmp);
 }
 
 /* One document's S NLLs (and top-1 hits) of variant v into its cell. */
@@ -277,7 +283,7 @@ static int64_t fit_batch(const EvalRun *r, const Llama *m, int64_t batch, int64_
 #ifdef KVCPT_CUDA
     if (!r->gpu) return batch;
     int64_t free_b, total_b, per = engine_cuda_bytes_for(&m->cfg, L + S);
-    int64_t work = decode_model_cuda_workspace_bytes(&m->cfg, L, EVAL_WINDOW), spare = (int64_t)1 << 30;
+    int64_t work = decode_model_cuda_workspace_bytes(&m->cfg, L, EVAL_PREFILL_ROWS), spare = (int64_t)1 << 30;
     cuda_memory_info(&free_b, &total_b);
     int64_t fit = (free_b - work - spare) / per;
     KV_CHECK(fit >= 1, "eval --device cuda: context %lld needs %.2f GB of caches per document and %.2f GB of prefill "
@@ -295,11 +301,11 @@ static int64_t fit_batch(const EvalRun *r, const Llama *m, int64_t batch, int64_
 static void create_engine(const EvalRun *r, DecodeEngine *e, Llama *m, int64_t cap) {
 #ifdef KVCPT_CUDA
     if (r->gpu) {
-        engine_create_cuda(e, m, r->gpu, cap, EVAL_WINDOW);
+        engine_create_cuda(e, m, r->gpu, cap, EVAL_PREFILL_ROWS);
         return;
     }
 #endif
-    engine_create(e, m, cap, EVAL_WINDOW);
+    engine_create(e, m, cap, EVAL_PREFILL_ROWS);
 }
 
 /* Every eligible document at context L through every policy variant,
@@ -312,7 +318,7 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
     batch = fit_batch(r, m, batch, L, S);
     ContextRun x = {.r = r, .ci = ci};
     x.sh = (PolicyShape){nl, m->cfg.num_attention_heads, m->cfg.num_key_value_heads, m->cfg.head_dim,
-                         m->cfg.hidden_size, L, EVAL_WINDOW, policy_budget(a->budget, L), L + S, NULL, NULL};
+                         m->cfg.hidden_size, L, EVAL_PREFILL_ROWS, policy_budget(a->budget, L), L + S, NULL, NULL};
     x.eng = xcalloc((size_t)batch, sizeof(DecodeEngine));
     x.tok = xcalloc((size_t)batch, sizeof(int32_t *));
     x.doc = xcalloc((size_t)batch, sizeof(int64_t));
@@ -408,6 +414,72 @@ static void model_off_device(EvalRun *r) {
     r->gpu = NULL;
 }
 
+/* The option values the policies read, before anything is loaded: each is
+ * refused naming the option instead of running clamped, or past a buffer,
+ * under a label that shows the asked value. */
+static void check_options(const EvalArgs *a) {
+    KV_CHECK(a->last >= 1 && a->boot >= 1 && a->batch >= 1, "eval: --last, --bootstrap and --batch must be >= 1");
+    eval_check_pool_kernel("eval", a->kernel);
+    eval_check_window("eval", "--snapkv-window", a->window);
+    eval_check_window("eval", "--tova-window", a->tova_window);
+    eval_check_window("eval", "--kvec-window", a->kvec_window);
+    eval_check_sinks("eval", a->sinks);
+    /* eval.json records each model's path as a JSON string, which must be UTF-8 */
+    for (int i = 0; i < a->models.count; i++) {
+        const char *m = a->models.items[i];
+        int64_t bad = utf8_first_invalid((const uint8_t *)m, strlen(m));
+        KV_CHECK(bad < 0, "eval: --model '%s' is not valid UTF-8 (byte 0x%02x at offset %lld); eval.json could not "
+                 "record it", m, (unsigned)(uint8_t)m[bad], (long long)bad);
+    }
+}
+
+/* Every context against the data before any model is loaded, so that a
+ * context no document can fill is found before the others are computed:
+ * each needs a document of at least L + S + 1 tokens and a budget in [1, L]. */
+static void check_contexts(const EvalRun *r) {
+    const EvalArgs *a = r->a;
+    int64_t nd = data_split_num_docs(r->split), longest = 0;
+    for (int64_t d = 0; d < nd; d++) {
+        int64_t n = data_split_doc_len(r->split, d);
+        if (n > longest) longest = n;
+    }
+    for (int ci = 0; ci < r->n_ctx; ci++) {
+        int64_t L = r->ctx[ci];
+        KV_CHECK(L >= 1, "eval: --L %lld: a context must be >= 1", (long long)L);
+        /* L + S + 1 > longest, written so that a huge L cannot wrap */
+        KV_CHECK(L <= longest - a->last - 1, "eval: --L %lld: context %lld + --S %lld + 1 needs a document of %lld "
+                 "tokens, but the longest of split '%s' (%lld documents) has %lld", (long long)L, (long long)L,
+                 (long long)a->last, L > INT64_MAX - a->last - 1 ? (long long)INT64_MAX : (long long)(L + a->last + 1),
+                 a->split, (long long)nd, (long long)longest);
+        policy_budget(a->budget, L); /* dies naming --budget when K is outside [1, L] */
+    }
+}
+
+/* eval.json with the contexts finished so far (the cells in their usual
+ * order, the unfinished ones left out), written after each context so that
+ * a failure later in the run keeps what is done. Returns the count of cells
+ * whose perplexity is not finite. */
+static int write_finished(const EvalRun *r, const char *path, const char *device) {
+    int total = r->n_var * r->n_ctx * r->n_models, n = 0;
+    EvalCell *done = xmalloc(sizeof(EvalCell) * (size_t)total);
+    for (int v = 0; v < r->n_var; v++)
+        for (int c = 0; c < r->n_ctx; c++)
+            for (int m = 0; m < r->n_models; m++)
+                if (r->done[c * r->n_models + m]) done[n++] = *cell(r, v, c, m);
+    int non_finite = eval_write_json(path, done, n, r->skipped, device);
+    free(done);
+    return non_finite;
+}
+
+/* Names a PNG as written only when it was drawn; the plot code has already
+ * warned why not (no gnuplot, a path it cannot write...). */
+static void report_plot(const char *png, int drawn, const char *what) {
+    if (drawn)
+        printf("wrote %s (%s)\n", png, what);
+    else
+        warnf("eval: %s was not drawn (%s); eval.json holds every number", png, what);
+}
+
 int cmd_eval(int argc, char **argv) {
     const PolicyOptions d = policy_default_options(0); /* the policies' defaults, written once in eval/policy.c */
     EvalArgs a = {.split = "test", .contexts = "8192", .budget = "L/8", .policies = "all", .out = "runs/eval",
@@ -475,43 +547,63 @@ int cmd_eval(int argc, char **argv) {
     if (options_parse("eval", summary, opts, argc, argv)) return 0;
     KV_CHECK(a.models.count == 1 || a.models.count == 2, "eval: give one --model, or two for before -> after");
     KV_CHECK(a.data, "eval: --data is required");
-    KV_CHECK(a.last >= 1 && a.boot >= 1 && a.batch >= 1, "eval: --last, --bootstrap and --batch must be >= 1");
+    check_options(&a);
     EvalRun r = {.a = &a, .n_models = a.models.count};
     r.n_ctx = options_int_list(a.contexts, r.ctx, 8, "context");
     Variant var[32];
     r.n_var = expand_policies(&a, var, 32);
     r.var = var;
+    /* --dump is replaced only at the end (a rename), but it must not name an input at all */
+    if (a.dump) {
+        for (int i = 0; i < a.models.count; i++)
+            eval_refuse_inside_input("eval", "--dump", a.dump, "--model", a.models.items[i]);
+        eval_refuse_inside_input("eval", "--dump", a.dump, "--data", a.data);
+    }
     char dir[4200];
     path_fmt(dir, sizeof dir, "%s/%s", a.data, a.split);
     DataSplit *split = data_split_open(dir);
     r.split = split;
+    check_contexts(&r);
+    Device dev = backend_resolve(a.device);
+    eval_prepare_out_dir("eval", "--out", a.out);
+    if (a.dump) {
+        /* a .tmp that fopen_check removes if the run dies: an earlier good
+         * dump stays until this one is complete */
+        path_fmt(r.dump_tmp, sizeof r.dump_tmp, "%s.tmp", a.dump);
+        r.dump = fopen_check(r.dump_tmp, "w");
+    }
     int n_cells = r.n_var * r.n_ctx * r.n_models;
     r.cells = xcalloc((size_t)n_cells, sizeof(EvalCell));
-    Device dev = backend_resolve(a.device);
-    if (a.dump) r.dump = fopen_check(a.dump, "w");
+    r.done = xcalloc((size_t)(r.n_ctx * r.n_models), 1);
+    char path[4200];
+    path_fmt(path, sizeof path, "%s/eval.json", a.out);
+    int non_finite = 0;
     for (int mi = 0; mi < r.n_models; mi++) {
         Llama m;
         load_model(&m, a.models.items[mi]);
         model_to_device(&r, &m, dev);
-        for (int ci = 0; ci < r.n_ctx; ci++) eval_context(&r, &m, mi, ci, a.models.items[mi]);
+        for (int ci = 0; ci < r.n_ctx; ci++) {
+            eval_context(&r, &m, mi, ci, a.models.items[mi]);
+            r.done[ci * r.n_models + mi] = 1;
+            non_finite = write_finished(&r, path, backend_name(dev));
+        }
         model_off_device(&r);
         llama_free(&m);
     }
-    if (r.dump) fclose_check(r.dump, a.dump);
+    if (r.dump) {
+        fclose_check(r.dump, r.dump_tmp);
+        rename_check(r.dump_tmp, a.dump);
+    }
     eval_print_table(r.cells, n_cells, r.n_models, r.n_ctx);
     eval_print_answers(r.cells, n_cells, r.n_models, r.n_ctx);
-    make_dirs(a.out);
-    char path[4200];
-    path_fmt(path, sizeof path, "%s/eval.json", a.out);
-    int non_finite = eval_write_json(path, r.cells, n_cells, r.skipped, backend_name(dev));
+    printf("wrote %s (%lld documents skipped as shorter than context + last + 1)\n", path, (long long)r.skipped);
     path_fmt(path, sizeof path, "%s/eval.png", a.out);
-    eval_plot(path, r.cells, n_cells, r.n_models, r.n_ctx);
+    report_plot(path, eval_plot(path, r.cells, n_cells, r.n_models, r.n_ctx), "perplexity per policy");
     for (int mi = 0; mi < r.n_models; mi++) {
         path_fmt(path, sizeof path, "%s/eval_steps%s.png", a.out, r.n_models == 2 && mi == 0 ? "_before" : "");
-        eval_plot_steps(path, r.cells, n_cells, r.n_models, r.n_ctx, mi);
+        report_plot(path, eval_plot_steps(path, r.cells, n_cells, r.n_models, r.n_ctx, mi),
+                    r.n_models == 2 && mi == 0 ? "per-step curves, before" : "per-step curves");
     }
-    printf("wrote %s/eval.json, %s/eval.png and the per-step curves %s/eval_steps*.png (%lld documents skipped as "
-           "shorter than context + last + 1)\n", a.out, a.out, a.out, (long long)r.skipped);
     /* written first so the cells can be read, then a failure: a NaN
      * perplexity means the weights or the arithmetic are broken */
     if (non_finite > 0)
@@ -522,6 +614,7 @@ int cmd_eval(int argc, char **argv) {
         free((void *)r.cells[i].policy);
     }
     free(r.cells);
+    free(r.done);
     free((void *)a.models.items);
     data_split_close(split);
     return 0;

@@ -195,7 +195,7 @@ int eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skip
     return non_finite;
 }
 
-void eval_plot(const char *png, const EvalCell *cells, int n, int n_models, int n_contexts) {
+int eval_plot(const char *png, const EvalCell *cells, int n, int n_models, int n_contexts) {
     int per_policy = n_models * n_contexts, rows = n / per_policy;
     const char **row_names = xmalloc(sizeof(char *) * (size_t)rows);
     char(*cols)[64] = xmalloc(64 * (size_t)per_policy);
@@ -209,10 +209,10 @@ void eval_plot(const char *png, const EvalCell *cells, int n, int n_models, int 
         col_names[j] = cols[j];
     }
     for (int i = 0; i < n; i++) v[i] = cells[i].ppl;
-    plot_bars_png(png, "kvcpt eval: perplexity of the last tokens per KV-cache policy",
-                  "PPL (lower is better)", row_names, rows,
-                  col_names, per_policy, v);
+    int drawn = plot_bars_png(png, "kvcpt eval: perplexity of the last tokens per KV-cache policy",
+                              "PPL (lower is better)", row_names, rows, col_names, per_policy, v);
     free(row_names), free(cols), free(col_names), free(v);
+    return drawn;
 }
 
 static double class_accuracy(const EvalCell *c, AnswerClass k) {
@@ -238,7 +238,7 @@ void eval_print_answers(const EvalCell *cells, int n, int n_models, int n_contex
            (long long)c0->class_n[ANSWER_FIRST], (long long)c0->class_n[ANSWER_REST], (long long)c0->class_n[ANSWER_NONE]);
 }
 
-void eval_plot_steps(const char *png, const EvalCell *cells, int n, int n_models, int n_contexts, int mi) {
+int eval_plot_steps(const char *png, const EvalCell *cells, int n, int n_models, int n_contexts, int mi) {
     int per_policy = n_models * n_contexts, rows = n / per_policy;
     int64_t S = cells[0].last;
     PlotSeries *s = xcalloc((size_t)rows, sizeof *s);
@@ -253,6 +253,8 @@ void eval_plot_steps(const char *png, const EvalCell *cells, int n, int n_models
     char title[256];
     snprintf(title, sizeof title, "kvcpt eval: %s per decode step (context %lld, %s)", acc ? "top-1 accuracy" : "PPL",
              (long long)cells[0].context, n_models == 2 ? (mi ? "after CPT" : "before CPT") : "one model");
-    plot_lines_png(png, title, "decode step", acc ? "top-1 accuracy over documents" : "PPL over documents", s, rows);
+    int drawn = plot_lines_png(png, title, "decode step", acc ? "top-1 accuracy over documents" : "PPL over documents",
+                               s, rows);
     free(s), free(x), free(y);
+    return drawn;
 }

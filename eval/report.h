@@ -31,12 +31,15 @@ void eval_print_table(const EvalCell *cells, int n, int n_models, int n_contexts
 /* Returns the number of cells whose perplexity is not finite (written as
  * null with "finite": false). */
 int eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skipped_short, const char *device);
-void eval_plot(const char *png, const EvalCell *cells, int n, int n_models, int n_contexts);
+/* The bar chart of every cell's perplexity. Returns 1 when the PNG was
+ * drawn, 0 after the plot code's warning saying why not. */
+int eval_plot(const char *png, const EvalCell *cells, int n, int n_models, int n_contexts);
 /* Top-1 accuracy per answer class (policy rows, before -> after with two
  * models); prints nothing when the data marks no answers. */
 void eval_print_answers(const EvalCell *cells, int n, int n_models, int n_contexts);
 /* One curve per policy over the decode steps of the first context and
  * model `mi`: top-1 accuracy when the data marks answers (the scored token
- * at a step is an answer in some documents only), else PPL per step. */
-void eval_plot_steps(const char *png, const EvalCell *cells, int n, int n_models, int n_contexts, int mi);
+ * at a step is an answer in some documents only), else PPL per step.
+ * Returns 1 when the PNG was drawn, 0 otherwise (as eval_plot). */
+int eval_plot_steps(const char *png, const EvalCell *cells, int n, int n_models, int n_contexts, int mi);
 #endif

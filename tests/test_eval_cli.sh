@@ -102,7 +102,7 @@ m="$tmp/pre/model"
 expect_err "budget above context" "above the context 48" --model "$m" --data "$tmp/data" --L 48 --S 8 --K 60 --out "$tmp/x"
 expect_err "unknown policy" "unknown policy 'snapkvv'; known policies: full, streaming" --model "$m" --data "$tmp/data" --L 48 --S 8 --policies full,snapkvv --out "$tmp/x"
 expect_err "batch 0" "--batch must be >= 1" --model "$m" --data "$tmp/data" --L 48 --S 8 --batch 0 --out "$tmp/x"
-expect_err "every document too short" "no document of split 'test' has the 58 tokens" --model "$m" --data "$tmp/data" --L 50 --S 7 --out "$tmp/x"
+expect_err "every document too short" "--L 50: context 50 + --S 7 + 1 needs a document of 58 tokens, but the longest of split 'test' (15 documents) has 57" --model "$m" --data "$tmp/data" --L 50 --S 7 --out "$tmp/x"
 # every policy in the registry (eval/policy.c) is named in eval --help, with
 # what it keeps
 names=$(grep -oE '^ *\{"[a-z0-9]+", policy_[a-z0-9_]+_create' eval/policy.c | sed -E 's/^ *\{"([a-z0-9]+)".*/\1/')
