@@ -90,6 +90,22 @@ if [ -n "$corpus" ]; then
     compare "Llama 3.1 ids == tiktoken (Meta's ranks), corpus" tiktoken "$llama" "$corpus" "--roundtrip"
 fi
 
+# no ids decode to no text: Hugging Face's decode([]) is "", which is valid
+# UTF-8, so --json prints {"text": ""} and the raw output is empty
+want=$("$PY" -c 'import json, sys; from tokenizers import Tokenizer
+print(json.dumps({"text": Tokenizer.from_file(sys.argv[1]).decode([])}))' "$llama")
+for input in "" "[]"; do
+    got=$(printf '%s' "$input" | "$K" tokenize --tokenizer "$llama" --decode --json 2>"$tmp/dec.err")
+    rc=$?
+    raw=$(printf '%s' "$input" | "$K" tokenize --tokenizer "$llama" --decode 2>>"$tmp/dec.err" | od -An -c)
+    rc_raw=$?
+    if [ $rc -eq 0 ] && [ "$got" = "$want" ] && [ $rc_raw -eq 0 ] && [ -z "$raw" ]; then
+        echo "ok - tokenize --decode of '$input' (no ids): --json prints $want as HF decode([]), raw prints nothing"
+    else
+        echo "FAIL - tokenize --decode of '$input' (no ids): --json gave '$got' (status $rc, want '$want'), raw '$raw': $(head -2 "$tmp/dec.err")"
+    fi
+done
+
 # SmolLM2 and the GPT-2 / Qwen2 styles on its vocabulary: no BOS, 17 specials
 # at ids 0..16, a few control bytes without a token (so no round trip)
 if [ ! -f "$smollm2" ]; then
