@@ -15,6 +15,7 @@
 #include "shard.h"
 #include "splits.h"
 #include "tokenizer.h"
+#include "utf8.h"
 
 #define BATCH_BYTES (16 << 20)
 #define BATCH_DOCS 4096
@@ -107,8 +108,9 @@ static void open_shard(Prepare *p, SplitOut *s) {
 static void close_shard(SplitOut *s, int split) {
     char name[64];
     path_fmt(name, sizeof name, "%s/shard_%06d.bin", split_names[split], s->n_shards);
-    json_array_append_new(s->shards, json_pack("{s:s, s:I, s:I}", "file", name, "documents", (json_int_t)s->w.h.n_docs,
-                                               "tokens", (json_int_t)s->w.h.n_tokens));
+    if (json_array_append_new(s->shards, json_pack("{s:s, s:I, s:I}", "file", name, "documents",
+                                                   (json_int_t)s->w.h.n_docs, "tokens", (json_int_t)s->w.h.n_tokens)) != 0)
+        die("prepare: cannot record shard '%s' in the manifest", name);
     shard_writer_finish(&s->w);
     s->open = 0;
     s->n_shards++;
@@ -195,17 +197,30 @@ static json_t *process_input(Prepare *p, const char *path) {
     int64_t raw = doc_reader_raw_bytes(r);
     doc_reader_close(r, sha);
     p->docs_dropped += read - kept;
-    return json_pack("{s:s, s:s, s:I, s:I, s:I}", "path", path, "sha256", sha, "bytes", (json_int_t)raw, "documents",
-                     (json_int_t)read, "documents_kept", (json_int_t)kept);
+    json_t *entry = json_pack("{s:s, s:s, s:I, s:I, s:I}", "path", path, "sha256", sha, "bytes", (json_int_t)raw,
+                              "documents", (json_int_t)read, "documents_kept", (json_int_t)kept);
+    if (!entry) die("prepare: cannot build the manifest entry of input '%s'", path);
+    return entry;
+}
+
+/* manifest.json is UTF-8 JSON, and jansson turns a string that is not UTF-8
+ * into NULL, which json_pack and json_array_append_new then drop without a
+ * word: a path that cannot be recorded is refused before any work. */
+static void require_utf8_path(const char *what, const char *path) {
+    int64_t bad = utf8_first_invalid((const uint8_t *)path, strlen(path));
+    KV_CHECK(bad < 0, "prepare: %s '%s' is not valid UTF-8 (byte 0x%02x at offset %lld of the path); manifest.json "
+                      "cannot record it: rename it",
+             what, path, (unsigned)(uint8_t)path[bad], (long long)bad);
 }
 
 static void write_manifest(Prepare *p, json_t *inputs) {
     const PrepareOptions *o = p->o;
     json_t *splits = json_object();
     for (int s = 0; s < SPLIT_COUNT; s++)
-        json_object_set_new(splits, split_names[s],
-                            json_pack("{s:I, s:I, s:O}", "documents", (json_int_t)p->split[s].docs, "tokens",
-                                      (json_int_t)p->split[s].tokens, "shards", p->split[s].shards));
+        if (json_object_set_new(splits, split_names[s],
+                                json_pack("{s:I, s:I, s:O}", "documents", (json_int_t)p->split[s].docs, "tokens",
+                                          (json_int_t)p->split[s].tokens, "shards", p->split[s].shards)) != 0)
+            die("internal error: cannot build the manifest's %s split", split_names[s]);
     int32_t bos = tokenizer_bos_id(p->tok);
     json_t *m = json_pack(
         "{s:s, s:i, s:{s:s, s:s, s:i, s:o, s:s}, s:b, s:b, s:I, s:I, s:s, s:I, s:I, s:o, s:o}", "format", MANIFEST_FORMAT,
@@ -232,6 +247,8 @@ void prepare_run(const PrepareOptions *o) {
     InputList inputs = {0};
     for (int i = 0; i < o->n_inputs; i++) input_list_add(&inputs, o->inputs[i]);
     KV_CHECK(inputs.count > 0, "kvcpt prepare: the inputs hold no .jsonl/.json/.txt(.zst) file");
+    for (int i = 0; i < inputs.count; i++) require_utf8_path("input", inputs.paths[i]);
+    require_utf8_path("--tokenizer", o->tokenizer_path);
 
     Prepare p = {.o = o, .tok = tokenizer_load(o->tokenizer_path)};
     p.threads = o->threads > 0 ? o->threads : omp_get_max_threads();
@@ -248,7 +265,9 @@ void prepare_run(const PrepareOptions *o) {
     progress_begin(&p.progress, "prepare", p.raw_bytes_total >> 20, "MB");
 
     json_t *manifest_inputs = json_array();
-    for (int i = 0; i < inputs.count; i++) json_array_append_new(manifest_inputs, process_input(&p, inputs.paths[i]));
+    for (int i = 0; i < inputs.count; i++)
+        if (json_array_append_new(manifest_inputs, process_input(&p, inputs.paths[i])) != 0)
+            die("prepare: cannot record input '%s' in the manifest", inputs.paths[i]);
     for (int s = 0; s < SPLIT_COUNT; s++)
         if (p.split[s].open) close_shard(&p.split[s], s);
     int64_t kept = 0;

@@ -129,3 +129,9 @@ bad_case "corrupt .zst is reported with its offset" "corrupt zstd data near comp
 bad_case "missing input file is reported" "cannot read input" "$tmp/does-not-exist.jsonl" untouched
 printf 'x' >"$tmp/data.csv"
 bad_case "unsupported input type is reported" "unknown type" "$tmp/data.csv" untouched
+# manifest.json is UTF-8 JSON: a file name that is not UTF-8 would vanish from
+# its "inputs" (jansson drops such a string silently), so it is refused
+mkdir -p "$tmp/badname"
+printf '{"text": "a document under a file name with byte 0xff"}\n' >"$tmp/badname/x$(printf '\377').jsonl"
+bad_case "an input file name that is not UTF-8 is refused, naming its byte and offset" \
+    "is not valid UTF-8 (byte 0xff at offset" "$tmp/badname" untouched
