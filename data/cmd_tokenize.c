@@ -41,7 +41,7 @@ static void encode_text(TokEncoder *enc, const char *text, size_t len, const Tok
     if (bad >= 0) die("%s: invalid UTF-8 at byte offset %lld", where, (long long)bad);
     ids->n = 0;
     if (a->bos) token_buf_push(ids, (uint32_t)a->bos_id);
-    tok_encode(enc, text, len, a->allow_special, ids);
+    if (!tok_encode(enc, text, len, a->allow_special, ids)) die("%s: %s", where, tok_encoder_error(enc));
 }
 
 /* --jsonl: one {"text": ...} per input line -> one line of ids per document. */

@@ -25,6 +25,7 @@ typedef struct {
     int64_t line;
     int split;
     TokenBuf ids;
+    char *err; /* the tokenizer's complaint, when it failed */
 } Doc;
 
 typedef struct {
@@ -82,7 +83,7 @@ static int cmp_longest_first(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-static void tokenize_batch(Prepare *p, Doc *docs, int n) {
+static void tokenize_batch(Prepare *p, const char *path, Doc *docs, int n) {
     Doc **order = xmalloc(sizeof(Doc *) * (size_t)n);
     for (int i = 0; i < n; i++) order[i] = &docs[i];
     qsort(order, (size_t)n, sizeof(Doc *), cmp_longest_first); /* big documents start first: better balance */
@@ -92,10 +93,14 @@ static void tokenize_batch(Prepare *p, Doc *docs, int n) {
         d->ids.n = 0;
         /* the BOS that Hugging Face's encode(text) adds, if the tokenizer has one */
         if (tokenizer_bos_id(p->tok) >= 0) token_buf_push(&d->ids, (uint32_t)tokenizer_bos_id(p->tok));
-        tok_encode(p->enc[omp_get_thread_num()], d->text, d->len, p->o->allow_special, &d->ids);
+        TokEncoder *enc = p->enc[omp_get_thread_num()];
+        if (!tok_encode(enc, d->text, d->len, p->o->allow_special, &d->ids)) d->err = xstrdup(tok_encoder_error(enc));
         d->split = split_of_text(d->text, d->len, p->o->split_seed);
     }
     free(order);
+    /* reported outside the threads, and for the first such document in input order */
+    for (int i = 0; i < n; i++)
+        if (docs[i].err) die("'%s' line %lld: %s", path, (long long)docs[i].line, docs[i].err);
 }
 
 static void show_progress(Prepare *p, int final) {
@@ -128,7 +133,7 @@ static json_t *process_input(Prepare *p, const char *path) {
             n++;
         }
         if (n == 0) break;
-        tokenize_batch(p, docs, n);
+        tokenize_batch(p, path, docs, n);
         for (int i = 0; i < n; i++) {
             if (docs[i].ids.n < p->o->min_tokens) continue;
             write_doc(p, &docs[i]);

@@ -183,3 +183,25 @@ elif ! cmp -s "$tmp/nest_manifest1.json" "$tmp/nest/o/manifest.json"; then
 elif [ -n "$(find "$tmp/nest" -maxdepth 1 -name 'o.*')" ]; then
     fail "leftovers of a killed run" "still there: $(find "$tmp/nest" -maxdepth 1 -name 'o.*')"
 else ok "leftover build and swap directories of a killed run are neither read nor in the way, and are removed"; fi
+
+# --- a pre-tokenizer regex failure names the document and the byte offset in
+# its text. A Split pattern with a repeated group needs PCRE2 JIT stack for
+# every repetition, so a long run of "ab" exhausts it; the search that fails
+# starts after the first "ab", at byte 2 of line 2's text. ---
+python3 -c 'import json, sys
+j = json.load(open(sys.argv[1]))
+j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(?:ab)+"
+json.dump(j, open(sys.argv[2], "w"))' third_party/tokenizers/llama3.1/tokenizer.json "$tmp/groups.json"
+python3 -c 'import json; print(json.dumps({"text": "fine"})); print(json.dumps({"text": "ab xyz " + "ab" * 1000000}))' \
+    >"$tmp/groups.jsonl"
+want="pre-tokenizer regex (stage 0) failed searching from byte offset 2 of the text: JIT stack limit reached"
+if "$K" prepare --tokenizer "$tmp/groups.json" --input "$tmp/groups.jsonl" --out "$tmp/groups_out" 2>"$tmp/groups.err"; then
+    fail "a regex failure in prepare names the file, line and byte offset" "exit status 0"
+elif ! grep -qF -- "'$tmp/groups.jsonl' line 2: $want" "$tmp/groups.err"; then
+    fail "a regex failure in prepare names the file, line and byte offset" "$(tail -c 300 "$tmp/groups.err")"
+else ok "a regex failure in prepare names the file, line and byte offset in the document's text"; fi
+if "$K" tokenize --tokenizer "$tmp/groups.json" --jsonl <"$tmp/groups.jsonl" >/dev/null 2>"$tmp/groups.err"; then
+    fail "a regex failure in tokenize --jsonl names the line and byte offset" "exit status 0"
+elif ! grep -qF -- "stdin line 2: $want" "$tmp/groups.err"; then
+    fail "a regex failure in tokenize --jsonl names the line and byte offset" "$(tail -c 300 "$tmp/groups.err")"
+else ok "a regex failure in tokenize --jsonl names the line and byte offset in its text"; fi
