@@ -55,7 +55,8 @@ static double encode_all(const Tokenizer *t, const Docs *d, int threads, int64_t
 #pragma omp for schedule(dynamic, 1)
         for (int64_t i = 0; i < d->n; i++) {
             ids.n = 0;
-            tok_encode(e, d->text[i], d->len[i], 0, &ids);
+            if (!tok_encode(e, d->text[i], d->len[i], 0, &ids))
+                die("bench tokenizer: document %lld: %s", (long long)i + 1, tok_encoder_error(e));
             count += ids.n;
         }
         token_buf_free(&ids);

@@ -41,7 +41,7 @@ static void encode_text(TokEncoder *enc, const char *text, size_t len, const Tok
     if (bad >= 0) die("%s: invalid UTF-8 at byte offset %lld", where, (long long)bad);
     ids->n = 0;
     if (a->bos) token_buf_push(ids, (uint32_t)a->bos_id);
-    tok_encode(enc, text, len, a->allow_special, ids);
+    if (!tok_encode(enc, text, len, a->allow_special, ids)) die("%s: %s", where, tok_encoder_error(enc));
 }
 
 /* --jsonl: one {"text": ...} per input line -> one line of ids per document. */
@@ -89,14 +89,18 @@ static void decode_stdin(const Tokenizer *t, char *buf, int json) {
     int64_t bad = tok_decode(t, ids.ids, ids.n, &out);
     if (bad >= 0)
         die("stdin: id #%lld (%u) is outside the vocabulary of %d", (long long)bad, ids.ids[bad], tokenizer_vocab_size(t));
+    /* no ids decode to no bytes, and out.data is still NULL then: jansson
+     * takes a NULL string as an error, but "" is valid UTF-8 (Hugging Face's
+     * decode([]) is "") */
+    const char *text = out.n > 0 ? (const char *)out.data : "";
     if (json) {
-        json_t *o = json_pack("{s:s%}", "text", (const char *)out.data, (size_t)out.n);
+        json_t *o = json_pack("{s:s%}", "text", text, (size_t)out.n);
         if (!o) die("decoded bytes are not valid UTF-8 (a token sequence cut inside a character); drop --json for raw bytes");
-        json_dumpf(o, stdout, JSON_ENSURE_ASCII);
+        if (json_dumpf(o, stdout, JSON_ENSURE_ASCII) != 0) die("stdout: write failed: %s", strerror(errno));
         putchar('\n');
         json_decref(o);
     } else {
-        fwrite_check(out.data, 1, (size_t)out.n, stdout, "stdout");
+        fwrite_check(text, 1, (size_t)out.n, stdout, "stdout");
     }
     byte_buf_free(&out);
     token_buf_free(&ids);

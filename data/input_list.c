@@ -18,6 +18,21 @@ static void push(InputList *l, const char *path) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+void input_list_skip(InputList *l, const char *dir) {
+    struct stat st;
+    if (stat(dir, &st) != 0) return;
+    KV_CHECK(l->n_skip < (int)(sizeof l->skip / sizeof l->skip[0]), "internal error: too many skipped input directories");
+    l->skip[l->n_skip].dev = (unsigned long long)st.st_dev;
+    l->skip[l->n_skip].ino = (unsigned long long)st.st_ino;
+    l->n_skip++;
+}
+
+static int skipped(const InputList *l, const struct stat *st) {
+    for (int i = 0; i < l->n_skip; i++)
+        if (l->skip[i].dev == (unsigned long long)st->st_dev && l->skip[i].ino == (unsigned long long)st->st_ino) return 1;
+    return 0;
+}
+
 static void add_dir(InputList *l, const char *dir) {
     DIR *d = opendir(dir);
     if (!d) die("cannot read input directory '%s': %s", dir, strerror(errno));
@@ -36,8 +51,9 @@ static void add_dir(InputList *l, const char *dir) {
     for (int i = 0; i < n; i++) {
         struct stat st;
         if (stat(names[i], &st) != 0) die("cannot stat '%s': %s", names[i], strerror(errno));
-        if (S_ISDIR(st.st_mode)) add_dir(l, names[i]);
-        else if (doc_reader_supports(names[i])) input_list_add(l, names[i]);
+        if (S_ISDIR(st.st_mode)) {
+            if (!skipped(l, &st)) add_dir(l, names[i]);
+        } else if (doc_reader_supports(names[i])) input_list_add(l, names[i]);
         free(names[i]);
     }
     free(names);
@@ -47,7 +63,7 @@ void input_list_add(InputList *l, const char *path) {
     struct stat st;
     if (stat(path, &st) != 0) die("cannot read input '%s': %s", path, strerror(errno));
     if (S_ISDIR(st.st_mode)) {
-        add_dir(l, path);
+        if (!skipped(l, &st)) add_dir(l, path);
         return;
     }
     if (!doc_reader_supports(path))

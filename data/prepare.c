@@ -1,20 +1,20 @@
 #include "prepare.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../common/util.h"
+#include "dataset_dir.h"
 #include "doc_reader.h"
 #include "input_list.h"
 #include "shard.h"
 #include "splits.h"
 #include "tokenizer.h"
+#include "utf8.h"
 
 #define BATCH_BYTES (16 << 20)
 #define BATCH_DOCS 4096
@@ -25,6 +25,7 @@ typedef struct {
     int64_t line;
     int split;
     TokenBuf ids;
+    char *err; /* the tokenizer's complaint, when it failed */
 } Doc;
 
 typedef struct {
@@ -45,60 +46,13 @@ typedef struct {
     int64_t docs_read, docs_dropped, text_bytes, raw_bytes_done, raw_bytes_total;
     double t0;
     Progress progress;
+    const char *build_dir; /* where the dataset is written before it replaces the one in --out */
 } Prepare;
-
-/* Temporary files not yet published, removed if we exit early (die). */
-static char **pending;
-static int n_pending;
-
-static void remove_pending(void) {
-    for (int i = 0; i < n_pending; i++)
-        if (pending[i]) unlink(pending[i]);
-}
-
-static void track_pending(const char *path) {
-    if (!pending) atexit(remove_pending);
-    pending = xrealloc(pending, sizeof(char *) * (size_t)(n_pending + 1));
-    pending[n_pending++] = xstrdup(path);
-}
-
-static void publish_pending(void) {
-    for (int i = 0; i < n_pending; i++) {
-        size_t n = strlen(pending[i]);
-        char *final_path = xstrdup(pending[i]);
-        final_path[n - 4] = '\0'; /* strip ".tmp" */
-        rename_check(pending[i], final_path);
-        free(final_path);
-        free(pending[i]);
-        pending[i] = NULL;
-    }
-    n_pending = 0;
-}
-
-/* A previous run's shards must not mix with ours, and its manifest must not
- * vouch for a half-written directory while we work. */
-static void clear_previous_output(const char *out_dir, SplitOut *split) {
-    char path[4200];
-    path_fmt(path, sizeof path, "%s/manifest.json", out_dir);
-    if (unlink(path) != 0 && errno != ENOENT) die("cannot remove old '%s': %s", path, strerror(errno));
-    for (int s = 0; s < SPLIT_COUNT; s++) {
-        make_dirs(split[s].dir);
-        DIR *d = opendir(split[s].dir);
-        if (!d) die("cannot read '%s': %s", split[s].dir, strerror(errno));
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (strncmp(e->d_name, "shard_", 6) != 0) continue;
-            path_fmt(path, sizeof path, "%s/%s", split[s].dir, e->d_name);
-            if (unlink(path) != 0) die("cannot remove old shard '%s': %s", path, strerror(errno));
-        }
-        closedir(d);
-    }
-}
 
 static void open_shard(Prepare *p, SplitOut *s) {
     char path[4200];
-    path_fmt(path, sizeof path, "%s/shard_%06d.bin.tmp", s->dir, s->n_shards);
-    track_pending(path);
+    /* the final name: the whole build directory is the temporary */
+    path_fmt(path, sizeof path, "%s/shard_%06d.bin", s->dir, s->n_shards);
     shard_writer_open(&s->w, path, (uint32_t)tokenizer_vocab_size(p->tok), tokenizer_bos_id(p->tok) >= 0 ? SHARD_FLAG_BOS : 0,
                       tokenizer_sha256(p->tok));
     s->open = 1;
@@ -107,8 +61,9 @@ static void open_shard(Prepare *p, SplitOut *s) {
 static void close_shard(SplitOut *s, int split) {
     char name[64];
     path_fmt(name, sizeof name, "%s/shard_%06d.bin", split_names[split], s->n_shards);
-    json_array_append_new(s->shards, json_pack("{s:s, s:I, s:I}", "file", name, "documents", (json_int_t)s->w.h.n_docs,
-                                               "tokens", (json_int_t)s->w.h.n_tokens));
+    if (json_array_append_new(s->shards, json_pack("{s:s, s:I, s:I}", "file", name, "documents",
+                                                   (json_int_t)s->w.h.n_docs, "tokens", (json_int_t)s->w.h.n_tokens)) != 0)
+        die("prepare: cannot record shard '%s' in the manifest", name);
     shard_writer_finish(&s->w);
     s->open = 0;
     s->n_shards++;
@@ -128,7 +83,7 @@ static int cmp_longest_first(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-static void tokenize_batch(Prepare *p, Doc *docs, int n) {
+static void tokenize_batch(Prepare *p, const char *path, Doc *docs, int n) {
     Doc **order = xmalloc(sizeof(Doc *) * (size_t)n);
     for (int i = 0; i < n; i++) order[i] = &docs[i];
     qsort(order, (size_t)n, sizeof(Doc *), cmp_longest_first); /* big documents start first: better balance */
@@ -138,10 +93,14 @@ static void tokenize_batch(Prepare *p, Doc *docs, int n) {
         d->ids.n = 0;
         /* the BOS that Hugging Face's encode(text) adds, if the tokenizer has one */
         if (tokenizer_bos_id(p->tok) >= 0) token_buf_push(&d->ids, (uint32_t)tokenizer_bos_id(p->tok));
-        tok_encode(p->enc[omp_get_thread_num()], d->text, d->len, p->o->allow_special, &d->ids);
+        TokEncoder *enc = p->enc[omp_get_thread_num()];
+        if (!tok_encode(enc, d->text, d->len, p->o->allow_special, &d->ids)) d->err = xstrdup(tok_encoder_error(enc));
         d->split = split_of_text(d->text, d->len, p->o->split_seed);
     }
     free(order);
+    /* reported outside the threads, and for the first such document in input order */
+    for (int i = 0; i < n; i++)
+        if (docs[i].err) die("'%s' line %lld: %s", path, (long long)docs[i].line, docs[i].err);
 }
 
 static void show_progress(Prepare *p, int final) {
@@ -174,7 +133,7 @@ static json_t *process_input(Prepare *p, const char *path) {
             n++;
         }
         if (n == 0) break;
-        tokenize_batch(p, docs, n);
+        tokenize_batch(p, path, docs, n);
         for (int i = 0; i < n; i++) {
             if (docs[i].ids.n < p->o->min_tokens) continue;
             write_doc(p, &docs[i]);
@@ -195,17 +154,30 @@ static json_t *process_input(Prepare *p, const char *path) {
     int64_t raw = doc_reader_raw_bytes(r);
     doc_reader_close(r, sha);
     p->docs_dropped += read - kept;
-    return json_pack("{s:s, s:s, s:I, s:I, s:I}", "path", path, "sha256", sha, "bytes", (json_int_t)raw, "documents",
-                     (json_int_t)read, "documents_kept", (json_int_t)kept);
+    json_t *entry = json_pack("{s:s, s:s, s:I, s:I, s:I}", "path", path, "sha256", sha, "bytes", (json_int_t)raw,
+                              "documents", (json_int_t)read, "documents_kept", (json_int_t)kept);
+    if (!entry) die("prepare: cannot build the manifest entry of input '%s'", path);
+    return entry;
+}
+
+/* manifest.json is UTF-8 JSON, and jansson turns a string that is not UTF-8
+ * into NULL, which json_pack and json_array_append_new then drop without a
+ * word: a path that cannot be recorded is refused before any work. */
+static void require_utf8_path(const char *what, const char *path) {
+    int64_t bad = utf8_first_invalid((const uint8_t *)path, strlen(path));
+    KV_CHECK(bad < 0, "prepare: %s '%s' is not valid UTF-8 (byte 0x%02x at offset %lld of the path); manifest.json "
+                      "cannot record it: rename it",
+             what, path, (unsigned)(uint8_t)path[bad], (long long)bad);
 }
 
 static void write_manifest(Prepare *p, json_t *inputs) {
     const PrepareOptions *o = p->o;
     json_t *splits = json_object();
     for (int s = 0; s < SPLIT_COUNT; s++)
-        json_object_set_new(splits, split_names[s],
-                            json_pack("{s:I, s:I, s:O}", "documents", (json_int_t)p->split[s].docs, "tokens",
-                                      (json_int_t)p->split[s].tokens, "shards", p->split[s].shards));
+        if (json_object_set_new(splits, split_names[s],
+                                json_pack("{s:I, s:I, s:O}", "documents", (json_int_t)p->split[s].docs, "tokens",
+                                          (json_int_t)p->split[s].tokens, "shards", p->split[s].shards)) != 0)
+            die("internal error: cannot build the manifest's %s split", split_names[s]);
     int32_t bos = tokenizer_bos_id(p->tok);
     json_t *m = json_pack(
         "{s:s, s:i, s:{s:s, s:s, s:i, s:o, s:s}, s:b, s:b, s:I, s:I, s:s, s:I, s:I, s:o, s:o}", "format", MANIFEST_FORMAT,
@@ -217,8 +189,7 @@ static void write_manifest(Prepare *p, json_t *inputs) {
         inputs, "splits", splits);
     if (!m) die("internal error: cannot build manifest JSON");
     char path[4200];
-    path_fmt(path, sizeof path, "%s/manifest.json.tmp", o->out_dir);
-    track_pending(path);
+    path_fmt(path, sizeof path, "%s/manifest.json", p->build_dir);
     FILE *mf = fopen_check(path, "w");
     if (json_dumpf(m, mf, JSON_INDENT(2)) != 0) die("cannot write '%s': %s", path, strerror(errno));
     fclose_check(mf, path);
@@ -229,26 +200,34 @@ void prepare_run(const PrepareOptions *o) {
     KV_CHECK(o->n_inputs > 0, "kvcpt prepare: no --input given");
     KV_CHECK(o->out_dir && *o->out_dir, "kvcpt prepare: --out DIR is required");
     KV_CHECK(o->min_tokens >= 1 && o->shard_tokens >= 1, "kvcpt prepare: --min-tokens and --shard-tokens must be >= 1");
+    DatasetDir out;
+    dataset_dir_begin(&out, o->out_dir);
     InputList inputs = {0};
+    /* an input directory may hold --out: its manifest and shards are no input */
+    input_list_skip(&inputs, out.out);
+    input_list_skip(&inputs, out.tmp);
     for (int i = 0; i < o->n_inputs; i++) input_list_add(&inputs, o->inputs[i]);
     KV_CHECK(inputs.count > 0, "kvcpt prepare: the inputs hold no .jsonl/.json/.txt(.zst) file");
+    for (int i = 0; i < inputs.count; i++) require_utf8_path("input", inputs.paths[i]);
+    require_utf8_path("--tokenizer", o->tokenizer_path);
 
-    Prepare p = {.o = o, .tok = tokenizer_load(o->tokenizer_path)};
+    Prepare p = {.o = o, .tok = tokenizer_load(o->tokenizer_path), .build_dir = out.tmp};
     p.threads = o->threads > 0 ? o->threads : omp_get_max_threads();
     p.enc = xcalloc((size_t)p.threads, sizeof(TokEncoder *));
     for (int t = 0; t < p.threads; t++) p.enc[t] = tok_encoder_new(p.tok);
     for (int s = 0; s < SPLIT_COUNT; s++) {
-        snprintf(p.split[s].dir, sizeof p.split[s].dir, "%s/%s", o->out_dir, split_names[s]);
+        path_fmt(p.split[s].dir, sizeof p.split[s].dir, "%s/%s", out.tmp, split_names[s]);
+        make_dirs(p.split[s].dir);
         p.split[s].shards = json_array();
     }
-    make_dirs(o->out_dir);
-    clear_previous_output(o->out_dir, p.split);
     for (int i = 0; i < inputs.count; i++) p.raw_bytes_total += file_size(inputs.paths[i]);
     p.t0 = now_seconds();
     progress_begin(&p.progress, "prepare", p.raw_bytes_total >> 20, "MB");
 
     json_t *manifest_inputs = json_array();
-    for (int i = 0; i < inputs.count; i++) json_array_append_new(manifest_inputs, process_input(&p, inputs.paths[i]));
+    for (int i = 0; i < inputs.count; i++)
+        if (json_array_append_new(manifest_inputs, process_input(&p, inputs.paths[i])) != 0)
+            die("prepare: cannot record input '%s' in the manifest", inputs.paths[i]);
     for (int s = 0; s < SPLIT_COUNT; s++)
         if (p.split[s].open) close_shard(&p.split[s], s);
     int64_t kept = 0;
@@ -259,7 +238,7 @@ void prepare_run(const PrepareOptions *o) {
              "Pass --allow-empty to write the empty dataset anyway",
              (long long)p.docs_read, (long long)p.docs_dropped, (long long)o->min_tokens);
     write_manifest(&p, manifest_inputs);
-    publish_pending(); /* shards first, manifest.json last */
+    dataset_dir_publish(&out); /* only now does the previous dataset go */
     show_progress(&p, 1);
     fprintf(stderr, "prepare: %lld documents read, %lld dropped (< %lld tokens); train %lld docs / %lld tokens, dev %lld / %lld, test %lld / %lld\n",
             (long long)p.docs_read, (long long)p.docs_dropped, (long long)o->min_tokens, (long long)p.split[0].docs,
@@ -270,4 +249,5 @@ void prepare_run(const PrepareOptions *o) {
     free(p.enc);
     tokenizer_free((Tokenizer *)p.tok);
     input_list_free(&inputs);
+    dataset_dir_free(&out);
 }

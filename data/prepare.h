@@ -6,8 +6,10 @@
  * when it has one (tokenizer_bos_id), drop documents
  * shorter than min_tokens, split 80/10/10 (splits.h) and write
  * OUT/{train,dev,test}/shard_NNNNNN.bin (shard.h) plus OUT/manifest.json.
- * Everything is written under temporary names and renamed at the end,
- * manifest last; on any error the temporary files are removed. */
+ * The dataset is built in a directory beside OUT and replaces the previous
+ * one only when complete (dataset_dir.h): on any error the previous dataset
+ * stays as it was. An output directory inside an input directory is not
+ * read as input. */
 #include <stdint.h>
 
 typedef struct {

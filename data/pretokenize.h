@@ -27,8 +27,13 @@ PretokenCursor *pretoken_cursor_new(const Pretokenizer *p);
 void pretoken_cursor_free(PretokenCursor *c);
 
 /* Calls fn(ctx, piece, len) for each piece of text[0..len), in order; the
- * pieces cover every byte exactly once and none is empty. */
+ * pieces cover every byte exactly once and none is empty. Returns 1; or 0
+ * when a regex fails (a pattern that needs more JIT stack than PCRE2 has,
+ * for one), after passing on some of the pieces before the failure. */
 typedef void (*PretokenFn)(void *ctx, const char *piece, size_t len);
-void pretokenize(PretokenCursor *c, const char *text, size_t len, PretokenFn fn, void *ctx);
+int pretokenize(PretokenCursor *c, const char *text, size_t len, PretokenFn fn, void *ctx);
+/* After pretokenize() returned 0: PCRE2's message, the failing stage, and
+ * where in the text that stage's failed search started. */
+const char *pretoken_cursor_error(const PretokenCursor *c, int *stage, const char **at);
 
 #endif

@@ -14,6 +14,7 @@
 #include "prepare.h"
 
 #define SYNTH_FIRST_ID 3 /* ids below are BOS and the query marker (0 unused) */
+#define SYNTH_MAX_VOCAB ((int64_t)1 << 24)
 
 SyntheticTask synthetic_task_parse(const char *name) {
     if (strcmp(name, "recall") == 0) return SYNTH_TASK_RECALL;
@@ -48,6 +49,14 @@ static void mqar_validate(const SyntheticOptions *o) {
 }
 
 void synthetic_validate(const SyntheticOptions *o) {
+    /* Ids go into the shards' 32-bit token fields, and every document's
+     * generator holds a table of up to vocab ids: a vocabulary past 2^24 (a
+     * 64 MiB table, a hundred times a real tokenizer's) is a typo, and 2^32
+     * would wrap the shard's vocab_size to 0 after gigabytes of allocation. */
+    KV_CHECK(o->vocab >= 8 && o->vocab <= SYNTH_MAX_VOCAB,
+             "prepare --synthetic: --vocab must be in [8, %lld] (got %lld): the ids are 32-bit shard tokens and each "
+             "document is generated from a table of vocab ids",
+             (long long)SYNTH_MAX_VOCAB, (long long)o->vocab);
     KV_CHECK(o->vocab >= 8 && o->doc_tokens >= 8 && o->query_tail >= 0 && o->docs >= 10,
              "prepare --synthetic: need vocab >= 8, doc tokens >= 8, query tail >= 0, docs >= 10");
     if (o->task == SYNTH_TASK_RECALL)

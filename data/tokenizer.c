@@ -41,6 +41,8 @@ struct TokEncoder {
     int32_t *symbols;
     int64_t piece_cap;
     TokenBuf *out; /* where the pre-tokenizer's pieces go */
+    const char *text; /* of the running tok_encode, for error offsets */
+    char err[400];
 };
 
 char *tokenizer_default_path(void) {
@@ -458,9 +460,15 @@ static void on_piece(void *ctx, const char *piece, size_t len) {
     encode_piece(e, (const uint8_t *)piece, len, e->out);
 }
 
-static void encode_ordinary(TokEncoder *e, const char *text, size_t len, TokenBuf *out) {
+static int encode_ordinary(TokEncoder *e, const char *text, size_t len, TokenBuf *out) {
     e->out = out;
-    pretokenize(e->cursor, text, len, on_piece, e);
+    if (pretokenize(e->cursor, text, len, on_piece, e)) return 1;
+    int stage;
+    const char *at;
+    const char *msg = pretoken_cursor_error(e->cursor, &stage, &at);
+    snprintf(e->err, sizeof e->err, "pre-tokenizer regex (stage %d) failed searching from byte offset %lld of the text: %s",
+             stage, (long long)(at - e->text), msg);
+    return 0;
 }
 
 /* Stage `pass` of Hugging Face's added-vocabulary split: 0 matches the
@@ -468,12 +476,11 @@ static void encode_ordinary(TokEncoder *e, const char *text, size_t len, TokenBu
  * what stage 0 left, 2 is the pre-tokenizer and BPE. A special token found
  * while !allow_special stays text (Hugging Face's encode_special_tokens):
  * the search goes on after it without splitting there. */
-static void encode_pass(TokEncoder *e, int pass, const char *text, size_t len, int allow_special, TokenBuf *out) {
+static int encode_pass(TokEncoder *e, int pass, const char *text, size_t len, int allow_special, TokenBuf *out) {
     const AddedSet *set = pass == 0 ? &e->t->added_raw : &e->t->added_norm;
     if (pass == 2 || set->n == 0 || (!allow_special && set->n == set->n_special)) {
-        if (pass == 2) encode_ordinary(e, text, len, out);
-        else encode_pass(e, pass + 1, text, len, allow_special, out);
-        return;
+        if (pass == 2) return encode_ordinary(e, text, len, out);
+        return encode_pass(e, pass + 1, text, len, allow_special, out);
     }
     size_t pos = 0, from = 0, at;
     int k;
@@ -481,16 +488,20 @@ static void encode_pass(TokEncoder *e, int pass, const char *text, size_t len, i
         size_t end = at + added_set_len(set, k);
         from = end;
         if (!allow_special && set->special[k]) continue;
-        encode_pass(e, pass + 1, text + pos, at - pos, allow_special, out);
+        if (!encode_pass(e, pass + 1, text + pos, at - pos, allow_special, out)) return 0;
         token_buf_push(out, (uint32_t)set->id[k]);
         pos = end;
     }
-    encode_pass(e, pass + 1, text + pos, len - pos, allow_special, out);
+    return encode_pass(e, pass + 1, text + pos, len - pos, allow_special, out);
 }
 
-void tok_encode(TokEncoder *e, const char *text, size_t len, int allow_special, TokenBuf *out) {
-    encode_pass(e, 0, text, len, allow_special, out);
+int tok_encode(TokEncoder *e, const char *text, size_t len, int allow_special, TokenBuf *out) {
+    e->text = text;
+    e->err[0] = '\0';
+    return encode_pass(e, 0, text, len, allow_special, out);
 }
+
+const char *tok_encoder_error(const TokEncoder *e) { return e->err; }
 
 int64_t tok_decode(const Tokenizer *t, const uint32_t *ids, int64_t n, ByteBuf *out) {
     const VocabMap *d = &t->decoded;

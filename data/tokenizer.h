@@ -54,8 +54,13 @@ void tok_encoder_free(TokEncoder *e);
 /* Appends the ids of text[0..len) to out (no BOS). text must be valid UTF-8
  * (see utf8_first_invalid). allow_special: spelled-out special tokens such
  * as "<|eot_id|>" become their ids; otherwise they are ordinary text. Added
- * tokens that are not special always become their ids, as in Hugging Face. */
-void tok_encode(TokEncoder *e, const char *text, size_t len, int allow_special, TokenBuf *out);
+ * tokens that are not special always become their ids, as in Hugging Face.
+ * Returns 1; or 0 when the pre-tokenizer's regex fails (PCRE2 ran out of
+ * stack for the pattern), out then holding an unfinished prefix and
+ * tok_encoder_error() saying why and at which byte offset of text; the
+ * caller names the document. */
+int tok_encode(TokEncoder *e, const char *text, size_t len, int allow_special, TokenBuf *out);
+const char *tok_encoder_error(const TokEncoder *e);
 
 /* Appends the bytes of ids to out; added tokens decode to their names. Returns
  * the index of the first id outside the vocabulary, or -1 when all are valid. */

@@ -12,6 +12,13 @@ refused() { # name pattern command...
 printf '{"text": "hello world, a small document"}\n' >"$tmp/in.jsonl"
 refused "prepare --threads 100000 refused" "--threads" $K prepare --input "$tmp/in.jsonl" --out "$tmp/o1" --threads 100000
 refused "prepare --threads -3 refused" "--threads" $K prepare --input "$tmp/in.jsonl" --out "$tmp/o2" --threads -3
+# a synthetic vocabulary must fit the shards' 32-bit ids and the generator's
+# table: refused at once, naming the option and its range (2^32 used to
+# allocate gigabytes, then wrap the shard's vocab_size to 0)
+for v in 4294967296 16777217 7; do
+    refused "prepare --synthetic recall --vocab $v refused" "--vocab must be in \[8, 16777216\] (got $v)" \
+        $K prepare --synthetic recall --vocab $v --out "$tmp/syn$v"
+done
 
 # the cache budget: a count or L/N, whole numbers only (no SIGFPE at L/0, no "1e3" read as 1)
 for k in L/0 L/abc L/ 1e3 8x 2.9 ""; do

@@ -2,8 +2,10 @@
 # kvcpt prepare: shard contents equal `kvcpt tokenize --bos` of the kept
 # documents (Llama 3.1; with SmolLM2, which adds no BOS, `kvcpt tokenize`,
 # the manifest and the shard flags saying so), split counts add up, output is independent of the thread count,
-# input hashes are right; and every kind of bad input fails naming the file
-# and position, leaving no manifest and no shard behind (SPEC §9).
+# input hashes are right; every kind of bad input fails naming the file
+# and position, leaving the previous complete dataset as it was and nothing
+# half-written (SPEC §9); --out inside an input directory is not read back as
+# input, and a killed run's leftovers do not get in the next run's way.
 set -u
 cd "$(dirname "$0")/.."
 K=${KVCPT_BIN:-./kvcpt}
@@ -95,21 +97,21 @@ else
     echo "skip - SmolLM2 prepare: $smollm2 is missing (make setup installs it)"
 fi
 
-# --- bad input: error names file + position, non-zero exit, nothing complete-looking left.
-# Errors met while reading come after the old output was cleared: no manifest,
-# no shard (not even a .tmp) may remain. ---
-bad_case() { # name expected-substring file [untouched]
-    local name=$1 expect=$2 input=$3 mode=${4:-cleared} out="$tmp/bad_out"
-    rm -rf "$out"; cp -r "$tmp/out1" "$out" # a previous good run must not survive as 'complete'
+# --- bad input: error names file + position, non-zero exit. The new dataset
+# is built beside --out and replaces the previous one only once complete, so
+# an error, even one met while reading the last input, leaves the previous
+# complete dataset exactly as it was, and no build directory behind. ---
+bad_case() { # name expected-substring file
+    local name=$1 expect=$2 input=$3 out="$tmp/bad_out"
+    rm -rf "$out"; cp -r "$tmp/out1" "$out"
     "$K" prepare --input "$tmp/in/books.jsonl" --input "$input" --out "$out" --min-tokens 6 2>"$tmp/err"
     local rc=$?
-    local left; left=$(find "$out" -name 'manifest.json*' -o -name 'shard_*' | head -3)
+    local left; left=$(find "$tmp" -maxdepth 1 -name 'bad_out.*' | head -3)
     if [ $rc -eq 0 ]; then fail "$name" "exit status 0"
     elif ! grep -qF -- "$expect" "$tmp/err"; then fail "$name" "stderr lacks '$expect': $(head -c 300 "$tmp/err")"
     elif ! grep -qF -- "$input" "$tmp/err"; then fail "$name" "stderr does not name $input"
-    elif [ "$mode" = cleared ] && [ -n "$left" ]; then fail "$name" "left behind: $left"
-    elif [ "$mode" = untouched ] && ! diff -r -q "$tmp/out1" "$out" >/dev/null; then
-        fail "$name" "an input error found before any output was written still changed the previous output"
+    elif ! diff -r -q "$tmp/out1" "$out" >/dev/null; then fail "$name" "the previous dataset was changed or removed"
+    elif [ -n "$left" ]; then fail "$name" "left behind: $left"
     else ok "$name"; fi
 }
 printf '{"text": "ok"}\n{"text": "fine"}\n{"text": "broken\n' >"$tmp/malformed.jsonl"
@@ -126,6 +128,80 @@ python3 -c 'import sys; b=bytearray(open(sys.argv[1],"rb").read()); b[20000:2040
     "$corpus/books.jsonl.zst" "$tmp/corrupt.jsonl.zst"
 bad_case "corrupt .zst is reported with its offset" "corrupt zstd data near compressed offset" "$tmp/corrupt.jsonl.zst"
 # found before anything is written: the previous complete output stays as it was
-bad_case "missing input file is reported" "cannot read input" "$tmp/does-not-exist.jsonl" untouched
+bad_case "missing input file is reported" "cannot read input" "$tmp/does-not-exist.jsonl"
 printf 'x' >"$tmp/data.csv"
-bad_case "unsupported input type is reported" "unknown type" "$tmp/data.csv" untouched
+bad_case "unsupported input type is reported" "unknown type" "$tmp/data.csv"
+# manifest.json is UTF-8 JSON: a file name that is not UTF-8 would vanish from
+# its "inputs" (jansson drops such a string silently), so it is refused
+mkdir -p "$tmp/badname"
+printf '{"text": "a document under a file name with byte 0xff"}\n' >"$tmp/badname/x$(printf '\377').jsonl"
+bad_case "an input file name that is not UTF-8 is refused, naming its byte and offset" \
+    "is not valid UTF-8 (byte 0xff at offset" "$tmp/badname"
+
+# a bad line in the last of several files, found after the others were
+# tokenized: the previous dataset is still complete and unchanged
+cp "$tmp/in/books.jsonl" "$tmp/late.jsonl"
+printf '{"text": "fine"}\n{"text": broken}\n' >>"$tmp/late.jsonl"
+bad_case "a malformed last line of the last input keeps the previous dataset" "line 32" "$tmp/late.jsonl"
+
+# --- the output directory inside an input directory: the second run must not
+# read its own manifest.json and shards back as input (nor delete them) ---
+mkdir -p "$tmp/nest"
+head -n 5 "$tmp/in/books.jsonl" >"$tmp/nest/docs.jsonl"
+inputs_of() { python3 -c 'import json,sys; print(" ".join(i["path"] for i in json.load(open(sys.argv[1]))["inputs"]))' "$1"; }
+if ! "$K" prepare --input "$tmp/nest" --out "$tmp/nest/o" 2>"$tmp/nest1.log"; then
+    fail "--out inside --input: first run" "$(tail -2 "$tmp/nest1.log")"
+else
+    cp "$tmp/nest/o/manifest.json" "$tmp/nest_manifest1.json"
+    "$K" prepare --input "$tmp/nest" --out "$tmp/nest/o" 2>"$tmp/nest2.log"
+    rc=$?
+    if [ $rc -ne 0 ]; then fail "--out inside --input: second run" "status $rc: $(tail -2 "$tmp/nest2.log")"
+    elif [ "$(inputs_of "$tmp/nest/o/manifest.json")" != "$tmp/nest/docs.jsonl" ]; then
+        fail "--out inside --input: second run" "inputs are: $(inputs_of "$tmp/nest/o/manifest.json")"
+    elif ! cmp -s "$tmp/nest_manifest1.json" "$tmp/nest/o/manifest.json"; then
+        fail "--out inside --input: second run" "its manifest differs from the first run's"
+    elif [ -n "$(find "$tmp/nest" -maxdepth 1 -name 'o.*')" ]; then
+        fail "--out inside --input: second run" "left behind: $(find "$tmp/nest" -maxdepth 1 -name 'o.*')"
+    else ok "--out inside an --input directory: a second run skips its own output and writes the same dataset"; fi
+fi
+
+# --- leftovers of a killed run (its build directory, or the previous dataset
+# it was swapping out) lie beside --out, here inside the input directory too:
+# the next run neither reads nor trips over them, and removes them ---
+sleep 0 &
+dead=$!
+wait $dead
+for kind in tmp old; do
+    mkdir -p "$tmp/nest/o.$kind-$dead/train"
+    printf '{\n  "format": "half written"\n' >"$tmp/nest/o.$kind-$dead/manifest.json"
+    printf 'x' >"$tmp/nest/o.$kind-$dead/train/shard_000000.bin"
+done
+if ! "$K" prepare --input "$tmp/nest" --out "$tmp/nest/o" 2>"$tmp/nest3.log"; then
+    fail "leftovers of a killed run" "$(tail -2 "$tmp/nest3.log")"
+elif ! cmp -s "$tmp/nest_manifest1.json" "$tmp/nest/o/manifest.json"; then
+    fail "leftovers of a killed run" "the manifest differs from the first run's"
+elif [ -n "$(find "$tmp/nest" -maxdepth 1 -name 'o.*')" ]; then
+    fail "leftovers of a killed run" "still there: $(find "$tmp/nest" -maxdepth 1 -name 'o.*')"
+else ok "leftover build and swap directories of a killed run are neither read nor in the way, and are removed"; fi
+
+# --- a pre-tokenizer regex failure names the document and the byte offset in
+# its text. A Split pattern with a repeated group needs PCRE2 JIT stack for
+# every repetition, so a long run of "ab" exhausts it; the search that fails
+# starts after the first "ab", at byte 2 of line 2's text. ---
+python3 -c 'import json, sys
+j = json.load(open(sys.argv[1]))
+j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(?:ab)+"
+json.dump(j, open(sys.argv[2], "w"))' third_party/tokenizers/llama3.1/tokenizer.json "$tmp/groups.json"
+python3 -c 'import json; print(json.dumps({"text": "fine"})); print(json.dumps({"text": "ab xyz " + "ab" * 1000000}))' \
+    >"$tmp/groups.jsonl"
+want="pre-tokenizer regex (stage 0) failed searching from byte offset 2 of the text: JIT stack limit reached"
+if "$K" prepare --tokenizer "$tmp/groups.json" --input "$tmp/groups.jsonl" --out "$tmp/groups_out" 2>"$tmp/groups.err"; then
+    fail "a regex failure in prepare names the file, line and byte offset" "exit status 0"
+elif ! grep -qF -- "'$tmp/groups.jsonl' line 2: $want" "$tmp/groups.err"; then
+    fail "a regex failure in prepare names the file, line and byte offset" "$(tail -c 300 "$tmp/groups.err")"
+else ok "a regex failure in prepare names the file, line and byte offset in the document's text"; fi
+if "$K" tokenize --tokenizer "$tmp/groups.json" --jsonl <"$tmp/groups.jsonl" >/dev/null 2>"$tmp/groups.err"; then
+    fail "a regex failure in tokenize --jsonl names the line and byte offset" "exit status 0"
+elif ! grep -qF -- "stdin line 2: $want" "$tmp/groups.err"; then
+    fail "a regex failure in tokenize --jsonl names the line and byte offset" "$(tail -c 300 "$tmp/groups.err")"
+else ok "a regex failure in tokenize --jsonl names the line and byte offset in its text"; fi

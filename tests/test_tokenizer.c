@@ -29,9 +29,9 @@ static int ids_equal(const TokenBuf *b, const uint32_t *want, int64_t n) {
 static void check_encode(TokEncoder *e, const char *name, const char *text, int allow_special, const uint32_t *want,
                          int64_t n) {
     TokenBuf b = {0};
-    tok_encode(e, text, strlen(text), allow_special, &b);
-    tl_result(ids_equal(&b, want, n), name, "got %lld ids (first %u), expected %lld", (long long)b.n,
-              b.n ? b.ids[0] : 0, (long long)n);
+    int done = tok_encode(e, text, strlen(text), allow_special, &b);
+    tl_result(done && ids_equal(&b, want, n), name, "got %lld ids (first %u), expected %lld%s%s", (long long)b.n,
+              b.n ? b.ids[0] : 0, (long long)n, done ? "" : "; ", tok_encoder_error(e));
     token_buf_free(&b);
 }
 
@@ -78,8 +78,7 @@ static void check_known_ids(TokEncoder *e) {
     check_encode(e, "--allow-special parses spelled-out specials", spec, 1,
                  (uint32_t[]){128006, 2028, 1495, 706, 3361, 11460, 128008, 304, 279, 6278, 315, 433, 13, 128007, 128009}, 15);
     TokenBuf b = {0};
-    tok_encode(e, spec, strlen(spec), 0, &b);
-    int none_special = 1;
+    int none_special = tok_encode(e, spec, strlen(spec), 0, &b);
     for (int64_t i = 0; i < b.n; i++) none_special &= b.ids[i] < 128000;
     tl_result(none_special && b.n > 15, "default mode keeps spelled-out specials as ordinary text", "%lld ids", (long long)b.n);
     token_buf_free(&b);
@@ -88,8 +87,8 @@ static void check_known_ids(TokEncoder *e) {
 static int roundtrip(const Tokenizer *t, TokEncoder *e, const char *text, size_t len, int allow_special) {
     TokenBuf ids = {0};
     ByteBuf out = {0};
-    tok_encode(e, text, len, allow_special, &ids);
-    int ok = tok_decode(t, ids.ids, ids.n, &out) == -1 && out.n == (int64_t)len &&
+    int ok = tok_encode(e, text, len, allow_special, &ids) && tok_decode(t, ids.ids, ids.n, &out) == -1 &&
+             out.n == (int64_t)len &&
              (len == 0 || memcmp(out.data, text, len) == 0); /* memcmp must not see NULL, even for 0 bytes */
     token_buf_free(&ids);
     byte_buf_free(&out);
@@ -122,8 +121,7 @@ static void check_long_runs(TokEncoder *e) {
         memset(s, fill[k], n);
         s[n] = '\0';
         TokenBuf b = {0};
-        tok_encode(e, s, n, 0, &b);
-        ok &= b.n > 0 && b.n < (int64_t)n;
+        ok &= tok_encode(e, s, n, 0, &b) && b.n > 0 && b.n < (int64_t)n;
         token_buf_free(&b);
     }
     free(s);
@@ -312,6 +310,61 @@ static void check_small_tokenizers(void) {
     tokenizer_free(t);
     check_ids("Split + ByteLevel(no regex), ignore_merges true: whole-vocabulary hit", path, "12 qq", 0,
               (uint32_t[]){256, ' ', 261}, 3);
+
+    /* Llama 3's \s*[\r\n]+ takes a white-space run whole, then gives it back
+     * a character at a time looking for a line break: past 10 million
+     * characters that exceeded PCRE2's default match limit. Here with
+     * Llama 3's white-space alternatives alone and no merge for spaces, so
+     * the ids are plain: every space, then the word. Llama 3's and SmolLM2's
+     * own ids on such runs are compared with Hugging Face's in
+     * tests/test_tokenizer_oracle.sh. */
+    set_at(root, "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+                                  "{\"Regex\": \"\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"}, \"behavior\": "
+                                  "\"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+                                  "\"use_regex\": false}]}");
+    write_json(root, "spaces", path, sizeof path);
+    t = tokenizer_load(path);
+    TokEncoder *e = tok_encoder_new(t);
+    size_t n = 12000000;
+    char *s = xmalloc(n + 2);
+    memset(s, ' ', n);
+    s[n] = 'a';
+    s[n + 1] = '\0';
+    TokenBuf b = {0};
+    int done = tok_encode(e, s, n + 1, 0, &b), same = done && b.n == (int64_t)n + 1 && b.ids[n] == 'a';
+    for (size_t i = 0; same && i < n; i++) same = b.ids[i] == ' ';
+    tl_result(same, "12 million spaces then a word pass the pre-tokenizer (PCRE2's default match limit is 10 million)",
+              "returned %d, %lld ids: %s", done, (long long)b.n, tok_encoder_error(e));
+    b.n = 0;
+    free(s);
+    tok_encoder_free(e);
+    tokenizer_free(t);
+
+    /* A repeated group takes JIT stack for every repetition: a long run
+     * exhausts PCRE2's, and the failure is an error naming the byte offset
+     * in the whole text (here past a special token, which a separate pass
+     * splits off first), not a crash or ids of half the text. */
+    set_at(root, "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+                                  "{\"Regex\": \"(?:ab)+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
+                                  "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}");
+    write_json(root, "group_run", path, sizeof path);
+    t = tokenizer_load(path);
+    e = tok_encoder_new(t);
+    n = 4 + (2 << 20);
+    s = xmalloc(n + 1);
+    memcpy(s, "q<x>", 4);
+    for (size_t i = 4; i < n; i++) s[i] = (i % 2) ? 'b' : 'a';
+    s[n] = '\0';
+    done = tok_encode(e, s, n, 1, &b);
+    const char *want = "pre-tokenizer regex (stage 0) failed searching from byte offset 4 of the text: JIT stack limit";
+    tl_result(!done && strncmp(tok_encoder_error(e), want, strlen(want)) == 0,
+              "a regex failure is reported with its stage and byte offset in the text", "returned %d: '%s'", done,
+              tok_encoder_error(e));
+    check_encode(e, "the encoder works again after a regex failure", "q<x>ab", 1, (uint32_t[]){'q', 260, 258}, 3);
+    token_buf_free(&b);
+    free(s);
+    tok_encoder_free(e);
+    tokenizer_free(t);
     json_decref(root);
 }
 

@@ -90,6 +90,61 @@ if [ -n "$corpus" ]; then
     compare "Llama 3.1 ids == tiktoken (Meta's ranks), corpus" tiktoken "$llama" "$corpus" "--roundtrip"
 fi
 
+# long runs of one kind of character, each one pre-token or many: white space
+# (spaces, then a word, tabs and line breaks mixed in, line breaks alone), a
+# letter, a digit.
+"$PY" - "$tmp/runs.jsonl" "$tmp/runs_huge.jsonl" <<'PY'
+import json, sys
+runs = [" " * 100000, " " * 1000000, " " * 1000000 + "word", "word" + " " * 999999 + "\n", " \t\n" * 300000,
+        "\t \r\n  " * 150000 + "x", "\n" * 1000000, "\r\n" * 400000 + " tail", " " * 500000 + "\n" + " " * 500000 + "x",
+        "x" + "\u3000 " * 300000 + "y", "a" * 1000000, "7" * 1000000, "x " * 400000]
+with open(sys.argv[1], "w") as f:
+    f.writelines(json.dumps({"text": t}) + "\n" for t in runs)
+with open(sys.argv[2], "w") as f:
+    f.write(json.dumps({"text": " " * 10500000 + "a"}) + "\n")
+PY
+compare "Llama 3.1 ids == HF tokenizers, runs of 1e5-1e6 spaces, line breaks, mixed white space, letters, digits" \
+    hf "$llama" "$tmp/runs.jsonl" "--add-special --roundtrip" --bos
+# Llama 3's \s*[\r\n]+ takes a white-space run whole, then backs off a
+# character at a time looking for a line break: past 10 million characters
+# that exceeds PCRE2's default match limit, and Oniguruma's retry limit in
+# Hugging Face too (it panics). kvcpt lifts the limit; the reference is then
+# Hugging Face with GPT-2's pattern in the Split, which cuts this text into
+# the same two pieces as Llama 3's (all spaces but the last, then " a")
+# without backing off, and Llama 3.1's own BPE.
+"$PY" -c 'import json, sys
+j = json.load(open(sys.argv[1]))
+split = j["pre_tokenizer"]["pretokenizers"][0]
+assert split["type"] == "Split"
+split["pattern"]["Regex"] = r"\x27s|\x27t|\x27re|\x27ve|\x27m|\x27ll|\x27d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+json.dump(j, open(sys.argv[2], "w"))' "$llama" "$tmp/llama_gpt2_split.json"
+if ! "$PY" "$oracle" --engine hf --tokenizer "$tmp/llama_gpt2_split.json" --add-special <"$tmp/runs_huge.jsonl" \
+    >"$tmp/oracle.txt" 2>"$tmp/oracle.err"; then
+    echo "FAIL - Llama 3.1, 10.5 million spaces then a word: oracle failed: $(tail -2 "$tmp/oracle.err")"
+elif ! "$K" tokenize --tokenizer "$llama" --jsonl --bos <"$tmp/runs_huge.jsonl" >"$tmp/ours.txt" 2>"$tmp/ours.err"; then
+    echo "FAIL - Llama 3.1, 10.5 million spaces then a word: kvcpt tokenize failed: $(head -2 "$tmp/ours.err")"
+elif cmp -s "$tmp/oracle.txt" "$tmp/ours.txt"; then
+    echo "ok - Llama 3.1, 10.5 million spaces then a word (past PCRE2's default match limit): ids == HF tokenizers' BPE of the same pieces"
+else
+    echo "FAIL - Llama 3.1, 10.5 million spaces then a word: ids differ from HF tokenizers' BPE of the same pieces"
+fi
+
+# no ids decode to no text: Hugging Face's decode([]) is "", which is valid
+# UTF-8, so --json prints {"text": ""} and the raw output is empty
+want=$("$PY" -c 'import json, sys; from tokenizers import Tokenizer
+print(json.dumps({"text": Tokenizer.from_file(sys.argv[1]).decode([])}))' "$llama")
+for input in "" "[]"; do
+    got=$(printf '%s' "$input" | "$K" tokenize --tokenizer "$llama" --decode --json 2>"$tmp/dec.err")
+    rc=$?
+    raw=$(printf '%s' "$input" | "$K" tokenize --tokenizer "$llama" --decode 2>>"$tmp/dec.err" | od -An -c)
+    rc_raw=$?
+    if [ $rc -eq 0 ] && [ "$got" = "$want" ] && [ $rc_raw -eq 0 ] && [ -z "$raw" ]; then
+        echo "ok - tokenize --decode of '$input' (no ids): --json prints $want as HF decode([]), raw prints nothing"
+    else
+        echo "FAIL - tokenize --decode of '$input' (no ids): --json gave '$got' (status $rc, want '$want'), raw '$raw': $(head -2 "$tmp/dec.err")"
+    fi
+done
+
 # SmolLM2 and the GPT-2 / Qwen2 styles on its vocabulary: no BOS, 17 specials
 # at ids 0..16, a few control bytes without a token (so no round trip)
 if [ ! -f "$smollm2" ]; then
@@ -106,6 +161,8 @@ compare "SmolLM2 ids == HF tokenizers, adversarial cases" hf "$smollm2" "$cases"
 compare "SmolLM2 ids == HF tokenizers, adversarial cases, --allow-special" hf "$smollm2" "$cases" \
     "--add-special --allow-special" --allow-special
 compare "SmolLM2 ids == HF tokenizers, random fringe strings" hf "$smollm2" "$fuzz" "--add-special"
+compare "SmolLM2 ids == HF tokenizers, runs of 1e5-1e6 spaces, line breaks, mixed white space, letters, digits" \
+    hf "$smollm2" "$tmp/runs.jsonl" "--add-special"
 if [ -n "$corpus" ]; then
     compare "SmolLM2 ids == HF tokenizers, corpus" hf "$smollm2" "$corpus" "--add-special"
     compare "SmolLM2 ids == HF tokenizers, corpus, --allow-special" hf "$smollm2" "$corpus" \
