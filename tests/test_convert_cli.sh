@@ -200,12 +200,12 @@ O="$tmp/ovf"; mkdir -p "$O"
 big_hf() { # DIR VALUE: the F32 HF model with element 37 of $W set to VALUE
     rm -rf "$1" && cp -r "$G/hf" "$1" && st set "$1/model.safetensors" $W 37 "$2"
 }
-refused_dtype() { # label, value printed, max printed, dest, convert arguments...
-    local label=$1 val=$2 max=$3 d=$4
+refused_dtype() { # label, value printed, max printed, dest, convert arguments... (ELEM: the element named)
+    local label=$1 val=$2 max=$3 d=$4 elem=${ELEM:-"37 (row 1, column 5)"}
     shift 4
     "$K" convert "$@" --to "$d" >"$tmp/out" 2>&1; rc=$?
     check "$label: refused naming the tensor, element, value and the dtype's maximum; nothing written" \
-      '[ $rc -eq 1 ] && grep -q "tensor .$W. as [BF0-9]*: element 37 (row 1, column 5) is $val, beyond [BF0-9]*.s largest finite value $max" "$tmp/out" && [ ! -e "$d" ]' \
+      '[ $rc -eq 1 ] && grep -q "tensor .$W. as [BF0-9]*: element $elem is $val, beyond [BF0-9]*.s largest finite value $max" "$tmp/out" && [ ! -e "$d" ]' \
       "rc $rc: $(cat "$tmp/out"); left: $(ls -A "$d" 2>/dev/null)"
 }
 big_hf "$O/h1e5" 1e5
@@ -245,15 +245,7 @@ for dt in f16 bf16; do
 done
 # GGUF sources: the same refusal, before the destination is created
 tiny "$G/big.gguf" --first blk.0.ffn_up.weight=1e5
-refused_gguf() { # label, value printed, max printed, dest, convert arguments...
-    local label=$1 val=$2 max=$3 d=$4
-    shift 4
-    "$K" convert "$@" --to "$d" >"$tmp/out" 2>&1; rc=$?
-    check "$label: refused naming the tensor, element, value and maximum; nothing written" \
-      '[ $rc -eq 1 ] && grep -q "tensor .$W. as [BF0-9]*: element 0 (row 0, column 0) is $val, beyond [BF0-9]*.s largest finite value $max" "$tmp/out" && [ ! -e "$d" ]' \
-      "rc $rc: $(cat "$tmp/out"); left: $(ls -A "$d" 2>/dev/null)"
-}
-refused_gguf "GGUF -> HF --to-dtype f16 with a 1e5" 100000 65504 "$G/big16" --from "$G/big.gguf" --to-dtype f16
+ELEM="0 (row 0, column 0)" refused_dtype "GGUF -> HF --to-dtype f16 with a 1e5" 100000 65504 "$G/big16" --from "$G/big.gguf" --to-dtype f16
 tiny "$G/big38.gguf" --first blk.0.ffn_up.weight=3.4e38
-refused_gguf "GGUF -> native --to-dtype bf16 with a 3.4e38" "3.39999995e+38" "3.38953139e+38" "$G/big38" \
+ELEM="0 (row 0, column 0)" refused_dtype "GGUF -> native --to-dtype bf16 with a 3.4e38" "3.39999995e+38" "3.38953139e+38" "$G/big38" \
   --from "$G/big38.gguf" --to-dtype bf16 --to-format native
