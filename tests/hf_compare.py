@@ -66,8 +66,10 @@ def model_from_case(d, case, device, report, tag):
     return model
 
 
-def compare_case(d, case, model, device, report, tag):
-    """Logits, loss and every parameter gradient of `model` vs the case's."""
+def compare_case(d, case, model, device, report, tag, logits_atol=1e-4):
+    """Logits, loss and every parameter gradient of `model` vs the case's
+    (logits within logits_atol + 1e-4 |ref|: a deep model sums more
+    rounding than the tiny test models)."""
     B, T = case["B"], case["T"]
     model.zero_grad(set_to_none=True)
     tokens = torch.from_numpy(np.fromfile(os.path.join(d, "tokens.i32"), dtype=np.int32).astype(np.int64))
@@ -76,7 +78,7 @@ def compare_case(d, case, model, device, report, tag):
     logits = model(input_ids=tokens).logits.float()
     V = logits.shape[-1]
     ours = torch.from_numpy(np.fromfile(os.path.join(d, "logits.f32"), dtype=np.float32)).view(B, T, V).to(device)
-    bad, mx = close(ours, logits.detach(), 1e-4, 1e-4)
+    bad, mx = close(ours, logits.detach(), logits_atol, 1e-4)
     report(bad == 0, f"{tag} logits", f"{bad} elements off, max |d| {mx:.3e}")
     loss = F.cross_entropy(logits.view(-1, V), targets, ignore_index=-1)
     d_loss = abs(case["loss"] - loss.item())

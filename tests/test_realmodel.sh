@@ -103,3 +103,32 @@ if OUT="$tmp/rm" CORPUS="$tmp/corpus" CONTEXTS=128 S=4 EVAL_DOCS=1 QC=5 bash -c 
    grep -q "pairs agree with the paper" "$tmp/rm/results-smollm2.md"; then
     ok "launch/realmodel.sh smoke: prepare, eval of every variant, results-smollm2.md with the Table 5 comparison"
 else fail "launch/realmodel.sh smoke" "$(tail -3 "$tmp/rm.log")"; fi
+
+# training on the real model: one batch (B 2, T 32, random ids, seed 1)
+# through kvcpt's CPU forward and backward (K = L: causal attention) against
+# transformers' (eager) on the same weights: logits, loss and every
+# gradient. SmolLM2 ties its embedding: one tensor whose gradient is the
+# lookup's plus the head's, which transformers' model.embed_tokens.weight
+# also holds; either part missing fails that tensor. Logits within 5e-4
+# absolute: 30 fp32 layers (about 1.6e-4 measured), not the tiny models' 1e-4.
+dump=build/tests/tools/dump_model_case
+mkdir -p "$tmp/case"
+if [ ! -x "$dump" ]; then fail "real model gradients" "$dump is not built (make test builds it)"
+elif ! "$dump" "$tmp/case" 1 - max cpu 24 "$M" >"$tmp/case.log" 2>&1; then
+    fail "real model gradients" "dump_model_case: $(tail -3 "$tmp/case.log")"
+else
+    OMP_NUM_THREADS=2 "$py" - "$tmp/case" <<'PY' 2>"$tmp/grad.err" | sed 's/^\(ok\|FAIL\) - /\1 - real model: /'
+import json, sys
+sys.path.insert(0, "tests")
+import hf_compare as h
+d = sys.argv[1]
+case = h.load_case(d)
+assert case["config"]["tie_word_embeddings"], "SmolLM2 ties its embedding"
+assert "lm_head.weight" not in [t["name"] for t in case["tensors"]], "a tied model has no lm_head tensor of its own"
+r = h.Report()
+model = h.model_from_case(d, case, "cpu", r, "train step (B 2, T 32)")
+h.compare_case(d, case, model, "cpu", r, "train step (B 2, T 32)", logits_atol=5e-4)
+sys.exit(1 if r.failed else 0)
+PY
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "FAIL - real model gradients against transformers"; tail -5 "$tmp/grad.err"; }
+fi
