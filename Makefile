@@ -16,7 +16,7 @@ OPT     ?= -O2
 CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Wno-unused-parameter -fno-trapping-math -fopenmp -D_GNU_SOURCE -I.
 LDLIBS  :=
 
-# --- CPU libraries (Debian packages, see README) ---
+# --- CPU libraries (Debian packages, see docs/setup.md) ---
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
 CFLAGS  += $(BLAS_CFLAGS)

@@ -13,7 +13,7 @@
  * EMA over the queries oldest to newest (Eq. 9, alpha), then the adaptive
  * window spatial smoothing (Eqs. 10-13), GQA aggregation (opt.agg), top-K.
  *
- * Decisions where the paper is ambiguous (documented in README/report too):
+ * Decisions where the paper is ambiguous (documented in docs/eval.md too):
  * - The last S_w positions (the observation window) are always kept (Eq. 8's
  *   Omega) and are left out of scoring and smoothing, as SnapKV's code does;
  *   the other K - S_w slots go to the prefix 0..L-S_w-1. K <= S_w keeps the
