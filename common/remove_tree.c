@@ -40,3 +40,13 @@ int is_real_dir(const char *path) {
     struct stat st;
     return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
+
+static int remove_entry_quietly(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+    (void)st;
+    (void)ftw;
+    if (type == FTW_DP) rmdir(path);
+    else unlink(path);
+    return 0;
+}
+
+void remove_tree_best_effort(const char *path) { nftw(path, remove_entry_quietly, 16, FTW_PHYS | FTW_DEPTH | FTW_MOUNT); }

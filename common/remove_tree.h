@@ -9,6 +9,10 @@
  * not an error. */
 void remove_tree(const char *path);
 
+/* The same walk that reports nothing and never dies, for an exit handler
+ * (which cannot report): what cannot be removed stays. */
+void remove_tree_best_effort(const char *path);
+
 /* 1 when path is a directory itself (lstat: a link to one is not), else 0. */
 int is_real_dir(const char *path);
 

@@ -3,7 +3,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,16 +19,8 @@
  * that dies leaves the previous dataset as the only one. */
 static char *unpublished;
 
-static int remove_quietly(const char *path, const struct stat *st, int type, struct FTW *ftw) {
-    (void)st;
-    (void)ftw;
-    if (type == FTW_DP) rmdir(path); /* best effort: an exit handler cannot report anything */
-    else unlink(path);
-    return 0;
-}
-
 static void remove_unpublished(void) {
-    if (unpublished) nftw(unpublished, remove_quietly, 16, FTW_PHYS | FTW_DEPTH | FTW_MOUNT);
+    if (unpublished) remove_tree_best_effort(unpublished);
 }
 
 static char *concat(const char *a, const char *b) {
