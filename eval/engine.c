@@ -7,9 +7,11 @@
 #include "../common/redzone.h"
 #include "../common/util.h"
 #include "../kernels/attention_decode.h"
+#include "../kernels/embedding.h"
 #include "../kernels/residual.h"
 #include "../kernels/rmsnorm.h"
 #include "../kernels/swiglu.h"
+#include "../model/llama_layer.h"
 #include "engine_backend.h"
 #include "engine_cuda.h"
 #include "row_matmul.h"
@@ -106,31 +108,44 @@ void engine_free(DecodeEngine *e) {
     engine_free_host(e);
 }
 
+/* Full causal prefill on the CPU, layer by layer through the model's own
+ * layer forward (model/llama_layer.h) with one reused activation set: eval
+ * never runs a backward, so keeping every layer's activations (about 1 MB
+ * per token for SmolLM2-135M: 9 GB at L = 8192, 17 GB at 16384) would only
+ * cost memory. After each layer its K/V rows go to the caches and what the
+ * policies read is kept; the statistics come from the prefill attention's
+ * own probabilities (one pass over the scores), not a second L x L softmax.
+ * The GPU engine's prefill (eval/engine_cuda.c) has the same shape. */
 static void prefill_cpu(DecodeEngine *e, const int32_t *tokens, int64_t L) {
-    Llama *m = e->m;
+    const Llama *m = e->m;
     const LlamaConfig *c = &m->cfg;
-    int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, D = c->head_dim;
-    RefreshMask keep = m->mask;
-    m->mask.enabled = 0; /* the prefill is full causal attention for every policy */
+    int64_t C = c->hidden_size, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, D = c->head_dim;
     int64_t W = e->W < L ? e->W : L;
-    /* the statistics come from the prefill attention's own probabilities
-     * (one pass over the scores), not from a second softmax over L x L */
-    AttentionStats *st = xmalloc(sizeof(AttentionStats) * (size_t)c->num_hidden_layers);
-    for (int64_t l = 0; l < c->num_hidden_layers; l++) st[l] = (AttentionStats){e->colsum[l], e->last_probs[l], W};
-    m->attn_stats = st;
-    llama_forward(m, tokens, NULL, 1, L);
-    m->attn_stats = NULL;
-    free(st);
-    m->mask = keep;
+    /* the mask is off: the prefill is full causal attention for every policy */
+    RefreshMask off = {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX};
+    llama_check_inputs(c, &off, 0, tokens, NULL, 1, L);
+    LayerActs a;
+    float *acts = xmalloc(sizeof(float) * (size_t)llama_layer_acts_numel(c, L, 4));
+    llama_layer_acts_carve(&a, c, L, 4, acts);
+    float *x[2] = {alloc_f(L * C), alloc_f(L * C)}, *xf = alloc_f(C), rstd;
+    embedding_forward_cpu(x[0], tokens, m->w.embed, L, C);
+    LayerPass pass = {&llama_cpu_ops, c, &off, e->rope_cos, e->rope_sin, 1, L, NULL};
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
-        const LayerActs *a = &m->acts[l];
-        memcpy(e->kc[l], a->k, sizeof(float) * (size_t)(L * Hkv * D));
-        memcpy(e->vc[l], a->v, sizeof(float) * (size_t)(L * Hkv * D));
-        memcpy(e->last_out[l], a->att + (L - W) * Hq * D, sizeof(float) * (size_t)(W * Hq * D));
-        memcpy(e->q_last[l], a->q + (L - 1) * Hq * D, sizeof(float) * (size_t)(Hq * D));
+        AttentionStats st = {e->colsum[l], e->last_probs[l], W};
+        pass.stats = &st;
+        llama_layer_forward(&pass, &m->w.layers[l], &a, NULL, x[l & 1], x[(l + 1) & 1], 0);
+        memcpy(e->kc[l], a.k, sizeof(float) * (size_t)(L * Hkv * D));
+        memcpy(e->vc[l], a.v, sizeof(float) * (size_t)(L * Hkv * D));
+        memcpy(e->last_out[l], a.att + (L - W) * Hq * D, sizeof(float) * (size_t)(W * Hq * D));
+        memcpy(e->q_last[l], a.q + (L - 1) * Hq * D, sizeof(float) * (size_t)(Hq * D));
         engine_unrotate_query(e, e->q_last[l], L - 1);
     }
-    llama_logits(m, e->prefill_logits, L - 1, 1);
+    /* only position L-1's logits are needed: the final norm of that row (rows
+     * are independent) and the head over it */
+    const float *last_row = x[c->num_hidden_layers & 1] + (L - 1) * C;
+    rmsnorm_forward_cpu(xf, &rstd, last_row, m->w.final_norm, 1, C, (float)c->rms_norm_eps);
+    llama_cpu_ops.head_forward(e->prefill_logits, xf, m->w.lm_head, 1, C, c->vocab_size);
+    free(acts), free(x[0]), free(x[1]), free(xf);
 }
 
 void engine_unrotate_query(const DecodeEngine *e, float *q, int64_t pos) {

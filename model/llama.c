@@ -225,7 +225,7 @@ static void ensure_rope(Llama *m, int64_t T) {
     m->rope_T = T;
 }
 
-static const LlamaOps cpu_ops = {
+const LlamaOps llama_cpu_ops = {
     .rmsnorm_forward = rmsnorm_forward_cpu,
     .rmsnorm_backward = rmsnorm_backward_cpu,
     .matmul_forward = matmul_forward_cpu,
@@ -324,7 +324,7 @@ static const LlamaOps cpu_bf16r_ops = {
     .residual_add = residual_add_cpu,
 };
 
-static const LlamaOps *ops_of(const Llama *m) { return m->bf16_oracle ? &cpu_bf16r_ops : &cpu_ops; }
+static const LlamaOps *ops_of(const Llama *m) { return m->bf16_oracle ? &cpu_bf16r_ops : &llama_cpu_ops; }
 
 void llama_set_bf16_oracle(Llama *m, int on) { m->bf16_oracle = on != 0; }
 

@@ -66,6 +66,10 @@ typedef struct {
     void (*residual_add)(float *y, const float *x, int64_t n);
 } LlamaOps;
 
+/* The CPU reference's ops (model/llama.c): fp32, sgemm products; the
+ * evaluator's prefill runs its layers with them too. */
+extern const LlamaOps llama_cpu_ops;
+
 /* What every layer of one pass shares. */
 typedef struct {
     const LlamaOps *ops;

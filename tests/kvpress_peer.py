@@ -127,8 +127,10 @@ def patch_compress(inner, kept, in_order):
     inner.compress = compress
 
 
-def kvpress_doc(model, tok, L, S, K, policy, a, per_step=False):
-    """kvpress's kept keys after the prefill ([layer][kv head] -> positions) and the S NLLs."""
+def kvpress_doc(model, tok, L, S, K, policy, a, per_step=False, head_rows=None):
+    """kvpress's kept keys after the prefill ([layer][kv head] -> positions) and
+    the S NLLs. head_rows=1: the prefill computes only its last position's
+    logits, as kvpress's own pipeline does (the bench); None: every row."""
     import contextlib
     import torch
     from transformers import DynamicCache
@@ -142,7 +144,8 @@ def kvpress_doc(model, tok, L, S, K, policy, a, per_step=False):
         patch_compress(press, kept, False)
     cache = DynamicCache()
     with torch.no_grad(), (press(model) if press is not None else contextlib.nullcontext()):
-        logits = [model(ids[:, :L], past_key_values=cache, use_cache=True).logits[0, -1:]]
+        extra = {} if head_rows is None else {"logits_to_keep": head_rows}
+        logits = [model(ids[:, :L], past_key_values=cache, use_cache=True, **extra).logits[0, -1:]]
         if per_step:  # one token at a time: the decoding press compresses after each
             for i in range(S - 1):
                 pos = torch.tensor([[L + i]])
@@ -191,7 +194,8 @@ def bench(a):
     for policy in [p for p in a.policies.split(",") if p and p != "none"]:
         t1 = time.perf_counter()
         for _, d in docs:
-            kvpress_doc(models["eager" if policy == "h2o" else "sdpa"], d, a.context, a.last, a.budget, policy, a)
+            kvpress_doc(models["eager" if policy == "h2o" else "sdpa"], d, a.context, a.last, a.budget, policy, a,
+                        head_rows=1)
         per_policy[policy] = time.perf_counter() - t1
     seconds = time.perf_counter() - t0
     sdpa = models["sdpa"]
