@@ -6,6 +6,9 @@
 # the component directories goes into build/libkvcpt.a.
 
 .DEFAULT_GOAL := all
+# one job per core unless the command line says otherwise (`make -j1`):
+# `make test` on a fresh clone spends minutes compiling before any test runs
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1)
 
 CC      ?= gcc
 OPT     ?= -O2
