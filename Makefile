@@ -6,6 +6,9 @@
 # the component directories goes into build/libkvcpt.a.
 
 .DEFAULT_GOAL := all
+# one job per core unless the command line says otherwise (`make -j1`):
+# `make test` on a fresh clone spends minutes compiling before any test runs
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1)
 
 CC      ?= gcc
 OPT     ?= -O2
@@ -62,6 +65,21 @@ LDLIBS     += -L$(NCCL_HOME)/lib -L$(NCCL_HOME)/lib64 -Wl,-rpath,$(NCCL_HOME)/li
 endif
 endif
 
+# Header dependencies: each compile writes a .d file beside its object
+# (-MMD -MP: the headers it read, each also an empty target so a deleted
+# header does not stop the build), included at the end of this file. A
+# binary compiled and linked in one step writes .NAME.d beside itself (hidden,
+# so globs over test binaries do not see it). An object or binary whose .d
+# file is missing (built before this scheme, or by an interrupted compile)
+# depends on FORCE and is rebuilt once, so no stale object survives a header
+# change. Second expansion lets the prerequisite name its own target.
+MAKEFLAGS    += --no-builtin-rules
+.SECONDEXPANSION:
+DEPFLAGS     := -MMD -MP
+BIN_DEPFLAGS  = -MMD -MP -MF $(@D)/.$(@F).d
+OBJ_DEPS      = $$(if $$(wildcard $$(basename $$@).d),,FORCE)
+BIN_DEPS      = $$(if $$(wildcard $$(@D)/.$$(@F).d),,FORCE)
+
 # what was found, said once per top-level make (not for clean or setup)
 ifeq ($(MAKELEVEL),0)
 ifeq ($(filter clean setup,$(MAKECMDGOALS)),)
@@ -74,7 +92,6 @@ endif
 DIRS    := common model kernels data optim checkpoints parallel train eval
 C_SRC   := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
 OBJ     := $(C_SRC:%.c=build/%.o) $(CU_SRC:%.cu=build/%.cu.o)
-HDR     := $(foreach d,$(DIRS),$(wildcard $(d)/*.h $(d)/*.cuh))
 
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_SRC:tests/%.c=build/tests/%)
@@ -111,9 +128,6 @@ EMU_FMA      := $(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo -mfma)
 EMU_CXXFLAGS := -std=c++17 $(OPT) -g -ffp-contract=fast $(EMU_FMA) -D__CUDA_ARCH__=900 -include cuda_runtime.h -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas \
                 -D_GNU_SOURCE -I. \
                 -iquote kernels $(EMU_FLAGS)
-EMU_OBJ      := $(EMU_C:%.c=build/emu/%.o) $(EMU_CU:%.cu=build/emu/%.cu.o) build/emu/emu_runtime.o \
-                $(EMU_NCCL_OBJ:%=build/emu/%) build/emu/emu_mma.o
-EMU_HDR      := $(wildcard tests/cuda_emu/include/*.h tests/cuda_emu/include/*/*/*.cuh)
 EMU_TESTS    := ops_cuda adamw_cuda shard_ops_cuda attention_cuda attention_mma model_cuda decode_cuda attention_decode_cuda mma mem_plan_cuda
 EMU_BIN      := $(EMU_TESTS:%=build/tests/test_cuda_emu_%)
 # the NCCL tests, on the plain emulator only (tests/test_cuda_emu_nccl.sh
@@ -122,10 +136,7 @@ ifneq ($(MPICC),)
 EMU_BIN      += build/tests/test_cuda_emu_comm_nccl build/tests/test_cuda_emu_nccl_collectives
 endif
 
-build/emu/%.o: %.c $(HDR) $(EMU_HDR)
-	@mkdir -p $(dir $@)
-	$(CC) $(EMU_CFLAGS) -c $< -o $@
-
+# the .cu files rewritten once, into build/emu/; every variant compiles these
 build/emu/%.cu.cc: %.cu tests/cuda_emu/cu2cc.sh
 	@mkdir -p $(dir $@)
 	bash tests/cuda_emu/cu2cc.sh $< $@
@@ -140,113 +151,114 @@ $(EMU_CUH): build/emu/%.cuh: %.cuh tests/cuda_emu/cu2cc.sh
 	@mkdir -p $(dir $@)
 	bash tests/cuda_emu/cu2cc.sh $< $@
 
-build/emu/%.cu.o: build/emu/%.cu.cc $(HDR) $(EMU_HDR) $(EMU_CUH)
-	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
-
-build/emu/emu_runtime.o: tests/cuda_emu/emu_runtime.cc tests/cuda_emu/emu_mma.h $(EMU_HDR)
-	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
-
-# the warp-level matrix instructions (kernels/mma.cuh): layouts and arithmetic
-build/emu/emu_mma.o: tests/cuda_emu/emu_mma.cc tests/cuda_emu/emu_mma.h $(EMU_HDR)
-	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
-
-# MPI's headers for the emulated NCCL only (the kernels never see them)
-build/emu/emu_nccl.o: tests/cuda_emu/emu_nccl.cc $(EMU_HDR)
-	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_CXXFLAGS) $(MPI_CFLAGS) -c $< -o $@
-
-build/emu/libkvcpt_emu.a: $(EMU_OBJ)
-	rm -f $@ && ar rcs $@ $^
-
-# the whole program on the emulated GPU: `kvcpt train --set device=cuda` on CI
-build/emu/kvcpt: kvcpt.c build/emu/libkvcpt_emu.a
-	$(CC) $(EMU_CFLAGS) $< build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
-
-build/emu/tools/%: tests/tools/%.c build/emu/libkvcpt_emu.a
-	@mkdir -p $(dir $@)
-	$(CC) $(EMU_CFLAGS) $< build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
-
-# the emulator's own checks: launch limits, planted races (tests/test_cuda_emu_orders.sh)
-build/emu/emu_checks: build/emu/tests/cuda_emu/emu_checks.cu.o build/emu/emu_runtime.o build/emu/emu_mma.o
-	$(CXX) $(EMU_CXXFLAGS) $^ -o $@
-
-build/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h tests/gpu/gpu_testlib.h build/emu/libkvcpt_emu.a
-	@mkdir -p $(dir $@)
-	$(CC) $(EMU_CFLAGS) $< build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
+# The emulator's build variants, one directory each:
+#  - emu (build/emu/): the plain emulator; its tests are build/tests/test_cuda_emu_*.
+#  - emu-race (build/emu-race/): the race-detecting variant. The kernels (the
+#    .cu.cc files, emu_checks.cu's too) are compiled with gcc's
+#    -fsanitize=thread instrumentation and linked without libtsan: the calls it
+#    adds go to tests/cuda_emu/emu_race.cc, which reports conflicting accesses
+#    to shared and device memory that no barrier orders (docs/cuda.md). Its C
+#    objects and emulated NCCL are build/emu's, unchanged.
+#    tests/test_cuda_emu_races.sh runs it.
+#  - emu-asan (build/emu-asan/): the emulator under AddressSanitizer and UBSan,
+#    the same sources as build/emu built with KVCPT_EMU_ASAN, which makes the
+#    emulator allocate dynamic shared memory and cudaMalloc at exactly the
+#    bytes asked for, tell ASan about its fiber stack switches, and poison red
+#    zones between carved sub-buffers (common/redzone.h). `make sanitize-emu`
+#    builds it and runs the emulated GPU tests, the planted bugs, the kernels
+#    at Llama-3.1-8B shapes and the emulated-engine CLI tests on it (tens of
+#    minutes on 2 cores: docs/cuda.md); `make test` builds the two quick
+#    binaries and runs the planted bugs and most 8B-shape kernels
+#    (tests/test_cuda_emu_asan.sh).
+# Per variant V: V_CFLAGS compile its C files and link its C programs,
+# V_CXXFLAGS compile and link its C++ (kernels and runtime), V_KERNEL_FLAGS
+# are added for the kernels alone, V_C_FROM names the variant whose C objects
+# and emulated NCCL it links, V_RUNTIME lists its runtime objects, V_TESTS is
+# where its test binaries go.
+EMU_ASAN_FLAGS      := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+                       -DKVCPT_EMU_ASAN
+emu_CFLAGS          := $(EMU_CFLAGS)
+emu_CXXFLAGS        := $(EMU_CXXFLAGS)
+emu_KERNEL_FLAGS    :=
+emu_C_FROM          := emu
+emu_RUNTIME         := emu_runtime emu_mma
+emu_TESTS           := build/tests
+emu-race_CFLAGS     := $(EMU_CFLAGS)
+emu-race_CXXFLAGS   := $(EMU_CXXFLAGS) -DKVCPT_EMU_RACE -gdwarf-4
+emu-race_KERNEL_FLAGS := -fsanitize=thread
+emu-race_C_FROM     := emu
+emu-race_RUNTIME    := emu_runtime emu_race emu_mma
+emu-race_TESTS      := build/emu-race/tests
+emu-asan_CFLAGS     := $(filter-out $(OPT),$(EMU_CFLAGS)) $(EMU_ASAN_FLAGS)
+emu-asan_CXXFLAGS   := $(filter-out $(OPT),$(EMU_CXXFLAGS)) $(EMU_ASAN_FLAGS)
+emu-asan_KERNEL_FLAGS :=
+emu-asan_C_FROM     := emu-asan
+emu-asan_RUNTIME    := emu_runtime emu_mma
+emu-asan_TESTS      := build/emu-asan/tests
 
 # the tensor-core primitives' test (tests/gpu/test_mma.c) links its own
 # kernel file, a GEMM written with kernels/mma.cuh, beside the library
-MMA_TEST_DEP := tests/gpu/test_mma.c tests/gpu/mma_gemm.h tests/testlib.h tests/gpu/gpu_testlib.h
-build/emu/tests/gpu/mma_gemm.cu.o build/emu-race/tests/gpu/mma_gemm.cu.o build/emu-asan/tests/gpu/mma_gemm.cu.o \
-build/tests/gpu/mma_gemm.cu.o: tests/gpu/mma_gemm.h
-build/tests/test_cuda_emu_mma: $(MMA_TEST_DEP) build/emu/tests/gpu/mma_gemm.cu.o build/emu/libkvcpt_emu.a
-	@mkdir -p $(dir $@)
-	$(CC) $(EMU_CFLAGS) $< build/emu/tests/gpu/mma_gemm.cu.o build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
+MMA_TEST_DEP := tests/gpu/test_mma.c tests/testlib.h tests/gpu/gpu_testlib.h
 
-# --- the emulator's race-detecting variant (build/emu-race/): the kernels
-# (the .cu.cc files above, emu_checks.cu's too) compiled with gcc's
-# -fsanitize=thread instrumentation, linked without libtsan: the calls it
-# adds go to tests/cuda_emu/emu_race.cc, which reports conflicting accesses
-# to shared and device memory that no barrier orders (docs/cuda.md). The C
-# objects and build/emu/ itself are shared with the plain variant, unchanged.
-# tests/test_cuda_emu_races.sh runs these.
-RACE_CXXFLAGS := $(EMU_CXXFLAGS) -DKVCPT_EMU_RACE -gdwarf-4
-RACE_OBJ      := $(EMU_C:%.c=build/emu/%.o) $(EMU_CU:%.cu=build/emu-race/%.cu.o) \
-                 build/emu-race/emu_runtime.o build/emu-race/emu_race.o $(EMU_NCCL_OBJ:%=build/emu/%) build/emu-race/emu_mma.o
-RACE_HDR      := $(EMU_HDR) tests/cuda_emu/emu_race.h
-RACE_BIN      := $(EMU_TESTS:%=build/emu-race/tests/test_cuda_emu_%) build/emu-race/emu_checks
+# EMU_VARIANT V: the rules of build/V/
+define EMU_VARIANT
+$(1)_RUNTIME_OBJ := $$($(1)_RUNTIME:%=build/$(1)/%.o)
+$(1)_OBJ         := $$(EMU_C:%.c=build/$$($(1)_C_FROM)/%.o) $$(EMU_CU:%.cu=build/$(1)/%.cu.o) \
+                    $$($(1)_RUNTIME_OBJ) $$(EMU_NCCL_OBJ:%=build/$$($(1)_C_FROM)/%)
+$(1)_LIB         := build/$(1)/libkvcpt_emu.a
+$(1)_LINK         = $$(CC) $$($(1)_CFLAGS) $$(BIN_DEPFLAGS) $$< $$(filter %.o,$$^) $$($(1)_LIB) $$(BASE_LDLIBS) -lstdc++ -o $$@
 
-build/emu-race/%.cu.o: build/emu/%.cu.cc $(HDR) $(RACE_HDR) $(EMU_CUH)
-	@mkdir -p $(dir $@)
-	$(CXX) $(RACE_CXXFLAGS) -fsanitize=thread -c $< -o $@
+ifeq ($$($(1)_C_FROM),$(1))
+build/$(1)/%.o: %.c $$(OBJ_DEPS)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$($(1)_CFLAGS) $$(DEPFLAGS) -c $$< -o $$@
 
-build/emu-race/emu_runtime.o: tests/cuda_emu/emu_runtime.cc tests/cuda_emu/emu_mma.h $(RACE_HDR)
-	@mkdir -p $(dir $@)
-	$(CXX) $(RACE_CXXFLAGS) -c $< -o $@
+# MPI's headers for the emulated NCCL only (the kernels never see them)
+build/$(1)/emu_nccl.o: tests/cuda_emu/emu_nccl.cc $$(OBJ_DEPS)
+	@mkdir -p $$(dir $$@)
+	$$(CXX) $$($(1)_CXXFLAGS) $$(MPI_CFLAGS) $$(DEPFLAGS) -c $$< -o $$@
+endif
 
-build/emu-race/emu_mma.o: tests/cuda_emu/emu_mma.cc tests/cuda_emu/emu_mma.h $(RACE_HDR)
-	@mkdir -p $(dir $@)
-	$(CXX) $(RACE_CXXFLAGS) -c $< -o $@
+build/$(1)/%.cu.o: build/emu/%.cu.cc $$(OBJ_DEPS) | $$(EMU_CUH)
+	@mkdir -p $$(dir $$@)
+	$$(CXX) $$($(1)_CXXFLAGS) $$($(1)_KERNEL_FLAGS) $$(DEPFLAGS) -c $$< -o $$@
 
-build/emu-race/emu_race.o: tests/cuda_emu/emu_race.cc $(RACE_HDR)
-	@mkdir -p $(dir $@)
-	$(CXX) $(RACE_CXXFLAGS) -c $< -o $@
+# the runtime: blocks, fibers and barriers (emu_runtime), the warp-level
+# matrix instructions of kernels/mma.cuh (emu_mma), the race detector (emu_race)
+$$($(1)_RUNTIME_OBJ): build/$(1)/%.o: tests/cuda_emu/%.cc $$(OBJ_DEPS)
+	@mkdir -p $$(dir $$@)
+	$$(CXX) $$($(1)_CXXFLAGS) $$(DEPFLAGS) -c $$< -o $$@
 
-build/emu-race/libkvcpt_emu.a: $(RACE_OBJ)
-	rm -f $@ && ar rcs $@ $^
+$$($(1)_LIB): $$($(1)_OBJ)
+	rm -f $$@ && ar rcs $$@ $$^
 
-build/emu-race/emu_checks: build/emu-race/tests/cuda_emu/emu_checks.cu.o build/emu-race/emu_runtime.o \
-                           build/emu-race/emu_race.o build/emu-race/emu_mma.o
-	$(CXX) $(RACE_CXXFLAGS) $^ -o $@
+# the whole program on the emulated GPU: `kvcpt train --set device=cuda` on CI
+build/$(1)/kvcpt: kvcpt.c $$($(1)_LIB) $$(BIN_DEPS)
+	$$($(1)_LINK)
 
-build/emu-race/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h tests/gpu/gpu_testlib.h \
-                                      build/emu-race/libkvcpt_emu.a
-	@mkdir -p $(dir $@)
-	$(CC) $(EMU_CFLAGS) $< build/emu-race/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
+build/$(1)/tools/%: tests/tools/%.c $$($(1)_LIB) $$(BIN_DEPS)
+	@mkdir -p $$(dir $$@)
+	$$($(1)_LINK)
 
-build/emu-race/tests/test_cuda_emu_mma: $(MMA_TEST_DEP) build/emu-race/tests/gpu/mma_gemm.cu.o build/emu-race/libkvcpt_emu.a
-	@mkdir -p $(dir $@)
-	$(CC) $(EMU_CFLAGS) $< build/emu-race/tests/gpu/mma_gemm.cu.o build/emu-race/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
-# --- end of the race-detecting variant
+# the training attention at Llama-3.1-8B shapes (tests/test_cuda_emu_asan.sh)
+build/$(1)/kernels_8b: tests/gpu/kernels_8b.c $$($(1)_LIB) $$(BIN_DEPS)
+	$$($(1)_LINK)
 
-# --- the emulator under AddressSanitizer and UBSan (build/emu-asan): the
-# same sources as build/emu, built with KVCPT_EMU_ASAN, which makes the
-# emulator allocate dynamic shared memory and cudaMalloc at exactly the
-# bytes asked for, tell ASan about its fiber stack switches, and poison red
-# zones between carved sub-buffers (common/redzone.h). `make sanitize-emu`
-# builds it and runs the emulated GPU tests, the planted bugs, the kernels
-# at Llama-3.1-8B shapes and the emulated-engine CLI tests on it (tens of
-# minutes on 2 cores: docs/cuda.md); `make test` builds the two quick
-# binaries and runs the planted bugs and most 8B-shape kernels
-# (tests/test_cuda_emu_asan.sh).
-EMU_ASAN_FLAGS    := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-                     -DKVCPT_EMU_ASAN
-EMU_ASAN_CFLAGS   := $(filter-out $(OPT),$(EMU_CFLAGS)) $(EMU_ASAN_FLAGS)
-EMU_ASAN_CXXFLAGS := $(filter-out $(OPT),$(EMU_CXXFLAGS)) $(EMU_ASAN_FLAGS)
-EMU_ASAN_OBJ      := $(EMU_C:%.c=build/emu-asan/%.o) $(EMU_CU:%.cu=build/emu-asan/%.cu.o) build/emu-asan/emu_runtime.o \
-                     $(EMU_NCCL_OBJ:%=build/emu-asan/%) build/emu-asan/emu_mma.o
+# the emulator's own checks: launch limits, planted races (tests/test_cuda_emu_orders.sh)
+build/$(1)/emu_checks: build/$(1)/tests/cuda_emu/emu_checks.cu.o $$($(1)_RUNTIME_OBJ)
+	$$(CXX) $$($(1)_CXXFLAGS) $$^ -o $$@
+
+$$($(1)_TESTS)/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h tests/gpu/gpu_testlib.h $$($(1)_LIB) $$(BIN_DEPS)
+	@mkdir -p $$(dir $$@)
+	$$($(1)_LINK)
+
+$$($(1)_TESTS)/test_cuda_emu_mma: $$(MMA_TEST_DEP) build/$(1)/tests/gpu/mma_gemm.cu.o $$($(1)_LIB) $$(BIN_DEPS)
+	@mkdir -p $$(dir $$@)
+	$$($(1)_LINK)
+endef
+$(foreach v,emu emu-race emu-asan,$(eval $(call EMU_VARIANT,$(v))))
+
+RACE_BIN          := $(EMU_TESTS:%=build/emu-race/tests/test_cuda_emu_%) build/emu-race/emu_checks
 EMU_ASAN_BIN      := $(EMU_TESTS:%=build/emu-asan/tests/test_cuda_emu_%)
 EMU_ASAN_ALL      := $(EMU_ASAN_BIN) build/emu-asan/kvcpt build/emu-asan/tools/dump_model_case \
                      build/emu-asan/emu_checks build/emu-asan/kernels_8b
@@ -254,56 +266,12 @@ ifneq ($(MPICC),)
 EMU_ASAN_ALL      += build/emu-asan/tests/test_cuda_emu_comm_nccl build/emu-asan/tests/test_cuda_emu_nccl_collectives
 endif
 
-build/emu-asan/%.o: %.c $(HDR) $(EMU_HDR)
-	@mkdir -p $(dir $@)
-	$(CC) $(EMU_ASAN_CFLAGS) -c $< -o $@
-
-build/emu-asan/%.cu.o: build/emu/%.cu.cc $(HDR) $(EMU_HDR) $(EMU_CUH)
-	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_ASAN_CXXFLAGS) -c $< -o $@
-
-build/emu-asan/emu_runtime.o: tests/cuda_emu/emu_runtime.cc tests/cuda_emu/emu_mma.h $(EMU_HDR)
-	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_ASAN_CXXFLAGS) -c $< -o $@
-
-build/emu-asan/emu_mma.o: tests/cuda_emu/emu_mma.cc tests/cuda_emu/emu_mma.h $(EMU_HDR)
-	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_ASAN_CXXFLAGS) -c $< -o $@
-
-build/emu-asan/emu_nccl.o: tests/cuda_emu/emu_nccl.cc $(EMU_HDR)
-	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_ASAN_CXXFLAGS) $(MPI_CFLAGS) -c $< -o $@
-
-build/emu-asan/libkvcpt_emu.a: $(EMU_ASAN_OBJ)
-	rm -f $@ && ar rcs $@ $^
-
-build/emu-asan/kvcpt: kvcpt.c build/emu-asan/libkvcpt_emu.a
-	$(CC) $(EMU_ASAN_CFLAGS) $< build/emu-asan/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
-
-build/emu-asan/tools/%: tests/tools/%.c build/emu-asan/libkvcpt_emu.a
-	@mkdir -p $(dir $@)
-	$(CC) $(EMU_ASAN_CFLAGS) $< build/emu-asan/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
-
-build/emu-asan/emu_checks: build/emu-asan/tests/cuda_emu/emu_checks.cu.o build/emu-asan/emu_runtime.o build/emu-asan/emu_mma.o
-	$(CXX) $(EMU_ASAN_CXXFLAGS) $^ -o $@
-
-build/emu-asan/kernels_8b: tests/gpu/kernels_8b.c build/emu-asan/libkvcpt_emu.a
-	$(CC) $(EMU_ASAN_CFLAGS) $< build/emu-asan/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
-
-build/emu-asan/tests/test_cuda_emu_%: tests/gpu/test_%.c tests/testlib.h tests/gpu/gpu_testlib.h build/emu-asan/libkvcpt_emu.a
-	@mkdir -p $(dir $@)
-	$(CC) $(EMU_ASAN_CFLAGS) $< build/emu-asan/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
-
-build/emu-asan/tests/test_cuda_emu_mma: $(MMA_TEST_DEP) build/emu-asan/tests/gpu/mma_gemm.cu.o build/emu-asan/libkvcpt_emu.a
-	@mkdir -p $(dir $@)
-	$(CC) $(EMU_ASAN_CFLAGS) $< build/emu-asan/tests/gpu/mma_gemm.cu.o build/emu-asan/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
-
 sanitize-emu-bins: kvcpt $(EMU_ASAN_ALL)
 
 sanitize-emu: sanitize-emu-bins
 	bash tests/sanitize_emu.sh
 
-.PHONY: all setup test test-gpu test-gpu-bins clean fuzz sanitize sanitize-emu sanitize-emu-bins FORCE
+.PHONY: all setup test test-bins test-gpu test-gpu-bins clean fuzz sanitize sanitize-emu sanitize-emu-bins FORCE
 all: kvcpt
 
 # The commit the binaries are built from (common/build_info.h; eval.json
@@ -317,46 +285,50 @@ build/commit.h: FORCE
 build/common/build_info.o build/emu/common/build_info.o build/emu-asan/common/build_info.o \
     build/asan/common/build_info.o: build/commit.h
 
-build/%.o: %.c $(HDR)
+build/%.o: %.c $(OBJ_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-build/%.cu.o: %.cu $(HDR)
+build/%.cu.o: %.cu $(OBJ_DEPS)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) $(DEPFLAGS) -c $< -o $@
 
 build/libkvcpt.a: $(OBJ)
 	@mkdir -p build
 	rm -f $@ && ar rcs $@ $^
 
-kvcpt: kvcpt.c build/libkvcpt.a
-	$(CC) $(CFLAGS) $< build/libkvcpt.a $(LDLIBS) -o $@
+# its dependency file in build/, not beside it in the source tree
+kvcpt: kvcpt.c build/libkvcpt.a $$(if $$(wildcard build/.kvcpt.d),,FORCE)
+	$(CC) $(CFLAGS) -MMD -MP -MF build/.kvcpt.d $< build/libkvcpt.a $(LDLIBS) -o $@
 
-build/tests/%: tests/%.c tests/testlib.h build/libkvcpt.a
+build/tests/%: tests/%.c tests/testlib.h build/libkvcpt.a $(BIN_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $< build/libkvcpt.a $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $(BIN_DEPFLAGS) $< build/libkvcpt.a $(LDLIBS) -o $@
 
-build/tests/tools/%: tests/tools/%.c build/libkvcpt.a
+build/tests/tools/%: tests/tools/%.c build/libkvcpt.a $(BIN_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $< build/libkvcpt.a $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $(BIN_DEPFLAGS) $< build/libkvcpt.a $(LDLIBS) -o $@
 
-build/tests/gpu/%: tests/gpu/%.c tests/testlib.h tests/gpu/gpu_testlib.h build/libkvcpt.a
+build/tests/gpu/%: tests/gpu/%.c tests/testlib.h tests/gpu/gpu_testlib.h build/libkvcpt.a $(BIN_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $< build/libkvcpt.a $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $(BIN_DEPFLAGS) $< build/libkvcpt.a $(LDLIBS) -o $@
 
 # with nvcc, the tensor-core test links its kernel file (tests/gpu/mma_gemm.cu)
 ifneq ($(NVCC),)
-build/tests/gpu/test_mma: $(MMA_TEST_DEP) build/tests/gpu/mma_gemm.cu.o build/libkvcpt.a
+build/tests/gpu/test_mma: $(MMA_TEST_DEP) build/tests/gpu/mma_gemm.cu.o build/libkvcpt.a $(BIN_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $< build/tests/gpu/mma_gemm.cu.o build/libkvcpt.a $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $(BIN_DEPFLAGS) $< build/tests/gpu/mma_gemm.cu.o build/libkvcpt.a $(LDLIBS) -o $@
 endif
 
 setup:
 	bash scripts/setup.sh
 
-test: kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case build/emu/emu_checks $(RACE_BIN) \
-      build/emu-asan/emu_checks build/emu-asan/kernels_8b
+test: test-bins
 	bash tests/run.sh cpu
+
+# the CPU suite's binaries without running them
+test-bins: kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case build/emu/emu_checks $(RACE_BIN) \
+           build/emu-asan/emu_checks build/emu-asan/kernels_8b
 
 test-gpu: test-gpu-bins
 	bash tests/run.sh gpu
@@ -375,9 +347,9 @@ clean:
 # `make test` (about twice its command-line time).
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 SAN_OBJ   := $(C_SRC:%.c=build/asan/%.o)
-build/asan/%.o: %.c $(HDR)
+build/asan/%.o: %.c $(OBJ_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -c $< -o $@
+	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -c $< -o $@
 
 build/asan/kvcpt: kvcpt.c tests/sanitize/report_hook.c $(SAN_OBJ)
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $^ $(BASE_LDLIBS) -o $@
@@ -402,3 +374,6 @@ fuzz: build/libkvcpt.a
 	    tests/fuzz/fuzz_parsers.c $(FUZZ_SRC) -ljansson -o build/fuzz/fuzz_parsers
 	build/fuzz/fuzz_parsers -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -dict=tests/fuzz/safetensors.dict \
 	    -print_final_stats=1 -artifact_prefix=build/fuzz/ build/fuzz/corpus
+
+# the header dependencies the compiles wrote (see DEPFLAGS above)
+-include $(shell find build -name '*.d' 2>/dev/null)

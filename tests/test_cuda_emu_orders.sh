@@ -18,7 +18,8 @@
 #    asm barriers in cuda_runtime.h: a build without them must fail);
 #  - KVCPT_EMU_BLOCKS=sample runs a grid's corner blocks and a few more, and
 #    only those; unset, every block;
-#  - the emulated GPU tests (model and decode engines included) pass with
+#  - the emulated GPU tests (model and decode engines included; the attention
+#    and model suites on representative cases) pass with
 #    threads and blocks run in index, reverse and seeded random orders
 #    (KVCPT_EMU_ORDER_JOBS of them at once, default 2), and everything each
 #    reads back from the device (KVCPT_EMU_DIGEST) is bit-identical across
@@ -124,7 +125,18 @@ else
 fi
 
 # the emulated GPU tests under several orders, a few at a time; each run
-# writes a digest of every device-to-host copy, compared across the orders
+# writes a digest of every device-to-host copy, compared across the orders.
+# The two long suites run representative cases (KVCPT_TEST_CASES; all of them
+# with KVCPT_EMU_ORDER_ALL_CASES=1): every kernel and engine mode (fp32 with
+# the paper's and the eval cache's mask, bf16, bf16sr with the optimizer on
+# the device; grids of one tile and of several, causal and masked, GQA and
+# not) still runs under each order, while the shapes' own coverage is
+# test_cuda_emu_attention_cuda's and test_cuda_emu_model_cuda's, in index order.
+declare -A cases=(
+    [attention_cuda]="T=300 L=40 (refresh rows span tiles)|T=65 L=40 K=5, ratio 2, D=8|T=257 causal|T=257 L=200 K=100 (> tile), ratio 8, D=64|evict restride 25 T=200|evict restride 3 T=50"
+    [model_cuda]="parity: gqa4 mask|parity: gqa4 evict restride6|bf16 parity: gqa8 tied mask|bf16sr train steps: gqa4"
+)
+[ "${KVCPT_EMU_ORDER_ALL_CASES:-0}" = 1 ] && cases=()
 runs=()
 for t in ops_cuda adamw_cuda shard_ops_cuda attention_decode_cuda attention_cuda attention_mma model_cuda decode_cuda mma; do
     b=build/tests/test_cuda_emu_$t
@@ -135,9 +147,9 @@ for t in ops_cuda adamw_cuda shard_ops_cuda attention_decode_cuda attention_cuda
     for os in $orders; do runs+=("$b:$os"); done
 done
 run_one() { # BIN ORDER SEED
-    local base=$tmp/$(basename "$1").$2.$3
-    KVCPT_EMU_ORDER=$2 KVCPT_EMU_SEED=$3 KVCPT_EMU_DIGEST=$base.digest timeout 900 "$1" >"$base.log" 2>&1
-    echo "rc=$?" >>"$base.log"
+    local base=$tmp/$(basename "$1").$2.$3 t0=$SECONDS t=${1##*/test_cuda_emu_}
+    KVCPT_TEST_CASES=${cases[$t]:-} KVCPT_EMU_ORDER=$2 KVCPT_EMU_SEED=$3 KVCPT_EMU_DIGEST=$base.digest timeout 900 "$1" >"$base.log" 2>&1
+    echo "rc=$? seconds=$((SECONDS - t0))" >>"$base.log"
 }
 jobs_max=${KVCPT_EMU_ORDER_JOBS:-2}
 # longest first, so the two job slots finish together
@@ -150,10 +162,11 @@ wait
 for r in "${runs[@]}"; do
     IFS=: read -r b o seed <<<"$r"
     base=$tmp/$(basename "$b").$o.$seed
-    name="$(basename "$b") with KVCPT_EMU_ORDER=$o KVCPT_EMU_SEED=$seed"
-    p=$(grep -c '^ok - ' "$base.log"); f=$(grep -c '^FAIL - ' "$base.log")
-    if grep -q '^rc=0$' "$base.log" && [ "$f" -eq 0 ] && [ "$p" -gt 0 ]; then
-        ok "$name: $p checks pass"
+    t=${b##*/test_cuda_emu_}
+    name="$(basename "$b") with KVCPT_EMU_ORDER=$o KVCPT_EMU_SEED=$seed${cases[$t]:+ (cases: ${cases[$t]})}"
+    p=$(grep -c '^ok - ' "$base.log"); f=$(grep -c '^FAIL - ' "$base.log"); secs=$(sed -n 's/^rc=.* seconds=//p' "$base.log")
+    if grep -q '^rc=0 ' "$base.log" && [ "$f" -eq 0 ] && [ "$p" -gt 0 ]; then
+        ok "$name: $p checks pass (${secs} s)"
     else
         fail "$name" "$(grep '^rc=' "$base.log"), $f failed: $(grep -m3 '^FAIL - ' "$base.log" | tr '\n' ' ') $(tail -3 "$base.log" | tr '\n' ' ')"
     fi
