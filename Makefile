@@ -3,7 +3,10 @@
 # `make setup` installs the Debian and pinned Python dependencies (idempotent).
 #
 # Sources are found by directory, one concern per file; every .c/.cu under
-# the component directories goes into build/libkvcpt.a.
+# the component directories goes into build/libkvcpt.a, but for the
+# program's main (cli/kvcpt.c), linked on its own. cli/ (the command-line
+# front) and bench/ (the `kvcpt bench` targets) sit above the library's
+# folders: tests/test_layers.sh checks that includes only go downward.
 
 .DEFAULT_GOAL := all
 
@@ -39,6 +42,10 @@ endif
 BASE_CFLAGS := $(CFLAGS)
 BASE_LDLIBS := $(LDLIBS)
 
+# the component directories, lowest layer first (tests/test_layers.sh)
+DIRS    := common kernels data model optim checkpoints parallel train eval cli bench
+CU_ALL  := $(foreach d,$(DIRS),$(wildcard $(d)/*.cu))
+
 # --- optional CUDA backend: built whenever nvcc is found (NO_CUDA=1 disables) ---
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 ifeq ($(NO_CUDA),1)
@@ -52,7 +59,7 @@ comma      := ,
 CUDA_SM    := $(patsubst code=%,%,$(filter code=%,$(subst $(comma), ,$(CUDA_ARCH))))
 CFLAGS     += -DKVCPT_CUDA -DKVCPT_CUDA_ARCH='"$(CUDA_SM)"' -I$(CUDA_HOME)/include
 LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lstdc++
-CU_SRC     := $(wildcard kernels/*.cu)
+CU_SRC     := $(CU_ALL)
 # NCCL (GPU collectives) needs MPI for its bootstrap; found beside CUDA or
 # in NCCL_HOME (e.g. a Python environment's nvidia/nccl)
 NCCL_HOME  ?= $(firstword $(foreach d,$(CUDA_HOME) /usr,$(if $(wildcard $(d)/include/nccl.h),$(d))))
@@ -71,8 +78,9 @@ $(info kvcpt build: MPI $(if $(MPICC),yes ($(MPICC)),no); CUDA $(if $(NVCC),yes 
 endif
 endif
 
-DIRS    := common model kernels data optim checkpoints parallel train eval
-C_SRC   := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
+MAIN_C  := cli/kvcpt.c
+LIB_C   := $(filter-out $(MAIN_C),$(foreach d,$(DIRS),$(wildcard $(d)/*.c)))
+C_SRC   := $(LIB_C)
 OBJ     := $(C_SRC:%.c=build/%.o) $(CU_SRC:%.cu=build/%.cu.o)
 HDR     := $(foreach d,$(DIRS),$(wildcard $(d)/*.h $(d)/*.cuh))
 
@@ -90,8 +98,8 @@ GPU_BIN   := $(GPU_SRC:tests/gpu/%.c=build/tests/gpu/%)
 # tests, built against it, become CPU tests (build/tests/test_cuda_emu_*).
 # They need no nvcc and no GPU, so `make test` runs them everywhere.
 CXX          ?= g++
-EMU_CU       := $(filter-out kernels/matmul.cu,$(wildcard kernels/*.cu))
-EMU_C        := $(C_SRC) tests/cuda_emu/matmul_emu.c
+EMU_CU       := $(filter-out kernels/matmul.cu,$(CU_ALL))
+EMU_C        := $(LIB_C) tests/cuda_emu/matmul_emu.c
 EMU_FLAGS    := -DKVCPT_CUDA -DKVCPT_CUDA_EMU -Itests/cuda_emu/include
 # NCCL in the emulator: tests/cuda_emu/emu_nccl.cc over MPI, so the nccl
 # backend (parallel/comm_nccl.c) is built and runs under mpirun wherever MPI is
@@ -107,6 +115,10 @@ EMU_CFLAGS   := $(BASE_CFLAGS) $(EMU_FLAGS)
 # what is emulated, so they see nvcc's device-pass macro for sm_90 (shared
 # headers such as optim/adamw_math.h pick their explicitly rounded path by
 # it) and, as nvcc does, get cuda_runtime.h (the intrinsics) before any line.
+# A .cu.cc under build/emu/D/ finds its own folder's headers through
+# EMU_QUOTE (-iquote D, as nvcc finds them beside D/x.cu); -iquote kernels
+# serves the rewritten kernels/*.cuh, which sit in build/emu/kernels/.
+EMU_QUOTE     = -iquote $(dir $*)
 EMU_FMA      := $(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo -mfma)
 EMU_CXXFLAGS := -std=c++17 $(OPT) -g -ffp-contract=fast $(EMU_FMA) -D__CUDA_ARCH__=900 -include cuda_runtime.h -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas \
                 -D_GNU_SOURCE -I. \
@@ -133,15 +145,16 @@ build/emu/%.cu.cc: %.cu tests/cuda_emu/cu2cc.sh
 # kept, so make does not delete them after the test summary line
 .SECONDARY: $(EMU_CU:%.cu=build/emu/%.cu.cc) build/emu/tests/cuda_emu/emu_checks.cu.cc build/emu/tests/gpu/mma_gemm.cu.cc
 
-# kernels' own headers, rewritten as the .cu files are (static shared memory
-# is counted); the .cu.cc files beside them include these before kernels/'s
-EMU_CUH      := $(patsubst %,build/emu/%,$(wildcard kernels/*.cuh))
+# the .cuh headers, rewritten as the .cu files are (static shared memory
+# is counted); the .cu.cc files include these (build/emu/kernels/x.cuh)
+# before the originals
+EMU_CUH      := $(patsubst %,build/emu/%,$(foreach d,$(DIRS),$(wildcard $(d)/*.cuh)))
 $(EMU_CUH): build/emu/%.cuh: %.cuh tests/cuda_emu/cu2cc.sh
 	@mkdir -p $(dir $@)
 	bash tests/cuda_emu/cu2cc.sh $< $@
 
 build/emu/%.cu.o: build/emu/%.cu.cc $(HDR) $(EMU_HDR) $(EMU_CUH)
-	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
+	$(CXX) $(EMU_QUOTE) $(EMU_CXXFLAGS) -c $< -o $@
 
 build/emu/emu_runtime.o: tests/cuda_emu/emu_runtime.cc tests/cuda_emu/emu_mma.h $(EMU_HDR)
 	@mkdir -p $(dir $@)
@@ -161,7 +174,7 @@ build/emu/libkvcpt_emu.a: $(EMU_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 # the whole program on the emulated GPU: `kvcpt train --set device=cuda` on CI
-build/emu/kvcpt: kvcpt.c build/emu/libkvcpt_emu.a
+build/emu/kvcpt: $(MAIN_C) build/emu/libkvcpt_emu.a
 	$(CC) $(EMU_CFLAGS) $< build/emu/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
 
 build/emu/tools/%: tests/tools/%.c build/emu/libkvcpt_emu.a
@@ -200,7 +213,7 @@ RACE_BIN      := $(EMU_TESTS:%=build/emu-race/tests/test_cuda_emu_%) build/emu-r
 
 build/emu-race/%.cu.o: build/emu/%.cu.cc $(HDR) $(RACE_HDR) $(EMU_CUH)
 	@mkdir -p $(dir $@)
-	$(CXX) $(RACE_CXXFLAGS) -fsanitize=thread -c $< -o $@
+	$(CXX) $(EMU_QUOTE) $(RACE_CXXFLAGS) -fsanitize=thread -c $< -o $@
 
 build/emu-race/emu_runtime.o: tests/cuda_emu/emu_runtime.cc tests/cuda_emu/emu_mma.h $(RACE_HDR)
 	@mkdir -p $(dir $@)
@@ -260,7 +273,7 @@ build/emu-asan/%.o: %.c $(HDR) $(EMU_HDR)
 
 build/emu-asan/%.cu.o: build/emu/%.cu.cc $(HDR) $(EMU_HDR) $(EMU_CUH)
 	@mkdir -p $(dir $@)
-	$(CXX) $(EMU_ASAN_CXXFLAGS) -c $< -o $@
+	$(CXX) $(EMU_QUOTE) $(EMU_ASAN_CXXFLAGS) -c $< -o $@
 
 build/emu-asan/emu_runtime.o: tests/cuda_emu/emu_runtime.cc tests/cuda_emu/emu_mma.h $(EMU_HDR)
 	@mkdir -p $(dir $@)
@@ -277,7 +290,7 @@ build/emu-asan/emu_nccl.o: tests/cuda_emu/emu_nccl.cc $(EMU_HDR)
 build/emu-asan/libkvcpt_emu.a: $(EMU_ASAN_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-build/emu-asan/kvcpt: kvcpt.c build/emu-asan/libkvcpt_emu.a
+build/emu-asan/kvcpt: $(MAIN_C) build/emu-asan/libkvcpt_emu.a
 	$(CC) $(EMU_ASAN_CFLAGS) $< build/emu-asan/libkvcpt_emu.a $(BASE_LDLIBS) -lstdc++ -o $@
 
 build/emu-asan/tools/%: tests/tools/%.c build/emu-asan/libkvcpt_emu.a
@@ -329,7 +342,7 @@ build/libkvcpt.a: $(OBJ)
 	@mkdir -p build
 	rm -f $@ && ar rcs $@ $^
 
-kvcpt: kvcpt.c build/libkvcpt.a
+kvcpt: $(MAIN_C) build/libkvcpt.a
 	$(CC) $(CFLAGS) $< build/libkvcpt.a $(LDLIBS) -o $@
 
 build/tests/%: tests/%.c tests/testlib.h build/libkvcpt.a
@@ -374,12 +387,12 @@ clean:
 # sanitizer's exit status for one; any report fails the target. Not part of
 # `make test` (about twice its command-line time).
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-SAN_OBJ   := $(C_SRC:%.c=build/asan/%.o)
+SAN_OBJ   := $(LIB_C:%.c=build/asan/%.o)
 build/asan/%.o: %.c $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -c $< -o $@
 
-build/asan/kvcpt: kvcpt.c tests/sanitize/report_hook.c $(SAN_OBJ)
+build/asan/kvcpt: $(MAIN_C) tests/sanitize/report_hook.c $(SAN_OBJ)
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $^ $(BASE_LDLIBS) -o $@
 
 sanitize: build/asan/kvcpt kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case build/emu/emu_checks \

@@ -17,10 +17,10 @@
 #include "../common/options.h"
 #include "../common/rng.h"
 #include "../common/util.h"
-#include "../train/bench.h"
-#include "engine.h"
-#include "engine_cuda.h"
-#include "option_limits.h"
+#include "../eval/engine.h"
+#include "../eval/engine_cuda.h"
+#include "../eval/option_limits.h"
+#include "bench.h"
 
 typedef struct {
     const char *preset, *device, *contexts, *budget;

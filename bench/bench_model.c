@@ -14,12 +14,12 @@
 #include "../common/backend.h"
 #include "../common/checked.h"
 #include "../common/options.h"
-#include "../common/subprocess.h"
 #include "../common/rng.h"
+#include "../common/subprocess.h"
 #include "../common/util.h"
-#include "../train/bench.h"
-#include "llama.h"
-#include "llama_cuda.h"
+#include "../model/llama.h"
+#include "../model/llama_cuda.h"
+#include "bench.h"
 #ifdef KVCPT_CUDA
 #include "../kernels/cuda_device.h"
 #endif

@@ -9,11 +9,11 @@
 #include "../common/options.h"
 #include "../common/rng.h"
 #include "../common/util.h"
-#include "../train/bench.h"
-#include "optimizer.h"
+#include "../optim/optimizer.h"
+#include "bench.h"
 #ifdef KVCPT_CUDA
 #include "../kernels/cuda_device.h"
-#include "optim_cuda.h"
+#include "../optim/optim_cuda.h"
 #endif
 
 typedef struct {

@@ -8,15 +8,15 @@
 #include "../common/options.h"
 #include "../common/rng.h"
 #include "../common/util.h"
-#include "../train/bench.h"
+#include "bench.h"
 
 #ifdef KVCPT_CUDA
-#include "crossentropy.h"
-#include "cuda_device.h"
-#include "embedding.h"
-#include "matmul.h"
-#include "rmsnorm.h"
-#include "swiglu.h"
+#include "../kernels/crossentropy.h"
+#include "../kernels/cuda_device.h"
+#include "../kernels/embedding.h"
+#include "../kernels/matmul.h"
+#include "../kernels/rmsnorm.h"
+#include "../kernels/swiglu.h"
 
 typedef struct {
     int64_t tokens, hidden, ffn, vocab, ce_rows, reps;

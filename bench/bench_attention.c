@@ -16,8 +16,8 @@
 #include "../common/rng.h"
 #include "../common/subprocess.h"
 #include "../common/util.h"
-#include "../train/bench.h"
-#include "attention.h"
+#include "../kernels/attention.h"
+#include "bench.h"
 
 typedef struct {
     int64_t batch, seq, heads, kv_heads, head_dim, L, K, pool, evict, restride, reps;
@@ -26,8 +26,8 @@ typedef struct {
 } BenchAttn;
 
 #ifdef KVCPT_CUDA
-#include "attention_mma.h"
-#include "cuda_device.h"
+#include "../kernels/attention_mma.h"
+#include "../kernels/cuda_device.h"
 
 typedef void (*AttnForward)(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
                             int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
