@@ -79,8 +79,13 @@ endif
 endif
 
 MAIN_C  := cli/kvcpt.c
-LIB_C   := $(filter-out $(MAIN_C),$(foreach d,$(DIRS),$(wildcard $(d)/*.c)))
-C_SRC   := $(LIB_C)
+# the benchmarks' CUDA halves (bench/*_cuda.c) in a build with the CUDA
+# backend, their NULL tables (bench/bench_cuda_none.c) otherwise: the
+# emulator's builds always take the halves, the sanitizer's (no CUDA) never
+BENCH_CUDA_C    := $(wildcard bench/*_cuda.c)
+BENCH_NO_CUDA_C := bench/bench_cuda_none.c
+LIB_C   := $(filter-out $(MAIN_C) $(BENCH_CUDA_C) $(BENCH_NO_CUDA_C),$(foreach d,$(DIRS),$(wildcard $(d)/*.c)))
+C_SRC   := $(LIB_C) $(if $(NVCC),$(BENCH_CUDA_C),$(BENCH_NO_CUDA_C))
 OBJ     := $(C_SRC:%.c=build/%.o) $(CU_SRC:%.cu=build/%.cu.o)
 HDR     := $(foreach d,$(DIRS),$(wildcard $(d)/*.h $(d)/*.cuh))
 
@@ -99,7 +104,7 @@ GPU_BIN   := $(GPU_SRC:tests/gpu/%.c=build/tests/gpu/%)
 # They need no nvcc and no GPU, so `make test` runs them everywhere.
 CXX          ?= g++
 EMU_CU       := $(filter-out kernels/matmul.cu,$(CU_ALL))
-EMU_C        := $(LIB_C) tests/cuda_emu/matmul_emu.c
+EMU_C        := $(LIB_C) $(BENCH_CUDA_C) tests/cuda_emu/matmul_emu.c
 EMU_FLAGS    := -DKVCPT_CUDA -DKVCPT_CUDA_EMU -Itests/cuda_emu/include
 # NCCL in the emulator: tests/cuda_emu/emu_nccl.cc over MPI, so the nccl
 # backend (parallel/comm_nccl.c) is built and runs under mpirun wherever MPI is
@@ -387,7 +392,7 @@ clean:
 # sanitizer's exit status for one; any report fails the target. Not part of
 # `make test` (about twice its command-line time).
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-SAN_OBJ   := $(LIB_C:%.c=build/asan/%.o)
+SAN_OBJ   := $(patsubst %.c,build/asan/%.o,$(LIB_C) $(BENCH_NO_CUDA_C))
 build/asan/%.o: %.c $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -c $< -o $@
