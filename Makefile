@@ -3,7 +3,10 @@
 # `make setup` installs the Debian and pinned Python dependencies (idempotent).
 #
 # Sources are found by directory, one concern per file; every .c/.cu under
-# the component directories goes into build/libkvcpt.a.
+# the component directories goes into build/libkvcpt.a, but for the
+# program's main (cli/kvcpt.c), linked on its own. cli/ (the command-line
+# front) and bench/ (the `kvcpt bench` targets) sit above the library's
+# folders: tests/test_layers.sh checks that includes only go downward.
 
 .DEFAULT_GOAL := all
 # one job per core unless the command line says otherwise (`make -j1`):
@@ -42,6 +45,10 @@ endif
 BASE_CFLAGS := $(CFLAGS)
 BASE_LDLIBS := $(LDLIBS)
 
+# the component directories, lowest layer first (tests/test_layers.sh)
+DIRS    := common kernels data model optim checkpoints parallel train eval cli bench
+CU_ALL  := $(foreach d,$(DIRS),$(wildcard $(d)/*.cu))
+
 # --- optional CUDA backend: built whenever nvcc is found (NO_CUDA=1 disables) ---
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 ifeq ($(NO_CUDA),1)
@@ -55,7 +62,7 @@ comma      := ,
 CUDA_SM    := $(patsubst code=%,%,$(filter code=%,$(subst $(comma), ,$(CUDA_ARCH))))
 CFLAGS     += -DKVCPT_CUDA -DKVCPT_CUDA_ARCH='"$(CUDA_SM)"' -I$(CUDA_HOME)/include
 LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lstdc++
-CU_SRC     := $(wildcard kernels/*.cu)
+CU_SRC     := $(CU_ALL)
 # NCCL (GPU collectives) needs MPI for its bootstrap; found beside CUDA or
 # in NCCL_HOME (e.g. a Python environment's nvidia/nccl)
 NCCL_HOME  ?= $(firstword $(foreach d,$(CUDA_HOME) /usr,$(if $(wildcard $(d)/include/nccl.h),$(d))))
@@ -89,8 +96,14 @@ $(info kvcpt build: MPI $(if $(MPICC),yes ($(MPICC)),no); CUDA $(if $(NVCC),yes 
 endif
 endif
 
-DIRS    := common model kernels data optim checkpoints parallel train eval
-C_SRC   := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
+MAIN_C  := cli/kvcpt.c
+# the benchmarks' CUDA halves (bench/*_cuda.c) in a build with the CUDA
+# backend, their NULL tables (bench/bench_cuda_none.c) otherwise: the
+# emulator's builds always take the halves, the sanitizer's (no CUDA) never
+BENCH_CUDA_C    := $(wildcard bench/*_cuda.c)
+BENCH_NO_CUDA_C := bench/bench_cuda_none.c
+LIB_C   := $(filter-out $(MAIN_C) $(BENCH_CUDA_C) $(BENCH_NO_CUDA_C),$(foreach d,$(DIRS),$(wildcard $(d)/*.c)))
+C_SRC   := $(LIB_C) $(if $(NVCC),$(BENCH_CUDA_C),$(BENCH_NO_CUDA_C))
 OBJ     := $(C_SRC:%.c=build/%.o) $(CU_SRC:%.cu=build/%.cu.o)
 
 TEST_SRC  := $(wildcard tests/test_*.c)
@@ -107,8 +120,8 @@ GPU_BIN   := $(GPU_SRC:tests/gpu/%.c=build/tests/gpu/%)
 # tests, built against it, become CPU tests (build/tests/test_cuda_emu_*).
 # They need no nvcc and no GPU, so `make test` runs them everywhere.
 CXX          ?= g++
-EMU_CU       := $(filter-out kernels/matmul.cu,$(wildcard kernels/*.cu))
-EMU_C        := $(C_SRC) tests/cuda_emu/matmul_emu.c
+EMU_CU       := $(filter-out kernels/matmul.cu,$(CU_ALL))
+EMU_C        := $(LIB_C) $(BENCH_CUDA_C) tests/cuda_emu/matmul_emu.c
 EMU_FLAGS    := -DKVCPT_CUDA -DKVCPT_CUDA_EMU -Itests/cuda_emu/include
 # NCCL in the emulator: tests/cuda_emu/emu_nccl.cc over MPI, so the nccl
 # backend (parallel/comm_nccl.c) is built and runs under mpirun wherever MPI is
@@ -124,6 +137,10 @@ EMU_CFLAGS   := $(BASE_CFLAGS) $(EMU_FLAGS)
 # what is emulated, so they see nvcc's device-pass macro for sm_90 (shared
 # headers such as optim/adamw_math.h pick their explicitly rounded path by
 # it) and, as nvcc does, get cuda_runtime.h (the intrinsics) before any line.
+# A .cu.cc under build/emu/D/ finds its own folder's headers through
+# EMU_QUOTE (-iquote D, as nvcc finds them beside D/x.cu); -iquote kernels
+# serves the rewritten kernels/*.cuh, which sit in build/emu/kernels/.
+EMU_QUOTE     = -iquote $(dir $*)
 EMU_FMA      := $(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo -mfma)
 EMU_CXXFLAGS := -std=c++17 $(OPT) -g -ffp-contract=fast $(EMU_FMA) -D__CUDA_ARCH__=900 -include cuda_runtime.h -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas \
                 -D_GNU_SOURCE -I. \
@@ -144,9 +161,10 @@ build/emu/%.cu.cc: %.cu tests/cuda_emu/cu2cc.sh
 # kept, so make does not delete them after the test summary line
 .SECONDARY: $(EMU_CU:%.cu=build/emu/%.cu.cc) build/emu/tests/cuda_emu/emu_checks.cu.cc build/emu/tests/gpu/mma_gemm.cu.cc
 
-# kernels' own headers, rewritten as the .cu files are (static shared memory
-# is counted); the .cu.cc files beside them include these before kernels/'s
-EMU_CUH      := $(patsubst %,build/emu/%,$(wildcard kernels/*.cuh))
+# the .cuh headers, rewritten as the .cu files are (static shared memory
+# is counted); the .cu.cc files include these (build/emu/kernels/x.cuh)
+# before the originals
+EMU_CUH      := $(patsubst %,build/emu/%,$(foreach d,$(DIRS),$(wildcard $(d)/*.cuh)))
 $(EMU_CUH): build/emu/%.cuh: %.cuh tests/cuda_emu/cu2cc.sh
 	@mkdir -p $(dir $@)
 	bash tests/cuda_emu/cu2cc.sh $< $@
@@ -221,7 +239,7 @@ endif
 
 build/$(1)/%.cu.o: build/emu/%.cu.cc $$(OBJ_DEPS) | $$(EMU_CUH)
 	@mkdir -p $$(dir $$@)
-	$$(CXX) $$($(1)_CXXFLAGS) $$($(1)_KERNEL_FLAGS) $$(DEPFLAGS) -c $$< -o $$@
+	$$(CXX) $$(EMU_QUOTE) $$($(1)_CXXFLAGS) $$($(1)_KERNEL_FLAGS) $$(DEPFLAGS) -c $$< -o $$@
 
 # the runtime: blocks, fibers and barriers (emu_runtime), the warp-level
 # matrix instructions of kernels/mma.cuh (emu_mma), the race detector (emu_race)
@@ -233,7 +251,7 @@ $$($(1)_LIB): $$($(1)_OBJ)
 	rm -f $$@ && ar rcs $$@ $$^
 
 # the whole program on the emulated GPU: `kvcpt train --set device=cuda` on CI
-build/$(1)/kvcpt: kvcpt.c $$($(1)_LIB) $$(BIN_DEPS)
+build/$(1)/kvcpt: $$(MAIN_C) $$($(1)_LIB) $$(BIN_DEPS)
 	$$($(1)_LINK)
 
 build/$(1)/tools/%: tests/tools/%.c $$($(1)_LIB) $$(BIN_DEPS)
@@ -298,7 +316,7 @@ build/libkvcpt.a: $(OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 # its dependency file in build/, not beside it in the source tree
-kvcpt: kvcpt.c build/libkvcpt.a $$(if $$(wildcard build/.kvcpt.d),,FORCE)
+kvcpt: $(MAIN_C) build/libkvcpt.a $$(if $$(wildcard build/.kvcpt.d),,FORCE)
 	$(CC) $(CFLAGS) -MMD -MP -MF build/.kvcpt.d $< build/libkvcpt.a $(LDLIBS) -o $@
 
 build/tests/%: tests/%.c tests/testlib.h build/libkvcpt.a $(BIN_DEPS)
@@ -346,12 +364,12 @@ clean:
 # sanitizer's exit status for one; any report fails the target. Not part of
 # `make test` (about twice its command-line time).
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-SAN_OBJ   := $(C_SRC:%.c=build/asan/%.o)
+SAN_OBJ   := $(patsubst %.c,build/asan/%.o,$(LIB_C) $(BENCH_NO_CUDA_C))
 build/asan/%.o: %.c $(OBJ_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -c $< -o $@
 
-build/asan/kvcpt: kvcpt.c tests/sanitize/report_hook.c $(SAN_OBJ)
+build/asan/kvcpt: $(MAIN_C) tests/sanitize/report_hook.c $(SAN_OBJ)
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $^ $(BASE_LDLIBS) -o $@
 
 sanitize: build/asan/kvcpt kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case build/emu/emu_checks \

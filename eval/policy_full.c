@@ -2,6 +2,7 @@
 #include <stddef.h>
 
 #include "policies.h"
+#include "policy.h"
 
 static void full_init(Policy *p, int64_t layer, const PrefillLayer *pre) { (void)p, (void)layer, (void)pre; }
 

@@ -16,6 +16,7 @@
 
 #include "../common/util.h"
 #include "policies.h"
+#include "policy.h"
 
 typedef struct {
     float *cum;     /* (n_layers, Hq, cap) attention received so far */

@@ -32,6 +32,7 @@
 #include "../common/util.h"
 #include "partial_cache.h"
 #include "policies.h"
+#include "policy.h"
 
 typedef struct {
     PartialCache cache;

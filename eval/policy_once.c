@@ -12,6 +12,7 @@
 
 #include "../common/util.h"
 #include "policies.h"
+#include "policy.h"
 
 typedef struct {
     Policy inner;
@@ -52,9 +53,13 @@ static void once_choose(Policy *p, int64_t layer, int64_t pos, const float *q, i
     }
 }
 
+/* The inner policy's own destroy and its full_steps_per_layer (which p
+ * only borrowed): what policy_destroy would do, done here so that this file
+ * needs nothing of eval/policy.c, whose policy_create calls in. */
 static void once_destroy(Policy *p) {
     OnceState *st = p->state;
-    policy_destroy(&st->inner); /* frees full_steps_per_layer, which p only borrowed */
+    if (st->inner.destroy) st->inner.destroy(&st->inner);
+    free(st->inner.full_steps_per_layer);
     p->full_steps_per_layer = NULL;
     free(st->keys), free(st->n);
     free(st);

@@ -23,6 +23,7 @@
 #include "../kernels/rope.h"
 #include "partial_cache.h"
 #include "policies.h"
+#include "policy.h"
 
 typedef struct {
     PartialCache cache;

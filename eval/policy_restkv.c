@@ -43,6 +43,7 @@
 #include "../kernels/blas.h"
 #include "partial_cache.h"
 #include "policies.h"
+#include "policy.h"
 
 typedef struct {
     PartialCache cache;

@@ -17,6 +17,7 @@
 #include "../common/util.h"
 #include "partial_cache.h"
 #include "policies.h"
+#include "policy.h"
 
 typedef struct {
     PartialCache cache;

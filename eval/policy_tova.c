@@ -26,6 +26,7 @@
 #include "../common/util.h"
 #include "../kernels/attention.h"
 #include "policies.h"
+#include "policy.h"
 
 typedef struct {
     KeptSet *kept;   /* (n_layers, Hkv) */

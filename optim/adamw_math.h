@@ -1,7 +1,7 @@
 #ifndef KVCPT_ADAMW_MATH_H
 #define KVCPT_ADAMW_MATH_H
 /* Per-element AdamW arithmetic shared by the CPU step (optim/optimizer.c)
- * and the CUDA kernel (kernels/adamw8bit.cu). On the device every operation
+ * and the CUDA kernel (optim/adamw8bit.cu). On the device every operation
  * is an explicitly rounded intrinsic, so nvcc cannot contract a*b+c into an
  * FMA and both backends round identically (the CPU build is ISO C11, where
  * GCC does not contract either). */

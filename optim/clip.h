@@ -9,7 +9,7 @@
 #define GRAD_SUM_CHUNK 65536
 
 double grad_sum_squares(const float *g, int64_t n);
-/* The same over a device buffer (kernels/grad_norm.cu; KVCPT_CUDA builds):
+/* The same over a device buffer (optim/grad_norm.cu; KVCPT_CUDA builds):
  * the same chunks, a chunk's own sum in another order, so it agrees to
  * double rounding. */
 double grad_sum_squares_cuda(const float *g, int64_t n);

@@ -36,7 +36,7 @@
  * conversion to double. */
 #include <stdint.h>
 
-#include "../parallel/shard_plan.h"
+#include "shard_segment.h"
 
 #define NORM_FIXED_BITS 100
 #define NORM_FIXED_MAX_BLOCKS ((int64_t)1 << 27)
@@ -75,7 +75,7 @@ Fixed128 fixed128_add(Fixed128 a, Fixed128 b);
 double fixed128_to_double(Fixed128 s, int E);
 
 #if defined(KVCPT_CUDA) || defined(__CUDACC__)
-/* CUDA twins (kernels/norm_fixed.cu), default stream, the same results bit
+/* CUDA twins (optim/norm_fixed.cu), default stream, the same results bit
  * for bit. blocks and g are DEVICE buffers; segs is a HOST array. Pass 1
  * launches one kernel per segment (one thread per block, adding in element
  * order as the CPU does) and copies back the max (8 bytes); pass 2 copies

@@ -2,7 +2,7 @@
 #define KVCPT_NORM_FIXED_MATH_H
 /* Per-block arithmetic of the fixed-point norm (optim/norm_fixed.h) shared
  * by the CPU oracle (optim/norm_fixed.c) and the CUDA twin
- * (kernels/norm_fixed.cu), so the two give the same bits. A block sum
+ * (optim/norm_fixed.cu), so the two give the same bits. A block sum
  * adds squares of floats in double: the product of two 24-bit significands
  * is exact in double's 53 bits (and the squares of fp32's extremes stay in
  * double's normal range), so even an FMA that nvcc contracted acc + x * x

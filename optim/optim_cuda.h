@@ -1,6 +1,6 @@
 #ifndef KVCPT_OPTIM_CUDA_H
 #define KVCPT_OPTIM_CUDA_H
-/* The CUDA AdamW step (kernels/adamw8bit.cu): the same segments, states and
+/* The CUDA AdamW step (optim/adamw8bit.cu): the same segments, states and
  * arithmetic as optim_step (its CPU oracle), on device buffers. Parameters
  * and gradients may be fp32 or bf16 (bf16 parameters are updated in fp32
  * and rounded to nearest even). Only compiled with KVCPT_CUDA. */

@@ -74,7 +74,7 @@ OptimStateCounts optim_state_counts(OptimKind kind, const int64_t *seg_numel, co
                                     int nseg);
 /* Device bytes of the GPU optimizer (optim/optim_cuda.h) for these counts and
  * nseg segments: what optim_cuda_create allocates, and optim_cuda_bytes says. */
-#define OPTIM_DEV_SEGMENT_BYTES 64 /* one segment's device descriptor (kernels/adamw8bit.cu asserts it) */
+#define OPTIM_DEV_SEGMENT_BYTES 64 /* one segment's device descriptor (optim/adamw8bit.cu asserts it) */
 int64_t optim_device_bytes(const OptimStateCounts *n, int nseg);
 
 /* Segments must have numel > 0, offset >= 0 and must not overlap. States

@@ -11,8 +11,7 @@
 #include <stdint.h>
 
 #include "../model/params.h"
-
-#define SHARD_ALIGN 256
+#include "../optim/shard_segment.h" /* SHARD_ALIGN, ShardSegment */
 
 typedef struct {
     int world, rank;
@@ -37,15 +36,6 @@ int64_t shard_rank_numel(const ShardPlan *p, int r);
 /* The largest piece of rank r over all units, or of any rank when r < 0
  * (the size of an exchange or send buffer). */
 int64_t shard_max_piece(const ShardPlan *p, int r);
-
-/* A piece of one tensor inside this rank's shard (the optimizer's segments). */
-typedef struct {
-    int64_t local;       /* offset in the local shard buffer */
-    int64_t global;      /* offset in the flat layout */
-    int64_t numel;
-    int64_t tensor_numel;
-    int tensor;          /* index in the layout */
-} ShardSegment;
 
 /* Segments of rank r's shard, in local order; returns the count. */
 int shard_segments(const ShardPlan *p, int r, ShardSegment **out);

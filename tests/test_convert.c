@@ -6,7 +6,7 @@
 
 #include "../checkpoints/model_export.h"
 #include "../checkpoints/model_file.h"
-#include "../common/commands.h"
+#include "../cli/commands.h"
 #include "../common/rng.h"
 #include "../common/util.h"
 #include "ckpt_testutil.h"

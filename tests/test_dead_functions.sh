@@ -10,8 +10,8 @@ nm --defined-only -g "$lib" 2>/dev/null | awk '$2 == "T" && $3 !~ /^_Z/ {print $
 python3 - "$tmp/syms" <<'PY'
 import os, re, sys
 syms = open(sys.argv[1]).read().split()
-dirs = ["common", "model", "kernels", "data", "optim", "checkpoints", "parallel", "train", "eval", "tests"]
-files = ["kvcpt.c"] + [os.path.join(r, f) for d in dirs for r, _, fs in os.walk(d) for f in fs
+dirs = ["common", "model", "kernels", "data", "optim", "checkpoints", "parallel", "train", "eval", "cli", "bench", "tests"]
+files = [os.path.join(r, f) for d in dirs for r, _, fs in os.walk(d) for f in fs
                        if f.endswith((".c", ".h", ".cu", ".cuh", ".cc")) and "venv" not in r]
 text = [l for p in files for l in open(p, errors="replace")]
 if len(syms) < 50:

@@ -14,19 +14,18 @@
 #include "../common/backend.h"
 #include "../common/checked.h"
 #include "../common/options.h"
-#include "../common/subprocess.h"
 #include "../common/rng.h"
+#include "../common/subprocess.h"
 #include "../common/util.h"
-#include "../train/bench.h"
-#include "llama.h"
-#include "llama_cuda.h"
-#ifdef KVCPT_CUDA
-#include "../kernels/cuda_device.h"
-#endif
+#include "../model/llama.h"
+#include "../model/llama_cuda.h"
+#include "bench.h"
+#include "bench_model_cuda.h"
 
 typedef struct {
     Llama m;
-    LlamaCuda *gpu; /* NULL: the CPU reference */
+    LlamaCuda *gpu;            /* NULL: the CPU reference */
+    const BenchModelCuda *cu;  /* the CUDA half; NULL in a build without it */
 } BenchModel;
 
 /* Random parameters at the init's scale, filled in parallel: the serial
@@ -52,20 +51,9 @@ static void bench_fill_params(Llama *m, uint64_t seed) {
 /* One forward+backward; adds its seconds to *fwd and *bwd. */
 static float timed_pass(BenchModel *b, const int32_t *tok, const int32_t *tgt, int64_t B, int64_t T, double *fwd,
                         double *bwd) {
+    if (b->gpu) return b->cu->timed_pass(b->gpu, tok, tgt, B, T, fwd, bwd);
     double t0 = now_seconds();
-    float loss;
-#ifdef KVCPT_CUDA
-    if (b->gpu) { /* forward returns after copying the losses back: synchronized */
-        loss = llama_cuda_forward(b->gpu, tok, tgt, B, T);
-        double t1 = now_seconds();
-        llama_cuda_zero_grad(b->gpu);
-        llama_cuda_backward(b->gpu);
-        cuda_synchronize();
-        *fwd += t1 - t0, *bwd += now_seconds() - t1;
-        return loss;
-    }
-#endif
-    loss = llama_forward(&b->m, tok, tgt, B, T);
+    float loss = llama_forward(&b->m, tok, tgt, B, T);
     double t1 = now_seconds();
     llama_zero_grad(&b->m);
     llama_backward(&b->m);
@@ -215,6 +203,8 @@ int bench_model(int argc, char **argv) {
     config_load(&c, preset);
     check_counts(&c, preset, batch, seq, L, K, pool);
     BenchModel b = {0};
+    b.cu = bench_model_cuda();
+    KV_CHECK(dev == DEVICE_CPU || b.cu, "bench model: this binary was built without the CUDA backend");
     llama_create(&b.m, &c);
     double t_setup = now_seconds();
     bench_fill_params(&b.m, 1);
@@ -222,14 +212,7 @@ int bench_model(int argc, char **argv) {
         RefreshMask mask = {1, L, K > 0 ? K : (L / 8 > 0 ? L / 8 : 1), pool, group_agg_parse(agg, "--agg"), 0, 0};
         llama_set_mask(&b.m, &mask, seq - L);
     }
-#ifdef KVCPT_CUDA
-    if (dev == DEVICE_CUDA) {
-        b.gpu = xcalloc(1, sizeof *b.gpu);
-        llama_cuda_create(b.gpu, &c, recompute, prec);
-        llama_cuda_upload_params(b.gpu, b.m.params);
-        if (L > 0) llama_cuda_set_mask(b.gpu, &b.m.mask, b.m.mask_S);
-    }
-#endif
+    if (dev == DEVICE_CUDA) b.gpu = b.cu->create(&b.m, recompute, prec, L > 0 ? &b.m.mask : NULL, b.m.mask_S);
     fprintf(stderr, "bench model: set up in %.1f s\n", now_seconds() - t_setup);
     int32_t *tok = xmalloc(sizeof(int32_t) * (size_t)(2 * batch * seq)), *tgt = tok + batch * seq;
     Rng r;
@@ -251,14 +234,7 @@ int bench_model(int argc, char **argv) {
     /* engine_mb: what the engine counted; device_used_mb: what the driver says is
      * in use after the timed steps (adds cuBLASLt workspaces and the context) */
     double engine_mb = 0, device_used_mb = 0;
-#ifdef KVCPT_CUDA
-    if (b.gpu) {
-        int64_t free_b = 0, total_b = 0;
-        cuda_memory_info(&free_b, &total_b);
-        engine_mb = (double)llama_cuda_bytes(b.gpu) / 1048576.0;
-        device_used_mb = (double)(total_b - free_b) / 1048576.0;
-    }
-#endif
+    if (b.gpu) b.cu->memory_mb(b.gpu, &engine_mb, &device_used_mb);
     double tokens = (double)(batch * seq * steps), secs = t_fwd + t_bwd;
     double tps = tokens / secs, gflops = llama_flops_per_token(&b.m, seq) * tps / 1e9;
     /* model FLOPs of one timed step (batch x seq tokens), by kind */
@@ -268,10 +244,7 @@ int bench_model(int argc, char **argv) {
     int64_t params = b.m.layout.total;
     RefreshMask mask = b.m.mask;
     free(tok);
-#ifdef KVCPT_CUDA
-    if (b.gpu) llama_cuda_free(b.gpu);
-#endif
-    free(b.gpu);
+    if (b.gpu) b.cu->destroy(b.gpu);
     llama_free(&b.m); /* before the peer runs: the two never hold memory at once */
     int threads = omp_get_max_threads(), peer = !no_peers && dev == DEVICE_CPU;
     TorchPeer tp = {.tokens_per_s = -1};

@@ -1,26 +1,22 @@
-/* `kvcpt bench ops`: time of each CUDA simple op at Llama-3.1-8B shapes,
- * with achieved memory bandwidth (elementwise and reduction ops) or
- * TFLOP/s (matmuls). Figures only; nothing is asserted. */
+/* The CUDA half of `kvcpt bench ops` (bench/bench_ops_cuda.h): linked only
+ * in builds with the CUDA backend. */
+#include "bench_ops_cuda.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../common/backend.h"
-#include "../common/options.h"
 #include "../common/rng.h"
 #include "../common/util.h"
-#include "../train/bench.h"
-
-#ifdef KVCPT_CUDA
-#include "crossentropy.h"
-#include "cuda_device.h"
-#include "embedding.h"
-#include "matmul.h"
-#include "rmsnorm.h"
-#include "swiglu.h"
+#include "../kernels/crossentropy.h"
+#include "../kernels/cuda_device.h"
+#include "../kernels/embedding.h"
+#include "../kernels/matmul.h"
+#include "../kernels/rmsnorm.h"
+#include "../kernels/swiglu.h"
 
 typedef struct {
     int64_t tokens, hidden, ffn, vocab, ce_rows, reps;
-    int json, printed;
+    int json, printed; /* printed: ops reported so far (the JSON's commas) */
 } BenchOps;
 
 /* Device buffer of n floats, uniform in [-1, 1] (or n bf16 when bf16 is set). */
@@ -106,35 +102,17 @@ static void bench_all(BenchOps *b) {
     cuda_free(a), cuda_free(wf), cuda_free(o), cuda_free(dwf);
     matmul_cuda_release();
 }
-#endif
 
-int bench_ops(int argc, char **argv) {
-    int64_t tokens = 8192, hidden = 4096, ffn = 14336, vocab = 128256, ce_rows = 1024, reps = 10;
-    int json = 0;
-    const Option opts[] = {
-        {"tokens", OPT_INT, &tokens, "N", "rows of activations"},
-        {"hidden", OPT_INT, &hidden, "C", "hidden size"},
-        {"ffn", OPT_INT, &ffn, "F", "MLP size"},
-        {"vocab", OPT_INT, &vocab, "V", "vocabulary"},
-        {"ce-rows", OPT_INT, &ce_rows, "R", "rows per cross-entropy chunk"},
-        {"reps", OPT_INT, &reps, "N", "timed calls per op, after one warm-up"},
-        {"json", OPT_FLAG, &json, NULL, "print one JSON object"},
-        {0},
-    };
-    if (options_parse("bench ops", "Time of each CUDA simple op at Llama-3.1-8B shapes.", opts, argc, argv)) return 0;
-    KV_CHECK(tokens >= 1 && hidden >= 1 && ffn >= 1 && vocab >= 1 && ce_rows >= 1 && reps >= 1,
-             "bench ops: every size and --reps must be positive");
-#ifdef KVCPT_CUDA
-    if (backend_cuda_device_count() == 0) die("bench ops: no CUDA device is visible");
-    BenchOps b = {tokens, hidden, ffn, vocab, ce_rows, reps, json, 0};
+static void ops_run(const BenchOpsArgs *a) {
+    BenchOps b = {a->tokens, a->hidden, a->ffn, a->vocab, a->ce_rows, a->reps, a->json, 0};
     char dev[256];
     cuda_device_describe(dev, sizeof dev);
-    if (json) printf("{\"device\": \"%s\", \"ops\": {", dev);
+    if (a->json) printf("{\"device\": \"%s\", \"ops\": {", dev);
     else printf("device: %s\n", dev);
     bench_all(&b);
-    if (json) printf("}}\n");
-    return 0;
-#else
-    die("bench ops: this binary was built without the CUDA backend; hint: install nvcc and run 'make'");
-#endif
+    if (a->json) printf("}}\n");
 }
+
+static const BenchOpsCuda table = {ops_run};
+
+const BenchOpsCuda *bench_ops_cuda(void) { return &table; }

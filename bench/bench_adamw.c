@@ -9,12 +9,9 @@
 #include "../common/options.h"
 #include "../common/rng.h"
 #include "../common/util.h"
-#include "../train/bench.h"
-#include "optimizer.h"
-#ifdef KVCPT_CUDA
-#include "../kernels/cuda_device.h"
-#include "optim_cuda.h"
-#endif
+#include "../optim/optimizer.h"
+#include "bench.h"
+#include "bench_adamw_cuda.h"
 
 typedef struct {
     const char *device, *optim, *param_dtype;
@@ -50,39 +47,6 @@ static double time_cpu(Optimizer *o, float *p, const float *g, const AdamWHyper 
     }
     return best;
 }
-
-#ifdef KVCPT_CUDA
-static double time_cuda(Optimizer *o, const float *p, const float *g, OptimDtype pd, const AdamWHyper *h, int64_t n,
-                        int64_t steps) {
-    OptimCuda *oc = optim_cuda_create(o);
-    void *dp = cuda_malloc((size_t)n * 4), *dg = cuda_malloc((size_t)n * 4);
-    cuda_memcpy_h2d(dg, g, (size_t)n * 4);
-    if (pd == OPTIM_F32) {
-        cuda_memcpy_h2d(dp, p, (size_t)n * 4);
-    } else {
-        uint16_t *pb = xmalloc((size_t)n * 2);
-        for (int64_t i = 0; i < n; i++) {
-            uint32_t u;
-            memcpy(&u, &p[i], 4);
-            pb[i] = (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-        }
-        cuda_memcpy_h2d(dp, pb, (size_t)n * 2);
-        free(pb);
-    }
-    optim_cuda_step(oc, dp, pd, dg, OPTIM_F32, h, 1);
-    double best = 1e30;
-    for (int64_t t = 2; t <= steps + 1; t++) {
-        cuda_synchronize();
-        double t0 = now_seconds();
-        optim_cuda_step(oc, dp, pd, dg, OPTIM_F32, h, t); /* ends with a synchronizing copy */
-        double dt = now_seconds() - t0;
-        if (dt < best) best = dt;
-    }
-    cuda_free(dp), cuda_free(dg);
-    optim_cuda_free(oc);
-    return best;
-}
-#endif
 
 int bench_adamw(int argc, char **argv) {
     BenchArgs a = {.device = NULL, .optim = "adamw8bit", .param_dtype = "f32", .numel = 0, .seg_numel = 16777216,
@@ -120,11 +84,11 @@ int bench_adamw(int argc, char **argv) {
     if (dev == DEVICE_CPU) {
         sec = time_cpu(o, p, g, &h, a.steps);
     } else {
-#ifdef KVCPT_CUDA
-        sec = time_cuda(o, p, g, bf16 ? OPTIM_BF16 : OPTIM_F32, &h, a.numel, a.steps);
-        peak = cuda_device_hbm_gbps();
-        cuda_device_describe(desc, sizeof desc);
-#endif
+        const BenchAdamwCuda *cu = bench_adamw_cuda();
+        KV_CHECK(cu != NULL, "bench adamw: this binary was built without the CUDA backend");
+        sec = cu->time_step(o, p, g, bf16 ? OPTIM_BF16 : OPTIM_F32, &h, a.numel, a.steps);
+        peak = cu->hbm_gbps();
+        cu->describe(desc, sizeof desc);
     }
     double bytes = optim_step_bytes(o, bf16 ? 2 : 4, 4), gbps = bytes / sec / 1e9;
     if (a.json) {

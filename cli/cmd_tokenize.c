@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/commands.h"
 #include "../common/options.h"
 #include "../common/util.h"
-#include "tokenizer.h"
-#include "utf8.h"
+#include "../data/tokenizer.h"
+#include "../data/utf8.h"
+#include "commands.h"
 
 typedef struct {
     const char *tokenizer;

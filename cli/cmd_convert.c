@@ -6,16 +6,16 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../common/commands.h"
 #include "../common/options.h"
 #include "../common/util.h"
+#include "commands.h"
 #include <sys/stat.h>
 
-#include "convert_dest.h"
-#include "gguf.h"
-#include "gguf_import.h"
-#include "model_export.h"
-#include "model_file.h"
+#include "../checkpoints/convert_dest.h"
+#include "../checkpoints/gguf.h"
+#include "../checkpoints/gguf_import.h"
+#include "../checkpoints/model_export.h"
+#include "../checkpoints/model_file.h"
 
 /* Files next to the weights that inference stacks expect to find. */
 static const char *const SIDE_FILES[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",

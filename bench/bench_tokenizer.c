@@ -15,10 +15,10 @@
 #include "../common/options.h"
 #include "../common/subprocess.h"
 #include "../common/util.h"
-#include "../train/bench.h"
-#include "doc_reader.h"
-#include "input_list.h"
-#include "tokenizer.h"
+#include "../data/doc_reader.h"
+#include "../data/input_list.h"
+#include "../data/tokenizer.h"
+#include "bench.h"
 
 typedef struct {
     char **text;

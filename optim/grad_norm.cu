@@ -9,11 +9,11 @@
 
 extern "C" {
 #include "../common/util.h"
-#include "../optim/clip.h"
+#include "clip.h"
 }
-#include "cuda_common.cuh"
-#include "cuda_device.h"
-#include "cuda_reduce.cuh"
+#include "../kernels/cuda_common.cuh"
+#include "../kernels/cuda_device.h"
+#include "../kernels/cuda_reduce.cuh"
 
 __global__ void __launch_bounds__(256) chunk_sum_squares_kernel(double *part, const float *g, int64_t n) {
     const int64_t begin = (int64_t)blockIdx.x * GRAD_SUM_CHUNK;

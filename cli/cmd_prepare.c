@@ -3,12 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/commands.h"
 #include "../common/options.h"
 #include "../common/util.h"
-#include "prepare.h"
-#include "synthetic.h"
-#include "tokenizer.h"
+#include "../data/prepare.h"
+#include "../data/synthetic.h"
+#include "../data/tokenizer.h"
+#include "commands.h"
 
 int cmd_prepare(int argc, char **argv) {
     StringList inputs = {0};

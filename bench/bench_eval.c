@@ -29,10 +29,10 @@
 #include "../common/options.h"
 #include "../common/subprocess.h"
 #include "../common/util.h"
+#include "../eval/option_limits.h"
+#include "../eval/policy.h"
 #include "../model/config.h"
-#include "../train/bench.h"
-#include "option_limits.h"
-#include "policy.h"
+#include "bench.h"
 
 typedef struct {
     const char *model, *data, *split, *budget, *policies, *peer, *python;
@@ -207,7 +207,7 @@ int bench_eval(int argc, char **argv) {
     /* both children inherit these: OpenMP and OpenBLAS (kvcpt), torch's intra-op pool reads --threads */
     KV_CHECK(setenv("OMP_NUM_THREADS", I64(th, b.threads), 1) == 0 && setenv("OPENBLAS_NUM_THREADS", th, 1) == 0,
              "bench eval: setenv");
-    /* the wait policy kvcpt eval picks for itself (kvcpt.c), for torch's
+    /* the wait policy kvcpt eval picks for itself (cli/kvcpt.c), for torch's
      * OpenMP too, unless the user set one: both run in the same environment */
     KV_CHECK(getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "passive", 1) == 0, "bench eval: setenv");
     char dir[] = "/tmp/kvcpt_bench_eval_XXXXXX";

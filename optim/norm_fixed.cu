@@ -12,10 +12,10 @@
 extern "C" {
 #include "../common/util.h"
 }
-#include "../optim/norm_fixed.h"
-#include "../optim/norm_fixed_math.h"
-#include "cuda_common.cuh"
-#include "cuda_device.h"
+#include "../kernels/cuda_common.cuh"
+#include "../kernels/cuda_device.h"
+#include "norm_fixed.h"
+#include "norm_fixed_math.h"
 
 #define NF_THREADS 256
 /* pass 2's thread blocks: enough to fill an H100 several times over */

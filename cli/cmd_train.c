@@ -2,12 +2,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../common/commands.h"
 #include "../common/options.h"
 #include "../common/util.h"
 #include "../parallel/comm.h"
-#include "train_config.h"
-#include "trainer.h"
+#include "../train/train_config.h"
+#include "../train/trainer.h"
+#include "commands.h"
 
 int cmd_train(int argc, char **argv) {
     const char *config = NULL;

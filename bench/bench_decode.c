@@ -17,10 +17,10 @@
 #include "../common/options.h"
 #include "../common/rng.h"
 #include "../common/util.h"
-#include "../train/bench.h"
-#include "engine.h"
-#include "engine_cuda.h"
-#include "option_limits.h"
+#include "../eval/engine.h"
+#include "../eval/option_limits.h"
+#include "bench.h"
+#include "bench_decode_cuda.h"
 
 typedef struct {
     const char *preset, *device, *contexts, *budget;
@@ -28,9 +28,8 @@ typedef struct {
     int json;
     Llama m;
     Device dev;
-#ifdef KVCPT_CUDA
-    DecodeModelCuda gpu;
-#endif
+    const BenchDecodeCuda *cu;   /* the CUDA half; NULL in a build without it */
+    struct DecodeModelCuda *gpu; /* the device weights, with dev == DEVICE_CUDA */
 } BenchDecode;
 
 /* Uniform weights of the initializer's standard deviation, filled in
@@ -48,12 +47,10 @@ static void random_weights(Llama *m) {
 }
 
 static void engine_for(BenchDecode *b, DecodeEngine *e, int64_t cap) {
-#ifdef KVCPT_CUDA
     if (b->dev == DEVICE_CUDA) {
-        engine_create_cuda(e, &b->m, &b->gpu, cap, EVAL_PREFILL_ROWS);
+        b->cu->engine_create(e, &b->m, b->gpu, cap, EVAL_PREFILL_ROWS);
         return;
     }
-#endif
     engine_create(e, &b->m, cap, EVAL_PREFILL_ROWS);
 }
 
@@ -146,15 +143,15 @@ int bench_decode(int argc, char **argv) {
     for (int i = 0; i < n_ctx; i++) check_positions(&b, ctx[i], c.max_position_embeddings);
     llama_create(&b.m, &c);
     random_weights(&b.m);
-#ifdef KVCPT_CUDA
-    if (b.dev == DEVICE_CUDA) decode_model_cuda_create(&b.gpu, &b.m);
-#endif
+    if (b.dev == DEVICE_CUDA) {
+        b.cu = bench_decode_cuda();
+        KV_CHECK(b.cu != NULL, "bench decode: this binary was built without the CUDA backend");
+        b.gpu = b.cu->model_create(&b.m);
+    }
     Rng r;
     rng_seed(&r, 3);
     for (int i = 0; i < n_ctx; i++) bench_context(&b, ctx[i], &r);
-#ifdef KVCPT_CUDA
-    if (b.dev == DEVICE_CUDA) decode_model_cuda_free(&b.gpu);
-#endif
+    if (b.dev == DEVICE_CUDA) b.cu->model_destroy(b.gpu);
     llama_free(&b.m);
     return 0;
 }

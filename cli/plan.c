@@ -5,14 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/commands.h"
 #include "../common/options.h"
 #include "../common/util.h"
 #include "../optim/optimizer.h"
+#include "../parallel/shard_plan.h"
 #include "../train/cuda_mem_plan.h"
 #include "../train/train_config.h"
 #include "../train/train_mode.h"
-#include "shard_plan.h"
+#include "commands.h"
 
 /* Optimizer bytes of one rank's segments: 8-bit codes for m and v plus two
  * fp32 absmax per 256-block, or fp32 m and v for small tensors (SPEC §5). */

@@ -1,10 +1,10 @@
 /* `kvcpt bench <target>`: each target prints figures (and JSON with --json);
- * benchmarks never assert timings. Targets live beside what they measure. */
+ * benchmarks never assert timings. The targets live in bench/. */
 #include <stdio.h>
 #include <string.h>
 
-#include "../common/commands.h"
-#include "bench.h"
+#include "../bench/bench.h"
+#include "commands.h"
 
 typedef struct {
     const char *name;

@@ -9,9 +9,9 @@
 extern "C" {
 #include "../common/util.h"
 }
-#include "../optim/optim_cuda.h"
-#include "cuda_common.cuh"
-#include "cuda_device.h"
+#include "../kernels/cuda_common.cuh"
+#include "../kernels/cuda_device.h"
+#include "optim_cuda.h"
 
 #define NO_BAD 0xffffffffffffffffull
 

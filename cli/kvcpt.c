@@ -5,11 +5,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/backend.h"
-#include "common/build_info.h"
-#include "common/commands.h"
-#include "common/version.h"
-#include "parallel/comm.h"
+#include "../common/backend.h"
+#include "../common/build_info.h"
+#include "../common/version.h"
+#include "../parallel/comm.h"
+#include "commands.h"
 
 typedef struct {
     const char *name;

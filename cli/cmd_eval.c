@@ -8,20 +8,20 @@
 
 #include "../checkpoints/model_file.h"
 #include "../common/backend.h"
-#include "../common/commands.h"
 #include "../common/options.h"
 #include "../common/util.h"
 #include "../data/data_split.h"
 #include "../data/utf8.h"
 #include "../kernels/attention.h"
+#include "commands.h"
 #ifdef KVCPT_CUDA
 #include "../kernels/cuda_device.h"
 #endif
-#include "engine.h"
-#include "engine_cuda.h"
-#include "option_limits.h"
-#include "output_paths.h"
-#include "report.h"
+#include "../eval/engine.h"
+#include "../eval/engine_cuda.h"
+#include "../eval/option_limits.h"
+#include "../eval/output_paths.h"
+#include "../eval/report.h"
 
 /* Documents decoded together by default: the fastest measured on the 2-core
  * CPU for the demo model and the small preset (docs/eval.md, "Batching"). */

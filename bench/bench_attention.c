@@ -1,0 +1,131 @@
+/* `kvcpt bench attention`: time of kvcpt's CUDA attention kernels (the
+ * RefreshKV selection, forward, backward) at one layer's shape, by default
+ * Llama-3.1-8B's at the CPT length, beside PyTorch's
+ * scaled_dot_product_attention on the same shape in one run
+ * (scripts/bench_attention_torch.py, plain causal: SDPA has no RefreshKV
+ * mask that keeps its fused kernels). Figures only; nothing is asserted. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "../common/backend.h"
+#include "../common/options.h"
+#include "../common/subprocess.h"
+#include "../common/util.h"
+#include "bench.h"
+#include "bench_attention_cuda.h"
+
+/* Runs the SDPA peer on the same shape (bf16, causal); fills *fwd_ms and
+ * *bwd_ms, or why it has none. */
+static int run_peer(const BenchAttn *a, double *fwd_ms, double *bwd_ms, char *torch_version, size_t vcap, char *why,
+                    size_t why_cap) {
+    char script[4200], log_path[] = "/tmp/kvcpt_bench_attention_log_XXXXXX";
+    exe_dir_path(script, sizeof script, "scripts/bench_attention_torch.py");
+    int log_fd = mkstemp(log_path);
+    KV_CHECK(log_fd >= 0, "bench attention: cannot create a temporary file %s", log_path);
+    close(log_fd);
+    char sb[24], st[24], sh[24], skv[24], sd[24], sr[24];
+    snprintf(sb, sizeof sb, "%lld", (long long)a->batch);
+    snprintf(st, sizeof st, "%lld", (long long)a->seq);
+    snprintf(sh, sizeof sh, "%lld", (long long)a->heads);
+    snprintf(skv, sizeof skv, "%lld", (long long)a->kv_heads);
+    snprintf(sd, sizeof sd, "%lld", (long long)a->head_dim);
+    snprintf(sr, sizeof sr, "%lld", (long long)a->reps);
+    const char *argv[] = {a->python, script,       "--seq",   st,   "--batch", sb,       "--heads",
+                          sh,        "--kv-heads", skv,       "--head-dim",      sd,       "--dtype",
+                          "bf16",    "--reps",     sr,        "--json",          NULL};
+    fprintf(stderr, "bench attention: running the PyTorch peer (%s %s)\n", a->python, script);
+    char line[4096], err[512];
+    int rc = subprocess_run(argv, NULL, log_path, line, sizeof line);
+    subprocess_last_line(log_path, err, sizeof err);
+    unlink(log_path);
+    if (rc != 0) {
+        if (rc < 0 && !subprocess_found(a->python))
+            snprintf(why, why_cap, "%s not found (run 'make setup', or pass --python)", a->python);
+        else snprintf(why, why_cap, "%s %s failed%s%s", a->python, script, err[0] ? ": " : "", err);
+        return 0;
+    }
+    json_t *res = json_loads(line, 0, NULL);
+    json_t *f = res ? json_object_get(res, "forward_ms") : NULL, *b = res ? json_object_get(res, "backward_ms") : NULL;
+    if (!json_is_number(f) || !json_is_number(b)) {
+        snprintf(why, why_cap, "%s printed no forward_ms/backward_ms", script);
+        json_decref(res);
+        return 0;
+    }
+    *fwd_ms = json_number_value(f);
+    *bwd_ms = json_number_value(b);
+    const char *v = json_string_value(json_object_get(res, "torch"));
+    snprintf(torch_version, vcap, "%s", v ? v : "?");
+    json_decref(res);
+    return 1;
+}
+
+int bench_attention(int argc, char **argv) {
+    BenchAttn a = {.batch = 1, .seq = 8242, .heads = 32, .kv_heads = 8, .head_dim = 128, .L = 8192, .K = 2048,
+                   .pool = 7, .evict = 0, .restride = 0, .reps = 3, .json = 0, .no_peers = 0, .python = NULL};
+    const char *python = NULL;
+    const Option opts[] = {
+        {"batch", OPT_INT, &a.batch, "B", "sequences"},
+        {"seq", OPT_INT, &a.seq, "T", "tokens per sequence"},
+        {"heads", OPT_INT, &a.heads, "N", "query heads"},
+        {"kv-heads", OPT_INT, &a.kv_heads, "N", "key/value heads"},
+        {"head-dim", OPT_INT, &a.head_dim, "D", "head dimension"},
+        {"L", OPT_INT, &a.L, "N", "RefreshKV prefill length; 0 = plain causal"},
+        {"K", OPT_INT, &a.K, "N", "selected keys per KV head"},
+        {"pool", OPT_INT, &a.pool, "N", "selection max-pool kernel"},
+        {"evict", OPT_INT, &a.evict, "0|1", "1: rows >= L keep kept + local keys <= K, as the eval's cache"},
+        {"restride", OPT_INT, &a.restride, "R", "R > 0: full rows every R steps that re-select (the eval's --refresh-fixed R)"},
+        {"reps", OPT_INT, &a.reps, "N", "timed calls per kernel, after one warm-up"},
+        {"no-peers", OPT_FLAG, &a.no_peers, NULL, "skip the PyTorch SDPA peer"},
+        {"python", OPT_STRING, &python, "PATH", "the peer's interpreter; absent: $KVCPT_PYTHON, else third_party/venv/bin/python"},
+        {"json", OPT_FLAG, &a.json, NULL, "print one JSON object"},
+        {0},
+    };
+    if (options_parse("bench attention",
+                      "Time of the CUDA attention kernels at one layer's shape (default Llama-3.1-8B at T = 8242 with "
+                      "the CPT mask), beside PyTorch SDPA (bf16, causal) on the same shape.",
+                      opts, argc, argv))
+        return 0;
+    KV_CHECK(a.batch >= 1 && a.seq >= 1 && a.heads >= 1 && a.kv_heads >= 1 && a.head_dim >= 1 && a.reps >= 1 &&
+                 a.L >= 0 && a.K >= 1,
+             "bench attention: --batch, --seq, --heads, --kv-heads, --head-dim, --reps, --K must be positive and --L >= 0");
+    char default_python[4200];
+    if (!python) python = getenv("KVCPT_PYTHON");
+    if (!python) {
+        exe_dir_path(default_python, sizeof default_python, "third_party/venv/bin/python");
+        python = default_python;
+    }
+    a.python = python;
+    const BenchAttentionCuda *cu = bench_attention_cuda();
+    if (!cu) die("bench attention: this binary was built without the CUDA backend; hint: install nvcc and run 'make'");
+    if (backend_cuda_device_count() == 0) die("bench attention: no CUDA device is visible");
+    cu->kernels(&a);
+    if (!a.no_peers) {
+        double pf = 0, pb = 0;
+        char version[64] = "", why[9000] = "";
+        const double pt = 4.0 * (double)a.head_dim * (double)(a.batch * a.heads) * (double)a.seq * (double)(a.seq + 1) / 2.0;
+        int have = run_peer(&a, &pf, &pb, version, sizeof version, why, sizeof why);
+        if (a.json) {
+            if (have)
+                printf(",\"torch_version\":\"%s\",\"torch_attn\":\"sdpa bf16 causal\",\"torch_forward_ms\":%.4f,"
+                       "\"torch_backward_ms\":%.4f,\"torch_forward_tflops\":%.2f,\"torch_backward_tflops\":%.2f",
+                       version, pf, pb, pt / pf / 1e9, 2.5 * pt / pb / 1e9);
+            else {
+                json_t *w = json_string(why);
+                char *ws = json_dumps(w, JSON_ENCODE_ANY);
+                printf(",\"torch_forward_ms\":null,\"torch_why\":%s", ws);
+                free(ws);
+                json_decref(w);
+            }
+        } else if (have)
+            printf("  PyTorch %s SDPA (bf16, causal, same shape): forward %.3f ms (%.1f TFLOP/s), backward %.3f ms "
+                   "(%.1f TFLOP/s)\n",
+                   version, pf, pt / pf / 1e9, pb, 2.5 * pt / pb / 1e9);
+        else printf("  PyTorch SDPA peer: %s; kvcpt's figures alone\n", why);
+    }
+    if (a.json) printf("}\n");
+    return 0;
+}

@@ -1,0 +1,27 @@
+#ifndef KVCPT_BENCH_ATTENTION_CUDA_H
+#define KVCPT_BENCH_ATTENTION_CUDA_H
+/* The CUDA half of `kvcpt bench attention` (bench/bench_attention.c): the
+ * timed kernels. bench_attention_cuda() returns the table in a build with
+ * the CUDA backend (bench/bench_attention_cuda.c) and NULL otherwise
+ * (bench/bench_cuda_none.c); the Makefile links one of the two. */
+#include <stdint.h>
+
+/* One layer's attention shape, the mask and what to run. */
+typedef struct {
+    int64_t batch, seq, heads, kv_heads, head_dim; /* B, T, Hq, Hkv, D */
+    int64_t L, K, pool, evict, restride;           /* the RefreshKV mask; L = 0: causal */
+    int64_t reps;                                  /* timed calls per kernel, after one warm-up */
+    int json, no_peers;
+    const char *python;                            /* the PyTorch peer's interpreter */
+} BenchAttn;
+
+typedef struct {
+    /* Times the selection and every kernel family's forward and backward on
+     * the visible device; prints the figures (the JSON object left open for
+     * the peer's fields). */
+    void (*kernels)(const BenchAttn *a);
+} BenchAttentionCuda;
+
+const BenchAttentionCuda *bench_attention_cuda(void);
+
+#endif

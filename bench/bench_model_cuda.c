@@ -1,0 +1,46 @@
+/* The CUDA half of `kvcpt bench model` (bench/bench_model_cuda.h): linked
+ * only in builds with the CUDA backend. */
+#include "bench_model_cuda.h"
+
+#include <stdlib.h>
+
+#include "../common/util.h"
+#include "../kernels/cuda_device.h"
+
+static LlamaCuda *model_create(const Llama *m, int recompute, LlamaCudaPrecision precision, const RefreshMask *mask,
+                               int64_t S) {
+    LlamaCuda *g = xcalloc(1, sizeof *g);
+    llama_cuda_create(g, &m->cfg, recompute, precision);
+    llama_cuda_upload_params(g, m->params);
+    if (mask) llama_cuda_set_mask(g, mask, S);
+    return g;
+}
+
+static float model_timed_pass(LlamaCuda *g, const int32_t *tok, const int32_t *tgt, int64_t B, int64_t T, double *fwd,
+                              double *bwd) {
+    double t0 = now_seconds();
+    float loss = llama_cuda_forward(g, tok, tgt, B, T); /* returns after copying the losses back: synchronized */
+    double t1 = now_seconds();
+    llama_cuda_zero_grad(g);
+    llama_cuda_backward(g);
+    cuda_synchronize();
+    *fwd += t1 - t0;
+    *bwd += now_seconds() - t1;
+    return loss;
+}
+
+static void model_memory_mb(const LlamaCuda *g, double *engine_mb, double *device_used_mb) {
+    int64_t free_b = 0, total_b = 0;
+    cuda_memory_info(&free_b, &total_b);
+    *engine_mb = (double)llama_cuda_bytes(g) / 1048576.0;
+    *device_used_mb = (double)(total_b - free_b) / 1048576.0;
+}
+
+static void model_destroy(LlamaCuda *g) {
+    llama_cuda_free(g);
+    free(g);
+}
+
+static const BenchModelCuda table = {model_create, model_timed_pass, model_memory_mb, model_destroy};
+
+const BenchModelCuda *bench_model_cuda(void) { return &table; }

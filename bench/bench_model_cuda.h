@@ -1,0 +1,29 @@
+#ifndef KVCPT_BENCH_MODEL_CUDA_H
+#define KVCPT_BENCH_MODEL_CUDA_H
+/* The CUDA half of `kvcpt bench model` (bench/bench_model.c): the engine's
+ * setup, one timed step and its memory figures. bench_model_cuda() returns
+ * the table in a build with the CUDA backend (bench/bench_model_cuda.c) and
+ * NULL otherwise (bench/bench_cuda_none.c); the Makefile links one of the
+ * two, so bench_model.c itself carries no build switch. */
+#include <stdint.h>
+
+#include "../model/llama.h"
+#include "../model/llama_cuda.h"
+
+typedef struct {
+    /* The engine for m's config and parameters; mask (NULL: plain causal)
+     * over the last S positions. */
+    LlamaCuda *(*create)(const Llama *m, int recompute, LlamaCudaPrecision precision, const RefreshMask *mask,
+                         int64_t S);
+    /* One forward+backward, synchronized; adds its seconds to *fwd and *bwd. */
+    float (*timed_pass)(LlamaCuda *g, const int32_t *tok, const int32_t *tgt, int64_t B, int64_t T, double *fwd,
+                        double *bwd);
+    /* What the engine counted and what the driver says is in use (adds
+     * cuBLASLt workspaces and the context), in MiB. */
+    void (*memory_mb)(const LlamaCuda *g, double *engine_mb, double *device_used_mb);
+    void (*destroy)(LlamaCuda *g);
+} BenchModelCuda;
+
+const BenchModelCuda *bench_model_cuda(void);
+
+#endif
