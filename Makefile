@@ -189,7 +189,7 @@ build/tests/test_cuda_emu_mma: $(MMA_TEST_DEP) build/emu/tests/gpu/mma_gemm.cu.o
 # (the .cu.cc files above, emu_checks.cu's too) compiled with gcc's
 # -fsanitize=thread instrumentation, linked without libtsan: the calls it
 # adds go to tests/cuda_emu/emu_race.cc, which reports conflicting accesses
-# to shared and device memory that no barrier orders (docs/cuda.md). The C
+# to shared and device memory that no barrier orders (docs/emulator.md). The C
 # objects and build/emu/ itself are shared with the plain variant, unchanged.
 # tests/test_cuda_emu_races.sh runs these.
 RACE_CXXFLAGS := $(EMU_CXXFLAGS) -DKVCPT_EMU_RACE -gdwarf-4
@@ -238,7 +238,7 @@ build/emu-race/tests/test_cuda_emu_mma: $(MMA_TEST_DEP) build/emu-race/tests/gpu
 # zones between carved sub-buffers (common/redzone.h). `make sanitize-emu`
 # builds it and runs the emulated GPU tests, the planted bugs, the kernels
 # at Llama-3.1-8B shapes and the emulated-engine CLI tests on it (tens of
-# minutes on 2 cores: docs/cuda.md); `make test` builds the two quick
+# minutes on 2 cores: docs/emulator.md); `make test` builds the two quick
 # binaries and runs the planted bugs and most 8B-shape kernels
 # (tests/test_cuda_emu_asan.sh).
 EMU_ASAN_FLAGS    := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
