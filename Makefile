@@ -175,7 +175,7 @@ $(EMU_CUH): build/emu/%.cuh: %.cuh tests/cuda_emu/cu2cc.sh
 #    .cu.cc files, emu_checks.cu's too) are compiled with gcc's
 #    -fsanitize=thread instrumentation and linked without libtsan: the calls it
 #    adds go to tests/cuda_emu/emu_race.cc, which reports conflicting accesses
-#    to shared and device memory that no barrier orders (docs/cuda.md). Its C
+#    to shared and device memory that no barrier orders (docs/emulator.md). Its C
 #    objects and emulated NCCL are build/emu's, unchanged.
 #    tests/test_cuda_emu_races.sh runs it.
 #  - emu-asan (build/emu-asan/): the emulator under AddressSanitizer and UBSan,
@@ -185,7 +185,7 @@ $(EMU_CUH): build/emu/%.cuh: %.cuh tests/cuda_emu/cu2cc.sh
 #    zones between carved sub-buffers (common/redzone.h). `make sanitize-emu`
 #    builds it and runs the emulated GPU tests, the planted bugs, the kernels
 #    at Llama-3.1-8B shapes and the emulated-engine CLI tests on it (tens of
-#    minutes on 2 cores: docs/cuda.md); `make test` builds the two quick
+#    minutes on 2 cores: docs/emulator.md); `make test` builds the two quick
 #    binaries and runs the planted bugs and most 8B-shape kernels
 #    (tests/test_cuda_emu_asan.sh).
 # Per variant V: V_CFLAGS compile its C files and link its C programs,

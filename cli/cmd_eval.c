@@ -535,7 +535,7 @@ int cmd_eval(int argc, char **argv) {
      * itself, so the help cannot miss one */
     char summary[4096];
     int n_reg = 0, at = snprintf(summary, sizeof summary,
-                                 "Perplexity of the last S tokens per KV-cache policy (SPEC section 4).\n\n"
+                                 "Perplexity of the last S tokens per KV-cache policy (docs/eval.md).\n\n"
                                  "policies (--policies NAME,NAME or all), each with the options that tune it:");
     const PolicyInfo *reg = policy_registry(&n_reg);
     for (int i = 0; i < n_reg && at > 0 && at < (int)sizeof summary; i++)

@@ -15,7 +15,7 @@
 #include "commands.h"
 
 /* Optimizer bytes of one rank's segments: 8-bit codes for m and v plus two
- * fp32 absmax per 256-block, or fp32 m and v for small tensors (SPEC §5). */
+ * fp32 absmax per 256-block, or fp32 m and v for small tensors (docs/optim.md). */
 static double optim_bytes(const ShardPlan *p, int r, int eight_bit) {
     ShardSegment *s;
     int n = shard_segments(p, r, &s);

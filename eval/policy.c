@@ -5,10 +5,10 @@
 #include <string.h>
 
 #include "../common/util.h"
-#include "../kernels/attention.h"
+#include "../kernels/refresh_select.h"
 #include "policies.h"
 
-static const PolicyInfo registry[] = { /* SPEC section 4 order */
+static const PolicyInfo registry[] = { /* the reference, then the papers' baselines, then RefreshKV and later methods */
     {"full", policy_full_create, "every key (the reference)", ""}, /* options "": none from the command line */
     {"streaming", policy_streaming_create, "StreamingLLM: the first tokens (sinks) + the most recent", "--sinks"},
     {"h2o", policy_h2o_create, "H2O: the most recent + heavy hitters by cumulative attention",
@@ -68,7 +68,8 @@ int64_t policy_budget(const char *spec, int64_t L) {
 }
 
 const char *policy_agg_name(int agg) {
-    return agg == GROUP_AGG_MAX ? "max" : agg == GROUP_AGG_MEAN ? "mean" : agg == GROUP_AGG_FIRST ? "first" : "?";
+    int known = agg == GROUP_AGG_MAX || agg == GROUP_AGG_MEAN || agg == GROUP_AGG_FIRST;
+    return known ? group_agg_name((GroupAgg)agg) : "?";
 }
 
 const char *const policy_pool_names[2] = {"max", "avg"};
@@ -114,43 +115,20 @@ void policy_destroy(Policy *p) {
 }
 
 void policy_group_scores(float *out, const float *per_head, int64_t head_stride, int64_t group, int64_t n, int agg) {
-    int64_t nh = agg == GROUP_AGG_FIRST ? 1 : group;
-    for (int64_t j = 0; j < n; j++) out[j] = per_head[j];
-    for (int64_t h = 1; h < nh; h++)
-        for (int64_t j = 0; j < n; j++) {
-            float v = per_head[h * head_stride + j];
-            out[j] = agg == GROUP_AGG_MAX ? (v > out[j] ? v : out[j]) : out[j] + v;
-        }
-    if (agg == GROUP_AGG_MEAN)
-        for (int64_t j = 0; j < n; j++) out[j] /= (float)group;
+    select_group_scores(out, per_head, head_stride, group, n, agg);
 }
 
 void policy_max_pool(float *s, float *scratch, int64_t n, int64_t kernel) {
-    int64_t r = kernel / 2;
-    if (r == 0) return;
+    if (kernel / 2 == 0) return;
     memcpy(scratch, s, sizeof(float) * (size_t)n);
-    for (int64_t j = 0; j < n; j++) {
-        int64_t lo = j - r < 0 ? 0 : j - r, hi = j + r > n - 1 ? n - 1 : j + r;
-        float mx = scratch[lo];
-        for (int64_t i = lo + 1; i <= hi; i++) mx = scratch[i] > mx ? scratch[i] : mx;
-        s[j] = mx;
-    }
+    select_max_pool(s, scratch, n, kernel);
 }
 
 void policy_pool(float *s, float *scratch, int64_t n, int64_t kernel, int pool) {
-    if (pool == POOL_MAX) {
-        policy_max_pool(s, scratch, n, kernel);
-        return;
-    }
-    int64_t r = kernel / 2;
-    if (r == 0) return;
+    if (kernel / 2 == 0) return;
     memcpy(scratch, s, sizeof(float) * (size_t)n);
-    for (int64_t j = 0; j < n; j++) {
-        int64_t lo = j - r < 0 ? 0 : j - r, hi = j + r > n - 1 ? n - 1 : j + r;
-        float sum = 0.0f;
-        for (int64_t i = lo; i <= hi; i++) sum += scratch[i];
-        s[j] = sum / (float)kernel; /* the zeros past the edges count: torch's count_include_pad */
-    }
+    if (pool == POOL_MAX) select_max_pool(s, scratch, n, kernel);
+    else select_avg_pool(s, scratch, n, kernel);
 }
 
 void policy_head_scope(const Policy *p, int64_t g, int64_t *first, int64_t *count) {
@@ -159,28 +137,15 @@ void policy_head_scope(const Policy *p, int64_t g, int64_t *first, int64_t *coun
     else *first = g * group, *count = group;
 }
 
-typedef struct {
-    float score;
-    int32_t pos;
-} Ranked;
-
-static int by_score_desc(const void *a, const void *b) {
-    const Ranked *x = a, *y = b;
-    if (x->score != y->score) return x->score > y->score ? -1 : 1;
-    return (x->pos > y->pos) - (x->pos < y->pos);
-}
-
 static int by_pos_asc(const void *a, const void *b) {
-    const Ranked *x = a, *y = b;
+    const SelectRanked *x = a, *y = b;
     return (x->pos > y->pos) - (x->pos < y->pos);
 }
 
 int64_t policy_top_k(int32_t *pos_out, float *score_out, const float *scores, int64_t n, int64_t k) {
-    Ranked *r = xmalloc(sizeof(Ranked) * (size_t)(n > 0 ? n : 1));
-    for (int64_t j = 0; j < n; j++) r[j] = (Ranked){scores[j], (int32_t)j};
-    qsort(r, (size_t)n, sizeof(Ranked), by_score_desc);
-    int64_t m = k < n ? k : n;
-    qsort(r, (size_t)m, sizeof(Ranked), by_pos_asc);
+    SelectRanked *r = xmalloc(sizeof(SelectRanked) * (size_t)(n > 0 ? n : 1));
+    int64_t m = select_top_k(r, scores, n, k);
+    qsort(r, (size_t)m, sizeof(SelectRanked), by_pos_asc);
     for (int64_t j = 0; j < m; j++) pos_out[j] = r[j].pos, score_out[j] = r[j].score;
     free(r);
     return m;
@@ -213,7 +178,7 @@ void kept_evict_lowest(KeptSet *s) {
 }
 
 static int by_score_then_pos_asc(const void *a, const void *b) {
-    const Ranked *x = a, *y = b;
+    const SelectRanked *x = a, *y = b;
     if (x->score != y->score) return x->score < y->score ? -1 : 1;
     return (x->pos > y->pos) - (x->pos < y->pos);
 }
@@ -221,9 +186,9 @@ static int by_score_then_pos_asc(const void *a, const void *b) {
 void kept_shrink_to(KeptSet *s, int64_t k) {
     if (k < 0) k = 0;
     if (s->n <= k) return;
-    Ranked *r = xmalloc(sizeof(Ranked) * (size_t)s->n);
-    for (int64_t i = 0; i < s->n; i++) r[i] = (Ranked){s->score[i], s->pos[i]};
-    qsort(r, (size_t)s->n, sizeof(Ranked), by_score_then_pos_asc);
+    SelectRanked *r = xmalloc(sizeof(SelectRanked) * (size_t)s->n);
+    for (int64_t i = 0; i < s->n; i++) r[i] = (SelectRanked){s->score[i], s->pos[i]};
+    qsort(r, (size_t)s->n, sizeof(SelectRanked), by_score_then_pos_asc);
     int64_t drop = s->n - k;
     for (int64_t i = 0; i < k; i++) s->pos[i] = r[drop + i].pos, s->score[i] = r[drop + i].score;
     s->n = k;

@@ -1,6 +1,6 @@
 #ifndef KVCPT_POLICY_H
 #define KVCPT_POLICY_H
-/* One interface for every KV-cache policy (SPEC §4): a policy is initialised
+/* One interface for every KV-cache policy (docs/eval.md): a policy is initialised
  * from the prefill, chooses the cached keys each decode step attends to (per
  * layer and KV head), and updates itself from that step's attention. A new
  * policy is one new file plus one line in eval/policy.c's registry.
@@ -137,7 +137,9 @@ int policy_enum_parse(const char *option, const char *value, const char *const *
 extern const char *const policy_pool_names[2], *const policy_head_sets_names[2], *const policy_h2o_score_names[2];
 extern const char *const policy_query_rope_names[2], *const policy_restkv_shift_names[2], *const policy_on_off_names[2];
 
-/* Shared helpers for policies. */
+/* Shared helpers for policies: in-place forms of the selection maths the
+ * training mask uses too (kernels/refresh_select.h), same operations in the
+ * same order. */
 /* out[j] = aggregate over the group's heads of per_head[h*head_stride + j] (GroupAgg). */
 void policy_group_scores(float *out, const float *per_head, int64_t head_stride, int64_t group, int64_t n, int agg);
 /* In-place max-pool with an odd kernel, window clipped at the edges (scratch: n floats). */

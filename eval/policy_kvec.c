@@ -1,4 +1,4 @@
-/* kvec (K-VEC, papers/k-vec.txt Alg. 1): SnapKV scores adjusted for token
+/* kvec (K-VEC, the paper's Alg. 1): SnapKV scores adjusted for token
  * coverage across heads and layers, selected once at prefill; decode then
  * behaves as snapkv (evicts the lowest-scored prefill entry to stay at K, or
  * keeps every new token with --snapkv-grow).

@@ -1,4 +1,4 @@
-/* refreshkv (RefreshKV, papers/refreshkv.txt §2.2): the partial cache C_p
+/* refreshkv (RefreshKV, the paper's §2.2): the partial cache C_p
  * starts as SnapKV's (last prefill query, pooled top-K). Partial steps
  * attend to C_p plus the tokens added since its last refresh, evicting the
  * lowest-scored C_p entry to stay at K. Every QC-stride steps each layer

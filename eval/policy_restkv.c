@@ -1,4 +1,4 @@
-/* restkv (ReST-KV, papers/rest-kv.txt §3.2-3.3, App. B): one selection at
+/* restkv (ReST-KV, the paper's §3.2-3.3, App. B): one selection at
  * prefill. Decode keeps the cache at K as snapkv does, each new token
  * evicting the lowest-scored prefill entry (the observation window last), so
  * that every policy is compared at the same budget; opt.restkv_grow appends

@@ -14,7 +14,7 @@ int64_t refresh_num_selected(const RefreshMask *m) { return m->K < m->L ? m->K :
 int refresh_active(const RefreshMask *m, int64_t T) { return m->enabled && T > m->L; }
 
 int64_t refresh_selection_heads(const RefreshMask *m, int64_t Hq, int64_t Hkv) {
-    return m->agg == GROUP_AGG_FIRST ? 1 : Hq / Hkv;
+    return select_group_heads(m->agg, Hq / Hkv);
 }
 
 int refresh_per_row(const RefreshMask *m) { return m->evict || m->restride > 0; }
@@ -102,44 +102,11 @@ void refresh_mask_validate(const RefreshMask *m, const char *origin) {
              (long long)m->restride);
 }
 
-const char *group_agg_name(GroupAgg a) { return a == GROUP_AGG_MEAN ? "mean" : a == GROUP_AGG_FIRST ? "first" : "max"; }
-
-GroupAgg group_agg_parse(const char *s, const char *origin) {
-    if (strcmp(s, "max") == 0) return GROUP_AGG_MAX;
-    if (strcmp(s, "mean") == 0) return GROUP_AGG_MEAN;
-    if (strcmp(s, "first") == 0) return GROUP_AGG_FIRST;
-    die("%s: group aggregation must be max, mean or first (got '%s')", origin, s);
-}
-
+/* A plain left-to-right dot product (the backward's rowsum(dout * out)). */
 static inline float dot(const float *a, const float *b, int64_t D) {
     float s = 0.0f;
     for (int64_t d = 0; d < D; d++) s += a[d] * b[d];
     return s;
-}
-
-/* Softmax over keys 0..n-1 of one query row into p (probabilities). */
-static void softmax_row(float *p, const float *qrow, const float *kbase, int64_t kstride, int64_t n, int64_t D,
-                        float scale) {
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < n; j++) {
-        p[j] = dot(qrow, kbase + j * kstride, D) * scale;
-        mx = p[j] > mx ? p[j] : mx;
-    }
-    float sum = 0.0f;
-    for (int64_t j = 0; j < n; j++) sum += (p[j] = expf(p[j] - mx));
-    for (int64_t j = 0; j < n; j++) p[j] /= sum;
-}
-
-typedef struct {
-    float score;
-    int32_t pos;
-} Scored;
-
-/* Higher score first; equal scores keep the lower position first. */
-static int by_score_then_pos(const void *a, const void *b) {
-    const Scored *x = a, *y = b;
-    if (x->score != y->score) return x->score > y->score ? -1 : 1;
-    return (x->pos > y->pos) - (x->pos < y->pos);
 }
 
 static int by_pos(const void *a, const void *b) {
@@ -148,7 +115,8 @@ static int by_pos(const void *a, const void *b) {
 }
 
 /* Group-aggregated, max-pooled scores of query n-1 over keys 0..n-1 (n = L:
- * the selection at the end of the prefill; n = p + 1: a full row's). */
+ * the selection at the end of the prefill; n = p + 1: a full row's), each
+ * step the eval's (kernels/refresh_select.h). Scratch: agg and p, n floats. */
 static void selection_scores(float *pooled, float *agg, float *p, const float *q, const float *k, int64_t b, int64_t g,
                              int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m, int64_t n) {
     int64_t group = Hq / Hkv, nh = refresh_selection_heads(m, Hq, Hkv);
@@ -156,45 +124,23 @@ static void selection_scores(float *pooled, float *agg, float *p, const float *q
     const float *kbase = k + (b * T * Hkv + g) * D;
     for (int64_t hh = 0; hh < nh; hh++) {
         int64_t h = g * group + hh;
-        softmax_row(p, q + ((b * T + n - 1) * Hq + h) * D, kbase, Hkv * D, n, D, scale);
-        for (int64_t j = 0; j < n; j++) {
-            if (hh == 0) agg[j] = p[j];
-            else if (m->agg == GROUP_AGG_MAX) agg[j] = p[j] > agg[j] ? p[j] : agg[j];
-            else agg[j] += p[j];
-        }
+        select_softmax_row(p, q + ((b * T + n - 1) * Hq + h) * D, kbase, Hkv * D, n, D, scale);
+        select_group_fold(agg, p, n, hh, m->agg);
     }
-    if (m->agg == GROUP_AGG_MEAN)
-        for (int64_t j = 0; j < n; j++) agg[j] /= (float)group;
-    int64_t r = m->pool_kernel / 2;
-    for (int64_t j = 0; j < n; j++) {
-        int64_t lo = j - r < 0 ? 0 : j - r, hi = j + r > n - 1 ? n - 1 : j + r;
-        float mx = agg[lo];
-        for (int64_t i = lo + 1; i <= hi; i++) mx = agg[i] > mx ? agg[i] : mx;
-        pooled[j] = mx;
-    }
-}
-
-/* Higher score first; equal scores keep the higher position first: the
- * order in which the eval's cache keeps entries (kept_evict_lowest drops the
- * lowest score, the lower position first). */
-static int by_retention(const void *a, const void *b) {
-    const Scored *x = a, *y = b;
-    if (x->score != y->score) return x->score > y->score ? -1 : 1;
-    return (x->pos < y->pos) - (x->pos > y->pos);
+    select_group_finish(agg, n, group, m->agg);
+    select_max_pool(pooled, agg, n, m->pool_kernel);
 }
 
 /* The selection from query n-1 over keys 0..n-1: its min(K, n) entries into
  * kept, in retention order (its first c entries are what c slots keep).
  * Scratch: pooled 3 n floats, order n entries. Returns the count. */
-static int64_t select_ranked(Scored *kept, float *pooled, Scored *order, const float *q, const float *k, int64_t b,
-                             int64_t g, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m,
-                             int64_t n) {
+static int64_t ranked_selection(SelectRanked *kept, float *pooled, SelectRanked *order, const float *q,
+                                const float *k, int64_t b, int64_t g, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                const RefreshMask *m, int64_t n) {
     selection_scores(pooled, pooled + n, pooled + 2 * n, q, k, b, g, T, Hq, Hkv, D, m, n);
-    for (int64_t j = 0; j < n; j++) order[j] = (Scored){pooled[j], (int32_t)j};
-    qsort(order, (size_t)n, sizeof(Scored), by_score_then_pos); /* top-K: ties to the lower index */
-    int64_t nk = m->K < n ? m->K : n;
-    memcpy(kept, order, sizeof(Scored) * (size_t)nk);
-    qsort(kept, (size_t)nk, sizeof(Scored), by_retention);
+    int64_t nk = select_top_k(order, pooled, n, m->K); /* top-K: ties to the lower index */
+    memcpy(kept, order, sizeof(SelectRanked) * (size_t)nk);
+    select_sort_retention(kept, nk);
     return nk;
 }
 
@@ -202,15 +148,16 @@ static int64_t select_ranked(Scored *kept, float *pooled, Scored *order, const f
  * the eval's partial cache replayed row by row. Within an epoch the cache
  * only evicts, in a fixed order, so row p's kept set is the first c entries
  * of the retention order, c = min(nk, max(0, K - (p - since))). */
-static void select_rows(int32_t *rec, Scored *kept, float *pooled, Scored *order, const float *q, const float *k,
-                        int64_t b, int64_t g, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+static void select_rows(int32_t *rec, SelectRanked *kept, float *pooled, SelectRanked *order, const float *q,
+                        const float *k, int64_t b, int64_t g, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                        const RefreshMask *m) {
     int64_t L = m->L, W = refresh_row_width(m, T);
-    int64_t nk = select_ranked(kept, pooled, order, q, k, b, g, T, Hq, Hkv, D, m, L), since = L;
+    int64_t nk = ranked_selection(kept, pooled, order, q, k, b, g, T, Hq, Hkv, D, m, L), since = L;
     for (int64_t p = L; p < T; p++) {
         int32_t *row = rec + (p - L) * (1 + W);
         if (is_full_row(m, p)) {
             row[0] = 0; /* full row: every key 0..p, then the cache is re-selected from it */
-            nk = select_ranked(kept, pooled, order, q, k, b, g, T, Hq, Hkv, D, m, p + 1);
+            nk = ranked_selection(kept, pooled, order, q, k, b, g, T, Hq, Hkv, D, m, p + 1);
             since = p + 1;
             continue;
         }
@@ -233,7 +180,8 @@ void attention_refresh_select_cpu(int32_t *sel, const float *q, const float *k, 
 #pragma omp parallel
         {
             float *pooled = xmalloc(sizeof(float) * (size_t)T * 3);
-            Scored *order = xmalloc(sizeof(Scored) * (size_t)T), *kept = xmalloc(sizeof(Scored) * (size_t)T);
+            SelectRanked *order = xmalloc(sizeof(SelectRanked) * (size_t)T);
+            SelectRanked *kept = xmalloc(sizeof(SelectRanked) * (size_t)T);
 #pragma omp for collapse(2) schedule(static)
             for (int64_t b = 0; b < B; b++)
                 for (int64_t g = 0; g < Hkv; g++)
@@ -247,7 +195,8 @@ void attention_refresh_select_cpu(int32_t *sel, const float *q, const float *k, 
 #pragma omp parallel
     {
         float *pooled = xmalloc(sizeof(float) * (size_t)L * 3);
-        Scored *order = xmalloc(sizeof(Scored) * (size_t)L), *kept = xmalloc(sizeof(Scored) * (size_t)L);
+        SelectRanked *order = xmalloc(sizeof(SelectRanked) * (size_t)L);
+        SelectRanked *kept = xmalloc(sizeof(SelectRanked) * (size_t)L);
 #pragma omp for collapse(2) schedule(static)
         for (int64_t b = 0; b < B; b++)
             for (int64_t g = 0; g < Hkv; g++) {
@@ -256,7 +205,7 @@ void attention_refresh_select_cpu(int32_t *sel, const float *q, const float *k, 
                     for (int64_t j = 0; j < L; j++) out[j] = (int32_t)j;
                     continue;
                 }
-                select_ranked(kept, pooled, order, q, k, b, g, T, Hq, Hkv, D, m, L);
+                ranked_selection(kept, pooled, order, q, k, b, g, T, Hq, Hkv, D, m, L);
                 for (int64_t j = 0; j < ks; j++) out[j] = kept[j].pos;
                 qsort(out, (size_t)ks, sizeof(int32_t), by_pos);
             }

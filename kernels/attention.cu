@@ -1,5 +1,5 @@
 /* Causal GQA attention with the RefreshKV mask on the GPU: the twin of
- * kernels/attention.c (SPEC §3), fp32 in and out, fp32 arithmetic.
+ * kernels/attention.c (docs/model.md), fp32 in and out, fp32 arithmetic.
  *
  * Design (a first, readable version rather than a fast one):
  *

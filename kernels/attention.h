@@ -1,6 +1,6 @@
 #ifndef KVCPT_ATTENTION_H
 #define KVCPT_ATTENTION_H
-/* Causal GQA attention with the RefreshKV training mask (SPEC §3).
+/* Causal GQA attention with the RefreshKV training mask (docs/model.md).
  *
  * Layouts: q (B, T, Hq, D); k, v (B, T, Hkv, D); out like q; lse (B, Hq, T).
  * Query head h uses KV head h / (Hq/Hkv): K/V are never copied per head.
@@ -9,9 +9,10 @@
  * p >= L attend to TopK_g ∪ {L..p}, where TopK_g (per batch row and KV head)
  * comes from query L-1's attention over keys 0..L-1: aggregated over the
  * group's query heads, max-pooled, top-K (ties to the lower index), kept in
- * ascending order. Keys are always visited in ascending position order, so
- * with K >= L the masked path performs the same arithmetic as the causal one
- * and gives bit-identical results.
+ * ascending order; the maths is the eval's own (kernels/refresh_select.h).
+ * Keys are always visited in ascending position order, so with K >= L the
+ * masked path performs the same arithmetic as the causal one and gives
+ * bit-identical results.
  *
  * The paper's mask lets every row p >= L keep all K selected keys plus all
  * p - L + 1 local ones, while the eval's cache (eval/partial_cache.c,
@@ -42,8 +43,7 @@
 #include <stdint.h>
 
 #include "bf16.h"
-
-typedef enum { GROUP_AGG_MAX = 0, GROUP_AGG_MEAN = 1, GROUP_AGG_FIRST = 2 } GroupAgg;
+#include "refresh_select.h"
 
 typedef struct {
     int enabled;         /* 0: ordinary causal attention */
@@ -75,9 +75,6 @@ int64_t refresh_row_count(const RefreshMask *m, int64_t p);
 int64_t refresh_sel_len(const RefreshMask *m, int64_t T);
 /* Checks L, K, kernel, evict, restride; dies naming the field. */
 void refresh_mask_validate(const RefreshMask *m, const char *origin);
-const char *group_agg_name(GroupAgg a);
-/* Parses "max" | "mean" | "first"; dies otherwise. */
-GroupAgg group_agg_parse(const char *s, const char *origin);
 
 /* Device bytes the CUDA attention allocates itself for one call (kernels/
  * attention.cu and attention_mma_*.cu: scores, the backward's row sums, the

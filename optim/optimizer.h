@@ -1,7 +1,7 @@
 #ifndef KVCPT_OPTIMIZER_H
 #define KVCPT_OPTIMIZER_H
 /* AdamW with fp32 states, or 8-bit block-wise quantized states as in
- * bitsandbytes (SPEC §5). The optimizer steps a list of segments of a flat
+ * bitsandbytes (docs/optim.md). The optimizer steps a list of segments of a flat
  * parameter buffer (the model's tensors, or a rank's shard of them); each
  * segment is its own quantization unit: blocks of 256 start at the segment's
  * first element and never straddle segments, and a segment under 4096
@@ -56,7 +56,7 @@ typedef struct {
     OptimBadGrad bad;           /* filled when a step is rejected */
 } Optimizer;
 
-/* SPEC §5 CPT defaults: lr 5e-6, betas 0.9/0.999, eps 1e-8, wd 0. */
+/* The CPT defaults (docs/optim.md): lr 5e-6, betas 0.9/0.999, eps 1e-8, wd 0. */
 AdamWHyper adamw_hyper_default(void);
 const char *optim_kind_name(OptimKind k);
 /* "adamw" or "adamw8bit"; returns -1 for anything else. */

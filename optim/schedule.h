@@ -9,7 +9,7 @@
 typedef enum { LR_CONSTANT = 0, LR_LINEAR = 1, LR_COSINE = 2 } LrDecay;
 
 typedef struct {
-    double peak;           /* SPEC §5 default 5e-6 */
+    double peak;           /* default 5e-6: the CPT recipe's (docs/optim.md) */
     int64_t warmup_steps;  /* default 20; step w reaches the peak */
     int64_t total_steps;   /* the last step; after it the lr stays at the end value */
     double final_frac;     /* end value as a fraction of peak; default 0 */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make sanitize-emu`: the CUDA emulator's AddressSanitizer + UBSan build
-# (build/emu-asan, see the Makefile and docs/cuda.md) against the project:
+# (build/emu-asan, see the Makefile and docs/emulator.md) against the project:
 #  1. tests/test_cuda_emu_asan.sh: planted out-of-bounds bugs and an int32
 #     overflow are reported; the project's kernels at Llama-3.1-8B shapes
 #     (sampled blocks) run with no report; here also the training attention

@@ -1,4 +1,4 @@
-/* bitsandbytes' own parity test for its 8-bit blockwise Adam (SPEC §5):
+/* bitsandbytes' own parity test for its 8-bit blockwise Adam (docs/optim.md):
  * 50 steps, p ~ N(0, 0.1), g ~ N(0, 0.01), against fp32 Adam. As in that
  * test, after every step the reference takes the 8-bit run's parameters and
  * dequantized states, so each step's error is measured on its own. Also the

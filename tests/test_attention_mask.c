@@ -12,6 +12,7 @@
 #include "../eval/partial_cache.h"
 #include "../eval/policy.h"
 #include "../kernels/attention.h"
+#include "../kernels/refresh_select.h"
 #include "testlib.h"
 
 /* Builds q, k (B=1) so that query L-1 of head h has raw scores logp[h][j]
@@ -189,26 +190,14 @@ static const int32_t *row_record(const RefreshMask *m, const int32_t *sel, int64
     return tmp;
 }
 
-/* Softmax of query row `row`, head h, over keys 0..n-1 with the float
- * operations of the selection (kernels/attention.c softmax_row), so that the
- * eval code ranks exactly the scores the mask ranked. */
+/* Softmax of query row `row`, head h, over keys 0..n-1: the selection's own
+ * (kernels/refresh_select.h), so that the eval code ranks exactly the scores
+ * the mask ranked. */
 static void probs_row(float *p, const float *q, const float *k, int64_t b, int64_t row, int64_t h, int64_t n, int64_t T,
                       int64_t Hq, int64_t Hkv, int64_t D) {
     int64_t g = h / (Hq / Hkv);
-    float scale = 1.0f / sqrtf((float)D), mx = -INFINITY, sum = 0.0f;
-    const float *qr = q + ((b * T + row) * Hq + h) * D;
-    for (int64_t j = 0; j < n; j++) {
-        const float *kr = k + ((b * T + j) * Hkv + g) * D;
-        float d = 0.0f;
-        for (int64_t c = 0; c < D; c++) d += qr[c] * kr[c];
-        p[j] = d * scale;
-        mx = p[j] > mx ? p[j] : mx;
-    }
-    for (int64_t j = 0; j < n; j++) {
-        p[j] = expf(p[j] - mx);
-        sum += p[j];
-    }
-    for (int64_t j = 0; j < n; j++) p[j] /= sum;
+    select_softmax_row(p, q + ((b * T + row) * Hq + h) * D, k + (b * T * Hkv + g) * D, Hkv * D, n, D,
+                       1.0f / sqrtf((float)D));
 }
 
 /* Every head's probabilities of row `row` over 0..row: head h at h * (row + 1). */

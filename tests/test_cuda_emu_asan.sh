@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The quick part of the CUDA emulator's AddressSanitizer + UBSan build
-# (build/emu-asan, see the Makefile and docs/cuda.md), run by `make test`
+# (build/emu-asan, see the Makefile and docs/emulator.md), run by `make test`
 # and by `make sanitize-emu` (tests/sanitize_emu.sh, which adds the long part):
 #  1. planted bugs must be reported: a write one float past dynamic shared
 #     memory, one past a cudaMalloc'd buffer, one from a carved sub-buffer

@@ -23,7 +23,7 @@
 #    threads and blocks run in index, reverse and seeded random orders
 #    (KVCPT_EMU_ORDER_JOBS of them at once, default 2), and everything each
 #    reads back from the device (KVCPT_EMU_DIGEST) is bit-identical across
-#    the orders: the kernels are deterministic, as docs/cuda.md claims.
+#    the orders: the kernels are deterministic, as docs/emulator.md claims.
 . "$(dirname "$0")/lib.sh"
 E=build/emu/emu_checks
 if [ ! -x "$E" ]; then echo "skip - emulator checks: $E is not built (make test builds it)"; exit 0; fi

@@ -4,7 +4,7 @@
 # the manifest and the shard flags saying so), split counts add up, output is independent of the thread count,
 # input hashes are right; every kind of bad input fails naming the file
 # and position, leaving the previous complete dataset as it was and nothing
-# half-written (SPEC §9); --out inside an input directory is not read back as
+# half-written (docs/data.md); --out inside an input directory is not read back as
 # input, and a killed run's leftovers do not get in the next run's way.
 set -u
 cd "$(dirname "$0")/.."

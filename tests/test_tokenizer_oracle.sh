@@ -19,7 +19,7 @@
 # skipped when third_party/models/smollm2-135m/tokenizer.json is missing.
 # With specials parsed, Llama 3.1 is compared only where Llama 3.0 and 3.1
 # name the special tokens alike: the shared tokenizer.json has 3.0's names,
-# kvcpt uses 3.1's (SPEC section 7), which renamed 128004, 128005, 128008,
+# kvcpt uses 3.1's (data/special_tokens.h), which renamed 128004, 128005, 128008,
 # 128010 and renumbered the reserved ones.
 # One oracle process and one kvcpt process per set; outputs compared by cmp.
 set -u

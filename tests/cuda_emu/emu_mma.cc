@@ -45,7 +45,7 @@ uint16_t half_of(uint32_t reg, unsigned int hi) { return (uint16_t)(hi ? reg >> 
  * at most 16 significant bits, so it is exact in fp32 (outside fp32's range:
  * fmaf keeps it exact anyway) and fmaf rounds once, to nearest even, after
  * each add: 16 roundings, in a fixed order. NVIDIA does not specify the
- * hardware's internal order and precision bit for bit (docs/cuda.md), so
+ * hardware's internal order and precision bit for bit (docs/emulator.md), so
  * tests compare with a tolerance; this order is a definite, reproducible
  * choice whose error is within the same bound. */
 void mma_m16n8k16_bf16_warp(const void *const in[32], void *const out[32]) {

@@ -8,7 +8,7 @@
  * shuffles. That makes the kernels' index arithmetic, tiling, shared memory
  * use, barriers and warp reductions real; timing, memory coalescing and
  * blocks running at the same time are not modelled (blocks never overlap
- * here). Launches are checked against sm_90's limits (docs/cuda.md).
+ * here). Launches are checked against sm_90's limits (docs/emulator.md).
  *
  * The host half (types, cudaMalloc, cudaMemcpy, ...) is plain C so that C
  * test files can include it; the device half needs C++17 and is used by the

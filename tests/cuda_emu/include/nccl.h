@@ -10,7 +10,7 @@
  * root differ between ranks, send/recv pairs that do not match, buffers
  * that are not device allocations or are shorter than the count are all
  * reported, naming the ranks, and the call fails on every rank (see
- * docs/cuda.md for what it cannot model). */
+ * docs/emulator.md for what it cannot model). */
 #include <stddef.h>
 
 #include "cuda_runtime.h"
