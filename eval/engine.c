@@ -123,7 +123,7 @@ static void prefill_cpu(DecodeEngine *e, const int32_t *tokens, int64_t L) {
     free(st);
     m->mask = keep;
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
-        const LayerActs *a = &m->acts[l];
+        const LayerActs *a = &m->state.acts[l];
         memcpy(e->kc[l], a->k, sizeof(float) * (size_t)(L * Hkv * D));
         memcpy(e->vc[l], a->v, sizeof(float) * (size_t)(L * Hkv * D));
         memcpy(e->last_out[l], a->att + (L - W) * Hq * D, sizeof(float) * (size_t)(W * Hq * D));
