@@ -3,8 +3,9 @@
 /* One decoder layer's forward and backward, written once for both engines:
  * the CPU reference (model/llama.c) passes its _cpu ops, the CUDA engine
  * (model/llama_cuda.c) their _cuda twins, which take the same arguments
- * (device pointers). The op order is the model's definition; each engine
- * only owns its buffers and the passes around the layers. */
+ * (device pointers). The op order is the model's definition; the pass
+ * around the layers is written once too (model/llama_pass.h), and each
+ * engine only owns its buffers. */
 #include <stdint.h>
 
 #include "llama.h"
