@@ -122,7 +122,7 @@ static void prefill_cpu(DecodeEngine *e, const int32_t *tokens, int64_t L) {
     int64_t C = c->hidden_size, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, D = c->head_dim;
     int64_t W = e->W < L ? e->W : L;
     /* the mask is off: the prefill is full causal attention for every policy */
-    RefreshMask off = {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX};
+    RefreshMask off = refresh_mask_off();
     llama_check_inputs(c, &off, 0, tokens, NULL, 1, L);
     LayerActs a;
     float *acts = xmalloc(sizeof(float) * (size_t)llama_layer_acts_numel(c, L, 4));

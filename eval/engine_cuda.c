@@ -136,7 +136,7 @@ void engine_cuda_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L) {
     DecodeModelCuda *g = e->cuda->g;
     const LlamaConfig *c = &e->m->cfg;
     int64_t C = c->hidden_size, W = e->W < L ? e->W : L;
-    RefreshMask off = {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX};
+    RefreshMask off = refresh_mask_off();
     llama_check_inputs(c, &off, 0, tokens, NULL, 1, L);
     ensure_workspace(g, L, e->W);
     cuda_memcpy_h2d(g->tokens, tokens, sizeof(int32_t) * (size_t)L);

@@ -87,6 +87,10 @@ int64_t attention_cuda_backward_scratch_bytes(const RefreshMask *m, int64_t B, i
     return dsum + B * Hkv * m->L; /* one byte per prefill key: selected or not */
 }
 
+RefreshMask refresh_mask_off(void) {
+    return (RefreshMask){.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX};
+}
+
 void refresh_mask_validate(const RefreshMask *m, const char *origin) {
     if (!m->enabled) return;
     KV_CHECK(m->L >= 1, "%s: mask field 'L' must be >= 1 (got %lld)", origin, (long long)m->L);

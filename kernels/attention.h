@@ -73,6 +73,9 @@ int64_t refresh_row_count(const RefreshMask *m, int64_t p);
 /* int32 entries of sel per (batch row, KV head) at sequence length T:
  * refresh_num_selected, or (T - L) * (1 + W) records when refresh_per_row. */
 int64_t refresh_sel_len(const RefreshMask *m, int64_t T);
+/* The mask that is off: ordinary causal attention (no pooling, max
+ * aggregation, should it be enabled later). */
+RefreshMask refresh_mask_off(void);
 /* Checks L, K, kernel, evict, restride; dies naming the field. */
 void refresh_mask_validate(const RefreshMask *m, const char *origin);
 

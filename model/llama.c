@@ -14,6 +14,7 @@
 #include "../kernels/rmsnorm.h"
 #include "../kernels/swiglu.h"
 #include "llama_layer.h"
+#include "llama_pass.h"
 
 
 float **llama_tensor_slot(ModelTensors *w, const ParamTensor *t) {
@@ -50,30 +51,29 @@ void llama_create(Llama *m, const LlamaConfig *c) {
     m->grads = xcalloc((size_t)m->layout.total, sizeof(float));
     llama_bind_tensors(&m->w, c, &m->layout, m->params);
     llama_bind_tensors(&m->dw, c, &m->layout, m->grads);
-    m->acts = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerActs));
-    m->resid = xcalloc((size_t)c->num_hidden_layers + 1, sizeof(float *));
-    m->mask = (RefreshMask){.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX};
+    llama_pass_state_init(&m->state, c);
+    m->mask = refresh_mask_off();
 }
 
 static void free_acts(Llama *m) {
+    LlamaPassState *s = &m->state;
     for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++) {
-        LayerActs *a = &m->acts[l];
-        free(a->xn1);
-        free(a->sel);
-        memset(a, 0, sizeof *a);
+        free(s->acts[l].xn1);
+        free(s->sel[l]);
+        memset(&s->acts[l], 0, sizeof s->acts[l]);
+        s->sel[l] = NULL;
     }
-    if (m->resid) free(m->resid[0]);
-    free(m->tokens);
-    free(m->xf);
-    free(m->scratch);
-    m->tokens = NULL, m->xf = NULL, m->scratch = NULL, m->cap_BT = 0, m->sel_cap = 0;
+    if (s->resid) free(s->resid[0]);
+    free(s->tokens);
+    free(s->xf);
+    free(s->scratch);
+    s->tokens = NULL, s->xf = NULL, s->scratch = NULL, s->cap_BT = 0, m->sel_cap = 0;
 }
 
 void llama_free(Llama *m) {
     free_acts(m);
-    free(m->acts);
-    free(m->resid);
-    free(m->rope_cos);
+    llama_pass_state_free(&m->state);
+    free(m->state.rope_cos);
     free(m->params);
     free(m->grads);
     free(m->w.layers);
@@ -95,10 +95,7 @@ void llama_init_random(Llama *m, uint64_t seed) {
 }
 
 void llama_set_mask(Llama *m, const RefreshMask *mask, int64_t S) {
-    refresh_mask_validate(mask, "training mask");
-    KV_CHECK(S >= 0, "training mask: field 'S' must be >= 0 (got %lld)", (long long)S);
-    m->mask = *mask;
-    m->mask_S = S;
+    llama_pass_set_mask(&m->mask, &m->mask_S, mask, S);
 }
 
 /* Carves consecutive arrays out of one allocation: each starts 256 bytes
@@ -175,27 +172,27 @@ LlamaBackwardBufs llama_backward_bufs_carve(const LlamaConfig *c, int64_t BT, in
     return backward_bufs_layout(c, BT, act_size, &k);
 }
 
+/* Grows the host buffers to B sequences of T tokens. */
 static void ensure_acts(Llama *m, int64_t B, int64_t T) {
     const LlamaConfig *c = &m->cfg;
+    LlamaPassState *s = &m->state;
     int64_t BT = B * T;
-    m->B = B, m->T = T;
-    if (BT <= m->cap_BT) return;
+    s->B = B, s->T = T;
+    if (BT <= s->cap_BT) return;
     free_acts(m);
-    m->cap_BT = BT;
-    int64_t C = c->hidden_size;
-    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
-        LayerActs *a = &m->acts[l];
-        llama_layer_acts_carve(a, c, BT, 4, xmalloc(sizeof(float) * (size_t)llama_layer_acts_numel(c, BT, 4)));
-    }
+    s->cap_BT = BT;
+    int64_t C = c->hidden_size, set = llama_layer_acts_numel(c, BT, 4);
+    for (int64_t l = 0; l < c->num_hidden_layers; l++)
+        llama_layer_acts_carve(&s->acts[l], c, BT, 4, xmalloc(sizeof(float) * (size_t)set));
     float *res = xmalloc(sizeof(float) * (size_t)((c->num_hidden_layers + 1) * BT * C));
-    for (int64_t l = 0; l <= c->num_hidden_layers; l++) m->resid[l] = res + l * BT * C;
-    m->tokens = xmalloc(sizeof(int32_t) * (size_t)(2 * BT));
-    m->targets = m->tokens + BT;
-    float *cur = xmalloc(sizeof(float) * (size_t)(BT * (C + 3) + 4 * REDZONE_FLOATS)); /* 4 takes */
-    m->xf = redzone_take(&cur, BT * C), m->rstdf = redzone_take(&cur, BT), m->ce_lse = redzone_take(&cur, BT);
-    m->losses = redzone_take(&cur, BT);
-    m->scratch_len = llama_scratch_numel(c, BT, 4);
-    m->scratch = xmalloc(sizeof(float) * (size_t)m->scratch_len);
+    for (int64_t l = 0; l <= c->num_hidden_layers; l++) s->resid[l] = res + l * BT * C;
+    s->tokens = xmalloc(sizeof(int32_t) * (size_t)(3 * BT));
+    s->targets = s->tokens + BT, s->h_targets = s->tokens + 2 * BT;
+    float *cur = xmalloc(sizeof(float) * (size_t)(BT * (C + 4) + 5 * REDZONE_FLOATS)); /* 5 takes */
+    s->xf = redzone_take(&cur, BT * C), s->rstdf = redzone_take(&cur, BT), s->ce_lse = redzone_take(&cur, BT);
+    s->losses = redzone_take(&cur, BT), s->h_losses = redzone_take(&cur, BT);
+    s->scratch_numel = llama_scratch_numel(c, BT, 4);
+    s->scratch = xmalloc(sizeof(float) * (size_t)s->scratch_numel);
 }
 
 /* Each layer's selection: B * Hkv * refresh_sel_len entries, sized by the
@@ -206,43 +203,28 @@ static void ensure_sel(Llama *m, int64_t B, int64_t T) {
     int64_t need = B * m->cfg.num_key_value_heads * per;
     if (need <= m->sel_cap) return;
     for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++) {
-        free(m->acts[l].sel);
-        m->acts[l].sel = xmalloc(sizeof(int32_t) * (size_t)need);
+        free(m->state.sel[l]);
+        m->state.sel[l] = xmalloc(sizeof(int32_t) * (size_t)need);
     }
     m->sel_cap = need;
 }
 
-static void ensure_rope(Llama *m, int64_t T) {
-    if (T <= m->rope_T) return;
-    const LlamaConfig *c = &m->cfg;
-    RopeParams rp = {c->rope_theta, c->rope_llama3, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
-                     c->rope_original_max_pos};
-    int64_t half = c->head_dim / 2;
-    free(m->rope_cos);
-    m->rope_cos = xmalloc(sizeof(float) * (size_t)(2 * T * half));
-    m->rope_sin = m->rope_cos + T * half;
-    rope_table(m->rope_cos, m->rope_sin, T, c->head_dim, &rp);
-    m->rope_T = T;
-}
+/* The CPU's engine memory is host memory. */
+static void *host_alloc(size_t bytes) { return xmalloc(bytes); }
+
+static void host_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+
+static void host_zero(float *x, int64_t n) { memset(x, 0, sizeof(float) * (size_t)n); }
+
+/* The memory operations of both CPU tables. */
+#define HOST_MEMORY_OPS                                                                                           \
+    .zero = host_zero, .alloc = host_alloc, .release = free, .copy_to_engine = host_copy, .copy_to_host = host_copy
 
 const LlamaOps llama_cpu_ops = {
-    .rmsnorm_forward = rmsnorm_forward_cpu,
-    .rmsnorm_backward = rmsnorm_backward_cpu,
-    .matmul_forward = matmul_forward_cpu,
-    .matmul_forward_act = matmul_forward_cpu,
-    .matmul_backward = matmul_backward_cpu,
-    .matmul_backward_act = matmul_backward_cpu,
-    .head_forward = matmul_forward_cpu,
-    .head_backward = matmul_backward_cpu,
-    .rope_split_forward = rope_split_forward_cpu,
-    .rope_join_backward = rope_join_backward_cpu,
-    .attention_select = attention_refresh_select_cpu,
-    .attention_forward = attention_forward_cpu,
+    LLAMA_LAYER_KERNEL_OPS(cpu),
     .attention_forward_stats = attention_forward_stats_cpu,
-    .attention_backward = attention_backward_cpu,
-    .swiglu_forward = swiglu_fused_forward_cpu,
-    .swiglu_backward = swiglu_fused_backward_cpu,
-    .residual_add = residual_add_cpu,
+    LLAMA_PASS_KERNEL_OPS(cpu),
+    HOST_MEMORY_OPS,
 };
 
 /* The bf16 engine's oracle. Its activations (the ACT buffers) are bf16:
@@ -322,14 +304,18 @@ static const LlamaOps cpu_bf16r_ops = {
     .swiglu_forward = swiglu_forward_bf16r,
     .swiglu_backward = swiglu_backward_bf16r,
     .residual_add = residual_add_cpu,
+    LLAMA_PASS_KERNEL_OPS(cpu),
+    HOST_MEMORY_OPS,
 };
 
 static const LlamaOps *ops_of(const Llama *m) { return m->bf16_oracle ? &cpu_bf16r_ops : &llama_cpu_ops; }
 
 void llama_set_bf16_oracle(Llama *m, int on) { m->bf16_oracle = on != 0; }
 
-static LayerPass layer_pass(const Llama *m) {
-    return (LayerPass){ops_of(m), &m->cfg, &m->mask, m->rope_cos, m->rope_sin, m->B, m->T, NULL};
+/* The pass over this model's fields (model/llama_pass.h). */
+static LlamaPassModel pass_model(Llama *m) {
+    return (LlamaPassModel){.ops = ops_of(m), .cfg = &m->cfg, .mask = &m->mask, .w = &m->w, .dw = &m->dw,
+                            .hooks = m->hooks, .act_size = 4, .freeze_selection = m->freeze_selection};
 }
 
 void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, int64_t mask_S, const int32_t *tokens,
@@ -347,96 +333,26 @@ void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, int64_t m
     }
 }
 
-/* Logits of rows [r0, r0+rows) from the final normalised stream. */
-static void logits_rows(Llama *m, float *out, int64_t r0, int64_t rows) {
-    ops_of(m)->head_forward(out, m->xf + r0 * m->cfg.hidden_size, m->w.lm_head, rows, m->cfg.hidden_size,
-                              m->cfg.vocab_size);
-}
-
-static void need_unit(Llama *m, int unit, int backward) {
-    if (m->hooks.params_needed) m->hooks.params_needed(m->hooks.ctx, unit, backward);
-}
-
-static void grads_ready(Llama *m, int unit) {
-    if (m->hooks.grads_ready) m->hooks.grads_ready(m->hooks.ctx, unit);
-}
-
-/* The head's weights: the tail unit, plus the embedding when tied. */
-static void need_head(Llama *m, int backward) {
-    need_unit(m, (int)m->cfg.num_hidden_layers + 1, backward);
-    if (m->cfg.tie_word_embeddings) need_unit(m, 0, backward);
-}
-
 float llama_forward(Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
-    const LlamaConfig *c = &m->cfg;
-    llama_check_inputs(c, &m->mask, m->mask_S, tokens, targets, B, T);
+    llama_check_inputs(&m->cfg, &m->mask, m->mask_S, tokens, targets, B, T);
     ensure_acts(m, B, T);
     ensure_sel(m, B, T);
-    ensure_rope(m, T);
-    int64_t BT = B * T, C = c->hidden_size, V = c->vocab_size;
-    memcpy(m->tokens, tokens, sizeof(int32_t) * (size_t)BT);
-    for (int64_t i = 0; i < BT; i++) m->targets[i] = targets ? targets[i] : -1;
-    LayerPass pass = layer_pass(m);
-    need_unit(m, 0, 0);
-    embedding_forward_cpu(m->resid[0], m->tokens, m->w.embed, BT, C);
-    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
-        need_unit(m, (int)l + 1, 0);
-        pass.stats = m->attn_stats ? &m->attn_stats[l] : NULL;
-        llama_layer_forward(&pass, &m->w.layers[l], &m->acts[l], m->acts[l].sel, m->resid[l], m->resid[l + 1],
-                            !m->freeze_selection);
-    }
-    need_head(m, 0);
-    rmsnorm_forward_cpu(m->xf, m->rstdf, m->resid[c->num_hidden_layers], m->w.final_norm, BT, C, (float)c->rms_norm_eps);
-    m->n_targets = 0;
-    for (int64_t i = 0; i < BT; i++) m->n_targets += m->targets[i] >= 0;
-    m->loss = NAN;
-    if (m->n_targets == 0) return m->loss;
-    REDZONE_CLEAR(m->scratch, sizeof(float) * (size_t)m->scratch_len); /* chunks of logits from its start */
-    float *logits = m->scratch;
-    double total = 0.0;
-    for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
-        int64_t rows = BT - r0 < LLAMA_CE_CHUNK_ROWS ? BT - r0 : LLAMA_CE_CHUNK_ROWS;
-        logits_rows(m, logits, r0, rows);
-        crossentropy_forward_cpu(m->losses + r0, m->ce_lse + r0, logits, m->targets + r0, rows, V);
-        for (int64_t i = 0; i < rows; i++) total += m->losses[r0 + i];
-    }
-    m->loss = (float)(total / (double)m->n_targets);
-    return m->loss;
+    (void)llama_pass_ensure_rope(ops_of(m), &m->cfg, &m->state, T);
+    LlamaPassModel pm = pass_model(m);
+    return llama_pass_forward(&pm, &m->state, tokens, targets);
 }
 
 void llama_logits(Llama *m, float *out, int64_t row0, int64_t rows) {
-    KV_CHECK(m->cap_BT > 0 && row0 >= 0 && row0 + rows <= m->B * m->T,
-             "llama_logits: rows [%lld, %lld) outside the last forward's %lld rows", (long long)row0,
-             (long long)(row0 + rows), (long long)(m->B * m->T));
-    logits_rows(m, out, row0, rows);
+    llama_pass_check_rows(&m->state, row0, rows, "llama_logits");
+    LlamaPassModel pm = pass_model(m);
+    llama_pass_logits_rows(&pm, &m->state, out, row0, rows);
 }
 
 void llama_zero_grad(Llama *m) { memset(m->grads, 0, sizeof(float) * (size_t)m->layout.total); }
 
 void llama_backward(Llama *m) {
-    const LlamaConfig *c = &m->cfg;
-    KV_CHECK(m->cap_BT > 0 && m->n_targets > 0, "backward: needs a forward pass with at least one target");
-    int64_t BT = m->B * m->T, C = c->hidden_size, V = c->vocab_size, nl = c->num_hidden_layers;
-    LlamaBackwardBufs g = llama_backward_bufs_carve(c, BT, 4, m->scratch);
-    LayerPass pass = layer_pass(m);
-    need_head(m, 1);
-    float scale = 1.0f / (float)m->n_targets;
-    for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
-        int64_t rows = BT - r0 < LLAMA_CE_CHUNK_ROWS ? BT - r0 : LLAMA_CE_CHUNK_ROWS;
-        logits_rows(m, g.logits, r0, rows); /* recomputed: the forward kept only lse */
-        crossentropy_backward_cpu(g.logits, m->ce_lse + r0, m->targets + r0, rows, V, scale);
-        ops_of(m)->head_backward(g.dxf + r0 * C, m->dw.lm_head, g.logits, m->xf + r0 * C, m->w.lm_head, rows, C, V);
-    }
-    memset(g.dres, 0, sizeof(float) * (size_t)(BT * C));
-    rmsnorm_backward_cpu(g.dres, m->dw.final_norm, g.dxf, m->resid[nl], m->w.final_norm, m->rstdf, BT, C);
-    grads_ready(m, (int)nl + 1);
-    for (int64_t l = nl - 1; l >= 0; l--) {
-        need_unit(m, (int)l + 1, 1);
-        llama_layer_backward(&pass, &m->w.layers[l], &m->dw.layers[l], &m->acts[l], m->acts[l].sel, m->resid[l], &g);
-        grads_ready(m, (int)l + 1);
-    }
-    embedding_backward_cpu(m->dw.embed, g.dres, m->tokens, BT, C);
-    grads_ready(m, 0);
+    LlamaPassModel pm = pass_model(m);
+    llama_pass_backward(&pm, &m->state);
 }
 
 FlopSplit llama_flops_split(const Llama *m, int64_t T) {

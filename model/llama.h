@@ -36,7 +36,6 @@ typedef struct {
     float *rstd2;     /* (BT) */
     float *gu;        /* (BT, 2F) ACT, the fused projection [gate | up] */
     float *h;         /* (BT, F) ACT, silu(gate) * up */
-    int32_t *sel;     /* (B, Hkv, K) selected prefill keys, when the mask is active */
 } LayerActs;
 
 /* Sharding's view of a pass. Units are the ranges sharding gathers: 0 the
@@ -50,6 +49,31 @@ typedef struct {
     void (*grads_ready)(void *ctx, int unit);
 } LlamaUnitHooks;
 
+/* Buffers of the pass for the last forward's (B, T). "engine" buffers live
+ * where the ops run (host memory on the CPU, device memory on CUDA); "host"
+ * ones are always host memory (on the CPU the copies between the two are
+ * memcpy). The engine allocates them (it sizes them its own way); the pass
+ * only reads and writes them. */
+typedef struct {
+    int64_t B, T;              /* the last forward's shape */
+    int64_t cap_BT;            /* rows the buffers hold; 0: none yet */
+    int32_t *tokens, *targets; /* engine (BT each) */
+    int32_t *h_targets;        /* host (BT): the targets, -1 where none */
+    float **resid;             /* num_layers + 1 engine residual streams (BT, C) */
+    LayerActs *acts;           /* num_layers sets, or one shared set (the recompute of model/llama_pass.h) */
+    int32_t **sel;             /* per layer, engine: (B, Hkv, refresh_sel_len) selected prefill keys */
+    float *xf;                 /* engine (BT, C): the final norm's output */
+    float *rstdf, *ce_lse;     /* engine (BT): its rstd, the loss head's log-sum-exp */
+    float *losses;             /* engine (BT): per-row loss, 0 where no target */
+    float *h_losses;           /* host (BT): losses copied back, summed there */
+    float *rope_cos, *rope_sin;/* engine (rope_T, head_dim / 2) */
+    int64_t rope_T;
+    float *scratch;            /* engine: backward buffers and logits chunks (llama_backward_bufs_carve) */
+    int64_t scratch_numel;     /* floats of scratch */
+    int64_t n_targets;         /* valid targets of the last forward */
+    float loss;                /* its mean loss; NaN when none */
+} LlamaPassState;
+
 typedef struct {
     LlamaConfig cfg;
     ParamLayout layout;
@@ -60,23 +84,9 @@ typedef struct {
     int freeze_selection;/* reuse the saved selection instead of recomputing it */
     LlamaUnitHooks hooks; /* all NULL: every parameter is always in place */
     int bf16_oracle;     /* llama_set_bf16_oracle */
-    /* NULL, or one entry per layer: llama_forward's attention also writes
-     * those prefill statistics (the evaluator's; B = 1, mask off, fp32) */
-    const AttentionStats *attn_stats;
 
-    /* forward state for the last (B, T) */
-    int64_t B, T, cap_BT;
-    int32_t *tokens, *targets;
-    float **resid;       /* num_layers + 1 residual streams (BT, C) */
-    LayerActs *acts;
-    int64_t sel_cap;     /* int32 entries of each layer's acts[l].sel */
-    float *xf, *rstdf, *ce_lse, *losses;
-    int64_t n_targets;
-    float loss;
-    float *rope_cos, *rope_sin;
-    int64_t rope_T;
-    float *scratch;      /* backward and logits work space */
-    int64_t scratch_len;
+    LlamaPassState state; /* forward state for the last (B, T), host buffers */
+    int64_t sel_cap;      /* int32 entries of each layer's state.sel[l] */
 } Llama;
 
 /* Rows of logits the loss computes at once: bounds the (rows, V) buffer. */
@@ -104,8 +114,8 @@ typedef struct {
 float **llama_tensor_slot(ModelTensors *w, const ParamTensor *t);
 void llama_bind_tensors(ModelTensors *w, const LlamaConfig *c, const ParamLayout *layout, float *base);
 /* The floats one layer's activation set needs (every buffer starting 256
- * bytes aligned, red zones included), and the carving of base into it (all
- * but sel); act_size: 4 (float) or 2 (bf16) bytes per ACT element. */
+ * bytes aligned, red zones included), and the carving of base into it;
+ * act_size: 4 (float) or 2 (bf16) bytes per ACT element. */
 int64_t llama_layer_acts_numel(const LlamaConfig *c, int64_t BT, int act_size);
 void llama_layer_acts_carve(LayerActs *a, const LlamaConfig *c, int64_t BT, int act_size, float *base);
 int64_t llama_scratch_numel(const LlamaConfig *c, int64_t BT, int act_size);

@@ -171,6 +171,7 @@ LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, Llam
 #include "../kernels/rmsnorm.h"
 #include "../kernels/swiglu.h"
 #include "llama_layer.h"
+#include "llama_pass.h"
 
 static void zero(float *d, int64_t n) { cuda_memset_zero(d, sizeof(float) * (size_t)n); }
 
@@ -217,10 +218,8 @@ static void create_common(LlamaCuda *g, const LlamaConfig *c, int recompute, Lla
     param_layout_build(&g->layout, c);
     g->ops = llama_cuda_ops_for(precision, c->head_dim);
     g->head_offset = -1;
-    g->acts = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerActs));
-    g->sel = xcalloc((size_t)c->num_hidden_layers, sizeof(int32_t *));
-    g->resid = xcalloc((size_t)c->num_hidden_layers + 1, sizeof(float *));
-    g->mask = (RefreshMask){.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX};
+    llama_pass_state_init(&g->state, c);
+    g->mask = refresh_mask_off();
 }
 
 void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaCudaPrecision precision) {
@@ -316,27 +315,28 @@ float *llama_cuda_grads_of(LlamaCuda *g, int64_t begin, int64_t end) {
 }
 
 static void free_acts(LlamaCuda *g) {
-    if (!g->cap_BT) return;
+    LlamaPassState *s = &g->state;
+    if (!s->cap_BT) return;
     int64_t sets = g->recompute ? 1 : g->cfg.num_hidden_layers;
-    for (int64_t l = 0; l < sets; l++) cuda_free(g->acts[l].xn1);
+    for (int64_t l = 0; l < sets; l++) cuda_free(s->acts[l].xn1);
     for (int64_t l = 0; l < g->cfg.num_hidden_layers; l++) {
-        cuda_free(g->sel[l]);
-        g->sel[l] = NULL;
+        cuda_free(s->sel[l]);
+        s->sel[l] = NULL;
     }
-    cuda_free(g->resid[0]);
-    cuda_free(g->tokens);
-    cuda_free(g->xf);
-    cuda_free(g->scratch);
-    free(g->h_targets);
-    free(g->h_losses);
-    g->cap_BT = 0;
+    cuda_free(s->resid[0]);
+    cuda_free(s->tokens);
+    cuda_free(s->xf);
+    cuda_free(s->scratch);
+    free(s->h_targets);
+    free(s->h_losses);
+    s->cap_BT = 0;
     g->sel_bytes = 0;
     g->bytes_acts = 0;
 }
 
 void llama_cuda_free(LlamaCuda *g) {
     free_acts(g);
-    if (g->rope_cos) cuda_free(g->rope_cos);
+    if (g->state.rope_cos) cuda_free(g->state.rope_cos);
     cuda_free(g->params);
     if (g->wbf16) cuda_free(g->wbf16);
     for (int s = 0; s < LLAMA_CUDA_SLOTS; s++) {
@@ -347,9 +347,7 @@ void llama_cuda_free(LlamaCuda *g) {
     free(g->slot_offset);
     free(g->dev_offset);
     cuda_free(g->grads);
-    free(g->acts);
-    free(g->sel);
-    free(g->resid);
+    llama_pass_state_free(&g->state);
     free(g->w.layers);
     free(g->dw.layers);
     param_layout_free(&g->layout);
@@ -357,10 +355,7 @@ void llama_cuda_free(LlamaCuda *g) {
 }
 
 void llama_cuda_set_mask(LlamaCuda *g, const RefreshMask *mask, int64_t S) {
-    refresh_mask_validate(mask, "training mask");
-    KV_CHECK(S >= 0, "training mask: field 'S' must be >= 0 (got %lld)", (long long)S);
-    g->mask = *mask;
-    g->mask_S = S;
+    llama_pass_set_mask(&g->mask, &g->mask_S, mask, S);
 }
 
 /* One staging chunk between host fp32 and device bf16: rounded to nearest
@@ -497,11 +492,11 @@ int64_t llama_cuda_bytes(const LlamaCuda *g) { return g->bytes_fixed + g->bytes_
 static void ensure_sel(LlamaCuda *g, int64_t bytes) {
     if (bytes <= g->sel_bytes) return;
     for (int64_t l = 0; l < g->cfg.num_hidden_layers; l++) {
-        if (g->sel[l]) {
-            cuda_free(g->sel[l]);
+        if (g->state.sel[l]) {
+            cuda_free(g->state.sel[l]);
             g->bytes_acts -= g->sel_bytes;
         }
-        g->sel[l] = cuda_malloc_counted(&g->bytes_acts, bytes);
+        g->state.sel[l] = cuda_malloc_counted(&g->bytes_acts, bytes);
     }
     g->sel_bytes = bytes;
 }
@@ -511,72 +506,41 @@ static void ensure_sel(LlamaCuda *g, int64_t bytes) {
  * mask is set after create, and T may change between calls). */
 static void ensure_acts(LlamaCuda *g, int64_t B, int64_t T) {
     const LlamaConfig *c = &g->cfg;
+    LlamaPassState *s = &g->state;
     int64_t BT = B * T, C = c->hidden_size, nl = c->num_hidden_layers;
-    g->B = B, g->T = T;
+    int act = llama_cuda_act_size(g->precision);
+    s->B = B, s->T = T;
     LlamaCudaActBytes ab = llama_cuda_act_bytes(c, g->recompute, g->precision, B, T, &g->mask);
-    if (BT <= g->cap_BT) {
+    if (BT <= s->cap_BT) {
         ensure_sel(g, ab.sel);
         return;
     }
     free_acts(g);
-    g->cap_BT = BT;
+    s->cap_BT = BT;
     for (int64_t l = 0; l < ab.sets; l++)
-        llama_layer_acts_carve(&g->acts[l], c, BT, llama_cuda_act_size(g->precision),
-                               cuda_malloc_counted(&g->bytes_acts, ab.layer_set));
+        llama_layer_acts_carve(&s->acts[l], c, BT, act, cuda_malloc_counted(&g->bytes_acts, ab.layer_set));
     ensure_sel(g, ab.sel);
     float *res = cuda_malloc_counted(&g->bytes_acts, ab.resid);
-    for (int64_t l = 0; l <= nl; l++) g->resid[l] = res + l * BT * C;
-    g->tokens = cuda_malloc_counted(&g->bytes_acts, ab.tokens);
-    g->targets = g->tokens + BT;
-    g->xf = cuda_malloc_counted(&g->bytes_acts, ab.xf);
-    g->rstdf = g->xf + BT * C, g->ce_lse = g->rstdf + BT, g->losses = g->ce_lse + BT;
-    g->scratch = cuda_malloc_counted(&g->bytes_acts, ab.scratch);
-    g->h_targets = xmalloc(sizeof(int32_t) * (size_t)BT);
-    g->h_losses = xmalloc(sizeof(float) * (size_t)BT);
+    for (int64_t l = 0; l <= nl; l++) s->resid[l] = res + l * BT * C;
+    s->tokens = cuda_malloc_counted(&g->bytes_acts, ab.tokens);
+    s->targets = s->tokens + BT;
+    s->xf = cuda_malloc_counted(&g->bytes_acts, ab.xf);
+    s->rstdf = s->xf + BT * C, s->ce_lse = s->rstdf + BT, s->losses = s->ce_lse + BT;
+    s->scratch_numel = llama_scratch_numel(c, BT, act);
+    s->scratch = cuda_malloc_counted(&g->bytes_acts, ab.scratch);
+    s->h_targets = xmalloc(sizeof(int32_t) * (size_t)BT);
+    s->h_losses = xmalloc(sizeof(float) * (size_t)BT);
 }
 
-/* The scratch holds chunks of logits from its start between backward passes,
- * which carve it into buffers with red zones (common/redzone.h). */
-static void clear_scratch(LlamaCuda *g) {
-    REDZONE_CLEAR(g->scratch,
-                  sizeof(float) * (size_t)llama_scratch_numel(&g->cfg, g->cap_BT, llama_cuda_act_size(g->precision)));
-}
-
-static void ensure_rope(LlamaCuda *g, int64_t T) {
-    if (T <= g->rope_T) return;
-    const LlamaConfig *c = &g->cfg;
-    RopeParams rp = {c->rope_theta, c->rope_llama3, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
-                     c->rope_original_max_pos};
-    int64_t half = c->head_dim / 2;
-    float *host = xmalloc(sizeof(float) * (size_t)(2 * T * half));
-    rope_table(host, host + T * half, T, c->head_dim, &rp); /* the CPU's tables, bit for bit */
-    if (g->rope_cos) cuda_free(g->rope_cos), g->bytes_fixed -= llama_cuda_rope_bytes(c, g->rope_T);
-    g->rope_cos = cuda_malloc_counted(&g->bytes_fixed, llama_cuda_rope_bytes(c, T));
-    g->rope_sin = g->rope_cos + T * half;
-    cuda_memcpy_h2d(g->rope_cos, host, sizeof(float) * (size_t)(2 * T * half));
-    free(host);
-    g->rope_T = T;
-}
-
-static LayerActs *acts_of(LlamaCuda *g, int64_t l) { return &g->acts[g->recompute ? 0 : l]; }
+/* The device memory operations of every CUDA table. */
+#define DEVICE_MEMORY_OPS                                                                                         \
+    .zero = zero, .alloc = cuda_malloc, .release = cuda_free, .copy_to_engine = cuda_memcpy_h2d,                \
+    .copy_to_host = cuda_memcpy_d2h
 
 const LlamaOps llama_cuda_ops = {
-    .rmsnorm_forward = rmsnorm_forward_cuda,
-    .rmsnorm_backward = rmsnorm_backward_cuda,
-    .matmul_forward = matmul_forward_cuda,
-    .matmul_forward_act = matmul_forward_cuda,
-    .matmul_backward = matmul_backward_cuda,
-    .matmul_backward_act = matmul_backward_cuda,
-    .head_forward = matmul_forward_cuda,
-    .head_backward = matmul_backward_cuda,
-    .rope_split_forward = rope_split_forward_cuda,
-    .rope_join_backward = rope_join_backward_cuda,
-    .attention_select = attention_refresh_select_cuda,
-    .attention_forward = attention_forward_cuda,
-    .attention_backward = attention_backward_cuda,
-    .swiglu_forward = swiglu_fused_forward_cuda,
-    .swiglu_backward = swiglu_fused_backward_cuda,
-    .residual_add = residual_add_cuda,
+    LLAMA_LAYER_KERNEL_OPS(cuda),
+    LLAMA_PASS_KERNEL_OPS(cuda),
+    DEVICE_MEMORY_OPS,
 };
 
 /* The bf16 engine's ops. Its ACT buffers and its weight matrices hold bf16
@@ -675,7 +639,8 @@ static void bf_swiglu_backward(float *dgu, const float *dh, const float *gu, int
     .matmul_backward = bf_matmul_backward, .matmul_backward_act = bf_matmul_backward_act,                       \
     .head_forward = bf_head_forward, .head_backward = bf_head_backward, .rope_split_forward = bf_rope_split,     \
     .rope_join_backward = bf_rope_join, .attention_select = bf_select, .swiglu_forward = bf_swiglu_forward,     \
-    .swiglu_backward = bf_swiglu_backward, .residual_add = residual_add_cuda
+    .swiglu_backward = bf_swiglu_backward, .residual_add = residual_add_cuda, LLAMA_PASS_KERNEL_OPS(cuda),      \
+    DEVICE_MEMORY_OPS
 
 /* bf16 weights and activations, attention on the fp32 CUDA-core kernels
  * (reading bf16): head dims the tensor-core kernels do not take */
@@ -698,112 +663,39 @@ const LlamaOps *llama_cuda_ops_for(LlamaCudaPrecision precision, int64_t head_di
     return attention_tensor_core_head_dim(head_dim) ? &llama_cuda_bf16_mma_ops : &llama_cuda_bf16_ops;
 }
 
-static LayerPass layer_pass(const LlamaCuda *g) {
-    return (LayerPass){g->ops, &g->cfg, &g->mask, g->rope_cos, g->rope_sin, g->B, g->T, NULL};
-}
-
-/* Logits of rows [r0, r0+rows) from the final normalised stream (device out). */
-static void logits_rows(LlamaCuda *g, float *out, int64_t r0, int64_t rows) {
-    g->ops->head_forward(out, g->xf + r0 * g->cfg.hidden_size, g->w.lm_head, rows, g->cfg.hidden_size,
-                           g->cfg.vocab_size);
-}
-
-/* The sharding hooks, at the points the CPU model calls them (model/llama.c),
- * so a sharded engine gathers and reduces the same units in the same order. */
-static void need_unit(LlamaCuda *g, int unit, int backward) {
-    if (g->hooks.params_needed) g->hooks.params_needed(g->hooks.ctx, unit, backward);
-}
-
-static void grads_ready(LlamaCuda *g, int unit) {
-    if (g->hooks.grads_ready) g->hooks.grads_ready(g->hooks.ctx, unit);
-}
-
-static void need_head(LlamaCuda *g, int backward) {
-    need_unit(g, (int)g->cfg.num_hidden_layers + 1, backward);
-    if (g->cfg.tie_word_embeddings) need_unit(g, 0, backward);
+/* The pass over this engine's fields (model/llama_pass.h). */
+static LlamaPassModel pass_model(LlamaCuda *g) {
+    return (LlamaPassModel){.ops = g->ops, .cfg = &g->cfg, .mask = &g->mask, .w = &g->w, .dw = &g->dw,
+                            .hooks = g->hooks, .act_size = llama_cuda_act_size(g->precision),
+                            .recompute = g->recompute};
 }
 
 float llama_cuda_forward(LlamaCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
-    const LlamaConfig *c = &g->cfg;
-    llama_check_inputs(c, &g->mask, g->mask_S, tokens, targets, B, T);
+    llama_check_inputs(&g->cfg, &g->mask, g->mask_S, tokens, targets, B, T);
     KV_CHECK(!g->streamed || g->hooks.params_needed, "llama_cuda_forward: a streamed engine needs unit hooks");
     ensure_acts(g, B, T);
-    ensure_rope(g, T);
-    int64_t BT = B * T, C = c->hidden_size, V = c->vocab_size, nl = c->num_hidden_layers;
-    for (int64_t i = 0; i < BT; i++) g->h_targets[i] = targets ? targets[i] : -1;
-    cuda_memcpy_h2d(g->tokens, tokens, sizeof(int32_t) * (size_t)BT);
-    cuda_memcpy_h2d(g->targets, g->h_targets, sizeof(int32_t) * (size_t)BT);
-    need_unit(g, 0, 0);
-    embedding_forward_cuda(g->resid[0], g->tokens, g->w.embed, BT, C);
-    LayerPass pass = layer_pass(g);
-    for (int64_t l = 0; l < nl; l++) {
-        need_unit(g, (int)l + 1, 0);
-        llama_layer_forward(&pass, &g->w.layers[l], acts_of(g, l), g->sel[l], g->resid[l], g->resid[l + 1], 1);
-    }
-    need_head(g, 0);
-    rmsnorm_forward_cuda(g->xf, g->rstdf, g->resid[nl], g->w.final_norm, BT, C, (float)c->rms_norm_eps);
-    g->n_targets = 0;
-    for (int64_t i = 0; i < BT; i++) g->n_targets += g->h_targets[i] >= 0;
-    g->loss = NAN;
-    if (g->n_targets == 0) return g->loss;
-    clear_scratch(g);
-    float *logits = g->scratch;
-    for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
-        int64_t rows = BT - r0 < LLAMA_CE_CHUNK_ROWS ? BT - r0 : LLAMA_CE_CHUNK_ROWS;
-        logits_rows(g, logits, r0, rows);
-        crossentropy_forward_cuda(g->losses + r0, g->ce_lse + r0, logits, g->targets + r0, rows, V);
-    }
-    /* the mean in double over rows in order, as the CPU adds them */
-    cuda_memcpy_d2h(g->h_losses, g->losses, sizeof(float) * (size_t)BT);
-    double total = 0.0;
-    for (int64_t i = 0; i < BT; i++) total += g->h_losses[i];
-    g->loss = (float)(total / (double)g->n_targets);
-    return g->loss;
+    g->bytes_fixed += llama_pass_ensure_rope(g->ops, &g->cfg, &g->state, T);
+    LlamaPassModel pm = pass_model(g);
+    return llama_pass_forward(&pm, &g->state, tokens, targets);
 }
 
 void llama_cuda_logits(LlamaCuda *g, float *out, int64_t row0, int64_t rows) {
-    KV_CHECK(g->cap_BT > 0 && row0 >= 0 && row0 + rows <= g->B * g->T,
-             "llama_cuda_logits: rows [%lld, %lld) outside the last forward's %lld rows", (long long)row0,
-             (long long)(row0 + rows), (long long)(g->B * g->T));
+    LlamaPassState *s = &g->state;
+    llama_pass_check_rows(s, row0, rows, "llama_cuda_logits");
+    LlamaPassModel pm = pass_model(g);
     int64_t V = g->cfg.vocab_size;
-    clear_scratch(g);
+    /* the scratch holds chunks of logits from its start between backward
+     * passes, which carve it into buffers with red zones (common/redzone.h) */
+    REDZONE_CLEAR(s->scratch, sizeof(float) * (size_t)s->scratch_numel);
     for (int64_t r0 = 0; r0 < rows; r0 += LLAMA_CE_CHUNK_ROWS) {
         int64_t n = rows - r0 < LLAMA_CE_CHUNK_ROWS ? rows - r0 : LLAMA_CE_CHUNK_ROWS;
-        logits_rows(g, g->scratch, row0 + r0, n);
-        cuda_memcpy_d2h(out + r0 * V, g->scratch, sizeof(float) * (size_t)(n * V));
+        llama_pass_logits_rows(&pm, s, s->scratch, row0 + r0, n);
+        cuda_memcpy_d2h(out + r0 * V, s->scratch, sizeof(float) * (size_t)(n * V));
     }
-}
-
-/* With recompute, the layer's activations are rebuilt first (with the
- * forward's selection) into the one shared set. */
-static void layer_backward(LlamaCuda *g, const LayerPass *p, int64_t l, LlamaBackwardBufs *b) {
-    if (g->recompute) llama_layer_forward(p, &g->w.layers[l], acts_of(g, l), g->sel[l], g->resid[l], NULL, 0);
-    llama_layer_backward(p, &g->w.layers[l], &g->dw.layers[l], acts_of(g, l), g->sel[l], g->resid[l], b);
 }
 
 void llama_cuda_backward(LlamaCuda *g) {
-    const LlamaConfig *c = &g->cfg;
-    KV_CHECK(g->cap_BT > 0 && g->n_targets > 0, "backward: needs a forward pass with at least one target");
-    int64_t BT = g->B * g->T, C = c->hidden_size, V = c->vocab_size, nl = c->num_hidden_layers;
-    LlamaBackwardBufs b = llama_backward_bufs_carve(c, BT, llama_cuda_act_size(g->precision), g->scratch);
-    need_head(g, 1);
-    float scale = 1.0f / (float)g->n_targets;
-    for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
-        int64_t rows = BT - r0 < LLAMA_CE_CHUNK_ROWS ? BT - r0 : LLAMA_CE_CHUNK_ROWS;
-        logits_rows(g, b.logits, r0, rows); /* recomputed: the forward kept only lse */
-        crossentropy_backward_cuda(b.logits, g->ce_lse + r0, g->targets + r0, rows, V, scale);
-        g->ops->head_backward(b.dxf + r0 * C, g->dw.lm_head, b.logits, g->xf + r0 * C, g->w.lm_head, rows, C, V);
-    }
-    zero(b.dres, BT * C);
-    rmsnorm_backward_cuda(b.dres, g->dw.final_norm, b.dxf, g->resid[nl], g->w.final_norm, g->rstdf, BT, C);
-    grads_ready(g, (int)nl + 1);
-    LayerPass pass = layer_pass(g);
-    for (int64_t l = nl - 1; l >= 0; l--) {
-        need_unit(g, (int)l + 1, 1);
-        layer_backward(g, &pass, l, &b);
-        grads_ready(g, (int)l + 1);
-    }
-    embedding_backward_cuda(g->dw.embed, b.dres, g->tokens, BT, C);
-    grads_ready(g, 0);
+    LlamaPassModel pm = pass_model(g);
+    llama_pass_backward(&pm, &g->state);
 }
 #endif

@@ -105,20 +105,10 @@ struct LlamaCuda {
     int64_t *slot_offset;            /* per tensor of a layer (9): offset in its slot buffer */
     int64_t resident_grads;          /* elements of the resident gradient buffer */
 
-    int64_t B, T, cap_BT;
-    int32_t *tokens, *targets;   /* device (BT each) */
-    int32_t *h_targets;          /* host copy: counts targets */
-    float **resid;               /* device, num_layers + 1 streams */
-    LayerActs *acts;             /* num_layers sets, or one when recomputing */
-    int32_t **sel;               /* per layer (B, Hkv, refresh_sel_len) selection, device */
-    int64_t sel_bytes;           /* bytes of each layer's sel buffer */
-    float *xf, *rstdf, *ce_lse, *losses; /* device */
-    float *h_losses;             /* host copy of the per-row losses */
-    float *rope_cos, *rope_sin;  /* device tables */
-    int64_t rope_T;
-    float *scratch;              /* device backward and logits space */
-    int64_t n_targets;
-    float loss;
+    /* forward state for the last (B, T): device buffers but h_targets and
+     * h_losses; acts: num_layers sets, or one when recomputing */
+    LlamaPassState state;
+    int64_t sel_bytes;           /* bytes of each layer's state.sel[l] buffer */
     int64_t bytes_fixed, bytes_acts; /* device memory held */
 };
 

@@ -3,8 +3,9 @@
 /* One decoder layer's forward and backward, written once for both engines:
  * the CPU reference (model/llama.c) passes its _cpu ops, the CUDA engine
  * (model/llama_cuda.c) their _cuda twins, which take the same arguments
- * (device pointers). The op order is the model's definition; each engine
- * only owns its buffers and the passes around the layers. */
+ * (device pointers). The op order is the model's definition; the pass
+ * around the layers is written once too (model/llama_pass.h), and each
+ * engine only owns its buffers. */
 #include <stdint.h>
 
 #include "llama.h"
@@ -64,8 +65,49 @@ typedef struct {
     void (*swiglu_backward)(float *dgu, const float *dh, const float *gu, int64_t N, int64_t F);
     /* y += x, fp32 */
     void (*residual_add)(float *y, const float *x, int64_t n);
+
+    /* What the whole-model pass (model/llama_pass.h) adds around the layers.
+     * The final norm's output is fp32 in every engine (the lm_head reads it
+     * through head_forward); its backward is rmsnorm_backward. */
+    void (*final_norm_forward)(float *out, float *rstd, const float *inp, const float *weight, int64_t N, int64_t C,
+                               float eps);
+    /* out (N, C) = rows tokens of the fp32 table */
+    void (*embedding_forward)(float *out, const int32_t *tokens, const float *table, int64_t N, int64_t C);
+    /* dtable += scatter of dout's rows by token */
+    void (*embedding_backward)(float *dtable, const float *dout, const int32_t *tokens, int64_t N, int64_t C);
+    /* losses (N): -log softmax(logits)[target], 0 where target < 0; lse (N) */
+    void (*crossentropy_forward)(float *losses, float *lse, const float *logits, const int32_t *targets, int64_t N,
+                                 int64_t V);
+    /* logits (N, V) -> scale * d(loss)/d(logits), in place */
+    void (*crossentropy_backward)(float *logits, const float *lse, const int32_t *targets, int64_t N, int64_t V,
+                                  float scale);
+    /* x[0, n) = 0 */
+    void (*zero)(float *x, int64_t n);
+    /* Engine memory: allocate (dies when it cannot), free, and copy from
+     * and to host memory. */
+    void *(*alloc)(size_t bytes);
+    void (*release)(void *p);
+    void (*copy_to_engine)(void *dst, const void *host_src, size_t bytes);
+    void (*copy_to_host)(void *host_dst, const void *src, size_t bytes);
 } LlamaOps;
 
+/* The entries an engine takes straight from its fp32 kernel family: the
+ * kernels named <op>_<backend> (the kernels/ headers; backend cpu or
+ * cuda), which take the same arguments on every backend. */
+#define LLAMA_LAYER_KERNEL_OPS(backend)                                                                           \
+    .rmsnorm_forward = rmsnorm_forward_##backend, .rmsnorm_backward = rmsnorm_backward_##backend,               \
+    .matmul_forward = matmul_forward_##backend, .matmul_forward_act = matmul_forward_##backend,                 \
+    .matmul_backward = matmul_backward_##backend, .matmul_backward_act = matmul_backward_##backend,             \
+    .head_forward = matmul_forward_##backend, .head_backward = matmul_backward_##backend,                       \
+    .rope_split_forward = rope_split_forward_##backend, .rope_join_backward = rope_join_backward_##backend,     \
+    .attention_select = attention_refresh_select_##backend, .attention_forward = attention_forward_##backend,   \
+    .attention_backward = attention_backward_##backend, .swiglu_forward = swiglu_fused_forward_##backend,       \
+    .swiglu_backward = swiglu_fused_backward_##backend, .residual_add = residual_add_##backend
+/* The same for the pass around the layers, fp32 in every precision. */
+#define LLAMA_PASS_KERNEL_OPS(backend)                                                                            \
+    .final_norm_forward = rmsnorm_forward_##backend, .embedding_forward = embedding_forward_##backend,          \
+    .embedding_backward = embedding_backward_##backend, .crossentropy_forward = crossentropy_forward_##backend, \
+    .crossentropy_backward = crossentropy_backward_##backend
 /* The CPU reference's ops (model/llama.c): fp32, sgemm products; the
  * evaluator's prefill runs its layers with them too. */
 extern const LlamaOps llama_cpu_ops;

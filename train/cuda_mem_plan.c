@@ -83,11 +83,8 @@ CudaMemInputs cuda_mem_inputs_from_train(const TrainConfig *c, TrainMode mode, i
     KV_CHECK(optim_kind_parse(c->optim, &kind) == 0, "config: unknown optimizer '%s'", c->optim);
     int whole = train_mode_whole_on_device(mode);
     CudaMemInputs in = {train_mode_precision(mode), (int)c->recompute, whole, kind,
-                        c->micro_batch, c->L + c->S, {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX},
+                        c->micro_batch, c->L + c->S, train_config_mask(c),
                         whole ? 0 : ranks, !whole && c->reshard_after_forward};
-    if (c->mask)
-        in.mask = (RefreshMask){1, c->L, c->K, c->pool_kernel, group_agg_parse(c->group_agg, "config 'group_agg'"),
-                                (int)c->mask_evict, c->mask_restride};
     return in;
 }
 

@@ -178,6 +178,13 @@ static int one_of(const char *v, const char *a, const char *b, const char *c3) {
     return strcmp(v, a) == 0 || strcmp(v, b) == 0 || (c3 && strcmp(v, c3) == 0);
 }
 
+RefreshMask train_config_mask(const TrainConfig *c) {
+    if (!c->mask) return refresh_mask_off();
+    return (RefreshMask){.enabled = 1, .L = c->L, .K = c->K, .pool_kernel = c->pool_kernel,
+                         .agg = group_agg_parse(c->group_agg, "config 'group_agg'"), .evict = (int)c->mask_evict,
+                         .restride = c->mask_restride};
+}
+
 void train_config_validate(const TrainConfig *c, int world) {
     KV_CHECK(one_of(c->init, "random", "pretrained", NULL), "config: 'init' must be random or pretrained (got '%s')", c->init);
     KV_CHECK(one_of(c->optim, "adamw8bit", "adamw", NULL), "config: 'optim' must be adamw8bit or adamw (got '%s')", c->optim);

@@ -5,6 +5,8 @@
  * default and help, so unknown keys are errors and docs cannot drift. */
 #include <stdint.h>
 
+#include "../kernels/attention.h"
+
 typedef struct {
     char model[4096];     /* preset name, HF directory, or native model directory */
     char init[32];        /* "random" | "pretrained" */
@@ -32,6 +34,10 @@ void train_config_apply_json(TrainConfig *c, const char *json_text, const char *
 void train_config_apply_file(TrainConfig *c, const char *path);
 /* Applies one "key=value" override. */
 void train_config_apply_set(TrainConfig *c, const char *kv);
+/* The training mask the config asks for (refresh_mask_off() when 'mask'
+ * is 0; its refresh positions are 'S'): what the trainer's model and the
+ * CUDA memory plans are given. */
+RefreshMask train_config_mask(const TrainConfig *c);
 /* Cross-field checks (batch divisibility, K <= L, ...) naming the fields. */
 void train_config_validate(const TrainConfig *c, int world_size);
 /* The effective configuration as JSON (heap string) for the run directory. */

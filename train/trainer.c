@@ -100,8 +100,7 @@ static void setup_model(Trainer *t) {
     if (strcmp(c->init, "pretrained") == 0) model_file_load_fp32(c->model, &mc, &t->model.layout, t->model.params);
     else llama_init_random(&t->model, (uint64_t)c->seed);
     if (c->mask) {
-        RefreshMask m = {1, c->L, c->K, c->pool_kernel, group_agg_parse(c->group_agg, "config 'group_agg'"),
-                         (int)c->mask_evict, c->mask_restride};
+        RefreshMask m = train_config_mask(c);
         llama_set_mask(&t->model, &m, c->S);
     }
     fsdp_init(&t->fsdp, t->comm, &t->model, (int)c->reshard_after_forward);

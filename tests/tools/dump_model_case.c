@@ -48,7 +48,7 @@ static float gpu_pass(Llama *m, const int32_t *tok, const int32_t *tgt, int64_t 
     llama_cuda_logits(&g, logits, 0, B * T);
     int64_t n = B * m->cfg.num_key_value_heads * refresh_sel_len(&m->mask, T);
     for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++)
-        cuda_memcpy_d2h(sel + l * n, g.sel[l], sizeof(int32_t) * (size_t)n);
+        cuda_memcpy_d2h(sel + l * n, g.state.sel[l], sizeof(int32_t) * (size_t)n);
     llama_cuda_free(&g);
     return loss;
 #else
@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
         llama_backward(&m);
         llama_logits(&m, logits, 0, B * T);
         for (int64_t l = 0; l < c.num_hidden_layers; l++)
-            memcpy(sel + l * nsel, m.acts[l].sel, sizeof(int32_t) * (size_t)nsel);
+            memcpy(sel + l * nsel, m.state.sel[l], sizeof(int32_t) * (size_t)nsel);
     }
 
     write_raw(dir, "params.f32", m.params, sizeof(float) * (size_t)m.layout.total);

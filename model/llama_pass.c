@@ -1,0 +1,151 @@
+#include "llama_pass.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "../common/redzone.h"
+#include "../common/util.h"
+
+void llama_pass_state_init(LlamaPassState *s, const LlamaConfig *c) {
+    s->acts = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerActs));
+    s->sel = xcalloc((size_t)c->num_hidden_layers, sizeof(int32_t *));
+    s->resid = xcalloc((size_t)c->num_hidden_layers + 1, sizeof(float *));
+}
+
+void llama_pass_state_free(LlamaPassState *s) {
+    free(s->acts);
+    free(s->sel);
+    free(s->resid);
+    s->acts = NULL, s->sel = NULL, s->resid = NULL;
+}
+
+void llama_pass_set_mask(RefreshMask *mask_out, int64_t *S_out, const RefreshMask *mask, int64_t S) {
+    refresh_mask_validate(mask, "training mask");
+    KV_CHECK(S >= 0, "training mask: field 'S' must be >= 0 (got %lld)", (long long)S);
+    *mask_out = *mask;
+    *S_out = S;
+}
+
+int64_t llama_pass_ensure_rope(const LlamaOps *o, const LlamaConfig *c, LlamaPassState *s, int64_t T) {
+    if (T <= s->rope_T) return 0;
+    RopeParams rp = {c->rope_theta, c->rope_llama3, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
+                     c->rope_original_max_pos};
+    int64_t half = c->head_dim / 2;
+    size_t bytes = sizeof(float) * (size_t)(2 * T * half), old = sizeof(float) * (size_t)(2 * s->rope_T * half);
+    float *host = xmalloc(bytes);
+    rope_table(host, host + T * half, T, c->head_dim, &rp);
+    if (s->rope_cos) o->release(s->rope_cos);
+    s->rope_cos = o->alloc(bytes);
+    s->rope_sin = s->rope_cos + T * half;
+    o->copy_to_engine(s->rope_cos, host, bytes);
+    free(host);
+    s->rope_T = T;
+    return (int64_t)bytes - (int64_t)old;
+}
+
+/* The sharding hooks, at the same points for every engine, so a sharded
+ * engine gathers and reduces the same units in the same order. */
+static void need_unit(const LlamaPassModel *m, int unit, int backward) {
+    if (m->hooks.params_needed) m->hooks.params_needed(m->hooks.ctx, unit, backward);
+}
+
+static void grads_ready(const LlamaPassModel *m, int unit) {
+    if (m->hooks.grads_ready) m->hooks.grads_ready(m->hooks.ctx, unit);
+}
+
+/* The head's weights: the tail unit, plus the embedding when tied. */
+static void need_head(const LlamaPassModel *m, int backward) {
+    need_unit(m, (int)m->cfg->num_hidden_layers + 1, backward);
+    if (m->cfg->tie_word_embeddings) need_unit(m, 0, backward);
+}
+
+static LayerPass layer_pass(const LlamaPassModel *m, const LlamaPassState *s) {
+    return (LayerPass){m->ops, m->cfg, m->mask, s->rope_cos, s->rope_sin, s->B, s->T, NULL};
+}
+
+static LayerActs *acts_of(const LlamaPassModel *m, const LlamaPassState *s, int64_t l) {
+    return &s->acts[m->recompute ? 0 : l];
+}
+
+void llama_pass_logits_rows(const LlamaPassModel *m, const LlamaPassState *s, float *out, int64_t r0, int64_t rows) {
+    m->ops->head_forward(out, s->xf + r0 * m->cfg->hidden_size, m->w->lm_head, rows, m->cfg->hidden_size,
+                         m->cfg->vocab_size);
+}
+
+void llama_pass_check_rows(const LlamaPassState *s, int64_t row0, int64_t rows, const char *what) {
+    KV_CHECK(s->cap_BT > 0 && row0 >= 0 && row0 + rows <= s->B * s->T,
+             "%s: rows [%lld, %lld) outside the last forward's %lld rows", what, (long long)row0,
+             (long long)(row0 + rows), (long long)(s->B * s->T));
+}
+
+static int64_t chunk_rows(int64_t BT, int64_t r0) {
+    return BT - r0 < LLAMA_CE_CHUNK_ROWS ? BT - r0 : LLAMA_CE_CHUNK_ROWS;
+}
+
+float llama_pass_forward(const LlamaPassModel *m, LlamaPassState *s, const int32_t *tokens, const int32_t *targets) {
+    const LlamaOps *o = m->ops;
+    const LlamaConfig *c = m->cfg;
+    int64_t BT = s->B * s->T, C = c->hidden_size, V = c->vocab_size, nl = c->num_hidden_layers;
+    for (int64_t i = 0; i < BT; i++) s->h_targets[i] = targets ? targets[i] : -1;
+    o->copy_to_engine(s->tokens, tokens, sizeof(int32_t) * (size_t)BT);
+    o->copy_to_engine(s->targets, s->h_targets, sizeof(int32_t) * (size_t)BT);
+    LayerPass pass = layer_pass(m, s);
+    need_unit(m, 0, 0);
+    o->embedding_forward(s->resid[0], s->tokens, m->w->embed, BT, C);
+    for (int64_t l = 0; l < nl; l++) {
+        need_unit(m, (int)l + 1, 0);
+        llama_layer_forward(&pass, &m->w->layers[l], acts_of(m, s, l), s->sel[l], s->resid[l], s->resid[l + 1],
+                            !m->freeze_selection);
+    }
+    need_head(m, 0);
+    o->final_norm_forward(s->xf, s->rstdf, s->resid[nl], m->w->final_norm, BT, C, (float)c->rms_norm_eps);
+    s->n_targets = 0;
+    for (int64_t i = 0; i < BT; i++) s->n_targets += s->h_targets[i] >= 0;
+    s->loss = NAN;
+    if (s->n_targets == 0) return s->loss;
+    /* chunks of logits from the scratch's start, which the backward carves
+     * into buffers with red zones (common/redzone.h) */
+    REDZONE_CLEAR(s->scratch, sizeof(float) * (size_t)s->scratch_numel);
+    for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
+        int64_t rows = chunk_rows(BT, r0);
+        llama_pass_logits_rows(m, s, s->scratch, r0, rows);
+        o->crossentropy_forward(s->losses + r0, s->ce_lse + r0, s->scratch, s->targets + r0, rows, V);
+    }
+    /* the mean in double over rows in order, the same on every engine */
+    o->copy_to_host(s->h_losses, s->losses, sizeof(float) * (size_t)BT);
+    double total = 0.0;
+    for (int64_t i = 0; i < BT; i++) total += s->h_losses[i];
+    s->loss = (float)(total / (double)s->n_targets);
+    return s->loss;
+}
+
+void llama_pass_backward(const LlamaPassModel *m, LlamaPassState *s) {
+    const LlamaOps *o = m->ops;
+    const LlamaConfig *c = m->cfg;
+    KV_CHECK(s->cap_BT > 0 && s->n_targets > 0, "backward: needs a forward pass with at least one target");
+    int64_t BT = s->B * s->T, C = c->hidden_size, V = c->vocab_size, nl = c->num_hidden_layers;
+    const ModelTensors *w = m->w;
+    ModelTensors *dw = m->dw;
+    LlamaBackwardBufs g = llama_backward_bufs_carve(c, BT, m->act_size, s->scratch);
+    need_head(m, 1);
+    float scale = 1.0f / (float)s->n_targets;
+    for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
+        int64_t rows = chunk_rows(BT, r0);
+        llama_pass_logits_rows(m, s, g.logits, r0, rows); /* recomputed: the forward kept only lse */
+        o->crossentropy_backward(g.logits, s->ce_lse + r0, s->targets + r0, rows, V, scale);
+        o->head_backward(g.dxf + r0 * C, dw->lm_head, g.logits, s->xf + r0 * C, w->lm_head, rows, C, V);
+    }
+    o->zero(g.dres, BT * C);
+    o->rmsnorm_backward(g.dres, dw->final_norm, g.dxf, s->resid[nl], w->final_norm, s->rstdf, BT, C);
+    grads_ready(m, (int)nl + 1);
+    LayerPass pass = layer_pass(m, s);
+    for (int64_t l = nl - 1; l >= 0; l--) {
+        need_unit(m, (int)l + 1, 1);
+        LayerActs *a = acts_of(m, s, l);
+        if (m->recompute) llama_layer_forward(&pass, &w->layers[l], a, s->sel[l], s->resid[l], NULL, 0);
+        llama_layer_backward(&pass, &w->layers[l], &dw->layers[l], a, s->sel[l], s->resid[l], &g);
+        grads_ready(m, (int)l + 1);
+    }
+    o->embedding_backward(dw->embed, g.dres, s->tokens, BT, C);
+    grads_ready(m, 0);
+}

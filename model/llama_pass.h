@@ -1,0 +1,54 @@
+#ifndef KVCPT_LLAMA_PASS_H
+#define KVCPT_LLAMA_PASS_H
+/* The whole model's forward and backward (embedding, the layers with the
+ * sharding unit hooks, the final RMSNorm, the chunked cross-entropy head and
+ * the mirror of all that), written once for both engines: the CPU reference
+ * (model/llama.c) and the CUDA engine (model/llama_cuda.c) each hold a
+ * LlamaPassState (model/llama.h), point a LlamaPassModel at their own fields and call
+ * these. What differs between them is data: the ops table (kernels and
+ * memory operations), the activation element size, and whether the layers
+ * share one recomputed activation set. */
+#include <stdint.h>
+
+#include "llama.h"
+#include "llama_layer.h"
+
+/* What the pass reads of the engine's model: its own fields, pointed at. */
+typedef struct {
+    const LlamaOps *ops;
+    const LlamaConfig *cfg;
+    const RefreshMask *mask;
+    const ModelTensors *w;
+    ModelTensors *dw;
+    LlamaUnitHooks hooks;          /* all NULL: every parameter is always in place */
+    int act_size;                  /* bytes per ACT element (LayerActs): 4 or 2 */
+    /* 1: acts is one set; the backward reruns each layer's forward into it
+     * (with the forward's selection) before that layer's backward */
+    int recompute;
+    int freeze_selection;          /* 1: reuse each layer's saved selection instead of recomputing it */
+} LlamaPassModel;
+
+/* The per-layer arrays (acts, sel, resid) of a state for c; the buffers
+ * they point at are the engine's to allocate. */
+void llama_pass_state_init(LlamaPassState *s, const LlamaConfig *c);
+void llama_pass_state_free(LlamaPassState *s);
+/* Validates mask and S and stores them: the one set_mask of both engines. */
+void llama_pass_set_mask(RefreshMask *mask_out, int64_t *S_out, const RefreshMask *mask, int64_t S);
+/* Grows the RoPE tables to sequences of T tokens (computed on the host,
+ * bit for bit the same everywhere, and copied to the engine). Returns the
+ * change in engine bytes the tables hold. */
+int64_t llama_pass_ensure_rope(const LlamaOps *o, const LlamaConfig *c, LlamaPassState *s, int64_t T);
+/* The forward over s's buffers (grown by the engine to s->B, s->T): tokens
+ * and targets are HOST (B, T) arrays (targets NULL or < 0: none). Returns
+ * the mean loss over valid targets, summed in double over rows in order
+ * (NaN when there are none). */
+float llama_pass_forward(const LlamaPassModel *m, LlamaPassState *s, const int32_t *tokens, const int32_t *targets);
+/* dw += d(mean loss)/d(params) for the last forward. */
+void llama_pass_backward(const LlamaPassModel *m, LlamaPassState *s);
+/* Dies unless rows [row0, row0 + rows) lie in the last forward; what names
+ * the caller. */
+void llama_pass_check_rows(const LlamaPassState *s, int64_t row0, int64_t rows, const char *what);
+/* Logits of rows [r0, r0 + rows) from the final normalised stream into
+ * engine memory out ((rows, V)). */
+void llama_pass_logits_rows(const LlamaPassModel *m, const LlamaPassState *s, float *out, int64_t r0, int64_t rows);
+#endif
