@@ -8,7 +8,7 @@
  * engine only owns its buffers. */
 #include <stdint.h>
 
-#include "llama.h"
+#include "llama_buffers.h"
 
 /* An engine's ops. Buffers marked ACT hold the engine's activation type
  * (LayerActs): float on the CPU and in the fp32 engine, bf16 in the bf16

@@ -10,7 +10,7 @@
  * share one recomputed activation set. */
 #include <stdint.h>
 
-#include "llama.h"
+#include "llama_buffers.h"
 #include "llama_layer.h"
 
 /* What the pass reads of the engine's model: its own fields, pointed at. */
