@@ -68,6 +68,7 @@ CU_SRC     := $(CU_ALL)
 NCCL_HOME  ?= $(firstword $(foreach d,$(CUDA_HOME) /usr,$(if $(wildcard $(d)/include/nccl.h),$(d))))
 ifneq ($(and $(MPICC),$(NCCL_HOME),$(if $(filter 1,$(NO_NCCL)),,yes)),)
 CFLAGS     += -DKVCPT_NCCL -I$(NCCL_HOME)/include
+NCCL_FOUND := yes
 LDLIBS     += -L$(NCCL_HOME)/lib -L$(NCCL_HOME)/lib64 -Wl,-rpath,$(NCCL_HOME)/lib -Wl,-rpath,$(NCCL_HOME)/lib64 -lnccl
 endif
 endif
@@ -102,8 +103,22 @@ MAIN_C  := cli/kvcpt.c
 # emulator's builds always take the halves, the sanitizer's (no CUDA) never
 BENCH_CUDA_C    := $(wildcard bench/*_cuda.c)
 BENCH_NO_CUDA_C := bench/bench_cuda_none.c
-LIB_C   := $(filter-out $(MAIN_C) $(BENCH_CUDA_C) $(BENCH_NO_CUDA_C),$(foreach d,$(DIRS),$(wildcard $(d)/*.c)))
-C_SRC   := $(LIB_C) $(if $(NVCC),$(BENCH_CUDA_C),$(BENCH_NO_CUDA_C))
+# An optional backend's C files register its tables (common/backend.h,
+# eval/decode_device.h, parallel/comm_backend.h, ...) and are linked only
+# where it is built; its stubs, which register none, stand in for them
+# elsewhere, so the code that uses a backend asks its table at run time
+# instead of the preprocessor at build time.
+CUDA_C      := kernels/cuda_backend.c eval/engine_cuda.c train/train_engine_cuda.c train/device_optim.c \
+               parallel/fsdp_cuda.c
+CUDA_STUB_C := common/backend_cuda_stub.c eval/engine_cuda_stub.c train/train_engine_cuda_stub.c
+MPI_C       := parallel/comm_mpi.c
+MPI_STUB_C  := parallel/comm_mpi_stub.c
+NCCL_C      := parallel/comm_nccl.c parallel/nccl_watchdog.c
+NCCL_STUB_C := parallel/comm_nccl_stub.c
+ALL_C       := $(filter-out $(MAIN_C) $(BENCH_CUDA_C) $(BENCH_NO_CUDA_C),$(foreach d,$(DIRS),$(wildcard $(d)/*.c)))
+CPU_C       := $(filter-out $(CUDA_C) $(CUDA_STUB_C) $(MPI_C) $(MPI_STUB_C) $(NCCL_C) $(NCCL_STUB_C),$(ALL_C)) \
+               $(if $(MPICC),$(MPI_C),$(MPI_STUB_C))
+C_SRC       := $(CPU_C) $(if $(NVCC),$(CUDA_C) $(BENCH_CUDA_C),$(CUDA_STUB_C) $(BENCH_NO_CUDA_C)) $(if $(NCCL_FOUND),$(NCCL_C),$(NCCL_STUB_C))
 OBJ     := $(C_SRC:%.c=build/%.o) $(CU_SRC:%.cu=build/%.cu.o)
 
 TEST_SRC  := $(wildcard tests/test_*.c)
@@ -121,7 +136,7 @@ GPU_BIN   := $(GPU_SRC:tests/gpu/%.c=build/tests/gpu/%)
 # They need no nvcc and no GPU, so `make test` runs them everywhere.
 CXX          ?= g++
 EMU_CU       := $(filter-out kernels/matmul.cu,$(CU_ALL))
-EMU_C        := $(LIB_C) $(BENCH_CUDA_C) tests/cuda_emu/matmul_emu.c
+EMU_C        := $(CPU_C) $(CUDA_C) $(BENCH_CUDA_C) $(if $(MPICC),$(NCCL_C),$(NCCL_STUB_C)) tests/cuda_emu/matmul_emu.c
 EMU_FLAGS    := -DKVCPT_CUDA -DKVCPT_CUDA_EMU -Itests/cuda_emu/include
 # NCCL in the emulator: tests/cuda_emu/emu_nccl.cc over MPI, so the nccl
 # backend (parallel/comm_nccl.c) is built and runs under mpirun wherever MPI is
@@ -364,7 +379,7 @@ clean:
 # sanitizer's exit status for one; any report fails the target. Not part of
 # `make test` (about twice its command-line time).
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-SAN_OBJ   := $(patsubst %.c,build/asan/%.o,$(LIB_C) $(BENCH_NO_CUDA_C))
+SAN_OBJ   := $(patsubst %.c,build/asan/%.o,$(CPU_C) $(CUDA_STUB_C) $(NCCL_STUB_C) $(BENCH_NO_CUDA_C))
 build/asan/%.o: %.c $(OBJ_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -c $< -o $@

@@ -14,11 +14,8 @@
 #include "../data/utf8.h"
 #include "../kernels/attention.h"
 #include "commands.h"
-#ifdef KVCPT_CUDA
-#include "../kernels/cuda_device.h"
-#endif
+#include "../eval/decode_device.h"
 #include "../eval/engine.h"
-#include "../eval/engine_cuda.h"
 #include "../eval/option_limits.h"
 #include "../eval/output_paths.h"
 #include "../eval/report.h"
@@ -113,7 +110,8 @@ typedef struct {
     EvalCell *cells;
     int64_t skipped;
     unsigned char *done;         /* (n_ctx, n_models) 1 once that context of that model is finished */
-    struct DecodeModelCuda *gpu; /* the model's weights on the GPU; NULL: the CPU engine */
+    const DecodeDevice *gpu;     /* the GPU's decode engine; NULL: the CPU engine */
+    void *gpu_model;             /* the model's weights on the GPU (gpu->model_upload) */
     FILE *dump;                  /* --dump: one JSON line per (model, context, variant, document); NULL: off */
     char dump_tmp[4200];         /* where the dump is written until the run succeeds (--dump + ".tmp") */
 } EvalRun;
@@ -280,32 +278,12 @@ static void decode_batch(ContextRun *x, int mi, int64_t nb) {
 /* On the GPU each document of a batch holds its own caches: fewer documents
  * at once when --batch would not fit the free device memory. */
 static int64_t fit_batch(const EvalRun *r, const Llama *m, int64_t batch, int64_t L, int64_t S) {
-#ifdef KVCPT_CUDA
-    if (!r->gpu) return batch;
-    int64_t free_b, total_b, per = engine_cuda_bytes_for(&m->cfg, L + S);
-    int64_t work = decode_model_cuda_workspace_bytes(&m->cfg, L, EVAL_PREFILL_ROWS), spare = (int64_t)1 << 30;
-    cuda_memory_info(&free_b, &total_b);
-    int64_t fit = (free_b - work - spare) / per;
-    KV_CHECK(fit >= 1, "eval --device cuda: context %lld needs %.2f GB of caches per document and %.2f GB of prefill "
-             "workspace, but %.2f GB of %.2f GB are free; hint: a shorter --context or --device cpu", (long long)L,
-             (double)per / 1e9, (double)work / 1e9, (double)free_b / 1e9, (double)total_b / 1e9);
-    if (fit < batch) {
-        printf("eval: %lld documents at a time at context %lld (not %lld): %.2f GB of caches each, %.2f GB free\n",
-               (long long)fit, (long long)L, (long long)batch, (double)per / 1e9, (double)free_b / 1e9);
-        return fit;
-    }
-#endif
-    return batch;
+    return r->gpu ? r->gpu->fit_batch(&m->cfg, L, S, EVAL_PREFILL_ROWS, batch) : batch;
 }
 
 static void create_engine(const EvalRun *r, DecodeEngine *e, Llama *m, int64_t cap) {
-#ifdef KVCPT_CUDA
-    if (r->gpu) {
-        engine_create_cuda(e, m, r->gpu, cap, EVAL_PREFILL_ROWS);
-        return;
-    }
-#endif
-    engine_create(e, m, cap, EVAL_PREFILL_ROWS);
+    if (r->gpu) r->gpu->engine_create(e, m, r->gpu_model, cap, EVAL_PREFILL_ROWS);
+    else engine_create(e, m, cap, EVAL_PREFILL_ROWS);
 }
 
 /* Every eligible document at context L through every policy variant,
@@ -392,26 +370,20 @@ static void load_model(Llama *m, const char *dir) {
     model_file_load_fp32(dir, &c, &m->layout, m->params);
 }
 
-#ifdef KVCPT_CUDA
-static DecodeModelCuda gpu_model;
-#endif
-
 /* With the GPU backend, m's weights go to the device once for all its contexts. */
 static void model_to_device(EvalRun *r, const Llama *m, Device dev) {
-    r->gpu = NULL;
+    r->gpu = NULL, r->gpu_model = NULL;
     if (dev != DEVICE_CUDA) return;
-#ifdef KVCPT_CUDA
-    decode_model_cuda_create(&gpu_model, m);
-    r->gpu = &gpu_model;
-    printf("eval: CUDA decode engine, %.1f MB of weights on the GPU\n", (double)gpu_model.bytes / 1e6);
-#endif
+    r->gpu = decode_device_cuda();
+    KV_CHECK(r->gpu, "eval --device cuda: this binary was built without the CUDA decode engine");
+    int64_t bytes = 0;
+    r->gpu_model = r->gpu->model_upload(m, &bytes);
+    printf("eval: CUDA decode engine, %.1f MB of weights on the GPU\n", (double)bytes / 1e6);
 }
 
 static void model_off_device(EvalRun *r) {
-#ifdef KVCPT_CUDA
-    if (r->gpu) decode_model_cuda_free(r->gpu);
-#endif
-    r->gpu = NULL;
+    if (r->gpu) r->gpu->model_free(r->gpu_model);
+    r->gpu = NULL, r->gpu_model = NULL;
 }
 
 /* The option values the policies read, before anything is loaded: each is

@@ -5,33 +5,11 @@
 
 #include "util.h"
 
-#ifdef KVCPT_CUDA
-#include "../kernels/cuda_device.h"
-#endif
-
-/* what the CUDA kernels were built for: the Makefile passes nvcc's targets */
-#if defined(KVCPT_CUDA_EMU)
-#define CUDA_TARGET "the CPU emulator, tests/cuda_emu"
-#elif defined(KVCPT_CUDA_ARCH)
-#define CUDA_TARGET KVCPT_CUDA_ARCH
-#else
-#define CUDA_TARGET "unrecorded targets"
-#endif
-
-int backend_cuda_compiled(void) {
-#ifdef KVCPT_CUDA
-    return 1;
-#else
-    return 0;
-#endif
-}
+int backend_cuda_compiled(void) { return backend_cuda() != NULL; }
 
 int backend_cuda_device_count(void) {
-#ifdef KVCPT_CUDA
-    return cuda_device_count();
-#else
-    return 0;
-#endif
+    const ComputeBackend *b = backend_cuda();
+    return b ? b->device_count() : 0;
 }
 
 Device backend_resolve(const char *requested) {
@@ -50,9 +28,7 @@ const char *backend_name(Device d) { return d == DEVICE_CUDA ? "cuda" : "cpu"; }
 
 void backend_describe(void) {
     printf("backend cpu: C11 + OpenMP + OpenBLAS (always built)\n");
-#ifdef KVCPT_CUDA
-    printf("backend cuda: compiled (%s); visible devices: %d\n", CUDA_TARGET, cuda_device_count());
-#else
-    printf("backend cuda: not compiled (nvcc was not found at build time)\n");
-#endif
+    const ComputeBackend *b = backend_cuda();
+    if (b) printf("backend %s: compiled (%s); visible devices: %d\n", b->name, b->built_for, b->device_count());
+    else printf("backend cuda: not compiled (nvcc was not found at build time)\n");
 }

@@ -13,10 +13,11 @@
 #include "../kernels/swiglu.h"
 #include "../model/llama_layer.h"
 #include "engine_backend.h"
-#include "engine_cuda.h"
 #include "row_matmul.h"
 
 static float *alloc_f(int64_t n) { return xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1)); }
+
+static const DecodeBackend cpu_backend; /* defined with its pieces below */
 
 void engine_init_host(DecodeEngine *e, Llama *m, int64_t cap, int64_t W, int host_caches) {
     const LlamaConfig *c = &m->cfg;
@@ -47,7 +48,7 @@ void engine_init_host(DecodeEngine *e, Llama *m, int64_t cap, int64_t W, int hos
 void engine_free_host(DecodeEngine *e) {
     int64_t nl = e->m->cfg.num_hidden_layers;
     for (int64_t l = 0; l < nl; l++) {
-        free(e->kc[l]), free(e->vc[l]); /* NULL for a GPU engine: engine_cuda_release freed its caches */
+        free(e->kc[l]), free(e->vc[l]); /* NULL for a device engine: its backend's release freed its caches */
         free(e->colsum[l]), free(e->last_probs[l]), free(e->last_out[l]), free(e->q_last[l]);
     }
     free(e->q_last), free(e->kc), free(e->vc), free(e->colsum), free(e->last_probs), free(e->last_out);
@@ -57,7 +58,10 @@ void engine_free_host(DecodeEngine *e) {
     memset(e, 0, sizeof *e);
 }
 
-void engine_create(DecodeEngine *e, Llama *m, int64_t cap, int64_t W) { engine_init_host(e, m, cap, W, 1); }
+void engine_create(DecodeEngine *e, Llama *m, int64_t cap, int64_t W) {
+    engine_init_host(e, m, cap, W, 1);
+    e->backend = &cpu_backend;
+}
 
 void engine_record_first_step(DecodeEngine *e) {
     int64_t sets = e->m->cfg.num_hidden_layers * e->m->cfg.num_key_value_heads;
@@ -73,12 +77,12 @@ static void record_first(DecodeEngine *e, int64_t l, int64_t g, const int32_t *k
 }
 
 void engine_fork(DecodeEngine *f, const DecodeEngine *e) {
-    KV_CHECK(!e->cuda && !e->forked && e->L >= 1, "eval: only a prefilled CPU engine can be forked");
+    KV_CHECK(e->backend == &cpu_backend && !e->forked && e->L >= 1, "eval: only a prefilled CPU engine can be forked");
     const LlamaConfig *c = &e->m->cfg;
     int64_t nl = c->num_hidden_layers, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, D = c->head_dim;
     int64_t tail = e->cap - e->L;
     memset(f, 0, sizeof *f);
-    f->m = e->m, f->w = e->w, f->cap = e->cap, f->L = e->L, f->W = e->W, f->forked = 1;
+    f->m = e->m, f->w = e->w, f->cap = e->cap, f->L = e->L, f->W = e->W, f->forked = 1, f->backend = e->backend;
     /* shared, read-only: the prefill's caches and what policies init from */
     f->kc = e->kc, f->vc = e->vc, f->colsum = e->colsum, f->last_probs = e->last_probs, f->last_out = e->last_out;
     f->q_last = e->q_last, f->rope_cos = e->rope_cos, f->rope_sin = e->rope_sin, f->prefill_logits = e->prefill_logits;
@@ -102,9 +106,7 @@ void engine_fork_free(DecodeEngine *f) {
 
 void engine_free(DecodeEngine *e) {
     KV_CHECK(!e->forked, "eval: a forked engine is freed with engine_fork_free");
-#ifdef KVCPT_CUDA
-    if (e->cuda) engine_cuda_release(e);
-#endif
+    if (e->backend && e->backend->release) e->backend->release(e);
     engine_free_host(e);
 }
 
@@ -159,13 +161,7 @@ void engine_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L) {
     KV_CHECK(!e->forked, "eval: a forked engine decodes its parent's prefill, it does not prefill");
     KV_CHECK(L >= 1 && L < e->cap, "eval: prefill length %lld must be in [1, %lld)", (long long)L, (long long)e->cap);
     e->L = L;
-#ifdef KVCPT_CUDA
-    if (e->cuda) {
-        engine_cuda_prefill(e, tokens, L);
-        return;
-    }
-#endif
-    prefill_cpu(e, tokens, L);
+    e->backend->prefill(e, tokens, L);
 }
 
 static int cmp_i32(const void *a, const void *b) {
@@ -287,15 +283,15 @@ static const LlamaOps cpu_decode_ops = {
     .swiglu_forward = swiglu_fused_forward_cpu, .residual_add = residual_add_cpu,
 };
 
-static const DecodeBackend cpu_backend = {&cpu_decode_ops, cpu_rows_create, cpu_rows_free, cpu_embed,
-                                          cpu_attend,      cpu_logits,      cpu_prefill_cache};
-
-static const DecodeBackend *backend_of(const DecodeEngine *e) {
-#ifdef KVCPT_CUDA
-    if (e->cuda) return engine_cuda_backend();
-#endif
-    return &cpu_backend;
-}
+static const DecodeBackend cpu_backend = {.ops = &cpu_decode_ops,
+                                          .rows_create = cpu_rows_create,
+                                          .rows_free = cpu_rows_free,
+                                          .embed = cpu_embed,
+                                          .attend = cpu_attend,
+                                          .logits = cpu_logits,
+                                          .prefill_cache = cpu_prefill_cache,
+                                          .prefill = prefill_cpu,
+                                          .release = NULL};
 
 /* ---- the decode step, for either backend ---- */
 
@@ -365,10 +361,10 @@ void engine_decode_batch_top1(DecodeEngine *const *e, Policy *const *p, const in
     KV_CHECK(nb >= 1, "eval: a decode batch needs at least one document (got %lld)", (long long)nb);
     const Llama *m = e[0]->m;
     const LlamaConfig *c = &m->cfg;
-    const DecodeBackend *be = backend_of(e[0]);
+    const DecodeBackend *be = e[0]->backend;
     int64_t L = e[0]->L, C = c->hidden_size, V = c->vocab_size;
     for (int64_t b = 0; b < nb; b++) {
-        KV_CHECK(e[b]->m == m && e[b]->L == L && backend_of(e[b]) == be, "eval: document %lld of a decode batch has "
+        KV_CHECK(e[b]->m == m && e[b]->L == L && e[b]->backend == be, "eval: document %lld of a decode batch has "
                  "another model, backend or prefill length (%lld, expected %lld)", (long long)b, (long long)e[b]->L,
                  (long long)L);
         KV_CHECK(S >= 1 && L + S <= e[b]->cap, "eval: L + S = %lld exceeds the engine's %lld positions",

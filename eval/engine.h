@@ -10,17 +10,17 @@
  * product, their attention and policy work run side by side, and each
  * document's NLLs are bit-identical to decoding it alone (docs/eval.md).
  *
- * Two backends share this interface and the decode step's op order
- * (eval/engine_backend.h): the CPU (engine_create) and the GPU
- * (engine_create_cuda, eval/engine_cuda.h), where caches, weights and
- * activations stay in device memory and the policies still run on the host
+ * Backends share this interface and the decode step's op order through
+ * their tables (eval/engine_backend.h): the CPU (engine_create) and a
+ * device's (eval/decode_device.h: the GPU's keeps caches, weights and
+ * activations in device memory), where the policies still run on the host
  * from the same prefill statistics. */
 #include <stdint.h>
 
 #include "../model/llama.h"
 #include "policy.h"
 
-typedef struct EngineCuda EngineCuda;
+struct DecodeBackend;
 
 /* Called by engine_decode_batch after decode step `step` of `steps` (1..S-1), e.g. for progress. */
 typedef void (*EngineStepHook)(void *ctx, int64_t step, int64_t steps);
@@ -40,7 +40,8 @@ typedef struct {
     float *prefill_logits;            /* (V) logits of position L-1 (host) */
     int32_t *first_keys;              /* NULL, or (layers, Hkv, L): the keys of the first decode step (position L) */
     int64_t *first_n;                 /* (layers, Hkv) their counts (engine_record_first_step) */
-    EngineCuda *cuda;                 /* NULL on the CPU */
+    const struct DecodeBackend *backend; /* the CPU's (engine_create) or a device's, which creates the engine */
+    void *device;                     /* the device backend's own state for this engine; NULL on the CPU */
     /* engine_fork: the rows L..cap-1 of the caches, per layer ((cap - L), Hkv, D);
      * kc/vc are then the parent's and only their rows < L are read. NULL otherwise. */
     float **kt, **vt;

@@ -4,8 +4,10 @@
  * the row-wise ops on its memory (a LlamaOps table), and the pieces whose
  * data movement differs between host and device: step buffers, token
  * embedding, attention of each document over its policy's keys, logits
- * back on the host, and the prefill caches a policy's init reads.
- * The CPU backend lives in engine.c, the GPU one in engine_cuda.c. */
+ * back on the host, the prefill caches a policy's init reads, the prefill
+ * itself and what an engine holds there. Each engine points at its
+ * backend's table (DecodeEngine.backend): the CPU one lives in engine.c,
+ * the GPU one in engine_cuda.c, and neither file includes the other. */
 #include <stdint.h>
 
 #include "../model/llama_layer.h"
@@ -35,6 +37,10 @@ typedef struct DecodeBackend {
     const float *(*logits)(StepRows *r, const LlamaConfig *c);
     /* host views of the prefill rows of layer l's caches, valid until the next call */
     void (*prefill_cache)(DecodeEngine *e, int64_t l, const float **kc, const float **vc);
+    /* Full causal prefill of tokens[0..L-1] (e->L already set): caches, statistics, prefill logits. */
+    void (*prefill)(DecodeEngine *e, const int32_t *tokens, int64_t L);
+    /* Frees what the backend holds for e, before engine_free's host part (NULL: nothing). */
+    void (*release)(DecodeEngine *e);
 } DecodeBackend;
 
 /* Floats of StepRows' carved part (x..logits) and the carving itself. */

@@ -1,6 +1,6 @@
 #include "engine_cuda.h"
 
-#ifdef KVCPT_CUDA
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +15,8 @@
 #include "../model/llama_cuda.h"
 #include "engine_backend.h"
 
-struct EngineCuda {
+/* One engine's device state (DecodeEngine.device). */
+typedef struct {
     DecodeModelCuda *g;
     float *caches;           /* device: every layer's K then V, (cap, Hkv, D) each */
     int32_t *keys_dev;       /* device: the step's packed key lists */
@@ -24,7 +25,11 @@ struct EngineCuda {
     float *probs_dev;        /* device (Hq, cap) */
     float *cache_host;       /* host: one layer's prefill K and V, for policies that read them */
     int64_t bytes;
-};
+} EngineCuda;
+
+static EngineCuda *engine_cuda_of(const DecodeEngine *e) { return e->device; }
+
+static const DecodeBackend gpu_backend; /* defined with its pieces below */
 
 void decode_model_cuda_create(DecodeModelCuda *g, const Llama *m) {
     memset(g, 0, sizeof *g);
@@ -60,11 +65,11 @@ static int64_t workspace_numel(const LlamaConfig *c, int64_t T, int64_t W) {
            6 * REDZONE_FLOATS; /* 6 takes in ensure_workspace */
 }
 
-int64_t decode_model_cuda_workspace_bytes(const LlamaConfig *c, int64_t T, int64_t W) {
+static int64_t decode_model_cuda_workspace_bytes(const LlamaConfig *c, int64_t T, int64_t W) {
     return (int64_t)sizeof(float) * workspace_numel(c, T, W) + (int64_t)sizeof(int32_t) * T;
 }
 
-int64_t engine_cuda_bytes_for(const LlamaConfig *c, int64_t cap) {
+static int64_t engine_cuda_bytes_for(const LlamaConfig *c, int64_t cap) {
     int64_t KD = c->num_key_value_heads * c->head_dim;
     return (int64_t)sizeof(float) * (2 * c->num_hidden_layers * cap * KD + c->num_attention_heads * cap) +
            (int64_t)sizeof(int32_t) * c->num_key_value_heads * cap;
@@ -97,7 +102,8 @@ void engine_create_cuda(DecodeEngine *e, Llama *m, DecodeModelCuda *g, int64_t c
              "most %d", (long long)Hkv, ATTENTION_DECODE_MAX_KV_HEADS);
     KV_CHECK(g->m == m, "eval --device cuda: the engine's model is not the one uploaded");
     engine_init_host(e, m, cap, W, 0);
-    EngineCuda *ec = e->cuda = xcalloc(1, sizeof *ec);
+    EngineCuda *ec = xcalloc(1, sizeof *ec);
+    e->device = ec, e->backend = &gpu_backend;
     ec->g = g;
     e->w = &g->w;
     ec->caches = cuda_malloc_counted(&ec->bytes, (int64_t)sizeof(float) * 2 * nl * cap * KD);
@@ -108,11 +114,11 @@ void engine_create_cuda(DecodeEngine *e, Llama *m, DecodeModelCuda *g, int64_t c
     ensure_rope(g, e);
 }
 
-void engine_cuda_release(DecodeEngine *e) {
-    EngineCuda *ec = e->cuda;
+static void gpu_release(DecodeEngine *e) {
+    EngineCuda *ec = engine_cuda_of(e);
     cuda_free(ec->caches), cuda_free(ec->keys_dev), cuda_free(ec->probs_dev);
     free(ec->keys_packed), free(ec->cache_host), free(ec);
-    e->cuda = NULL;
+    e->device = NULL;
     /* views of the freed device caches: engine_free_host must not free them */
     for (int64_t l = 0; l < e->m->cfg.num_hidden_layers; l++) e->kc[l] = e->vc[l] = NULL;
 }
@@ -132,8 +138,8 @@ static void prefill_layer_stats(DecodeEngine *e, DecodeModelCuda *g, int64_t l, 
     engine_unrotate_query(e, e->q_last[l], L - 1);
 }
 
-void engine_cuda_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L) {
-    DecodeModelCuda *g = e->cuda->g;
+static void gpu_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L) {
+    DecodeModelCuda *g = engine_cuda_of(e)->g;
     const LlamaConfig *c = &e->m->cfg;
     int64_t C = c->hidden_size, W = e->W < L ? e->W : L;
     RefreshMask off = refresh_mask_off();
@@ -173,7 +179,7 @@ static void gpu_embed(DecodeEngine *const *e, StepRows *r, const int32_t *const 
 
 /* The listed heads' keys side by side in keys_packed; off[g] their offset there. */
 static int64_t pack_keys(DecodeEngine *e) {
-    EngineCuda *ec = e->cuda;
+    EngineCuda *ec = engine_cuda_of(e);
     int64_t count = 0;
     for (int64_t g = 0; g < e->m->cfg.num_key_value_heads; g++) {
         ec->off[g] = e->off[g] < 0 ? -1 : count;
@@ -187,7 +193,7 @@ static int64_t pack_keys(DecodeEngine *e) {
 static void gpu_attend_one(DecodeEngine *e, Policy *p, StepRows *r, int64_t b, int64_t l, int64_t stride,
                            int64_t listed) {
     const LlamaConfig *c = &e->m->cfg;
-    EngineCuda *ec = e->cuda;
+    EngineCuda *ec = engine_cuda_of(e);
     int64_t Hq = c->num_attention_heads, D = c->head_dim, QD = Hq * D;
     if (listed > 0) cuda_memcpy_h2d(ec->keys_dev, ec->keys_packed, sizeof(int32_t) * (size_t)listed);
     float *probs = p->update ? ec->probs_dev : NULL;
@@ -198,7 +204,7 @@ static void gpu_attend_one(DecodeEngine *e, Policy *p, StepRows *r, int64_t b, i
 
 static void gpu_attend(DecodeEngine *const *e, Policy *const *p, StepRows *r, int64_t l, int64_t pos) {
     const LlamaConfig *c = &e[0]->m->cfg;
-    DecodeModelCuda *g = e[0]->cuda->g;
+    DecodeModelCuda *g = engine_cuda_of(e[0])->g;
     int64_t nb = r->nb, D = c->head_dim, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
     int64_t QD = Hq * D, KD = Hkv * D, half = D / 2, stride[nb], listed[nb];
     cuda_memcpy_d2h(r->q_raw, r->q, sizeof(float) * (size_t)(nb * QD));
@@ -224,7 +230,7 @@ static const float *gpu_logits(StepRows *r, const LlamaConfig *c) {
 }
 
 static void gpu_prefill_cache(DecodeEngine *e, int64_t l, const float **kc, const float **vc) {
-    EngineCuda *ec = e->cuda;
+    EngineCuda *ec = engine_cuda_of(e);
     int64_t n = e->L * e->m->cfg.num_key_value_heads * e->m->cfg.head_dim;
     if (!ec->cache_host) ec->cache_host = xmalloc(sizeof(float) * (size_t)(2 * e->cap * e->m->cfg.num_key_value_heads *
                                                                            e->m->cfg.head_dim));
@@ -233,8 +239,56 @@ static void gpu_prefill_cache(DecodeEngine *e, int64_t l, const float **kc, cons
     *kc = ec->cache_host, *vc = ec->cache_host + n;
 }
 
-static const DecodeBackend gpu_backend = {&llama_cuda_ops, gpu_rows_create, gpu_rows_free,    gpu_embed,
-                                          gpu_attend,      gpu_logits,      gpu_prefill_cache};
+static const DecodeBackend gpu_backend = {.ops = &llama_cuda_ops,
+                                          .rows_create = gpu_rows_create,
+                                          .rows_free = gpu_rows_free,
+                                          .embed = gpu_embed,
+                                          .attend = gpu_attend,
+                                          .logits = gpu_logits,
+                                          .prefill_cache = gpu_prefill_cache,
+                                          .prefill = gpu_prefill,
+                                          .release = gpu_release};
 
-const DecodeBackend *engine_cuda_backend(void) { return &gpu_backend; }
-#endif
+/* ---- the eval command's entry (eval/decode_device.h) ---- */
+
+static void *gpu_model_upload(const Llama *m, int64_t *bytes) {
+    DecodeModelCuda *g = xmalloc(sizeof *g);
+    decode_model_cuda_create(g, m);
+    *bytes = g->bytes;
+    return g;
+}
+
+static void gpu_model_free(void *model) {
+    decode_model_cuda_free(model);
+    free(model);
+}
+
+static void gpu_engine_create(DecodeEngine *e, Llama *m, void *model, int64_t cap, int64_t W) {
+    engine_create_cuda(e, m, model, cap, W);
+}
+
+/* Each document of a batch holds its own caches: fewer documents at once
+ * when the batch would not fit the free device memory. */
+static int64_t gpu_fit_batch(const LlamaConfig *c, int64_t L, int64_t S, int64_t W, int64_t batch) {
+    int64_t free_b, total_b, per = engine_cuda_bytes_for(c, L + S);
+    int64_t work = decode_model_cuda_workspace_bytes(c, L, W), spare = (int64_t)1 << 30;
+    cuda_memory_info(&free_b, &total_b);
+    int64_t fit = (free_b - work - spare) / per;
+    KV_CHECK(fit >= 1, "eval --device cuda: context %lld needs %.2f GB of caches per document and %.2f GB of prefill "
+             "workspace, but %.2f GB of %.2f GB are free; hint: a shorter --context or --device cpu", (long long)L,
+             (double)per / 1e9, (double)work / 1e9, (double)free_b / 1e9, (double)total_b / 1e9);
+    if (fit < batch) {
+        printf("eval: %lld documents at a time at context %lld (not %lld): %.2f GB of caches each, %.2f GB free\n",
+               (long long)fit, (long long)L, (long long)batch, (double)per / 1e9, (double)free_b / 1e9);
+        return fit;
+    }
+    return batch;
+}
+
+static const DecodeDevice gpu_device = {.name = "cuda",
+                                        .model_upload = gpu_model_upload,
+                                        .model_free = gpu_model_free,
+                                        .engine_create = gpu_engine_create,
+                                        .fit_batch = gpu_fit_batch};
+
+const DecodeDevice *decode_device_cuda(void) { return &gpu_device; }

@@ -15,12 +15,13 @@
  * its attention only when the policy reads it (update != NULL).
  *
  * fp32 everywhere, like the CPU engine, which is its oracle
- * (tests/gpu/test_decode_cuda.c). Only compiled with KVCPT_CUDA. */
+ * (tests/gpu/test_decode_cuda.c). Only compiled with the CUDA backend;
+ * `kvcpt eval` reaches it through its table (eval/decode_device.h). */
 #include <stdint.h>
 
+#include "decode_device.h"
 #include "engine.h"
 
-#ifdef KVCPT_CUDA
 /* One model's device weights and the prefill's workspace, shared by the
  * engines of its documents. */
 typedef struct DecodeModelCuda {
@@ -45,16 +46,4 @@ void decode_model_cuda_free(DecodeModelCuda *g);
 /* engine_create's GPU twin: caches in device memory, weights from g (which
  * must outlive the engine). Free with engine_free. */
 void engine_create_cuda(DecodeEngine *e, Llama *m, DecodeModelCuda *g, int64_t cap, int64_t W);
-/* Device bytes one engine would hold for cap positions (caches, key lists,
- * probabilities). */
-int64_t engine_cuda_bytes_for(const LlamaConfig *c, int64_t cap);
-/* Device bytes of the prefill workspace for T positions and W statistics rows. */
-int64_t decode_model_cuda_workspace_bytes(const LlamaConfig *c, int64_t T, int64_t W);
-
-/* Called by eval/engine.c for engines with e->cuda set. */
-struct DecodeBackend;
-const struct DecodeBackend *engine_cuda_backend(void);
-void engine_cuda_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L);
-void engine_cuda_release(DecodeEngine *e);
-#endif
 #endif

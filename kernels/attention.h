@@ -121,7 +121,6 @@ void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, 
  * (kernels/attention_mma.h): 16, 32, 64, 128. */
 int attention_tensor_core_head_dim(int64_t D);
 
-#if defined(KVCPT_CUDA) || defined(__CUDACC__)
 /* CUDA twins (kernels/attention.cu, the selection in attention_select.cu)
  * for every mask above, the per-row records included: same arguments,
  * DEVICE pointers (q, k, v, out, lse, sel, dout, dq, dk, dv); the mask is a
@@ -160,6 +159,5 @@ void attention_backward_bf16_cuda(float *dq, float *dk, float *dv, const bf16 *d
                                   int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
 #ifdef __cplusplus
 }
-#endif
 #endif
 #endif

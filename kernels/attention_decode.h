@@ -35,7 +35,6 @@ void attention_decode_split_cpu(float *out, float *probs, const float *q, const 
                                 const int64_t *off, const int64_t *n, int64_t max_n, int64_t Hq, int64_t Hkv,
                                 int64_t D);
 
-#if defined(KVCPT_CUDA) || defined(__CUDACC__)
 /* CUDA twins: same arguments; every array is a DEVICE pointer except off and
  * n, which stay on the host (at most ATTENTION_DECODE_MAX_KV_HEADS entries,
  * passed to the kernels by value). Deterministic: no float atomics. */
@@ -50,6 +49,5 @@ void attention_decode_cuda(float *out, float *probs, const float *q, const float
                            int64_t Hkv, int64_t D);
 #ifdef __cplusplus
 }
-#endif
 #endif
 #endif

@@ -14,7 +14,6 @@
 
 #include "attention.h"
 
-#if defined(KVCPT_CUDA) || defined(__CUDACC__)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -60,6 +59,5 @@ void attention_backward_mma_planted_cuda(float *dq, float *dk, float *dv, const 
                                          const RefreshMask *m, AttnMmaBug bug);
 #ifdef __cplusplus
 }
-#endif
 #endif
 #endif

@@ -8,7 +8,6 @@
 
 #include "attention.h"
 
-#if defined(KVCPT_CUDA) || defined(__CUDACC__)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -29,6 +28,5 @@ void attention_forward_rows_bf16_cuda(bf16 *out, float *lse, const bf16 *q, cons
 uint64_t *attention_row_mask_cuda(const int32_t *sel, int64_t B, int64_t T, int64_t Hkv, const RefreshMask *m);
 #ifdef __cplusplus
 }
-#endif
 #endif
 #endif

@@ -29,7 +29,6 @@ static inline float float_from_bf16_bits(uint16_t b) {
     memcpy(&f, &u, sizeof f);
     return f;
 }
-#if defined(KVCPT_CUDA) || defined(__CUDACC__)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -39,6 +38,5 @@ extern "C" {
 void cast_bf16_cuda(bf16 *out, const float *in, int64_t n);
 #ifdef __cplusplus
 }
-#endif
 #endif
 #endif

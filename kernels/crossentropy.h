@@ -13,7 +13,6 @@ void crossentropy_forward_cpu(float *losses, float *lse, const float *logits, co
 void crossentropy_backward_cpu(float *logits, const float *lse, const int32_t *targets, int64_t rows, int64_t V,
                                float scale);
 
-#if defined(KVCPT_CUDA) || defined(__CUDACC__)
 /* CUDA twins: same arguments, DEVICE pointers, default stream; results
  * match the CPU oracle within the tolerances of tests/gpu/test_ops_cuda.c. */
 #ifdef __cplusplus
@@ -27,6 +26,5 @@ void crossentropy_backward_cuda(float *logits, const float *lse, const int32_t *
                                 float scale);
 #ifdef __cplusplus
 }
-#endif
 #endif
 #endif

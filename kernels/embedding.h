@@ -7,7 +7,6 @@ void embedding_forward_cpu(float *out, const int32_t *tokens, const float *wte, 
 /* dwte[tokens[i]] += dout[i]; deterministic (rows applied in order). */
 void embedding_backward_cpu(float *dwte, const float *dout, const int32_t *tokens, int64_t N, int64_t C);
 
-#if defined(KVCPT_CUDA) || defined(__CUDACC__)
 /* CUDA twins: same arguments, DEVICE pointers, default stream; results
  * match the CPU oracle within the tolerances of tests/gpu/test_ops_cuda.c. */
 #ifdef __cplusplus
@@ -18,6 +17,5 @@ void embedding_forward_cuda(float *out, const int32_t *tokens, const float *wte,
 void embedding_backward_cuda(float *dwte, const float *dout, const int32_t *tokens, int64_t N, int64_t C);
 #ifdef __cplusplus
 }
-#endif
 #endif
 #endif

@@ -29,7 +29,6 @@ void matmul_forward_bf16r_cpu(float *out, const float *inp, const float *weight,
 void matmul_backward_bf16r_cpu(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                                int64_t N, int64_t IC, int64_t OC);
 
-#if defined(KVCPT_CUDA) || defined(__CUDACC__)
 /* CUDA twins: same arguments, DEVICE pointers, default stream; results
  * match the CPU oracle within the tolerances of tests/gpu/test_ops_cuda.c. */
 #ifdef __cplusplus
@@ -71,6 +70,5 @@ void matmul_backward_bf16w_cuda(float *dinp, float *dweight, const float *dout, 
 void matmul_cuda_release(void);
 #ifdef __cplusplus
 }
-#endif
 #endif
 #endif

@@ -6,7 +6,6 @@
 
 void residual_add_cpu(float *y, const float *x, int64_t n);
 
-#if defined(KVCPT_CUDA) || defined(__CUDACC__)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -15,6 +14,5 @@ extern "C" {
 void residual_add_cuda(float *y, const float *x, int64_t n);
 #ifdef __cplusplus
 }
-#endif
 #endif
 #endif

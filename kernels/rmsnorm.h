@@ -11,7 +11,6 @@ void rmsnorm_forward_cpu(float *out, float *rstd, const float *inp, const float 
 void rmsnorm_backward_cpu(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                           const float *rstd, int64_t N, int64_t C);
 
-#if defined(KVCPT_CUDA) || defined(__CUDACC__)
 /* CUDA twins: same arguments, DEVICE pointers, default stream; results
  * match the CPU oracle within the tolerances of tests/gpu/test_ops_cuda.c. */
 #ifdef __cplusplus
@@ -27,6 +26,5 @@ void rmsnorm_backward_cuda(float *dinp, float *dweight, const float *dout, const
                            const float *rstd, int64_t N, int64_t C);
 #ifdef __cplusplus
 }
-#endif
 #endif
 #endif

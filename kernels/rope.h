@@ -32,7 +32,6 @@ void rope_split_forward_cpu(float *q, float *k, float *v, const float *qkv, cons
 /* Its backward: dqkv rows [dq rotated back | dk rotated back | dv], overwritten. */
 void rope_join_backward_cpu(float *dqkv, const float *dq, const float *dk, const float *dv, const float *cos_t,
                             const float *sin_t, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D);
-#if defined(KVCPT_CUDA) || defined(__CUDACC__)
 /* CUDA twins: same arguments, DEVICE pointers, default stream; results
  * match the CPU oracle within the tolerances of tests/gpu/test_ops_cuda.c. */
 #ifdef __cplusplus
@@ -52,6 +51,5 @@ void rope_join_backward_bf16_cuda(bf16 *dqkv, const float *dq, const float *dk, 
                                   const float *sin_t, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D);
 #ifdef __cplusplus
 }
-#endif
 #endif
 #endif

@@ -12,7 +12,6 @@
 
 void shard_accumulate_cpu(float *acc, const float *parts, int64_t n, int world);
 
-#if defined(KVCPT_CUDA) || defined(__CUDACC__)
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -23,6 +22,5 @@ extern "C" {
 void shard_accumulate_cuda(float *acc, const float *parts, int64_t n, int world);
 #ifdef __cplusplus
 }
-#endif
 #endif
 #endif

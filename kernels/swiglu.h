@@ -14,7 +14,6 @@ void swiglu_backward_cpu(float *dg, float *du, const float *dh, const float *g, 
  * backward overwrites dgu (N, 2F) in the same layout. */
 void swiglu_fused_forward_cpu(float *h, const float *gu, int64_t N, int64_t F);
 void swiglu_fused_backward_cpu(float *dgu, const float *dh, const float *gu, int64_t N, int64_t F);
-#if defined(KVCPT_CUDA) || defined(__CUDACC__)
 /* CUDA twins: same arguments, DEVICE pointers, default stream; results
  * match the CPU oracle within the tolerances of tests/gpu/test_ops_cuda.c. */
 #ifdef __cplusplus
@@ -32,6 +31,5 @@ void swiglu_fused_forward_bf16_cuda(bf16 *h, const bf16 *gu, int64_t N, int64_t 
 void swiglu_fused_backward_bf16_cuda(bf16 *dgu, const bf16 *dh, const bf16 *gu, int64_t N, int64_t F);
 #ifdef __cplusplus
 }
-#endif
 #endif
 #endif

@@ -73,7 +73,6 @@ LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, Llam
 /* Bytes per activation element (LayerActs' ACT buffers): 4, or 2 with bf16. */
 int llama_cuda_act_size(LlamaCudaPrecision p);
 
-#ifdef KVCPT_CUDA
 struct LlamaCuda {
     LlamaConfig cfg;
     ParamLayout layout;
@@ -186,5 +185,4 @@ void llama_cuda_backward(LlamaCuda *g);
 void llama_cuda_logits(LlamaCuda *g, float *out, int64_t row0, int64_t rows);
 /* Device bytes this engine holds now (parameters, gradients, activations). */
 int64_t llama_cuda_bytes(const LlamaCuda *g);
-#endif
 #endif

@@ -74,7 +74,6 @@ Fixed128 fixed128_add(Fixed128 a, Fixed128 b);
  * double's subnormal range rounds a second time, deterministically). */
 double fixed128_to_double(Fixed128 s, int E);
 
-#if defined(KVCPT_CUDA) || defined(__CUDACC__)
 /* CUDA twins (optim/norm_fixed.cu), default stream, the same results bit
  * for bit. blocks and g are DEVICE buffers; segs is a HOST array. Pass 1
  * launches one kernel per segment (one thread per block, adding in element
@@ -82,7 +81,6 @@ double fixed128_to_double(Fixed128 s, int E);
  * back the 16-byte sum. Both synchronize. */
 double shard_block_sums_cuda(double *blocks, const float *g, const ShardSegment *segs, int nseg);
 Fixed128 shard_fixed_sum_cuda(const double *blocks, int64_t nblocks, int E);
-#endif
 
 #ifdef __cplusplus
 }

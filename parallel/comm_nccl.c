@@ -1,4 +1,3 @@
-#ifdef KVCPT_NCCL
 #include "comm_nccl.h"
 
 #include <cuda_runtime.h>
@@ -7,6 +6,7 @@
 #include <stdlib.h>
 
 #include "../common/util.h"
+#include "comm_backend.h"
 #include "nccl_check.h"
 #include "nccl_watchdog.h"
 
@@ -134,7 +134,44 @@ void comm_nccl_all_to_all_v(CommNccl *n, CommType t, const void *send, const int
     end(n, ticket, n->after, 1);
 }
 
-#else
-/* Without NCCL this unit is empty (ISO C wants at least one declaration). */
-typedef int comm_nccl_unused;
-#endif
+/* ---- the nccl backend's table (comm_backend.h): the data collectives of
+ * a Comm whose control plane stays on MPI (or single) ---- */
+
+static CommNccl *nccl_of(const Comm *c) { return c->data_state; }
+
+static void *nccl_open(Comm *c) { return comm_nccl_open(c->rank, c->world); }
+
+static void nccl_close(Comm *c) { comm_nccl_close(nccl_of(c)); }
+
+static void nccl_set_timeout(Comm *c, double seconds) { comm_nccl_set_timeout(nccl_of(c), seconds); }
+
+static void nccl_all_gather_v(Comm *c, CommType t, const void *send, void *recv, const int64_t *counts,
+                              const int64_t *displs) {
+    comm_nccl_all_gather_v(nccl_of(c), t, send, recv, counts, displs);
+}
+
+static void nccl_all_gather_v_start(Comm *c, CommType t, const void *send, void *recv, const int64_t *counts,
+                                    const int64_t *displs) {
+    comm_nccl_all_gather_v_start(nccl_of(c), t, send, recv, counts, displs);
+}
+
+static void nccl_wait(Comm *c) { comm_nccl_wait(nccl_of(c)); }
+
+static void nccl_all_to_all_v(Comm *c, CommType t, const void *send, const int64_t *scounts, const int64_t *sdispls,
+                              void *recv, const int64_t *rcounts, const int64_t *rdispls) {
+    comm_nccl_all_to_all_v(nccl_of(c), t, send, scounts, sdispls, recv, rcounts, rdispls);
+}
+
+/* The reductions and barriers of the control plane stay on the host's backend. */
+static const CommOps nccl_ops = {.name = "nccl",
+                                 .open = nccl_open,
+                                 .close = nccl_close,
+                                 .set_timeout = nccl_set_timeout,
+                                 .all_gather_v = nccl_all_gather_v,
+                                 .all_gather_v_start = nccl_all_gather_v_start,
+                                 .wait = nccl_wait,
+                                 .all_to_all_v = nccl_all_to_all_v,
+                                 .max_i64 = NULL,
+                                 .barrier = NULL};
+
+const CommOps *comm_nccl_ops(void) { return &nccl_ops; }

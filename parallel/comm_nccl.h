@@ -1,6 +1,7 @@
 #ifndef KVCPT_COMM_NCCL_H
 #define KVCPT_COMM_NCCL_H
-/* The NCCL backend of parallel/comm.h (built with KVCPT_NCCL only): device
+/* The NCCL backend of parallel/comm.h (linked where NCCL was found; its
+ * table, comm_nccl_ops, is in parallel/comm_backend.h): device
  * buffers, collectives on the communicator's own stream, the caller's
  * stream ordered before and after them with events. MPI broadcasts the
  * ncclUniqueId. Runs on the current device, which the caller picked

@@ -5,31 +5,11 @@
 #include <string.h>
 
 #include "../common/util.h"
-#include "../optim/norm_fixed.h"
-#include "../optim/norm_fixed_math.h"
-
-FsdpCudaBytes fsdp_cuda_bytes(const ShardPlan *p, int bf16_weights, OptimKind optim) {
-    FsdpCudaBytes b = {0};
-    b.master = (int64_t)sizeof(float) * p->local_numel;
-    b.grad_sum = b.master;
-    b.exchange = (int64_t)sizeof(float) * p->world * shard_max_piece(p, -1);
-    b.stage = bf16_weights ? (int64_t)sizeof(uint16_t) * (p->max_unit + shard_max_piece(p, p->rank)) : 0;
-    ShardSegment *s = NULL;
-    int n = shard_segments(p, p->rank, &s);
-    b.blocks = (int64_t)sizeof(double) * shard_norm_block_count(s, n);
-    int64_t *numel = xmalloc(sizeof(int64_t) * (size_t)(n + 1)), *whole = xmalloc(sizeof(int64_t) * (size_t)(n + 1));
-    for (int i = 0; i < n; i++) numel[i] = s[i].numel, whole[i] = s[i].tensor_numel;
-    OptimStateCounts counts = optim_state_counts(optim, numel, whole, n);
-    b.optim = optim_device_bytes(&counts, n);
-    free(numel), free(whole), free(s);
-    b.total = b.master + b.grad_sum + b.exchange + b.stage + b.blocks + b.optim;
-    return b;
-}
-
-#ifdef KVCPT_CUDA
 #include "../kernels/bf16.h"
 #include "../kernels/cuda_device.h"
 #include "../kernels/shard_accumulate.h"
+#include "../optim/norm_fixed.h"
+#include "../optim/norm_fixed_math.h"
 #include "../optim/optim_cuda.h"
 
 struct FsdpCuda {
@@ -323,4 +303,3 @@ void fsdp_cuda_traffic(const FsdpCuda *d, int64_t *gathers, int64_t *gather_byte
                        int64_t *reduce_bytes) {
     *gathers = d->gathers, *gather_bytes = d->gather_bytes, *reduces = d->reduces, *reduce_bytes = d->reduce_bytes;
 }
-#endif

@@ -38,7 +38,7 @@
 #include "fsdp.h"
 #include "shard_plan.h"
 
-/* Device bytes of one rank's shard buffers (every build: the memory plan). */
+/* Device bytes of one rank's shard buffers (every build, parallel/fsdp_cuda_bytes.c: the memory plan). */
 typedef struct {
     int64_t master;   /* fp32, plan.local_numel */
     int64_t grad_sum; /* fp32, plan.local_numel */
@@ -53,7 +53,6 @@ FsdpCudaBytes fsdp_cuda_bytes(const ShardPlan *p, int bf16_weights, OptimKind op
 
 typedef struct FsdpCuda FsdpCuda;
 
-#ifdef KVCPT_CUDA
 /* Over the host sharding's plan (f: its plan and segments; the host master
  * and optimizer stay the checkpoint's staging) and the engine g (streamed or whole),
  * whose unit hooks it installs. comm must be on NCCL (device buffers). */
@@ -79,5 +78,4 @@ int fsdp_cuda_step(FsdpCuda *d, const AdamWHyper *h, int64_t step);
 int64_t fsdp_cuda_device_bytes(const FsdpCuda *d);
 void fsdp_cuda_traffic(const FsdpCuda *d, int64_t *gathers, int64_t *gather_bytes, int64_t *reduces,
                        int64_t *reduce_bytes);
-#endif
 #endif

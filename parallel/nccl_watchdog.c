@@ -1,4 +1,3 @@
-#ifdef KVCPT_NCCL
 #include "nccl_watchdog.h"
 
 #include <pthread.h>
@@ -245,8 +244,3 @@ void nccl_watchdog_leave(NcclWatchdog *w, int64_t ticket, cudaStream_t stream) {
     s->state = SLOT_RECORDED;
     pthread_mutex_unlock(&w->mu);
 }
-
-#else
-/* Without NCCL this unit is empty (ISO C wants at least one declaration). */
-typedef int nccl_watchdog_unused;
-#endif

@@ -1,6 +1,6 @@
 #ifndef KVCPT_NCCL_WATCHDOG_H
 #define KVCPT_NCCL_WATCHDOG_H
-/* A watchdog for one NCCL communicator (built with KVCPT_NCCL only), as
+/* A watchdog for one NCCL communicator (linked where NCCL was found), as
  * PyTorch's ProcessGroupNCCL has one: on a GPU, an NCCL operation whose peer
  * is stopped, hung or dead spins forever, and so would every rank waiting on
  * it. The caller brackets each operation it enqueues with enter/leave; leave

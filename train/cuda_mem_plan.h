@@ -12,6 +12,7 @@
  * `kvcpt plan --engine cuda` and the trainer's start-up check agree with
  * what the engine reports holding. In every build (no CUDA needed). */
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../kernels/attention.h"
 #include "../model/config.h"
@@ -56,6 +57,5 @@ CudaMemPlan cuda_mem_plan(const LlamaConfig *c, const CudaMemInputs *in);
 CudaMemInputs cuda_mem_inputs_from_train(const TrainConfig *c, TrainMode mode, int ranks);
 
 /* One line per figure (GiB and bytes) to f, each prefixed with indent. */
-#include <stdio.h>
 void cuda_mem_plan_print(FILE *f, const CudaMemPlan *p, const char *indent);
 #endif

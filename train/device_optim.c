@@ -1,6 +1,5 @@
 #include "device_optim.h"
 
-#ifdef KVCPT_CUDA
 #include <stdlib.h>
 
 #include "../common/util.h"
@@ -67,4 +66,3 @@ int device_optim_step(DeviceOptim *d, LlamaCuda *g, const AdamWHyper *h, int64_t
 }
 
 int64_t device_optim_bytes(const DeviceOptim *d) { return optim_cuda_bytes(d->opt); }
-#endif

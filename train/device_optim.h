@@ -19,7 +19,6 @@
 
 typedef struct DeviceOptim DeviceOptim;
 
-#ifdef KVCPT_CUDA
 /* host: the single rank's optimizer (segments at layout offsets, as a
  * world-of-one ShardPlan gives); stochastic: round bf16 matrices with
  * random bits keyed by seed (fp32 engines must pass 0). */
@@ -36,5 +35,4 @@ double device_optim_grad_sum_squares(const LlamaCuda *g);
  * (nothing changed, a warning printed). */
 int device_optim_step(DeviceOptim *d, LlamaCuda *g, const AdamWHyper *h, int64_t step);
 int64_t device_optim_bytes(const DeviceOptim *d);
-#endif
 #endif

@@ -4,13 +4,14 @@
  * that runs forward and backward: the CPU model (train_engine_cpu.c), or
  * the CUDA engine (train_engine_cuda.c, the only file that names CUDA).
  *
- * The CPU engine works against the host's Llama and its sharding
- * (parallel/fsdp.h): the host buffers hold the parameters the optimizer
- * steps, and a backward hands each unit's gradient to the sharding hooks in
- * the order the CPU backward finishes them. The CUDA engine steps the
- * optimizer itself (train_mode_optim_on_engine): on the GPUs' shards
- * (parallel/fsdp_cuda.h) or, for one rank, on its own whole parameters; the
- * host's master shard and optimizer are then only a checkpoint's staging.
+ * Every engine steps the optimizer where it keeps the parameters. The CPU
+ * engine works against the host's Llama and its sharding
+ * (parallel/fsdp.h): a backward hands each unit's gradient to the sharding
+ * hooks in the order the CPU backward finishes them, and the host's
+ * optimizer steps this rank's shard of the host master. The CUDA engine
+ * steps on the GPUs' shards (parallel/fsdp_cuda.h) or, for one rank, on its
+ * own whole parameters; the host's master shard and optimizer are then only
+ * a checkpoint's staging.
  * Either way micro-batches add in the same order for every rank count. */
 #include <jansson.h>
 #include <stdint.h>
@@ -24,24 +25,24 @@
 
 typedef struct TrainEngine {
     void *ctx;
-    /* Before a step's micro-batches: the current parameters into the engine
-     * (host optimizer), or the engine's gradient sums zeroed (engine optimizer). */
+    /* Before a step's micro-batches: the gradient sums zeroed. */
     void (*begin_step)(void *ctx);
     /* Mean loss of batch sequences of T tokens (host memory in). */
     float (*forward)(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T);
-    /* The last forward's gradient: to the sharding hooks (host optimizer),
-     * or added to the engine's sums (engine optimizer). */
+    /* The last forward's gradient added to the step's sums (on the CPU
+     * through the sharding hooks, into this rank's shard). */
     void (*backward)(void *ctx);
     /* Before evaluation (every rank then runs the same number of forwards):
      * the CPU engine gathers the whole model; the CUDA engine needs nothing. */
     void (*begin_eval)(void *ctx);
-    /* Engine optimizer only (NULL otherwise): the sum of squares of the
-     * accumulated gradients over all ranks, and one update (1 on every rank
-     * when any rank's gradient is unusable: nothing changed anywhere). */
+    /* The sum of squares of the accumulated gradients over all ranks (the
+     * same on every rank), and one update (1 on every rank when any rank's
+     * gradient is unusable: nothing changed anywhere). */
     double (*grad_sum_squares)(void *ctx);
     int (*optim_step)(void *ctx, const AdamWHyper *h, int64_t step);
     /* The host's optimizer and master (after setup or a restore) into the
-     * engine, and back before a checkpoint; no-ops where the host steps. */
+     * engine, and back before a checkpoint; the CPU engine steps the host's
+     * optimizer itself, so it only records which one. */
     void (*push_state)(void *ctx, Optimizer *opt);
     void (*pull_state)(void *ctx, Optimizer *opt);
     /* Adds the engine's own fields (memory held) to a log record. */

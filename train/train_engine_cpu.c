@@ -1,5 +1,6 @@
 /* The CPU engine: the host model itself. Sharding hooks gather each unit's
- * parameters as the passes reach it and scatter its gradients after. */
+ * parameters as the passes reach it and scatter its gradients after; the
+ * optimizer steps this rank's shard of the host master (parallel/fsdp.h). */
 #include <stdlib.h>
 
 #include "../common/util.h"
@@ -8,9 +9,13 @@
 typedef struct {
     Llama *model;
     Fsdp *fsdp;
+    Optimizer *opt; /* the host's, over this rank's shard (push_state) */
 } CpuEngine;
 
-static void cpu_begin_step(void *ctx) {}
+static void cpu_begin_step(void *ctx) {
+    CpuEngine *e = ctx;
+    fsdp_zero_grad_sum(e->fsdp);
+}
 
 static float cpu_forward(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T) {
     CpuEngine *e = ctx;
@@ -28,7 +33,30 @@ static void cpu_begin_eval(void *ctx) {
     fsdp_gather_all(e->fsdp);
 }
 
-static void cpu_state(void *ctx, Optimizer *opt) {}
+static double cpu_grad_sum_squares(void *ctx) {
+    CpuEngine *e = ctx;
+    return fsdp_grad_sum_squares(e->fsdp);
+}
+
+/* Updates this rank's shard, unless any rank's shard holds an unusable gradient. */
+static int cpu_optim_step(void *ctx, const AdamWHyper *h, int64_t step) {
+    CpuEngine *e = ctx;
+    KV_CHECK(e->opt, "train: the CPU engine stepped before its optimizer was pushed");
+    int bad = optim_check_grads(e->opt, e->fsdp->grad_sum, h, step);
+    if (comm_max_i64(e->fsdp->comm, bad)) return 1;
+    KV_CHECK(optim_step(e->opt, e->fsdp->master, e->fsdp->grad_sum, h, step) == 0,
+             "step %lld: the optimizer rejected gradients its check accepted", (long long)step);
+    return 0;
+}
+
+/* The host's optimizer is the one this engine steps, over the host master
+ * itself: nothing to copy either way. */
+static void cpu_push_state(void *ctx, Optimizer *opt) {
+    CpuEngine *e = ctx;
+    e->opt = opt;
+}
+
+static void cpu_pull_state(void *ctx, Optimizer *opt) {}
 static void cpu_log_fields(void *ctx, json_t *record) {}
 static void cpu_free(void *ctx) { free(ctx); }
 
@@ -40,8 +68,10 @@ TrainEngine train_engine_cpu_create(Llama *model, Fsdp *fsdp) {
                          .forward = cpu_forward,
                          .backward = cpu_backward,
                          .begin_eval = cpu_begin_eval,
-                         .push_state = cpu_state,
-                         .pull_state = cpu_state,
+                         .grad_sum_squares = cpu_grad_sum_squares,
+                         .optim_step = cpu_optim_step,
+                         .push_state = cpu_push_state,
+                         .pull_state = cpu_pull_state,
                          .log_fields = cpu_log_fields,
                          .free = cpu_free};
 }

@@ -14,11 +14,9 @@
  * CUDA. */
 #include "train_engine.h"
 
-#include "../common/util.h"
-
-#ifdef KVCPT_CUDA
 #include <stdlib.h>
 
+#include "../common/util.h"
 #include "../kernels/cuda_device.h"
 #include "../model/llama_cuda.h"
 #include "../parallel/fsdp_cuda.h"
@@ -190,8 +188,3 @@ TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama
                          .log_fields = cuda_log_fields,
                          .free = cuda_engine_free};
 }
-#else
-TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp, Comm *comm) {
-    die("train: device cuda: this binary was built without the CUDA backend; hint: install nvcc and run 'make'");
-}
-#endif

@@ -31,8 +31,6 @@ TrainMode train_mode_for_device(Device dev, const TrainConfig *c, int rank, int 
 
 Device train_mode_device(TrainMode m) { return m == TRAIN_CPU ? DEVICE_CPU : DEVICE_CUDA; }
 
-int train_mode_optim_on_engine(TrainMode m) { return m != TRAIN_CPU; }
-
 int train_mode_whole_on_device(TrainMode m) { return m == TRAIN_CUDA_FP32_OPTIM || m == TRAIN_CUDA_BF16SR; }
 
 LlamaCudaPrecision train_mode_precision(TrainMode m) {

@@ -26,8 +26,6 @@ TrainMode train_mode_resolve(const TrainConfig *c, int rank, int world);
 /* The same for a given device, whatever this machine has (memory plans). */
 TrainMode train_mode_for_device(Device dev, const TrainConfig *c, int rank, int world);
 Device train_mode_device(TrainMode m);
-/* 1 when the engine steps the optimizer (every CUDA mode). */
-int train_mode_optim_on_engine(TrainMode m);
 /* 1 when the engine's own parameters are the master (one rank, no shards). */
 int train_mode_whole_on_device(TrainMode m);
 /* The CUDA engine's weight precision (fp32 for the CPU). */

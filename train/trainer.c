@@ -217,26 +217,12 @@ static void warn_skipped(Trainer *t) {
     t->skipped_steps++;
 }
 
-/* Updates this rank's shard, unless any rank's shard holds an unusable gradient. */
-static void optimizer_update(Trainer *t, double norm, double *lr) {
-    AdamWHyper h = step_hyper(t, norm);
-    *lr = h.lr;
-    int bad = !isfinite(norm) || optim_check_grads(t->opt, t->fsdp.grad_sum, &h, t->step);
-    if (comm_max_i64(t->comm, bad)) {
-        warn_skipped(t);
-        return;
-    }
-    KV_CHECK(optim_step(t->opt, t->fsdp.master, t->fsdp.grad_sum, &h, t->step) == 0,
-             "step %lld: the optimizer rejected gradients its check accepted", (long long)t->step);
-}
-
 /* Every micro-batch's backward adds d(its mean loss); the step uses the
- * mean over them. The optimizer steps this rank's shard on the host, or the
- * engine's parameters where the engine holds them. */
+ * mean over them. The engine steps the optimizer where it keeps the
+ * parameters: this rank's shard on the host (CPU), the GPUs' shards or the
+ * engine's own parameters (CUDA). */
 float trainer_step(Trainer *t, double *grad_norm, double *lr) {
     TrainEngine *e = &t->engine;
-    int on_engine = train_mode_optim_on_engine(t->mode);
-    if (!on_engine) fsdp_zero_grad_sum(&t->fsdp);
     e->begin_step(e->ctx);
     for (int64_t a = 0; a < t->rounds; a++) {
         load_micro_batch(t);
@@ -246,15 +232,11 @@ float trainer_step(Trainer *t, double *grad_norm, double *lr) {
     double loss = step_loss(t);
     t->step++;
     if (!isfinite(loss)) return (float)loss;
-    double sq = on_engine ? e->grad_sum_squares(e->ctx) : fsdp_grad_sum_squares(&t->fsdp);
-    double norm = sqrt(sq) / (double)t->accum;
-    if (on_engine) {
-        AdamWHyper h = step_hyper(t, norm);
-        *lr = h.lr;
-        if (!isfinite(norm) || e->optim_step(e->ctx, &h, t->step)) warn_skipped(t);
-    } else {
-        optimizer_update(t, norm, lr);
-    }
+    /* the same sum on every rank: a non-finite norm skips the step everywhere */
+    double norm = sqrt(e->grad_sum_squares(e->ctx)) / (double)t->accum;
+    AdamWHyper h = step_hyper(t, norm);
+    *lr = h.lr;
+    if (!isfinite(norm) || e->optim_step(e->ctx, &h, t->step)) warn_skipped(t);
     *grad_norm = norm;
     return (float)loss;
 }

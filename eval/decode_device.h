@@ -1,0 +1,30 @@
+#ifndef KVCPT_DECODE_DEVICE_H
+#define KVCPT_DECODE_DEVICE_H
+/* What `kvcpt eval --device cuda` asks of a device's decode engine, as the
+ * backend registers it: the GPU's (eval/engine_cuda.c), or none where the
+ * binary was built without CUDA (eval/engine_cuda_stub.c, which the
+ * Makefile links in its place). The engines it creates then run through
+ * eval/engine.h like CPU ones. */
+#include <stdint.h>
+
+#include "engine.h"
+
+typedef struct DecodeDevice {
+    const char *name; /* "cuda" */
+    /* Uploads m's weights once for every engine of its documents; *bytes:
+     * what the device then holds for them. Free with model_free after the
+     * last engine. */
+    void *(*model_upload)(const Llama *m, int64_t *bytes);
+    void (*model_free)(void *model);
+    /* engine_create on the device, over model (model_upload of m), for cap
+     * positions and W prefill rows kept for policies. Free with engine_free. */
+    void (*engine_create)(DecodeEngine *e, Llama *m, void *model, int64_t cap, int64_t W);
+    /* How many documents of L + S positions (W prefill rows each) decode at
+     * once: batch, or fewer when the free device memory holds fewer (said on
+     * stdout); dies, naming the sizes, when not even one fits. */
+    int64_t (*fit_batch)(const LlamaConfig *c, int64_t L, int64_t S, int64_t W, int64_t batch);
+} DecodeDevice;
+
+/* The GPU's table, or NULL in a binary built without CUDA. */
+const DecodeDevice *decode_device_cuda(void);
+#endif
