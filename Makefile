@@ -108,7 +108,7 @@ BENCH_NO_CUDA_C := bench/bench_cuda_none.c
 # where it is built; its stubs, which register none, stand in for them
 # elsewhere, so the code that uses a backend asks its table at run time
 # instead of the preprocessor at build time.
-CUDA_C      := kernels/cuda_backend.c eval/engine_cuda.c train/train_engine_cuda.c train/device_optim.c \
+CUDA_C      := kernels/cuda_backend.c model/llama_cuda.c eval/engine_cuda.c train/train_engine_cuda.c train/device_optim.c \
                parallel/fsdp_cuda.c
 CUDA_STUB_C := common/backend_cuda_stub.c eval/engine_cuda_stub.c train/train_engine_cuda_stub.c
 MPI_C       := parallel/comm_mpi.c
@@ -152,14 +152,19 @@ EMU_CFLAGS   := $(BASE_CFLAGS) $(EMU_FLAGS)
 # what is emulated, so they see nvcc's device-pass macro for sm_90 (shared
 # headers such as optim/adamw_math.h pick their explicitly rounded path by
 # it) and, as nvcc does, get cuda_runtime.h (the intrinsics) before any line.
+# The kernels reach what differs on the emulator (the tensor-core
+# instructions, the vector access check, the driver probe) through the
+# include path, as <kernels/mma_isa.cuh> and <kernels/platform.cuh>:
+# EMU_FLAGS puts tests/cuda_emu/include, which holds the emulator's versions,
+# before -I., where nvcc finds the GPU's.
 # A .cu.cc under build/emu/D/ finds its own folder's headers through
 # EMU_QUOTE (-iquote D, as nvcc finds them beside D/x.cu); -iquote kernels
 # serves the rewritten kernels/*.cuh, which sit in build/emu/kernels/.
 EMU_QUOTE     = -iquote $(dir $*)
 EMU_FMA      := $(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo -mfma)
 EMU_CXXFLAGS := -std=c++17 $(OPT) -g -ffp-contract=fast $(EMU_FMA) -D__CUDA_ARCH__=900 -include cuda_runtime.h -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas \
-                -D_GNU_SOURCE -I. \
-                -iquote kernels $(EMU_FLAGS)
+                -D_GNU_SOURCE $(EMU_FLAGS) -I. \
+                -iquote kernels
 EMU_TESTS    := ops_cuda adamw_cuda shard_ops_cuda attention_cuda attention_mma model_cuda decode_cuda attention_decode_cuda mma mem_plan_cuda
 EMU_BIN      := $(EMU_TESTS:%=build/tests/test_cuda_emu_%)
 # the NCCL tests, on the plain emulator only (tests/test_cuda_emu_nccl.sh
@@ -179,7 +184,9 @@ build/emu/%.cu.cc: %.cu tests/cuda_emu/cu2cc.sh
 # the .cuh headers, rewritten as the .cu files are (static shared memory
 # is counted); the .cu.cc files include these (build/emu/kernels/x.cuh)
 # before the originals
-EMU_CUH      := $(patsubst %,build/emu/%,$(foreach d,$(DIRS),$(wildcard $(d)/*.cuh)))
+# (all but the GPU's hook headers, which the emulator replaces, see above)
+EMU_HOOK_CUH := kernels/mma_isa.cuh kernels/platform.cuh
+EMU_CUH      := $(patsubst %,build/emu/%,$(filter-out $(EMU_HOOK_CUH),$(foreach d,$(DIRS),$(wildcard $(d)/*.cuh))))
 $(EMU_CUH): build/emu/%.cuh: %.cuh tests/cuda_emu/cu2cc.sh
 	@mkdir -p $(dir $@)
 	bash tests/cuda_emu/cu2cc.sh $< $@

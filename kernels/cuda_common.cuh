@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* through the include path, so the emulator's build can supply its own */
+#include <kernels/platform.cuh>
+
 #define CUDA_CHECK(call)                                                                                    \
     do {                                                                                                    \
         cudaError_t err_ = (call);                                                                          \
@@ -31,18 +34,15 @@
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
 /* 16-byte vector load and store. p must be 16-byte aligned: a GPU stops the
- * kernel otherwise (misaligned address), and the emulator checks it. */
+ * kernel otherwise (misaligned address), and the emulator checks it
+ * (kernels/platform.cuh). */
 static __device__ __forceinline__ uint4 load_b128(const void *p) {
-#ifdef KVCPT_CUDA_EMU
-    emu::check_vector_access(p, 16, "16-byte vector load");
-#endif
+    vector_access_check(p, 16, "16-byte vector load");
     return *(const uint4 *)p;
 }
 
 static __device__ __forceinline__ void store_b128(void *p, uint4 v) {
-#ifdef KVCPT_CUDA_EMU
-    emu::check_vector_access(p, 16, "16-byte vector store");
-#endif
+    vector_access_check(p, 16, "16-byte vector store");
     *(uint4 *)p = v;
 }
 

@@ -1,22 +1,10 @@
 #include <stdio.h>
-#include <unistd.h>
 
 #include "cuda_common.cuh"
 #include "cuda_device.h"
 
 extern "C" {
 #include "../common/util.h"
-}
-
-/* Whether an NVIDIA kernel driver is installed. Without one, the runtime
- * also answers "insufficient driver", which then only means a machine
- * without a GPU. */
-static int nvidia_driver_installed(void) {
-#ifdef KVCPT_CUDA_EMU
-    return emu_nvidia_driver_installed();
-#else
-    return access("/proc/driver/nvidia/version", F_OK) == 0;
-#endif
 }
 
 extern "C" int cuda_device_count(void) {

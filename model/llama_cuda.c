@@ -1,167 +1,14 @@
+/* The CUDA engine (model/llama_cuda.h): built only with the CUDA backend
+ * (nvcc or the CPU emulator; the Makefile's CUDA_C). Its sizes and packing,
+ * which the memory plan needs in every build, are model/llama_cuda_size.c. */
 #include "llama_cuda.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/redzone.h"
 #include "../common/util.h"
-
-LlamaCudaPrecision llama_cuda_precision_parse(const char *s, const char *what) {
-    if (strcmp(s, "fp32") == 0) return LLAMA_CUDA_FP32;
-    if (strcmp(s, "bf16") == 0) return LLAMA_CUDA_BF16_WEIGHTS;
-    die("%s: precision must be 'fp32' or 'bf16' (got '%s')", what, s);
-}
-
-const char *llama_cuda_precision_name(LlamaCudaPrecision p) { return p == LLAMA_CUDA_BF16_WEIGHTS ? "bf16" : "fp32"; }
-
-/* Tensors the bf16 engine keeps in fp32: read by fp32 kernels (embedding
- * lookup and its scatter-add, RMSNorm), and small except the embedding. */
-static int stays_fp32(const ParamTensor *t) {
-    return t->kind == PT_EMBED || t->kind == PT_ATTN_NORM || t->kind == PT_MLP_NORM || t->kind == PT_FINAL_NORM;
-}
-
-/* 128 elements: every packed tensor starts 256-byte aligned, as cuBLASLt likes. */
-static int64_t align_elems(int64_t n) { return (n + 127) / 128 * 128; }
-
-/* k after q, v after k, up after gate: the second and third tensors of a
- * fused product (model/llama_layer.c) follow their predecessor with no
- * padding, so the stacked weight is one matrix in the bf16 packing too. */
-static int continues_fused(const ParamTensor *t) { return t->kind == PT_WK || t->kind == PT_WV || t->kind == PT_WUP; }
-
-/* Where tensor t goes in a packed buffer whose fill is *n: its offset, and
- * *n moves past it. */
-static int64_t pack_place(int64_t *n, const ParamTensor *t) {
-    if (!continues_fused(t)) *n = align_elems(*n);
-    int64_t off = *n;
-    *n += t->numel;
-    return off;
-}
-
-/* The bf16 engine's packing: each tensor's element offset in its buffer
- * (dev_offset, per layout tensor, when not NULL), the fp32 and bf16 element
- * counts, and the tied lm_head copy's offset in the bf16 buffer (-1: none). */
-static int64_t pack_bf16(const ParamLayout *L, const LlamaConfig *c, int64_t *dev_offset, int64_t *n32, int64_t *n16) {
-    *n32 = 0, *n16 = 0;
-    for (int i = 0; i < L->n; i++) {
-        int64_t off = pack_place(stays_fp32(&L->t[i]) ? n32 : n16, &L->t[i]);
-        if (dev_offset) dev_offset[i] = off;
-    }
-    int64_t head = -1;
-    if (c->tie_word_embeddings) *n16 = align_elems(*n16), head = *n16, *n16 += c->vocab_size * c->hidden_size;
-    *n32 = align_elems(*n32), *n16 = align_elems(*n16);
-    return head;
-}
-
-LlamaCudaFixedBytes llama_cuda_fixed_bytes(const ParamLayout *L, const LlamaConfig *c, LlamaCudaPrecision p) {
-    LlamaCudaFixedBytes b = {(int64_t)sizeof(float) * L->total, 0, (int64_t)sizeof(float) * L->total};
-    if (p == LLAMA_CUDA_BF16_WEIGHTS) {
-        int64_t n32, n16;
-        pack_bf16(L, c, NULL, &n32, &n16);
-        b.params = (int64_t)sizeof(float) * n32, b.wbf16 = (int64_t)sizeof(bf16) * n16;
-    }
-    return b;
-}
-
-/* The streamed engine's packing. Resident tensors (embedding, final norm,
- * lm_head): in fp32 mode, each unit in layout order (embedding at 0, the
- * tail after it), so a unit is gathered in place; with bf16 weights the
- * embedding and final norm in the fp32 buffer, the lm_head (or a tied
- * lm_head's copy) in the bf16 one. A layer slot holds one layer laid out
- * as layer 0's tensors: in layout order (fp32), or the norms fp32 and the
- * matrices bf16, each 128-aligned. Gradients: the resident tensors as the
- * fp32 weights are, and one layer in layout order. res_off (per layout
- * tensor, resident ones) and slot_off (per tensor of a layer) when not NULL. */
-typedef struct {
-    int64_t res32, res16;     /* resident elements, fp32 and bf16 */
-    int64_t slot32, slot16;   /* elements of one layer slot */
-    int64_t res_grads;        /* resident gradient elements */
-    int layer_tensors;        /* tensors per layer */
-} StreamPack;
-
-static int is_layer_tensor(const ParamTensor *t) { return t->layer >= 0; }
-
-static StreamPack stream_pack(const ParamLayout *L, const LlamaConfig *c, LlamaCudaPrecision p, int64_t *res_off,
-                              int64_t *slot_off) {
-    StreamPack z = {0};
-    int bf = p == LLAMA_CUDA_BF16_WEIGHTS;
-    int64_t tail_begin = L->layer_begin0 + c->num_hidden_layers * L->layer_numel, embed_n = 0;
-    for (int i = 0; i < L->n; i++)
-        if (L->t[i].kind == PT_EMBED) embed_n = L->t[i].numel;
-    for (int i = 0; i < L->n; i++) {
-        const ParamTensor *t = &L->t[i];
-        if (is_layer_tensor(t)) {
-            if (t->layer != 0) continue;
-            int64_t off;
-            if (!bf) off = t->offset - L->layer_begin0, z.slot32 = L->layer_numel;
-            else off = pack_place(stays_fp32(t) ? &z.slot32 : &z.slot16, t);
-            if (slot_off) slot_off[z.layer_tensors] = off;
-            z.layer_tensors++;
-            continue;
-        }
-        int64_t off;
-        if (!bf) off = t->kind == PT_EMBED ? 0 : embed_n + (t->offset - tail_begin);
-        else off = pack_place(stays_fp32(t) ? &z.res32 : &z.res16, t);
-        if (res_off) res_off[i] = off;
-    }
-    z.res_grads = embed_n + (L->total - tail_begin);
-    if (!bf) z.res32 = z.res_grads;
-    if (bf) {
-        if (c->tie_word_embeddings) z.res16 = align_elems(z.res16) + c->vocab_size * c->hidden_size; /* the head's copy */
-        z.res32 = align_elems(z.res32), z.res16 = align_elems(z.res16);
-        z.slot32 = align_elems(z.slot32), z.slot16 = align_elems(z.slot16);
-    }
-    return z;
-}
-
-LlamaCudaFixedBytes llama_cuda_streamed_bytes(const ParamLayout *L, const LlamaConfig *c, LlamaCudaPrecision p) {
-    StreamPack z = stream_pack(L, c, p, NULL, NULL);
-    return (LlamaCudaFixedBytes){(int64_t)sizeof(float) * (z.res32 + LLAMA_CUDA_SLOTS * z.slot32),
-                                 (int64_t)sizeof(bf16) * (z.res16 + LLAMA_CUDA_SLOTS * z.slot16),
-                                 (int64_t)sizeof(float) * (z.res_grads + L->layer_numel)};
-}
-
-int64_t llama_cuda_rope_bytes(const LlamaConfig *c, int64_t T) { return (int64_t)sizeof(float) * 2 * T * (c->head_dim / 2); }
-
-int llama_cuda_act_size(LlamaCudaPrecision p) { return p == LLAMA_CUDA_BF16_WEIGHTS ? (int)sizeof(bf16) : (int)sizeof(float); }
-
-static int64_t mul_checked(int64_t a, int64_t b, const char *what) {
-    int64_t r;
-    KV_CHECK(!__builtin_mul_overflow(a, b, &r), "llama_cuda: %s overflows 64 bits (%lld x %lld)", what, (long long)a,
-             (long long)b);
-    return r;
-}
-
-/* One layer's selection: B * Hkv * refresh_sel_len entries under an active
- * mask (the per-row records of evict and restride can far outgrow T), never
- * fewer than B * T * Hkv. */
-static int64_t sel_bytes(const LlamaConfig *c, int64_t B, int64_t T, const RefreshMask *mask) {
-    int64_t per = T;
-    if (mask && refresh_active(mask, T)) {
-        int64_t n = refresh_sel_len(mask, T);
-        if (n > per) per = n;
-    }
-    int64_t n = mul_checked(mul_checked(B, c->num_key_value_heads, "the selection's rows"), per, "the selection");
-    return mul_checked(n, (int64_t)sizeof(int32_t), "the selection's bytes");
-}
-
-LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, LlamaCudaPrecision p, int64_t B, int64_t T,
-                                       const RefreshMask *mask) {
-    int64_t C = c->hidden_size, nl = c->num_hidden_layers, BT = B * T;
-    int act = llama_cuda_act_size(p);
-    return (LlamaCudaActBytes){
-        .sets = recompute ? 1 : nl,
-        .layer_set = (int64_t)sizeof(float) * llama_layer_acts_numel(c, BT, act),
-        .sel = sel_bytes(c, B, T, mask),
-        .resid = (int64_t)sizeof(float) * (nl + 1) * BT * C,
-        .tokens = (int64_t)sizeof(int32_t) * 2 * BT,
-        .xf = (int64_t)sizeof(float) * BT * (C + 3),
-        .scratch = (int64_t)sizeof(float) * llama_scratch_numel(c, BT, act),
-    };
-}
-
-#ifdef KVCPT_CUDA
-#include <math.h>
-#include <stdlib.h>
-
 #include "../kernels/attention_mma.h"
 #include "../kernels/crossentropy.h"
 #include "../kernels/cuda_device.h"
@@ -175,7 +22,6 @@ LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, Llam
 
 static void zero(float *d, int64_t n) { cuda_memset_zero(d, sizeof(float) * (size_t)n); }
 
-
 /* Packs the fp32 tensors into params and the matrices into wbf16, and binds
  * the views. The matrix views are the pun LlamaOps asks for: the layer code
  * (model/llama_layer.c) is written once for every engine and precision, so
@@ -186,22 +32,22 @@ static void create_bf16_weights(LlamaCuda *g) {
     const ParamLayout *L = &g->layout;
     g->dev_offset = xmalloc(sizeof(int64_t) * (size_t)L->n);
     int64_t n32, n16;
-    g->head_offset = pack_bf16(L, &g->cfg, g->dev_offset, &n32, &n16);
+    g->head_offset = llama_cuda_pack_bf16(L, &g->cfg, g->dev_offset, &n32, &n16);
     LlamaCudaFixedBytes fb = llama_cuda_fixed_bytes(L, &g->cfg, LLAMA_CUDA_BF16_WEIGHTS);
     g->params = cuda_malloc_counted(&g->bytes_fixed, fb.params);
     g->wbf16 = cuda_malloc_counted(&g->bytes_fixed, fb.wbf16);
     g->w.layers = xcalloc((size_t)g->cfg.num_hidden_layers, sizeof(LayerTensors));
     for (int i = 0; i < L->n; i++)
         *llama_tensor_slot(&g->w, &L->t[i]) =
-            stays_fp32(&L->t[i]) ? g->params + g->dev_offset[i] : (float *)(void *)(g->wbf16 + g->dev_offset[i]);
+            llama_cuda_stays_fp32(&L->t[i]) ? g->params + g->dev_offset[i] : (float *)(void *)(g->wbf16 + g->dev_offset[i]);
     if (g->head_offset >= 0) g->w.lm_head = (float *)(void *)(g->wbf16 + g->head_offset);
     /* the alignment padding after each packed tensor is nobody's: poisoned in
      * the emulator's sanitizer build, so a kernel reading or writing past
      * its tensor there is reported (common/redzone.h) */
     for (int i = 0; i < L->n; i++) {
         int64_t end = g->dev_offset[i] + L->t[i].numel;
-        int64_t pad = i + 1 < L->n && continues_fused(&L->t[i + 1]) ? 0 : align_elems(end) - end;
-        if (stays_fp32(&L->t[i])) REDZONE_POISON(g->params + g->dev_offset[i] + L->t[i].numel, sizeof(float) * (size_t)pad);
+        int64_t pad = i + 1 < L->n && llama_cuda_continues_fused(&L->t[i + 1]) ? 0 : llama_cuda_align_elems(end) - end;
+        if (llama_cuda_stays_fp32(&L->t[i])) REDZONE_POISON(g->params + g->dev_offset[i] + L->t[i].numel, sizeof(float) * (size_t)pad);
         else REDZONE_POISON(g->wbf16 + g->dev_offset[i] + L->t[i].numel, sizeof(bf16) * (size_t)pad);
     }
 }
@@ -241,7 +87,7 @@ void llama_cuda_create_streamed(LlamaCuda *g, const LlamaConfig *c, int recomput
     int bf = precision == LLAMA_CUDA_BF16_WEIGHTS;
     int64_t *res_off = xcalloc((size_t)L->n, sizeof(int64_t));
     g->slot_offset = xcalloc((size_t)L->n, sizeof(int64_t));
-    StreamPack z = stream_pack(L, c, precision, res_off, g->slot_offset);
+    LlamaCudaStreamPack z = llama_cuda_stream_pack(L, c, precision, res_off, g->slot_offset);
     g->streamed = 1;
     g->params = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(float) * z.res32);
     if (z.res16) g->wbf16 = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(bf16) * z.res16);
@@ -260,14 +106,14 @@ void llama_cuda_create_streamed(LlamaCuda *g, const LlamaConfig *c, int recomput
         if (L->t[i].kind == PT_EMBED) embed_n = L->t[i].numel;
     for (int i = 0; i < L->n; i++) {
         const ParamTensor *t = &L->t[i];
-        if (is_layer_tensor(t)) continue;
+        if (t->layer >= 0) continue; /* a layer's tensor: bound with its slot */
         *llama_tensor_slot(&g->w, t) =
-            bf && !stays_fp32(t) ? (float *)(void *)(g->wbf16 + res_off[i]) : g->params + res_off[i];
+            bf && !llama_cuda_stays_fp32(t) ? (float *)(void *)(g->wbf16 + res_off[i]) : g->params + res_off[i];
         *llama_tensor_slot(&g->dw, t) = g->grads + (t->kind == PT_EMBED ? 0 : embed_n + (t->offset - tail_begin));
     }
     if (c->tie_word_embeddings) {
         g->dw.lm_head = g->dw.embed;
-        if (bf) g->head_offset = z.res16 - align_elems(c->vocab_size * c->hidden_size);
+        if (bf) g->head_offset = z.res16 - llama_cuda_align_elems(c->vocab_size * c->hidden_size);
         g->w.lm_head = bf ? (float *)(void *)(g->wbf16 + g->head_offset) : g->w.embed;
     }
     free(res_off);
@@ -285,7 +131,7 @@ void llama_cuda_bind_layer(LlamaCuda *g, int64_t layer, int slot) {
     int first = layer_first_tensor(g, layer), bf = g->precision == LLAMA_CUDA_BF16_WEIGHTS;
     for (int k = 0; first + k < g->layout.n && g->layout.t[first + k].layer == layer; k++) {
         const ParamTensor *t = &g->layout.t[first + k];
-        *llama_tensor_slot(&g->w, t) = bf && !stays_fp32(t) ? (float *)(void *)(g->slot16[slot] + g->slot_offset[k])
+        *llama_tensor_slot(&g->w, t) = bf && !llama_cuda_stays_fp32(t) ? (float *)(void *)(g->slot16[slot] + g->slot_offset[k])
                                                             : g->slot32[slot] + g->slot_offset[k];
     }
 }
@@ -383,7 +229,7 @@ static void move_bf16_weights(const LlamaCuda *g, const float *up, float *down) 
     for (int i = 0; i < L->n; i++) {
         const ParamTensor *t = &L->t[i];
         int64_t n = t->numel;
-        if (stays_fp32(t)) {
+        if (llama_cuda_stays_fp32(t)) {
             if (up) cuda_memcpy_h2d(g->params + g->dev_offset[i], up + t->offset, sizeof(float) * (size_t)n);
             else cuda_memcpy_d2h(down + t->offset, g->params + g->dev_offset[i], sizeof(float) * (size_t)n);
         } else {
@@ -411,7 +257,7 @@ void llama_cuda_install_params(LlamaCuda *g, const float *src, int64_t begin, in
         float *dst = *llama_tensor_slot(&g->w, t);
         KV_CHECK(dst, "llama_cuda_install_params: tensor '%s' is not bound (a streamed layer not bound)", t->name);
         if (t->kind == PT_LM_HEAD && g->cfg.tie_word_embeddings) continue; /* the embedding's, below */
-        if (!bf || stays_fp32(t)) {
+        if (!bf || llama_cuda_stays_fp32(t)) {
             if (dst != x) cuda_memcpy_d2d(dst, x, sizeof(float) * (size_t)t->numel);
         } else {
             cast_bf16_cuda((bf16 *)(void *)dst, x, t->numel);
@@ -423,7 +269,7 @@ void llama_cuda_install_params(LlamaCuda *g, const float *src, int64_t begin, in
 int llama_cuda_tensor_is_bf16(const LlamaCuda *g, int tensor) {
     KV_CHECK(tensor >= 0 && tensor < g->layout.n, "llama_cuda_tensor_is_bf16: tensor %d outside [0, %d)", tensor,
              g->layout.n);
-    return g->precision == LLAMA_CUDA_BF16_WEIGHTS && !stays_fp32(&g->layout.t[tensor]);
+    return g->precision == LLAMA_CUDA_BF16_WEIGHTS && !llama_cuda_stays_fp32(&g->layout.t[tensor]);
 }
 
 float *llama_cuda_params_in_place(LlamaCuda *g, int64_t begin, int64_t end) {
@@ -475,7 +321,7 @@ LlamaCudaPlace llama_cuda_param_place(const LlamaCuda *g, int tensor) {
              "llama_cuda_param_place: tensor %d outside [0, %d), or a streamed engine", tensor, g->layout.n);
     const ParamTensor *t = &g->layout.t[tensor];
     if (g->precision != LLAMA_CUDA_BF16_WEIGHTS) return (LlamaCudaPlace){0, t->offset};
-    return (LlamaCudaPlace){!stays_fp32(t), g->dev_offset[tensor]};
+    return (LlamaCudaPlace){!llama_cuda_stays_fp32(t), g->dev_offset[tensor]};
 }
 
 void llama_cuda_sync_tied_head(LlamaCuda *g) {
@@ -698,4 +544,3 @@ void llama_cuda_backward(LlamaCuda *g) {
     LlamaPassModel pm = pass_model(g);
     llama_pass_backward(&pm, &g->state);
 }
-#endif

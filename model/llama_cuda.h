@@ -25,53 +25,16 @@
  * The CPU model with llama_set_bf16_oracle, which rounds every activation
  * where this engine stores bf16, is its oracle to fp32 summation order.
  *
- * Only compiled with KVCPT_CUDA (nvcc found, or the CPU emulator). */
+ * Built only with the CUDA backend (nvcc found, or the CPU emulator); its
+ * sizes and packing, in every build, are model/llama_cuda_size.h. */
 #include <stdint.h>
 
 #include "../kernels/bf16.h"
 #include "llama.h"
+#include "llama_cuda_size.h"
 #include "llama_layer.h"
 
-typedef enum { LLAMA_CUDA_FP32 = 0, LLAMA_CUDA_BF16_WEIGHTS = 1 } LlamaCudaPrecision;
-/* "fp32" or "bf16" -> precision; dies naming what (a flag or config key)
- * otherwise. Both are in every build, so options parse without CUDA. */
-LlamaCudaPrecision llama_cuda_precision_parse(const char *s, const char *what);
-const char *llama_cuda_precision_name(LlamaCudaPrecision p);
-
 typedef struct LlamaCuda LlamaCuda; /* holders (the trainer) may name it in any build */
-
-/* The device bytes of the engine's buffers: llama_cuda_create and the first
- * forward allocate with these, and the memory plan (train/cuda_mem_plan.h)
- * adds them up, so the two cannot drift apart. In every build. */
-typedef struct {
-    int64_t params;  /* fp32 parameters: every tensor (fp32), or the embedding and norms (bf16) */
-    int64_t wbf16;   /* bf16 matrices packed 128-aligned, with a tied lm_head's copy; 0 in fp32 */
-    int64_t grads;   /* fp32, every tensor */
-} LlamaCudaFixedBytes;
-LlamaCudaFixedBytes llama_cuda_fixed_bytes(const ParamLayout *L, const LlamaConfig *c, LlamaCudaPrecision p);
-/* The same for a streamed engine (llama_cuda_create_streamed): the
- * resident tensors, LLAMA_CUDA_SLOTS layer slots of weights and one of
- * gradients. */
-#define LLAMA_CUDA_SLOTS 2
-LlamaCudaFixedBytes llama_cuda_streamed_bytes(const ParamLayout *L, const LlamaConfig *c, LlamaCudaPrecision p);
-/* The RoPE cos and sin tables for sequences up to T. */
-int64_t llama_cuda_rope_bytes(const LlamaConfig *c, int64_t T);
-/* What the first forward of B sequences of T tokens allocates under mask
- * (NULL or disabled: none; the engine's, as llama_cuda_set_mask set it). */
-typedef struct {
-    int64_t sets;       /* layer activation sets: num_layers, or one when recomputing */
-    int64_t layer_set;  /* bytes of one set (llama_layer_acts_numel) */
-    int64_t sel;        /* one layer's RefreshKV selection, every layer has one: B * Hkv * max(T,
-                         * refresh_sel_len) int32 (the per-row records of evict and restride outgrow T) */
-    int64_t resid;      /* num_layers + 1 residual streams */
-    int64_t tokens;     /* tokens and targets */
-    int64_t xf;         /* final norm output, its rstd, the CE lse and losses */
-    int64_t scratch;    /* backward buffers and a logits chunk (llama_scratch_numel) */
-} LlamaCudaActBytes;
-LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, LlamaCudaPrecision p, int64_t B, int64_t T,
-                                       const RefreshMask *mask);
-/* Bytes per activation element (LayerActs' ACT buffers): 4, or 2 with bf16. */
-int llama_cuda_act_size(LlamaCudaPrecision p);
 
 struct LlamaCuda {
     LlamaConfig cfg;

@@ -8,7 +8,7 @@
  * count; whole (one rank, the optimizer stepping the engine's own
  * parameters), every weight and gradient and the optimizer states.
  * Arithmetic from the same size functions the engine allocates with
- * (model/llama_cuda.h, fsdp_cuda_bytes, the optimizer's state counts), so
+ * (model/llama_cuda_size.h, fsdp_cuda_bytes, the optimizer's state counts), so
  * `kvcpt plan --engine cuda` and the trainer's start-up check agree with
  * what the engine reports holding. In every build (no CUDA needed). */
 #include <stdint.h>
@@ -16,7 +16,7 @@
 
 #include "../kernels/attention.h"
 #include "../model/config.h"
-#include "../model/llama_cuda.h"
+#include "../model/llama_cuda_size.h"
 #include "../optim/optimizer.h"
 #include "train_config.h"
 #include "train_mode.h"

@@ -7,7 +7,7 @@
  * parameters with no separate master). Impossible combinations are refused
  * here, with the fix named, before anything is allocated. */
 #include "../common/backend.h"
-#include "../model/llama_cuda.h"
+#include "../model/llama_cuda_size.h"
 #include "train_config.h"
 
 typedef enum {

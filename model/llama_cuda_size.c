@@ -1,0 +1,138 @@
+/* The CUDA engine's device sizes and packing (model/llama_cuda_size.h),
+ * built in every build: the memory plan and `kvcpt plan` size a GPU run
+ * without CUDA. */
+#include "llama_cuda_size.h"
+
+#include <string.h>
+
+#include "../common/util.h"
+
+LlamaCudaPrecision llama_cuda_precision_parse(const char *s, const char *what) {
+    if (strcmp(s, "fp32") == 0) return LLAMA_CUDA_FP32;
+    if (strcmp(s, "bf16") == 0) return LLAMA_CUDA_BF16_WEIGHTS;
+    die("%s: precision must be 'fp32' or 'bf16' (got '%s')", what, s);
+}
+
+const char *llama_cuda_precision_name(LlamaCudaPrecision p) { return p == LLAMA_CUDA_BF16_WEIGHTS ? "bf16" : "fp32"; }
+
+int llama_cuda_stays_fp32(const ParamTensor *t) {
+    return t->kind == PT_EMBED || t->kind == PT_ATTN_NORM || t->kind == PT_MLP_NORM || t->kind == PT_FINAL_NORM;
+}
+
+int64_t llama_cuda_align_elems(int64_t n) { return (n + 127) / 128 * 128; }
+
+int llama_cuda_continues_fused(const ParamTensor *t) { return t->kind == PT_WK || t->kind == PT_WV || t->kind == PT_WUP; }
+
+/* Where tensor t goes in a packed buffer whose fill is *n: its offset, and
+ * *n moves past it. */
+static int64_t pack_place(int64_t *n, const ParamTensor *t) {
+    if (!llama_cuda_continues_fused(t)) *n = llama_cuda_align_elems(*n);
+    int64_t off = *n;
+    *n += t->numel;
+    return off;
+}
+
+int64_t llama_cuda_pack_bf16(const ParamLayout *L, const LlamaConfig *c, int64_t *dev_offset, int64_t *n32, int64_t *n16) {
+    *n32 = 0, *n16 = 0;
+    for (int i = 0; i < L->n; i++) {
+        int64_t off = pack_place(llama_cuda_stays_fp32(&L->t[i]) ? n32 : n16, &L->t[i]);
+        if (dev_offset) dev_offset[i] = off;
+    }
+    int64_t head = -1;
+    if (c->tie_word_embeddings) *n16 = llama_cuda_align_elems(*n16), head = *n16, *n16 += c->vocab_size * c->hidden_size;
+    *n32 = llama_cuda_align_elems(*n32), *n16 = llama_cuda_align_elems(*n16);
+    return head;
+}
+
+LlamaCudaFixedBytes llama_cuda_fixed_bytes(const ParamLayout *L, const LlamaConfig *c, LlamaCudaPrecision p) {
+    LlamaCudaFixedBytes b = {(int64_t)sizeof(float) * L->total, 0, (int64_t)sizeof(float) * L->total};
+    if (p == LLAMA_CUDA_BF16_WEIGHTS) {
+        int64_t n32, n16;
+        llama_cuda_pack_bf16(L, c, NULL, &n32, &n16);
+        b.params = (int64_t)sizeof(float) * n32, b.wbf16 = (int64_t)sizeof(bf16) * n16;
+    }
+    return b;
+}
+
+
+static int is_layer_tensor(const ParamTensor *t) { return t->layer >= 0; }
+
+LlamaCudaStreamPack llama_cuda_stream_pack(const ParamLayout *L, const LlamaConfig *c, LlamaCudaPrecision p,
+                                           int64_t *res_off, int64_t *slot_off) {
+    LlamaCudaStreamPack z = {0};
+    int bf = p == LLAMA_CUDA_BF16_WEIGHTS;
+    int64_t tail_begin = L->layer_begin0 + c->num_hidden_layers * L->layer_numel, embed_n = 0;
+    for (int i = 0; i < L->n; i++)
+        if (L->t[i].kind == PT_EMBED) embed_n = L->t[i].numel;
+    for (int i = 0; i < L->n; i++) {
+        const ParamTensor *t = &L->t[i];
+        if (is_layer_tensor(t)) {
+            if (t->layer != 0) continue;
+            int64_t off;
+            if (!bf) off = t->offset - L->layer_begin0, z.slot32 = L->layer_numel;
+            else off = pack_place(llama_cuda_stays_fp32(t) ? &z.slot32 : &z.slot16, t);
+            if (slot_off) slot_off[z.layer_tensors] = off;
+            z.layer_tensors++;
+            continue;
+        }
+        int64_t off;
+        if (!bf) off = t->kind == PT_EMBED ? 0 : embed_n + (t->offset - tail_begin);
+        else off = pack_place(llama_cuda_stays_fp32(t) ? &z.res32 : &z.res16, t);
+        if (res_off) res_off[i] = off;
+    }
+    z.res_grads = embed_n + (L->total - tail_begin);
+    if (!bf) z.res32 = z.res_grads;
+    if (bf) {
+        if (c->tie_word_embeddings) z.res16 = llama_cuda_align_elems(z.res16) + c->vocab_size * c->hidden_size; /* the head's copy */
+        z.res32 = llama_cuda_align_elems(z.res32), z.res16 = llama_cuda_align_elems(z.res16);
+        z.slot32 = llama_cuda_align_elems(z.slot32), z.slot16 = llama_cuda_align_elems(z.slot16);
+    }
+    return z;
+}
+
+LlamaCudaFixedBytes llama_cuda_streamed_bytes(const ParamLayout *L, const LlamaConfig *c, LlamaCudaPrecision p) {
+    LlamaCudaStreamPack z = llama_cuda_stream_pack(L, c, p, NULL, NULL);
+    return (LlamaCudaFixedBytes){(int64_t)sizeof(float) * (z.res32 + LLAMA_CUDA_SLOTS * z.slot32),
+                                 (int64_t)sizeof(bf16) * (z.res16 + LLAMA_CUDA_SLOTS * z.slot16),
+                                 (int64_t)sizeof(float) * (z.res_grads + L->layer_numel)};
+}
+
+int64_t llama_cuda_rope_bytes(const LlamaConfig *c, int64_t T) { return (int64_t)sizeof(float) * 2 * T * (c->head_dim / 2); }
+
+int llama_cuda_act_size(LlamaCudaPrecision p) { return p == LLAMA_CUDA_BF16_WEIGHTS ? (int)sizeof(bf16) : (int)sizeof(float); }
+
+static int64_t mul_checked(int64_t a, int64_t b, const char *what) {
+    int64_t r;
+    KV_CHECK(!__builtin_mul_overflow(a, b, &r), "llama_cuda: %s overflows 64 bits (%lld x %lld)", what, (long long)a,
+             (long long)b);
+    return r;
+}
+
+/* One layer's selection: B * Hkv * refresh_sel_len entries under an active
+ * mask (the per-row records of evict and restride can far outgrow T), never
+ * fewer than B * T * Hkv. */
+static int64_t sel_bytes(const LlamaConfig *c, int64_t B, int64_t T, const RefreshMask *mask) {
+    int64_t per = T;
+    if (mask && refresh_active(mask, T)) {
+        int64_t n = refresh_sel_len(mask, T);
+        if (n > per) per = n;
+    }
+    int64_t n = mul_checked(mul_checked(B, c->num_key_value_heads, "the selection's rows"), per, "the selection");
+    return mul_checked(n, (int64_t)sizeof(int32_t), "the selection's bytes");
+}
+
+LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, LlamaCudaPrecision p, int64_t B, int64_t T,
+                                       const RefreshMask *mask) {
+    int64_t C = c->hidden_size, nl = c->num_hidden_layers, BT = B * T;
+    int act = llama_cuda_act_size(p);
+    return (LlamaCudaActBytes){
+        .sets = recompute ? 1 : nl,
+        .layer_set = (int64_t)sizeof(float) * llama_layer_acts_numel(c, BT, act),
+        .sel = sel_bytes(c, B, T, mask),
+        .resid = (int64_t)sizeof(float) * (nl + 1) * BT * C,
+        .tokens = (int64_t)sizeof(int32_t) * 2 * BT,
+        .xf = (int64_t)sizeof(float) * BT * (C + 3),
+        .scratch = (int64_t)sizeof(float) * llama_scratch_numel(c, BT, act),
+    };
+}
+
