@@ -209,10 +209,11 @@ int bench_model(int argc, char **argv) {
     double t_setup = now_seconds();
     bench_fill_params(&b.m, 1);
     if (L > 0) {
-        RefreshMask mask = {1, L, K > 0 ? K : (L / 8 > 0 ? L / 8 : 1), pool, group_agg_parse(agg, "--agg"), 0, 0};
-        llama_set_mask(&b.m, &mask, seq - L);
+        RefreshMask mask = {.enabled = 1, .L = L, .K = K > 0 ? K : (L / 8 > 0 ? L / 8 : 1), .pool_kernel = pool,
+                            .agg = group_agg_parse(agg, "--agg"), .S = seq - L};
+        llama_set_mask(&b.m, &mask);
     }
-    if (dev == DEVICE_CUDA) b.gpu = b.cu->create(&b.m, recompute, prec, L > 0 ? &b.m.mask : NULL, b.m.mask_S);
+    if (dev == DEVICE_CUDA) b.gpu = b.cu->create(&b.m, recompute, prec, L > 0 ? &b.m.mask : NULL);
     fprintf(stderr, "bench model: set up in %.1f s\n", now_seconds() - t_setup);
     int32_t *tok = xmalloc(sizeof(int32_t) * (size_t)(2 * batch * seq)), *tgt = tok + batch * seq;
     Rng r;

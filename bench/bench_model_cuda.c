@@ -7,12 +7,11 @@
 #include "../common/util.h"
 #include "../kernels/cuda_device.h"
 
-static LlamaCuda *model_create(const Llama *m, int recompute, LlamaCudaPrecision precision, const RefreshMask *mask,
-                               int64_t S) {
+static LlamaCuda *model_create(const Llama *m, int recompute, LlamaCudaPrecision precision, const RefreshMask *mask) {
     LlamaCuda *g = xcalloc(1, sizeof *g);
     llama_cuda_create(g, &m->cfg, recompute, precision);
     llama_cuda_upload_params(g, m->params);
-    if (mask) llama_cuda_set_mask(g, mask, S);
+    if (mask) llama_cuda_set_mask(g, mask);
     return g;
 }
 

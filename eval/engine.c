@@ -125,7 +125,7 @@ static void prefill_cpu(DecodeEngine *e, const int32_t *tokens, int64_t L) {
     int64_t W = e->W < L ? e->W : L;
     /* the mask is off: the prefill is full causal attention for every policy */
     RefreshMask off = refresh_mask_off();
-    llama_check_inputs(c, &off, 0, tokens, NULL, 1, L);
+    llama_check_inputs(c, &off, tokens, NULL, 1, L);
     LayerActs a;
     float *acts = xmalloc(sizeof(float) * (size_t)llama_layer_acts_numel(c, L, 4));
     llama_layer_acts_carve(&a, c, L, 4, acts);

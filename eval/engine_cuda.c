@@ -143,7 +143,7 @@ static void gpu_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L) {
     const LlamaConfig *c = &e->m->cfg;
     int64_t C = c->hidden_size, W = e->W < L ? e->W : L;
     RefreshMask off = refresh_mask_off();
-    llama_check_inputs(c, &off, 0, tokens, NULL, 1, L);
+    llama_check_inputs(c, &off, tokens, NULL, 1, L);
     ensure_workspace(g, L, e->W);
     cuda_memcpy_h2d(g->tokens, tokens, sizeof(int32_t) * (size_t)L);
     embedding_forward_cuda(g->x[0], g->tokens, g->w.embed, L, C);

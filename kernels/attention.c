@@ -88,7 +88,7 @@ int64_t attention_cuda_backward_scratch_bytes(const RefreshMask *m, int64_t B, i
 }
 
 RefreshMask refresh_mask_off(void) {
-    return (RefreshMask){.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX};
+    return (RefreshMask){.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX, .S = 0};
 }
 
 void refresh_mask_validate(const RefreshMask *m, const char *origin) {

@@ -53,6 +53,8 @@ typedef struct {
     GroupAgg agg;        /* how a GQA group's query heads combine their scores */
     int evict;           /* 1: K bounds kept + local keys per row, as the eval's cache (see above) */
     int64_t restride;    /* r > 0: full rows that re-select at L-1 + r*m, m >= 1; 0: none */
+    int64_t S;           /* refresh positions after the prefill: a training sequence is L + S tokens
+                          * (the model's forward checks it; the attention ops take any T) */
 } RefreshMask;
 
 /* Number of selected keys per (batch row, KV head): min(K, L). */

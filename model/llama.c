@@ -70,9 +70,7 @@ void llama_init_random(Llama *m, uint64_t seed) {
     }
 }
 
-void llama_set_mask(Llama *m, const RefreshMask *mask, int64_t S) {
-    llama_pass_set_mask(&m->mask, &m->mask_S, mask, S);
-}
+void llama_set_mask(Llama *m, const RefreshMask *mask) { llama_pass_set_mask(&m->mask, mask); }
 
 
 /* Grows the host buffers to B sequences of T tokens. */
@@ -223,7 +221,7 @@ static LlamaPassModel pass_model(Llama *m) {
 
 
 float llama_forward(Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
-    llama_check_inputs(&m->cfg, &m->mask, m->mask_S, tokens, targets, B, T);
+    llama_check_inputs(&m->cfg, &m->mask, tokens, targets, B, T);
     ensure_acts(m, B, T);
     ensure_sel(m, B, T);
     (void)llama_pass_ensure_rope(ops_of(m), &m->cfg, &m->state, T);

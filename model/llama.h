@@ -13,8 +13,7 @@ typedef struct {
     ParamLayout layout;
     float *params, *grads;
     ModelTensors w, dw; /* views into params / grads */
-    RefreshMask mask;
-    int64_t mask_S;      /* refresh positions; with the mask on, T must be L + S */
+    RefreshMask mask;    /* with it on, T must be mask.L + mask.S */
     int freeze_selection;/* reuse the saved selection instead of recomputing it */
     LlamaUnitHooks hooks; /* all NULL: every parameter is always in place */
     int bf16_oracle;     /* llama_set_bf16_oracle */
@@ -34,7 +33,7 @@ void llama_init_random(Llama *m, uint64_t seed);
  * off (the default): fp32. */
 void llama_set_bf16_oracle(Llama *m, int on);
 /* Sets (and validates) the training mask; enabled=0 means plain causal attention. */
-void llama_set_mask(Llama *m, const RefreshMask *mask, int64_t S);
+void llama_set_mask(Llama *m, const RefreshMask *mask);
 /* tokens, targets: (B, T); targets < 0 are ignored. Returns the mean loss over
  * valid targets (NaN when targets is NULL or none are valid). */
 float llama_forward(Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T);

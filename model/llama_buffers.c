@@ -102,13 +102,13 @@ LlamaBackwardBufs llama_backward_bufs_carve(const LlamaConfig *c, int64_t BT, in
     return backward_bufs_layout(c, BT, act_size, &k);
 }
 
-void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, int64_t mask_S, const int32_t *tokens,
-                        const int32_t *targets, int64_t B, int64_t T) {
+void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, const int32_t *tokens, const int32_t *targets,
+                        int64_t B, int64_t T) {
     KV_CHECK(B >= 1 && T >= 1, "forward: batch %lld x sequence %lld must be positive", (long long)B, (long long)T);
     if (mask->enabled)
-        KV_CHECK(T == mask->L + mask_S,
+        KV_CHECK(T == mask->L + mask->S,
                  "forward: with the RefreshKV mask the sequence length must be L + S = %lld + %lld (got %lld)",
-                 (long long)mask->L, (long long)mask_S, (long long)T);
+                 (long long)mask->L, (long long)mask->S, (long long)T);
     for (int64_t i = 0; i < B * T; i++) {
         KV_CHECK(tokens[i] >= 0 && tokens[i] < c->vocab_size, "forward: token %d at position %lld is outside [0, %lld)",
                  tokens[i], (long long)i, (long long)c->vocab_size);

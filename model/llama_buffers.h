@@ -106,7 +106,8 @@ int64_t llama_layer_acts_numel(const LlamaConfig *c, int64_t BT, int act_size);
 void llama_layer_acts_carve(LayerActs *a, const LlamaConfig *c, int64_t BT, int act_size, float *base);
 int64_t llama_scratch_numel(const LlamaConfig *c, int64_t BT, int act_size);
 LlamaBackwardBufs llama_backward_bufs_carve(const LlamaConfig *c, int64_t BT, int act_size, float *scratch);
-/* Dies naming the first bad token, target or shape. */
-void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, int64_t mask_S, const int32_t *tokens,
-                        const int32_t *targets, int64_t B, int64_t T);
+/* Dies naming the first bad token, target or shape (with mask on, T must
+ * be mask->L + mask->S). */
+void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, const int32_t *tokens, const int32_t *targets,
+                        int64_t B, int64_t T);
 #endif

@@ -200,9 +200,7 @@ void llama_cuda_free(LlamaCuda *g) {
     memset(g, 0, sizeof *g);
 }
 
-void llama_cuda_set_mask(LlamaCuda *g, const RefreshMask *mask, int64_t S) {
-    llama_pass_set_mask(&g->mask, &g->mask_S, mask, S);
-}
+void llama_cuda_set_mask(LlamaCuda *g, const RefreshMask *mask) { llama_pass_set_mask(&g->mask, mask); }
 
 /* One staging chunk between host fp32 and device bf16: rounded to nearest
  * even on the way up (kernels/bf16.h), widened exactly on the way down. */
@@ -517,7 +515,7 @@ static LlamaPassModel pass_model(LlamaCuda *g) {
 }
 
 float llama_cuda_forward(LlamaCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
-    llama_check_inputs(&g->cfg, &g->mask, g->mask_S, tokens, targets, B, T);
+    llama_check_inputs(&g->cfg, &g->mask, tokens, targets, B, T);
     KV_CHECK(!g->streamed || g->hooks.params_needed, "llama_cuda_forward: a streamed engine needs unit hooks");
     ensure_acts(g, B, T);
     g->bytes_fixed += llama_pass_ensure_rope(g->ops, &g->cfg, &g->state, T);

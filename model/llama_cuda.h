@@ -51,8 +51,7 @@ struct LlamaCuda {
     int64_t head_offset;     /* tied lm_head copy in wbf16, or -1 */
     ModelTensors w, dw;      /* device views; see ops for bf16 matrices */
     const LlamaOps *ops;     /* llama_cuda_ops_for(precision, head_dim) */
-    RefreshMask mask;
-    int64_t mask_S;
+    RefreshMask mask;            /* with it on, T must be mask.L + mask.S */
     int recompute;
     LlamaUnitHooks hooks;        /* all NULL: every parameter is always in place */
     /* Streamed layers (llama_cuda_create_streamed, the sharded engine): the
@@ -100,7 +99,7 @@ void llama_cuda_bind_layer_grads(LlamaCuda *g, int64_t layer);
  * tensors, contiguous in layout order) are now. */
 float *llama_cuda_grads_of(LlamaCuda *g, int64_t begin, int64_t end);
 void llama_cuda_free(LlamaCuda *g);
-void llama_cuda_set_mask(LlamaCuda *g, const RefreshMask *mask, int64_t S);
+void llama_cuda_set_mask(LlamaCuda *g, const RefreshMask *mask);
 /* host (layout.total floats) -> device parameters (rounded to bf16 for
  * the matrices in bf16 mode) */
 void llama_cuda_upload_params(LlamaCuda *g, const float *host);

@@ -20,11 +20,10 @@ void llama_pass_state_free(LlamaPassState *s) {
     s->acts = NULL, s->sel = NULL, s->resid = NULL;
 }
 
-void llama_pass_set_mask(RefreshMask *mask_out, int64_t *S_out, const RefreshMask *mask, int64_t S) {
+void llama_pass_set_mask(RefreshMask *mask_out, const RefreshMask *mask) {
     refresh_mask_validate(mask, "training mask");
-    KV_CHECK(S >= 0, "training mask: field 'S' must be >= 0 (got %lld)", (long long)S);
+    KV_CHECK(mask->S >= 0, "training mask: field 'S' must be >= 0 (got %lld)", (long long)mask->S);
     *mask_out = *mask;
-    *S_out = S;
 }
 
 int64_t llama_pass_ensure_rope(const LlamaOps *o, const LlamaConfig *c, LlamaPassState *s, int64_t T) {

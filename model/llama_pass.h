@@ -32,8 +32,8 @@ typedef struct {
  * they point at are the engine's to allocate. */
 void llama_pass_state_init(LlamaPassState *s, const LlamaConfig *c);
 void llama_pass_state_free(LlamaPassState *s);
-/* Validates mask and S and stores them: the one set_mask of both engines. */
-void llama_pass_set_mask(RefreshMask *mask_out, int64_t *S_out, const RefreshMask *mask, int64_t S);
+/* Validates mask (its S too) and stores it: the one set_mask of both engines. */
+void llama_pass_set_mask(RefreshMask *mask_out, const RefreshMask *mask);
 /* Grows the RoPE tables to sequences of T tokens (computed on the host,
  * bit for bit the same everywhere, and copied to the engine). Returns the
  * change in engine bytes the tables hold. */

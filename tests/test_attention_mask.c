@@ -38,7 +38,7 @@ static void expect_selection(const char *name, const double *probs, int64_t Hq, 
     for (int64_t i = 0; i < Hq * L; i++) logp[i] = log(probs[i]);
     float *q = xcalloc((size_t)(T * Hq * D), 4), *k = xcalloc((size_t)(T * D), 4);
     build_scores(q, k, T, Hq, D, L, logp);
-    RefreshMask m = {1, L, K, kernel, agg, 0, 0};
+    RefreshMask m = {.enabled = 1, .L = L, .K = K, .pool_kernel = kernel, .agg = agg};
     int32_t sel[64];
     attention_refresh_select_cpu(sel, q, k, 1, T, Hq, 1, D, &m);
     char got[256] = "", *p = got;
@@ -130,7 +130,7 @@ static void dense_mask_case(void) {
     float *q = xmalloc(4 * nq), *k = xmalloc(4 * nk), *v = xmalloc(4 * nk), *o = xmalloc(4 * nq), *lse = xmalloc(4 * T * Hq);
     for (int64_t i = 0; i < nq; i++) q[i] = rng_normal(&r);
     for (int64_t i = 0; i < nk; i++) k[i] = rng_normal(&r), v[i] = rng_normal(&r);
-    RefreshMask m = {1, L, ks, 7, GROUP_AGG_MAX, 0, 0};
+    RefreshMask m = {.enabled = 1, .L = L, .K = ks, .pool_kernel = 7, .agg = GROUP_AGG_MAX};
     int32_t sel[2 * 6];
     attention_refresh_select_cpu(sel, q, k, 1, T, Hq, Hkv, D, &m);
     attention_forward_cpu(o, lse, q, k, v, sel, 1, T, Hq, Hkv, D, &m);
@@ -155,7 +155,8 @@ static void k_equals_l_is_causal(void) {
     for (int64_t i = 0; i < nq; i++) q[i] = rng_normal(&r), dout[i] = rng_normal(&r);
     for (int64_t i = 0; i < nk; i++) k[i] = rng_normal(&r), v[i] = rng_normal(&r);
     float *o[2], *lse[2], *dq[2], *dk[2], *dv[2];
-    RefreshMask masks[2] = {{0, 0, 0, 1, GROUP_AGG_MAX, 0, 0}, {1, L, L, 7, GROUP_AGG_MAX, 0, 0}};
+    RefreshMask masks[2] = {{.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX}, {.enabled = 1,
+        .L = L, .K = L, .pool_kernel = 7, .agg = GROUP_AGG_MAX}};
     int32_t *sel = xmalloc(sizeof(int32_t) * B * Hkv * L);
     for (int i = 0; i < 2; i++) {
         o[i] = xmalloc(4 * nq), lse[i] = xmalloc(4 * B * Hq * T), dq[i] = xmalloc(4 * nq);
@@ -250,7 +251,8 @@ static void eval_keys_case(const EvalKeysCase *c) {
             for (int64_t j = 1; j < T; j += 2)
                 memcpy(k + (b * T + j) * Hkv * D, k + (b * T + j - 1) * Hkv * D, sizeof(float) * (size_t)(Hkv * D));
         }
-    RefreshMask m = {1, L, c->K, c->kernel, c->agg, c->evict, c->restride};
+    RefreshMask m = {.enabled = 1, .L = L, .K = c->K, .pool_kernel = c->kernel, .agg = c->agg, .evict = c->evict,
+        .restride = c->restride};
     refresh_mask_validate(&m, c->name);
     int64_t per = refresh_sel_len(&m, T);
     int32_t *sel = xmalloc(sizeof(int32_t) * (size_t)(B * Hkv * per));
@@ -382,16 +384,19 @@ static void nothing_evicted_is_causal(void) {
         o[i] = xmalloc(4 * nq), lse[i] = xmalloc(4 * nl), dq[i] = xmalloc(4 * nq);
         dk[i] = xmalloc(4 * nk), dv[i] = xmalloc(4 * nk);
     }
-    RefreshMask causal = {0, 0, 0, 1, GROUP_AGG_MAX, 0, 0};
+    RefreshMask causal = {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX};
     run_attention(o[0], lse[0], dq[0], dk[0], dv[0], q, k, v, dout, B, T, Hq, Hkv, D, &causal);
     const struct {
         const char *name;
         RefreshMask m;
     } cases[] = {
-        {"evict, K = T", {1, L, T, 7, GROUP_AGG_MAX, 1, 0}},
-        {"evict + restride 3, K = T", {1, L, T, 7, GROUP_AGG_MAX, 1, 3}},
-        {"restride 4 without evict, K = T", {1, L, T, 7, GROUP_AGG_MEAN, 0, 4}},
-        {"evict + restride 1 (every row full), K 3", {1, L, 3, 7, GROUP_AGG_MAX, 1, 1}},
+        {"evict, K = T", {.enabled = 1, .L = L, .K = T, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1}},
+        {"evict + restride 3, K = T",
+            {.enabled = 1, .L = L, .K = T, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 3}},
+        {"restride 4 without evict, K = T",
+            {.enabled = 1, .L = L, .K = T, .pool_kernel = 7, .agg = GROUP_AGG_MEAN, .restride = 4}},
+        {"evict + restride 1 (every row full), K 3",
+            {.enabled = 1, .L = L, .K = 3, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 1}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         run_attention(o[1], lse[1], dq[1], dk[1], dv[1], q, k, v, dout, B, T, Hq, Hkv, D, &cases[c].m);
@@ -403,7 +408,7 @@ static void nothing_evicted_is_causal(void) {
         tl_result(same, name, "some bits differ");
     }
     /* and the check above can see a difference: K 3 with evict, no full row */
-    RefreshMask small = {1, L, 3, 7, GROUP_AGG_MAX, 1, 0};
+    RefreshMask small = {.enabled = 1, .L = L, .K = 3, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1};
     run_attention(o[1], lse[1], dq[1], dk[1], dv[1], q, k, v, dout, B, T, Hq, Hkv, D, &small);
     tl_result(memcmp(o[0], o[1], 4 * nq) != 0, "evict with K 3 < L differs from causal (the comparison can fail)",
               "identical");
@@ -422,7 +427,7 @@ static void listed_dense_case(void) {
     fill_normal(q, nq, &r);
     fill_normal(k, nk, &r);
     fill_normal(v, nk, &r);
-    RefreshMask m = {1, L, 5, 7, GROUP_AGG_MAX, 1, 5};
+    RefreshMask m = {.enabled = 1, .L = L, .K = 5, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 5};
     int32_t *sel = xmalloc(sizeof(int32_t) * (size_t)(Hkv * refresh_sel_len(&m, T)));
     attention_refresh_select_cpu(sel, q, k, 1, T, Hq, Hkv, D, &m);
     attention_forward_cpu(o, lse, q, k, v, sel, 1, T, Hq, Hkv, D, &m);
@@ -450,8 +455,11 @@ int main(void) {
     hand_cases();
     dense_mask_case();
     k_equals_l_is_causal();
-    RefreshMask k_above_l = {1, 16, 17, 7, GROUP_AGG_MAX, 0, 0}, even_kernel = {1, 16, 4, 6, GROUP_AGG_MAX, 0, 0};
-    RefreshMask evict_2 = {1, 16, 4, 7, GROUP_AGG_MAX, 2, 0}, restride_neg = {1, 16, 4, 7, GROUP_AGG_MAX, 1, -3};
+    RefreshMask k_above_l = {.enabled = 1, .L = 16, .K = 17, .pool_kernel = 7,
+        .agg = GROUP_AGG_MAX}, even_kernel = {.enabled = 1, .L = 16, .K = 4, .pool_kernel = 6, .agg = GROUP_AGG_MAX};
+    RefreshMask evict_2 = {.enabled = 1, .L = 16, .K = 4, .pool_kernel = 7, .agg = GROUP_AGG_MAX,
+        .evict = 2}, restride_neg = {.enabled = 1, .L = 16, .K = 4, .pool_kernel = 7, .agg = GROUP_AGG_MAX,
+            .evict = 1, .restride = -3};
     tl_expect_death("K > L is rejected naming 'K'", validate_mask, &k_above_l, "'K' (17) cannot exceed");
     tl_expect_death("even pooling kernel is rejected", validate_mask, &even_kernel, "'pool_kernel' must be odd");
     eval_keys_cases();

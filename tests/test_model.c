@@ -10,6 +10,13 @@
 #include "../model/llama.h"
 #include "testlib.h"
 
+/* A mask with max aggregation: a function, since the macros below take the
+ * letters of its fields. */
+static RefreshMask max_mask(int64_t prefill, int64_t keep, int64_t pool, int64_t refresh) {
+    return (RefreshMask){
+        .enabled = 1, .L = prefill, .K = keep, .pool_kernel = pool, .agg = GROUP_AGG_MAX, .S = refresh};
+}
+
 #define B 2
 #define L 12
 #define S 4
@@ -59,8 +66,8 @@ static void gradcheck(int tied) {
     Llama m;
     llama_create(&m, &c);
     llama_init_random(&m, 42);
-    RefreshMask mask = {1, L, 3, 3, GROUP_AGG_MAX, 0, 0};
-    llama_set_mask(&m, &mask, S);
+    RefreshMask mask = max_mask(L, 3, 3, S);
+    llama_set_mask(&m, &mask);
     int32_t tok[B * T], tgt[B * T];
     make_batch(tok, tgt, c.vocab_size, 5);
     fd_model(tied ? "tied, mask K=3" : "mask K=3", &m, tok, tgt);
@@ -74,8 +81,8 @@ static void k_equals_l(void) {
     Llama a, b;
     llama_create(&a, &c), llama_create(&b, &c);
     llama_init_random(&a, 3), llama_init_random(&b, 3);
-    RefreshMask full = {1, L, L, 7, GROUP_AGG_MAX, 0, 0};
-    llama_set_mask(&b, &full, S);
+    RefreshMask full = max_mask(L, L, 7, S);
+    llama_set_mask(&b, &full);
     int32_t tok[B * T], tgt[B * T];
     make_batch(tok, tgt, c.vocab_size, 9);
     float la = llama_forward(&a, tok, tgt, B, T), lb = llama_forward(&b, tok, tgt, B, T);
@@ -86,8 +93,8 @@ static void k_equals_l(void) {
     tl_identical("model K = L: loss bit-identical to causal", &lb, &la, 1);
     tl_identical("model K = L: every gradient bit-identical to causal", b.grads, a.grads, a.layout.total);
     /* and K < L must actually change the last S rows */
-    RefreshMask part = {1, L, 2, 3, GROUP_AGG_MAX, 0, 0};
-    llama_set_mask(&b, &part, S);
+    RefreshMask part = max_mask(L, 2, 3, S);
+    llama_set_mask(&b, &part);
     llama_forward(&b, tok, tgt, B, T);
     llama_logits(&b, zb, 0, B * T);
     int prefill_same = memcmp(za, zb, sizeof(float) * (size_t)(L * c.vocab_size)) == 0;
@@ -121,13 +128,13 @@ static void config_errors(void) {
 }
 static void bad_s(void *arg) {
     Llama *m = arg;
-    RefreshMask mk = {1, 8, 2, 7, GROUP_AGG_MAX, 0, 0};
-    llama_set_mask(m, &mk, -1);
+    RefreshMask mk = max_mask(8, 2, 7, -1);
+    llama_set_mask(m, &mk);
 }
 static void bad_t(void *arg) {
     Llama *m = arg;
-    RefreshMask mk = {1, 8, 2, 7, GROUP_AGG_MAX, 0, 0};
-    llama_set_mask(m, &mk, 4);
+    RefreshMask mk = max_mask(8, 2, 7, 4);
+    llama_set_mask(m, &mk);
     int32_t tok[10] = {0};
     llama_forward(m, tok, NULL, 1, 10);
 }

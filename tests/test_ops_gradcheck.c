@@ -194,8 +194,9 @@ int main(void) {
     check_rope();
     check_embedding();
     check_crossentropy();
-    RefreshMask causal = {0, 0, 0, 1, GROUP_AGG_MAX, 0, 0};
-    RefreshMask masked = {1, 10, 3, 3, GROUP_AGG_MAX, 0, 0}; /* T = 14: 4 refresh rows, 3 of 10 prefill keys */
+    RefreshMask causal = {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX};
+    RefreshMask masked = {.enabled = 1, .L = 10, .K = 3, .pool_kernel = 3,
+        .agg = GROUP_AGG_MAX}; /* T = 14: 4 refresh rows, 3 of 10 prefill keys */
     check_attention("causal MHA", causal, 2, 2);
     check_attention("causal GQA 4:1", causal, 4, 1);
     check_attention("masked GQA 2:1", masked, 4, 2);
@@ -204,7 +205,7 @@ int main(void) {
     /* the eval cache's keys: K 3 covers kept and local keys (rows 10..13
      * keep 3, 2, 1, 0 selected keys); restride 2 makes rows 11 and 13 full
      * rows that re-select */
-    RefreshMask evict = {1, 10, 3, 3, GROUP_AGG_MAX, 1, 0};
+    RefreshMask evict = {.enabled = 1, .L = 10, .K = 3, .pool_kernel = 3, .agg = GROUP_AGG_MAX, .evict = 1};
     check_attention("evict GQA 2:1", evict, 4, 2);
     evict.restride = 2;
     check_attention("evict + restride 2 GQA 2:1", evict, 4, 2);

@@ -182,7 +182,7 @@ RefreshMask train_config_mask(const TrainConfig *c) {
     if (!c->mask) return refresh_mask_off();
     return (RefreshMask){.enabled = 1, .L = c->L, .K = c->K, .pool_kernel = c->pool_kernel,
                          .agg = group_agg_parse(c->group_agg, "config 'group_agg'"), .evict = (int)c->mask_evict,
-                         .restride = c->mask_restride};
+                         .restride = c->mask_restride, .S = c->S};
 }
 
 void train_config_validate(const TrainConfig *c, int world) {

@@ -174,7 +174,7 @@ TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama
         llama_cuda_create_streamed(&e->gpu, &model->cfg, (int)c->recompute, train_mode_precision(mode));
     else
         llama_cuda_create(&e->gpu, &model->cfg, (int)c->recompute, train_mode_precision(mode));
-    if (model->mask.enabled) llama_cuda_set_mask(&e->gpu, &model->mask, model->mask_S);
+    if (model->mask.enabled) llama_cuda_set_mask(&e->gpu, &model->mask);
     cuda_transfer_bytes(&e->h2d_logged, &e->d2h_logged);
     return (TrainEngine){.ctx = e,
                          .begin_step = cuda_begin_step,

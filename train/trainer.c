@@ -101,7 +101,7 @@ static void setup_model(Trainer *t) {
     else llama_init_random(&t->model, (uint64_t)c->seed);
     if (c->mask) {
         RefreshMask m = train_config_mask(c);
-        llama_set_mask(&t->model, &m, c->S);
+        llama_set_mask(&t->model, &m);
     }
     fsdp_init(&t->fsdp, t->comm, &t->model, (int)c->reshard_after_forward);
     setup_engine(t);

@@ -149,7 +149,7 @@ static void crossentropy(void) {
  * (the select and forward passes at T = 32768 ran clean in about 9). */
 static void attention(void) {
     const int64_t B = 4, Ta = 8192;
-    const RefreshMask m = {1, Ta / 2, 2048, 7, GROUP_AGG_MAX, 0, 0};
+    const RefreshMask m = {.enabled = 1, .L = Ta / 2, .K = 2048, .pool_kernel = 7, .agg = GROUP_AGG_MAX};
     const int64_t nq = B * Ta * Hq * D, nk = B * Ta * Hkv * D;
     float *q = dev(4 * nq), *k = dev(4 * nk), *v = dev(4 * nk), *out = dev(4 * nq), *lse = dev(4 * B * Ta * Hq);
     int32_t *sel = dev_ints(B * Ta * Hkv, 0);

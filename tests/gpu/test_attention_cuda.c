@@ -245,7 +245,8 @@ static int records_valid(const int32_t *sel, const RefreshMask *m, int64_t BG, i
 
 static void run_8b_shape(int64_t T, int evict, int64_t restride) {
     const int64_t B = 1, Hq = 32, Hkv = 8, D = 128, nq = B * T * Hq * D, nkv = B * T * Hkv * D;
-    const RefreshMask m = {1, T - 50, 2048, 7, GROUP_AGG_MAX, evict, restride};
+    const RefreshMask m = {.enabled = 1, .L = T - 50, .K = 2048, .pool_kernel = 7, .agg = GROUP_AGG_MAX,
+        .evict = evict, .restride = restride};
     const int64_t ks = refresh_num_selected(&m), nsel = B * Hkv * refresh_sel_len(&m, T);
     float *host = xmalloc(sizeof(float) * (size_t)nq);
     float *q = cuda_malloc(4 * (size_t)nq), *k = cuda_malloc(4 * (size_t)nkv), *v = cuda_malloc(4 * (size_t)nkv);
@@ -301,24 +302,41 @@ static void run_all(void) {
     rng_seed(&rng, 20240611);
     /* label, B, T, Hq, Hkv, D, {enabled, L, K, pool_kernel, agg, evict, restride} */
     const Case cases[] = {
-        {"T=1 causal, D=16, ratio 4", 2, 1, 4, 1, 16, {0, 0, 0, 1, GROUP_AGG_MAX, 0, 0}},
-        {"T=7 L=6 (S=1) K=3, ratio 1, D=32", 2, 7, 4, 4, 32, {1, 6, 3, 3, GROUP_AGG_MAX, 0, 0}},
-        {"T=100 L=60 K=10 (< tile), ratio 4, D=64", 2, 100, 8, 2, 64, {1, 60, 10, 7, GROUP_AGG_MAX, 0, 0}},
-        {"T=257 L=207 K=L, ratio 8, D=128, mean", 2, 257, 8, 1, 128, {1, 207, 207, 7, GROUP_AGG_MEAN, 0, 0}},
-        {"T=257 causal, ratio 8, D=128", 2, 257, 8, 1, 128, {0, 0, 0, 1, GROUP_AGG_MAX, 0, 0}},
-        {"T=257 L=200 K=100 (> tile), ratio 8, D=64, first, pool 5", 2, 257, 16, 2, 64, {1, 200, 100, 5, GROUP_AGG_FIRST, 0, 0}},
-        {"T=130 L=129 (S=1) K=70, ratio 4, D=16, mean", 2, 130, 8, 2, 16, {1, 129, 70, 7, GROUP_AGG_MEAN, 0, 0}},
-        {"T=100 L=100 (mask inactive), ratio 4, D=32", 2, 100, 4, 1, 32, {1, 100, 30, 7, GROUP_AGG_MAX, 0, 0}},
-        {"T=300 L=40 (refresh rows span tiles) K=20, ratio 4, D=64", 2, 300, 8, 2, 64, {1, 40, 20, 7, GROUP_AGG_MAX, 0, 0}},
-        {"T=70 L=1 K=1, ratio 2, D=32, no pooling", 2, 70, 4, 2, 32, {1, 1, 1, 1, GROUP_AGG_MAX, 0, 0}},
-        {"T=65 L=40 K=5, ratio 2, D=8", 2, 65, 4, 2, 8, {1, 40, 5, 7, GROUP_AGG_MAX, 0, 0}},
+        {"T=1 causal, D=16, ratio 4", 2, 1, 4, 1, 16,
+            {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX}},
+        {"T=7 L=6 (S=1) K=3, ratio 1, D=32", 2, 7, 4, 4, 32,
+            {.enabled = 1, .L = 6, .K = 3, .pool_kernel = 3, .agg = GROUP_AGG_MAX}},
+        {"T=100 L=60 K=10 (< tile), ratio 4, D=64", 2, 100, 8, 2, 64,
+            {.enabled = 1, .L = 60, .K = 10, .pool_kernel = 7, .agg = GROUP_AGG_MAX}},
+        {"T=257 L=207 K=L, ratio 8, D=128, mean", 2, 257, 8, 1, 128,
+            {.enabled = 1, .L = 207, .K = 207, .pool_kernel = 7, .agg = GROUP_AGG_MEAN}},
+        {"T=257 causal, ratio 8, D=128", 2, 257, 8, 1, 128,
+            {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX}},
+        {"T=257 L=200 K=100 (> tile), ratio 8, D=64, first, pool 5", 2, 257, 16, 2, 64,
+            {.enabled = 1, .L = 200, .K = 100, .pool_kernel = 5, .agg = GROUP_AGG_FIRST}},
+        {"T=130 L=129 (S=1) K=70, ratio 4, D=16, mean", 2, 130, 8, 2, 16,
+            {.enabled = 1, .L = 129, .K = 70, .pool_kernel = 7, .agg = GROUP_AGG_MEAN}},
+        {"T=100 L=100 (mask inactive), ratio 4, D=32", 2, 100, 4, 1, 32,
+            {.enabled = 1, .L = 100, .K = 30, .pool_kernel = 7, .agg = GROUP_AGG_MAX}},
+        {"T=300 L=40 (refresh rows span tiles) K=20, ratio 4, D=64", 2, 300, 8, 2, 64,
+            {.enabled = 1, .L = 40, .K = 20, .pool_kernel = 7, .agg = GROUP_AGG_MAX}},
+        {"T=70 L=1 K=1, ratio 2, D=32, no pooling", 2, 70, 4, 2, 32,
+            {.enabled = 1, .L = 1, .K = 1, .pool_kernel = 1, .agg = GROUP_AGG_MAX}},
+        {"T=65 L=40 K=5, ratio 2, D=8", 2, 65, 4, 2, 8,
+            {.enabled = 1, .L = 40, .K = 5, .pool_kernel = 7, .agg = GROUP_AGG_MAX}},
         /* the eval cache's mask: per-row records */
-        {"evict T=100 L=60 K=10 (S > K: local keys evicted), ratio 4, D=64", 2, 100, 8, 2, 64, {1, 60, 10, 7, GROUP_AGG_MAX, 1, 0}},
-        {"restride 10 T=130 L=100 K=20, ratio 4, D=32, mean", 2, 130, 8, 2, 32, {1, 100, 20, 5, GROUP_AGG_MEAN, 0, 10}},
-        {"evict restride 25 T=200 L=40 K=20 (rows span tiles), ratio 2, D=16", 1, 200, 4, 2, 16, {1, 40, 20, 7, GROUP_AGG_MAX, 1, 25}},
-        {"evict restride 3 T=50 L=40 K=L, ratio 2, D=8, first, pool 3", 2, 50, 4, 2, 8, {1, 40, 40, 3, GROUP_AGG_FIRST, 1, 3}},
-        {"restride 1 (every row full) T=70 L=40 K=5, ratio 2, D=32", 2, 70, 4, 2, 32, {1, 40, 5, 7, GROUP_AGG_MAX, 0, 1}},
-        {"evict T=257 L=200 K=100 (> tile), ratio 8, D=128", 1, 257, 8, 1, 128, {1, 200, 100, 7, GROUP_AGG_MAX, 1, 0}},
+        {"evict T=100 L=60 K=10 (S > K: local keys evicted), ratio 4, D=64", 2, 100, 8, 2, 64,
+            {.enabled = 1, .L = 60, .K = 10, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1}},
+        {"restride 10 T=130 L=100 K=20, ratio 4, D=32, mean", 2, 130, 8, 2, 32,
+            {.enabled = 1, .L = 100, .K = 20, .pool_kernel = 5, .agg = GROUP_AGG_MEAN, .restride = 10}},
+        {"evict restride 25 T=200 L=40 K=20 (rows span tiles), ratio 2, D=16", 1, 200, 4, 2, 16,
+            {.enabled = 1, .L = 40, .K = 20, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 25}},
+        {"evict restride 3 T=50 L=40 K=L, ratio 2, D=8, first, pool 3", 2, 50, 4, 2, 8,
+            {.enabled = 1, .L = 40, .K = 40, .pool_kernel = 3, .agg = GROUP_AGG_FIRST, .evict = 1, .restride = 3}},
+        {"restride 1 (every row full) T=70 L=40 K=5, ratio 2, D=32", 2, 70, 4, 2, 32,
+            {.enabled = 1, .L = 40, .K = 5, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .restride = 1}},
+        {"evict T=257 L=200 K=100 (> tile), ratio 8, D=128", 1, 257, 8, 1, 128,
+            {.enabled = 1, .L = 200, .K = 100, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i]);

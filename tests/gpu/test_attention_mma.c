@@ -316,23 +316,30 @@ static void bf16_entries_case(const Family *f, const Case *c) {
 
 static void run_all(void) {
     rng_seed(&rng, 20261124);
-    const RefreshMask causal = {0, 0, 0, 1, GROUP_AGG_MAX, 0, 0};
+    const RefreshMask causal = {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX};
     const Case cases[] = {
         {"T=1 causal, D=16", 1, 1, 2, 1, 16, causal},
         {"T=7 causal, ratio 2, D=32", 1, 7, 4, 2, 32, causal},
         {"T=70 causal, B=2, ratio 2, D=16", 2, 70, 4, 2, 16, causal},
         {"T=130 causal, ratio 4, D=32", 1, 130, 8, 2, 32, causal},
-        {"T=100 L=80 K=20 pool 3, ratio 8, D=64", 1, 100, 8, 1, 64, {1, 80, 20, 3, GROUP_AGG_MAX, 0, 0}},
-        {"T=71 L=70 K=9 (S=1), B=2, ratio 4, D=32, agg mean", 2, 71, 4, 1, 32, {1, 70, 9, 5, GROUP_AGG_MEAN, 0, 0}},
-        {"T=90 L=70 K=L, ratio 4, D=64", 1, 90, 4, 1, 64, {1, 70, 70, 7, GROUP_AGG_MAX, 0, 0}},
+        {"T=100 L=80 K=20 pool 3, ratio 8, D=64", 1, 100, 8, 1, 64,
+            {.enabled = 1, .L = 80, .K = 20, .pool_kernel = 3, .agg = GROUP_AGG_MAX}},
+        {"T=71 L=70 K=9 (S=1), B=2, ratio 4, D=32, agg mean", 2, 71, 4, 1, 32,
+            {.enabled = 1, .L = 70, .K = 9, .pool_kernel = 5, .agg = GROUP_AGG_MEAN}},
+        {"T=90 L=70 K=L, ratio 4, D=64", 1, 90, 4, 1, 64,
+            {.enabled = 1, .L = 70, .K = 70, .pool_kernel = 7, .agg = GROUP_AGG_MAX}},
         {"T=200 L=150 K=40 (two key tiles, suffix across a tile), ratio 1, D=16", 1, 200, 2, 2, 16,
-         {1, 150, 40, 7, GROUP_AGG_MAX, 0, 0}},
+         {.enabled = 1, .L = 150, .K = 40, .pool_kernel = 7, .agg = GROUP_AGG_MAX}},
         {"T=65 causal, ratio 2, D=128", 1, 65, 2, 1, 128, causal},
-        {"T=21 L=20 K=4 (S=1), ratio 8, D=16, agg mean", 1, 21, 8, 1, 16, {1, 20, 4, 3, GROUP_AGG_MEAN, 0, 0}},
+        {"T=21 L=20 K=4 (S=1), ratio 8, D=16, agg mean", 1, 21, 8, 1, 16,
+            {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN}},
         /* the eval cache's mask: per-row records (suffix rows over their own keys) */
-        {"evict restride 10 T=100 L=70 K=12 pool 3, B=2, ratio 4, D=32", 2, 100, 8, 2, 32, {1, 70, 12, 3, GROUP_AGG_MAX, 1, 10}},
-        {"evict T=200 L=150 K=40 (two key tiles), ratio 1, D=16", 1, 200, 2, 2, 16, {1, 150, 40, 7, GROUP_AGG_MAX, 1, 0}},
-        {"restride 1 T=90 L=70 K=8, ratio 2, D=32", 1, 90, 4, 2, 32, {1, 70, 8, 7, GROUP_AGG_MAX, 0, 1}},
+        {"evict restride 10 T=100 L=70 K=12 pool 3, B=2, ratio 4, D=32", 2, 100, 8, 2, 32,
+            {.enabled = 1, .L = 70, .K = 12, .pool_kernel = 3, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 10}},
+        {"evict T=200 L=150 K=40 (two key tiles), ratio 1, D=16", 1, 200, 2, 2, 16,
+            {.enabled = 1, .L = 150, .K = 40, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1}},
+        {"restride 1 T=90 L=70 K=8, ratio 2, D=32", 1, 90, 4, 2, 32,
+            {.enabled = 1, .L = 70, .K = 8, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .restride = 1}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i], 0);
@@ -346,8 +353,10 @@ static void run_all(void) {
     };
     const Case bf16_cases[] = {
         {"bf16 entries: T=130 causal, ratio 4, D=32", 1, 130, 8, 2, 32, causal},
-        {"bf16 entries: T=100 L=80 K=20 pool 3, B=2, ratio 2, D=64", 2, 100, 4, 2, 64, {1, 80, 20, 3, GROUP_AGG_MAX, 0, 0}},
-        {"bf16 entries: evict restride 7 T=100 L=80 K=10, ratio 2, D=32", 1, 100, 4, 2, 32, {1, 80, 10, 5, GROUP_AGG_MAX, 1, 7}},
+        {"bf16 entries: T=100 L=80 K=20 pool 3, B=2, ratio 2, D=64", 2, 100, 4, 2, 64,
+            {.enabled = 1, .L = 80, .K = 20, .pool_kernel = 3, .agg = GROUP_AGG_MAX}},
+        {"bf16 entries: evict restride 7 T=100 L=80 K=10, ratio 2, D=32", 1, 100, 4, 2, 32,
+            {.enabled = 1, .L = 80, .K = 10, .pool_kernel = 5, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 7}},
     };
     for (size_t i = 0; i < sizeof bf16_cases / sizeof bf16_cases[0]; i++)
         if (tl_case_selected(bf16_cases[i].label))

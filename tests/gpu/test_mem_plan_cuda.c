@@ -98,7 +98,7 @@ static void run_case(const Case *k) {
     LlamaCuda g;
     if (k->optim_device) llama_cuda_create(&g, &c, k->recompute, k->precision);
     else llama_cuda_create_streamed(&g, &c, k->recompute, k->precision);
-    if (k->mask.enabled) llama_cuda_set_mask(&g, &k->mask, k->T - k->mask.L);
+    if (k->mask.enabled) llama_cuda_set_mask(&g, &k->mask);
     ParamLayout pl;
     param_layout_build(&pl, &c);
     float *host = test_params(pl.total);
@@ -173,8 +173,9 @@ static void run_case(const Case *k) {
 static void run_mask_after_forward(const char *label) {
     LlamaConfig c;
     make_config(&c, 0);
-    const RefreshMask m = {1, 40, 6, 7, GROUP_AGG_MAX, 1, 3};
     const int64_t B = 2, T = 49, BT = B * T;
+    const RefreshMask m = {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1,
+        .restride = 3, .S = T - 40};
     CudaMemInputs in = {LLAMA_CUDA_FP32, 0, 0, OPTIM_ADAMW8BIT, B, T, m, 0, 0};
     CudaMemPlan p = cuda_mem_plan(&c, &in);
     LlamaCuda g;
@@ -187,7 +188,7 @@ static void run_mask_after_forward(const char *label) {
     test_batch(&tokens, &targets, BT, c.vocab_size);
     llama_cuda_forward(&g, tokens, targets, B, T);
     int64_t causal = llama_cuda_bytes(&g);
-    llama_cuda_set_mask(&g, &m, T - m.L);
+    llama_cuda_set_mask(&g, &m);
     llama_cuda_forward(&g, tokens, targets, B, T);
     llama_cuda_zero_grad(&g);
     llama_cuda_backward(&g);
@@ -213,15 +214,19 @@ int main(void) {
         return tl_finish();
     }
 #ifdef KVCPT_CUDA
-    const RefreshMask none = {0, 0, 0, 1, GROUP_AGG_MAX, 0, 0};
+    const RefreshMask none = refresh_mask_off();
     const Case cases[] = {
         {"fp32 keep-all sharded causal B2 T33", 0, LLAMA_CUDA_FP32, 0, 0, 2, 33, none},
-        {"fp32 recompute device-optim mask B1 T49", 0, LLAMA_CUDA_FP32, 1, 1, 1, 49, {1, 40, 6, 7, GROUP_AGG_MAX, 0, 0}},
-        {"bf16 recompute sharded mask tied B3 T21", 1, LLAMA_CUDA_BF16_WEIGHTS, 1, 0, 3, 21, {1, 20, 4, 3, GROUP_AGG_MEAN, 0, 0}},
+        {"fp32 recompute device-optim mask B1 T49", 0, LLAMA_CUDA_FP32, 1, 1, 1, 49,
+         {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .S = 9}},
+        {"bf16 recompute sharded mask tied B3 T21", 1, LLAMA_CUDA_BF16_WEIGHTS, 1, 0, 3, 21,
+         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .S = 1}},
         {"bf16sr keep-all device-optim causal B2 T70", 0, LLAMA_CUDA_BF16_WEIGHTS, 0, 1, 2, 70, none},
         /* per-row records (evict, restride): selections larger than B * T * Hkv */
-        {"fp32 keep-all device-optim evict restride B2 T49", 0, LLAMA_CUDA_FP32, 0, 1, 2, 49, {1, 40, 6, 7, GROUP_AGG_MAX, 1, 3}},
-        {"bf16 recompute sharded restride tied B3 T33", 1, LLAMA_CUDA_BF16_WEIGHTS, 1, 0, 3, 33, {1, 20, 4, 3, GROUP_AGG_MEAN, 0, 5}},
+        {"fp32 keep-all device-optim evict restride B2 T49", 0, LLAMA_CUDA_FP32, 0, 1, 2, 49,
+         {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 3, .S = 9}},
+        {"bf16 recompute sharded restride tied B3 T33", 1, LLAMA_CUDA_BF16_WEIGHTS, 1, 0, 3, 33,
+         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .restride = 5, .S = 13}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i]);

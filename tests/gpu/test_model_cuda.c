@@ -102,11 +102,19 @@ static int close_scaled(const char *name, const float *got, const float *ref, in
     return tl_close_margin(name, got, ref, n, rel_atol * max_abs(ref, n) + 1e-30, rtol);
 }
 
+/* k's mask over its S refresh positions. */
+static RefreshMask case_mask(const Case *k) {
+    RefreshMask m = k->mask;
+    m.S = k->S;
+    return m;
+}
+
 /* A device engine holding m's parameters, with k's mask. */
 static void engine_like(LlamaCuda *g, const Llama *m, const Case *k, int recompute, LlamaCudaPrecision prec) {
     llama_cuda_create(g, &m->cfg, recompute, prec);
     llama_cuda_upload_params(g, m->params);
-    if (k->mask.enabled) llama_cuda_set_mask(g, &k->mask, k->S);
+    RefreshMask mask = case_mask(k);
+    if (k->mask.enabled) llama_cuda_set_mask(g, &mask);
 }
 
 static void setup_pair_prec(const Case *k, Llama *m, LlamaCuda *g, int recompute, LlamaCudaPrecision prec) {
@@ -114,7 +122,8 @@ static void setup_pair_prec(const Case *k, Llama *m, LlamaCuda *g, int recompute
     make_config(&c, k);
     llama_create(m, &c);
     llama_init_random(m, 1234);
-    if (k->mask.enabled) llama_set_mask(m, &k->mask, k->S);
+    RefreshMask mask = case_mask(k);
+    if (k->mask.enabled) llama_set_mask(m, &mask);
     engine_like(g, m, k, recompute, prec);
 }
 
@@ -340,7 +349,8 @@ static void parity_bf16(const Case *k) {
     llama_set_bf16_oracle(&m, 1);
     llama_create(&f, &m.cfg);
     memcpy(f.params, m.params, sizeof(float) * (size_t)m.layout.total);
-    if (k->mask.enabled) llama_set_mask(&f, &k->mask, k->S);
+    RefreshMask mask = case_mask(k);
+    if (k->mask.enabled) llama_set_mask(&f, &mask);
     int64_t BT = k->B * k->T, V = k->V, total = m.layout.total;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)BT * 2), *tgt = tok + BT;
     random_batch(tok, tgt, BT, V, 77);
@@ -507,16 +517,22 @@ int main(void) {
         return tl_finish();
     }
 #ifdef KVCPT_CUDA
-    /* label, V, C, F, layers, Hq, Hkv, D, tied, B, T, mask {on, L, K, pool, agg, evict, restride}, S */
+    /* label, V, C, F, layers, Hq, Hkv, D, tied, B, T, mask {.enabled = on, .L = L, .K = K, .pool_kernel = pool,
+        .agg = agg, .evict = evict, .restride = restride}, S */
     const Case cases[] = {
-        {"gqa4 mask L40 S9 K6", 96, 32, 40, 2, 4, 1, 8, 0, 2, 49, {1, 40, 6, 7, GROUP_AGG_MAX, 0, 0}, 9},
-        {"gqa8 tied mask S1", 80, 48, 64, 2, 8, 1, 16, 1, 1, 21, {1, 20, 4, 3, GROUP_AGG_MEAN, 0, 0}, 1},
-        {"gqa1 causal T70", 64, 32, 48, 2, 2, 2, 32, 0, 1, 70, {0, 0, 0, 1, GROUP_AGG_MAX, 0, 0}, 0},
+        {"gqa4 mask L40 S9 K6", 96, 32, 40, 2, 4, 1, 8, 0, 2, 49,
+            {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX}, 9},
+        {"gqa8 tied mask S1", 80, 48, 64, 2, 8, 1, 16, 1, 1, 21,
+            {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN}, 1},
+        {"gqa1 causal T70", 64, 32, 48, 2, 2, 2, 32, 0, 1, 70,
+            {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX}, 0},
         /* the eval cache's mask, per-row records in sel (kernels/attention.h):
          * K 3 evicts kept keys, then local ones at row 44; row 45 is full
          * and re-selects; without evict, rows 23 and 27 are full */
-        {"gqa4 evict restride6 L40 S9 K3", 96, 32, 40, 2, 4, 1, 8, 0, 2, 49, {1, 40, 3, 7, GROUP_AGG_MAX, 1, 6}, 9},
-        {"gqa8 tied restride4 S9 D16", 80, 48, 64, 2, 8, 1, 16, 1, 1, 29, {1, 20, 4, 3, GROUP_AGG_MEAN, 0, 4}, 9},
+        {"gqa4 evict restride6 L40 S9 K3", 96, 32, 40, 2, 4, 1, 8, 0, 2, 49,
+            {.enabled = 1, .L = 40, .K = 3, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 6}, 9},
+        {"gqa8 tied restride4 S9 D16", 80, 48, 64, 2, 8, 1, 16, 1, 1, 29,
+            {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .restride = 4}, 9},
     };
     /* each run as "kind: label", which KVCPT_TEST_CASES can select */
     const struct {

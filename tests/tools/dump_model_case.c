@@ -40,7 +40,7 @@ static float gpu_pass(Llama *m, const int32_t *tok, const int32_t *tgt, int64_t 
     LlamaCuda g;
     llama_cuda_create(&g, &m->cfg, 0, LLAMA_CUDA_FP32);
     llama_cuda_upload_params(&g, m->params);
-    llama_cuda_set_mask(&g, &m->mask, m->mask_S);
+    llama_cuda_set_mask(&g, &m->mask);
     float loss = llama_cuda_forward(&g, tok, tgt, B, T);
     llama_cuda_zero_grad(&g);
     llama_cuda_backward(&g);
@@ -81,8 +81,9 @@ int main(int argc, char **argv) {
         model_file_load_fp32(model_dir, &c, &m.layout, m.params);
     else
         llama_init_random(&m, seed);
-    RefreshMask mask = {1, L, K, 7, group_agg_parse(argv[4], "agg"), evict, restride};
-    llama_set_mask(&m, &mask, S);
+    RefreshMask mask = {.enabled = 1, .L = L, .K = K, .pool_kernel = 7, .agg = group_agg_parse(argv[4], "agg"),
+                        .evict = evict, .restride = restride, .S = S};
+    llama_set_mask(&m, &mask);
     const int64_t nsel = B * c.num_key_value_heads * refresh_sel_len(&mask, T); /* per layer */
     int32_t tok[B * T], tgt[B * T];
     Rng r;
