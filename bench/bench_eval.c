@@ -199,9 +199,7 @@ int bench_eval(int argc, char **argv) {
              "bench eval: --threads, --context, --last and --max-docs must be >= 1");
     check_positions(&b);
     /* the ranges kvcpt eval checks, here before either side runs */
-    eval_check_pool_kernel("bench eval", b.kernel);
-    eval_check_window("bench eval", "--snapkv-window", b.window);
-    eval_check_sinks("bench eval", b.sinks);
+    eval_check_shared_policy_options("bench eval", b.kernel, b.window, b.sinks);
     int64_t K = policy_budget(b.budget, b.context);
     char th[24];
     /* both children inherit these: OpenMP and OpenBLAS (kvcpt), torch's intra-op pool reads --threads */

@@ -391,11 +391,9 @@ static void model_off_device(EvalRun *r) {
  * under a label that shows the asked value. */
 static void check_options(const EvalArgs *a) {
     KV_CHECK(a->last >= 1 && a->boot >= 1 && a->batch >= 1, "eval: --last, --bootstrap and --batch must be >= 1");
-    eval_check_pool_kernel("eval", a->kernel);
-    eval_check_window("eval", "--snapkv-window", a->window);
+    eval_check_shared_policy_options("eval", a->kernel, a->window, a->sinks);
     eval_check_window("eval", "--tova-window", a->tova_window);
     eval_check_window("eval", "--kvec-window", a->kvec_window);
-    eval_check_sinks("eval", a->sinks);
     /* eval.json records each model's path as a JSON string, which must be UTF-8 */
     for (int i = 0; i < a->models.count; i++) {
         const char *m = a->models.items[i];

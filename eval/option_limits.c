@@ -18,6 +18,12 @@ void eval_check_sinks(const char *cmd, int64_t sinks) {
     KV_CHECK(sinks >= 0, "%s: --sinks %lld: the count of sink tokens must be >= 0", cmd, (long long)sinks);
 }
 
+void eval_check_shared_policy_options(const char *cmd, int64_t pool_kernel, int64_t snapkv_window, int64_t sinks) {
+    eval_check_pool_kernel(cmd, pool_kernel);
+    eval_check_window(cmd, "--snapkv-window", snapkv_window);
+    eval_check_sinks(cmd, sinks);
+}
+
 void eval_check_strides(const char *cmd, const char *option, const int64_t *strides, int n) {
     for (int i = 0; i < n; i++)
         KV_CHECK(strides[i] >= 1, "%s: %s %lld: a refreshkv stride must be >= 1 (0 would never refresh)", cmd, option,

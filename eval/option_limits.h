@@ -24,6 +24,9 @@ void eval_check_pool_kernel(const char *cmd, int64_t kernel);
 void eval_check_window(const char *cmd, const char *option, int64_t window);
 /* --sinks: >= 0 StreamingLLM sink tokens. */
 void eval_check_sinks(const char *cmd, int64_t sinks);
+/* The policy options `kvcpt eval` and `kvcpt bench eval` both take
+ * (--snapkv-kernel, --snapkv-window, --sinks), checked in that order. */
+void eval_check_shared_policy_options(const char *cmd, int64_t pool_kernel, int64_t snapkv_window, int64_t sinks);
 /* n refreshkv strides of `option` (--refresh-fixed, --refresh-qc): each
  * >= 1 (a stride of 0 would never refresh). */
 void eval_check_strides(const char *cmd, const char *option, const int64_t *strides, int n);
