@@ -1,8 +1,13 @@
-#include "comm_nccl.h"
-
+/* The NCCL backend of parallel/comm.h, linked where NCCL was found; only
+ * its table, comm_nccl_ops (parallel/comm_backend.h), leaves this file.
+ * Device buffers, collectives on the communicator's own stream, the caller's
+ * stream ordered before and after them with events. MPI broadcasts the
+ * ncclUniqueId. Runs on the current device, which the caller picked
+ * (cuda_device_select: one GPU per rank) before opening. */
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "../common/util.h"
@@ -10,8 +15,7 @@
 #include "nccl_check.h"
 #include "nccl_watchdog.h"
 
-
-struct CommNccl {
+typedef struct CommNccl {
     ncclComm_t comm;
     cudaStream_t stream;          /* collectives run here */
     cudaStream_t compute;         /* the caller's stream */
@@ -19,9 +23,9 @@ struct CommNccl {
     cudaEvent_t gathered;         /* the background all-gather's end */
     int rank, world, device;
     NcclWatchdog *watch; /* NULL: timeout 0, operations not watched */
-};
+} CommNccl;
 
-CommNccl *comm_nccl_open(int rank, int world) {
+static CommNccl *comm_nccl_open(int rank, int world) {
     int ndev = 0, dev = -1;
     CUDA_CHECK(cudaGetDeviceCount(&ndev));
     KV_CHECK(ndev > 0, "nccl: no CUDA device visible to rank %d", rank);
@@ -45,13 +49,18 @@ CommNccl *comm_nccl_open(int rank, int world) {
     return n;
 }
 
-void comm_nccl_set_timeout(CommNccl *n, double seconds) {
+/* > 0: a watchdog thread ends the process when an operation has not
+ * finished this many seconds after it was enqueued, or NCCL reports an
+ * asynchronous error (parallel/nccl_watchdog.h); 0: not watched (the
+ * default of a new communicator). Call between operations. */
+static void comm_nccl_set_timeout(CommNccl *n, double seconds) {
     KV_CHECK(seconds >= 0, "nccl: rank %d: timeout must be >= 0 seconds (got %g)", n->rank, seconds);
     nccl_watchdog_stop(n->watch);
     n->watch = seconds > 0 ? nccl_watchdog_start(n->comm, n->rank, n->world, n->device, seconds) : NULL;
 }
 
-void comm_nccl_close(CommNccl *n) {
+/* Waits for the communicator's stream (watched), then ends it. */
+static void comm_nccl_close(CommNccl *n) {
     if (!n) return;
     CUDA_CHECK(cudaStreamSynchronize(n->stream)); /* still watched: a peer that never comes ends the job here */
     nccl_watchdog_stop(n->watch);
@@ -107,20 +116,23 @@ static void enqueue_all_gather_v(CommNccl *n, CommType t, const void *send, void
     end(n, ticket, background ? n->gathered : n->after, !background);
 }
 
-void comm_nccl_all_gather_v(CommNccl *n, CommType t, const void *send, void *recv, const int64_t *counts,
-                            const int64_t *displs) {
+static void comm_nccl_all_gather_v(CommNccl *n, CommType t, const void *send, void *recv, const int64_t *counts,
+                                   const int64_t *displs) {
     enqueue_all_gather_v(n, t, send, recv, counts, displs, 0);
 }
 
-void comm_nccl_all_gather_v_start(CommNccl *n, CommType t, const void *send, void *recv, const int64_t *counts,
-                                  const int64_t *displs) {
+/* comm_nccl_all_gather_v with the caller's stream left free: only
+ * comm_nccl_wait makes it wait for the gather, so the compute enqueued
+ * between the two overlaps it (a layer's prefetch). One at a time. */
+static void comm_nccl_all_gather_v_start(CommNccl *n, CommType t, const void *send, void *recv,
+                                         const int64_t *counts, const int64_t *displs) {
     enqueue_all_gather_v(n, t, send, recv, counts, displs, 1);
 }
 
-void comm_nccl_wait(CommNccl *n) { CUDA_CHECK(cudaStreamWaitEvent(n->compute, n->gathered, 0)); }
+static void comm_nccl_wait(CommNccl *n) { CUDA_CHECK(cudaStreamWaitEvent(n->compute, n->gathered, 0)); }
 
-void comm_nccl_all_to_all_v(CommNccl *n, CommType t, const void *send, const int64_t *scounts,
-                            const int64_t *sdispls, void *recv, const int64_t *rcounts, const int64_t *rdispls) {
+static void comm_nccl_all_to_all_v(CommNccl *n, CommType t, const void *send, const int64_t *scounts,
+                                   const int64_t *sdispls, void *recv, const int64_t *rcounts, const int64_t *rdispls) {
     size_t es = comm_type_size(t);
     int64_t ticket = begin(n, "all-to-all-v (grouped ncclSend/ncclRecv)");
     for (int r = 0; r < n->world; r++) {
