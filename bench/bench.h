@@ -9,4 +9,5 @@ int bench_ops(int argc, char **argv);       /* bench/bench_ops.c */
 int bench_attention(int argc, char **argv); /* bench/bench_attention.c */
 int bench_decode(int argc, char **argv);    /* bench/bench_decode.c */
 int bench_eval(int argc, char **argv);      /* bench/bench_eval.c */
+int bench_matmul(int argc, char **argv);    /* bench/bench_matmul.c */
 #endif

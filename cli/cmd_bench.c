@@ -19,6 +19,7 @@ static const BenchTarget targets[] = {
     {"decode", bench_decode, "decode ms/token of full, partial (streaming) and refreshkv steps at long contexts"},
     {"eval", bench_eval, "kvcpt eval's wall time beside kvpress + transformers (CPU, same documents and policies)"},
     {"ops", bench_ops, "time and GB/s or TFLOP/s of each CUDA simple op at 8B shapes"},
+    {"matmul", bench_matmul, "the CPU step's sgemms at a preset's shapes beside threaded OpenBLAS"},
     {"attention", bench_attention, "CUDA attention kernels at an 8B layer's shape beside PyTorch SDPA"},
 };
 #define N_TARGETS (int)(sizeof targets / sizeof targets[0])

@@ -1,9 +1,11 @@
 #include "attention.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/checked.h"
 #include "../common/util.h"
 #include "bf16.h"
 #include "blas.h"
@@ -490,40 +492,66 @@ static void head_keys_load_bg(HeadKeys *hk, const float *k, const float *v, cons
     head_keys_load(hk, k + base, v + base, Hkv * D, u.ks ? mine : NULL, u.W ? mine : NULL);
 }
 
-static void forward_impl(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
-                         int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
-    int64_t group = Hq / Hkv;
-    MaskUse u = mask_use(m, T);
-    float scale = 1.0f / sqrtf((float)D);
-#pragma omp parallel
-    {
-        HeadKeys hk;
-        float *buf = head_keys_alloc(&hk, T, D, u.ks, u.W, m), *s = head_keys_scratch(&hk);
-#pragma omp for collapse(2) schedule(dynamic)
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t g = 0; g < Hkv; g++) {
-                head_keys_load_bg(&hk, k, v, sel, u, b, g, T, Hkv, D);
-                for (int64_t h = g * group; h < (g + 1) * group; h++)
-                    for (int64_t p = 0; p < T; p++) {
-                        int64_t row = (b * T + p) * Hq + h;
-                        RowKeys kc, vc;
-                        RowScatter to;
-                        row_setup(&hk, p, &kc, &vc, &to);
-                        forward_row(out + row * D, lse + (b * Hq + h) * T + p, q + row * D, kc, vc, D, scale, s);
-                    }
-            }
-        free(buf);
-    }
+/* The causal rows run in blocks of query rows through sgemm: the keys and
+ * values a block reads (up to 2 x T x D floats) serve all its rows at once,
+ * where the row kernels above stream them once per row; at T = 8192 that
+ * traffic, not the arithmetic, was their cost. Each sgemm also packs its
+ * T x D keys (and values) again, with D = 64 the inner dimension: 64-row
+ * blocks spent a quarter of a prefill's time packing, 256-row ones (8 MiB
+ * of scores per thread at T = 8192) a few percent. */
+#define ATTN_QUERY_ROWS 256
+
+/* Row ranges per query head: a partition fixed by T alone, so that every
+ * sum (colsum, dk, dv) has an order that does not depend on the thread
+ * count, and fine enough that B x Hq x ATTN_BLOCKS tasks balance a few
+ * cores even when Hkv is smaller than the thread count (SmolLM2: 3 KV
+ * heads). Block i holds rows [edge[i], edge[i+1]): row p costs ~p, so the
+ * edges sit at T sqrt(i / ATTN_BLOCKS) for equal work. */
+#define ATTN_BLOCKS 4
+
+typedef struct {
+    int64_t edge[ATTN_BLOCKS + 1];
+} RowBlocks;
+
+static RowBlocks row_blocks(int64_t T) {
+    RowBlocks rb;
+    for (int64_t i = 0; i <= ATTN_BLOCKS; i++) rb.edge[i] = (int64_t)((double)T * sqrt((double)i / ATTN_BLOCKS));
+    rb.edge[ATTN_BLOCKS] = T;
+    return rb;
 }
 
-/* Query rows per sgemm of attention_forward_stats_cpu: the keys and values
- * a block reads (up to 2 x T x D floats) serve all its rows at once, where
- * the row kernel above streams them once per row; at T = 8192 that traffic,
- * not the arithmetic, was its cost. Each sgemm also packs its T x D keys
- * (and values) again, with D = 64 the inner dimension: 64-row blocks spent
- * a quarter of the prefill's time packing, 256-row ones (8 MiB of scores
- * per thread at T = 8192) a few percent. */
-#define STATS_QUERY_ROWS 256
+/* Task t of B x Hq x ATTN_BLOCKS: its batch row, query head and block, the
+ * heaviest blocks (last rows) first. */
+typedef struct {
+    int64_t b, h, blk;
+} AttnTask;
+
+static AttnTask attn_task(int64_t t, int64_t Hq) {
+    int64_t per_b = Hq * ATTN_BLOCKS, r = t % per_b;
+    return (AttnTask){t / per_b, r / ATTN_BLOCKS, ATTN_BLOCKS - 1 - r % ATTN_BLOCKS};
+}
+
+/* 1 when row p of a (batch row, KV head) sees exactly keys 0..p: every row
+ * without the mask or before L, the paper's rows when K >= L (km equals kt
+ * then), full listed rows and listed rows whose list is 0..p (ascending and
+ * distinct, so p + 1 entries are all of them). */
+static int row_is_causal(const int32_t *mine, MaskUse u, int64_t L, int64_t p) {
+    if (!u.per || p < L) return 1;
+    if (u.ks) return u.ks == L;
+    const int32_t *rec = mine + (p - L) * (1 + u.W);
+    return rec[0] == 0 || rec[0] == p + 1;
+}
+
+/* How many of rows p0..p0+nr-1, from the first, are causal: those take the
+ * blocked path, over the same keys 0..p0+nr-1 as a chunk of causal rows
+ * (an element's sums then do not depend on how many rows the sgemm has:
+ * prefill rows keep their causal bits under the mask); the rest take the
+ * row kernels. */
+static int64_t causal_rows(const int32_t *mine, MaskUse u, int64_t L, int64_t p0, int64_t nr) {
+    int64_t c = 0;
+    while (c < nr && row_is_causal(mine, u, L, p0 + c)) c++;
+    return c;
+}
 
 /* Row p of a block of scores s[0..n) (scaled q.k, keys 0..n-1): in place,
  * the unnormalised exponentials of keys 0..p and zeros past p; returns
@@ -538,108 +566,280 @@ VECTOR_CLONES static float softmax_causal_row(float *s, int64_t p, int64_t n, fl
     return sum_lanes(s, cnt);
 }
 
-/* Row blocks per query head of attention_forward_stats_cpu: a partition
- * fixed by T alone (so colsum's sums do not depend on the thread count),
- * fine enough that Hq x blocks tasks balance a few cores even when Hkv is
- * smaller than the thread count (SmolLM2: 3 KV heads). */
-#define STATS_BLOCKS 4
-
-void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
-                           int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
-    forward_impl(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m);
+/* Backward of causal row p from its scaled scores s and dP = dout.v over
+ * keys 0..n-1: in place, s becomes P = exp(s - lse) and dp becomes
+ * dS = P (dP - di) scale over keys 0..p, both zero past p. */
+VECTOR_CLONES static void softmax_grad_causal_row(float *s, float *dp, float l, float di, float scale, int64_t p,
+                                                  int64_t n) {
+    int64_t cnt = p + 1;
+#pragma omp simd
+    for (int64_t t = 0; t < cnt; t++) {
+        float pr = exp_softmax(s[t] - l);
+        s[t] = pr;
+        dp[t] = pr * (dp[t] - di) * scale;
+    }
+    for (int64_t t = cnt; t < n; t++) s[t] = dp[t] = 0.0f;
 }
 
-void attention_forward_stats_cpu(float *out, float *lse, const AttentionStats *st, const float *q, const float *k,
-                                 const float *v, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
-    KV_CHECK(st && st->W >= 0, "attention_forward_stats_cpu: needs statistics buffers and a window W >= 0");
-    int64_t group = Hq / Hkv, W = st->W < T ? st->W : T, nblk = STATS_BLOCKS;
-    float scale = 1.0f / sqrtf((float)D);
-    /* block i of a head holds rows [edge[i], edge[i+1]): row p costs ~p,
-     * so the edges sit at T sqrt(i / nblk) for equal work */
-    int64_t edge[STATS_BLOCKS + 1];
-    for (int64_t i = 0; i <= nblk; i++) edge[i] = (int64_t)((double)T * sqrt((double)i / (double)nblk));
-    edge[nblk] = T;
+/* What the forward and backward tasks share: the shapes, the inputs' row
+ * strides and one (batch row, KV head)'s bases. */
+typedef struct {
+    int64_t B, T, Hq, Hkv, D, qs, kvs; /* qs = Hq D, kvs = Hkv D: row strides */
+    float scale;
+    MaskUse u;
+    const RefreshMask *m;
+    const int32_t *sel;
+} AttnShape;
+
+static AttnShape attn_shape(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const int32_t *sel,
+                            const RefreshMask *m) {
+    return (AttnShape){B, T, Hq, Hkv, D, Hq * D, Hkv * D, 1.0f / sqrtf((float)D), mask_use(m, T), m, sel};
+}
+
+static const int32_t *sel_of(const AttnShape *a, int64_t b, int64_t g) {
+    return a->u.per ? a->sel + (b * a->Hkv + g) * a->u.per : NULL;
+}
+
+/* One thread's state: the scores scratch and, for the mask's listed or
+ * selected rows, the row kernels' keys (allocated on first use, loaded for
+ * one (batch row, KV head) at a time). */
+typedef struct {
+    float *S, *dP; /* (ATTN_QUERY_ROWS, T) each */
+    HeadKeys hk;
+    float *hk_buf;
+    int64_t hk_bg; /* b * Hkv + g loaded into hk; -1: none */
+} AttnThread;
+
+static void attn_thread_init(AttnThread *w, const AttnShape *a, int backward) {
+    memset(w, 0, sizeof *w);
+    int64_t n = ATTN_QUERY_ROWS * a->T;
+    w->S = xmalloc(sizeof(float) * (size_t)(backward ? 2 * n : n));
+    w->dP = backward ? w->S + n : NULL;
+    w->hk_bg = -1;
+}
+
+static HeadKeys *attn_thread_keys(AttnThread *w, const AttnShape *a, const float *k, const float *v, int64_t b,
+                                  int64_t g) {
+    if (!w->hk_buf) w->hk_buf = head_keys_alloc(&w->hk, a->T, a->D, a->u.ks, a->u.W, a->m);
+    if (w->hk_bg != b * a->Hkv + g) {
+        head_keys_load_bg(&w->hk, k, v, a->sel, a->u, b, g, a->T, a->Hkv, a->D);
+        w->hk_bg = b * a->Hkv + g;
+    }
+    return &w->hk;
+}
+
+static void attn_thread_free(AttnThread *w) {
+    free(w->S);
+    free(w->hk_buf);
+}
+
+/* Forward of rows [p0, p0 + nr) of head h; st (may be NULL) takes the
+ * prefill statistics, colsum into this task's own row. */
+static void forward_chunk(AttnThread *w, const AttnShape *a, float *out, float *lse, const AttentionStats *st,
+                          float *colsum, int64_t W, const float *q, const float *k, const float *v, AttnTask tk,
+                          int64_t p0, int64_t nr) {
+    int64_t T = a->T, D = a->D, b = tk.b, h = tk.h, g = h / (a->Hq / a->Hkv);
+    float *lse_h = lse + (b * a->Hq + h) * T;
+    const int32_t *mine = sel_of(a, b, g);
+    int64_t c = causal_rows(mine, a->u, a->m->L, p0, nr), n = p0 + nr;
+    int64_t kvoff = b * T * a->kvs + g * D, qoff = (b * T + p0) * a->qs + h * D;
+    float sums[ATTN_QUERY_ROWS], *S = w->S, *o = out + qoff;
+    if (c > 0) {
+        /* scores of rows p0..p0+c-1 over keys 0..n-1; one sgemm, one thread
+         * (blas.h: the same bits whatever the thread count) */
+        blas_sgemm(0, 1, c, n, D, a->scale, q + qoff, a->qs, k + kvoff, a->kvs, 0.0f, S, n);
+        for (int64_t r = 0; r < c; r++) {
+            int64_t p = p0 + r;
+            float mx;
+            sums[r] = softmax_causal_row(S + r * n, p, n, &mx);
+            lse_h[p] = mx + logf(sums[r]);
+            if (st) stats_row(colsum, st->last ? st->last + h * W * T : NULL, S + r * n, sums[r], p, T, W);
+        }
+        blas_sgemm(0, 0, c, D, n, 1.0f, S, n, v + kvoff, a->kvs, 0.0f, o, a->qs);
+        for (int64_t r = 0; r < c; r++)
+            for (int64_t d = 0; d < D; d++) o[r * a->qs + d] /= sums[r];
+    }
+    if (c == nr) return;
+    HeadKeys *hk = attn_thread_keys(w, a, k, v, b, g); /* the mask's rows: one at a time */
+    for (int64_t p = p0 + c; p < p0 + nr; p++) {
+        int64_t row = (b * T + p) * a->Hq + h;
+        RowKeys kc, vc;
+        RowScatter to;
+        row_setup(hk, p, &kc, &vc, &to);
+        forward_row(out + row * D, lse_h + p, q + row * D, kc, vc, D, a->scale, head_keys_scratch(hk));
+    }
+}
+
+/* Both forwards: st NULL for training, else one causal sequence's prefill
+ * statistics (attention_forward_stats_cpu). */
+static void forward_blocked(float *out, float *lse, const AttentionStats *st, const float *q, const float *k,
+                            const float *v, const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                            int64_t D, const RefreshMask *m) {
+    AttnShape a = attn_shape(B, T, Hq, Hkv, D, sel, m);
+    RowBlocks rb = row_blocks(T);
+    int64_t tasks = B * Hq * ATTN_BLOCKS, W = st ? (st->W < T ? st->W : T) : 0;
     /* each task's column sums apart, added in block order afterwards */
-    float *part = st->colsum ? xcalloc((size_t)(Hq * nblk * T), sizeof(float)) : NULL;
-    int64_t QB = STATS_QUERY_ROWS;
+    float *part = st && st->colsum ? xcalloc((size_t)(tasks * T), sizeof(float)) : NULL;
 #pragma omp parallel
     {
-        float *S = xmalloc(sizeof(float) * (size_t)(QB * T)), sums[STATS_QUERY_ROWS];
+        AttnThread w;
+        attn_thread_init(&w, &a, 0);
 #pragma omp for schedule(dynamic)
-        for (int64_t task = 0; task < Hq * nblk; task++) {
-            /* the heaviest blocks (last rows) first */
-            int64_t h = task / nblk, blk = nblk - 1 - task % nblk, g = h / group;
-            float *colsum = part ? part + task * T : NULL;
-            float *last = st->last ? st->last + h * W * T : NULL;
-            for (int64_t p0 = edge[blk]; p0 < edge[blk + 1]; p0 += QB) {
-                int64_t nr = edge[blk + 1] - p0 < QB ? edge[blk + 1] - p0 : QB, n = p0 + nr;
-                /* scores of rows p0..p0+nr-1 over keys 0..n-1; one sgemm, one thread
-                 * (blas.h: the same bits whatever the thread count) */
-                blas_sgemm(0, 1, nr, n, D, scale, q + (p0 * Hq + h) * D, Hq * D, k + g * D, Hkv * D, 0.0f, S, n);
-                for (int64_t r = 0; r < nr; r++) {
-                    int64_t p = p0 + r;
-                    float mx;
-                    sums[r] = softmax_causal_row(S + r * n, p, n, &mx);
-                    lse[h * T + p] = mx + logf(sums[r]);
-                    stats_row(colsum, last, S + r * n, sums[r], p, T, W);
-                }
-                float *o = out + (p0 * Hq + h) * D;
-                blas_sgemm(0, 0, nr, D, n, 1.0f, S, n, v + g * D, Hkv * D, 0.0f, o, Hq * D);
-                for (int64_t r = 0; r < nr; r++)
-                    for (int64_t d = 0; d < D; d++) o[r * Hq * D + d] /= sums[r];
+        for (int64_t t = 0; t < tasks; t++) {
+            AttnTask tk = attn_task(t, Hq);
+            for (int64_t p0 = rb.edge[tk.blk]; p0 < rb.edge[tk.blk + 1]; p0 += ATTN_QUERY_ROWS) {
+                int64_t nr = rb.edge[tk.blk + 1] - p0 < ATTN_QUERY_ROWS ? rb.edge[tk.blk + 1] - p0 : ATTN_QUERY_ROWS;
+                forward_chunk(&w, &a, out, lse, st, part ? part + t * T : NULL, W, q, k, v, tk, p0, nr);
             }
         }
-        free(S);
+        attn_thread_free(&w);
     }
     if (!part) return;
 #pragma omp parallel for schedule(static)
     for (int64_t h = 0; h < Hq; h++) {
         float *c = st->colsum + h * T;
         memset(c, 0, sizeof(float) * (size_t)T);
-        for (int64_t blk = 0; blk < nblk; blk++) {
-            /* task order: block nblk-1-j is task h*nblk + j */
-            const float *pb = part + (h * nblk + (nblk - 1 - blk)) * T;
+        for (int64_t blk = 0; blk < ATTN_BLOCKS; blk++) {
+            /* task order: block ATTN_BLOCKS-1-j is task h*ATTN_BLOCKS + j */
+            const float *pb = part + (h * ATTN_BLOCKS + (ATTN_BLOCKS - 1 - blk)) * T;
             for (int64_t t = 0; t < T; t++) c[t] += pb[t];
         }
     }
     free(part);
 }
 
+void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
+                           int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    forward_blocked(out, lse, NULL, q, k, v, sel, B, T, Hq, Hkv, D, m);
+}
+
+void attention_forward_stats_cpu(float *out, float *lse, const AttentionStats *st, const float *q, const float *k,
+                                 const float *v, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
+    KV_CHECK(st && st->W >= 0, "attention_forward_stats_cpu: needs statistics buffers and a window W >= 0");
+    RefreshMask off = refresh_mask_off();
+    forward_blocked(out, lse, st, q, k, v, NULL, 1, T, Hq, Hkv, D, &off);
+}
+
+/* The backward's per-task gradients of keys and values: task (b, h, blk)
+ * writes dk, dv terms for keys 0..edge[blk+1]-1 only (causal rows see no
+ * later key), so its slice holds that many rows of each; they are summed in
+ * a fixed order (query head, then block) once every task is done. */
+typedef struct {
+    float *buf;
+    int64_t rows_per_head, D; /* sum over blocks of edge[blk+1]; head dim */
+    int64_t start[ATTN_BLOCKS];
+    RowBlocks rb;
+} KeyGradParts;
+
+static void key_grad_parts_init(KeyGradParts *kp, int64_t B, int64_t Hq, int64_t T, int64_t D) {
+    kp->rb = row_blocks(T);
+    kp->D = D;
+    kp->rows_per_head = 0;
+    for (int64_t blk = 0; blk < ATTN_BLOCKS; blk++) {
+        kp->start[blk] = kp->rows_per_head;
+        kp->rows_per_head += kp->rb.edge[blk + 1];
+    }
+    int64_t n;
+    KV_CHECK(i64_mul(B * Hq, kp->rows_per_head, &n) == 0 && i64_mul(n, 2 * D, &n) == 0 &&
+                 n <= (int64_t)(SIZE_MAX / sizeof(float)),
+             "attention backward: per-task key gradients of %lld x %lld rows overflow", (long long)(B * Hq),
+             (long long)kp->rows_per_head);
+    kp->buf = xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+}
+
+/* dk of task (b, h, blk): edge[blk+1] rows of D; its dv follows. */
+static float *key_grad_part(const KeyGradParts *kp, int64_t Hq, int64_t b, int64_t h, int64_t blk) {
+    return kp->buf + ((b * Hq + h) * kp->rows_per_head + kp->start[blk]) * 2 * kp->D;
+}
+
+/* Backward of causal rows [p0, p0 + c) of head h over keys 0..n-1
+ * (blocked, sgemm) into dq and the task's dk, dv (pk, pv: rows by key
+ * position). */
+static void backward_chunk(AttnThread *w, const AttnShape *a, float *dq, float *pk, float *pv, const float *dout,
+                           const float *q, const float *k, const float *v, const float *out, const float *lse,
+                           AttnTask tk, int64_t g, int64_t p0, int64_t c, int64_t n) {
+    int64_t T = a->T, D = a->D;
+    int64_t kvoff = tk.b * T * a->kvs + g * D, qoff = (tk.b * T + p0) * a->qs + tk.h * D;
+    const float *lse_h = lse + (tk.b * a->Hq + tk.h) * T;
+    float *S = w->S, *dP = w->dP;
+    blas_sgemm(0, 1, c, n, D, a->scale, q + qoff, a->qs, k + kvoff, a->kvs, 0.0f, S, n);
+    blas_sgemm(0, 1, c, n, D, 1.0f, dout + qoff, a->qs, v + kvoff, a->kvs, 0.0f, dP, n);
+    for (int64_t r = 0; r < c; r++) {
+        float di = dot(dout + qoff + r * a->qs, out + qoff + r * a->qs, D);
+        softmax_grad_causal_row(S + r * n, dP + r * n, lse_h[p0 + r], di, a->scale, p0 + r, n);
+    }
+    blas_sgemm(0, 0, c, D, n, 1.0f, dP, n, k + kvoff, a->kvs, 0.0f, dq + qoff, a->qs);
+    blas_sgemm(1, 0, n, D, c, 1.0f, dP, n, q + qoff, a->qs, 1.0f, pk, D);
+    blas_sgemm(1, 0, n, D, c, 1.0f, S, n, dout + qoff, a->qs, 1.0f, pv, D);
+}
+
 void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                             const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B,
                             int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
-    int64_t group = Hq / Hkv, kvs = Hkv * D;
-    MaskUse u = mask_use(m, T);
-    float scale = 1.0f / sqrtf((float)D);
-    /* one (b, g) per task: dk/dv of a KV head only receive from its own group */
+    AttnShape a = attn_shape(B, T, Hq, Hkv, D, sel, m);
+    int64_t group = Hq / Hkv, tasks = B * Hq * ATTN_BLOCKS;
+    KeyGradParts kp;
+    key_grad_parts_init(&kp, B, Hq, T, D);
 #pragma omp parallel
     {
-        HeadKeys hk;
-        float *buf = head_keys_alloc(&hk, T, D, u.ks, u.W, m), *s = head_keys_scratch(&hk);
-#pragma omp for collapse(2) schedule(dynamic)
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t g = 0; g < Hkv; g++) {
-                int64_t base = (b * T * Hkv + g) * D;
-                head_keys_load_bg(&hk, k, v, sel, u, b, g, T, Hkv, D);
-                memset(hk.dkt, 0, sizeof(float) * (size_t)(2 * D * T)); /* dkt and dvt are adjacent */
-                for (int64_t h = g * group; h < (g + 1) * group; h++)
-                    for (int64_t p = 0; p < T; p++) {
-                        int64_t row = (b * T + p) * Hq + h;
-                        float di = dot(dout + row * D, out + row * D, D);
-                        RowKeys kc, vc;
-                        RowScatter to;
-                        row_setup(&hk, p, &kc, &vc, &to);
-                        backward_row(dq + row * D, q + row * D, dout + row * D, di, lse[(b * Hq + h) * T + p], kc, vc,
-                                     to, &hk, scale, s, s + T);
-                    }
-                for (int64_t t = 0; t < T; t++)
+        AttnThread w;
+        attn_thread_init(&w, &a, 1);
+#pragma omp for schedule(dynamic)
+        for (int64_t t = 0; t < tasks; t++) {
+            AttnTask tk = attn_task(t, Hq);
+            int64_t g = tk.h / group, lo = kp.rb.edge[tk.blk], hi = kp.rb.edge[tk.blk + 1];
+            float *pk = key_grad_part(&kp, Hq, tk.b, tk.h, tk.blk), *pv = pk + hi * D;
+            memset(pk, 0, sizeof(float) * (size_t)(2 * hi * D));
+            const int32_t *mine = sel_of(&a, tk.b, g);
+            HeadKeys *hk = NULL; /* the mask's rows, one at a time, into hk's transposed sums */
+            for (int64_t p0 = lo; p0 < hi; p0 += ATTN_QUERY_ROWS) {
+                int64_t nr = hi - p0 < ATTN_QUERY_ROWS ? hi - p0 : ATTN_QUERY_ROWS;
+                int64_t c = causal_rows(mine, a.u, m->L, p0, nr);
+                if (c > 0) backward_chunk(&w, &a, dq, pk, pv, dout, q, k, v, out, lse, tk, g, p0, c, p0 + nr);
+                if (c == nr) continue;
+                if (!hk) {
+                    hk = attn_thread_keys(&w, &a, k, v, tk.b, g);
+                    memset(hk->dkt, 0, sizeof(float) * (size_t)(2 * D * T)); /* dkt and dvt are adjacent */
+                }
+                float *s = head_keys_scratch(hk);
+                for (int64_t p = p0 + c; p < p0 + nr; p++) {
+                    int64_t row = (tk.b * T + p) * Hq + tk.h;
+                    float di = dot(dout + row * D, out + row * D, D);
+                    RowKeys kc, vc;
+                    RowScatter to;
+                    row_setup(hk, p, &kc, &vc, &to);
+                    backward_row(dq + row * D, q + row * D, dout + row * D, di, lse[(tk.b * Hq + tk.h) * T + p], kc,
+                                 vc, to, hk, a.scale, s, s + T);
+                }
+            }
+            if (hk)
+                for (int64_t j = 0; j < hi; j++)
                     for (int64_t d = 0; d < D; d++) {
-                        dk[base + t * kvs + d] = hk.dkt[d * T + t];
-                        dv[base + t * kvs + d] = hk.dvt[d * T + t];
+                        pk[j * D + d] += hk->dkt[d * T + j];
+                        pv[j * D + d] += hk->dvt[d * T + j];
+                    }
+        }
+        attn_thread_free(&w);
+    }
+    /* dk, dv of key j: the group's heads in order, each head's blocks in order */
+#pragma omp parallel for collapse(3) schedule(static)
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t g = 0; g < Hkv; g++)
+            for (int64_t j = 0; j < T; j++) {
+                float *dkj = dk + (b * T + j) * a.kvs + g * D, *dvj = dv + (b * T + j) * a.kvs + g * D;
+                for (int64_t d = 0; d < D; d++) dkj[d] = dvj[d] = 0.0f;
+                for (int64_t h = g * group; h < (g + 1) * group; h++)
+                    for (int64_t blk = 0; blk < ATTN_BLOCKS; blk++) {
+                        int64_t hi = kp.rb.edge[blk + 1];
+                        if (j >= hi) continue;
+                        const float *pk = key_grad_part(&kp, Hq, b, h, blk), *pv = pk + hi * D;
+                        for (int64_t d = 0; d < D; d++) {
+                            dkj[d] += pk[j * D + d];
+                            dvj[d] += pv[j * D + d];
+                        }
                     }
             }
-        free(buf);
-    }
+    free(kp.buf);
 }
 
 int attention_tensor_core_head_dim(int64_t D) { return D == 16 || D == 32 || D == 64 || D == 128; }

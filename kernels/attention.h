@@ -110,8 +110,8 @@ typedef struct {
 } AttentionStats;
 /* attention_forward_cpu for one causal sequence (B = 1, no mask) that also
  * writes st: one pass over the scores instead of a second softmax. out and
- * lse equal attention_forward_cpu's within rounding (the sums run through
- * sgemm blocks, in another order), and do not depend on the thread count. */
+ * lse are attention_forward_cpu's bit for bit (the same sgemm blocks), and
+ * do not depend on the thread count. */
 void attention_forward_stats_cpu(float *out, float *lse, const AttentionStats *st, const float *q, const float *k,
                                  const float *v, int64_t T, int64_t Hq, int64_t Hkv, int64_t D);
 /* Writes (not accumulates) dq, dk, dv. The selection is a constant here. */

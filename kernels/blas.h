@@ -12,11 +12,18 @@
 #include <jansson.h>
 #include <stdint.h>
 
-/* C is cut into tiles of at most this many rows and columns, one sgemm each:
- * enough tiles to keep 16 cores busy at 1024 x 1024, each large enough that
- * packing its slices of A and B stays cheap next to its products. */
-#define BLAS_TILE_ROWS 128
-#define BLAS_TILE_COLS 512
+/* C is cut into a grid of about BLAS_TILES tiles, one sgemm each, shaped
+ * like C (rows per tile close to columns per tile), in multiples of
+ * BLAS_TILE_ALIGN and never thinner than BLAS_TILE_MIN: enough tiles to keep
+ * 16 cores busy, as few as that allows, because each tile packs its slices
+ * of A and B again (a grid of 128 x 512 tiles spent a fifth of a SmolLM2
+ * step packing). The grid depends on M and N alone. */
+#define BLAS_TILES 16
+#define BLAS_TILE_ALIGN 16
+#define BLAS_TILE_MIN 128
+
+/* Rows and columns per tile of blas_sgemm for an M x N output. */
+void blas_tile_shape(int64_t M, int64_t N, int64_t *rows, int64_t *cols);
 
 /* Row-major C (M, N) = alpha op(A) op(B) + beta C, like cblas_sgemm with
  * CblasRowMajor; op(X) is X^T when trans_x is nonzero. Dimensions and

@@ -108,8 +108,13 @@ int main(void) {
     tl_result(omp_get_max_threads() == omp, "pinning OpenBLAS leaves OpenMP's thread count alone", "%d threads, was %d",
               omp_get_max_threads(), omp);
     const Shape shapes[] = {{1, 64, 48},
-                            {BLAS_TILE_ROWS + 3, BLAS_TILE_COLS + 5, 2 * BLAS_TILE_ROWS + 5},
-                            {3 * BLAS_TILE_ROWS - 1, 200, BLAS_TILE_COLS + BLAS_TILE_ROWS}};
+                            {BLAS_TILE_MIN + 3, 4 * BLAS_TILE_MIN + 5, 2 * BLAS_TILE_MIN + 5},
+                            {3 * BLAS_TILE_MIN - 1, 200, 5 * BLAS_TILE_MIN}};
+    int64_t tr, tc;
+    blas_tile_shape(shapes[1].N, shapes[1].OC, &tr, &tc);
+    tl_result(shapes[1].N > tr && shapes[1].N % tr != 0 && shapes[1].OC > tc && shapes[1].OC % tc != 0,
+              "the second shape's output has several tiles each way, the last ones partial", "tiles of %lld x %lld",
+              (long long)tr, (long long)tc);
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         check_shape(&shapes[i], 0);
         check_shape(&shapes[i], 1);
