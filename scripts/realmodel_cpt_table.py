@@ -179,7 +179,7 @@ def main():
             per_seed, per_doc = paired(before, afters, pol)
             m, ci_s = t_interval(per_seed)
             ci_d = doc_bootstrap(per_doc)
-            res[pol] = (per_seed, m, ci_s, ci_d)
+            res[pol] = (per_seed, m, ci_s, ci_d, per_doc)
             av = [x[pol][0] for x in afters]
             sd = statistics.stdev(av) if len(av) > 1 else 0.0
             p("| %s | %.4f | %.4f ± %.4f | %s | %s |" % (pol, before[pol][0], statistics.fmean(av), sd,
@@ -189,13 +189,13 @@ def main():
         p("**Answers at L = %d.**" % L)
         p()
         if "full" in res:
-            _, m, ci_s, ci_d = res["full"]
+            _, m, ci_s, ci_d, _ = res["full"]
             holds = [n for n, ci in (("seeds", ci_s), ("documents", ci_d)) if ci and ci[0] <= 0 <= ci[1]]
             p("- Full attention: after / before %s; %s." % (
                 ratio(m, ci_d), "1 lies inside the interval across %s: no change resolved" % " and ".join(holds)
                 if holds else "its intervals exclude 1: CPT changed the full-attention PPL"))
-        gain = [q for q, (_, m, ci_s, ci_d) in res.items() if ci_s and ci_s[1] < 0 and ci_d[1] < 0]
-        loss = [q for q, (_, m, ci_s, ci_d) in res.items() if ci_s and ci_s[0] > 0 and ci_d[0] > 0]
+        gain = [q for q, (_, m, ci_s, ci_d, _) in res.items() if ci_s and ci_s[1] < 0 and ci_d[1] < 0]
+        loss = [q for q, (_, m, ci_s, ci_d, _) in res.items() if ci_s and ci_s[0] > 0 and ci_d[0] > 0]
         ranked = sorted(res, key=lambda q: res[q][1])
         p("- Policies whose PPL fell with both intervals below 1: %s; rose with both above 1: %s." % (
             ", ".join(gain) or "none", ", ".join(loss) or "none"))
@@ -210,13 +210,15 @@ def main():
             for q in others:
                 d = [x - y for x, y in zip(res[best][0], res[q][0])]
                 m, ci = t_interval(d)
-                lines.append("%s %s" % (q, ratio(m, ci)))
-                resolved = resolved and ci is not None and ci[1] < 0
+                ci_d = doc_bootstrap([x - y for x, y in zip(res[best][4], res[q][4])])
+                lines.append("%s %s, documents %s" % (q, ratio(m, ci), ratio(m, ci_d)))
+                resolved = resolved and ci is not None and ci[1] < 0 and ci_d[1] < 0
             p("- RefreshKV gains the most? The best RefreshKV variant by point estimate is %s (%s the largest gain "
-              "of all partial policies). Its (after / before) over each other policy's, paired by seed: %s. "
+              "of all partial policies; chosen as the best of the RefreshKV variants, which favours it). Its "
+              "(after / before) over each other policy's, paired by seed (then paired by document): %s. "
               "%s" % (best, "it has" if ranked.index(best) <= min(ranked.index(q) for q in others) else
                       "it does not have", "; ".join(lines),
-                      "Every such ratio's interval lies below 1." if resolved else
+                      "Every such ratio's intervals lie below 1." if resolved else
                       "Not every interval lies below 1: the claim is not resolved by these runs."))
         if masks:
             p()
