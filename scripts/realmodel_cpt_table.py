@@ -146,7 +146,8 @@ def main():
     p()
     p("Intervals are 95%: *seeds* a t-interval over the data-order seeds' ln(after / before) (none with one seed); "
       "*documents* a paired bootstrap over the test documents of the mean over seeds of each document's "
-      "ln(after / before). Below 1: CPT lowered the PPL.")
+      "ln(after / before). Below 1: CPT lowered the PPL. *Beyond full's*: a policy's after / before over full "
+      "attention's on the same seed (and document): below 1, the policy gained more than the whole model did.")
     answers = {}
     for L in ctxs:
         bpath = os.path.join(a.out, "eval-%d" % L, "eval.json")
@@ -170,9 +171,11 @@ def main():
         p("## L = %d, paper's mask, seeds %s (%d test documents, commit %s)" % (
             L, ", ".join(map(str, done)), ndoc, bev.get("commit", "?")))
         p()
-        p("| variant | before | after (mean ± sd over seeds) | after / before, seeds | after / before, documents |")
-        p("|---|---|---|---|---|")
+        p("| variant | before | after (mean ± sd over seeds) | after / before, seeds | after / before, documents "
+          "| beyond full's: seeds; documents |")
+        p("|---|---|---|---|---|---|")
         res = {}
+        full = paired(before, afters, "full") if "full" in order and all("full" in x for x in afters) else None
         for pol in order:
             if not all(pol in x for x in afters):
                 continue
@@ -182,8 +185,13 @@ def main():
             res[pol] = (per_seed, m, ci_s, ci_d, per_doc)
             av = [x[pol][0] for x in afters]
             sd = statistics.stdev(av) if len(av) > 1 else 0.0
-            p("| %s | %.4f | %.4f ± %.4f | %s | %s |" % (pol, before[pol][0], statistics.fmean(av), sd,
-                                                       ratio(m, ci_s), ratio(m, ci_d)))
+            beyond = "n/a"
+            if full and pol != "full":
+                # the policy's after / before over full attention's: the gain that is not the whole model's
+                mb, cb = t_interval([x - y for x, y in zip(per_seed, full[0])])
+                beyond = "%s; %s" % (ratio(mb, cb), ratio(mb, doc_bootstrap([x - y for x, y in zip(per_doc, full[1])])))
+            p("| %s | %.4f | %.4f ± %.4f | %s | %s | %s |" % (pol, before[pol][0], statistics.fmean(av), sd,
+                                                            ratio(m, ci_s), ratio(m, ci_d), beyond))
         answers[L] = res
         p()
         p("**Answers at L = %d.**" % L)
