@@ -30,10 +30,11 @@
 # Every CPT, export and eval is a stage of its own with the same skip rule; a
 # CPT cut off resumes from its last checkpoint (every CPT_CKPT steps).
 # The documented CPU size (2 cores; docs/results-smollm2.md): one CPT step of
-# 2 sequences at L = 1024 took about 40 to 90 s and 4 GB of memory on the
-# shared VM, so 8 steps per seed are about 10 minutes:
-#   CONTEXTS=1024 EVAL_DOCS=16 QC=5,10 CPT_STEPS=8 launch/realmodel.sh
-#   CONTEXTS=1024 EVAL_DOCS=16 QC=5,10 CPT_STEPS=8 CPT_MASKS=evict,restride10 MASK_SEEDS=1 launch/realmodel.sh
+# 2 sequences at L = 1024 took 65 to 126 s and 4.3 GB peak RSS on the shared
+# VM (load average 12 to 24), so 8 steps (17k tokens) took 11 to 14 minutes a
+# seed and each eval of 12 documents 5.5 to 6 minutes: about an hour in all.
+#   CONTEXTS=1024 EVAL_DOCS=12 QC=5,10 CPT_STEPS=8 launch/realmodel.sh
+#   CONTEXTS=1024 EVAL_DOCS=12 QC=5,10 CPT_STEPS=8 CPT_MASKS=evict,restride10 MASK_SEEDS=1 launch/realmodel.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/realmodel}; CORPUS=${CORPUS:-../shared/corpus}; MODEL=${MODEL:-third_party/models/smollm2-135m}
