@@ -7,8 +7,8 @@
 #     the embedding's being the lookup's plus the head's: neither part alone
 #     passes the same tolerance;
 #   - a CPT run (init=pretrained, the paper's mask at L 128, S 8, K 16; 8-bit
-#     AdamW, clip 1.0, global batch 2) stopped by SIGTERM after its second
-#     step and resumed equals the uninterrupted run bit for bit (losses of
+#     AdamW, clip 1.0, global batch 2) sent SIGTERM once its second step
+#     is logged (it checkpoints where it stops) and resumed equals the uninterrupted run bit for bit (losses of
 #     log.jsonl and the final model's bytes);
 #   - its result exported as Hugging Face safetensors loads with
 #     from_pretrained with no missing, unexpected or mismatched key, tied, and
