@@ -1,7 +1,8 @@
 /* Writes a tiny-model case for the PyTorch oracle (tests/torch_ref.py):
  * config, mask, parameters, tokens and kvcpt's own logits, loss, gradients
  * and selections, as raw little-endian arrays plus case.json.
- * usage: dump_model_case OUTDIR SEED TIED AGG(max|mean|first) [DEVICE [K [MODEL_DIR [EVICT RESTRIDE]]]]
+ * usage: dump_model_case OUTDIR SEED TIED AGG(max|mean|first) [DEVICE [K [MODEL_DIR [EVICT RESTRIDE
+ *                        [TOKENS L S]]]]]
  * DEVICE cuda takes kvcpt's numbers from the CUDA engine (model/llama_cuda.h)
  * instead of the CPU reference; K (default 5) = L (24) keeps every key,
  * which is plain causal attention (what transformers runs). MODEL_DIR (a
@@ -9,7 +10,10 @@
  * parameters instead of the tiny preset with random weights (TIED is then
  * the config's; "-" for none); SEED still draws the tokens. EVICT (0|1) and
  * RESTRIDE (>= 0) set the mask's evict and restride fields (either device):
- * sel then holds the per-row key records (kernels/attention.h). */
+ * sel then holds the per-row key records (kernels/attention.h). TOKENS (a
+ * file of 2 (L + S) little-endian int32 ids, e.g. real text from prepared
+ * shards) with L and S replaces the random tokens and the default sizes
+ * (L 24, S 8), so a real model is checked on the text it was trained for. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -58,8 +62,9 @@ static float gpu_pass(Llama *m, const int32_t *tok, const int32_t *tgt, int64_t 
 }
 
 int main(int argc, char **argv) {
-    if (argc < 5 || argc > 10 || argc == 9)
-        die("usage: dump_model_case OUTDIR SEED TIED AGG [cpu|cuda [K [MODEL_DIR|- [EVICT RESTRIDE]]]]");
+    if (argc < 5 || argc > 13 || argc == 9 || argc == 11 || argc == 12)
+        die("usage: dump_model_case OUTDIR SEED TIED AGG [cpu|cuda [K [MODEL_DIR|- [EVICT RESTRIDE [TOKENS L S]]]]]");
+    const char *tokens_path = argc > 10 ? argv[10] : NULL;
     const char *model_dir = argc > 7 && strcmp(argv[7], "-") != 0 ? argv[7] : NULL;
     int evict = argc > 8 ? atoi(argv[8]) : 0;
     int64_t restride = argc > 9 ? atoll(argv[9]) : 0;
@@ -73,7 +78,9 @@ int main(int argc, char **argv) {
         c.tie_word_embeddings = atoi(argv[3]);
         c.initializer_range = 0.25;
     }
-    const int64_t B = 2, L = 24, S = 8, K = argc > 6 ? atoll(argv[6]) : 5, T = L + S;
+    const int64_t B = 2, L = tokens_path ? atoll(argv[11]) : 24, S = tokens_path ? atoll(argv[12]) : 8;
+    const int64_t K = argc > 6 ? atoll(argv[6]) : 5, T = L + S;
+    KV_CHECK(L >= 1 && S >= 1 && L <= 65536 && S <= 65536, "dump_model_case: L and S must be in [1, 65536]");
     KV_CHECK(K >= 1 && K <= L, "dump_model_case: K must be in [1, %lld] (got %lld)", (long long)L, (long long)K);
     Llama m;
     llama_create(&m, &c);
@@ -85,10 +92,21 @@ int main(int argc, char **argv) {
                         .evict = evict, .restride = restride, .S = S};
     llama_set_mask(&m, &mask);
     const int64_t nsel = B * c.num_key_value_heads * refresh_sel_len(&mask, T); /* per layer */
-    int32_t tok[B * T], tgt[B * T];
-    Rng r;
-    rng_seed(&r, seed + 1);
-    for (int64_t i = 0; i < B * T; i++) tok[i] = (int32_t)(rng_u64(&r) % (uint64_t)c.vocab_size);
+    const size_t tok_bytes = sizeof(int32_t) * (size_t)(B * T);
+    int32_t *tok = xmalloc(tok_bytes), *tgt = xmalloc(tok_bytes);
+    if (tokens_path) {
+        FILE *f = fopen_check(tokens_path, "rb");
+        fread_check(tok, sizeof(int32_t), (size_t)(B * T), f, tokens_path);
+        KV_CHECK(fgetc(f) == EOF, "%s: more than 2 x %lld ids", tokens_path, (long long)T);
+        fclose_check(f, tokens_path);
+        for (int64_t i = 0; i < B * T; i++)
+            KV_CHECK(tok[i] >= 0 && tok[i] < c.vocab_size, "%s: token %d outside the vocabulary", tokens_path,
+                     tok[i]);
+    } else {
+        Rng r;
+        rng_seed(&r, seed + 1);
+        for (int64_t i = 0; i < B * T; i++) tok[i] = (int32_t)(rng_u64(&r) % (uint64_t)c.vocab_size);
+    }
     for (int64_t i = 0; i < B * T; i++) tgt[i] = (i % T) + 1 < T ? tok[i + 1] : -1;
     tgt[3] = -1; /* an ignored target inside the sequence too */
     float *logits = xmalloc(sizeof(float) * (size_t)(B * T * c.vocab_size));
@@ -106,8 +124,8 @@ int main(int argc, char **argv) {
     write_raw(dir, "params.f32", m.params, sizeof(float) * (size_t)m.layout.total);
     write_raw(dir, "grads.f32", m.grads, sizeof(float) * (size_t)m.layout.total);
     write_raw(dir, "logits.f32", logits, sizeof(float) * (size_t)(B * T * c.vocab_size));
-    write_raw(dir, "tokens.i32", tok, sizeof tok);
-    write_raw(dir, "targets.i32", tgt, sizeof tgt);
+    write_raw(dir, "tokens.i32", tok, tok_bytes);
+    write_raw(dir, "targets.i32", tgt, tok_bytes);
     for (int64_t l = 0; l < c.num_hidden_layers; l++) {
         char name[64];
         snprintf(name, sizeof name, "sel%lld.i32", (long long)l);
@@ -139,6 +157,8 @@ int main(int argc, char **argv) {
     json_decref(j);
     free(logits);
     free(sel);
+    free(tok);
+    free(tgt);
     llama_free(&m);
     return 0;
 }

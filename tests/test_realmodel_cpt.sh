@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# RefreshKV CPT of the real model (SmolLM2-135M, `make setup`) at test size:
+#   - its tied embedding trained as one tensor: on 2 x 64 tokens of real text
+#     (prepared by its own tokenizer), kvcpt's loss and the gradient of every
+#     tensor equal transformers' (from_pretrained of the same directory, eager
+#     attention, fp32; loss the mean next-token cross-entropy, as kvcpt's),
+#     the embedding's being the lookup's plus the head's: neither part alone
+#     passes the same tolerance;
+#   - a CPT run (init=pretrained, the paper's mask at L 128, S 8, K 16; 8-bit
+#     AdamW, clip 1.0, global batch 2) sent SIGTERM once its second step
+#     is logged (it checkpoints where it stops) and resumed equals the uninterrupted run bit for bit (losses of
+#     log.jsonl and the final model's bytes);
+#   - its result exported as Hugging Face safetensors loads with
+#     from_pretrained with no missing, unexpected or mismatched key, tied, and
+#     gives kvcpt's logits.
+# Tolerances: loss 1e-4 + 1e-4 |ref|; logits 5e-4 + 1e-4 |ref|; the
+# embedding's gradient 1e-4 of its largest |value| + 1e-3 |ref|, every
+# other gradient 2e-3 of its tensor's largest |value| + 1e-3 |ref|: at 128
+# tokens of text through 30 fp32 layers a few elements of a layer's tensors
+# (up to 123 of 331776) differ by up to 1.2e-3 of that maximum (a norm
+# weight's, a sum over every position), summation order alone
+# (tests/test_realmodel.sh holds every tensor to 1e-4 at 2 x 32 random ids).
+. "$(dirname "$0")/lib.sh"
+M=${KVCPT_REAL_MODEL:-third_party/models/smollm2-135m}
+CORPUS=${KVCPT_SHARED:-../shared}/corpus/books.jsonl.zst
+py=${KVCPT_PYTHON:-third_party/venv/bin/python}
+dump=build/tests/tools/dump_model_case
+L=128; S=8; BUDGET=16
+if ! "$py" -c 'import transformers, torch, numpy' >/dev/null 2>&1; then
+    echo "skip - real-model CPT: $py cannot import transformers, torch and numpy (make setup)"
+    exit 0
+fi
+for f in config.json model.safetensors tokenizer.json; do
+    [ -f "$M/$f" ] || { echo "skip - real-model CPT: $M/$f is missing (make setup converts the model)"; exit 0; }
+done
+[ -x "$dump" ] || { fail "real-model CPT" "$dump is not built (make test builds it)"; exit 0; }
+export OMP_NUM_THREADS=2 HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error TQDM_DISABLE=1
+
+zstd -dc "$CORPUS" | head -8 >"$tmp/books.jsonl"
+if ! $K prepare --input "$tmp/books.jsonl" --tokenizer "$M/tokenizer.json" --min-tokens $((L + S + 1)) --threads 2 \
+        --out "$tmp/data" >"$tmp/prep.log" 2>&1; then
+    fail "real-model CPT: prepare" "$(tail -3 "$tmp/prep.log")"; exit 0
+fi
+
+# 1. the tied embedding's gradient on real text against transformers'
+"$py" - "$tmp/data" "$tmp/tokens.i32" <<'PY' >"$tmp/tok.log" 2>&1
+import sys
+import numpy as np
+sys.path.insert(0, "tests")
+from kvpress_peer import read_docs
+docs = [d for d in read_docs(sys.argv[1], "train") if len(d) >= 64][:2]
+assert len(docs) == 2, "fewer than 2 training documents of 64 tokens"
+np.concatenate([d[:64] for d in docs]).astype("<i4").tofile(sys.argv[2])
+PY
+if [ $? -ne 0 ]; then fail "real-model tied gradient: tokens" "$(tail -3 "$tmp/tok.log")"
+elif ! "$dump" "$tmp/case" 1 - max cpu 56 "$M" 0 0 "$tmp/tokens.i32" 56 8 >"$tmp/case.log" 2>&1; then
+    fail "real-model tied gradient" "dump_model_case: $(tail -3 "$tmp/case.log")"
+else
+    "$py" - "$tmp/case" "$M" <<'PY' 2>"$tmp/grad.err" | sed 's/^\(ok\|FAIL\) - /\1 - real model, 2 x 64 tokens of text: /'
+import os, sys
+import numpy as np
+import torch
+sys.path.insert(0, "tests")
+import hf_compare as h
+from transformers import LlamaForCausalLM
+d, model_dir = sys.argv[1:3]
+case = h.load_case(d)
+r = h.Report()
+model = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+emb, head = model.model.embed_tokens.weight, model.lm_head.weight
+r(case["config"]["tie_word_embeddings"] and emb.data_ptr() == head.data_ptr()
+  and "lm_head.weight" not in [t["name"] for t in case["tensors"]],
+  "the embedding is tied: one tensor in kvcpt's layout and in transformers' model")
+h.compare_case(d, case, model, "cpu", r, "train step (B 2, T 64)", logits_atol=5e-4, grad_atol_frac=2e-3)
+# the embedding's two parts in transformers: the lookup's (through inputs_embeds)
+# and the head's (the tensor's gradient when the lookup is bypassed)
+B, T = case["B"], case["T"]
+tok = torch.from_numpy(np.fromfile(os.path.join(d, "tokens.i32"), dtype=np.int32).astype(np.int64)).view(B, T)
+tgt = torch.from_numpy(np.fromfile(os.path.join(d, "targets.i32"), dtype=np.int32).astype(np.int64))
+model.zero_grad(set_to_none=True)
+x = emb[tok].detach().requires_grad_(True)
+logits = model(inputs_embeds=x).logits.float()
+torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), tgt, ignore_index=-1).backward()
+head_part = emb.grad.detach().clone()
+lookup_part = torch.zeros_like(head_part).index_add_(0, tok.flatten(), x.grad.detach().view(B * T, -1))
+t = [t for t in case["tensors"] if t["name"] == "model.embed_tokens.weight"][0]
+ours = torch.from_numpy(np.fromfile(os.path.join(d, "grads.f32"), dtype=np.float32)[t["offset"]:t["offset"] + emb.numel()].copy())
+full = (head_part + lookup_part).flatten()
+scale = float(full.abs().max())
+for name, part in (("the head's part alone", head_part), ("the lookup's part alone", lookup_part)):
+    bad, mx = h.close(ours, part.flatten(), 1e-4 * scale, 1e-3)
+    r(bad > 0, f"kvcpt's embedding gradient is not {name} ({bad} elements off it, max |d| {mx:.3e})",
+      "the gradient misses the other part")
+bad, mx = h.close(ours, full, 1e-4 * scale, 1e-3)
+r(bad == 0, f"kvcpt's embedding gradient = lookup's + head's part (max |d| {mx:.3e}, max |ref| {scale:.3e})",
+  f"{bad} elements off")
+sys.exit(1 if r.failed else 0)
+PY
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "FAIL - real model tied gradient against transformers"; tail -5 "$tmp/grad.err"; }
+fi
+
+# 2. a CPT run interrupted after its second step and resumed = the uninterrupted run
+cpt=(--set model="$M" --set init=pretrained --set data="$tmp/data" --set mask=1 --set L=$L --set S=$S
+     --set K=$BUDGET --set optim=adamw8bit --set lr=5e-6 --set warmup_steps=1 --set schedule=linear
+     --set grad_clip=1.0 --set global_batch=2 --set micro_batch=1 --set steps=4 --set eval_batches=0
+     --set ckpt_interval=1000 --set keep_last=1 --set seed=7)
+if $K train "${cpt[@]}" --set out="$tmp/a" >"$tmp/a.log" 2>&1 && [ -f "$tmp/a/model/model.kvcpt" ]; then
+    ok "real-model CPT runs 4 steps from the pretrained checkpoint"
+else fail "real-model CPT" "$(tail -3 "$tmp/a.log")"; exit 0; fi
+$K train "${cpt[@]}" --set out="$tmp/b" >"$tmp/b.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 3000); do
+    n=$( (wc -l <"$tmp/b/log.jsonl") 2>/dev/null || echo 0)
+    [ "${n:-0}" -ge 2 ] && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.1
+done
+kill -TERM $pid
+wait $pid
+rc=$?
+stopped=$(grep -o '"step":[0-9]*' "$tmp/b/log.jsonl" | tail -1 | cut -d: -f2)
+if [ $rc -eq 143 ] && grep -q "SIGTERM received: checkpoint written" "$tmp/b.log" && [ "${stopped:-4}" -lt 4 ]; then
+    ok "real-model CPT: SIGTERM writes a checkpoint (stopped at step $stopped of 4)"
+else fail "real-model CPT SIGTERM" "rc $rc, stopped at ${stopped:-?}: $(tail -2 "$tmp/b.log")"; fi
+$K train "${cpt[@]}" --set out="$tmp/b" --resume >"$tmp/b2.log" 2>&1
+grep -q "resumed from" "$tmp/b2.log" && ok "real-model CPT: --resume continues from the checkpoint" ||
+    fail "real-model CPT --resume" "$(tail -2 "$tmp/b2.log")"
+strip() { sed -E 's/,"(tokens_per_s|gflops_per_s|peak_rss_mb|elapsed_s)":[^,}]*//g;s/,"blas":\{[^}]*\}//' "$1"; }
+if [ "$(grep -c '"loss"' "$tmp/a/log.jsonl")" -eq 4 ] && diff <(strip "$tmp/a/log.jsonl") <(strip "$tmp/b/log.jsonl") >/dev/null; then
+    ok "real-model CPT: the resumed run's 4 losses equal the uninterrupted run's bit for bit"
+else fail "real-model CPT resumed losses" "$(diff <(strip "$tmp/a/log.jsonl") <(strip "$tmp/b/log.jsonl") | head -4)"; fi
+if cmp -s "$tmp/a/model/model.kvcpt" "$tmp/b/model/model.kvcpt"; then
+    ok "real-model CPT: the resumed run's final model equals the uninterrupted run's byte for byte"
+else fail "real-model CPT resumed model" "model.kvcpt bytes differ"; fi
+
+# 3. the CPT result as Hugging Face safetensors, loaded by transformers
+if ! $K convert --from "$tmp/a/model" --to "$tmp/hf" --to-format hf >"$tmp/conv.log" 2>&1; then
+    fail "real-model CPT export" "$(tail -3 "$tmp/conv.log")"
+elif ! "$dump" "$tmp/case_cpt" 3 - max cpu 24 "$tmp/a/model" >"$tmp/case_cpt.log" 2>&1; then
+    fail "real-model CPT export" "dump_model_case on the CPT model: $(tail -3 "$tmp/case_cpt.log")"
+else
+    "$py" - "$tmp/hf" "$tmp/case_cpt" "$M" <<'PY' 2>"$tmp/exp.err" | sed 's/^\(ok\|FAIL\) - /\1 - real-model CPT export: /'
+import os, sys
+import numpy as np
+import torch
+sys.path.insert(0, "tests")
+import hf_compare as h
+from transformers import LlamaForCausalLM
+out, d, pre = sys.argv[1:4]
+r = h.Report()
+model, info = LlamaForCausalLM.from_pretrained(out, dtype=torch.float32, output_loading_info=True)
+problems = {k: v for k, v in info.items() if v}  # missing, unexpected, mismatched keys, errors
+r(not problems, "from_pretrained loads it with no missing, unexpected or mismatched key", f"loading info {problems}")
+r(model.config.tie_word_embeddings and model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr(),
+  "the export is tied, as the model it came from")
+base = LlamaForCausalLM.from_pretrained(pre, dtype=torch.float32)
+r(not torch.equal(model.model.embed_tokens.weight, base.model.embed_tokens.weight),
+  "the export holds the CPT's embedding, not the pretrained one")
+case = h.load_case(d)
+B, T = case["B"], case["T"]
+tok = torch.from_numpy(np.fromfile(os.path.join(d, "tokens.i32"), dtype=np.int32).astype(np.int64)).view(B, T)
+with torch.no_grad():
+    logits = model.eval()(input_ids=tok).logits.float()
+ours = torch.from_numpy(np.fromfile(os.path.join(d, "logits.f32"), dtype=np.float32)).view_as(logits)
+bad, mx = h.close(ours, logits, 5e-4, 1e-4)
+r(bad == 0, f"transformers' logits of the export equal kvcpt's of the CPT model (max |d| {mx:.2e})",
+  f"{bad} elements off")
+sys.exit(1 if r.failed else 0)
+PY
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "FAIL - real-model CPT export"; tail -5 "$tmp/exp.err"; }
+fi
