@@ -55,6 +55,7 @@
 # KVCPT_PYTHON picks the peers' interpreter; else third_party/venv/bin/python
 # or python3, the first that imports torch.
 set -u
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0") # each stage runs it again
 cd "$(dirname "$0")/.."
 root=$PWD
 dry=0
@@ -143,7 +144,9 @@ fi
 # unpacks them again: a fresh machine has only the repository's copy)
 bundled=${bundled:-0}
 if [ -z "$one_stage" ] && [ $dry = 0 ] && [ -f .gpubundle/bundle.tar.gz ]; then
-    tar xzf .gpubundle/bundle.tar.gz && export LD_LIBRARY_PATH=$root/gpulib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    # CUDA's own libraries (cudart, cuBLAS) are the machine's
+    cudalib=$([ -d /usr/local/cuda/lib64 ] && echo :/usr/local/cuda/lib64)
+    tar xzf .gpubundle/bundle.tar.gz && export LD_LIBRARY_PATH=$root/gpulib$cudalib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     bundled=1
 fi
 
@@ -243,18 +246,19 @@ PY
 }
 
 # the least recompute (0, else 1) with which `kvcpt plan` fits PRECISION on
-# this card; bench=1 counts only what `bench model` allocates (the engine:
-# no optimizer, no shards)
+# this card; bench=1 counts only what `bench model` allocates: the whole
+# engine (bf16sr's layout) without its optimizer states
 fitting_recompute() {
     local precision=$1 bench=$2 mem r
     mem=$(device_bytes)
+    [ "$bench" = 1 ] && precision=bf16sr
     for r in 0 1; do
         if "$K" plan --engine cuda --preset "$P8" --precision "$precision" $([ $r = 1 ] && echo --recompute) \
             --seq "$T8" --L "$L8" --K "$K8" --ranks 1 --gpu-mem "$mem" --json 2>/dev/null |
             python3 -c '
 import json, sys
 p = json.load(sys.stdin)[0]
-need = p["total"] - (p["optim"] + p["shards"] if sys.argv[1] == "1" else 0)
+need = p["total"] - (p["optim"] if sys.argv[1] == "1" else 0)
 sys.exit(0 if need <= 0.97 * p["gpu_mem"] else 1)' "$bench"; then
             echo "$r"
             return 0
@@ -460,7 +464,7 @@ run_stage() {
     rm -f "$sidfile"
     KVCPT_SESSION_ONE_STAGE=$s KVCPT_SESSION_NAME=$name bundled=$bundled \
         setsid bash -c 'ps -o sid= -p $$ | tr -d " " >"$1"; shift; exec timeout --kill-after=5 "$@"' _ "$sidfile" \
-        "$lim" bash "$0" $([ $dry = 1 ] && echo --dry-run) "$s" </dev/null 2>&1 | tee -a "$WORK/$s.log" "$SUMMARY"
+        "$lim" bash "$self" $([ $dry = 1 ] && echo --dry-run) "$s" </dev/null 2>&1 | tee -a "$WORK/$s.log" "$SUMMARY"
     rc=${PIPESTATUS[0]}
     sid=$(cat "$sidfile" 2>/dev/null)
     if [ -n "$sid" ] && [ "$sid" != "$(ps -o sid= -p $$ | tr -d ' ')" ]; then pkill -KILL -s "$sid" 2>/dev/null; fi
