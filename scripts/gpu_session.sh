@@ -3,16 +3,19 @@
 # that fit the device budget (docs/benchmarks.md, "how the bundle reaches
 # the GPU machine and in what order the 15 minutes are spent"):
 #   bash scripts/gpu_session.sh call1    # the GPU suite, attention vs SDPA, the 8B step
-#   bash scripts/gpu_session.sh call2    # train/eval/decode smoke, small benches, real model, ranks
+#   bash scripts/gpu_session.sh call2    # real model, train/eval/bench/decode smoke, ranks
 #   bash scripts/gpu_session.sh STAGE... # chosen stages (names below)
 #   bash scripts/gpu_session.sh --dry-run call1 call2
 #                                        # the whole plan at tiny sizes on the emulated GPU
 #                                        # (build/emu/kvcpt, build/tests/test_cuda_emu_*)
+#   bash scripts/gpu_session.sh --plan call1
+#                                        # the stages, their limits and the budget; nothing run
 # Stages, each with its own time limit (seconds, the second column of
 # STAGES below); a stage whose limit does not fit in what is left of the
 # command's budget is skipped and says so, so the limits add up to at most
-# the budget (KVCPT_SESSION_BUDGET; default 500 s for call1, 240 s for
-# call2, 540 s otherwise; the device tool stops a command at 600 s):
+# the budget (KVCPT_SESSION_BUDGET; default 500 s for call1, 260 s for
+# call2, 540 s otherwise; the device tool stops a command at 600 s; a dry
+# run multiplies limits and budget by KVCPT_SESSION_DRY_SCALE, default 4):
 #   setup      what the machine has (GPU, driver, nvcc, MPI, NCCL, python3
 #              with torch/transformers, libraries the binaries miss), and
 #              the binaries: .gpubundle/bundle.tar.gz unpacked when present
