@@ -109,7 +109,7 @@ BENCH_NO_CUDA_C := bench/bench_cuda_none.c
 # elsewhere, so the code that uses a backend asks its table at run time
 # instead of the preprocessor at build time.
 CUDA_C      := kernels/cuda_backend.c model/llama_cuda.c eval/engine_cuda.c train/train_engine_cuda.c train/device_optim.c \
-               parallel/fsdp_cuda.c
+               parallel/fsdp_cuda.c parallel/comm_device.c
 CUDA_STUB_C := common/backend_cuda_stub.c eval/engine_cuda_stub.c train/train_engine_cuda_stub.c
 MPI_C       := parallel/comm_mpi.c
 MPI_STUB_C  := parallel/comm_mpi_stub.c

@@ -1,9 +1,11 @@
 /* `kvcpt bench attention`: time of kvcpt's CUDA attention kernels (the
- * RefreshKV selection, forward, backward) at one layer's shape, by default
- * Llama-3.1-8B's at the CPT length, beside PyTorch's
+ * RefreshKV selection, forward, backward; the fp32 engine's and the bf16
+ * engine's tensor-core instantiation on bf16 inputs) at one layer's shape,
+ * by default Llama-3.1-8B's at the CPT length, beside PyTorch's
  * scaled_dot_product_attention on the same shape in one run
- * (scripts/bench_attention_torch.py, plain causal: SDPA has no RefreshKV
- * mask that keeps its fused kernels). Figures only; nothing is asserted. */
+ * (scripts/bench_attention_torch.py, bf16, plain causal: SDPA has no
+ * RefreshKV mask that keeps its fused kernels), with the ratio of the bf16
+ * kernels' TFLOP/s to SDPA's. Figures only; nothing is asserted. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +82,8 @@ int bench_attention(int argc, char **argv) {
         {"restride", OPT_INT, &a.restride, "R", "R > 0: full rows every R steps that re-select (the eval's --refresh-fixed R)"},
         {"reps", OPT_INT, &a.reps, "N", "timed calls per kernel, after one warm-up"},
         {"no-peers", OPT_FLAG, &a.no_peers, NULL, "skip the PyTorch SDPA peer"},
-        {"python", OPT_STRING, &python, "PATH", "the peer's interpreter; absent: $KVCPT_PYTHON, else third_party/venv/bin/python"},
+        {"python", OPT_STRING, &python, "PATH",
+         "the peer's interpreter; absent: $KVCPT_PYTHON, else third_party/venv/bin/python if present, else python3"},
         {"json", OPT_FLAG, &a.json, NULL, "print one JSON object"},
         {0},
     };
@@ -95,36 +98,45 @@ int bench_attention(int argc, char **argv) {
     char default_python[4200];
     if (!python) python = getenv("KVCPT_PYTHON");
     if (!python) {
+        /* the project's venv where it exists, else the machine's python3 (a
+         * GPU machine with torch installed system-wide has no venv) */
         exe_dir_path(default_python, sizeof default_python, "third_party/venv/bin/python");
-        python = default_python;
+        python = access(default_python, X_OK) == 0 ? default_python : "python3";
     }
     a.python = python;
     const BenchAttentionCuda *cu = bench_attention_cuda();
     if (!cu) die("bench attention: this binary was built without the CUDA backend; hint: install nvcc and run 'make'");
     if (backend_cuda_device_count() == 0) die("bench attention: no CUDA device is visible");
-    cu->kernels(&a);
+    BenchAttnTimes times = {0};
+    cu->kernels(&a, &times);
     if (!a.no_peers) {
         double pf = 0, pb = 0;
         char version[64] = "", why[9000] = "";
         const double pt = 4.0 * (double)a.head_dim * (double)(a.batch * a.heads) * (double)a.seq * (double)(a.seq + 1) / 2.0;
         int have = run_peer(&a, &pf, &pb, version, sizeof version, why, sizeof why);
         if (a.json) {
-            if (have)
+            if (have) {
                 printf(",\"torch_version\":\"%s\",\"torch_attn\":\"sdpa bf16 causal\",\"torch_forward_ms\":%.4f,"
                        "\"torch_backward_ms\":%.4f,\"torch_forward_tflops\":%.2f,\"torch_backward_tflops\":%.2f",
                        version, pf, pb, pt / pf / 1e9, 2.5 * pt / pb / 1e9);
-            else {
+                if (times.engine_forward_tflops > 0)
+                    printf(",\"bf16_vs_sdpa_forward\":%.4f,\"bf16_vs_sdpa_backward\":%.4f",
+                           times.engine_forward_tflops / (pt / pf / 1e9), times.engine_backward_tflops / (2.5 * pt / pb / 1e9));
+            } else {
                 json_t *w = json_string(why);
                 char *ws = json_dumps(w, JSON_ENCODE_ANY);
                 printf(",\"torch_forward_ms\":null,\"torch_why\":%s", ws);
                 free(ws);
                 json_decref(w);
             }
-        } else if (have)
+        } else if (have) {
             printf("  PyTorch %s SDPA (bf16, causal, same shape): forward %.3f ms (%.1f TFLOP/s), backward %.3f ms "
                    "(%.1f TFLOP/s)\n",
                    version, pf, pt / pf / 1e9, pb, 2.5 * pt / pb / 1e9);
-        else printf("  PyTorch SDPA peer: %s; kvcpt's figures alone\n", why);
+            if (times.engine_forward_tflops > 0)
+                printf("  bf16 kernels / SDPA (TFLOP/s, each on the pairs it visits): forward %.3f, backward %.3f\n",
+                       times.engine_forward_tflops / (pt / pf / 1e9), times.engine_backward_tflops / (2.5 * pt / pb / 1e9));
+        } else printf("  PyTorch SDPA peer: %s; kvcpt's figures alone\n", why);
     }
     if (a.json) printf("}\n");
     return 0;

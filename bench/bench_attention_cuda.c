@@ -9,25 +9,44 @@
 #include "../common/util.h"
 #include "../kernels/attention.h"
 #include "../kernels/attention_mma.h"
+#include "../kernels/bf16.h"
 #include "../kernels/cuda_device.h"
 
-typedef void (*AttnForward)(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
-                            int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
-typedef void (*AttnBackward)(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                             const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B,
-                             int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
+/* The kernel families timed, each with its forward and backward on device
+ * buffers it allocates from the fp32 inputs (Bufs). */
+typedef struct {
+    float *q, *k, *v, *dout, *out, *lse, *dq, *dk, *dv; /* fp32: [B, T, H*, D], lse [B, Hq, T] */
+    bf16 *qb, *kb, *vb, *doutb, *outb;                 /* the same rounded to bf16 (the bf16 engine's activations) */
+    int32_t *sel;
+} Bufs;
 
-/* The kernel families timed, each with its forward and backward. */
+static void fp32_forward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    attention_forward_cuda(b->out, b->lse, b->q, b->k, b->v, b->sel, B, T, Hq, Hkv, D, m);
+}
+static void fp32_backward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    attention_backward_cuda(b->dq, b->dk, b->dv, b->dout, b->q, b->k, b->v, b->out, b->lse, b->sel, B, T, Hq, Hkv, D, m);
+}
+/* the instantiation the bf16 engine runs (model/llama_cuda.c): bf16 q, k, v,
+ * out and dout, fp32 lse and gradients */
+static void bf16_forward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    attention_forward_mma_bf16_cuda(b->outb, b->lse, b->qb, b->kb, b->vb, b->sel, B, T, Hq, Hkv, D, m);
+}
+static void bf16_backward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    attention_backward_mma_bf16_cuda(b->dq, b->dk, b->dv, b->doutb, b->qb, b->kb, b->vb, b->outb, b->lse, b->sel, B, T,
+                                     Hq, Hkv, D, m);
+}
+
+typedef void (*AttnCall)(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
 typedef struct {
     const char *name; /* JSON key */
     const char *what; /* how it computes */
-    AttnForward forward;
-    AttnBackward backward;
+    int tensor_cores; /* needs attention_tensor_core_head_dim(D) */
+    AttnCall forward, backward;
 } AttnKernels;
 
 static const AttnKernels kernel_families[] = {
-    {"fp32", "fp32 FMA on CUDA cores", attention_forward_cuda, attention_backward_cuda},
-    {"mma", "bf16 mma.sync on tensor cores, fp32 sums", attention_forward_mma_cuda, attention_backward_mma_cuda},
+    {"fp32", "the fp32 engine's: fp32 in, FMA on CUDA cores", 0, fp32_forward, fp32_backward},
+    {"bf16", "the bf16 engine's: bf16 in, mma.sync on tensor cores, fp32 sums", 1, bf16_forward, bf16_backward},
 };
 #define N_FAMILIES (int)(sizeof kernel_families / sizeof kernel_families[0])
 
@@ -52,13 +71,27 @@ static double forward_flops(const BenchAttn *a, double pairs) {
     return 4.0 * (double)a->head_dim * (double)(a->batch * a->heads) * pairs;
 }
 
+/* n elements of size es, in bytes; dies on overflow. */
+static size_t checked_bytes(size_t es, int64_t n) {
+    KV_CHECK(n >= 0 && (uint64_t)n <= SIZE_MAX / es, "bench attention: %lld elements of %zu bytes overflow", (long long)n, es);
+    return es * (size_t)n;
+}
+
 /* Device buffer of n standard normal floats. */
 static float *normal_device(int64_t n, Rng *r) {
-    float *h = xmalloc(sizeof(float) * (size_t)n);
+    const size_t bytes = checked_bytes(sizeof(float), n);
+    float *h = xmalloc(bytes);
     for (int64_t i = 0; i < n; i++) h[i] = rng_normal(r);
-    float *d = cuda_malloc(sizeof(float) * (size_t)n);
-    cuda_memcpy_h2d(d, h, sizeof(float) * (size_t)n);
+    float *d = cuda_malloc(bytes);
+    cuda_memcpy_h2d(d, h, bytes);
     free(h);
+    return d;
+}
+
+/* A bf16 copy of the n device floats x (the bf16 engine's inputs). */
+static bf16 *bf16_device(const float *x, int64_t n) {
+    bf16 *d = cuda_malloc(checked_bytes(sizeof(bf16), n));
+    cast_bf16_cuda(d, x, n);
     return d;
 }
 
@@ -73,7 +106,7 @@ static float *normal_device(int64_t n, Rng *r) {
         (ms) = 1e3 * (now_seconds() - t0_) / (double)(reps);                                                        \
     } while (0)
 
-static void bench_kernels(const BenchAttn *a) {
+static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
     const int64_t B = a->batch, T = a->seq, Hq = a->heads, Hkv = a->kv_heads, D = a->head_dim;
     RefreshMask m = bench_mask(a);
     refresh_mask_validate(&m, "bench attention");
@@ -81,14 +114,22 @@ static void bench_kernels(const BenchAttn *a) {
     const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
     Rng r;
     rng_seed(&r, 1);
-    float *q = normal_device(nq, &r), *k = normal_device(nkv, &r), *v = normal_device(nkv, &r);
-    float *dout = normal_device(nq, &r);
-    float *out = cuda_malloc(sizeof(float) * (size_t)nq), *lse = cuda_malloc(sizeof(float) * (size_t)(B * Hq * T));
-    float *dq = cuda_malloc(sizeof(float) * (size_t)nq), *dk = cuda_malloc(sizeof(float) * (size_t)nkv);
-    float *dv = cuda_malloc(sizeof(float) * (size_t)nkv);
-    int32_t *sel = active ? cuda_malloc(sizeof(int32_t) * (size_t)(B * Hkv * refresh_sel_len(&m, T))) : NULL;
+    const int tc = attention_tensor_core_head_dim(D);
+    Bufs b = {0};
+    b.q = normal_device(nq, &r), b.k = normal_device(nkv, &r), b.v = normal_device(nkv, &r);
+    b.dout = normal_device(nq, &r);
+    b.out = cuda_malloc(checked_bytes(sizeof(float), nq)), b.lse = cuda_malloc(checked_bytes(sizeof(float), B * Hq * T));
+    b.dq = cuda_malloc(checked_bytes(sizeof(float), nq)), b.dk = cuda_malloc(checked_bytes(sizeof(float), nkv));
+    b.dv = cuda_malloc(checked_bytes(sizeof(float), nkv));
+    if (tc) {
+        b.qb = bf16_device(b.q, nq), b.kb = bf16_device(b.k, nkv), b.vb = bf16_device(b.v, nkv);
+        b.doutb = bf16_device(b.dout, nq), b.outb = cuda_malloc(checked_bytes(sizeof(bf16), nq));
+    }
+    b.sel = active ? cuda_malloc(checked_bytes(sizeof(int32_t), B * Hkv * refresh_sel_len(&m, T))) : NULL;
+    /* the selection the engine runs: on bf16 q and k with tensor cores, else fp32 */
     double select_ms = 0;
-    if (active) TIME_MS(a->reps, select_ms, attention_refresh_select_cuda(sel, q, k, B, T, Hq, Hkv, D, &m));
+    if (active && tc) TIME_MS(a->reps, select_ms, attention_refresh_select_bf16_cuda(b.sel, b.qb, b.kb, B, T, Hq, Hkv, D, &m));
+    else if (active) TIME_MS(a->reps, select_ms, attention_refresh_select_cuda(b.sel, b.q, b.k, B, T, Hq, Hkv, D, &m));
     const double pairs = visited_pairs(a), ff = forward_flops(a, pairs);
     char dev[256];
     cuda_device_describe(dev, sizeof dev);
@@ -110,11 +151,15 @@ static void bench_kernels(const BenchAttn *a) {
     }
     for (int f = 0; f < N_FAMILIES; f++) {
         const AttnKernels *kf = &kernel_families[f];
-        if (kf->forward == attention_forward_mma_cuda && !attention_tensor_core_head_dim(D)) continue;
+        if (kf->tensor_cores && !tc) continue;
         double fwd_ms, bwd_ms;
-        TIME_MS(a->reps, fwd_ms, kf->forward(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, &m));
-        TIME_MS(a->reps, bwd_ms, kf->backward(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, &m));
+        TIME_MS(a->reps, fwd_ms, kf->forward(&b, B, T, Hq, Hkv, D, &m));
+        TIME_MS(a->reps, bwd_ms, kf->backward(&b, B, T, Hq, Hkv, D, &m));
         const double ft = ff / fwd_ms / 1e9, bt = 2.5 * ff / bwd_ms / 1e9;
+        if (kf->tensor_cores) {
+            times->engine_forward_tflops = ft;
+            times->engine_backward_tflops = bt;
+        }
         if (a->json)
             printf(",\"%s_forward_ms\":%.4f,\"%s_backward_ms\":%.4f,\"%s_forward_tflops\":%.2f,\"%s_backward_tflops\":%.2f",
                    kf->name, fwd_ms, kf->name, bwd_ms, kf->name, ft, kf->name, bt);
@@ -122,9 +167,9 @@ static void bench_kernels(const BenchAttn *a) {
             printf("  %-6s (%s): forward %.3f ms (%.1f TFLOP/s), backward %.3f ms (%.1f TFLOP/s)\n", kf->name, kf->what,
                    fwd_ms, ft, bwd_ms, bt);
     }
-    float *bufs[] = {q, k, v, dout, out, lse, dq, dk, dv};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cuda_free(bufs[i]);
-    if (sel) cuda_free(sel);
+    void *bufs[] = {b.q, b.k, b.v, b.dout, b.out, b.lse, b.dq, b.dk, b.dv, b.qb, b.kb, b.vb, b.doutb, b.outb, b.sel};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) cuda_free(bufs[i]);
 }
 
 static const BenchAttentionCuda table = {bench_kernels};

@@ -15,11 +15,16 @@ typedef struct {
     const char *python;                            /* the PyTorch peer's interpreter */
 } BenchAttn;
 
+/* What the kernels reached, for the comparison with the peer. */
+typedef struct {
+    double engine_forward_tflops, engine_backward_tflops; /* the bf16 engine's kernels; 0: not run (head dim) */
+} BenchAttnTimes;
+
 typedef struct {
     /* Times the selection and every kernel family's forward and backward on
      * the visible device; prints the figures (the JSON object left open for
-     * the peer's fields). */
-    void (*kernels)(const BenchAttn *a);
+     * the peer's fields) and fills *times. */
+    void (*kernels)(const BenchAttn *a, BenchAttnTimes *times);
 } BenchAttentionCuda;
 
 const BenchAttentionCuda *bench_attention_cuda(void);

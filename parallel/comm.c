@@ -7,7 +7,7 @@
 #include "comm_backend.h"
 
 const char *comm_backend_name(CommBackend b) {
-    return b == COMM_MPI ? "mpi" : b == COMM_NCCL ? "nccl" : "single";
+    return b == COMM_MPI ? "mpi" : b == COMM_NCCL ? "nccl" : b == COMM_DEVICE ? "device" : "single";
 }
 
 const char *comm_compiled_backends(void) {
@@ -86,8 +86,9 @@ static const CommOps single_ops = {.name = "single",
 /* The host collectives: one rank copies, whatever backend is open. */
 static const CommOps *host_ops(const Comm *c) { return c->world == 1 ? &single_ops : c->host; }
 
-/* The collectives on the sharding's buffers: NCCL's once it is on (device
- * memory, any rank count), the host's otherwise. */
+/* The collectives on the sharding's buffers: the device's once on (NCCL,
+ * or one rank's copies on the GPU: parallel/comm_device.h), the host's
+ * otherwise. */
 static const CommOps *data_ops(const Comm *c) { return c->data ? c->data : host_ops(c); }
 
 Comm *comm_open(int want_nccl) {
@@ -124,7 +125,7 @@ void comm_use_nccl(Comm *c) {
 
 void comm_close(Comm *c) {
     if (!c) return;
-    if (c->data) c->data->close(c);
+    if (c->data && c->data->close) c->data->close(c);
     comm_wait(c);
     if (c->host->close) c->host->close(c);
     free(c);

@@ -2,17 +2,18 @@
 #define KVCPT_COMM_H
 /* The collectives sharding needs, behind one interface with three backends:
  * "single" (one process: the collectives are copies), "mpi" (CPU ranks
- * launched by mpirun) and "nccl" (GPU ranks; MPI only bootstraps). The
+ * launched by mpirun) and "nccl" (GPU ranks; MPI only bootstraps), and
+ * "device" (one GPU rank: copies on the device, parallel/comm_device.h). The
  * sharding code calls the same functions whatever the backend, so the CPU
  * path under `mpirun -np N` tests the exact protocol the GPU path runs.
  *
- * Buffers are host memory for single/mpi and device memory for nccl. Counts
+ * Buffers are host memory for single/mpi and device memory for nccl/device. Counts
  * and displacements are in elements of the given type. Every call is
  * collective: all ranks call it, in the same order. */
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { COMM_SINGLE = 0, COMM_MPI = 1, COMM_NCCL = 2 } CommBackend;
+typedef enum { COMM_SINGLE = 0, COMM_MPI = 1, COMM_NCCL = 2, COMM_DEVICE = 3 } CommBackend;
 typedef enum { COMM_F32 = 0, COMM_F64 = 1, COMM_I64 = 2, COMM_U8 = 3 } CommType;
 
 typedef struct Comm Comm;

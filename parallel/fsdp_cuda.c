@@ -176,7 +176,8 @@ static void on_grads_ready(void *ctx, int u) {
 }
 
 FsdpCuda *fsdp_cuda_create(Fsdp *f, LlamaCuda *g, const Optimizer *host_opt) {
-    KV_CHECK(comm_backend(f->comm) == COMM_NCCL, "fsdp on the GPUs: the communicator must use NCCL (it uses %s)",
+    KV_CHECK(comm_backend(f->comm) == COMM_NCCL || comm_backend(f->comm) == COMM_DEVICE,
+             "fsdp on the GPUs: the communicator must move device buffers (nccl, or device for one rank; it uses %s)",
              comm_backend_name(comm_backend(f->comm)));
     FsdpCuda *d = xcalloc(1, sizeof *d);
     d->comm = f->comm, d->plan = &f->plan, d->segs = f->segs, d->nseg = f->nseg, d->g = g;

@@ -1,32 +1,35 @@
 #!/usr/bin/env bash
 # Builds the CUDA binaries and the GPU suite on this machine (no GPU needed)
 # and gathers them, with the non-system shared libraries they link, into
-# .gpubundle/bundle.tar.gz (git-ignored; debug info stripped, so it carries
-# well under 64 MiB), for a GPU machine that has the CUDA runtime and cuBLAS
-# but not our Debian build dependencies. There, in the repository root:
-#   tar xzf .gpubundle/bundle.tar.gz && export LD_LIBRARY_PATH=$PWD/gpulib
-#   KVCPT_PREBUILT=1 bash scripts/gpu_session.sh
-# With mpicc here the build has MPI (its libraries travel in gpulib; ranks
-# need the GPU machine's mpirun), without it one rank only; KVCPT_BUNDLE_MPI=0
-# forces the MPI-free build. kvcpt and the GPU suite are built without NCCL,
-# so nothing in them needs libnccl (hundreds of MB, not carried). Where
-# nccl.h is found here too (the Makefile's detection), the two NCCL tests
-# are built a second time with NCCL into build/tests/nccl/, for the session's
-# ranks stage on a machine with several GPUs and libnccl. The build runs in a
-# temporary git worktree of HEAD plus the working tree's changes, so ./build
-# is left alone.
+# .gpubundle/bundle.tar.gz (git-ignored; debug info stripped: 17 MB on 2026-11-23,
+# well under the 64 MiB a device command carries), for a GPU machine that has
+# the CUDA runtime and cuBLAS but not our Debian build dependencies. The
+# device command names .gpubundle in its carry list, and
+# scripts/gpu_session.sh unpacks it there (kvcpt, build/tests/..., gpulib/).
+# By default the build has neither MPI nor NCCL: the lent machines have one
+# GPU, every single-GPU path runs without them (one rank's device
+# collectives are copies on the GPU), and nothing then needs an MPI runtime
+# or libnccl (hundreds of MB, not carried) on the GPU machine.
+# KVCPT_BUNDLE_MPI=1 builds with MPI where mpicc is found here (its
+# libraries travel in gpulib; ranks need the GPU machine's mpirun), and
+# where nccl.h is found too (the Makefile's detection) the two NCCL tests
+# a second time with NCCL into build/tests/nccl/, for the session's ranks
+# stage on a machine with several GPUs and libnccl. The build runs in a
+# temporary copy of the working tree (tracked and untracked, not ignored,
+# files), so ./build is left alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 wt=$(mktemp -d /tmp/kvcpt-gpubundle.XXXXXX)
-trap 'git -C "$root" worktree remove --force "$wt" >/dev/null 2>&1 || true' EXIT
-git worktree add -q --detach "$wt" HEAD
-git diff HEAD | (cd "$wt" && git apply --allow-empty)
-git ls-files --others --exclude-standard -z | xargs -0 -r -I{} cp --parents {} "$wt"/
+trap 'rm -rf "$wt"' EXIT
+# the files git would commit now (deleted ones left out), as they are on disk
+git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done |
+    tar -cf - --null -T - | tar -xf - -C "$wt"
+commit=$(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- 2>/dev/null || echo +changes)
 mpi=NO_MPI=1
-[ "${KVCPT_BUNDLE_MPI:-1}" != 0 ] && command -v mpicc >/dev/null 2>&1 && mpi=NO_MPI=0
+[ "${KVCPT_BUNDLE_MPI:-0}" = 1 ] && command -v mpicc >/dev/null 2>&1 && mpi=NO_MPI=0
 log=/tmp/kvcpt-gpubundle.log
-make -C "$wt" -j"$(nproc)" $mpi NO_NCCL=1 test-gpu-bins >$log 2>&1 || { tail -20 $log; exit 1; }
+make -C "$wt" -j"$(nproc)" $mpi NO_NCCL=1 GIT_COMMIT="$commit" test-gpu-bins >$log 2>&1 || { tail -20 $log; exit 1; }
 grep -m1 '^kvcpt build:' $log
 stage=$wt/bundle
 mkdir -p "$stage/gpulib" "$stage/build/tests"
@@ -35,13 +38,13 @@ mkdir -p "$stage/build/tests/gpu" "$stage/build/tests/tools"
 cp "$wt/kvcpt" "$stage/" && cp "$wt"/build/tests/gpu/test_* "$stage/build/tests/gpu/" &&
     cp "$wt"/build/tests/tools/* "$stage/build/tests/tools/"
 # what the Makefile finds with NCCL allowed (captured first: grep -q would cut make's pipe under pipefail)
-found=$(make -C "$wt" -n $mpi kvcpt 2>/dev/null | grep '^kvcpt build:' || true)
+found=$(make -C "$wt" -n $mpi GIT_COMMIT="$commit" kvcpt 2>/dev/null | grep '^kvcpt build:' || true)
 if [ $mpi = NO_MPI=0 ] && grep -q 'NCCL yes' <<<"$found"; then
     # the sources that read KVCPT_NCCL are rebuilt with it (make does not
     # track flags), then only the two NCCL tests are taken from this pass
     (cd "$wt" && git ls-files -z '*.c' '*.h' '*.cu' '*.cuh' | xargs -0 grep -lZ KVCPT_NCCL | xargs -0 touch)
     nccl_tests="build/tests/gpu/test_comm_nccl build/tests/gpu/test_nccl_collectives"
-    make -C "$wt" -j"$(nproc)" $mpi $nccl_tests >>$log 2>&1 || { tail -20 $log; exit 1; }
+    make -C "$wt" -j"$(nproc)" $mpi GIT_COMMIT="$commit" $nccl_tests >>$log 2>&1 || { tail -20 $log; exit 1; }
     mkdir -p "$stage/build/tests/nccl"
     for t in $nccl_tests; do cp "$wt/$t" "$stage/build/tests/nccl/"; done
     echo "NCCL tests built with NCCL into build/tests/nccl (libnccl is not carried: the GPU machine must have it)"
@@ -56,4 +59,6 @@ for f in "$stage"/kvcpt "$stage"/build/tests/*/*; do ldd "$f"; done | awk '/=> \
 strip --strip-debug "$stage"/kvcpt "$stage"/build/tests/*/*
 rm -rf .gpubundle && mkdir -p .gpubundle
 tar czf .gpubundle/bundle.tar.gz -C "$stage" kvcpt build gpulib
-echo "gpu bundle: .gpubundle/bundle.tar.gz, $(du -h .gpubundle/bundle.tar.gz | cut -f1) (libraries: $(ls "$stage/gpulib" | tr '\n' ' '))"
+size=$(stat -c %s .gpubundle/bundle.tar.gz)
+echo "gpu bundle: .gpubundle/bundle.tar.gz, $size bytes ($((size >> 20)) MiB of the 64 MiB a device command carries; libraries: $(ls "$stage/gpulib" | tr '\n' ' '))"
+[ "$size" -lt $((48 << 20)) ] || { echo "gpu bundle: $size bytes leaves too little of the 64 MiB for the working tree" >&2; exit 1; }

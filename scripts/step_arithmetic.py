@@ -1,31 +1,57 @@
 #!/usr/bin/env python3
 """Arithmetic, not measurement: FLOPs and bytes per training step of each
 kernel of the CUDA bf16 engine (bf16 weights, bf16 activations between ops,
-fp32 residual stream, recompute), at one model shape, and the time each
-would take at the H100 SXM's datasheet rates (989 TFLOP/s dense bf16, 3.35
-TB/s HBM3) if it ran at exactly one of them: the larger of FLOPs / peak and
-bytes / bandwidth, and which one binds.
+fp32 residual stream), at one model shape, and the time each would take at
+the H100 SXM's datasheet rates (989 TFLOP/s dense bf16 on tensor cores, 67
+TFLOP/s fp32 on CUDA cores, 3.35 TB/s HBM3) if it ran at exactly one of
+them: the larger of FLOPs / peak and bytes / bandwidth, and which one binds.
 
-Counted as the engine does the work (model/llama_layer.c, model/llama_cuda.c):
-per layer, forward: rmsnorm (fp32 in, bf16 out), the fused q|k|v matmul (bf16
-out), RoPE splitting it into q, k, v, attention (bf16 in and out), the output
-matmul (fp32 out), residual add, rmsnorm, the fused gate|up matmul, SwiGLU,
-down matmul (fp32 out), residual add. Backward: each matmul's input gradient
-(written, beta 0) and weight gradient (accumulated into fp32); the output and
-down projections first round their fp32 output gradient to bf16 (a cast);
-each elementwise op's backward; attention's backward (2.5 x its forward
-FLOPs, the FlashAttention convention). Recompute runs every layer's forward
-again. Attention's bytes are its inputs and outputs once (flash tiling keeps
-the scores on chip; re-reads of K/V tiles hit L2 and are not counted). The
-lm_head reads the fp32 final norm through a cast.
+Counted as the engine executes the step (model/llama_pass.c,
+model/llama_layer.c, model/llama_cuda.c, kernels/attention_mma_*.cu):
+- per layer, forward: rmsnorm (fp32 in, bf16 out), the fused q|k|v matmul
+  (bf16 out), RoPE splitting it into q, k, v, the RefreshKV selection (with
+  the mask: query L-1 of each head against keys 0..L-1), attention (bf16 in
+  and out), the output matmul (fp32 out), residual add, rmsnorm, the fused
+  gate|up matmul, SwiGLU, down matmul (fp32 out), residual add;
+- with recompute, each layer's forward runs again before its backward, up
+  to SwiGLU: no down projection and no second residual add (the backward
+  does not need them), no selection (the first forward's is kept);
+- backward: each matmul's input gradient (written) and weight gradient
+  (accumulated into fp32); the output and down projections round their fp32
+  output gradient to bf16 first (a cast); each elementwise op's backward;
+  the residual stream's gradient is accumulated by the rmsnorm backward
+  (no separate add);
+- attention on tensor cores for the causal rows [0, L): 64 x 64 tiles, the
+  diagonal tiles computed whole, 2 products per tile forward (Q K^T, P V)
+  and 7 backward (dQ pass: Q K^T, dO V^T, dS K; dK/dV pass: K Q^T, V dO^T,
+  P^T dO, dS^T Q), 2 x 64 x 64 x D FLOPs each; the RefreshKV suffix rows
+  [L, T) on CUDA cores in fp32: per (row, key) pair 4 D FLOPs forward and
+  14 D backward (their dQ: 3 dot products, their dK/dV: 4); attention's
+  bytes are its inputs and outputs once (re-reads of K/V tiles hit L2);
+- the head: the logits in chunks of 256 rows, computed in the forward for
+  the loss and again in the backward (the forward keeps only the log-sum-
+  exp); each backward chunk reads and writes the whole fp32 lm_head
+  gradient (V x C); the fp32 inputs are cast to bf16 in each call.
+The suffix rows and the selection are latency-bound on a GPU (a few dozen
+rows, one warp per row or key): their time at the datasheet rates is a
+floor, not a forecast.
+
+--matmul-tflops, --attn-fwd-tflops, --attn-bwd-tflops and --gbps put other
+rates in place of the datasheet's (for example the ones measured on a card:
+docs/cuda.md, "The 8B step by arithmetic").
 
 Usage: python3 scripts/step_arithmetic.py [--seq 8242] [--L 8192] [--K 2048]
-       [--markdown]
+       [--recompute 0|1] [--matmul-tflops R] [--attn-fwd-tflops R]
+       [--attn-bwd-tflops R] [--gbps R] [--markdown]
 """
 import argparse
+import math
 
-PEAK_FLOPS = 989e12  # H100 SXM dense bf16, datasheet
+PEAK_FLOPS = 989e12  # H100 SXM dense bf16 on tensor cores, datasheet
+PEAK_FP32 = 67e12  # H100 SXM fp32 on CUDA cores, datasheet
 PEAK_BYTES = 3.35e12  # H100 SXM HBM3, datasheet
+TILE = 64  # kernels/attention_mma_tiles.cuh kMmaTile
+CE_CHUNK = 256  # model/llama_buffers.h LLAMA_CE_CHUNK_ROWS
 
 
 def main():
@@ -34,62 +60,91 @@ def main():
     ap.add_argument("--L", type=int, default=8192)
     ap.add_argument("--K", type=int, default=2048)
     ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--recompute", type=int, choices=[0, 1], default=1)
+    ap.add_argument("--matmul-tflops", type=float, default=PEAK_FLOPS / 1e12, help="the matmuls' rate")
+    ap.add_argument("--attn-fwd-tflops", type=float, default=PEAK_FLOPS / 1e12, help="tensor-core attention forward")
+    ap.add_argument("--attn-bwd-tflops", type=float, default=PEAK_FLOPS / 1e12, help="tensor-core attention backward")
+    ap.add_argument("--gbps", type=float, default=PEAK_BYTES / 1e9, help="device memory bandwidth")
     ap.add_argument("--markdown", action="store_true")
     a = ap.parse_args()
+    MM, AF, AB, FP32 = a.matmul_tflops * 1e12, a.attn_fwd_tflops * 1e12, a.attn_bwd_tflops * 1e12, PEAK_FP32
+    BW = a.gbps * 1e9
     # Llama-3.1-8B
     layers, C, F, V, Hq, Hkv, D = 32, 4096, 14336, 128256, 32, 8, 128
     N = a.batch * a.seq
-    L = a.L if 0 < a.L < a.seq else a.seq
+    T = a.seq
+    L = a.L if 0 < a.L < T else T
     ks = min(a.K, L)
-    pairs = L * (L + 1) / 2 + sum(ks + p - L + 1 for p in range(L, a.seq))
+    suffix_pairs = sum(ks + p - L + 1 for p in range(L, T))  # each suffix row: the selected keys and the local ones
+    exact_pairs = L * (L + 1) / 2 + suffix_pairs
+    nt = math.ceil(L / TILE)
+    tile_pairs = TILE * TILE * nt * (nt + 1) / 2  # the tiles at or below the diagonal, whole
     f32, b16 = 4, 2
+    R = a.recompute
 
-    rows = []  # (kernel, calls per step, FLOPs per call, bytes per call)
-    fwd = 2 * layers  # forward, then recompute's forward in the backward
+    rows = []  # (kernel, calls per step, FLOPs per call, bytes per call, FLOP rate)
+    fwd = layers * (1 + R)  # the forward, and recompute's second one
 
-    def mm(name, ic, oc, out_bytes, dinp_bytes, dout_bytes):
+    def mm(name, ic, oc, out_bytes, dinp_bytes, dout_bytes, fwd_calls):
         # forward: read the bf16 input and weight, write the output
-        rows.append((f"{name} fwd", fwd, 2 * N * ic * oc, N * ic * b16 + ic * oc * b16 + N * oc * out_bytes))
+        rows.append((f"{name} fwd", fwd_calls, 2 * N * ic * oc, N * ic * b16 + ic * oc * b16 + N * oc * out_bytes, MM))
         # backward: dinp = dout W (read dout bf16 and W, write dinp);
         # dW += dout^T inp (read both bf16, read + write the fp32 gradient)
-        rows.append((f"{name} bwd dinp", layers, 2 * N * ic * oc, N * oc * b16 + ic * oc * b16 + N * ic * dinp_bytes))
-        rows.append((f"{name} bwd dW", layers, 2 * N * ic * oc, N * oc * b16 + N * ic * b16 + 2 * ic * oc * f32))
+        rows.append((f"{name} bwd dinp", layers, 2 * N * ic * oc, N * oc * b16 + ic * oc * b16 + N * ic * dinp_bytes, MM))
+        rows.append((f"{name} bwd dW", layers, 2 * N * ic * oc, N * oc * b16 + N * ic * b16 + 2 * ic * oc * f32, MM))
         if dout_bytes == f32:  # the fp32 output gradient rounded to bf16 first
-            rows.append((f"{name} bwd: cast of dout to bf16", layers, 0, N * oc * (f32 + b16)))
+            rows.append((f"{name} bwd: cast of dout to bf16", layers, 0, N * oc * (f32 + b16), MM))
 
     QKV = (Hq + 2 * Hkv) * D
-    mm("q|k|v", C, QKV, b16, f32, b16)
-    mm("O", Hq * D, C, f32, b16, f32)
-    mm("gate|up", C, 2 * F, b16, f32, b16)
-    mm("down", F, C, f32, b16, f32)
-    att_f = 4 * D * a.batch * Hq * pairs
+    mm("q|k|v", C, QKV, b16, f32, b16, fwd)
+    mm("O", Hq * D, C, f32, b16, f32, fwd)
+    mm("gate|up", C, 2 * F, b16, f32, b16, fwd)
+    mm("down", F, C, f32, b16, f32, layers)  # not recomputed: the backward starts from its input gradient
+    bh = a.batch * Hq
+    if L < T:
+        # the selection: query L-1 of each head against keys 0..L-1, once per layer
+        rows.append(("RefreshKV selection (first forward only)", layers, 2 * D * bh * L,
+                     a.batch * L * Hkv * D * b16 + bh * D * b16 + bh * L * f32, FP32))
+    mma_f = 2 * 2 * D * bh * tile_pairs
     att_io = (2 * N * Hq * D + 2 * N * Hkv * D) * b16 + N * Hq * f32  # q, k, v in; out, lse out
-    rows.append(("attention fwd", fwd, att_f, att_io))
+    rows.append(("attention fwd, rows < L (tensor cores, 2 products/tile)", fwd, mma_f, att_io, AF))
     # backward: q, k, v, out, dout (bf16) and lse in; dq, dk, dv (fp32) out
-    rows.append(("attention bwd", layers, 2.5 * att_f,
-                 (3 * N * Hq * D + 2 * N * Hkv * D) * b16 + N * Hq * f32 + (N * Hq * D + 2 * N * Hkv * D) * f32))
+    rows.append(("attention bwd, rows < L (tensor cores, 7 products/tile)", layers, 7 * 2 * D * bh * tile_pairs,
+                 (3 * N * Hq * D + 2 * N * Hkv * D) * b16 + N * Hq * f32 + (N * Hq * D + 2 * N * Hkv * D) * f32, AB))
+    rows.append(("attention bwd: dsum = rowsum(dO * O)", layers, 0, 2 * N * Hq * D * b16 + N * Hq * f32, MM))
+    if L < T:
+        sfx_io = (T - L) * (2 * Hq * D) * b16 + suffix_pairs * 0  # their q in, out; keys counted with the tiles
+        rows.append(("attention fwd, suffix rows >= L (fp32, CUDA cores)", fwd, 4 * D * bh * suffix_pairs, sfx_io, FP32))
+        rows.append(("attention bwd, suffix rows >= L (fp32, CUDA cores)", layers, 14 * D * bh * suffix_pairs, 2 * sfx_io, FP32))
     # elementwise (bytes only): reads + writes
-    rows.append(("rmsnorm fwd (fp32 in, bf16 out)", 2 * fwd, 0, N * C * (f32 + b16)))
-    rows.append(("rmsnorm bwd", 2 * layers, 0, 4 * N * C * f32))
-    rows.append(("RoPE split fwd (q|k|v -> q, k, v)", fwd, 0, 2 * N * QKV * b16))
-    rows.append(("RoPE join bwd (dq, dk, dv -> dq|dk|dv)", layers, 0, N * QKV * (f32 + b16)))
-    rows.append(("SwiGLU fwd", fwd, 0, 3 * N * F * b16))
-    rows.append(("SwiGLU bwd", layers, 0, 5 * N * F * b16))
-    rows.append(("residual add", 2 * fwd + 2 * layers, 0, 3 * N * C * f32))
-    # the head: the fp32 final norm cast, lm_head matmul over the vocabulary and cross-entropy
-    rows.append(("lm_head casts (xf fwd, xf and dlogits bwd)", 1, 0, 2 * N * C * (f32 + b16) + N * V * (f32 + b16)))
-    rows.append(("lm_head fwd", 1, 2 * N * C * V, N * C * b16 + V * C * b16 + N * V * f32))
-    rows.append(("lm_head bwd (dinp + dW)", 1, 4 * N * C * V, 2 * N * V * b16 + 2 * V * C * f32 + 2 * N * C * f32))
-    rows.append(("cross-entropy fwd + bwd", 1, 0, 3 * N * V * f32))
+    rows.append(("rmsnorm fwd (fp32 in, bf16 out)", 2 * fwd, 0, N * C * (f32 + b16), MM))
+    rows.append(("rmsnorm bwd (accumulates the residual gradient)", 2 * layers, 0, 4 * N * C * f32, MM))
+    rows.append(("RoPE split fwd (q|k|v -> q, k, v)", fwd, 0, 2 * N * QKV * b16, MM))
+    rows.append(("RoPE join bwd (dq, dk, dv -> dq|dk|dv)", layers, 0, N * QKV * (f32 + b16), MM))
+    rows.append(("SwiGLU fwd", fwd, 0, 3 * N * F * b16, MM))
+    rows.append(("SwiGLU bwd", layers, 0, 5 * N * F * b16, MM))
+    rows.append(("residual add", 2 * layers + R * layers, 0, 3 * N * C * f32, MM))
+    # the head, in chunks: the logits twice (the loss, then the backward), the casts of its fp32 inputs
+    chunks = math.ceil(N / CE_CHUNK)
+    rows.append(("lm_head fwd (the loss's logits)", 1, 2 * N * C * V, N * C * (f32 + b16) + chunks * V * C * b16 + N * V * f32, MM))
+    rows.append(("lm_head fwd again in the backward (logits recomputed)", 1, 2 * N * C * V,
+                 N * C * (f32 + b16) + chunks * V * C * b16 + N * V * f32, MM))
+    rows.append(("lm_head bwd dinp + dW (dW read and written per chunk)", 1, 4 * N * C * V,
+                 N * V * (f32 + b16) + N * C * (f32 + b16) + 2 * N * V * b16 + chunks * (V * C * b16 + 2 * V * C * f32) + N * C * f32,
+                 MM))
+    rows.append(("cross-entropy fwd + bwd", 1, 0, 3 * N * V * f32, MM))
 
     total_ms = 0.0
     out = []
-    for name, calls, fl, by in rows:
-        t_c, t_b = fl / PEAK_FLOPS, by / PEAK_BYTES
+    for name, calls, fl, by, rate in rows:
+        t_c, t_b = fl / rate, by / BW
         ms = 1e3 * calls * max(t_c, t_b)
         total_ms += ms
-        out.append((name, calls, calls * fl / 1e9, calls * by / 1e9, "compute" if t_c >= t_b else "bandwidth", ms))
-    model_flops = 6 * (layers * (C * QKV + Hq * D * C + 3 * C * F) + V * C) * N + 3 * att_f * layers
+        unit = "fp32 cores" if rate == FP32 else "compute"
+        out.append((name, calls, calls * fl / 1e9, calls * by / 1e9, unit if t_c >= t_b else "bandwidth", ms))
+    att_model = 4 * D * a.batch * Hq * exact_pairs
+    model_flops = 6 * (layers * (C * QKV + Hq * D * C + 3 * C * F) + V * C) * N + 3 * att_model * layers
+    exec_flops = sum(calls * fl for _, calls, fl, _, _ in rows)
     if a.markdown:
         print("| kernel | calls/step | GFLOP/step | GB/step | bound | ms at peak |")
         print("|---|---|---|---|---|---|")
@@ -97,12 +152,14 @@ def main():
             print(f"| {name} | {calls} | {gf:,.0f} | {gb:,.1f} | {bound} | {ms:.1f} |")
     else:
         for name, calls, gf, gb, bound, ms in out:
-            print(f"{name:42s} {calls:5d} calls {gf:12,.0f} GFLOP {gb:9,.1f} GB  {bound:9s} {ms:8.1f} ms")
+            print(f"{name:58s} {calls:5d} calls {gf:12,.0f} GFLOP {gb:9,.1f} GB  {bound:10s} {ms:8.1f} ms")
     tokens = N
-    print(f"\nsum at the datasheet rates: {total_ms:.0f} ms per step of {tokens} tokens = "
-          f"{tokens / total_ms * 1e3:,.0f} tokens/s (arithmetic upper bound, not a measurement); model FLOPs per step "
-          f"(6N + attention, recompute not counted) {model_flops / 1e12:.1f} TFLOP: at 45% MFU "
-          f"{0.45 * PEAK_FLOPS / model_flops * tokens:,.0f} tokens/s")
+    rates = (f"matmuls {MM / 1e12:g}, attention {AF / 1e12:g}/{AB / 1e12:g} TFLOP/s, {BW / 1e9:g} GB/s"
+             if (MM, AF, AB, BW) != (PEAK_FLOPS, PEAK_FLOPS, PEAK_FLOPS, PEAK_BYTES) else "the datasheet rates")
+    print(f"\nrecompute {R}: executed {exec_flops / 1e12:.1f} TFLOP per step; sum at {rates}: {total_ms:.0f} ms "
+          f"per step of {tokens} tokens = {tokens / total_ms * 1e3:,.0f} tokens/s (arithmetic upper bound, not a "
+          f"measurement); model FLOPs per step (6N + attention, recompute not counted) {model_flops / 1e12:.1f} TFLOP: "
+          f"at 45% MFU {0.45 * PEAK_FLOPS / model_flops * tokens:,.0f} tokens/s")
 
 
 if __name__ == "__main__":

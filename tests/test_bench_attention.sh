@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # `kvcpt bench attention` on the emulated GPU (build/emu/kvcpt): the JSON
-# carries each kernel family's forward and backward times (fp32 and
-# tensor-core) and the forward
-# FLOPs the mask visits (checked against the arithmetic below), the SDPA
-# peer's times when its interpreter prints them (a stand-in here: the real
-# peer needs a GPU) or why it has none; the native binary without a visible
-# GPU says so. No timing is asserted.
+# carries each kernel family's forward and backward times (the fp32
+# engine's, and the bf16 engine's tensor-core instantiation on bf16 inputs)
+# and the forward FLOPs the mask visits (checked against the arithmetic
+# below), the SDPA peer's times when its interpreter prints them (a
+# stand-in here: the real peer needs a GPU) or why it has none, and the
+# ratio of the bf16 kernels' rate to SDPA's (checked against the times);
+# the native binary without a visible GPU says so. No timing is asserted.
 . "$(dirname "$0")/lib.sh"
 E=build/emu/kvcpt
 jl() { grep -o "\"$1\":[^,}]*" | head -1 | cut -d: -f2- | tr -d '"'; }
@@ -27,12 +28,38 @@ chmod +x "$tmp/stub-python"
 out=$("$E" bench attention "${shape[@]}" --L 32 --K 4 --python "$tmp/stub-python" --json 2>"$tmp/err")
 rc=$?
 if [ $rc -eq 0 ] && [ "$(jl forward_flops <<<"$out")" = "3.051520e+05" ] && positive "$(jl fp32_forward_ms <<<"$out")" &&
-    positive "$(jl fp32_backward_ms <<<"$out")" && positive "$(jl mma_forward_ms <<<"$out")" &&
-    positive "$(jl mma_backward_ms <<<"$out")" && positive "$(jl select_ms <<<"$out")" &&
+    positive "$(jl fp32_backward_ms <<<"$out")" && positive "$(jl bf16_forward_ms <<<"$out")" &&
+    positive "$(jl bf16_backward_ms <<<"$out")" && positive "$(jl select_ms <<<"$out")" &&
     [ "$(jl torch_forward_ms <<<"$out")" = "2.0000" ] && [ "$(jl torch_backward_ms <<<"$out")" = "5.0000" ] &&
-    [ "$(jl mask_L <<<"$out")" = 32 ]; then
+    [ "$(jl mask_L <<<"$out")" = 32 ] && ! grep -q '"mma_' <<<"$out"; then
     ok "bench attention --json (emulated GPU, RefreshKV mask): each kernel's times, the visited pairs' FLOPs, the peer's times"
 else fail "bench attention with the mask" "rc $rc: $out $(tail -3 "$tmp/err")"; fi
+
+# the ratio is the bf16 kernels' TFLOP/s (visited pairs, 3.05152e5 FLOPs)
+# over SDPA's (causal, 4 * 16 * 2 * 4 * 820 = 419840 FLOPs) from the times
+if awk -v f="$(jl bf16_forward_ms <<<"$out")" -v b="$(jl bf16_backward_ms <<<"$out")" \
+    -v rf="$(jl bf16_vs_sdpa_forward <<<"$out")" -v rb="$(jl bf16_vs_sdpa_backward <<<"$out")" 'BEGIN {
+        ef = (305152 / f) / (419840 / 2.0); eb = (305152 / b) / (419840 / 5.0)
+        exit !(rf > 0 && rb > 0 && (rf - ef) ^ 2 <= (0.01 * ef) ^ 2 && (rb - eb) ^ 2 <= (0.01 * eb) ^ 2) }'; then
+    ok "bench attention --json: bf16_vs_sdpa_forward/backward are the bf16 kernels' rate over the peer's ($(jl bf16_vs_sdpa_forward <<<"$out"), $(jl bf16_vs_sdpa_backward <<<"$out"))"
+else fail "bench attention ratio to SDPA" "$out"; fi
+
+# without --python and KVCPT_PYTHON, and no venv beside the binary: python3
+mkdir -p "$tmp/bin"
+cat >"$tmp/bin/python3" <<'STUB'
+#!/bin/sh
+echo '{"bench": "attention_torch", "torch": "path-python3", "forward_ms": 1.0, "backward_ms": 1.0}'
+STUB
+chmod +x "$tmp/bin/python3"
+cp "$E" "$tmp/kvcpt-alone" && mkdir -p "$tmp/scripts" && cp scripts/bench_attention_torch.py "$tmp/scripts/"
+out=$(env -u KVCPT_PYTHON PATH="$tmp/bin:$PATH" "$tmp/kvcpt-alone" bench attention "${shape[@]}" --L 0 --json 2>"$tmp/err")
+if [ $? -eq 0 ] && grep -q '"torch_version":"path-python3"' <<<"$out"; then
+    ok "bench attention without --python, KVCPT_PYTHON or a venv runs the peer with python3 from PATH"
+else fail "bench attention default python3" "$out $(tail -3 "$tmp/err")"; fi
+out=$(KVCPT_PYTHON="$tmp/stub-python" PATH="$tmp/bin:$PATH" "$tmp/kvcpt-alone" bench attention "${shape[@]}" --L 0 --json 2>"$tmp/err")
+if [ $? -eq 0 ] && grep -q '"torch_version":"stub"' <<<"$out"; then
+    ok "bench attention takes KVCPT_PYTHON over python3"
+else fail "bench attention KVCPT_PYTHON" "$out $(tail -3 "$tmp/err")"; fi
 
 # the eval cache's mask, evict 1, restride 4: rows 35 and 39 are full (36
 # and 40 keys); every other row from 32 on keeps 4 - (p - since) selected
@@ -42,7 +69,7 @@ out=$("$E" bench attention "${shape[@]}" --L 32 --K 4 --evict 1 --restride 4 --n
 rc=$?
 if [ $rc -eq 0 ] && [ "$(jl forward_flops <<<"$out")" = "3.246080e+05" ] && [ "$(jl mask_evict <<<"$out")" = 1 ] &&
     [ "$(jl mask_restride <<<"$out")" = 4 ] && positive "$(jl fp32_backward_ms <<<"$out")" &&
-    positive "$(jl mma_backward_ms <<<"$out")" && positive "$(jl select_ms <<<"$out")"; then
+    positive "$(jl bf16_backward_ms <<<"$out")" && positive "$(jl select_ms <<<"$out")"; then
     ok "bench attention --json --evict 1 --restride 4 (per-row records): the rows' own key counts in the FLOPs, each kernel's times"
 else fail "bench attention evict/restride" "rc $rc: $out $(tail -3 "$tmp/err")"; fi
 
@@ -56,7 +83,7 @@ else fail "bench attention causal" "rc $rc: $out $(tail -3 "$tmp/err")"; fi
 
 text=$("$E" bench attention "${shape[@]}" --L 32 --K 4 --no-peers 2>&1)
 if [ $? -eq 0 ] && grep -q "fp32 .*forward .* ms .*backward .* ms" <<<"$text" &&
-    grep -q "mma .*tensor cores.*forward .* ms .*backward .* ms" <<<"$text" && grep -q "selection (L 32, K 4, evict 0, restride 0)" <<<"$text" &&
+    grep -q "bf16 .*bf16 in, mma.sync on tensor cores.*forward .* ms .*backward .* ms" <<<"$text" && grep -q "selection (L 32, K 4, evict 0, restride 0)" <<<"$text" &&
     ! grep -q PyTorch <<<"$text"; then
     ok "bench attention text output, --no-peers: kernel lines, the selection, no peer"
 else fail "bench attention text" "$text"; fi

@@ -90,6 +90,20 @@ case "$check" in OK*) ok "plan --engine cuda: 8B per GPU matches the architectur
 # step fits 80 GB with the headroom printed
 t=$("$K" plan --preset llama3.1-8b --config launch/configs/cpt-llama3.1-8b.json --ranks 8 --seq 8242 --engine cuda | tail -1)
 grep -q "^fits 80.00 GiB per GPU: headroom" <<<"$t" && ok "plan: the shipped 8B config on 8 GPUs: $t" || fail "plan 8B on 8 GPUs" "$t"
+# the one-GPU configs on the cards they name (an H100 shows 79.6 GiB, an
+# H200 about 139 GiB), each at the total its comment gives; and the 8-GPU
+# config's precision on one 80 GB card does not fit (why the 80 GB config
+# is bf16sr)
+for c in "cpt-llama3.1-8b-1gpu-80gb 79G 68.10" "cpt-llama3.1-8b-1gpu-141gb 139G 94.70" "cpt-llama3.1-8b 80G 27.99 8"; do
+    read -r name mem total ranks <<<"$c"
+    out=$("$K" plan --preset llama3.1-8b --config "launch/configs/$name.json" --ranks "${ranks:-1}" --seq 8242 --engine cuda --gpu-mem "$mem")
+    if grep -q "^fits ${mem%G}.00 GiB per GPU: headroom" <<<"$out" && grep -q "^  total  *$total GiB" <<<"$out" &&
+        grep -q "$total GiB" "launch/configs/$name.json"; then
+        ok "plan: launch/configs/$name.json on ${ranks:-1} GPU(s) of $mem: $total GiB, as its comment says, fits"
+    else fail "plan $name" "$(tail -3 <<<"$out")"; fi
+done
+t=$("$K" plan --preset llama3.1-8b --config launch/configs/cpt-llama3.1-8b.json --ranks 1 --seq 8242 --engine cuda --gpu-mem 79G | tail -1)
+grep -q "^does NOT fit 79.00 GiB" <<<"$t" && ok "plan: the 8-GPU config (fp32 master) on one 80 GB card does not fit: $t" || fail "plan 8B ZeRO-3 on one GPU" "$t"
 t=$("$K" plan --engine cuda --ranks 8 --seq 8242 --precision fp32 --gpu-mem 200G | tail -1)
 grep -q "^fits 200.00 GiB per GPU: headroom" <<<"$t" && ok "plan --gpu-mem 200G: $t" || fail "plan --gpu-mem" "$t"
 t=$("$K" plan --engine cuda --ranks 8 --seq 8242 --precision fp32 | tail -1)

@@ -19,6 +19,7 @@
 #include "../common/util.h"
 #include "../kernels/cuda_device.h"
 #include "../model/llama_cuda.h"
+#include "../parallel/comm_device.h"
 #include "../parallel/fsdp_cuda.h"
 #include "cuda_mem_plan.h"
 #include "device_optim.h"
@@ -163,9 +164,10 @@ TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama
     int device = cuda_device_select("train", comm_rank(comm), comm_local_rank(comm), comm_local_world(comm),
                                     (int)c->share_device);
     check_fits(mode, c, &model->cfg, comm_rank(comm), comm_world(comm), device);
-    /* NCCL binds to the device just selected; sharded steps move their
-     * device buffers with it (MPI stays for the host's control plane) */
-    if (!train_mode_whole_on_device(mode) && comm_backend(comm) != COMM_NCCL) comm_use_nccl(comm);
+    /* the device collectives bind to the device just selected; sharded steps
+     * move their device buffers with them (MPI stays for the host's control
+     * plane): NCCL over several ranks, copies on the GPU for one */
+    if (!train_mode_whole_on_device(mode)) comm_use_device(comm);
     CudaEngine *e = xcalloc(1, sizeof *e);
     e->mode = mode, e->seed = (uint64_t)c->seed, e->model = model, e->fsdp = fsdp;
     /* sharded: layers streamed through slots, unless reshard_after_forward=0

@@ -24,6 +24,7 @@
 #ifdef KVCPT_CUDA
 #include "../../kernels/cuda_device.h"
 #include "../../model/llama_cuda.h"
+#include "../../parallel/comm_device.h"
 #include "../../parallel/fsdp_cuda.h"
 #include "../../parallel/shard_ckpt.h"
 #include "../../train/cuda_mem_plan.h"
@@ -117,7 +118,7 @@ static void run_case(const Case *k) {
         device_optim_push(d, &g, host, opt);
     } else {
         comm = comm_open(0);
-        comm_use_nccl(comm);
+        comm_use_device(comm);
         llama_create(&host_model, &c);
         fsdp_init(&fsdp, comm, &host_model, 1);
         opt = shard_optimizer_create(OPTIM_ADAMW8BIT, &fsdp.plan, 0);

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# scripts/gpu_session.sh --dry-run: the GPU run plan's two device commands
+# at tiny sizes on the emulated GPU (build/emu/kvcpt, the emulated test
+# binaries), so the plan cannot rot between the rare days with a GPU. Each
+# stage must run to exit 0 and print its figures; each command must leave
+# exactly its summary and its log tarball in $OUT (the device tool returns
+# at most 8 files); the real plan's limits must add up within each command's
+# budget (at most 540 s, under the tool's 600 s); a budget too small skips
+# stages instead of running past it. The SDPA peer is a stand-in here (its
+# JSON as scripts/bench_attention_torch.py prints it): the real one needs a GPU.
+. "$(dirname "$0")/lib.sh"
+E=build/emu/kvcpt
+if [ ! -x "$E" ] || [ ! -x build/tests/test_cuda_emu_mma ]; then
+    echo "skip - gpu session dry run: $E or build/tests/test_cuda_emu_mma is not built (make test builds them)"
+    exit 0
+fi
+
+# the plan's arithmetic: the stages' limits against the budgets
+for c in call1 call2; do
+    plan=$(bash scripts/gpu_session.sh --plan $c)
+    total=$(awk '$1 == "total" { print $2 }' <<<"$plan") budget=$(awk '$1 == "total" { print $4 }' <<<"$plan")
+    if [ "${budget:-999}" -le 540 ] && grep -q '^setup ' <<<"$plan"; then
+        ok "$c: a budget of ${budget}s (at most 540 s), stage limits summing to ${total}s"
+    else fail "$c plan" "$plan"; fi
+done
+plan=$(bash scripts/gpu_session.sh --plan call1)
+if [ "$(awk '$1 == "total" { print ($2 <= $4) }' <<<"$plan")" = 1 ] &&
+    [ "$(awk '$1 != "total" { printf "%s ", $1 }' <<<"$plan")" = "setup tests attention step8b step8b_sr " ]; then
+    ok "call1 (the GPU suite, attention vs SDPA, the 8B step in bf16 and bf16sr): every limit fits its budget"
+else fail "call1 limits" "$plan"; fi
+
+cat >"$tmp/python" <<'STUB'
+#!/bin/sh
+case "$*" in *import*) echo "stub python"; exit 0 ;; esac
+echo '{"bench": "attention_torch", "torch": "stub", "forward_ms": 2.0, "backward_ms": 5.0}'
+STUB
+chmod +x "$tmp/python"
+run() { KVCPT_PYTHON="$tmp/python" OUT="$tmp/out-$1" KVCPT_SESSION_WORK="$tmp/work" bash scripts/gpu_session.sh --dry-run "$1" >"$tmp/$1.log" 2>&1; }
+
+run call1
+rc=$?
+s=$tmp/out-call1/call1-summary.md
+files=$(ls "$tmp/out-call1" 2>/dev/null | tr '\n' ' ')
+if [ $rc -eq 0 ] && [ "$files" = "call1-logs.tar.gz call1-summary.md " ]; then
+    ok "call1 dry run: exit 0, \$OUT holds its summary and its log tarball only"
+else fail "call1 dry run" "rc $rc, files: $files; $(tail -5 "$tmp/call1.log")"; fi
+for st in setup tests attention step8b step8b_sr; do
+    if grep -q "^($st: exit 0, " "$s"; then ok "call1 dry run: stage $st ran to exit 0"
+    else fail "call1 stage $st" "$(sed -n "/^## $st/,/^($st:/p" "$s" | tail -8)"; fi
+done
+if grep -q "^test_cuda_emu_mma .* passed, 0 failed" "$s" &&
+    grep -q "^attention T 40 mask L 32 K 4: bf16 tensor cores fwd .* ms .*SDPA stub fwd 2.000 ms .*bf16/SDPA rate fwd" "$s" &&
+    grep -q "^attention T 48 causal: bf16 tensor cores" "$s" &&
+    grep -q "^8B step T=72 (bf16, recompute 0): .* tokens/s" "$s" &&
+    grep -q '^"step":2 "loss":[0-9.]* "tokens_per_s"' "$s"; then
+    ok "call1 dry run: the suite's count, attention beside the peer with the ratio, the step's tokens/s, the bf16sr steps"
+else fail "call1 figures" "$(cat "$s")"; fi
+if tar tzf "$tmp/out-call1/call1-logs.tar.gz" | grep -q 'summary.md' &&
+    tar tzf "$tmp/out-call1/call1-logs.tar.gz" | grep -q 'bench-attention.json' &&
+    tar tzf "$tmp/out-call1/call1-logs.tar.gz" | grep -q 'tests/test_cuda_emu_mma.log'; then
+    ok "call1 dry run: the tarball holds the summary, the JSON and each test's log"
+else fail "call1 tarball" "$(tar tzf "$tmp/out-call1/call1-logs.tar.gz" 2>&1 | head)"; fi
+
+run call2
+rc=$?
+s=$tmp/out-call2/call2-summary.md
+files=$(ls "$tmp/out-call2" 2>/dev/null | tr '\n' ' ')
+if [ $rc -eq 0 ] && [ "$files" = "call2-logs.tar.gz call2-summary.md " ]; then
+    ok "call2 dry run: exit 0, \$OUT holds its summary and its log tarball only"
+else fail "call2 dry run" "rc $rc, files: $files; $(tail -5 "$tmp/call2.log")"; fi
+for st in setup realmodel train eval bench decode ranks; do
+    if grep -q "^($st: exit 0, " "$s"; then ok "call2 dry run: stage $st ran to exit 0"
+    else fail "call2 stage $st" "$(sed -n "/^## $st/,/^($st:/p" "$s" | tail -8)"; fi
+done
+if [ "$(grep -c '^--- .*: exit 0$' "$s")" = 5 ] && grep -q "^worst relative PPL difference cuda vs cpu" "$s" &&
+    grep -q '^{"bench":"decode"' "$s" && grep -q '^{"bench":"model"' "$s" && grep -q "^ranks stage skipped: .* sees 1 CUDA device" "$s"; then
+    ok "call2 dry run: three trainings (sharded on one GPU without NCCL, optimizer on the device, bf16sr) and both evals exit 0; eval, bench and decode figures; ranks skipped on one device"
+else fail "call2 figures" "$(cat "$s")"; fi
+
+# a budget smaller than the first stage's limit: every stage skipped, none run past it
+out=$(KVCPT_SESSION_BUDGET=5 OUT="$tmp/out-short" KVCPT_SESSION_WORK="$tmp/work" bash scripts/gpu_session.sh --dry-run call1 2>&1)
+if [ "$(grep -c 'skipped, its limit' <<<"$out")" = 5 ] && ! grep -q '^(setup: exit' <<<"$out"; then
+    ok "a 5 s budget skips all five stages of call1, saying why"
+else fail "budget skip" "$out"; fi
