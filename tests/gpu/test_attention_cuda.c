@@ -319,6 +319,13 @@ static void run_all(void) {
         {"evict restride 3 T=50 L=40 K=L, ratio 2, D=8, first, pool 3", 2, 50, 4, 2, 8, {1, 40, 40, 3, GROUP_AGG_FIRST, 1, 3}},
         {"restride 1 (every row full) T=70 L=40 K=5, ratio 2, D=32", 2, 70, 4, 2, 32, {1, 40, 5, 7, GROUP_AGG_MAX, 0, 1}},
         {"evict T=257 L=200 K=100 (> tile), ratio 8, D=128", 1, 257, 8, 1, 128, {1, 200, 100, 7, GROUP_AGG_MAX, 1, 0}},
+        /* smaller twins of the three largest cases, which the schedule-order
+         * and race runs take (tests/test_cuda_emu_orders.sh and _races.sh):
+         * the same kernels and paths (refresh rows over several tiles, causal
+         * D=128 over three, K over a tile) at a tenth of the emulator's time */
+        {"T=130 L=40 (refresh rows span tiles) K=20, ratio 4, D=64, one sequence", 1, 130, 8, 2, 64, {1, 40, 20, 7, GROUP_AGG_MAX, 0, 0}},
+        {"T=130 causal (3 tiles), ratio 8, D=128, one sequence", 1, 130, 8, 1, 128, {0, 0, 0, 1, GROUP_AGG_MAX, 0, 0}},
+        {"T=200 L=140 K=100 (> tile), ratio 8, D=64, first, pool 5, one sequence", 1, 200, 16, 2, 64, {1, 140, 100, 5, GROUP_AGG_FIRST, 0, 0}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i]);
