@@ -246,6 +246,12 @@ $(1)_RUNTIME_OBJ := $$($(1)_RUNTIME:%=build/$(1)/%.o)
 $(1)_OBJ         := $$(EMU_C:%.c=build/$$($(1)_C_FROM)/%.o) $$(EMU_CU:%.cu=build/$(1)/%.cu.o) \
                     $$($(1)_RUNTIME_OBJ) $$(EMU_NCCL_OBJ:%=build/$$($(1)_C_FROM)/%)
 $(1)_LIB         := build/$(1)/libkvcpt_emu.a
+# the kernels and the two lowest layers they stand on (common/, kernels/):
+# all that kernels_8b links, so `make test`, which runs it in build/emu-asan,
+# does not compile the rest of the library with the sanitizers
+$(1)_KERNELS_LIB := build/$(1)/libkvcpt_emu_kernels.a
+$(1)_KERNELS_OBJ := $$(filter build/$$($(1)_C_FROM)/common/% build/$$($(1)_C_FROM)/kernels/%,$$(EMU_C:%.c=build/$$($(1)_C_FROM)/%.o)) \
+                    $$(EMU_CU:%.cu=build/$(1)/%.cu.o) $$($(1)_RUNTIME_OBJ)
 $(1)_LINK         = $$(CC) $$($(1)_CFLAGS) $$(BIN_DEPFLAGS) $$< $$(filter %.o,$$^) $$($(1)_LIB) $$(BASE_LDLIBS) -lstdc++ -o $$@
 
 ifeq ($$($(1)_C_FROM),$(1))
@@ -272,6 +278,9 @@ $$($(1)_RUNTIME_OBJ): build/$(1)/%.o: tests/cuda_emu/%.cc $$(OBJ_DEPS)
 $$($(1)_LIB): $$($(1)_OBJ)
 	rm -f $$@ && ar rcs $$@ $$^
 
+$$($(1)_KERNELS_LIB): $$($(1)_KERNELS_OBJ)
+	rm -f $$@ && ar rcs $$@ $$^
+
 # the whole program on the emulated GPU: `kvcpt train --set device=cuda` on CI
 build/$(1)/kvcpt: $$(MAIN_C) $$($(1)_LIB) $$(BIN_DEPS)
 	$$($(1)_LINK)
@@ -281,8 +290,8 @@ build/$(1)/tools/%: tests/tools/%.c $$($(1)_LIB) $$(BIN_DEPS)
 	$$($(1)_LINK)
 
 # the training attention at Llama-3.1-8B shapes (tests/test_cuda_emu_asan.sh)
-build/$(1)/kernels_8b: tests/gpu/kernels_8b.c $$($(1)_LIB) $$(BIN_DEPS)
-	$$($(1)_LINK)
+build/$(1)/kernels_8b: tests/gpu/kernels_8b.c $$($(1)_KERNELS_LIB) $$(BIN_DEPS)
+	$$(CC) $$($(1)_CFLAGS) $$(BIN_DEPFLAGS) $$< $$($(1)_KERNELS_LIB) $$(BASE_LDLIBS) -lstdc++ -o $$@
 
 # the emulator's own checks: launch limits, planted races (tests/test_cuda_emu_orders.sh)
 build/$(1)/emu_checks: build/$(1)/tests/cuda_emu/emu_checks.cu.o $$($(1)_RUNTIME_OBJ)
@@ -298,7 +307,9 @@ $$($(1)_TESTS)/test_cuda_emu_mma: $$(MMA_TEST_DEP) build/$(1)/tests/gpu/mma_gemm
 endef
 $(foreach v,emu emu-race emu-asan,$(eval $(call EMU_VARIANT,$(v))))
 
-RACE_BIN          := $(EMU_TESTS:%=build/emu-race/tests/test_cuda_emu_%) build/emu-race/emu_checks
+# the binaries tests/test_cuda_emu_races.sh runs (not the memory plan's test,
+# which it leaves out)
+RACE_BIN          := $(filter-out %_mem_plan_cuda,$(EMU_TESTS:%=build/emu-race/tests/test_cuda_emu_%)) build/emu-race/emu_checks
 EMU_ASAN_BIN      := $(EMU_TESTS:%=build/emu-asan/tests/test_cuda_emu_%)
 EMU_ASAN_ALL      := $(EMU_ASAN_BIN) build/emu-asan/kvcpt build/emu-asan/tools/dump_model_case \
                      build/emu-asan/emu_checks build/emu-asan/kernels_8b

@@ -18,10 +18,11 @@
 #    asm barriers in cuda_runtime.h: a build without them must fail);
 #  - KVCPT_EMU_BLOCKS=sample runs a grid's corner blocks and a few more, and
 #    only those; unset, every block;
-#  - the emulated GPU tests (model and decode engines included; the attention
-#    and model suites on representative cases) pass with
+#  - the emulated GPU tests (model and decode engines included; the attention,
+#    model and ops suites on representative cases) pass with
 #    threads and blocks run in index, reverse and seeded random orders
-#    (KVCPT_EMU_ORDER_JOBS of them at once, default 2), and everything each
+#    (KVCPT_EMU_ORDER_JOBS of them at once, default 2; KVCPT_EMU_ORDER_TESTS="ops_cuda ..."
+#    picks the tests), and everything each
 #    reads back from the device (KVCPT_EMU_DIGEST) is bit-identical across
 #    the orders: the kernels are deterministic, as docs/emulator.md claims.
 . "$(dirname "$0")/lib.sh"
@@ -126,19 +127,23 @@ fi
 
 # the emulated GPU tests under several orders, a few at a time; each run
 # writes a digest of every device-to-host copy, compared across the orders.
-# The two long suites run representative cases (KVCPT_TEST_CASES; all of them
+# The three long suites run representative cases (KVCPT_TEST_CASES; all of them
 # with KVCPT_EMU_ORDER_ALL_CASES=1): every kernel and engine mode (fp32 with
 # the paper's and the eval cache's mask, bf16, bf16sr with the optimizer on
 # the device; grids of one tile and of several, causal and masked, GQA and
 # not) still runs under each order, while the shapes' own coverage is
-# test_cuda_emu_attention_cuda's and test_cuda_emu_model_cuda's, in index order.
+# test_cuda_emu_attention_cuda's, test_cuda_emu_model_cuda's and
+# test_cuda_emu_ops_cuda's, in index order (tests/cuda_emu/ops_cases.sh says
+# which ops case stays out).
+. tests/cuda_emu/ops_cases.sh
 declare -A cases=(
-    [attention_cuda]="T=300 L=40 (refresh rows span tiles)|T=65 L=40 K=5, ratio 2, D=8|T=257 causal|T=257 L=200 K=100 (> tile), ratio 8, D=64|evict restride 25 T=200|evict restride 3 T=50"
+    [attention_cuda]="T=130 L=40 (refresh rows span tiles)|T=65 L=40 K=5, ratio 2, D=8|T=130 causal|T=200 L=140 K=100 (> tile)|evict restride 25 T=200|evict restride 3 T=50"
     [model_cuda]="parity: gqa4 mask|parity: gqa4 evict restride6|bf16 parity: gqa8 tied mask|bf16sr train steps: gqa4"
+    [ops_cuda]="$ops_representative_cases"
 )
 [ "${KVCPT_EMU_ORDER_ALL_CASES:-0}" = 1 ] && cases=()
 runs=()
-for t in ops_cuda adamw_cuda shard_ops_cuda attention_decode_cuda attention_cuda attention_mma model_cuda decode_cuda mma; do
+for t in ${KVCPT_EMU_ORDER_TESTS-ops_cuda adamw_cuda shard_ops_cuda attention_decode_cuda attention_cuda attention_mma model_cuda decode_cuda mma}; do
     b=build/tests/test_cuda_emu_$t
     if [ ! -x "$b" ]; then echo "skip - $t under other orders: $b is not built"; continue; fi
     orders="index:0 reverse:0 random:1"

@@ -337,6 +337,16 @@ static void run_all(void) {
             {.enabled = 1, .L = 40, .K = 5, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .restride = 1}},
         {"evict T=257 L=200 K=100 (> tile), ratio 8, D=128", 1, 257, 8, 1, 128,
             {.enabled = 1, .L = 200, .K = 100, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1}},
+        /* smaller twins of the three largest cases, which the schedule-order
+         * and race runs take (tests/test_cuda_emu_orders.sh and _races.sh):
+         * the same kernels and paths (refresh rows over several tiles, causal
+         * D=128 over three, K over a tile) at a tenth of the emulator's time */
+        {"T=130 L=40 (refresh rows span tiles) K=20, ratio 4, D=64, one sequence", 1, 130, 8, 2, 64,
+            {.enabled = 1, .L = 40, .K = 20, .pool_kernel = 7, .agg = GROUP_AGG_MAX}},
+        {"T=130 causal (3 tiles), ratio 8, D=128, one sequence", 1, 130, 8, 1, 128,
+            {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX}},
+        {"T=200 L=140 K=100 (> tile), ratio 8, D=64, first, pool 5, one sequence", 1, 200, 16, 2, 64,
+            {.enabled = 1, .L = 140, .K = 100, .pool_kernel = 5, .agg = GROUP_AGG_FIRST}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i]);

@@ -566,45 +566,45 @@ static void test_matmul_bf16r(int64_t N, int64_t IC, int64_t OC) {
 static void run_all(void) {
     rng_seed(&rng, 20240607);
 
-    test_embedding(1, 1, 1);
-    test_embedding(37, 7, 5);        /* many repeats per token */
-    test_embedding(300, 129, 1);     /* every row the same token */
-    test_embedding(1031, 4099, 50);
+    if (tl_case_selected("embedding N=1 C=1 vocab=1")) test_embedding(1, 1, 1);
+    if (tl_case_selected("embedding N=37 C=7 vocab=5")) test_embedding(37, 7, 5); /* many repeats per token */
+    if (tl_case_selected("embedding N=300 C=129 vocab=1")) test_embedding(300, 129, 1); /* every row the same token */
+    if (tl_case_selected("embedding N=1031 C=4099 vocab=50")) test_embedding(1031, 4099, 50);
 
-    test_rmsnorm(1, 1);
-    test_rmsnorm(5, 7);
-    test_rmsnorm(37, 4096 + 3);
-    test_rmsnorm(1031, 64);          /* several dweight row chunks */
-    test_rmsnorm(20001, 3);          /* > kMaxChunks * kMinChunkRows rows */
+    if (tl_case_selected("rmsnorm N=1 C=1")) test_rmsnorm(1, 1);
+    if (tl_case_selected("rmsnorm N=5 C=7")) test_rmsnorm(5, 7);
+    if (tl_case_selected("rmsnorm N=37 C=4099")) test_rmsnorm(37, 4096 + 3);
+    if (tl_case_selected("rmsnorm N=1031 C=64")) test_rmsnorm(1031, 64); /* several dweight row chunks */
+    if (tl_case_selected("rmsnorm N=20001 C=3")) test_rmsnorm(20001, 3); /* > kMaxChunks * kMinChunkRows rows */
 
-    test_rope(1, 1, 1, 2);
-    test_rope(2, 7, 3, 10);
-    test_rope(2, 33, 5, 128);
-    test_rope_fused(1, 1, 1, 1, 2);
-    test_rope_fused(2, 7, 4, 2, 16);
-    test_rope_fused(1, 33, 8, 1, 128);
+    if (tl_case_selected("rope B=1 T=1 H=1 D=2")) test_rope(1, 1, 1, 2);
+    if (tl_case_selected("rope B=2 T=7 H=3 D=10")) test_rope(2, 7, 3, 10);
+    if (tl_case_selected("rope B=2 T=33 H=5 D=128")) test_rope(2, 33, 5, 128);
+    if (tl_case_selected("rope fused B=1 T=1 Hq=1 Hkv=1 D=2")) test_rope_fused(1, 1, 1, 1, 2);
+    if (tl_case_selected("rope fused B=2 T=7 Hq=4 Hkv=2 D=16")) test_rope_fused(2, 7, 4, 2, 16);
+    if (tl_case_selected("rope fused B=1 T=33 Hq=8 Hkv=1 D=128")) test_rope_fused(1, 33, 8, 1, 128);
 
-    test_swiglu(1);
-    test_swiglu(7);
-    test_swiglu(1000003);
-    test_swiglu_fused(1, 1);
-    test_swiglu_fused(7, 13);
-    test_swiglu_fused(33, 1000);
+    if (tl_case_selected("swiglu n=1")) test_swiglu(1);
+    if (tl_case_selected("swiglu n=7")) test_swiglu(7);
+    if (tl_case_selected("swiglu n=1000003")) test_swiglu(1000003);
+    if (tl_case_selected("swiglu fused N=1 F=1")) test_swiglu_fused(1, 1);
+    if (tl_case_selected("swiglu fused N=7 F=13")) test_swiglu_fused(7, 13);
+    if (tl_case_selected("swiglu fused N=33 F=1000")) test_swiglu_fused(33, 1000);
 
-    test_crossentropy(1, 1);
-    test_crossentropy(5, 7);
-    test_crossentropy(9, 128256);
-    test_crossentropy(3, 1025);
+    if (tl_case_selected("crossentropy rows=1 V=1")) test_crossentropy(1, 1);
+    if (tl_case_selected("crossentropy rows=5 V=7")) test_crossentropy(5, 7);
+    if (tl_case_selected("crossentropy rows=9 V=128256")) test_crossentropy(9, 128256);
+    if (tl_case_selected("crossentropy rows=3 V=1025")) test_crossentropy(3, 1025);
 
-    test_matmul_bf16r(1, 1, 1);
-    test_matmul_bf16r(7, 13, 5);
-    test_matmul_bf16r(37, 4096 + 3, 67);
-    test_matmul_bf16r(130, 64, 1031);
+    if (tl_case_selected("matmul bf16r 1x1x1")) test_matmul_bf16r(1, 1, 1);
+    if (tl_case_selected("matmul bf16r 7x13x5")) test_matmul_bf16r(7, 13, 5);
+    if (tl_case_selected("matmul bf16r 37x4099x67")) test_matmul_bf16r(37, 4096 + 3, 67);
+    if (tl_case_selected("matmul bf16r 130x64x1031")) test_matmul_bf16r(130, 64, 1031);
 
-    test_matmul_bf16(1, 1, 1);
-    test_matmul_bf16(7, 13, 5);
-    test_matmul_bf16(37, 4096 + 3, 67);
-    test_matmul_bf16(128, 512, 256); /* tensor-core friendly */
+    if (tl_case_selected("matmul bf16 1x1x1")) test_matmul_bf16(1, 1, 1);
+    if (tl_case_selected("matmul bf16 7x13x5")) test_matmul_bf16(7, 13, 5);
+    if (tl_case_selected("matmul bf16 37x4099x67")) test_matmul_bf16(37, 4096 + 3, 67);
+    if (tl_case_selected("matmul bf16 128x512x256")) test_matmul_bf16(128, 512, 256); /* tensor-core friendly */
 
 #ifdef KVCPT_CUDA_EMU
     tl_skip("matmul fp32", "cuBLASLt is not emulated on the CPU; these run on a GPU only");
