@@ -7,9 +7,8 @@
  * copies, no float atomics: two runs give the same bits): Q, K and V are
  * rounded to bf16 as they are loaded, and so are the probabilities P before
  * P V; every product sums in fp32. The RefreshKV suffix rows [L, T), a few
- * dozen, run in fp32 on unrounded inputs (kernels/attention_mma_suffix.cu,
- * split over their keys), with the per-row records (evict, restride) as
- * well. So with K = L the rows before L equal the unmasked run's bit for
+ * dozen, keep the fp32 gather kernel of kernels/attention.cu (unrounded
+ * inputs), with the per-row records (evict, restride) as well. So with K = L the rows before L equal the unmasked run's bit for
  * bit, the rows from L on do not. D must be 16, 32, 64 or 128. */
 #include <stdint.h>
 

@@ -18,10 +18,8 @@
  *          dK += dS^T Q (P^T and dS^T repacked in registers, dO and Q by
  *          ldmatrix.trans); written once (keys no causal row sees get 0).
  *   suffix the RefreshKV rows [L, T) in fp32 (unrounded inputs, like their
- *          forward): dQ of each row over its selected and local keys, split
- *          like the forward (kernels/attention_mma_suffix.cu): one warp per
- *          (row, split of 64 keys, head) into a scratch buffer, then the
- *          splits added in order; then each key a suffix row sees (the
+ *          forward): dQ of each row over its selected and local keys, one
+ *          warp per (row, head); then each key a suffix row sees (the
  *          selected prefix keys and the local ones) gets those rows' dK and
  *          dV added, one warp per (key, KV head), heads then rows in order.
  * bf16 as in the forward: Q, K, V, dO rounded when loaded; P and dS rounded
@@ -36,7 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../common/checked.h"
 #include "attention_mma_tiles.cuh"
 #include "cuda_reduce.cuh"
 
@@ -195,50 +192,57 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-/* dQ of the suffix rows p in [L, T), split over the row's key list like
- * their forward: one warp per (row, split of kSuffixSplitKeys entries,
- * batch row x query head), four a block, sums its entries' dS K in list
- * order into part (B*Hq, T - L, splits, D); a split past the row's keys
- * writes zeros. */
+/* Sum over the warp's lanes of a[i] * b[i], i = lane, lane + 32, ... < D */
+template <typename E> static __device__ float warp_dot(const E *a, const E *b, int64_t D, int lane) {
+    float s = 0.0f;
+    for (int64_t i = lane; i < D; i += 32) s += act_f32(a[i]) * act_f32(b[i]);
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    return s;
+}
+
+/* The suffix rows' keys (kernels/attention.h): the paper's rows see
+ * sel ++ (L..p); with per-row records (W > 0) row p sees its record's keys,
+ * or every key 0..p when the record is a full row (n = 0). */
+struct SuffixKeys {
+    const int32_t *sel; /* the (b, KV head)'s selection or records */
+    int64_t ks, L, W;   /* W: record width, 0 for the paper's rows */
+};
+
+__device__ __forceinline__ int64_t suffix_key_count(const SuffixKeys &sk, int64_t p) {
+    if (sk.W == 0) return sk.ks + (p - sk.L + 1);
+    const int32_t n = sk.sel[(p - sk.L) * (1 + sk.W)];
+    return n == 0 ? p + 1 : n;
+}
+
+__device__ __forceinline__ int64_t suffix_key(const SuffixKeys &sk, int64_t p, int64_t i) {
+    if (sk.W == 0) return i < sk.ks ? sk.sel[i] : sk.L + (i - sk.ks);
+    const int32_t *rec = sk.sel + (p - sk.L) * (1 + sk.W);
+    return rec[0] == 0 ? i : rec[1 + i];
+}
+
+/* dQ of the suffix rows p in [L, T): over the row's keys in ascending
+ * order, one warp per (row, batch row x query head) */
 template <typename E>
-__global__ void __launch_bounds__(128)
-    attention_mma_suffix_dq_part_kernel(float *part, int64_t splits, const E *dout, const E *q, const E *k,
-                                        const E *v, const float *lse, const float *dsum, const int32_t *sel,
-                                        int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t L, int64_t ks,
-                                        int64_t W, int64_t per, float scale_log2) {
-    const int lane = threadIdx.x & 31;
-    const int64_t w = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5), rows = T - L, r = w / splits, split = w % splits;
-    if (r >= rows) return; /* whole warps leave together */
-    const int64_t bh = blockIdx.y, b = bh / Hq, h = bh % Hq, hk = h / (Hq / Hkv), p = L + r;
-    const int64_t qstride = Hq * D, kvstride = Hkv * D, row = bh * T + p;
+__global__ void attention_mma_suffix_dq_kernel(float *dq, const E *dout, const E *q, const E *k, const E *v,
+                                               const float *lse, const float *dsum,
+                                               const int32_t *sel, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                               int64_t L, int64_t ks, int64_t W, int64_t per, float scale) {
+    const int lane = threadIdx.x;
+    const int64_t p = L + blockIdx.x, b = blockIdx.y / Hq, h = blockIdx.y % Hq, hk = h / (Hq / Hkv);
+    const int64_t qstride = Hq * D, kvstride = Hkv * D, row = (b * Hq + h) * T + p;
     const E *qp = q + (b * T * Hq + h) * D + p * qstride, *dop = dout + (b * T * Hq + h) * D + p * qstride;
     const E *kb = k + (b * T * Hkv + hk) * D, *vb = v + (b * T * Hkv + hk) * D;
     const SuffixKeys sk = {sel + (b * Hkv + hk) * per, ks, L, W};
-    const int64_t n = suffix_key_count(sk, p), i0 = split * kSuffixSplitKeys;
-    const int64_t i1 = i0 + kSuffixSplitKeys < n ? i0 + kSuffixSplitKeys : n;
-    const float row_lse = lse[row] * kLog2e, row_dsum = dsum[row];
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* d = lane + 32 c, D <= 128 */
-    for (int64_t i = i0; i < i1; i++) {
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* d = lane + 32 i, D <= 128 */
+    const int64_t n = suffix_key_count(sk, p);
+    for (int64_t i = 0; i < n; i++) {
         const int64_t j = suffix_key(sk, p, i);
-        const float pr = exp2f(warp_dot(qp, kb + j * kvstride, D, lane) * scale_log2 - row_lse);
-        const float ds = pr * (warp_dot(dop, vb + j * kvstride, D, lane) - row_dsum);
+        const float pr = expf(warp_dot(qp, kb + j * kvstride, D, lane) * scale - lse[row]);
+        const float ds = pr * (warp_dot(dop, vb + j * kvstride, D, lane) - dsum[row]);
         for (int c = 0; c < 4 && lane + 32 * c < D; c++) acc[c] += ds * act_f32(kb[j * kvstride + lane + 32 * c]);
     }
-    float *out = part + ((bh * rows + r) * splits + split) * D;
-    for (int c = 0; c < 4 && lane + 32 * c < D; c++) out[lane + 32 * c] = acc[c];
-}
-
-/* dq of the suffix rows = scale x the sum of their splits in order, one
- * thread per element */
-__global__ void attention_mma_suffix_dq_sum_kernel(float *dq, const float *part, int64_t splits, int64_t T,
-                                                   int64_t Hq, int64_t D, int64_t L, int64_t BH, float scale) {
-    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, rows = T - L;
-    if (e >= BH * rows * D) return;
-    const int64_t d = e % D, r = (e / D) % rows, bh = e / (D * rows), b = bh / Hq, h = bh % Hq;
-    const float *src = part + (bh * rows + r) * splits * D + d;
-    float s = 0.0f;
-    for (int64_t i = 0; i < splits; i++) s += src[i * D];
-    dq[(b * T * Hq + h) * D + (L + r) * Hq * D + d] = s * scale;
+    float *out = dq + (b * T * Hq + h) * D + p * qstride;
+    for (int c = 0; c < 4 && lane + 32 * c < D; c++) out[lane + 32 * c] = acc[c] * scale;
 }
 
 /* dK, dV += the suffix rows' share, for each key they see: blockIdx.x < ks
@@ -320,24 +324,9 @@ static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q,
     default: launch_causal<128, kBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
     }
     if (active) {
-        /* the longest key list a row can have: a full record sees every key */
-        const int64_t rows = T - L, splits = ((per_row ? T : ks + rows) + kSuffixSplitKeys - 1) / kSuffixSplitKeys;
-        int64_t parts;
-        if (i64_mul(B * Hq, rows, &parts) || i64_mul(parts, splits, &parts) || i64_mul(parts, D, &parts) ||
-            parts > INT64_MAX / (int64_t)sizeof(float)) {
-            fprintf(stderr, "kvcpt: %s: the suffix rows' dQ splits overflow (B*Hq=%lld, %lld rows)\n", fn,
-                    (long long)(B * Hq), (long long)rows);
-            exit(1);
-        }
-        float *part;
-        CUDA_CHECK(cudaMallocAsync((void **)&part, sizeof(float) * (size_t)parts, 0));
-        attention_mma_suffix_dq_part_kernel<E><<<dim3(ceil_div_u(rows * splits, 4), (unsigned int)(B * Hq)), 128>>>(
-            part, splits, dout, q, k, v, lse, dsum, sel, T, Hq, Hkv, D, L, ks, W, per, scale * kLog2e);
+        attention_mma_suffix_dq_kernel<E><<<dim3((unsigned int)(T - L), (unsigned int)(B * Hq)), 32>>>(
+            dq, dout, q, k, v, lse, dsum, sel, T, Hq, Hkv, D, L, ks, W, per, scale);
         CUDA_CHECK_LAUNCH();
-        attention_mma_suffix_dq_sum_kernel<<<grid_for(B * Hq * rows * D, 256), 256>>>(dq, part, splits, T, Hq, D, L,
-                                                                                     B * Hq, scale);
-        CUDA_CHECK_LAUNCH();
-        CUDA_CHECK(cudaFreeAsync(part, 0));
         /* per-row records: any key may be seen, found through the rows' bitmaps */
         uint64_t *rowmask = attention_row_mask_cuda(sel, B, T, Hkv, m);
         attention_mma_suffix_dkdv_kernel<E><<<dim3((unsigned int)(per_row ? T : ks + T - L), (unsigned int)(B * Hkv)), 32>>>(

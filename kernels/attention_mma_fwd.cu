@@ -38,7 +38,7 @@
 
 extern "C" {
 #include "attention_mma.h"
-#include "attention_mma_suffix.h"
+#include "attention_rows.h"
 }
 
 static constexpr int kRows = kMmaTile, kKeys = kMmaTile, kThreads = kMmaThreads;
@@ -161,15 +161,15 @@ static void launch_causal(E *out, float *lse, const E *q, const E *k, const E *v
     CUDA_CHECK_LAUNCH();
 }
 
-/* The suffix rows, split over their keys (kernels/attention_mma_suffix.cu), for either element type. */
+/* The suffix rows' fp32 gather kernel, for either element type. */
 static void forward_suffix(float *out, float *lse, const float *q, const float *k, const float *v, const int32_t *sel,
-                           int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
-    attention_mma_suffix_forward_cuda(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m);
+                           int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m, int64_t L) {
+    attention_forward_rows_cuda(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, L, T);
 }
 
 static void forward_suffix(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, const int32_t *sel,
-                           int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
-    attention_mma_suffix_forward_bf16_cuda(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m);
+                           int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m, int64_t L) {
+    attention_forward_rows_bf16_cuda(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, L, T);
 }
 
 template <int kBug, typename E>
@@ -184,8 +184,8 @@ static void forward(E *out, float *lse, const E *q, const E *k, const E *v, cons
     case 64: launch_causal<64, kBug>(out, lse, q, k, v, B, T, Hq, Hkv, L); break;
     default: launch_causal<128, kBug>(out, lse, q, k, v, B, T, Hq, Hkv, L); break;
     }
-    /* the suffix rows: the selected keys and the local ones, fp32, split over the keys */
-    if (active) forward_suffix(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m);
+    /* the suffix rows: the selected keys and the local ones, fp32 gather kernel */
+    if (active) forward_suffix(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, L);
 }
 
 extern "C" void attention_forward_mma_cuda(float *out, float *lse, const float *q, const float *k, const float *v,

@@ -139,39 +139,6 @@ static __device__ void mma_mul_acc(float acc[D / 8][4], const float p[8][4], con
     }
 }
 
-/* The RefreshKV suffix rows (kernels/attention_mma_suffix.cu, and the
- * backward's dQ) run a warp per (row, split of this many key-list entries),
- * the splits added in order afterwards. */
-static constexpr int kSuffixSplitKeys = 64;
-
-/* Sum over the warp's lanes of a[i] * b[i], i = lane, lane + 32, ... < D */
-template <typename E> static __device__ float warp_dot(const E *a, const E *b, int64_t D, int lane) {
-    float s = 0.0f;
-    for (int64_t i = lane; i < D; i += 32) s += act_f32(a[i]) * act_f32(b[i]);
-    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-    return s;
-}
-
-/* The suffix rows' keys (kernels/attention.h): the paper's rows see
- * sel ++ (L..p); with per-row records (W > 0) row p sees its record's keys,
- * or every key 0..p when the record is a full row (n = 0). */
-struct SuffixKeys {
-    const int32_t *sel; /* the (b, KV head)'s selection or records */
-    int64_t ks, L, W;   /* W: record width, 0 for the paper's rows */
-};
-
-__device__ __forceinline__ int64_t suffix_key_count(const SuffixKeys &sk, int64_t p) {
-    if (sk.W == 0) return sk.ks + (p - sk.L + 1);
-    const int32_t n = sk.sel[(p - sk.L) * (1 + sk.W)];
-    return n == 0 ? p + 1 : n;
-}
-
-__device__ __forceinline__ int64_t suffix_key(const SuffixKeys &sk, int64_t p, int64_t i) {
-    if (sk.W == 0) return i < sk.ks ? sk.sel[i] : sk.L + (i - sk.ks);
-    const int32_t *rec = sk.sel + (p - sk.L) * (1 + sk.W);
-    return rec[0] == 0 ? i : rec[1 + i];
-}
-
 /* Stops the program, naming fn, on a shape the tensor-core kernels do not
  * take or an active mask without sel; 0 when there is nothing to compute. */
 static int mma_checked(const char *fn, const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
