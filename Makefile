@@ -344,6 +344,16 @@ build/%.cu.o: %.cu $(OBJ_DEPS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $(DEPFLAGS) -c $< -o $@
 
+# The attention kernels also keep ptxas's resource report (registers,
+# spills, shared memory per kernel) beside their objects, for
+# scripts/ptxas_report.sh: the build compiles them anyway, so the report
+# costs no second compile. Other messages still reach the terminal.
+ATTN_CU_OBJ := $(patsubst %.cu,build/%.cu.o,$(wildcard kernels/attention*.cu))
+$(ATTN_CU_OBJ): build/%.cu.o: %.cu $(OBJ_DEPS) $$(if $$(wildcard $$@.ptxas),,FORCE)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(DEPFLAGS) -Xptxas -v -c $< -o $@ 2>$@.ptxas || { cat $@.ptxas >&2; exit 1; }
+	@grep -v -e '^ptxas info' -e '^    [0-9]* bytes stack frame' $@.ptxas >&2 || true
+
 build/libkvcpt.a: $(OBJ)
 	@mkdir -p build
 	rm -f $@ && ar rcs $@ $^

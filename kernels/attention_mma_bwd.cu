@@ -23,7 +23,12 @@
  *          selected prefix keys and the local ones) gets those rows' dK and
  *          dV added, one warp per (key, KV head), heads then rows in order.
  * bf16 as in the forward: Q, K, V, dO rounded when loaded; P and dS rounded
- * before their products; fp32 sums. */
+ * before their products; fp32 sums. P in base 2 as in the forward: exp2f of
+ * S scale log2(e) - lse log2(e).
+ * Grid: x = batch row x head, y = the tile, so blocks start tile by tile
+ * across all heads: dQ from the last query tile (the most key tiles) down,
+ * dK/dV from the first key tile (the most query tiles) up, heaviest first;
+ * the order changes no bit. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -73,8 +78,9 @@ __global__ void __launch_bounds__(kThreads)
     extern __shared__ __align__(16) uint16_t smem_u16[];
     uint16_t *s0 = smem_u16, *s1 = s0 + kTile * ld; /* Q, dO; then K, V */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int64_t b = blockIdx.y / Hq, h = blockIdx.y % Hq, hk = h / (Hq / Hkv);
-    const int64_t q0 = (int64_t)blockIdx.x * kTile, qstride = Hq * D, kvstride = Hkv * D;
+    const int64_t b = blockIdx.x / Hq, h = blockIdx.x % Hq, hk = h / (Hq / Hkv);
+    const int64_t q0 = (int64_t)(gridDim.y - 1 - blockIdx.y) * kTile, qstride = Hq * D, kvstride = Hkv * D;
+    const float scale_log2 = scale * kLog2e;
     mma_load_rows_bf16<D>(s0, q + (b * T * Hq + h) * D, qstride, q0, L);
     mma_load_rows_bf16<D>(s1, dout + (b * T * Hq + h) * D, qstride, q0, L);
     __syncthreads();
@@ -85,7 +91,7 @@ __global__ void __launch_bounds__(kThreads)
     float row_lse[2], row_dsum[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        row_lse[r] = row[r] < L ? lse[(b * Hq + h) * T + row[r]] : 0.0f;
+        row_lse[r] = row[r] < L ? lse[(b * Hq + h) * T + row[r]] * kLog2e : 0.0f;
         row_dsum[r] = row[r] < L ? dsum[(b * Hq + h) * T + row[r]] : 0.0f;
     }
     float acc[ND][4];
@@ -106,7 +112,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int64_t key = k0 + j * 8 + 2 * t + (e & 1), r = row[e >> 1];
-                const float pr = key <= r && r < L ? expf(p[j][e] * scale - row_lse[e >> 1]) : 0.0f;
+                const float pr = key <= r && r < L ? exp2f(p[j][e] * scale_log2 - row_lse[e >> 1]) : 0.0f;
                 p[j][e] = pr * (dp[j][e] - row_dsum[e >> 1]); /* dS */
             }
         mma_mul_acc<D, kBug == ATTN_MMA_BUG_PT_SWAP, kBug == ATTN_MMA_BUG_B_NO_TRANS>(acc, p, s0, lane); /* dQ += dS K */
@@ -132,8 +138,9 @@ __global__ void __launch_bounds__(kThreads)
     uint16_t *sk = smem_u16, *sv = sk + kTile * ld, *s0 = sv + kTile * ld, *s1 = s0 + kTile * ld; /* K, V, Q, dO */
     float *s_lse = (float *)(s1 + kTile * ld), *s_dsum = s_lse + kTile;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int64_t b = blockIdx.y / Hkv, hk = blockIdx.y % Hkv, group = Hq / Hkv;
-    const int64_t k0 = (int64_t)blockIdx.x * kTile, qstride = Hq * D, kvstride = Hkv * D;
+    const int64_t b = blockIdx.x / Hkv, hk = blockIdx.x % Hkv, group = Hq / Hkv;
+    const int64_t k0 = (int64_t)blockIdx.y * kTile, qstride = Hq * D, kvstride = Hkv * D;
+    const float scale_log2 = scale * kLog2e;
     mma_load_rows_bf16<D>(sk, k + (b * T * Hkv + hk) * D, kvstride, k0, T);
     mma_load_rows_bf16<D>(sv, v + (b * T * Hkv + hk) * D, kvstride, k0, T);
     const int64_t key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
@@ -150,7 +157,7 @@ __global__ void __launch_bounds__(kThreads)
             mma_load_rows_bf16<D>(s1, dout + (b * T * Hq + h) * D, qstride, q0, L);
             if (threadIdx.x < kTile) {
                 const int64_t p = q0 + threadIdx.x;
-                s_lse[threadIdx.x] = p < L ? lse[(b * Hq + h) * T + p] : 0.0f;
+                s_lse[threadIdx.x] = p < L ? lse[(b * Hq + h) * T + p] * kLog2e : 0.0f;
                 s_dsum[threadIdx.x] = p < L ? dsum[(b * Hq + h) * T + p] : 0.0f;
             }
             __syncthreads();
@@ -163,7 +170,7 @@ __global__ void __launch_bounds__(kThreads)
                 for (int e = 0; e < 4; e++) {
                     const int c = j * 8 + 2 * t + (e & 1);
                     const int64_t r = q0 + c;
-                    const float pr = key[e >> 1] <= r && r < L ? expf(pt[j][e] * scale - s_lse[c]) : 0.0f;
+                    const float pr = key[e >> 1] <= r && r < L ? exp2f(pt[j][e] * scale_log2 - s_lse[c]) : 0.0f;
                     pt[j][e] = pr;
                     dpt[j][e] = pr * (dpt[j][e] - s_dsum[c]); /* dS^T */
                 }
@@ -288,11 +295,11 @@ static void launch_causal(float *dq, float *dk, float *dv, const E *dout, const 
     CUDA_CHECK(cudaFuncSetAttribute(attention_mma_dkdv_kernel<D, kBug, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)dkdv_bytes));
     if (L > 0) {
-        attention_mma_dq_kernel<D, kBug, E><<<dim3(ceil_div_u(L, kTile), (unsigned int)(B * Hq)), kThreads, dq_bytes>>>(
+        attention_mma_dq_kernel<D, kBug, E><<<dim3((unsigned int)(B * Hq), ceil_div_u(L, kTile)), kThreads, dq_bytes>>>(
             dq, dout, q, k, v, lse, dsum, T, Hq, Hkv, L, scale);
         CUDA_CHECK_LAUNCH();
     }
-    attention_mma_dkdv_kernel<D, kBug, E><<<dim3(ceil_div_u(T, kTile), (unsigned int)(B * Hkv)), kThreads, dkdv_bytes>>>(
+    attention_mma_dkdv_kernel<D, kBug, E><<<dim3((unsigned int)(B * Hkv), ceil_div_u(T, kTile)), kThreads, dkdv_bytes>>>(
         dk, dv, dout, q, k, v, lse, dsum, T, Hq, Hkv, L, scale);
     CUDA_CHECK_LAUNCH();
 }

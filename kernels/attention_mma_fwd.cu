@@ -16,6 +16,16 @@
  * Only the diagonal tile needs the mask; a row always sees key 0, so the
  * running max is finite after the first tile. Rows of the tile past the
  * causal range are computed on zero-filled or real data and not stored.
+ * Grid: x = batch row x query head, y = query tile from the last (the one
+ * with the most key tiles) down, so blocks start heaviest first across all
+ * heads and the short tiles fill the last wave; a tile's arithmetic does
+ * not depend on when it runs, so the order changes no bit.
+ * Occupancy: the bf16 instantiation (the engine's) is held to 168
+ * registers by __launch_bounds__(128, 3), so 3 blocks (12 warps) share an
+ * SM (3 x 52 KiB of shared memory fits); ptxas puts it there without a
+ * spill. The fp32-entry one spills under the same bound, and without it
+ * takes 168 anyway. The softmax stays in expf: the base-2 form (scores
+ * times scale log2 e, exp2f) made the bf16 kernel spill at 168 registers.
  * Shared memory at D = 128: 3 tiles of 64 x 136 bf16 = 51 KiB (rows padded by
  * 16 bytes: 16-byte aligned for ldmatrix, and the 8 rows an ldmatrix reads
  * fall in distinct banks). */
@@ -33,16 +43,23 @@ extern "C" {
 
 static constexpr int kRows = kMmaTile, kKeys = kMmaTile, kThreads = kMmaThreads;
 
+template <typename E> struct FwdMinBlocks {
+    static constexpr int n = 1;
+};
+template <> struct FwdMinBlocks<bf16> {
+    static constexpr int n = 3;
+};
+
 template <int D, int kBug, typename E>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, FwdMinBlocks<E>::n)
     attention_forward_mma_kernel(E *out, float *lse, const E *q, const E *k, const E *v, int64_t T, int64_t Hq,
                                  int64_t Hkv, int64_t L, float scale) {
     constexpr int ld = MmaTileLd<D>::ld, KD = D / 16, ND = D / 8;
     extern __shared__ __align__(16) uint16_t smem_u16[];
     uint16_t *sq = smem_u16, *sk = sq + kRows * ld, *sv = sk + kKeys * ld;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int64_t b = blockIdx.y / Hq, h = blockIdx.y % Hq, hk = h / (Hq / Hkv);
-    const int64_t q0 = (int64_t)blockIdx.x * kRows;
+    const int64_t b = blockIdx.x / Hq, h = blockIdx.x % Hq, hk = h / (Hq / Hkv);
+    const int64_t q0 = (int64_t)(gridDim.y - 1 - blockIdx.y) * kRows; /* heaviest first */
     const int64_t qstride = Hq * D, kvstride = Hkv * D;
     const E *kb = k + (b * T * Hkv + hk) * D, *vb = v + (b * T * Hkv + hk) * D;
 
@@ -139,7 +156,7 @@ static void launch_causal(E *out, float *lse, const E *q, const E *k, const E *v
     const size_t bytes = 3 * MmaTileLd<D>::tile_bytes; /* Q, K, V */
     CUDA_CHECK(cudaFuncSetAttribute(attention_forward_mma_kernel<D, kBug, E>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    attention_forward_mma_kernel<D, kBug, E><<<dim3(ceil_div_u(L, kRows), (unsigned int)(B * Hq)), kThreads, bytes>>>(
+    attention_forward_mma_kernel<D, kBug, E><<<dim3((unsigned int)(B * Hq), ceil_div_u(L, kRows)), kThreads, bytes>>>(
         out, lse, q, k, v, T, Hq, Hkv, L, 1.0f / sqrtf((float)D));
     CUDA_CHECK_LAUNCH();
 }

@@ -19,6 +19,11 @@ extern "C" {
 static constexpr int kMmaTile = 64;     /* query rows or keys per block and per tile, 16 per warp */
 static constexpr int kMmaThreads = 128; /* 4 warps */
 
+/* The softmax runs in base 2: scores times scale * log2(e), probabilities
+ * by exp2f (one ex2 each), lse stored in natural-log units (times ln 2). */
+static constexpr float kLog2e = 1.4426950408889634f;
+static constexpr float kLn2 = 0.6931471805599453f;
+
 /* bf16 elements per shared row: D plus 8 (16 bytes) of padding, so rows
  * stay 16-byte aligned for ldmatrix and the 8 rows one ldmatrix reads fall
  * in distinct banks. */
@@ -141,6 +146,12 @@ static int mma_checked(const char *fn, const int32_t *sel, int64_t B, int64_t T,
     attention_check_shape(fn, B, T, Hq, Hkv, D, D == 16 || D == 32 || D == 64 || D == 128,
                           "head dim D must be 16, 32, 64 or 128 on tensor cores");
     refresh_mask_validate(m, fn);
+    /* the tiles run along the grid's y dimension (heaviest first) */
+    if ((T + kMmaTile - 1) / kMmaTile > 65535) {
+        fprintf(stderr, "kvcpt: %s: T=%lld exceeds 65535 tiles of %d rows (the grid's y dimension)\n", fn,
+                (long long)T, kMmaTile);
+        exit(1);
+    }
     if (B == 0 || T == 0) return 0;
     attention_check_sel(fn, sel, T, m);
     return 1;
