@@ -27,7 +27,7 @@ SERIAL=" test_sharding.sh test_cuda_emu_nccl.sh test_train_cuda_emu_faults.sh "
 # Started first, so that the longest tests do not end the run alone (measured
 # on 2 cores; only the start order, not the results, depends on this list).
 SLOW_FIRST="test_cuda_emu_orders.sh test_train_cuda_emu.sh test_train_cuda_emu_ranks.sh test_cuda_emu_races.sh
-            test_hf_transformers.sh test_torch_parity.sh test_realmodel.sh test_cuda_emu_asan.sh"
+            test_hf_transformers.sh test_torch_parity.sh test_realmodel.sh test_realmodel_cpt.sh test_cuda_emu_asan.sh"
 
 if [ "$suite" = gpu ]; then jobs_max=${KVCPT_TEST_JOBS:-1}; else jobs_max=${KVCPT_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}; fi
 case $jobs_max in '' | *[!0-9]* | 0) echo "run.sh: KVCPT_TEST_JOBS must be a positive integer, not '$jobs_max'" >&2; exit 2 ;; esac
