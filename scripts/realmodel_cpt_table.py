@@ -25,10 +25,11 @@ import argparse
 import json
 import math
 import os
-import platform
 import random
 import statistics
 import sys
+
+from realmodel_table import machine  # the same machine line as the eval-only table
 
 # two-sided 95% Student t quantiles by degrees of freedom
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
@@ -79,18 +80,6 @@ def run_size(d):
                 steps = max(steps, int(j["step"]))
     mask = "mask_evict=%s mask_restride=%s" % (cfg.get("mask_evict", 0), cfg.get("mask_restride", 0))
     return steps, int(cfg["global_batch"]), int(cfg["L"]) + int(cfg["S"]), mask
-
-
-def machine():
-    model = "unknown CPU"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return "%s, %d cores, %s" % (platform.machine(), os.cpu_count() or 0, model)
 
 
 def paired(before, afters, pol):
