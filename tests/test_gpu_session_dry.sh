@@ -37,17 +37,25 @@ STUB
 chmod +x "$tmp/python"
 run() { KVCPT_PYTHON="$tmp/python" OUT="$tmp/out-$1" KVCPT_SESSION_WORK="$tmp/work" bash scripts/gpu_session.sh --dry-run "$1" >"$tmp/$1.log" 2>&1; }
 
-run call1
-rc=$?
-s=$tmp/out-call1/call1-summary.md
-files=$(ls "$tmp/out-call1" 2>/dev/null | tr '\n' ' ')
-if [ $rc -eq 0 ] && [ "$files" = "call1-logs.tar.gz call1-summary.md " ]; then
-    ok "call1 dry run: exit 0, \$OUT holds its summary and its log tarball only"
-else fail "call1 dry run" "rc $rc, files: $files; $(tail -5 "$tmp/call1.log")"; fi
-for st in setup tests attention step8b step8b_sr; do
-    if grep -q "^($st: exit 0, " "$s"; then ok "call1 dry run: stage $st ran to exit 0"
-    else fail "call1 stage $st" "$(sed -n "/^## $st/,/^($st:/p" "$s" | tail -8)"; fi
-done
+# runs one call's dry run, checks that $OUT holds only its summary and log
+# tarball and that each named stage ran to exit 0; leaves $s at the summary
+run_and_check() {
+    local call=$1 rc files st
+    shift
+    run "$call"
+    rc=$?
+    s=$tmp/out-$call/$call-summary.md
+    files=$(ls "$tmp/out-$call" 2>/dev/null | tr '\n' ' ')
+    if [ $rc -eq 0 ] && [ "$files" = "$call-logs.tar.gz $call-summary.md " ]; then
+        ok "$call dry run: exit 0, \$OUT holds its summary and its log tarball only"
+    else fail "$call dry run" "rc $rc, files: $files; $(tail -5 "$tmp/$call.log")"; fi
+    for st in "$@"; do
+        if grep -q "^($st: exit 0, " "$s"; then ok "$call dry run: stage $st ran to exit 0"
+        else fail "$call stage $st" "$(sed -n "/^## $st/,/^($st:/p" "$s" | tail -8)"; fi
+    done
+}
+
+run_and_check call1 setup tests attention step8b step8b_sr
 if grep -q "^test_cuda_emu_mma .* passed, 0 failed" "$s" &&
     grep -q "^attention T 40 mask L 32 K 4: bf16 tensor cores fwd .* ms .*SDPA stub fwd 2.000 ms .*bf16/SDPA rate fwd" "$s" &&
     grep -q "^attention T 48 causal: bf16 tensor cores" "$s" &&
@@ -61,17 +69,7 @@ if tar tzf "$tmp/out-call1/call1-logs.tar.gz" | grep -q 'summary.md' &&
     ok "call1 dry run: the tarball holds the summary, the JSON and each test's log"
 else fail "call1 tarball" "$(tar tzf "$tmp/out-call1/call1-logs.tar.gz" 2>&1 | head)"; fi
 
-run call2
-rc=$?
-s=$tmp/out-call2/call2-summary.md
-files=$(ls "$tmp/out-call2" 2>/dev/null | tr '\n' ' ')
-if [ $rc -eq 0 ] && [ "$files" = "call2-logs.tar.gz call2-summary.md " ]; then
-    ok "call2 dry run: exit 0, \$OUT holds its summary and its log tarball only"
-else fail "call2 dry run" "rc $rc, files: $files; $(tail -5 "$tmp/call2.log")"; fi
-for st in setup realmodel train eval bench decode ranks; do
-    if grep -q "^($st: exit 0, " "$s"; then ok "call2 dry run: stage $st ran to exit 0"
-    else fail "call2 stage $st" "$(sed -n "/^## $st/,/^($st:/p" "$s" | tail -8)"; fi
-done
+run_and_check call2 setup realmodel train eval bench decode ranks
 if [ "$(grep -c '^--- .*: exit 0$' "$s")" = 5 ] && grep -q "^worst relative PPL difference cuda vs cpu" "$s" &&
     grep -q '^{"bench":"decode"' "$s" && grep -q '^{"bench":"model"' "$s" && grep -q "^ranks stage skipped: .* sees 1 CUDA device" "$s"; then
     ok "call2 dry run: three trainings (sharded on one GPU without NCCL, optimizer on the device, bf16sr) and both evals exit 0; eval, bench and decode figures; ranks skipped on one device"
