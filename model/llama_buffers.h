@@ -61,7 +61,8 @@ typedef struct {
     int32_t *tokens, *targets; /* engine (BT each) */
     int32_t *h_targets;        /* host (BT): the targets, -1 where none */
     float **resid;             /* num_layers + 1 engine residual streams (BT, C) */
-    LayerActs *acts;           /* num_layers sets, or one shared set (the recompute of model/llama_pass.h) */
+    LayerActs *acts;           /* num_layers sets (with recompute=attn their MLP halves one shared buffer), or
+                                * with recompute=full one shared set (model/llama_pass.h) */
     int32_t **sel;             /* per layer, engine: (B, Hkv, refresh_sel_len) selected prefill keys */
     float *xf;                 /* engine (BT, C): the final norm's output */
     float *rstdf, *ce_lse;     /* engine (BT): its rstd, the loss head's log-sum-exp */
@@ -99,11 +100,22 @@ typedef struct {
 /* The ModelTensors field that holds tensor t (w->layers allocated). */
 float **llama_tensor_slot(ModelTensors *w, const ParamTensor *t);
 void llama_bind_tensors(ModelTensors *w, const LlamaConfig *c, const ParamLayout *layout, float *base);
+/* The parts of a layer's activation set (LayerActs): all of it; the
+ * attention half (xn1, rstd1, q, k, v, att, lse, x2), which the backward's
+ * attention and the MLP's rebuild read; the MLP half with the fused q|k|v
+ * rows (qkv, xn2, rstd2, gu, h), which recompute=attn shares between the
+ * layers (model/recompute.h). */
+typedef enum { LAYER_ACTS_ALL, LAYER_ACTS_ATTN, LAYER_ACTS_MLP } LayerActsPart;
 /* The floats one layer's activation set needs (every buffer starting 256
  * bytes aligned, red zones included), and the carving of base into it;
  * act_size: 4 (float) or 2 (bf16) bytes per ACT element. */
 int64_t llama_layer_acts_numel(const LlamaConfig *c, int64_t BT, int act_size);
 void llama_layer_acts_carve(LayerActs *a, const LlamaConfig *c, int64_t BT, int act_size, float *base);
+/* The same for one part (ALL is ATTN + MLP, the sets above); the carving
+ * sets only that part's fields. */
+int64_t llama_layer_acts_part_numel(const LlamaConfig *c, int64_t BT, int act_size, LayerActsPart part);
+void llama_layer_acts_carve_part(LayerActs *a, const LlamaConfig *c, int64_t BT, int act_size, LayerActsPart part,
+                                 float *base);
 int64_t llama_scratch_numel(const LlamaConfig *c, int64_t BT, int act_size);
 LlamaBackwardBufs llama_backward_bufs_carve(const LlamaConfig *c, int64_t BT, int act_size, float *scratch);
 /* Dies naming the first bad token, target or shape (with mask on, T must

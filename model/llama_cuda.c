@@ -53,9 +53,10 @@ static void create_bf16_weights(LlamaCuda *g) {
 }
 
 /* What both kinds of engine set up the same way. */
-static void create_common(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaCudaPrecision precision) {
+static void create_common(LlamaCuda *g, const LlamaConfig *c, LlamaRecompute recompute, LlamaCudaPrecision precision) {
     memset(g, 0, sizeof *g);
     config_validate(c, c->name);
+    llama_recompute_check(recompute, "llama_cuda_create");
     KV_CHECK(precision == LLAMA_CUDA_FP32 || precision == LLAMA_CUDA_BF16_WEIGHTS,
              "llama_cuda_create: unknown precision %d", (int)precision);
     g->cfg = *c;
@@ -68,7 +69,7 @@ static void create_common(LlamaCuda *g, const LlamaConfig *c, int recompute, Lla
     g->mask = refresh_mask_off();
 }
 
-void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaCudaPrecision precision) {
+void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, LlamaRecompute recompute, LlamaCudaPrecision precision) {
     create_common(g, c, recompute, precision);
     if (precision == LLAMA_CUDA_BF16_WEIGHTS) {
         create_bf16_weights(g);
@@ -81,7 +82,8 @@ void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaC
     llama_bind_tensors(&g->dw, c, &g->layout, g->grads);
 }
 
-void llama_cuda_create_streamed(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaCudaPrecision precision) {
+void llama_cuda_create_streamed(LlamaCuda *g, const LlamaConfig *c, LlamaRecompute recompute,
+                                LlamaCudaPrecision precision) {
     create_common(g, c, recompute, precision);
     const ParamLayout *L = &g->layout;
     int bf = precision == LLAMA_CUDA_BF16_WEIGHTS;
@@ -163,8 +165,11 @@ float *llama_cuda_grads_of(LlamaCuda *g, int64_t begin, int64_t end) {
 static void free_acts(LlamaCuda *g) {
     LlamaPassState *s = &g->state;
     if (!s->cap_BT) return;
-    int64_t sets = g->recompute ? 1 : g->cfg.num_hidden_layers;
+    /* each allocation starts with its part's first buffer (xn1; qkv of the
+     * shared MLP half) */
+    int64_t sets = g->recompute == LLAMA_RECOMPUTE_FULL ? 1 : g->cfg.num_hidden_layers;
     for (int64_t l = 0; l < sets; l++) cuda_free(s->acts[l].xn1);
+    if (g->recompute == LLAMA_RECOMPUTE_ATTN) cuda_free(s->acts[0].qkv);
     for (int64_t l = 0; l < g->cfg.num_hidden_layers; l++) {
         cuda_free(s->sel[l]);
         s->sel[l] = NULL;
@@ -361,8 +366,19 @@ static void ensure_acts(LlamaCuda *g, int64_t B, int64_t T) {
     }
     free_acts(g);
     s->cap_BT = BT;
+    int attn = g->recompute == LLAMA_RECOMPUTE_ATTN;
     for (int64_t l = 0; l < ab.sets; l++)
-        llama_layer_acts_carve(&s->acts[l], c, BT, act, cuda_malloc_counted(&g->bytes_acts, ab.layer_set));
+        llama_layer_acts_carve_part(&s->acts[l], c, BT, act, attn ? LAYER_ACTS_ATTN : LAYER_ACTS_ALL,
+                                    cuda_malloc_counted(&g->bytes_acts, ab.layer_set));
+    if (attn) {
+        /* one MLP half, rebuilt for each layer's backward: every set points at it */
+        LayerActs mlp;
+        llama_layer_acts_carve_part(&mlp, c, BT, act, LAYER_ACTS_MLP, cuda_malloc_counted(&g->bytes_acts, ab.shared_set));
+        for (int64_t l = 0; l < nl; l++) {
+            LayerActs *a = &s->acts[l];
+            a->qkv = mlp.qkv, a->xn2 = mlp.xn2, a->rstd2 = mlp.rstd2, a->gu = mlp.gu, a->h = mlp.h;
+        }
+    }
     ensure_sel(g, ab.sel);
     float *res = cuda_malloc_counted(&g->bytes_acts, ab.resid);
     for (int64_t l = 0; l <= nl; l++) s->resid[l] = res + l * BT * C;

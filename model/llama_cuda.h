@@ -52,7 +52,7 @@ struct LlamaCuda {
     ModelTensors w, dw;      /* device views; see ops for bf16 matrices */
     const LlamaOps *ops;     /* llama_cuda_ops_for(precision, head_dim) */
     RefreshMask mask;            /* with it on, T must be mask.L + mask.S */
-    int recompute;
+    LlamaRecompute recompute;    /* what the backward reruns (model/recompute.h) */
     LlamaUnitHooks hooks;        /* all NULL: every parameter is always in place */
     /* Streamed layers (llama_cuda_create_streamed, the sharded engine): the
      * embedding, final norm and lm_head are resident in params / wbf16 /
@@ -67,7 +67,8 @@ struct LlamaCuda {
     int64_t resident_grads;          /* elements of the resident gradient buffer */
 
     /* forward state for the last (B, T): device buffers but h_targets and
-     * h_losses; acts: num_layers sets, or one when recomputing */
+     * h_losses; acts: num_layers sets, one with recompute=full, or with
+     * recompute=attn num_layers attention halves sharing one MLP half */
     LlamaPassState state;
     int64_t sel_bytes;           /* bytes of each layer's state.sel[l] buffer */
     int64_t bytes_fixed, bytes_acts; /* device memory held */
@@ -86,11 +87,12 @@ extern const LlamaOps llama_cuda_bf16_mma_ops;
  * fp32 attention kernels (the tests' D = 8 models). */
 const LlamaOps *llama_cuda_ops_for(LlamaCudaPrecision precision, int64_t head_dim);
 
-void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaCudaPrecision precision);
+void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, LlamaRecompute recompute, LlamaCudaPrecision precision);
 /* The streamed engine: only the resident tensors and the slots are
  * allocated; forward and backward need unit hooks that bind each layer
  * before it runs (parallel/fsdp_cuda.h). */
-void llama_cuda_create_streamed(LlamaCuda *g, const LlamaConfig *c, int recompute, LlamaCudaPrecision precision);
+void llama_cuda_create_streamed(LlamaCuda *g, const LlamaConfig *c, LlamaRecompute recompute,
+                                LlamaCudaPrecision precision);
 /* Streamed: layer's weight views into slot (its contents are the caller's
  * to fill), and its gradient views into the gradient slot, zeroed. */
 void llama_cuda_bind_layer(LlamaCuda *g, int64_t layer, int slot);

@@ -121,13 +121,19 @@ static int64_t sel_bytes(const LlamaConfig *c, int64_t B, int64_t T, const Refre
     return mul_checked(n, (int64_t)sizeof(int32_t), "the selection's bytes");
 }
 
-LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, LlamaCudaPrecision p, int64_t B, int64_t T,
-                                       const RefreshMask *mask) {
+LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, LlamaRecompute recompute, LlamaCudaPrecision p, int64_t B,
+                                       int64_t T, const RefreshMask *mask) {
+    llama_recompute_check(recompute, "llama_cuda_act_bytes");
     int64_t C = c->hidden_size, nl = c->num_hidden_layers, BT = B * T;
     int act = llama_cuda_act_size(p);
+    int attn = recompute == LLAMA_RECOMPUTE_ATTN;
+    int64_t kept = llama_layer_acts_part_numel(c, BT, act, attn ? LAYER_ACTS_ATTN : LAYER_ACTS_ALL);
     return (LlamaCudaActBytes){
-        .sets = recompute ? 1 : nl,
-        .layer_set = (int64_t)sizeof(float) * llama_layer_acts_numel(c, BT, act),
+        .sets = recompute == LLAMA_RECOMPUTE_FULL ? 1 : nl,
+        .layer_set = mul_checked((int64_t)sizeof(float), kept, "a layer's activation set"),
+        .shared_set = attn ? mul_checked((int64_t)sizeof(float), llama_layer_acts_part_numel(c, BT, act, LAYER_ACTS_MLP),
+                                         "the shared MLP activations")
+                           : 0,
         .sel = sel_bytes(c, B, T, mask),
         .resid = (int64_t)sizeof(float) * (nl + 1) * BT * C,
         .tokens = (int64_t)sizeof(int32_t) * 2 * BT,
@@ -136,3 +142,11 @@ LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, Llam
     };
 }
 
+int64_t llama_cuda_act_total(const LlamaConfig *c, const LlamaCudaActBytes *ab) {
+    int64_t sets = mul_checked(ab->sets, ab->layer_set, "the layers' activation sets");
+    int64_t sel = mul_checked(c->num_hidden_layers, ab->sel, "the layers' selections");
+    int64_t parts[] = {sets, ab->shared_set, sel, ab->resid, ab->tokens, ab->xf, ab->scratch}, total = 0;
+    for (int i = 0; i < (int)(sizeof parts / sizeof parts[0]); i++)
+        KV_CHECK(!__builtin_add_overflow(total, parts[i], &total), "llama_cuda: the activation bytes overflow 64 bits");
+    return total;
+}

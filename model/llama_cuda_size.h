@@ -8,6 +8,7 @@
 
 #include "../kernels/bf16.h"
 #include "llama.h"
+#include "recompute.h"
 
 typedef enum { LLAMA_CUDA_FP32 = 0, LLAMA_CUDA_BF16_WEIGHTS = 1 } LlamaCudaPrecision;
 /* "fp32" or "bf16" -> precision; dies naming what (a flag or config key)
@@ -33,8 +34,10 @@ int64_t llama_cuda_rope_bytes(const LlamaConfig *c, int64_t T);
 /* What the first forward of B sequences of T tokens allocates under mask
  * (NULL or disabled: none; the engine's, as llama_cuda_set_mask set it). */
 typedef struct {
-    int64_t sets;       /* layer activation sets: num_layers, or one when recomputing */
-    int64_t layer_set;  /* bytes of one set (llama_layer_acts_numel) */
+    int64_t sets;       /* layer activation sets: num_layers, or one with recompute=full */
+    int64_t layer_set;  /* bytes of one set (llama_layer_acts_part_numel: the whole set, or with
+                         * recompute=attn its attention half) */
+    int64_t shared_set; /* recompute=attn: bytes of the one MLP half every layer shares; else 0 */
     int64_t sel;        /* one layer's RefreshKV selection, every layer has one: B * Hkv * max(T,
                          * refresh_sel_len) int32 (the per-row records of evict and restride outgrow T) */
     int64_t resid;      /* num_layers + 1 residual streams */
@@ -42,8 +45,11 @@ typedef struct {
     int64_t xf;         /* final norm output, its rstd, the CE lse and losses */
     int64_t scratch;    /* backward buffers and a logits chunk (llama_scratch_numel) */
 } LlamaCudaActBytes;
-LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, int recompute, LlamaCudaPrecision p, int64_t B, int64_t T,
-                                       const RefreshMask *mask);
+LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, LlamaRecompute recompute, LlamaCudaPrecision p, int64_t B,
+                                       int64_t T, const RefreshMask *mask);
+/* All of them: sets x layer_set + shared_set + num_layers selections + the
+ * rest, overflow-checked. */
+int64_t llama_cuda_act_total(const LlamaConfig *c, const LlamaCudaActBytes *ab);
 /* Bytes per activation element (LayerActs' ACT buffers): 4, or 2 with bf16. */
 int llama_cuda_act_size(LlamaCudaPrecision p);
 

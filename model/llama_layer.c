@@ -4,14 +4,13 @@
 
 #include "../common/util.h"
 
-void llama_layer_forward(const LayerPass *p, const LayerTensors *w, LayerActs *a, int32_t *sel, const float *x,
-                         float *out, int select) {
+void llama_layer_forward_attn(const LayerPass *p, const LayerTensors *w, LayerActs *a, int32_t *sel, const float *x,
+                              int select) {
     const LlamaOps *o = p->ops;
     const LlamaConfig *c = p->cfg;
-    int64_t B = p->B, T = p->T, BT = B * T, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    int64_t B = p->B, T = p->T, BT = B * T, C = c->hidden_size, D = c->head_dim;
     int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
-    float eps = (float)c->rms_norm_eps;
-    o->rmsnorm_forward(a->xn1, a->rstd1, x, w->attn_norm, BT, C, eps);
+    o->rmsnorm_forward(a->xn1, a->rstd1, x, w->attn_norm, BT, C, (float)c->rms_norm_eps);
     /* q, k and v in one product: wq, wk, wv are consecutive (model/params.h),
      * so wq starts the stacked ((Hq + 2 Hkv) D, C) weight */
     o->matmul_forward_act(a->qkv, a->xn1, w->wq, BT, C, (Hq + 2 * Hkv) * D);
@@ -27,13 +26,25 @@ void llama_layer_forward(const LayerPass *p, const LayerTensors *w, LayerActs *a
     }
     o->matmul_forward(a->x2, a->att, w->wo, BT, Hq * D, C);
     o->residual_add(a->x2, x, BT * C);
-    o->rmsnorm_forward(a->xn2, a->rstd2, a->x2, w->mlp_norm, BT, C, eps);
+}
+
+void llama_layer_forward_mlp(const LayerPass *p, const LayerTensors *w, LayerActs *a, float *out) {
+    const LlamaOps *o = p->ops;
+    const LlamaConfig *c = p->cfg;
+    int64_t BT = p->B * p->T, C = c->hidden_size, F = c->intermediate_size;
+    o->rmsnorm_forward(a->xn2, a->rstd2, a->x2, w->mlp_norm, BT, C, (float)c->rms_norm_eps);
     /* gate and up in one product (wgate and wup are consecutive) */
     o->matmul_forward_act(a->gu, a->xn2, w->wgate, BT, C, 2 * F);
     o->swiglu_forward(a->h, a->gu, BT, F);
     if (!out) return;
     o->matmul_forward(out, a->h, w->wdown, BT, F, C);
     o->residual_add(out, a->x2, BT * C);
+}
+
+void llama_layer_forward(const LayerPass *p, const LayerTensors *w, LayerActs *a, int32_t *sel, const float *x,
+                         float *out, int select) {
+    llama_layer_forward_attn(p, w, a, sel, x, select);
+    llama_layer_forward_mlp(p, w, a, out);
 }
 
 void llama_layer_backward(const LayerPass *p, const LayerTensors *w, LayerTensors *dw, const LayerActs *a,

@@ -129,6 +129,14 @@ typedef struct {
  * down projection: the backward does not need it. */
 void llama_layer_forward(const LayerPass *p, const LayerTensors *w, LayerActs *a, int32_t *sel, const float *x,
                          float *out, int select);
+/* Its two halves, which the recompute settings (model/recompute.h) rerun
+ * apart. The attention half: x -> a's xn1 ... att, lse and x2 (the
+ * residual stream after attention), the same select. The MLP half: a->x2
+ * -> xn2, gu, h and out (out NULL: stops at h, the down projection's
+ * input). */
+void llama_layer_forward_attn(const LayerPass *p, const LayerTensors *w, LayerActs *a, int32_t *sel, const float *x,
+                              int select);
+void llama_layer_forward_mlp(const LayerPass *p, const LayerTensors *w, LayerActs *a, float *out);
 /* On entry g->dres = dLoss/d(layer output); on exit dLoss/d(layer input);
  * dw += the layer's parameter gradients. */
 void llama_layer_backward(const LayerPass *p, const LayerTensors *w, LayerTensors *dw, const LayerActs *a,

@@ -64,7 +64,19 @@ static LayerPass layer_pass(const LlamaPassModel *m, const LlamaPassState *s) {
 }
 
 static LayerActs *acts_of(const LlamaPassModel *m, const LlamaPassState *s, int64_t l) {
-    return &s->acts[m->recompute ? 0 : l];
+    return &s->acts[m->recompute == LLAMA_RECOMPUTE_FULL ? 0 : l];
+}
+
+/* Rebuilds what the recompute setting did not keep of layer l's
+ * activations, from what it kept (the layer's input; under ATTN its
+ * residual stream after attention), with the forward's kernels and inputs:
+ * the same bits the forward wrote. */
+static void recompute_layer(const LlamaPassModel *m, const LlamaPassState *s, const LayerPass *pass, int64_t l) {
+    LayerActs *a = acts_of(m, s, l);
+    const LayerTensors *w = &m->w->layers[l];
+    if (m->recompute == LLAMA_RECOMPUTE_NONE) return;
+    if (m->recompute == LLAMA_RECOMPUTE_FULL) llama_layer_forward_attn(pass, w, a, s->sel[l], s->resid[l], 0);
+    llama_layer_forward_mlp(pass, w, a, NULL);
 }
 
 void llama_pass_logits_rows(const LlamaPassModel *m, const LlamaPassState *s, float *out, int64_t r0, int64_t rows) {
@@ -142,7 +154,7 @@ void llama_pass_backward(const LlamaPassModel *m, LlamaPassState *s) {
     for (int64_t l = nl - 1; l >= 0; l--) {
         need_unit(m, (int)l + 1, 1);
         LayerActs *a = acts_of(m, s, l);
-        if (m->recompute) llama_layer_forward(&pass, &w->layers[l], a, s->sel[l], s->resid[l], NULL, 0);
+        recompute_layer(m, s, &pass, l);
         llama_layer_backward(&pass, &w->layers[l], &dw->layers[l], a, s->sel[l], s->resid[l], &g);
         grads_ready(m, (int)l + 1);
     }

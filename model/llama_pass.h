@@ -6,12 +6,13 @@
  * (model/llama.c) and the CUDA engine (model/llama_cuda.c) each hold a
  * LlamaPassState (model/llama.h), point a LlamaPassModel at their own fields and call
  * these. What differs between them is data: the ops table (kernels and
- * memory operations), the activation element size, and whether the layers
- * share one recomputed activation set. */
+ * memory operations), the activation element size, and which activations
+ * the layers share and recompute (model/recompute.h). */
 #include <stdint.h>
 
 #include "llama_buffers.h"
 #include "llama_layer.h"
+#include "recompute.h"
 
 /* What the pass reads of the engine's model: its own fields, pointed at. */
 typedef struct {
@@ -22,9 +23,11 @@ typedef struct {
     ModelTensors *dw;
     LlamaUnitHooks hooks;          /* all NULL: every parameter is always in place */
     int act_size;                  /* bytes per ACT element (LayerActs): 4 or 2 */
-    /* 1: acts is one set; the backward reruns each layer's forward into it
-     * (with the forward's selection) before that layer's backward */
-    int recompute;
+    /* what the backward reruns before each layer's backward (model/recompute.h):
+     * NONE nothing; FULL the layer's forward (with the forward's selection)
+     * into one shared set, acts[0]; ATTN the MLP half, into the MLP buffers
+     * every layer's set shares */
+    LlamaRecompute recompute;
     int freeze_selection;          /* 1: reuse each layer's saved selection instead of recomputing it */
 } LlamaPassModel;
 

@@ -3,7 +3,7 @@
  * RefreshKV mask on and off, GQA ratios 1/4/8, T not a multiple of the
  * attention tile, S = 1 and K below the tile, the eval cache's mask (evict
  * with restride, restride alone: per-row selections); then run-twice determinism,
- * recomputation (bit-identical gradients, less memory) and ten training
+ * recomputation, full and attn (bit-identical gradients, less memory) and ten training
  * steps with the CUDA 8-bit AdamW against the CPU model with the CPU one.
  *
  * Tolerances (fp32 on both sides; only the order of additions differs):
@@ -110,14 +110,15 @@ static RefreshMask case_mask(const Case *k) {
 }
 
 /* A device engine holding m's parameters, with k's mask. */
-static void engine_like(LlamaCuda *g, const Llama *m, const Case *k, int recompute, LlamaCudaPrecision prec) {
+static void engine_like(LlamaCuda *g, const Llama *m, const Case *k, LlamaRecompute recompute,
+                        LlamaCudaPrecision prec) {
     llama_cuda_create(g, &m->cfg, recompute, prec);
     llama_cuda_upload_params(g, m->params);
     RefreshMask mask = case_mask(k);
     if (k->mask.enabled) llama_cuda_set_mask(g, &mask);
 }
 
-static void setup_pair_prec(const Case *k, Llama *m, LlamaCuda *g, int recompute, LlamaCudaPrecision prec) {
+static void setup_pair_prec(const Case *k, Llama *m, LlamaCuda *g, LlamaRecompute recompute, LlamaCudaPrecision prec) {
     LlamaConfig c;
     make_config(&c, k);
     llama_create(m, &c);
@@ -127,7 +128,7 @@ static void setup_pair_prec(const Case *k, Llama *m, LlamaCuda *g, int recompute
     engine_like(g, m, k, recompute, prec);
 }
 
-static void setup_pair(const Case *k, Llama *m, LlamaCuda *g, int recompute) {
+static void setup_pair(const Case *k, Llama *m, LlamaCuda *g, LlamaRecompute recompute) {
     setup_pair_prec(k, m, g, recompute, LLAMA_CUDA_FP32);
 }
 
@@ -148,33 +149,48 @@ static void check_grads(const char *label, const Llama *m, const float *got) {
     }
 }
 
-/* g run again, and a recomputing engine of the same precision, give the
- * first pass's loss and gradients bit for bit. Returns the recomputing
- * engine's device bytes (the callers compare memory). */
-static int64_t check_bit_identity(const char *label, const Case *k, const Llama *m, LlamaCuda *g,
-                                  LlamaCudaPrecision prec, const int32_t *tok, const int32_t *tgt, float loss,
-                                  const float *grads, float *again) {
+/* g run again, and an engine of the same precision for each recompute
+ * setting (full: every layer rerun; attn: the MLP half rerun), give the
+ * first pass's loss and gradients bit for bit. held[r] is the device bytes
+ * of the engine with setting r (held[NONE] g's), which the callers compare. */
+static void check_bit_identity(const char *label, const Case *k, const Llama *m, LlamaCuda *g, LlamaCudaPrecision prec,
+                               const int32_t *tok, const int32_t *tgt, float loss, const float *grads, float *again,
+                               int64_t held[LLAMA_RECOMPUTE_COUNT]) {
     size_t bytes = sizeof(float) * (size_t)m->layout.total;
     char name[400];
     float loss2 = gpu_pass(g, tok, tgt, k, again);
     snprintf(name, sizeof name, "%s: a second run gives the same loss and gradients, bit for bit", label);
     tl_result(memcmp(&loss, &loss2, sizeof loss) == 0 && memcmp(grads, again, bytes) == 0, name,
               "loss %.9g vs %.9g, or gradients differ", loss, loss2);
-    LlamaCuda r;
-    engine_like(&r, m, k, 1, prec);
-    float loss3 = gpu_pass(&r, tok, tgt, k, again);
-    snprintf(name, sizeof name, "%s: recompute gives the same loss and gradients, bit for bit", label);
-    tl_result(memcmp(&loss, &loss3, sizeof loss) == 0 && memcmp(grads, again, bytes) == 0, name,
-              "loss %.9g vs %.9g, or gradients differ", loss, loss3);
-    int64_t held = llama_cuda_bytes(&r);
-    llama_cuda_free(&r);
-    return held;
+    held[LLAMA_RECOMPUTE_NONE] = llama_cuda_bytes(g);
+    const LlamaRecompute settings[] = {LLAMA_RECOMPUTE_FULL, LLAMA_RECOMPUTE_ATTN};
+    for (int i = 0; i < 2; i++) {
+        LlamaCuda r;
+        engine_like(&r, m, k, settings[i], prec);
+        float loss3 = gpu_pass(&r, tok, tgt, k, again);
+        snprintf(name, sizeof name, "%s: recompute=%s gives the same loss and gradients, bit for bit", label,
+                 llama_recompute_name(settings[i]));
+        tl_result(memcmp(&loss, &loss3, sizeof loss) == 0 && memcmp(grads, again, bytes) == 0, name,
+                  "loss %.9g vs %.9g, or gradients differ", loss, loss3);
+        held[settings[i]] = llama_cuda_bytes(&r);
+        llama_cuda_free(&r);
+    }
+}
+
+/* Each setting that recomputes more holds less: full < attn < none. */
+static void check_recompute_memory(const char *label, const int64_t held[LLAMA_RECOMPUTE_COUNT]) {
+    char name[400];
+    snprintf(name, sizeof name, "%s: recompute=full holds less device memory than attn, attn less than none", label);
+    tl_result(held[LLAMA_RECOMPUTE_FULL] < held[LLAMA_RECOMPUTE_ATTN] &&
+                  held[LLAMA_RECOMPUTE_ATTN] < held[LLAMA_RECOMPUTE_NONE],
+              name, "%lld, %lld and %lld bytes", (long long)held[LLAMA_RECOMPUTE_FULL],
+              (long long)held[LLAMA_RECOMPUTE_ATTN], (long long)held[LLAMA_RECOMPUTE_NONE]);
 }
 
 static void parity(const Case *k) {
     Llama m;
     LlamaCuda g;
-    setup_pair(k, &m, &g, 0);
+    setup_pair(k, &m, &g, LLAMA_RECOMPUTE_NONE);
     int64_t BT = k->B * k->T, V = k->V, total = m.layout.total;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)BT * 2), *tgt = tok + BT;
     random_batch(tok, tgt, BT, V, 77);
@@ -194,10 +210,9 @@ static void parity(const Case *k) {
     close_scaled(name, lg, lc, BT * V, 1e-5, 1e-4);
     check_grads(k->label, &m, grads);
 
-    int64_t rec = check_bit_identity(k->label, k, &m, &g, LLAMA_CUDA_FP32, tok, tgt, loss, grads, again);
-    snprintf(name, sizeof name, "%s: recompute holds less device memory", k->label);
-    tl_result(rec < llama_cuda_bytes(&g), name, "%lld bytes vs %lld without", (long long)rec,
-              (long long)llama_cuda_bytes(&g));
+    int64_t held[LLAMA_RECOMPUTE_COUNT];
+    check_bit_identity(k->label, k, &m, &g, LLAMA_CUDA_FP32, tok, tgt, loss, grads, again, held);
+    check_recompute_memory(k->label, held);
     llama_cuda_free(&g);
     llama_free(&m);
     free(tok), free(grads), free(again), free(lc), free(lg);
@@ -267,7 +282,7 @@ static AdamWHyper steps_hyper(void) {
 static void train_steps(const Case *k) {
     Llama m;
     LlamaCuda g;
-    setup_pair(k, &m, &g, 0);
+    setup_pair(k, &m, &g, LLAMA_RECOMPUTE_NONE);
     int64_t BT = k->B * k->T;
     int32_t *tok = steps_batch(k), *tgt = tok + BT;
     Optimizer *oc = make_optimizer(&m), *host = make_optimizer(&m);
@@ -345,7 +360,7 @@ static double train_tol(const Case *k) { return attention_tensor_core_head_dim(k
 static void parity_bf16(const Case *k) {
     Llama m, f;
     LlamaCuda g, r;
-    setup_pair_prec(k, &m, &g, 0, LLAMA_CUDA_BF16_WEIGHTS);
+    setup_pair_prec(k, &m, &g, LLAMA_RECOMPUTE_NONE, LLAMA_CUDA_BF16_WEIGHTS);
     llama_set_bf16_oracle(&m, 1);
     llama_create(&f, &m.cfg);
     memcpy(f.params, m.params, sizeof(float) * (size_t)m.layout.total);
@@ -380,8 +395,10 @@ static void parity_bf16(const Case *k) {
     llama_free(&f);
     free(lf);
 
-    check_bit_identity(label, k, &m, &g, LLAMA_CUDA_BF16_WEIGHTS, tok, tgt, loss, grads, again);
-    engine_like(&r, &m, k, 0, LLAMA_CUDA_FP32);
+    int64_t held[LLAMA_RECOMPUTE_COUNT];
+    check_bit_identity(label, k, &m, &g, LLAMA_CUDA_BF16_WEIGHTS, tok, tgt, loss, grads, again, held);
+    check_recompute_memory(label, held);
+    engine_like(&r, &m, k, LLAMA_RECOMPUTE_NONE, LLAMA_CUDA_FP32);
     float loss4 = gpu_pass(&r, tok, tgt, k, again);
     snprintf(name, sizeof name, "%s: holds less device memory than fp32", label);
     tl_result(llama_cuda_bytes(&g) < llama_cuda_bytes(&r), name, "%lld bytes vs %lld in fp32",
@@ -402,7 +419,7 @@ static void parity_bf16(const Case *k) {
 static void train_steps_bf16(const Case *k) {
     Llama m;
     LlamaCuda g;
-    setup_pair_prec(k, &m, &g, 0, LLAMA_CUDA_BF16_WEIGHTS);
+    setup_pair_prec(k, &m, &g, LLAMA_RECOMPUTE_NONE, LLAMA_CUDA_BF16_WEIGHTS);
     int64_t BT = k->B * k->T, total = m.layout.total;
     int32_t *tok = steps_batch(k), *tgt = tok + BT;
     float *master = malloc(sizeof(float) * (size_t)total), *grads = malloc(sizeof(float) * (size_t)total);
@@ -440,7 +457,7 @@ static void train_steps_bf16(const Case *k) {
 static void train_steps_bf16sr(const Case *k) {
     Llama m;
     LlamaCuda g;
-    setup_pair_prec(k, &m, &g, 0, LLAMA_CUDA_BF16_WEIGHTS);
+    setup_pair_prec(k, &m, &g, LLAMA_RECOMPUTE_NONE, LLAMA_CUDA_BF16_WEIGHTS);
     int64_t BT = k->B * k->T, total = m.layout.total;
     ShardPlan plan;
     shard_plan_build(&plan, &m.layout, 1, 0);
@@ -504,7 +521,7 @@ static void bad_token(void *arg) {
 static void bad_input(const Case *k) {
     Llama m;
     LlamaCuda g;
-    setup_pair(k, &m, &g, 0);
+    setup_pair(k, &m, &g, LLAMA_RECOMPUTE_NONE);
     tl_expect_death("gpu engine: a token outside the vocabulary stops with a message", bad_token, &g, "outside");
     llama_cuda_free(&g);
     llama_free(&m);

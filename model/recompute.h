@@ -1,0 +1,35 @@
+#ifndef KVCPT_RECOMPUTE_H
+#define KVCPT_RECOMPUTE_H
+/* Activation checkpointing of the CUDA training engine: which of a layer's
+ * activations the forward keeps for the backward, and which the backward
+ * rebuilds by running part of the layer's forward again. Parsed and named
+ * here only, so the config key, `kvcpt plan`, the engine and its memory
+ * plan agree on one set of settings. The numbers are what the older 0/1
+ * setting meant (0 keep all, 1 rerun the layer), so a config or a caller
+ * written before "attn" existed keeps its meaning. */
+typedef enum {
+    /* every layer keeps every activation: no extra forward work */
+    LLAMA_RECOMPUTE_NONE = 0,
+    /* the layers share one activation set; the backward reruns each layer's
+     * forward (up to the down projection's input) from its input */
+    LLAMA_RECOMPUTE_FULL = 1,
+    /* every layer keeps its attention half (normed input, q, k, v after
+     * RoPE, attention output, lse, the residual stream after attention);
+     * the MLP half's buffers are one shared set, rebuilt in the backward
+     * (norm, gate|up product, swiglu) from the kept residual stream */
+    LLAMA_RECOMPUTE_ATTN = 2,
+} LlamaRecompute;
+
+/* The settings in the order of growing recompute (and shrinking memory):
+ * what `kvcpt plan` tries, least recompute first. */
+#define LLAMA_RECOMPUTE_COUNT 3
+extern const LlamaRecompute llama_recompute_by_cost[LLAMA_RECOMPUTE_COUNT];
+
+/* "none" | "attn" | "full", and "0" | "1" as none and full; dies naming
+ * what (a flag or config key) otherwise. */
+LlamaRecompute llama_recompute_parse(const char *s, const char *what);
+/* "none", "attn" or "full". */
+const char *llama_recompute_name(LlamaRecompute r);
+/* Dies unless r is one of the settings (a value from an int). */
+void llama_recompute_check(LlamaRecompute r, const char *what);
+#endif
