@@ -54,24 +54,24 @@ static void check_act_size(int act_size) {
     KV_CHECK(act_size == 4 || act_size == 2, "llama: activation element size %d (4 or 2 bytes)", act_size);
 }
 
-/* The attention half (what recompute=attn keeps per layer) first, then the
- * MLP half with the fused q|k|v rows (a forward temporary the backward
- * never reads): the whole set is the two parts one after the other. */
+/* What recompute=attn rebuilds in the backward first (so a whole set
+ * starts with xn1, as the engines that free it by xn1 expect), then what it
+ * keeps per layer: the whole set is the two parts one after the other. */
 static void layer_acts_layout(LayerActs *a, const LlamaConfig *c, int64_t BT, int act, LayerActsPart part, Carver *k) {
     int64_t C = c->hidden_size, F = c->intermediate_size, Hq = c->num_attention_heads;
     int64_t QD = Hq * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
     check_act_size(act);
-    KV_CHECK(part == LAYER_ACTS_ALL || part == LAYER_ACTS_ATTN || part == LAYER_ACTS_MLP,
+    KV_CHECK(part == LAYER_ACTS_ALL || part == LAYER_ACTS_KEPT || part == LAYER_ACTS_REBUILT,
              "llama: unknown activation set part %d", (int)part);
-    if (part != LAYER_ACTS_MLP) {
+    if (part != LAYER_ACTS_KEPT) {
         a->xn1 = carve_elems(k, BT * C, act), a->rstd1 = take(k, BT);
+        a->qkv = carve_elems(k, BT * (QD + 2 * KD), act), a->xn2 = carve_elems(k, BT * C, act);
+        a->rstd2 = take(k, BT), a->gu = carve_elems(k, BT * 2 * F, act), a->h = carve_elems(k, BT * F, act);
+    }
+    if (part != LAYER_ACTS_REBUILT) {
         a->q = carve_elems(k, BT * QD, act);
         a->k = carve_elems(k, BT * KD, act), a->v = carve_elems(k, BT * KD, act), a->att = carve_elems(k, BT * QD, act);
         a->lse = take(k, BT * Hq), a->x2 = take(k, BT * C);
-    }
-    if (part != LAYER_ACTS_ATTN) {
-        a->qkv = carve_elems(k, BT * (QD + 2 * KD), act), a->xn2 = carve_elems(k, BT * C, act);
-        a->rstd2 = take(k, BT), a->gu = carve_elems(k, BT * 2 * F, act), a->h = carve_elems(k, BT * F, act);
     }
 }
 

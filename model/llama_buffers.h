@@ -61,7 +61,7 @@ typedef struct {
     int32_t *tokens, *targets; /* engine (BT each) */
     int32_t *h_targets;        /* host (BT): the targets, -1 where none */
     float **resid;             /* num_layers + 1 engine residual streams (BT, C) */
-    LayerActs *acts;           /* num_layers sets (with recompute=attn their MLP halves one shared buffer), or
+    LayerActs *acts;           /* num_layers sets (with recompute=attn their rebuilt parts one shared buffer), or
                                 * with recompute=full one shared set (model/llama_pass.h) */
     int32_t **sel;             /* per layer, engine: (B, Hkv, refresh_sel_len) selected prefill keys */
     float *xf;                 /* engine (BT, C): the final norm's output */
@@ -100,12 +100,13 @@ typedef struct {
 /* The ModelTensors field that holds tensor t (w->layers allocated). */
 float **llama_tensor_slot(ModelTensors *w, const ParamTensor *t);
 void llama_bind_tensors(ModelTensors *w, const LlamaConfig *c, const ParamLayout *layout, float *base);
-/* The parts of a layer's activation set (LayerActs): all of it; the
- * attention half (xn1, rstd1, q, k, v, att, lse, x2), which the backward's
- * attention and the MLP's rebuild read; the MLP half with the fused q|k|v
- * rows (qkv, xn2, rstd2, gu, h), which recompute=attn shares between the
- * layers (model/recompute.h). */
-typedef enum { LAYER_ACTS_ALL, LAYER_ACTS_ATTN, LAYER_ACTS_MLP } LayerActsPart;
+/* The parts of a layer's activation set (LayerActs), as recompute=attn
+ * (model/recompute.h) holds them: all of it; what it keeps per layer (q, k,
+ * v after RoPE, att, lse, and x2, the residual stream after attention);
+ * what it rebuilds before each layer's backward into one set the layers
+ * share (xn1 and rstd1 from the layer's input, xn2, rstd2, gu, h from x2,
+ * and the fused q|k|v rows, a forward temporary the backward never reads). */
+typedef enum { LAYER_ACTS_ALL, LAYER_ACTS_KEPT, LAYER_ACTS_REBUILT } LayerActsPart;
 /* The floats one layer's activation set needs (every buffer starting 256
  * bytes aligned, red zones included), and the carving of base into it;
  * act_size: 4 (float) or 2 (bf16) bytes per ACT element. */

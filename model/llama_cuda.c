@@ -165,11 +165,12 @@ float *llama_cuda_grads_of(LlamaCuda *g, int64_t begin, int64_t end) {
 static void free_acts(LlamaCuda *g) {
     LlamaPassState *s = &g->state;
     if (!s->cap_BT) return;
-    /* each allocation starts with its part's first buffer (xn1; qkv of the
-     * shared MLP half) */
+    /* each allocation starts with its part's first buffer: xn1 for a whole
+     * set and for recompute=attn's shared rebuilt part, q for its kept one */
     int64_t sets = g->recompute == LLAMA_RECOMPUTE_FULL ? 1 : g->cfg.num_hidden_layers;
-    for (int64_t l = 0; l < sets; l++) cuda_free(s->acts[l].xn1);
-    if (g->recompute == LLAMA_RECOMPUTE_ATTN) cuda_free(s->acts[0].qkv);
+    int attn = g->recompute == LLAMA_RECOMPUTE_ATTN;
+    for (int64_t l = 0; l < sets; l++) cuda_free(attn ? s->acts[l].q : s->acts[l].xn1);
+    if (attn) cuda_free(s->acts[0].xn1);
     for (int64_t l = 0; l < g->cfg.num_hidden_layers; l++) {
         cuda_free(s->sel[l]);
         s->sel[l] = NULL;
@@ -368,15 +369,15 @@ static void ensure_acts(LlamaCuda *g, int64_t B, int64_t T) {
     s->cap_BT = BT;
     int attn = g->recompute == LLAMA_RECOMPUTE_ATTN;
     for (int64_t l = 0; l < ab.sets; l++)
-        llama_layer_acts_carve_part(&s->acts[l], c, BT, act, attn ? LAYER_ACTS_ATTN : LAYER_ACTS_ALL,
+        llama_layer_acts_carve_part(&s->acts[l], c, BT, act, attn ? LAYER_ACTS_KEPT : LAYER_ACTS_ALL,
                                     cuda_malloc_counted(&g->bytes_acts, ab.layer_set));
     if (attn) {
-        /* one MLP half, rebuilt for each layer's backward: every set points at it */
-        LayerActs mlp;
-        llama_layer_acts_carve_part(&mlp, c, BT, act, LAYER_ACTS_MLP, cuda_malloc_counted(&g->bytes_acts, ab.shared_set));
+        /* one rebuilt part, refilled before each layer's backward: every set points at it */
+        LayerActs r;
+        llama_layer_acts_carve_part(&r, c, BT, act, LAYER_ACTS_REBUILT, cuda_malloc_counted(&g->bytes_acts, ab.shared_set));
         for (int64_t l = 0; l < nl; l++) {
             LayerActs *a = &s->acts[l];
-            a->qkv = mlp.qkv, a->xn2 = mlp.xn2, a->rstd2 = mlp.rstd2, a->gu = mlp.gu, a->h = mlp.h;
+            a->xn1 = r.xn1, a->rstd1 = r.rstd1, a->qkv = r.qkv, a->xn2 = r.xn2, a->rstd2 = r.rstd2, a->gu = r.gu, a->h = r.h;
         }
     }
     ensure_sel(g, ab.sel);

@@ -127,12 +127,12 @@ LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, LlamaRecompute reco
     int64_t C = c->hidden_size, nl = c->num_hidden_layers, BT = B * T;
     int act = llama_cuda_act_size(p);
     int attn = recompute == LLAMA_RECOMPUTE_ATTN;
-    int64_t kept = llama_layer_acts_part_numel(c, BT, act, attn ? LAYER_ACTS_ATTN : LAYER_ACTS_ALL);
+    int64_t kept = llama_layer_acts_part_numel(c, BT, act, attn ? LAYER_ACTS_KEPT : LAYER_ACTS_ALL);
     return (LlamaCudaActBytes){
         .sets = recompute == LLAMA_RECOMPUTE_FULL ? 1 : nl,
         .layer_set = mul_checked((int64_t)sizeof(float), kept, "a layer's activation set"),
-        .shared_set = attn ? mul_checked((int64_t)sizeof(float), llama_layer_acts_part_numel(c, BT, act, LAYER_ACTS_MLP),
-                                         "the shared MLP activations")
+        .shared_set = attn ? mul_checked((int64_t)sizeof(float), llama_layer_acts_part_numel(c, BT, act, LAYER_ACTS_REBUILT),
+                                         "the shared rebuilt activations")
                            : 0,
         .sel = sel_bytes(c, B, T, mask),
         .resid = (int64_t)sizeof(float) * (nl + 1) * BT * C,

@@ -36,8 +36,8 @@ int64_t llama_cuda_rope_bytes(const LlamaConfig *c, int64_t T);
 typedef struct {
     int64_t sets;       /* layer activation sets: num_layers, or one with recompute=full */
     int64_t layer_set;  /* bytes of one set (llama_layer_acts_part_numel: the whole set, or with
-                         * recompute=attn its attention half) */
-    int64_t shared_set; /* recompute=attn: bytes of the one MLP half every layer shares; else 0 */
+                         * recompute=attn its kept part) */
+    int64_t shared_set; /* recompute=attn: bytes of the one rebuilt part every layer shares; else 0 */
     int64_t sel;        /* one layer's RefreshKV selection, every layer has one: B * Hkv * max(T,
                          * refresh_sel_len) int32 (the per-row records of evict and restride outgrow T) */
     int64_t resid;      /* num_layers + 1 residual streams */

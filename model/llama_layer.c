@@ -4,13 +4,18 @@
 
 #include "../common/util.h"
 
+void llama_layer_attn_norm(const LayerPass *p, const LayerTensors *w, LayerActs *a, const float *x) {
+    const LlamaConfig *c = p->cfg;
+    p->ops->rmsnorm_forward(a->xn1, a->rstd1, x, w->attn_norm, p->B * p->T, c->hidden_size, (float)c->rms_norm_eps);
+}
+
 void llama_layer_forward_attn(const LayerPass *p, const LayerTensors *w, LayerActs *a, int32_t *sel, const float *x,
                               int select) {
     const LlamaOps *o = p->ops;
     const LlamaConfig *c = p->cfg;
     int64_t B = p->B, T = p->T, BT = B * T, C = c->hidden_size, D = c->head_dim;
     int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
-    o->rmsnorm_forward(a->xn1, a->rstd1, x, w->attn_norm, BT, C, (float)c->rms_norm_eps);
+    llama_layer_attn_norm(p, w, a, x);
     /* q, k and v in one product: wq, wk, wv are consecutive (model/params.h),
      * so wq starts the stacked ((Hq + 2 Hkv) D, C) weight */
     o->matmul_forward_act(a->qkv, a->xn1, w->wq, BT, C, (Hq + 2 * Hkv) * D);

@@ -137,6 +137,8 @@ void llama_layer_forward(const LayerPass *p, const LayerTensors *w, LayerActs *a
 void llama_layer_forward_attn(const LayerPass *p, const LayerTensors *w, LayerActs *a, int32_t *sel, const float *x,
                               int select);
 void llama_layer_forward_mlp(const LayerPass *p, const LayerTensors *w, LayerActs *a, float *out);
+/* The attention half's first op alone: x -> a->xn1, a->rstd1. */
+void llama_layer_attn_norm(const LayerPass *p, const LayerTensors *w, LayerActs *a, const float *x);
 /* On entry g->dres = dLoss/d(layer output); on exit dLoss/d(layer input);
  * dw += the layer's parameter gradients. */
 void llama_layer_backward(const LayerPass *p, const LayerTensors *w, LayerTensors *dw, const LayerActs *a,

@@ -68,14 +68,16 @@ static LayerActs *acts_of(const LlamaPassModel *m, const LlamaPassState *s, int6
 }
 
 /* Rebuilds what the recompute setting did not keep of layer l's
- * activations, from what it kept (the layer's input; under ATTN its
- * residual stream after attention), with the forward's kernels and inputs:
- * the same bits the forward wrote. */
+ * activations from what it kept (the layer's input; under ATTN also q, k,
+ * v, att, lse and x2), with the forward's kernels and inputs: the same bits
+ * the forward wrote. ATTN reruns the two norms, the gate|up product and
+ * swiglu; FULL the whole layer up to the down projection's input. */
 static void recompute_layer(const LlamaPassModel *m, const LlamaPassState *s, const LayerPass *pass, int64_t l) {
     LayerActs *a = acts_of(m, s, l);
     const LayerTensors *w = &m->w->layers[l];
     if (m->recompute == LLAMA_RECOMPUTE_NONE) return;
     if (m->recompute == LLAMA_RECOMPUTE_FULL) llama_layer_forward_attn(pass, w, a, s->sel[l], s->resid[l], 0);
+    else llama_layer_attn_norm(pass, w, a, s->resid[l]);
     llama_layer_forward_mlp(pass, w, a, NULL);
 }
 

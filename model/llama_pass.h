@@ -25,8 +25,8 @@ typedef struct {
     int act_size;                  /* bytes per ACT element (LayerActs): 4 or 2 */
     /* what the backward reruns before each layer's backward (model/recompute.h):
      * NONE nothing; FULL the layer's forward (with the forward's selection)
-     * into one shared set, acts[0]; ATTN the MLP half, into the MLP buffers
-     * every layer's set shares */
+     * into one shared set, acts[0]; ATTN the two norms and the MLP half up
+     * to h, into the rebuilt buffers every layer's set shares */
     LlamaRecompute recompute;
     int freeze_selection;          /* 1: reuse each layer's saved selection instead of recomputing it */
 } LlamaPassModel;

@@ -13,10 +13,12 @@ typedef enum {
     /* the layers share one activation set; the backward reruns each layer's
      * forward (up to the down projection's input) from its input */
     LLAMA_RECOMPUTE_FULL = 1,
-    /* every layer keeps its attention half (normed input, q, k, v after
-     * RoPE, attention output, lse, the residual stream after attention);
-     * the MLP half's buffers are one shared set, rebuilt in the backward
-     * (norm, gate|up product, swiglu) from the kept residual stream */
+    /* every layer keeps its attention half's products (q, k, v after RoPE,
+     * the attention output and its lse) and the residual stream after
+     * attention; the rest is one set the layers share, rebuilt before each
+     * layer's backward: the two RMSNorms (elementwise, from the layer's
+     * input and that stream), the gate|up product and swiglu. No attention
+     * and no q|k|v or output projection runs twice. */
     LLAMA_RECOMPUTE_ATTN = 2,
 } LlamaRecompute;
 
