@@ -165,7 +165,8 @@ int bench_model(int argc, char **argv) {
     const char *preset = "small", *device = NULL, *agg = "max", *precision = "fp32";
     int64_t batch = 1, seq = 1024, steps = 3, warmup = 1, L = 0, K = 0, pool = 7;
     const char *python = NULL, *torch_attn = "sdpa";
-    int json = 0, recompute = 0, no_peers = 0;
+    int json = 0, no_peers = 0;
+    const char *recompute_s = "none";
     const Option opts[] = {
         {"preset", OPT_STRING, &preset, "NAME|DIR", "model preset or HF config"},
         {"device", OPT_STRING, &device, "cpu|cuda", "backend; absent: cuda when a GPU is visible"},
@@ -178,7 +179,9 @@ int bench_model(int argc, char **argv) {
         {"agg", OPT_STRING, &agg, "max|mean|first", "GQA group aggregation"},
         {"steps", OPT_INT, &steps, "N", "timed steps"},
         {"warmup", OPT_INT, &warmup, "N", "untimed steps first"},
-        {"recompute", OPT_FLAG, &recompute, NULL, "CUDA engine: recompute each layer's activations in backward"},
+        {"recompute", OPT_STRING, &recompute_s, "none|attn|full",
+         "CUDA engine: what the backward reruns (attn: the norms and the MLP's gate|up product and swiglu; full: "
+         "each layer's forward)"},
         {"no-peers", OPT_FLAG, &no_peers, NULL, "skip the PyTorch peer (it runs on the CPU unless this is given)"},
         {"python", OPT_STRING, &python, "PATH", "the peer's interpreter; absent: $KVCPT_PYTHON, else third_party/venv/bin/python"},
         {"torch-attn", OPT_STRING, &torch_attn, "sdpa|eager", "the peer's transformers attention"},
@@ -213,6 +216,7 @@ int bench_model(int argc, char **argv) {
                             .agg = group_agg_parse(agg, "--agg"), .S = seq - L};
         llama_set_mask(&b.m, &mask);
     }
+    LlamaRecompute recompute = llama_recompute_parse(recompute_s, "bench model --recompute");
     if (dev == DEVICE_CUDA) b.gpu = b.cu->create(&b.m, recompute, prec, L > 0 ? &b.m.mask : NULL);
     fprintf(stderr, "bench model: set up in %.1f s\n", now_seconds() - t_setup);
     int32_t *tok = xmalloc(sizeof(int32_t) * (size_t)(2 * batch * seq)), *tgt = tok + batch * seq;
@@ -258,11 +262,11 @@ int bench_model(int argc, char **argv) {
     const char *peer_attn = L > 0 ? "sdpa with the RefreshKV mask" : torch_attn;
     if (json) {
         char *qpreset = json_quote(preset);
-        printf("{\"bench\":\"model\",\"device\":\"%s\",\"precision\":\"%s\",\"recompute\":%d,\"engine_mb\":%.1f,\"device_used_mb\":%.1f,\"preset\":%s,\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
+        printf("{\"bench\":\"model\",\"device\":\"%s\",\"precision\":\"%s\",\"recompute\":\"%s\",\"engine_mb\":%.1f,\"device_used_mb\":%.1f,\"preset\":%s,\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
                "\"mask_L\":%lld,\"mask_K\":%lld,\"threads\":%d,\"steps\":%lld,\"tokens_per_s\":%.1f,"
                "\"forward_ms\":%.2f,\"backward_ms\":%.2f,\"gflops_per_s\":%.2f,\"matmul_flops_per_step\":%.6e,"
                "\"attention_flops_per_step\":%.6e,\"loss\":%.5f",
-               dname, llama_cuda_precision_name(prec), recompute, engine_mb, device_used_mb, qpreset, (long long)params, (long long)batch, (long long)seq, (long long)L,
+               dname, llama_cuda_precision_name(prec), llama_recompute_name(recompute), engine_mb, device_used_mb, qpreset, (long long)params, (long long)batch, (long long)seq, (long long)L,
                (long long)(L > 0 ? mask.K : 0), threads, (long long)steps, tps,
                1e3 * t_fwd / (double)steps, 1e3 * t_bwd / (double)steps, gflops, matmul_flops, attn_flops, loss);
         free(qpreset);

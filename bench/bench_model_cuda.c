@@ -7,7 +7,8 @@
 #include "../common/util.h"
 #include "../kernels/cuda_device.h"
 
-static LlamaCuda *model_create(const Llama *m, int recompute, LlamaCudaPrecision precision, const RefreshMask *mask) {
+static LlamaCuda *model_create(const Llama *m, LlamaRecompute recompute, LlamaCudaPrecision precision,
+                               const RefreshMask *mask) {
     LlamaCuda *g = xcalloc(1, sizeof *g);
     llama_cuda_create(g, &m->cfg, recompute, precision);
     llama_cuda_upload_params(g, m->params);

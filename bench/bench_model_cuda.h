@@ -13,7 +13,8 @@
 typedef struct {
     /* The engine for m's config and parameters; mask (NULL: plain causal)
      * over its last mask->S positions. */
-    LlamaCuda *(*create)(const Llama *m, int recompute, LlamaCudaPrecision precision, const RefreshMask *mask);
+    LlamaCuda *(*create)(const Llama *m, LlamaRecompute recompute, LlamaCudaPrecision precision,
+                         const RefreshMask *mask);
     /* One forward+backward, synchronized; adds its seconds to *fwd and *bwd. */
     float (*timed_pass)(LlamaCuda *g, const int32_t *tok, const int32_t *tgt, int64_t B, int64_t T, double *fwd,
                         double *bwd);

@@ -29,21 +29,25 @@ static double optim_bytes(const ShardPlan *p, int r, int eight_bit) {
     return b;
 }
 
-/* Saved per token per layer, as the model's backward needs them (model/llama.h LayerActs). */
-static double layer_act_bytes(const LlamaConfig *c, const PlanInputs *in) {
-    double C = (double)c->hidden_size, F = (double)c->intermediate_size, D = (double)c->head_dim;
+/* Saved per token per layer, as the model's backward needs them (model/llama.h LayerActs): the
+ * attention half (with the layer's input) and the MLP half, which
+ * recompute=attn keeps once for all layers. */
+static double layer_attn_act_bytes(const LlamaConfig *c, const PlanInputs *in) {
+    double C = (double)c->hidden_size, D = (double)c->head_dim;
     double QD = (double)c->num_attention_heads * D, KD = (double)c->num_key_value_heads * D;
-    double bf = in->act_bytes;
-    double per_token = bf * (C /* input */ + C /* xn1 */ + QD + 2 * KD /* q k v */ + QD /* att */ + 2 * C /* x2 xn2 */ +
-                             3 * F /* gate up h */) +
-                       4.0 * (2 + (double)c->num_attention_heads) /* rstd x2, lse */;
-    return per_token;
+    return in->act_bytes * (C /* input */ + C /* xn1 */ + QD + 2 * KD /* q k v */ + QD /* att */ + C /* x2 */) +
+           4.0 * (1 + (double)c->num_attention_heads) /* rstd1, lse */;
+}
+
+static double layer_mlp_act_bytes(const LlamaConfig *c, const PlanInputs *in) {
+    double C = (double)c->hidden_size, F = (double)c->intermediate_size;
+    return in->act_bytes * (C /* xn2 */ + 3 * F /* gate up h */) + 4.0 /* rstd2 */;
 }
 
 PlanRow plan_rank_bytes(const LlamaConfig *c, const PlanInputs *in, int ranks) {
     ParamLayout pl;
     param_layout_build(&pl, c);
-    PlanRow row = {ranks, 0, 0, 0, 0, 0, 0};
+    PlanRow row = {ranks, in->recompute, 0, 0, 0, 0, 0, 0};
     int64_t max_local = 0;
     int64_t max_unit = 0;
     for (int r = 0; r < ranks; r++) {
@@ -60,9 +64,11 @@ PlanRow plan_rank_bytes(const LlamaConfig *c, const PlanInputs *in, int ranks) {
     /* one rank holds its shard only; more gather two units (current + prefetched) and one unit's gradients */
     if (ranks > 1) row.unit_buffers = (double)max_unit * (2.0 * in->param_bytes + in->grad_bytes);
     double BT = (double)in->seq * (double)in->micro_batch, C = (double)c->hidden_size, L = (double)c->num_hidden_layers;
-    double per_layer = layer_act_bytes(c, in) * BT;
+    double attn = layer_attn_act_bytes(c, in) * BT, mlp = layer_mlp_act_bytes(c, in) * BT, per_layer = attn + mlp;
     double sel = in->K > 0 ? 4.0 * (double)in->K * (double)c->num_key_value_heads * (double)in->micro_batch : 0;
-    double saved = in->recompute ? L * (BT * C * in->act_bytes + sel) + per_layer : L * (per_layer + sel);
+    double saved = in->recompute == LLAMA_RECOMPUTE_FULL   ? L * (BT * C * in->act_bytes + sel) + per_layer
+                   : in->recompute == LLAMA_RECOMPUTE_ATTN ? L * (attn + sel) + mlp
+                                                           : L * (per_layer + sel);
     /* final norm input/output and the backward's working gradients of one layer */
     double head = BT * C * 2 * in->act_bytes + BT * 8.0;
     double work = BT * in->act_bytes * (3 * C + 2 * (double)c->num_attention_heads * c->head_dim +
@@ -119,9 +125,9 @@ static void print_table(const PlanRow *rows, int n) {
 static void print_json(const PlanRow *rows, int n) {
     printf("[");
     for (int i = 0; i < n; i++)
-        printf("%s{\"ranks\":%d,\"params\":%.0f,\"grads\":%.0f,\"optim\":%.0f,\"unit_buffers\":%.0f,\"activations\":%.0f,"
+        printf("%s{\"ranks\":%d,\"recompute\":\"%s\",\"params\":%.0f,\"grads\":%.0f,\"optim\":%.0f,\"unit_buffers\":%.0f,\"activations\":%.0f,"
                "\"total\":%.0f}",
-               i ? "," : "", rows[i].ranks, rows[i].params, rows[i].grads, rows[i].optim, rows[i].unit_buffers,
+               i ? "," : "", rows[i].ranks, llama_recompute_name(rows[i].recompute), rows[i].params, rows[i].grads, rows[i].optim, rows[i].unit_buffers,
                rows[i].activations, rows[i].total);
     printf("]\n");
 }
@@ -140,9 +146,35 @@ static int64_t parse_bytes(const char *s, const char *opt) {
     return (int64_t)v << shift;
 }
 
+/* Why the least recompute that fits is that one: each setting's total,
+ * least recompute first, against gpu_mem. */
+static void print_least_recompute(const CudaMemPlan all[LLAMA_RECOMPUTE_COUNT], LlamaRecompute least, int64_t gpu_mem) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    printf("recompute by memory (less recompute needs more):");
+    for (int i = 0; i < LLAMA_RECOMPUTE_COUNT; i++) {
+        LlamaRecompute r = llama_recompute_by_cost[i];
+        printf("%s %s %.2f GiB", i ? "," : "", llama_recompute_name(r), (double)all[r].total / gib);
+    }
+    if ((int)least < 0) {
+        printf("; none of them fits %.2f GiB per GPU\n", (double)gpu_mem / gib);
+        return;
+    }
+    printf("; the least that fits %.2f GiB per GPU: recompute=%s", (double)gpu_mem / gib, llama_recompute_name(least));
+    if (least != LLAMA_RECOMPUTE_NONE) {
+        LlamaRecompute less = least == LLAMA_RECOMPUTE_FULL ? LLAMA_RECOMPUTE_ATTN : LLAMA_RECOMPUTE_NONE;
+        printf(" (%s is %.2f GiB over)", llama_recompute_name(less), (double)(all[less].total - gpu_mem) / gib);
+    }
+    printf("\n");
+}
+
+static const char *recompute_label(LlamaRecompute r) {
+    return r == LLAMA_RECOMPUTE_NONE ? "" : r == LLAMA_RECOMPUTE_ATTN ? ", recompute attn" : ", recompute full";
+}
+
 /* The CUDA engine's bytes per GPU for one rank count: the whole working
  * model, activations and this rank's shards; the fit against gpu_mem. */
-static void print_cuda_engine(const char *model, const CudaMemInputs *in, const CudaMemPlan *p, int64_t gpu_mem) {
+static void print_cuda_engine(const char *model, const CudaMemInputs *in, const CudaMemPlan *p, int64_t gpu_mem,
+                              const CudaMemPlan all[LLAMA_RECOMPUTE_COUNT], LlamaRecompute least) {
     const double gib = 1024.0 * 1024.0 * 1024.0;
     if (in->ranks > 0)
         printf("\nCUDA engine, %d rank%s (one GPU each; master, gradient sum and optimizer sharded on the GPUs), per "
@@ -151,7 +183,7 @@ static void print_cuda_engine(const char *model, const CudaMemInputs *in, const 
     else
         printf("\nCUDA engine, one rank (the optimizer steps the engine's own parameters), per GPU:\n");
     printf("%s, T %lld x micro-batch %lld, precision %s%s, optimizer %s, mask %s", model, (long long)in->T,
-           (long long)in->micro_batch, llama_cuda_precision_name(in->precision), in->recompute ? ", recompute" : "",
+           (long long)in->micro_batch, llama_cuda_precision_name(in->precision), recompute_label(in->recompute),
            in->optim_device ? "on the engine's parameters" : "on the shards", in->mask.enabled ? "on" : "off");
     if (in->mask.enabled)
         printf(" (L %lld, K %lld%s", (long long)in->mask.L, (long long)in->mask.K, in->mask.evict ? ", evict" : "");
@@ -159,28 +191,59 @@ static void print_cuda_engine(const char *model, const CudaMemInputs *in, const 
     if (in->mask.enabled) printf(")");
     printf("\n");
     cuda_mem_plan_print(stdout, p, "  ");
+    print_least_recompute(all, least, gpu_mem);
     if (p->total <= gpu_mem)
         printf("fits %.2f GiB per GPU: headroom %.2f GiB (%lld bytes)\n", (double)gpu_mem / gib,
                (double)(gpu_mem - p->total) / gib, (long long)(gpu_mem - p->total));
     else
-        printf("does NOT fit %.2f GiB per GPU: %.2f GiB (%lld bytes) over; lower it with recompute, precision bf16, "
+        printf("does NOT fit %.2f GiB per GPU: %.2f GiB (%lld bytes) over; lower it with more recompute, precision bf16, "
                "a smaller micro-batch or more ranks\n",
                (double)gpu_mem / gib, (double)(p->total - gpu_mem) / gib, (long long)(p->total - gpu_mem));
 }
 
-static void print_cuda_json(int ranks, const CudaMemPlan *p, int64_t gpu_mem) {
-    printf("{\"ranks\":%d,\"params\":%lld,\"wbf16\":%lld,\"grads\":%lld,\"rope\":%lld,\"acts\":%lld,\"optim\":%lld,"
-           "\"shards\":%lld,\"counted\":%lld,\"workspace\":%lld,\"total\":%lld,\"gpu_mem\":%lld,\"fits\":%s}",
-           ranks, (long long)p->params, (long long)p->wbf16, (long long)p->grads, (long long)p->rope, (long long)p->acts,
+static void print_cuda_json(int ranks, LlamaRecompute r, const CudaMemPlan *p, int64_t gpu_mem, LlamaRecompute least) {
+    printf("{\"ranks\":%d,\"recompute\":\"%s\",\"params\":%lld,\"wbf16\":%lld,\"grads\":%lld,\"rope\":%lld,\"acts\":%lld,\"optim\":%lld,"
+           "\"shards\":%lld,\"counted\":%lld,\"workspace\":%lld,\"total\":%lld,\"gpu_mem\":%lld,\"fits\":%s",
+           ranks, llama_recompute_name(r), (long long)p->params, (long long)p->wbf16, (long long)p->grads, (long long)p->rope, (long long)p->acts,
            (long long)p->optim, (long long)p->shards, (long long)p->counted, (long long)p->workspace, (long long)p->total,
            (long long)gpu_mem, p->total <= gpu_mem ? "true" : "false");
+    if ((int)least < 0) printf(",\"least_recompute\":null}");
+    else printf(",\"least_recompute\":\"%s\"}", llama_recompute_name(least));
+}
+
+/* The ZeRO-3 row for ranks with the least recompute whose total fits
+ * gpu_mem (full when none does). */
+static PlanRow zero3_least_recompute(const LlamaConfig *c, const PlanInputs *in, int ranks, int64_t gpu_mem) {
+    PlanInputs t = *in;
+    PlanRow row = {0};
+    for (int i = 0; i < LLAMA_RECOMPUTE_COUNT; i++) {
+        t.recompute = llama_recompute_by_cost[i];
+        row = plan_rank_bytes(c, &t, ranks);
+        if (row.total <= (double)gpu_mem) break;
+    }
+    return row;
+}
+
+/* The CUDA engine's plan for every recompute setting (all, indexed by the
+ * setting) and the least recompute that fits gpu_mem: -1 when none does. */
+static LlamaRecompute cuda_least_recompute(const LlamaConfig *c, CudaMemInputs in, int64_t gpu_mem,
+                                          CudaMemPlan all[LLAMA_RECOMPUTE_COUNT]) {
+    LlamaRecompute least = (LlamaRecompute)-1;
+    for (int i = 0; i < LLAMA_RECOMPUTE_COUNT; i++) {
+        LlamaRecompute r = llama_recompute_by_cost[i];
+        in.recompute = r;
+        all[r] = cuda_mem_plan(c, &in);
+        if ((int)least < 0 && all[r].total <= gpu_mem) least = r;
+    }
+    return least;
 }
 
 int cmd_plan(int argc, char **argv) {
     const char *model = NULL, *ranks = "1,2,4,8", *pd = "bf16", *gd = "fp32", *ad = "bf16", *optim = "adamw8bit";
     const char *config = NULL, *precision = "fp32", *gpu_mem_s = "80G", *engine = "all";
     int64_t seq = 8192, mb = 1, K = 0, Lp = 0;
-    int recompute = 0, json = 0, optim_device = 0;
+    const char *recompute_s = NULL;
+    int json = 0, optim_device = 0;
     const Option opts[] = {
         {"preset", OPT_STRING, &model, "NAME|DIR", "model preset or config (default llama3.1-8b, or --config's model)"},
         {"ranks", OPT_STRING, &ranks, "N,N,..", "rank counts"},
@@ -191,7 +254,10 @@ int cmd_plan(int argc, char **argv) {
         {"grads", OPT_STRING, &gd, "bf16|fp32", "gradient shard dtype"},
         {"acts", OPT_STRING, &ad, "bf16|fp32", "saved activation dtype"},
         {"optim", OPT_STRING, &optim, "adamw8bit|adamw", "optimizer"},
-        {"recompute", OPT_FLAG, &recompute, NULL, "activation checkpointing: keep only each layer's input"},
+        {"recompute", OPT_STRING, &recompute_s, "none|attn|full|auto",
+         "activation checkpointing: none keeps every activation, attn each layer's attention half (the MLP's rerun "
+         "in backward), full each layer's input (the layer rerun); auto: for each rank count the least that fits "
+         "--gpu-mem. Default: the config's, else none"},
         {"json", OPT_FLAG, &json, NULL, "print JSON (bytes) instead of the tables: the ZeRO-3 rows, or with --engine cuda the CUDA engine's"},
         {"engine", OPT_STRING, &engine, "all|zero3|cuda", "what to print: both, the ZeRO-3 budget, or the CUDA engine"},
         {"precision", OPT_STRING, &precision, "fp32|bf16|bf16sr", "CUDA engine: weight precision (bf16sr: optimizer on the GPU)"},
@@ -215,19 +281,22 @@ int cmd_plan(int argc, char **argv) {
     if (config) {
         train_config_apply_file(&tc, config);
         if (!model) model = tc.model; /* --preset names the shape where the config's directory is elsewhere */
-        optim = tc.optim, mb = tc.micro_batch, recompute = (int)tc.recompute;
+        optim = tc.optim, mb = tc.micro_batch;
         KV_CHECK(!__builtin_add_overflow(tc.L, tc.S, &seq), "kvcpt plan: the config's L + S overflows 64 bits");
         K = tc.mask ? tc.K : 0;
     } else {
         /* the options as a training config, so that the mode is resolved as the trainer does */
         snprintf(tc.precision, sizeof tc.precision, "%s", precision);
         snprintf(tc.optim, sizeof tc.optim, "%s", optim);
-        tc.optim_device = optim_device, tc.recompute = recompute, tc.micro_batch = mb;
+        tc.optim_device = optim_device, tc.micro_batch = mb;
         tc.mask = K > 0, tc.K = K, tc.L = Lp > 0 ? Lp : seq, tc.S = seq - tc.L;
         KV_CHECK(tc.S >= 0, "kvcpt plan: --L %lld is longer than --seq %lld", (long long)Lp, (long long)seq);
         KV_CHECK(strcmp(precision, "fp32") == 0 || strcmp(precision, "bf16") == 0 || strcmp(precision, "bf16sr") == 0,
                  "kvcpt plan: --precision must be fp32, bf16 or bf16sr, got '%s'", precision);
     }
+    /* --recompute over the config's; auto is resolved per rank count below */
+    int pick = recompute_s && strcmp(recompute_s, "auto") == 0;
+    if (recompute_s && !pick) tc.recompute = llama_recompute_parse(recompute_s, "kvcpt plan --recompute");
     if (!model) model = "llama3.1-8b";
     LlamaConfig c;
     config_load(&c, model);
@@ -236,7 +305,7 @@ int cmd_plan(int argc, char **argv) {
     KV_CHECK(seq >= 1 && mb >= 1 && K >= 0 && K <= seq, "kvcpt plan: need --seq >= 1, --micro-batch >= 1, 0 <= --K <= --seq");
     check_plan_size(&c, seq, mb);
     PlanInputs in = {seq, mb, K, dtype_bytes(pd, "params"), dtype_bytes(gd, "grads"), dtype_bytes(ad, "acts"),
-                     kind == OPTIM_ADAMW8BIT, recompute};
+                     kind == OPTIM_ADAMW8BIT, (LlamaRecompute)tc.recompute};
     PlanRow rows[64];
     int n = 0;
     for (const char *p = ranks; *p && n < 64;) {
@@ -244,7 +313,7 @@ int cmd_plan(int argc, char **argv) {
         long v = strtol(p, &end, 10);
         KV_CHECK(end != p && v >= 1 && v <= 65536 && (*end == ',' || *end == '\0'),
                  "kvcpt plan: --ranks wants a comma list of counts in [1, 65536], got '%s'", ranks);
-        rows[n++] = plan_rank_bytes(&c, &in, (int)v);
+        rows[n++] = pick ? zero3_least_recompute(&c, &in, (int)v, gpu_mem) : plan_rank_bytes(&c, &in, (int)v);
         p = *end ? end + 1 : end;
     }
     if (json && strcmp(engine, "cuda") != 0) {
@@ -253,8 +322,10 @@ int cmd_plan(int argc, char **argv) {
     }
     if (!json && strcmp(engine, "cuda") != 0) {
         printf("ZeRO-3 budget (every buffer sharded, units gathered one at a time; the CUDA engine below keeps its "
-               "working weights whole): %s, seq %lld x micro-batch %lld, params %s, grads %s, acts %s%s, %s\n",
-               model, (long long)seq, (long long)mb, pd, gd, ad, recompute ? " (recomputed)" : "", optim);
+               "working weights whole): %s, seq %lld x micro-batch %lld, params %s, grads %s, acts %s, %s, recompute ",
+               model, (long long)seq, (long long)mb, pd, gd, ad, optim);
+        for (int i = 0; i < (pick ? n : 1); i++) printf("%s%s", i ? "," : "", llama_recompute_name(rows[i].recompute));
+        printf("%s\n", pick ? " (auto: the least that fits --gpu-mem for each rank count)" : "");
         print_table(rows, n);
     }
     if (strcmp(engine, "zero3") == 0) return 0;
@@ -264,12 +335,15 @@ int cmd_plan(int argc, char **argv) {
     if (json) printf("[");
     for (int i = 0; i < n; i++) {
         CudaMemInputs cin = cuda_mem_inputs_from_train(&tc, mode, rows[i].ranks);
+        CudaMemPlan all[LLAMA_RECOMPUTE_COUNT];
+        LlamaRecompute least = cuda_least_recompute(&c, cin, gpu_mem, all);
+        if (pick) cin.recompute = (int)least < 0 ? LLAMA_RECOMPUTE_FULL : least; /* nothing fits: the smallest */
         CudaMemPlan cp = cuda_mem_plan(&c, &cin);
         if (json) {
             printf("%s", i ? "," : "");
-            print_cuda_json(rows[i].ranks, &cp, gpu_mem);
+            print_cuda_json(rows[i].ranks, cin.recompute, &cp, gpu_mem, least);
         } else {
-            print_cuda_engine(model, &cin, &cp, gpu_mem);
+            print_cuda_engine(model, &cin, &cp, gpu_mem, all, least);
         }
         if (train_mode_whole_on_device(mode)) break;
     }

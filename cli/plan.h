@@ -11,16 +11,18 @@
 #include <stdint.h>
 
 #include "../model/config.h"
+#include "../model/recompute.h"
 
 typedef struct {
     int64_t seq, micro_batch, K; /* K > 0: the RefreshKV selection is saved per layer */
     int param_bytes, grad_bytes, act_bytes; /* 2 (bf16) or 4 (fp32) */
     int optim_8bit;
-    int recompute;               /* keep only each layer's input; recompute the rest in backward */
+    LlamaRecompute recompute;    /* which activations the layers keep (model/recompute.h) */
 } PlanInputs;
 
 typedef struct {
     int ranks;
+    LlamaRecompute recompute;    /* the setting the row was computed with */
     double params, grads, optim, unit_buffers, activations, total; /* bytes */
 } PlanRow;
 

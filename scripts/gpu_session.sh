@@ -248,15 +248,15 @@ for line in open(sys.argv[1]):
 PY
 }
 
-# the least recompute (0, else 1) with which `kvcpt plan` fits PRECISION on
+# the least recompute (none, attn, else full) with which `kvcpt plan` fits PRECISION on
 # this card; bench=1 counts only what `bench model` allocates: the whole
 # engine (bf16sr's layout) without its optimizer states
 fitting_recompute() {
     local precision=$1 bench=$2 mem r
     mem=$(device_bytes)
     [ "$bench" = 1 ] && precision=bf16sr
-    for r in 0 1; do
-        if "$K" plan --engine cuda --preset "$P8" --precision "$precision" $([ $r = 1 ] && echo --recompute) \
+    for r in none attn full; do
+        if "$K" plan --engine cuda --preset "$P8" --precision "$precision" --recompute $r \
             --seq "$T8" --L "$L8" --K "$K8" --ranks 1 --gpu-mem "$mem" --json 2>/dev/null |
             python3 -c '
 import json, sys
@@ -267,16 +267,16 @@ sys.exit(0 if need <= 0.97 * p["gpu_mem"] else 1)' "$bench"; then
             return 0
         fi
     done
-    echo none
+    echo no
 }
 
 stage_step8b() {
     local r
     r=$(fitting_recompute bf16 1)
     echo "8B step, bf16 weights: recompute $r fits $(($(device_bytes) >> 30)) GiB by kvcpt plan (engine only)"
-    [ "$r" = none ] && { echo "skipped: no recompute setting fits"; return 0; }
+    [ "$r" = no ] && { echo "skipped: no recompute setting fits"; return 0; }
     smi_start "$WORK/step8b-memory.csv"
-    limit 90 "$K" bench model --device cuda --preset "$P8" --precision bf16 $([ "$r" = 1 ] && echo --recompute) \
+    limit 90 "$K" bench model --device cuda --preset "$P8" --precision bf16 --recompute "$r" \
         --seq "$T8" --L "$L8" --K "$K8" $STEPS8 --no-peers --json >"$WORK/step8b.json" 2>"$WORK/step8b.err"
     smi_stop "$WORK/step8b-memory.csv"
     tail -2 "$WORK/step8b.err"
@@ -301,7 +301,7 @@ stage_step8b_sr() {
     local r d=$WORK/step8b-sr
     r=$(fitting_recompute bf16sr 0)
     echo "8B training steps, bf16sr: recompute $r fits $(($(device_bytes) >> 30)) GiB by kvcpt plan"
-    [ "$r" = none ] && { echo "skipped: no recompute setting fits"; return 0; }
+    [ "$r" = no ] && { echo "skipped: no recompute setting fits"; return 0; }
     rm -rf "$d" && mkdir -p "$d"
     "$K" prepare --synthetic recall --vocab $V8 --doc-tokens $((T8 + 1)) --query-tail $((T8 / 4 < 40 ? T8 / 4 : 40)) --docs 16 --out "$d/data" \
         >"$d/prepare.log" 2>&1 || { echo "prepare failed: $(tail -2 "$d/prepare.log")"; return 0; }

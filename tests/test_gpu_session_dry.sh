@@ -59,7 +59,7 @@ run_and_check call1 setup tests attention step8b step8b_sr
 if grep -q "^test_cuda_emu_mma .* passed, 0 failed" "$s" &&
     grep -q "^attention T 40 mask L 32 K 4: bf16 tensor cores fwd .* ms .*SDPA stub fwd 2.000 ms .*bf16/SDPA rate fwd" "$s" &&
     grep -q "^attention T 48 causal: bf16 tensor cores" "$s" &&
-    grep -q "^8B step T=72 (bf16, recompute 0): .* tokens/s" "$s" &&
+    grep -q "^8B step T=72 (bf16, recompute none): .* tokens/s" "$s" &&
     grep -q '^"step":2 "loss":[0-9.]* "tokens_per_s"' "$s"; then
     ok "call1 dry run: the suite's count, attention beside the peer with the ratio, the step's tokens/s, the bf16sr steps"
 else fail "call1 figures" "$(cat "$s")"; fi

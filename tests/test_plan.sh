@@ -48,11 +48,14 @@ grep -q "^parameters" <<<"$t" && ok "plan prints a table by default" || fail "pl
 # the 8-bit states of every tensor on the device (bf16sr), one rank's
 # shards (fp32 master and gradient sum, the exchange buffer of the largest
 # unit, one f64 per norm block, the 8-bit states), the activations of one
-# set with recompute vs 32 without, and the fit line
+# set with recompute=full vs 32 without, and with recompute=attn 32 kept
+# parts (q, k, v, att, lse, x2) and one rebuilt part (xn1, rstd1, q|k|v
+# rows, xn2, rstd2, gate|up rows, h) the layers share, and the fit line
 cu() { "$K" plan --preset llama3.1-8b --seq 8242 --K 2048 --L 8192 --ranks 1 --engine cuda --json "$@" 2>&1; }
-check=$(python3 - "$(cu --precision bf16sr --recompute)" "$(cu --precision fp32)" "$(cu --precision fp32 --recompute)" <<'PY'
+check=$(python3 - "$(cu --precision bf16sr --recompute full)" "$(cu --precision fp32)" "$(cu --precision fp32 --recompute 1)" \
+    "$(cu --precision fp32 --recompute attn)" <<'PY'
 import json, sys
-sr, f32, f32r = (json.loads(a)[0] for a in sys.argv[1:4])
+sr, f32, f32r, f32a = (json.loads(a)[0] for a in sys.argv[1:5])
 C, L, V, F, KD, QD, Hq, T = 4096, 32, 128256, 14336, 1024, 4096, 32, 8242
 mats = [V*C, V*C] + [C*C, KD*C, KD*C, C*C, F*C, F*C, C*F] * L
 norms = [C] * (2*L + 1)
@@ -61,7 +64,9 @@ opt = sum(2*n + 8*((n + 255)//256) if n >= 4096 else 8*n for n in mats + norms)
 opt += 2 + 8 + 8 + 64*(len(mats) + len(norms) + 1) + 4*1022 + 8  # spare elements, segment table, maps, bad word
 # an fp32 layer set: xn1, rstd1, the fused q|k|v rows, q, k, v, att, lse,
 # x2, xn2, rstd2, the fused gate|up rows, h; each buffer 256-byte aligned
-layer_set = 4*sum((n + 63)//64*64 for n in (T*C, T, T*(QD + 2*KD), T*QD, T*KD, T*KD, T*QD, T*Hq, T*C, T*C, T, 2*T*F, T*F))
+aligned = lambda *ns: 4*sum((n + 63)//64*64 for n in ns)
+layer_set = aligned(T*C, T, T*(QD + 2*KD), T*QD, T*KD, T*KD, T*QD, T*Hq, T*C, T*C, T, 2*T*F, T*F)
+kept, rebuilt = aligned(T*QD, T*KD, T*KD, T*QD, T*Hq, T*C), aligned(T*C, T, T*(QD + 2*KD), T*C, T, 2*T*F, T*F)
 e = []
 if sr["params"] != 4*(V*C + sum(norms)): e.append("bf16 fp32 part %d" % sr["params"])
 if sr["wbf16"] != 2*(sum(mats) - V*C): e.append("bf16 matrices %d" % sr["wbf16"])
@@ -78,30 +83,48 @@ shards = 4*P + 4*P + 4*max(units) + 8*blocks + opt
 if f32["shards"] != shards: e.append("one rank's shards %d != %d" % (f32["shards"], shards))
 if sr["shards"] != 0: e.append("bf16sr (no shards) counts shards")
 if f32["acts"] - f32r["acts"] != 31*layer_set: e.append("recompute saves %d, not 31 layer sets %d" % (f32["acts"] - f32r["acts"], 31*layer_set))
-for r in (sr, f32, f32r):
+if kept + rebuilt != layer_set or f32["acts"] - f32a["acts"] != 31*rebuilt: e.append("recompute=attn saves %d, not 31 rebuilt parts %d" % (f32["acts"] - f32a["acts"], 31*rebuilt))
+if [r["recompute"] for r in (sr, f32, f32r, f32a)] != ["full", "none", "full", "attn"]: e.append("recompute names %s" % [r["recompute"] for r in (sr, f32, f32r, f32a)])
+if f32["least_recompute"] is not None or f32["fits"]: e.append("fp32 one rank fits 80 GiB with %s" % f32["least_recompute"])
+for r in (sr, f32, f32r, f32a):
     if r["counted"] != sum(r[k] for k in ("params", "wbf16", "grads", "rope", "acts", "optim", "shards")) or r["total"] != r["counted"] + r["workspace"]: e.append("sums")
 if f32["fits"] or not sr["fits"]: e.append("fits on one GPU: fp32 keep-all %s, bf16sr %s" % (f32["fits"], sr["fits"]))
-print("; ".join(e) if e else "OK %.2f %.2f %.2f" % (sr["total"]/2**30, f32["total"]/2**30, f32r["total"]/2**30))
+print("; ".join(e) if e else "OK %.2f %.2f %.2f %.2f" % (sr["total"]/2**30, f32["total"]/2**30, f32r["total"]/2**30, f32a["total"]/2**30))
 PY
 )
-case "$check" in OK*) ok "plan --engine cuda: 8B per GPU matches the architecture (bf16sr+recompute, fp32, fp32+recompute: ${check#OK } GiB)";;
+case "$check" in OK*) ok "plan --engine cuda: 8B per GPU matches the architecture (bf16sr+recompute full, fp32, fp32+recompute full, fp32+recompute attn: ${check#OK } GiB)";;
                  *) fail "plan --engine cuda 8B" "$check";; esac
 # the shipped 8B config on 8 GPUs: the shards shrink to an eighth and the
 # step fits 80 GB with the headroom printed
 t=$("$K" plan --preset llama3.1-8b --config launch/configs/cpt-llama3.1-8b.json --ranks 8 --seq 8242 --engine cuda | tail -1)
 grep -q "^fits 80.00 GiB per GPU: headroom" <<<"$t" && ok "plan: the shipped 8B config on 8 GPUs: $t" || fail "plan 8B on 8 GPUs" "$t"
 # the one-GPU configs on the cards they name (an H100 shows 79.6 GiB, an
-# H200 about 139 GiB), each at the total its comment gives; and the 8-GPU
-# config's precision on one 80 GB card does not fit (why the 80 GB config
-# is bf16sr)
-for c in "cpt-llama3.1-8b-1gpu-80gb 79G 68.10" "cpt-llama3.1-8b-1gpu-141gb 139G 94.70" "cpt-llama3.1-8b 80G 27.99 8"; do
-    read -r name mem total ranks <<<"$c"
+# H200 about 139 GiB), each at the total its comment gives, with the least
+# recompute that fits the card named (the 80 GB card needs attn: none is
+# 104 GiB; the 141 GB card and 8 GPUs fit none); and the 8-GPU config's
+# precision on one 80 GB card does not fit (why the 80 GB config is bf16sr)
+for c in "cpt-llama3.1-8b-1gpu-80gb 79G 76.90 attn" "cpt-llama3.1-8b-1gpu-141gb 139G 103.50 none" "cpt-llama3.1-8b 80G 64.09 none 8"; do
+    read -r name mem total least ranks <<<"$c"
     out=$("$K" plan --preset llama3.1-8b --config "launch/configs/$name.json" --ranks "${ranks:-1}" --seq 8242 --engine cuda --gpu-mem "$mem")
     if grep -q "^fits ${mem%G}.00 GiB per GPU: headroom" <<<"$out" && grep -q "^  total  *$total GiB" <<<"$out" &&
-        grep -q "$total GiB" "launch/configs/$name.json"; then
-        ok "plan: launch/configs/$name.json on ${ranks:-1} GPU(s) of $mem: $total GiB, as its comment says, fits"
+        grep -q "$total GiB" "launch/configs/$name.json" &&
+        grep -q "^recompute by memory .*; the least that fits ${mem%G}.00 GiB per GPU: recompute=$least\( (\|$\)" <<<"$out"; then
+        ok "plan: launch/configs/$name.json on ${ranks:-1} GPU(s) of $mem: $total GiB, as its comment says, fits; least recompute that fits: $least"
     else fail "plan $name" "$(tail -3 <<<"$out")"; fi
 done
+# --recompute auto takes the least that fits over the config's setting:
+# the 8-GPU config (recompute none, 64.09 GiB) on 40 GiB cards needs attn
+out=$("$K" plan --preset llama3.1-8b --config launch/configs/cpt-llama3.1-8b.json --recompute auto --ranks 8 --seq 8242 --engine cuda --gpu-mem 40G)
+if grep -q "precision bf16, recompute attn," <<<"$out" && grep -q "^  total  *36.80 GiB" <<<"$out" && grep -q "^fits 40.00 GiB" <<<"$out" &&
+    grep -q "the least that fits 40.00 GiB per GPU: recompute=attn (none is 24.09 GiB over)" <<<"$out"; then
+    ok "plan --recompute auto: the 8-GPU config on 40 GiB cards runs recompute attn, 36.80 GiB (none is 24.09 GiB over)"
+else fail "plan --recompute auto" "$(tail -3 <<<"$out")"; fi
+out=$("$K" plan --preset llama3.1-8b --config launch/configs/cpt-llama3.1-8b-1gpu-80gb.json --recompute none --ranks 1 --seq 8242 --engine cuda --gpu-mem 79G)
+grep -q "^does NOT fit 79.00 GiB per GPU: 25.19 GiB" <<<"$out" && ok "plan --recompute none over the config's attn: 104.19 GiB does not fit 79 GiB" ||
+    fail "plan --recompute none" "$(tail -2 <<<"$out")"
+if out=$("$K" plan --recompute some 2>&1); then fail "plan --recompute some" "accepted"
+elif grep -q "recompute must be none, attn or full" <<<"$out"; then ok "plan refuses --recompute some, naming the settings"
+else fail "plan --recompute some" "$out"; fi
 t=$("$K" plan --preset llama3.1-8b --config launch/configs/cpt-llama3.1-8b.json --ranks 1 --seq 8242 --engine cuda --gpu-mem 79G | tail -1)
 grep -q "^does NOT fit 79.00 GiB" <<<"$t" && ok "plan: the 8-GPU config (fp32 master) on one 80 GB card does not fit: $t" || fail "plan 8B ZeRO-3 on one GPU" "$t"
 t=$("$K" plan --engine cuda --ranks 8 --seq 8242 --precision fp32 --gpu-mem 200G | tail -1)

@@ -3,7 +3,7 @@
 # whole program built against the CPU stand-in for the CUDA runtime
 # (tests/cuda_emu), so the trainer's GPU path is exercised on every CI run.
 # The same tiny RefreshKV run on the CPU and on the (emulated) GPU gives the
-# same loss curve within fp32 rounding; recompute changes no bit; two ranks
+# same loss curve within fp32 rounding; recompute (full or attn) changes no bit; two ranks
 # under mpirun give the one-rank curve bit for bit; precision=bf16 stays
 # within bf16 tolerance of the CPU curve; a checkpoint written by
 # the GPU run resumes on the CPU and the other way round. The optimizer on
@@ -48,11 +48,16 @@ cmp_curves() { # name, a, b, rel
 }
 cmp_curves "GPU loss curve (6 steps, dev included) within 1e-5 of the CPU's" "$tmp/gpu" "$tmp/cpu" 1e-5
 
-$E train --config "$tmp/cfg.json" --set out="$tmp/rec" --set device=cuda --set recompute=1 >"$tmp/rec.log" 2>&1
-if grep -q "recomputing activations" "$tmp/rec.log" && diff <(losses "$tmp/gpu"; devs "$tmp/gpu") <(losses "$tmp/rec"; devs "$tmp/rec") >/dev/null &&
-   cmp -s "$tmp/gpu/model/model.kvcpt" "$tmp/rec/model/model.kvcpt"; then
-    ok "recompute=1 gives the same losses and final model, bit for bit"
-else fail "recompute" "$(tail -2 "$tmp/rec.log")"; fi
+# recompute=1 is the older spelling of full; attn reruns only the MLP half
+for r in "1 full" "attn attn"; do
+    read -r value name <<<"$r"
+    $E train --config "$tmp/cfg.json" --set out="$tmp/rec$name" --set device=cuda --set recompute=$value >"$tmp/rec$name.log" 2>&1
+    if grep -q "recompute $name" "$tmp/rec$name.log" && grep -q "\"recompute\": \"$name\"" "$tmp/rec$name/config.json" &&
+       diff <(losses "$tmp/gpu"; devs "$tmp/gpu") <(losses "$tmp/rec$name"; devs "$tmp/rec$name") >/dev/null &&
+       cmp -s "$tmp/gpu/model/model.kvcpt" "$tmp/rec$name/model/model.kvcpt"; then
+        ok "recompute=$value gives the same losses and final model, bit for bit"
+    else fail "recompute=$value" "$(tail -2 "$tmp/rec$name.log")"; fi
+done
 
 # bf16 device matrices, fp32 master weights stepped on the host: the CPU's
 # curve within 2^-8 relative (twice bf16's largest rounding of any weight)
@@ -123,7 +128,7 @@ if [ -n "$need" ] && [ "$need" -gt 0 ]; then
     KVCPT_EMU_DEVICE_MEM=$((need - 1)) $E train --config "$tmp/cfg.json" --set out="$tmp/oom" --set device=cuda \
         >"$tmp/oom.log" 2>&1 && rc=0 || rc=$?
     if [ "$rc" -eq 1 ] && grep -q "the CUDA engine needs $need bytes" "$tmp/oom.log" &&
-       grep -q "but $((need - 1)) bytes" "$tmp/oom.log" && grep -q "recompute=1, precision=bf16, a smaller micro_batch (now 2)" "$tmp/oom.log" &&
+       grep -q "but $((need - 1)) bytes" "$tmp/oom.log" && grep -q "recompute=attn or full, precision=bf16, a smaller micro_batch (now 2)" "$tmp/oom.log" &&
        ! grep -qiE "traceback|backtrace|abort|cudaErrorMemoryAllocation|Segmentation" "$tmp/oom.log" && [ ! -f "$tmp/oom/log.jsonl" ]; then
         ok "device=cuda on a GPU one byte smaller than the plan: refused at start, exit 1: $(grep -m1 'needs' "$tmp/oom.log" | cut -c1-160)..."
     else fail "refusal on a small GPU" "exit status $rc: $(tail -3 "$tmp/oom.log")"; fi

@@ -62,7 +62,7 @@ CudaMemPlan cuda_mem_plan(const LlamaConfig *c, const CudaMemInputs *in) {
     p.params = fb.params, p.wbf16 = fb.wbf16, p.grads = fb.grads;
     p.rope = llama_cuda_rope_bytes(c, in->T);
     LlamaCudaActBytes ab = llama_cuda_act_bytes(c, in->recompute, in->precision, in->micro_batch, in->T, &in->mask);
-    p.acts = ab.sets * ab.layer_set + c->num_hidden_layers * ab.sel + ab.resid + ab.tokens + ab.xf + ab.scratch;
+    p.acts = llama_cuda_act_total(c, &ab);
     p.optim = in->optim_device ? optim_bytes(&pl, in->optim) : 0;
     /* the last rank's pieces absorb the rounding of every cut: the largest shard */
     if (in->ranks > 0) {
@@ -82,7 +82,7 @@ CudaMemInputs cuda_mem_inputs_from_train(const TrainConfig *c, TrainMode mode, i
     OptimKind kind;
     KV_CHECK(optim_kind_parse(c->optim, &kind) == 0, "config: unknown optimizer '%s'", c->optim);
     int whole = train_mode_whole_on_device(mode);
-    CudaMemInputs in = {train_mode_precision(mode), (int)c->recompute, whole, kind,
+    CudaMemInputs in = {train_mode_precision(mode), (LlamaRecompute)c->recompute, whole, kind,
                         c->micro_batch, c->L + c->S, train_config_mask(c),
                         whole ? 0 : ranks, !whole && c->reshard_after_forward};
     return in;

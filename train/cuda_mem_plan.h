@@ -23,7 +23,7 @@
 
 typedef struct {
     LlamaCudaPrecision precision;
-    int recompute;          /* one activation set instead of num_layers */
+    LlamaRecompute recompute; /* which activations the layers keep (model/recompute.h) */
     int optim_device;       /* the whole model's AdamW states beside the engine's parameters (one rank) */
     OptimKind optim;
     int64_t micro_batch, T; /* the largest forward: micro_batch sequences of T tokens */

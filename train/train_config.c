@@ -10,20 +10,30 @@
 
 #include "../common/util.h"
 #include "../data/utf8.h"
+#include "../model/recompute.h"
 #include "../parallel/comm.h"
 
-typedef enum { K_STR, K_INT, K_NUM } KeyType;
+/* K_ENUM: a named setting kept as an int64 enum value; JSON gives its
+ * name, or an integer (or boolean) that the parser reads as its text, so a
+ * key that was an integer before it had names still loads. */
+typedef enum { K_STR, K_INT, K_NUM, K_ENUM } KeyType;
 
 typedef struct {
     const char *key;
     KeyType type;
     size_t offset, size; /* size for strings */
     const char *dflt, *help;
+    int64_t (*parse)(const char *v, const char *origin); /* K_ENUM: text -> value (dies naming origin) */
+    const char *(*name)(int64_t v);                      /* K_ENUM: value -> its name */
 } Key;
 
-#define S_(f, d, h) {#f, K_STR, offsetof(TrainConfig, f), sizeof(((TrainConfig *)0)->f), d, h}
-#define I_(f, d, h) {#f, K_INT, offsetof(TrainConfig, f), 0, d, h}
-#define N_(f, d, h) {#f, K_NUM, offsetof(TrainConfig, f), 0, d, h}
+static int64_t recompute_parse(const char *v, const char *origin) { return llama_recompute_parse(v, origin); }
+static const char *recompute_name(int64_t v) { return llama_recompute_name((LlamaRecompute)v); }
+
+#define S_(f, d, h) {#f, K_STR, offsetof(TrainConfig, f), sizeof(((TrainConfig *)0)->f), d, h, NULL, NULL}
+#define I_(f, d, h) {#f, K_INT, offsetof(TrainConfig, f), 0, d, h, NULL, NULL}
+#define N_(f, d, h) {#f, K_NUM, offsetof(TrainConfig, f), 0, d, h, NULL, NULL}
+#define E_(f, d, parse, name, h) {#f, K_ENUM, offsetof(TrainConfig, f), 0, d, h, parse, name}
 static const Key keys[] = {
     S_(model, "small", "preset name, Hugging Face directory, or native model directory"),
     S_(init, "random", "random (pretraining from scratch) | pretrained (load the model's weights: CPT)"),
@@ -53,7 +63,10 @@ static const Key keys[] = {
     I_(eval_batches, "4", "dev sequences per evaluation (0: no dev evaluation)"),
     I_(ckpt_interval, "0", "checkpoint every N steps (0: only at the end and on signals)"),
     I_(keep_last, "2", "complete checkpoints kept"),
-    I_(recompute, "0", "CUDA: keep only each layer's input, rerun its forward in backward (less memory)"),
+    E_(recompute, "none", recompute_parse, recompute_name,
+       "CUDA activation checkpointing: none (keep every activation) | attn (keep each layer's attention half, "
+       "rerun the MLP's norm, gate|up product and swiglu in backward) | full (keep each layer's input, rerun its "
+       "forward in backward); 0 and 1 mean none and full"),
     S_(precision, "fp32", "CUDA: fp32 | bf16 (bf16 device matrices from an fp32 master sharded over the GPUs) | bf16sr "
                           "(bf16 matrices only, stochastic rounding; one rank)"),
     I_(optim_device, "0", "CUDA, one rank: AdamW steps the engine's own fp32 parameters, no separate master (1), or "
@@ -88,6 +101,8 @@ static void set_from_string(TrainConfig *c, const Key *k, const char *v, const c
     if (k->type == K_STR) {
         if (strlen(v) >= k->size) die("%s: value of '%s' is too long", origin, k->key);
         strcpy(p, v);
+    } else if (k->type == K_ENUM) {
+        *(int64_t *)p = k->parse(v, origin);
     } else if (k->type == K_INT) {
         long long x = strtoll(v, &end, 10);
         if (errno || end == v || *end) die("%s: '%s' must be an integer (got '%s')", origin, k->key, v);
@@ -122,15 +137,16 @@ void train_config_apply_json(TrainConfig *c, const char *text, const char *origi
         const Key *k = find_key(name);
         if (!k) die("%s: unknown config key '%s'; see 'kvcpt train --help' for the keys", origin, name);
         char buf[64];
-        if (k->type == K_STR) {
+        if (k->type == K_STR || (k->type == K_ENUM && json_is_string(v))) {
             if (!json_is_string(v)) die("%s: '%s' must be a string", origin, name);
             set_from_string(c, k, json_string_value(v), origin);
             continue;
         }
-        if (json_is_boolean(v) && k->type == K_INT) snprintf(buf, sizeof buf, "%d", json_is_true(v));
+        if (json_is_boolean(v) && k->type != K_NUM) snprintf(buf, sizeof buf, "%d", json_is_true(v));
         else if (json_is_integer(v)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
         else if (json_is_real(v) && k->type == K_NUM) snprintf(buf, sizeof buf, "%.17g", json_real_value(v));
-        else die("%s: '%s' must be %s", origin, name, k->type == K_INT ? "an integer" : "a number");
+        else die("%s: '%s' must be %s", origin, name,
+                 k->type == K_INT ? "an integer" : k->type == K_ENUM ? "a name or an integer" : "a number");
         set_from_string(c, k, buf, origin);
     }
     json_decref(root);
@@ -236,8 +252,7 @@ void train_config_validate(const TrainConfig *c, int world) {
              c->grad_clip);
     KV_CHECK(isfinite(c->lr) && isfinite(c->weight_decay) && c->weight_decay >= 0,
              "config: 'lr' and 'weight_decay' must be finite, 'weight_decay' >= 0");
-    KV_CHECK(c->recompute == 0 || c->recompute == 1, "config: 'recompute' must be 0 or 1 (got %lld)",
-             (long long)c->recompute);
+    llama_recompute_check((LlamaRecompute)c->recompute, "config 'recompute'");
     KV_CHECK(one_of(c->precision, "fp32", "bf16", "bf16sr"),
              "config: 'precision' must be fp32, bf16 or bf16sr (got '%s')", c->precision);
     KV_CHECK(c->share_device == 0 || c->share_device == 1, "config: 'share_device' must be 0 or 1 (got %lld)",
@@ -253,9 +268,10 @@ char *train_config_to_json(const TrainConfig *c) {
     json_t *o = json_object();
     for (int i = 0; i < N_KEYS; i++) {
         const char *p = (const char *)c + keys[i].offset;
-        json_t *v = keys[i].type == K_STR   ? json_string(p)
-                    : keys[i].type == K_INT ? json_integer(*(const int64_t *)p)
-                                            : json_real(*(const double *)p);
+        json_t *v = keys[i].type == K_STR    ? json_string(p)
+                    : keys[i].type == K_INT  ? json_integer(*(const int64_t *)p)
+                    : keys[i].type == K_ENUM ? json_string(keys[i].name(*(const int64_t *)p))
+                                             : json_real(*(const double *)p);
         /* jansson returns NULL for a string that is not UTF-8 or a non-finite
          * number, and set_new would then drop the key without a word;
          * train_config_validate refuses both, so this is a broken invariant */

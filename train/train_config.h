@@ -22,7 +22,8 @@ typedef struct {
     int64_t mask_evict, mask_restride; /* RefreshMask evict, restride (kernels/attention.h) */
     int64_t global_batch, micro_batch, steps, epochs, warmup_steps;
     int64_t eval_interval, eval_batches, ckpt_interval, keep_last, log_interval, seed;
-    int64_t reshard_after_forward, recompute, optim_device, share_device;
+    int64_t reshard_after_forward, optim_device, share_device;
+    int64_t recompute;    /* a LlamaRecompute (model/recompute.h): the key takes none | attn | full, or 0 | 1 */
     double lr, min_lr_frac, weight_decay, beta1, beta2, eps, grad_clip;
     double comm_timeout; /* seconds; 0: wait forever */
 } TrainConfig;

@@ -134,7 +134,9 @@ static void check_fits(TrainMode mode, const TrainConfig *c, const LlamaConfig *
     if (p.total > free_b) {
         char fixes[512] = "";
         size_t n = 0;
-        if (!c->recompute) n += (size_t)snprintf(fixes + n, sizeof fixes - n, " recompute=1,");
+        if (c->recompute == LLAMA_RECOMPUTE_NONE)
+            n += (size_t)snprintf(fixes + n, sizeof fixes - n, " recompute=attn or full,");
+        if (c->recompute == LLAMA_RECOMPUTE_ATTN) n += (size_t)snprintf(fixes + n, sizeof fixes - n, " recompute=full,");
         if (in.precision == LLAMA_CUDA_FP32) n += (size_t)snprintf(fixes + n, sizeof fixes - n, " precision=bf16,");
         if (c->micro_batch > 1)
             n += (size_t)snprintf(fixes + n, sizeof fixes - n, " a smaller micro_batch (now %lld),", (long long)c->micro_batch);
@@ -173,9 +175,9 @@ TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama
     /* sharded: layers streamed through slots, unless reshard_after_forward=0
      * keeps every gathered unit for the step (the whole model) */
     if (!train_mode_whole_on_device(mode) && c->reshard_after_forward)
-        llama_cuda_create_streamed(&e->gpu, &model->cfg, (int)c->recompute, train_mode_precision(mode));
+        llama_cuda_create_streamed(&e->gpu, &model->cfg, (LlamaRecompute)c->recompute, train_mode_precision(mode));
     else
-        llama_cuda_create(&e->gpu, &model->cfg, (int)c->recompute, train_mode_precision(mode));
+        llama_cuda_create(&e->gpu, &model->cfg, (LlamaRecompute)c->recompute, train_mode_precision(mode));
     if (model->mask.enabled) llama_cuda_set_mask(&e->gpu, &model->mask);
     cuda_transfer_bytes(&e->h2d_logged, &e->d2h_logged);
     return (TrainEngine){.ctx = e,

@@ -21,6 +21,7 @@
 #include "../data/sha256.h"
 #include "../parallel/shard_ckpt.h"
 #include "../kernels/blas.h"
+#include "../model/recompute.h"
 #include "../optim/clip.h"
 
 static volatile sig_atomic_t stop_signal = 0;
@@ -87,8 +88,9 @@ static void open_data(Trainer *t) {
 static void setup_engine(Trainer *t) {
     t->engine = train_engine_create(t->mode, &t->cfg, &t->model, &t->fsdp, t->comm);
     if (t->rank == 0)
-        fprintf(stderr, "kvcpt train: device %s%s\n", train_mode_describe(t->mode),
-                train_mode_device(t->mode) == DEVICE_CUDA && t->cfg.recompute ? " (recomputing activations)" : "");
+        fprintf(stderr, "kvcpt train: device %s%s%s\n", train_mode_describe(t->mode),
+                train_mode_device(t->mode) == DEVICE_CUDA ? ", recompute " : "",
+                train_mode_device(t->mode) == DEVICE_CUDA ? llama_recompute_name((LlamaRecompute)t->cfg.recompute) : "");
 }
 
 /* Every rank builds the same full model (same seed or file), then keeps its pieces. */

@@ -1,6 +1,6 @@
 /* The memory plan (train/cuda_mem_plan.h) against the CUDA engine it
- * predicts: for several configurations (fp32 / bf16 weights, recompute on
- * and off, the optimizer on the engine's parameters or on one rank's
+ * predicts: for several configurations (fp32 / bf16 weights, recompute
+ * none, attn and full, the optimizer on the engine's parameters or on one rank's
  * device shards over a world-of-one NCCL communicator, the RefreshKV mask
  * on and off, with and without the per-row records of evict and restride,
  * T and micro-batch), the bytes the engine counts
@@ -34,7 +34,8 @@ typedef struct {
     const char *label;
     int tied;
     LlamaCudaPrecision precision;
-    int recompute, optim_device; /* optim_device 0: sharded (fsdp_cuda.h), one rank */
+    LlamaRecompute recompute;
+    int optim_device; /* 0: sharded (fsdp_cuda.h), one rank */
     int64_t B, T;
     RefreshMask mask; /* enabled = 0: causal */
 } Case;
@@ -177,10 +178,10 @@ static void run_mask_after_forward(const char *label) {
     const int64_t B = 2, T = 49, BT = B * T;
     const RefreshMask m = {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1,
         .restride = 3, .S = T - 40};
-    CudaMemInputs in = {LLAMA_CUDA_FP32, 0, 0, OPTIM_ADAMW8BIT, B, T, m, 0, 0};
+    CudaMemInputs in = {LLAMA_CUDA_FP32, LLAMA_RECOMPUTE_NONE, 0, OPTIM_ADAMW8BIT, B, T, m, 0, 0};
     CudaMemPlan p = cuda_mem_plan(&c, &in);
     LlamaCuda g;
-    llama_cuda_create(&g, &c, 0, LLAMA_CUDA_FP32);
+    llama_cuda_create(&g, &c, LLAMA_RECOMPUTE_NONE, LLAMA_CUDA_FP32);
     ParamLayout pl;
     param_layout_build(&pl, &c);
     float *host = test_params(pl.total);
@@ -216,18 +217,25 @@ int main(void) {
     }
 #ifdef KVCPT_CUDA
     const RefreshMask none = refresh_mask_off();
+    const LlamaRecompute keep = LLAMA_RECOMPUTE_NONE, full = LLAMA_RECOMPUTE_FULL, attn = LLAMA_RECOMPUTE_ATTN;
     const Case cases[] = {
-        {"fp32 keep-all sharded causal B2 T33", 0, LLAMA_CUDA_FP32, 0, 0, 2, 33, none},
-        {"fp32 recompute device-optim mask B1 T49", 0, LLAMA_CUDA_FP32, 1, 1, 1, 49,
+        {"fp32 keep-all sharded causal B2 T33", 0, LLAMA_CUDA_FP32, keep, 0, 2, 33, none},
+        {"fp32 recompute device-optim mask B1 T49", 0, LLAMA_CUDA_FP32, full, 1, 1, 49,
          {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .S = 9}},
-        {"bf16 recompute sharded mask tied B3 T21", 1, LLAMA_CUDA_BF16_WEIGHTS, 1, 0, 3, 21,
+        {"bf16 recompute sharded mask tied B3 T21", 1, LLAMA_CUDA_BF16_WEIGHTS, full, 0, 3, 21,
          {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .S = 1}},
-        {"bf16sr keep-all device-optim causal B2 T70", 0, LLAMA_CUDA_BF16_WEIGHTS, 0, 1, 2, 70, none},
+        {"bf16sr keep-all device-optim causal B2 T70", 0, LLAMA_CUDA_BF16_WEIGHTS, keep, 1, 2, 70, none},
         /* per-row records (evict, restride): selections larger than B * T * Hkv */
-        {"fp32 keep-all device-optim evict restride B2 T49", 0, LLAMA_CUDA_FP32, 0, 1, 2, 49,
+        {"fp32 keep-all device-optim evict restride B2 T49", 0, LLAMA_CUDA_FP32, keep, 1, 2, 49,
          {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 3, .S = 9}},
-        {"bf16 recompute sharded restride tied B3 T33", 1, LLAMA_CUDA_BF16_WEIGHTS, 1, 0, 3, 33,
+        {"bf16 recompute sharded restride tied B3 T33", 1, LLAMA_CUDA_BF16_WEIGHTS, full, 0, 3, 33,
          {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .restride = 5, .S = 13}},
+        /* recompute=attn: the layers' attention halves and one shared MLP half */
+        {"fp32 recompute=attn device-optim mask B1 T49", 0, LLAMA_CUDA_FP32, attn, 1, 1, 49,
+         {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .S = 9}},
+        {"bf16 recompute=attn sharded evict restride tied B3 T33", 1, LLAMA_CUDA_BF16_WEIGHTS, attn, 0, 3, 33,
+         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .evict = 1, .restride = 5, .S = 13}},
+        {"bf16sr recompute=attn device-optim causal B2 T70", 0, LLAMA_CUDA_BF16_WEIGHTS, attn, 1, 2, 70, none},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i]);
