@@ -167,10 +167,6 @@ static void print_least_recompute(const CudaMemPlan all[LLAMA_RECOMPUTE_COUNT], 
     printf("\n");
 }
 
-static const char *recompute_label(LlamaRecompute r) {
-    return r == LLAMA_RECOMPUTE_NONE ? "" : r == LLAMA_RECOMPUTE_ATTN ? ", recompute attn" : ", recompute full";
-}
-
 /* The CUDA engine's bytes per GPU for one rank count: the whole working
  * model, activations and this rank's shards; the fit against gpu_mem. */
 static void print_cuda_engine(const char *model, const CudaMemInputs *in, const CudaMemPlan *p, int64_t gpu_mem,
@@ -182,8 +178,8 @@ static void print_cuda_engine(const char *model, const CudaMemInputs *in, const 
                in->ranks, in->ranks > 1 ? "s" : "");
     else
         printf("\nCUDA engine, one rank (the optimizer steps the engine's own parameters), per GPU:\n");
-    printf("%s, T %lld x micro-batch %lld, precision %s%s, optimizer %s, mask %s", model, (long long)in->T,
-           (long long)in->micro_batch, llama_cuda_precision_name(in->precision), recompute_label(in->recompute),
+    printf("%s, T %lld x micro-batch %lld, precision %s, recompute %s, optimizer %s, mask %s", model, (long long)in->T,
+           (long long)in->micro_batch, llama_cuda_precision_name(in->precision), llama_recompute_name(in->recompute),
            in->optim_device ? "on the engine's parameters" : "on the shards", in->mask.enabled ? "on" : "off");
     if (in->mask.enabled)
         printf(" (L %lld, K %lld%s", (long long)in->mask.L, (long long)in->mask.K, in->mask.evict ? ", evict" : "");

@@ -13,9 +13,15 @@ model/llama_layer.c, model/llama_cuda.c, kernels/attention_mma_*.cu):
   the mask: query L-1 of each head against keys 0..L-1), attention (bf16 in
   and out), the output matmul (fp32 out), residual add, rmsnorm, the fused
   gate|up matmul, SwiGLU, down matmul (fp32 out), residual add;
-- with recompute, each layer's forward runs again before its backward, up
-  to SwiGLU: no down projection and no second residual add (the backward
-  does not need them), no selection (the first forward's is kept);
+- recompute (model/recompute.h) reruns part of each layer's forward before
+  its backward. full: the whole layer up to SwiGLU (both norms, q|k|v,
+  RoPE, attention, the output projection and its residual add, gate|up,
+  SwiGLU): no down projection and no second residual add (the backward
+  does not need them), no selection (the first forward's is kept). attn:
+  the two norms (elementwise, from the kept residual streams), the gate|up
+  product and SwiGLU only: q, k, v, the attention output, lse and the
+  stream after attention are kept, so no attention, q|k|v, output
+  projection or residual add runs twice. none: nothing;
 - backward: each matmul's input gradient (written) and weight gradient
   (accumulated into fp32); the output and down projections round their fp32
   output gradient to bf16 first (a cast); each elementwise op's backward;
@@ -41,7 +47,7 @@ rates in place of the datasheet's (for example the ones measured on a card:
 docs/cuda.md, "The 8B step by arithmetic").
 
 Usage: python3 scripts/step_arithmetic.py [--seq 8242] [--L 8192] [--K 2048]
-       [--recompute 0|1] [--matmul-tflops R] [--attn-fwd-tflops R]
+       [--recompute none|attn|full] [--matmul-tflops R] [--attn-fwd-tflops R]
        [--attn-bwd-tflops R] [--gbps R] [--markdown]
 """
 import argparse
@@ -60,7 +66,8 @@ def main():
     ap.add_argument("--L", type=int, default=8192)
     ap.add_argument("--K", type=int, default=2048)
     ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--recompute", type=int, choices=[0, 1], default=1)
+    ap.add_argument("--recompute", choices=["none", "attn", "full", "0", "1"], default="full",
+                    help="what the backward reruns (0 and 1: none and full, as the config key)")
     ap.add_argument("--matmul-tflops", type=float, default=PEAK_FLOPS / 1e12, help="the matmuls' rate")
     ap.add_argument("--attn-fwd-tflops", type=float, default=PEAK_FLOPS / 1e12, help="tensor-core attention forward")
     ap.add_argument("--attn-bwd-tflops", type=float, default=PEAK_FLOPS / 1e12, help="tensor-core attention backward")
@@ -80,10 +87,14 @@ def main():
     nt = math.ceil(L / TILE)
     tile_pairs = TILE * TILE * nt * (nt + 1) / 2  # the tiles at or below the diagonal, whole
     f32, b16 = 4, 2
-    R = a.recompute
+    R = {"0": "none", "1": "full"}.get(a.recompute, a.recompute)
 
     rows = []  # (kernel, calls per step, FLOPs per call, bytes per call, FLOP rate)
-    fwd = layers * (1 + R)  # the forward, and recompute's second one
+    # the forward's calls, and the recompute's second ones: the attention
+    # half (q|k|v, RoPE, attention, output projection) only under full, the
+    # norms, gate|up and SwiGLU under attn and full
+    fwd = layers * (2 if R == "full" else 1)
+    mlp_fwd = layers * (1 if R == "none" else 2)
 
     def mm(name, ic, oc, out_bytes, dinp_bytes, dout_bytes, fwd_calls):
         # forward: read the bf16 input and weight, write the output
@@ -98,7 +109,7 @@ def main():
     QKV = (Hq + 2 * Hkv) * D
     mm("q|k|v", C, QKV, b16, f32, b16, fwd)
     mm("O", Hq * D, C, f32, b16, f32, fwd)
-    mm("gate|up", C, 2 * F, b16, f32, b16, fwd)
+    mm("gate|up", C, 2 * F, b16, f32, b16, mlp_fwd)
     mm("down", F, C, f32, b16, f32, layers)  # not recomputed: the backward starts from its input gradient
     bh = a.batch * Hq
     if L < T:
@@ -117,13 +128,13 @@ def main():
         rows.append(("attention fwd, suffix rows >= L (fp32, CUDA cores)", fwd, 4 * D * bh * suffix_pairs, sfx_io, FP32))
         rows.append(("attention bwd, suffix rows >= L (fp32, CUDA cores)", layers, 14 * D * bh * suffix_pairs, 2 * sfx_io, FP32))
     # elementwise (bytes only): reads + writes
-    rows.append(("rmsnorm fwd (fp32 in, bf16 out)", 2 * fwd, 0, N * C * (f32 + b16), MM))
+    rows.append(("rmsnorm fwd (fp32 in, bf16 out)", 2 * mlp_fwd, 0, N * C * (f32 + b16), MM))
     rows.append(("rmsnorm bwd (accumulates the residual gradient)", 2 * layers, 0, 4 * N * C * f32, MM))
     rows.append(("RoPE split fwd (q|k|v -> q, k, v)", fwd, 0, 2 * N * QKV * b16, MM))
     rows.append(("RoPE join bwd (dq, dk, dv -> dq|dk|dv)", layers, 0, N * QKV * (f32 + b16), MM))
-    rows.append(("SwiGLU fwd", fwd, 0, 3 * N * F * b16, MM))
+    rows.append(("SwiGLU fwd", mlp_fwd, 0, 3 * N * F * b16, MM))
     rows.append(("SwiGLU bwd", layers, 0, 5 * N * F * b16, MM))
-    rows.append(("residual add", 2 * layers + R * layers, 0, 3 * N * C * f32, MM))
+    rows.append(("residual add", 2 * layers + (layers if R == "full" else 0), 0, 3 * N * C * f32, MM))
     # the head, in chunks: the logits twice (the loss, then the backward), the casts of its fp32 inputs
     chunks = math.ceil(N / CE_CHUNK)
     rows.append(("lm_head fwd (the loss's logits)", 1, 2 * N * C * V, N * C * (f32 + b16) + chunks * V * C * b16 + N * V * f32, MM))
