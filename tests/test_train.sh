@@ -56,6 +56,10 @@ expect_err "K > L" "'K' (60) must be in [1, L=48]" --config "$tmp/cfg.json" --se
 expect_err "mask_evict 2 is rejected" "'mask_evict' must be 0 or 1 (got 2)" --config "$tmp/cfg.json" --set mask_evict=2 --set out="$tmp/c"
 expect_err "negative mask_restride is rejected" "'mask_restride' must be >= 0" --config "$tmp/cfg.json" --set mask_restride=-1 --set out="$tmp/c"
 expect_err "mask_evict without the mask is rejected" "they need mask=1" --config "$tmp/cfg.json" --set mask=0 --set mask_evict=1 --set out="$tmp/c"
+# recompute is a name (none | attn | full), 0 and 1 read as none and full
+expect_err "recompute=2 is rejected naming the settings" "recompute must be none, attn or full (0 and 1 are none and full; got '2')" --config "$tmp/cfg.json" --set recompute=2 --set out="$tmp/c"
+echo '{"model":"tiny","data":"'"$tmp"'/data","recompute":0.5}' > "$tmp/badrc.json"
+expect_err "recompute 0.5 in JSON is rejected" "'recompute' must be a name or an integer" --config "$tmp/badrc.json"
 
 # the eval cache's mask (mask_evict, mask_restride): S = 16 > K = 6 and a
 # full row at L-1 + 10, so both fields change which keys rows >= L see
