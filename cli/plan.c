@@ -29,19 +29,20 @@ static double optim_bytes(const ShardPlan *p, int r, int eight_bit) {
     return b;
 }
 
-/* Saved per token per layer, as the model's backward needs them (model/llama.h LayerActs): the
- * attention half (with the layer's input) and the MLP half, which
- * recompute=attn keeps once for all layers. */
-static double layer_attn_act_bytes(const LlamaConfig *c, const PlanInputs *in) {
+/* Saved per token per layer, as the model's backward needs them (model/llama.h LayerActs), in
+ * the two parts of model/llama_buffers.h: what recompute=attn keeps per
+ * layer (with the layer's input), and what it rebuilds into one set the
+ * layers share. */
+static double layer_kept_act_bytes(const LlamaConfig *c, const PlanInputs *in) {
     double C = (double)c->hidden_size, D = (double)c->head_dim;
     double QD = (double)c->num_attention_heads * D, KD = (double)c->num_key_value_heads * D;
-    return in->act_bytes * (C /* input */ + C /* xn1 */ + QD + 2 * KD /* q k v */ + QD /* att */ + C /* x2 */) +
-           4.0 * (1 + (double)c->num_attention_heads) /* rstd1, lse */;
+    return in->act_bytes * (C /* input */ + QD + 2 * KD /* q k v */ + QD /* att */ + C /* x2 */) +
+           4.0 * (double)c->num_attention_heads /* lse */;
 }
 
-static double layer_mlp_act_bytes(const LlamaConfig *c, const PlanInputs *in) {
+static double layer_rebuilt_act_bytes(const LlamaConfig *c, const PlanInputs *in) {
     double C = (double)c->hidden_size, F = (double)c->intermediate_size;
-    return in->act_bytes * (C /* xn2 */ + 3 * F /* gate up h */) + 4.0 /* rstd2 */;
+    return in->act_bytes * (2 * C /* xn1 xn2 */ + 3 * F /* gate up h */) + 8.0 /* rstd1 rstd2 */;
 }
 
 PlanRow plan_rank_bytes(const LlamaConfig *c, const PlanInputs *in, int ranks) {
@@ -64,10 +65,11 @@ PlanRow plan_rank_bytes(const LlamaConfig *c, const PlanInputs *in, int ranks) {
     /* one rank holds its shard only; more gather two units (current + prefetched) and one unit's gradients */
     if (ranks > 1) row.unit_buffers = (double)max_unit * (2.0 * in->param_bytes + in->grad_bytes);
     double BT = (double)in->seq * (double)in->micro_batch, C = (double)c->hidden_size, L = (double)c->num_hidden_layers;
-    double attn = layer_attn_act_bytes(c, in) * BT, mlp = layer_mlp_act_bytes(c, in) * BT, per_layer = attn + mlp;
+    double kept = layer_kept_act_bytes(c, in) * BT, rebuilt = layer_rebuilt_act_bytes(c, in) * BT;
+    double per_layer = kept + rebuilt;
     double sel = in->K > 0 ? 4.0 * (double)in->K * (double)c->num_key_value_heads * (double)in->micro_batch : 0;
     double saved = in->recompute == LLAMA_RECOMPUTE_FULL   ? L * (BT * C * in->act_bytes + sel) + per_layer
-                   : in->recompute == LLAMA_RECOMPUTE_ATTN ? L * (attn + sel) + mlp
+                   : in->recompute == LLAMA_RECOMPUTE_ATTN ? L * (kept + sel) + rebuilt
                                                            : L * (per_layer + sel);
     /* final norm input/output and the backward's working gradients of one layer */
     double head = BT * C * 2 * in->act_bytes + BT * 8.0;
@@ -148,20 +150,21 @@ static int64_t parse_bytes(const char *s, const char *opt) {
 
 /* Why the least recompute that fits is that one: each setting's total,
  * least recompute first, against gpu_mem. */
-static void print_least_recompute(const CudaMemPlan all[LLAMA_RECOMPUTE_COUNT], LlamaRecompute least, int64_t gpu_mem) {
+static void print_least_recompute(const CudaMemPlan all[LLAMA_RECOMPUTE_COUNT], const LlamaRecompute *least,
+                                  int64_t gpu_mem) {
     const double gib = 1024.0 * 1024.0 * 1024.0;
     printf("recompute by memory (less recompute needs more):");
     for (int i = 0; i < LLAMA_RECOMPUTE_COUNT; i++) {
         LlamaRecompute r = llama_recompute_by_cost[i];
         printf("%s %s %.2f GiB", i ? "," : "", llama_recompute_name(r), (double)all[r].total / gib);
     }
-    if ((int)least < 0) {
+    if (!least) {
         printf("; none of them fits %.2f GiB per GPU\n", (double)gpu_mem / gib);
         return;
     }
-    printf("; the least that fits %.2f GiB per GPU: recompute=%s", (double)gpu_mem / gib, llama_recompute_name(least));
-    if (least != LLAMA_RECOMPUTE_NONE) {
-        LlamaRecompute less = least == LLAMA_RECOMPUTE_FULL ? LLAMA_RECOMPUTE_ATTN : LLAMA_RECOMPUTE_NONE;
+    printf("; the least that fits %.2f GiB per GPU: recompute=%s", (double)gpu_mem / gib, llama_recompute_name(*least));
+    if (*least != LLAMA_RECOMPUTE_NONE) {
+        LlamaRecompute less = *least == LLAMA_RECOMPUTE_FULL ? LLAMA_RECOMPUTE_ATTN : LLAMA_RECOMPUTE_NONE;
         printf(" (%s is %.2f GiB over)", llama_recompute_name(less), (double)(all[less].total - gpu_mem) / gib);
     }
     printf("\n");
@@ -170,7 +173,7 @@ static void print_least_recompute(const CudaMemPlan all[LLAMA_RECOMPUTE_COUNT], 
 /* The CUDA engine's bytes per GPU for one rank count: the whole working
  * model, activations and this rank's shards; the fit against gpu_mem. */
 static void print_cuda_engine(const char *model, const CudaMemInputs *in, const CudaMemPlan *p, int64_t gpu_mem,
-                              const CudaMemPlan all[LLAMA_RECOMPUTE_COUNT], LlamaRecompute least) {
+                              const CudaMemPlan all[LLAMA_RECOMPUTE_COUNT], const LlamaRecompute *least) {
     const double gib = 1024.0 * 1024.0 * 1024.0;
     if (in->ranks > 0)
         printf("\nCUDA engine, %d rank%s (one GPU each; master, gradient sum and optimizer sharded on the GPUs), per "
@@ -197,14 +200,15 @@ static void print_cuda_engine(const char *model, const CudaMemInputs *in, const 
                (double)gpu_mem / gib, (double)(p->total - gpu_mem) / gib, (long long)(p->total - gpu_mem));
 }
 
-static void print_cuda_json(int ranks, LlamaRecompute r, const CudaMemPlan *p, int64_t gpu_mem, LlamaRecompute least) {
+static void print_cuda_json(int ranks, LlamaRecompute r, const CudaMemPlan *p, int64_t gpu_mem,
+                            const LlamaRecompute *least) {
     printf("{\"ranks\":%d,\"recompute\":\"%s\",\"params\":%lld,\"wbf16\":%lld,\"grads\":%lld,\"rope\":%lld,\"acts\":%lld,\"optim\":%lld,"
            "\"shards\":%lld,\"counted\":%lld,\"workspace\":%lld,\"total\":%lld,\"gpu_mem\":%lld,\"fits\":%s",
            ranks, llama_recompute_name(r), (long long)p->params, (long long)p->wbf16, (long long)p->grads, (long long)p->rope, (long long)p->acts,
            (long long)p->optim, (long long)p->shards, (long long)p->counted, (long long)p->workspace, (long long)p->total,
            (long long)gpu_mem, p->total <= gpu_mem ? "true" : "false");
-    if ((int)least < 0) printf(",\"least_recompute\":null}");
-    else printf(",\"least_recompute\":\"%s\"}", llama_recompute_name(least));
+    if (!least) printf(",\"least_recompute\":null}");
+    else printf(",\"least_recompute\":\"%s\"}", llama_recompute_name(*least));
 }
 
 /* The ZeRO-3 row for ranks with the least recompute whose total fits
@@ -221,17 +225,21 @@ static PlanRow zero3_least_recompute(const LlamaConfig *c, const PlanInputs *in,
 }
 
 /* The CUDA engine's plan for every recompute setting (all, indexed by the
- * setting) and the least recompute that fits gpu_mem: -1 when none does. */
-static LlamaRecompute cuda_least_recompute(const LlamaConfig *c, CudaMemInputs in, int64_t gpu_mem,
-                                          CudaMemPlan all[LLAMA_RECOMPUTE_COUNT]) {
-    LlamaRecompute least = (LlamaRecompute)-1;
+ * setting) and the least recompute that fits gpu_mem (*least); returns 0
+ * when none does. */
+static int cuda_least_recompute(const LlamaConfig *c, CudaMemInputs in, int64_t gpu_mem,
+                                CudaMemPlan all[LLAMA_RECOMPUTE_COUNT], LlamaRecompute *least) {
+    int found = 0;
     for (int i = 0; i < LLAMA_RECOMPUTE_COUNT; i++) {
         LlamaRecompute r = llama_recompute_by_cost[i];
         in.recompute = r;
         all[r] = cuda_mem_plan(c, &in);
-        if ((int)least < 0 && all[r].total <= gpu_mem) least = r;
+        if (!found && all[r].total <= gpu_mem) {
+            *least = r;
+            found = 1;
+        }
     }
-    return least;
+    return found;
 }
 
 int cmd_plan(int argc, char **argv) {
@@ -332,8 +340,9 @@ int cmd_plan(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
         CudaMemInputs cin = cuda_mem_inputs_from_train(&tc, mode, rows[i].ranks);
         CudaMemPlan all[LLAMA_RECOMPUTE_COUNT];
-        LlamaRecompute least = cuda_least_recompute(&c, cin, gpu_mem, all);
-        if (pick) cin.recompute = (int)least < 0 ? LLAMA_RECOMPUTE_FULL : least; /* nothing fits: the smallest */
+        LlamaRecompute least_setting = LLAMA_RECOMPUTE_FULL; /* nothing fits: the smallest */
+        const LlamaRecompute *least = cuda_least_recompute(&c, cin, gpu_mem, all, &least_setting) ? &least_setting : NULL;
+        if (pick) cin.recompute = least_setting;
         CudaMemPlan cp = cuda_mem_plan(&c, &cin);
         if (json) {
             printf("%s", i ? "," : "");
