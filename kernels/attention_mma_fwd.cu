@@ -23,8 +23,8 @@
  * The bf16 instantiation (the engine's) copies with cp.async; the fp32-entry
  * one rounds while loading, which cp.async cannot do, so its loads of tile
  * i + 1 are synchronous (issued before tile i's products, in the same
- * schedule). The loads change, not the arithmetic: results are the bits of
- * the one-buffer loop this replaced.
+ * schedule). Only the loads are pipelined; the arithmetic and its order are
+ * those of a one-buffer loop, so the bits do not depend on it.
  * Only the diagonal tile needs the mask; a row always sees key 0, so the
  * running max is finite after the first tile. Rows of the tile past the
  * causal range are computed on zero-filled or real data and not stored.
@@ -36,7 +36,8 @@
  * registers by __launch_bounds__(128, 3), so 3 blocks (12 warps) share an
  * SM (3 x 69 KiB of shared memory fits in 228 KiB, with the 1 KiB per block
  * the SM keeps); ptxas puts it there without a spill. The fp32-entry one
- * spills under the same bound, and without it takes more. The softmax stays
+ * spills under the same bound, and without it takes 208 registers at
+ * D = 128 (2 blocks); the engine does not run it. The softmax stays
  * in expf: the base-2 form (scores times scale log2 e, exp2f) made the bf16
  * kernel spill at 168 registers.
  * Shared memory at D = 128: 4 tiles (K and V, twice) of 64 x 136 bf16 =

@@ -7,6 +7,10 @@
 #    bytes; six misuses stop the program (a misaligned destination or
 #    source, a global destination, a shared source, a thread ending with a
 #    copy in flight, a wait that cannot cover a copy never committed);
+#  - the tensor-core attention forward's pipeline with wait_group 1 where 0
+#    is needed (build/tests/test_cuda_emu_attention_mma with
+#    KVCPT_TEST_ATTN_MMA_PLANT=cp-wait1): its output is caught outside the
+#    tolerance (the race variant's report of it: tests/test_cuda_emu_races.sh);
 #  - race variant (build/emu-race/emu_checks): the pipeline used rightly
 #    reports nothing in index, reverse and random order; three planted
 #    pipeline bugs (wait_group 1 where 0 is needed, no __syncthreads after
@@ -52,6 +56,18 @@ cp-uncommitted|the thread ended with 1 cp.async copy never covered by a cp.async
 LIST
 else
     echo "skip - emulated cp.async: $E is not built (make test builds it)"
+fi
+
+A=build/tests/test_cuda_emu_attention_mma
+if [ -x "$A" ]; then
+    out=$(KVCPT_TEST_ATTN_MMA_PLANT=cp-wait1 "$A" 2>&1) && rc=0 || rc=$?
+    if [ "$rc" -eq 0 ] && grep -q '^ok - planted cp.async bug caught' <<<"$out" && ! grep -q '^FAIL' <<<"$out"; then
+        ok "attention forward with wait_group 1 for the next K/V tile: caught by the parity check ($(grep -m1 '^# planted' <<<"$out" | sed 's/^# planted //'))"
+    else
+        fail "attention forward with wait_group 1 for the next K/V tile" "exit status $rc, output: $(tail -5 <<<"$out")"
+    fi
+else
+    echo "skip - planted attention pipeline bug: $A is not built (make test builds it)"
 fi
 
 R=build/emu-race/emu_checks
