@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(kThreads, FwdMinBlocks<E>::n)
 
     const int64_t last_key = (q0 + kRows < L ? q0 + kRows : L) - 1;
     for (int64_t k0 = 0; k0 <= last_key; k0 += kKeys) {
-        /* the buffer holding tile k0, from k0 rather than a register of its own */
+        /* the buffer holding tile k0: tiles alternate between the two */
         const int cur = (int)(k0 / kKeys) & 1;
         /* every thread's copies of tile k0 have landed (its wait ran before
          * this barrier), and every warp is done with the other buffer (tile
