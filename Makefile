@@ -185,7 +185,7 @@ build/emu/%.cu.cc: %.cu tests/cuda_emu/cu2cc.sh
 # is counted); the .cu.cc files include these (build/emu/kernels/x.cuh)
 # before the originals
 # (all but the GPU's hook headers, which the emulator replaces, see above)
-EMU_HOOK_CUH := kernels/mma_isa.cuh kernels/platform.cuh
+EMU_HOOK_CUH := kernels/mma_isa.cuh kernels/platform.cuh kernels/cp_async.cuh
 EMU_CUH      := $(patsubst %,build/emu/%,$(filter-out $(EMU_HOOK_CUH),$(foreach d,$(DIRS),$(wildcard $(d)/*.cuh))))
 $(EMU_CUH): build/emu/%.cuh: %.cuh tests/cuda_emu/cu2cc.sh
 	@mkdir -p $(dir $@)

@@ -49,10 +49,17 @@ typedef enum {
     ATTN_MMA_BUG_ROW_MAX = 3,     /* forward: the row max reduced across lanes of other rows */
     ATTN_MMA_BUG_B_NO_TRANS = 4,  /* backward: K, Q, dO as B of dS K, dS^T Q, P^T dO without .trans */
     ATTN_MMA_BUG_PT_SWAP = 5,     /* backward: P^T and dS^T fragments with registers 1 and 2 swapped */
+    ATTN_MMA_BUG_CP_WAIT1 = 16,   /* forward, bf16 entry: the next K/V tile's cp.async waited for with wait_group 1, not 0 */
+    ATTN_MMA_BUG_CP_NO_SYNC = 17, /* forward, bf16 entry: no __syncthreads between a landed K/V tile and its reads */
 } AttnMmaBug;
 void attention_forward_mma_planted_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
                                         const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                         const RefreshMask *m, AttnMmaBug bug);
+/* The bf16 entry with a planted bug of its cp.async pipeline (the fp32
+ * entry loads synchronously); the other values run it unplanted. */
+void attention_forward_mma_bf16_planted_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                                             const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                             int64_t D, const RefreshMask *m, AttnMmaBug bug);
 void attention_backward_mma_planted_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
                                          const float *k, const float *v, const float *out, const float *lse,
                                          const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,

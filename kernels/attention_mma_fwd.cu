@@ -4,7 +4,7 @@
  * One block of 4 warps per (64-row query tile, batch row x query head); each
  * warp owns 16 query rows. Q's tile is rounded to bf16 into shared memory
  * once and held in registers as mma A fragments for the whole key loop.
- * Per 64-key tile, K and V are rounded into shared memory; then per warp:
+ * Per 64-key tile, K and V sit in shared memory as bf16; then per warp:
  *   S (16 x 64) = Q K^T     8 n-tiles x D/16 mmas, K rows read by ldmatrix
  *                           (a row of K is a column of K^T: the .col operand)
  *   causal mask, scale; online softmax per row in registers (the 4 lanes of
@@ -13,6 +13,18 @@
  *                           fragments in registers (an m16n8 C fragment pair
  *                           is exactly an m16n8k16 A fragment), V by
  *                           ldmatrix .trans (a row of V is a k-row of B)
+ * Pipeline: two K/V buffers. While the warps compute on tile i in one, the
+ * threads' cp.async copies of tile i + 1 fill the other; each thread waits
+ * for its copies (cp.async.wait_group 0) after its products, and the one
+ * __syncthreads at the top of the next iteration both publishes tile i + 1
+ * to every warp and tells every thread that all warps are done with tile
+ * i's buffer before tile i + 2's copies go there. Q is staged in the
+ * second buffer before the loop (its fragments are in registers by then).
+ * The bf16 instantiation (the engine's) copies with cp.async; the fp32-entry
+ * one rounds while loading, which cp.async cannot do, so its loads of tile
+ * i + 1 are synchronous (issued before tile i's products, in the same
+ * schedule). Only the loads are pipelined; the arithmetic and its order are
+ * those of a one-buffer loop, so the bits do not depend on it.
  * Only the diagonal tile needs the mask; a row always sees key 0, so the
  * running max is finite after the first tile. Rows of the tile past the
  * causal range are computed on zero-filled or real data and not stored.
@@ -22,13 +34,15 @@
  * not depend on when it runs, so the order changes no bit.
  * Occupancy: the bf16 instantiation (the engine's) is held to 168
  * registers by __launch_bounds__(128, 3), so 3 blocks (12 warps) share an
- * SM (3 x 52 KiB of shared memory fits); ptxas puts it there without a
- * spill. The fp32-entry one spills under the same bound, and without it
- * takes 168 anyway. The softmax stays in expf: the base-2 form (scores
- * times scale log2 e, exp2f) made the bf16 kernel spill at 168 registers.
- * Shared memory at D = 128: 3 tiles of 64 x 136 bf16 = 51 KiB (rows padded by
- * 16 bytes: 16-byte aligned for ldmatrix, and the 8 rows an ldmatrix reads
- * fall in distinct banks). */
+ * SM (3 x 69 KiB of shared memory fits in 228 KiB, with the 1 KiB per block
+ * the SM keeps); ptxas puts it there without a spill. The fp32-entry one
+ * spills under the same bound, and without it takes 208 registers at
+ * D = 128 (2 blocks); the engine does not run it. The softmax stays
+ * in expf: the base-2 form (scores times scale log2 e, exp2f) made the bf16
+ * kernel spill at 168 registers.
+ * Shared memory at D = 128: 4 tiles (K and V, twice) of 64 x 136 bf16 =
+ * 68 KiB (rows padded by 16 bytes: 16-byte aligned for ldmatrix and
+ * cp.async, and the 8 rows an ldmatrix reads fall in distinct banks). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,15 +69,21 @@ __global__ void __launch_bounds__(kThreads, FwdMinBlocks<E>::n)
     attention_forward_mma_kernel(E *out, float *lse, const E *q, const E *k, const E *v, int64_t T, int64_t Hq,
                                  int64_t Hkv, int64_t L, float scale) {
     constexpr int ld = MmaTileLd<D>::ld, KD = D / 16, ND = D / 8;
+    constexpr int64_t tile = (int64_t)kKeys * ld; /* elements of one 64-row tile */
     extern __shared__ __align__(16) uint16_t smem_u16[];
-    uint16_t *sq = smem_u16, *sk = sq + kRows * ld, *sv = sk + kKeys * ld;
+    /* buffer b (0 or 1): its K tile at smem_u16 + 2 b tile, its V tile after it */
+    uint16_t *const sq = smem_u16 + 2 * tile; /* Q is staged in buffer 1's K tile */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t b = blockIdx.x / Hq, h = blockIdx.x % Hq, hk = h / (Hq / Hkv);
     const int64_t q0 = (int64_t)(gridDim.y - 1 - blockIdx.y) * kRows; /* heaviest first */
     const int64_t qstride = Hq * D, kvstride = Hkv * D;
     const E *kb = k + (b * T * Hkv + hk) * D, *vb = v + (b * T * Hkv + hk) * D;
 
-    mma_load_rows_bf16<D>(sq, q + (b * T * Hq + h) * D, qstride, q0, L);
+    mma_load_rows_bf16_async<D>(sq, q + (b * T * Hq + h) * D, qstride, q0, L);
+    mma_load_rows_bf16_async<D>(smem_u16, kb, kvstride, 0, L);
+    mma_load_rows_bf16_async<D>(smem_u16 + tile, vb, kvstride, 0, L);
+    cp_async_commit();
+    cp_async_wait<0>();
     __syncthreads();
     uint32_t qa[KD][4]; /* A fragments of this warp's 16 rows */
     mma_load_a_frags<D>(qa, sq, warp * 16, lane);
@@ -77,10 +97,19 @@ __global__ void __launch_bounds__(kThreads, FwdMinBlocks<E>::n)
 
     const int64_t last_key = (q0 + kRows < L ? q0 + kRows : L) - 1;
     for (int64_t k0 = 0; k0 <= last_key; k0 += kKeys) {
-        __syncthreads(); /* every warp is done with the previous K and V tiles */
-        mma_load_rows_bf16<D>(sk, kb, kvstride, k0, L);
-        mma_load_rows_bf16<D>(sv, vb, kvstride, k0, L);
-        __syncthreads();
+        /* the buffer holding tile k0: tiles alternate between the two */
+        const int cur = (int)(k0 / kKeys) & 1;
+        /* every thread's copies of tile k0 have landed (its wait ran before
+         * this barrier), and every warp is done with the other buffer (tile
+         * k0 - 64, or Q's staging) */
+        if (kBug != ATTN_MMA_BUG_CP_NO_SYNC) __syncthreads();
+        uint16_t *const next = smem_u16 + (cur ^ 1) * 2 * tile;
+        if (k0 + kKeys <= last_key) {
+            mma_load_rows_bf16_async<D>(next, kb, kvstride, k0 + kKeys, L);
+            mma_load_rows_bf16_async<D>(next + tile, vb, kvstride, k0 + kKeys, L);
+        }
+        cp_async_commit();
+        const uint16_t *const sk = smem_u16 + cur * 2 * tile, *const sv = sk + tile;
 
         float s[8][4];
         mma_mul_rows_t<D>(s, qa, sk, lane); /* S = Q K^T */
@@ -128,6 +157,10 @@ __global__ void __launch_bounds__(kThreads, FwdMinBlocks<E>::n)
         }
 
         mma_mul_acc<D, kBug == ATTN_MMA_BUG_P_SWAP, kBug == ATTN_MMA_BUG_V_NO_TRANS>(o, s, sv, lane); /* O += P V */
+
+        /* tile k0 + 64's copies, in flight during the products above, land */
+        if (kBug == ATTN_MMA_BUG_CP_WAIT1) cp_async_wait<1>(); /* planted: leaves the newest group in flight */
+        else cp_async_wait<0>();
     }
 
     /* the row sums over the quad, then out = O / l and lse = m + log l */
@@ -153,7 +186,7 @@ __global__ void __launch_bounds__(kThreads, FwdMinBlocks<E>::n)
 template <int D, int kBug, typename E>
 static void launch_causal(E *out, float *lse, const E *q, const E *k, const E *v, int64_t B, int64_t T, int64_t Hq,
                           int64_t Hkv, int64_t L) {
-    const size_t bytes = 3 * MmaTileLd<D>::tile_bytes; /* Q, K, V */
+    const size_t bytes = 4 * MmaTileLd<D>::tile_bytes; /* K and V, two buffers (Q staged in the second) */
     CUDA_CHECK(cudaFuncSetAttribute(attention_forward_mma_kernel<D, kBug, E>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     attention_forward_mma_kernel<D, kBug, E><<<dim3((unsigned int)(B * Hq), ceil_div_u(L, kRows)), kThreads, bytes>>>(
@@ -198,6 +231,18 @@ extern "C" void attention_forward_mma_bf16_cuda(bf16 *out, float *lse, const bf1
                                                 const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                                 int64_t D, const RefreshMask *m) {
     forward<ATTN_MMA_OK>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, "attention_forward_mma_bf16_cuda");
+}
+
+extern "C" void attention_forward_mma_bf16_planted_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
+                                                        const bf16 *v, const int32_t *sel, int64_t B, int64_t T,
+                                                        int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m,
+                                                        AttnMmaBug bug) {
+    const char *fn = "attention_forward_mma_bf16_planted_cuda";
+    switch (bug) {
+    case ATTN_MMA_BUG_CP_WAIT1: forward<ATTN_MMA_BUG_CP_WAIT1>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, fn); break;
+    case ATTN_MMA_BUG_CP_NO_SYNC: forward<ATTN_MMA_BUG_CP_NO_SYNC>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, fn); break;
+    default: forward<ATTN_MMA_OK>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, fn); break;
+    }
 }
 
 extern "C" void attention_forward_mma_planted_cuda(float *out, float *lse, const float *q, const float *k,

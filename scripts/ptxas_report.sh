@@ -58,7 +58,7 @@ cut -d' ' -f1 "${TMPDIR:-/tmp}/ptxas_report.$$" | c++filt |
         if (name == "attention_forward_kernel") { thr = 256; dyn = 8 * 3 * T64 + 4 * (3 * T64 * (D + 1) + T64 * 65 + 2 * T64); return }
         if (name == "attention_dq_kernel") { thr = 256; dyn = 8 * 3 * T64 + 4 * (4 * T64 * (D + 1) + T64 * 65 + 2 * T64); return }
         if (name == "attention_dkdv_kernel") { thr = 256; dyn = 8 * 3 * T64 + 4 * T64 + 4 * (4 * T64 * (D + 1) + 2 * T64 * 65 + 2 * T64); return }
-        if (name == "attention_forward_mma_kernel") { thr = 128; dyn = 3 * T64 * (D + 8) * 2; return }
+        if (name == "attention_forward_mma_kernel") { thr = 128; dyn = 4 * T64 * (D + 8) * 2; return }
         if (name == "attention_mma_dq_kernel") { thr = 128; dyn = 2 * T64 * (D + 8) * 2; return }
         if (name == "attention_mma_dkdv_kernel") { thr = 128; dyn = 4 * T64 * (D + 8) * 2 + 2 * T64 * 4; return }
         if (name ~ /^attention_mma_suffix_/) { thr = 32; dyn = 0; return }

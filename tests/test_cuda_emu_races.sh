@@ -8,6 +8,9 @@
 #    slot; a flag block 0 writes and the other blocks read; lanes reading
 #    their neighbour's slot with no __syncwarp; a __syncwarp relied on across
 #    two warps; a plain read of a counter other threads add to atomically;
+#    and two planted bugs of the tensor-core attention forward's cp.async
+#    pipeline (the next K/V tile waited for with wait_group 1, not 0; no
+#    barrier at the top of the key loop);
 #  - the same kernels made right, atomics of many blocks on one counter,
 #    neighbouring bytes and 2-byte halves of one word written by different
 #    threads: no report;
@@ -47,6 +50,27 @@ for order in index reverse; do
         "one block, with no __syncthreads between them"
     planted race-atomic $order count_kernel "global memory: device allocation #2" "atomic write by block" "read by block"
 done
+# the tensor-core attention forward's cp.async pipeline with a planted bug
+# (kernels/attention_mma_fwd.cu, on the bf16 entry): waiting for the next
+# K/V tile with wait_group 1 instead of 0 reads a tile still in flight;
+# without the barrier at the top of the key loop, the next tile's copies
+# overwrite a buffer other warps still read
+A=build/emu-race/tests/test_cuda_emu_attention_mma
+if [ -x "$A" ]; then
+    for plant in "cp-wait1|(a cp.async destination still in flight" "cp-nosync|(one block, with no __syncthreads between them)"; do
+        name=${plant%%|*} want=${plant#*|}
+        out=$(KVCPT_TEST_ATTN_MMA_PLANT=$name timeout 900 "$A" 2>&1) && rc=0 || rc=$?
+        if [ "$rc" -eq 66 ] && grep -q "DATA RACE in kernel attention_forward_mma_kernel" <<<"$out" &&
+            grep -qF "$want" <<<"$out" && ! grep -q "was not stopped" <<<"$out"; then
+            ok "planted attention forward pipeline bug $name: reported, exit status 66: $(grep -m1 'DATA RACE' <<<"$out" | sed 's/.*DATA RACE/DATA RACE/' | cut -c1-260)"
+        else
+            fail "planted attention forward pipeline bug $name" "exit status $rc (want 66), output: $(head -c 1500 <<<"$out")"
+        fi
+    done
+else
+    echo "skip - planted attention pipeline races: $A is not built"
+fi
+
 # the source lines of the first report
 out=$("$E" race-threads 2>&1)
 if grep -q "write by block (0,0,0) thread (0,0,0) (warp 0 lane 0) in race_threads_kernel(int\*, int) at .*tests/cuda_emu/emu_checks.cu:[0-9]" <<<"$out"; then

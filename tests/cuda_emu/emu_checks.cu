@@ -43,6 +43,30 @@
  *                              planted: device 1's buffer used while device
  *                              0 is current; each must stop the program
  *                              with a message naming both devices
+ * cp.async (kernels/cp_async.cuh):
+ *   emu_checks cp-semantics    copies land at the wait covering their group,
+ *                              not before (the plain build only: the race
+ *                              variant reports those early reads): ok / FAIL
+ *   emu_checks cp-ok           a double-buffered pipeline over 5 tiles in 3
+ *                              blocks used rightly: ok / FAIL, no race report
+ *   emu_checks cp-wait1 | cp-nosync | cp-overwrite
+ *                              the same pipeline with a planted bug:
+ *                              cp.async.wait_group 1 before the last tile
+ *                              where 0 is needed; no __syncthreads after the
+ *                              wait; no __syncthreads before the next tile's
+ *                              copies overwrite the buffer another warp still
+ *                              reads. Prints how many outputs are wrong, then
+ *                              "not stopped" (the race variant stops each)
+ *   emu_checks cp-misaligned-dst | cp-misaligned-src | cp-global-dst |
+ *              cp-shared-src | cp-never-waited | cp-uncommitted
+ *                              misuse every build stops: a destination or
+ *                              source not 16-byte aligned, a global
+ *                              destination, a shared source, a thread ending
+ *                              with a copy in flight, a wait_group 0 that
+ *                              cannot cover a copy never committed
+ *   emu_checks cp-source-written | cp-dst-read
+ *                              misuse the race variant reports: the source
+ *                              written, the destination read, in flight
  * Planted out-of-bounds bugs, for the sanitizer build (build/emu-asan/
  * emu_checks, tests/sanitize_emu.sh asserts each report); each ends with a
  * "not stopped" line if it ran to the end:
@@ -60,6 +84,8 @@
 
 #include "cuda_common.cuh"
 #include "mma.cuh"
+
+#include <kernels/cp_async.cuh>
 #include "common/redzone.h"
 
 static int failures = 0;
@@ -876,6 +902,171 @@ static int cross_device(const char *which) {
     return 0;
 }
 
+/* ---- cp.async (kernels/cp_async.cuh) ---- */
+
+enum CpBug { CP_OK = 0, CP_BUG_WAIT1, CP_BUG_NO_SYNC, CP_BUG_OVERWRITE };
+static constexpr int kCpThreads = 64; /* two warps, one 16-byte chunk each per tile */
+
+/* Each block streams `tiles` tiles of 64 x 4 floats through two shared
+ * buffers: tile kt + 1 is copied while tile kt is read. Thread t reads the
+ * chunk thread 63 - t copied (the other warp's), so the barriers matter. */
+__global__ void cp_pipeline_kernel(float *out, const float *in, int tiles, int bug) {
+    __shared__ __align__(16) float buf[2][kCpThreads * 4];
+    const int t = threadIdx.x;
+    const float *src = in + (size_t)blockIdx.x * tiles * kCpThreads * 4;
+    cp_async_16(&buf[0][4 * t], src + 4 * t);
+    cp_async_commit();
+    for (int kt = 0; kt < tiles; kt++) {
+        const int cur = kt & 1;
+        if (kt + 1 < tiles) {
+            cp_async_16(&buf[cur ^ 1][4 * t], src + (size_t)(kt + 1) * kCpThreads * 4 + 4 * t);
+            cp_async_commit();
+            cp_async_wait<1>(); /* tile kt has landed; tile kt + 1 may still fly */
+        } else if (bug == CP_BUG_WAIT1) {
+            cp_async_wait<1>(); /* planted: no newer group, so this leaves the last tile in flight */
+        } else {
+            cp_async_wait<0>();
+        }
+        if (bug != CP_BUG_NO_SYNC) __syncthreads(); /* every thread's chunk has landed: visible to all */
+        const int from = kCpThreads - 1 - t;
+        float sum = 0.0f;
+        for (int i = 0; i < 4; i++) sum += buf[cur][4 * from + i];
+        out[((size_t)blockIdx.x * tiles + kt) * kCpThreads + t] = sum;
+        if (bug != CP_BUG_OVERWRITE) __syncthreads(); /* every warp is done with buf[cur] before it is refilled */
+    }
+    cp_async_wait_all();
+}
+
+/* Runs the pipeline; returns how many of its outputs are wrong. */
+static int cp_pipeline(int bug) {
+    const int blocks = 3, tiles = 5, n = blocks * tiles * kCpThreads * 4, nout = blocks * tiles * kCpThreads;
+    float *in, *out, *h = (float *)malloc(sizeof(float) * (size_t)n);
+    for (int i = 0; i < n; i++) h[i] = (float)i;
+    CUDA_CHECK(cudaMalloc(&in, sizeof(float) * (size_t)n));
+    CUDA_CHECK(cudaMalloc(&out, sizeof(float) * (size_t)nout));
+    CUDA_CHECK(cudaMemcpy(in, h, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
+    cp_pipeline_kernel<<<blocks, kCpThreads>>>(out, in, tiles, bug);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemcpy(h, out, sizeof(float) * (size_t)nout, cudaMemcpyDeviceToHost));
+    int wrong = 0;
+    for (int b = 0; b < blocks; b++)
+        for (int kt = 0; kt < tiles; kt++)
+            for (int t = 0; t < kCpThreads; t++) {
+                const int first = ((b * tiles + kt) * kCpThreads + (kCpThreads - 1 - t)) * 4;
+                const float want = (float)(4 * first + 6); /* first + first+1 + first+2 + first+3 */
+                wrong += h[(b * tiles + kt) * kCpThreads + t] != want;
+            }
+    CUDA_CHECK(cudaFree(in));
+    CUDA_CHECK(cudaFree(out));
+    free(h);
+    return wrong;
+}
+
+/* What the emulator promises of a copy, observed from the issuing thread:
+ * out[0..5] = the destination before any wait (stale), after wait_group 1
+ * with two groups committed (the first landed, the second not), after
+ * wait_group 0 (both), then a copy never committed: after wait_group 0
+ * (still stale) and after wait_all (landed). */
+__global__ void cp_semantics_kernel(float *out, const float *g) {
+    __shared__ __align__(16) float s[12];
+    for (int i = 0; i < 12; i++) s[i] = -1.0f;
+    cp_async_16(&s[0], g);
+    cp_async_commit();
+    cp_async_16(&s[4], g + 4);
+    cp_async_commit();
+    out[0] = s[0];
+    cp_async_wait<1>();
+    out[1] = s[0];
+    out[2] = s[4];
+    cp_async_wait<0>();
+    out[3] = s[4];
+    cp_async_16(&s[8], g + 8);
+    cp_async_wait<0>();
+    out[4] = s[8];
+    cp_async_wait_all();
+    out[5] = s[8];
+}
+
+static int cp_semantics(void) {
+    float *g, *out, h[12];
+    for (int i = 0; i < 12; i++) h[i] = (float)(10 + i);
+    CUDA_CHECK(cudaMalloc(&g, sizeof h));
+    CUDA_CHECK(cudaMalloc(&out, sizeof h));
+    CUDA_CHECK(cudaMemcpy(g, h, sizeof h, cudaMemcpyHostToDevice));
+    cp_semantics_kernel<<<1, 1>>>(out, g);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemcpy(h, out, sizeof(float) * 6, cudaMemcpyDeviceToHost));
+    check(h[0] == -1.0f, "cp.async: the destination read before any wait is stale", "it already holds the copy");
+    check(h[1] == 10.0f && h[2] == -1.0f, "cp.async: wait_group 1 lands the older of two groups, not the newer",
+          "wrong bytes after wait_group 1");
+    check(h[3] == 14.0f, "cp.async: wait_group 0 lands every committed group", "the second copy did not land");
+    check(h[4] == -1.0f && h[5] == 18.0f, "cp.async: a copy never committed lands at wait_all, not at wait_group 0",
+          "wrong bytes around the uncommitted copy");
+    CUDA_CHECK(cudaFree(g));
+    CUDA_CHECK(cudaFree(out));
+    return failures ? 1 : 0;
+}
+
+static int cp_ok(void) {
+    const int wrong = cp_pipeline(CP_OK);
+    char why[64];
+    snprintf(why, sizeof why, "%d outputs wrong", wrong);
+    check(wrong == 0, "cp.async double-buffered pipeline used rightly: every output right", why);
+    return failures ? 1 : 0;
+}
+
+static int cp_planted(const char *which) {
+    const int bug = strcmp(which, "cp-wait1") == 0 ? CP_BUG_WAIT1 : strcmp(which, "cp-nosync") == 0 ? CP_BUG_NO_SYNC
+                                                                                                       : CP_BUG_OVERWRITE;
+    const int wrong = cp_pipeline(bug);
+    printf("planted cp.async bug %s: %d of %d outputs wrong\n", which, wrong, 3 * 5 * kCpThreads);
+    printf("planted cp.async bug %s was not stopped\n", which);
+    return 0;
+}
+
+enum CpMisuse { CP_MIS_DST_ALIGN, CP_MIS_SRC_ALIGN, CP_MIS_GLOBAL_DST, CP_MIS_SHARED_SRC, CP_MIS_NEVER_WAITED,
+                CP_MIS_UNCOMMITTED, CP_MIS_SOURCE_WRITTEN, CP_MIS_DST_READ };
+
+__global__ void cp_misuse_kernel(float *g, int which) {
+    __shared__ __align__(16) float s[4 * 32 + 4];
+    const int t = threadIdx.x;
+    if (which == CP_MIS_DST_ALIGN) cp_async_16(&s[4 * t + 1], g + 4 * t);
+    else if (which == CP_MIS_SRC_ALIGN) cp_async_16(&s[4 * t], g + 4 * t + 2);
+    else if (which == CP_MIS_GLOBAL_DST) cp_async_16(g + 256 + 4 * t, g + 4 * t);
+    else if (which == CP_MIS_SHARED_SRC) cp_async_16(&s[4 * t], &s[4 * ((t + 1) % 32)]);
+    else cp_async_16(&s[4 * t], g + 4 * t);
+    if (which == CP_MIS_UNCOMMITTED) {
+        cp_async_wait<0>(); /* planted: the copy's group was never committed */
+        return;
+    }
+    cp_async_commit();
+    if (which == CP_MIS_NEVER_WAITED) return; /* planted */
+    if (which == CP_MIS_SOURCE_WRITTEN) g[4 * t] = 1.0f; /* planted: the source in flight */
+    float early = 0.0f;
+    if (which == CP_MIS_DST_READ) early = s[4 * t]; /* planted: the destination in flight */
+    cp_async_wait<0>();
+    g[512 + t] = s[4 * t] + early;
+}
+
+static int cp_misuse(const char *which) {
+    static const char *const names[] = {"cp-misaligned-dst", "cp-misaligned-src", "cp-global-dst",     "cp-shared-src",
+                                        "cp-never-waited",   "cp-uncommitted",    "cp-source-written", "cp-dst-read"};
+    int k = 0;
+    while (k < 8 && strcmp(which, names[k]) != 0) k++;
+    if (k == 8) {
+        fprintf(stderr, "unknown cp.async check %s\n", which);
+        return 2;
+    }
+    float *g;
+    CUDA_CHECK(cudaMalloc(&g, sizeof(float) * 1024));
+    CUDA_CHECK(cudaMemset(g, 0, sizeof(float) * 1024));
+    cp_misuse_kernel<<<1, 32>>>(g, k);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaDeviceSynchronize());
+    printf("planted cp.async misuse %s was not stopped\n", which);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "limits") == 0) return limits();
@@ -905,11 +1096,18 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "device-mem") == 0) return device_mem();
     if (strncmp(mode, "cross-", 6) == 0) return cross_device(mode);
     if (strncmp(mode, "race-", 5) == 0) return race_one(mode);
+    if (strcmp(mode, "cp-semantics") == 0) return cp_semantics();
+    if (strcmp(mode, "cp-ok") == 0) return cp_ok();
+    if (strcmp(mode, "cp-wait1") == 0 || strcmp(mode, "cp-nosync") == 0 || strcmp(mode, "cp-overwrite") == 0)
+        return cp_planted(mode);
+    if (strncmp(mode, "cp-", 3) == 0) return cp_misuse(mode);
     fprintf(stderr, "usage: %s limits|race|planted-launch|static-over|race-free|race-NAME|warp|arith|shfl-exited|shfl-mask-caller|"
                     "shfl-outside-mask|shfl-mixed-masks|shfl-partial-warp|syncwarp-vs-syncthreads|atomic-sum|"
                     "sample-count|oob-smem|oob-static-smem|oob-global|oob-carved|overflow-8b|mma-ok|ldmatrix-misaligned|"
                     "ldmatrix-global|ldmatrix-past|vector-misaligned|mma-partial-warp|mma-exited|mma-divergent|devices|cross-memcpy|"
-                    "cross-memset|cross-launch\n",
+                    "cross-memset|cross-launch|cp-semantics|cp-ok|cp-wait1|cp-nosync|cp-overwrite|cp-misaligned-dst|"
+                    "cp-misaligned-src|cp-global-dst|cp-shared-src|cp-never-waited|cp-uncommitted|cp-source-written|"
+                    "cp-dst-read\n",
             argv[0]);
     return 2;
 }

@@ -62,10 +62,18 @@ struct Access {
     uint8_t mask;    /* bytes of the granule touched */
     uint8_t flags;
 };
-enum { WRITE = 1, ATOMIC = 2 };
+/* CP_ISSUE: a cp.async when issued (its source read; its destination taken
+ * as written then too, since the bytes may land at any time from here);
+ * CP_LAND: its destination written when a wait covering it ran */
+enum { WRITE = 1, ATOMIC = 2, CP_ISSUE = 4, CP_LAND = 8 };
 
+/* pending: the last cp.async in flight over the granule (when its tag is
+ * current): in shared memory, the copy that will write it; in device
+ * memory, one that reads it, with pending_count copies in flight there. */
 struct Cell {
     Access w, r1, r2;
+    Access pending;
+    uint32_t pending_count;
 };
 
 struct Region {
@@ -119,6 +127,7 @@ struct State {
 } st;
 
 thread_local bool in_launch = false;
+uint8_t cp_flags = 0; /* CP_ISSUE or CP_LAND while the runtime reports a cp.async's access */
 
 /* The address an instrumented access returns to, kept as a 32-bit offset
  * from a function of this binary (the kernels are linked into it). */
@@ -154,12 +163,17 @@ const std::string &where(int32_t pc) {
         FILE *p = popen(cmd, "r");
         if (p) {
             char fn[1024], line[1024];
-            /* the first pair is the innermost inlined frame: the access itself */
-            if (fgets(fn, sizeof fn, p) && fgets(line, sizeof line, p)) {
+            /* the first pair is the innermost inlined frame: the access itself,
+             * unless it lies in the emulator's stand-ins for the instruction
+             * wrappers (tests/cuda_emu/include: ldmatrix, cp.async), whose
+             * callers in the kernel are the next frames out */
+            while (fgets(fn, sizeof fn, p) && fgets(line, sizeof line, p)) {
                 fn[strcspn(fn, "\n")] = 0;
                 line[strcspn(line, "\n")] = 0;
                 line[strcspn(line, " ")] = 0; /* drops a " (discriminator n)" */
-                if (strcmp(fn, "??") != 0) out = std::string(fn) + " at " + line;
+                if (strcmp(fn, "??") == 0) break;
+                out = std::string(fn) + " at " + line;
+                if (!strstr(line, "tests/cuda_emu/include/")) break;
             }
             pclose(p);
         }
@@ -177,13 +191,15 @@ void describe(const Access &a, const char *role) {
     unsigned bx, by, bz, tx, ty, tz;
     coords(a.block, st.grid, &bx, &by, &bz);
     coords(a.thread, st.block, &tx, &ty, &tz);
-    const char *kind = a.flags & ATOMIC ? (a.flags & WRITE ? "atomic write" : "atomic read")
-                                        : (a.flags & WRITE ? "write" : "read");
+    const char *kind = a.flags & CP_ISSUE  ? "cp.async issued"
+                       : a.flags & CP_LAND ? "cp.async write, landed at the wait"
+                       : a.flags & ATOMIC  ? (a.flags & WRITE ? "atomic write" : "atomic read")
+                                           : (a.flags & WRITE ? "write" : "read");
     fprintf(stderr, "  %s: %s by block (%u,%u,%u) thread (%u,%u,%u) (warp %u lane %u) in %s\n", role, kind, bx, by, bz,
             tx, ty, tz, a.thread / 32u, a.thread % 32u, where(a.pc).c_str());
 }
 
-void report(const Region &r, size_t granule, const Access &before, const Access &now) {
+void report(const Region &r, size_t granule, const Access &before, const Access &now, const char *why = nullptr) {
     st.races++;
     if (st.races > kMaxReports) return;
     if (!st.reported.insert({before.pc, now.pc}).second) return;
@@ -199,7 +215,8 @@ void report(const Region &r, size_t granule, const Access &before, const Access 
     else
         snprintf(mem, sizeof mem, "global memory: device allocation #%llu (%zu bytes at %p), byte %zu", r.id, r.bytes,
                  (void *)r.base, off);
-    const char *between = before.block != now.block ? "different blocks of one launch: nothing orders them"
+    const char *between = why                         ? why
+                          : before.block != now.block ? "different blocks of one launch: nothing orders them"
                           : before.thread / 32u == now.thread / 32u
                               ? "one warp, with no __syncthreads, __syncwarp or shuffle between them"
                               : "one block, with no __syncthreads between them";
@@ -244,6 +261,15 @@ EMU_RACE_HOT bool same_moment(const Access &a, const Access &b) {
 
 EMU_RACE_HOT void check(Region &r, size_t g, const Access &now) {
     Cell &c = r.shadow[g];
+    /* a cp.async in flight over the granule: its destination may not be
+     * touched, its source not written, by any thread (the issuer included) */
+    if (c.pending.tag == now.tag && c.pending.tag && (r.kind != DEVICE || (now.flags & WRITE)) &&
+        (c.pending.mask & now.mask))
+        report(r, g, c.pending, now,
+               r.kind != DEVICE ? "a cp.async destination still in flight: no cp.async.wait_group covering its "
+                                  "group has run in the issuing thread"
+                                : "the source of a cp.async still in flight: no cp.async.wait_group covering its "
+                                  "group has run in the issuing thread");
     /* Fast paths, exact: a thread reading again what it read in this interval
      * meets the same write (a write by another thread since would have been
      * reported against the read); a thread writing again what only it has
@@ -281,7 +307,7 @@ __attribute__((noinline)) void access_tracked(uintptr_t a, size_t size, bool wri
     now.wepoch = st.wepoch[st.thread / 32u];
     now.pc = (int32_t)((intptr_t)ret - (intptr_t)pc_base());
     now.thread = (uint16_t)st.thread;
-    now.flags = (uint8_t)((write ? WRITE : 0) | (st.atomic_depth ? ATOMIC : 0));
+    now.flags = (uint8_t)((write ? WRITE : 0) | (st.atomic_depth ? ATOMIC : 0) | cp_flags);
     for (uintptr_t x = a; x < end;) {
         size_t off = x - r->base, g = off / kGranule, lo = off % kGranule;
         size_t n = kGranule - lo < end - x ? kGranule - lo : end - x;
@@ -384,6 +410,63 @@ void device_free(const void *p) {
     if (st.last == &it->second) st.last = nullptr;
     munmap(it->second.shadow, it->second.shadow_bytes);
     st.device.erase(it);
+}
+
+/* what access_tracked does, with the access's flags given */
+static void access_flagged(const void *p, size_t bytes, uint8_t flags, const void *site) {
+    const int depth = st.atomic_depth;
+    st.atomic_depth = 0;
+    cp_flags = flags;
+    access_tracked((uintptr_t)p, bytes, (flags & WRITE) != 0, (void *)site);
+    cp_flags = 0;
+    st.atomic_depth = depth;
+}
+
+/* Marks (or, with add false, clears) the granules of [p, p + bytes) as under
+ * a cp.async in flight, on behalf of the running thread. */
+static void mark_pending(const void *p, size_t bytes, bool add, const void *site) {
+    uintptr_t a = (uintptr_t)p;
+    Region *r = find(a);
+    if (!r) return;
+    uintptr_t end = a + bytes;
+    if (end > r->base + r->bytes) end = r->base + r->bytes;
+    const uint32_t tag = r->kind == DEVICE ? st.launch_tag : st.block_tag;
+    for (uintptr_t x = a; x < end;) {
+        size_t off = x - r->base, g = off / kGranule, lo = off % kGranule;
+        size_t n = kGranule - lo < end - x ? kGranule - lo : end - x;
+        Cell &c = r->shadow[g];
+        if (add) {
+            if (c.pending.tag != tag) c.pending_count = 0;
+            c.pending.tag = tag;
+            c.pending.block = st.block_linear;
+            c.pending.bepoch = st.bepoch;
+            c.pending.wepoch = st.wepoch[st.thread / 32u];
+            c.pending.pc = (int32_t)((intptr_t)site - (intptr_t)pc_base());
+            c.pending.thread = (uint16_t)st.thread;
+            c.pending.mask = (uint8_t)(c.pending_count ? c.pending.mask | (((1u << n) - 1u) << lo)
+                                                       : ((1u << n) - 1u) << lo);
+            c.pending.flags = (uint8_t)(r->kind == DEVICE ? CP_ISSUE : WRITE | CP_ISSUE);
+            c.pending_count++;
+        } else if (c.pending.tag == tag && c.pending_count && --c.pending_count == 0) {
+            c.pending.tag = 0;
+        }
+        x += n;
+    }
+}
+
+void cp_async_issue(const void *dst, const void *src, size_t bytes, const void *site) {
+    if (!in_launch) return;
+    access_flagged(src, bytes, CP_ISSUE, site);
+    access_flagged(dst, bytes, WRITE | CP_ISSUE, site);
+    mark_pending(src, bytes, true, site);
+    mark_pending(dst, bytes, true, site);
+}
+
+void cp_async_complete(const void *dst, const void *src, size_t bytes, const void *site) {
+    if (!in_launch) return;
+    mark_pending(src, bytes, false, site);
+    mark_pending(dst, bytes, false, site);
+    access_flagged(dst, bytes, WRITE | CP_LAND, site);
 }
 
 void atomic_begin() { st.atomic_depth++; }

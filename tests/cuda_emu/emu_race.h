@@ -34,6 +34,14 @@ void warp_synced(size_t warp);
 /* A static __shared__ variable of the running kernel. */
 void static_smem(const void *var, size_t bytes, const char *name);
 void device_alloc(const void *p, size_t bytes);
+/* The running thread issued a cp.async of `bytes` from global src to shared
+ * dst at `site` (the call's return address): the source is read now, the
+ * destination may be written at any time until the copy completes, and
+ * until then no thread may touch the destination nor write the source. */
+void cp_async_issue(const void *dst, const void *src, size_t bytes, const void *site);
+/* That copy completed at a wait (at `site`) in the issuing thread: its write
+ * of dst is that thread's, at this point of its barrier intervals. */
+void cp_async_complete(const void *dst, const void *src, size_t bytes, const void *site);
 void device_free(const void *p);
 
 } // namespace race

@@ -110,6 +110,14 @@ struct WarpCall {
     void *out;
 };
 
+/* A cp.async a thread issued and has not waited for (emu::cp_async_16). */
+struct CpAsyncCopy {
+    void *dst;
+    const void *src;
+    uint64_t group;   /* the thread's commit count when issued: the group it joins */
+    const void *site; /* the issuing call's return address */
+};
+
 struct Block {
     std::vector<Fiber> fibers;
     char *stacks = nullptr;
@@ -118,6 +126,8 @@ struct Block {
     size_t smem_bytes = 0;
     std::vector<WarpCall> calls; /* each thread's pending warp intrinsic */
     std::vector<int> votes;      /* one __syncthreads_count vote per thread */
+    std::vector<std::vector<CpAsyncCopy>> copies; /* each thread's cp.asyncs in flight, in issue order */
+    std::vector<uint64_t> committed;               /* each thread's cp.async groups committed so far */
     const std::function<void()> *body = nullptr;
 #ifdef EMU_FAST_SWITCH
     void *scheduler_sp;
@@ -242,12 +252,29 @@ void make_order(std::vector<uint32_t> &perm, size_t n) {
         }
 }
 
+/* A thread ending with cp.asyncs not waited for: their bytes would land at
+ * no defined time, possibly after the block's shared memory went to the next
+ * block, and nothing could read them in order. */
+void check_copies_done() {
+    const std::vector<CpAsyncCopy> &q = blk.copies[blk.current];
+    if (q.empty()) return;
+    const Fiber &f = blk.fibers[blk.current];
+    fprintf(stderr,
+            "kvcpt CUDA emulator: %s (launch %llu), block (%u,%u,%u), thread (%u,%u,%u): the thread ended with %zu "
+            "cp.async cop%s never covered by a cp.async.wait_group or wait_all (the first issued at pc %p, to shared "
+            "%p)\n",
+            kernel_name, launches, blockIdx.x, blockIdx.y, blockIdx.z, f.tid.x, f.tid.y, f.tid.z, q.size(),
+            q.size() == 1 ? "y" : "ies", q[0].site, q[0].dst);
+    exit(1);
+}
+
 void fiber_main() {
 #ifdef KVCPT_EMU_ASAN
     /* first entry: no fake stack to resume; learn the scheduler's stack */
     __sanitizer_finish_switch_fiber(nullptr, &blk.scheduler_stack, &blk.scheduler_stack_bytes);
 #endif
     (*blk.body)();
+    check_copies_done();
     blk.fibers[blk.current].state = FINISHED;
     to_scheduler(blk.fibers[blk.current]);
 }
@@ -532,6 +559,9 @@ int open_barriers() {
 void run_block(const emu::Config &c, size_t block_linear) {
     size_t n = (size_t)c.block.x * c.block.y * c.block.z;
     blk.fibers.assign(n, Fiber());
+    blk.copies.resize(n);
+    for (std::vector<CpAsyncCopy> &q : blk.copies) q.clear();
+    blk.committed.assign(n, 0);
     if (blk.stack_fibers < n) {
         free(blk.stacks);
         blk.stacks = (char *)malloc(n * kStackBytes);
@@ -819,6 +849,56 @@ void check_shared(const void *p, size_t bytes, size_t align, const char *what) {
             kernel_name, launches, blockIdx.x, blockIdx.y, blockIdx.z, f.tid.x, f.tid.y, f.tid.z, me / 32, me % 32,
             what, bytes, p, align, why);
     exit(1);
+}
+
+__attribute__((noinline)) void cp_async_16(void *smem_dst, const void *global_src) {
+    const void *site = __builtin_return_address(0);
+    size_t me = blk.current;
+    check_shared(smem_dst, 16, 16, "cp.async.cg.shared.global (the destination)");
+    size_t after = 0;
+    const char *why = nullptr;
+    if ((uintptr_t)global_src % 16) why = "is not 16-byte aligned";
+    else if (!emu_device_extent(global_src, &after, nullptr) || after < 16)
+        why = "does not lie inside a cudaMalloc'd block (the source must be global memory)";
+    if (why) {
+        const Fiber &f = blk.fibers[me];
+        fprintf(stderr,
+                "kvcpt CUDA emulator: %s (launch %llu), block (%u,%u,%u), thread (%u,%u,%u): "
+                "cp.async.cg.shared.global: the 16-byte source at %p %s; the PTX ISA: undefined\n",
+                kernel_name, launches, blockIdx.x, blockIdx.y, blockIdx.z, f.tid.x, f.tid.y, f.tid.z, global_src, why);
+        exit(1);
+    }
+    RACE_HOOK(cp_async_issue(smem_dst, global_src, 16, site));
+    blk.copies[me].push_back({smem_dst, global_src, blk.committed[me], site});
+}
+
+void cp_async_commit() { blk.committed[blk.current]++; }
+
+/* The bytes land here, in the issuing thread, in issue order: what a GPU
+ * guarantees only once the wait returns. */
+static void cp_async_complete(unsigned int n, const void *site) {
+    size_t me = blk.current;
+    std::vector<CpAsyncCopy> &q = blk.copies[me];
+    const uint64_t committed = blk.committed[me];
+    if (committed < n) return;
+    const uint64_t limit = committed - n; /* groups below this one complete */
+    size_t kept = 0;
+    for (size_t i = 0; i < q.size(); i++) {
+        if (q[i].group < limit) {
+            memcpy(q[i].dst, q[i].src, 16);
+            RACE_HOOK(cp_async_complete(q[i].dst, q[i].src, 16, site));
+        } else {
+            q[kept++] = q[i];
+        }
+    }
+    q.resize(kept);
+}
+
+__attribute__((noinline)) void cp_async_wait(unsigned int n) { cp_async_complete(n, __builtin_return_address(0)); }
+
+__attribute__((noinline)) void cp_async_wait_all() {
+    cp_async_commit();
+    cp_async_complete(0, __builtin_return_address(0));
 }
 
 } // namespace emu

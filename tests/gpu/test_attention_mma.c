@@ -314,9 +314,73 @@ static void bf16_entries_case(const Family *f, const Case *c) {
         free(eout);
 }
 
+/* The cp.async pipeline's planted bugs, on the bf16 entry (the fp32 entry
+ * rounds while loading, so it copies synchronously): a causal case whose
+ * query tiles span two key tiles, out against the oracle. They run only on
+ * request (KVCPT_TEST_ATTN_MMA_PLANT=cp-wait1 or cp-nosync, from
+ * tests/test_cuda_emu_cp_async.sh and tests/test_cuda_emu_races.sh): the
+ * race variant must stop the program at the planted launch, and what a
+ * plant computes in the plain build may depend on the schedule, which the
+ * orders test (every device-to-host copy equal across orders) would take
+ * for a bug of the right kernel. */
+static const struct {
+    AttnMmaBug bug;
+    const char *name, *what;
+} cp_plants[] = {
+    {ATTN_MMA_BUG_CP_WAIT1, "cp-wait1", "the next K/V tile waited for with cp.async.wait_group 1, not 0"},
+    {ATTN_MMA_BUG_CP_NO_SYNC, "cp-nosync", "no __syncthreads between a landed K/V tile and its reads"},
+};
+
+static void cp_async_plants(const Case *c, const char *only) {
+    int known = 0;
+    for (size_t i = 0; i < sizeof cp_plants / sizeof cp_plants[0]; i++) known |= strcmp(only, cp_plants[i].name) == 0;
+    if (!known) {
+        tl_result(0, "KVCPT_TEST_ATTN_MMA_PLANT", "'%s' is not cp-wait1 or cp-nosync", only);
+        return;
+    }
+    char name[256];
+    const int64_t B = c->B, T = c->T, Hq = c->Hq, Hkv = c->Hkv, D = c->D;
+    const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D, nlse = B * Hq * T;
+    float *q = host_normal_bf16(nq), *k = host_normal_bf16(nkv), *v = host_normal_bf16(nkv);
+    float *ref_out = xmalloc(sizeof(float) * (size_t)nq), *ref_lse = xmalloc(sizeof(float) * (size_t)nlse);
+    attention_forward_cpu(ref_out, ref_lse, q, k, v, NULL, B, T, Hq, Hkv, D, &c->m);
+    uint16_t *bq = bits_of(q, nq), *bk = bits_of(k, nkv), *bv = bits_of(v, nkv);
+    bf16 *e_q = dev_upload(bq, 2 * (size_t)nq), *e_k = dev_upload(bk, 2 * (size_t)nkv), *e_v = dev_upload(bv, 2 * (size_t)nkv);
+    bf16 *e_out = cuda_malloc(2 * (size_t)nq);
+    float *e_lse = cuda_malloc(4 * (size_t)nlse), *out = xmalloc(sizeof(float) * (size_t)nq);
+    uint16_t *eout = xmalloc(sizeof(uint16_t) * (size_t)nq);
+    for (size_t i = 0; i < sizeof cp_plants / sizeof cp_plants[0]; i++) {
+        if (strcmp(only, cp_plants[i].name) != 0) continue;
+        attention_forward_mma_bf16_planted_cuda(e_out, e_lse, e_q, e_k, e_v, NULL, B, T, Hq, Hkv, D, &c->m,
+                                                cp_plants[i].bug);
+        cuda_synchronize();
+        cuda_memcpy_d2h(eout, e_out, sizeof(uint16_t) * (size_t)nq);
+        for (int64_t j = 0; j < nq; j++) out[j] = float_from_bf16_bits(eout[j]);
+        const double r = worst_ratio(out, ref_out, nq, OUT_ATOL, OUT_RTOL);
+        printf("# planted %s: worst out error %.3g of the allowance\n", cp_plants[i].what, r);
+        printf("planted %s was not stopped\n", cp_plants[i].name);
+        /* a missing barrier shows in the race variant; here its result
+         * depends on the schedule, so only the stale tile is asserted */
+        if (cp_plants[i].bug == ATTN_MMA_BUG_CP_WAIT1) {
+            snprintf(name, sizeof name, "planted cp.async bug caught (%s): %s", cp_plants[i].what, c->label);
+            tl_result(!(r <= 1.0), name, /* NaN (never-written shared bytes) is caught too */ "its worst error is only %.3g of the allowance", r);
+        }
+    }
+    void *dev[] = {e_q, e_k, e_v, e_out, e_lse};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) cuda_free(dev[i]);
+    void *host[] = {q, k, v, ref_out, ref_lse, bq, bk, bv, out, eout};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+}
+
 static void run_all(void) {
     rng_seed(&rng, 20261124);
     const RefreshMask causal = {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX};
+    const Case plant_case = {"planted bugs: T=70 causal, ratio 2, D=32", 1, 70, 4, 2, 32, causal};
+    const char *only = getenv("KVCPT_TEST_ATTN_MMA_PLANT");
+    if (only && *only) {
+        cp_async_plants(&plant_case, only);
+        return;
+    }
     const Case cases[] = {
         {"T=1 causal, D=16", 1, 1, 2, 1, 16, causal},
         {"T=7 causal, ratio 2, D=32", 1, 7, 4, 2, 32, causal},
@@ -343,7 +407,6 @@ static void run_all(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i], 0);
-    const Case plant_case = {"planted bugs: T=70 causal, ratio 2, D=32", 1, 70, 4, 2, 32, causal};
     if (tl_case_selected(plant_case.label)) run_case(&plant_case, 1);
     const Family families[] = {
         {"tensor-core", attention_forward_mma_cuda, attention_backward_mma_cuda, attention_forward_mma_bf16_cuda,

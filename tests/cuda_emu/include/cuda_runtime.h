@@ -274,6 +274,19 @@ void warp_matrix_op(WarpOp op, unsigned int arg, const void *in, void *out);
  * must be. what names the instruction in the message. */
 void check_shared(const void *p, size_t bytes, size_t align, const char *what);
 
+/* cp.async (kernels/cp_async.cuh), per thread. cp_async_16 checks the copy
+ * (a 16-byte aligned destination inside the block's shared memory, a 16-byte
+ * aligned source inside a cudaMalloc'd block) and queues it in the thread's
+ * open group, copying nothing; cp_async_commit closes that group;
+ * cp_async_wait(n) performs, in issue order, the copies of every committed
+ * group but the n most recent; cp_async_wait_all commits and waits for all.
+ * A thread that ends with copies not waited for stops the program. Never
+ * inlined: the return address is the call site named in reports. */
+void cp_async_16(void *smem_dst, const void *global_src);
+void cp_async_commit();
+void cp_async_wait(unsigned int n);
+void cp_async_wait_all();
+
 /* One lane's operands of mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
  * (the registers as the PTX ISA numbers them: a0..a3, b0..b1, c0..c3). */
 struct MmaBf16Lane {
