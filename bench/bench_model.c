@@ -218,6 +218,7 @@ int bench_model(int argc, char **argv) {
     }
     LlamaRecompute recompute = llama_recompute_parse(recompute_s, "bench model --recompute");
     if (dev == DEVICE_CUDA) b.gpu = b.cu->create(&b.m, recompute, prec, L > 0 ? &b.m.mask : NULL);
+    else llama_set_head_grad_in_forward(&b.m, 1); /* as the CPU trainer's steps: the logits once */
     fprintf(stderr, "bench model: set up in %.1f s\n", now_seconds() - t_setup);
     int32_t *tok = xmalloc(sizeof(int32_t) * (size_t)(2 * batch * seq)), *tgt = tok + batch * seq;
     Rng r;

@@ -10,6 +10,7 @@
 #include "bf16.h"
 #include "blas.h"
 #include "dot_lanes.h"
+#include "vector_math.h"
 
 int64_t refresh_num_selected(const RefreshMask *m) { return m->K < m->L ? m->K : m->L; }
 
@@ -222,38 +223,13 @@ void attention_refresh_select_cpu(int32_t *sel, const float *q, const float *k, 
 }
 
 /* The row loops are compiled for AVX-512, AVX2 and baseline x86-64 and
- * picked at load time. Floating-point contraction is off (-std=c11) and every
+ * picked at load time (VECTOR_CLONES, kernels/vector_math.h). Every
  * reduction below has a fixed order (LANES interleaved partial sums, then the
  * lanes in order), so each clone performs the same IEEE operations: results
- * do not depend on the machine, only the speed does. */
-#define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+ * do not depend on the machine, only the speed does. The softmax's exp is
+ * exp_poly (x <= ~0 there). */
 #define INLINE static inline __attribute__((always_inline))
 #define LANES DOT_LANES /* sum_lanes and dot_columns keep dot_lanes' order */
-
-/* exp(x) for the softmax (x <= ~0): Cody-Waite reduction by ln 2 and the
- * Cephes expf polynomial, within 2 ulp of expf; 0 below -87.3 (where expf
- * is subnormal or 0). Written without calls so that the loops vectorise. */
-INLINE float exp_softmax(float x) {
-    const float round_magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    /* clamped on both sides, so that n stays in [-126, 127] and the exponent
-     * arithmetic below is defined even for inf or NaN scores; a NaN x still
-     * gives NaN (the select at the end) */
-    float xc = x < -87.3f ? -87.3f : (x < 88.0f ? x : 88.0f);
-    float n = (xc * 1.44269504088896341f + round_magic) - round_magic;
-    float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
-    float y = 1.9875691500e-4f;
-    y = y * r + 1.3981999507e-3f;
-    y = y * r + 8.3334519073e-3f;
-    y = y * r + 4.1665795894e-2f;
-    y = y * r + 1.6666665459e-1f;
-    y = y * r + 5.0000001201e-1f;
-    y = y * (r * r) + r + 1.0f;
-    union {
-        int32_t i;
-        float f;
-    } two_n = {.i = ((int32_t)n + 127) << 23};
-    return x < -87.3f ? 0.0f : (x == x ? y * two_n.f : x);
-}
 
 /* sum_t x[t], in the same lane order as dot_lanes. */
 INLINE float sum_lanes(const float *restrict x, int64_t n) {
@@ -375,7 +351,7 @@ VECTOR_CLONES static float forward_row(float *o, float *lse, const float *qrow, 
 #pragma omp simd reduction(max : mx)
     for (int64_t t = 0; t < n; t++) mx = s[t] > mx ? s[t] : mx;
 #pragma omp simd
-    for (int64_t t = 0; t < n; t++) s[t] = exp_softmax(s[t] - mx);
+    for (int64_t t = 0; t < n; t++) s[t] = exp_poly(s[t] - mx);
     float sum = sum_lanes(s, n);
     for (int64_t d = 0; d < D; d++) o[d] = dot_lanes(s, vc.base + d * vc.ld, n) / sum;
     *lse = mx + logf(sum);
@@ -406,7 +382,7 @@ VECTOR_CLONES static void backward_row(float *dqrow, const float *qrow, const fl
     int64_t n = kc.n, D = hk->D, T = hk->T;
     dot_columns(pr, qrow, kc, D, scale);
 #pragma omp simd
-    for (int64_t t = 0; t < n; t++) pr[t] = exp_softmax(pr[t] - l);
+    for (int64_t t = 0; t < n; t++) pr[t] = exp_poly(pr[t] - l);
     dot_columns(ds, dorow, vc, D, 1.0f);
 #pragma omp simd
     for (int64_t t = 0; t < n; t++) ds[t] = pr[t] * (ds[t] - di) * scale;
@@ -560,7 +536,7 @@ VECTOR_CLONES static float softmax_causal_row(float *s, int64_t p, int64_t n, fl
     int64_t cnt = p + 1;
     float mx = max_lanes(s, cnt);
 #pragma omp simd
-    for (int64_t t = 0; t < cnt; t++) s[t] = exp_softmax(s[t] - mx);
+    for (int64_t t = 0; t < cnt; t++) s[t] = exp_poly(s[t] - mx);
     for (int64_t t = cnt; t < n; t++) s[t] = 0.0f;
     *mx_out = mx;
     return sum_lanes(s, cnt);
@@ -574,7 +550,7 @@ VECTOR_CLONES static void softmax_grad_causal_row(float *s, float *dp, float l, 
     int64_t cnt = p + 1;
 #pragma omp simd
     for (int64_t t = 0; t < cnt; t++) {
-        float pr = exp_softmax(s[t] - l);
+        float pr = exp_poly(s[t] - l);
         s[t] = pr;
         dp[t] = pr * (dp[t] - di) * scale;
     }

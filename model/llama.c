@@ -48,6 +48,7 @@ static void free_acts(Llama *m) {
 
 void llama_free(Llama *m) {
     free_acts(m);
+    free(m->head_dw);
     llama_pass_state_free(&m->state);
     free(m->state.rope_cos);
     free(m->params);
@@ -213,10 +214,17 @@ static const LlamaOps *ops_of(const Llama *m) { return m->bf16_oracle ? &cpu_bf1
 
 void llama_set_bf16_oracle(Llama *m, int on) { m->bf16_oracle = on != 0; }
 
+void llama_set_head_grad_in_forward(Llama *m, int on) {
+    m->head_grad_in_forward = on != 0;
+    if (m->head_grad_in_forward && !m->head_dw)
+        m->head_dw = xcalloc((size_t)m->cfg.vocab_size, sizeof(float) * (size_t)m->cfg.hidden_size);
+}
+
 /* The pass over this model's fields (model/llama_pass.h). */
 static LlamaPassModel pass_model(Llama *m) {
     return (LlamaPassModel){.ops = ops_of(m), .cfg = &m->cfg, .mask = &m->mask, .w = &m->w, .dw = &m->dw,
-                            .hooks = m->hooks, .act_size = 4, .freeze_selection = m->freeze_selection};
+                            .hooks = m->hooks, .act_size = 4, .freeze_selection = m->freeze_selection,
+                            .head_dw = m->head_grad_in_forward ? m->head_dw : NULL};
 }
 
 

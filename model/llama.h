@@ -17,6 +17,8 @@ typedef struct {
     int freeze_selection;/* reuse the saved selection instead of recomputing it */
     LlamaUnitHooks hooks; /* all NULL: every parameter is always in place */
     int bf16_oracle;     /* llama_set_bf16_oracle */
+    int head_grad_in_forward; /* llama_set_head_grad_in_forward */
+    float *head_dw;      /* (V, C): the head weight's gradient the forward computes, when on */
 
     LlamaPassState state; /* forward state for the last (B, T), host buffers */
     int64_t sel_cap;      /* int32 entries of each layer's state.sel[l] */
@@ -32,6 +34,16 @@ void llama_init_random(Llama *m, uint64_t seed);
  * its weight (and an fp32 operand) to bf16 first (matmul_*_bf16r_cpu);
  * off (the default): fp32. */
 void llama_set_bf16_oracle(Llama *m, int on);
+/* on: every forward with targets also computes the loss head's gradient
+ * while its logits are at hand, and llama_backward uses it instead of
+ * recomputing the logits (one (B T, C) x (C, V) product less per training
+ * step, for V x C floats more memory); for forwards that a backward
+ * follows, with the gradients zeroed in between (llama_zero_grad) or
+ * before. The gradients are the same bits as off then; added onto nonzero
+ * gradients, they can differ in the last bits (the head weight's chunks
+ * are summed before being added). Off (the default) suits loss-only
+ * forwards, which it leaves at the cost of the logits alone. */
+void llama_set_head_grad_in_forward(Llama *m, int on);
 /* Sets (and validates) the training mask; enabled=0 means plain causal attention. */
 void llama_set_mask(Llama *m, const RefreshMask *mask);
 /* tokens, targets: (B, T); targets < 0 are ignored. Returns the mean loss over

@@ -74,6 +74,9 @@ typedef struct {
     int64_t scratch_numel;     /* floats of scratch */
     int64_t n_targets;         /* valid targets of the last forward */
     float loss;                /* its mean loss; NaN when none */
+    /* 1: the last forward left the head's gradient (LlamaPassModel.head_dw
+     * and the scratch's dxf) for the next backward */
+    int head_grad_ready;
 } LlamaPassState;
 
 /* Rows of logits the loss computes at once: bounds the (rows, V) buffer. */

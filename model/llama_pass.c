@@ -96,6 +96,28 @@ static int64_t chunk_rows(int64_t BT, int64_t r0) {
     return BT - r0 < LLAMA_CE_CHUNK_ROWS ? BT - r0 : LLAMA_CE_CHUNK_ROWS;
 }
 
+/* The loss head and its gradient in one pass over the logits chunks: the
+ * same kernels, on the same values, as the backward's recomputation, so the
+ * gradients are the same bits (the weight's sum over chunks starts from zero
+ * here instead of from the gradient buffer, which the CPU engine's callers
+ * zero right before the backward). */
+static void head_loss_and_grad(const LlamaPassModel *m, LlamaPassState *s) {
+    const LlamaOps *o = m->ops;
+    const LlamaConfig *c = m->cfg;
+    int64_t BT = s->B * s->T, C = c->hidden_size, V = c->vocab_size;
+    LlamaBackwardBufs g = llama_backward_bufs_carve(c, BT, m->act_size, s->scratch);
+    float scale = 1.0f / (float)s->n_targets;
+    o->zero(m->head_dw, V * C);
+    for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
+        int64_t rows = chunk_rows(BT, r0);
+        llama_pass_logits_rows(m, s, g.logits, r0, rows);
+        o->crossentropy_forward(s->losses + r0, s->ce_lse + r0, g.logits, s->targets + r0, rows, V);
+        o->crossentropy_backward(g.logits, s->ce_lse + r0, s->targets + r0, rows, V, scale);
+        o->head_backward(g.dxf + r0 * C, m->head_dw, g.logits, s->xf + r0 * C, m->w->lm_head, rows, C, V);
+    }
+    s->head_grad_ready = 1;
+}
+
 float llama_pass_forward(const LlamaPassModel *m, LlamaPassState *s, const int32_t *tokens, const int32_t *targets) {
     const LlamaOps *o = m->ops;
     const LlamaConfig *c = m->cfg;
@@ -116,14 +138,19 @@ float llama_pass_forward(const LlamaPassModel *m, LlamaPassState *s, const int32
     s->n_targets = 0;
     for (int64_t i = 0; i < BT; i++) s->n_targets += s->h_targets[i] >= 0;
     s->loss = NAN;
+    s->head_grad_ready = 0;
     if (s->n_targets == 0) return s->loss;
     /* chunks of logits from the scratch's start, which the backward carves
      * into buffers with red zones (common/redzone.h) */
     REDZONE_CLEAR(s->scratch, sizeof(float) * (size_t)s->scratch_numel);
-    for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
-        int64_t rows = chunk_rows(BT, r0);
-        llama_pass_logits_rows(m, s, s->scratch, r0, rows);
-        o->crossentropy_forward(s->losses + r0, s->ce_lse + r0, s->scratch, s->targets + r0, rows, V);
+    if (m->head_dw) {
+        head_loss_and_grad(m, s);
+    } else {
+        for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
+            int64_t rows = chunk_rows(BT, r0);
+            llama_pass_logits_rows(m, s, s->scratch, r0, rows);
+            o->crossentropy_forward(s->losses + r0, s->ce_lse + r0, s->scratch, s->targets + r0, rows, V);
+        }
     }
     /* the mean in double over rows in order, the same on every engine */
     o->copy_to_host(s->h_losses, s->losses, sizeof(float) * (size_t)BT);
@@ -142,13 +169,18 @@ void llama_pass_backward(const LlamaPassModel *m, LlamaPassState *s) {
     ModelTensors *dw = m->dw;
     LlamaBackwardBufs g = llama_backward_bufs_carve(c, BT, m->act_size, s->scratch);
     need_head(m, 1);
-    float scale = 1.0f / (float)s->n_targets;
-    for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
-        int64_t rows = chunk_rows(BT, r0);
-        llama_pass_logits_rows(m, s, g.logits, r0, rows); /* recomputed: the forward kept only lse */
-        o->crossentropy_backward(g.logits, s->ce_lse + r0, s->targets + r0, rows, V, scale);
-        o->head_backward(g.dxf + r0 * C, dw->lm_head, g.logits, s->xf + r0 * C, w->lm_head, rows, C, V);
+    if (s->head_grad_ready && m->head_dw) {
+        o->residual_add(dw->lm_head, m->head_dw, V * C); /* dxf is in the scratch already */
+    } else {
+        float scale = 1.0f / (float)s->n_targets;
+        for (int64_t r0 = 0; r0 < BT; r0 += LLAMA_CE_CHUNK_ROWS) {
+            int64_t rows = chunk_rows(BT, r0);
+            llama_pass_logits_rows(m, s, g.logits, r0, rows); /* recomputed: the forward kept only lse */
+            o->crossentropy_backward(g.logits, s->ce_lse + r0, s->targets + r0, rows, V, scale);
+            o->head_backward(g.dxf + r0 * C, dw->lm_head, g.logits, s->xf + r0 * C, w->lm_head, rows, C, V);
+        }
     }
+    s->head_grad_ready = 0; /* a second backward recomputes: the layers' backward reuses the scratch */
     o->zero(g.dres, BT * C);
     o->rmsnorm_backward(g.dres, dw->final_norm, g.dxf, s->resid[nl], w->final_norm, s->rstdf, BT, C);
     grads_ready(m, (int)nl + 1);

@@ -29,6 +29,12 @@ typedef struct {
      * to h, into the rebuilt buffers every layer's set shares */
     LlamaRecompute recompute;
     int freeze_selection;          /* 1: reuse each layer's saved selection instead of recomputing it */
+    /* engine (V, C), or NULL. Set: a forward with targets also computes the
+     * loss head's gradient while each chunk of logits is at hand (the
+     * final norm's output gradient into the backward's scratch, the head
+     * weight's into this buffer), and the next backward adds it instead of
+     * recomputing the logits: one (BT, C) x (C, V) product less per step. */
+    float *head_dw;
 } LlamaPassModel;
 
 /* The per-layer arrays (acts, sel, resid) of a state for c; the buffers

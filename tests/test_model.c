@@ -105,6 +105,50 @@ static void k_equals_l(void) {
     llama_free(&a), llama_free(&b);
 }
 
+/* The head's gradient computed in the forward (llama_set_head_grad_in_forward)
+ * against the backward's recomputation: the same loss and gradients, bit for
+ * bit, over several logits chunks (rows = b * T + t past 256) and a tail of
+ * rows without a target; switched off between forward and backward, the
+ * backward recomputes. */
+static void head_grad_in_forward(int tied, int masked) {
+    enum { HB = 2, HT = 300 };
+    LlamaConfig c;
+    config_load(&c, "tiny");
+    c.tie_word_embeddings = tied;
+    c.initializer_range = 0.3;
+    Llama a, b;
+    llama_create(&a, &c), llama_create(&b, &c);
+    llama_init_random(&a, 11), llama_init_random(&b, 11);
+    if (masked) {
+        RefreshMask mk = max_mask(HT - 20, 40, 3, 20);
+        llama_set_mask(&a, &mk), llama_set_mask(&b, &mk);
+    }
+    llama_set_head_grad_in_forward(&b, 1);
+    static int32_t tok[HB * HT], tgt[HB * HT];
+    Rng r;
+    rng_seed(&r, 17);
+    for (int i = 0; i < HB * HT; i++) tok[i] = (int32_t)(rng_u64(&r) % (uint64_t)c.vocab_size);
+    for (int i = 0; i < HB * HT; i++) tgt[i] = i % HT < HT - 30 ? tok[(i + 1) % (HB * HT)] : -1;
+    float la = llama_forward(&a, tok, tgt, HB, HT), lb = llama_forward(&b, tok, tgt, HB, HT);
+    llama_zero_grad(&a), llama_zero_grad(&b); /* after the forward, as the trainer and bench model do */
+    llama_backward(&a), llama_backward(&b);
+    char name[160];
+    snprintf(name, sizeof name, "head gradient in the forward (%s, %s): loss bit-identical", tied ? "tied" : "untied",
+             masked ? "mask" : "causal");
+    tl_identical(name, &lb, &la, 1);
+    snprintf(name, sizeof name, "head gradient in the forward (%s, %s): every gradient bit-identical",
+             tied ? "tied" : "untied", masked ? "mask" : "causal");
+    tl_identical(name, b.grads, a.grads, a.layout.total);
+    llama_forward(&b, tok, tgt, HB, HT);
+    llama_set_head_grad_in_forward(&b, 0);
+    llama_zero_grad(&b);
+    llama_backward(&b);
+    snprintf(name, sizeof name, "head gradient in the forward (%s, %s): switched off before the backward, recomputed",
+             tied ? "tied" : "untied", masked ? "mask" : "causal");
+    tl_identical(name, b.grads, a.grads, a.layout.total);
+    llama_free(&a), llama_free(&b);
+}
+
 /* ---- impossible configs: each names its field ---- */
 static void parse_text(void *text) {
     LlamaConfig c;
@@ -148,6 +192,9 @@ int main(void) {
     gradcheck(0);
     gradcheck(1);
     k_equals_l();
+    head_grad_in_forward(0, 0);
+    head_grad_in_forward(1, 0);
+    head_grad_in_forward(1, 1);
     config_errors();
     LlamaConfig c;
     config_load(&c, "tiny");

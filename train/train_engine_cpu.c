@@ -15,6 +15,7 @@ typedef struct {
 static void cpu_begin_step(void *ctx) {
     CpuEngine *e = ctx;
     fsdp_zero_grad_sum(e->fsdp);
+    llama_set_head_grad_in_forward(e->model, 1); /* a backward follows each forward: the logits once */
 }
 
 static float cpu_forward(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T) {
@@ -31,6 +32,7 @@ static void cpu_backward(void *ctx) {
 static void cpu_begin_eval(void *ctx) {
     CpuEngine *e = ctx;
     fsdp_gather_all(e->fsdp);
+    llama_set_head_grad_in_forward(e->model, 0); /* loss-only forwards */
 }
 
 static double cpu_grad_sum_squares(void *ctx) {
