@@ -92,8 +92,8 @@ done
 bins=()
 . tests/cuda_emu/ops_cases.sh
 declare -A cases=(
-    [attention_cuda]="T=130 L=40 (refresh rows span tiles)|T=65 L=40 K=5, ratio 2, D=8|T=130 causal|evict restride 25 T=200|evict restride 3 T=50"
-    [model_cuda]="parity: gqa4 mask|bf16 parity: gqa8 tied|bf16sr train steps: gqa4"
+    [attention_cuda]="T=130 L=40 (refresh rows span tiles)|T=65 L=40 K=5, ratio 2, D=8|T=130 causal|evict restride 25 T=100|evict restride 3 T=50"
+    [model_cuda]="^parity: gqa4 mask|bf16 parity: gqa8 tied|bf16sr train steps: gqa4"
     [ops_cuda]="$ops_representative_cases"
 )
 [ "${KVCPT_EMU_RACE_ALL_CASES:-0}" = 1 ] && cases=()

@@ -30,14 +30,20 @@ static inline void tl_result(int ok, const char *name, const char *fmt, ...) {
 
 /* KVCPT_TEST_CASES="a|b|...": only the cases whose label contains one of
  * these texts run (a slow build variant, such as the race detector's, runs
- * a few representative cases of a long suite); unset, every case runs. */
+ * a few representative cases of a long suite); unset, every case runs. A
+ * text that starts with ^ must start the label: "^parity: x" picks
+ * "parity: x" and not "bf16 parity: x", which contains it. */
 static inline int tl_case_selected(const char *label) {
     const char *sel = getenv("KVCPT_TEST_CASES");
     if (!sel || !*sel) return 1;
     for (const char *p = sel; *p;) {
         size_t n = strcspn(p, "|");
-        for (const char *l = label; n > 0 && *l; l++)
-            if (strncmp(l, p, n) == 0) return 1;
+        if (n > 1 && p[0] == '^') {
+            if (strncmp(label, p + 1, n - 1) == 0) return 1;
+        } else {
+            for (const char *l = label; n > 0 && *l; l++)
+                if (strncmp(l, p, n) == 0) return 1;
+        }
         p += n;
         if (*p == '|') p++;
     }

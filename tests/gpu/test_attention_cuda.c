@@ -347,6 +347,11 @@ static void run_all(void) {
             {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX}},
         {"T=200 L=140 K=100 (> tile), ratio 8, D=64, first, pool 5, one sequence", 1, 200, 16, 2, 64,
             {.enabled = 1, .L = 140, .K = 100, .pool_kernel = 5, .agg = GROUP_AGG_FIRST}},
+        /* evict restride 25 at T 100: refresh rows 40..99 cross the first
+         * tile's end, full rows 64 and 89 (from 0) re-select in the second; the
+         * per-row selection grows with T squared, a quarter of T 200's */
+        {"evict restride 25 T=100 L=40 K=20 (rows span tiles), ratio 2, D=16", 1, 100, 4, 2, 16,
+            {.enabled = 1, .L = 40, .K = 20, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 25}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i]);
