@@ -34,7 +34,7 @@
 # VM (load average 12 to 24), so 8 steps (17k tokens) took 11 to 14 minutes a
 # seed and each eval of 12 documents 5.5 to 6 minutes: about an hour in all.
 #   CONTEXTS=1024 EVAL_DOCS=12 QC=5,10 CPT_STEPS=8 launch/realmodel.sh
-#   CONTEXTS=1024 EVAL_DOCS=12 QC=5,10 CPT_STEPS=8 CPT_MASKS=evict,restride10 MASK_SEEDS=1 launch/realmodel.sh
+#   CONTEXTS=1024 EVAL_DOCS=12 QC=5,10 CPT_STEPS=8 CPT_MASKS=evict,restride10 MASK_SEEDS=1,2,3 launch/realmodel.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/realmodel}; CORPUS=${CORPUS:-../shared/corpus}; MODEL=${MODEL:-third_party/models/smollm2-135m}

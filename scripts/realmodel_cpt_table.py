@@ -248,6 +248,26 @@ def main():
                     m_p = math.log(mev[c][pol][0]) - math.log(paper_after[pol][0])
                     row.append(ratio(m_p, doc_bootstrap(per_doc)))
                 p("| " + " | ".join(row) + " |")
+            # a mask with several seeds: its seeds' ratios over the paper's mask, summarised across seeds
+            for mk in masks:
+                seeds_mk = [c[1] for c in cols if c[0] == mk]
+                if len(seeds_mk) < 2:
+                    continue
+                p()
+                p("Mask %s over the paper's mask across seeds %s, L = %d: mean of the seeds' ln(after %s / after "
+                  "paper) with its 95%% t-interval over seeds (below 1: the mask did better)." %
+                  (mk, ", ".join(str(s) for s in seeds_mk), L, mk))
+                p()
+                p("| variant | after %s / after paper, seeds |" % mk)
+                p("|---|---|")
+                for pol in res:
+                    xs = [math.log(mev[(mk, s)][pol][0]) - math.log(afters[done.index(s)][pol][0])
+                          for s in seeds_mk if pol in mev[(mk, s)]]
+                    if len(xs) < 2:
+                        p("| %s | n/a |" % pol)
+                        continue
+                    m, ci = t_interval(xs)
+                    p("| %s | %s |" % (pol, ratio(m, ci)))
     if not answers:
         sys.exit("realmodel_cpt_table: no CPT model evaluated under %s" % a.out)
     return 0
