@@ -261,7 +261,7 @@ int cmd_plan(int argc, char **argv) {
         {"recompute", OPT_STRING, &recompute_s, "none|attn|full|auto",
          "activation checkpointing: none keeps every activation, attn each layer's attention half (the MLP's rerun "
          "in backward), full each layer's input (the layer rerun); auto: for each rank count the least that fits "
-         "--gpu-mem. Default: the config's, else none"},
+         "--gpu-mem; absent: the --config file's setting, else none"},
         {"json", OPT_FLAG, &json, NULL, "print JSON (bytes) instead of the tables: the ZeRO-3 rows, or with --engine cuda the CUDA engine's"},
         {"engine", OPT_STRING, &engine, "all|zero3|cuda", "what to print: both, the ZeRO-3 budget, or the CUDA engine"},
         {"precision", OPT_STRING, &precision, "fp32|bf16|bf16sr", "CUDA engine: weight precision (bf16sr: optimizer on the GPU)"},
