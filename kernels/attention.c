@@ -244,23 +244,6 @@ INLINE float sum_lanes(const float *restrict x, int64_t n) {
     return s;
 }
 
-/* max_t x[t] (-inf for n = 0): in lanes, as sum_lanes, so that it
- * vectorises (GCC does not vectorise an OpenMP max reduction over floats);
- * a maximum is exact, so the order does not change the value (NaNs are
- * skipped either way: a comparison with NaN is false). */
-INLINE float max_lanes(const float *restrict x, int64_t n) {
-    float lane[LANES];
-    for (int l = 0; l < LANES; l++) lane[l] = -INFINITY;
-    int64_t t = 0;
-    for (; t + LANES <= n; t += LANES)
-#pragma omp simd
-        for (int l = 0; l < LANES; l++) lane[l] = x[t + l] > lane[l] ? x[t + l] : lane[l];
-    for (int l = 0; t + l < n; l++) lane[l] = x[t + l] > lane[l] ? x[t + l] : lane[l];
-    float m = -INFINITY;
-    for (int l = 0; l < LANES; l++) m = lane[l] > m ? lane[l] : m;
-    return m;
-}
-
 /* The keys of one (batch row, KV head), transposed (D rows of positions) so
  * that every inner loop runs over keys with unit stride. A causal row p sees
  * columns 0..p of kt/vt; a masked row sees columns 0..ks+p-L of km/vm, which
@@ -534,7 +517,7 @@ static int64_t causal_rows(const int32_t *mine, MaskUse u, int64_t L, int64_t p0
  * their sum and the row's max in *mx. */
 VECTOR_CLONES static float softmax_causal_row(float *s, int64_t p, int64_t n, float *mx_out) {
     int64_t cnt = p + 1;
-    float mx = max_lanes(s, cnt);
+    float mx = vector_max(s, cnt);
 #pragma omp simd
     for (int64_t t = 0; t < cnt; t++) s[t] = exp_poly(s[t] - mx);
     for (int64_t t = cnt; t < n; t++) s[t] = 0.0f;

@@ -8,19 +8,8 @@
  * the sums do not depend on the vector width or the thread count. */
 #define CE_LANES 16
 
-/* max_v z[v]; exact in any order (NaN aside). */
-VECTOR_CLONES static float row_max(const float *z, int64_t V) {
-    float lane[CE_LANES];
-    for (int l = 0; l < CE_LANES; l++) lane[l] = -INFINITY;
-    int64_t v = 0;
-    for (; v + CE_LANES <= V; v += CE_LANES)
-#pragma omp simd
-        for (int l = 0; l < CE_LANES; l++) lane[l] = z[v + l] > lane[l] ? z[v + l] : lane[l];
-    for (int l = 0; v + l < V; l++) lane[l] = z[v + l] > lane[l] ? z[v + l] : lane[l];
-    float m = -INFINITY;
-    for (int l = 0; l < CE_LANES; l++) m = lane[l] > m ? lane[l] : m;
-    return m;
-}
+/* max_v z[v], vectorised in this file's clones */
+VECTOR_CLONES static float row_max(const float *z, int64_t V) { return vector_max(z, V); }
 
 /* sum_v exp(z[v] - m): V can be 128k terms, so the lanes accumulate in
  * double (as the CUDA twin's sum of expf terms). */

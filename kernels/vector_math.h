@@ -37,4 +37,21 @@ static inline __attribute__((always_inline)) float exp_poly(float x) {
     float e = x > 88.0f ? __builtin_inff() : y * two_n.f;
     return x < -87.3f ? 0.0f : (x == x ? e : x);
 }
+
+/* max_i x[i] (-inf for n = 0) in 16 lanes, so that it vectorises (GCC does
+ * not vectorise an OpenMP max reduction over floats); a maximum is exact, so
+ * the lane order does not change the value (NaNs are skipped either way: a
+ * comparison with NaN is false). Always inlined, into each clone. */
+static inline __attribute__((always_inline)) float vector_max(const float *restrict x, int64_t n) {
+    float lane[16];
+    for (int l = 0; l < 16; l++) lane[l] = -__builtin_inff();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+#pragma omp simd
+        for (int l = 0; l < 16; l++) lane[l] = x[i + l] > lane[l] ? x[i + l] : lane[l];
+    for (int l = 0; i + l < n; l++) lane[l] = x[i + l] > lane[l] ? x[i + l] : lane[l];
+    float m = -__builtin_inff();
+    for (int l = 0; l < 16; l++) m = lane[l] > m ? lane[l] : m;
+    return m;
+}
 #endif

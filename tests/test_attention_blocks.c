@@ -81,7 +81,7 @@ static void run(Result *r, const float *q, const float *k, const float *v, const
 
 static void check_case(const char *tag, int masked, const float *q, const float *k, const float *v,
                        const float *dout) {
-    RefreshMask m = masked ? (RefreshMask){1, L, KS, 7, GROUP_AGG_MAX, 0, 0} : refresh_mask_off();
+    RefreshMask m = masked ? (RefreshMask){.enabled = 1, .L = L, .K = KS, .pool_kernel = 7, .agg = GROUP_AGG_MAX} : refresh_mask_off();
     int32_t sel[KS];
     if (masked) attention_refresh_select_cpu(sel, q, k, 1, T, HQ, HKV, D, &m);
     static Result one, two;
