@@ -82,11 +82,22 @@ int64_t attention_cuda_forward_scratch_bytes(const RefreshMask *m, int64_t B, in
     return row_mask_bytes(m, B, T, Hkv);
 }
 
-int64_t attention_cuda_backward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv) {
-    int64_t dsum = (int64_t)sizeof(float) * B * Hq * T;
-    if (!refresh_active(m, T)) return dsum;
-    if (refresh_per_row(m)) return dsum + row_mask_bytes(m, B, T, Hkv);
-    return dsum + B * Hkv * m->L; /* one byte per prefill key: selected or not */
+int64_t attention_mma_bwd_groups(int64_t B, int64_t T, int64_t Hq) {
+    const int64_t slots = 2 * 132, cap = 8, heads = B * Hq > 0 ? B * Hq : 1, key_tiles = (T + 63) / 64;
+    int64_t g = (slots + heads - 1) / heads;
+    if (g > cap) g = cap;
+    if (g > key_tiles) g = key_tiles;
+    return g > 1 ? g : 1;
+}
+
+int64_t attention_cuda_backward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                              int64_t D) {
+    /* the row sums (B, Hq, T); the tensor-core kernels' partial dQ (G
+     * copies) and per-query-head dK, dV (B, T, Hq, D) each */
+    int64_t sums = (int64_t)sizeof(float) * B * Hq * T * (1 + (attention_mma_bwd_groups(B, T, Hq) + 2) * D);
+    if (!refresh_active(m, T)) return sums;
+    if (refresh_per_row(m)) return sums + row_mask_bytes(m, B, T, Hkv);
+    return sums + B * Hkv * m->L; /* one byte per prefill key: selected or not */
 }
 
 RefreshMask refresh_mask_off(void) {

@@ -1,22 +1,22 @@
 /* Causal attention backward on tensor cores (FlashAttention-2), the bf16
  * engine's twin of attention_backward_cuda (kernels/attention_mma.h).
  * Deterministic: no atomics; every output element is one thread's sum in a
- * fixed order, written by one kernel and then added to by the next.
+ * fixed order, whatever order the blocks run in.
  *
  *   dsum   (B, Hq, T) = rowsum(dO * O), fp32, one warp per row.
- *   dQ     rows [0, L): one block of 4 warps per (64-row tile, batch row x
- *          query head). Q and dO fragments stay in registers; per key tile
- *          up to the diagonal: S = Q K^T, P = exp(S scale - lse),
- *          dP = dO V^T (V rows are the .col operand, as K's), dS = P (dP -
- *          dsum), dQ += dS K (dS repacked from the accumulators into A
- *          fragments, K by ldmatrix.trans); dQ scaled once at the end.
- *   dK, dV every key: one block of 4 warps per (64-key tile, batch row x KV
- *          head), each warp 16 keys with K and V fragments in registers;
- *          per query head of the group, per query tile of rows [0, L) from
- *          the key tile's diagonal on: S^T = K Q^T, P^T = exp(S^T scale -
- *          lse), dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - dsum),
- *          dK += dS^T Q (P^T and dS^T repacked in registers, dO and Q by
- *          ldmatrix.trans); written once (keys no causal row sees get 0).
+ *   causal rows [0, L), one pass per key tile (5 products per tile): one
+ *          block of 4 warps per (batch row x query head, group g of G)
+ *          walks the key tiles g, g + G, ...; per key tile K and V sit in
+ *          shared memory, each warp 16 keys; per query tile from the
+ *          diagonal: S^T = K Q^T, P^T = exp(S^T scale - lse), dV += P^T dO,
+ *          dP^T = V dO^T, dS^T = P^T (dP^T - dsum), dK += dS^T Q (P^T and
+ *          dS^T repacked in registers, dO and Q by ldmatrix.trans), then
+ *          dS^T through shared memory and dQ += dS K into the block's own
+ *          slice of a partial dQ (G, B, T, Hq, D). The key tile's dK, dV
+ *          (this query head's share) go to (B, T, Hq, D) partials.
+ *   sums   dq rows [0, L) = scale * the slices in group order; dk, dv = the
+ *          group's query heads' shares in head order (keys no causal row
+ *          sees get 0).
  *   suffix the RefreshKV rows [L, T) in fp32 (unrounded inputs, like their
  *          forward): dQ of each row over its selected and local keys, one
  *          warp per (row, head); then each key a suffix row sees (the
@@ -25,10 +25,9 @@
  * bf16 as in the forward: Q, K, V, dO rounded when loaded; P and dS rounded
  * before their products; fp32 sums. P in base 2 as in the forward: exp2f of
  * S scale log2(e) - lse log2(e).
- * Grid: x = batch row x head, y = the tile, so blocks start tile by tile
- * across all heads: dQ from the last query tile (the most key tiles) down,
- * dK/dV from the first key tile (the most query tiles) up, heaviest first;
- * the order changes no bit. */
+ * Grid of the causal pass: x = batch row x query head, y = the group, so
+ * group 0 (key tiles 0, G, ...: the most query tiles) starts first across
+ * all heads; the order changes no bit. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,15 +43,17 @@ extern "C" {
 
 static constexpr int kTile = kMmaTile, kThreads = kMmaThreads;
 
+static constexpr int kDsLd = kTile + 8; /* dS^T rows in shared memory: 64 rows (keys) of 64 query rows + padding */
+
 template <int D> struct BwdSmem {
     static constexpr int ld = MmaTileLd<D>::ld;
-    /* dQ: two bf16 tiles (Q, dO, then K, V) */
-    static constexpr size_t dq_bytes = 2 * MmaTileLd<D>::tile_bytes;
-    /* dK/dV: four bf16 tiles (K, V resident; Q, dO per step) and two fp32
-     * rows (lse, dsum). K and V stay in shared memory, not registers: at
-     * D = 128 their fragments beside the dK and dV accumulators would
-     * spill */
-    static constexpr size_t dkdv_bytes = 4 * MmaTileLd<D>::tile_bytes + (size_t)2 * kTile * sizeof(float);
+    /* four bf16 tiles (K, V resident per key tile; Q, dO per query tile),
+     * dS^T as bf16 (64 keys x 64 rows: the dQ product reads it across the
+     * warps) and two fp32 rows (lse, dsum). K and V stay in shared memory,
+     * not registers: at D = 128 their fragments beside the dK and dV
+     * accumulators would spill */
+    static constexpr size_t bytes = 4 * MmaTileLd<D>::tile_bytes + (size_t)kTile * kDsLd * sizeof(uint16_t) +
+                                    (size_t)2 * kTile * sizeof(float);
 };
 
 /* dsum[(b, h, p)] = sum_d dout * out, one warp per row */
@@ -70,125 +71,240 @@ __global__ void attention_mma_dsum_kernel(float *dsum, const E *dout, const E *o
     if (lane == 0) dsum[(b * Hq + h) * T + p] = acc;
 }
 
-template <int D, int kBug, typename E>
-__global__ void __launch_bounds__(kThreads)
-    attention_mma_dq_kernel(float *dq, const E *dout, const E *q, const E *k, const E *v, const float *lse, const float *dsum, int64_t T, int64_t Hq, int64_t Hkv, int64_t L,
-                            float scale) {
-    constexpr int ld = BwdSmem<D>::ld, KD = D / 16, ND = D / 8;
-    extern __shared__ __align__(16) uint16_t smem_u16[];
-    uint16_t *s0 = smem_u16, *s1 = s0 + kTile * ld; /* Q, dO; then K, V */
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int64_t b = blockIdx.x / Hq, h = blockIdx.x % Hq, hk = h / (Hq / Hkv);
-    const int64_t q0 = (int64_t)(gridDim.y - 1 - blockIdx.y) * kTile, qstride = Hq * D, kvstride = Hkv * D;
-    const float scale_log2 = scale * kLog2e;
-    mma_load_rows_bf16<D>(s0, q + (b * T * Hq + h) * D, qstride, q0, L);
-    mma_load_rows_bf16<D>(s1, dout + (b * T * Hq + h) * D, qstride, q0, L);
-    __syncthreads();
-    uint32_t qa[KD][4], da[KD][4];
-    mma_load_a_frags<D>(qa, s0, warp * 16, lane);
-    mma_load_a_frags<D>(da, s1, warp * 16, lane);
-    const int64_t row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
-    float row_lse[2], row_dsum[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        row_lse[r] = row[r] < L ? lse[(b * Hq + h) * T + row[r]] * kLog2e : 0.0f;
-        row_dsum[r] = row[r] < L ? dsum[(b * Hq + h) * T + row[r]] : 0.0f;
+/* The tile loads of the one-pass kernel: fp32 inputs a pair at a time
+ * without unrolling, as mma_load_rows_bf16 would unroll them beside the
+ * dK and dV accumulators (spills at D = 128); bf16 inputs as it loads them */
+template <int D>
+static __device__ void bwd_load_rows(uint16_t *dst, const float *x, int64_t stride, int64_t p0, int64_t limit) {
+    constexpr int ld = MmaTileLd<D>::ld, pairs = D / 2;
+#pragma unroll 1
+    for (int i = threadIdx.x; i < kTile * pairs; i += kThreads) {
+        const int r = i / pairs, c = 2 * (i % pairs);
+        const int64_t p = p0 + r;
+        float lo = 0.0f, hi = 0.0f;
+        if (p < limit) {
+            lo = x[p * stride + c];
+            hi = x[p * stride + c + 1];
+        }
+        *(uint32_t *)&dst[r * ld + c] = mma_pack_bf16x2(lo, hi);
     }
-    float acc[ND][4];
+}
+
+template <int D>
+static __device__ void bwd_load_rows(uint16_t *dst, const bf16 *x, int64_t stride, int64_t p0, int64_t limit) {
+    mma_load_rows_bf16<D>(dst, x, stride, p0, limit);
+}
+
+/* mma_mul_rows_t_smem's columns 32 half .. 32 half + 31 only */
+template <int D>
+static __device__ void mma_mul_rows_t_smem_half(float c[4][4], const uint16_t *a_tile, int r0, const uint16_t *x,
+                                                int half, int lane) {
+    constexpr int ld = MmaTileLd<D>::ld;
 #pragma unroll
-    for (int n = 0; n < ND; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-    const E *kb = k + (b * T * Hkv + hk) * D, *vb = v + (b * T * Hkv + hk) * D;
-    const int64_t last_key = (q0 + kTile < L ? q0 + kTile : L) - 1;
-    for (int64_t k0 = 0; k0 <= last_key; k0 += kTile) {
-        __syncthreads(); /* the previous tiles (and Q, dO at first) are read */
-        mma_load_rows_bf16<D>(s0, kb, kvstride, k0, L);
-        mma_load_rows_bf16<D>(s1, vb, kvstride, k0, L);
-        __syncthreads();
-        float p[8][4], dp[8][4];
-        mma_mul_rows_t<D>(p, qa, s0, lane);
-        mma_mul_rows_t<D>(dp, da, s1, lane);
+    for (int j = 0; j < 4; j++) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
 #pragma unroll
-        for (int j = 0; j < 8; j++)
+    for (int kk = 0; kk < D / 16; kk++) {
+        uint32_t a[4];
+        ldmatrix_x4(a, &a_tile[(r0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + kk * 16 + 8 * (lane >> 4)]);
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int64_t key = k0 + j * 8 + 2 * t + (e & 1), r = row[e >> 1];
-                const float pr = key <= r && r < L ? exp2f(p[j][e] * scale_log2 - row_lse[e >> 1]) : 0.0f;
-                p[j][e] = pr * (dp[j][e] - row_dsum[e >> 1]); /* dS */
-            }
-        mma_mul_acc<D, kBug == ATTN_MMA_BUG_PT_SWAP, kBug == ATTN_MMA_BUG_B_NO_TRANS>(acc, p, s0, lane); /* dQ += dS K */
-    }
-    float *db = dq + (b * T * Hq + h) * D;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        if (row[r] >= L) continue;
-#pragma unroll
-        for (int n = 0; n < ND; n++) {
-            db[row[r] * qstride + n * 8 + 2 * t] = acc[n][2 * r] * scale;
-            db[row[r] * qstride + n * 8 + 2 * t + 1] = acc[n][2 * r + 1] * scale;
+        for (int j = 0; j < 4; j++) {
+            uint32_t bf[2];
+            ldmatrix_x2(bf, &x[((half * 4 + j) * 8 + (lane & 7)) * ld + kk * 16 + 8 * ((lane >> 3) & 1)]);
+            mma_m16n8k16_bf16(c[j], a, bf, c[j]);
         }
     }
 }
 
+/* acc (16 x kCols) = dS (rows r0..r0+15 of a 64 x 64 tile stored
+ * transposed, dS^T[key][row] with row stride kDsLd) X[:, col0 .. col0 +
+ * kCols), X a 64-row tile (the keys) read as the k-rows of B by
+ * ldmatrix.trans. A's fragments come from the transposed store by
+ * ldmatrix.trans: matrix m holds rows r0 + 8 (m & 1), keys 8 (m >> 1) */
+template <int D, int kCols, bool kSwapA12, bool kNoTrans>
+static __device__ void mma_mul_dst_x(float acc[kCols / 8][4], const uint16_t *dst, int r0, const uint16_t *x, int col0,
+                                     int lane) {
+    constexpr int ld = MmaTileLd<D>::ld;
+#pragma unroll
+    for (int n = 0; n < kCols / 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kTile / 16; c++) {
+        uint32_t a[4];
+        /* kSwapA12, a planted layout bug for the tests: matrices 1 and 2
+         * (registers 1 and 2) swapped by swapping their addresses */
+        const int key_half = kSwapA12 ? (lane >> 3) & 1 : lane >> 4, row_half = kSwapA12 ? lane >> 4 : (lane >> 3) & 1;
+        ldmatrix_x4_trans(a, &dst[(c * 16 + (lane & 7) + 8 * key_half) * kDsLd + r0 + 8 * row_half]);
+#pragma unroll
+        for (int n = 0; n < kCols / 8; n += 2) {
+            uint32_t xf[4];
+            const uint16_t *xrow = &x[(c * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + col0 + n * 8 + 8 * (lane >> 4)];
+            if (kNoTrans) ldmatrix_x4(xf, xrow); /* a planted layout bug, for the tests */
+            else ldmatrix_x4_trans(xf, xrow);
+            const uint32_t b0[2] = {xf[0], xf[1]}, b1[2] = {xf[2], xf[3]};
+            mma_m16n8k16_bf16(acc[n], a, b0, acc[n]);
+            mma_m16n8k16_bf16(acc[n + 1], a, b1, acc[n + 1]);
+        }
+    }
+}
+
+/* The causal rows' backward in one pass per key tile (FlashAttention-2's
+ * five products). Block (batch row x query head, group g) walks the key
+ * tiles g, g + G, g + 2G, ... of its head; per key tile, K and V in shared
+ * memory, each warp 16 keys, and per query tile of rows [0, L) from the
+ * diagonal on:
+ *   S^T = K Q^T, P^T = exp(S^T scale - lse), dP^T = V dO^T,
+ *   dS^T = P^T (dP^T - dsum), dV += P^T dO, dK += dS^T Q   (registers)
+ *   dQ_g[rows] += dS K                                       (dS via shared memory)
+ * dK and dV of the key tile (this query head's share) go to dk_part and
+ * dv_part (B, T, Hq, D) once the query tiles are done. dQ_g is the group's
+ * own slice of dq_part (G, B, T, Hq, D): no other block writes it, so plain
+ * read-add-writes in the block's fixed order (the first key tile g stores,
+ * the later ones add; row tiles before g are never written and the sum
+ * kernel does not read them). */
 template <int D, int kBug, typename E>
 __global__ void __launch_bounds__(kThreads)
-    attention_mma_dkdv_kernel(float *dk, float *dv, const E *dout, const E *q, const E *k, const E *v, const float *lse, const float *dsum, int64_t T, int64_t Hq, int64_t Hkv, int64_t L,
-                              float scale) {
-    constexpr int ld = BwdSmem<D>::ld, ND = D / 8;
+    attention_mma_bwd_kernel(float *dq_part, float *dk_part, float *dv_part, const E *dout, const E *q, const E *k,
+                             const E *v, const float *lse, const float *dsum, int64_t T, int64_t Hq, int64_t Hkv,
+                             int64_t L, float scale) {
+    constexpr int ld = BwdSmem<D>::ld, ND = D / 8, kCols = D < 32 ? D : 32;
+    constexpr bool kNoTrans = kBug == ATTN_MMA_BUG_B_NO_TRANS, kSwap = kBug == ATTN_MMA_BUG_PT_SWAP;
     extern __shared__ __align__(16) uint16_t smem_u16[];
     uint16_t *sk = smem_u16, *sv = sk + kTile * ld, *s0 = sv + kTile * ld, *s1 = s0 + kTile * ld; /* K, V, Q, dO */
-    float *s_lse = (float *)(s1 + kTile * ld), *s_dsum = s_lse + kTile;
+    uint16_t *sds = s1 + kTile * ld;                                                             /* dS^T */
+    float *s_lse = (float *)(sds + kTile * kDsLd), *s_dsum = s_lse + kTile;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int64_t b = blockIdx.x / Hkv, hk = blockIdx.x % Hkv, group = Hq / Hkv;
-    const int64_t k0 = (int64_t)blockIdx.y * kTile, qstride = Hq * D, kvstride = Hkv * D;
+    const int64_t b = blockIdx.x / Hq, h = blockIdx.x % Hq, hk = h / (Hq / Hkv);
+    const int G = (int)gridDim.y, grp = (int)blockIdx.y, nk = (int)((T + kTile - 1) / kTile); /* T <= INT32_MAX */
+    const int64_t qstride = Hq * D, kvstride = Hkv * D, slice = (int64_t)gridDim.x / Hq * T * qstride;
     const float scale_log2 = scale * kLog2e;
-    mma_load_rows_bf16<D>(sk, k + (b * T * Hkv + hk) * D, kvstride, k0, T);
-    mma_load_rows_bf16<D>(sv, v + (b * T * Hkv + hk) * D, kvstride, k0, T);
-    const int64_t key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
-    float dk_acc[ND][4], dv_acc[ND][4];
+    const int kl0 = warp * 16 + g; /* the warp's keys kl0 and kl0 + 8 of the tile */
+    for (int kt = grp; kt < nk; kt += G) {
+        const int64_t k0 = (int64_t)kt * kTile;
+        __syncthreads(); /* every warp is done with the previous key tile's K and V */
+        bwd_load_rows<D>(sk, k + (b * T * Hkv + hk) * D, kvstride, k0, T);
+        bwd_load_rows<D>(sv, v + (b * T * Hkv + hk) * D, kvstride, k0, T);
+        float dk_acc[ND][4], dv_acc[ND][4];
 #pragma unroll
-    for (int n = 0; n < ND; n++)
+        for (int n = 0; n < ND; n++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) dk_acc[n][e] = dv_acc[n][e] = 0.0f;
-    for (int64_t hh = 0; hh < group; hh++) {
-        const int64_t h = hk * group + hh;
+            for (int e = 0; e < 4; e++) dk_acc[n][e] = dv_acc[n][e] = 0.0f;
         for (int64_t q0 = k0; q0 < L; q0 += kTile) { /* rows before the key tile see none of it */
-            __syncthreads(); /* every warp is done with the previous Q and dO tiles */
-            mma_load_rows_bf16<D>(s0, q + (b * T * Hq + h) * D, qstride, q0, L);
-            mma_load_rows_bf16<D>(s1, dout + (b * T * Hq + h) * D, qstride, q0, L);
+            /* key kl sees row c of the tile when kl <= c + diag (causal) and
+             * c < rows (rows from L on are the suffix's) */
+            const int diag = (int)(q0 - k0), rows = L - q0 < kTile ? (int)(L - q0) : kTile;
+            __syncthreads(); /* every warp is done with the previous Q, dO and dS^T */
+            bwd_load_rows<D>(s0, q + (b * T * Hq + h) * D, qstride, q0, L);
+            bwd_load_rows<D>(s1, dout + (b * T * Hq + h) * D, qstride, q0, L);
             if (threadIdx.x < kTile) {
                 const int64_t p = q0 + threadIdx.x;
                 s_lse[threadIdx.x] = p < L ? lse[(b * Hq + h) * T + p] * kLog2e : 0.0f;
                 s_dsum[threadIdx.x] = p < L ? dsum[(b * Hq + h) * T + p] : 0.0f;
             }
             __syncthreads();
-            float pt[8][4], dpt[8][4]; /* (16 keys x 64 rows) */
-            mma_mul_rows_t_smem<D>(pt, sk, warp * 16, s0, lane);  /* S^T = K Q^T */
-            mma_mul_rows_t_smem<D>(dpt, sv, warp * 16, s1, lane); /* dP^T = V dO^T */
+            {
+                /* P^T, then dV, then dP^T half by half into dS^T in P^T's
+                 * registers: at D = 128 a whole dP^T beside P^T and the dK,
+                 * dV accumulators spills */
+                float pt[8][4]; /* (16 keys x 64 rows) */
+                mma_mul_rows_t_smem<D>(pt, sk, warp * 16, s0, lane); /* S^T = K Q^T */
 #pragma unroll
-            for (int j = 0; j < 8; j++)
+                for (int j = 0; j < 8; j++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int c = j * 8 + 2 * t + (e & 1);
-                    const int64_t r = q0 + c;
-                    const float pr = key[e >> 1] <= r && r < L ? exp2f(pt[j][e] * scale_log2 - s_lse[c]) : 0.0f;
-                    pt[j][e] = pr;
-                    dpt[j][e] = pr * (dpt[j][e] - s_dsum[c]); /* dS^T */
+                    for (int e = 0; e < 4; e++) {
+                        const int c = j * 8 + 2 * t + (e & 1);
+                        const bool seen = kl0 + 8 * (e >> 1) <= c + diag && c < rows;
+                        pt[j][e] = seen ? exp2f(pt[j][e] * scale_log2 - s_lse[c]) : 0.0f;
+                    }
+                mma_mul_acc<D, kSwap, kNoTrans>(dv_acc, pt, s1, lane); /* dV += P^T dO */
+#pragma unroll
+                for (int half = 0; half < 2; half++) {
+                    float dph[4][4];
+                    mma_mul_rows_t_smem_half<D>(dph, sv, warp * 16, s1, half, lane); /* dP^T = V dO^T */
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            const int c = (half * 4 + j) * 8 + 2 * t + (e & 1);
+                            pt[half * 4 + j][e] *= dph[j][e] - s_dsum[c]; /* dS^T */
+                        }
                 }
-            mma_mul_acc<D, kBug == ATTN_MMA_BUG_PT_SWAP, kBug == ATTN_MMA_BUG_B_NO_TRANS>(dv_acc, pt, s1, lane);  /* dV += P^T dO */
-            mma_mul_acc<D, kBug == ATTN_MMA_BUG_PT_SWAP, kBug == ATTN_MMA_BUG_B_NO_TRANS>(dk_acc, dpt, s0, lane); /* dK += dS^T Q */
+                float (&dpt)[8][4] = pt;
+                mma_mul_acc<D, kSwap, kNoTrans>(dk_acc, dpt, s0, lane); /* dK += dS^T Q */
+                /* dS^T to shared memory, rounded as the products round it:
+                 * row = key (16 per warp), two query rows per 32-bit word */
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+#pragma unroll
+                    for (int r = 0; r < 2; r++)
+                        *(uint32_t *)&sds[(kl0 + 8 * r) * kDsLd + j * 8 + 2 * t] =
+                            mma_pack_bf16x2(dpt[j][2 * r], dpt[j][2 * r + 1]);
+            }
+            if (kBug != ATTN_MMA_BUG_DS_NO_SYNC) __syncthreads(); /* dS^T whole: each warp reads every key's */
+            /* dQ_g rows q0 + 16 warp .. + 15 += dS K, kCols columns at a time */
+            float *dqg = dq_part + grp * slice + (b * T * Hq + h) * D + q0 * qstride;
+#pragma unroll
+            for (int col0 = 0; col0 < D; col0 += kCols) {
+                float acc[kCols / 8][4];
+                mma_mul_dst_x<D, kCols, kSwap, kNoTrans>(acc, sds, warp * 16, sk, col0, lane);
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    if (kl0 + 8 * r >= rows) continue; /* the warp's rows are kl0, kl0 + 8 of the query tile */
+                    float *dst = dqg + (kl0 + 8 * r) * qstride + col0 + 2 * t;
+#pragma unroll
+                    for (int n = 0; n < kCols / 8; n++)
+#pragma unroll
+                        for (int e = 0; e < 2; e++) /* the group's first key tile stores */
+                            dst[n * 8 + e] = kt == grp ? acc[n][2 * r + e] : dst[n * 8 + e] + acc[n][2 * r + e];
+                }
+            }
+        }
+        float *dkb = dk_part + (b * T * Hq + h) * D + k0 * qstride, *dvb = dv_part + (b * T * Hq + h) * D + k0 * qstride;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            if (k0 + kl0 + 8 * r >= T) continue;
+#pragma unroll
+            for (int n = 0; n < ND; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int64_t o = (kl0 + 8 * r) * qstride + n * 8 + 2 * t + e;
+                    dkb[o] = dk_acc[n][2 * r + e];
+                    dvb[o] = dv_acc[n][2 * r + e];
+                }
         }
     }
-    float *dkb = dk + (b * T * Hkv + hk) * D, *dvb = dv + (b * T * Hkv + hk) * D;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        if (key[r] >= T) continue;
-#pragma unroll
-        for (int n = 0; n < ND; n++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                dkb[key[r] * kvstride + n * 8 + 2 * t + e] = dk_acc[n][2 * r + e] * scale;
-                dvb[key[r] * kvstride + n * 8 + 2 * t + e] = dv_acc[n][2 * r + e];
-            }
+}
+
+/* dq rows [0, L) = scale * the groups' slices summed in group order; a row
+ * in row tile i has slices 0..min(G - 1, i) (group g first writes at its
+ * key tile g). The planted group bug stops one group short. */
+template <int kBug>
+__global__ void attention_mma_dq_sum_kernel(float *dq, const float *dq_part, int64_t B, int64_t T, int64_t Hq, int64_t D,
+                                            int64_t L, int64_t G, float scale) {
+    const int64_t n = B * L * Hq * D, per_b = L * Hq * D, slice = B * T * Hq * D;
+    GRID_STRIDE(i, n) {
+        const int64_t b = i / per_b, rest = i % per_b, row = rest / (Hq * D);
+        const int64_t off = b * T * Hq * D + rest;
+        const int64_t last = (row / kTile < G - 1 ? row / kTile : G - 1) - (kBug == ATTN_MMA_BUG_DQ_GROUP ? 1 : 0);
+        float s = 0.0f;
+        for (int64_t g = 0; g <= last; g++) s += dq_part[g * slice + off];
+        dq[off] = s * scale;
+    }
+}
+
+/* dk, dv (B, T, Hkv, D) = the group's query heads' shares summed in head
+ * order (dk times scale) */
+__global__ void attention_mma_dkdv_sum_kernel(float *dk, float *dv, const float *dk_part, const float *dv_part, int64_t B,
+                                              int64_t T, int64_t Hq, int64_t Hkv, int64_t D, float scale) {
+    const int64_t n = B * T * Hkv * D, group = Hq / Hkv;
+    GRID_STRIDE(i, n) {
+        const int64_t bt = i / (Hkv * D), hk = i / D % Hkv, d = i % D;
+        const int64_t base = (bt * Hq + hk * group) * D + d;
+        float sk = 0.0f, sv = 0.0f;
+        for (int64_t hh = 0; hh < group; hh++) {
+            sk += dk_part[base + hh * D];
+            sv += dv_part[base + hh * D];
+        }
+        dk[i] = sk * scale;
+        dv[i] = sv;
     }
 }
 
@@ -286,42 +402,55 @@ __global__ void attention_mma_suffix_dkdv_kernel(float *dk, float *dv, const E *
 }
 
 template <int D, int kBug, typename E>
-static void launch_causal(float *dq, float *dk, float *dv, const E *dout, const E *q, const E *k, const E *v,
-                          const float *lse, const float *dsum, int64_t B, int64_t T, int64_t Hq,
-                          int64_t Hkv, int64_t L, float scale) {
-    const size_t dq_bytes = BwdSmem<D>::dq_bytes, dkdv_bytes = BwdSmem<D>::dkdv_bytes;
-    CUDA_CHECK(cudaFuncSetAttribute(attention_mma_dq_kernel<D, kBug, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)dq_bytes));
-    CUDA_CHECK(cudaFuncSetAttribute(attention_mma_dkdv_kernel<D, kBug, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)dkdv_bytes));
+static void launch_causal(float *dq, float *dk, float *dv, float *dq_part, float *dk_part, float *dv_part,
+                          const E *dout, const E *q, const E *k, const E *v, const float *lse, const float *dsum,
+                          int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t L, int64_t G, float scale) {
+    const size_t bytes = BwdSmem<D>::bytes;
+    CUDA_CHECK(cudaFuncSetAttribute(attention_mma_bwd_kernel<D, kBug, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)bytes));
+    /* y = the group: group 0 (the most query tiles) starts first across all heads */
+    attention_mma_bwd_kernel<D, kBug, E><<<dim3((unsigned int)(B * Hq), (unsigned int)G), kThreads, bytes>>>(
+        dq_part, dk_part, dv_part, dout, q, k, v, lse, dsum, T, Hq, Hkv, L, scale);
+    CUDA_CHECK_LAUNCH();
     if (L > 0) {
-        attention_mma_dq_kernel<D, kBug, E><<<dim3((unsigned int)(B * Hq), ceil_div_u(L, kTile)), kThreads, dq_bytes>>>(
-            dq, dout, q, k, v, lse, dsum, T, Hq, Hkv, L, scale);
+        attention_mma_dq_sum_kernel<kBug><<<grid_for(B * L * Hq * D, 256), 256>>>(dq, dq_part, B, T, Hq, D, L, G, scale);
         CUDA_CHECK_LAUNCH();
     }
-    attention_mma_dkdv_kernel<D, kBug, E><<<dim3((unsigned int)(B * Hkv), ceil_div_u(T, kTile)), kThreads, dkdv_bytes>>>(
-        dk, dv, dout, q, k, v, lse, dsum, T, Hq, Hkv, L, scale);
+    attention_mma_dkdv_sum_kernel<<<grid_for(B * T * Hkv * D, 256), 256>>>(dk, dv, dk_part, dv_part, B, T, Hq, Hkv, D,
+                                                                           scale);
     CUDA_CHECK_LAUNCH();
 }
 
+/* groups: the dQ groups per head, 0 for attention_mma_bwd_groups' choice */
 template <int kBug, typename E>
 static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q, const E *k, const E *v, const E *out,
-                     const float *lse, const int32_t *sel, int64_t B, int64_t T, int64_t Hq,
-                     int64_t Hkv, int64_t D, const RefreshMask *m, const char *fn) {
+                     const float *lse, const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                     const RefreshMask *m, int64_t groups, const char *fn) {
     if (!mma_checked(fn, sel, B, T, Hq, Hkv, D, m)) return;
     const int active = refresh_active(m, T), per_row = active && refresh_per_row(m);
     const int64_t L = active ? m->L : T, ks = active ? refresh_num_selected(m) : 0;
     const int64_t W = per_row ? refresh_row_width(m, T) : 0, per = per_row ? refresh_sel_len(m, T) : ks;
+    const int64_t G = groups > 0 ? groups : attention_mma_bwd_groups(B, T, Hq), nk = (T + kTile - 1) / kTile;
+    if (G > nk || G > 65535) {
+        fprintf(stderr, "kvcpt: %s: %lld dQ groups for %lld key tiles\n", fn, (long long)G, (long long)nk);
+        exit(1);
+    }
     const float scale = 1.0f / sqrtf((float)D);
+    /* dsum (B, Hq, T), then dq_part (G, B, T, Hq, D), dk_part and dv_part
+     * (B, T, Hq, D): attention_cuda_backward_scratch_bytes counts them. No
+     * product overflows: mma_checked bounds B Hq, T, D and G is at most 8
+     * by default (a test's own choice otherwise) */
+    const int64_t n_dsum = B * Hq * T, n_head = B * T * Hq * D;
     float *dsum;
-    CUDA_CHECK(cudaMallocAsync((void **)&dsum, sizeof(float) * (size_t)(B * Hq * T), 0));
+    CUDA_CHECK(cudaMallocAsync((void **)&dsum, sizeof(float) * (size_t)(n_dsum + (G + 2) * n_head), 0));
+    float *dq_part = dsum + n_dsum, *dk_part = dq_part + G * n_head, *dv_part = dk_part + n_head;
     attention_mma_dsum_kernel<E><<<grid_for(B * T * Hq * 32, 256), 256>>>(dsum, dout, out, B, T, Hq, D);
     CUDA_CHECK_LAUNCH();
     switch (D) {
-    case 16: launch_causal<16, kBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
-    case 32: launch_causal<32, kBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
-    case 64: launch_causal<64, kBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
-    default: launch_causal<128, kBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
+    case 16: launch_causal<16, kBug>(dq, dk, dv, dq_part, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
+    case 32: launch_causal<32, kBug>(dq, dk, dv, dq_part, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
+    case 64: launch_causal<64, kBug>(dq, dk, dv, dq_part, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
+    default: launch_causal<128, kBug>(dq, dk, dv, dq_part, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
     }
     if (active) {
         attention_mma_suffix_dq_kernel<E><<<dim3((unsigned int)(T - L), (unsigned int)(B * Hq)), 32>>>(
@@ -341,14 +470,15 @@ extern "C" void attention_backward_mma_cuda(float *dq, float *dk, float *dv, con
                                             const float *k, const float *v, const float *out, const float *lse,
                                             const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                             int64_t D, const RefreshMask *m) {
-    backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, "attention_backward_mma_cuda");
+    backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, 0,
+                          "attention_backward_mma_cuda");
 }
 
 extern "C" void attention_backward_mma_bf16_cuda(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q,
                                                  const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
                                                  const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                                  int64_t D, const RefreshMask *m) {
-    backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m,
+    backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, 0,
                           "attention_backward_mma_bf16_cuda");
 }
 
@@ -356,11 +486,21 @@ extern "C" void attention_backward_mma_planted_cuda(float *dq, float *dk, float 
                                                     const float *q, const float *k, const float *v, const float *out,
                                                     const float *lse, const int32_t *sel, int64_t B, int64_t T,
                                                     int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m,
-                                                    AttnMmaBug bug) {
+                                                    int64_t groups, AttnMmaBug bug) {
     const char *fn = "attention_backward_mma_planted_cuda";
-    if (bug == ATTN_MMA_BUG_B_NO_TRANS)
-        backward<ATTN_MMA_BUG_B_NO_TRANS>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, fn);
-    else if (bug == ATTN_MMA_BUG_PT_SWAP)
-        backward<ATTN_MMA_BUG_PT_SWAP>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, fn);
-    else backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, fn);
+    switch (bug) {
+    case ATTN_MMA_BUG_B_NO_TRANS:
+        backward<ATTN_MMA_BUG_B_NO_TRANS>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, groups, fn);
+        break;
+    case ATTN_MMA_BUG_PT_SWAP:
+        backward<ATTN_MMA_BUG_PT_SWAP>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, groups, fn);
+        break;
+    case ATTN_MMA_BUG_DQ_GROUP:
+        backward<ATTN_MMA_BUG_DQ_GROUP>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, groups, fn);
+        break;
+    case ATTN_MMA_BUG_DS_NO_SYNC:
+        backward<ATTN_MMA_BUG_DS_NO_SYNC>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, groups, fn);
+        break;
+    default: backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, groups, fn); break;
+    }
 }

@@ -94,7 +94,7 @@ grep -q "^fits 80.00 GiB per GPU: headroom" <<<"$t" && ok "plan: the shipped 8B 
 # H200 about 139 GiB), each at the total its comment gives; and the 8-GPU
 # config's precision on one 80 GB card does not fit (why the 80 GB config
 # is bf16sr)
-for c in "cpt-llama3.1-8b-1gpu-80gb 79G 68.10" "cpt-llama3.1-8b-1gpu-141gb 139G 94.70" "cpt-llama3.1-8b 80G 27.99 8"; do
+for c in "cpt-llama3.1-8b-1gpu-80gb 79G 69.36" "cpt-llama3.1-8b-1gpu-141gb 139G 95.96" "cpt-llama3.1-8b 80G 29.25 8"; do
     read -r name mem total ranks <<<"$c"
     out=$("$K" plan --preset llama3.1-8b --config "launch/configs/$name.json" --ranks "${ranks:-1}" --seq 8242 --engine cuda --gpu-mem "$mem")
     if grep -q "^fits ${mem%G}.00 GiB per GPU: headroom" <<<"$out" && grep -q "^  total  *$total GiB" <<<"$out" &&
