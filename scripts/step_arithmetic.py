@@ -23,8 +23,12 @@ model/llama_layer.c, model/llama_cuda.c, kernels/attention_mma_*.cu):
   (no separate add);
 - attention on tensor cores for the causal rows [0, L): 64 x 64 tiles, the
   diagonal tiles computed whole, 2 products per tile forward (Q K^T, P V)
-  and 7 backward (dQ pass: Q K^T, dO V^T, dS K; dK/dV pass: K Q^T, V dO^T,
-  P^T dO, dS^T Q), 2 x 64 x 64 x D FLOPs each; the RefreshKV suffix rows
+  and 5 backward in one pass per key tile (K Q^T, V dO^T, P^T dO, dS^T Q,
+  dS K), 2 x 64 x 64 x D FLOPs each; per tile the backward also reads and
+  writes the 64 x D fp32 rows of its block's partial dQ (the group's first
+  key tile only writes), and after it the G partials (G as
+  kernels/attention.c's attention_mma_bwd_groups) and the query heads'
+  dK, dV shares are summed; the RefreshKV suffix rows
   [L, T) on CUDA cores in fp32: per (row, key) pair 4 D FLOPs forward and
   14 D backward (their dQ: 3 dot products, their dK/dV: 4); attention's
   bytes are its inputs and outputs once (re-reads of K/V tiles hit L2);
@@ -108,9 +112,16 @@ def main():
     mma_f = 2 * 2 * D * bh * tile_pairs
     att_io = (2 * N * Hq * D + 2 * N * Hkv * D) * b16 + N * Hq * f32  # q, k, v in; out, lse out
     rows.append(("attention fwd, rows < L (tensor cores, 2 products/tile)", fwd, mma_f, att_io, AF))
-    # backward: q, k, v, out, dout (bf16) and lse in; dq, dk, dv (fp32) out
-    rows.append(("attention bwd, rows < L (tensor cores, 7 products/tile)", layers, 7 * 2 * D * bh * tile_pairs,
-                 (3 * N * Hq * D + 2 * N * Hkv * D) * b16 + N * Hq * f32 + (N * Hq * D + 2 * N * Hkv * D) * f32, AB))
+    # backward: q, k, v, out, dout (bf16) and lse in; the partial dQ read
+    # and written per tile; dK, dV per query head (fp32) out
+    groups = max(1, min(8, -(-2 * 132 // bh), math.ceil(T / TILE)))
+    first_stores = sum(max(0, nt - g) for g in range(groups))  # per head: tiles the group's first key tile stores
+    dq_rmw = bh * TILE * D * f32 * (2 * nt * (nt + 1) / 2 - first_stores)
+    rows.append(("attention bwd, rows < L (tensor cores, 5 products/tile, partial dQ read and written per tile)",
+                 layers, 5 * 2 * D * bh * tile_pairs,
+                 (3 * N * Hq * D + 2 * N * Hkv * D) * b16 + N * Hq * f32 + dq_rmw + 2 * N * Hq * D * f32, AB))
+    rows.append((f"attention bwd: {groups} dQ partials and the query heads' dK, dV summed", layers, 0,
+                 (groups + 1) * N * Hq * D * f32 + 2 * N * Hq * D * f32 + 2 * N * Hkv * D * f32, MM))
     rows.append(("attention bwd: dsum = rowsum(dO * O)", layers, 0, 2 * N * Hq * D * b16 + N * Hq * f32, MM))
     if L < T:
         sfx_io = (T - L) * (2 * Hq * D) * b16 + suffix_pairs * 0  # their q in, out; keys counted with the tiles
