@@ -35,18 +35,35 @@ static void bf16_backward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv
     attention_backward_mma_bf16_cuda(b->dq, b->dk, b->dv, b->doutb, b->qb, b->kb, b->vb, b->outb, b->lse, b->sel, B, T,
                                      Hq, Hkv, D, m);
 }
+/* the backward variants by name (kernels/attention.h AttnBwdVariant), so a
+ * GPU run times the one the engine does not run beside it */
+static void bf16_backward_two_pass(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                   const RefreshMask *m) {
+    attention_backward_mma_bf16_variant_cuda(b->dq, b->dk, b->dv, b->doutb, b->qb, b->kb, b->vb, b->outb, b->lse,
+                                             b->sel, B, T, Hq, Hkv, D, m, ATTN_BWD_TWO_PASS);
+}
+static void bf16_backward_one_pass(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                   const RefreshMask *m) {
+    attention_backward_mma_bf16_variant_cuda(b->dq, b->dk, b->dv, b->doutb, b->qb, b->kb, b->vb, b->outb, b->lse,
+                                             b->sel, B, T, Hq, Hkv, D, m, ATTN_BWD_ONE_PASS);
+}
 
 typedef void (*AttnCall)(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
 typedef struct {
     const char *name; /* JSON key */
     const char *what; /* how it computes */
     int tensor_cores; /* needs attention_tensor_core_head_dim(D) */
+    int variant;      /* a backward variant alone (no forward), skipped when it is the engine's; -1: none */
     AttnCall forward, backward;
 } AttnKernels;
 
 static const AttnKernels kernel_families[] = {
-    {"fp32", "the fp32 engine's: fp32 in, FMA on CUDA cores", 0, fp32_forward, fp32_backward},
-    {"bf16", "the bf16 engine's: bf16 in, mma.sync on tensor cores, fp32 sums", 1, bf16_forward, bf16_backward},
+    {"fp32", "the fp32 engine's: fp32 in, FMA on CUDA cores", 0, -1, fp32_forward, fp32_backward},
+    {"bf16", "the bf16 engine's: bf16 in, mma.sync on tensor cores, fp32 sums", 1, -1, bf16_forward, bf16_backward},
+    {"bf16_two_pass", "the bf16 backward in two passes, 7 products per tile", 1, ATTN_BWD_TWO_PASS, NULL,
+     bf16_backward_two_pass},
+    {"bf16_one_pass", "the bf16 backward in one pass, 5 products per tile, partial dQ", 1, ATTN_BWD_ONE_PASS, NULL,
+     bf16_backward_one_pass},
 };
 #define N_FAMILIES (int)(sizeof kernel_families / sizeof kernel_families[0])
 
@@ -152,6 +169,15 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
     for (int f = 0; f < N_FAMILIES; f++) {
         const AttnKernels *kf = &kernel_families[f];
         if (kf->tensor_cores && !tc) continue;
+        if (kf->variant >= 0) {
+            if (kf->variant == (int)attention_bwd_variant_default()) continue; /* the "bf16" row's backward */
+            double bwd_ms;
+            TIME_MS(a->reps, bwd_ms, kf->backward(&b, B, T, Hq, Hkv, D, &m));
+            const double bt = 2.5 * ff / bwd_ms / 1e9;
+            if (a->json) printf(",\"%s_backward_ms\":%.4f,\"%s_backward_tflops\":%.2f", kf->name, bwd_ms, kf->name, bt);
+            else printf("  %-6s (%s): backward %.3f ms (%.1f TFLOP/s)\n", kf->name, kf->what, bwd_ms, bt);
+            continue;
+        }
         double fwd_ms, bwd_ms;
         TIME_MS(a->reps, fwd_ms, kf->forward(&b, B, T, Hq, Hkv, D, &m));
         TIME_MS(a->reps, bwd_ms, kf->backward(&b, B, T, Hq, Hkv, D, &m));
@@ -163,6 +189,9 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
         if (a->json)
             printf(",\"%s_forward_ms\":%.4f,\"%s_backward_ms\":%.4f,\"%s_forward_tflops\":%.2f,\"%s_backward_tflops\":%.2f",
                    kf->name, fwd_ms, kf->name, bwd_ms, kf->name, ft, kf->name, bt);
+        else if (kf->tensor_cores)
+            printf("  %-6s (%s): forward %.3f ms (%.1f TFLOP/s), backward (%s) %.3f ms (%.1f TFLOP/s)\n", kf->name,
+                   kf->what, fwd_ms, ft, attention_bwd_variant_name(attention_bwd_variant_default()), bwd_ms, bt);
         else
             printf("  %-6s (%s): forward %.3f ms (%.1f TFLOP/s), backward %.3f ms (%.1f TFLOP/s)\n", kf->name, kf->what,
                    fwd_ms, ft, bwd_ms, bt);

@@ -83,11 +83,33 @@ int64_t attention_cuda_forward_scratch_bytes(const RefreshMask *m, int64_t B, in
     return row_mask_bytes(m, B, T, Hkv);
 }
 
-int64_t attention_cuda_backward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv) {
-    int64_t dsum = (int64_t)sizeof(float) * B * Hq * T;
-    if (!refresh_active(m, T)) return dsum;
-    if (refresh_per_row(m)) return dsum + row_mask_bytes(m, B, T, Hkv);
-    return dsum + B * Hkv * m->L; /* one byte per prefill key: selected or not */
+int64_t attention_mma_bwd_groups(int64_t B, int64_t T, int64_t Hq) {
+    const int64_t slots = 2 * 132, cap = 8, heads = B * Hq > 0 ? B * Hq : 1, key_tiles = (T + 63) / 64;
+    int64_t g = (slots + heads - 1) / heads;
+    if (g > cap) g = cap;
+    if (g > key_tiles) g = key_tiles;
+    return g > 1 ? g : 1;
+}
+
+AttnBwdVariant attention_bwd_variant_default(void) {
+    /* by arithmetic the one pass's partial dQ traffic outweighs the two
+     * products it saves at the 8B shape (docs/cuda.md) */
+    return ATTN_BWD_TWO_PASS;
+}
+
+const char *attention_bwd_variant_name(AttnBwdVariant v) {
+    return v == ATTN_BWD_ONE_PASS ? "one_pass" : "two_pass";
+}
+
+int64_t attention_cuda_backward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                              int64_t D, AttnBwdVariant v) {
+    /* the row sums (B, Hq, T); the one pass adds its partial dQ (G copies)
+     * and per-query-head dK, dV (B, T, Hq, D) each */
+    const int64_t copies = v == ATTN_BWD_ONE_PASS ? (attention_mma_bwd_groups(B, T, Hq) + 2) * D : 0;
+    int64_t sums = (int64_t)sizeof(float) * B * Hq * T * (1 + copies);
+    if (!refresh_active(m, T)) return sums;
+    if (refresh_per_row(m)) return sums + row_mask_bytes(m, B, T, Hkv);
+    return sums + B * Hkv * m->L; /* one byte per prefill key: selected or not */
 }
 
 RefreshMask refresh_mask_off(void) {

@@ -88,7 +88,25 @@ void refresh_mask_validate(const RefreshMask *m, const char *origin);
  * every build. */
 int64_t attention_cuda_select_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv);
 int64_t attention_cuda_forward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hkv);
-int64_t attention_cuda_backward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv);
+/* The tensor-core backward's causal rows (kernels/attention_mma_bwd.cu):
+ * two passes, a dQ kernel per query tile (S, dP, dS K) and a dK/dV kernel
+ * per key tile (S^T, dP^T, P^T dO, dS^T Q), 7 products per tile and no
+ * partials; or FlashAttention-2's one pass per key tile, 5 products, its dQ
+ * through G fp32 partials read and written per tile. Both give the
+ * oracle's values within the tests' tolerance, not each other's bits. */
+typedef enum { ATTN_BWD_TWO_PASS = 0, ATTN_BWD_ONE_PASS = 1 } AttnBwdVariant;
+/* The engine's variant: the one scripts/step_arithmetic.py forecasts faster
+ * at the 8B CPT shape (docs/cuda.md), chosen here and nowhere else. */
+AttnBwdVariant attention_bwd_variant_default(void);
+const char *attention_bwd_variant_name(AttnBwdVariant v);
+/* The backward's bytes for variant v (the engine passes the default). */
+int64_t attention_cuda_backward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                              int64_t D, AttnBwdVariant v);
+/* G, the one-pass backward's dQ groups per (batch row, query head):
+ * enough blocks (B Hq G) for two per SM on an H100's 132 SMs, at most 8 (8
+ * fp32 copies of dQ) and at most one per 64-key tile. A function of the
+ * shape only, so the bits do not depend on the device. */
+int64_t attention_mma_bwd_groups(int64_t B, int64_t T, int64_t Hq);
 /* 64-bit words per listed row of the bitmaps above: ceil(T / 64). */
 int64_t attention_row_mask_words(int64_t T);
 

@@ -4,7 +4,9 @@
  * kernels/attention.h, for the bf16 engine: the same arguments and layouts,
  * fp32 tensors in device memory. The causal rows [0, L) run on tensor cores
  * (FlashAttention-2 tiling, online softmax, no T x T buffer, GQA without
- * copies, no float atomics: two runs give the same bits): Q, K and V are
+ * copies, no float atomics: the same bits for any block order; the
+ * one-pass backward's dQ goes through per-group partial sums, see
+ * attention_mma_bwd_groups): Q, K and V are
  * rounded to bf16 as they are loaded, and so are the probabilities P before
  * P V; every product sums in fp32. The RefreshKV suffix rows [L, T), a few
  * dozen, keep the fp32 gather kernel of kernels/attention.cu (unrounded
@@ -40,15 +42,33 @@ void attention_backward_mma_bf16_cuda(float *dq, float *dk, float *dv, const bf1
                                       const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                       const RefreshMask *m);
 
-/* Test hooks: the same kernels with a planted fragment-layout bug, so the
- * parity test can show that it catches each one. */
+/* The entries above run attention_bwd_variant_default(); these run the
+ * variant named (kernels/attention.h AttnBwdVariant), so tests and
+ * `kvcpt bench attention` can set them side by side. The one pass: each
+ * block walks key tiles g, g + G, ... of one query head and adds dS K into
+ * its own fp32 slice of a partial dQ (G, B, T, Hq, D); a second kernel sums
+ * the slices in group order. */
+void attention_backward_mma_variant_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                         const float *k, const float *v, const float *out, const float *lse,
+                                         const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                         const RefreshMask *m, AttnBwdVariant variant);
+void attention_backward_mma_bf16_variant_cuda(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q,
+                                              const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
+                                              const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                              int64_t D, const RefreshMask *m, AttnBwdVariant variant);
+
+/* Test hooks: the same kernels with a planted bug, so the parity test (and
+ * the race detector, for the missing barrier) can show that it catches each
+ * one. */
 typedef enum {
     ATTN_MMA_OK = 0,
     ATTN_MMA_BUG_P_SWAP = 1,      /* forward: P's A fragment with registers 1 and 2 swapped */
     ATTN_MMA_BUG_V_NO_TRANS = 2,  /* forward: V loaded with ldmatrix without .trans */
     ATTN_MMA_BUG_ROW_MAX = 3,     /* forward: the row max reduced across lanes of other rows */
     ATTN_MMA_BUG_B_NO_TRANS = 4,  /* backward: K, Q, dO as B of dS K, dS^T Q, P^T dO without .trans */
-    ATTN_MMA_BUG_PT_SWAP = 5,     /* backward: P^T and dS^T fragments with registers 1 and 2 swapped */
+    ATTN_MMA_BUG_PT_SWAP = 5,     /* backward: P^T, dS^T (and the one pass's dS) fragments with registers 1 and 2 swapped */
+    ATTN_MMA_BUG_DQ_GROUP = 6,    /* one-pass backward: the dQ sum stops one group short */
+    ATTN_MMA_BUG_DS_NO_SYNC = 7,  /* one-pass backward: no barrier between storing dS^T and the dQ product reading it */
     ATTN_MMA_BUG_CP_WAIT1 = 16,   /* forward, bf16 entry: the next K/V tile's cp.async waited for with wait_group 1, not 0 */
     ATTN_MMA_BUG_CP_NO_SYNC = 17, /* forward, bf16 entry: no __syncthreads between a landed K/V tile and its reads */
 } AttnMmaBug;
@@ -60,10 +80,15 @@ void attention_forward_mma_planted_cuda(float *out, float *lse, const float *q, 
 void attention_forward_mma_bf16_planted_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                                              const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                              int64_t D, const RefreshMask *m, AttnMmaBug bug);
+/* The backward variant named, with a planted bug (the one pass's bugs plant
+ * nothing in the two passes) and groups dQ groups (the one pass; 1 ..
+ * ceil(T / 64), 0 for attention_mma_bwd_groups' choice), so the tests can
+ * run blocks over several key tiles at small T. */
 void attention_backward_mma_planted_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
                                          const float *k, const float *v, const float *out, const float *lse,
                                          const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
-                                         const RefreshMask *m, AttnMmaBug bug);
+                                         const RefreshMask *m, AttnBwdVariant variant, int64_t groups,
+                                         AttnMmaBug bug);
 #ifdef __cplusplus
 }
 #endif

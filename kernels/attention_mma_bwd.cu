@@ -4,6 +4,8 @@
  * fixed order, written by one kernel and then added to by the next.
  *
  *   dsum   (B, Hq, T) = rowsum(dO * O), fp32, one warp per row.
+ * The causal rows in two passes (ATTN_BWD_TWO_PASS; the one pass,
+ * ATTN_BWD_ONE_PASS, is kernels/attention_mma_bwd_one_pass.cuh):
  *   dQ     rows [0, L): one block of 4 warps per (64-row tile, batch row x
  *          query head). Q and dO fragments stay in registers; per key tile
  *          up to the diagonal: S = Q K^T, P = exp(S scale - lse),
@@ -34,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "attention_mma_bwd_one_pass.cuh"
 #include "attention_mma_tiles.cuh"
 #include "cuda_reduce.cuh"
 
@@ -307,21 +310,46 @@ static void launch_causal(float *dq, float *dk, float *dv, const E *dout, const 
 template <int kBug, typename E>
 static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q, const E *k, const E *v, const E *out,
                      const float *lse, const int32_t *sel, int64_t B, int64_t T, int64_t Hq,
-                     int64_t Hkv, int64_t D, const RefreshMask *m, const char *fn) {
+                     int64_t Hkv, int64_t D, const RefreshMask *m, AttnBwdVariant variant, int64_t groups,
+                     const char *fn) {
     if (!mma_checked(fn, sel, B, T, Hq, Hkv, D, m)) return;
     const int active = refresh_active(m, T), per_row = active && refresh_per_row(m);
     const int64_t L = active ? m->L : T, ks = active ? refresh_num_selected(m) : 0;
     const int64_t W = per_row ? refresh_row_width(m, T) : 0, per = per_row ? refresh_sel_len(m, T) : ks;
+    const int one_pass = variant == ATTN_BWD_ONE_PASS;
+    const int64_t G = one_pass ? (groups > 0 ? groups : attention_mma_bwd_groups(B, T, Hq)) : 0;
+    const int64_t nk = (T + kOnePassTile - 1) / kOnePassTile;
+    if (G > nk || G > 65535) {
+        fprintf(stderr, "kvcpt: %s: %lld dQ groups for %lld key tiles\n", fn, (long long)G, (long long)nk);
+        exit(1);
+    }
     const float scale = 1.0f / sqrtf((float)D);
+    /* dsum (B, Hq, T); the one pass's dq_part (G, B, T, Hq, D), dk_part and
+     * dv_part (B, T, Hq, D) after it: attention_cuda_backward_scratch_bytes
+     * counts them. No product overflows: mma_checked bounds B Hq, T, D and
+     * G is at most 8 by default (a test's own choice otherwise) */
+    const int64_t n_dsum = B * Hq * T, n_head = B * T * Hq * D;
     float *dsum;
-    CUDA_CHECK(cudaMallocAsync((void **)&dsum, sizeof(float) * (size_t)(B * Hq * T), 0));
+    CUDA_CHECK(cudaMallocAsync((void **)&dsum, sizeof(float) * (size_t)(n_dsum + (one_pass ? (G + 2) * n_head : 0)), 0));
     attention_mma_dsum_kernel<E><<<grid_for(B * T * Hq * 32, 256), 256>>>(dsum, dout, out, B, T, Hq, D);
     CUDA_CHECK_LAUNCH();
-    switch (D) {
-    case 16: launch_causal<16, kBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
-    case 32: launch_causal<32, kBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
-    case 64: launch_causal<64, kBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
-    default: launch_causal<128, kBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
+    if (one_pass) {
+        float *dq_part = dsum + n_dsum, *dk_part = dq_part + G * n_head, *dv_part = dk_part + n_head;
+        switch (D) {
+        case 16: launch_causal_one_pass<16, kBug>(dq, dk, dv, dq_part, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
+        case 32: launch_causal_one_pass<32, kBug>(dq, dk, dv, dq_part, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
+        case 64: launch_causal_one_pass<64, kBug>(dq, dk, dv, dq_part, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
+        default: launch_causal_one_pass<128, kBug>(dq, dk, dv, dq_part, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
+        }
+    } else {
+        /* the one pass's own plants (dQ groups, dS^T barrier) plant nothing here */
+        constexpr int kTwoBug = kBug == ATTN_MMA_BUG_B_NO_TRANS || kBug == ATTN_MMA_BUG_PT_SWAP ? kBug : ATTN_MMA_OK;
+        switch (D) {
+        case 16: launch_causal<16, kTwoBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
+        case 32: launch_causal<32, kTwoBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
+        case 64: launch_causal<64, kTwoBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
+        default: launch_causal<128, kTwoBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
+        }
     }
     if (active) {
         attention_mma_suffix_dq_kernel<E><<<dim3((unsigned int)(T - L), (unsigned int)(B * Hq)), 32>>>(
@@ -337,11 +365,30 @@ static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q,
     CUDA_CHECK(cudaFreeAsync(dsum, 0));
 }
 
+extern "C" void attention_backward_mma_variant_cuda(float *dq, float *dk, float *dv, const float *dout,
+                                                    const float *q, const float *k, const float *v, const float *out,
+                                                    const float *lse, const int32_t *sel, int64_t B, int64_t T,
+                                                    int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m,
+                                                    AttnBwdVariant variant) {
+    backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant, 0,
+                          "attention_backward_mma_variant_cuda");
+}
+
+extern "C" void attention_backward_mma_bf16_variant_cuda(float *dq, float *dk, float *dv, const bf16 *dout,
+                                                         const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *out,
+                                                         const float *lse, const int32_t *sel, int64_t B, int64_t T,
+                                                         int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m,
+                                                         AttnBwdVariant variant) {
+    backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant, 0,
+                          "attention_backward_mma_bf16_variant_cuda");
+}
+
 extern "C" void attention_backward_mma_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
                                             const float *k, const float *v, const float *out, const float *lse,
                                             const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                             int64_t D, const RefreshMask *m) {
-    backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, "attention_backward_mma_cuda");
+    backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m,
+                          attention_bwd_variant_default(), 0, "attention_backward_mma_cuda");
 }
 
 extern "C" void attention_backward_mma_bf16_cuda(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q,
@@ -349,18 +396,30 @@ extern "C" void attention_backward_mma_bf16_cuda(float *dq, float *dk, float *dv
                                                  const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                                  int64_t D, const RefreshMask *m) {
     backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m,
-                          "attention_backward_mma_bf16_cuda");
+                          attention_bwd_variant_default(), 0, "attention_backward_mma_bf16_cuda");
 }
 
 extern "C" void attention_backward_mma_planted_cuda(float *dq, float *dk, float *dv, const float *dout,
                                                     const float *q, const float *k, const float *v, const float *out,
                                                     const float *lse, const int32_t *sel, int64_t B, int64_t T,
                                                     int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m,
-                                                    AttnMmaBug bug) {
+                                                    AttnBwdVariant variant, int64_t groups, AttnMmaBug bug) {
     const char *fn = "attention_backward_mma_planted_cuda";
-    if (bug == ATTN_MMA_BUG_B_NO_TRANS)
-        backward<ATTN_MMA_BUG_B_NO_TRANS>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, fn);
-    else if (bug == ATTN_MMA_BUG_PT_SWAP)
-        backward<ATTN_MMA_BUG_PT_SWAP>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, fn);
-    else backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, fn);
+    switch (bug) {
+    case ATTN_MMA_BUG_B_NO_TRANS:
+        backward<ATTN_MMA_BUG_B_NO_TRANS>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant, groups, fn);
+        break;
+    case ATTN_MMA_BUG_PT_SWAP:
+        backward<ATTN_MMA_BUG_PT_SWAP>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant, groups, fn);
+        break;
+    case ATTN_MMA_BUG_DQ_GROUP:
+        backward<ATTN_MMA_BUG_DQ_GROUP>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant, groups, fn);
+        break;
+    case ATTN_MMA_BUG_DS_NO_SYNC:
+        backward<ATTN_MMA_BUG_DS_NO_SYNC>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant, groups, fn);
+        break;
+    default:
+        backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant, groups, fn);
+        break;
+    }
 }

@@ -11,6 +11,10 @@
 #    and two planted bugs of the tensor-core attention forward's cp.async
 #    pipeline (the next K/V tile waited for with wait_group 1, not 0; no
 #    barrier at the top of the key loop);
+#  - a planted missing barrier in the tensor-core attention backward (dS^T
+#    stored by each warp, then read across the warps for dQ): reported in
+#    attention_mma_bwd_one_pass_kernel; and the plain emulator's dq from it fails the
+#    comparison with the CPU oracle;
 #  - the same kernels made right, atomics of many blocks on one counter,
 #    neighbouring bytes and 2-byte halves of one word written by different
 #    threads: no report;
@@ -87,6 +91,28 @@ for order in index reverse random; do
         fail "race-free kernels ($order order)" "exit status $rc, output: $(head -c 1500 <<<"$out")"
     fi
 done
+
+# the planted missing barrier of the attention backward (its test case runs
+# only when named: tests/gpu/test_attention_mma.c)
+barrier_case="planted missing barrier in the backward"
+rb=build/emu-race/tests/test_cuda_emu_attention_mma pb=build/tests/test_cuda_emu_attention_mma
+if [ -x "$rb" ] && [ -x "$pb" ]; then
+    out=$(KVCPT_TEST_CASES=$barrier_case timeout 900 "$rb" 2>&1) && rc=0 || rc=$?
+    if [ "$rc" -eq 66 ] && grep -q "DATA RACE" <<<"$out" && grep -q "attention_mma_bwd_one_pass_kernel" <<<"$out" &&
+        grep -q "attention_mma_bwd_one_pass.cuh:[0-9]" <<<"$out"; then
+        ok "planted missing barrier in the attention backward: reported, exit status 66: $(grep -m1 'DATA RACE' <<<"$out" | sed 's/.*DATA RACE/DATA RACE/' | cut -c1-200)"
+    else
+        fail "planted missing barrier in the attention backward (race detector)" "exit status $rc (want 66), output: $(grep -v '^ok - ' <<<"$out" | head -c 1500)"
+    fi
+    out=$(KVCPT_TEST_CASES=$barrier_case timeout 900 "$pb" 2>&1) && rc=0 || rc=$?
+    if [ "$rc" -eq 0 ] && grep -q "^ok - planted backward bug caught (no barrier" <<<"$out"; then
+        ok "planted missing barrier in the attention backward: the plain emulator's dq fails the oracle comparison ($(grep -m1 '^# planted no barrier' <<<"$out" | sed 's/^# //'))"
+    else
+        fail "planted missing barrier in the attention backward (plain emulator)" "exit status $rc, output: $(grep -v '^ok - ' <<<"$out" | head -c 1500)"
+    fi
+else
+    echo "skip - planted missing barrier in the attention backward: $rb or $pb is not built"
+fi
 
 # the emulated GPU tests in the race variant, a few at a time
 bins=()

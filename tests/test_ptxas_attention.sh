@@ -29,8 +29,10 @@ else
     fail "ptxas: attention kernels spill" "exit status $rc: $(tail -5 <<<"$out")"
 fi
 # the engine's kernels are in the table, each with a blocks-per-SM figure
+# (both backward variants: the two passes and the one pass with its dQ sum)
 for k in 'attention_forward_mma_kernel<128, 0, __nv_bfloat16>' 'attention_mma_dq_kernel<128, 0, __nv_bfloat16>' \
-    'attention_mma_dkdv_kernel<128, 0, __nv_bfloat16>' 'attention_forward_kernel<128, float>'; do
+    'attention_mma_dkdv_kernel<128, 0, __nv_bfloat16>' 'attention_mma_bwd_one_pass_kernel<128, 0, __nv_bfloat16>' \
+    'attention_mma_dq_sum_kernel<0>' 'attention_forward_kernel<128, float>'; do
     if grep -F "$k" <<<"$out" | grep -Eq ' [0-9]+ \((regs|smem|threads)\)$'; then
         ok "ptxas table lists $k: $(grep -F "$k" <<<"$out" | awk '{ print $(NF - 5) " registers, " $(NF - 1) " blocks/SM " $NF }')"
     else

@@ -5,9 +5,13 @@
  * D = 16, 32, 64 and 128, T and L not multiples of the 64-row tile, B = 2,
  * K < L and K = L, and the eval cache's per-row records (evict, restride);
  * then run-twice determinism, K = L equal to the unmasked
- * run bit for bit on the rows before L (the tensor-core rows), and five
- * planted fragment-layout bugs (three forward, two backward) that the same
- * comparison must catch.
+ * run bit for bit on the rows before L (the tensor-core rows), the
+ * backward in both variants (kernels/attention.h AttnBwdVariant: two passes,
+ * and the one pass also with 1 and 2 dQ groups, blocks over several key
+ * tiles), and planted bugs that the same comparison must catch: three
+ * forward layout bugs; in each backward variant two layout bugs, and the
+ * one pass's dQ sum one group short; a missing barrier in the one pass
+ * runs only when named (see run_all).
  *
  * Tolerances: |gpu - cpu| <= atol + rtol * |cpu| (inputs standard normal,
  * rounded to bf16 on both sides, so only what the GPU does differently
@@ -84,17 +88,23 @@ static void gpu_forward(const Case *c, Dev *d, const RefreshMask *m, AttnMmaBug 
     cuda_memcpy_d2h(lse, d->lse, sizeof(float) * (size_t)nlse);
 }
 
-/* The backward on the device (planted bug or none) from its own forward's
- * out and lse; dq, dk, dv downloaded. */
-static void gpu_backward(const Case *c, Dev *d, const RefreshMask *m, AttnMmaBug bug, float *dq, float *dk, float *dv) {
+/* The backward on the device (the variant named; planted bug or none;
+ * groups dQ groups of the one pass, 0: the default) from its own forward's
+ * out and lse; dq, dk, dv downloaded. The engine's default variant goes
+ * through the plain entry, the other through the variant entry. */
+static void gpu_backward(const Case *c, Dev *d, const RefreshMask *m, AttnBwdVariant variant, int64_t groups,
+                         AttnMmaBug bug, float *dq, float *dk, float *dv) {
     const int64_t nq = c->B * c->T * c->Hq * c->D, nkv = c->B * c->T * c->Hkv * c->D;
     const int32_t *sel = refresh_active(m, c->T) ? d->sel : NULL;
-    if (bug == ATTN_MMA_OK)
+    if (bug == ATTN_MMA_OK && groups == 0 && variant == attention_bwd_variant_default())
         attention_backward_mma_cuda(d->dq, d->dk, d->dv, d->dout, d->q, d->k, d->v, d->out, d->lse, sel, c->B, c->T,
                                     c->Hq, c->Hkv, c->D, m);
+    else if (bug == ATTN_MMA_OK && groups == 0)
+        attention_backward_mma_variant_cuda(d->dq, d->dk, d->dv, d->dout, d->q, d->k, d->v, d->out, d->lse, sel, c->B,
+                                            c->T, c->Hq, c->Hkv, c->D, m, variant);
     else
         attention_backward_mma_planted_cuda(d->dq, d->dk, d->dv, d->dout, d->q, d->k, d->v, d->out, d->lse, sel, c->B,
-                                            c->T, c->Hq, c->Hkv, c->D, m, bug);
+                                            c->T, c->Hq, c->Hkv, c->D, m, variant, groups, bug);
     cuda_synchronize();
     cuda_memcpy_d2h(dq, d->dq, sizeof(float) * (size_t)nq);
     cuda_memcpy_d2h(dk, d->dk, sizeof(float) * (size_t)nkv);
@@ -152,18 +162,38 @@ static void run_case(const Case *c, int plant) {
     float *dq = xmalloc(sizeof(float) * (size_t)nq), *dk = xmalloc(sizeof(float) * (size_t)nkv);
     float *dv = xmalloc(sizeof(float) * (size_t)nkv), *dq2 = xmalloc(sizeof(float) * (size_t)nq);
     float *dk2 = xmalloc(sizeof(float) * (size_t)nkv), *dv2 = xmalloc(sizeof(float) * (size_t)nkv);
-    gpu_backward(c, &d, &c->m, ATTN_MMA_OK, dq, dk, dv);
-    snprintf(name, sizeof name, "tensor-core backward dq: %s", c->label);
-    tl_close_margin(name, dq, ref_dq, nq, GRAD_ATOL, GRAD_RTOL);
-    snprintf(name, sizeof name, "tensor-core backward dk: %s", c->label);
-    tl_close_margin(name, dk, ref_dk, nkv, GRAD_ATOL, GRAD_RTOL);
-    snprintf(name, sizeof name, "tensor-core backward dv: %s", c->label);
-    tl_close_margin(name, dv, ref_dv, nkv, GRAD_ATOL, GRAD_RTOL);
-    gpu_backward(c, &d, &c->m, ATTN_MMA_OK, dq2, dk2, dv2);
-    snprintf(name, sizeof name, "backward rerun gives the same bits, dq, dk, dv: %s", c->label);
-    tl_result(memcmp(dq, dq2, sizeof(float) * (size_t)nq) == 0 && memcmp(dk, dk2, sizeof(float) * (size_t)nkv) == 0 &&
-                  memcmp(dv, dv2, sizeof(float) * (size_t)nkv) == 0,
-              name, "the two runs differ");
+    /* both backward variants against the oracle, each run twice for its bits */
+    const AttnBwdVariant variants[2] = {ATTN_BWD_TWO_PASS, ATTN_BWD_ONE_PASS};
+    for (int vi = 0; vi < 2; vi++) {
+        const char *vn = attention_bwd_variant_name(variants[vi]);
+        gpu_backward(c, &d, &c->m, variants[vi], 0, ATTN_MMA_OK, dq, dk, dv);
+        snprintf(name, sizeof name, "tensor-core backward (%s) dq: %s", vn, c->label);
+        tl_close_margin(name, dq, ref_dq, nq, GRAD_ATOL, GRAD_RTOL);
+        snprintf(name, sizeof name, "tensor-core backward (%s) dk: %s", vn, c->label);
+        tl_close_margin(name, dk, ref_dk, nkv, GRAD_ATOL, GRAD_RTOL);
+        snprintf(name, sizeof name, "tensor-core backward (%s) dv: %s", vn, c->label);
+        tl_close_margin(name, dv, ref_dv, nkv, GRAD_ATOL, GRAD_RTOL);
+        gpu_backward(c, &d, &c->m, variants[vi], 0, ATTN_MMA_OK, dq2, dk2, dv2);
+        snprintf(name, sizeof name, "backward (%s) rerun gives the same bits, dq, dk, dv: %s", vn, c->label);
+        tl_result(memcmp(dq, dq2, sizeof(float) * (size_t)nq) == 0 &&
+                      memcmp(dk, dk2, sizeof(float) * (size_t)nkv) == 0 &&
+                      memcmp(dv, dv2, sizeof(float) * (size_t)nkv) == 0,
+                  name, "the two runs differ");
+    }
+    /* the one pass with fewer dQ groups than key tiles: blocks walk several
+     * key tiles (the first stores its slice, the later ones add); the
+     * default gives one key tile per block at these T */
+    const int64_t key_tiles = (T + 63) / 64;
+    for (int64_t groups = 1; groups <= 2 && groups < key_tiles; groups++) {
+        gpu_backward(c, &d, &c->m, ATTN_BWD_ONE_PASS, groups, ATTN_MMA_OK, dq2, dk2, dv2);
+        const char *what[3] = {"dq", "dk", "dv"};
+        const float *got[3] = {dq2, dk2, dv2}, *ref[3] = {ref_dq, ref_dk, ref_dv};
+        for (int i = 0; i < 3; i++) {
+            snprintf(name, sizeof name, "tensor-core backward (one_pass) %s, %lld dQ group%s over %lld key tiles: %s",
+                     what[i], (long long)groups, groups > 1 ? "s" : "", (long long)key_tiles, c->label);
+            tl_close_margin(name, got[i], ref[i], i == 0 ? nq : nkv, GRAD_ATOL, GRAD_RTOL);
+        }
+    }
 
     gpu_forward(c, &d, &c->m, ATTN_MMA_OK, out2, lse2);
     snprintf(name, sizeof name, "rerun gives the same bits, out and lse: %s", c->label);
@@ -193,7 +223,7 @@ static void run_case(const Case *c, int plant) {
         } plants[] = {{ATTN_MMA_BUG_P_SWAP, "P fragment registers 1 and 2 swapped"},
                       {ATTN_MMA_BUG_V_NO_TRANS, "V loaded without .trans"},
                       {ATTN_MMA_BUG_ROW_MAX, "row max reduced over other rows' lanes"}};
-        for (size_t i = 0; i < sizeof plants / sizeof plants[0]; i++) {
+        for (size_t i = 0; plant == 1 && i < sizeof plants / sizeof plants[0]; i++) {
             gpu_forward(c, &d, &c->m, plants[i].bug, out2, lse2);
             const double r = worst_ratio(out2, ref_out, nq, OUT_ATOL, OUT_RTOL);
             snprintf(name, sizeof name, "planted bug caught (%s): %s", plants[i].what, c->label);
@@ -202,19 +232,38 @@ static void run_case(const Case *c, int plant) {
         }
         /* the backward's plants, from the correct forward's out and lse */
         gpu_forward(c, &d, &c->m, ATTN_MMA_OK, out2, lse2);
+        /* the last two touch dQ only: dk, dv stay right (checked as caught
+         * on dq alone); the missing barrier reads dS^T other warps have not
+         * yet written (the previous query tile's, or never-written shared
+         * memory), run with one dQ group so a block walks both key tiles */
         static const struct {
             AttnMmaBug bug;
+            AttnBwdVariant variant;
+            int64_t groups;
+            int dq_only;
             const char *what;
-        } bwd_plants[] = {{ATTN_MMA_BUG_B_NO_TRANS, "K, Q, dO as B operands without .trans"},
-                          {ATTN_MMA_BUG_PT_SWAP, "P^T and dS^T fragment registers 1 and 2 swapped"}};
-        for (size_t i = 0; i < sizeof bwd_plants / sizeof bwd_plants[0]; i++) {
-            gpu_backward(c, &d, &c->m, bwd_plants[i].bug, dq2, dk2, dv2);
+        } bwd_plants[] = {
+            {ATTN_MMA_BUG_B_NO_TRANS, ATTN_BWD_TWO_PASS, 0, 0, "K, Q, dO as B operands without .trans, two_pass"},
+            {ATTN_MMA_BUG_PT_SWAP, ATTN_BWD_TWO_PASS, 0, 0, "P^T and dS^T fragment registers 1 and 2 swapped, two_pass"},
+            {ATTN_MMA_BUG_B_NO_TRANS, ATTN_BWD_ONE_PASS, 0, 0, "K, Q, dO as B operands without .trans, one_pass"},
+            {ATTN_MMA_BUG_PT_SWAP, ATTN_BWD_ONE_PASS, 0, 0,
+             "P^T, dS^T and dS fragment registers 1 and 2 swapped, one_pass"},
+            {ATTN_MMA_BUG_DQ_GROUP, ATTN_BWD_ONE_PASS, 0, 1, "the dQ sum one group short, one_pass"},
+            {ATTN_MMA_BUG_DS_NO_SYNC, ATTN_BWD_ONE_PASS, 1, 1,
+             "no barrier between storing dS^T and reading it for dQ, one_pass"}};
+        /* plant 1: the layout and group bugs; plant 2: the missing barrier
+         * alone (a data race: see run_all) */
+        const size_t n_plants = sizeof bwd_plants / sizeof bwd_plants[0];
+        const size_t first = plant == 2 ? n_plants - 1 : 0, end = plant == 2 ? n_plants : n_plants - 1;
+        for (size_t i = first; i < end; i++) {
+            gpu_backward(c, &d, &c->m, bwd_plants[i].variant, bwd_plants[i].groups, bwd_plants[i].bug, dq2, dk2, dv2);
             const double r[3] = {worst_ratio(dq2, ref_dq, nq, GRAD_ATOL, GRAD_RTOL),
                                  worst_ratio(dk2, ref_dk, nkv, GRAD_ATOL, GRAD_RTOL),
                                  worst_ratio(dv2, ref_dv, nkv, GRAD_ATOL, GRAD_RTOL)};
             snprintf(name, sizeof name, "planted backward bug caught (%s): %s", bwd_plants[i].what, c->label);
-            tl_result(r[0] > 1.0 && r[1] > 1.0 && r[2] > 1.0, name, "worst errors dq %.3g, dk %.3g, dv %.3g of the allowance",
-                      r[0], r[1], r[2]);
+            /* NaN (garbage read) counts as caught */
+            tl_result(!(r[0] <= 1.0) && (bwd_plants[i].dq_only || (!(r[1] <= 1.0) && !(r[2] <= 1.0))), name,
+                      "worst errors dq %.3g, dk %.3g, dv %.3g of the allowance", r[0], r[1], r[2]);
             printf("# planted %s: worst dq, dk, dv errors %.3g, %.3g, %.3g of the allowance\n", bwd_plants[i].what, r[0],
                    r[1], r[2]);
         }
@@ -242,6 +291,21 @@ typedef struct {
     void (*bwd_bf16)(float *, float *, float *, const bf16 *, const bf16 *, const bf16 *, const bf16 *, const bf16 *,
                      const float *, const int32_t *, int64_t, int64_t, int64_t, int64_t, int64_t, const RefreshMask *);
 } Family;
+
+/* The one-pass variant's entries, in the Family's shape */
+static void bwd_one_pass(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                         const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B, int64_t T,
+                         int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    attention_backward_mma_variant_cuda(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m,
+                                        ATTN_BWD_ONE_PASS);
+}
+
+static void bwd_one_pass_bf16(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
+                              const bf16 *v, const bf16 *out, const float *lse, const int32_t *sel, int64_t B,
+                              int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    attention_backward_mma_bf16_variant_cuda(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m,
+                                             ATTN_BWD_ONE_PASS);
+}
 
 static uint16_t *bits_of(const float *x, int64_t n) {
     uint16_t *b = xmalloc(sizeof(uint16_t) * (size_t)(n > 0 ? n : 1));
@@ -408,9 +472,20 @@ static void run_all(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i], 0);
     if (tl_case_selected(plant_case.label)) run_case(&plant_case, 1);
+    /* a missing barrier is a data race: under the race detector the program
+     * stops at it, and under other block orders its dq differs, so it runs
+     * only when KVCPT_TEST_CASES names it (tests/test_cuda_emu_races.sh:
+     * the race detector reports it, the plain emulator's dq fails the
+     * comparison). Its label has no "T=", which the other labels share. */
+    const Case race_case = {"planted missing barrier in the backward: seventy rows, causal, ratio 2, D=32", 1, 70, 4, 2,
+                            32, causal};
+    const char *named = getenv("KVCPT_TEST_CASES");
+    if (named && *named && tl_case_selected(race_case.label)) run_case(&race_case, 2);
     const Family families[] = {
         {"tensor-core", attention_forward_mma_cuda, attention_backward_mma_cuda, attention_forward_mma_bf16_cuda,
          attention_backward_mma_bf16_cuda},
+        {"tensor-core one-pass backward", attention_forward_mma_cuda, bwd_one_pass, attention_forward_mma_bf16_cuda,
+         bwd_one_pass_bf16},
         {"fp32-kernel", attention_forward_cuda, attention_backward_cuda, attention_forward_bf16_cuda,
          attention_backward_bf16_cuda},
     };

@@ -1,0 +1,302 @@
+#ifndef KVCPT_ATTENTION_MMA_BWD_ONE_PASS_CUH
+#define KVCPT_ATTENTION_MMA_BWD_ONE_PASS_CUH
+/* The tensor-core backward's causal rows in one pass per key tile
+ * (FlashAttention-2's 5 products per tile), ATTN_BWD_ONE_PASS; included by
+ * kernels/attention_mma_bwd.cu beside the two-pass kernels, which share its
+ * dsum and suffix kernels.
+ *
+ * One block of 4 warps per (batch row x query head, group g of G) walks the
+ * key tiles g, g + G, ...; per key tile K and V sit in shared memory, each
+ * warp 16 keys; per query tile from the diagonal: S^T = K Q^T, P^T =
+ * exp(S^T scale - lse), dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T -
+ * dsum), dK += dS^T Q (P^T and dS^T repacked in registers, dO and Q by
+ * ldmatrix.trans), then dS^T through shared memory and dQ += dS K into the
+ * block's own slice of a partial dQ (G, B, T, Hq, D). The key tile's dK, dV
+ * (this query head's share) go to (B, T, Hq, D) partials. Then dq rows
+ * [0, L) = scale * the slices in group order; dk, dv = the group's query
+ * heads' shares in head order (keys no causal row sees get 0).
+ * Grid: x = batch row x query head, y = the group, so group 0 (key tiles 0,
+ * G, ...: the most query tiles) starts first across all heads; the order
+ * changes no bit. */
+#include <stdint.h>
+
+#include "attention_mma_tiles.cuh"
+#include "cuda_reduce.cuh"
+
+extern "C" {
+#include "attention_mma.h"
+}
+
+static constexpr int kOnePassTile = kMmaTile, kOnePassThreads = kMmaThreads;
+static constexpr int kDsLd = kOnePassTile + 8; /* dS^T rows in shared memory: 64 rows (keys) of 64 query rows + padding */
+
+template <int D> struct OnePassSmem {
+    static constexpr int ld = MmaTileLd<D>::ld;
+    /* four bf16 tiles (K, V resident per key tile; Q, dO per query tile),
+     * dS^T as bf16 (64 keys x 64 rows: the dQ product reads it across the
+     * warps) and two fp32 rows (lse, dsum). K and V stay in shared memory,
+     * not registers: at D = 128 their fragments beside the dK and dV
+     * accumulators would spill */
+    static constexpr size_t bytes = 4 * MmaTileLd<D>::tile_bytes + (size_t)kOnePassTile * kDsLd * sizeof(uint16_t) +
+                                    (size_t)2 * kOnePassTile * sizeof(float);
+};
+
+/* The tile loads of the one-pass kernel: fp32 inputs a pair at a time
+ * without unrolling, as mma_load_rows_bf16 would unroll them beside the
+ * dK and dV accumulators (spills at D = 128); bf16 inputs as it loads them */
+template <int D>
+static __device__ void bwd_load_rows(uint16_t *dst, const float *x, int64_t stride, int64_t p0, int64_t limit) {
+    constexpr int ld = MmaTileLd<D>::ld, pairs = D / 2;
+#pragma unroll 1
+    for (int i = threadIdx.x; i < kOnePassTile * pairs; i += kOnePassThreads) {
+        const int r = i / pairs, c = 2 * (i % pairs);
+        const int64_t p = p0 + r;
+        float lo = 0.0f, hi = 0.0f;
+        if (p < limit) {
+            lo = x[p * stride + c];
+            hi = x[p * stride + c + 1];
+        }
+        *(uint32_t *)&dst[r * ld + c] = mma_pack_bf16x2(lo, hi);
+    }
+}
+
+template <int D>
+static __device__ void bwd_load_rows(uint16_t *dst, const bf16 *x, int64_t stride, int64_t p0, int64_t limit) {
+    mma_load_rows_bf16<D>(dst, x, stride, p0, limit);
+}
+
+/* mma_mul_rows_t_smem's columns 32 half .. 32 half + 31 only */
+template <int D>
+static __device__ void mma_mul_rows_t_smem_half(float c[4][4], const uint16_t *a_tile, int r0, const uint16_t *x,
+                                                int half, int lane) {
+    constexpr int ld = MmaTileLd<D>::ld;
+#pragma unroll
+    for (int j = 0; j < 4; j++) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        uint32_t a[4];
+        ldmatrix_x4(a, &a_tile[(r0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + kk * 16 + 8 * (lane >> 4)]);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            uint32_t bf[2];
+            ldmatrix_x2(bf, &x[((half * 4 + j) * 8 + (lane & 7)) * ld + kk * 16 + 8 * ((lane >> 3) & 1)]);
+            mma_m16n8k16_bf16(c[j], a, bf, c[j]);
+        }
+    }
+}
+
+/* acc (16 x kCols) = dS (rows r0..r0+15 of a 64 x 64 tile stored
+ * transposed, dS^T[key][row] with row stride kDsLd) X[:, col0 .. col0 +
+ * kCols), X a 64-row tile (the keys) read as the k-rows of B by
+ * ldmatrix.trans. A's fragments come from the transposed store by
+ * ldmatrix.trans: matrix m holds rows r0 + 8 (m & 1), keys 8 (m >> 1) */
+template <int D, int kCols, bool kSwapA12, bool kNoTrans>
+static __device__ void mma_mul_dst_x(float acc[kCols / 8][4], const uint16_t *dst, int r0, const uint16_t *x, int col0,
+                                     int lane) {
+    constexpr int ld = MmaTileLd<D>::ld;
+#pragma unroll
+    for (int n = 0; n < kCols / 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kOnePassTile / 16; c++) {
+        uint32_t a[4];
+        /* kSwapA12, a planted layout bug for the tests: matrices 1 and 2
+         * (registers 1 and 2) swapped by swapping their addresses */
+        const int key_half = kSwapA12 ? (lane >> 3) & 1 : lane >> 4, row_half = kSwapA12 ? lane >> 4 : (lane >> 3) & 1;
+        ldmatrix_x4_trans(a, &dst[(c * 16 + (lane & 7) + 8 * key_half) * kDsLd + r0 + 8 * row_half]);
+#pragma unroll
+        for (int n = 0; n < kCols / 8; n += 2) {
+            uint32_t xf[4];
+            const uint16_t *xrow = &x[(c * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + col0 + n * 8 + 8 * (lane >> 4)];
+            if (kNoTrans) ldmatrix_x4(xf, xrow); /* a planted layout bug, for the tests */
+            else ldmatrix_x4_trans(xf, xrow);
+            const uint32_t b0[2] = {xf[0], xf[1]}, b1[2] = {xf[2], xf[3]};
+            mma_m16n8k16_bf16(acc[n], a, b0, acc[n]);
+            mma_m16n8k16_bf16(acc[n + 1], a, b1, acc[n + 1]);
+        }
+    }
+}
+
+/* The causal rows' backward in one pass per key tile (FlashAttention-2's
+ * five products). Block (batch row x query head, group g) walks the key
+ * tiles g, g + G, g + 2G, ... of its head; per key tile, K and V in shared
+ * memory, each warp 16 keys, and per query tile of rows [0, L) from the
+ * diagonal on:
+ *   S^T = K Q^T, P^T = exp(S^T scale - lse), dP^T = V dO^T,
+ *   dS^T = P^T (dP^T - dsum), dV += P^T dO, dK += dS^T Q   (registers)
+ *   dQ_g[rows] += dS K                                       (dS via shared memory)
+ * dK and dV of the key tile (this query head's share) go to dk_part and
+ * dv_part (B, T, Hq, D) once the query tiles are done. dQ_g is the group's
+ * own slice of dq_part (G, B, T, Hq, D): no other block writes it, so plain
+ * read-add-writes in the block's fixed order (the first key tile g stores,
+ * the later ones add; row tiles before g are never written and the sum
+ * kernel does not read them). */
+template <int D, int kBug, typename E>
+__global__ void __launch_bounds__(kOnePassThreads)
+    attention_mma_bwd_one_pass_kernel(float *dq_part, float *dk_part, float *dv_part, const E *dout, const E *q, const E *k,
+                             const E *v, const float *lse, const float *dsum, int64_t T, int64_t Hq, int64_t Hkv,
+                             int64_t L, float scale) {
+    constexpr int ld = OnePassSmem<D>::ld, ND = D / 8, kCols = D < 32 ? D : 32;
+    constexpr bool kNoTrans = kBug == ATTN_MMA_BUG_B_NO_TRANS, kSwap = kBug == ATTN_MMA_BUG_PT_SWAP;
+    extern __shared__ __align__(16) uint16_t smem_u16[];
+    uint16_t *sk = smem_u16, *sv = sk + kOnePassTile * ld, *s0 = sv + kOnePassTile * ld, *s1 = s0 + kOnePassTile * ld; /* K, V, Q, dO */
+    uint16_t *sds = s1 + kOnePassTile * ld;                                                             /* dS^T */
+    float *s_lse = (float *)(sds + kOnePassTile * kDsLd), *s_dsum = s_lse + kOnePassTile;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int64_t b = blockIdx.x / Hq, h = blockIdx.x % Hq, hk = h / (Hq / Hkv);
+    const int G = (int)gridDim.y, grp = (int)blockIdx.y, nk = (int)((T + kOnePassTile - 1) / kOnePassTile); /* T <= INT32_MAX */
+    const int64_t qstride = Hq * D, kvstride = Hkv * D, slice = (int64_t)gridDim.x / Hq * T * qstride;
+    const float scale_log2 = scale * kLog2e;
+    const int kl0 = warp * 16 + g; /* the warp's keys kl0 and kl0 + 8 of the tile */
+    for (int kt = grp; kt < nk; kt += G) {
+        const int64_t k0 = (int64_t)kt * kOnePassTile;
+        __syncthreads(); /* every warp is done with the previous key tile's K and V */
+        bwd_load_rows<D>(sk, k + (b * T * Hkv + hk) * D, kvstride, k0, T);
+        bwd_load_rows<D>(sv, v + (b * T * Hkv + hk) * D, kvstride, k0, T);
+        float dk_acc[ND][4], dv_acc[ND][4];
+#pragma unroll
+        for (int n = 0; n < ND; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) dk_acc[n][e] = dv_acc[n][e] = 0.0f;
+        for (int64_t q0 = k0; q0 < L; q0 += kOnePassTile) { /* rows before the key tile see none of it */
+            /* key kl sees row c of the tile when kl <= c + diag (causal) and
+             * c < rows (rows from L on are the suffix's) */
+            const int diag = (int)(q0 - k0), rows = L - q0 < kOnePassTile ? (int)(L - q0) : kOnePassTile;
+            __syncthreads(); /* every warp is done with the previous Q, dO and dS^T */
+            bwd_load_rows<D>(s0, q + (b * T * Hq + h) * D, qstride, q0, L);
+            bwd_load_rows<D>(s1, dout + (b * T * Hq + h) * D, qstride, q0, L);
+            if (threadIdx.x < kOnePassTile) {
+                const int64_t p = q0 + threadIdx.x;
+                s_lse[threadIdx.x] = p < L ? lse[(b * Hq + h) * T + p] * kLog2e : 0.0f;
+                s_dsum[threadIdx.x] = p < L ? dsum[(b * Hq + h) * T + p] : 0.0f;
+            }
+            __syncthreads();
+            {
+                /* P^T, then dV, then dP^T half by half into dS^T in P^T's
+                 * registers: at D = 128 a whole dP^T beside P^T and the dK,
+                 * dV accumulators spills */
+                float pt[8][4]; /* (16 keys x 64 rows) */
+                mma_mul_rows_t_smem<D>(pt, sk, warp * 16, s0, lane); /* S^T = K Q^T */
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int c = j * 8 + 2 * t + (e & 1);
+                        const bool seen = kl0 + 8 * (e >> 1) <= c + diag && c < rows;
+                        pt[j][e] = seen ? exp2f(pt[j][e] * scale_log2 - s_lse[c]) : 0.0f;
+                    }
+                mma_mul_acc<D, kSwap, kNoTrans>(dv_acc, pt, s1, lane); /* dV += P^T dO */
+#pragma unroll
+                for (int half = 0; half < 2; half++) {
+                    float dph[4][4];
+                    mma_mul_rows_t_smem_half<D>(dph, sv, warp * 16, s1, half, lane); /* dP^T = V dO^T */
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            const int c = (half * 4 + j) * 8 + 2 * t + (e & 1);
+                            pt[half * 4 + j][e] *= dph[j][e] - s_dsum[c]; /* dS^T */
+                        }
+                }
+                float (&dpt)[8][4] = pt;
+                mma_mul_acc<D, kSwap, kNoTrans>(dk_acc, dpt, s0, lane); /* dK += dS^T Q */
+                /* dS^T to shared memory, rounded as the products round it:
+                 * row = key (16 per warp), two query rows per 32-bit word */
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+#pragma unroll
+                    for (int r = 0; r < 2; r++)
+                        *(uint32_t *)&sds[(kl0 + 8 * r) * kDsLd + j * 8 + 2 * t] =
+                            mma_pack_bf16x2(dpt[j][2 * r], dpt[j][2 * r + 1]);
+            }
+            if (kBug != ATTN_MMA_BUG_DS_NO_SYNC) __syncthreads(); /* dS^T whole: each warp reads every key's */
+            /* dQ_g rows q0 + 16 warp .. + 15 += dS K, kCols columns at a time */
+            float *dqg = dq_part + grp * slice + (b * T * Hq + h) * D + q0 * qstride;
+#pragma unroll
+            for (int col0 = 0; col0 < D; col0 += kCols) {
+                float acc[kCols / 8][4];
+                mma_mul_dst_x<D, kCols, kSwap, kNoTrans>(acc, sds, warp * 16, sk, col0, lane);
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    if (kl0 + 8 * r >= rows) continue; /* the warp's rows are kl0, kl0 + 8 of the query tile */
+                    float *dst = dqg + (kl0 + 8 * r) * qstride + col0 + 2 * t;
+#pragma unroll
+                    for (int n = 0; n < kCols / 8; n++)
+#pragma unroll
+                        for (int e = 0; e < 2; e++) /* the group's first key tile stores */
+                            dst[n * 8 + e] = kt == grp ? acc[n][2 * r + e] : dst[n * 8 + e] + acc[n][2 * r + e];
+                }
+            }
+        }
+        float *dkb = dk_part + (b * T * Hq + h) * D + k0 * qstride, *dvb = dv_part + (b * T * Hq + h) * D + k0 * qstride;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            if (k0 + kl0 + 8 * r >= T) continue;
+#pragma unroll
+            for (int n = 0; n < ND; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int64_t o = (kl0 + 8 * r) * qstride + n * 8 + 2 * t + e;
+                    dkb[o] = dk_acc[n][2 * r + e];
+                    dvb[o] = dv_acc[n][2 * r + e];
+                }
+        }
+    }
+}
+
+/* dq rows [0, L) = scale * the groups' slices summed in group order; a row
+ * in row tile i has slices 0..min(G - 1, i) (group g first writes at its
+ * key tile g). The planted group bug stops one group short. */
+template <int kBug>
+__global__ void attention_mma_dq_sum_kernel(float *dq, const float *dq_part, int64_t B, int64_t T, int64_t Hq, int64_t D,
+                                            int64_t L, int64_t G, float scale) {
+    const int64_t n = B * L * Hq * D, per_b = L * Hq * D, slice = B * T * Hq * D;
+    GRID_STRIDE(i, n) {
+        const int64_t b = i / per_b, rest = i % per_b, row = rest / (Hq * D);
+        const int64_t off = b * T * Hq * D + rest;
+        const int64_t last = (row / kOnePassTile < G - 1 ? row / kOnePassTile : G - 1) - (kBug == ATTN_MMA_BUG_DQ_GROUP ? 1 : 0);
+        float s = 0.0f;
+        for (int64_t g = 0; g <= last; g++) s += dq_part[g * slice + off];
+        dq[off] = s * scale;
+    }
+}
+
+/* dk, dv (B, T, Hkv, D) = the group's query heads' shares summed in head
+ * order (dk times scale) */
+__global__ void attention_mma_dkdv_sum_kernel(float *dk, float *dv, const float *dk_part, const float *dv_part, int64_t B,
+                                              int64_t T, int64_t Hq, int64_t Hkv, int64_t D, float scale) {
+    const int64_t n = B * T * Hkv * D, group = Hq / Hkv;
+    GRID_STRIDE(i, n) {
+        const int64_t bt = i / (Hkv * D), hk = i / D % Hkv, d = i % D;
+        const int64_t base = (bt * Hq + hk * group) * D + d;
+        float sk = 0.0f, sv = 0.0f;
+        for (int64_t hh = 0; hh < group; hh++) {
+            sk += dk_part[base + hh * D];
+            sv += dv_part[base + hh * D];
+        }
+        dk[i] = sk * scale;
+        dv[i] = sv;
+    }
+}
+
+template <int D, int kBug, typename E>
+static void launch_causal_one_pass(float *dq, float *dk, float *dv, float *dq_part, float *dk_part, float *dv_part,
+                                   const E *dout, const E *q, const E *k, const E *v, const float *lse,
+                                   const float *dsum, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t L,
+                                   int64_t G, float scale) {
+    const size_t bytes = OnePassSmem<D>::bytes;
+    CUDA_CHECK(cudaFuncSetAttribute(attention_mma_bwd_one_pass_kernel<D, kBug, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)bytes));
+    /* y = the group: group 0 (the most query tiles) starts first across all heads */
+    attention_mma_bwd_one_pass_kernel<D, kBug, E><<<dim3((unsigned int)(B * Hq), (unsigned int)G), kOnePassThreads, bytes>>>(
+        dq_part, dk_part, dv_part, dout, q, k, v, lse, dsum, T, Hq, Hkv, L, scale);
+    CUDA_CHECK_LAUNCH();
+    if (L > 0) {
+        attention_mma_dq_sum_kernel<kBug><<<grid_for(B * L * Hq * D, 256), 256>>>(dq, dq_part, B, T, Hq, D, L, G, scale);
+        CUDA_CHECK_LAUNCH();
+    }
+    attention_mma_dkdv_sum_kernel<<<grid_for(B * T * Hkv * D, 256), 256>>>(dk, dv, dk_part, dv_part, B, T, Hq, Hkv, D,
+                                                                           scale);
+    CUDA_CHECK_LAUNCH();
+}
+
+#endif
