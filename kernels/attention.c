@@ -84,7 +84,8 @@ int64_t attention_cuda_forward_scratch_bytes(const RefreshMask *m, int64_t B, in
 }
 
 int64_t attention_mma_bwd_groups(int64_t B, int64_t T, int64_t Hq) {
-    const int64_t slots = 2 * 132, cap = 8, heads = B * Hq > 0 ? B * Hq : 1, key_tiles = (T + 63) / 64;
+    /* kernels/attention_mma_bwd_one_pass.cuh: 128-key tiles */
+    const int64_t slots = 2 * 132, cap = 8, heads = B * Hq > 0 ? B * Hq : 1, key_tiles = (T + 127) / 128;
     int64_t g = (slots + heads - 1) / heads;
     if (g > cap) g = cap;
     if (g > key_tiles) g = key_tiles;

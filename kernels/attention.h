@@ -103,9 +103,10 @@ const char *attention_bwd_variant_name(AttnBwdVariant v);
 int64_t attention_cuda_backward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                               int64_t D, AttnBwdVariant v);
 /* G, the one-pass backward's dQ groups per (batch row, query head):
- * enough blocks (B Hq G) for two per SM on an H100's 132 SMs, at most 8 (8
- * fp32 copies of dQ) and at most one per 64-key tile. A function of the
- * shape only, so the bits do not depend on the device. */
+ * enough blocks (B Hq G) for two waves on an H100's 132 SMs (one 8-warp
+ * block per SM at D = 128), at most 8 (8 fp32 copies of dQ) and at most one
+ * per 128-key tile. A function of the shape only, so the bits do not
+ * depend on the device. */
 int64_t attention_mma_bwd_groups(int64_t B, int64_t T, int64_t Hq);
 /* 64-bit words per listed row of the bitmaps above: ceil(T / 64). */
 int64_t attention_row_mask_words(int64_t T);

@@ -82,7 +82,7 @@ void attention_forward_mma_bf16_planted_cuda(bf16 *out, float *lse, const bf16 *
                                              int64_t D, const RefreshMask *m, AttnMmaBug bug);
 /* The backward variant named, with a planted bug (the one pass's bugs plant
  * nothing in the two passes) and groups dQ groups (the one pass; 1 ..
- * ceil(T / 64), 0 for attention_mma_bwd_groups' choice), so the tests can
+ * ceil(T / 128), 0 for attention_mma_bwd_groups' choice), so the tests can
  * run blocks over several key tiles at small T. */
 void attention_backward_mma_planted_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
                                          const float *k, const float *v, const float *out, const float *lse,

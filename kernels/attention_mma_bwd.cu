@@ -318,7 +318,7 @@ static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q,
     const int64_t W = per_row ? refresh_row_width(m, T) : 0, per = per_row ? refresh_sel_len(m, T) : ks;
     const int one_pass = variant == ATTN_BWD_ONE_PASS;
     const int64_t G = one_pass ? (groups > 0 ? groups : attention_mma_bwd_groups(B, T, Hq)) : 0;
-    const int64_t nk = (T + kOnePassTile - 1) / kOnePassTile;
+    const int64_t nk = (T + kOnePassKeys - 1) / kOnePassKeys;
     if (G > nk || G > 65535) {
         fprintf(stderr, "kvcpt: %s: %lld dQ groups for %lld key tiles\n", fn, (long long)G, (long long)nk);
         exit(1);

@@ -5,13 +5,16 @@
  * kernels/attention_mma_bwd.cu beside the two-pass kernels, which share its
  * dsum and suffix kernels.
  *
- * One block of 4 warps per (batch row x query head, group g of G) walks the
- * key tiles g, g + G, ...; per key tile K and V sit in shared memory, each
- * warp 16 keys; per query tile from the diagonal: S^T = K Q^T, P^T =
+ * One block of 8 warps per (batch row x query head, group g of G) walks the
+ * 128-key tiles g, g + G, ...; per key tile K and V sit in shared memory,
+ * each warp 16 keys; per 64-row query tile from the diagonal: S^T = K Q^T, P^T =
  * exp(S^T scale - lse), dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T -
  * dsum), dK += dS^T Q (P^T and dS^T repacked in registers, dO and Q by
  * ldmatrix.trans), then dS^T through shared memory and dQ += dS K into the
- * block's own slice of a partial dQ (G, B, T, Hq, D). The key tile's dK, dV
+ * block's own slice of a partial dQ (G, B, T, Hq, D), each warp 16 rows x
+ * half the columns. 128-key tiles (FlashAttention-2's for D = 128), not
+ * 64: that partial dQ is read and written once per (key tile, query tile)
+ * pair, so its traffic halves with the key tile. The key tile's dK, dV
  * (this query head's share) go to (B, T, Hq, D) partials. Then dq rows
  * [0, L) = scale * the slices in group order; dk, dv = the group's query
  * heads' shares in head order (keys no causal row sees get 0).
@@ -27,28 +30,34 @@ extern "C" {
 #include "attention_mma.h"
 }
 
-static constexpr int kOnePassTile = kMmaTile, kOnePassThreads = kMmaThreads;
-static constexpr int kDsLd = kOnePassTile + 8; /* dS^T rows in shared memory: 64 rows (keys) of 64 query rows + padding */
+static constexpr int kOnePassKeys = 128;      /* keys per key tile and block, 16 per warp */
+static constexpr int kOnePassRows = kMmaTile; /* query rows per query tile */
+static constexpr int kOnePassWarps = kOnePassKeys / 16, kOnePassThreads = 32 * kOnePassWarps;
+static constexpr int kDsLd = kOnePassRows + 8; /* dS^T rows in shared memory: 128 rows (keys) of 64 query rows + padding */
+static_assert(kOnePassWarps % 4 == 0, "the dQ product splits the columns over groups of 4 warps (16 rows each)");
 
 template <int D> struct OnePassSmem {
     static constexpr int ld = MmaTileLd<D>::ld;
-    /* four bf16 tiles (K, V resident per key tile; Q, dO per query tile),
-     * dS^T as bf16 (64 keys x 64 rows: the dQ product reads it across the
-     * warps) and two fp32 rows (lse, dsum). K and V stay in shared memory,
-     * not registers: at D = 128 their fragments beside the dK and dV
-     * accumulators would spill */
-    static constexpr size_t bytes = 4 * MmaTileLd<D>::tile_bytes + (size_t)kOnePassTile * kDsLd * sizeof(uint16_t) +
-                                    (size_t)2 * kOnePassTile * sizeof(float);
+    /* bf16 tiles: K, V (128 keys, resident per key tile), Q, dO (64 rows,
+     * per query tile); dS^T as bf16 (128 keys x 64 rows: the dQ product
+     * reads it across the warps) and two fp32 rows (lse, dsum). K and V stay
+     * in shared memory, not registers: at D = 128 their fragments beside the
+     * dK and dV accumulators would spill */
+    static constexpr size_t bytes = (size_t)(2 * kOnePassKeys + 2 * kOnePassRows) * ld * sizeof(uint16_t) +
+                                    (size_t)kOnePassKeys * kDsLd * sizeof(uint16_t) +
+                                    (size_t)2 * kOnePassRows * sizeof(float);
 };
 
-/* The tile loads of the one-pass kernel: fp32 inputs a pair at a time
- * without unrolling, as mma_load_rows_bf16 would unroll them beside the
- * dK and dV accumulators (spills at D = 128); bf16 inputs as it loads them */
-template <int D>
+/* Rows [p0, p0 + kRows) of one head of x into dst (kRows x ld) as bf16,
+ * as mma_load_rows_bf16 loads 64 with 4 warps (rows at or past limit are
+ * zeros), by the block's 8 warps: fp32 inputs a pair at a time without
+ * unrolling, as unrolled beside the dK and dV accumulators they spill at
+ * D = 128; bf16 inputs 16 bytes at a time */
+template <int D, int kRows>
 static __device__ void bwd_load_rows(uint16_t *dst, const float *x, int64_t stride, int64_t p0, int64_t limit) {
     constexpr int ld = MmaTileLd<D>::ld, pairs = D / 2;
 #pragma unroll 1
-    for (int i = threadIdx.x; i < kOnePassTile * pairs; i += kOnePassThreads) {
+    for (int i = threadIdx.x; i < kRows * pairs; i += kOnePassThreads) {
         const int r = i / pairs, c = 2 * (i % pairs);
         const int64_t p = p0 + r;
         float lo = 0.0f, hi = 0.0f;
@@ -60,9 +69,21 @@ static __device__ void bwd_load_rows(uint16_t *dst, const float *x, int64_t stri
     }
 }
 
-template <int D>
+template <int D, int kRows>
 static __device__ void bwd_load_rows(uint16_t *dst, const bf16 *x, int64_t stride, int64_t p0, int64_t limit) {
-    mma_load_rows_bf16<D>(dst, x, stride, p0, limit);
+    /* by cp.async, all in flight together and through no register (loaded
+     * into registers beside the dK and dV accumulators they spilled at
+     * D = 128), waited for here: the caller's barrier publishes the tile */
+    constexpr int ld = MmaTileLd<D>::ld, chunks = D / 8;
+#pragma unroll 1 /* the copies overlap anyway; unrolled, their addresses cost registers */
+    for (int i = threadIdx.x; i < kRows * chunks; i += kOnePassThreads) {
+        const int r = i / chunks, c = 8 * (i % chunks);
+        const int64_t p = p0 + r;
+        if (p < limit) cp_async_16(&dst[r * ld + c], x + p * stride + c);
+        else store_b128(&dst[r * ld + c], make_uint4(0u, 0u, 0u, 0u));
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
 }
 
 /* mma_mul_rows_t_smem's columns 32 half .. 32 half + 31 only */
@@ -85,9 +106,9 @@ static __device__ void mma_mul_rows_t_smem_half(float c[4][4], const uint16_t *a
     }
 }
 
-/* acc (16 x kCols) = dS (rows r0..r0+15 of a 64 x 64 tile stored
+/* acc (16 x kCols) = dS (rows r0..r0+15 of a 64-row x 128-key tile stored
  * transposed, dS^T[key][row] with row stride kDsLd) X[:, col0 .. col0 +
- * kCols), X a 64-row tile (the keys) read as the k-rows of B by
+ * kCols), X a 128-row tile (the keys) read as the k-rows of B by
  * ldmatrix.trans. A's fragments come from the transposed store by
  * ldmatrix.trans: matrix m holds rows r0 + 8 (m & 1), keys 8 (m >> 1) */
 template <int D, int kCols, bool kSwapA12, bool kNoTrans>
@@ -97,7 +118,7 @@ static __device__ void mma_mul_dst_x(float acc[kCols / 8][4], const uint16_t *ds
 #pragma unroll
     for (int n = 0; n < kCols / 8; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 #pragma unroll
-    for (int c = 0; c < kOnePassTile / 16; c++) {
+    for (int c = 0; c < kOnePassKeys / 16; c++) {
         uint32_t a[4];
         /* kSwapA12, a planted layout bug for the tests: matrices 1 and 2
          * (registers 1 and 2) swapped by swapping their addresses */
@@ -117,54 +138,64 @@ static __device__ void mma_mul_dst_x(float acc[kCols / 8][4], const uint16_t *ds
 }
 
 /* The causal rows' backward in one pass per key tile (FlashAttention-2's
- * five products). Block (batch row x query head, group g) walks the key
- * tiles g, g + G, g + 2G, ... of its head; per key tile, K and V in shared
- * memory, each warp 16 keys, and per query tile of rows [0, L) from the
- * diagonal on:
+ * five products). Block (batch row x query head, group g) walks the
+ * 128-key tiles g, g + G, g + 2G, ... of its head; per key tile, K and V in
+ * shared memory, each warp 16 keys, and per 64-row query tile of rows
+ * [0, L) from the diagonal on:
  *   S^T = K Q^T, P^T = exp(S^T scale - lse), dP^T = V dO^T,
  *   dS^T = P^T (dP^T - dsum), dV += P^T dO, dK += dS^T Q   (registers)
- *   dQ_g[rows] += dS K                                       (dS via shared memory)
+ *   dQ_g[rows] += dS K      (dS via shared memory; warp w: rows 16 (w % 4),
+ *                            columns part w / 4 of kParts)
  * dK and dV of the key tile (this query head's share) go to dk_part and
  * dv_part (B, T, Hq, D) once the query tiles are done. dQ_g is the group's
  * own slice of dq_part (G, B, T, Hq, D): no other block writes it, so plain
  * read-add-writes in the block's fixed order (the first key tile g stores,
- * the later ones add; row tiles before g are never written and the sum
- * kernel does not read them). */
+ * the later ones add; rows before key tile g's first key are never written
+ * and the sum kernel does not read them).
+ * At most one block per SM (the bounds' 1): ptxas may then take all 255
+ * registers, where it chose 128 for some instantiations and spilled. */
 template <int D, int kBug, typename E>
-__global__ void __launch_bounds__(kOnePassThreads)
-    attention_mma_bwd_one_pass_kernel(float *dq_part, float *dk_part, float *dv_part, const E *dout, const E *q, const E *k,
-                             const E *v, const float *lse, const float *dsum, int64_t T, int64_t Hq, int64_t Hkv,
-                             int64_t L, float scale) {
-    constexpr int ld = OnePassSmem<D>::ld, ND = D / 8, kCols = D < 32 ? D : 32;
+__global__ void __launch_bounds__(kOnePassThreads, 1)
+    attention_mma_bwd_one_pass_kernel(float *dq_part, float *dk_part, float *dv_part, const E *dout, const E *q,
+                                      const E *k, const E *v, const float *lse, const float *dsum, int64_t T,
+                                      int64_t Hq, int64_t Hkv, int64_t L, float scale) {
+    constexpr int ld = OnePassSmem<D>::ld, ND = D / 8;
+    /* the dQ product's columns in kParts parts (one per group of 4 warps; a
+     * part at least 16 columns, the x4 B loads' width), kCols at a time */
+    constexpr int kParts = D / (kOnePassWarps / 4) >= 16 ? kOnePassWarps / 4 : 1, kPartCols = D / kParts;
+    constexpr int kCols = kPartCols < 32 ? kPartCols : 32;
     constexpr bool kNoTrans = kBug == ATTN_MMA_BUG_B_NO_TRANS, kSwap = kBug == ATTN_MMA_BUG_PT_SWAP;
     extern __shared__ __align__(16) uint16_t smem_u16[];
-    uint16_t *sk = smem_u16, *sv = sk + kOnePassTile * ld, *s0 = sv + kOnePassTile * ld, *s1 = s0 + kOnePassTile * ld; /* K, V, Q, dO */
-    uint16_t *sds = s1 + kOnePassTile * ld;                                                             /* dS^T */
-    float *s_lse = (float *)(sds + kOnePassTile * kDsLd), *s_dsum = s_lse + kOnePassTile;
+    uint16_t *sk = smem_u16, *sv = sk + kOnePassKeys * ld;                    /* K, V */
+    uint16_t *s0 = sv + kOnePassKeys * ld, *s1 = s0 + kOnePassRows * ld;      /* Q, dO */
+    uint16_t *sds = s1 + kOnePassRows * ld;                                   /* dS^T */
+    float *s_lse = (float *)(sds + kOnePassKeys * kDsLd), *s_dsum = s_lse + kOnePassRows;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t b = blockIdx.x / Hq, h = blockIdx.x % Hq, hk = h / (Hq / Hkv);
-    const int G = (int)gridDim.y, grp = (int)blockIdx.y, nk = (int)((T + kOnePassTile - 1) / kOnePassTile); /* T <= INT32_MAX */
-    const int64_t qstride = Hq * D, kvstride = Hkv * D, slice = (int64_t)gridDim.x / Hq * T * qstride;
+    const int G = (int)gridDim.y, grp = (int)blockIdx.y;
+    const int nk = (int)((T + kOnePassKeys - 1) / kOnePassKeys); /* T <= INT32_MAX */
+    const int64_t qstride = Hq * D, kvstride = Hkv * D;
     const float scale_log2 = scale * kLog2e;
-    const int kl0 = warp * 16 + g; /* the warp's keys kl0 and kl0 + 8 of the tile */
+    const int kl0 = warp * 16 + g; /* the warp's keys kl0 and kl0 + 8 of the key tile */
     for (int kt = grp; kt < nk; kt += G) {
-        const int64_t k0 = (int64_t)kt * kOnePassTile;
+        const int64_t k0 = (int64_t)kt * kOnePassKeys;
         __syncthreads(); /* every warp is done with the previous key tile's K and V */
-        bwd_load_rows<D>(sk, k + (b * T * Hkv + hk) * D, kvstride, k0, T);
-        bwd_load_rows<D>(sv, v + (b * T * Hkv + hk) * D, kvstride, k0, T);
+        bwd_load_rows<D, kOnePassKeys>(sk, k + (b * T * Hkv + hk) * D, kvstride, k0, T);
+        bwd_load_rows<D, kOnePassKeys>(sv, v + (b * T * Hkv + hk) * D, kvstride, k0, T);
         float dk_acc[ND][4], dv_acc[ND][4];
 #pragma unroll
         for (int n = 0; n < ND; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) dk_acc[n][e] = dv_acc[n][e] = 0.0f;
-        for (int64_t q0 = k0; q0 < L; q0 += kOnePassTile) { /* rows before the key tile see none of it */
+        for (int64_t q0 = k0; q0 < L; q0 += kOnePassRows) { /* rows before the key tile see none of it */
             /* key kl sees row c of the tile when kl <= c + diag (causal) and
-             * c < rows (rows from L on are the suffix's) */
-            const int diag = (int)(q0 - k0), rows = L - q0 < kOnePassTile ? (int)(L - q0) : kOnePassTile;
+             * c < rows (rows from L on are the suffix's); on the first query
+             * tile the second half's keys see no row (P^T = 0, dS^T = 0) */
+            const int diag = (int)(q0 - k0), rows = L - q0 < kOnePassRows ? (int)(L - q0) : kOnePassRows;
             __syncthreads(); /* every warp is done with the previous Q, dO and dS^T */
-            bwd_load_rows<D>(s0, q + (b * T * Hq + h) * D, qstride, q0, L);
-            bwd_load_rows<D>(s1, dout + (b * T * Hq + h) * D, qstride, q0, L);
-            if (threadIdx.x < kOnePassTile) {
+            bwd_load_rows<D, kOnePassRows>(s0, q + (b * T * Hq + h) * D, qstride, q0, L);
+            bwd_load_rows<D, kOnePassRows>(s1, dout + (b * T * Hq + h) * D, qstride, q0, L);
+            if (threadIdx.x < kOnePassRows) {
                 const int64_t p = q0 + threadIdx.x;
                 s_lse[threadIdx.x] = p < L ? lse[(b * Hq + h) * T + p] * kLog2e : 0.0f;
                 s_dsum[threadIdx.x] = p < L ? dsum[(b * Hq + h) * T + p] : 0.0f;
@@ -209,16 +240,24 @@ __global__ void __launch_bounds__(kOnePassThreads)
                             mma_pack_bf16x2(dpt[j][2 * r], dpt[j][2 * r + 1]);
             }
             if (kBug != ATTN_MMA_BUG_DS_NO_SYNC) __syncthreads(); /* dS^T whole: each warp reads every key's */
-            /* dQ_g rows q0 + 16 warp .. + 15 += dS K, kCols columns at a time */
-            float *dqg = dq_part + grp * slice + (b * T * Hq + h) * D + q0 * qstride;
+            /* dQ_g rows q0 + 16 (warp % 4) .. + 15, the part's columns,
+             * += dS K, kCols columns at a time (at D = 16 one part: warps 4
+             * to 7 have none) */
+            /* the group's slice: (B, T, Hq, D) each */
+            float *dqg = dq_part + (grp * ((int64_t)gridDim.x / Hq) * T + b * T + q0) * qstride + h * D;
+            /* the warp's dQ rows ql0, ql0 + 8 of the query tile (warps w and
+             * w + 4 share rows) and its columns part */
+            const int ql0 = kl0 % kOnePassRows, part = kl0 / kOnePassRows;
 #pragma unroll
-            for (int col0 = 0; col0 < D; col0 += kCols) {
+            for (int col0 = 0; col0 < kPartCols; col0 += kCols) {
+                if (part >= kParts) break;
+                const int c0 = part * kPartCols + col0;
                 float acc[kCols / 8][4];
-                mma_mul_dst_x<D, kCols, kSwap, kNoTrans>(acc, sds, warp * 16, sk, col0, lane);
+                mma_mul_dst_x<D, kCols, kSwap, kNoTrans>(acc, sds, (warp % 4) * 16, sk, c0, lane);
 #pragma unroll
                 for (int r = 0; r < 2; r++) {
-                    if (kl0 + 8 * r >= rows) continue; /* the warp's rows are kl0, kl0 + 8 of the query tile */
-                    float *dst = dqg + (kl0 + 8 * r) * qstride + col0 + 2 * t;
+                    if (ql0 + 8 * r >= rows) continue;
+                    float *dst = dqg + (ql0 + 8 * r) * qstride + c0 + 2 * t;
 #pragma unroll
                     for (int n = 0; n < kCols / 8; n++)
 #pragma unroll
@@ -244,8 +283,9 @@ __global__ void __launch_bounds__(kOnePassThreads)
 }
 
 /* dq rows [0, L) = scale * the groups' slices summed in group order; a row
- * in row tile i has slices 0..min(G - 1, i) (group g first writes at its
- * key tile g). The planted group bug stops one group short. */
+ * in 128-row span i (the key tiles' spans) has slices 0..min(G - 1, i)
+ * (group g first writes at its key tile g, from that tile's first key's
+ * row on). The planted group bug stops one group short. */
 template <int kBug>
 __global__ void attention_mma_dq_sum_kernel(float *dq, const float *dq_part, int64_t B, int64_t T, int64_t Hq, int64_t D,
                                             int64_t L, int64_t G, float scale) {
@@ -253,7 +293,8 @@ __global__ void attention_mma_dq_sum_kernel(float *dq, const float *dq_part, int
     GRID_STRIDE(i, n) {
         const int64_t b = i / per_b, rest = i % per_b, row = rest / (Hq * D);
         const int64_t off = b * T * Hq * D + rest;
-        const int64_t last = (row / kOnePassTile < G - 1 ? row / kOnePassTile : G - 1) - (kBug == ATTN_MMA_BUG_DQ_GROUP ? 1 : 0);
+        const int64_t tile = row / kOnePassKeys;
+        const int64_t last = (tile < G - 1 ? tile : G - 1) - (kBug == ATTN_MMA_BUG_DQ_GROUP ? 1 : 0);
         float s = 0.0f;
         for (int64_t g = 0; g <= last; g++) s += dq_part[g * slice + off];
         dq[off] = s * scale;

@@ -183,7 +183,7 @@ static void run_case(const Case *c, int plant) {
     /* the one pass with fewer dQ groups than key tiles: blocks walk several
      * key tiles (the first stores its slice, the later ones add); the
      * default gives one key tile per block at these T */
-    const int64_t key_tiles = (T + 63) / 64;
+    const int64_t key_tiles = (T + 127) / 128; /* the one pass's 128-key tiles */
     for (int64_t groups = 1; groups <= 2 && groups < key_tiles; groups++) {
         gpu_backward(c, &d, &c->m, ATTN_BWD_ONE_PASS, groups, ATTN_MMA_OK, dq2, dk2, dv2);
         const char *what[3] = {"dq", "dk", "dv"};
@@ -459,6 +459,8 @@ static void run_all(void) {
         {"T=200 L=150 K=40 (two key tiles, suffix across a tile), ratio 1, D=16", 1, 200, 2, 2, 16,
          {.enabled = 1, .L = 150, .K = 40, .pool_kernel = 7, .agg = GROUP_AGG_MAX}},
         {"T=65 causal, ratio 2, D=128", 1, 65, 2, 1, 128, causal},
+        /* three of the one-pass backward's 128-key tiles: 1 and 2 dQ groups */
+        {"T=300 causal, ratio 2, D=16", 1, 300, 2, 1, 16, causal},
         {"T=21 L=20 K=4 (S=1), ratio 8, D=16, agg mean", 1, 21, 8, 1, 16,
             {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN}},
         /* the eval cache's mask: per-row records (suffix rows over their own keys) */
