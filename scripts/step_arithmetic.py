@@ -28,9 +28,18 @@ model/llama_layer.c, model/llama_cuda.c, kernels/attention_mma_*.cu):
   the residual stream's gradient is accumulated by the rmsnorm backward
   (no separate add);
 - attention on tensor cores for the causal rows [0, L): 64 x 64 tiles, the
-  diagonal tiles computed whole, 2 products per tile forward (Q K^T, P V)
-  and 7 backward (dQ pass: Q K^T, dO V^T, dS K; dK/dV pass: K Q^T, V dO^T,
-  P^T dO, dS^T Q), 2 x 64 x 64 x D FLOPs each; the RefreshKV suffix rows
+  diagonal tiles computed whole, 2 products per tile forward (Q K^T, P V);
+  the backward as --attn-bwd says (kernels/attention.h AttnBwdVariant;
+  default the engine's, two_pass): two_pass, 7 products per 64 x 64 tile
+  (dQ pass: Q K^T, dO V^T, dS K; dK/dV pass: K Q^T, V dO^T, P^T dO, dS^T
+  Q), 2 x 64 x 64 x D FLOPs each; one_pass, FlashAttention-2's 5 products
+  (K Q^T, V dO^T, P^T dO, dS^T Q, dS K) per (128-key tile, 64-row query
+  tile) pair from the diagonal, each pair also reading and writing the 64
+  x D fp32 rows of its block's partial dQ (a group's first key tile only
+  writes), then the G partials (G as kernels/attention.c's
+  attention_mma_bwd_groups) and the query heads' dK, dV shares summed;
+  one_pass64, the same with 64-key tiles (its first version, for
+  comparison); the RefreshKV suffix rows
   [L, T) on CUDA cores in fp32: per (row, key) pair 4 D FLOPs forward and
   14 D backward (their dQ: 3 dot products, their dK/dV: 4); attention's
   bytes are its inputs and outputs once (re-reads of K/V tiles hit L2);
@@ -47,8 +56,9 @@ rates in place of the datasheet's (for example the ones measured on a card:
 docs/cuda.md, "The 8B step by arithmetic").
 
 Usage: python3 scripts/step_arithmetic.py [--seq 8242] [--L 8192] [--K 2048]
-       [--recompute none|attn|full] [--matmul-tflops R] [--attn-fwd-tflops R]
-       [--attn-bwd-tflops R] [--gbps R] [--markdown]
+       [--recompute none|attn|full] [--attn-bwd two_pass|one_pass|one_pass64]
+       [--matmul-tflops R] [--attn-fwd-tflops R] [--attn-bwd-tflops R]
+       [--gbps R] [--markdown]
 """
 import argparse
 import math
@@ -68,6 +78,8 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--recompute", choices=["none", "attn", "full", "0", "1"], default="full",
                     help="what the backward reruns (0 and 1: none and full, as the config key)")
+    ap.add_argument("--attn-bwd", choices=["two_pass", "one_pass", "one_pass64"], default="two_pass",
+                    help="the attention backward's variant (default the engine's)")
     ap.add_argument("--matmul-tflops", type=float, default=PEAK_FLOPS / 1e12, help="the matmuls' rate")
     ap.add_argument("--attn-fwd-tflops", type=float, default=PEAK_FLOPS / 1e12, help="tensor-core attention forward")
     ap.add_argument("--attn-bwd-tflops", type=float, default=PEAK_FLOPS / 1e12, help="tensor-core attention backward")
@@ -119,9 +131,26 @@ def main():
     mma_f = 2 * 2 * D * bh * tile_pairs
     att_io = (2 * N * Hq * D + 2 * N * Hkv * D) * b16 + N * Hq * f32  # q, k, v in; out, lse out
     rows.append(("attention fwd, rows < L (tensor cores, 2 products/tile)", fwd, mma_f, att_io, AF))
-    # backward: q, k, v, out, dout (bf16) and lse in; dq, dk, dv (fp32) out
-    rows.append(("attention bwd, rows < L (tensor cores, 7 products/tile)", layers, 7 * 2 * D * bh * tile_pairs,
-                 (3 * N * Hq * D + 2 * N * Hkv * D) * b16 + N * Hq * f32 + (N * Hq * D + 2 * N * Hkv * D) * f32, AB))
+    bwd_in = (3 * N * Hq * D + 2 * N * Hkv * D) * b16 + N * Hq * f32  # q, k, v, out, dout (bf16) and lse in
+    if a.attn_bwd == "two_pass":
+        # dq, dk, dv (fp32) out
+        rows.append(("attention bwd, rows < L (tensor cores, two passes, 7 products/tile)", layers,
+                     7 * 2 * D * bh * tile_pairs, bwd_in + (N * Hq * D + 2 * N * Hkv * D) * f32, AB))
+    else:
+        # one pass per key tile of KT keys over query tiles of 64 rows from
+        # the key tile's first key on; the partial dQ read and written per
+        # pair; dK, dV per query head (fp32) out, then the sums
+        KT = 128 if a.attn_bwd == "one_pass" else 64
+        nk = math.ceil(L / KT)
+        q_tiles = [math.ceil((L - kt * KT) / TILE) for kt in range(nk)]  # per key tile, per head
+        groups = max(1, min(8, -(-2 * 132 // bh), math.ceil(T / KT)))
+        first_stores = sum(q_tiles[:groups])  # pairs of each group's first key tile: stored, not read
+        dq_rmw = bh * TILE * D * f32 * (2 * sum(q_tiles) - first_stores)
+        rows.append((f"attention bwd, rows < L (tensor cores, one pass, {KT}-key tiles, 5 products/pair, "
+                     "partial dQ read and written per pair)", layers, 5 * 2 * D * bh * KT * TILE * sum(q_tiles),
+                     bwd_in + dq_rmw + 2 * N * Hq * D * f32, AB))
+        rows.append((f"attention bwd: {groups} dQ partials and the query heads' dK, dV summed", layers, 0,
+                     (groups + 1) * N * Hq * D * f32 + 2 * N * Hq * D * f32 + 2 * N * Hkv * D * f32, MM))
     rows.append(("attention bwd: dsum = rowsum(dO * O)", layers, 0, 2 * N * Hq * D * b16 + N * Hq * f32, MM))
     if L < T:
         sfx_io = (T - L) * (2 * Hq * D) * b16 + suffix_pairs * 0  # their q in, out; keys counted with the tiles
@@ -167,7 +196,7 @@ def main():
     tokens = N
     rates = (f"matmuls {MM / 1e12:g}, attention {AF / 1e12:g}/{AB / 1e12:g} TFLOP/s, {BW / 1e9:g} GB/s"
              if (MM, AF, AB, BW) != (PEAK_FLOPS, PEAK_FLOPS, PEAK_FLOPS, PEAK_BYTES) else "the datasheet rates")
-    print(f"\nrecompute {R}: executed {exec_flops / 1e12:.1f} TFLOP per step; sum at {rates}: {total_ms:.0f} ms "
+    print(f"\nrecompute {R}, attention backward {a.attn_bwd}: executed {exec_flops / 1e12:.1f} TFLOP per step; sum at {rates}: {total_ms:.0f} ms "
           f"per step of {tokens} tokens = {tokens / total_ms * 1e3:,.0f} tokens/s (arithmetic upper bound, not a "
           f"measurement); model FLOPs per step (6N + attention, recompute not counted) {model_flops / 1e12:.1f} TFLOP: "
           f"at 45% MFU {0.45 * PEAK_FLOPS / model_flops * tokens:,.0f} tokens/s")
