@@ -419,6 +419,11 @@ static void bf_matmul_forward(float *out, const float *inp, const float *weight,
     matmul_forward_bf16_f32out_cuda(out, CBF(inp), CBF(weight), N, IC, OC);
 }
 
+static void bf_matmul_forward_add(float *out, const float *add, const float *inp, const float *weight, int64_t N,
+                                  int64_t IC, int64_t OC) {
+    matmul_forward_bf16_f32out_add_cuda(out, add, CBF(inp), CBF(weight), N, IC, OC);
+}
+
 static void bf_matmul_forward_act(float *out, const float *inp, const float *weight, int64_t N, int64_t IC,
                                   int64_t OC) {
     matmul_forward_bf16_cuda(BF(out), CBF(inp), CBF(weight), N, IC, OC);
@@ -497,6 +502,7 @@ static void bf_swiglu_backward(float *dgu, const float *dh, const float *gu, int
 #define BF16_OPS_BUT_ATTENTION                                                                                    \
     .rmsnorm_forward = bf_rmsnorm_forward, .rmsnorm_backward = rmsnorm_backward_cuda,                           \
     .matmul_forward = bf_matmul_forward, .matmul_forward_act = bf_matmul_forward_act,                           \
+    .matmul_forward_add = bf_matmul_forward_add,                                                                \
     .matmul_backward = bf_matmul_backward, .matmul_backward_act = bf_matmul_backward_act,                       \
     .head_forward = bf_head_forward, .head_backward = bf_head_backward, .rope_split_forward = bf_rope_split,     \
     .rope_join_backward = bf_rope_join, .attention_select = bf_select, .swiglu_forward = bf_swiglu_forward,     \

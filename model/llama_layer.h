@@ -26,6 +26,10 @@ typedef struct {
     void (*matmul_forward)(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC);
     /* inp ACT -> out ACT */
     void (*matmul_forward_act)(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC);
+    /* out = inp W^T + add (fp32, add (N, OC), out may be add): matmul_forward
+     * with the residual add in the product's epilogue; NULL: the two ops */
+    void (*matmul_forward_add)(float *out, const float *add, const float *inp, const float *weight, int64_t N,
+                               int64_t IC, int64_t OC);
     /* dout ACT, inp ACT -> dinp fp32; dweight += */
     void (*matmul_backward)(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                             int64_t N, int64_t IC, int64_t OC);

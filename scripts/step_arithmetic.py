@@ -11,8 +11,9 @@ model/llama_layer.c, model/llama_cuda.c, kernels/attention_mma_*.cu):
 - per layer, forward: rmsnorm (fp32 in, bf16 out), the fused q|k|v matmul
   (bf16 out), RoPE splitting it into q, k, v, the RefreshKV selection (with
   the mask: query L-1 of each head against keys 0..L-1), attention (bf16 in
-  and out), the output matmul (fp32 out), residual add, rmsnorm, the fused
-  gate|up matmul, SwiGLU, down matmul (fp32 out), residual add;
+  and out), the output matmul (fp32 out, the residual add in its epilogue:
+  it reads the stream as cuBLASLt's C), rmsnorm, the fused gate|up matmul,
+  SwiGLU, down matmul (fp32 out, the residual add in its epilogue);
 - recompute (model/recompute.h) reruns part of each layer's forward before
   its backward. full: the whole layer up to SwiGLU (both norms, q|k|v,
   RoPE, attention, the output projection and its residual add, gate|up,
@@ -99,9 +100,12 @@ def main():
     fwd = layers * (2 if R == "full" else 1)
     mlp_fwd = layers * (1 if R == "none" else 2)
 
-    def mm(name, ic, oc, out_bytes, dinp_bytes, dout_bytes, fwd_calls):
-        # forward: read the bf16 input and weight, write the output
-        rows.append((f"{name} fwd", fwd_calls, 2 * N * ic * oc, N * ic * b16 + ic * oc * b16 + N * oc * out_bytes, MM))
+    def mm(name, ic, oc, out_bytes, dinp_bytes, dout_bytes, fwd_calls, adds=False):
+        # forward: read the bf16 input and weight, write the output (and
+        # read the residual stream the epilogue adds)
+        add_bytes = N * oc * f32 if adds else 0
+        rows.append((f"{name} fwd" + (" (+ residual add)" if adds else ""), fwd_calls, 2 * N * ic * oc,
+                     N * ic * b16 + ic * oc * b16 + N * oc * out_bytes + add_bytes, MM))
         # backward: dinp = dout W (read dout bf16 and W, write dinp);
         # dW += dout^T inp (read both bf16, read + write the fp32 gradient)
         rows.append((f"{name} bwd dinp", layers, 2 * N * ic * oc, N * oc * b16 + ic * oc * b16 + N * ic * dinp_bytes, MM))
@@ -111,9 +115,9 @@ def main():
 
     QKV = (Hq + 2 * Hkv) * D
     mm("q|k|v", C, QKV, b16, f32, b16, fwd)
-    mm("O", Hq * D, C, f32, b16, f32, fwd)
+    mm("O", Hq * D, C, f32, b16, f32, fwd, adds=True)
     mm("gate|up", C, 2 * F, b16, f32, b16, mlp_fwd)
-    mm("down", F, C, f32, b16, f32, layers)  # not recomputed: the backward starts from its input gradient
+    mm("down", F, C, f32, b16, f32, layers, adds=True)  # not recomputed: the backward starts from its input gradient
     bh = a.batch * Hq
     if L < T:
         # the selection: query L-1 of each head against keys 0..L-1, once per layer
@@ -137,7 +141,6 @@ def main():
     rows.append(("RoPE join bwd (dq, dk, dv -> dq|dk|dv)", layers, 0, N * QKV * (f32 + b16), MM))
     rows.append(("SwiGLU fwd", mlp_fwd, 0, 3 * N * F * b16, MM))
     rows.append(("SwiGLU bwd", layers, 0, 5 * N * F * b16, MM))
-    rows.append(("residual add", 2 * layers + (layers if R == "full" else 0), 0, 3 * N * C * f32, MM))
     # the head, in chunks, all in the forward: the logits once, the casts of its fp32 inputs
     chunks = math.ceil(N / CE_CHUNK)
     rows.append(("lm_head fwd (the logits, once)", 1, 2 * N * C * V, N * C * (f32 + b16) + chunks * V * C * b16 + N * V * f32, MM))

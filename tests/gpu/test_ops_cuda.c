@@ -529,6 +529,23 @@ static void test_matmul_bf16(int64_t N, int64_t IC, int64_t OC) {
     float *m_y = download(d_y32, ny);
     snprintf(name, sizeof name, "matmul bf16 in, fp32 out %s", shape);
     close_k(name, m_y, y, ny, TOL_MM, IC);
+    /* the residual add in the epilogue: into another buffer (add left as
+     * it was), and in place, the same bits both ways */
+    float *r = host_uniform(ny, -1, 1), *yr = malloc(sizeof(float) * (size_t)ny);
+    for (int64_t i = 0; i < ny; i++) yr[i] = y[i] + r[i];
+    float *d_r = dev_floats(r, ny), *d_o = cuda_malloc(4 * (size_t)ny);
+    matmul_forward_bf16_f32out_add_cuda(d_o, d_r, d_x, d_w, N, IC, OC);
+    float *e_o = download(d_o, ny), *e_r = download(d_r, ny);
+    snprintf(name, sizeof name, "matmul bf16 in, fp32 out + add in the epilogue %s", shape);
+    close_k(name, e_o, yr, ny, TOL_MM, IC);
+    snprintf(name, sizeof name, "matmul epilogue add with D != C leaves C as it was %s", shape);
+    tl_identical(name, e_r, r, ny);
+    matmul_forward_bf16_f32out_add_cuda(d_r, d_r, d_x, d_w, N, IC, OC);
+    float *e_in = download(d_r, ny);
+    snprintf(name, sizeof name, "matmul epilogue add in place (D = C) gives the same bits %s", shape);
+    tl_identical(name, e_in, e_o, ny);
+    cuda_free(d_r), cuda_free(d_o);
+    free(r), free(yr), free(e_o), free(e_r), free(e_in);
     cuda_memcpy_h2d(d_dw, dw0, 4 * (size_t)nw);
     matmul_backward_bf16_f32dinp_cuda(d_dx32, d_dw, d_dy, d_x, d_w, N, IC, OC);
     float *m_dx = download(d_dx32, nx), *m_dw = download(d_dw, nw);
