@@ -45,6 +45,40 @@ __global__ void crossentropy_backward_kernel(float *logits, const float *lse, co
     }
 }
 
+/* Both in one pass over the row's memory traffic less: the exact max and
+ * the double exp-sum as the forward kernel, the loss read before the row is
+ * rewritten, then the backward kernel's arithmetic on the same float lse,
+ * so the results are the two kernels' bits. */
+__global__ void crossentropy_forward_backward_kernel(float *losses, float *lse, float *logits, const int32_t *targets,
+                                                     int64_t V, float scale) {
+    const int64_t row = blockIdx.x;
+    float *z = logits + row * V;
+    const int32_t t = targets[row];
+    __shared__ float row_lse;
+    float m = -INFINITY;
+    for (int64_t v = threadIdx.x; v < V; v += blockDim.x) m = fmaxf(m, z[v]);
+    m = block_max(m);
+    double s = 0.0;
+    for (int64_t v = threadIdx.x; v < V; v += blockDim.x) s += (double)expf(z[v] - m);
+    s = block_sum(s);
+    if (threadIdx.x == 0) {
+        const float l = m + (float)log(s);
+        lse[row] = l;
+        losses[row] = t < 0 ? 0.0f : t < V ? l - z[t] : NAN;
+        row_lse = l;
+    }
+    __syncthreads(); /* z[t] read and lse shared before any thread rewrites the row */
+    if (t < 0) {
+        for (int64_t v = threadIdx.x; v < V; v += blockDim.x) z[v] = 0.0f;
+        return;
+    }
+    const float l = row_lse;
+    for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+        float p = __fmul_rn(scale, expf(z[v] - l));
+        z[v] = v == t ? p - scale : p;
+    }
+}
+
 static void check_rows(int64_t rows, const char *fn) {
     if (rows > INT_MAX) {
         fprintf(stderr, "kvcpt: %s: %lld rows exceed the grid; pass smaller chunks\n", fn, (long long)rows);
@@ -65,5 +99,13 @@ extern "C" void crossentropy_backward_cuda(float *logits, const float *lse, cons
     if (rows <= 0) return;
     check_rows(rows, "crossentropy_backward_cuda");
     crossentropy_backward_kernel<<<(unsigned int)rows, kThreads>>>(logits, lse, targets, V, scale);
+    CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void crossentropy_forward_backward_cuda(float *losses, float *lse, float *logits, const int32_t *targets,
+                                                   int64_t rows, int64_t V, float scale) {
+    if (rows <= 0) return;
+    check_rows(rows, "crossentropy_forward_backward_cuda");
+    crossentropy_forward_backward_kernel<<<(unsigned int)rows, kThreads>>>(losses, lse, logits, targets, V, scale);
     CUDA_CHECK_LAUNCH();
 }

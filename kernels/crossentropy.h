@@ -12,6 +12,10 @@ void crossentropy_forward_cpu(float *losses, float *lse, const float *logits, co
 /* Overwrites logits with d(loss_scale * sum losses)/dlogits = scale*(softmax - onehot). */
 void crossentropy_backward_cpu(float *logits, const float *lse, const int32_t *targets, int64_t rows, int64_t V,
                                float scale);
+/* Both: losses and lse as the forward, then logits overwritten as the
+ * backward, in one pass (the logits' gradient produced with the loss). */
+void crossentropy_forward_backward_cpu(float *losses, float *lse, float *logits, const int32_t *targets, int64_t rows,
+                                       int64_t V, float scale);
 
 /* CUDA twins: same arguments, DEVICE pointers, default stream; results
  * match the CPU oracle within the tolerances of tests/gpu/test_ops_cuda.c. */
@@ -24,6 +28,9 @@ void crossentropy_forward_cuda(float *losses, float *lse, const float *logits, c
                                int64_t V);
 void crossentropy_backward_cuda(float *logits, const float *lse, const int32_t *targets, int64_t rows, int64_t V,
                                 float scale);
+/* One kernel, one block per row: the same bits as the two above in turn. */
+void crossentropy_forward_backward_cuda(float *losses, float *lse, float *logits, const int32_t *targets,
+                                        int64_t rows, int64_t V, float scale);
 #ifdef __cplusplus
 }
 #endif

@@ -104,7 +104,7 @@ typedef struct {
     int64_t m, n, k, lda, ldb, ldc;
     cublasOperation_t opa, opb;
     cudaDataType ta, tb, tc;
-    uint32_t align_a, align_b, align_c;
+    uint32_t align_a, align_b, align_c, align_d;
     int use_lt; /* 0: the heuristic offered nothing usable, cublasGemmEx does it */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
@@ -130,7 +130,8 @@ static void plans_release(void) {
 static int plan_matches(const GemmPlan *p, const GemmPlan *key) {
     return p->m == key->m && p->n == key->n && p->k == key->k && p->lda == key->lda && p->ldb == key->ldb &&
            p->ldc == key->ldc && p->opa == key->opa && p->opb == key->opb && p->ta == key->ta && p->tb == key->tb &&
-           p->tc == key->tc && p->align_a == key->align_a && p->align_b == key->align_b && p->align_c == key->align_c;
+           p->tc == key->tc && p->align_a == key->align_a && p->align_b == key->align_b && p->align_c == key->align_c &&
+           p->align_d == key->align_d;
 }
 
 /* Fills key's descriptors and asks the heuristic for one algorithm. */
@@ -154,7 +155,7 @@ static void plan_build(GemmPlan *p) {
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &p->align_a, 4));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &p->align_b, 4));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &p->align_c, 4));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &p->align_c, 4));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &p->align_d, 4));
     int found = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &p->heur,
                                                        &found);
@@ -163,14 +164,24 @@ static void plan_build(GemmPlan *p) {
     p->use_lt = st == CUBLAS_STATUS_SUCCESS && found > 0 && p->heur.state == CUBLAS_STATUS_SUCCESS;
 }
 
-/* C (m x n, column-major, ldc) = op(A) op(B) + beta * C, with k the shared dimension. */
-static void gemm(GemmOperand a, GemmOperand b, void *c, cudaDataType ctype, int64_t ldc, int64_t m, int64_t n, int64_t k,
-                 float beta) {
+/* D = C with C's layout (m x n, column-major, ldc), for the paths that
+ * update in place. */
+static void copy_c_to_d(void *d, const void *c, cudaDataType ctype, int64_t ldc, int64_t m, int64_t n) {
+    if (c == d) return;
+    const size_t es = ctype == CUDA_R_32F ? 4 : 2;
+    CUDA_CHECK(cudaMemcpy2D(d, (size_t)ldc * es, c, (size_t)ldc * es, (size_t)m * es, (size_t)n, cudaMemcpyDeviceToDevice));
+}
+
+/* D (m x n, column-major, ldc) = op(A) op(B) + beta * C, with k the shared
+ * dimension; C and D have the same layout, and c may be d (beta 0: c unread). */
+static void gemm_cd(GemmOperand a, GemmOperand b, const void *c, void *d, cudaDataType ctype, int64_t ldc, int64_t m,
+                    int64_t n, int64_t k, float beta) {
     if (m <= 0 || n <= 0) return;
     matmul_cuda_init();
-    if (k <= 0) { /* empty sum: C = beta * C; only beta 0 or 1 occur here */
-        if (beta == 0.0f) CUDA_CHECK(cudaMemset2D(c, (size_t)ldc * (ctype == CUDA_R_32F ? 4 : 2), 0,
+    if (k <= 0) { /* empty sum: D = beta * C; only beta 0 or 1 occur here */
+        if (beta == 0.0f) CUDA_CHECK(cudaMemset2D(d, (size_t)ldc * (ctype == CUDA_R_32F ? 4 : 2), 0,
                                                   (size_t)m * (ctype == CUDA_R_32F ? 4 : 2), (size_t)n));
+        else copy_c_to_d(d, c, ctype, ldc, m, n);
         return;
     }
     GemmPlan key;
@@ -188,7 +199,8 @@ static void gemm(GemmOperand a, GemmOperand b, void *c, cudaDataType ctype, int6
     key.tc = ctype;
     key.align_a = pointer_alignment(a.ptr);
     key.align_b = pointer_alignment(b.ptr);
-    key.align_c = pointer_alignment(c);
+    key.align_c = pointer_alignment(beta == 0.0f ? d : c);
+    key.align_d = pointer_alignment(d);
     GemmPlan *p = NULL;
     for (int i = 0; i < n_plans && !p; i++)
         if (plan_matches(&plans[i], &key)) p = &plans[i];
@@ -201,12 +213,24 @@ static void gemm(GemmOperand a, GemmOperand b, void *c, cudaDataType ctype, int6
     }
     const float alpha = 1.0f;
     if (p->use_lt)
-        CUBLAS_CHECK(cublasLtMatmul(lt_handle, p->desc, &alpha, a.ptr, p->la, b.ptr, p->lb, &beta, c, p->lc, c, p->lc,
-                                    &p->heur.algo, lt_workspace, kWorkspaceBytes, 0));
+        CUBLAS_CHECK(cublasLtMatmul(lt_handle, p->desc, &alpha, a.ptr, p->la, b.ptr, p->lb, &beta,
+                                    beta == 0.0f ? d : c, p->lc, d, p->lc, &p->heur.algo, lt_workspace,
+                                    kWorkspaceBytes, 0));
     const int use_lt = p->use_lt;
     if (!cached) plan_destroy(p);
-    /* any refusal by the heuristic: cublasGemmEx reports a real problem itself */
-    if (!use_lt) gemm_fallback(a, b, c, ctype, ldc, m, n, k, beta);
+    /* any refusal by the heuristic: cublasGemmEx reports a real problem
+     * itself; it updates in place, so C goes to D first (the same sum: C
+     * added to the fp32 accumulator before the store) */
+    if (!use_lt) {
+        if (beta != 0.0f) copy_c_to_d(d, c, ctype, ldc, m, n);
+        gemm_fallback(a, b, d, ctype, ldc, m, n, k, beta);
+    }
+}
+
+/* C = op(A) op(B) + beta * C. */
+static void gemm(GemmOperand a, GemmOperand b, void *c, cudaDataType ctype, int64_t ldc, int64_t m, int64_t n, int64_t k,
+                 float beta) {
+    gemm_cd(a, b, c, c, ctype, ldc, m, n, k, beta);
 }
 
 static GemmOperand operand(cublasOperation_t op, const void *ptr, cudaDataType type, int64_t ld) {
@@ -253,6 +277,12 @@ extern "C" void matmul_backward_bf16_cuda(bf16 *dinp, float *dweight, const bf16
 extern "C" void matmul_forward_bf16_f32out_cuda(float *out, const bf16 *inp, const bf16 *weight, int64_t N,
                                                 int64_t IC, int64_t OC) {
     linear_forward(out, CUDA_R_32F, inp, weight, CUDA_R_16BF, N, IC, OC);
+}
+
+extern "C" void matmul_forward_bf16_f32out_add_cuda(float *out, const float *add, const bf16 *inp, const bf16 *weight,
+                                                    int64_t N, int64_t IC, int64_t OC) {
+    gemm_cd(operand(CUBLAS_OP_T, weight, CUDA_R_16BF, IC), operand(CUBLAS_OP_N, inp, CUDA_R_16BF, IC), add, out,
+            CUDA_R_32F, OC, OC, N, IC, 1.0f);
 }
 
 extern "C" void matmul_backward_bf16_f32dinp_cuda(float *dinp, float *dweight, const bf16 *dout, const bf16 *inp,

@@ -96,10 +96,11 @@ void llama_layer_acts_carve(LayerActs *a, const LlamaConfig *c, int64_t BT, int 
     llama_layer_acts_carve_part(a, c, BT, act_size, LAYER_ACTS_ALL, base);
 }
 
-static LlamaBackwardBufs backward_bufs_layout(const LlamaConfig *c, int64_t BT, int act, Carver *k) {
+static LlamaBackwardBufs backward_bufs_layout(const LlamaConfig *c, int64_t BT, int act, int64_t ce_rows, Carver *k) {
     int64_t C = c->hidden_size, F = c->intermediate_size;
     int64_t QD = c->num_attention_heads * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
-    int64_t chunk = BT < LLAMA_CE_CHUNK_ROWS ? BT : LLAMA_CE_CHUNK_ROWS;
+    KV_CHECK(ce_rows >= 1, "llama: %lld rows per logits chunk", (long long)ce_rows);
+    int64_t chunk = BT < ce_rows ? BT : ce_rows;
     check_act_size(act);
     LlamaBackwardBufs g;
     g.dres = take(k, BT * C), g.dxn = take(k, BT * C), g.dxf = take(k, BT * C);
@@ -110,15 +111,24 @@ static LlamaBackwardBufs backward_bufs_layout(const LlamaConfig *c, int64_t BT, 
     return g;
 }
 
-int64_t llama_scratch_numel(const LlamaConfig *c, int64_t BT, int act_size) {
+int64_t llama_scratch_numel_rows(const LlamaConfig *c, int64_t BT, int act_size, int64_t ce_rows) {
     Carver k = {NULL, 0};
-    (void)backward_bufs_layout(c, BT, act_size, &k);
+    (void)backward_bufs_layout(c, BT, act_size, ce_rows, &k);
     return k.off;
 }
 
-LlamaBackwardBufs llama_backward_bufs_carve(const LlamaConfig *c, int64_t BT, int act_size, float *scratch) {
+LlamaBackwardBufs llama_backward_bufs_carve_rows(const LlamaConfig *c, int64_t BT, int act_size, int64_t ce_rows,
+                                                 float *scratch) {
     Carver k = {scratch, 0};
-    return backward_bufs_layout(c, BT, act_size, &k);
+    return backward_bufs_layout(c, BT, act_size, ce_rows, &k);
+}
+
+int64_t llama_scratch_numel(const LlamaConfig *c, int64_t BT, int act_size) {
+    return llama_scratch_numel_rows(c, BT, act_size, LLAMA_CE_CHUNK_ROWS);
+}
+
+LlamaBackwardBufs llama_backward_bufs_carve(const LlamaConfig *c, int64_t BT, int act_size, float *scratch) {
+    return llama_backward_bufs_carve_rows(c, BT, act_size, LLAMA_CE_CHUNK_ROWS, scratch);
 }
 
 void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, const int32_t *tokens, const int32_t *targets,

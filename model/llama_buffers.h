@@ -74,13 +74,18 @@ typedef struct {
     int64_t scratch_numel;     /* floats of scratch */
     int64_t n_targets;         /* valid targets of the last forward */
     float loss;                /* its mean loss; NaN when none */
-    /* 1: the last forward left the head's gradient (LlamaPassModel.head_dw
-     * and the scratch's dxf) for the next backward */
+    /* what the last forward left of the head's gradient for the next
+     * backward: LLAMA_HEAD_GRAD_NONE, or the scratch's dxf with the weight's
+     * gradient in LlamaPassModel.head_dw (IN_BUFFER) or already added to
+     * dw->lm_head (IN_GRADS) */
     int head_grad_ready;
 } LlamaPassState;
 
-/* Rows of logits the loss computes at once: bounds the (rows, V) buffer. */
+/* Rows of logits the CPU loss computes at once: bounds the (rows, V)
+ * buffer (the CUDA engine's is LLAMA_CUDA_CE_CHUNK_ROWS). */
 #define LLAMA_CE_CHUNK_ROWS 256
+
+enum { LLAMA_HEAD_GRAD_NONE = 0, LLAMA_HEAD_GRAD_IN_BUFFER = 1, LLAMA_HEAD_GRAD_IN_GRADS = 2 };
 
 /* Backward work buffers, carved from one scratch allocation; ACT as in
  * LayerActs. */
@@ -94,7 +99,7 @@ typedef struct {
     float *dqkv;      /* (BT, (Hq + 2 Hkv) D) ACT */
     float *dh;        /* (BT, F) ACT */
     float *dgu;       /* (BT, 2F) ACT */
-    float *logits;    /* (LLAMA_CE_CHUNK_ROWS, V), the rest of the scratch */
+    float *logits;    /* (min(BT, ce_rows), V), the rest of the scratch */
 } LlamaBackwardBufs;
 
 /* Shared with the CUDA engine (model/llama_cuda.h), so both sides have the
@@ -120,6 +125,11 @@ void llama_layer_acts_carve(LayerActs *a, const LlamaConfig *c, int64_t BT, int 
 int64_t llama_layer_acts_part_numel(const LlamaConfig *c, int64_t BT, int act_size, LayerActsPart part);
 void llama_layer_acts_carve_part(LayerActs *a, const LlamaConfig *c, int64_t BT, int act_size, LayerActsPart part,
                                  float *base);
+/* The backward's scratch with a logits chunk of ce_rows rows (the _rows
+ * forms), or of LLAMA_CE_CHUNK_ROWS. */
+int64_t llama_scratch_numel_rows(const LlamaConfig *c, int64_t BT, int act_size, int64_t ce_rows);
+LlamaBackwardBufs llama_backward_bufs_carve_rows(const LlamaConfig *c, int64_t BT, int act_size, int64_t ce_rows,
+                                                 float *scratch);
 int64_t llama_scratch_numel(const LlamaConfig *c, int64_t BT, int act_size);
 LlamaBackwardBufs llama_backward_bufs_carve(const LlamaConfig *c, int64_t BT, int act_size, float *scratch);
 /* Dies naming the first bad token, target or shape (with mask on, T must

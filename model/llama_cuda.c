@@ -387,7 +387,7 @@ static void ensure_acts(LlamaCuda *g, int64_t B, int64_t T) {
     s->targets = s->tokens + BT;
     s->xf = cuda_malloc_counted(&g->bytes_acts, ab.xf);
     s->rstdf = s->xf + BT * C, s->ce_lse = s->rstdf + BT, s->losses = s->ce_lse + BT;
-    s->scratch_numel = llama_scratch_numel(c, BT, act);
+    s->scratch_numel = llama_scratch_numel_rows(c, BT, act, LLAMA_CUDA_CE_CHUNK_ROWS);
     s->scratch = cuda_malloc_counted(&g->bytes_acts, ab.scratch);
     s->h_targets = xmalloc(sizeof(int32_t) * (size_t)BT);
     s->h_losses = xmalloc(sizeof(float) * (size_t)BT);
@@ -417,6 +417,11 @@ static void bf_rmsnorm_forward(float *out, float *rstd, const float *inp, const 
 
 static void bf_matmul_forward(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC) {
     matmul_forward_bf16_f32out_cuda(out, CBF(inp), CBF(weight), N, IC, OC);
+}
+
+static void bf_matmul_forward_add(float *out, const float *add, const float *inp, const float *weight, int64_t N,
+                                  int64_t IC, int64_t OC) {
+    matmul_forward_bf16_f32out_add_cuda(out, add, CBF(inp), CBF(weight), N, IC, OC);
 }
 
 static void bf_matmul_forward_act(float *out, const float *inp, const float *weight, int64_t N, int64_t IC,
@@ -497,6 +502,7 @@ static void bf_swiglu_backward(float *dgu, const float *dh, const float *gu, int
 #define BF16_OPS_BUT_ATTENTION                                                                                    \
     .rmsnorm_forward = bf_rmsnorm_forward, .rmsnorm_backward = rmsnorm_backward_cuda,                           \
     .matmul_forward = bf_matmul_forward, .matmul_forward_act = bf_matmul_forward_act,                           \
+    .matmul_forward_add = bf_matmul_forward_add,                                                                \
     .matmul_backward = bf_matmul_backward, .matmul_backward_act = bf_matmul_backward_act,                       \
     .head_forward = bf_head_forward, .head_backward = bf_head_backward, .rope_split_forward = bf_rope_split,     \
     .rope_join_backward = bf_rope_join, .attention_select = bf_select, .swiglu_forward = bf_swiglu_forward,     \
@@ -528,8 +534,11 @@ const LlamaOps *llama_cuda_ops_for(LlamaCudaPrecision precision, int64_t head_di
 static LlamaPassModel pass_model(LlamaCuda *g) {
     return (LlamaPassModel){.ops = g->ops, .cfg = &g->cfg, .mask = &g->mask, .w = &g->w, .dw = &g->dw,
                             .hooks = g->hooks, .act_size = llama_cuda_act_size(g->precision),
-                            .recompute = g->recompute};
+                            .recompute = g->recompute, .head_grad_into_dw = g->head_grad_in_forward,
+                            .ce_rows = LLAMA_CUDA_CE_CHUNK_ROWS};
 }
+
+void llama_cuda_set_head_grad_in_forward(LlamaCuda *g, int on) { g->head_grad_in_forward = on != 0; }
 
 float llama_cuda_forward(LlamaCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
     llama_check_inputs(&g->cfg, &g->mask, tokens, targets, B, T);
@@ -544,14 +553,14 @@ void llama_cuda_logits(LlamaCuda *g, float *out, int64_t row0, int64_t rows) {
     LlamaPassState *s = &g->state;
     llama_pass_check_rows(s, row0, rows, "llama_cuda_logits");
     LlamaPassModel pm = pass_model(g);
-    int64_t V = g->cfg.vocab_size;
-    /* the scratch holds chunks of logits from its start between backward
-     * passes, which carve it into buffers with red zones (common/redzone.h) */
-    REDZONE_CLEAR(s->scratch, sizeof(float) * (size_t)s->scratch_numel);
-    for (int64_t r0 = 0; r0 < rows; r0 += LLAMA_CE_CHUNK_ROWS) {
-        int64_t n = rows - r0 < LLAMA_CE_CHUNK_ROWS ? rows - r0 : LLAMA_CE_CHUNK_ROWS;
-        llama_pass_logits_rows(&pm, s, s->scratch, row0 + r0, n);
-        cuda_memcpy_d2h(out + r0 * V, s->scratch, sizeof(float) * (size_t)(n * V));
+    int64_t V = g->cfg.vocab_size, n_max = llama_pass_ce_rows(&pm);
+    /* into the backward's logits chunk, so the dxf a forward left for the
+     * next backward (llama_cuda_set_head_grad_in_forward) stays */
+    LlamaBackwardBufs b = llama_pass_bufs(&pm, s);
+    for (int64_t r0 = 0; r0 < rows; r0 += n_max) {
+        int64_t n = rows - r0 < n_max ? rows - r0 : n_max;
+        llama_pass_logits_rows(&pm, s, b.logits, row0 + r0, n);
+        cuda_memcpy_d2h(out + r0 * V, b.logits, sizeof(float) * (size_t)(n * V));
     }
 }
 

@@ -54,6 +54,7 @@ struct LlamaCuda {
     RefreshMask mask;            /* with it on, T must be mask.L + mask.S */
     LlamaRecompute recompute;    /* what the backward reruns (model/recompute.h) */
     LlamaUnitHooks hooks;        /* all NULL: every parameter is always in place */
+    int head_grad_in_forward;    /* llama_cuda_set_head_grad_in_forward */
     /* Streamed layers (llama_cuda_create_streamed, the sharded engine): the
      * embedding, final norm and lm_head are resident in params / wbf16 /
      * grads; a layer's weights live in a slot only while it runs, its
@@ -145,6 +146,14 @@ float llama_cuda_forward(LlamaCuda *g, const int32_t *tokens, const int32_t *tar
 void llama_cuda_zero_grad(LlamaCuda *g);
 /* grads += d(mean loss)/d(params) for the last forward. */
 void llama_cuda_backward(LlamaCuda *g);
+/* On: a forward with targets also adds the loss head's weight gradient to
+ * the gradients (and leaves the final norm's output gradient for the
+ * backward) while each chunk of logits is at hand, so the logits are
+ * computed once per step; the gradients are the same bits as with it off.
+ * Only for a forward whose backward follows with no llama_cuda_zero_grad
+ * in between (the trainer's steps); off (the default) for loss-only
+ * forwards, which must leave the gradients alone. */
+void llama_cuda_set_head_grad_in_forward(LlamaCuda *g, int on);
 /* Logits of rows [row0, row0 + rows) of the last forward into HOST out. */
 void llama_cuda_logits(LlamaCuda *g, float *out, int64_t row0, int64_t rows);
 /* Device bytes this engine holds now (parameters, gradients, activations). */

@@ -138,7 +138,7 @@ LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, LlamaRecompute reco
         .resid = (int64_t)sizeof(float) * (nl + 1) * BT * C,
         .tokens = (int64_t)sizeof(int32_t) * 2 * BT,
         .xf = (int64_t)sizeof(float) * BT * (C + 3),
-        .scratch = (int64_t)sizeof(float) * llama_scratch_numel(c, BT, act),
+        .scratch = (int64_t)sizeof(float) * llama_scratch_numel_rows(c, BT, act, LLAMA_CUDA_CE_CHUNK_ROWS),
     };
 }
 

@@ -28,6 +28,11 @@ LlamaCudaFixedBytes llama_cuda_fixed_bytes(const ParamLayout *L, const LlamaConf
  * resident tensors, LLAMA_CUDA_SLOTS layer slots of weights and one of
  * gradients. */
 #define LLAMA_CUDA_SLOTS 2
+/* Rows of fp32 logits the CUDA engine's loss head computes at once: a
+ * (2048, V) chunk (1.05 GB at V = 128256) keeps each chunk's three products
+ * large enough for the tensor cores (T = 8242 is 5 chunks, not 33), while
+ * the chunk stays a small part of the 8B step's memory. */
+#define LLAMA_CUDA_CE_CHUNK_ROWS 2048
 LlamaCudaFixedBytes llama_cuda_streamed_bytes(const ParamLayout *L, const LlamaConfig *c, LlamaCudaPrecision p);
 /* The RoPE cos and sin tables for sequences up to T. */
 int64_t llama_cuda_rope_bytes(const LlamaConfig *c, int64_t T);
@@ -43,7 +48,7 @@ typedef struct {
     int64_t resid;      /* num_layers + 1 residual streams */
     int64_t tokens;     /* tokens and targets */
     int64_t xf;         /* final norm output, its rstd, the CE lse and losses */
-    int64_t scratch;    /* backward buffers and a logits chunk (llama_scratch_numel) */
+    int64_t scratch;    /* backward buffers and a logits chunk (llama_scratch_numel_rows, LLAMA_CUDA_CE_CHUNK_ROWS) */
 } LlamaCudaActBytes;
 LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, LlamaRecompute recompute, LlamaCudaPrecision p, int64_t B,
                                        int64_t T, const RefreshMask *mask);

@@ -4,6 +4,18 @@
 
 #include "../common/util.h"
 
+/* out = inp W^T + add: in the product's epilogue where the engine has it
+ * (one rounding of the fp32 sum either way), else the product, then the add. */
+static void matmul_add(const LlamaOps *o, float *out, const float *add, const float *inp, const float *weight, int64_t N,
+                       int64_t IC, int64_t OC) {
+    if (o->matmul_forward_add) {
+        o->matmul_forward_add(out, add, inp, weight, N, IC, OC);
+        return;
+    }
+    o->matmul_forward(out, inp, weight, N, IC, OC);
+    o->residual_add(out, add, N * OC);
+}
+
 void llama_layer_attn_norm(const LayerPass *p, const LayerTensors *w, LayerActs *a, const float *x) {
     const LlamaConfig *c = p->cfg;
     p->ops->rmsnorm_forward(a->xn1, a->rstd1, x, w->attn_norm, p->B * p->T, c->hidden_size, (float)c->rms_norm_eps);
@@ -29,8 +41,7 @@ void llama_layer_forward_attn(const LayerPass *p, const LayerTensors *w, LayerAc
     } else {
         o->attention_forward(a->att, a->lse, a->q, a->k, a->v, active ? sel : NULL, B, T, Hq, Hkv, D, p->mask);
     }
-    o->matmul_forward(a->x2, a->att, w->wo, BT, Hq * D, C);
-    o->residual_add(a->x2, x, BT * C);
+    matmul_add(o, a->x2, x, a->att, w->wo, BT, Hq * D, C);
 }
 
 void llama_layer_forward_mlp(const LayerPass *p, const LayerTensors *w, LayerActs *a, float *out) {
@@ -42,8 +53,7 @@ void llama_layer_forward_mlp(const LayerPass *p, const LayerTensors *w, LayerAct
     o->matmul_forward_act(a->gu, a->xn2, w->wgate, BT, C, 2 * F);
     o->swiglu_forward(a->h, a->gu, BT, F);
     if (!out) return;
-    o->matmul_forward(out, a->h, w->wdown, BT, F, C);
-    o->residual_add(out, a->x2, BT * C);
+    matmul_add(o, out, a->x2, a->h, w->wdown, BT, F, C);
 }
 
 void llama_layer_forward(const LayerPass *p, const LayerTensors *w, LayerActs *a, int32_t *sel, const float *x,

@@ -26,6 +26,10 @@ typedef struct {
     void (*matmul_forward)(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC);
     /* inp ACT -> out ACT */
     void (*matmul_forward_act)(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC);
+    /* out = inp W^T + add (fp32, add (N, OC), out may be add): matmul_forward
+     * with the residual add in the product's epilogue; NULL: the two ops */
+    void (*matmul_forward_add)(float *out, const float *add, const float *inp, const float *weight, int64_t N,
+                               int64_t IC, int64_t OC);
     /* dout ACT, inp ACT -> dinp fp32; dweight += */
     void (*matmul_backward)(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                             int64_t N, int64_t IC, int64_t OC);
@@ -81,6 +85,9 @@ typedef struct {
     /* logits (N, V) -> scale * d(loss)/d(logits), in place */
     void (*crossentropy_backward)(float *logits, const float *lse, const int32_t *targets, int64_t N, int64_t V,
                                   float scale);
+    /* both in turn, logits overwritten: the same results, one pass */
+    void (*crossentropy_forward_backward)(float *losses, float *lse, float *logits, const int32_t *targets, int64_t N,
+                                          int64_t V, float scale);
     /* x[0, n) = 0 */
     void (*zero)(float *x, int64_t n);
     /* Engine memory: allocate (dies when it cannot), free, and copy from
@@ -107,7 +114,8 @@ typedef struct {
 #define LLAMA_PASS_KERNEL_OPS(backend)                                                                            \
     .final_norm_forward = rmsnorm_forward_##backend, .embedding_forward = embedding_forward_##backend,          \
     .embedding_backward = embedding_backward_##backend, .crossentropy_forward = crossentropy_forward_##backend, \
-    .crossentropy_backward = crossentropy_backward_##backend
+    .crossentropy_backward = crossentropy_backward_##backend,                                                   \
+    .crossentropy_forward_backward = crossentropy_forward_backward_##backend
 /* The CPU reference's ops (model/llama.c): fp32, sgemm products; the
  * evaluator's prefill runs its layers with them too. */
 extern const LlamaOps llama_cpu_ops;

@@ -35,6 +35,13 @@ typedef struct {
      * weight's into this buffer), and the next backward adds it instead of
      * recomputing the logits: one (BT, C) x (C, V) product less per step. */
     float *head_dw;
+    /* 1: as head_dw, but the weight's gradient is added to dw->lm_head
+     * itself, no (V, C) buffer: for engines whose gradients nothing zeroes
+     * between a forward and its backward. The same products summed in the
+     * same order onto the same buffer as the backward's recomputation, so
+     * the gradients are the same bits. */
+    int head_grad_into_dw;
+    int64_t ce_rows;               /* rows per logits chunk; 0: LLAMA_CE_CHUNK_ROWS */
 } LlamaPassModel;
 
 /* The per-layer arrays (acts, sel, resid) of a state for c; the buffers
@@ -57,6 +64,10 @@ void llama_pass_backward(const LlamaPassModel *m, LlamaPassState *s);
 /* Dies unless rows [row0, row0 + rows) lie in the last forward; what names
  * the caller. */
 void llama_pass_check_rows(const LlamaPassState *s, int64_t row0, int64_t rows, const char *what);
+/* Rows per logits chunk (LlamaPassModel.ce_rows), and the backward's
+ * buffers carved from s's scratch with a chunk of that many rows. */
+int64_t llama_pass_ce_rows(const LlamaPassModel *m);
+LlamaBackwardBufs llama_pass_bufs(const LlamaPassModel *m, const LlamaPassState *s);
 /* Logits of rows [r0, r0 + rows) from the final normalised stream into
  * engine memory out ((rows, V)). */
 void llama_pass_logits_rows(const LlamaPassModel *m, const LlamaPassState *s, float *out, int64_t r0, int64_t rows);

@@ -11,8 +11,9 @@ model/llama_layer.c, model/llama_cuda.c, kernels/attention_mma_*.cu):
 - per layer, forward: rmsnorm (fp32 in, bf16 out), the fused q|k|v matmul
   (bf16 out), RoPE splitting it into q, k, v, the RefreshKV selection (with
   the mask: query L-1 of each head against keys 0..L-1), attention (bf16 in
-  and out), the output matmul (fp32 out), residual add, rmsnorm, the fused
-  gate|up matmul, SwiGLU, down matmul (fp32 out), residual add;
+  and out), the output matmul (fp32 out, the residual add in its epilogue:
+  it reads the stream as cuBLASLt's C), rmsnorm, the fused gate|up matmul,
+  SwiGLU, down matmul (fp32 out, the residual add in its epilogue);
 - recompute (model/recompute.h) reruns part of each layer's forward before
   its backward. full: the whole layer up to SwiGLU (both norms, q|k|v,
   RoPE, attention, the output projection and its residual add, gate|up,
@@ -43,9 +44,12 @@ model/llama_layer.c, model/llama_cuda.c, kernels/attention_mma_*.cu):
   [L, T) on CUDA cores in fp32: per (row, key) pair 4 D FLOPs forward and
   14 D backward (their dQ: 3 dot products, their dK/dV: 4); attention's
   bytes are its inputs and outputs once (re-reads of K/V tiles hit L2);
-- the head: the logits in chunks of 256 rows, computed in the forward for
-  the loss and again in the backward (the forward keeps only the log-sum-
-  exp); each backward chunk reads and writes the whole fp32 lm_head
+- the head: the logits in chunks of 2048 rows (model/llama_cuda_size.h
+  LLAMA_CUDA_CE_CHUNK_ROWS), computed once, in the forward: per chunk the
+  logits product, the loss and its gradient in one kernel, then the
+  chunk's dX and dW products right there (the trainer's steps run
+  llama_cuda_set_head_grad_in_forward; the backward starts from the dX it
+  left); each chunk's dW product reads and writes the whole fp32 lm_head
   gradient (V x C); the fp32 inputs are cast to bf16 in each call.
 The suffix rows and the selection are latency-bound on a GPU (a few dozen
 rows, one warp per row or key): their time at the datasheet rates is a
@@ -67,7 +71,7 @@ PEAK_FLOPS = 989e12  # H100 SXM dense bf16 on tensor cores, datasheet
 PEAK_FP32 = 67e12  # H100 SXM fp32 on CUDA cores, datasheet
 PEAK_BYTES = 3.35e12  # H100 SXM HBM3, datasheet
 TILE = 64  # kernels/attention_mma_tiles.cuh kMmaTile
-CE_CHUNK = 256  # model/llama_buffers.h LLAMA_CE_CHUNK_ROWS
+CE_CHUNK = 2048  # model/llama_cuda_size.h LLAMA_CUDA_CE_CHUNK_ROWS
 
 
 def main():
@@ -108,9 +112,12 @@ def main():
     fwd = layers * (2 if R == "full" else 1)
     mlp_fwd = layers * (1 if R == "none" else 2)
 
-    def mm(name, ic, oc, out_bytes, dinp_bytes, dout_bytes, fwd_calls):
-        # forward: read the bf16 input and weight, write the output
-        rows.append((f"{name} fwd", fwd_calls, 2 * N * ic * oc, N * ic * b16 + ic * oc * b16 + N * oc * out_bytes, MM))
+    def mm(name, ic, oc, out_bytes, dinp_bytes, dout_bytes, fwd_calls, adds=False):
+        # forward: read the bf16 input and weight, write the output (and
+        # read the residual stream the epilogue adds)
+        add_bytes = N * oc * f32 if adds else 0
+        rows.append((f"{name} fwd" + (" (+ residual add)" if adds else ""), fwd_calls, 2 * N * ic * oc,
+                     N * ic * b16 + ic * oc * b16 + N * oc * out_bytes + add_bytes, MM))
         # backward: dinp = dout W (read dout bf16 and W, write dinp);
         # dW += dout^T inp (read both bf16, read + write the fp32 gradient)
         rows.append((f"{name} bwd dinp", layers, 2 * N * ic * oc, N * oc * b16 + ic * oc * b16 + N * ic * dinp_bytes, MM))
@@ -120,9 +127,9 @@ def main():
 
     QKV = (Hq + 2 * Hkv) * D
     mm("q|k|v", C, QKV, b16, f32, b16, fwd)
-    mm("O", Hq * D, C, f32, b16, f32, fwd)
+    mm("O", Hq * D, C, f32, b16, f32, fwd, adds=True)
     mm("gate|up", C, 2 * F, b16, f32, b16, mlp_fwd)
-    mm("down", F, C, f32, b16, f32, layers)  # not recomputed: the backward starts from its input gradient
+    mm("down", F, C, f32, b16, f32, layers, adds=True)  # not recomputed: the backward starts from its input gradient
     bh = a.batch * Hq
     if L < T:
         # the selection: query L-1 of each head against keys 0..L-1, once per layer
@@ -163,16 +170,13 @@ def main():
     rows.append(("RoPE join bwd (dq, dk, dv -> dq|dk|dv)", layers, 0, N * QKV * (f32 + b16), MM))
     rows.append(("SwiGLU fwd", mlp_fwd, 0, 3 * N * F * b16, MM))
     rows.append(("SwiGLU bwd", layers, 0, 5 * N * F * b16, MM))
-    rows.append(("residual add", 2 * layers + (layers if R == "full" else 0), 0, 3 * N * C * f32, MM))
-    # the head, in chunks: the logits twice (the loss, then the backward), the casts of its fp32 inputs
+    # the head, in chunks, all in the forward: the logits once, the casts of its fp32 inputs
     chunks = math.ceil(N / CE_CHUNK)
-    rows.append(("lm_head fwd (the loss's logits)", 1, 2 * N * C * V, N * C * (f32 + b16) + chunks * V * C * b16 + N * V * f32, MM))
-    rows.append(("lm_head fwd again in the backward (logits recomputed)", 1, 2 * N * C * V,
-                 N * C * (f32 + b16) + chunks * V * C * b16 + N * V * f32, MM))
-    rows.append(("lm_head bwd dinp + dW (dW read and written per chunk)", 1, 4 * N * C * V,
+    rows.append(("lm_head fwd (the logits, once)", 1, 2 * N * C * V, N * C * (f32 + b16) + chunks * V * C * b16 + N * V * f32, MM))
+    rows.append(("lm_head dinp + dW, in the forward (dW r+w per chunk)", 1, 4 * N * C * V,
                  N * V * (f32 + b16) + N * C * (f32 + b16) + 2 * N * V * b16 + chunks * (V * C * b16 + 2 * V * C * f32) + N * C * f32,
                  MM))
-    rows.append(("cross-entropy fwd + bwd", 1, 0, 3 * N * V * f32, MM))
+    rows.append(("cross-entropy fwd + bwd (one kernel)", 1, 0, 3 * N * V * f32, MM))
 
     total_ms = 0.0
     out = []

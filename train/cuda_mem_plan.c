@@ -31,7 +31,7 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t workspace_bytes(const LlamaConfig *c, const CudaMemInputs *in) {
     int64_t B = in->micro_batch, T = in->T, BT = B * T, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
     int64_t C = c->hidden_size;
-    int64_t chunk = BT < LLAMA_CE_CHUNK_ROWS ? BT : LLAMA_CE_CHUNK_ROWS;
+    int64_t chunk = BT < LLAMA_CUDA_CE_CHUNK_ROWS ? BT : LLAMA_CUDA_CE_CHUNK_ROWS;
     int64_t b = MATMUL_CUDA_WORKSPACE_BYTES;
     if (in->precision == LLAMA_CUDA_BF16_WEIGHTS) {
         /* kernels/matmul.cu's cast slots: A takes the fp32 output gradient

@@ -36,29 +36,39 @@ typedef struct {
     int64_t traffic_logged[4];      /* fsdp_cuda_traffic's totals at the last log record */
 } CudaEngine;
 
+/* A backward follows each step's forward: the head's gradient comes with
+ * the forward, the logits computed once. */
 static void cuda_begin_step(void *ctx) {
     CudaEngine *e = ctx;
     if (e->shards) fsdp_cuda_zero_grad_sum(e->shards);
     else llama_cuda_zero_grad(&e->gpu);
+    llama_cuda_set_head_grad_in_forward(&e->gpu, 1);
 }
 
+/* Sharded: this micro-batch's gradient alone in the engine, zeroed before
+ * the forward that starts it (the head's part comes with the forward), each
+ * unit handed to its owners as backward finishes it; whole: added to the
+ * sums. */
 static float cuda_forward(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T) {
     CudaEngine *e = ctx;
+    if (e->shards && e->gpu.head_grad_in_forward) llama_cuda_zero_grad(&e->gpu);
     return llama_cuda_forward(&e->gpu, tokens, targets, batch, T);
 }
 
-/* Sharded: this micro-batch's gradient alone in the engine, each unit
- * handed to its owners as backward finishes it; whole: added to the sums. */
 static void cuda_backward(void *ctx) {
     CudaEngine *e = ctx;
-    if (e->shards) llama_cuda_zero_grad(&e->gpu);
+    if (e->shards && !e->gpu.head_grad_in_forward) llama_cuda_zero_grad(&e->gpu);
     llama_cuda_backward(&e->gpu);
 }
 
-/* Nothing to prepare: a sharded engine gathers each layer as its forward
- * reaches it (every rank runs the same number of dev forwards), and a
- * whole one holds the current parameters already. */
-static void cuda_begin_eval(void *ctx) { (void)ctx; }
+/* Loss-only forwards: the gradients stay as they are. Nothing else to
+ * prepare: a sharded engine gathers each layer as its forward reaches it
+ * (every rank runs the same number of dev forwards), and a whole one holds
+ * the current parameters already. */
+static void cuda_begin_eval(void *ctx) {
+    CudaEngine *e = ctx;
+    llama_cuda_set_head_grad_in_forward(&e->gpu, 0);
+}
 
 static double cuda_grad_sum_squares(void *ctx) {
     CudaEngine *e = ctx;

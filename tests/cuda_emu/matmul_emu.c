@@ -47,6 +47,16 @@ void matmul_forward_bf16_f32out_cuda(float *out, const bf16 *inp, const bf16 *we
     free(fi), free(fw);
 }
 
+/* cuBLASLt's epilogue: add joins the fp32 accumulator (the oracle's fp32
+ * product) before the store, one rounding; out may be add. */
+void matmul_forward_bf16_f32out_add_cuda(float *out, const float *add, const bf16 *inp, const bf16 *weight, int64_t N,
+                                         int64_t IC, int64_t OC) {
+    float *fi = widen(inp, N * IC), *fw = widen(weight, OC * IC), *acc = xmalloc(sizeof(float) * (size_t)(N * OC + 1));
+    matmul_forward_cpu(acc, fi, fw, N, IC, OC);
+    for (int64_t i = 0; i < N * OC; i++) out[i] = acc[i] + add[i];
+    free(fi), free(fw), free(acc);
+}
+
 void matmul_backward_bf16_f32dinp_cuda(float *dinp, float *dweight, const bf16 *dout, const bf16 *inp,
                                        const bf16 *weight, int64_t N, int64_t IC, int64_t OC) {
     float *fd = widen(dout, N * OC), *fi = widen(inp, N * IC), *fw = widen(weight, OC * IC);

@@ -33,6 +33,7 @@
 #include "../../kernels/rope.h"
 #include "../../kernels/swiglu.h"
 #include "../../model/llama.h"
+#include "../../model/llama_cuda_size.h"
 #include "../../optim/clip.h"
 
 static const int64_t C = 4096, Hq = 32, Hkv = 8, D = 128, F = 14336, V = 128256, T = 32768;
@@ -132,13 +133,15 @@ static void residual_cast(void) {
 }
 
 static void crossentropy(void) {
-    const int64_t rows = LLAMA_CE_CHUNK_ROWS;
+    const int64_t rows = LLAMA_CUDA_CE_CHUNK_ROWS;
     float *logits = dev(4 * rows * V), *losses = dev(4 * rows), *lse = dev(4 * rows);
     int32_t *tgt = dev_ints(rows, (int32_t)(V - 1));
     crossentropy_forward_cuda(losses, lse, logits, tgt, rows, V);
-    done("crossentropy_forward_cuda", "rows 256 (the trainer's chunk), V 128256");
+    done("crossentropy_forward_cuda", "rows 2048 (the CUDA engine's chunk), V 128256");
     crossentropy_backward_cuda(logits, lse, tgt, rows, V, 1.0f / (float)T);
-    done("crossentropy_backward_cuda", "rows 256, V 128256");
+    done("crossentropy_backward_cuda", "rows 2048, V 128256");
+    crossentropy_forward_backward_cuda(losses, lse, logits, tgt, rows, V, 1.0f / (float)T);
+    done("crossentropy_forward_backward_cuda", "rows 2048, V 128256");
     cuda_free(logits), cuda_free(losses), cuda_free(lse), cuda_free(tgt);
 }
 

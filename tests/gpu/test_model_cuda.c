@@ -140,6 +140,22 @@ static float gpu_pass(LlamaCuda *g, const int32_t *tok, const int32_t *tgt, cons
     return loss;
 }
 
+/* The same with the head's gradient computed in the forward
+ * (llama_cuda_set_head_grad_in_forward): the gradients zeroed before the
+ * forward, and the logits read in between when logits is non-NULL (they
+ * must not overwrite what the forward left for the backward). */
+static float gpu_pass_head_in_forward(LlamaCuda *g, const int32_t *tok, const int32_t *tgt, const Case *k,
+                                      float *grads, float *logits) {
+    llama_cuda_zero_grad(g);
+    llama_cuda_set_head_grad_in_forward(g, 1);
+    float loss = llama_cuda_forward(g, tok, tgt, k->B, k->T);
+    if (logits) llama_cuda_logits(g, logits, 0, k->B * k->T);
+    llama_cuda_backward(g);
+    llama_cuda_set_head_grad_in_forward(g, 0);
+    llama_cuda_download_grads(g, grads);
+    return loss;
+}
+
 static void check_grads(const char *label, const Llama *m, const float *got) {
     char name[256];
     for (int i = 0; i < m->layout.n; i++) {
@@ -162,6 +178,16 @@ static void check_bit_identity(const char *label, const Case *k, const Llama *m,
     snprintf(name, sizeof name, "%s: a second run gives the same loss and gradients, bit for bit", label);
     tl_result(memcmp(&loss, &loss2, sizeof loss) == 0 && memcmp(grads, again, bytes) == 0, name,
               "loss %.9g vs %.9g, or gradients differ", loss, loss2);
+    float *logits = malloc(sizeof(float) * (size_t)(k->B * k->T * k->V));
+    for (int with_logits = 0; with_logits < 2; with_logits++) {
+        float loss4 = gpu_pass_head_in_forward(g, tok, tgt, k, again, with_logits ? logits : NULL);
+        snprintf(name, sizeof name,
+                 "%s: the head's gradient in the forward (logits once%s) gives the same loss and gradients, bit for bit",
+                 label, with_logits ? ", logits read before the backward" : "");
+        tl_result(memcmp(&loss, &loss4, sizeof loss) == 0 && memcmp(grads, again, bytes) == 0, name,
+                  "loss %.9g vs %.9g, or gradients differ", loss, loss4);
+    }
+    free(logits);
     held[LLAMA_RECOMPUTE_NONE] = llama_cuda_bytes(g);
     const LlamaRecompute settings[] = {LLAMA_RECOMPUTE_FULL, LLAMA_RECOMPUTE_ATTN};
     for (int i = 0; i < 2; i++) {

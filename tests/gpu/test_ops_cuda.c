@@ -394,6 +394,47 @@ static void test_crossentropy(int64_t rows, int64_t V) {
     free(z), free(tgt), free(loss), free(lse), free(g_loss), free(g_lse), free(a_lse), free(g_z);
 }
 
+/* The fused kernel on the same cases: the bits of the two kernels in turn,
+ * and the fused CPU oracle's values within the tolerances above. */
+static void test_crossentropy_fused(int64_t rows, int64_t V) {
+    char name[160];
+    float *z = host_uniform(rows * V, -4, 4);
+    int32_t *tgt = malloc(sizeof(int32_t) * (size_t)rows);
+    for (int64_t r = 0; r < rows; r++) tgt[r] = (int32_t)(rng_u64(&rng) % (uint64_t)V);
+    if (rows > 1) tgt[0] = -1;
+    if (rows > 1)
+        for (int64_t v = 0; v < V; v++) z[V + v] += 100.0f;
+    if (rows > 2) z[2 * V + tgt[2]] = 30.0f;
+    const float scale = 1.0f / (float)rows;
+    float *d_z1 = dev_floats(z, rows * V), *d_z2 = dev_floats(z, rows * V);
+    float *d_loss = cuda_malloc(sizeof(float) * (size_t)rows * 4), *d_lse = d_loss + rows;
+    float *d_loss2 = d_loss + 2 * rows, *d_lse2 = d_loss + 3 * rows;
+    int32_t *d_tgt = dev_upload(tgt, sizeof(int32_t) * (size_t)rows);
+    crossentropy_forward_cuda(d_loss, d_lse, d_z1, d_tgt, rows, V);
+    crossentropy_backward_cuda(d_z1, d_lse, d_tgt, rows, V, scale);
+    crossentropy_forward_backward_cuda(d_loss2, d_lse2, d_z2, d_tgt, rows, V, scale);
+    float *two = download(d_loss, rows * 4), *g1 = download(d_z1, rows * V), *g2 = download(d_z2, rows * V);
+    snprintf(name, sizeof name, "crossentropy fused rows=%lld V=%lld: the two kernels' losses, lse and gradient, bit for bit",
+             (long long)rows, (long long)V);
+    tl_result(memcmp(two, two + 2 * rows, sizeof(float) * (size_t)rows * 2) == 0 &&
+                  memcmp(g1, g2, sizeof(float) * (size_t)(rows * V)) == 0,
+              name, "losses, lse or gradients differ");
+
+    float *loss = malloc(sizeof(float) * (size_t)rows * 2), *lse = loss + rows;
+    crossentropy_forward_backward_cpu(loss, lse, z, tgt, rows, V, scale);
+    snprintf(name, sizeof name, "crossentropy fused rows=%lld V=%lld: loss", (long long)rows, (long long)V);
+    close_k(name, two + 2 * rows, loss, rows, TOL_CE_LSE, 0);
+    snprintf(name, sizeof name, "crossentropy fused rows=%lld V=%lld: lse", (long long)rows, (long long)V);
+    close_k(name, two + 3 * rows, lse, rows, TOL_CE_LSE, 0);
+    Tol t = TOL_CE_GRAD_PER_SCALE;
+    t.atol *= scale;
+    snprintf(name, sizeof name, "crossentropy fused rows=%lld V=%lld: gradient", (long long)rows, (long long)V);
+    close_k(name, g2, z, rows * V, t, 0);
+
+    cuda_free(d_z1), cuda_free(d_z2), cuda_free(d_loss), cuda_free(d_tgt);
+    free(z), free(tgt), free(two), free(g1), free(g2), free(loss);
+}
+
 /* ------------------------------------------------------------------- matmul */
 
 /* offset: elements by which every operand view is shifted from its
@@ -488,6 +529,23 @@ static void test_matmul_bf16(int64_t N, int64_t IC, int64_t OC) {
     float *m_y = download(d_y32, ny);
     snprintf(name, sizeof name, "matmul bf16 in, fp32 out %s", shape);
     close_k(name, m_y, y, ny, TOL_MM, IC);
+    /* the residual add in the epilogue: into another buffer (add left as
+     * it was), and in place, the same bits both ways */
+    float *r = host_uniform(ny, -1, 1), *yr = malloc(sizeof(float) * (size_t)ny);
+    for (int64_t i = 0; i < ny; i++) yr[i] = y[i] + r[i];
+    float *d_r = dev_floats(r, ny), *d_o = cuda_malloc(4 * (size_t)ny);
+    matmul_forward_bf16_f32out_add_cuda(d_o, d_r, d_x, d_w, N, IC, OC);
+    float *e_o = download(d_o, ny), *e_r = download(d_r, ny);
+    snprintf(name, sizeof name, "matmul bf16 in, fp32 out + add in the epilogue %s", shape);
+    close_k(name, e_o, yr, ny, TOL_MM, IC);
+    snprintf(name, sizeof name, "matmul epilogue add with D != C leaves C as it was %s", shape);
+    tl_identical(name, e_r, r, ny);
+    matmul_forward_bf16_f32out_add_cuda(d_r, d_r, d_x, d_w, N, IC, OC);
+    float *e_in = download(d_r, ny);
+    snprintf(name, sizeof name, "matmul epilogue add in place (D = C) gives the same bits %s", shape);
+    tl_identical(name, e_in, e_o, ny);
+    cuda_free(d_r), cuda_free(d_o);
+    free(r), free(yr), free(e_o), free(e_r), free(e_in);
     cuda_memcpy_h2d(d_dw, dw0, 4 * (size_t)nw);
     matmul_backward_bf16_f32dinp_cuda(d_dx32, d_dw, d_dy, d_x, d_w, N, IC, OC);
     float *m_dx = download(d_dx32, nx), *m_dw = download(d_dw, nw);
@@ -595,6 +653,9 @@ static void run_all(void) {
     if (tl_case_selected("crossentropy rows=5 V=7")) test_crossentropy(5, 7);
     if (tl_case_selected("crossentropy rows=9 V=128256")) test_crossentropy(9, 128256);
     if (tl_case_selected("crossentropy rows=3 V=1025")) test_crossentropy(3, 1025);
+    if (tl_case_selected("crossentropy fused rows=5 V=7")) test_crossentropy_fused(5, 7);
+    if (tl_case_selected("crossentropy fused rows=3 V=1025")) test_crossentropy_fused(3, 1025);
+    if (tl_case_selected("crossentropy fused rows=9 V=128256")) test_crossentropy_fused(9, 128256);
 
     if (tl_case_selected("matmul bf16r 1x1x1")) test_matmul_bf16r(1, 1, 1);
     if (tl_case_selected("matmul bf16r 7x13x5")) test_matmul_bf16r(7, 13, 5);
