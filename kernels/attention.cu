@@ -32,6 +32,13 @@
  *   >= L when it is selected, or by the row's bitmap with per-row records),
  *   so a selected key's causal and refresh terms land in one fixed order
  *   too.
+ * - The suffix rows for the tensor-core path (attention_forward_rows_cuda):
+ *   B * Hq row tiles are too few blocks for the GPU, so each row's key list
+ *   is cut into chunks (attention_suffix_chunk_keys), a block per (row
+ *   tile, head, chunk) runs the same tile loop over its chunk and leaves
+ *   the rows' (max, sum, unnormalised output) partials, and a warp per row
+ *   combines them in chunk order; no atomics, so any block order gives the
+ *   same bits. The whole-T entries keep one block per row tile.
  * - GQA: query head h reads KV head h / (Hq/Hkv) in place; nothing is copied.
  *
  * Tiles: Br = Bc = 64 and 256 threads as a 16 x 16 grid; each thread owns a
@@ -421,7 +428,7 @@ __global__ void __launch_bounds__(kThreads) attention_suffix_combine_kernel(E *o
             if (d < D) o[j] = fmaf(wc, slots[c * pitch + 2 + d], o[j]);
         }
     }
-    lse[bh * s.T + p] = M + logf(l);
+    if (lane == 0) lse[bh * s.T + p] = M + logf(l);
     E *row = out + ((b * s.T + p) * s.Hq + h) * D;
 #pragma unroll
     for (int j = 0; j < kLaneCols; j++) {
