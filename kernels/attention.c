@@ -98,8 +98,9 @@ static int64_t suffix_list_len(const RefreshMask *m, int64_t T) {
 int64_t attention_suffix_chunk_keys(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq) {
     if (!refresh_active(m, T)) return 0;
     const int64_t n = suffix_list_len(m, T), row_tiles = (T - m->L + 63) / 64;
-    int64_t blocks;
-    if (i64_mul(row_tiles, B * Hq, &blocks) != 0 || blocks >= SUFFIX_WAVE_BLOCKS / 2) return (n + 63) / 64 * 64;
+    int64_t heads, blocks;
+    if (i64_mul(B, Hq, &heads) != 0 || i64_mul(row_tiles, heads, &blocks) != 0 || blocks >= SUFFIX_WAVE_BLOCKS / 2)
+        return (n + 63) / 64 * 64; /* enough blocks already: one chunk, the unsplit kernel */
     const int64_t split = SUFFIX_WAVE_BLOCKS / blocks;
     return ((n + split - 1) / split + 63) / 64 * 64;
 }
@@ -114,7 +115,7 @@ int64_t attention_suffix_partial_bytes(const RefreshMask *m, int64_t B, int64_t 
     if (chunks < 2) return 0;
     int64_t bytes = (int64_t)sizeof(float) * (D + 2);
     KV_CHECK(i64_mul(bytes, chunks, &bytes) == 0 && i64_mul(bytes, T - m->L, &bytes) == 0 &&
-                 i64_mul(bytes, B * Hq, &bytes) == 0,
+                 i64_mul(bytes, B, &bytes) == 0 && i64_mul(bytes, Hq, &bytes) == 0,
              "attention: suffix partials of B=%lld T=%lld Hq=%lld D=%lld overflow int64", (long long)B, (long long)T,
              (long long)Hq, (long long)D);
     return bytes;
