@@ -414,13 +414,12 @@ __global__ void __launch_bounds__(kThreads) attention_suffix_combine_kernel(E *o
     const int64_t chunks = kBug == ATTN_SUFFIX_BUG_DROP_LAST_CHUNK ? parts.chunks - 1 : parts.chunks;
     float M = -INFINITY;
     for (int64_t c = 0; c < chunks; c++) M = fmaxf(M, slots[c * pitch]);
-    if (kBug == ATTN_SUFFIX_BUG_STALE_MAX) M = -INFINITY; /* a running max: earlier chunks never rescaled */
     float l = 0.0f, o[kLaneCols] = {};
     for (int64_t c = 0; c < chunks; c++) {
         const float mc = slots[c * pitch];
         if (mc == -INFINITY) continue;
-        if (kBug == ATTN_SUFFIX_BUG_STALE_MAX) M = fmaxf(M, mc);
-        const float wc = expf(mc - M);
+        /* the planted bug weighs chunk c by the next chunk's max */
+        const float wc = expf((kBug == ATTN_SUFFIX_BUG_NEXT_MAX ? slots[(c + 1) % chunks * pitch] : mc) - M);
         l = fmaf(wc, slots[c * pitch + 1], l);
 #pragma unroll
         for (int j = 0; j < kLaneCols; j++) {
@@ -808,8 +807,8 @@ extern "C" void attention_forward_rows_planted_cuda(float *out, float *lse, cons
         forward_row_range<ATTN_SUFFIX_BUG_DROP_LAST_CHUNK>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, row_begin,
                                                             row_end, fn);
         break;
-    case ATTN_SUFFIX_BUG_STALE_MAX:
-        forward_row_range<ATTN_SUFFIX_BUG_STALE_MAX>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, row_begin, row_end,
+    case ATTN_SUFFIX_BUG_NEXT_MAX:
+        forward_row_range<ATTN_SUFFIX_BUG_NEXT_MAX>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, row_begin, row_end,
                                                       fn);
         break;
     default: forward_row_range(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, row_begin, row_end, fn); break;

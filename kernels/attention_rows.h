@@ -27,7 +27,7 @@ void attention_forward_rows_bf16_cuda(bf16 *out, float *lse, const bf16 *q, cons
 enum {
     ATTN_SUFFIX_OK = 0,
     ATTN_SUFFIX_BUG_DROP_LAST_CHUNK = 1, /* the last chunk's partials left out */
-    ATTN_SUFFIX_BUG_STALE_MAX = 2,       /* weights against a running max: earlier chunks never rescaled */
+    ATTN_SUFFIX_BUG_NEXT_MAX = 2,        /* partials out of order: chunk c weighed by chunk c + 1's max */
 };
 void attention_forward_rows_planted_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
                                          const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,

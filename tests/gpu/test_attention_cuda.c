@@ -212,7 +212,7 @@ static void check_split_suffix(const Case *c, DevBufs *d, const HostOut *ref) {
         int bug;
         const char *what;
     } plants[] = {{ATTN_SUFFIX_BUG_DROP_LAST_CHUNK, "last chunk dropped"},
-                  {ATTN_SUFFIX_BUG_STALE_MAX, "chunks weighed against a running max"}};
+                  {ATTN_SUFFIX_BUG_NEXT_MAX, "chunk c weighed by chunk c + 1's max"}};
     for (size_t i = 0; i < sizeof plants / sizeof plants[0]; i++) {
         rows_run(c, d, plants[i].bug, &out2, &lse2);
         const double r = worst_ratio(out2, ref->out, nq, TOL_OUT.atol + TOL_OUT.atol_per_k * (double)c->T,
