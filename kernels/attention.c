@@ -79,7 +79,7 @@ int64_t attention_cuda_select_scratch_bytes(const RefreshMask *m, int64_t B, int
     return (int64_t)sizeof(float) * BG * (nh * m->L + 2 * m->L);
 }
 
-int64_t attention_cuda_forward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hkv) {
+int64_t attention_cuda_row_mask_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hkv) {
     return row_mask_bytes(m, B, T, Hkv);
 }
 
@@ -111,6 +111,49 @@ int64_t attention_cuda_backward_scratch_bytes(const RefreshMask *m, int64_t B, i
     if (!refresh_active(m, T)) return sums;
     if (refresh_per_row(m)) return sums + row_mask_bytes(m, B, T, Hkv);
     return sums + B * Hkv * m->L; /* one byte per prefill key: selected or not */
+}
+
+/* Blocks that fill one wave of the suffix forward on an H100: 132 SMs, one
+ * block each (the row-tile kernel's 115 KiB of shared memory at D = 128
+ * leaves no room for a second). A constant, not the device's SM count, so
+ * that the chunks, and with them the bits, are the same on every GPU. */
+#define SUFFIX_WAVE_BLOCKS 132
+
+/* Entries of the longest suffix key list: the last row's, sel ++ (L..T-1),
+ * or every key 0..T-1 through the bitmaps with per-row records. */
+static int64_t suffix_list_len(const RefreshMask *m, int64_t T) {
+    return refresh_per_row(m) ? T : refresh_num_selected(m) + (T - m->L);
+}
+
+int64_t attention_suffix_chunk_keys(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq) {
+    if (!refresh_active(m, T)) return 0;
+    const int64_t n = suffix_list_len(m, T), row_tiles = (T - m->L + 63) / 64;
+    int64_t heads, blocks;
+    if (i64_mul(B, Hq, &heads) != 0 || i64_mul(row_tiles, heads, &blocks) != 0 || blocks >= SUFFIX_WAVE_BLOCKS / 2)
+        return (n + 63) / 64 * 64; /* enough blocks already: one chunk, the unsplit kernel */
+    const int64_t split = SUFFIX_WAVE_BLOCKS / blocks;
+    return ((n + split - 1) / split + 63) / 64 * 64;
+}
+
+int64_t attention_suffix_chunks(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq) {
+    const int64_t keys = attention_suffix_chunk_keys(m, B, T, Hq);
+    return keys == 0 ? 0 : (suffix_list_len(m, T) + keys - 1) / keys;
+}
+
+int64_t attention_suffix_partial_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t D) {
+    const int64_t chunks = attention_suffix_chunks(m, B, T, Hq);
+    if (chunks < 2) return 0;
+    int64_t bytes = (int64_t)sizeof(float) * (D + 2);
+    KV_CHECK(i64_mul(bytes, chunks, &bytes) == 0 && i64_mul(bytes, T - m->L, &bytes) == 0 &&
+                 i64_mul(bytes, B, &bytes) == 0 && i64_mul(bytes, Hq, &bytes) == 0,
+             "attention: suffix partials of B=%lld T=%lld Hq=%lld D=%lld overflow int64", (long long)B, (long long)T,
+             (long long)Hq, (long long)D);
+    return bytes;
+}
+
+int64_t attention_cuda_forward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                             int64_t D) {
+    return row_mask_bytes(m, B, T, Hkv) + attention_suffix_partial_bytes(m, B, T, Hq, D);
 }
 
 RefreshMask refresh_mask_off(void) {

@@ -32,6 +32,13 @@
  *   >= L when it is selected, or by the row's bitmap with per-row records),
  *   so a selected key's causal and refresh terms land in one fixed order
  *   too.
+ * - The suffix rows for the tensor-core path (attention_forward_rows_cuda):
+ *   B * Hq row tiles are too few blocks for the GPU, so each row's key list
+ *   is cut into chunks (attention_suffix_chunk_keys), a block per (row
+ *   tile, head, chunk) runs the same tile loop over its chunk and leaves
+ *   the rows' (max, sum, unnormalised output) partials, and a warp per row
+ *   combines them in chunk order; no atomics, so any block order gives the
+ *   same bits. The whole-T entries keep one block per row tile.
  * - GQA: query head h reads KV head h / (Hq/Hkv) in place; nothing is copied.
  *
  * Tiles: Br = Bc = 64 and 256 threads as a 16 x 16 grid; each thread owns a
@@ -264,12 +271,22 @@ __device__ __forceinline__ int stage_key_tile(int64_t *kpos, uint64_t *rowbits, 
     return __syncthreads_or(w != 0);
 }
 
-template <int D, typename E>
-__global__ void __launch_bounds__(kThreads) attention_forward_kernel(E *out, float *lse, const E *q, const E *k,
-                                                                     const E *v,
-                                                                     const int32_t *sel, AttnShape s,
-                                                                     int64_t row_begin, int64_t row_end, int use_sel,
-                                                                     const uint64_t *rowmask) {
+/* Where the split suffix forward leaves a chunk's partials: part holds
+ * (B*Hq, rows, chunks, D + 2) fp32, (m, l, o[0..D-1]) per row and chunk,
+ * rows counted from row_begin; o is not yet divided by l. */
+struct SuffixParts {
+    float *part;
+    int64_t chunk_keys, chunks, rows;
+};
+
+/* The forward of one row tile over the key list entries [i_begin, i_end)
+ * (a multiple of 64 apart, or up to the list's end). Without parts: out
+ * and lse; with them (kPartial): the row's (m, l, o) for chunk blockIdx.z. */
+template <int D, typename E, bool kPartial>
+__device__ __forceinline__ void forward_tile(E *out, float *lse, const E *q, const E *k, const E *v,
+                                             const int32_t *sel, const AttnShape &s, int64_t row_begin,
+                                             int64_t row_end, int use_sel, const uint64_t *rowmask,
+                                             const SuffixParts &parts) {
     extern __shared__ __align__(16) unsigned char smem[];
     int64_t *qpos = (int64_t *)smem, *kpos = qpos + kTile;
     uint64_t *rowbits = (uint64_t *)(kpos + kTile);
@@ -289,7 +306,12 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(E *out, flo
 #pragma unroll
     for (int rr = 0; rr < kRowsPerWarp; rr++) m_row[rr] = -INFINITY, l_row[rr] = 0.0f;
 
-    for (int64_t i0 = 0; i0 < t.keys.n; i0 += kTile) {
+    int64_t i_begin = 0, i_end = t.keys.n;
+    if (kPartial) {
+        i_begin = (int64_t)blockIdx.z * parts.chunk_keys;
+        i_end = i_begin + parts.chunk_keys < t.keys.n ? i_begin + parts.chunk_keys : t.keys.n;
+    }
+    for (int64_t i0 = i_begin; i0 < i_end; i0 += kTile) {
         __syncthreads(); /* the previous tile's readers are done */
         if (!stage_key_tile(kpos, rowbits, qpos, t, s, rowmask, i0)) continue;
         load_tile<D>(Ks, kb, kvstride, kpos);
@@ -318,6 +340,32 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(E *out, flo
         tile_accumulate<D>(o, Ps, Vs, ty, tx);
     }
 
+    if (kPartial) {
+        /* the row's slot for this chunk: (m, l) by the warp's lane 0, o by the tile's owners */
+        const int64_t row0 = (t.b * s.Hq + t.h) * parts.rows - row_begin;
+        const int64_t pitch = (int64_t)(D + 2), chunk = blockIdx.z;
+        if (lane == 0)
+#pragma unroll
+            for (int rr = 0; rr < kRowsPerWarp; rr++) {
+                const int r = warp * kRowsPerWarp + rr;
+                if (qpos[r] < 0) continue;
+                float *slot = parts.part + ((row0 + qpos[r]) * parts.chunks + chunk) * pitch;
+                slot[0] = m_row[rr];
+                slot[1] = l_row[rr];
+            }
+#pragma unroll
+        for (int i = 0; i < kPerThread; i++) {
+            const int r = ty + kGrid * i;
+            if (qpos[r] < 0) continue;
+            float *slot = parts.part + ((row0 + qpos[r]) * parts.chunks + chunk) * pitch + 2;
+#pragma unroll
+            for (int j = 0; j < Cols<D>::n; j++) {
+                const int d = tx + kGrid * j;
+                if (d < D) slot[d] = o[i][j];
+            }
+        }
+        return;
+    }
     if (lane == 0)
 #pragma unroll
         for (int rr = 0; rr < kRowsPerWarp; rr++) {
@@ -327,6 +375,65 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(E *out, flo
         }
     __syncthreads();
     store_tile<D>(out + (t.b * s.T * s.Hq + t.h) * D, qstride, qpos, o, l_s, ty, tx);
+}
+
+template <int D, typename E>
+__global__ void __launch_bounds__(kThreads) attention_forward_kernel(E *out, float *lse, const E *q, const E *k,
+                                                                     const E *v,
+                                                                     const int32_t *sel, AttnShape s,
+                                                                     int64_t row_begin, int64_t row_end, int use_sel,
+                                                                     const uint64_t *rowmask) {
+    forward_tile<D, E, false>(out, lse, q, k, v, sel, s, row_begin, row_end, use_sel, rowmask, SuffixParts{});
+}
+
+/* One chunk of the suffix rows' key lists: grid (row tiles, B*Hq, chunks). */
+template <int D, typename E>
+__global__ void __launch_bounds__(kThreads) attention_suffix_chunk_kernel(const E *q, const E *k, const E *v,
+                                                                          const int32_t *sel, AttnShape s,
+                                                                          int64_t row_begin, int64_t row_end,
+                                                                          int use_sel, const uint64_t *rowmask,
+                                                                          SuffixParts parts) {
+    forward_tile<D, E, true>(nullptr, nullptr, q, k, v, sel, s, row_begin, row_end, use_sel, rowmask, parts);
+}
+
+/* out and lse of the suffix rows from their chunks' partials, one warp per
+ * (row, batch row x query head), 8 per block: M = max m_c, l = sum_c l_c
+ * e^(m_c - M), out = sum_c o_c e^(m_c - M) / l, chunks in ascending order,
+ * so the bits do not depend on which chunk's block ran first. A chunk the
+ * row sees nothing of (m_c = -inf) adds nothing. */
+template <int D, typename E, int kBug>
+__global__ void __launch_bounds__(kThreads) attention_suffix_combine_kernel(E *out, float *lse, AttnShape s,
+                                                                            int64_t row_begin, SuffixParts parts) {
+    constexpr int kLaneCols = (D + 31) / 32;
+    const int lane = threadIdx.x % 32;
+    const int64_t w = (int64_t)blockIdx.x * (kThreads / 32) + threadIdx.x / 32;
+    if (w >= s.B * s.Hq * parts.rows) return; /* a whole warp: no shuffles or barriers below */
+    const int64_t bh = w / parts.rows, p = row_begin + w % parts.rows, b = bh / s.Hq, h = bh % s.Hq;
+    const int64_t pitch = (int64_t)(D + 2);
+    const float *slots = parts.part + w * parts.chunks * pitch;
+    const int64_t chunks = kBug == ATTN_SUFFIX_BUG_DROP_LAST_CHUNK ? parts.chunks - 1 : parts.chunks;
+    float M = -INFINITY;
+    for (int64_t c = 0; c < chunks; c++) M = fmaxf(M, slots[c * pitch]);
+    float l = 0.0f, o[kLaneCols] = {};
+    for (int64_t c = 0; c < chunks; c++) {
+        const float mc = slots[c * pitch];
+        if (mc == -INFINITY) continue;
+        /* the planted bug weighs chunk c by the next chunk's max */
+        const float wc = expf((kBug == ATTN_SUFFIX_BUG_NEXT_MAX ? slots[(c + 1) % chunks * pitch] : mc) - M);
+        l = fmaf(wc, slots[c * pitch + 1], l);
+#pragma unroll
+        for (int j = 0; j < kLaneCols; j++) {
+            const int d = lane + 32 * j;
+            if (d < D) o[j] = fmaf(wc, slots[c * pitch + 2 + d], o[j]);
+        }
+    }
+    if (lane == 0) lse[bh * s.T + p] = M + logf(l);
+    E *row = out + ((b * s.T + p) * s.Hq + h) * D;
+#pragma unroll
+    for (int j = 0; j < kLaneCols; j++) {
+        const int d = lane + 32 * j;
+        if (d < D) row[d] = act_from_f32<E>(o[j] / l);
+    }
 }
 
 /* dsum[(b, h, p)] = sum_d dout * out (one warp per row; Dq of the backward).
@@ -560,7 +667,7 @@ static int checked_shape(AttnShape *s, const char *fn, const int32_t *sel, int64
 
 extern "C" uint64_t *attention_row_mask_cuda(const int32_t *sel, int64_t B, int64_t T, int64_t Hkv,
                                              const RefreshMask *m) {
-    const int64_t bytes = attention_cuda_forward_scratch_bytes(m, B, T, Hkv), BG = B * Hkv;
+    const int64_t bytes = attention_cuda_row_mask_bytes(m, B, T, Hkv), BG = B * Hkv;
     if (bytes == 0) return nullptr; /* no per-row records (or no row >= L) */
     uint64_t *rowmask;
     CUDA_CHECK(cudaMallocAsync((void **)&rowmask, (size_t)bytes, 0));
@@ -596,13 +703,46 @@ static void forward_rows(E *out, float *lse, const E *q, const E *k, const E *v,
     CUDA_CHECK_LAUNCH();
 }
 
+/* The rows [row_begin, row_end) >= L split over key chunks (attention.h,
+ * attention_suffix_chunk_keys): the chunk kernel, then the combine. */
+template <int D, typename E, int kBug>
+static void forward_suffix_split(E *out, float *lse, const E *q, const E *k, const E *v, const int32_t *sel,
+                                 const AttnShape &s, const RefreshMask *m, int64_t row_begin, int64_t row_end,
+                                 const uint64_t *rowmask) {
+    SuffixParts parts;
+    parts.chunk_keys = attention_suffix_chunk_keys(m, s.B, s.T, s.Hq);
+    parts.chunks = attention_suffix_chunks(m, s.B, s.T, s.Hq);
+    parts.rows = row_end - row_begin;
+    /* the bytes attention_suffix_partial_bytes counts for the whole suffix (overflow-checked there), or fewer */
+    const int64_t bytes = attention_suffix_partial_bytes(m, s.B, s.T, s.Hq, D) / (s.T - s.L) * parts.rows;
+    CUDA_CHECK(cudaMallocAsync((void **)&parts.part, (size_t)bytes, 0));
+    const size_t smem = RowSmem<D>::fwd_bytes;
+    CUDA_CHECK(cudaFuncSetAttribute(attention_suffix_chunk_kernel<D, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)smem));
+    const dim3 grid(tiles(parts.rows), (unsigned int)(s.B * s.Hq), (unsigned int)parts.chunks);
+    attention_suffix_chunk_kernel<D, E><<<grid, kThreads, smem>>>(q, k, v, sel, s, row_begin, row_end, !s.per_row,
+                                                                  rowmask, parts);
+    CUDA_CHECK_LAUNCH();
+    const unsigned int combine_blocks = ceil_div_u(s.B * s.Hq * parts.rows, kThreads / 32);
+    attention_suffix_combine_kernel<D, E, kBug><<<combine_blocks, kThreads>>>(out, lse, s, row_begin, parts);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaFreeAsync(parts.part, 0));
+}
+
 /* The rows [L, T): over the gathered list sel ++ (L..T-1), or with per-row
- * records over every key 0..p through the rows' bitmaps. */
-template <int D, typename E>
+ * records over every key 0..p through the rows' bitmaps. The whole-T
+ * forward runs them unsplit, like the causal rows (so that K = L gives the
+ * unmasked bits); the tensor-core path's row-range entry (split) spreads
+ * them over key chunks when B * Hq row tiles would leave most SMs idle. */
+template <int D, typename E, int kBug = ATTN_SUFFIX_OK>
 static void forward_suffix(E *out, float *lse, const E *q, const E *k, const E *v, const int32_t *sel,
-                           const AttnShape &s, const RefreshMask *m, int64_t row_begin, int64_t row_end) {
+                           const AttnShape &s, const RefreshMask *m, int64_t row_begin, int64_t row_end, int split) {
+    if (row_end <= row_begin) return;
     uint64_t *rowmask = attention_row_mask_cuda(sel, s.B, s.T, s.Hkv, m);
-    forward_rows<D>(out, lse, q, k, v, sel, s, row_begin, row_end, !s.per_row, rowmask);
+    if (split && attention_suffix_chunks(m, s.B, s.T, s.Hq) > 1)
+        forward_suffix_split<D, E, kBug>(out, lse, q, k, v, sel, s, m, row_begin, row_end, rowmask);
+    else
+        forward_rows<D>(out, lse, q, k, v, sel, s, row_begin, row_end, !s.per_row, rowmask);
     if (rowmask) CUDA_CHECK(cudaFreeAsync(rowmask, 0));
 }
 
@@ -614,11 +754,11 @@ static void forward(E *out, float *lse, const E *q, const E *k, const E *v, cons
     with_head_dim(D, [&](auto d) {
         constexpr int kD = decltype(d)::value;
         forward_rows<kD>(out, lse, q, k, v, sel, s, 0, s.L, 0, nullptr); /* causal rows */
-        if (s.active) forward_suffix<kD>(out, lse, q, k, v, sel, s, m, s.L, s.T);
+        if (s.active) forward_suffix<kD>(out, lse, q, k, v, sel, s, m, s.L, s.T, 0);
     });
 }
 
-template <typename E>
+template <int kBug = ATTN_SUFFIX_OK, typename E>
 static void forward_row_range(E *out, float *lse, const E *q, const E *k, const E *v, const int32_t *sel, int64_t B,
                               int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m, int64_t row_begin,
                               int64_t row_end, const char *fn) {
@@ -631,7 +771,8 @@ static void forward_row_range(E *out, float *lse, const E *q, const E *k, const 
     }
     with_head_dim(D, [&](auto d) {
         constexpr int kD = decltype(d)::value;
-        if (s.active && row_begin >= s.L) forward_suffix<kD>(out, lse, q, k, v, sel, s, m, row_begin, row_end);
+        if (s.active && row_begin >= s.L)
+            forward_suffix<kD, E, kBug>(out, lse, q, k, v, sel, s, m, row_begin, row_end, 1);
         else forward_rows<kD>(out, lse, q, k, v, sel, s, row_begin, row_end, 0, nullptr);
     });
 }
@@ -654,6 +795,24 @@ extern "C" void attention_forward_rows_cuda(float *out, float *lse, const float 
                                             const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                             int64_t D, const RefreshMask *m, int64_t row_begin, int64_t row_end) {
     forward_row_range(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, row_begin, row_end, "attention_forward_rows_cuda");
+}
+
+extern "C" void attention_forward_rows_planted_cuda(float *out, float *lse, const float *q, const float *k,
+                                                    const float *v, const int32_t *sel, int64_t B, int64_t T,
+                                                    int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m,
+                                                    int64_t row_begin, int64_t row_end, int bug) {
+    const char *fn = "attention_forward_rows_planted_cuda";
+    switch (bug) {
+    case ATTN_SUFFIX_BUG_DROP_LAST_CHUNK:
+        forward_row_range<ATTN_SUFFIX_BUG_DROP_LAST_CHUNK>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, row_begin,
+                                                            row_end, fn);
+        break;
+    case ATTN_SUFFIX_BUG_NEXT_MAX:
+        forward_row_range<ATTN_SUFFIX_BUG_NEXT_MAX>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, row_begin, row_end,
+                                                      fn);
+        break;
+    default: forward_row_range(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, row_begin, row_end, fn); break;
+    }
 }
 
 extern "C" void attention_forward_rows_bf16_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,

@@ -87,7 +87,8 @@ void refresh_mask_validate(const RefreshMask *m, const char *origin);
  * paths, so that the memory plan (train/cuda_mem_plan.c) counts them. In
  * every build. */
 int64_t attention_cuda_select_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv);
-int64_t attention_cuda_forward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hkv);
+int64_t attention_cuda_forward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                             int64_t D);
 /* The tensor-core backward's causal rows (kernels/attention_mma_bwd.cu):
  * two passes, a dQ kernel per query tile (S, dP, dS K) and a dK/dV kernel
  * per key tile (S^T, dP^T, P^T dO, dS^T Q), 7 products per tile and no
@@ -110,6 +111,18 @@ int64_t attention_cuda_backward_scratch_bytes(const RefreshMask *m, int64_t B, i
 int64_t attention_mma_bwd_groups(int64_t B, int64_t T, int64_t Hq);
 /* 64-bit words per listed row of the bitmaps above: ceil(T / 64). */
 int64_t attention_row_mask_words(int64_t T);
+/* Bytes of the rows' visibility bitmaps alone (attention_row_mask_cuda). */
+int64_t attention_cuda_row_mask_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hkv);
+/* The split suffix forward (the tensor-core path's rows [L, T), kernels/
+ * attention.cu): each row's key list cut into chunks of this many entries
+ * (a multiple of 64, fixed by the shape alone), one block per (row tile,
+ * head, chunk), so that B * Hq small row tiles still fill the GPU; then a
+ * fixed-order combine of the chunks' (max, sum, output) partials, held in
+ * attention_suffix_partial_bytes of fp32 (0 when one chunk suffices, and
+ * then the unsplit kernel runs). 0 when the mask is inactive. */
+int64_t attention_suffix_chunk_keys(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq);
+int64_t attention_suffix_chunks(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq);
+int64_t attention_suffix_partial_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t D);
 
 /* sel (B, Hkv, refresh_sel_len): the ascending selected key positions, or
  * with evict/restride the per-row records above. Requires refresh_active. */

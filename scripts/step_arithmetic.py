@@ -41,9 +41,18 @@ model/llama_layer.c, model/llama_cuda.c, kernels/attention_mma_*.cu):
   attention_mma_bwd_groups) and the query heads' dK, dV shares summed;
   one_pass64, the same with 64-key tiles (its first version, for
   comparison); the RefreshKV suffix rows
-  [L, T) on CUDA cores in fp32: per (row, key) pair 4 D FLOPs forward and
-  14 D backward (their dQ: 3 dot products, their dK/dV: 4); attention's
-  bytes are its inputs and outputs once (re-reads of K/V tiles hit L2);
+  [L, T) on CUDA cores in fp32: the forward by the row-tile kernel
+  (kernels/attention.cu), whole 64 x 64 tiles (Q K^T and P V, 2 x 64 x 64
+  x D FLOPs each) over each row tile's key list, one block per SM (its
+  shared memory at D = 128); unsplit, one block per (row tile, head) walks
+  the whole list, split (the engine: attention_suffix_chunk_keys in
+  kernels/attention.c), the list is cut into chunks so that the blocks
+  fill up to 132 SMs, then a combine reads the chunks' partials once. Its
+  time is the busiest SM's tiles at one SM's share of the fp32 peak (a
+  floor: a 256-thread block does not reach an SM's peak). The backward:
+  per (row, key) pair 14 D FLOPs (their dQ: 3 dot products, their dK/dV:
+  4) at the whole GPU's fp32 peak (a floor). Attention's bytes are its
+  inputs and outputs once (re-reads of K/V tiles hit L2);
 - the head: the logits in chunks of 2048 rows (model/llama_cuda_size.h
   LLAMA_CUDA_CE_CHUNK_ROWS), computed once, in the forward: per chunk the
   logits product, the loss and its gradient in one kernel, then the
@@ -51,9 +60,9 @@ model/llama_layer.c, model/llama_cuda.c, kernels/attention_mma_*.cu):
   llama_cuda_set_head_grad_in_forward; the backward starts from the dX it
   left); each chunk's dW product reads and writes the whole fp32 lm_head
   gradient (V x C); the fp32 inputs are cast to bf16 in each call.
-The suffix rows and the selection are latency-bound on a GPU (a few dozen
-rows, one warp per row or key): their time at the datasheet rates is a
-floor, not a forecast.
+The suffix rows' backward and the selection are latency-bound on a GPU
+(one warp per row or key): their time at the datasheet rates is a floor,
+not a forecast.
 
 --matmul-tflops, --attn-fwd-tflops, --attn-bwd-tflops and --gbps put other
 rates in place of the datasheet's (for example the ones measured on a card:
@@ -61,8 +70,8 @@ docs/cuda.md, "The 8B step by arithmetic").
 
 Usage: python3 scripts/step_arithmetic.py [--seq 8242] [--L 8192] [--K 2048]
        [--recompute none|attn|full] [--attn-bwd two_pass|one_pass|one_pass64]
-       [--matmul-tflops R] [--attn-fwd-tflops R] [--attn-bwd-tflops R]
-       [--gbps R] [--markdown]
+       [--suffix split|unsplit] [--matmul-tflops R] [--attn-fwd-tflops R]
+       [--attn-bwd-tflops R] [--gbps R] [--markdown]
 """
 import argparse
 import math
@@ -72,6 +81,45 @@ PEAK_FP32 = 67e12  # H100 SXM fp32 on CUDA cores, datasheet
 PEAK_BYTES = 3.35e12  # H100 SXM HBM3, datasheet
 TILE = 64  # kernels/attention_mma_tiles.cuh kMmaTile
 CE_CHUNK = 2048  # model/llama_cuda_size.h LLAMA_CUDA_CE_CHUNK_ROWS
+SMS = 132  # H100 SXM streaming multiprocessors
+SUFFIX_WAVE_BLOCKS = 132  # kernels/attention.c: the blocks the split suffix forward aims to fill
+
+
+def suffix_chunk_keys(n, row_tiles, heads, split):
+    """kernels/attention.c attention_suffix_chunk_keys: entries per chunk of
+    a suffix key list of n entries (the last row's)."""
+    whole = -(-n // TILE) * TILE
+    blocks = row_tiles * heads
+    if not split or blocks >= SUFFIX_WAVE_BLOCKS // 2:
+        return whole
+    parts = SUFFIX_WAVE_BLOCKS // blocks
+    return -(-(-(-n // parts)) // TILE) * TILE
+
+
+def suffix_forward(T, L, ks, heads, D, split):
+    """The suffix rows' forward per call: (blocks, executed FLOPs, seconds at
+    one SM's share of the fp32 peak for the busiest SM, partial bytes)."""
+    rows, row_tiles = T - L, -(-(T - L) // TILE)
+    n = ks + rows  # the last row's list: sel ++ (L..T-1)
+    ck = suffix_chunk_keys(n, row_tiles, heads, split)
+    chunks = -(-n // ck)
+    tile_flops = 2 * 2 * TILE * TILE * D
+    # a row tile's list ends at its last row; a chunk past it is empty
+    per_block, flops = [], 0
+    for t in range(row_tiles):
+        nt = ks + min(rows, (t + 1) * TILE)
+        for c in range(chunks):
+            tiles = max(0, -(-min(ck, nt - c * ck) // TILE)) if nt > c * ck else 0
+            per_block += [tiles] * heads
+            flops += tiles * tile_flops * heads
+    # blocks taken in order by SMs, one at a time per SM (greedy): the busiest SM's tiles
+    load = [0] * SMS
+    for tiles in sorted(per_block, reverse=True):
+        i = load.index(min(load))
+        load[i] += tiles
+    seconds = max(load) * tile_flops / (PEAK_FP32 / SMS)
+    partial_bytes = heads * rows * chunks * (D + 2) * 4 if chunks > 1 else 0
+    return len(per_block), flops, seconds, partial_bytes
 
 
 def main():
@@ -84,6 +132,8 @@ def main():
                     help="what the backward reruns (0 and 1: none and full, as the config key)")
     ap.add_argument("--attn-bwd", choices=["two_pass", "one_pass", "one_pass64"], default="two_pass",
                     help="the attention backward's variant (default the engine's)")
+    ap.add_argument("--suffix", choices=["split", "unsplit"], default="split",
+                    help="the suffix rows' forward: over key chunks (the engine) or one block per row tile and head")
     ap.add_argument("--matmul-tflops", type=float, default=PEAK_FLOPS / 1e12, help="the matmuls' rate")
     ap.add_argument("--attn-fwd-tflops", type=float, default=PEAK_FLOPS / 1e12, help="tensor-core attention forward")
     ap.add_argument("--attn-bwd-tflops", type=float, default=PEAK_FLOPS / 1e12, help="tensor-core attention backward")
@@ -161,7 +211,10 @@ def main():
     rows.append(("attention bwd: dsum = rowsum(dO * O)", layers, 0, 2 * N * Hq * D * b16 + N * Hq * f32, MM))
     if L < T:
         sfx_io = (T - L) * (2 * Hq * D) * b16 + suffix_pairs * 0  # their q in, out; keys counted with the tiles
-        rows.append(("attention fwd, suffix rows >= L (fp32, CUDA cores)", fwd, 4 * D * bh * suffix_pairs, sfx_io, FP32))
+        blocks, sf_flops, sf_s, sf_part = suffix_forward(T, L, ks, bh, D, a.suffix == "split")
+        # its rate: the executed FLOPs over the busiest SM's time
+        rows.append((f"attention fwd, suffix rows >= L (fp32, {a.suffix}, {blocks} blocks)", fwd, sf_flops,
+                     sfx_io + 2 * sf_part, sf_flops / sf_s))
         rows.append(("attention bwd, suffix rows >= L (fp32, CUDA cores)", layers, 14 * D * bh * suffix_pairs, 2 * sfx_io, FP32))
     # elementwise (bytes only): reads + writes
     rows.append(("rmsnorm fwd (fp32 in, bf16 out)", 2 * mlp_fwd, 0, N * C * (f32 + b16), MM))
@@ -184,7 +237,7 @@ def main():
         t_c, t_b = fl / rate, by / BW
         ms = 1e3 * calls * max(t_c, t_b)
         total_ms += ms
-        unit = "fp32 cores" if rate == FP32 else "compute"
+        unit = "fp32 cores" if rate == FP32 or "(fp32" in name else "compute"
         out.append((name, calls, calls * fl / 1e9, calls * by / 1e9, unit if t_c >= t_b else "bandwidth", ms))
     att_model = 4 * D * a.batch * Hq * exact_pairs
     model_flops = 6 * (layers * (C * QKV + Hq * D * C + 3 * C * F) + V * C) * N + 3 * att_model * layers

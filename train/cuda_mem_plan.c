@@ -44,7 +44,7 @@ static int64_t workspace_bytes(const LlamaConfig *c, const CudaMemInputs *in) {
     /* the attention's own temporaries, as its launchers size them */
     const RefreshMask *m = &in->mask;
     int64_t attn = max64(attention_cuda_select_scratch_bytes(m, B, T, Hq, Hkv),
-                         max64(attention_cuda_forward_scratch_bytes(m, B, T, Hkv),
+                         max64(attention_cuda_forward_scratch_bytes(m, B, T, Hq, Hkv, c->head_dim),
                                attention_cuda_backward_scratch_bytes(m, B, T, Hq, Hkv, c->head_dim,
                                                                      attention_bwd_variant_default())));
     int64_t embed_rows = (int64_t)sizeof(int32_t) * 3 * BT;

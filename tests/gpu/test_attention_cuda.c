@@ -35,6 +35,7 @@
 
 #include "../../common/util.h"
 #include "../../kernels/attention.h"
+#include "../../kernels/attention_rows.h"
 #include "../../kernels/cuda_device.h"
 #include "gpu_testlib.h"
 
@@ -160,6 +161,71 @@ static int32_t *check_selection(const Case *c, const float *q, const float *k, D
     return want;
 }
 
+/* Worst |got - ref| over its allowance atol + rtol |ref| (> 1: outside;
+ * a NaN counts as infinitely far). */
+static double worst_ratio(const float *got, const float *ref, int64_t n, double atol, double rtol) {
+    double worst = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const double r = fabs((double)got[i] - (double)ref[i]) / (atol + rtol * fabs((double)ref[i]));
+        if (isnan(r)) return INFINITY;
+        if (r > worst) worst = r;
+    }
+    return worst;
+}
+
+/* The tensor-core path's entry for the rows [L, T) (attention_rows.h),
+ * over the whole forward's out and lse, with a planted combine bug or none;
+ * out and lse downloaded. */
+static void rows_run(const Case *c, DevBufs *d, int bug, float **out, float **lse) {
+    const int64_t nq = c->B * c->T * c->Hq * c->D, nlse = c->B * c->Hq * c->T;
+    attention_forward_cuda(d->out, d->lse, d->q, d->k, d->v, d->sel, c->B, c->T, c->Hq, c->Hkv, c->D, &c->m);
+    attention_forward_rows_planted_cuda(d->out, d->lse, d->q, d->k, d->v, d->sel, c->B, c->T, c->Hq, c->Hkv, c->D,
+                                        &c->m, c->m.L, c->T, bug);
+    cuda_synchronize();
+    *out = download(d->out, nq), *lse = download(d->lse, nlse);
+}
+
+/* The suffix rows split over key chunks (attention_suffix_chunks > 1, the
+ * row-range entry only): within the forward's tolerances of the oracle,
+ * the same bits when rerun, and each planted combine bug caught by the same
+ * comparison. */
+static void check_split_suffix(const Case *c, DevBufs *d, const HostOut *ref) {
+    char name[256];
+    const int64_t nq = c->B * c->T * c->Hq * c->D, nlse = c->B * c->Hq * c->T;
+    const int64_t chunks = attention_suffix_chunks(&c->m, c->B, c->T, c->Hq);
+    if (chunks < 2) return;
+    printf("# split suffix rows: %lld chunks of %lld keys: %s\n", (long long)chunks,
+           (long long)attention_suffix_chunk_keys(&c->m, c->B, c->T, c->Hq), c->label);
+    float *out, *lse, *out2, *lse2;
+    rows_run(c, d, ATTN_SUFFIX_OK, &out, &lse);
+    snprintf(name, sizeof name, "split suffix rows: out: %s", c->label);
+    close_k(name, out, ref->out, nq, TOL_OUT, c->T);
+    snprintf(name, sizeof name, "split suffix rows: lse: %s", c->label);
+    close_k(name, lse, ref->lse, nlse, TOL_LSE, c->T);
+    rows_run(c, d, ATTN_SUFFIX_OK, &out2, &lse2);
+    snprintf(name, sizeof name, "split suffix rows: rerun gives the same bits, out: %s", c->label);
+    tl_identical(name, out2, out, nq);
+    snprintf(name, sizeof name, "split suffix rows: rerun gives the same bits, lse: %s", c->label);
+    tl_identical(name, lse2, lse, nlse);
+    free(out2), free(lse2);
+    static const struct {
+        int bug;
+        const char *what;
+    } plants[] = {{ATTN_SUFFIX_BUG_DROP_LAST_CHUNK, "last chunk dropped"},
+                  {ATTN_SUFFIX_BUG_NEXT_MAX, "chunk c weighed by chunk c + 1's max"}};
+    for (size_t i = 0; i < sizeof plants / sizeof plants[0]; i++) {
+        rows_run(c, d, plants[i].bug, &out2, &lse2);
+        const double r = worst_ratio(out2, ref->out, nq, TOL_OUT.atol + TOL_OUT.atol_per_k * (double)c->T,
+                                     TOL_OUT.rtol);
+        snprintf(name, sizeof name, "split suffix rows: planted combine bug caught (%s): %s", plants[i].what,
+                 c->label);
+        tl_result(r > 1.0, name, "its worst out error is only %.3g of the allowance", r);
+        printf("# planted %s: worst out error %.3g of the allowance\n", plants[i].what, r);
+        free(out2), free(lse2);
+    }
+    free(out), free(lse);
+}
+
 static void run_case(const Case *c) {
     char name[256];
     const int64_t B = c->B, T = c->T, Hq = c->Hq, Hkv = c->Hkv, D = c->D;
@@ -201,6 +267,7 @@ static void run_case(const Case *c) {
         expect_identical("K = L or restride 1 equals the unmasked GPU run,", c->label, &got, &causal, nq, nkv, nlse);
         free_out(&causal);
     }
+    if (active) check_split_suffix(c, &d, &ref);
     free_out(&got), free_out(&ref);
     dev_free(&d);
     free(q), free(k), free(v), free(dout), free(sel);
