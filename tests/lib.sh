@@ -50,3 +50,11 @@ expect_stops() { # LABEL BINARY...
         fi
     done
 }
+
+# Whether PYTHON has every MODULE installed, found without importing it: the
+# tests' skip checks would otherwise import torch and transformers (seconds
+# of CPU each) only to import them again in the step that uses them.
+python_has() { # PYTHON MODULE...
+    "$1" -c 'import importlib.util, sys
+sys.exit(any(importlib.util.find_spec(m) is None for m in sys.argv[1:]))' "${@:2}" >/dev/null 2>&1
+}
