@@ -28,8 +28,8 @@ SERIAL=" test_sharding.sh test_cuda_emu_nccl.sh test_train_cuda_emu_faults.sh "
 # the run alone with the other cores idle (seconds measured side by side on
 # 2 cores, a fresh clone's run; only the start order, not the results,
 # depends on this list). The rest, each under about 40 s, follow in name order.
-SLOW_FIRST="test_cuda_emu_orders.sh test_cuda_emu_races.sh test_realmodel_cpt.sh test_train_cuda_emu.sh
-            test_realmodel.sh test_train_cuda_emu_ranks.sh test_tokenizer_oracle.sh test_cuda_emu_attention_cuda
+SLOW_FIRST="test_cuda_emu_orders.sh test_cuda_emu_races.sh test_realmodel_cpt.sh test_train_cuda_emu_ranks.sh
+            test_realmodel.sh test_train_cuda_emu.sh test_tokenizer_oracle.sh test_cuda_emu_attention_cuda
             test_cuda_emu_model_cuda test_gguf_oracle.sh test_cuda_emu_asan.sh test_torch_parity.sh
             test_dead_functions.sh test_hf_transformers.sh"
 
