@@ -26,3 +26,35 @@ ranks_left() { # seconds, pids...
         [ "$waited" -lt "$limit" ] && sleep 1
     done
 }
+
+# Planted bugs that must stop the program: reads "NAME|TEXT|TEXT..." lines on
+# standard input, runs BINARY... NAME for each (BINARY may start with `env
+# VAR=value`), and requires a non-zero exit, every TEXT in the output as a
+# fixed string, and no "not stopped" (what the planted modes print when the
+# bug went through). One ok or FAIL line per NAME, "planted LABEL NAME".
+expect_stops() { # LABEL BINARY...
+    local label=${1:+$1 } name wants want out rc missing
+    shift
+    while IFS='|' read -r name wants; do
+        [ -n "$name" ] || continue
+        out=$("$@" "$name" 2>&1) && rc=0 || rc=$?
+        missing=""
+        while IFS= read -r want; do
+            grep -qF -- "$want" <<<"$out" || missing="$missing [$want]"
+        done < <(tr '|' '\n' <<<"$wants")
+        if [ "$rc" -ne 0 ] && [ -z "$missing" ] && ! grep -q "not stopped" <<<"$out"; then
+            ok "planted $label$name stops the program: $(grep -Em1 'kvcpt CUDA emulator|ERROR: AddressSanitizer|runtime error' <<<"$out" |
+                sed 's/^==[0-9]*==//' | cut -c1-220)"
+        else
+            fail "planted $label$name" "exit status $rc, missing$missing; output: $(head -c 1500 <<<"$out")"
+        fi
+    done
+}
+
+# Whether PYTHON has every MODULE installed, found without importing it: the
+# tests' skip checks would otherwise import torch and transformers (seconds
+# of CPU each) only to import them again in the step that uses them.
+python_has() { # PYTHON MODULE...
+    "$1" -c 'import importlib.util, sys
+sys.exit(any(importlib.util.find_spec(m) is None for m in sys.argv[1:]))' "${@:2}" >/dev/null 2>&1
+}

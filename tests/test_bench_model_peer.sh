@@ -6,17 +6,12 @@
 # still printed; --no-peers leaves the peer out; the peer's RefreshKV
 # attention gives tests/torch_ref.py's loss on the same weights. No timing
 # is asserted.
-set -u
-cd "$(dirname "$0")/.."
-K=${KVCPT_BIN:-./kvcpt}
+. "$(dirname "$0")/lib.sh"
 PY=${KVCPT_PYTHON:-third_party/venv/bin/python}
-ok() { echo "ok - $1"; }
-fail() { echo "FAIL - $1: $2"; }
 jl() { grep -o "\"$1\":[^,}]*" | head -1 | cut -d: -f2- | tr -d '"'; }
 positive() { awk -v x="$1" 'BEGIN { exit !(x + 0 > 0) }'; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-if ! "$PY" -c "import torch, transformers" 2>/dev/null; then
-    echo "FAIL - bench model peer: $PY cannot import torch and transformers; run 'make setup'"
+if ! python_has "$PY" torch transformers; then
+    echo "FAIL - bench model peer: $PY lacks torch or transformers; run 'make setup'"
     exit 1
 fi
 

@@ -8,8 +8,8 @@
 # why: docs/optim.md, "bitsandbytes as the peer").
 . "$(dirname "$0")/lib.sh"
 PY=${KVCPT_PYTHON:-third_party/venv/bin/python}   # the locked venv of scripts/setup.sh
-if ! $PY -c "import torch, numpy, bitsandbytes" 2>/dev/null; then
-    fail "bnb adamw peer" "torch, numpy or bitsandbytes is not importable by $PY; run 'make setup'"
+if ! python_has "$PY" torch numpy bitsandbytes; then
+    fail "bnb adamw peer" "torch, numpy or bitsandbytes is not installed in $PY; run 'make setup'"
     exit 1
 fi
 ./build/tests/tools/dump_adamw_steps "$tmp/case" 20 || { fail "bnb adamw peer" "dump_adamw_steps failed"; exit 1; }

@@ -39,14 +39,7 @@ if [ -x "$E" ]; then
         fail "planted wait_group 1 before the last tile (plain emulator)" "exit status $rc, output: $out"
     fi
     # NAME|what the message must hold
-    while IFS='|' read -r bug want; do
-        out=$("$E" "$bug" 2>&1) && rc=0 || rc=$?
-        if [ "$rc" -ne 0 ] && grep -qF "$want" <<<"$out" && ! grep -q "not stopped" <<<"$out"; then
-            ok "planted cp.async misuse $bug stops the program: $(grep -m1 'kvcpt CUDA emulator' <<<"$out" | cut -c1-220)"
-        else
-            fail "planted cp.async misuse $bug" "exit status $rc, output: $out"
-        fi
-    done <<'LIST'
+    expect_stops "cp.async misuse" "$E" <<'LIST'
 cp-misaligned-dst|cp.async.cg.shared.global (the destination): the 16 bytes at
 cp-misaligned-src|cp.async.cg.shared.global: the 16-byte source at
 cp-global-dst|does not lie inside the block's shared memory

@@ -50,14 +50,7 @@ fi
 "$E" arith 2>&1 | grep -v '^#' || true
 
 # planted warp bugs: NAME and the message each must stop with
-while IFS='|' read -r bug want; do
-    out=$("$E" "$bug" 2>&1) && rc=0 || rc=$?
-    if [ "$rc" -ne 0 ] && grep -qF "$want" <<<"$out" && ! grep -q "not stopped" <<<"$out"; then
-        ok "planted warp bug $bug stops the program: $(grep -m1 'kvcpt CUDA emulator' <<<"$out" | cut -c1-220)"
-    else
-        fail "planted warp bug $bug" "exit status $rc, output: $out"
-    fi
-done <<'EOF'
+expect_stops "warp bug" "$E" <<'EOF'
 shfl-exited|shfl_exited_kernel (launch 1), block (0,0,0), thread (0,0,0) = warp 0 lane 0: __shfl_xor_sync with mask 0xffffffff: reads lane 16, which has exited
 shfl-mask-caller|shfl_mask_caller_kernel (launch 1), block (0,0,0), thread (16,0,0) = warp 0 lane 16: __shfl_xor_sync with mask 0x0000ffff: the calling lane is not in its own mask
 shfl-outside-mask|warp 0 lane 7: __shfl_down_sync with mask 0x000000ff: reads lane 8, which is not in the mask

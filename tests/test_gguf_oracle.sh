@@ -8,8 +8,8 @@
 . "$(dirname "$0")/lib.sh"
 PY=${KVCPT_PYTHON:-third_party/venv/bin/python}
 GGUF=${KVCPT_SMOLLM2_GGUF:-third_party/models/SmolLM2-135M-Instruct.Q4_1.gguf}
-if ! $PY -c "import gguf, torch, transformers, tokenizers, safetensors, numpy" 2>/dev/null; then
-    echo "skip - gguf oracle: gguf, torch, transformers, tokenizers, safetensors or numpy not importable by $PY; run 'make setup'"
+if ! python_has "$PY" gguf torch transformers tokenizers safetensors numpy; then
+    echo "skip - gguf oracle: gguf, torch, transformers, tokenizers, safetensors or numpy is not installed in $PY; run 'make setup'"
     exit 0
 fi
 # offline, quiet, one thread: nothing is fetched, progress bars stay out of the log

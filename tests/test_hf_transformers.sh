@@ -6,8 +6,8 @@
 # kvcpt-trained exports loaded by from_pretrained).
 . "$(dirname "$0")/lib.sh"
 PY=${KVCPT_PYTHON:-third_party/venv/bin/python}
-if ! $PY -c "import torch, transformers, safetensors, numpy" 2>/dev/null; then
-    fail "hf transformers" "torch, transformers, safetensors and numpy are not importable by $PY; run 'make setup'"
+if ! python_has "$PY" torch transformers safetensors numpy; then
+    fail "hf transformers" "torch, transformers, safetensors and numpy are not all installed in $PY; run 'make setup'"
     exit 1
 fi
 # offline, quiet, one thread: nothing is fetched, progress bars stay out of the log

@@ -15,8 +15,8 @@ for o in "--pool median:--pool must be one of max, avg" "--head-sets all:--head-
     elif grep -qF -- "${o#*:}" <<<"$e"; then ok "eval $* refused, naming the values"; else fail "eval $*" "$e"; fi
 done
 py=${KVCPT_PYTHON:-third_party/venv/bin/python}
-if ! "$py" -c 'import kvpress, transformers, torch' >/dev/null 2>&1; then
-    echo "skip - kvpress peer: $py cannot import kvpress, transformers and torch (make setup)"
+if ! python_has "$py" kvpress transformers torch; then
+    echo "skip - kvpress peer: $py lacks kvpress, transformers or torch (make setup)"
     exit 0
 fi
 # one thread each: the suite runs beside other jobs on two cores

@@ -14,8 +14,8 @@ M=${KVCPT_REAL_MODEL:-third_party/models/smollm2-135m}
 CORPUS=${KVCPT_SHARED:-../shared}/corpus/books.jsonl.zst
 py=${KVCPT_PYTHON:-third_party/venv/bin/python}
 L=256; S=12; BUDGET=32; DOCS=2
-if ! "$py" -c 'import kvpress, transformers, torch, tokenizers' >/dev/null 2>&1; then
-    echo "skip - real model: $py cannot import kvpress, transformers, torch and tokenizers (make setup)"
+if ! python_has "$py" kvpress transformers torch tokenizers; then
+    echo "skip - real model: $py lacks kvpress, transformers, torch or tokenizers (make setup)"
     exit 0
 fi
 # make setup installs the venv and the model together: a venv without the model is a broken setup

@@ -27,8 +27,8 @@ CORPUS=${KVCPT_SHARED:-../shared}/corpus/books.jsonl.zst
 py=${KVCPT_PYTHON:-third_party/venv/bin/python}
 dump=build/tests/tools/dump_model_case
 L=128; S=8; BUDGET=16; STEPS=3
-if ! "$py" -c 'import transformers, torch, numpy' >/dev/null 2>&1; then
-    echo "skip - real-model CPT: $py cannot import transformers, torch and numpy (make setup)"
+if ! python_has "$py" transformers torch numpy; then
+    echo "skip - real-model CPT: $py lacks transformers, torch or numpy (make setup)"
     exit 0
 fi
 for f in config.json model.safetensors tokenizer.json; do

@@ -7,14 +7,12 @@
 # with K = L (every key kept: plain causal attention). Then the mask's evict
 # and restride fields on the CPU (K 5 < S 8, so the budget cuts the new keys
 # too), against torch_ref.py's own replay of the eval's partial cache.
-set -u
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 PY=${KVCPT_PYTHON:-third_party/venv/bin/python}   # the locked venv of scripts/setup.sh
-if ! $PY -c "import torch, numpy" 2>/dev/null; then
-    echo "FAIL - torch parity: torch is not importable by $PY; run 'make setup'"
+if ! python_has "$PY" torch numpy; then
+    echo "FAIL - torch parity: torch or numpy is not installed in $PY; run 'make setup'"
     exit 1
 fi
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 rc=0
 for spec in "7 0 max" "8 1 mean" "9 0 first"; do
     set -- $spec

@@ -16,10 +16,12 @@ fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 
 $E prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 120 --out "$tmp/data" >/dev/null
-# global_batch 12 = 12 micro-batches of 1: divisible by 1, 2, 3 and 4 ranks
+# global_batch 12 = 12 micro-batches of 1: divisible by 1, 2, 3 and 4 ranks;
+# 2 steps: the first step's sharded update feeds the second step's loss, and
+# the second's the final model, so each rank count's step shows in both
 cat > "$tmp/cfg.json" <<JSON
 {"model": "tiny", "init": "random", "data": "$tmp/data", "L": 48, "S": 8, "K": 6, "mask": 1,
- "global_batch": 12, "micro_batch": 1, "steps": 3, "warmup_steps": 1, "lr": 3e-3, "optim": "adamw8bit",
+ "global_batch": 12, "micro_batch": 1, "steps": 2, "warmup_steps": 1, "lr": 3e-3, "optim": "adamw8bit",
  "eval_interval": 0, "eval_batches": 2, "ckpt_interval": 0, "keep_last": 1}
 JSON
 . "$(dirname "$0")/../scripts/rank_compare.sh"
