@@ -115,9 +115,9 @@ done
 # --recompute auto takes the least that fits over the config's setting:
 # the 8-GPU config (recompute none, 65.39 GiB) on 40 GiB cards needs attn
 out=$("$K" plan --preset llama3.1-8b --config launch/configs/cpt-llama3.1-8b.json --recompute auto --ranks 8 --seq 8242 --engine cuda --gpu-mem 40G)
-if grep -q "precision bf16, recompute attn," <<<"$out" && grep -q "^  total  *38.09 GiB" <<<"$out" && grep -q "^fits 40.00 GiB" <<<"$out" &&
+if grep -q "precision bf16, recompute attn," <<<"$out" && grep -q "^  total  *38.10 GiB" <<<"$out" && grep -q "^fits 40.00 GiB" <<<"$out" &&
     grep -q "the least that fits 40.00 GiB per GPU: recompute=attn (none is 25.39 GiB over)" <<<"$out"; then
-    ok "plan --recompute auto: the 8-GPU config on 40 GiB cards runs recompute attn, 38.09 GiB (none is 25.39 GiB over)"
+    ok "plan --recompute auto: the 8-GPU config on 40 GiB cards runs recompute attn, 38.10 GiB (none is 25.39 GiB over)"
 else fail "plan --recompute auto" "$(tail -3 <<<"$out")"; fi
 out=$("$K" plan --preset llama3.1-8b --config launch/configs/cpt-llama3.1-8b-1gpu-80gb.json --recompute none --ranks 1 --seq 8242 --engine cuda --gpu-mem 79G)
 grep -q "^does NOT fit 79.00 GiB per GPU: 26.49 GiB" <<<"$out" && ok "plan --recompute none over the config's attn: 105.49 GiB does not fit 79 GiB" ||
