@@ -672,7 +672,7 @@ static void forward_chunk(AttnThread *w, const AttnShape *a, float *out, float *
     if (c > 0) {
         /* scores of rows p0..p0+c-1 over keys 0..n-1; one sgemm, one thread
          * (blas.h: the same bits whatever the thread count) */
-        blas_sgemm(0, 1, c, n, D, a->scale, q + qoff, a->qs, k + kvoff, a->kvs, 0.0f, S, n);
+        blas_sgemm_serial(0, 1, c, n, D, a->scale, q + qoff, a->qs, k + kvoff, a->kvs, 0.0f, S, n);
         for (int64_t r = 0; r < c; r++) {
             int64_t p = p0 + r;
             float mx;
@@ -680,7 +680,7 @@ static void forward_chunk(AttnThread *w, const AttnShape *a, float *out, float *
             lse_h[p] = mx + logf(sums[r]);
             if (st) stats_row(colsum, st->last ? st->last + h * W * T : NULL, S + r * n, sums[r], p, T, W);
         }
-        blas_sgemm(0, 0, c, D, n, 1.0f, S, n, v + kvoff, a->kvs, 0.0f, o, a->qs);
+        blas_sgemm_serial(0, 0, c, D, n, 1.0f, S, n, v + kvoff, a->kvs, 0.0f, o, a->qs);
         for (int64_t r = 0; r < c; r++)
             for (int64_t d = 0; d < D; d++) o[r * a->qs + d] /= sums[r];
     }
@@ -787,15 +787,15 @@ static void backward_chunk(AttnThread *w, const AttnShape *a, float *dq, float *
     int64_t kvoff = tk.b * T * a->kvs + g * D, qoff = (tk.b * T + p0) * a->qs + tk.h * D;
     const float *lse_h = lse + (tk.b * a->Hq + tk.h) * T;
     float *S = w->S, *dP = w->dP;
-    blas_sgemm(0, 1, c, n, D, a->scale, q + qoff, a->qs, k + kvoff, a->kvs, 0.0f, S, n);
-    blas_sgemm(0, 1, c, n, D, 1.0f, dout + qoff, a->qs, v + kvoff, a->kvs, 0.0f, dP, n);
+    blas_sgemm_serial(0, 1, c, n, D, a->scale, q + qoff, a->qs, k + kvoff, a->kvs, 0.0f, S, n);
+    blas_sgemm_serial(0, 1, c, n, D, 1.0f, dout + qoff, a->qs, v + kvoff, a->kvs, 0.0f, dP, n);
     for (int64_t r = 0; r < c; r++) {
         float di = dot(dout + qoff + r * a->qs, out + qoff + r * a->qs, D);
         softmax_grad_causal_row(S + r * n, dP + r * n, lse_h[p0 + r], di, a->scale, p0 + r, n);
     }
-    blas_sgemm(0, 0, c, D, n, 1.0f, dP, n, k + kvoff, a->kvs, 0.0f, dq + qoff, a->qs);
-    blas_sgemm(1, 0, n, D, c, 1.0f, dP, n, q + qoff, a->qs, 1.0f, pk, D);
-    blas_sgemm(1, 0, n, D, c, 1.0f, S, n, dout + qoff, a->qs, 1.0f, pv, D);
+    blas_sgemm_serial(0, 0, c, D, n, 1.0f, dP, n, k + kvoff, a->kvs, 0.0f, dq + qoff, a->qs);
+    blas_sgemm_serial(1, 0, n, D, c, 1.0f, dP, n, q + qoff, a->qs, 1.0f, pk, D);
+    blas_sgemm_serial(1, 0, n, D, c, 1.0f, S, n, dout + qoff, a->qs, 1.0f, pv, D);
 }
 
 void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,

@@ -65,6 +65,16 @@ void blas_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float
     }
 }
 
+void blas_sgemm_serial(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                       int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    call_once(&pinned, pin_one_thread);
+    int m = blas_dim(M, "M"), n = blas_dim(N, "N"), k = blas_dim(K, "K");
+    int la = blas_dim(lda, "lda"), lb = blas_dim(ldb, "ldb"), lc = blas_dim(ldc, "ldc");
+    if (m == 0 || n == 0) return;
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
+                alpha, A, la, B, lb, beta, C, lc);
+}
+
 json_t *blas_info_json(void) {
     call_once(&pinned, pin_one_thread);
     json_t *j = json_pack("{s:s,s:s,s:i,s:i}", "core", openblas_get_corename(), "config", openblas_get_config(),

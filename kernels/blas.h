@@ -31,6 +31,14 @@ void blas_tile_shape(int64_t M, int64_t N, int64_t *rows, int64_t *cols);
 void blas_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* The same product as one untiled sgemm on the calling thread, for callers
+ * whose own OpenMP tasks are the parallelism (the attention's blocks of
+ * rows): inside a task blas_sgemm's tiles run one after another and only
+ * pack A's and B's slices again. Untiled whatever the thread count, so it
+ * keeps blas_sgemm's promise. */
+void blas_sgemm_serial(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                       int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
 /* What the run's BLAS is, for logs: {"core", "config", "blas_threads",
  * "omp_threads"}. Pins OpenBLAS to one thread first, like blas_sgemm. */
 json_t *blas_info_json(void);
