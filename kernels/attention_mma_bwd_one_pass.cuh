@@ -86,26 +86,6 @@ static __device__ void bwd_load_rows(uint16_t *dst, const bf16 *x, int64_t strid
     cp_async_wait<0>();
 }
 
-/* mma_mul_rows_t_smem's columns 32 half .. 32 half + 31 only */
-template <int D>
-static __device__ void mma_mul_rows_t_smem_half(float c[4][4], const uint16_t *a_tile, int r0, const uint16_t *x,
-                                                int half, int lane) {
-    constexpr int ld = MmaTileLd<D>::ld;
-#pragma unroll
-    for (int j = 0; j < 4; j++) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-        uint32_t a[4];
-        ldmatrix_x4(a, &a_tile[(r0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + kk * 16 + 8 * (lane >> 4)]);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            uint32_t bf[2];
-            ldmatrix_x2(bf, &x[((half * 4 + j) * 8 + (lane & 7)) * ld + kk * 16 + 8 * ((lane >> 3) & 1)]);
-            mma_m16n8k16_bf16(c[j], a, bf, c[j]);
-        }
-    }
-}
-
 /* acc (16 x kCols) = dS (rows r0..r0+15 of a 64-row x 128-key tile stored
  * transposed, dS^T[key][row] with row stride kDsLd) X[:, col0 .. col0 +
  * kCols), X a 128-row tile (the keys) read as the k-rows of B by
@@ -219,7 +199,7 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
 #pragma unroll
                 for (int half = 0; half < 2; half++) {
                     float dph[4][4];
-                    mma_mul_rows_t_smem_half<D>(dph, sv, warp * 16, s1, half, lane); /* dP^T = V dO^T */
+                    mma_mul_rows_t_smem<D, 4>(dph, sv, warp * 16, s1, lane, 4 * half); /* dP^T = V dO^T */
 #pragma unroll
                     for (int j = 0; j < 4; j++)
 #pragma unroll

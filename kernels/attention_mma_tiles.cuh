@@ -122,20 +122,24 @@ static __device__ void mma_mul_rows_t(float c[8][4], const uint32_t a[D / 16][4]
     }
 }
 
-/* mma_mul_rows_t with A's rows r0..r0+15 read from a shared tile as needed */
-template <int D>
-static __device__ void mma_mul_rows_t_smem(float c[8][4], const uint16_t *a_tile, int r0, const uint16_t *x, int lane) {
+/* mma_mul_rows_t with A's rows r0..r0+15 read from a shared tile as needed,
+ * for NJ column blocks of 8 from block j0 on (c[j] holds columns 8 (j0 + j)
+ * .. 8 (j0 + j) + 7): all 64 columns, or a part where a kernel's registers
+ * hold only that many accumulators at once */
+template <int D, int NJ = 8>
+static __device__ void mma_mul_rows_t_smem(float (&c)[NJ][4], const uint16_t *a_tile, int r0, const uint16_t *x, int lane,
+                                           int j0 = 0) {
     constexpr int ld = MmaTileLd<D>::ld;
 #pragma unroll
-    for (int j = 0; j < 8; j++) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
+    for (int j = 0; j < NJ; j++) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
         uint32_t a[4];
         ldmatrix_x4(a, &a_tile[(r0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + kk * 16 + 8 * (lane >> 4)]);
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
+        for (int j = 0; j < NJ; j++) {
             uint32_t bf[2];
-            ldmatrix_x2(bf, &x[(j * 8 + (lane & 7)) * ld + kk * 16 + 8 * ((lane >> 3) & 1)]);
+            ldmatrix_x2(bf, &x[((j0 + j) * 8 + (lane & 7)) * ld + kk * 16 + 8 * ((lane >> 3) & 1)]);
             mma_m16n8k16_bf16(c[j], a, bf, c[j]);
         }
     }

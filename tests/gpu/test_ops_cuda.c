@@ -350,10 +350,10 @@ static void test_swiglu(int64_t n) {
 
 /* ------------------------------------------------------------- crossentropy */
 
-/* Row 0 targets -1 (ignored) when rows > 1; row 1 is shifted by +100 (exp
- * would overflow without the max); row 2 has a dominant target logit. */
-static void test_crossentropy(int64_t rows, int64_t V) {
-    char name[160];
+/* The logits (rows, V) and targets of a cross-entropy case: row 0 targets
+ * -1 (ignored) when rows > 1; row 1 is shifted by +100 (exp would overflow
+ * without the max); row 2 has a dominant target logit. */
+static float *crossentropy_case(int64_t rows, int64_t V, int32_t **targets) {
     float *z = host_uniform(rows * V, -4, 4);
     int32_t *tgt = malloc(sizeof(int32_t) * (size_t)rows);
     for (int64_t r = 0; r < rows; r++) tgt[r] = (int32_t)(rng_u64(&rng) % (uint64_t)V);
@@ -361,6 +361,14 @@ static void test_crossentropy(int64_t rows, int64_t V) {
     if (rows > 1)
         for (int64_t v = 0; v < V; v++) z[V + v] += 100.0f;
     if (rows > 2) z[2 * V + tgt[2]] = 30.0f;
+    *targets = tgt;
+    return z;
+}
+
+static void test_crossentropy(int64_t rows, int64_t V) {
+    char name[160];
+    int32_t *tgt;
+    float *z = crossentropy_case(rows, V, &tgt);
     const float scale = 1.0f / (float)rows;
 
     float *loss = malloc(sizeof(float) * (size_t)rows), *lse = malloc(sizeof(float) * (size_t)rows);
@@ -398,13 +406,8 @@ static void test_crossentropy(int64_t rows, int64_t V) {
  * and the fused CPU oracle's values within the tolerances above. */
 static void test_crossentropy_fused(int64_t rows, int64_t V) {
     char name[160];
-    float *z = host_uniform(rows * V, -4, 4);
-    int32_t *tgt = malloc(sizeof(int32_t) * (size_t)rows);
-    for (int64_t r = 0; r < rows; r++) tgt[r] = (int32_t)(rng_u64(&rng) % (uint64_t)V);
-    if (rows > 1) tgt[0] = -1;
-    if (rows > 1)
-        for (int64_t v = 0; v < V; v++) z[V + v] += 100.0f;
-    if (rows > 2) z[2 * V + tgt[2]] = 30.0f;
+    int32_t *tgt;
+    float *z = crossentropy_case(rows, V, &tgt);
     const float scale = 1.0f / (float)rows;
     float *d_z1 = dev_floats(z, rows * V), *d_z2 = dev_floats(z, rows * V);
     float *d_loss = cuda_malloc(sizeof(float) * (size_t)rows * 4), *d_lse = d_loss + rows;
