@@ -33,6 +33,11 @@ SLOW_FIRST="test_cuda_emu_orders.sh test_cuda_emu_races.sh test_realmodel_cpt.sh
             test_cuda_emu_model_cuda test_gguf_oracle.sh test_cuda_emu_asan.sh test_torch_parity.sh
             test_dead_functions.sh test_hf_transformers.sh"
 
+# Tests run side by side, each with as many OpenMP threads as cores: a
+# thread that spins while it waits for work takes a core another test could
+# use, so idle threads sleep (results do not depend on the wait policy).
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+
 if [ "$suite" = gpu ]; then jobs_max=${KVCPT_TEST_JOBS:-1}; else jobs_max=${KVCPT_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}; fi
 case $jobs_max in '' | *[!0-9]* | 0) echo "run.sh: KVCPT_TEST_JOBS must be a positive integer, not '$jobs_max'" >&2; exit 2 ;; esac
 work=$(mktemp -d)
