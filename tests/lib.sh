@@ -58,3 +58,12 @@ python_has() { # PYTHON MODULE...
     "$1" -c 'import importlib.util, sys
 sys.exit(any(importlib.util.find_spec(m) is None for m in sys.argv[1:]))' "${@:2}" >/dev/null 2>&1
 }
+
+# The nvcc the CUDA checks use: $NVCC if set, else the one on PATH, else
+# CUDA's default install; prints nothing when there is none.
+find_nvcc() {
+    if [ -n "${NVCC:-}" ]; then echo "$NVCC"
+    elif command -v nvcc 2>/dev/null; then :
+    elif [ -x /usr/local/cuda/bin/nvcc ]; then echo /usr/local/cuda/bin/nvcc
+    fi
+}

@@ -103,7 +103,7 @@ else
     echo "skip - cp.async under the race detector: $R is not built (make test builds it)"
 fi
 
-NVCC=${NVCC:-$(command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })}
+NVCC=$(find_nvcc)
 if [ -z "$NVCC" ]; then
     echo "skip - cp.async PTX: no nvcc"
     exit 0

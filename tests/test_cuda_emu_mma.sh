@@ -30,7 +30,7 @@ else
     echo "skip - emulated matrix instructions: $E is not built (make test builds it)"
 fi
 
-NVCC=${NVCC:-$(command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })}
+NVCC=$(find_nvcc)
 if [ -z "$NVCC" ]; then
     echo "skip - mma PTX: no nvcc"
     exit 0

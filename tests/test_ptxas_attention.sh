@@ -6,7 +6,7 @@
 # SM. Then the report is shown to fail on a log with a planted spill. Skips
 # without nvcc (no CUDA objects are built then).
 . "$(dirname "$0")/lib.sh"
-NVCC=${NVCC:-$(command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })}
+NVCC=$(find_nvcc)
 if [ -z "$NVCC" ]; then
     echo "skip - attention ptxas report: no nvcc (no CUDA objects built)"
     exit 0
