@@ -6,10 +6,10 @@
  * prefill, n = p + 1 at a full row p). One block per (batch row, KV head)
  * then aggregates the group's rows, max-pools them and keeps the largest.
  *
- * Top-k without a sort: the k-th largest pooled score is found by a bitwise
- * search over its float bits (probabilities are >= 0 and order like their
- * bits), then the positions above it, and as many equal to it as are still
- * wanted, are taken by an ordered block scan. Ties go to the lower position
+ * Top-k without a sort: the k-th largest pooled score is found by a radix
+ * select over its float bits, a byte at a time (probabilities are >= 0 and
+ * order like their bits), then the positions above it, and as many equal to
+ * it as are still wanted, are taken by an ordered block scan. Ties go to the lower position
  * for the selection (the CPU's top-K) or to the higher one for what a listed
  * row keeps of it (the eval cache evicts the lowest score, the lower
  * position first). Exact and deterministic.
@@ -116,47 +116,101 @@ __device__ void pooled_scores(uint32_t *pb, float *a, const float *pr, int64_t n
 }
 
 /* The want largest of pb[j], j < n, among the eligible (elig NULL: all):
- * every one above kth and eq_take of the eq_total equal to it. */
+ * every one above kth and eq_take of the eq_total equal to it. kth is the
+ * largest bits value u with #(eligible pb >= u) >= want: the want-th largest
+ * when 1 <= want <= #eligible, all ones when want <= 0, 0 when want exceeds
+ * #eligible. */
 struct TopK {
     uint32_t kth;
     int64_t eq_take, eq_total;
 };
 
+/* Radix select over the bits, 8 at a time from the top: each round counts
+ * the eligible values that share the digits chosen so far into 256 bins of
+ * the next digit (integer atomics: the counts do not depend on their order),
+ * then one warp picks the digit holding the want-th largest. Four rounds of
+ * two barriers where a bit at a time took 32 block sums; the barriers are
+ * most of the selection's cost under the emulator. */
 __device__ TopK block_topk(const uint32_t *pb, const unsigned char *elig, int64_t n, int64_t want) {
-    uint32_t kth = 0; /* largest bits value u with #(eligible pb >= u) >= want */
-    for (int bit = 31; bit >= 0; bit--) {
-        const uint32_t cand = kth | (1u << bit);
-        int cnt = 0;
-        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) cnt += (!elig || elig[j]) && pb[j] >= cand;
-        if (block_sum(cnt) >= want) kth = cand;
+    __shared__ int hist[2][256];
+    __shared__ uint32_t s_prefix;
+    __shared__ int64_t s_rest, s_eq;
+    __shared__ int s_found;
+    if (want <= 0) return TopK{0xffffffffu, want, 0}; /* no value reaches all ones: nothing above or equal */
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[0][i] = 0;
+    __syncthreads(); /* also: an earlier call may still be reading s_prefix, s_rest, s_found */
+    uint32_t prefix = 0, known = 0; /* the digits chosen so far, and their bits */
+    int64_t rest = want;             /* how many are still wanted at or below the prefix */
+    for (int shift = 24, round = 0; shift >= 0; shift -= 8, round++) {
+        int *h = hist[round & 1];
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+            if ((!elig || elig[j]) && (pb[j] & known) == prefix) atomicAdd(&h[(pb[j] >> shift) & 255u], 1);
+        __syncthreads();
+        if (warp == 0) {
+            /* lane l holds digits 255-8l down to 248-8l: its exclusive prefix over lanes counts the larger digits */
+            int64_t mine = 0;
+            for (int i = 0; i < 8; i++) mine += h[255 - 8 * lane - i];
+            int64_t incl = mine;
+            for (int o = 1; o < 32; o <<= 1) {
+                const int64_t up = __shfl_up_sync(0xffffffffu, incl, o);
+                if (lane >= o) incl += up;
+            }
+            int64_t above = incl - mine;
+            if (lane == 31) s_found = incl >= rest; /* the total at this prefix */
+            for (int i = 0; i < 8; i++) {
+                const int d = 255 - 8 * lane - i, c = h[d];
+                if (above < rest && above + c >= rest) {
+                    s_prefix = prefix | ((uint32_t)d << shift);
+                    s_rest = rest - above;
+                    s_eq = c;
+                }
+                above += c;
+            }
+            for (int i = lane; i < 256; i += 32) hist[(round + 1) & 1][i] = 0;
+        }
+        __syncthreads();
+        if (!s_found) break; /* fewer eligible than wanted: only in the first round */
+        prefix = s_prefix;
+        rest = s_rest;
+        known |= 255u << shift;
     }
+    if (s_found) return TopK{prefix, rest, s_eq};
+    /* want exceeds the eligible: every eligible value reaches 0 */
     int above = 0, equal = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-        above += (!elig || elig[j]) && pb[j] > kth;
-        equal += (!elig || elig[j]) && pb[j] == kth;
+        above += (!elig || elig[j]) && pb[j] > 0u;
+        equal += (!elig || elig[j]) && pb[j] == 0u;
     }
     const int64_t n_above = block_sum(above), n_equal = block_sum(equal);
-    return TopK{kth, want - n_above, n_equal};
+    return TopK{0u, want - n_above, n_equal};
 }
 
 /* Calls take(j, slot) for the positions of t in ascending order, slot their
  * rank in that order; equal ones from the lowest position (ties_high = 0) or
- * the highest (1). Returns how many were taken. */
+ * the highest (1). Returns how many were taken. One scan per block of
+ * positions counts the equal and the larger ones together (16 bits each:
+ * at most 1024 per block), and a position's slot follows from the two. */
 template <typename F>
 __device__ int64_t block_take(const uint32_t *pb, const unsigned char *elig, int64_t n, TopK t, int ties_high, F take) {
+    /* the equal ones taken are those whose rank among the equal lies in [eq_lo, eq_hi) */
+    const int64_t eq_lo = ties_high ? t.eq_total - t.eq_take : 0, eq_hi = ties_high ? t.eq_total : t.eq_take;
     int64_t written = 0, equal_seen = 0;
     for (int64_t c0 = 0; c0 < n; c0 += blockDim.x) {
         const int64_t j = c0 + threadIdx.x;
         const int ok = j < n && (!elig || elig[j]);
         const uint32_t bits = ok ? pb[j] : 0u;
         const int is_eq = ok && bits == t.kth, is_gt = ok && bits > t.kth;
-        int eq_total, take_total;
-        const int64_t eq_index = equal_seen + block_exclusive_scan(is_eq, &eq_total);
-        const int taken = is_gt || (is_eq && (ties_high ? eq_index >= t.eq_total - t.eq_take : eq_index < t.eq_take));
-        const int slot = block_exclusive_scan(taken, &take_total);
-        if (taken) take(j, written + slot);
-        written += take_total;
-        equal_seen += eq_total;
+        int total;
+        const int before = block_exclusive_scan(is_eq | is_gt << 16, &total);
+        const int64_t eq_rank = equal_seen + (before & 0xffff), eq_end = equal_seen + (total & 0xffff);
+        const int64_t lo = eq_lo > equal_seen ? eq_lo : equal_seen;
+        const int64_t eq_taken_before = (eq_rank < eq_hi ? eq_rank : eq_hi) - lo;
+        const int64_t eq_taken_block = (eq_end < eq_hi ? eq_end : eq_hi) - lo;
+        const int taken = is_gt || (is_eq && eq_rank >= eq_lo && eq_rank < eq_hi);
+        if (taken) take(j, written + (before >> 16) + (eq_taken_before > 0 ? eq_taken_before : 0));
+        written += (total >> 16) + (eq_taken_block > 0 ? eq_taken_block : 0);
+        equal_seen = eq_end;
     }
     return written;
 }
