@@ -120,20 +120,22 @@ fi
 
 # the emulated GPU tests under several orders, a few at a time; each run
 # writes a digest of every device-to-host copy, compared across the orders.
-# The three long suites run representative cases (KVCPT_TEST_CASES; all of them
+# The four long suites run representative cases (KVCPT_TEST_CASES; all of them
 # with KVCPT_EMU_ORDER_ALL_CASES=1): every kernel and engine mode (fp32 with
 # the paper's and the eval cache's mask, bf16, bf16sr with the optimizer on
 # the device; grids of one tile and of several, causal and masked, GQA and
 # not) still runs under each order, while the shapes' own coverage is
-# test_cuda_emu_attention_cuda's, test_cuda_emu_model_cuda's and
-# test_cuda_emu_ops_cuda's, in index order (tests/cuda_emu/ops_cases.sh says
-# which ops case stays out). A leading ^ anchors a text at the label's start,
+# test_cuda_emu_attention_cuda's, test_cuda_emu_model_cuda's,
+# test_cuda_emu_ops_cuda's and test_cuda_emu_attention_mma's, in index order
+# (tests/cuda_emu/representative_cases.sh says which ops and tensor-core
+# attention cases run here). A leading ^ anchors a text at the label's start,
 # so "^parity: x" leaves out "bf16 parity: x" (bf16 runs on gqa8 here).
-. tests/cuda_emu/ops_cases.sh
+. tests/cuda_emu/representative_cases.sh
 declare -A cases=(
     [attention_cuda]="T=130 L=40 (refresh rows span tiles)|T=65 L=40 K=5, ratio 2, D=8|T=130 causal|T=200 L=140 K=100 (> tile)|evict restride 25 T=100|evict restride 3 T=50"
     [model_cuda]="^parity: gqa4 mask|^parity: gqa4 evict restride6|bf16 parity: gqa8 tied mask|bf16sr train steps: gqa4"
     [ops_cuda]="$ops_representative_cases"
+    [attention_mma]="$mma_representative_cases"
 )
 [ "${KVCPT_EMU_ORDER_ALL_CASES:-0}" = 1 ] && cases=()
 runs=()

@@ -23,8 +23,9 @@
 #    the model take several minutes each under the detector whole, so here
 #    they run the representative cases named below (KVCPT_TEST_CASES: every
 #    kernel they launch, the refresh rows spanning tiles, a small head
-#    size, fp32 and bf16 engines, the device optimizer), and the ops all but
-#    one large shape (tests/cuda_emu/ops_cases.sh); KVCPT_EMU_RACE_ALL_CASES=1 runs them
+#    size, fp32 and bf16 engines, the device optimizer), and the ops and the
+#    tensor-core attention the cases of tests/cuda_emu/representative_cases.sh;
+#    KVCPT_EMU_RACE_ALL_CASES=1 runs them
 #    whole, KVCPT_EMU_RACE_TESTS="attention_cuda ..." picks the tests.
 . "$(dirname "$0")/lib.sh"
 E=build/emu-race/emu_checks
@@ -116,11 +117,12 @@ fi
 
 # the emulated GPU tests in the race variant, a few at a time
 bins=()
-. tests/cuda_emu/ops_cases.sh
+. tests/cuda_emu/representative_cases.sh
 declare -A cases=(
     [attention_cuda]="T=130 L=40 (refresh rows span tiles)|T=65 L=40 K=5, ratio 2, D=8|T=130 causal|evict restride 25 T=100|evict restride 3 T=50"
     [model_cuda]="^parity: gqa4 mask|bf16 parity: gqa8 tied|bf16sr train steps: gqa4"
     [ops_cuda]="$ops_representative_cases"
+    [attention_mma]="$mma_representative_cases"
 )
 [ "${KVCPT_EMU_RACE_ALL_CASES:-0}" = 1 ] && cases=()
 for t in ${KVCPT_EMU_RACE_TESTS-adamw_cuda ops_cuda shard_ops_cuda attention_decode_cuda decode_cuda mma attention_cuda attention_mma model_cuda}; do
