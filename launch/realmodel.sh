@@ -30,10 +30,11 @@
 # Every CPT, export and eval is a stage of its own with the same skip rule; a
 # CPT cut off resumes from its last checkpoint (every CPT_CKPT steps).
 # The documented CPU size (2 cores; docs/results-smollm2.md): one CPT step of
-# 2 sequences at L = 1024 took 65 to 126 s and 4.3 GB peak RSS on the shared
-# VM (load average 12 to 24), so 8 steps (17k tokens) took 11 to 14 minutes a
-# seed and each eval of 12 documents 5.5 to 6 minutes: about an hour in all.
-#   CONTEXTS=1024 EVAL_DOCS=12 QC=5,10 CPT_STEPS=8 launch/realmodel.sh
+# 2 sequences at L = 1024 takes about 27 s on the quiet VM (50 s beside a
+# test suite) and 4.5 GB peak RSS, so 24 steps (52k tokens) took 11 to 20
+# minutes a seed and each eval of 12 documents 2 to 3 minutes: 52 minutes in
+# all. The masks that match inference were run at 8 steps (17k tokens).
+#   CONTEXTS=1024 EVAL_DOCS=12 QC=5,10 CPT_STEPS=24 CPT_CKPT=8 launch/realmodel.sh
 #   CONTEXTS=1024 EVAL_DOCS=12 QC=5,10 CPT_STEPS=8 CPT_MASKS=evict,restride10 MASK_SEEDS=1,2,3 launch/realmodel.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
