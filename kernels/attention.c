@@ -568,10 +568,8 @@ static int row_is_causal(const int32_t *mine, MaskUse u, int64_t L, int64_t p) {
 }
 
 /* How many of rows p0..p0+nr-1, from the first, are causal: those take the
- * blocked path, over the same keys 0..p0+nr-1 as a chunk of causal rows
- * (an element's sums then do not depend on how many rows the sgemm has:
- * prefill rows keep their causal bits under the mask); the rest take the
- * row kernels. */
+ * blocked path, over the same keys 0..p0+nr-1 as a chunk of causal rows;
+ * the rest take the row kernels. */
 static int64_t causal_rows(const int32_t *mine, MaskUse u, int64_t L, int64_t p0, int64_t nr) {
     int64_t c = 0;
     while (c < nr && row_is_causal(mine, u, L, p0 + c)) c++;
@@ -667,20 +665,29 @@ static void forward_chunk(AttnThread *w, const AttnShape *a, float *out, float *
     float *lse_h = lse + (b * a->Hq + h) * T;
     const int32_t *mine = sel_of(a, b, g);
     int64_t c = causal_rows(mine, a->u, a->m->L, p0, nr), n = p0 + nr;
+    /* A chunk holding prefill rows (p < L) multiplies all nr rows, as the
+     * same chunk of a causal run does, and the row kernels overwrite the
+     * mask's rows afterwards: a BLAS core's result for one row can depend
+     * on how many rows the sgemm has (OpenBLAS's Prescott kernels differ
+     * for odd counts, Haswell's for counts off its 12-row tiles), and the
+     * prefill rows must keep their causal bits under the mask on every
+     * core. Past L only the causal rows are multiplied. */
+    int64_t rows = c > 0 && p0 < a->m->L ? nr : c;
     int64_t kvoff = b * T * a->kvs + g * D, qoff = (b * T + p0) * a->qs + h * D;
     float sums[ATTN_QUERY_ROWS], *S = w->S, *o = out + qoff;
     if (c > 0) {
-        /* scores of rows p0..p0+c-1 over keys 0..n-1; one sgemm, one thread
-         * (blas.h: the same bits whatever the thread count) */
-        blas_sgemm_serial(0, 1, c, n, D, a->scale, q + qoff, a->qs, k + kvoff, a->kvs, 0.0f, S, n);
-        for (int64_t r = 0; r < c; r++) {
+        /* scores of rows p0..p0+rows-1 over keys 0..n-1; one sgemm, one
+         * thread (blas.h: the same bits whatever the thread count) */
+        blas_sgemm_serial(0, 1, rows, n, D, a->scale, q + qoff, a->qs, k + kvoff, a->kvs, 0.0f, S, n);
+        for (int64_t r = 0; r < rows; r++) {
             int64_t p = p0 + r;
             float mx;
             sums[r] = softmax_causal_row(S + r * n, p, n, &mx);
+            if (r >= c) continue; /* a mask row: only the product's shape needs it */
             lse_h[p] = mx + logf(sums[r]);
             if (st) stats_row(colsum, st->last ? st->last + h * W * T : NULL, S + r * n, sums[r], p, T, W);
         }
-        blas_sgemm_serial(0, 0, c, D, n, 1.0f, S, n, v + kvoff, a->kvs, 0.0f, o, a->qs);
+        blas_sgemm_serial(0, 0, rows, D, n, 1.0f, S, n, v + kvoff, a->kvs, 0.0f, o, a->qs);
         for (int64_t r = 0; r < c; r++)
             for (int64_t d = 0; d < D; d++) o[r * a->qs + d] /= sums[r];
     }
