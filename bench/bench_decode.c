@@ -19,6 +19,7 @@
 #include "../common/util.h"
 #include "../eval/engine.h"
 #include "../eval/option_limits.h"
+#include "../kernels/blas_core.h"
 #include "bench.h"
 #include "bench_decode_cuda.h"
 
@@ -60,9 +61,9 @@ static void report(const BenchDecode *b, int64_t L, int64_t K, double prefill_s,
     if (b->json)
         printf("{\"bench\":\"decode\",\"device\":\"%s\",\"preset\":\"%s\",\"context\":%lld,\"budget\":%lld,"
                "\"policy\":\"%s\",\"steps\":%lld,\"threads\":%d,\"prefill_s\":%.3f,\"ms_per_token\":%.3f,"
-               "\"kv_bytes_per_token\":%.0f,\"kv_gb_per_s\":%.2f}\n",
+               "\"kv_bytes_per_token\":%.0f,\"kv_gb_per_s\":%.2f,\"blas_core\":\"%s\"}\n",
                backend_name(b->dev), b->preset, (long long)L, (long long)K, p->label, (long long)b->steps,
-               omp_get_max_threads(), prefill_s, ms, kv_bytes, gbs);
+               omp_get_max_threads(), prefill_s, ms, kv_bytes, gbs, blas_core_name());
     else
         printf("  %-34s %9.3f ms/token  %10.3f MB KV read/token  %7.2f GB/s\n", p->label, ms, kv_bytes / 1e6, gbs);
 }
@@ -79,8 +80,8 @@ static void bench_context(BenchDecode *b, int64_t L, Rng *r) {
     engine_prefill(&e, tok, L);
     double prefill_s = now_seconds() - t0;
     if (!b->json)
-        printf("context %lld, budget %lld, %s: prefill %.2f s; %lld decode steps per policy\n", (long long)L,
-               (long long)K, backend_name(b->dev), prefill_s, (long long)b->steps);
+        printf("context %lld, budget %lld, %s: prefill %.2f s; %lld decode steps per policy; BLAS: %s\n", (long long)L,
+               (long long)K, backend_name(b->dev), prefill_s, (long long)b->steps, blas_core_summary());
     const char *names[] = {"full", "streaming", "refreshkv"};
     double *nll = xmalloc(sizeof(double) * (size_t)S);
     for (int i = 0; i < 3; i++) {

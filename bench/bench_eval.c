@@ -30,6 +30,7 @@
 #include "../common/subprocess.h"
 #include "../common/util.h"
 #include "../eval/option_limits.h"
+#include "../kernels/blas_core.h"
 #include "../eval/policy.h"
 #include "../model/config.h"
 #include "bench.h"
@@ -235,12 +236,15 @@ int bench_eval(int argc, char **argv) {
             printf(", \"transformers_forward_seconds\": %.4f", peer.forward);
             if (all > 0) printf(", \"kvcpt_all_variants_over_forward\": %.3f", all / peer.forward);
         }
-        printf("}\n");
+        char *blas = blas_core_json_text();
+        printf(", \"blas\": %s}\n", blas);
+        free(blas);
         return 0;
     }
     printf("bench eval: context %lld, last %lld, budget %lld, policies %s, up to %lld documents, %lld thread(s)\n",
            (long long)b.context, (long long)b.last, (long long)K, b.policies, (long long)b.max_docs,
            (long long)b.threads);
+    printf("  BLAS: %s\n", blas_core_summary());
     if (all > 0) printf("  kvcpt eval, every default variant, process wall: %8.3f s\n", all);
     if (ours > 0) printf("  kvcpt eval (%s, kvpress's choices), process wall: %8.3f s\n", b.policies, ours);
     if (peer.seconds > 0) {

@@ -16,6 +16,7 @@
 #include "../common/rng.h"
 #include "../common/util.h"
 #include "../kernels/blas.h"
+#include "../kernels/blas_core.h"
 #include "../model/config.h"
 #include "../model/llama_buffers.h"
 #include "bench.h"
@@ -129,12 +130,17 @@ int bench_matmul(int argc, char **argv) {
                    s->name, (long long)s->M, (long long)s->N, (long long)s->K, (long long)s->per_step, 1e3 * ours,
                    fl / ours / 1e9, 1e3 * ob, fl / ob / 1e9, ours / ob);
     }
-    if (json)
-        printf("],\"step_s\":%.3f,\"openblas_step_s\":%.3f,\"step_gflop\":%.1f}\n", ours_step, ob_step, flops_step / 1e9);
-    else
+    if (json) {
+        char *blas = blas_core_json_text();
+        printf("],\"step_s\":%.3f,\"openblas_step_s\":%.3f,\"step_gflop\":%.1f,\"blas\":%s}\n", ours_step, ob_step,
+               flops_step / 1e9, blas);
+        free(blas);
+    } else {
         printf("  one step's matmuls: %.2f s (%.1f GFLOP/s) | OpenBLAS %.2f s (%.1f GFLOP/s) | ours / OpenBLAS time "
                "%.2f\n", ours_step, flops_step / ours_step / 1e9, ob_step, flops_step / ob_step / 1e9,
                ours_step / ob_step);
+        printf("  BLAS: %s\n", blas_core_summary());
+    }
     free(A);
     free(B);
     free(Cm);

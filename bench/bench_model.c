@@ -17,6 +17,7 @@
 #include "../common/rng.h"
 #include "../common/subprocess.h"
 #include "../common/util.h"
+#include "../kernels/blas_core.h"
 #include "../model/llama.h"
 #include "../model/llama_cuda.h"
 #include "bench.h"
@@ -281,6 +282,11 @@ int bench_model(int argc, char **argv) {
             printf(",\"torch_tokens_per_s\":null,\"kvcpt_over_torch\":null,\"torch_why\":%s", why);
             free(why);
         }
+        if (dev == DEVICE_CPU) {
+            char *blas = blas_core_json_text();
+            printf(",\"blas\":%s", blas);
+            free(blas);
+        }
         printf("}\n");
     } else {
         printf("bench model: %s (%.2fM params) %s%s, %d threads, batch %lld x seq %lld%s: %.1f tokens/s fwd+bwd "
@@ -298,6 +304,7 @@ int bench_model(int argc, char **argv) {
                    tp.version, peer_attn, threads, tp.tokens_per_s, tp.forward_ms, tp.backward_ms, tps / tp.tokens_per_s);
         else if (peer)
             printf("  PyTorch peer: %s; kvcpt's figure alone\n", tp.why);
+        if (dev == DEVICE_CPU) printf("  BLAS: %s\n", blas_core_summary());
     }
     return 0;
 }

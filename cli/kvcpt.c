@@ -8,6 +8,7 @@
 #include "../common/backend.h"
 #include "../common/build_info.h"
 #include "../common/version.h"
+#include "../kernels/blas_core.h"
 #include "../parallel/comm.h"
 #include "commands.h"
 
@@ -52,19 +53,33 @@ static void refuse_unsharded(const Command *cmd) {
     exit(2);
 }
 
-/* eval runs hundreds of short OpenMP regions per decode step. libgomp's
- * default is to spin at the end of each, which on a machine with more
- * runnable threads than cores turns every barrier into a wait for a
- * descheduled thread: on the shared 2-core VM at load 7, an L = 64 eval of
- * SmolLM2-135M took 25 s spinning and 2 s with OMP_WAIT_POLICY=passive (same
- * results: the policy only changes how threads wait). libgomp reads the
- * variable when it loads, before main, so eval sets it by running itself
- * again (once: the variable is then set). A user's own setting is kept. */
-static void omp_passive_reexec(char **argv) {
-    if (getenv("OMP_WAIT_POLICY")) return;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return; /* keep the default policy: slower, same results */
-    execv("/proc/self/exe", argv);
-    fprintf(stderr, "kvcpt: note: could not run again with OMP_WAIT_POLICY=passive; OpenMP threads will spin\n");
+/* Settings that the libraries read when they load, before main, so the
+ * program applies them by running itself again (once: the variables are
+ * set then; a user's own settings are kept):
+ * - OPENBLAS_CORETYPE, when OpenBLAS picked kernels below what the CPU has
+ *   (kernels/blas_core.h: an unknown CPU model gets the SSE3 kernels, 4x
+ *   slower);
+ * - for eval, OMP_WAIT_POLICY=passive. eval runs hundreds of short OpenMP
+ *   regions per decode step; libgomp's default is to spin at the end of
+ *   each, which on a machine with more runnable threads than cores turns
+ *   every barrier into a wait for a descheduled thread: on the shared 2-core
+ *   VM at load 7, an L = 64 eval of SmolLM2-135M took 25 s spinning and 2 s
+ *   passive (same results: the policy only changes how threads wait). */
+static void restart_with_settings(const char *command, char **argv) {
+    static const char *const eval_names[] = {"OMP_WAIT_POLICY", NULL}, *const eval_values[] = {"passive", NULL};
+    int eval = strcmp(command, "eval") == 0;
+    blas_core_restart(argv, eval ? eval_names : NULL, eval ? eval_values : NULL);
+}
+
+/* The commands whose work is BLAS say which kernels they run on, once per
+ * job (rank 0 of a launch). */
+static void say_blas_core(int argc, char **argv) {
+    const char *command = argv[1];
+    if (strcmp(command, "train") != 0 && strcmp(command, "eval") != 0 && strcmp(command, "bench") != 0) return;
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return;
+    if (argc < 3 || comm_launcher_rank() != 0) return;
+    fprintf(stderr, "kvcpt %s: %s\n", command, blas_core_summary());
 }
 
 int main(int argc, char **argv) {
@@ -81,7 +96,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < N_COMMANDS; i++)
         if (strcmp(argv[1], commands[i].name) == 0) {
             refuse_unsharded(&commands[i]);
-            if (strcmp(argv[1], "eval") == 0) omp_passive_reexec(argv);
+            restart_with_settings(argv[1], argv);
+            say_blas_core(argc, argv);
             return commands[i].fn(argc - 1, argv + 1);
         }
     fprintf(stderr, "kvcpt: error: unknown command '%s'\n", argv[1]);

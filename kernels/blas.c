@@ -7,6 +7,7 @@
 #include <threads.h>
 
 #include "../common/util.h"
+#include "blas_core.h"
 
 static once_flag pinned = ONCE_FLAG_INIT;
 
@@ -77,8 +78,10 @@ void blas_sgemm_serial(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
 
 json_t *blas_info_json(void) {
     call_once(&pinned, pin_one_thread);
-    json_t *j = json_pack("{s:s,s:s,s:i,s:i}", "core", openblas_get_corename(), "config", openblas_get_config(),
-                          "blas_threads", openblas_get_num_threads(), "omp_threads", omp_get_max_threads());
-    if (!j) die("blas: cannot describe the BLAS configuration");
+    json_t *j = blas_core_json();
+    if (json_object_set_new(j, "config", json_string(openblas_get_config())) != 0 ||
+        json_object_set_new(j, "blas_threads", json_integer(openblas_get_num_threads())) != 0 ||
+        json_object_set_new(j, "omp_threads", json_integer(omp_get_max_threads())) != 0)
+        die("blas: cannot describe the BLAS configuration");
     return j;
 }

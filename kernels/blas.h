@@ -39,7 +39,8 @@ void blas_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float
 void blas_sgemm_serial(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                        int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
-/* What the run's BLAS is, for logs: {"core", "config", "blas_threads",
- * "omp_threads"}. Pins OpenBLAS to one thread first, like blas_sgemm. */
+/* What the run's BLAS is, for logs: blas_core_json's fields (the core, who
+ * chose it, the CPU's instruction set) and "config", "blas_threads",
+ * "omp_threads". Pins OpenBLAS to one thread first, like blas_sgemm. */
 json_t *blas_info_json(void);
 #endif
