@@ -129,7 +129,8 @@ def main():
             if (st, b, q) != (steps, batch, seq):
                 p("- note: %s seed %d ran %d steps of %d x %d tokens" % (m, s, st, b, q))
         p("- runs: %s" % ", ".join("%s seed %d (%s)" % (m, s, k[3]) for (m, s), k in sizes.items()))
-    p("- machine: %s" % machine())
+    before = [os.path.join(a.out, "eval-%d" % L, "eval.json") for L in ctxs]
+    p("- machine: %s" % machine([load_eval(f) for f in before if os.path.exists(f)]))
     if times:
         p("- wall time per stage: %s" % ", ".join("%s %s s" % (n, s) for n, s in times))
     p()

@@ -12,7 +12,6 @@ variants both have, whether the two orders agree. Standard library only.
 import argparse
 import json
 import os
-import platform
 import re
 import sys
 
@@ -29,16 +28,20 @@ def paper_key(label):
     return None
 
 
-def machine():
-    model = ""
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return "%s, %d cores, %s" % (platform.machine(), os.cpu_count() or 0, model or "unknown CPU")
+def machine(runs):
+    """The machines the runs recorded (eval.json's "blas"), not the one
+    making the table: a summary regenerated elsewhere says the same."""
+    seen = []
+    for r in runs:
+        b = r.get("blas") or {}
+        core = "OpenBLAS core %s" % b.get("core", "?")
+        if b.get("cpu_model"):
+            d = "%d logical CPUs, %s, %s" % (b.get("logical_cpus", 0), b["cpu_model"], core)
+        else:
+            d = "%s (the CPU model was not recorded)" % core
+        if d not in seen:
+            seen.append(d)
+    return "; ".join(seen) or "not recorded"
 
 
 def main():
@@ -83,7 +86,7 @@ def main():
     p("- model: `%s` (%d layers, hidden %d, %d query / %d KV heads, trained context %d)" % (
         a.model, cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"],
         cfg["num_key_value_heads"], trained))
-    p("- commit: `%s`; device: %s; machine: %s" % (any_run.get("commit", "?"), any_run.get("device", "?"), machine()))
+    p("- commit: `%s`; device: %s; machine: %s" % (any_run.get("commit", "?"), any_run.get("device", "?"), machine(runs.values())))
     p("- documents per context (the first of the test split long enough for the largest context): %s" % ", ".join(
         "%d at %d" % (docs[L], L) for L in ctxs if L in docs))
     p("- S = %d scored tokens after each prefill, K = L/8 cached keys per KV head" % any_run["results"][0]["last"])
