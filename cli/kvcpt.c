@@ -88,9 +88,11 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "--version") == 0) {
+        restart_with_settings(argv[1], argv);
         printf("kvcpt %s (commit %s)\n", KVCPT_VERSION, kvcpt_commit());
         backend_describe();
         printf("collectives: %s\n", comm_compiled_backends());
+        printf("blas: %s\n", blas_core_summary());
         return 0;
     }
     for (int i = 0; i < N_COMMANDS; i++)

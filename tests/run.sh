@@ -38,6 +38,19 @@ SLOW_FIRST="test_cuda_emu_orders.sh test_cuda_emu_races.sh test_realmodel_cpt.sh
 # use, so idle threads sleep (results do not depend on the wait policy).
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
+# The C tests and kvcpt on the same OpenBLAS core: when OpenBLAS picked one
+# below what the CPU has, kvcpt runs itself on the matching core
+# (kernels/blas_core.h) and a test binary would not, so tests that compare
+# the two bit for bit would compare two kernel sets. The suite runs on
+# kvcpt's choice; OPENBLAS_CORETYPE set by the user is kept.
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ -x ./kvcpt ]; then
+    chosen=$(./kvcpt --version 2>/dev/null | sed -n 's/^blas: OpenBLAS core \([A-Za-z0-9]*\), chosen by kvcpt: OpenBLAS picked \([A-Za-z0-9]*\) .*/\1 \2/p')
+    if [ -n "$chosen" ]; then
+        export OPENBLAS_CORETYPE=${chosen% *} KVCPT_OPENBLAS_PICK=${chosen#* }
+        echo "run.sh: OpenBLAS picked $KVCPT_OPENBLAS_PICK; the suite runs on kvcpt's choice, $OPENBLAS_CORETYPE"
+    fi
+fi
+
 if [ "$suite" = gpu ]; then jobs_max=${KVCPT_TEST_JOBS:-1}; else jobs_max=${KVCPT_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}; fi
 case $jobs_max in '' | *[!0-9]* | 0) echo "run.sh: KVCPT_TEST_JOBS must be a positive integer, not '$jobs_max'" >&2; exit 2 ;; esac
 work=$(mktemp -d)
