@@ -1,5 +1,7 @@
 #include "gguf_import.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,32 @@
 #include "gguf_tokenizer.h"
 #include "model_export.h"
 #include "model_file.h"
+
+/* llama.cpp divides RoPE positions by llama.rope.scaling.factor (older
+ * files: llama.rope.scale_linear; 0 means none), linearly when
+ * llama.rope.scaling.type is absent, and multiplies the rotation by
+ * llama.rope.scaling.attn_factor. kvcpt's config has neither: a file that
+ * asks for either is refused rather than converted into a model that runs
+ * differently. */
+static void check_rope_scaling(const GgufFile *f) {
+    const char *p = f->map.path;
+    const char *factor_keys[] = {"llama.rope.scaling.factor", "llama.rope.scale_linear"};
+    for (int i = 0; i < 2; i++) {
+        double v = gguf_meta_float(f, factor_keys[i], 0, 0, 0, FLT_MAX, "0 (no scaling) or a positive float32");
+        if (v != 0 && v != 1)
+            die("gguf '%s' at byte %lld: key '%s' = %g scales RoPE positions, which is not supported (only 0 or 1: "
+                "no scaling)", p, (long long)gguf_meta(f, factor_keys[i])->offset, factor_keys[i], v);
+    }
+    double attn = gguf_meta_float(f, "llama.rope.scaling.attn_factor", 0, 1, -FLT_MAX, FLT_MAX, "a finite float32");
+    if (attn != 1)
+        die("gguf '%s' at byte %lld: key 'llama.rope.scaling.attn_factor' = %g is not supported (only 1)", p,
+            (long long)gguf_meta(f, "llama.rope.scaling.attn_factor")->offset, attn);
+    char *type = gguf_meta_str(f, "llama.rope.scaling.type", 0);
+    if (type && strcmp(type, "none") != 0 && strcmp(type, "linear") != 0)
+        die("gguf '%s' at byte %lld: llama.rope.scaling.type '%s' is not supported (only none, or linear with no "
+            "factor)", p, (long long)gguf_meta(f, "llama.rope.scaling.type")->offset, type);
+    free(type);
+}
 
 /* LlamaConfig from the llama.* keys (llama.cpp's LLM_KV names). */
 static void read_config(const GgufFile *f, LlamaConfig *c) {
@@ -39,14 +67,13 @@ static void read_config(const GgufFile *f, LlamaConfig *c) {
             (long long)c->head_dim);
     if (c->head_dim % 2)
         die("gguf '%s': head size %lld is odd; RoPE rotates pairs of dimensions", p, (long long)c->head_dim);
-    c->rms_norm_eps = gguf_meta_float(f, "llama.attention.layer_norm_rms_epsilon", 1, 0);
-    c->rope_theta = gguf_meta_float(f, "llama.rope.freq_base", 0, 10000.0);
+    /* the model computes in float32: each value must be a finite float32 */
+    c->rms_norm_eps = gguf_meta_float(f, "llama.attention.layer_norm_rms_epsilon", 1, 0, FLT_TRUE_MIN, 1.0,
+                                      "a float32 above 0 and at most 1");
+    c->rope_theta = gguf_meta_float(f, "llama.rope.freq_base", 0, 10000.0, nextafter(1.0, 2.0), FLT_MAX,
+                                    "a float32 above 1 (the base of RoPE's geometric frequencies)");
+    check_rope_scaling(f);
     c->max_position_embeddings = gguf_meta_int(f, "llama.context_length", 1, 0);
-    char *scaling = gguf_meta_str(f, "llama.rope.scaling.type", 0);
-    if (scaling && strcmp(scaling, "none") != 0)
-        die("gguf '%s' at byte %lld: llama.rope.scaling.type '%s' is not supported", p,
-            (long long)gguf_meta(f, "llama.rope.scaling.type")->offset, scaling);
-    free(scaling);
     c->initializer_range = 0.02;
     /* vocabulary: the embedding's rows (llama.vocab_size, when given, must agree) */
     int64_t e = gguf_find_tensor(&f->h, "token_embd.weight");

@@ -1,5 +1,6 @@
 #include "gguf_meta.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,13 +47,21 @@ static double float32_decimal(float f) {
     return (double)f;
 }
 
-double gguf_meta_float(const GgufFile *f, const char *key, int required, double dflt) {
+double gguf_meta_float(const GgufFile *f, const char *key, int required, double dflt, double lo, double hi,
+                       const char *range) {
     const GgufKV *kv = get(f, key, required);
     if (!kv) return dflt;
-    if (kv->type == GGUF_FLOAT32) return float32_decimal((float)kv->f);
-    if (kv->type == GGUF_FLOAT64) return kv->f;
-    if (gguf_type_is_int(kv->type) && kv->type != GGUF_BOOL) return (double)kv->i;
-    WRONG(kv, "a number");
+    double v;
+    if (kv->type == GGUF_FLOAT32) v = float32_decimal((float)kv->f);
+    else if (kv->type == GGUF_FLOAT64) v = kv->f;
+    else if (gguf_type_is_int(kv->type) && kv->type != GGUF_BOOL) v = (double)kv->i;
+    else WRONG(kv, "a number");
+    /* NaN fails both comparisons; infinities fail the bounds, which callers
+     * keep finite (config.json has no spelling for either) */
+    if (!(v >= lo && v <= hi) || !isfinite(v))
+        die("gguf '%s' at byte %lld: key '%s' = %g is out of range: expected %s", f->map.path, (long long)kv->offset,
+            key, v, range);
+    return v;
 }
 
 int gguf_meta_bool(const GgufFile *f, const char *key, int dflt) {
@@ -83,9 +92,16 @@ const GgufKV *gguf_meta_array(const GgufFile *f, const char *key, int want_strin
     return kv;
 }
 
+/* bytes of one element of each fixed-size type */
+static const int ELEM_SIZE[GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+
+int64_t gguf_arr_offset(const GgufFile *f, const GgufKV *kv, uint64_t j) {
+    if (kv->arr_type == GGUF_STRING) return (int64_t)((const uint8_t *)kv->arr_str[j].p - f->map.data);
+    return (int64_t)(kv->arr_data - f->map.data) + (int64_t)j * ELEM_SIZE[kv->arr_type];
+}
+
 int64_t gguf_arr_int(const GgufKV *kv, uint64_t j) {
-    static const int size[GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-    int s = size[kv->arr_type];
+    int s = ELEM_SIZE[kv->arr_type];
     uint64_t raw = get_le(kv->arr_data + j * (uint64_t)s, s);
     switch (kv->arr_type) {
     case GGUF_INT8: return (int8_t)raw;

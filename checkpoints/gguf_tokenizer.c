@@ -5,11 +5,14 @@
 #include <string.h>
 
 #include "../common/util.h"
+#include "../data/tokenizer.h"
 #include "gguf_meta.h"
 
-/* llama.cpp's token types (llama_token_type) that Hugging Face lists as
- * added tokens: control tokens are special, user-defined ones are not. */
-enum { TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4 };
+/* llama.cpp's token types (llama_token_type: undefined 0, normal 1,
+ * unknown 2, control 3, user-defined 4, unused 5, byte 6). Hugging Face
+ * lists control and user-defined tokens as added tokens: control tokens are
+ * special, user-defined ones are not. */
+enum { TOKEN_CONTROL = 3, TOKEN_USER_DEFINED = 4, TOKEN_TYPE_MAX = 6 };
 
 /* Llama 3's pre-split, as Meta's tokenizer.json spells it. */
 static const char LLAMA3_PATTERN[] =
@@ -41,7 +44,7 @@ static json_t *token_string(const GgufFile *f, const GgufKV *toks, int64_t id) {
     json_t *j = json_stringn(s.p, s.len);
     if (!j)
         die("gguf '%s' at byte %lld: tokenizer.ggml.tokens[%lld] is not valid UTF-8", f->map.path,
-            (long long)((const uint8_t *)s.p - f->map.data), (long long)id);
+            (long long)gguf_arr_offset(f, toks, id), (long long)id);
     return j;
 }
 
@@ -59,15 +62,36 @@ static json_t *model_json(const GgufFile *f, const GgufKV *toks, int ignore_merg
         json_object_set_new(vocab, text, json_integer((json_int_t)id));
         json_decref(s);
     }
+    /* a byte-level BPE without merges is a tokenizer neither kvcpt nor the
+     * file's author meant: every text would stay single bytes */
+    const GgufKV *mk = gguf_meta_array(f, "tokenizer.ggml.merges", 1, 1);
+    if (mk->arr_n == 0)
+        die("gguf '%s' at byte %lld: tokenizer.ggml.merges is empty; a byte-level BPE needs its merges", f->map.path,
+            (long long)mk->offset);
     json_t *merges = json_array();
-    const GgufKV *mk = gguf_meta_array(f, "tokenizer.ggml.merges", 1, 0);
-    for (uint64_t i = 0; mk && i < mk->arr_n; i++) {
+    for (uint64_t i = 0; i < mk->arr_n; i++) {
         GgufStr m = mk->arr_str[i];
+        long long at = (long long)gguf_arr_offset(f, mk, i);
         const char *sp = memchr(m.p, ' ', m.len);
         json_t *s = json_stringn(m.p, m.len);
-        if (!s || !sp || sp == m.p || sp == m.p + m.len - 1 || memchr(sp + 1, ' ', m.len - (size_t)(sp + 1 - m.p)))
+        if (!s || memchr(m.p, 0, m.len) || !sp || sp == m.p || sp == m.p + m.len - 1 ||
+            memchr(sp + 1, ' ', m.len - (size_t)(sp + 1 - m.p)))
             die("gguf '%s' at byte %lld: tokenizer.ggml.merges[%llu] is not a UTF-8 pair \"A B\" of tokens",
-                f->map.path, (long long)((const uint8_t *)m.p - f->map.data), (unsigned long long)i);
+                f->map.path, at, (unsigned long long)i);
+        /* Hugging Face refuses a merge whose halves or result are not
+         * tokens (MergeTokenOutOfVocabulary) */
+        size_t left = (size_t)(sp - m.p), right = m.len - left - 1;
+        char *joined = xmalloc(m.len);
+        memcpy(joined, m.p, left);
+        memcpy(joined + left, sp + 1, right);
+        const struct { const char *what, *p; size_t n; } part[] = {
+            {"its left token", m.p, left}, {"its right token", sp + 1, right}, {"the merged token", joined, m.len - 1}};
+        for (int k = 0; k < 3; k++)
+            if (!json_object_getn(vocab, part[k].p, part[k].n))
+                die("gguf '%s' at byte %lld: tokenizer.ggml.merges[%llu] (\"%s\"): %s \"%.*s\" is not in "
+                    "tokenizer.ggml.tokens", f->map.path, at, (unsigned long long)i, json_string_value(s), part[k].what,
+                    (int)part[k].n, part[k].p);
+        free(joined);
         json_array_append_new(merges, s);
     }
     return json_pack("{s:s,s:n,s:n,s:n,s:n,s:b,s:b,s:b,s:o,s:o}", "type", "BPE", "dropout", "unk_token",
@@ -97,6 +121,13 @@ int gguf_tokenizer_json(const GgufFile *f, int64_t context_length, char **tokeni
     if (types && types->arr_n != toks->arr_n)
         die("gguf '%s' at byte %lld: tokenizer.ggml.token_type has %llu entries but tokenizer.ggml.tokens %llu",
             f->map.path, (long long)types->offset, (unsigned long long)types->arr_n, (unsigned long long)toks->arr_n);
+    for (uint64_t id = 0; types && id < types->arr_n; id++) {
+        int64_t t = gguf_arr_int(types, id);
+        if (t < 0 || t > TOKEN_TYPE_MAX)
+            die("gguf '%s' at byte %lld: tokenizer.ggml.token_type[%llu] = %lld is not one of llama.cpp's token types "
+                "(0 undefined, 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte)", f->map.path,
+                (long long)gguf_arr_offset(f, types, id), (unsigned long long)id, (long long)t);
+    }
     int64_t n = (int64_t)toks->arr_n;
     int64_t bos = special_id(f, "tokenizer.ggml.bos_token_id", n), eos = special_id(f, "tokenizer.ggml.eos_token_id", n);
     int64_t unk = special_id(f, "tokenizer.ggml.unknown_token_id", n);
@@ -171,6 +202,12 @@ int gguf_tokenizer_json(const GgufFile *f, int64_t context_length, char **tokeni
     *config_json = json_dumps(cfg, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(cfg);
     KV_CHECK(*tokenizer_json && *config_json, "gguf '%s': cannot serialise the tokenizer files", f->map.path);
+    /* what is written must load in kvcpt, whose checks include every one
+     * by which Hugging Face tokenizers refuses such a file; a failure here
+     * names the tokenizer.json field, before anything is written */
+    char origin[4200];
+    snprintf(origin, sizeof origin, "tokenizer.json built from gguf '%s'", f->map.path);
+    tokenizer_free(tokenizer_load_text(origin, *tokenizer_json));
     free(model);
     free(pre);
     free(tmpl);

@@ -9,8 +9,11 @@
 /* Builds both texts (heap strings). Returns 0, or -1 with both NULL when the
  * file carries no tokenizer (no tokenizer.ggml.model). Dies naming the key
  * and its byte offset on a tokenizer it cannot express: a model other than
- * gpt2, an unknown pre-tokenizer name, a token that is not UTF-8, a merge
- * that is not "A B", duplicate tokens. context_length: model_max_length. */
+ * gpt2, an unknown pre-tokenizer name, a token that is not UTF-8, a token
+ * type outside llama.cpp's, merges missing or empty, a merge that is not
+ * "A B" of two tokens whose concatenation is a token, duplicate tokens; and
+ * on a tokenizer.json that kvcpt's own loader would refuse.
+ * context_length: model_max_length. */
 int gguf_tokenizer_json(const GgufFile *f, int64_t context_length, char **tokenizer_json, char **config_json);
 
 #endif

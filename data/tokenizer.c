@@ -86,7 +86,9 @@ static int is_added_content(const json_t *added, const char *key) {
 
 static void load_vocab(Tokenizer *t, const char *path, const json_t *vocab, const json_t *added) {
     size_t n = json_object_size(vocab);
-    KV_CHECK(n >= 256 && n < (size_t)INT32_MAX / 2, "tokenizer '%s': model.vocab has %zu entries, expected 256 to 2^30",
+    /* fewer than 256 is a vocabulary lacking some bytes: those are dropped
+     * (or become model.unk_token), as in Hugging Face */
+    KV_CHECK(n >= 1 && n < (size_t)INT32_MAX / 2, "tokenizer '%s': model.vocab has %zu entries, expected 1 to 2^30",
              path, n);
     t->n_model = (int32_t)n;
     VocabMap *v = &t->vocab;
@@ -174,17 +176,25 @@ static void load_merges(Tokenizer *t, const char *path, const json_t *merges) {
     size_t n = json_array_size(merges);
     KV_CHECK(n > 0 && n < (size_t)INT32_MAX, "tokenizer '%s': model.merges has %zu entries", path, n);
     pair_map_init(&t->merges, (int64_t)n);
-    for (size_t i = 0; i < n; i++) parse_merge(t, path, json_array_get(merges, i), i);
+    /* Hugging Face reads the list as all strings or all pairs, and refuses
+     * a file that mixes the two */
+    int strings = json_is_string(json_array_get(merges, 0));
+    for (size_t i = 0; i < n; i++) {
+        const json_t *m = json_array_get(merges, i);
+        if (i > 0 && json_is_string(m) != strings && (json_is_string(m) || json_is_array(m)))
+            die("tokenizer '%s': model.merges[%zu] is %s but model.merges[0] is %s; the merges must all be one form",
+                path, i, strings ? "a [LEFT, RIGHT] pair" : "a \"LEFT RIGHT\" string",
+                strings ? "a \"LEFT RIGHT\" string" : "a [LEFT, RIGHT] pair");
+        parse_merge(t, path, m, i);
+    }
 }
 
 /* Llama 3's file: 128000 model tokens and 256 added ones right after. Its
  * added tokens carry Llama 3.0's names; 3.1's are used (special_tokens.h). */
-static int is_llama3_layout(const Tokenizer *t, const json_t *added) {
-    if (t->n_model != LLAMA3_FIRST_SPECIAL_ID || json_array_size(added) != LLAMA3_NUM_SPECIAL) return 0;
-    for (size_t i = 0; i < LLAMA3_NUM_SPECIAL; i++) {
-        const json_t *id = json_object_get(json_array_get(added, i), "id");
-        if (!json_is_integer(id) || json_integer_value(id) != LLAMA3_FIRST_SPECIAL_ID + (json_int_t)i) return 0;
-    }
+static int is_llama3_layout(const Tokenizer *t, const int32_t *id, size_t n) {
+    if (t->n_model != LLAMA3_FIRST_SPECIAL_ID || n != LLAMA3_NUM_SPECIAL) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (id[i] != LLAMA3_FIRST_SPECIAL_ID + (int32_t)i) return 0;
     return 1;
 }
 
@@ -199,42 +209,73 @@ static void check_added_flags(const char *path, const json_t *a, size_t i) {
     }
 }
 
-/* added_tokens at any ids, inside model.vocab (SmolLM2's specials at 0..16)
- * or after it (Llama 3's 256). */
-static void load_added(Tokenizer *t, const char *path, const json_t *added) {
+/* The bytes Hugging Face's decode gives an added token: its ByteLevel
+ * decoder maps the content through the byte-level alphabet when every
+ * character is in it ("\u0120x" is " x"), and leaves it as it is otherwise.
+ * out: capacity >= len. */
+static size_t added_decoded(const char *content, size_t len, uint8_t *out) {
+    int64_t n = byte_level_to_bytes(content, len, out);
+    if (n >= 0) return (size_t)n;
+    memcpy(out, content, len);
+    return len;
+}
+
+/* added_tokens, inside model.vocab (SmolLM2's specials at 0..16) or after
+ * it (Llama 3's 256), each at the id Hugging Face tokenizers gives it:
+ * reading a file, it adds the whole list at once
+ * (AddedVocabulary::add_tokens) and does not use the ids listed. A token
+ * whose content is a key of model.vocab takes that key's id; every other one
+ * takes the next id after the vocabulary, in list order. A listed id that
+ * differs is warned about. */
+static void load_added(Tokenizer *t, const char *path, const json_t *vocab, const json_t *added) {
     size_t n = json_array_size(added);
-    t->llama31_names = is_llama3_layout(t, added);
     char **content = xcalloc(n + 1, sizeof(char *));
     size_t *len = xcalloc(n + 1, sizeof(size_t));
     int32_t *id = xcalloc(n + 1, sizeof(int32_t));
     uint8_t *special = xcalloc(n + 1, 1), *normalized = xcalloc(n + 1, 1);
-    t->n_ids = t->n_model;
+    int32_t next = t->n_model;
+    size_t moved = 0, first_moved = 0;
+    json_int_t first_listed = 0;
     for (size_t i = 0; i < n; i++) {
         const json_t *a = json_array_get(added, i), *jid = json_object_get(a, "id"), *c = json_object_get(a, "content");
         if (!json_is_integer(jid) || json_integer_value(jid) < 0 || json_integer_value(jid) >= INT32_MAX / 2)
             die("tokenizer '%s': added_tokens[%zu].id is not a token id", path, i);
-        if (!json_is_string(c) || json_string_length(c) == 0)
-            die("tokenizer '%s': added_tokens[%zu].content is not a non-empty string", path, i);
+        if (!json_is_string(c) || json_string_length(c) == 0 || strlen(json_string_value(c)) != json_string_length(c))
+            die("tokenizer '%s': added_tokens[%zu].content is not a non-empty string without NUL", path, i);
         check_added_flags(path, a, i);
-        id[i] = (int32_t)json_integer_value(jid);
+        content[i] = xstrdup(json_string_value(c));
+        len[i] = strlen(content[i]);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(content[j], content[i]) == 0)
+                die("tokenizer '%s': added_tokens[%zu] repeats the content of added_tokens[%zu]", path, i, j);
+        const json_t *in_vocab = json_object_get(vocab, content[i]);
+        if (in_vocab) id[i] = (int32_t)json_integer_value(in_vocab);
+        else if (next == INT32_MAX / 2) die("tokenizer '%s': added_tokens[%zu]: too many tokens", path, i);
+        else id[i] = next++;
+        if (json_integer_value(jid) != id[i] && moved++ == 0) {
+            first_moved = i;
+            first_listed = json_integer_value(jid);
+        }
         special[i] = json_is_true(json_object_get(a, "special"));
         /* Hugging Face's default: special tokens match the raw text, others
          * the normalized one */
         const json_t *norm = json_object_get(a, "normalized");
         normalized[i] = norm ? json_is_true(norm) : !special[i];
+    }
+    if (moved)
+        warnf("tokenizer '%s': added_tokens[%zu] (\"%s\") lists id %lld but takes id %d, as in Hugging Face tokenizers "
+              "(a token of model.vocab keeps that id, any other takes the next one after the vocabulary)%s", path,
+              first_moved, content[first_moved], (long long)first_listed, id[first_moved],
+              moved > 1 ? "; other added tokens move likewise" : "");
+    t->n_ids = next;
+    t->llama31_names = is_llama3_layout(t, id, n);
+    for (size_t i = 0; t->llama31_names && i < n; i++) {
         char name[64];
-        if (t->llama31_names) {
-            int k = llama31_special_name(id[i], name, sizeof name);
-            KV_CHECK(k > 0, "special token name table is broken at %d", id[i]);
-            content[i] = xstrdup(name);
-        } else {
-            content[i] = xstrdup(json_string_value(c));
-        }
-        len[i] = strlen(content[i]);
-        for (size_t j = 0; j < i; j++)
-            if (id[j] == id[i] || strcmp(content[j], content[i]) == 0)
-                die("tokenizer '%s': added_tokens[%zu] repeats the id or content of added_tokens[%zu]", path, i, j);
-        if (id[i] >= t->n_ids) t->n_ids = id[i] + 1;
+        int k = llama31_special_name(id[i], name, sizeof name);
+        KV_CHECK(k > 0, "special token name table is broken at %d", id[i]);
+        free(content[i]);
+        content[i] = xstrdup(name);
+        len[i] = strlen(name);
     }
     /* split by normalized: two sets, each matched as Hugging Face does */
     for (int pass = 0; pass < 2; pass++) {
@@ -256,25 +297,34 @@ static void load_added(Tokenizer *t, const char *path, const json_t *added) {
         free(pid);
         free(ps);
     }
-    /* decoding table: model tokens' bytes, overridden by added tokens' names */
+    /* decoding table: model tokens' bytes, overridden by added tokens' */
     VocabMap *d = &t->decoded;
     d->n_ids = t->n_ids;
     int32_t *added_of = xmalloc(sizeof(int32_t) * (size_t)t->n_ids);
     for (int32_t k = 0; k < t->n_ids; k++) added_of[k] = -1;
     for (size_t i = 0; i < n; i++) added_of[id[i]] = (int32_t)i;
+    uint8_t **dec = xcalloc(n + 1, sizeof(uint8_t *));
+    size_t *dec_len = xcalloc(n + 1, sizeof(size_t));
+    for (size_t i = 0; i < n; i++) {
+        dec[i] = xmalloc(len[i]);
+        dec_len[i] = added_decoded(content[i], len[i], dec[i]);
+    }
     d->offset = xmalloc(sizeof(int64_t) * ((size_t)t->n_ids + 1));
     d->offset[0] = 0;
     for (int32_t k = 0; k < t->n_ids; k++) {
-        int64_t l = added_of[k] >= 0 ? (int64_t)len[added_of[k]]
+        int64_t l = added_of[k] >= 0 ? (int64_t)dec_len[added_of[k]]
                     : k < t->n_model ? t->vocab.offset[k + 1] - t->vocab.offset[k] : 0;
         d->offset[k + 1] = d->offset[k] + l;
     }
     d->blob = xmalloc((size_t)d->offset[t->n_ids] + 1);
     for (int32_t k = 0; k < t->n_ids; k++) {
         size_t l = (size_t)(d->offset[k + 1] - d->offset[k]);
-        if (added_of[k] >= 0) memcpy(d->blob + d->offset[k], content[added_of[k]], l);
+        if (added_of[k] >= 0) memcpy(d->blob + d->offset[k], dec[added_of[k]], l);
         else if (l > 0) memcpy(d->blob + d->offset[k], t->vocab.blob + t->vocab.offset[k], l); /* k < n_model */
     }
+    for (size_t i = 0; i < n; i++) free(dec[i]);
+    free(dec);
+    free(dec_len);
     free(added_of);
     for (size_t i = 0; i < n; i++) free(content[i]);
     free(content);
@@ -284,13 +334,9 @@ static void load_added(Tokenizer *t, const char *path, const json_t *added) {
     free(normalized);
 }
 
-Tokenizer *tokenizer_load(const char *path) {
-    if (access(path, R_OK) != 0)
-        die("tokenizer '%s' is not readable; hint: pass --tokenizer PATH (the tokenizer.json of your Hugging Face "
-            "checkpoint), or run 'make setup' (installs the Llama 3.1 one into third_party/tokenizers)", path);
-    json_error_t err;
-    json_t *root = json_load_regular(path, 0, &err);
-    if (!root) die("tokenizer '%s': line %d column %d: %s", path, err.line, err.column, err.text);
+/* The tokenizer of a parsed tokenizer.json (path: for messages), less its
+ * fingerprint. */
+static Tokenizer *tokenizer_build(const char *path, json_t *root) {
     TokenizerOptions opt;
     tokenizer_options_parse(path, root, &opt);
     Tokenizer *t = xcalloc(1, sizeof *t);
@@ -302,7 +348,7 @@ Tokenizer *tokenizer_load(const char *path) {
     load_vocab(t, path, member(path, model, "vocab", JSON_OBJECT, "model"), added);
     load_merges(t, path, member(path, model, "merges", JSON_ARRAY, "model"));
     load_unk(t, path, model, json_object_get(model, "vocab"));
-    load_added(t, path, added);
+    load_added(t, path, json_object_get(model, "vocab"), added);
     t->ignore_merges = opt.ignore_merges;
     t->bos_id = -1;
     if (opt.bos_token) {
@@ -320,7 +366,29 @@ Tokenizer *tokenizer_load(const char *path) {
     tokenizer_options_free(&opt);
     json_decref(none);
     json_decref(root);
+    return t;
+}
+
+Tokenizer *tokenizer_load(const char *path) {
+    if (access(path, R_OK) != 0)
+        die("tokenizer '%s' is not readable; hint: pass --tokenizer PATH (the tokenizer.json of your Hugging Face "
+            "checkpoint), or run 'make setup' (installs the Llama 3.1 one into third_party/tokenizers)", path);
+    json_error_t err;
+    json_t *root = json_load_regular(path, 0, &err);
+    if (!root) die("tokenizer '%s': line %d column %d: %s", path, err.line, err.column, err.text);
+    Tokenizer *t = tokenizer_build(path, root);
     sha256_file(path, t->sha256);
+    return t;
+}
+
+Tokenizer *tokenizer_load_text(const char *origin, const char *text) {
+    json_error_t err;
+    json_t *root = json_loads(text, 0, &err);
+    if (!root) die("tokenizer '%s': line %d column %d: %s", origin, err.line, err.column, err.text);
+    Tokenizer *t = tokenizer_build(origin, root);
+    Sha256 *h = sha256_new();
+    sha256_update(h, text, strlen(text));
+    sha256_finish(h, t->sha256);
     return t;
 }
 

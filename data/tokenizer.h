@@ -30,6 +30,8 @@ char *tokenizer_default_path(void);
 
 /* Loads and validates tokenizer.json; dies naming the file and the problem. */
 Tokenizer *tokenizer_load(const char *path);
+/* The same from the file's text; origin names it in messages. */
+Tokenizer *tokenizer_load_text(const char *origin, const char *text);
 void tokenizer_free(Tokenizer *t);
 /* Every id is below this: model.vocab and added_tokens together (128256
  * for Llama 3.1, 49152 for SmolLM2). */
@@ -62,7 +64,9 @@ void tok_encoder_free(TokEncoder *e);
 int tok_encode(TokEncoder *e, const char *text, size_t len, int allow_special, TokenBuf *out);
 const char *tok_encoder_error(const TokEncoder *e);
 
-/* Appends the bytes of ids to out; added tokens decode to their names. Returns
+/* Appends the bytes of ids to out; added tokens decode to their names, as
+ * Hugging Face's ByteLevel decoder reads them (a name written wholly in the
+ * byte-level alphabet decodes through it: "\u0120x" is " x"). Returns
  * the index of the first id outside the vocabulary, or -1 when all are valid. */
 int64_t tok_decode(const Tokenizer *t, const uint32_t *ids, int64_t n, ByteBuf *out);
 

@@ -5,14 +5,24 @@ FILE.gguf` that run without the venv.
 
     python3 tests/gguf_tiny.py OUT.gguf [--pre smollm] [--model gpt2] [--add-bos]
                                [--q4k TENSOR] [--no-tokenizer] [--untied] [--first TENSOR=VALUE]
+                               [--set KEY=TYPE:VALUE]... [--drop KEY]... [--merge "A B"]...
+                               [--token-type INDEX=VALUE]...
 
 Shape: vocab 40, hidden 32, FFN 64, 2 layers, 4 heads over 2 KV heads
 (head size 8); weights F32 with values i * 1e-3 (deterministic). --q4k
 stores one tensor as Q4_K (zero bytes of the right size), which kvcpt must
 refuse by name. --first sets element 0 of one F32 tensor (an out-of-range
-value for the --to-dtype checks).
+value for the --to-dtype checks). The tokenizer: 3 control tokens, the
+characters a-j, 0-9 and "\u0120" (GPT-2's space), "ab", "\u0120a" and "n",
+merges "a b" and "\u0120 a".
+
+Metadata edits, for the refusal tests: --set adds or replaces KEY with a
+value of TYPE f32, f64, u32, i32, str, or strs / ints (a JSON list: an array
+of strings / int32); VALUE may be inf, -inf or nan for the floats. --drop
+removes KEY. --merge appends a merge; --token-type sets one token's type.
 """
 import argparse
+import json
 import struct
 
 V, C, F, L, H, KV, D = 40, 32, 64, 2, 4, 2, 8
@@ -52,6 +62,20 @@ def int_array(key, items):
     return kv(key, 9, struct.pack("<IQ", 5, len(items)) + b"".join(struct.pack("<i", i) for i in items))
 
 
+def typed(key, spec):
+    """KEY and "TYPE:VALUE" (--set) as one metadata entry."""
+    vtype, value = spec.split(":", 1)
+    if vtype in ("f32", "f64"):
+        return kv(key, 6, struct.pack("<f", float(value))) if vtype == "f32" else kv(key, 12, struct.pack("<d", float(value)))
+    if vtype in ("u32", "i32"):
+        return kv(key, 4 if vtype == "u32" else 5, struct.pack("<I" if vtype == "u32" else "<i", int(value)))
+    if vtype == "str":
+        return string(key, value)
+    if vtype in ("strs", "ints"):
+        return (str_array if vtype == "strs" else int_array)(key, json.loads(value))
+    raise SystemExit("gguf_tiny.py: --set type %r is not one of f32, f64, u32, i32, str, strs, ints" % vtype)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -62,6 +86,10 @@ def main():
     ap.add_argument("--no-tokenizer", action="store_true")
     ap.add_argument("--untied", action="store_true")
     ap.add_argument("--first", default="=")
+    ap.add_argument("--set", action="append", default=[])
+    ap.add_argument("--drop", action="append", default=[])
+    ap.add_argument("--merge", action="append", default=[])
+    ap.add_argument("--token-type", action="append", default=[])
     a = ap.parse_args()
 
     meta = [string("general.architecture", "llama"), u32("llama.block_count", L), u32("llama.context_length", 128),
@@ -74,15 +102,24 @@ def main():
         special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
         chars = list("abcdefghij0123456789") + ["\u0120"]
         tokens = special + chars
-        merges = ["a b", "\u0120 a"]
-        tokens += ["ab", "\u0120a"]
+        merges = ["a b", "\u0120 a"] + a.merge
+        tokens += ["ab", "\u0120a", "n"]
         tokens = tokens[:V]
         types = [3] * len(special) + [1] * (len(tokens) - len(special))
+        for t in a.token_type:
+            i, v = t.split("=")
+            types[int(i)] = int(v)
         meta += [string("tokenizer.ggml.model", a.model), string("tokenizer.ggml.pre", a.pre),
                  str_array("tokenizer.ggml.tokens", tokens), int_array("tokenizer.ggml.token_type", types),
                  str_array("tokenizer.ggml.merges", merges), u32("tokenizer.ggml.bos_token_id", 1),
                  u32("tokenizer.ggml.eos_token_id", 2), boolean("tokenizer.ggml.add_bos_token", a.add_bos),
                  string("tokenizer.chat_template", "{{ messages }}")]
+
+    # each entry starts with its key, as s(key) wrote it
+    key_of = lambda m: m[8:8 + struct.unpack("<Q", m[:8])[0]].decode()
+    for key, spec in (x.split("=", 1) for x in a.set):
+        meta = [m for m in meta if key_of(m) != key] + [typed(key, spec)]
+    meta = [m for m in meta if key_of(m) not in a.drop]
 
     tensors = [("token_embd.weight", [C, V])]
     for i in range(L):

@@ -368,6 +368,80 @@ static void check_small_tokenizers(void) {
     json_decref(root);
 }
 
+/* An added token as tokenizer.json lists it; the small tokenizer's own two
+ * come first in each list below. */
+#define ADDED_AS(id, content, normalized, special)                                                                     \
+    "{\"id\": " id ", \"content\": \"" content "\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "     \
+    "\"normalized\": " normalized ", \"special\": " special "}"
+#define ADDED(id, content) ADDED_AS(id, content, "false", "false")
+#define SMALL_ADDED ADDED_AS("260", "<x>", "false", "true") ", " ADDED_AS("262", "zz", "true", "false")
+
+static void check_decode(const Tokenizer *t, const char *name, const uint32_t *ids, int64_t n, const char *want,
+                         size_t want_n) {
+    ByteBuf out = {0};
+    int64_t bad = tok_decode(t, ids, n, &out);
+    tl_result(bad == -1 && (size_t)out.n == want_n && memcmp(out.data, want, want_n) == 0, name,
+              "first bad id #%lld, %lld bytes", (long long)bad, (long long)out.n);
+    byte_buf_free(&out);
+}
+
+/* The small tokenizer with `added` as its added_tokens, written as NAME. */
+static Tokenizer *with_added(json_t *root, const char *added, const char *name, char *path, size_t cap) {
+    set_at(root, "added_tokens", added);
+    write_json(root, name, path, cap);
+    return tokenizer_load(path);
+}
+
+static void check_added_id(const Tokenizer *t, const char *name, const char *content, int32_t want_id,
+                           int32_t want_vocab) {
+    int32_t id = tokenizer_special_id(t, content, strlen(content));
+    tl_result(id == want_id && tokenizer_vocab_size(t) == want_vocab, name, "id %d, vocabulary %d", id,
+              tokenizer_vocab_size(t));
+}
+
+/* The ids of added tokens as Hugging Face tokenizers gives them, whatever
+ * ids the file lists (tests/test_tokenizer_added.sh compares with it): a
+ * content that is a model.vocab key takes that id, any other the next id
+ * after the vocabulary (262 here), in list order. */
+static void check_added_ids(void) {
+    char path[4200];
+    json_t *root = small_tokenizer();
+    /* 98 is "b" */
+    Tokenizer *t = with_added(root, "[" SMALL_ADDED ", " ADDED("98", "QQQ") "]", "added_taken", path, sizeof path);
+    check_added_id(t, "an added token listed at a vocabulary token's id (98, \"b\") takes the next id, 263", "QQQ", 263,
+                   264);
+    check_decode(t, "... and id 98 still decodes to \"b\", 263 to \"QQQ\"", (uint32_t[]){98, 263}, 2, "bQQQ", 4);
+    tokenizer_free(t);
+    check_ids("... and \"QQQ b\" encodes to 263 ' ' 'b'", path, "QQQ b", 0, (uint32_t[]){263, ' ', 'b'}, 3);
+
+    t = with_added(root, "[" SMALL_ADDED ", " ADDED("100000", "QQQ") "]", "added_far", path, sizeof path);
+    check_added_id(t, "an added token listed at id 100000 takes the next id, 263", "QQQ", 263, 264);
+    tokenizer_free(t);
+
+    /* U+00E9 is byte 0xE9's letter in the byte-level alphabet: token 233 */
+    t = with_added(root, "[" SMALL_ADDED ", " ADDED("263", "\\u00e9") "]", "added_in_vocab", path, sizeof path);
+    check_added_id(t, "an added token whose content is vocabulary token 233 (listed at 263) takes id 233", "\xc3\xa9",
+                   233, 263);
+    check_decode(t, "... and 233 decodes as Hugging Face's ByteLevel decoder reads \"\u00e9\": byte 0xE9",
+                 (uint32_t[]){233}, 1, "\xe9", 1);
+    tokenizer_free(t);
+    check_ids("... and the text \"\u00e9\" encodes to 233", path, "\xc3\xa9", 0, (uint32_t[]){233}, 1);
+
+    /* the list's order gives the ids; two listed at one id both get one */
+    t = with_added(root, "[" ADDED("300", "QQQ") ", " ADDED("300", "RR") ", " ADDED("262", "zz") ", "
+                   ADDED("5", "\u0120x") "]", "added_order", path, sizeof path);
+    tl_result(tokenizer_special_id(t, "QQQ", 3) == 262 && tokenizer_special_id(t, "RR", 2) == 263 &&
+                  tokenizer_special_id(t, "zz", 2) == 264 && tokenizer_special_id(t, "\xc4\xa0x", 3) == 265 &&
+                  tokenizer_vocab_size(t) == 266,
+              "added tokens outside the vocabulary take 262, 263, ... in list order, whatever ids are listed",
+              "QQQ %d, RR %d, zz %d, \\u0120x %d", tokenizer_special_id(t, "QQQ", 3), tokenizer_special_id(t, "RR", 2),
+              tokenizer_special_id(t, "zz", 2), tokenizer_special_id(t, "\xc4\xa0x", 3));
+    check_decode(t, "an added token written in the byte-level alphabet (\"\u0120x\") decodes through it: \" x\"",
+                 (uint32_t[]){265, 262}, 2, " xQQQ", 5);
+    tokenizer_free(t);
+    json_decref(root);
+}
+
 typedef struct {
     const char *name, *at, *value, *expect;
 } Refusal;
@@ -412,6 +486,12 @@ static void check_refusals(void) {
          "{\"type\": \"Sequence\", \"processors\": [{\"type\": \"ByteLevel\"}, {\"type\": \"TemplateProcessing\", "
          "\"single\": [{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": \"<x>\", "
          "\"type_id\": 0}}], \"special_tokens\": {}}]}", "post_processor.processors[1].single[1]"},
+        {"merges: a pair after a string", "model.merges[1]", "[\"\\u0120\", \"1\"]",
+         "model.merges[1] is a [LEFT, RIGHT] pair but model.merges[0] is a \"LEFT RIGHT\" string"},
+        {"merges: a string after pairs", "model.merges[0]", "[\"1\", \"2\"]",
+         "model.merges[1] is a \"LEFT RIGHT\" string but model.merges[0] is a [LEFT, RIGHT] pair"},
+        {"added token content repeated", "added_tokens[1].content", "\"<x>\"",
+         "added_tokens[1] repeats the content of added_tokens[0]"},
         {"added token lstrip", "added_tokens[0].lstrip", "true", "added_tokens[0].lstrip"},
         {"added token single_word", "added_tokens[1].single_word", "true", "added_tokens[1].single_word"},
     };
@@ -450,6 +530,7 @@ int main(void) {
     tmp_owner = getpid();
     atexit(remove_tmp_dir);
     check_small_tokenizers();
+    check_added_ids();
     check_refusals();
     char *path = tokenizer_default_path();
     if (access(path, R_OK) != 0) {
