@@ -146,10 +146,6 @@ static void kvec_choose(Policy *p, int64_t layer, int64_t pos, const float *q, i
     partial_cache_keys(&((KvecState *)p->state)->cache, p, layer, pos, p->opt.snapkv_grow, keys, n);
 }
 
-static void kvec_update(Policy *p, int64_t layer, int64_t pos, int32_t *const *keys, const int64_t *n,
-                        const float *probs, int64_t max_n) {
-    (void)p, (void)layer, (void)pos, (void)keys, (void)n, (void)probs, (void)max_n;
-}
 
 static void kvec_destroy(Policy *p) {
     KvecState *st = p->state;
@@ -185,6 +181,6 @@ void policy_kvec_create(Policy *p) {
              o->kvec_keep_frac, o->snapkv_grow ? ", grow" : "");
     p->init = kvec_init;
     p->choose = kvec_choose;
-    p->update = kvec_update;
+    p->update = NULL; /* the choice comes from the prefill; decode attention never changes it: the engine skips probabilities */
     p->destroy = kvec_destroy;
 }

@@ -156,10 +156,6 @@ static void restkv_choose(Policy *p, int64_t layer, int64_t pos, const float *q,
     partial_cache_keys(&((RestState *)p->state)->cache, p, layer, pos, p->opt.restkv_grow, keys, n);
 }
 
-static void restkv_update(Policy *p, int64_t layer, int64_t pos, int32_t *const *keys, const int64_t *n,
-                          const float *probs, int64_t max_n) {
-    (void)p, (void)layer, (void)pos, (void)keys, (void)n, (void)probs, (void)max_n;
-}
 
 static void restkv_destroy(Policy *p) {
     RestState *st = p->state;
@@ -196,7 +192,7 @@ void policy_restkv_create(Policy *p) {
              o->restkv_shift == RESTKV_SHIFT_SIGNED ? ", signed shift" : "", o->restkv_grow ? ", grow" : "");
     p->init = restkv_init;
     p->choose = restkv_choose;
-    p->update = restkv_update;
+    p->update = NULL; /* the choice comes from the prefill; decode attention never changes it: the engine skips probabilities */
     p->destroy = restkv_destroy;
     p->reads_prefill_cache = 1; /* the values, for the output-reconstruction indicator */
 }

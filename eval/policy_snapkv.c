@@ -58,10 +58,6 @@ static void snapkv_choose(Policy *p, int64_t layer, int64_t pos, const float *q,
     partial_cache_keys(&((SnapState *)p->state)->cache, p, layer, pos, p->opt.snapkv_grow, keys, n);
 }
 
-static void snapkv_update(Policy *p, int64_t layer, int64_t pos, int32_t *const *keys, const int64_t *n,
-                          const float *probs, int64_t max_n) {
-    (void)p, (void)layer, (void)pos, (void)keys, (void)n, (void)probs, (void)max_n;
-}
 
 static void snapkv_destroy(Policy *p) {
     SnapState *st = p->state;
@@ -86,6 +82,6 @@ void policy_snapkv_create(Policy *p) {
              o->snapkv_keep_window ? " kept" : "", pool, agg, o->snapkv_grow ? ", grow" : "");
     p->init = snapkv_init;
     p->choose = snapkv_choose;
-    p->update = snapkv_update;
+    p->update = NULL; /* the choice comes from the prefill; decode attention never changes it: the engine skips probabilities */
     p->destroy = snapkv_destroy;
 }
