@@ -101,7 +101,15 @@ expect_err() {
 m="$tmp/pre/model"
 expect_err "budget above context" "above the context 48" --model "$m" --data "$tmp/data" --L 48 --S 8 --K 60 --out "$tmp/x"
 expect_err "unknown policy" "unknown policy 'snapkvv'; known policies: full, streaming" --model "$m" --data "$tmp/data" --L 48 --S 8 --policies full,snapkvv --out "$tmp/x"
-expect_err "batch 0" "--batch must be >= 1" --model "$m" --data "$tmp/data" --L 48 --S 8 --batch 0 --out "$tmp/x"
+expect_err "batch 0" "--batch expects an integer >= 1, got '0'" --model "$m" --data "$tmp/data" --L 48 --S 8 --batch 0 --out "$tmp/x"
+# --max-docs -1 used to run as 0 (all documents): negatives are refused by
+# the option table, as for every count (--sinks) and size (--bootstrap)
+expect_err "max-docs -1" "--max-docs expects an integer >= 0, got '-1'" --model "$m" --data "$tmp/data" --L 48 --S 8 --max-docs -1 --out "$tmp/x"
+expect_err "max-docs=-5" "--max-docs expects an integer >= 0, got '-5'" --model "$m" --data "$tmp/data" --L 48 --S 8 --max-docs=-5 --out "$tmp/x"
+expect_err "sinks -1" "--sinks expects an integer >= 0, got '-1'" --model "$m" --data "$tmp/data" --L 48 --S 8 --sinks -1 --out "$tmp/x"
+expect_err "bootstrap 0" "--bootstrap expects an integer >= 1, got '0'" --model "$m" --data "$tmp/data" --L 48 --S 8 --bootstrap 0 --out "$tmp/x"
+expect_err "S -3" "--S expects an integer >= 1, got '-3'" --model "$m" --data "$tmp/data" --L 48 --S -3 --out "$tmp/x"
+[ ! -e "$tmp/x" ] && ok "the refused options wrote no --out directory" || fail "refused options" "$tmp/x was created"
 expect_err "every document too short" "--L 50: context 50 + --S 7 + 1 needs a document of 58 tokens, but the longest of split 'test' (15 documents) has 57" --model "$m" --data "$tmp/data" --L 50 --S 7 --out "$tmp/x"
 # every policy in the registry (eval/policy.c) is named in eval --help, with
 # what it keeps
