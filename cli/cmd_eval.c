@@ -517,6 +517,12 @@ int cmd_eval(int argc, char **argv) {
     KV_CHECK(a.models.count == 1 || a.models.count == 2, "eval: give one --model, or two for before -> after");
     KV_CHECK(a.data, "eval: --data is required");
     check_options(&a);
+    /* every model's config.json before any work: a second model refused
+     * only after the first one's contexts were evaluated wastes them */
+    for (int i = 0; i < a.models.count; i++) {
+        LlamaConfig c;
+        config_load(&c, a.models.items[i]);
+    }
     EvalRun r = {.a = &a, .n_models = a.models.count};
     r.n_ctx = options_int_list(a.contexts, r.ctx, 8, "context");
     Variant var[32];

@@ -127,6 +127,31 @@ mkdir -p "$G/notes" && echo notes >"$G/notes/README.md"
 check "HF -> native into a directory holding only unrelated files: converted" '[ $rc -eq 0 ] && [ -s "$G/notes/model.kvcpt" ]' \
   "rc $rc: $(cat "$tmp/out")"
 
+I="$tmp/inputs"; mkdir -p "$I"
+# config.json asking for biases kvcpt's Llama has no tensors for: refused
+# naming the field and the file, nothing written (the model would run
+# without them, and the flag used to be copied to the output's config.json)
+bias_cfg() { # DIR FIELD VALUE: $G/hf with FIELD set to VALUE (JSON) in its config.json
+    rm -rf "$1" && cp -r "$G/hf" "$1" && /usr/bin/python3 - "$1/config.json" "$2" "$3" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c[sys.argv[2]] = json.loads(sys.argv[3]); json.dump(c, open(sys.argv[1], "w"))
+PY
+}
+for f in attention_bias mlp_bias; do
+    bias_cfg "$I/b_$f" $f true
+    "$K" convert --from "$I/b_$f" --to "$I/b_${f}_out" --to-format native >"$tmp/out" 2>&1; rc=$?
+    check "convert: config.json with $f true refused naming the field and file, nothing written" \
+      '[ $rc -eq 1 ] && grep -q "b_$f/config.json: config field .$f. is true" "$tmp/out" && [ ! -e "$I/b_${f}_out" ]' "rc $rc: $(cat "$tmp/out")"
+done
+bias_cfg "$I/b_str" mlp_bias '"yes"'
+"$K" convert --from "$G/hf" --config "$I/b_str/config.json" --to "$I/b_str_out" --to-format native >"$tmp/out" 2>&1; rc=$?
+check "convert --config with mlp_bias \"yes\": refused, must be true or false" \
+  '[ $rc -eq 1 ] && grep -q "b_str/config.json: config field .mlp_bias. must be true or false" "$tmp/out" && [ ! -e "$I/b_str_out" ]' "rc $rc: $(cat "$tmp/out")"
+bias_cfg "$I/b_null" attention_bias null
+"$K" convert --from "$I/b_null" --to "$I/b_null_out" --to-format native >"$tmp/out" 2>&1; rc=$?
+check "attention_bias null (as absent) beside mlp_bias false: converted" '[ $rc -eq 0 ] && [ -s "$I/b_null_out/model.kvcpt" ]' \
+  "rc $rc: $(cat "$tmp/out")"
+
 tiny "$G/untied.gguf" --untied --pre llama-bpe --add-bos
 "$K" convert --from "$G/untied.gguf" --to "$G/untied" >"$tmp/out" 2>&1; rc=$?
 res=$(/usr/bin/python3 - "$G/untied" "third_party/tokenizers/llama3.1/tokenizer.json" <<'PY' 2>&1
