@@ -62,23 +62,26 @@ void convert_dest_check_inputs(const char *dir, const ConvertInput *inputs, int 
     int *known = xcalloc((size_t)n + 1, sizeof(int));
     /* an input that cannot be stat'ed is refused by its reader, naming it */
     for (int i = 0; i < n; i++) known[i] = stat(inputs[i].path, &in[i]) == 0;
+    char name[256] = "";
+    int found = -1, list_errno;
     errno = 0;
-    for (struct dirent *e; (e = readdir(d)); errno = 0) {
+    for (struct dirent *e; found < 0 && (e = readdir(d)); errno = 0) {
         struct stat st;
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
         if (fstatat(dirfd(d), e->d_name, &st, 0) != 0) continue; /* a dangling symlink is no input */
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n && found < 0; i++)
             if (known[i] && st.st_dev == in[i].st_dev && st.st_ino == in[i].st_ino) {
-                char name[256];
                 snprintf(name, sizeof name, "%s", e->d_name);
-                closedir(d);
-                die("kvcpt convert: --to '%s' holds '%s', the same file as the input '%s' (%s); the conversion "
-                    "writes and removes files in --to and could replace or remove it, so nothing was changed: "
-                    "choose a --to that does not hold the input", dir, name, inputs[i].path, inputs[i].option);
+                found = i;
             }
     }
-    if (errno) die("kvcpt convert: cannot list --to '%s': %s", dir, strerror(errno));
+    list_errno = found < 0 ? errno : 0;
     closedir(d);
     free(in);
     free(known);
+    if (found >= 0)
+        die("kvcpt convert: --to '%s' holds '%s', the same file as the input '%s' (%s); the conversion writes and "
+            "removes files in --to and could replace or remove it, so nothing was changed: choose a --to that does "
+            "not hold the input", dir, name, inputs[found].path, inputs[found].option);
+    if (list_errno) die("kvcpt convert: cannot list --to '%s': %s", dir, strerror(list_errno));
 }
