@@ -68,6 +68,8 @@ static int convert_gguf(const char *from, const char *to, const char *to_format,
     if (strcmp(to_dtype, "keep") != 0 && kv_dtype_parse(to_dtype, &dtype) != 0)
         die("kvcpt convert: --to-dtype expects keep, F32, BF16 or F16, got '%s'", to_dtype);
     convert_dest_check(to, overwrite);
+    const ConvertInput in = {from, "--from"};
+    convert_dest_check_inputs(to, &in, 1);
     /* the export creates --to, after checking every value fits the dtype */
     double t0 = now_seconds();
     GgufImportStats st;
@@ -77,6 +79,30 @@ static int convert_gguf(const char *from, const char *to, const char *to_format,
            (double)st.bytes / 1e9, kv_dtype_name(dtype), from, to, native ? "native" : "hf",
            st.tokenizer ? ", with tokenizer.json" : ", no tokenizer in the file", dt);
     return 0;
+}
+
+/* Every file a directory conversion reads: the config, the weights (each
+ * shard, and the index), the side files copied along; none may be in --to. */
+static void check_inputs_outside(const char *to, const char *from, const char *config, int config_given,
+                                 const TensorSet *s) {
+    int n_side = 0;
+    while (SIDE_FILES[n_side]) n_side++;
+    /* the config, the native file, the shards, the index, the side files */
+    ConvertInput *in = xcalloc((size_t)(3 + s->n_shards + n_side), sizeof(ConvertInput));
+    char(*side)[4096] = xcalloc((size_t)n_side + 1, sizeof *side);
+    int n = 0;
+    in[n++] = (ConvertInput){config, config_given ? "--config" : "--from"};
+    if (s->format == TS_NATIVE) in[n++] = (ConvertInput){s->native.map.path, "--from"};
+    for (int i = 0; i < s->n_shards; i++) in[n++] = (ConvertInput){s->shards[i].map.path, "--from"};
+    path_fmt(side[n_side], sizeof side[n_side], "%s/%s", from, HF_INDEX_FILE);
+    in[n++] = (ConvertInput){side[n_side], "--from"};
+    for (int i = 0; i < n_side; i++) {
+        path_fmt(side[i], sizeof side[i], "%s/%s", from, SIDE_FILES[i]);
+        in[n++] = (ConvertInput){side[i], "--from"};
+    }
+    convert_dest_check_inputs(to, in, n);
+    free(side);
+    free(in);
 }
 
 static ExportTensor *plan_exports(const TensorSet *s, const ParamLayout *pl, const char *to_dtype, int64_t *bytes) {
@@ -145,6 +171,7 @@ int cmd_convert(int argc, char **argv) {
     double t0 = now_seconds();
     TensorSet s;
     tensor_set_open_or_die(&s, from);
+    check_inputs_outside(to, from, config, config != cfg_path, &s);
     char err[1024];
     int skip_lm_head;
     if (model_match_layout(&s, &pl, &cfg, &skip_lm_head, err, sizeof err) != 0) die("%s: %s", from, err);

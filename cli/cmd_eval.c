@@ -390,7 +390,6 @@ static void model_off_device(EvalRun *r) {
  * refused naming the option instead of running clamped, or past a buffer,
  * under a label that shows the asked value. */
 static void check_options(const EvalArgs *a) {
-    KV_CHECK(a->last >= 1 && a->boot >= 1 && a->batch >= 1, "eval: --last, --bootstrap and --batch must be >= 1");
     eval_check_shared_policy_options("eval", a->kernel, a->window, a->sinks);
     eval_check_window("eval", "--tova-window", a->tova_window);
     eval_check_window("eval", "--kvec-window", a->kvec_window);
@@ -467,7 +466,7 @@ int cmd_eval(int argc, char **argv) {
         {"split", OPT_STRING, &a.split, "NAME", "train | dev | test"},
         {"L", OPT_STRING, &a.contexts, "L1,L2", "prefill lengths"},
         {"context", OPT_ALIAS, NULL, "L", NULL},
-        {"S", OPT_INT, &a.last, "S", "scored tokens at the end of each document"},
+        {"S", OPT_POSITIVE, &a.last, "S", "scored tokens at the end of each document"},
         {"last", OPT_ALIAS, NULL, "S", NULL},
         {"K", OPT_STRING, &a.budget, "K|L/N", "cached keys per KV head"},
         {"budget", OPT_ALIAS, NULL, "K", NULL},
@@ -480,7 +479,7 @@ int cmd_eval(int argc, char **argv) {
         {"snapkv-window", OPT_INT, &a.window, "W", "SnapKV observation window"},
         {"snapkv-keep-window", OPT_STRING, &a.snapkv_keep_window, "on|off", "snapkv keeps its window, scores the rest (SnapKV's code, kvpress)"},
         {"snapkv-grow", OPT_FLAG, &a.snapkv_grow, NULL, "SnapKV keeps every new token"},
-        {"sinks", OPT_INT, &a.sinks, "N", "StreamingLLM sink tokens"},
+        {"sinks", OPT_COUNT, &a.sinks, "N", "StreamingLLM sink tokens"},
         {"snapkv-kernel", OPT_INT, &a.kernel, "K", "pooling kernel of snapkv, refreshkv, kvec"},
         {"pool", OPT_STRING, &a.pool, "max|avg", "that pooling: max, or kvpress's zero-padded avg"},
         {"tova-window", OPT_INT, &a.tova_window, "N", "prefill queries TOVA replays (1: the prompt reduced once, TOVA's code)"},
@@ -493,9 +492,9 @@ int cmd_eval(int argc, char **argv) {
         {"h2o-score", OPT_STRING, &a.h2o_score, "sum|mean", "h2o attention summed, or per query (kvpress)"},
         {"compress-once", OPT_FLAG, &a.once, NULL, "policies choose at the first decode step only, then keep every new token (kvpress)"},
         {"dump", OPT_STRING, &a.dump, "FILE", "JSON lines: per document and variant the keys kept after prefill and the S NLLs"},
-        {"max-docs", OPT_INT, &a.max_docs, "N", "evaluate at most N documents; 0: all"},
-        {"batch", OPT_INT, &a.batch, "N", "documents decoded together (same results for any N)"},
-        {"bootstrap", OPT_INT, &a.boot, "N", "bootstrap resamples for the 95% interval"},
+        {"max-docs", OPT_COUNT, &a.max_docs, "N", "evaluate at most N documents; 0: all"},
+        {"batch", OPT_POSITIVE, &a.batch, "N", "documents decoded together (same results for any N)"},
+        {"bootstrap", OPT_POSITIVE, &a.boot, "N", "bootstrap resamples for the 95% interval"},
         {"out", OPT_STRING, &a.out, "DIR", "writes eval.json and eval.png there"},
         {"device", OPT_STRING, &a.device, "cpu|cuda", "backend; absent: cuda when a GPU is visible"},
         {"quiet", OPT_FLAG, &a.quiet, NULL, "no progress on stderr (document, variant, tokens/s, elapsed, ETA)"},
@@ -518,6 +517,12 @@ int cmd_eval(int argc, char **argv) {
     KV_CHECK(a.models.count == 1 || a.models.count == 2, "eval: give one --model, or two for before -> after");
     KV_CHECK(a.data, "eval: --data is required");
     check_options(&a);
+    /* every model's config.json before any work: a second model refused
+     * only after the first one's contexts were evaluated wastes them */
+    for (int i = 0; i < a.models.count; i++) {
+        LlamaConfig c;
+        config_load(&c, a.models.items[i]);
+    }
     EvalRun r = {.a = &a, .n_models = a.models.count};
     r.n_ctx = options_int_list(a.contexts, r.ctx, 8, "context");
     Variant var[32];

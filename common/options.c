@@ -9,7 +9,9 @@
 
 int options_default_text(const Option *o, char *buf, size_t n) {
     switch (o->type) {
-    case OPT_INT: snprintf(buf, n, "%lld", (long long)*(const int64_t *)o->dst); return 1;
+    case OPT_INT:
+    case OPT_COUNT:
+    case OPT_POSITIVE: snprintf(buf, n, "%lld", (long long)*(const int64_t *)o->dst); return 1;
     case OPT_FLOAT: snprintf(buf, n, "%g", *(const double *)o->dst); return 1;
     case OPT_STRING: {
         const char *v = *(const char *const *)o->dst;
@@ -64,9 +66,13 @@ static void set_value(const char *cmd, const Option *o, const char *val) {
     char *end = NULL;
     errno = 0;
     switch (o->type) {
-    case OPT_INT: {
+    case OPT_INT:
+    case OPT_COUNT:
+    case OPT_POSITIVE: {
         long long v = strtoll(val, &end, 10);
+        long long min = o->type == OPT_COUNT ? 0 : 1;
         if (errno || end == val || *end) die("kvcpt %s: --%s expects an integer, got '%s'", cmd, o->name, val);
+        if (o->type != OPT_INT && v < min) die("kvcpt %s: --%s expects an integer >= %lld, got '%s'", cmd, o->name, min, val);
         *(int64_t *)o->dst = (int64_t)v;
         break;
     }

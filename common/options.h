@@ -5,12 +5,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { OPT_FLAG, OPT_INT, OPT_FLOAT, OPT_STRING, OPT_STRINGS, OPT_ALIAS } OptType;
+/* OPT_COUNT and OPT_POSITIVE are OPT_INT restricted to >= 0 and >= 1: a
+ * count, size or length given as -1 is refused by the parser, naming the
+ * option, instead of reaching code that reads it as "none" or "all". */
+typedef enum { OPT_FLAG, OPT_INT, OPT_COUNT, OPT_POSITIVE, OPT_FLOAT, OPT_STRING, OPT_STRINGS, OPT_ALIAS } OptType;
 
 typedef struct {
     const char *name;   /* long name without dashes, e.g. "device" */
     OptType type;
-    void *dst;          /* int*, int64_t*, double*, const char**, StringList* */
+    void *dst;          /* int* (flag), int64_t* (the integer kinds), double*, const char**, StringList* */
     const char *metavar;/* shown in help, e.g. "N" or "cpu|cuda" */
     const char *help;
 } Option;

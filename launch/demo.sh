@@ -33,15 +33,26 @@
 # zero; S is the eval's S.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-runs/demo}; L=${L:-1024}; S=${S:-32}; K=${K:-$((L / 8))}; SEED=${SEED:-1}
-VOCAB=${VOCAB:-256}; MARKERS=${MARKERS:-128}; VALUES=${VALUES:-7}
+# every variable, its default and its range, checked before any work (launch/lib/env.sh)
+. launch/lib/env.sh
+env_text OUT runs/demo; env_int L 1024 8 1048576; env_int S 32 1 65536; env_int K $((L / 8)) 1 "$L"
+env_int SEED 1 0 2147483647; env_int VALUES 7 1 63; env_int MARKERS 128 4 16777211; env_int VOCAB 256 8 16777216
+# stages 2 and 3 hold 64 and 192 tokens of records of 1 + VALUES tokens, each
+# record's marker a distinct id (stage 1: 4 records): what prepare would
+# refuse only after the first stages ran is refused here
+(( 64 % (VALUES + 1) == 0 )) || env_fail "VALUES is $VALUES; VALUES + 1 must divide 64 (the stage-2 records): 1, 3, 7, 15, 31 or 63"
+(( MARKERS >= 192 / (VALUES + 1) )) || env_fail "MARKERS is $MARKERS; stage 3 needs $((192 / (VALUES + 1))) (its records)"
+(( VOCAB >= MARKERS + 5 )) || env_fail "VOCAB is $VOCAB; MARKERS ($MARKERS) marker ids and 2 value ids need VOCAB >= $((MARKERS + 5))"
 # the last stage: BOS, records filling 3/4 of L (96 of 8 tokens at L = 1024), then repeats up to L + S + 1
 RECORDS=$((L * 3 / 4 / (VALUES + 1))); RECORDS=$((RECORDS < MARKERS ? RECORDS : MARKERS))
-LONG_TAIL=${LONG_TAIL:-$((L + S - RECORDS * (VALUES + 1)))}
-STEPS_1=${STEPS_1:-250}; STEPS_2=${STEPS_2:-300}; STEPS_3=${STEPS_3:-200}; STEPS_4=${STEPS_4:-300}
-CPT_STEPS=${CPT_STEPS:-60}
-PRETRAIN_LR=${PRETRAIN_LR:-3e-3}; LONG_LR=${LONG_LR:-1e-3}; CPT_LR=${CPT_LR:-1e-5}
-EVAL_DOCS=${EVAL_DOCS:-100}
+(( RECORDS >= 1 )) || env_fail "L is $L; with VALUES $VALUES, 3/4 of it holds no record of $((VALUES + 1)) tokens"
+env_int LONG_TAIL $((L + S - RECORDS * (VALUES + 1))) 1 $((L + S - VALUES - 1))
+(( (L + S - LONG_TAIL) % (VALUES + 1) == 0 && (L + S - LONG_TAIL) / (VALUES + 1) <= MARKERS )) ||
+    env_fail "LONG_TAIL is $LONG_TAIL; L + S - LONG_TAIL must be a multiple of VALUES + 1 = $((VALUES + 1)), at most MARKERS records"
+env_int STEPS_1 250 0 1000000000; env_int STEPS_2 300 0 1000000000; env_int STEPS_3 200 0 1000000000
+env_int STEPS_4 300 0 1000000000; env_int CPT_STEPS 60 0 1000000000
+env_number PRETRAIN_LR 3e-3 0 1; env_number LONG_LR 1e-3 0 1; env_number CPT_LR 1e-5 0 1
+env_int EVAL_DOCS 100 0 1000000000
 # One BLAS thread and passive OpenMP waiting: the trainer's OpenMP loops and
 # OpenBLAS's own thread pool otherwise fight over the 2 cores (measured on the
 # demo model: 13.3k -> 28k tokens/s).

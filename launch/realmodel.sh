@@ -38,10 +38,15 @@
 #   CONTEXTS=1024 EVAL_DOCS=12 QC=5,10 CPT_STEPS=8 CPT_MASKS=evict,restride10 MASK_SEEDS=1,2,3 launch/realmodel.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-runs/realmodel}; CORPUS=${CORPUS:-../shared/corpus}; MODEL=${MODEL:-third_party/models/smollm2-135m}
-CONTEXTS=${CONTEXTS:-2048,4096,8192}; S=${S:-50}; EVAL_DOCS=${EVAL_DOCS:-8}; QC=${QC:-5,10}
-CPT_STEPS=${CPT_STEPS:-0}; CPT_LR=${CPT_LR:-5e-6}; CPT_BATCH=${CPT_BATCH:-2}; SEEDS=${SEEDS:-1,2,3}
-CPT_MASKS=${CPT_MASKS:-}; MASK_SEEDS=${MASK_SEEDS:-$SEEDS}; CPT_CKPT=${CPT_CKPT:-4}
+# every variable, its default and its range, checked before any work (launch/lib/env.sh)
+. launch/lib/env.sh
+env_text OUT runs/realmodel; env_text CORPUS ../shared/corpus; env_text MODEL third_party/models/smollm2-135m
+env_ints CONTEXTS 2048,4096,8192 8 1048576; env_int S 50 1 65536; env_int EVAL_DOCS 8 0 1000000000
+env_ints QC 5,10 1 1000000; env_int CPT_STEPS 0 0 1000000000; env_number CPT_LR 5e-6 0 1
+env_int CPT_BATCH 2 1 1000000; env_ints SEEDS 1,2,3 0 2147483647; env_ints MASK_SEEDS "$SEEDS" 0 2147483647
+env_names CPT_MASKS "" "evict, restride<r>, evict+restride<r> (r >= 1)" evict 'restride[1-9][0-9]*' 'evict\+restride[1-9][0-9]*'
+env_int CPT_CKPT 4 0 1000000000; env_int CPT_L "$(env_max "$CONTEXTS")" 8 "$(env_max "$CONTEXTS")"
+env_int CPT_WARMUP $((CPT_STEPS >= 20 ? CPT_STEPS / 10 : 1)) 0 1000000000
 [ -x ./kvcpt ] || make -j"$(nproc)" kvcpt
 for f in config.json model.safetensors tokenizer.json; do
     [ -f "$MODEL/$f" ] || { echo "realmodel: $MODEL/$f is missing; run make setup" >&2; exit 1; }

@@ -10,11 +10,13 @@
 #   L=256 S=8 PRE_STEPS=20 CPT_STEPS=5 CONTEXTS=256,512 MODEL=... launch/realtext.sh   # a smoke run
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-runs/realtext}; CORPUS=${CORPUS:-../shared/corpus}
-L=${L:-8192}; S=${S:-50}; K=${K:-$((L / 8))}; CONTEXTS=${CONTEXTS:-8192,16384}
-MODEL=${MODEL:-launch/configs/realtext-model.json}
-PRE_STEPS=${PRE_STEPS:-600}; CPT_STEPS=${CPT_STEPS:-150}; BATCH=${BATCH:-8}; EVAL_DOCS=${EVAL_DOCS:-0}
-NP=${NP:-1}
+# every variable, its default and its range, checked before any work (launch/lib/env.sh)
+. launch/lib/env.sh
+env_text OUT runs/realtext; env_text CORPUS ../shared/corpus; env_text MODEL launch/configs/realtext-model.json
+env_int L 8192 8 1048576; env_int S 50 1 65536; env_int K $((L / 8)) 1 "$L"; env_ints CONTEXTS 8192,16384 8 1048576
+env_int PRE_STEPS 600 0 1000000000; env_int CPT_STEPS 150 0 1000000000; env_int WARMUP 20 0 1000000000
+env_int BATCH 8 1 1000000; env_int EVAL_DOCS 0 0 1000000000; env_int NP 1 1 4096
+(( BATCH % NP == 0 )) || env_fail "BATCH is $BATCH; each of the NP = $NP ranks takes one sequence at a time, so NP must divide it"
 [ -x ./kvcpt ] || make -j"$(nproc)"
 launch=(./kvcpt); [ "$NP" -gt 1 ] && launch=(mpirun -np "$NP" --bind-to none ./kvcpt)
 mkdir -p "$OUT"
@@ -24,7 +26,7 @@ stage "prepare: Llama 3.1 tokenizer on $CORPUS, documents >= L + S + 1 tokens"
 [ -f "$OUT/data/manifest.json" ] || ./kvcpt prepare --input "$CORPUS" --min-tokens $((L + S + 1)) --out "$OUT/data"
 
 common=(--set data="$OUT/data" --set L="$L" --set S="$S" --set K="$K" --set global_batch="$BATCH"
-        --set micro_batch=1 --set optim=adamw8bit --set warmup_steps="${WARMUP:-20}" --set eval_interval=50
+        --set micro_batch=1 --set optim=adamw8bit --set warmup_steps="$WARMUP" --set eval_interval=50
         --set ckpt_interval=25 --set keep_last=2)
 stage "pretrain from scratch, causal, context $((L + S))"
 [ -f "$OUT/pretrain/model/model.kvcpt" ] || "${launch[@]}" train --resume "${common[@]}" --set model="$MODEL" \

@@ -6,9 +6,11 @@
 # default to cores / ranks on the node (set OMP_NUM_THREADS to override).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. launch/lib/env.sh
+env_int NP 8 1 65536
 [ $# -ge 1 ] || { echo "usage: NP=8 $0 CONFIG.json [kvcpt train options]" >&2; exit 2; }
 cfg=$1; shift
 [ -x ./kvcpt ] || make -j"$(nproc)"
 command -v mpirun >/dev/null || { echo "mpirun not found: make setup installs OpenMPI" >&2; exit 1; }
 root=(); [ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
-exec mpirun "${root[@]}" -np "${NP:-8}" --bind-to none ./kvcpt train --config "$cfg" "$@"
+exec mpirun "${root[@]}" -np "$NP" --bind-to none ./kvcpt train --config "$cfg" "$@"

@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { echo "usage: HOSTFILE=hosts NP=16 $0 CONFIG.json [kvcpt train options]" >&2; exit 2; }
-: "${HOSTFILE:?set HOSTFILE to an OpenMPI hostfile}"
+. launch/lib/env.sh
+env_file HOSTFILE "" # an OpenMPI hostfile
+env_int NP "" 1 1048576; env_int PER_NODE 8 1 65536 # all ranks, and the ranks on each node
 cfg=$1; shift
-exec mpirun --hostfile "$HOSTFILE" -np "${NP:?set NP to the total rank count}" --map-by ppr:"${PER_NODE:-8}":node \
+exec mpirun --hostfile "$HOSTFILE" -np "$NP" --map-by ppr:"$PER_NODE":node \
     --bind-to none -x OMP_NUM_THREADS -x PATH -x LD_LIBRARY_PATH "$PWD/kvcpt" train --config "$cfg" "$@"

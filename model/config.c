@@ -165,6 +165,23 @@ static void parse_eos(LlamaConfig *c, json_t *root, const char *origin) {
     }
 }
 
+/* Hugging Face's LlamaConfig (and configs of Llama-shaped models such as
+ * Qwen2's) can ask for biases on the attention projections or the MLP.
+ * kvcpt's Llama has no bias tensors, so a model that needs them would load
+ * without them and run silently wrong, and a conversion would copy the flag
+ * beside weights lacking the biases: refused here, for every command that
+ * reads a config (convert, eval, train), until biases exist. */
+static void refuse_bias_flags(json_t *root, const char *origin) {
+    static const char *const flags[] = {"attention_bias", "mlp_bias"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        json_t *v = json_object_get(root, flags[i]);
+        if (!v || json_is_null(v) || json_is_false(v)) continue;
+        if (!json_is_boolean(v)) die("%s: config field '%s' must be true or false", origin, flags[i]);
+        die("%s: config field '%s' is true, but kvcpt's Llama has no %s bias tensors: the model cannot be run or "
+            "converted without them", origin, flags[i], i == 0 ? "attention" : "MLP");
+    }
+}
+
 void config_parse_json(LlamaConfig *c, const char *text, const char *origin) {
     json_error_t err;
     json_t *root = json_loads(text, 0, &err);
@@ -195,6 +212,7 @@ void config_parse_json(LlamaConfig *c, const char *text, const char *origin) {
     json_t *hact = json_object_get(root, "hidden_act");
     if (hact && (!json_is_string(hact) || strcmp(json_string_value(hact), "silu") != 0))
         die("%s: config field 'hidden_act' must be \"silu\"", origin);
+    refuse_bias_flags(root, origin);
     parse_rope(c, root, origin);
     parse_eos(c, root, origin);
     json_decref(root);

@@ -12,6 +12,16 @@ refused() { # name pattern command...
 printf '{"text": "hello world, a small document"}\n' >"$tmp/in.jsonl"
 refused "prepare --threads 100000 refused" "--threads" $K prepare --input "$tmp/in.jsonl" --out "$tmp/o1" --threads 100000
 refused "prepare --threads -3 refused" "--threads" $K prepare --input "$tmp/in.jsonl" --out "$tmp/o2" --threads -3
+# counts and sizes are refused below their range by the option table, naming
+# the option (--markers -1 used to mean "the records per document")
+refused "prepare --min-tokens 0 refused" "--min-tokens expects an integer >= 1, got '0'" \
+    $K prepare --input "$tmp/in.jsonl" --out "$tmp/o3" --min-tokens 0
+refused "prepare --synthetic mqar --markers -1 refused" "--markers expects an integer >= 0, got '-1'" \
+    $K prepare --synthetic mqar --markers -1 --out "$tmp/o4"
+refused "prepare --synthetic copy --copy-offset -2 refused" "--copy-offset expects an integer >= 0, got '-2'" \
+    $K prepare --synthetic copy --copy-offset -2 --out "$tmp/o5"
+[ ! -e "$tmp/o3" ] && [ ! -e "$tmp/o4" ] && [ ! -e "$tmp/o5" ] && ok "prepare: the refused options wrote no --out" \
+    || fail "prepare refusals" "an --out directory was created"
 # a synthetic vocabulary must fit the shards' 32-bit ids and the generator's
 # table: refused at once, naming the option and its range (2^32 used to
 # allocate gigabytes, then wrap the shard's vocab_size to 0)
@@ -63,6 +73,19 @@ for v in -1 -1000 1073741825; do
     refused "train: eval_batches=$v refused" "'eval_batches' must be in \[0," $K train "${targs[@]}" --set eval_batches=$v --set out="$tmp/eb$v"
 done
 refused "train: mask=2 refused" "'mask' must be 0 or 1 (got 2)" $K train "${targs[@]}" --set mask=2 --set out="$tmp/m2"
+refused "train: reshard_after_forward=2 refused" "'reshard_after_forward' must be 0 or 1 (got 2)" \
+    $K train "${targs[@]}" --set reshard_after_forward=2 --set out="$tmp/r2"
+# a model config asking for biases kvcpt's Llama has no tensors for: refused
+# naming the field and the file, for random init and for CPT alike
+cfg bias_a '"hidden_size":256,"num_hidden_layers":4,"num_attention_heads":8,"head_dim":32,"attention_bias":true'
+refused "train: a model config with attention_bias true refused" "bias_a/config.json: config field 'attention_bias' is true" \
+    $K train "${targs[@]}" --set model="$tmp/bias_a" --set out="$tmp/ba"
+mkdir -p "$tmp/bias_m" && $K train "${targs[@]}" --set out="$tmp/plain" >/dev/null 2>&1 && cp "$tmp/plain/model/"* "$tmp/bias_m/" &&
+    sed -i 's/"mlp_bias": false/"mlp_bias": true/' "$tmp/bias_m/config.json" || fail "train: biased CPT fixture" "no model"
+refused "train: CPT from a model with mlp_bias true refused" "bias_m/config.json: config field 'mlp_bias' is true" \
+    $K train "${targs[@]}" --set model="$tmp/bias_m" --set init=pretrained --set out="$tmp/bm"
+[ ! -e "$tmp/ba/log.jsonl" ] && [ ! -e "$tmp/bm/log.jsonl" ] && ok "train: the biased models were refused before any step" \
+    || fail "train: biased models" "a log.jsonl was written"
 # stderr is a file here, not a terminal: the progress line's interval divides
 refused "train: log_interval=0 refused (no division by zero)" "'log_interval' must be >= 1 (got 0)" \
     $K train "${targs[@]}" --set log_interval=0 --set out="$tmp/li0"

@@ -127,6 +127,68 @@ mkdir -p "$G/notes" && echo notes >"$G/notes/README.md"
 check "HF -> native into a directory holding only unrelated files: converted" '[ $rc -eq 0 ] && [ -s "$G/notes/model.kvcpt" ]' \
   "rc $rc: $(cat "$tmp/out")"
 
+# An input in --to is never replaced or removed, whatever its name, with or
+# without --overwrite: the input itself, a hard link or a symlink to it there
+# is refused naming both, and --to is left as it was. A GGUF named
+# model.safetensors converted into its own directory used to replace itself.
+inside_refused() { # label, dir (--to), option the message names, convert arguments...
+    local label=$1 d=$2 opt=$3 before after
+    shift 3
+    before=$(cd "$d" && ls -lL --time-style=+%s.%N . | sha256sum)
+    sums=$(cd "$d" && find -L . -type f -exec sha256sum {} + | sort)
+    "$K" convert "$@" --to "$d" >"$tmp/out" 2>&1; rc=$?
+    after=$(cd "$d" && ls -lL --time-style=+%s.%N . | sha256sum)
+    check "$label: refused naming --to's entry and the input, nothing touched" \
+      '[ $rc -eq 1 ] && grep -q "holds .*the same file as the input .*($opt)" "$tmp/out" && [ "$before" = "$after" ] && [ "$sums" = "$(cd "$d" && find -L . -type f -exec sha256sum {} + | sort)" ]' \
+      "rc $rc: $(cat "$tmp/out"); left: $(ls -A "$d")"
+}
+I="$tmp/inputs"; mkdir -p "$I/self" "$I/any" "$I/sym" "$I/hard" "$I/shards_to" "$I/cfg_to" "$I/sub/deeper"
+cp "$G/ok.gguf" "$I/self/model.safetensors"
+inside_refused "a GGUF named model.safetensors converted into its own directory with --overwrite" "$I/self" --from \
+  --from "$I/self/model.safetensors" --overwrite
+cp "$G/ok.gguf" "$I/any/weights.bin.tmp"
+inside_refused "a GGUF of any other name in --to, without --overwrite" "$I/any" --from --from "$I/any/weights.bin.tmp"
+cp "$G/ok.gguf" "$I/ext.gguf" && ln -s "$I/ext.gguf" "$I/sym/model.safetensors"
+inside_refused "--to holding a symlink to the GGUF input, with --overwrite" "$I/sym" --from --from "$I/ext.gguf" --overwrite
+ln "$I/ext.gguf" "$I/hard/config.json.tmp"
+inside_refused "--to holding a hard link to the GGUF input under a .tmp name" "$I/hard" --from --from "$I/ext.gguf"
+"$K" convert --from "$G/hf" --to "$I/shards" --to-format hf --shard-size 4KB >"$tmp/out" 2>&1 || echo "setup: $(cat "$tmp/out")"
+shard2=$(cd "$I/shards" && ls model-00002-of-*.safetensors)
+ln "$I/shards/$shard2" "$I/shards_to/model.kvcpt.tmp" # the native writer's temporary name
+inside_refused "--to holding model.kvcpt.tmp, a hard link to the second index shard ($shard2)" "$I/shards_to" --from \
+  --from "$I/shards" --to-format native
+cp "$G/hf/config.json" "$I/cfg_to/config.json"
+inside_refused "--config inside --to" "$I/cfg_to" --config --from "$G/hf" --config "$I/cfg_to/config.json" --overwrite
+# the conversion touches --to's own entries only: an input in a subdirectory is read and kept
+cp "$G/ok.gguf" "$I/sub/deeper/model.safetensors"
+"$K" convert --from "$I/sub/deeper/model.safetensors" --to "$I/sub" --overwrite >"$tmp/out" 2>&1; rc=$?
+check "a GGUF in a subdirectory of --to: converted, the input kept" \
+  '[ $rc -eq 0 ] && [ -s "$I/sub/model.safetensors" ] && cmp -s "$I/sub/deeper/model.safetensors" "$G/ok.gguf"' "rc $rc: $(cat "$tmp/out")"
+
+# config.json asking for biases kvcpt's Llama has no tensors for: refused
+# naming the field and the file, nothing written (the model would run
+# without them, and the flag used to be copied to the output's config.json)
+bias_cfg() { # DIR FIELD VALUE: $G/hf with FIELD set to VALUE (JSON) in its config.json
+    rm -rf "$1" && cp -r "$G/hf" "$1" && /usr/bin/python3 - "$1/config.json" "$2" "$3" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c[sys.argv[2]] = json.loads(sys.argv[3]); json.dump(c, open(sys.argv[1], "w"))
+PY
+}
+for f in attention_bias mlp_bias; do
+    bias_cfg "$I/b_$f" $f true
+    "$K" convert --from "$I/b_$f" --to "$I/b_${f}_out" --to-format native >"$tmp/out" 2>&1; rc=$?
+    check "convert: config.json with $f true refused naming the field and file, nothing written" \
+      '[ $rc -eq 1 ] && grep -q "b_$f/config.json: config field .$f. is true" "$tmp/out" && [ ! -e "$I/b_${f}_out" ]' "rc $rc: $(cat "$tmp/out")"
+done
+bias_cfg "$I/b_str" mlp_bias '"yes"'
+"$K" convert --from "$G/hf" --config "$I/b_str/config.json" --to "$I/b_str_out" --to-format native >"$tmp/out" 2>&1; rc=$?
+check "convert --config with mlp_bias \"yes\": refused, must be true or false" \
+  '[ $rc -eq 1 ] && grep -q "b_str/config.json: config field .mlp_bias. must be true or false" "$tmp/out" && [ ! -e "$I/b_str_out" ]' "rc $rc: $(cat "$tmp/out")"
+bias_cfg "$I/b_null" attention_bias null
+"$K" convert --from "$I/b_null" --to "$I/b_null_out" --to-format native >"$tmp/out" 2>&1; rc=$?
+check "attention_bias null (as absent) beside mlp_bias false: converted" '[ $rc -eq 0 ] && [ -s "$I/b_null_out/model.kvcpt" ]' \
+  "rc $rc: $(cat "$tmp/out")"
+
 tiny "$G/untied.gguf" --untied --pre llama-bpe --add-bos
 "$K" convert --from "$G/untied.gguf" --to "$G/untied" >"$tmp/out" 2>&1; rc=$?
 res=$(/usr/bin/python3 - "$G/untied" "third_party/tokenizers/llama3.1/tokenizer.json" <<'PY' 2>&1

@@ -101,7 +101,31 @@ expect_err() {
 m="$tmp/pre/model"
 expect_err "budget above context" "above the context 48" --model "$m" --data "$tmp/data" --L 48 --S 8 --K 60 --out "$tmp/x"
 expect_err "unknown policy" "unknown policy 'snapkvv'; known policies: full, streaming" --model "$m" --data "$tmp/data" --L 48 --S 8 --policies full,snapkvv --out "$tmp/x"
-expect_err "batch 0" "--batch must be >= 1" --model "$m" --data "$tmp/data" --L 48 --S 8 --batch 0 --out "$tmp/x"
+expect_err "batch 0" "--batch expects an integer >= 1, got '0'" --model "$m" --data "$tmp/data" --L 48 --S 8 --batch 0 --out "$tmp/x"
+# --max-docs -1 used to run as 0 (all documents): negatives are refused by
+# the option table, as for every count (--sinks) and size (--bootstrap)
+expect_err "max-docs -1" "--max-docs expects an integer >= 0, got '-1'" --model "$m" --data "$tmp/data" --L 48 --S 8 --max-docs -1 --out "$tmp/x"
+expect_err "max-docs=-5" "--max-docs expects an integer >= 0, got '-5'" --model "$m" --data "$tmp/data" --L 48 --S 8 --max-docs=-5 --out "$tmp/x"
+expect_err "sinks -1" "--sinks expects an integer >= 0, got '-1'" --model "$m" --data "$tmp/data" --L 48 --S 8 --sinks -1 --out "$tmp/x"
+expect_err "bootstrap 0" "--bootstrap expects an integer >= 1, got '0'" --model "$m" --data "$tmp/data" --L 48 --S 8 --bootstrap 0 --out "$tmp/x"
+expect_err "S -3" "--S expects an integer >= 1, got '-3'" --model "$m" --data "$tmp/data" --L 48 --S -3 --out "$tmp/x"
+[ ! -e "$tmp/x" ] && ok "the refused options wrote no --out directory" || fail "refused options" "$tmp/x was created"
+# a model whose config.json asks for biases (kvcpt's Llama has none): refused
+# naming the field and the file, before any model is evaluated
+bias_model() { # DIR FIELD: a copy of the pretrained model with FIELD true in its config.json
+    cp -r "$m" "$1" && /usr/bin/python3 - "$1/config.json" "$2" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c[sys.argv[2]] = True; json.dump(c, open(sys.argv[1], "w"))
+PY
+}
+bias_model "$tmp/attn_bias" attention_bias
+bias_model "$tmp/mlp_bias" mlp_bias
+expect_err "model with attention_bias true" "attn_bias/config.json: config field 'attention_bias' is true" \
+    --model "$tmp/attn_bias" --data "$tmp/data" --L 48 --S 8 --max-docs 2 --out "$tmp/xb1"
+expect_err "second model with mlp_bias true" "mlp_bias/config.json: config field 'mlp_bias' is true" \
+    --model "$m" --model "$tmp/mlp_bias" --data "$tmp/data" --L 48 --S 8 --max-docs 2 --out "$tmp/xb2"
+[ ! -e "$tmp/xb2/eval.json" ] && ok "the biased second model is refused before the first one is evaluated" \
+    || fail "biased second model" "$tmp/xb2/eval.json was written first"
 expect_err "every document too short" "--L 50: context 50 + --S 7 + 1 needs a document of 58 tokens, but the longest of split 'test' (15 documents) has 57" --model "$m" --data "$tmp/data" --L 50 --S 7 --out "$tmp/x"
 # every policy in the registry (eval/policy.c) is named in eval --help, with
 # what it keeps

@@ -49,8 +49,10 @@ n=$(/usr/bin/python3 -c "import json,sys;print(sum(1 for l in open(sys.argv[1]) 
 [ "$n" = 10 ] && [ ! -e "$tmp/dump.jsonl.tmp" ] && ok "eval --dump writes one JSON line per variant and document (10)" \
     || fail "eval --dump" "$n lines: $(tail -2 "$tmp/err")"
 cp "$tmp/dump.jsonl" "$tmp/dump.copy"
-# (at another context, so that a dump it did write would differ from the good one)
-if $K "${ev[@]}" --model "$tmp/r/model" --model "$tmp/no_such_model" --L 40 --out "$tmp/e_bad" \
+# (at another context, so that a dump it did write would differ from the good one; the
+# second model's config.json is read before any work, its missing weights only when its turn comes)
+mkdir -p "$tmp/no_weights" && cp "$tmp/r/model/config.json" "$tmp/no_weights/"
+if $K "${ev[@]}" --model "$tmp/r/model" --model "$tmp/no_weights" --L 40 --out "$tmp/e_bad" \
     --dump "$tmp/dump.jsonl" >/dev/null 2>"$tmp/err"; then
     fail "dump of a failed run" "exited 0"
 elif cmp -s "$tmp/dump.copy" "$tmp/dump.jsonl" && [ ! -e "$tmp/dump.jsonl.tmp" ]; then
@@ -63,7 +65,10 @@ fi
 refused "eval --L 48,1000: context 1000 refused before 48 is computed, naming the longest document" \
     "--L 1000: .*longest .* has 120" "${ev[@]}" --model "$tmp/r/model" --L 48,1000 --out "$tmp/e_ctx"
 [ ! -e "$tmp/e_ctx/eval.json" ] && ok "no eval.json after the refused context" || fail "e_ctx" "eval.json written"
-$K "${ev[@]}" --model "$tmp/r/model" --model "$tmp/no_such_model" --L 40,48 --out "$tmp/e_part" >/dev/null 2>&1
+refused "eval with a second --model that does not exist: refused before the first is evaluated" "no_such_model" \
+    "${ev[@]}" --model "$tmp/r/model" --model "$tmp/no_such_model" --L 40,48 --out "$tmp/e_none"
+[ ! -e "$tmp/e_none/eval.json" ] && ok "no eval.json after the refused second model" || fail "e_none" "eval.json written"
+$K "${ev[@]}" --model "$tmp/r/model" --model "$tmp/no_weights" --L 40,48 --out "$tmp/e_part" >/dev/null 2>&1
 got=$(/usr/bin/python3 -c "import json,sys;r=json.load(open(sys.argv[1]))['results'];
 print(len(r), sorted({x['context'] for x in r}), {x['model'] for x in r} == {sys.argv[2]})" \
     "$tmp/e_part/eval.json" "$tmp/r/model" 2>&1)
@@ -88,6 +93,7 @@ for o in "--snapkv-kernel -7" "--snapkv-kernel 4" "--snapkv-kernel 1025" "--snap
     "--kvec-window 33" "--refresh-fixed 0" "--refresh-fixed 10,0" "--refresh-qc 0" "--sinks -5"; do
     pat=$o
     [ "$o" = "--refresh-fixed 10,0" ] && pat="--refresh-fixed 0"
+    [ "$o" = "--sinks -5" ] && pat="--sinks expects an integer >= 0, got '-5'"
     # shellcheck disable=SC2086
     refused "eval $o refused" "$pat" "${ev[@]}" --model "$tmp/r/model" --L 48 --out "$tmp/e_opt" $o
 done

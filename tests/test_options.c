@@ -27,8 +27,20 @@ static int parse_captured(const Option *opts, int argc, char **argv, char *out, 
     return r;
 }
 
+typedef struct {
+    const Option *opts;
+    char **argv;
+} ParseArgs;
+
+static void parse_quietly(void *arg) {
+    const ParseArgs *p = arg;
+    int argc = 0;
+    while (p->argv[argc]) argc++;
+    options_parse("demo", "a test table", p->opts, argc, p->argv);
+}
+
 int main(void) {
-    int64_t n = 42, L = 8192;
+    int64_t n = 42, L = 8192, count = 5, pos = 3;
     double f = 0.85;
     const char *s = "runs/eval", *unset = NULL, *empty = "";
     int flag = 0;
@@ -43,6 +55,8 @@ int main(void) {
         {"list", OPT_STRINGS, &list, "A", "repeatable"},
         {"L", OPT_INT, &L, "L", "prefill length"},
         {"context", OPT_ALIAS, NULL, "L", NULL},
+        {"count", OPT_COUNT, &count, "N", "a count, 0 allowed"},
+        {"pos", OPT_POSITIVE, &pos, "N", "a size"},
         {0},
     };
     char buf[64], out[8192];
@@ -73,5 +87,19 @@ int main(void) {
     tl_result(r == 0 && L == 123 && n == 5 && flag == 1 && list.count == 2, "an alias sets its target",
               "r %d L %lld n %lld flag %d list %d", r, (long long)L, (long long)n, flag, list.count);
     free((void *)list.items);
+
+    /* the restricted integer kinds: below their range refused naming the
+     * option, their lowest values pass, --help prints their defaults */
+    char *below0[] = {"demo", "--count", "-1", NULL}, *below1[] = {"demo", "--pos=0", NULL};
+    tl_expect_death("--count -1 refused", parse_quietly, &(ParseArgs){opts, below0},
+                    "--count expects an integer >= 0, got '-1'");
+    tl_expect_death("--pos=0 refused", parse_quietly, &(ParseArgs){opts, below1}, "--pos expects an integer >= 1, got '0'");
+    tl_result(options_default_text(&opts[9], buf, sizeof buf) && strcmp(buf, "5") == 0 &&
+                  options_default_text(&opts[10], buf, sizeof buf) && strcmp(buf, "3") == 0,
+              "count and positive defaults print", "'%s'", buf);
+    char *argv3[] = {"demo", "--count", "0", "--pos=1", "--n", "-7", NULL};
+    r = parse_captured(opts, 6, argv3, out, sizeof out);
+    tl_result(r == 0 && count == 0 && pos == 1 && n == -7, "--count 0 and --pos 1 accepted, a plain integer may be negative",
+              "r %d count %lld pos %lld n %lld", r, (long long)count, (long long)pos, (long long)n);
     return tl_finish();
 }

@@ -259,6 +259,8 @@ void train_config_validate(const TrainConfig *c, int world) {
              (long long)c->share_device);
     KV_CHECK(c->optim_device == 0 || c->optim_device == 1, "config: 'optim_device' must be 0 or 1 (got %lld)",
              (long long)c->optim_device);
+    KV_CHECK(c->reshard_after_forward == 0 || c->reshard_after_forward == 1,
+             "config: 'reshard_after_forward' must be 0 or 1 (got %lld)", (long long)c->reshard_after_forward);
     /* combinations of device, precision, optimizer placement and ranks: train_mode_resolve */
     KV_CHECK(one_of(c->device, "auto", "cpu", "cuda"), "config: 'device' must be auto, cpu or cuda (got '%s')",
              c->device);
