@@ -239,7 +239,7 @@ static void decode_batch(ContextRun *x, int mi, int64_t nb) {
             for (int64_t b = 0; b < nb; b++, rows++) {
                 if (together) engine_fork(&forks[rows], &x->eng[b]), e[rows] = &forks[rows];
                 else e[rows] = &x->eng[b];
-                e[rows]->kv_reads = 0;
+                e[rows]->kv_reads = 0, e[rows]->decode_s = 0;
                 PolicyOptions o = r->var[v].opt;
                 o.budget = x->sh.budget;
                 policy_create(&pol[rows], r->var[v].name, &x->sh, &o);
@@ -254,17 +254,16 @@ static void decode_batch(ContextRun *x, int mi, int64_t nb) {
         x->step_rows = rows;
         show_progress(x);
         e[0]->on_step = on_decode_step, e[0]->step_ctx = x;
-        double t0 = now_seconds();
         engine_decode_batch_top1(e, pp, tok, rows, S, nll, top1);
         e[0]->on_step = NULL, e[0]->step_ctx = NULL;
-        double dt = now_seconds() - t0, steps = (double)(S > 1 ? S - 1 : 1);
+        double steps = (double)(S > 1 ? S - 1 : 1);
         for (int v = v0; v < v0 + per_call; v++) {
             EvalCell *c = cell(r, v, x->ci, mi);
-            /* the call's wall time, each variant's share (docs/eval.md) */
-            c->ms_per_token += 1e3 * dt / steps / (double)per_call;
             for (int64_t b = 0; b < nb; b++) {
                 int64_t row = (v - v0) * nb + b;
-                c->kv_bytes_per_token += (double)e[row]->kv_reads * 2.0 * (double)x->sh.D * sizeof(float) / steps;
+                /* the row's share of the call's wall time: its own policy's cost (engine.h, docs/eval.md) */
+                c->ms_per_token += 1e3 * e[row]->decode_s / steps;
+                c->kv_bytes_per_token += engine_kv_bytes(e[row]) / steps;
                 account_doc(x, mi, v, &pol[row], b, nll + row * S, top1 + row * S);
                 if (r->dump) dump_doc(x, mi, &pol[row], x->doc[b], e[row], nll + row * S);
                 policy_destroy(&pol[row]);

@@ -111,3 +111,19 @@ missing=""
 for n in $names; do grep -qE "^  $n +[A-Za-z]" <<<"$help" || missing="$missing $n"; done
 [ -n "$names" ] && [ -z "$missing" ] && ok "eval --help names all $(wc -w <<<"$names") registered policies" \
     || fail "eval --help lists the policies" "missing:${missing:- (none found in eval/policy.c)}"
+# decode_ms_per_token is each policy's own: on the CPU every variant decodes
+# in one batch, and each row gets the shared work (projections, logits) in
+# equal shares and the attention and policy work it measured itself. At
+# L = 2048 full attention reads 2048 keys a step, streaming 16: full costs
+# several times more per token (about 9x measured), where an equal split of
+# the batch's time would give both the same.
+$K prepare --synthetic recall --vocab 64 --doc-tokens 2100 --query-tail 9 --docs 40 --out "$tmp/long" >/dev/null
+$K eval --model "$m" --data "$tmp/long" --L 2048 --S 8 --K 16 --policies full,streaming --max-docs 2 --quiet \
+    --out "$tmp/tm" >/dev/null 2>&1 || fail "eval at L = 2048" "exit status $?"
+t=$(/usr/bin/python3 -c "
+import json
+r = {x['policy'].split(' ')[0]: x for x in json.load(open('$tmp/tm/eval.json'))['results']}
+f, s = r['full']['decode_ms_per_token'], r['streaming']['decode_ms_per_token']
+print('%.4f %.4f %s' % (f, s, f > 3 * s > 0))" 2>&1)
+case "$t" in *True) ok "decode_ms_per_token is per policy: full $(cut -d' ' -f1 <<<"$t") ms, streaming $(cut -d' ' -f2 <<<"$t") ms a token at L = 2048";;
+    *) fail "decode time per policy" "full, streaming ms/token, full > 3x streaming: $t";; esac
