@@ -20,37 +20,26 @@ interval lies below 1), does RefreshKV gain the most (the paper's claim: the
 best RefreshKV variant's ln ratio minus each other policy's, paired by seed),
 and, for the masks that match inference (CPT_MASKS), each mask's after / after
 of the paper's mask on the same seed. Standard library only.
+
+With --arms (launch/realmodel.sh's ARMS: the mask arm, its causal control
+and any masks that match inference, every arm for every seed) the output is
+realmodel_arms.py's: the mask arm over the causal arm per policy, with
+paired tests and the documents' sources and copy shares. Without it, the
+layout of the runs recorded before the control arm existed
+(docs/realmodel-runs/2026-11-26-cpt, 2026-11-27-cpt24).
 """
 import argparse
 import json
 import math
 import os
-import random
 import statistics
 import sys
 
+import realmodel_arms
+from paired_stats import doc_bootstrap, t_interval
 from realmodel_table import machine  # the same machine line as the eval-only table
 
-# two-sided 95% Student t quantiles by degrees of freedom
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 PAPER_TOKENS = 1e9  # the RefreshKV paper's CPT: about 1B tokens of RedPajama-ArXiv at 8K
-
-
-def t_interval(xs):
-    """mean and 95% t-interval of xs (None with fewer than two values)"""
-    m = statistics.fmean(xs)
-    if len(xs) < 2:
-        return m, None
-    h = T95.get(len(xs) - 1, 1.96) * statistics.stdev(xs) / math.sqrt(len(xs))
-    return m, (m - h, m + h)
-
-
-def doc_bootstrap(per_doc, n=2000, seed=0):
-    """95% percentile interval of the mean of per_doc, documents resampled with replacement"""
-    rng = random.Random(seed)
-    k = len(per_doc)
-    means = sorted(statistics.fmean(rng.choice(per_doc) for _ in range(k)) for _ in range(n))
-    return means[int(0.025 * n)], means[int(0.975 * n) - 1]
 
 
 def ratio(m, ci):
@@ -98,6 +87,7 @@ def main():
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--masks", default="", help="extra mask variants run (launch/realmodel.sh's CPT_MASKS)")
     ap.add_argument("--mask-seeds", default="")
+    ap.add_argument("--arms", default="", help="launch/realmodel.sh's ARMS: mask, causal, evict, restride<r>...")
     ap.add_argument("--command", default="launch/realmodel.sh")
     a = ap.parse_args()
     ctxs = [int(x) for x in a.contexts.split(",") if x]
@@ -108,6 +98,8 @@ def main():
     tpath = os.path.join(a.out, "times.tsv")
     if os.path.exists(tpath):
         times = [line.rstrip("\n").split("\t") for line in open(tpath) if line.strip()]
+    if a.arms:
+        return realmodel_arms.main(a, ctxs, seeds, [x for x in a.arms.split(",") if x], times, machine)
 
     p = print
     p("# SmolLM2-135M: RefreshKV CPT, before -> after, across seeds")
