@@ -61,20 +61,8 @@ bad() { echo "realmodel: $1" >&2; exit 1; }
 for v in CPT_MASKS MASK_SEEDS; do # replaced by ARMS, which runs every arm for every seed of SEEDS
     [ -z "${!v:-}" ] || bad "$v is replaced by ARMS (e.g. ARMS=mask,causal,evict,restride10, every arm for every seed of SEEDS)"
 done
-arm_sets() { # the train keys of an arm's name
-    local r=${1##*restride}
-    case "$1" in
-        mask) echo "--set mask=1" ;;
-        causal) echo "--set mask=0" ;;
-        evict) echo "--set mask=1 --set mask_evict=1" ;;
-        restride*) [[ "$r" =~ ^[1-9][0-9]*$ ]] && echo "--set mask=1 --set mask_restride=$r" ;;
-        evict+restride*) [[ "$r" =~ ^[1-9][0-9]*$ ]] && echo "--set mask=1 --set mask_evict=1 --set mask_restride=$r" ;;
-    esac
-}
-[ -n "${ARMS//,/}" ] || bad "ARMS is empty; e.g. ARMS=mask,causal"
-for arm in ${ARMS//,/ }; do
-    [ -n "$(arm_sets "$arm")" ] || bad "ARMS holds '$arm'; known: mask, causal, evict, restride<r>, evict+restride<r>"
-done
+. launch/arms.sh
+check_arms realmodel "$ARMS"
 [ -x ./kvcpt ] || make -j"$(nproc)" kvcpt
 for f in config.json model.safetensors tokenizer.json; do
     [ -f "$MODEL/$f" ] || { echo "realmodel: $MODEL/$f is missing; run make setup" >&2; exit 1; }
