@@ -29,28 +29,18 @@ layout of the runs recorded before the control arm existed
 (docs/realmodel-runs/2026-11-26-cpt, 2026-11-27-cpt24).
 """
 import argparse
-import json
 import math
 import os
 import statistics
 import sys
 
 import realmodel_arms
+from realmodel_arms import eval_before, ratio, run_steps
+from realmodel_arms import load as load_eval
 from paired_stats import doc_bootstrap, t_interval
 from realmodel_table import machine  # the same machine line as the eval-only table
 
 PAPER_TOKENS = 1e9  # the RefreshKV paper's CPT: about 1B tokens of RedPajama-ArXiv at 8K
-
-
-def ratio(m, ci):
-    if ci is None:
-        return "%.4f" % math.exp(m)
-    return "%.4f [%.4f, %.4f]" % (math.exp(m), math.exp(ci[0]), math.exp(ci[1]))
-
-
-def load_eval(path):
-    with open(path) as f:
-        return json.load(f)
 
 
 def cells(ev):
@@ -61,12 +51,7 @@ def cells(ev):
 def run_size(d):
     """(steps done, sequences per step, tokens per sequence, mask keys) of a CPT run directory"""
     cfg = load_eval(os.path.join(d, "config.json"))
-    steps = 0
-    with open(os.path.join(d, "log.jsonl")) as f:
-        for line in f:
-            j = json.loads(line)
-            if "step" in j and "loss" in j:
-                steps = max(steps, int(j["step"]))
+    steps = run_steps(d)
     mask = "mask_evict=%s mask_restride=%s" % (cfg.get("mask_evict", 0), cfg.get("mask_restride", 0))
     return steps, int(cfg["global_batch"]), int(cfg["L"]) + int(cfg["S"]), mask
 
@@ -121,9 +106,8 @@ def main():
             if (st, b, q) != (steps, batch, seq):
                 p("- note: %s seed %d ran %d steps of %d x %d tokens" % (m, s, st, b, q))
         p("- runs: %s" % ", ".join("%s seed %d (%s)" % (m, s, k[3]) for (m, s), k in sizes.items()))
-    p("- machine: %s" % machine())
-    if times:
-        p("- wall time per stage: %s" % ", ".join("%s %s s" % (n, s) for n, s in times))
+    for line in realmodel_arms.machine_lines(machine, times):
+        p(line)
     p()
     p("Intervals are 95%: *seeds* a t-interval over the data-order seeds' ln(after / before) (none with one seed); "
       "*documents* a paired bootstrap over the test documents of the mean over seeds of each document's "
@@ -131,12 +115,9 @@ def main():
       "attention's on the same seed (and document): below 1, the policy gained more than the whole model did.")
     answers = {}
     for L in ctxs:
-        bpath = os.path.join(a.out, "eval-%d" % L, "eval.json")
-        if not os.path.exists(bpath):
-            p()
-            p("**L = %d**: no eval before CPT (%s)." % (L, bpath))
+        bev = eval_before(a.out, L)
+        if bev is None:
             continue
-        bev = load_eval(bpath)
         before = cells(bev)
         order = [r["policy"] for r in bev["results"] if r["ppl"] is not None]
         done = [s for s in seeds
