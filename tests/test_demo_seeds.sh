@@ -126,3 +126,9 @@ if [ "$rc" = 0 ] && [ "$n" = 2 ] && grep -q "The mask arm over the causal arm" <
 else
     fail "demo_seeds causal arm" "exit $rc, $n rows as expected: $(grep -A4 'mask − causal |' <<<"$out" | tail -3)"
 fi
+# launch/demo.sh refuses an unknown arm, and arms without the mask's CPT, before any work, naming ARMS
+for v in "mask,bogus|ARMS holds 'bogus'" "causal|ARMS holds no mask arm"; do
+    if o=$(ARMS="${v%%|*}" OUT="$tmp/never" launch/demo.sh 2>&1); then fail "demo.sh ARMS=${v%%|*}" "accepted"
+    elif grep -qF "${v#*|}" <<<"$o" && [ ! -e "$tmp/never" ]; then ok "demo.sh refuses ARMS=${v%%|*} before any work, naming it"
+    else fail "demo.sh ARMS=${v%%|*}" "$o"; fi
+done
