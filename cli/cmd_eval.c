@@ -329,7 +329,6 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
         c->step_top1 = xcalloc((size_t)S, sizeof(int64_t));
         c->has_classes = rule->present;
     }
-    /* the tokens the context will run: each document's prefill, then S - 1 steps per variant */
     /* the documents, in the order they are scored (eval/doc_pick.h) */
     ContextDocs *cd = &r->docs[ci * r->n_models + mi];
     doc_pick(&cd->pick, r->split, &r->sources, r->pick, L, S, want, a->max_copy);
@@ -343,6 +342,7 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
         c->doc_index = cd->pick.doc, c->doc_copy = cd->pick.copy_share, c->doc_source = cd->source;
         c->skipped_copy = cd->pick.skipped_copy;
     }
+    /* the tokens the context will run: each document's prefill, then S - 1 steps per variant */
     progress_begin(&x.pr, "eval", cd->pick.n * (L + (S - 1) * r->n_var), "tok");
     x.pr.log_interval = 10, x.pr.quiet = a->quiet;
     x.docs_total = cd->pick.n;
