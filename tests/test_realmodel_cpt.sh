@@ -17,7 +17,7 @@
 #   - launch/realmodel.sh's experiment with its control, at a tiny size: a
 #     2-layer model of SmolLM2's vocabulary and tokenizer (random weights,
 #     exported as an HF directory) on three corpus files (the first 40
-#     documents of each, cut to 4000 characters), CPT of 2 steps per arm
+#     documents of each, cut to 4000 characters), CPT of 1 step per arm
 #     (mask, causal) and seed (1, 2), 6 test documents: the arms' configs
 #     differ only in the mask, the documents come from every file in turn,
 #     and cpt-summary.md's mask-over-causal ratios and sign-test counts equal
@@ -66,8 +66,8 @@ if ! { $K prepare --input "$tmp/c3" --tokenizer "$M/tokenizer.json" --min-tokens
        $K convert --from "$tmp/tinyrun/model" --to "$tmp/tinyhf" --to-format hf && cp "$M/tokenizer.json" "$tmp/tinyhf/"; } \
        >"$tmp/tiny.log" 2>&1; then
     fail "realmodel.sh arms: the tiny model" "$(tail -3 "$tmp/tiny.log")"
-elif ! OUT="$tmp/arms" CORPUS="$tmp/c3" MODEL="$tmp/tinyhf" CONTEXTS=64 S=8 EVAL_DOCS=6 QC=5 CPT_STEPS=2 CPT_LR=1e-2 \
-        CPT_CKPT=2 SEEDS=1,2 launch/realmodel.sh >"$tmp/arms.log" 2>&1; then
+elif ! OUT="$tmp/arms" CORPUS="$tmp/c3" MODEL="$tmp/tinyhf" CONTEXTS=64 S=8 EVAL_DOCS=6 QC=5 CPT_STEPS=1 CPT_LR=1e-2 \
+        SEEDS=1,2 launch/realmodel.sh >"$tmp/arms.log" 2>&1; then
     fail "realmodel.sh arms" "$(tail -5 "$tmp/arms.log")"
 else
     python3 - "$tmp/arms" <<'PY' >"$tmp/arms.chk" 2>&1
