@@ -11,7 +11,8 @@
 # order, where the first file fills the pick), and for each the share of
 # scored tokens that copy an earlier 8-token sequence of the window is
 # recorded; MAX_COPY_SHARE=F (default 1: none) scores only windows whose
-# share is at most F (docs/eval.md, "Which documents").
+# share is at most F, so the documents may then differ between contexts
+# (docs/eval.md, "Which documents").
 #
 # Each context is a stage of its own, skipped when its eval.json exists, so a
 # cut-off run continues where it stopped: just run it again. At the end
