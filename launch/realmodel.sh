@@ -142,3 +142,5 @@ python3 scripts/realmodel_cpt_table.py --out "$OUT" --contexts "$CONTEXTS" --see
     --command "CONTEXTS=$CONTEXTS S=$S EVAL_DOCS=$EVAL_DOCS QC=$QC PICK=$PICK MAX_COPY_SHARE=$MAX_COPY_SHARE \
 CPT_STEPS=$CPT_STEPS CPT_BATCH=$CPT_BATCH CPT_LR=$CPT_LR SEEDS=$SEEDS ARMS=$ARMS launch/realmodel.sh" >"$OUT/cpt-summary.md"
 echo "wrote $OUT/cpt-summary.md" >&2
+# the headline on the terminal: per context, each policy's mask arm over the causal arm, and the answers
+sed -n '/^### L = .*: mask over causal/,/^### L = .*: each arm/{/^### L = .*: each arm/!p}' "$OUT/cpt-summary.md"

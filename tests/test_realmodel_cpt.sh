@@ -114,8 +114,10 @@ if "equal recipe: the 4 runs' config.json agree on every key but the arm's" not 
     bad.append("no equal-recipe line")
 print("; ".join(bad) if bad else "ok %d variants, %d with a ratio off 1.0000" % (len(rows), changed))
 PY
+    grep -q "^### L = 64: mask over causal, after CPT (the headline)" "$tmp/arms.log" ||
+        echo "the launcher did not print the headline" >>"$tmp/arms.chk"
     case "$(tail -1 "$tmp/arms.chk")" in
-    ok*) ok "realmodel.sh arms mask,causal x seeds 1,2: configs differ only in the mask, documents from the three files in turn, cpt-summary.md's mask over causal per policy equals a recomputation paired by seed and document ($(tail -1 "$tmp/arms.chk"))" ;;
+    ok*) ok "realmodel.sh arms mask,causal x seeds 1,2: configs differ only in the mask, documents from the three files in turn, cpt-summary.md's mask over causal per policy (printed at the end) equals a recomputation paired by seed and document ($(tail -1 "$tmp/arms.chk"))" ;;
     *) fail "realmodel.sh arms" "$(tail -3 "$tmp/arms.chk")" ;;
     esac
 fi
