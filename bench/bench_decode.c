@@ -95,7 +95,7 @@ static void bench_context(BenchDecode *b, int64_t L, Rng *r) {
         t0 = now_seconds();
         engine_decode(&e, &p, tok, S, nll);
         double ms = 1e3 * (now_seconds() - t0) / (double)b->steps;
-        report(b, L, K, prefill_s, &p, ms, (double)e.kv_reads * 2.0 * (double)c->head_dim * sizeof(float) / (double)b->steps);
+        report(b, L, K, prefill_s, &p, ms, engine_kv_bytes(&e) / (double)b->steps);
         policy_destroy(&p);
     }
     free(nll), free(tok);

@@ -15,6 +15,7 @@
 #include "../kernels/attention.h"
 #include "commands.h"
 #include "../eval/decode_device.h"
+#include "../eval/doc_pick.h"
 #include "../eval/engine.h"
 #include "../eval/option_limits.h"
 #include "../eval/output_paths.h"
@@ -27,9 +28,9 @@
 typedef struct {
     StringList models;
     const char *data, *split, *contexts, *budget, *policies, *out, *device, *agg, *refresh_qc, *refresh_fixed;
-    const char *pool, *head_sets, *h2o_score, *dump, *snapkv_keep_window, *refresh_query, *restkv_shift;
+    const char *pool, *head_sets, *h2o_score, *dump, *snapkv_keep_window, *refresh_query, *restkv_shift, *pick;
     int64_t last, max_docs, boot, window, sinks, batch, kernel, tova_window, kvec_window;
-    double threshold, h2o_recent;
+    double threshold, h2o_recent, max_copy;
     int snapkv_grow, tova_keep_last, once, restkv_grow, quiet;
 } EvalArgs;
 
@@ -101,9 +102,18 @@ static int expand_policies(const EvalArgs *a, Variant *v, int cap) {
     return n;
 }
 
+/* The documents of one (context, model): the pick and each one's input. */
+typedef struct {
+    DocPick pick;
+    const char **source; /* (pick.n) into the run's DocSources; NULL when the manifest records no inputs' counts */
+} ContextDocs;
+
 typedef struct {
     const EvalArgs *a;
     const DataSplit *split;
+    DocSources sources;          /* the split's inputs (eval/doc_pick.h); n = 0 when not recorded */
+    int pick;                    /* DOC_PICK_FIRST or DOC_PICK_INTERLEAVE */
+    ContextDocs *docs;           /* (n_ctx, n_models) */
     Variant *var;
     int n_var, n_models, n_ctx;
     int64_t ctx[8];
@@ -141,7 +151,7 @@ typedef struct {
     /* progress on stderr, in tokens: a prefill counts L, a decode step one per row */
     Progress pr;
     int64_t tokens_done, docs_done, docs_total, step_rows;
-    char what[160];
+    char what[192]; /* a label (95) and three counts fit */
 } ContextRun;
 
 /* "doc i/N, <what>" after the tokens so far. */
@@ -239,7 +249,7 @@ static void decode_batch(ContextRun *x, int mi, int64_t nb) {
             for (int64_t b = 0; b < nb; b++, rows++) {
                 if (together) engine_fork(&forks[rows], &x->eng[b]), e[rows] = &forks[rows];
                 else e[rows] = &x->eng[b];
-                e[rows]->kv_reads = 0;
+                e[rows]->kv_reads = 0, e[rows]->decode_s = 0;
                 PolicyOptions o = r->var[v].opt;
                 o.budget = x->sh.budget;
                 policy_create(&pol[rows], r->var[v].name, &x->sh, &o);
@@ -254,17 +264,16 @@ static void decode_batch(ContextRun *x, int mi, int64_t nb) {
         x->step_rows = rows;
         show_progress(x);
         e[0]->on_step = on_decode_step, e[0]->step_ctx = x;
-        double t0 = now_seconds();
         engine_decode_batch_top1(e, pp, tok, rows, S, nll, top1);
         e[0]->on_step = NULL, e[0]->step_ctx = NULL;
-        double dt = now_seconds() - t0, steps = (double)(S > 1 ? S - 1 : 1);
+        double steps = (double)(S > 1 ? S - 1 : 1);
         for (int v = v0; v < v0 + per_call; v++) {
             EvalCell *c = cell(r, v, x->ci, mi);
-            /* the call's wall time, each variant's share (docs/eval.md) */
-            c->ms_per_token += 1e3 * dt / steps / (double)per_call;
             for (int64_t b = 0; b < nb; b++) {
                 int64_t row = (v - v0) * nb + b;
-                c->kv_bytes_per_token += (double)e[row]->kv_reads * 2.0 * (double)x->sh.D * sizeof(float) / steps;
+                /* the row's share of the call's wall time: its own policy's cost (engine.h, docs/eval.md) */
+                c->ms_per_token += 1e3 * e[row]->decode_s / steps;
+                c->kv_bytes_per_token += engine_kv_bytes(e[row]) / steps;
                 account_doc(x, mi, v, &pol[row], b, nll + row * S, top1 + row * S);
                 if (r->dump) dump_doc(x, mi, &pol[row], x->doc[b], e[row], nll + row * S);
                 policy_destroy(&pol[row]);
@@ -320,16 +329,26 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
         c->step_top1 = xcalloc((size_t)S, sizeof(int64_t));
         c->has_classes = rule->present;
     }
+    /* the documents, in the order they are scored (eval/doc_pick.h) */
+    ContextDocs *cd = &r->docs[ci * r->n_models + mi];
+    doc_pick(&cd->pick, r->split, &r->sources, r->pick, L, S, want, a->max_copy);
+    if (mi == 0 && ci == 0) r->skipped = cd->pick.skipped_short;
+    if (r->sources.n > 0) {
+        cd->source = xmalloc(sizeof(char *) * (size_t)(cd->pick.n > 0 ? cd->pick.n : 1));
+        for (int64_t i = 0; i < cd->pick.n; i++) cd->source[i] = r->sources.path[doc_source_of(&r->sources, cd->pick.doc[i])];
+    }
+    for (int v = 0; v < r->n_var; v++) {
+        EvalCell *c = cell(r, v, ci, mi);
+        c->doc_index = cd->pick.doc, c->doc_copy = cd->pick.copy_share, c->doc_source = cd->source;
+        c->skipped_copy = cd->pick.skipped_copy;
+    }
     /* the tokens the context will run: each document's prefill, then S - 1 steps per variant */
-    progress_begin(&x.pr, "eval", want * (L + (S - 1) * r->n_var), "tok");
+    progress_begin(&x.pr, "eval", cd->pick.n * (L + (S - 1) * r->n_var), "tok");
     x.pr.log_interval = 10, x.pr.quiet = a->quiet;
-    x.docs_total = want;
+    x.docs_total = cd->pick.n;
     int64_t nb = 0;
-    for (int64_t d = 0; d < nd && used + nb < want; d++) {
-        if (data_split_doc_len(r->split, d) < L + S + 1) {
-            if (mi == 0 && ci == 0) r->skipped++;
-            continue;
-        }
+    for (int64_t i = 0; i < cd->pick.n; i++) {
+        int64_t d = cd->pick.doc[i];
         read_doc(&x, d, x.tok[nb], buf, m->cfg.vocab_size);
         if (x.cls) answer_classify(rule, buf, L + S, x.cls[nb]);
         x.doc[nb] = d;
@@ -344,8 +363,9 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
     char fin[96];
     snprintf(fin, sizeof fin, " %lld document(s) at L = %lld done", (long long)used, (long long)L);
     progress_end(&x.pr, x.tokens_done, fin);
-    KV_CHECK(used > 0, "no document of split '%s' has the %lld tokens context %lld + last %lld + 1 needs (%lld skipped)",
-             a->split, (long long)(L + S + 1), (long long)L, (long long)S, (long long)r->skipped);
+    KV_CHECK(used > 0, "no document of split '%s' has the %lld tokens context %lld + last %lld + 1 needs (%lld skipped)%s",
+             a->split, (long long)(L + S + 1), (long long)L, (long long)S, (long long)cd->pick.skipped_short,
+             cd->pick.skipped_copy > 0 ? " with a copy share within --max-copy-share" : "");
     for (int v = 0; v < r->n_var; v++) {
         EvalCell *c = cell(r, v, ci, mi);
         c->ms_per_token /= (double)used, c->kv_bytes_per_token /= (double)used;
@@ -390,6 +410,7 @@ static void model_off_device(EvalRun *r) {
  * refused naming the option instead of running clamped, or past a buffer,
  * under a label that shows the asked value. */
 static void check_options(const EvalArgs *a) {
+    KV_CHECK(a->max_copy >= 0 && a->max_copy <= 1, "eval: --max-copy-share %g is not a share in [0, 1]", a->max_copy);
     eval_check_shared_policy_options("eval", a->kernel, a->window, a->sinks);
     eval_check_window("eval", "--tova-window", a->tova_window);
     eval_check_window("eval", "--kvec-window", a->kvec_window);
@@ -435,7 +456,8 @@ static int write_finished(const EvalRun *r, const char *path, const char *device
         for (int c = 0; c < r->n_ctx; c++)
             for (int m = 0; m < r->n_models; m++)
                 if (r->done[c * r->n_models + m]) done[n++] = *cell(r, v, c, m);
-    int non_finite = eval_write_json(path, done, n, r->skipped, device);
+    EvalDocRule rule = {r->skipped, doc_pick_names[r->pick], r->a->max_copy};
+    int non_finite = eval_write_json(path, done, n, &rule, device);
     free(done);
     return non_finite;
 }
@@ -459,7 +481,8 @@ int cmd_eval(int argc, char **argv) {
                   .tova_window = d.tova_window, .head_sets = policy_head_sets_names[d.head_sets],
                   .h2o_recent = d.h2o_recent, .h2o_score = policy_h2o_score_names[d.h2o_score], .once = d.once,
                   .refresh_query = policy_query_rope_names[d.refresh_query], .kvec_window = d.kvec_window,
-                  .restkv_grow = d.restkv_grow, .restkv_shift = policy_restkv_shift_names[d.restkv_shift]};
+                  .restkv_grow = d.restkv_grow, .restkv_shift = policy_restkv_shift_names[d.restkv_shift],
+                  .pick = doc_pick_names[DOC_PICK_FIRST], .max_copy = 1.0};
     const Option opts[] = {
         {"model", OPT_STRINGS, &a.models, "DIR", "model directory (native or HF); give two for before -> after"},
         {"data", OPT_STRING, &a.data, "DIR", "prepared data directory (kvcpt prepare --out)"},
@@ -493,6 +516,8 @@ int cmd_eval(int argc, char **argv) {
         {"compress-once", OPT_FLAG, &a.once, NULL, "policies choose at the first decode step only, then keep every new token (kvpress)"},
         {"dump", OPT_STRING, &a.dump, "FILE", "JSON lines: per document and variant the keys kept after prefill and the S NLLs"},
         {"max-docs", OPT_COUNT, &a.max_docs, "N", "evaluate at most N documents; 0: all"},
+        {"pick", OPT_STRING, &a.pick, "first|interleave", "documents in the split's order, or round robin over the inputs prepare recorded"},
+        {"max-copy-share", OPT_FLOAT, &a.max_copy, "F", "pass over a document when more than F of its scored tokens copy an earlier 8-gram of the window"},
         {"batch", OPT_POSITIVE, &a.batch, "N", "documents decoded together (same results for any N)"},
         {"bootstrap", OPT_POSITIVE, &a.boot, "N", "bootstrap resamples for the 95% interval"},
         {"out", OPT_STRING, &a.out, "DIR", "writes eval.json and eval.png there"},
@@ -538,6 +563,8 @@ int cmd_eval(int argc, char **argv) {
     path_fmt(dir, sizeof dir, "%s/%s", a.data, a.split);
     DataSplit *split = data_split_open(dir);
     r.split = split;
+    r.pick = policy_enum_parse("--pick", a.pick, doc_pick_names, 2);
+    doc_sources_load(&r.sources, a.data, a.split, data_split_num_docs(split));
     check_contexts(&r);
     Device dev = backend_resolve(a.device);
     eval_prepare_out_dir("eval", "--out", a.out);
@@ -550,6 +577,7 @@ int cmd_eval(int argc, char **argv) {
     int n_cells = r.n_var * r.n_ctx * r.n_models;
     r.cells = xcalloc((size_t)n_cells, sizeof(EvalCell));
     r.done = xcalloc((size_t)(r.n_ctx * r.n_models), 1);
+    r.docs = xcalloc((size_t)(r.n_ctx * r.n_models), sizeof(ContextDocs));
     char path[4200];
     path_fmt(path, sizeof path, "%s/eval.json", a.out);
     int non_finite = 0;
@@ -570,6 +598,8 @@ int cmd_eval(int argc, char **argv) {
         rename_check(r.dump_tmp, a.dump);
     }
     eval_print_table(r.cells, n_cells, r.n_models, r.n_ctx);
+    EvalDocRule rule = {r.skipped, doc_pick_names[r.pick], a.max_copy};
+    eval_print_documents(r.cells, n_cells, r.n_models, r.n_ctx, &rule);
     eval_print_answers(r.cells, n_cells, r.n_models, r.n_ctx);
     printf("wrote %s (%lld documents skipped as shorter than context + last + 1)\n", path, (long long)r.skipped);
     path_fmt(path, sizeof path, "%s/eval.png", a.out);
@@ -590,6 +620,9 @@ int cmd_eval(int argc, char **argv) {
     }
     free(r.cells);
     free(r.done);
+    for (int i = 0; i < r.n_ctx * r.n_models; i++) doc_pick_free(&r.docs[i].pick), free(r.docs[i].source);
+    free(r.docs);
+    doc_sources_free(&r.sources);
     free((void *)a.models.items);
     data_split_close(split);
     return 0;

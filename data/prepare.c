@@ -117,7 +117,7 @@ static void show_progress(Prepare *p, int final) {
 static json_t *process_input(Prepare *p, const char *path) {
     DocReader *r = doc_reader_open(path);
     Doc *docs = xcalloc(BATCH_DOCS, sizeof(Doc));
-    int64_t read = 0, kept = 0, base_raw = p->raw_bytes_done;
+    int64_t read = 0, kept = 0, base_raw = p->raw_bytes_done, kept_split[SPLIT_COUNT] = {0};
     for (;;) {
         int n = 0;
         size_t bytes = 0;
@@ -137,7 +137,7 @@ static json_t *process_input(Prepare *p, const char *path) {
         for (int i = 0; i < n; i++) {
             if (docs[i].ids.n < p->o->min_tokens) continue;
             write_doc(p, &docs[i]);
-            kept++;
+            kept++, kept_split[docs[i].split]++;
         }
         read += n;
         p->docs_read += n;
@@ -154,8 +154,13 @@ static json_t *process_input(Prepare *p, const char *path) {
     int64_t raw = doc_reader_raw_bytes(r);
     doc_reader_close(r, sha);
     p->docs_dropped += read - kept;
-    json_t *entry = json_pack("{s:s, s:s, s:I, s:I, s:I}", "path", path, "sha256", sha, "bytes", (json_int_t)raw,
-                              "documents", (json_int_t)read, "documents_kept", (json_int_t)kept);
+    /* a split's documents are written in input order, so these counts give
+     * each document of a split its input: where eval draws from every source */
+    json_t *entry = json_pack("{s:s, s:s, s:I, s:I, s:I, s:{s:I, s:I, s:I}}", "path", path, "sha256", sha, "bytes",
+                              (json_int_t)raw, "documents", (json_int_t)read, "documents_kept", (json_int_t)kept,
+                              "kept_per_split", split_names[SPLIT_TRAIN], (json_int_t)kept_split[SPLIT_TRAIN],
+                              split_names[SPLIT_DEV], (json_int_t)kept_split[SPLIT_DEV], split_names[SPLIT_TEST],
+                              (json_int_t)kept_split[SPLIT_TEST]);
     if (!entry) die("prepare: cannot build the manifest entry of input '%s'", path);
     return entry;
 }

@@ -263,11 +263,13 @@ static void cpu_attend(DecodeEngine *const *e, Policy *const *p, StepRows *r, in
         float *kt = d->kt ? d->kt[l] : d->kc[l], *vt = d->kt ? d->vt[l] : d->vc[l];
         memcpy(kt + (pos - split) * KD, r->k + b * KD, sizeof(float) * (size_t)KD);
         memcpy(vt + (pos - split) * KD, r->v + b * KD, sizeof(float) * (size_t)KD);
+        double t0 = now_seconds(); /* one row runs on one thread: its own time */
         int64_t stride = engine_choose_keys(d, p[b], l, pos, r->q_raw + b * QD);
         float *probs = p[b]->update ? d->probs : NULL;
         attention_decode_split_cpu(r->att + b * QD, probs, r->q + b * QD, d->kc[l], d->vc[l], kt, vt, split,
                                    d->key_buf, d->off, d->n, stride, Hq, Hkv, D);
         if (p[b]->update) p[b]->update(p[b], l, pos, d->keys, d->n, probs, stride);
+        d->own_s += now_seconds() - t0;
     }
 }
 
@@ -298,7 +300,7 @@ static const DecodeBackend cpu_backend = {.ops = &cpu_decode_ops,
 /* One layer of one decode step for every document: the projections as one
  * (nb, in) x (in, out) product, attention and policy per document. */
 static void decode_layer(const DecodeBackend *be, DecodeEngine *const *e, Policy *const *p, StepRows *r, int64_t l,
-                         int64_t pos) {
+                         int64_t pos, double *attend_s) {
     const LlamaOps *o = be->ops;
     const LlamaConfig *c = &e[0]->m->cfg;
     const LayerTensors *w = &e[0]->w->layers[l];
@@ -309,7 +311,9 @@ static void decode_layer(const DecodeBackend *be, DecodeEngine *const *e, Policy
     o->matmul_forward(r->q, r->xn, w->wq, nb, C, QD);
     o->matmul_forward(r->k, r->xn, w->wk, nb, C, KD);
     o->matmul_forward(r->v, r->xn, w->wv, nb, C, KD);
+    double t0 = now_seconds();
     be->attend(e, p, r, l, pos);
+    *attend_s += now_seconds() - t0;
     o->matmul_forward(r->o, r->att, w->wo, nb, QD, C);
     o->residual_add(r->x, r->o, nb * C);
     o->rmsnorm_forward(r->xn, r->rstd, r->x, w->mlp_norm, nb, C, eps);
@@ -317,6 +321,10 @@ static void decode_layer(const DecodeBackend *be, DecodeEngine *const *e, Policy
     o->swiglu_forward(r->h, r->gu, nb, F);
     o->matmul_forward(r->o, r->h, w->wdown, nb, F, C);
     o->residual_add(r->x, r->o, nb * C);
+}
+
+double engine_kv_bytes(const DecodeEngine *e) {
+    return (double)e->kv_reads * 2.0 * (double)e->m->cfg.head_dim * sizeof(float);
 }
 
 double nll_of(const float *logits, int64_t V, int32_t target) {
@@ -370,6 +378,9 @@ void engine_decode_batch_top1(DecodeEngine *const *e, Policy *const *p, const in
         KV_CHECK(S >= 1 && L + S <= e[b]->cap, "eval: L + S = %lld exceeds the engine's %lld positions",
                  (long long)(L + S), (long long)e[b]->cap);
     }
+    double t_call = now_seconds(), attend_s = 0, own_sum = 0;
+    double *own0 = xmalloc(sizeof(double) * (size_t)nb);
+    for (int64_t b = 0; b < nb; b++) own0[b] = e[b]->own_s;
     policies_init(be, e, p, nb);
     for (int64_t b = 0; b < nb; b++) score_token(e[b]->prefill_logits, V, tokens[b][L], nll + b * S, top1 ? top1 + b * S : NULL);
     StepRows r;
@@ -377,7 +388,7 @@ void engine_decode_batch_top1(DecodeEngine *const *e, Policy *const *p, const in
     for (int64_t i = 1; i < S; i++) {
         int64_t pos = L + i - 1;
         be->embed(e, &r, tokens, pos);
-        for (int64_t l = 0; l < c->num_hidden_layers; l++) decode_layer(be, e, p, &r, l, pos);
+        for (int64_t l = 0; l < c->num_hidden_layers; l++) decode_layer(be, e, p, &r, l, pos, &attend_s);
         be->ops->rmsnorm_forward(r.xn, r.rstd, r.x, e[0]->w->final_norm, nb, C, (float)c->rms_norm_eps);
         be->ops->matmul_forward(r.logits, r.xn, e[0]->w->lm_head, nb, C, V);
         const float *logits = be->logits(&r, c);
@@ -387,6 +398,13 @@ void engine_decode_batch_top1(DecodeEngine *const *e, Policy *const *p, const in
         if (e[0]->on_step) e[0]->on_step(e[0]->step_ctx, i, S - 1);
     }
     be->rows_free(&r);
+    /* the wall time, apportioned to the rows (engine.h) */
+    double wall = now_seconds() - t_call, shared = wall > attend_s ? wall - attend_s : 0;
+    for (int64_t b = 0; b < nb; b++) own_sum += e[b]->own_s - own0[b];
+    for (int64_t b = 0; b < nb; b++)
+        e[b]->decode_s += shared / (double)nb +
+                          (own_sum > 0 ? (wall - shared) * (e[b]->own_s - own0[b]) / own_sum : (wall - shared) / (double)nb);
+    free(own0);
 }
 
 void engine_decode_batch(DecodeEngine *const *e, Policy *const *p, const int32_t *const *tokens, int64_t nb,

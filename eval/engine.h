@@ -37,6 +37,11 @@ typedef struct {
     int32_t *key_buf;
     int64_t *off, *n;                 /* the step's packed key lists (kernels/attention_decode.h) */
     int64_t kv_reads;                 /* cached (position, KV head) entries read, summed over layers */
+    /* wall seconds of this row's own decode work on the CPU (key choice,
+     * attention over the kept keys, the policy's update), summed over steps */
+    double own_s;
+    /* this row's share of engine_decode_batch's wall time (see there), summed over calls */
+    double decode_s;
     float *prefill_logits;            /* (V) logits of position L-1 (host) */
     int32_t *first_keys;              /* NULL, or (layers, Hkv, L): the keys of the first decode step (position L) */
     int64_t *first_n;                 /* (layers, Hkv) their counts (engine_record_first_step) */
@@ -77,13 +82,21 @@ void engine_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L);
 void engine_decode(DecodeEngine *e, Policy *p, const int32_t *tokens, int64_t S, double *nll);
 /* engine_decode for nb documents at once: document b (prefilled in e[b],
  * every e[b] with the same model, backend and L) runs its own policy p[b]
- * over tokens[b]; its S NLLs go to nll + b*S. */
+ * over tokens[b]; its S NLLs go to nll + b*S. The call's wall time is added
+ * to the rows' decode_s: the part outside attention (projections, norms,
+ * logits: the same work for every row) in equal shares, the attention part
+ * in proportion to each row's own_s, so a row's decode_s is what its policy
+ * cost and the shares sum to the wall time (equal shares where no row
+ * measured own_s, as on the GPU, whose rows of one call are one policy). */
 void engine_decode_batch(DecodeEngine *const *e, Policy *const *p, const int32_t *const *tokens, int64_t nb,
                          int64_t S, double *nll);
 /* engine_decode_batch that also writes top1 + b*S: 1 where the target is
  * the most likely token (argmax_of), 0 elsewhere; top1 may be NULL. */
 void engine_decode_batch_top1(DecodeEngine *const *e, Policy *const *p, const int32_t *const *tokens, int64_t nb,
                               int64_t S, double *nll, uint8_t *top1);
+/* Bytes of cached keys and values the engine's decode steps read so far:
+ * kv_reads entries of D floats, keys and values. */
+double engine_kv_bytes(const DecodeEngine *e);
 /* -log softmax(logits)[target] in double. */
 double nll_of(const float *logits, int64_t V, int32_t target);
 /* The index of the largest logit, the lowest one among equals (as

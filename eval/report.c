@@ -11,6 +11,7 @@
 #include "../common/rng.h"
 #include "../common/util.h"
 #include "../kernels/blas.h"
+#include "doc_pick.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -140,7 +141,23 @@ static json_t *answers_json(const EvalCell *c) {
     return o;
 }
 
-int eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skipped_short, const char *device) {
+static json_t *int_array(const int64_t *x, int64_t n) {
+    json_t *a = json_array();
+    KV_CHECK(a != NULL, "eval.json: out of memory");
+    for (int64_t i = 0; i < n; i++)
+        KV_CHECK(json_array_append_new(a, json_integer((json_int_t)x[i])) == 0, "eval.json: out of memory");
+    return a;
+}
+
+static json_t *string_array(const char *const *x, int64_t n) {
+    json_t *a = json_array();
+    KV_CHECK(a != NULL, "eval.json: out of memory");
+    for (int64_t i = 0; i < n; i++)
+        KV_CHECK(json_array_append_new(a, json_string(x[i])) == 0, "eval.json: out of memory");
+    return a;
+}
+
+int eval_write_json(const char *path, const EvalCell *cells, int n, const EvalDocRule *rule, const char *device) {
     json_t *arr = json_array();
     int non_finite = 0;
     KV_CHECK(arr != NULL, "eval.json: out of memory");
@@ -169,6 +186,12 @@ int eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skip
         set_checked(o, "decode_ms_per_token", json_number_or_null(c->ms_per_token));
         set_checked(o, "kv_bytes_per_token", json_number_or_null(c->kv_bytes_per_token));
         set_checked(o, "ppl_per_document", docs);
+        if (c->doc_index) {
+            set_checked(o, "document_index", int_array(c->doc_index, c->n_docs));
+            if (c->doc_source) set_checked(o, "document_source", string_array(c->doc_source, c->n_docs));
+            set_checked(o, "copy_share_per_document", number_array(c->doc_copy, c->n_docs));
+            set_checked(o, "documents_skipped_copy_share", json_integer((json_int_t)c->skipped_copy));
+        }
         if (c->stride_info[0]) set_checked(o, "effective_stride_per_layer", json_loads(c->stride_info, 0, NULL));
         set_checked(o, "top1_accuracy", json_number_or_null(top1_accuracy(c)));
         set_checked(o, "per_step", per_step_json(c));
@@ -183,7 +206,10 @@ int eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skip
     /* the BLAS beside the device: another core type may give other bits */
     set_checked(root, "blas", blas_info_json());
     set_checked(root, "results", arr);
-    set_checked(root, "documents_skipped_too_short", json_integer((json_int_t)skipped_short));
+    set_checked(root, "documents_skipped_too_short", json_integer((json_int_t)rule->skipped_short));
+    set_checked(root, "document_pick", json_string(rule->pick));
+    set_checked(root, "max_copy_share", json_real(rule->max_copy));
+    set_checked(root, "copy_ngram", json_integer(DOC_COPY_NGRAM));
     set_checked(root, "cells_not_finite", json_integer(non_finite));
     char tmp[4200];
     path_fmt(tmp, sizeof tmp, "%s.tmp", path);
@@ -193,6 +219,32 @@ int eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skip
     rename_check(tmp, path);
     json_decref(root);
     return non_finite;
+}
+
+void eval_print_documents(const EvalCell *cells, int n, int n_models, int n_contexts, const EvalDocRule *rule) {
+    (void)n;
+    for (int ci = 0; ci < n_contexts; ci++) {
+        const EvalCell *c = &cells[ci * n_models]; /* the first policy's cell: every policy scores the same documents */
+        if (!c->doc_index) continue;
+        double mean = 0, mx = 0;
+        for (int64_t d = 0; d < c->n_docs; d++) mean += c->doc_copy[d], mx = c->doc_copy[d] > mx ? c->doc_copy[d] : mx;
+        mean /= c->n_docs > 0 ? (double)c->n_docs : 1.0;
+        printf("documents at L = %lld: %lld (pick %s", (long long)c->context, (long long)c->n_docs, rule->pick);
+        /* per input, in the order the inputs first appear */
+        for (int64_t d = 0; c->doc_source && d < c->n_docs; d++) {
+            int64_t k = 0, seen = 0;
+            for (int64_t e = 0; e < c->n_docs; e++) {
+                seen += e < d && strcmp(c->doc_source[e], c->doc_source[d]) == 0;
+                k += strcmp(c->doc_source[e], c->doc_source[d]) == 0;
+            }
+            if (!seen) printf("%s %s %lld", d ? "," : ":", c->doc_source[d], (long long)k);
+        }
+        printf("); scored tokens copying an earlier %d-gram of the window: mean %.3f, max %.3f", DOC_COPY_NGRAM, mean,
+               mx);
+        if (rule->max_copy < 1) printf("; %lld passed over above --max-copy-share %g", (long long)c->skipped_copy,
+                                       rule->max_copy);
+        printf("\n");
+    }
 }
 
 int eval_plot(const char *png, const EvalCell *cells, int n, int n_models, int n_contexts) {

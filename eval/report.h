@@ -13,6 +13,10 @@ typedef struct {
     int64_t context, budget, last;
     int64_t n_docs;
     double *doc_nll;      /* sum of NLL over the scored tokens of each document */
+    const int64_t *doc_index;      /* (n_docs) each document's index in the split, in doc_nll's order */
+    const double *doc_copy;        /* (n_docs) the share of its scored tokens that copy (eval/doc_pick.h) */
+    const char *const *doc_source; /* (n_docs) its input as the manifest records it; NULL: not recorded */
+    int64_t skipped_copy;          /* documents passed over for a copy share above the limit */
     double ppl, lo, hi;   /* exp(mean NLL over all tokens) and its 95% interval */
     double ms_per_token, kv_bytes_per_token;
     char stride_info[512];/* refreshkv: effective stride per layer */
@@ -28,9 +32,19 @@ typedef struct {
 void eval_cell_finish(EvalCell *c, int64_t n_boot, uint64_t seed);
 /* Rows = policies, columns = context x model ("before -> after" with two models). */
 void eval_print_table(const EvalCell *cells, int n, int n_models, int n_contexts);
+/* How the documents were chosen, for eval.json and the summary lines. */
+typedef struct {
+    int64_t skipped_short; /* at the first context: documents passed over as too short */
+    const char *pick;      /* "first" or "interleave" (eval/doc_pick.h) */
+    double max_copy;       /* the copy-share limit; 1: none */
+} EvalDocRule;
+
 /* Returns the number of cells whose perplexity is not finite (written as
  * null with "finite": false). */
-int eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skipped_short, const char *device);
+int eval_write_json(const char *path, const EvalCell *cells, int n, const EvalDocRule *rule, const char *device);
+/* Per context, the first model's documents: how many from each input, the
+ * share of scored tokens that copy, and those passed over. */
+void eval_print_documents(const EvalCell *cells, int n, int n_models, int n_contexts, const EvalDocRule *rule);
 /* The bar chart of every cell's perplexity. Returns 1 when the PNG was
  * drawn, 0 after the plot code's warning saying why not. */
 int eval_plot(const char *png, const EvalCell *cells, int n, int n_models, int n_contexts);

@@ -31,6 +31,15 @@
 # The CPT is gentle, as in the paper (lr 5e-6, warm-up and linear decay): lr
 # 1/100 of the last pretraining stage's, 10 warm-up steps, linear decay to
 # zero; S is the eval's S.
+#
+# ARMS (default mask,causal; launch/arms.sh) are the CPTs run from the
+# pretrained model, alike but for the attention they train under: mask (the
+# RefreshKV mask; cpt/, evaluated before -> after in eval/) and its control,
+# causal (plain causal attention, the same steps, batch, data order and
+# schedule; cpt-causal/, evaluated in eval-causal/), and optionally the masks
+# that match inference (evict, restride<r>, evict+restride<r>). Whether the
+# mask's CPT helps a policy more than CPT itself does is the mask arm over the
+# causal arm on the same documents: scripts/demo_seeds.py reports it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # every variable, its default and its range, checked before any work (launch/lib/env.sh)
@@ -53,6 +62,10 @@ env_int STEPS_1 250 0 1000000000; env_int STEPS_2 300 0 1000000000; env_int STEP
 env_int STEPS_4 300 0 1000000000; env_int CPT_STEPS 60 0 1000000000
 env_number PRETRAIN_LR 3e-3 0 1; env_number LONG_LR 1e-3 0 1; env_number CPT_LR 1e-5 0 1
 env_int EVAL_DOCS 100 0 1000000000
+env_names ARMS mask,causal "mask, causal, evict, restride<r>, evict+restride<r> (r >= 1)" mask causal evict \
+    'restride[1-9][0-9]*' 'evict\+restride[1-9][0-9]*'
+[[ ",$ARMS," == *,mask,* ]] || env_fail "ARMS holds no mask arm ('$ARMS'); the demo's CPT is the mask's"
+. launch/arms.sh
 # One BLAS thread and passive OpenMP waiting: the trainer's OpenMP loops and
 # OpenBLAS's own thread pool otherwise fight over the 2 cores (measured on the
 # demo model: 13.3k -> 28k tokens/s).
@@ -64,8 +77,10 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAI
 if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | grep -qw avx2; then
     export OPENBLAS_CORETYPE=Haswell
 fi
-[ "${OPENBLAS_CORETYPE:-}" = Haswell ] ||
-    echo "demo: note: OpenBLAS core ${OPENBLAS_CORETYPE:-of OpenBLAS's choosing}, not Haswell: the figures will differ from docs/results-demo.md's in the last digits or more"
+if [ "${OPENBLAS_CORETYPE:-}" != Haswell ]; then
+    core=${OPENBLAS_CORETYPE:-"chosen by OpenBLAS"}
+    echo "demo: note: OpenBLAS core $core, not Haswell: the figures will differ from those in docs/results-demo.md, in the last digits or more"
+fi
 
 [ -x ./kvcpt ] || make -j"$(nproc)"
 mkdir -p "$OUT"
@@ -99,11 +114,21 @@ train_stage stage1 random "$OUT/model.json" "$OUT/data-1" 24 8 128 "$STEPS_1" "$
 train_stage stage2 pretrained "$OUT/stage1/model" "$OUT/data-2" 96 32 32 "$STEPS_2" "$PRETRAIN_LR"
 train_stage stage3 pretrained "$OUT/stage2/model" "$OUT/data-3" 352 32 16 "$STEPS_3" "$PRETRAIN_LR"
 train_stage pretrain pretrained "$OUT/stage3/model" "$OUT/data" "$L" "$S" 8 "$STEPS_4" "$LONG_LR"
-stage "cpt" "$OUT/cpt/model/model.kvcpt" ./kvcpt train --resume "${common[@]}" --set optim=adamw8bit \
-    --set model="$OUT/pretrain/model" --set init=pretrained --set data="$OUT/data" --set mask=1 --set L="$L" \
-    --set S="$S" --set K="$K" --set global_batch=8 --set micro_batch=8 --set steps="$CPT_STEPS" --set lr="$CPT_LR" \
-    --set schedule=linear --set warmup_steps=10 --set out="$OUT/cpt"
-stage "eval" "$OUT/eval/eval.json" ./kvcpt eval --model "$OUT/pretrain/model" --model "$OUT/cpt/model" --data "$OUT/data" \
-    --L "$L" --S "$S" --K L/8 --refresh-qc 5,10 --refresh-fixed 10,25 --max-docs "$EVAL_DOCS" \
+cpt_arm() { # cpt_arm ARM DIR: one arm's CPT, every arm with the same steps, batch, data order and schedule
+    # shellcheck disable=SC2046  # arm_sets gives whole --set words
+    stage "$(basename "$2")" "$2/model/model.kvcpt" ./kvcpt train --resume "${common[@]}" --set optim=adamw8bit \
+        --set model="$OUT/pretrain/model" --set init=pretrained --set data="$OUT/data" $(arm_sets "$1") --set L="$L" \
+        --set S="$S" --set K="$K" --set global_batch=8 --set micro_batch=8 --set steps="$CPT_STEPS" --set lr="$CPT_LR" \
+        --set schedule=linear --set warmup_steps=10 --set out="$2"
+}
+cpt_arm mask "$OUT/cpt"
+evals=(--data "$OUT/data" --L "$L" --S "$S" --K L/8 --refresh-qc 5,10 --refresh-fixed 10,25 --max-docs "$EVAL_DOCS")
+stage "eval" "$OUT/eval/eval.json" ./kvcpt eval --model "$OUT/pretrain/model" --model "$OUT/cpt/model" "${evals[@]}" \
     --out "$OUT/eval"
-echo "demo: results in $OUT/eval (eval.json; eval.png, the PPL bars; eval_steps*.png, top-1 accuracy per decode step; the eval stage prints both tables); stage times in $OUT/stage_seconds.txt"
+for arm in ${ARMS//,/ }; do
+    [ "$arm" = mask ] && continue
+    cpt_arm "$arm" "$OUT/cpt-$arm"
+    stage "eval-$arm" "$OUT/eval-$arm/eval.json" ./kvcpt eval --model "$OUT/cpt-$arm/model" "${evals[@]}" \
+        --out "$OUT/eval-$arm"
+done
+echo "demo: results in $OUT/eval (eval.json; eval.png, the PPL bars; eval_steps*.png, top-1 accuracy per decode step; the eval stage prints both tables); the other arms' in $OUT/eval-ARM (scripts/demo_seeds.py compares the mask arm with each); stage times in $OUT/stage_seconds.txt"

@@ -6,7 +6,13 @@
 # S = 50 and K = L/8 (the RefreshKV paper's Table 5 setting), 95% intervals.
 # A context above 8192 is beyond what the model was trained on and is
 # labelled so. The same documents serve every context: the data keeps only
-# documents long enough for the largest one.
+# documents long enough for the largest one. They are drawn from every
+# corpus file in turn (PICK=interleave; PICK=first takes the test split's
+# order, where the first file fills the pick), and for each the share of
+# scored tokens that copy an earlier 8-token sequence of the window is
+# recorded; MAX_COPY_SHARE=F (default 1: none) scores only windows whose
+# share is at most F, so the documents may then differ between contexts
+# (docs/eval.md, "Which documents").
 #
 # Each context is a stage of its own, skipped when its eval.json exists, so a
 # cut-off run continues where it stopped: just run it again. At the end
@@ -15,17 +21,21 @@
 #   CONTEXTS=2048,4096,8192,16384 EVAL_DOCS=8 launch/realmodel.sh
 #   CONTEXTS=256 S=8 EVAL_DOCS=2 QC=5 OUT=/tmp/rm launch/realmodel.sh     # a smoke run
 #
-# CPT_STEPS=N > 0 adds the paper's experiment after that eval: RefreshKV
-# continued pretraining from the pretrained checkpoint with the paper's mask
-# (L = CPT_L, default the largest context; S; K = L/8) and its recipe scaled
+# CPT_STEPS=N > 0 adds the paper's experiment after that eval, with its
+# control: continued pretraining from the pretrained checkpoint (L = CPT_L,
+# default the largest context; S; K = L/8) with the paper's recipe scaled
 # down: lr 5e-6 (CPT_LR), CPT_WARMUP warm-up steps then linear decay to 0,
-# 8-bit AdamW, gradient clip 1.0, CPT_BATCH sequences per step; once per seed
-# of SEEDS (the data order; default 1,2,3), each CPT model then evaluated with
-# every policy at every context; scripts/realmodel_cpt_table.py then writes
-# $OUT/cpt-summary.md, before -> after with 95% intervals across the seeds.
-# CPT_MASKS adds variants of the mask that match inference (comma list of
-# evict, restride<r>, evict+restride<r>: train keys mask_evict=1 and
-# mask_restride=r), each run for the seeds of MASK_SEEDS (default SEEDS).
+# 8-bit AdamW, gradient clip 1.0, CPT_BATCH sequences per step; once per arm
+# of ARMS and seed of SEEDS (the data order; default 1,2,3). The arms
+# (default mask,causal) differ only in the attention they train under:
+# mask the paper's RefreshKV mask, causal plain causal attention (the
+# control: same tokens, data order and schedule), and the masks that match
+# inference, evict, restride<r> and evict+restride<r> (train keys
+# mask_evict=1, mask_restride=r). Each CPT model is then evaluated with every
+# policy at every context; scripts/realmodel_cpt_table.py writes
+# $OUT/cpt-summary.md: per policy the mask arm over the causal arm with
+# paired intervals and tests over documents, each arm's before -> after,
+# the documents' sources and copy shares.
 # Each CPT model is also exported as Hugging Face safetensors (DIR/hf).
 # Every CPT, export and eval is a stage of its own with the same skip rule; a
 # CPT cut off resumes from its last checkpoint (every CPT_CKPT steps).
@@ -33,9 +43,12 @@
 # 2 sequences at L = 1024 takes about 27 s on the quiet VM (50 s beside a
 # test suite) and 4.5 GB peak RSS, so 24 steps (52k tokens) took 11 to 20
 # minutes a seed and each eval of 12 documents 2 to 3 minutes: 52 minutes in
-# all. The masks that match inference were run at 8 steps (17k tokens).
-#   CONTEXTS=1024 EVAL_DOCS=12 QC=5,10 CPT_STEPS=24 CPT_CKPT=8 launch/realmodel.sh
-#   CONTEXTS=1024 EVAL_DOCS=12 QC=5,10 CPT_STEPS=8 CPT_MASKS=evict,restride10 MASK_SEEDS=1,2,3 launch/realmodel.sh
+# all. The masks that match inference were run at 8 steps (17k tokens). Those
+# runs had neither the control arm nor documents from every source (they
+# took the first 12 of the test split, all TeX manuals); with the control
+# each seed costs two CPTs:
+#   CONTEXTS=1024 EVAL_DOCS=48 QC=5,10 CPT_STEPS=24 CPT_CKPT=8 launch/realmodel.sh
+#   CONTEXTS=1024 EVAL_DOCS=48 QC=5,10 CPT_STEPS=8 ARMS=mask,causal,evict,restride10 launch/realmodel.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # every variable, its default and its range, checked before any work (launch/lib/env.sh)
@@ -43,10 +56,21 @@ cd "$(dirname "$0")/.."
 env_text OUT runs/realmodel; env_text CORPUS ../shared/corpus; env_text MODEL third_party/models/smollm2-135m
 env_ints CONTEXTS 2048,4096,8192 8 1048576; env_int S 50 1 65536; env_int EVAL_DOCS 8 0 1000000000
 env_ints QC 5,10 1 1000000; env_int CPT_STEPS 0 0 1000000000; env_number CPT_LR 5e-6 0 1
-env_int CPT_BATCH 2 1 1000000; env_ints SEEDS 1,2,3 0 2147483647; env_ints MASK_SEEDS "$SEEDS" 0 2147483647
-env_names CPT_MASKS "" "evict, restride<r>, evict+restride<r> (r >= 1)" evict 'restride[1-9][0-9]*' 'evict\+restride[1-9][0-9]*'
-env_int CPT_CKPT 4 0 1000000000; env_int CPT_L "$(env_max "$CONTEXTS")" 8 "$(env_max "$CONTEXTS")"
+env_int CPT_BATCH 2 1 1000000; env_ints SEEDS 1,2,3 0 2147483647
+env_int CPT_L "$(env_max "$CONTEXTS")" 8 "$(env_max "$CONTEXTS")"
 env_int CPT_WARMUP $((CPT_STEPS >= 20 ? CPT_STEPS / 10 : 1)) 0 1000000000
+env_int CPT_CKPT 4 0 1000000000
+env_names ARMS mask,causal "mask, causal, evict, restride<r>, evict+restride<r> (r >= 1)" mask causal evict \
+    'restride[1-9][0-9]*' 'evict\+restride[1-9][0-9]*'
+[ -n "$ARMS" ] || env_fail "ARMS is empty; e.g. ARMS=mask,causal"
+env_names PICK interleave "first or interleave" first interleave
+[[ "$PICK" =~ ^(first|interleave)$ ]] || env_fail "PICK is '$PICK'; one of first, interleave"
+env_text MAX_COPY_SHARE 1
+[[ "$MAX_COPY_SHARE" =~ ^(0(\.[0-9]+)?|1(\.0*)?|\.[0-9]+)$ ]] || env_fail "MAX_COPY_SHARE holds '$MAX_COPY_SHARE', not a share in [0, 1]"
+for v in CPT_MASKS MASK_SEEDS; do # replaced by ARMS, which runs every arm for every seed of SEEDS
+    [ -z "${!v:-}" ] || env_fail "$v is replaced by ARMS (e.g. ARMS=mask,causal,evict,restride10, every arm for every seed of SEEDS)"
+done
+. launch/arms.sh
 [ -x ./kvcpt ] || make -j"$(nproc)" kvcpt
 for f in config.json model.safetensors tokenizer.json; do
     [ -f "$MODEL/$f" ] || { echo "realmodel: $MODEL/$f is missing; run make setup" >&2; exit 1; }
@@ -73,12 +97,14 @@ for L in ${CONTEXTS//,/ }; do
     stage "evaluate every policy at L = $L (S = $S, K = L/8, $EVAL_DOCS documents)"
     if [ -f "$OUT/eval-$L/eval.json" ]; then echo "done already: $OUT/eval-$L/eval.json" >&2; continue; fi
     timed "eval L=$L" ./kvcpt eval --model "$MODEL" --data "$OUT/data" --split test --L "$L" --S "$S" --K L/8 \
-        --policies all --refresh-qc "$QC" --max-docs "$EVAL_DOCS" --out "$OUT/eval-$L"
+        --policies all --refresh-qc "$QC" --max-docs "$EVAL_DOCS" --pick "$PICK" --max-copy-share "$MAX_COPY_SHARE" \
+        --out "$OUT/eval-$L"
 done
 
 stage "the table"
 python3 scripts/realmodel_table.py --out "$OUT" --model "$MODEL" --contexts "$CONTEXTS" \
-    --command "CONTEXTS=$CONTEXTS S=$S EVAL_DOCS=$EVAL_DOCS QC=$QC launch/realmodel.sh" >"$OUT/results-smollm2.md"
+    --command "CONTEXTS=$CONTEXTS S=$S EVAL_DOCS=$EVAL_DOCS QC=$QC PICK=$PICK MAX_COPY_SHARE=$MAX_COPY_SHARE \
+launch/realmodel.sh" >"$OUT/results-smollm2.md"
 echo "wrote $OUT/results-smollm2.md" >&2
 [[ "$CPT_STEPS" =~ ^[0-9]+$ ]] || { echo "realmodel: CPT_STEPS holds '$CPT_STEPS', not a count" >&2; exit 1; }
 [ "$CPT_STEPS" -gt 0 ] || exit 0
@@ -86,30 +112,20 @@ echo "wrote $OUT/results-smollm2.md" >&2
 CPT_L=${CPT_L:-$largest}
 # the paper warms up for about 1% of its steps; at a few steps one step of warm-up
 CPT_WARMUP=${CPT_WARMUP:-$(( CPT_STEPS >= 20 ? CPT_STEPS / 10 : 1 ))}
-mask_sets() { # the train keys of a mask variant's name
-    case "$1" in
-        paper) echo "" ;;
-        evict) echo "--set mask_evict=1" ;;
-        restride[1-9]*) echo "--set mask_restride=${1#restride}" ;;
-        evict+restride[1-9]*) echo "--set mask_evict=1 --set mask_restride=${1#evict+restride}" ;;
-        *) echo "realmodel: CPT_MASKS holds '$1'; known: evict, restride<r>, evict+restride<r>" >&2; return 1 ;;
-    esac
-}
+# seed by seed, every arm: a cut-off run has the arms of its first seeds whole
 runs=()
-for seed in ${SEEDS//,/ }; do runs+=("paper:$seed"); done
-for m in ${CPT_MASKS//,/ }; do
-    mask_sets "$m" >/dev/null
-    for seed in ${MASK_SEEDS//,/ }; do runs+=("$m:$seed"); done
+for seed in ${SEEDS//,/ }; do
+    [[ "$seed" =~ ^[0-9]+$ ]] || env_fail "SEEDS holds '$seed', not a number"
+    for arm in ${ARMS//,/ }; do runs+=("$arm:$seed"); done
 done
 for r in "${runs[@]}"; do
     m=${r%%:*}; seed=${r#*:}; dir="$OUT/cpt-$m-seed$seed"
-    [[ "$seed" =~ ^[0-9]+$ ]] || { echo "realmodel: a seed is '$seed', not a number" >&2; exit 1; }
-    stage "CPT $m mask, seed $seed: $CPT_STEPS steps of $CPT_BATCH x $((CPT_L + S)) tokens, L = $CPT_L, K = $((CPT_L / 8))"
+    stage "CPT arm $m, seed $seed: $CPT_STEPS steps of $CPT_BATCH x $((CPT_L + S)) tokens, L = $CPT_L, K = $((CPT_L / 8))"
     if [ -f "$dir/model/model.kvcpt" ]; then echo "done already: $dir/model" >&2
     else
-        # shellcheck disable=SC2046  # mask_sets gives whole --set words
+        # shellcheck disable=SC2046  # arm_sets gives whole --set words
         timed "cpt $m seed $seed" ./kvcpt train --resume --set model="$MODEL" --set init=pretrained --set data="$OUT/data" \
-            --set out="$dir" --set mask=1 $(mask_sets "$m") --set L="$CPT_L" --set S="$S" --set K=$((CPT_L / 8)) \
+            --set out="$dir" $(arm_sets "$m") --set L="$CPT_L" --set S="$S" --set K=$((CPT_L / 8)) \
             --set optim=adamw8bit --set lr="$CPT_LR" --set warmup_steps="$CPT_WARMUP" --set schedule=linear \
             --set min_lr_frac=0 --set weight_decay=0 --set grad_clip=1.0 --set global_batch="$CPT_BATCH" \
             --set micro_batch=1 --set steps="$CPT_STEPS" --set seed="$seed" --set eval_batches=0 \
@@ -120,16 +136,18 @@ for r in "${runs[@]}"; do
         timed "export $m seed $seed" ./kvcpt convert --from "$dir/model" --to "$dir/hf" --to-format hf >&2
     fi
     for L in ${CONTEXTS//,/ }; do
-        stage "evaluate the CPT model ($m mask, seed $seed) with every policy at L = $L"
+        stage "evaluate the CPT model (arm $m, seed $seed) with every policy at L = $L"
         if [ -f "$dir/eval-$L/eval.json" ]; then echo "done already: $dir/eval-$L/eval.json" >&2; continue; fi
         timed "eval $m seed $seed L=$L" ./kvcpt eval --model "$dir/model" --data "$OUT/data" --split test --L "$L" \
-            --S "$S" --K L/8 --policies all --refresh-qc "$QC" --max-docs "$EVAL_DOCS" --out "$dir/eval-$L"
+            --S "$S" --K L/8 --policies all --refresh-qc "$QC" --max-docs "$EVAL_DOCS" --pick "$PICK" \
+            --max-copy-share "$MAX_COPY_SHARE" --out "$dir/eval-$L"
     done
 done
 
-stage "the summary across seeds"
-python3 scripts/realmodel_cpt_table.py --out "$OUT" --contexts "$CONTEXTS" --seeds "$SEEDS" --masks "${CPT_MASKS}" \
-    --mask-seeds "$MASK_SEEDS" --command "CONTEXTS=$CONTEXTS S=$S EVAL_DOCS=$EVAL_DOCS QC=$QC CPT_STEPS=$CPT_STEPS \
-CPT_BATCH=$CPT_BATCH CPT_LR=$CPT_LR SEEDS=$SEEDS${CPT_MASKS:+ CPT_MASKS=$CPT_MASKS MASK_SEEDS=$MASK_SEEDS} launch/realmodel.sh" \
-    >"$OUT/cpt-summary.md"
+stage "the summary across arms and seeds"
+python3 scripts/realmodel_cpt_table.py --out "$OUT" --contexts "$CONTEXTS" --seeds "$SEEDS" --arms "$ARMS" \
+    --command "CONTEXTS=$CONTEXTS S=$S EVAL_DOCS=$EVAL_DOCS QC=$QC PICK=$PICK MAX_COPY_SHARE=$MAX_COPY_SHARE \
+CPT_STEPS=$CPT_STEPS CPT_BATCH=$CPT_BATCH CPT_LR=$CPT_LR SEEDS=$SEEDS ARMS=$ARMS launch/realmodel.sh" >"$OUT/cpt-summary.md"
 echo "wrote $OUT/cpt-summary.md" >&2
+# the headline on the terminal: per context, each policy's mask arm over the causal arm, and the answers
+sed -n '/^### L = .*: mask over causal/,/^### L = .*: each arm/{/^### L = .*: each arm/!p}' "$OUT/cpt-summary.md"

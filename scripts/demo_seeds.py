@@ -10,7 +10,13 @@ outlier seed does not swamp the mean): after vs before CPT for every policy,
 and each RefreshKV variant vs SnapKV on the same model and seed. When the
 data marks answers (the mqar task), the PPL of the answers per class (the
 first answer after a jump, the later ones) with after / before ratios, and
-their top-1 accuracy with differences in percentage points.
+their top-1 accuracy with differences in percentage points. When the seeds
+ran control arms (launch/demo.sh's ARMS: plain causal CPT, evaluated in
+eval-causal/), the mask arm over each: per policy the PPL ratio across seeds
+and, paired by document within each seed (the documents are drawn from the
+seed), a bootstrap interval, the exact sign and Wilcoxon signed-rank tests
+with Holm's adjustment over the policies, and the answers' top-1 accuracy
+mask minus control.
 
 Writes OUT/summary.md (what docs/results-demo.md quotes) and
 OUT/summary.json, and prints the table.
@@ -27,6 +33,8 @@ import platform
 import statistics
 import subprocess
 import sys
+
+from paired_stats import doc_bootstrap, fmt_p, holm, sign_test, wilcoxon
 
 # two-sided 95% Student t quantiles by degrees of freedom
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
@@ -50,27 +58,40 @@ def interval(xs):
 
 
 def stage_of(model_path):
-    return "after" if model_path.rstrip("/").endswith("cpt/model") else "before"
+    """before, after (the mask arm's CPT, cpt/) or a control arm's name (cpt-ARM/)"""
+    parent = os.path.basename(os.path.dirname(model_path.rstrip("/")))
+    return "after" if parent == "cpt" else parent[4:] if parent.startswith("cpt-") else "before"
 
 
-def load(out, seeds):
+def arm_evals(out, s):
+    """the eval.json paths of a seed: eval/ (before and the mask arm's after), then each control arm's eval-ARM/"""
+    d = os.path.join(out, f"seed{s}")
+    arms = sorted(x for x in os.listdir(d) if x.startswith("eval-") and
+                  os.path.exists(os.path.join(d, x, "eval.json"))) if os.path.isdir(d) else []
+    return [os.path.join(d, "eval", "eval.json")] + [os.path.join(d, x, "eval.json") for x in arms]
+
+
+def load(out, seeds, docs=None):
     """{(policy, stage): {seed: ppl}}, {(policy, stage, class): {seed: top-1 accuracy}},
-    {(policy, stage, class): {seed: PPL of that answer class}} and each seed's eval.json provenance"""
+    {(policy, stage, class): {seed: PPL of that answer class}} and each seed's eval.json provenance; docs, when
+    given, gets {(policy, stage): {seed: [PPL per document]}}"""
     cells, acc, ans_ppl, meta = {}, {}, {}, {}
     for s in seeds:
-        path = os.path.join(out, f"seed{s}", "eval", "eval.json")
-        with open(path) as f:
-            j = json.load(f)
-        meta[s] = {"commit": j.get("commit"), "blas": j.get("blas"), "device": j.get("device")}
-        for r in j["results"]:
-            for cls, e in (r.get("answers") or {}).items():
-                if cls != "none" and e.get("top1_accuracy") is not None:
-                    acc.setdefault((r["policy"], stage_of(r["model"]), cls), {})[s] = e["top1_accuracy"]
-                if cls != "none" and e.get("ppl") is not None:
-                    ans_ppl.setdefault((r["policy"], stage_of(r["model"]), cls), {})[s] = e["ppl"]
-            if r["ppl"] is None:
-                continue
-            cells.setdefault((r["policy"], stage_of(r["model"])), {})[s] = r["ppl"]
+        for path in arm_evals(out, s):
+            with open(path) as f:
+                j = json.load(f)
+            meta.setdefault(s, {"commit": j.get("commit"), "blas": j.get("blas"), "device": j.get("device")})
+            for r in j["results"]:
+                for cls, e in (r.get("answers") or {}).items():
+                    if cls != "none" and e.get("top1_accuracy") is not None:
+                        acc.setdefault((r["policy"], stage_of(r["model"]), cls), {})[s] = e["top1_accuracy"]
+                    if cls != "none" and e.get("ppl") is not None:
+                        ans_ppl.setdefault((r["policy"], stage_of(r["model"]), cls), {})[s] = e["ppl"]
+                if r["ppl"] is None:
+                    continue
+                cells.setdefault((r["policy"], stage_of(r["model"])), {})[s] = r["ppl"]
+                if docs is not None and r.get("ppl_per_document"):
+                    docs.setdefault((r["policy"], stage_of(r["model"])), {})[s] = r["ppl_per_document"]
     return cells, acc, ans_ppl, meta
 
 
@@ -175,6 +196,65 @@ def accuracy_tables(acc, policies, seeds, snap, summary):
     return lines
 
 
+def fmt_ratio4(m, ci):
+    """a ratio near 1, to the 4 decimals an arm comparison needs"""
+    if ci is None:
+        return f"{math.exp(m):.4f}"
+    return f"{math.exp(m):.4f} [{math.exp(ci[0]):.4f}, {math.exp(ci[1]):.4f}]"
+
+
+def arm_tables(cells, docs, acc, policies, seeds, summary):
+    """For each control arm the seeds ran (stages other than before and after): the mask arm (after) over it per
+    policy, across seeds and paired by document within each seed, and the answers' accuracy mask − arm."""
+    arms = sorted({st for (_, st) in cells if st not in ("before", "after")})
+    lines = []
+    for arm in arms:
+        lines += ["", f"The mask arm over the {arm} arm: after CPT with the RefreshKV mask over after CPT with "
+                      f"{'plain causal attention (the control: the same steps, batch, data order and schedule)' if arm == 'causal' else 'the ' + arm + ' mask'}"
+                      ", the same seed (below 1: the mask's CPT did better). *Seeds*: the PPL ratio with its 95% "
+                      "t-interval across seeds. *Documents*: each seed's documents paired (the same document "
+                      "through both models), the seeds' documents pooled: the ratio with a 95% bootstrap interval, "
+                      "how many lie below 1, the exact sign and Wilcoxon signed-rank tests (two-sided) and Wilcoxon's "
+                      "p Holm-adjusted over the policies. Top-1 accuracy of the answers, mask − " + arm +
+                      " in percentage points (95% CI across seeds).", "",
+                  f"| policy | seeds | documents | below 1 | sign p | Wilcoxon p | Holm p | first: mask − {arm} | "
+                  f"rest: mask − {arm} |", "|---|---|---|---|---|---|---|---|---|"]
+        rows, pw, entry = [], [], {}
+        for p in policies:
+            a_, c_ = cells.get((p, "after"), {}), cells.get((p, arm), {})
+            both = [s for s in seeds if s in a_ and s in c_]
+            if not both:
+                continue
+            m, ci = interval([math.log(a_[s]) - math.log(c_[s]) for s in both])
+            da, dc = docs.get((p, "after"), {}), docs.get((p, arm), {})
+            per_doc = [math.log(x) - math.log(y) for s in both if s in da and s in dc for x, y in zip(da[s], dc[s])]
+            e = {"ln_mask_minus_arm_per_seed": [math.log(a_[s]) - math.log(c_[s]) for s in both], "mean": m,
+                 "ci95": ci}
+            row = [p, fmt_ratio4(m, ci)]
+            if per_doc:
+                sp, below, n = sign_test(per_doc)
+                wp = wilcoxon(per_doc)[0]
+                pw.append(wp)
+                row += [fmt_ratio4(statistics.fmean(per_doc), doc_bootstrap(per_doc)), f"{below} of {n}", fmt_p(sp),
+                        fmt_p(wp), None]
+                e.update({"documents": len(per_doc), "below_1": below, "sign_p": sp, "wilcoxon_p": wp})
+            else:
+                row += ["n/a"] * 5
+            for cls in ("first", "rest"):
+                x, y = acc.get((p, "after", cls), {}), acc.get((p, arm, cls), {})
+                d = [x[s] - y[s] for s in both if s in x and s in y]
+                row.append(fmt_pp(*interval(d)) if d else "n/a")
+            rows.append(row)
+            entry[p] = e
+        adj = iter(holm(pw))
+        for row in rows:
+            if row[6] is None:
+                row[6] = fmt_p(next(adj))
+            lines.append("| " + " | ".join(row) + " |")
+        summary.setdefault("arms", {})[arm] = entry
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", default="1,2,3")
@@ -193,7 +273,8 @@ def main():
         print(f"demo_seeds: seed {s} -> {d}", flush=True)
         subprocess.run([os.path.join(root, "launch", "demo.sh")], env=env, check=True)
     seconds = {s: t for s in seeds if (t := seed_seconds(a.out, s)) is not None}
-    cells, acc, ans_ppl, meta = load(a.out, seeds)
+    docs = {}
+    cells, acc, ans_ppl, meta = load(a.out, seeds, docs)
     policies = []
     for (p, _st) in cells:
         if p not in policies:
@@ -246,6 +327,7 @@ def main():
         lines += answer_ppl_table(ans_ppl, policies, seeds, summary)
     if acc:
         lines += accuracy_tables(acc, policies, seeds, snap, summary)
+    lines += arm_tables(cells, docs, acc, policies, seeds, summary)
     cores = {json.dumps(m["blas"], sort_keys=True) for m in meta.values()}
     lines += ["", "Provenance (each seed's eval.json): commit " +
               ", ".join(sorted({str(m['commit']) for m in meta.values()})) + "; BLAS " + "; ".join(sorted(cores)) +

@@ -20,48 +20,27 @@ interval lies below 1), does RefreshKV gain the most (the paper's claim: the
 best RefreshKV variant's ln ratio minus each other policy's, paired by seed),
 and, for the masks that match inference (CPT_MASKS), each mask's after / after
 of the paper's mask on the same seed. Standard library only.
+
+With --arms (launch/realmodel.sh's ARMS: the mask arm, its causal control
+and any masks that match inference, every arm for every seed) the output is
+realmodel_arms.py's: the mask arm over the causal arm per policy, with
+paired tests and the documents' sources and copy shares. Without it, the
+layout of the runs recorded before the control arm existed
+(docs/realmodel-runs/2026-11-26-cpt, 2026-11-27-cpt24).
 """
 import argparse
-import json
 import math
 import os
-import random
 import statistics
 import sys
 
+import realmodel_arms
+from realmodel_arms import eval_before, ratio, run_steps
+from realmodel_arms import load as load_eval
+from paired_stats import doc_bootstrap, t_interval
 from realmodel_table import machine  # the same machine line as the eval-only table
 
-# two-sided 95% Student t quantiles by degrees of freedom
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 PAPER_TOKENS = 1e9  # the RefreshKV paper's CPT: about 1B tokens of RedPajama-ArXiv at 8K
-
-
-def t_interval(xs):
-    """mean and 95% t-interval of xs (None with fewer than two values)"""
-    m = statistics.fmean(xs)
-    if len(xs) < 2:
-        return m, None
-    h = T95.get(len(xs) - 1, 1.96) * statistics.stdev(xs) / math.sqrt(len(xs))
-    return m, (m - h, m + h)
-
-
-def doc_bootstrap(per_doc, n=2000, seed=0):
-    """95% percentile interval of the mean of per_doc, documents resampled with replacement"""
-    rng = random.Random(seed)
-    k = len(per_doc)
-    means = sorted(statistics.fmean(rng.choice(per_doc) for _ in range(k)) for _ in range(n))
-    return means[int(0.025 * n)], means[int(0.975 * n) - 1]
-
-
-def ratio(m, ci):
-    if ci is None:
-        return "%.4f" % math.exp(m)
-    return "%.4f [%.4f, %.4f]" % (math.exp(m), math.exp(ci[0]), math.exp(ci[1]))
-
-
-def load_eval(path):
-    with open(path) as f:
-        return json.load(f)
 
 
 def cells(ev):
@@ -72,12 +51,7 @@ def cells(ev):
 def run_size(d):
     """(steps done, sequences per step, tokens per sequence, mask keys) of a CPT run directory"""
     cfg = load_eval(os.path.join(d, "config.json"))
-    steps = 0
-    with open(os.path.join(d, "log.jsonl")) as f:
-        for line in f:
-            j = json.loads(line)
-            if "step" in j and "loss" in j:
-                steps = max(steps, int(j["step"]))
+    steps = run_steps(d)
     mask = "mask_evict=%s mask_restride=%s" % (cfg.get("mask_evict", 0), cfg.get("mask_restride", 0))
     return steps, int(cfg["global_batch"]), int(cfg["L"]) + int(cfg["S"]), mask
 
@@ -98,6 +72,7 @@ def main():
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--masks", default="", help="extra mask variants run (launch/realmodel.sh's CPT_MASKS)")
     ap.add_argument("--mask-seeds", default="")
+    ap.add_argument("--arms", default="", help="launch/realmodel.sh's ARMS: mask, causal, evict, restride<r>...")
     ap.add_argument("--command", default="launch/realmodel.sh")
     a = ap.parse_args()
     ctxs = [int(x) for x in a.contexts.split(",") if x]
@@ -108,6 +83,8 @@ def main():
     tpath = os.path.join(a.out, "times.tsv")
     if os.path.exists(tpath):
         times = [line.rstrip("\n").split("\t") for line in open(tpath) if line.strip()]
+    if a.arms:
+        return realmodel_arms.main(a, ctxs, seeds, [x for x in a.arms.split(",") if x], times, machine)
 
     p = print
     p("# SmolLM2-135M: RefreshKV CPT, before -> after, across seeds")
@@ -130,9 +107,8 @@ def main():
                 p("- note: %s seed %d ran %d steps of %d x %d tokens" % (m, s, st, b, q))
         p("- runs: %s" % ", ".join("%s seed %d (%s)" % (m, s, k[3]) for (m, s), k in sizes.items()))
     before = [os.path.join(a.out, "eval-%d" % L, "eval.json") for L in ctxs]
-    p("- machine: %s" % machine([load_eval(f) for f in before if os.path.exists(f)]))
-    if times:
-        p("- wall time per stage: %s" % ", ".join("%s %s s" % (n, s) for n, s in times))
+    for line in realmodel_arms.machine_lines(machine, times, [load_eval(f) for f in before if os.path.exists(f)]):
+        p(line)
     p()
     p("Intervals are 95%: *seeds* a t-interval over the data-order seeds' ln(after / before) (none with one seed); "
       "*documents* a paired bootstrap over the test documents of the mean over seeds of each document's "
@@ -140,12 +116,9 @@ def main():
       "attention's on the same seed (and document): below 1, the policy gained more than the whole model did.")
     answers = {}
     for L in ctxs:
-        bpath = os.path.join(a.out, "eval-%d" % L, "eval.json")
-        if not os.path.exists(bpath):
-            p()
-            p("**L = %d**: no eval before CPT (%s)." % (L, bpath))
+        bev = eval_before(a.out, L)
+        if bev is None:
             continue
-        bev = load_eval(bpath)
         before = cells(bev)
         order = [r["policy"] for r in bev["results"] if r["ppl"] is not None]
         done = [s for s in seeds

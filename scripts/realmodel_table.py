@@ -5,15 +5,24 @@ Reads OUT/eval-L/eval.json for each context, OUT/times.tsv (wall seconds per
 stage) and the model's config.json, and prints Markdown: how it was run
 (command, commit, machine), the time per stage, one table of PPL [95%
 interval] per variant and context (contexts past the model's trained one
-labelled so), and, at each context, how the ordering compares with the
-RefreshKV paper's Table 5 (Llama-3.1-8B, 8K): for every pair of the
-variants both have, whether the two orders agree. Standard library only.
+labelled so), the compute each variant spends (KV bytes read and decode
+time per generated token), and, at each context, the documents (which
+source, how much of each scored window copies an earlier 8-token sequence),
+PPL per source, and how the ordering compares with the RefreshKV paper's
+Table 5 (Llama-3.1-8B, 8K): for every pair of the variants both have,
+whether the two orders agree, whether their 95% intervals overlap and a
+paired Wilcoxon signed-rank test over documents (raw and Holm-adjusted over
+the pairs). Standard library only.
 """
 import argparse
 import json
+import math
 import os
 import re
 import sys
+
+import realmodel_docs as rd
+from paired_stats import fmt_p, holm, wilcoxon
 
 # RefreshKV paper, Table 5, 8K, before CPT (lower is better): the order it gives.
 PAPER_8K = [("full", 2.70), ("refreshkv (fixed stride 10)", 2.83), ("refreshkv (fixed stride 25)", 2.97),
@@ -87,8 +96,8 @@ def main():
         a.model, cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"],
         cfg["num_key_value_heads"], trained))
     p("- commit: `%s`; device: %s; machine: %s" % (any_run.get("commit", "?"), any_run.get("device", "?"), machine(runs.values())))
-    p("- documents per context (the first of the test split long enough for the largest context): %s" % ", ".join(
-        "%d at %d" % (docs[L], L) for L in ctxs if L in docs))
+    p("- documents per context: %s; drawn as: %s" % (", ".join("%d at %d" % (docs[L], L) for L in ctxs if L in docs),
+                                                   rd.pick_line(any_run)))
     p("- S = %d scored tokens after each prefill, K = L/8 cached keys per KV head" % any_run["results"][0]["last"])
     if times:
         p("- wall time per stage: %s" % ", ".join("%s %s s" % (n, s) for n, s in times))
@@ -110,6 +119,45 @@ def main():
                 row.append("%.3f [%.3f, %.3f]" % (c["ppl"], lo, hi))
         p("| " + " | ".join(row) + " |")
     p()
+    p("Compute per generated token: KV bytes read (cached keys and values the decode steps read, summed over layers; "
+      "RefreshKV's full steps read every key) as MB and as a share of full attention's, and decode ms (each variant's "
+      "own share of the batched decode: docs/eval.md). Compare policies at equal bytes, not only at equal K.")
+    p()
+    p("| variant | " + " | ".join("L = %d: KV MB (of full); ms" % L for L in ctxs if L in runs) + " |")
+    p("|---|" + "---|" * len([L for L in ctxs if L in runs]))
+    for i, lab in enumerate(labels):
+        row = [lab]
+        for L in ctxs:
+            if L not in runs:
+                continue
+            c, f = runs[L]["results"][i], runs[L]["results"][0]
+            kb, fb = c.get("kv_bytes_per_token"), f.get("kv_bytes_per_token")
+            row.append("%.4g (%.0f%%); %.3g" % (kb / 1e6, 100.0 * kb / fb, c["decode_ms_per_token"])
+                       if kb is not None and fb else "n/a")
+        p("| " + " | ".join(row) + " |")
+    for L in ctxs:
+        if L not in runs:
+            continue
+        p()
+        for line in rd.section(L, runs[L], runs[L]["results"][0]["ppl_per_document"]
+                               if runs[L]["results"][0]["policy"] == "full" else None):
+            p(line)
+        docs_L = rd.documents(runs[L])
+        if not docs_L:
+            continue
+        srcs = list(rd.by_source(docs_L, docs_L))
+        p()
+        p("PPL per source at L = %d (exp of the mean of the documents' ln PPL):" % L)
+        p()
+        p("| variant | " + " | ".join("%s (%d)" % (s_, len(rd.by_source(docs_L, docs_L)[s_])) for s_ in srcs) + " |")
+        p("|---|" + "---|" * len(srcs))
+        for i, lab in enumerate(labels):
+            c = runs[L]["results"][i]
+            if c["ppl"] is None:
+                continue
+            g = rd.by_source(docs_L, [math.log(x) for x in c["ppl_per_document"]])
+            p("| %s | %s |" % (lab, " | ".join("%.3f" % rd.geo_ratio(g[s_]) for s_ in srcs)))
+    p()
     p("## Against the RefreshKV paper's Table 5 (Llama-3.1-8B, 8K, before CPT)")
     p()
     p("The paper's order, best first: %s." % ", ".join("%s %.2f" % x for x in PAPER_8K))
@@ -124,13 +172,16 @@ def main():
                 ours[k] = c
         names = [n for n, _ in PAPER_8K if n in ours]
         order = sorted(names, key=lambda n: ours[n]["ppl"])
-        agree, disagree, tied, overlap = [], [], [], []
+        agree, disagree, tied, overlap, tests = [], [], [], [], []
         for i in range(len(names)):
             for j in range(i + 1, len(names)):
                 a_, b_ = names[i], names[j]  # the paper ranks a_ better than b_
                 ca, cb = ours[a_], ours[b_]
                 if ca["ppl_ci95"][1] >= cb["ppl_ci95"][0] and cb["ppl_ci95"][1] >= ca["ppl_ci95"][0]:
                     overlap.append("%s / %s" % (a_, b_))
+                # paired over documents: ln PPL of a_ minus b_'s, document by document
+                tests.append(wilcoxon([math.log(x) - math.log(y) for x, y in
+                                       zip(ca["ppl_per_document"], cb["ppl_per_document"])])[0])
                 if ca["ppl"] == cb["ppl"]:
                     tied.append("%s = %s" % (a_, b_))
                 else:
@@ -142,7 +193,11 @@ def main():
           end=" ")
         p("Pairs ordered otherwise: %s." % ("; ".join("not " + d for d in disagree) if disagree else "none"), end=" ")
         p("Pairs whose 95%% intervals overlap (order not resolved by these documents): %d of %d." % (
-            len(overlap), n_pairs))
+            len(overlap), n_pairs), end=" ")
+        p("Pairs whose paired Wilcoxon signed-rank test over the %d documents gives p < 0.05: %d of %d (%d after "
+          "Holm's adjustment over the %d pairs; smallest p %s)." % (
+              docs[L], sum(1 for x in tests if x < 0.05), len(tests), sum(1 for x in holm(tests) if x < 0.05),
+              len(tests), fmt_p(min(tests)) if tests else "n/a"))
         p()
     return 0
 

@@ -95,3 +95,40 @@ PY
 )
 [ "$ap" = OK ] && ok "answers' PPL after / before per seed and its t-interval are the hand-computed ones" ||
     fail "answers PPL ratio" "$ap"
+
+# a control arm (launch/demo.sh's ARMS=mask,causal): seeds 1 and 2, 4
+# documents each, every PPL of the causal CPT (whole and per document) 1.25x
+# the mask CPT's, the first answers' accuracy 0.4 against 0.5. Every policy
+# reads 0.8000 [0.8000, 0.8000] across seeds and over the 8 documents, 8 of 8
+# below 1, sign and Wilcoxon p 2/2^8 = 0.0078, Holm over the 2 policies 0.016,
+# mask - causal +10.0 points on the first answers.
+for s in 1 2; do
+    mkdir -p "$tmp/arm/seed$s/eval" "$tmp/arm/seed$s/eval-causal"
+    "$PY" - "$tmp/arm/seed$s" "$s" <<'PY'
+import json, sys
+d, s = sys.argv[1], int(sys.argv[2])
+def cell(pol, model, scale, first):
+    per_doc = [scale * (2 + s + k) for k in range(4)]
+    return {"policy": pol, "model": "runs/x/%s/model" % model, "ppl": scale * (3 + s), "ppl_per_document": per_doc,
+            "answers": {"first": {"top1_accuracy": first, "ppl": 2.0}, "rest": {"top1_accuracy": 0.6, "ppl": 1.5},
+                        "none": {"top1_accuracy": 0.0}}}
+meta = {"device": "cpu", "commit": "abc123", "blas": {"core": "Haswell"}}
+res = [cell(p, m, 1.0, 0.5) for p in ("full", "snapkv (window 1)") for m in ("pretrain", "cpt")]
+json.dump(dict(meta, results=res), open(d + "/eval/eval.json", "w"))
+json.dump(dict(meta, results=[cell(p, "cpt-causal", 1.25, 0.4) for p in ("full", "snapkv (window 1)")]),
+          open(d + "/eval-causal/eval.json", "w"))
+PY
+done
+out=$("$PY" scripts/demo_seeds.py --seeds 1,2 --out "$tmp/arm" --no-run 2>&1) && rc=0 || rc=$?
+n=$(grep -cE '^\| (full|snapkv \(window 1\)) \| 0\.8000 \[0\.8000, 0\.8000\] \| 0\.8000 \[0\.8000, 0\.8000\] \| 8 of 8 \| 0\.0078 \| 0\.0078 \| 0\.016 \| \+10\.0 \[\+10\.0, \+10\.0\] \| \+0\.0 \[\+0\.0, \+0\.0\] \|$' <<<"$out")
+if [ "$rc" = 0 ] && [ "$n" = 2 ] && grep -q "The mask arm over the causal arm" <<<"$out"; then
+    ok "demo_seeds: a causal arm 1.25x the mask arm's reads 0.8000 across seeds and 8 documents, sign and Wilcoxon p 0.0078, Holm 0.016, +10.0 points"
+else
+    fail "demo_seeds causal arm" "exit $rc, $n rows as expected: $(grep -A4 'mask − causal |' <<<"$out" | tail -3)"
+fi
+# launch/demo.sh refuses an unknown arm, and arms without the mask's CPT, before any work, naming ARMS
+for v in "mask,bogus|ARMS holds 'bogus'" "causal|ARMS holds no mask arm"; do
+    if o=$(ARMS="${v%%|*}" OUT="$tmp/never" launch/demo.sh 2>&1); then fail "demo.sh ARMS=${v%%|*}" "accepted"
+    elif grep -qF "${v#*|}" <<<"$o" && [ ! -e "$tmp/never" ]; then ok "demo.sh refuses ARMS=${v%%|*} before any work, naming it"
+    else fail "demo.sh ARMS=${v%%|*}" "$o"; fi
+done

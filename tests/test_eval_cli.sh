@@ -127,6 +127,99 @@ expect_err "second model with mlp_bias true" "mlp_bias/config.json: config field
 [ ! -e "$tmp/xb2/eval.json" ] && ok "the biased second model is refused before the first one is evaluated" \
     || fail "biased second model" "$tmp/xb2/eval.json was written first"
 expect_err "every document too short" "--L 50: context 50 + --S 7 + 1 needs a document of 58 tokens, but the longest of split 'test' (15 documents) has 57" --model "$m" --data "$tmp/data" --L 50 --S 7 --out "$tmp/x"
+expect_err "copy share outside [0, 1]" "--max-copy-share 1.5 is not a share in [0, 1]" --model "$m" --data "$tmp/data" --L 40 --S 8 --max-copy-share 1.5 --out "$tmp/x"
+expect_err "interleave without the inputs' counts" "--pick interleave: the manifest records no input's documents per split" --model "$m" --data "$tmp/mix" --L 40 --S 8 --pick interleave --out "$tmp/x"
+# --pick interleave and the copy share, on the mixed split given three
+# inputs (manifest kept_per_split, as prepare records them): documents of 57,
+# 40 (too short for L 40 + S 8 + 1) and 60 tokens. An independent Python
+# reading of the shards gives the round robin over the inputs (the 40-token
+# input passed over), each document's copy share (scored tokens whose 8
+# tokens ending there also end earlier in the window) and, with
+# --max-copy-share at the median, the documents passed over.
+/usr/bin/python3 - "$tmp/mix/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["inputs"] = [{"path": "in%d.jsonl" % n, "kept_per_split": {"train": 0, "dev": 0, "test": sh["documents"]}}
+               for n, sh in zip((57, 40, 60), m["splits"]["test"]["shards"])]
+json.dump(m, open(sys.argv[1], "w"))
+PY
+oracle() { # MAX_COPY WANT: the documents an interleaved pick of $tmp/${mix:-mix} takes, their inputs and copy shares, as JSON
+/usr/bin/python3 - "$tmp/${mix:-mix}" "$1" "$2" <<'PY'
+import json, os, struct, sys
+d, max_copy, want = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+m = json.load(open(os.path.join(d, "manifest.json")))
+docs = []
+for sh in m["splits"]["test"]["shards"]:
+    b = open(os.path.join(d, sh["file"]), "rb").read()
+    nd, nt, idx = struct.unpack_from("<QQQ", b, 16)
+    toks = struct.unpack_from("<%dI" % nt, b, 64)
+    offs = struct.unpack_from("<%dQ" % (nd + 1), b, idx)
+    docs += [toks[offs[i]:offs[i + 1]] for i in range(nd)]
+L, S = 40, 8
+def copy_share(t):
+    w = t[:L + S]
+    grams = [tuple(w[j - 7:j + 1]) for j in range(7, L + S)]
+    return sum(1 for i in range(L, L + S) if tuple(w[i - 7:i + 1]) in grams[:i - 7]) / S
+queues, first = [], 0
+for i in m["inputs"]:
+    n = i["kept_per_split"]["test"]
+    queues.append([(k, i["path"]) for k in range(first, first + n)])
+    first += n
+pick, skipped = [], 0
+while len(pick) < want and any(queues):
+    for q in queues:
+        while q and len(pick) < want:
+            k, src = q.pop(0)
+            if len(docs[k]) < L + S + 1:
+                continue
+            c = copy_share(docs[k])
+            if c > max_copy:
+                skipped += 1
+                continue
+            pick.append((k, src, c))
+            break
+print(json.dumps({"index": [p[0] for p in pick], "source": [p[1] for p in pick], "copy": [p[2] for p in pick],
+                  "skipped": skipped}))
+PY
+}
+got() { /usr/bin/python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))['results'][0]
+print(json.dumps({'index': r['document_index'], 'source': r['document_source'], 'copy': r['copy_share_per_document'],
+                  'skipped': r['documents_skipped_copy_share']}))" "$1"; }
+$K eval --model "$m" --data "$tmp/mix" --L 40 --S 8 --K L/8 --policies full --pick interleave --bootstrap 10 \
+    --out "$tmp/il" >"$tmp/il.log" 2>&1 || fail "eval --pick interleave" "$(tail -2 "$tmp/il.log")"
+want=$(oracle 1 1000) have=$(got "$tmp/il/eval.json")
+if [ -n "$want" ] && [ "$want" = "$have" ] && grep -q '"in57.jsonl", "in60.jsonl", "in57.jsonl"' <<<"$have"; then
+    ok "eval --pick interleave: inputs in turn (the too-short one passed over), each document's source and copy share as an independent reading of the shards"
+else fail "eval --pick interleave" "want $want, have $have"; fi
+# --max-copy-share on a split whose first input's documents end in a copy of
+# an earlier span that covers the scored tokens (synthetic copy, a tail of
+# 24: every scored token copies) and whose second input's copy only after
+# them (a tail of 4): at 0.5 the first input's are passed over
+for q in 24 4; do
+    $K prepare --synthetic copy --vocab 64 --doc-tokens 57 --query-tail $q --docs 60 --out "$tmp/cp$q" >/dev/null
+done
+mkdir -p "$tmp/mixc/test"
+/usr/bin/python3 - "$tmp" <<'PY'
+import json, shutil, sys
+t = sys.argv[1]; man = json.load(open(f"{t}/cp24/manifest.json")); shards = []
+for i, d in enumerate(["cp24", "cp4"]):
+    shutil.copy(f"{t}/{d}/test/shard_000000.bin", f"{t}/mixc/test/shard_{i:06d}.bin")
+    shards.append(dict(json.load(open(f"{t}/{d}/manifest.json"))["splits"]["test"]["shards"][0], file=f"test/shard_{i:06d}.bin"))
+man["splits"]["test"] = {"documents": sum(e["documents"] for e in shards), "tokens": sum(e["tokens"] for e in shards), "shards": shards}
+man["inputs"] = [{"path": p, "kept_per_split": {"train": 0, "dev": 0, "test": e["documents"]}} for p, e in zip(["copy.jsonl", "late.jsonl"], shards)]
+json.dump(man, open(f"{t}/mixc/manifest.json", "w"))
+PY
+$K eval --model "$m" --data "$tmp/mixc" --L 40 --S 8 --K L/8 --policies full --pick interleave --bootstrap 10 \
+    --max-copy-share 0.5 --max-docs 5 --out "$tmp/ilc" >"$tmp/ilc.log" 2>&1 || fail "eval --max-copy-share" "$(tail -2 "$tmp/ilc.log")"
+$K eval --model "$m" --data "$tmp/mixc" --L 40 --S 8 --K L/8 --policies full --pick interleave --bootstrap 10 \
+    --max-docs 4 --out "$tmp/ilc1" >"$tmp/ilc1.log" 2>&1 || fail "eval --pick interleave on copies" "$(tail -2 "$tmp/ilc1.log")"
+want=$(mix=mixc oracle 0.5 5) have=$(got "$tmp/ilc/eval.json") want1=$(mix=mixc oracle 1 4) have1=$(got "$tmp/ilc1/eval.json")
+if [ -n "$want" ] && [ "$want" = "$have" ] && [ "$want1" = "$have1" ] && grep -q '"copy": \[1.0, 0.0, 1.0, 0.0\]' <<<"$have1" &&
+    /usr/bin/python3 -c "import json,sys; j=json.loads(sys.argv[1]); sys.exit(not (set(j['source']) == {'late.jsonl'} and j['skipped'] > 0))" "$have"; then
+    ok "eval --max-copy-share 0.5: documents whose scored tokens all copy (share 1.0) passed over and counted, the others taken"
+else fail "eval --max-copy-share" "want $want / $want1, have $have / $have1"; fi
 # every policy in the registry (eval/policy.c) is named in eval --help, with
 # what it keeps
 names=$(grep -oE '^ *\{"[a-z0-9]+", policy_[a-z0-9_]+_create' eval/policy.c | sed -E 's/^ *\{"([a-z0-9]+)".*/\1/')
@@ -135,3 +228,21 @@ missing=""
 for n in $names; do grep -qE "^  $n +[A-Za-z]" <<<"$help" || missing="$missing $n"; done
 [ -n "$names" ] && [ -z "$missing" ] && ok "eval --help names all $(wc -w <<<"$names") registered policies" \
     || fail "eval --help lists the policies" "missing:${missing:- (none found in eval/policy.c)}"
+# decode_ms_per_token is each policy's own: on the CPU every variant decodes
+# in one batch, and each row gets the shared work (projections, logits) in
+# equal shares and the attention and policy work it measured itself. At
+# L = 2048 full attention reads 2048 keys a step, streaming 16: full costs
+# several times more per token (20x to 50x measured on one thread), where an equal split of
+# the batch's time would give both the same.
+$K prepare --synthetic recall --vocab 64 --doc-tokens 2100 --query-tail 9 --docs 40 --out "$tmp/long" >/dev/null
+# One OpenMP thread: on a loaded machine another thread's waits at the
+# barriers of the shared work would otherwise blur the difference.
+OMP_NUM_THREADS=1 $K eval --model "$m" --data "$tmp/long" --L 2048 --S 16 --K 16 --policies full,streaming --max-docs 2 \
+    --quiet --out "$tmp/tm" >/dev/null 2>&1 || fail "eval at L = 2048" "exit status $?"
+t=$(/usr/bin/python3 -c "
+import json
+r = {x['policy'].split(' ')[0]: x for x in json.load(open('$tmp/tm/eval.json'))['results']}
+f, s = r['full']['decode_ms_per_token'], r['streaming']['decode_ms_per_token']
+print('%.4f %.4f %s' % (f, s, f > 3 * s > 0))" 2>&1)
+case "$t" in *True) ok "decode_ms_per_token is per policy: full $(cut -d' ' -f1 <<<"$t") ms, streaming $(cut -d' ' -f2 <<<"$t") ms a token at L = 2048";;
+    *) fail "decode time per policy" "full, streaming ms/token, full > 3x streaming: $t";; esac

@@ -64,9 +64,13 @@ refused realmodel "CPT_LR is '0'" CPT_LR=0
 refused realmodel "CPT_LR is '5e-6x'" CPT_LR=5e-6x
 refused realmodel "CPT_BATCH is empty" CPT_BATCH=
 refused realmodel "SEEDS is empty" SEEDS=
-refused realmodel "MASK_SEEDS holds 'a'" MASK_SEEDS=1,a
-refused realmodel "CPT_MASKS holds 'bogus'" CPT_MASKS=evict,bogus
-refused realmodel "CPT_MASKS holds 'restride0'" CPT_MASKS=restride0
+refused realmodel "MASK_SEEDS is replaced by ARMS" MASK_SEEDS=1,2
+refused realmodel "CPT_MASKS is replaced by ARMS" CPT_MASKS=evict
+refused realmodel "ARMS holds 'bogus'" ARMS=mask,bogus
+refused realmodel "ARMS holds 'restride0'" ARMS=mask,restride0
+refused realmodel "ARMS is empty" ARMS=
+refused realmodel "PICK holds 'last'" PICK=last
+refused realmodel "MAX_COPY_SHARE holds '1.5'" MAX_COPY_SHARE=1.5
 refused realmodel "CPT_L is '16384', not an integer in [8, 8192]" CPT_L=16384
 refused realmodel "CPT_WARMUP is 'x'" CPT_WARMUP=x
 refused realmodel "OUT is empty" OUT=
@@ -74,7 +78,7 @@ refused realmodel "MODEL is empty" MODEL=
 started realmodel "kvcpt prepare --input ../shared/corpus --tokenizer $tmp/model/tokenizer.json --min-tokens 8243" \
     MODEL="$tmp/model"
 started realmodel "--min-tokens 265" MODEL="$tmp/model" CONTEXTS=256,128 S=8 EVAL_DOCS=0 QC=5 CPT_STEPS=2 \
-    CPT_MASKS=evict,restride10,evict+restride5 SEEDS=1 MASK_SEEDS=2,3 CPT_L=128 CPT_LR=1e-4
+    ARMS=mask,causal,evict,restride10,evict+restride5 SEEDS=1,2 PICK=first MAX_COPY_SHARE=0.5 CPT_L=128 CPT_LR=1e-4
 
 # demo.sh
 refused demo "L is empty" L=

@@ -83,6 +83,51 @@ check_shards "$tmp/out1" "$tmp/expected.txt" 128000 llama-3.1
 [ $? -eq 0 ] && ok "shards hold exactly the kept documents, ids == kvcpt tokenize --bos; counts, sha256, BOS 128000 in manifest and shard flags" \
              || fail "shard contents" "$(tail -3 "$tmp/check.txt")"
 
+# each input's kept documents per split (manifest inputs[].kept_per_split):
+# a split holds them in input order, so the split's documents from cum to
+# cum + count are that input's kept documents of the split, in the input's
+# order, and an input's three ranges hold all its kept documents
+for f in books.jsonl tiny.jsonl sub/note.txt sub/arxiv.jsonl.zst; do
+    case "$f" in
+        *.txt) python3 -c 'import json,sys; print(json.dumps({"text": open(sys.argv[1], encoding="utf-8").read()}))' "$tmp/in/$f" ;;
+        *.zst) zstdcat "$tmp/in/$f" ;;
+        *) grep -v '^$' "$tmp/in/$f" ;;
+    esac | "$K" tokenize --jsonl --bos >"$tmp/exp-$(basename "$f").txt"
+done
+if python3 - "$tmp/out1" "$tmp" >"$tmp/per.txt" 2>&1 <<'PY'
+import json, os, struct, sys
+out, t = sys.argv[1:3]
+m = json.load(open(os.path.join(out, "manifest.json")))
+split_docs = {}
+for split, info in m["splits"].items():
+    got = []
+    for sh in info["shards"]:
+        b = open(os.path.join(out, sh["file"]), "rb").read()
+        nd, nt, idx = struct.unpack_from("<QQQ", b, 16)
+        toks = struct.unpack_from("<%dI" % nt, b, 64)
+        offs = struct.unpack_from("<%dQ" % (nd + 1), b, idx)
+        got += [" ".join(map(str, toks[offs[i]:offs[i + 1]])) for i in range(nd)]
+    split_docs[split] = got
+at = {s: 0 for s in split_docs}
+for i in m["inputs"]:
+    n = i["kept_per_split"]
+    assert sum(n.values()) == i["documents_kept"], "%s: kept_per_split %r, documents_kept %d" % (i["path"], n, i["documents_kept"])
+    kept = [l.rstrip("\n") for l in open(os.path.join(t, "exp-" + os.path.basename(i["path"]) + ".txt"))]
+    kept = [d for d in kept if len(d.split()) >= m["min_tokens"]]
+    mine = []
+    for s in ("train", "dev", "test"):
+        part = split_docs[s][at[s]:at[s] + n[s]]
+        it = iter(kept)
+        assert all(d in it for d in part), "%s: its %s documents are not in its order" % (i["path"], s)
+        mine += part
+        at[s] += n[s]
+    assert sorted(mine) == sorted(kept), "%s: its ranges hold %d documents, it kept %d" % (i["path"], len(mine), len(kept))
+assert at == {s: len(d) for s, d in split_docs.items()}, "the inputs' counts do not cover the splits: %r" % at
+print(", ".join("%s %r" % (os.path.basename(i["path"]), i["kept_per_split"]) for i in m["inputs"]))
+PY
+then ok "manifest: each input's kept documents per split, the split's documents in input order ($(tail -1 "$tmp/per.txt"))"
+else fail "kept_per_split" "$(tail -3 "$tmp/per.txt")"; fi
+
 # --- SmolLM2: its post-processor adds no BOS, so neither does prepare ---
 smollm2=third_party/models/smollm2-135m/tokenizer.json
 if [ -f "$smollm2" ]; then

@@ -13,7 +13,17 @@
 #     log.jsonl and the final model's bytes);
 #   - its result exported as Hugging Face safetensors loads with
 #     from_pretrained with no missing, unexpected or mismatched key, tied, and
-#     gives kvcpt's logits.
+#     gives kvcpt's logits;
+#   - launch/realmodel.sh's experiment with its control, at a tiny size: a
+#     2-layer model of SmolLM2's vocabulary and tokenizer (random weights,
+#     exported as an HF directory) on three corpus files (the first 40
+#     documents of each, cut to 4000 characters), CPT of 1 step per arm
+#     (mask, causal) and seed (1, 2), 6 test documents: the arms' configs
+#     differ only in the mask, the documents come from every file in turn,
+#     and cpt-summary.md's mask-over-causal ratios and sign-test counts equal
+#     a recomputation from the raw eval.json files (paired by seed and by
+#     document); the launcher refuses bad ARMS, PICK, MAX_COPY_SHARE and the
+#     retired CPT_MASKS, naming the variable. Needs no transformers.
 # Tolerances: loss 1e-4 + 1e-4 |ref|; logits 5e-4 + 1e-4 |ref|; the
 # embedding's gradient 1e-4 of its largest |value| + 1e-3 |ref|, every
 # other gradient 2e-3 of its tensor's largest |value| + 1e-3 |ref|: at 128
@@ -27,13 +37,95 @@ CORPUS=${KVCPT_SHARED:-../shared}/corpus/books.jsonl.zst
 py=${KVCPT_PYTHON:-third_party/venv/bin/python}
 dump=build/tests/tools/dump_model_case
 L=128; S=8; BUDGET=16; STEPS=3
+for f in config.json model.safetensors tokenizer.json; do
+    [ -f "$M/$f" ] || { echo "skip - real-model CPT: $M/$f is missing (make setup converts the model)"; exit 0; }
+done
+
+# 0. launch/realmodel.sh: the mask arm and its causal control, at a tiny size
+for v in "ARMS=mask,bogus|ARMS holds 'bogus'" "PICK=last|PICK holds 'last'" "MAX_COPY_SHARE=1.5|MAX_COPY_SHARE holds '1.5'" \
+         "CPT_MASKS=evict|CPT_MASKS is replaced by ARMS"; do
+    if o=$(env "${v%%|*}" OUT="$tmp/never" launch/realmodel.sh 2>&1); then fail "realmodel.sh ${v%%|*}" "accepted"
+    elif grep -qF "${v#*|}" <<<"$o" && [ ! -e "$tmp/never" ]; then ok "realmodel.sh refuses ${v%%|*} before any work, naming it"
+    else fail "realmodel.sh ${v%%|*}" "$o"; fi
+done
+mkdir -p "$tmp/c3"
+for f in books arxiv-latex longdocs; do
+    zstd -dc "${KVCPT_SHARED:-../shared}/corpus/$f.jsonl.zst" | head -40 | python3 -c '
+import json, sys
+for line in sys.stdin:
+    print(json.dumps({"text": json.loads(line)["text"][:4000]}))' >"$tmp/c3/$f.jsonl"
+done
+cat >"$tmp/tiny.json" <<'JSON'
+{"vocab_size": 49152, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "head_dim": 8, "rms_norm_eps": 1e-5, "rope_theta": 100000.0, "tie_word_embeddings": true,
+ "bos_token_id": 1, "eos_token_id": 2, "max_position_embeddings": 8192}
+JSON
+if ! { $K prepare --input "$tmp/c3" --tokenizer "$M/tokenizer.json" --min-tokens 73 --threads 2 --out "$tmp/c3data" &&
+       $K train --set model="$tmp/tiny.json" --set init=random --set data="$tmp/c3data" --set L=64 --set S=8 --set K=8 \
+           --set mask=0 --set steps=1 --set warmup_steps=0 --set global_batch=1 --set micro_batch=1 --set out="$tmp/tinyrun" &&
+       $K convert --from "$tmp/tinyrun/model" --to "$tmp/tinyhf" --to-format hf && cp "$M/tokenizer.json" "$tmp/tinyhf/"; } \
+       >"$tmp/tiny.log" 2>&1; then
+    fail "realmodel.sh arms: the tiny model" "$(tail -3 "$tmp/tiny.log")"
+elif ! OUT="$tmp/arms" CORPUS="$tmp/c3" MODEL="$tmp/tinyhf" CONTEXTS=64 S=8 EVAL_DOCS=6 QC=5 CPT_STEPS=1 CPT_LR=1e-2 \
+        SEEDS=1,2 launch/realmodel.sh >"$tmp/arms.log" 2>&1; then
+    fail "realmodel.sh arms" "$(tail -5 "$tmp/arms.log")"
+else
+    python3 - "$tmp/arms" <<'PY' >"$tmp/arms.chk" 2>&1
+import json, math, os, re, statistics, sys
+sys.path.insert(0, "scripts")
+from paired_stats import sign_test
+o = sys.argv[1]
+ld = lambda *p: json.load(open(os.path.join(o, *p)))
+bad = []
+for s in (1, 2):
+    cm, cc = ld("cpt-mask-seed%d" % s, "config.json"), ld("cpt-causal-seed%d" % s, "config.json")
+    diff = sorted(k for k in set(cm) | set(cc) if cm.get(k) != cc.get(k))
+    if diff != ["mask", "out"] or cm["mask"] != 1 or cc["mask"] != 0:
+        bad.append("seed %d: the arms' configs differ in %s (mask %r, %r)" % (s, diff, cm.get("mask"), cc.get("mask")))
+    if open(os.path.join(o, "cpt-mask-seed%d/model/model.kvcpt" % s), "rb").read() == \
+            open(os.path.join(o, "cpt-causal-seed%d/model/model.kvcpt" % s), "rb").read():
+        bad.append("seed %d: the mask and causal CPT models are the same bytes" % s)
+before = ld("eval-64", "eval.json")
+r0 = before["results"][0]
+srcs = [os.path.basename(x) for x in r0["document_source"]]
+if srcs != ["arxiv-latex.jsonl", "books.jsonl", "longdocs.jsonl"] * 2:
+    bad.append("the documents' sources are %s, not the three files in turn" % srcs)
+ev = {(a, s): {r["policy"]: r for r in ld("cpt-%s-seed%d" % (a, s), "eval-64", "eval.json")["results"]}
+      for a in ("mask", "causal") for s in (1, 2)}
+summary = open(os.path.join(o, "cpt-summary.md")).read()
+head = summary[summary.index("mask over causal, after CPT (the headline)"):summary.index("**Answers at L = 64.**")]
+rows = {l.split(" | ")[0][2:]: l.split(" | ") for l in head.splitlines() if l.startswith("| ") and not l.startswith("| variant")}
+if len(rows) != len(before["results"]):
+    bad.append("the headline has %d rows, the eval %d variants" % (len(rows), len(before["results"])))
+for pol in ev[("mask", 1)]:
+    # per document: the mean over the seeds of ln(mask / causal), the same seed in both arms
+    per_doc = [statistics.fmean(math.log(ev[("mask", s)][pol]["ppl_per_document"][d] /
+                                         ev[("causal", s)][pol]["ppl_per_document"][d]) for s in (1, 2))
+               for d in range(6)]
+    want = "%.4f" % math.exp(statistics.fmean(per_doc))
+    _, below, n = sign_test(per_doc)
+    got = rows.get(pol, [""] * 6)
+    if not got[3].startswith(want + " [") or got[5] != "%d of %d" % (below, n):
+        bad.append("%s: the table has %s, %s; recomputed %s, %d of %d" % (pol, got[3], got[5], want, below, n))
+changed = sum(1 for pol in ev[("mask", 1)] if not rows[pol][3].startswith("1.0000 "))
+if changed == 0:
+    bad.append("every ratio reads 1.0000: the arms trained alike")
+if "equal recipe: the 4 runs' config.json agree on every key but the arm's" not in summary:
+    bad.append("no equal-recipe line")
+print("; ".join(bad) if bad else "ok %d variants, %d with a ratio off 1.0000" % (len(rows), changed))
+PY
+    grep -q "^### L = 64: mask over causal, after CPT (the headline)" "$tmp/arms.log" ||
+        echo "the launcher did not print the headline" >>"$tmp/arms.chk"
+    case "$(tail -1 "$tmp/arms.chk")" in
+    ok*) ok "realmodel.sh arms mask,causal x seeds 1,2: configs differ only in the mask, documents from the three files in turn, cpt-summary.md's mask over causal per policy (printed at the end) equals a recomputation paired by seed and document ($(tail -1 "$tmp/arms.chk"))" ;;
+    *) fail "realmodel.sh arms" "$(tail -3 "$tmp/arms.chk")" ;;
+    esac
+fi
+
 if ! python_has "$py" transformers torch numpy; then
     echo "skip - real-model CPT: $py lacks transformers, torch or numpy (make setup)"
     exit 0
 fi
-for f in config.json model.safetensors tokenizer.json; do
-    [ -f "$M/$f" ] || { echo "skip - real-model CPT: $M/$f is missing (make setup converts the model)"; exit 0; }
-done
 [ -x "$dump" ] || { fail "real-model CPT" "$dump is not built (make test builds it)"; exit 0; }
 export OMP_NUM_THREADS=2 HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error TQDM_DISABLE=1
 
