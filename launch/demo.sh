@@ -70,7 +70,7 @@ prepare "$OUT/data" "$VALUES" $((L + S + 1)) "$LONG_TAIL" 3000
 
 common=(--set seed="$SEED" --set loss_on=answers --set eval_interval=50 --set ckpt_interval=50)
 train_stage() { # train_stage NAME INIT FROM DATA L S BATCH STEPS LR: causal pretraining, AdamW fp32, cosine decay
-    stage "pretrain-$1" "$OUT/$1/model/model.kvcpt" ./kvcpt train --resume "${common[@]}" --set optim=adamw \
+    stage "pretrain-$1" "$OUT/$1/model/config.json" ./kvcpt train --resume "${common[@]}" --set optim=adamw \
         --set schedule=cosine --set warmup_steps=20 --set mask=0 --set init="$2" --set model="$3" --set data="$4" \
         --set L="$5" --set S="$6" --set K=$(($5 / 8)) --set global_batch="$7" --set micro_batch="$7" --set steps="$8" \
         --set lr="$9" --set out="$OUT/$1"
@@ -79,7 +79,7 @@ train_stage stage1 random "$OUT/model.json" "$OUT/data-1" 24 8 128 "$STEPS_1" "$
 train_stage stage2 pretrained "$OUT/stage1/model" "$OUT/data-2" 96 32 32 "$STEPS_2" "$PRETRAIN_LR"
 train_stage stage3 pretrained "$OUT/stage2/model" "$OUT/data-3" 352 32 16 "$STEPS_3" "$PRETRAIN_LR"
 train_stage pretrain pretrained "$OUT/stage3/model" "$OUT/data" "$L" "$S" 8 "$STEPS_4" "$LONG_LR"
-stage "cpt" "$OUT/cpt/model/model.kvcpt" ./kvcpt train --resume "${common[@]}" --set optim=adamw8bit \
+stage "cpt" "$OUT/cpt/model/config.json" ./kvcpt train --resume "${common[@]}" --set optim=adamw8bit \
     --set model="$OUT/pretrain/model" --set init=pretrained --set data="$OUT/data" --set mask=1 --set L="$L" \
     --set S="$S" --set K="$K" --set global_batch=8 --set micro_batch=8 --set steps="$CPT_STEPS" --set lr="$CPT_LR" \
     --set schedule=linear --set warmup_steps=10 --set out="$OUT/cpt"
