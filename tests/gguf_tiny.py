@@ -5,9 +5,12 @@ FILE.gguf` that run without the venv.
 
     python3 tests/gguf_tiny.py OUT.gguf [--pre smollm] [--model gpt2] [--add-bos]
                                [--q4k TENSOR] [--no-tokenizer] [--untied] [--first TENSOR=VALUE]
+                               [--all-bytes]
 
 Shape: vocab 40, hidden 32, FFN 64, 2 layers, 4 heads over 2 KV heads
-(head size 8); weights F32 with values i * 1e-3 (deterministic). --q4k
+(head size 8); weights F32 with values i * 1e-3 (deterministic). --all-bytes
+gives the tokenizer a token for each of the 256 bytes (GPT-2's byte map),
+so any text encodes and kvcpt's tokenizer loads it: vocab 264. --q4k
 stores one tensor as Q4_K (zero bytes of the right size), which kvcpt must
 refuse by name. --first sets element 0 of one F32 tensor (an out-of-range
 value for the --to-dtype checks).
@@ -52,6 +55,19 @@ def int_array(key, items):
     return kv(key, 9, struct.pack("<IQ", 5, len(items)) + b"".join(struct.pack("<i", i) for i in items))
 
 
+def byte_chars():
+    """GPT-2's printable spelling of each byte (its bytes_to_unicode)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    out, n = {}, 0
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + n)
+            n += 1
+    return [out[b] for b in range(256)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -62,7 +78,9 @@ def main():
     ap.add_argument("--no-tokenizer", action="store_true")
     ap.add_argument("--untied", action="store_true")
     ap.add_argument("--first", default="=")
+    ap.add_argument("--all-bytes", action="store_true")
     a = ap.parse_args()
+    vocab = 264 if a.all_bytes else V
 
     meta = [string("general.architecture", "llama"), u32("llama.block_count", L), u32("llama.context_length", 128),
             u32("llama.embedding_length", C), u32("llama.feed_forward_length", F),
@@ -72,11 +90,11 @@ def main():
         # control tokens first, then single characters (as GPT-2's byte map
         # spells them: "Ġ" is the space), then merged ones
         special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-        chars = list("abcdefghij0123456789") + ["\u0120"]
+        chars = byte_chars() if a.all_bytes else list("abcdefghij0123456789") + ["\u0120"]
         tokens = special + chars
         merges = ["a b", "\u0120 a"]
         tokens += ["ab", "\u0120a"]
-        tokens = tokens[:V]
+        tokens = tokens[:vocab]
         types = [3] * len(special) + [1] * (len(tokens) - len(special))
         meta += [string("tokenizer.ggml.model", a.model), string("tokenizer.ggml.pre", a.pre),
                  str_array("tokenizer.ggml.tokens", tokens), int_array("tokenizer.ggml.token_type", types),
@@ -84,7 +102,7 @@ def main():
                  u32("tokenizer.ggml.eos_token_id", 2), boolean("tokenizer.ggml.add_bos_token", a.add_bos),
                  string("tokenizer.chat_template", "{{ messages }}")]
 
-    tensors = [("token_embd.weight", [C, V])]
+    tensors = [("token_embd.weight", [C, vocab])]
     for i in range(L):
         tensors += [(f"blk.{i}.attn_norm.weight", [C]), (f"blk.{i}.attn_q.weight", [C, H * D]),
                     (f"blk.{i}.attn_k.weight", [C, KV * D]), (f"blk.{i}.attn_v.weight", [C, KV * D]),
@@ -93,7 +111,7 @@ def main():
                     (f"blk.{i}.ffn_down.weight", [F, C])]
     tensors.append(("output_norm.weight", [C]))
     if a.untied:
-        tensors.append(("output.weight", [C, V]))
+        tensors.append(("output.weight", [C, vocab]))
 
     infos, blobs, off = b"", [], 0
     for name, ne in tensors:
