@@ -67,9 +67,7 @@ void write_text_file_atomic(const char *dir, const char *name, const char *text)
     rename_check(tmp, path);
 }
 
-void copy_file_atomic(const char *src, const char *dir, const char *name) {
-    int64_t n;
-    char *bytes = read_text_file(src, &n);
+void write_file_atomic(const char *dir, const char *name, const void *bytes, int64_t n) {
     char dst[4096], tmp[4200];
     path_fmt(dst, sizeof dst, "%s/%s", dir, name);
     path_fmt(tmp, sizeof tmp, "%s.tmp", dst);
@@ -77,7 +75,6 @@ void copy_file_atomic(const char *src, const char *dir, const char *name) {
     if (n > 0) fwrite_check(bytes, 1, (size_t)n, f, tmp);
     fclose_check(f, tmp);
     rename_check(tmp, dst);
-    free(bytes);
 }
 
 static void remove_if_present(const char *path) {

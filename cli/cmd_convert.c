@@ -31,7 +31,11 @@ static int64_t parse_size(const char *s) {
 static void copy_file(const char *from_dir, const char *to_dir, const char *name) {
     char src[4096];
     path_fmt(src, sizeof src, "%s/%s", from_dir, name);
-    if (file_size(src) >= 0) copy_file_atomic(src, to_dir, name);
+    if (file_size(src) < 0) return;
+    int64_t n;
+    char *bytes = read_text_file(src, &n);
+    write_file_atomic(to_dir, name, bytes, n);
+    free(bytes);
 }
 
 static int same_dir(const char *a, const char *b) {

@@ -88,7 +88,7 @@ check "train from an HF directory: out/model holds config.json, model.safetensor
      [ ! -e "$m/model.kvcpt" ] && [ ! -e "$m/model.safetensors.index.json" ]' "rc $rc: $(ls "$m" 2>&1) $(tail -2 "$tmp/r_hf.log")"
 check "train: the model's tokenizer.json and tokenizer_config.json copied byte for byte, and the log says from where" \
     'cmp -s "$m/tokenizer.json" "$tmp/hf/tokenizer.json" && cmp -s "$m/tokenizer_config.json" "$tmp/hf/tokenizer_config.json" &&
-     grep -qF "tokenizer from $tmp/hf/tokenizer.json" "$tmp/r_hf.log"' "$(ls "$m") $(grep "final model" "$tmp/r_hf.log")"
+     grep -q "the final model.s tokenizer: $tmp/hf/tokenizer.json" "$tmp/r_hf.log"' "$(ls "$m") $(grep "final model" "$tmp/r_hf.log")"
 res=$($py - "$m" "$tmp/hf" <<'PY' 2>&1
 import json, sys
 out, src = (json.load(open(d + "/config.json")) for d in sys.argv[1:3])
@@ -110,7 +110,7 @@ $K train "${tr[@]}" --set model="$tmp/g.gguf" --set out="$tmp/r_gguf" >"$tmp/r_g
 $K eval --model "$tmp/r_gguf/model" "${ev[@]}" --out "$tmp/e_r_gguf" >/dev/null 2>&1
 check "train model=FILE.gguf (init=pretrained): the same trained model as from its conversion, and its tokenizer" \
     '[ $rc -eq 0 ] && [ "$(ppl "$tmp/e_r_gguf")" = "$(ppl "$tmp/e_r_hf")" ] &&
-     cmp -s "$tmp/r_gguf/model/tokenizer.json" "$tmp/hf/tokenizer.json" && grep -qF "tokenizer from $tmp/g.gguf" "$tmp/r_gguf.log"' \
+     cmp -s "$tmp/r_gguf/model/tokenizer.json" "$tmp/hf/tokenizer.json" && grep -q "the final model.s tokenizer: $tmp/g.gguf" "$tmp/r_gguf.log"' \
     "rc $rc: $(tail -2 "$tmp/r_gguf.log")"
 
 $K train "${tr[@]}" --set model="$tmp/hf" --set out="$tmp/r_sh" --set model_shard_size=20KB >"$tmp/r_sh.log" 2>&1; rc=$?
@@ -129,6 +129,10 @@ $K convert --from "$m" --to "$tmp/native" --to-format native >/dev/null 2>&1
 $K eval --model "$tmp/native" "${ev[@]}" --out "$tmp/e_native" >/dev/null 2>&1; rc=$?
 check "an older native directory (model.kvcpt) still evaluates, to the same numbers" \
     '[ $rc -eq 0 ] && [ -s "$tmp/native/model.kvcpt" ] && [ "$(ppl "$tmp/e_native")" = "$(ppl "$tmp/e_r_hf")" ]' "rc $rc"
+$K convert --from "$tmp/native" --to "$tmp/back" >/dev/null 2>&1; rc=$?
+check "convert out/model -> native -> HF carries the tokenizer and generation files along" \
+    '[ $rc -eq 0 ] && (for f in tokenizer.json tokenizer_config.json generation_config.json; do
+         cmp -s "$m/$f" "$tmp/native/$f" && cmp -s "$m/$f" "$tmp/back/$f" || exit 1; done)' "rc $rc: $(ls "$tmp/back")"
 
 # the tokenizer found at the path prepare recorded (no tokenizer_config.json
 # beside it: a plain one naming the fast tokenizer is written), then gone
@@ -143,9 +147,11 @@ check "train model=config.json (random init): the tokenizer at the data's record
     "rc $rc: $(ls "$tmp/r_rec/model") $(grep "final model" "$tmp/r_rec.log")"
 echo '{}' >"$tmp/tok/my-tokenizer.json"
 $K train "${tt[@]}" --set out="$tmp/r_gone" >"$tmp/r_gone.log" 2>&1; rc=$?
-check "train: the data's tokenizer changed since prepare: no tokenizer files, the log says why and what to copy" \
+said=$(grep -n "NO tokenizer: .*copy the tokenizer.json the data was prepared with" "$tmp/r_gone.log" | cut -d: -f1)
+step1=$(grep -n "^step 1/" "$tmp/r_gone.log" | cut -d: -f1)
+check "train: the data's tokenizer changed since prepare: no tokenizer files, said before step 1 with what to copy" \
     '[ $rc -eq 0 ] && [ -s "$tmp/r_gone/model/model.safetensors" ] && ! ls "$tmp/r_gone/model" | grep -q tokenizer &&
-     grep -q "NO tokenizer: .*copy the tokenizer.json the data was prepared with" "$tmp/r_gone.log"' \
+     [ -n "$said" ] && [ -n "$step1" ] && [ "$said" -lt "$step1" ]' \
     "rc $rc: $(ls "$tmp/r_gone/model") $(grep "final model" "$tmp/r_gone.log")"
 $K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 40 --out "$tmp/syn" >/dev/null
 $K train "${tt[@]}" --set model=tiny --set data="$tmp/syn" --set out="$tmp/r_syn" >"$tmp/r_syn.log" 2>&1; rc=$?

@@ -10,9 +10,16 @@
 #include "../model/params.h"
 #include "train_config.h"
 
-/* cfg/pl/params: the trained model; c->model and c->data say where its
- * config text, generation settings and tokenizer come from. Prints one line
- * saying what was written, or why there is no tokenizer. */
-void final_model_write(const TrainConfig *c, const LlamaConfig *cfg, const ParamLayout *pl, const float *params);
+typedef struct FinalModel FinalModel;
+
+/* At setup, before the first step: decides and reads into memory everything
+ * besides the weights (the config text, the generation settings, the
+ * tokenizer files), so that the end of a run neither fails on a file that
+ * moved nor changes its mind, and prints where the tokenizer comes from or
+ * why there is none. c->model and c->data say where they come from. */
+FinalModel *final_model_prepare(const TrainConfig *c, const LlamaConfig *cfg);
+/* Writes out/model from the trained parameters; one line says what. */
+void final_model_write(const FinalModel *fm, const ParamLayout *pl, const float *params);
+void final_model_free(FinalModel *fm);
 
 #endif

@@ -23,7 +23,6 @@
 #include "../kernels/blas.h"
 #include "../model/recompute.h"
 #include "../optim/clip.h"
-#include "final_model.h"
 
 static volatile sig_atomic_t stop_signal = 0;
 static void on_signal(int sig) { stop_signal = sig; }
@@ -498,6 +497,7 @@ void trainer_setup(Trainer *t, const TrainConfig *cfg, RunStart start, Comm *com
     comm_barrier(comm);
     setup_model(t);
     open_data(t);
+    if (t->rank == 0) t->final_model = final_model_prepare(&t->cfg, &t->model.cfg);
     setup_optimizer(t);
     allocate_batches(t);
     check_first_answers(t);
@@ -591,7 +591,7 @@ static void plot_losses(const Trainer *t) {
 static void save_final_model(Trainer *t) {
     fsdp_gather_all(&t->fsdp);
     if (t->rank != 0) return;
-    final_model_write(&t->cfg, &t->model.cfg, &t->model.layout, t->model.params);
+    final_model_write(t->final_model, &t->model.layout, t->model.params);
     plot_losses(t);
 }
 
@@ -649,4 +649,5 @@ void trainer_finish(Trainer *t) {
     free(t->tokens);
     free(t->round_loss);
     free(t->answer_class);
+    final_model_free(t->final_model);
 }
