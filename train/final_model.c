@@ -55,6 +55,16 @@ static FileBytes text_bytes(const char *text) {
     return f;
 }
 
+/* j (consumed) as the indented text of the file named `name`. */
+static FileBytes json_bytes(json_t *j, const char *name) {
+    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    KV_CHECK(s != NULL, "cannot serialise %s", name);
+    FileBytes f = text_bytes(s);
+    free(s);
+    json_decref(j);
+    return f;
+}
+
 static int bytes_have_sha(const FileBytes *f, const char *want) {
     Sha256 *h = sha256_new();
     sha256_update(h, f->bytes, (size_t)f->n);
@@ -108,12 +118,7 @@ static FileBytes plain_tokenizer_config(const LlamaConfig *cfg) {
     json_t *j = json_pack("{s:s,s:b,s:I}", "tokenizer_class", "PreTrainedTokenizerFast",
                           "clean_up_tokenization_spaces", 0, "model_max_length",
                           (json_int_t)cfg->max_position_embeddings);
-    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    KV_CHECK(s != NULL, "cannot serialise tokenizer_config.json");
-    FileBytes f = text_bytes(s);
-    free(s);
-    json_decref(j);
-    return f;
+    return json_bytes(j, "tokenizer_config.json");
 }
 
 /* The tokenizer whose ids the model is trained on: the data's manifest
@@ -173,12 +178,7 @@ static FileBytes generation_config(const char *model, const LlamaConfig *cfg) {
         for (int i = 0; i < cfg->n_eos; i++) json_array_append_new(a, json_integer(cfg->eos_token_ids[i]));
         json_object_set_new(g, "eos_token_id", a);
     }
-    char *s = json_dumps(g, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    KV_CHECK(s != NULL, "cannot serialise generation_config.json");
-    FileBytes f = text_bytes(s);
-    free(s);
-    json_decref(g);
-    return f;
+    return json_bytes(g, "generation_config.json");
 }
 
 /* The source's own config.json (every field it carries kept) when the model
