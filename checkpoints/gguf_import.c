@@ -9,6 +9,7 @@
 #include "../common/util.h"
 #include "../model/config.h"
 #include "../model/params.h"
+#include "ckpt.h"
 #include "gguf.h"
 #include "gguf_dequant.h"
 #include "gguf_meta.h"
@@ -147,24 +148,30 @@ static void progress(double t0, double *last, int i, int n, const char *name) {
     fprintf(stderr, "kvcpt convert: tensor %d of %d (%s), %.1f s\n", i + 1, n, name, now - t0);
 }
 
-void gguf_import(const char *gguf_path, const char *to_dir, int native, KvDtype dtype, int64_t shard_bytes,
-                 GgufImportStats *st) {
-    memset(st, 0, sizeof *st);
+/* A GGUF file's model, checked whole: its config, its layout, and for every
+ * tensor of the layout the GGUF tensor it comes from (by name and shape,
+ * each dequantizable). */
+typedef struct {
     GgufFile f;
-    char err[GGUF_ERR_LEN];
-    if (gguf_open(&f, gguf_path, err, sizeof err) != 0) die("%s", err);
     LlamaConfig cfg;
-    read_config(&f, &cfg);
     ParamLayout pl;
-    param_layout_build(&pl, &cfg);
+    int *src_of; /* pl.n entries */
+} GgufModel;
+
+static void gguf_model_open(GgufModel *m, const char *gguf_path) {
+    char err[GGUF_ERR_LEN];
+    if (gguf_open(&m->f, gguf_path, err, sizeof err) != 0) die("%s", err);
+    read_config(&m->f, &m->cfg);
+    param_layout_build(&m->pl, &m->cfg);
+    const ParamLayout *pl = &m->pl;
 
     /* every GGUF tensor has exactly one place in the layout, with its shape */
-    int *src_of = xcalloc((size_t)pl.n, sizeof(int));
-    for (int k = 0; k < pl.n; k++) src_of[k] = -1;
-    for (int64_t g = 0; g < f.h.n_tensors; g++) {
-        const GgufTensor *t = &f.h.t[g];
+    int *src_of = m->src_of = xcalloc((size_t)pl->n, sizeof(int));
+    for (int k = 0; k < pl->n; k++) src_of[k] = -1;
+    for (int64_t g = 0; g < m->f.h.n_tensors; g++) {
+        const GgufTensor *t = &m->f.h.t[g];
         char name[128];
-        int k = hf_name(t->name, name, sizeof name) ? param_layout_find(&pl, name) : -1;
+        int k = hf_name(t->name, name, sizeof name) ? param_layout_find(pl, name) : -1;
         if (k < 0)
             die("gguf '%s' at byte %lld: tensor '%s' has no place in a Hugging Face Llama of this config%s", gguf_path,
                 (long long)t->info_offset, t->name,
@@ -172,7 +179,7 @@ void gguf_import(const char *gguf_path, const char *to_dir, int native, KvDtype 
         if (!ggml_type_dequantizable(t->type))
             die("gguf '%s' at byte %lld: tensor '%s' is %s, which kvcpt cannot dequantize (supported: F32, F16, "
                 "BF16, Q8_0, Q4_0, Q4_1)", gguf_path, (long long)t->info_offset, t->name, ggml_type_info(t->type)->name);
-        const ParamTensor *p = &pl.t[k];
+        const ParamTensor *p = &pl->t[k];
         int shape_ok = t->ndim == p->ndim;
         for (int d = 0; shape_ok && d < p->ndim; d++) shape_ok = t->ne[d] == p->shape[p->ndim - 1 - d];
         if (!shape_ok) {
@@ -185,27 +192,39 @@ void gguf_import(const char *gguf_path, const char *to_dir, int native, KvDtype 
         }
         src_of[k] = (int)g;
     }
-    for (int k = 0; k < pl.n; k++)
-        if (src_of[k] < 0) die("gguf '%s': no tensor for %s", gguf_path, pl.t[k].name);
+    for (int k = 0; k < pl->n; k++)
+        if (src_of[k] < 0) die("gguf '%s': no tensor for %s", gguf_path, pl->t[k].name);
+}
 
-    /* the tokenizer is checked before anything is written */
-    char *tok_json = NULL, *tok_cfg = NULL;
-    st->tokenizer = gguf_tokenizer_json(&f, cfg.max_position_embeddings, &tok_json, &tok_cfg) == 0;
-    const GgufKV *toks = gguf_meta(&f, "tokenizer.ggml.tokens");
-    if (st->tokenizer && (int64_t)toks->arr_n > cfg.vocab_size)
-        die("gguf '%s' at byte %lld: tokenizer.ggml.tokens lists %llu tokens but the embedding has %lld rows", gguf_path,
-            (long long)toks->offset, (unsigned long long)toks->arr_n, (long long)cfg.vocab_size);
+static void gguf_model_close(GgufModel *m) {
+    free(m->src_of);
+    param_layout_free(&m->pl);
+    gguf_close(&m->f);
+}
 
-    size_t total;
-    if (__builtin_mul_overflow((size_t)pl.total, sizeof(float), &total)) die("gguf '%s': model too large", gguf_path);
-    float *params = xmalloc(total), *scratch = NULL;
+/* The tokenizer files, checked against the embedding; 0, or -1 (both NULL)
+ * when the file carries no tokenizer. */
+static int gguf_model_tokenizer(const GgufModel *m, char **tok_json, char **tok_cfg) {
+    if (gguf_tokenizer_json(&m->f, m->cfg.max_position_embeddings, tok_json, tok_cfg) != 0) return -1;
+    const GgufKV *toks = gguf_meta(&m->f, "tokenizer.ggml.tokens");
+    if ((int64_t)toks->arr_n > m->cfg.vocab_size)
+        die("gguf '%s' at byte %lld: tokenizer.ggml.tokens lists %llu tokens but the embedding has %lld rows",
+            m->f.map.path, (long long)toks->offset, (unsigned long long)toks->arr_n, (long long)m->cfg.vocab_size);
+    return 0;
+}
+
+/* Every tensor dequantized into params (m->pl.total floats), q and k rows
+ * put back in Hugging Face's order. */
+static void gguf_model_dequant(const GgufModel *m, float *params) {
+    const ParamLayout *pl = &m->pl;
+    float *scratch = NULL;
     int64_t scratch_n = 0;
     double t0 = now_seconds(), last = 0;
-    for (int k = 0; k < pl.n; k++) {
-        const ParamTensor *p = &pl.t[k];
-        progress(t0, &last, k, pl.n, p->name);
+    for (int k = 0; k < pl->n; k++) {
+        const ParamTensor *p = &pl->t[k];
+        progress(t0, &last, k, pl->n, p->name);
         if (p->kind != PT_WQ && p->kind != PT_WK) {
-            dequant_tensor(&f, src_of[k], params + p->offset);
+            dequant_tensor(&m->f, m->src_of[k], params + p->offset);
             continue;
         }
         if (scratch_n < p->numel) {
@@ -213,20 +232,59 @@ void gguf_import(const char *gguf_path, const char *to_dir, int native, KvDtype 
             scratch = xmalloc((size_t)p->numel * sizeof(float));
             scratch_n = p->numel;
         }
-        dequant_tensor(&f, src_of[k], scratch);
-        int64_t heads = p->kind == PT_WQ ? cfg.num_attention_heads : cfg.num_key_value_heads;
-        unpermute_rows(params + p->offset, scratch, heads, cfg.head_dim, p->shape[1]);
+        dequant_tensor(&m->f, m->src_of[k], scratch);
+        int64_t heads = p->kind == PT_WQ ? m->cfg.num_attention_heads : m->cfg.num_key_value_heads;
+        unpermute_rows(params + p->offset, scratch, heads, m->cfg.head_dim, p->shape[1]);
     }
     free(scratch);
-    if (native) model_file_save_native(to_dir, &cfg, &pl, params, dtype);
-    else model_file_save_hf(to_dir, &cfg, &pl, params, dtype, shard_bytes);
+}
+
+void gguf_import(const char *gguf_path, const char *to_dir, int native, KvDtype dtype, int64_t shard_bytes,
+                 GgufImportStats *st) {
+    memset(st, 0, sizeof *st);
+    GgufModel m;
+    gguf_model_open(&m, gguf_path);
+    /* the tokenizer is checked before anything is written */
+    char *tok_json = NULL, *tok_cfg = NULL;
+    st->tokenizer = gguf_model_tokenizer(&m, &tok_json, &tok_cfg) == 0;
+    size_t total;
+    if (__builtin_mul_overflow((size_t)m.pl.total, sizeof(float), &total)) die("gguf '%s': model too large", gguf_path);
+    float *params = xmalloc(total);
+    gguf_model_dequant(&m, params);
+    if (native) model_file_save_native(to_dir, &m.cfg, &m.pl, params, dtype);
+    else model_file_save_hf(to_dir, &m.cfg, &m.pl, params, dtype, shard_bytes);
     if (st->tokenizer) {
         write_text_file_atomic(to_dir, "tokenizer.json", tok_json);
         write_text_file_atomic(to_dir, "tokenizer_config.json", tok_cfg);
     }
-    st->tensors = pl.n;
-    st->bytes = pl.total * kv_dtype_size(dtype);
-    free(tok_json), free(tok_cfg), free(params), free(src_of);
-    param_layout_free(&pl);
-    gguf_close(&f);
+    st->tensors = m.pl.n;
+    st->bytes = m.pl.total * kv_dtype_size(dtype);
+    free(tok_json), free(tok_cfg), free(params);
+    gguf_model_close(&m);
+}
+
+void gguf_read_config(const char *gguf_path, LlamaConfig *cfg) {
+    GgufModel m;
+    gguf_model_open(&m, gguf_path);
+    *cfg = m.cfg;
+    gguf_model_close(&m);
+}
+
+void gguf_load_fp32(const char *gguf_path, const LlamaConfig *cfg, const ParamLayout *pl, float *params) {
+    GgufModel m;
+    gguf_model_open(&m, gguf_path);
+    /* the caller's layout came from this file's config: the same file read again must give the same one */
+    KV_CHECK(param_layout_hash(&m.pl) == param_layout_hash(pl) && m.pl.total == pl->total,
+             "gguf '%s': the file's model (%lld parameters) is not the one %s describes (%lld); was it replaced "
+             "while kvcpt ran?", gguf_path, (long long)m.pl.total, cfg->name, (long long)pl->total);
+    gguf_model_dequant(&m, params);
+    gguf_model_close(&m);
+}
+
+int gguf_read_tokenizer(const char *gguf_path, char **tok_json, char **tok_cfg) {
+    GgufModel m;
+    gguf_model_open(&m, gguf_path);
+    int rc = gguf_model_tokenizer(&m, tok_json, tok_cfg);
+    gguf_model_close(&m);
+    return rc;
 }

@@ -5,6 +5,8 @@
  * layouts, tokenizer.json and tokenizer_config.json; or as a native one. */
 #include <stdint.h>
 
+#include "../model/config.h"
+#include "../model/params.h"
 #include "dtype.h"
 
 typedef struct {
@@ -19,5 +21,14 @@ typedef struct {
  * byte offset on bad input. */
 void gguf_import(const char *gguf_path, const char *to_dir, int native, KvDtype dtype, int64_t shard_bytes,
                  GgufImportStats *st);
+
+/* The same file read in place, nothing written (eval --model FILE.gguf,
+ * train's model=FILE.gguf): its config; its weights dequantized into params
+ * (pl->total floats, pl built from that config); its tokenizer files as
+ * gguf_import writes them (heap strings; 0, or -1 with both NULL when the
+ * file has none). Each validates the whole model first, as gguf_import does. */
+void gguf_read_config(const char *gguf_path, LlamaConfig *cfg);
+void gguf_load_fp32(const char *gguf_path, const LlamaConfig *cfg, const ParamLayout *pl, float *params);
+int gguf_read_tokenizer(const char *gguf_path, char **tokenizer_json, char **tokenizer_config_json);
 
 #endif

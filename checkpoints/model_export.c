@@ -67,6 +67,16 @@ void write_text_file_atomic(const char *dir, const char *name, const char *text)
     rename_check(tmp, path);
 }
 
+void write_file_atomic(const char *dir, const char *name, const void *bytes, int64_t n) {
+    char dst[4096], tmp[4200];
+    path_fmt(dst, sizeof dst, "%s/%s", dir, name);
+    path_fmt(tmp, sizeof tmp, "%s.tmp", dst);
+    FILE *f = fopen_check(tmp, "wb");
+    if (n > 0) fwrite_check(bytes, 1, (size_t)n, f, tmp);
+    fclose_check(f, tmp);
+    rename_check(tmp, dst);
+}
+
 static void remove_if_present(const char *path) {
     if (unlink(path) != 0 && errno != ENOENT) die("cannot remove '%s': %s", path, strerror(errno));
 }

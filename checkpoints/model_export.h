@@ -28,5 +28,7 @@ int export_hf(const char *dir, const ExportTensor *t, int n, int64_t shard_bytes
 void export_native(const char *dir, const ExportTensor *t, int n);
 /* Atomically writes text to dir/name. */
 void write_text_file_atomic(const char *dir, const char *name, const char *text);
+/* Atomically writes n bytes to dir/name. */
+void write_file_atomic(const char *dir, const char *name, const void *bytes, int64_t n);
 
 #endif

@@ -107,12 +107,18 @@ static void write_config(const char *dir, const LlamaConfig *cfg, KvDtype dtype)
     free(js);
 }
 
+int model_file_save_hf_weights(const char *dir, const ParamLayout *pl, const float *params, KvDtype dtype,
+                               int64_t shard_bytes) {
+    ExportTensor *t = layout_exports(pl, params, dtype);
+    int shards = export_hf(dir, t, pl->n, shard_bytes); /* it refuses values the dtype cannot hold before any write */
+    free(t);
+    return shards;
+}
+
 void model_file_save_hf(const char *dir, const LlamaConfig *cfg, const ParamLayout *pl, const float *params,
                         KvDtype dtype, int64_t shard_bytes) {
-    ExportTensor *t = layout_exports(pl, params, dtype);
-    export_hf(dir, t, pl->n, shard_bytes); /* first: it refuses values the dtype cannot hold before any write */
+    model_file_save_hf_weights(dir, pl, params, dtype, shard_bytes);
     write_config(dir, cfg, dtype);
-    free(t);
 }
 
 void model_file_save_native(const char *dir, const LlamaConfig *cfg, const ParamLayout *pl, const float *params,

@@ -25,6 +25,10 @@ void model_file_load_fp32(const char *dir, const LlamaConfig *cfg, const ParamLa
  * shards of at most shard_bytes (dtype KV_BF16 rounds to nearest even). */
 void model_file_save_hf(const char *dir, const LlamaConfig *cfg, const ParamLayout *pl, const float *params,
                         KvDtype dtype, int64_t shard_bytes);
+/* The weights alone (the caller writes config.json, last, as the mark of a
+ * complete directory); returns the number of safetensors files. */
+int model_file_save_hf_weights(const char *dir, const ParamLayout *pl, const float *params, KvDtype dtype,
+                               int64_t shard_bytes);
 /* Same into the native format (config.json + model.kvcpt). */
 void model_file_save_native(const char *dir, const LlamaConfig *cfg, const ParamLayout *pl, const float *params,
                             KvDtype dtype);

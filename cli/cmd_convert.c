@@ -1,11 +1,11 @@
 /* kvcpt convert: Hugging Face safetensors directory <-> native model
  * directory, checked against the config's tensor names and shapes. */
-#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "../common/byte_size.h"
 #include "../common/options.h"
 #include "../common/util.h"
 #include "commands.h"
@@ -21,18 +21,11 @@
 static const char *const SIDE_FILES[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                          "generation_config.json", NULL};
 
-/* "5GB" = 5e9 bytes as transformers counts; KiB/MiB/GiB are powers of 2. */
 static int64_t parse_size(const char *s) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    static const struct { const char *suffix; double mult; } units[] = {
-        {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-        {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (!errno && end != s && strcasecmp(end, units[i].suffix) == 0 && v * units[i].mult >= 1 && v * units[i].mult < 9e18)
-            return (int64_t)(v * units[i].mult);
-    die("kvcpt convert: --shard-size expects a positive size such as 5GB, 500MB or 2GiB, got '%s'", s);
+    int64_t bytes;
+    if (byte_size_parse(s, &bytes) != 0)
+        die("kvcpt convert: --shard-size expects a positive size such as 5GB, 500MB or 2GiB, got '%s'", s);
+    return bytes;
 }
 
 static void copy_file(const char *from_dir, const char *to_dir, const char *name) {
@@ -40,15 +33,9 @@ static void copy_file(const char *from_dir, const char *to_dir, const char *name
     path_fmt(src, sizeof src, "%s/%s", from_dir, name);
     if (file_size(src) < 0) return;
     int64_t n;
-    char *text = read_text_file(src, &n);
-    char dst[4096], tmp[4200];
-    path_fmt(dst, sizeof dst, "%s/%s", to_dir, name);
-    path_fmt(tmp, sizeof tmp, "%s.tmp", dst);
-    FILE *f = fopen_check(tmp, "wb");
-    if (n > 0) fwrite_check(text, 1, (size_t)n, f, tmp);
-    fclose_check(f, tmp);
-    rename_check(tmp, dst);
-    free(text);
+    char *bytes = read_text_file(src, &n);
+    write_file_atomic(to_dir, name, bytes, n);
+    free(bytes);
 }
 
 static int same_dir(const char *a, const char *b) {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../checkpoints/model_file.h"
+#include "../checkpoints/model_source.h"
 #include "../common/backend.h"
 #include "../common/options.h"
 #include "../common/util.h"
@@ -385,9 +385,9 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
 
 static void load_model(Llama *m, const char *dir) {
     LlamaConfig c;
-    config_load(&c, dir);
+    model_source_config(&c, dir, "eval: --model");
     llama_create(m, &c);
-    model_file_load_fp32(dir, &c, &m->layout, m->params);
+    model_source_load_fp32(dir, &c, &m->layout, m->params);
 }
 
 /* With the GPU backend, m's weights go to the device once for all its contexts. */
@@ -484,7 +484,7 @@ int cmd_eval(int argc, char **argv) {
                   .restkv_grow = d.restkv_grow, .restkv_shift = policy_restkv_shift_names[d.restkv_shift],
                   .pick = doc_pick_names[DOC_PICK_FIRST], .max_copy = 1.0};
     const Option opts[] = {
-        {"model", OPT_STRINGS, &a.models, "DIR", "model directory (native or HF); give two for before -> after"},
+        {"model", OPT_STRINGS, &a.models, "DIR|FILE.gguf", "model directory (Hugging Face, or native) or llama.cpp GGUF file; give two for before -> after"},
         {"data", OPT_STRING, &a.data, "DIR", "prepared data directory (kvcpt prepare --out)"},
         {"split", OPT_STRING, &a.split, "NAME", "train | dev | test"},
         {"L", OPT_STRING, &a.contexts, "L1,L2", "prefill lengths"},

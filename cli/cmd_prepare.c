@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../checkpoints/model_source.h"
 #include "../common/options.h"
 #include "../common/util.h"
 #include "../data/prepare.h"
@@ -12,7 +13,7 @@
 
 int cmd_prepare(int argc, char **argv) {
     StringList inputs = {0};
-    const char *out = NULL, *tokenizer = NULL;
+    const char *out = NULL, *tokenizer = NULL, *model = NULL;
     int64_t min_tokens = 1, shard_tokens = (int64_t)1 << 28, threads = 0, seed = 0;
     int allow_special = 0, allow_empty = 0;
     const char *synthetic = NULL;
@@ -21,7 +22,8 @@ int cmd_prepare(int argc, char **argv) {
         {"input", OPT_STRINGS, &inputs, "FILE_OR_DIR", "JSON Lines {\"text\": ...} (.jsonl/.json), or .txt; .zst streamed; repeatable"},
         {"out", OPT_STRING, &out, "DIR", "output: DIR/{train,dev,test}/shard_*.bin and DIR/manifest.json"},
         {"min-tokens", OPT_POSITIVE, &min_tokens, "N", "drop documents shorter than N tokens (with the BOS, when the tokenizer adds one; use L+S+1)"},
-        {"tokenizer", OPT_STRING, &tokenizer, "PATH", "tokenizer.json; absent: the one `make setup` installs"},
+        {"tokenizer", OPT_STRING, &tokenizer, "PATH", "tokenizer.json; absent: --model's, else the one `make setup` installs"},
+        {"model", OPT_STRING, &model, "DIR", "a model directory whose tokenizer.json to use (the model you will train or evaluate)"},
         {"threads", OPT_COUNT, &threads, "N", "tokenizer threads; 0: all cores"},
         {"shard-tokens", OPT_POSITIVE, &shard_tokens, "N", "start a new shard beyond N tokens (2^28 = 1 GiB)"},
         {"allow-special", OPT_FLAG, &allow_special, NULL, "spelled-out special tokens in the text become their ids"},
@@ -55,7 +57,15 @@ int cmd_prepare(int argc, char **argv) {
                (long long)doc_tokens, (long long)vocab, out);
         return 0;
     }
-    char *tok_path = tokenizer ? xstrdup(tokenizer) : tokenizer_default_path();
+    KV_CHECK(!(tokenizer && model), "kvcpt prepare: give --model (its tokenizer.json) or --tokenizer, not both");
+    char *tok_path;
+    if (model) {
+        char path[4200];
+        model_source_tokenizer_path(model, "kvcpt prepare: --model", path, sizeof path);
+        tok_path = xstrdup(path);
+    } else {
+        tok_path = tokenizer ? xstrdup(tokenizer) : tokenizer_default_path();
+    }
     PrepareOptions o = {
         .inputs = inputs.items, .n_inputs = inputs.count, .out_dir = out, .tokenizer_path = tok_path,
         .min_tokens = min_tokens, .shard_tokens = shard_tokens, .threads = (int)threads,

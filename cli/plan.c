@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../checkpoints/model_source.h"
 #include "../common/options.h"
 #include "../common/util.h"
 #include "../optim/optimizer.h"
@@ -303,7 +304,7 @@ int cmd_plan(int argc, char **argv) {
     if (recompute_s && !pick) tc.recompute = llama_recompute_parse(recompute_s, "kvcpt plan --recompute");
     if (!model) model = "llama3.1-8b";
     LlamaConfig c;
-    config_load(&c, model);
+    model_source_config(&c, model, "kvcpt plan: --preset");
     OptimKind kind;
     KV_CHECK(optim_kind_parse(optim, &kind) == 0, "kvcpt plan: --optim must be adamw8bit or adamw, got '%s'", optim);
     KV_CHECK(seq >= 1 && mb >= 1 && K >= 0 && K <= seq, "kvcpt plan: need --seq >= 1, --micro-batch >= 1, 0 <= --K <= --seq");

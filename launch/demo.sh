@@ -105,7 +105,7 @@ prepare "$OUT/data" "$VALUES" $((L + S + 1)) "$LONG_TAIL" 3000
 
 common=(--set seed="$SEED" --set loss_on=answers --set eval_interval=50 --set ckpt_interval=50)
 train_stage() { # train_stage NAME INIT FROM DATA L S BATCH STEPS LR: causal pretraining, AdamW fp32, cosine decay
-    stage "pretrain-$1" "$OUT/$1/model/model.kvcpt" ./kvcpt train --resume "${common[@]}" --set optim=adamw \
+    stage "pretrain-$1" "$OUT/$1/model/config.json" ./kvcpt train --resume "${common[@]}" --set optim=adamw \
         --set schedule=cosine --set warmup_steps=20 --set mask=0 --set init="$2" --set model="$3" --set data="$4" \
         --set L="$5" --set S="$6" --set K=$(($5 / 8)) --set global_batch="$7" --set micro_batch="$7" --set steps="$8" \
         --set lr="$9" --set out="$OUT/$1"
@@ -116,7 +116,7 @@ train_stage stage3 pretrained "$OUT/stage2/model" "$OUT/data-3" 352 32 16 "$STEP
 train_stage pretrain pretrained "$OUT/stage3/model" "$OUT/data" "$L" "$S" 8 "$STEPS_4" "$LONG_LR"
 cpt_arm() { # cpt_arm ARM DIR: one arm's CPT, every arm with the same steps, batch, data order and schedule
     # shellcheck disable=SC2046  # arm_sets gives whole --set words
-    stage "$(basename "$2")" "$2/model/model.kvcpt" ./kvcpt train --resume "${common[@]}" --set optim=adamw8bit \
+    stage "$(basename "$2")" "$2/model/config.json" ./kvcpt train --resume "${common[@]}" --set optim=adamw8bit \
         --set model="$OUT/pretrain/model" --set init=pretrained --set data="$OUT/data" $(arm_sets "$1") --set L="$L" \
         --set S="$S" --set K="$K" --set global_batch=8 --set micro_batch=8 --set steps="$CPT_STEPS" --set lr="$CPT_LR" \
         --set schedule=linear --set warmup_steps=10 --set out="$2"

@@ -36,8 +36,9 @@
 # $OUT/cpt-summary.md: per policy the mask arm over the causal arm with
 # paired intervals and tests over documents, each arm's before -> after,
 # the documents' sources and copy shares.
-# Each CPT model is also exported as Hugging Face safetensors (DIR/hf).
-# Every CPT, export and eval is a stage of its own with the same skip rule; a
+# Each CPT model (DIR/model) is a Hugging Face directory with the model's
+# tokenizer, which transformers opens as it is.
+# Every CPT and eval is a stage of its own with the same skip rule; a
 # CPT cut off resumes from its last checkpoint (every CPT_CKPT steps).
 # The documented CPU size (2 cores; docs/results-smollm2.md): one CPT step of
 # 2 sequences at L = 1024 takes about 27 s on the quiet VM (50 s beside a
@@ -121,7 +122,7 @@ done
 for r in "${runs[@]}"; do
     m=${r%%:*}; seed=${r#*:}; dir="$OUT/cpt-$m-seed$seed"
     stage "CPT arm $m, seed $seed: $CPT_STEPS steps of $CPT_BATCH x $((CPT_L + S)) tokens, L = $CPT_L, K = $((CPT_L / 8))"
-    if [ -f "$dir/model/model.kvcpt" ]; then echo "done already: $dir/model" >&2
+    if [ -f "$dir/model/config.json" ]; then echo "done already: $dir/model" >&2
     else
         # shellcheck disable=SC2046  # arm_sets gives whole --set words
         timed "cpt $m seed $seed" ./kvcpt train --resume --set model="$MODEL" --set init=pretrained --set data="$OUT/data" \
@@ -130,10 +131,6 @@ for r in "${runs[@]}"; do
             --set min_lr_frac=0 --set weight_decay=0 --set grad_clip=1.0 --set global_batch="$CPT_BATCH" \
             --set micro_batch=1 --set steps="$CPT_STEPS" --set seed="$seed" --set eval_batches=0 \
             --set ckpt_interval="$CPT_CKPT" --set keep_last=1
-    fi
-    # the CPT model as Hugging Face safetensors (transformers loads it: tests/test_realmodel_cpt.sh)
-    if [ ! -f "$dir/hf/config.json" ]; then
-        timed "export $m seed $seed" ./kvcpt convert --from "$dir/model" --to "$dir/hf" --to-format hf >&2
     fi
     for L in ${CONTEXTS//,/ }; do
         stage "evaluate the CPT model (arm $m, seed $seed) with every policy at L = $L"

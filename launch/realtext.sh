@@ -29,10 +29,10 @@ common=(--set data="$OUT/data" --set L="$L" --set S="$S" --set K="$K" --set glob
         --set micro_batch=1 --set optim=adamw8bit --set warmup_steps="$WARMUP" --set eval_interval=50
         --set ckpt_interval=25 --set keep_last=2)
 stage "pretrain from scratch, causal, context $((L + S))"
-[ -f "$OUT/pretrain/model/model.kvcpt" ] || "${launch[@]}" train --resume "${common[@]}" --set model="$MODEL" \
+[ -f "$OUT/pretrain/model/config.json" ] || "${launch[@]}" train --resume "${common[@]}" --set model="$MODEL" \
     --set init=random --set mask=0 --set steps="$PRE_STEPS" --set lr=1e-3 --set out="$OUT/pretrain"
 stage "CPT with the RefreshKV mask (L=$L S=$S K=$K)"
-[ -f "$OUT/cpt/model/model.kvcpt" ] || "${launch[@]}" train --resume "${common[@]}" --set model="$OUT/pretrain/model" \
+[ -f "$OUT/cpt/model/config.json" ] || "${launch[@]}" train --resume "${common[@]}" --set model="$OUT/pretrain/model" \
     --set init=pretrained --set mask=1 --set steps="$CPT_STEPS" --set lr=2e-4 --set out="$OUT/cpt"
 stage "evaluate every policy at $CONTEXTS, before -> after"
 max_docs=(); [ "$EVAL_DOCS" -gt 0 ] && max_docs=(--max-docs "$EVAL_DOCS")

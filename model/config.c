@@ -272,6 +272,12 @@ void config_validate(const LlamaConfig *c, const char *origin) {
                  (long long)c->eos_token_ids[i], (long long)c->vocab_size);
 }
 
+int config_is_preset(const char *name) {
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (strcmp(name, presets[i].name) == 0) return 1;
+    return 0;
+}
+
 void config_load(LlamaConfig *c, const char *spec) {
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
         if (strcmp(spec, presets[i].name) == 0) {

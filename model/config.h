@@ -38,6 +38,8 @@ void config_parse_json(LlamaConfig *c, const char *text, const char *origin);
 void config_validate(const LlamaConfig *c, const char *origin);
 /* HF-compatible config.json text (heap string, caller frees). */
 char *config_to_json(const LlamaConfig *c);
+/* 1 when name is a built-in preset. */
+int config_is_preset(const char *name);
 /* Comma-separated list of built-in preset names. */
 const char *config_preset_names(void);
 int64_t config_num_params(const LlamaConfig *c);

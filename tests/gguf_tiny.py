@@ -6,10 +6,12 @@ FILE.gguf` that run without the venv.
     python3 tests/gguf_tiny.py OUT.gguf [--pre smollm] [--model gpt2] [--add-bos]
                                [--q4k TENSOR] [--no-tokenizer] [--untied] [--first TENSOR=VALUE]
                                [--set KEY=TYPE:VALUE]... [--drop KEY]... [--merge "A B"]...
-                               [--token-type INDEX=VALUE]...
+                               [--token-type INDEX=VALUE]... [--all-bytes]
 
 Shape: vocab 40, hidden 32, FFN 64, 2 layers, 4 heads over 2 KV heads
-(head size 8); weights F32 with values i * 1e-3 (deterministic). --q4k
+(head size 8); weights F32 with values i * 1e-3 (deterministic). --all-bytes
+gives the tokenizer a token for each of the 256 bytes (GPT-2's byte map),
+so any text encodes and kvcpt's tokenizer loads it: vocab 264. --q4k
 stores one tensor as Q4_K (zero bytes of the right size), which kvcpt must
 refuse by name. --first sets element 0 of one F32 tensor (an out-of-range
 value for the --to-dtype checks). The tokenizer: 3 control tokens, the
@@ -76,6 +78,19 @@ def typed(key, spec):
     raise SystemExit("gguf_tiny.py: --set type %r is not one of f32, f64, u32, i32, str, strs, ints" % vtype)
 
 
+def byte_chars():
+    """GPT-2's printable spelling of each byte (its bytes_to_unicode)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    out, n = {}, 0
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + n)
+            n += 1
+    return [out[b] for b in range(256)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -90,7 +105,9 @@ def main():
     ap.add_argument("--drop", action="append", default=[])
     ap.add_argument("--merge", action="append", default=[])
     ap.add_argument("--token-type", action="append", default=[])
+    ap.add_argument("--all-bytes", action="store_true")
     a = ap.parse_args()
+    vocab = 264 if a.all_bytes else V
 
     meta = [string("general.architecture", "llama"), u32("llama.block_count", L), u32("llama.context_length", 128),
             u32("llama.embedding_length", C), u32("llama.feed_forward_length", F),
@@ -100,11 +117,11 @@ def main():
         # control tokens first, then single characters (as GPT-2's byte map
         # spells them: "Ġ" is the space), then merged ones
         special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-        chars = list("abcdefghij0123456789") + ["\u0120"]
+        chars = byte_chars() if a.all_bytes else list("abcdefghij0123456789") + ["\u0120"]
         tokens = special + chars
         merges = ["a b", "\u0120 a"] + a.merge
-        tokens += ["ab", "\u0120a", "n"]
-        tokens = tokens[:V]
+        tokens += ["ab", "\u0120a"] + ([] if a.all_bytes else ["n"])  # "n" is a byte's token already
+        tokens = tokens[:vocab]
         types = [3] * len(special) + [1] * (len(tokens) - len(special))
         for t in a.token_type:
             i, v = t.split("=")
@@ -121,7 +138,7 @@ def main():
         meta = [m for m in meta if key_of(m) != key] + [typed(key, spec)]
     meta = [m for m in meta if key_of(m) not in a.drop]
 
-    tensors = [("token_embd.weight", [C, V])]
+    tensors = [("token_embd.weight", [C, vocab])]
     for i in range(L):
         tensors += [(f"blk.{i}.attn_norm.weight", [C]), (f"blk.{i}.attn_q.weight", [C, H * D]),
                     (f"blk.{i}.attn_k.weight", [C, KV * D]), (f"blk.{i}.attn_v.weight", [C, KV * D]),
@@ -130,7 +147,7 @@ def main():
                     (f"blk.{i}.ffn_down.weight", [F, C])]
     tensors.append(("output_norm.weight", [C]))
     if a.untied:
-        tensors.append(("output.weight", [C, V]))
+        tensors.append(("output.weight", [C, vocab]))
 
     infos, blobs, off = b"", [], 0
     for name, ne in tensors:

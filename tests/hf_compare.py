@@ -99,3 +99,17 @@ def compare_case(d, case, model, device, report, tag, logits_atol=1e-4, grad_ato
         report(bad == 0, f"{tag} grad {t['name']}", f"{bad} of {n} off, max |d| {mx:.3e}, max |ref| {scale:.3e}")
     print(f"# {tag} max |d logits| {close(ours, logits.detach(), 0, 0)[1]:.3e}, "
           f"worst gradient error relative to tensor max {worst:.3e}")
+
+
+def compare_case_logits(d, model, report, name, atol=5e-4):
+    """`model`'s logits (no gradients) on the case's tokens against kvcpt's
+    logits of the case, within atol + 1e-4 |ref|; one report line, `name`
+    with the largest difference."""
+    case = load_case(d)
+    B, T = case["B"], case["T"]
+    tok = torch.from_numpy(np.fromfile(os.path.join(d, "tokens.i32"), dtype=np.int32).astype(np.int64)).view(B, T)
+    with torch.no_grad():
+        logits = model.eval()(input_ids=tok).logits.float()
+    ours = torch.from_numpy(np.fromfile(os.path.join(d, "logits.f32"), dtype=np.float32)).view_as(logits)
+    bad, mx = close(ours, logits, atol, 1e-4)
+    report(bad == 0, f"{name} (max |d| {mx:.2e})", f"{bad} elements off")

@@ -142,7 +142,7 @@ lr1=$(/usr/bin/python3 -c "import json;print(json.loads(open('$tmp/one/log.jsonl
 
 # a loss plot that cannot be drawn is a warning saying so; the model is written first
 mkdir -p "$tmp/plotdir/loss.png/x"
-if $K train "${targs[@]}" --set out="$tmp/plotdir" --resume >/dev/null 2>"$tmp/err" && [ -f "$tmp/plotdir/model/model.kvcpt" ] &&
+if $K train "${targs[@]}" --set out="$tmp/plotdir" --resume >/dev/null 2>"$tmp/err" && [ -f "$tmp/plotdir/model/model.safetensors" ] &&
    grep -q "loss plot .* was not drawn" "$tmp/err"; then
     ok "train: a loss plot that cannot be drawn (loss.png is a directory) is a warning; the model is written"
 else fail "train: failed loss plot" "$(tail -2 "$tmp/err")"; fi

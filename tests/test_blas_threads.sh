@@ -15,7 +15,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 losses() { grep -o '"step":[0-9]*,"loss":[^,]*\|"dev_loss":[^,}]*' "$1/log.jsonl"; }
 # same losses and the same final parameters as the reference run
-same_as_ref() { diff <(losses "$tmp/ref") <(losses "$1") >/dev/null && cmp -s "$tmp/ref/model/model.kvcpt" "$1/model/model.kvcpt"; }
+same_as_ref() { diff <(losses "$tmp/ref") <(losses "$1") >/dev/null && cmp -s "$tmp/ref/model/model.safetensors" "$1/model/model.safetensors"; }
 train() { # omp threads, blas threads, out dir, launcher and its arguments...
     local omp=$1 blas=$2 out=$3; shift 3
     env OMP_NUM_THREADS="$omp" OPENBLAS_NUM_THREADS="$blas" "$@" "$K" train --config "$tmp/cfg.json" --set out="$out" \

@@ -12,7 +12,7 @@ $K train --set model=tiny --set data="$tmp/data" --set out="$tmp/r" --set L=48 -
 import struct, sys
 p = sys.argv[1]; b = bytearray(open(p, "rb").read())
 b[-1024:] = struct.pack("<f", float("nan")) * 256
-open(p, "wb").write(b)' "$tmp/r/model/model.kvcpt"
+open(p, "wb").write(b)' "$tmp/r/model/model.safetensors"
 if $K eval --model "$tmp/r/model" --data "$tmp/data" --L 48 --S 8 --max-docs 2 --policies full,streaming \
     --out "$tmp/ev" >"$tmp/out" 2>"$tmp/err"; then
     fail "eval on NaN weights" "exited 0"

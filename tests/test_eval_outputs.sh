@@ -26,13 +26,13 @@ refused() {
 # --dump: an input is refused before anything is written, however spelt
 # (on copies, so that a dump that does overwrite one spoils no later check)
 cp -r "$tmp/r/model" "$tmp/mc" && cp -r "$tmp/d" "$tmp/dc"
-cp "$tmp/mc/model.kvcpt" "$tmp/model.copy"
+cp "$tmp/mc/model.safetensors" "$tmp/model.copy"
 cp "$tmp/dc/manifest.json" "$tmp/manifest.copy"
-refused "eval --dump into the --model directory refused" "--dump '$tmp/mc/model.kvcpt' is inside --model" \
-    "${ev[@]}" --model "$tmp/mc" --L 48 --out "$tmp/e_dm" --dump "$tmp/mc/model.kvcpt"
-cmp -s "$tmp/model.copy" "$tmp/mc/model.kvcpt" && ok "the model file is untouched by a refused --dump" \
-    || fail "model file after --dump" "changed (size $(stat -c %s "$tmp/mc/model.kvcpt"))"
-cp "$tmp/model.copy" "$tmp/mc/model.kvcpt"
+refused "eval --dump into the --model directory refused" "--dump '$tmp/mc/model.safetensors' is inside --model" \
+    "${ev[@]}" --model "$tmp/mc" --L 48 --out "$tmp/e_dm" --dump "$tmp/mc/model.safetensors"
+cmp -s "$tmp/model.copy" "$tmp/mc/model.safetensors" && ok "the model file is untouched by a refused --dump" \
+    || fail "model file after --dump" "changed (size $(stat -c %s "$tmp/mc/model.safetensors"))"
+cp "$tmp/model.copy" "$tmp/mc/model.safetensors"
 refused "eval --dump onto the data manifest refused" "--dump '$tmp/dc/manifest.json' is inside --data" \
     "${ev[@]}" --data "$tmp/dc" --model "$tmp/r/model" --L 48 --out "$tmp/e_dd" --dump "$tmp/dc/manifest.json"
 cmp -s "$tmp/manifest.copy" "$tmp/dc/manifest.json" && ok "the data manifest is untouched by a refused --dump" \

@@ -11,7 +11,7 @@
 #     step is logged (it checkpoints after the step in progress, the second)
 #     and resumed equals the uninterrupted run bit for bit (losses of
 #     log.jsonl and the final model's bytes);
-#   - its result exported as Hugging Face safetensors loads with
+#   - its result (out/model, Hugging Face safetensors as train writes it) loads with
 #     from_pretrained with no missing, unexpected or mismatched key, tied, and
 #     gives kvcpt's logits;
 #   - launch/realmodel.sh's experiment with its control, at a tiny size: a
@@ -200,7 +200,7 @@ cpt=(--set model="$M" --set init=pretrained --set data="$tmp/data" --set mask=1 
      --set K=$BUDGET --set optim=adamw8bit --set lr=5e-6 --set warmup_steps=1 --set schedule=linear
      --set grad_clip=1.0 --set global_batch=2 --set micro_batch=1 --set steps=$STEPS --set eval_batches=0
      --set ckpt_interval=1000 --set keep_last=1 --set seed=7)
-if $K train "${cpt[@]}" --set out="$tmp/a" >"$tmp/a.log" 2>&1 && [ -f "$tmp/a/model/model.kvcpt" ]; then
+if $K train "${cpt[@]}" --set out="$tmp/a" >"$tmp/a.log" 2>&1 && [ -f "$tmp/a/model/model.safetensors" ]; then
     ok "real-model CPT runs $STEPS steps from the pretrained checkpoint"
 else fail "real-model CPT" "$(tail -3 "$tmp/a.log")"; exit 0; fi
 $K train "${cpt[@]}" --set out="$tmp/b" >"$tmp/b.log" 2>&1 &
@@ -225,19 +225,16 @@ strip() { sed -E 's/,"(tokens_per_s|gflops_per_s|peak_rss_mb|elapsed_s)":[^,}]*/
 if [ "$(grep -c '"loss"' "$tmp/a/log.jsonl")" -eq $STEPS ] && diff <(strip "$tmp/a/log.jsonl") <(strip "$tmp/b/log.jsonl") >/dev/null; then
     ok "real-model CPT: the resumed run's $STEPS losses equal the uninterrupted run's bit for bit"
 else fail "real-model CPT resumed losses" "$(diff <(strip "$tmp/a/log.jsonl") <(strip "$tmp/b/log.jsonl") | head -4)"; fi
-if cmp -s "$tmp/a/model/model.kvcpt" "$tmp/b/model/model.kvcpt"; then
+if cmp -s "$tmp/a/model/model.safetensors" "$tmp/b/model/model.safetensors"; then
     ok "real-model CPT: the resumed run's final model equals the uninterrupted run's byte for byte"
-else fail "real-model CPT resumed model" "model.kvcpt bytes differ"; fi
+else fail "real-model CPT resumed model" "model.safetensors bytes differ"; fi
 
-# 3. the CPT result as Hugging Face safetensors, loaded by transformers
-if ! $K convert --from "$tmp/a/model" --to "$tmp/hf" --to-format hf >"$tmp/conv.log" 2>&1; then
-    fail "real-model CPT export" "$(tail -3 "$tmp/conv.log")"
-elif ! "$dump" "$tmp/case_cpt" 3 - max cpu 24 "$tmp/a/model" >"$tmp/case_cpt.log" 2>&1; then
+# 3. the CPT result (a Hugging Face directory as train writes it), loaded by transformers
+if ! "$dump" "$tmp/case_cpt" 3 - max cpu 24 "$tmp/a/model" >"$tmp/case_cpt.log" 2>&1; then
     fail "real-model CPT export" "dump_model_case on the CPT model: $(tail -3 "$tmp/case_cpt.log")"
 else
-    "$py" - "$tmp/hf" "$tmp/case_cpt" "$M" <<'PY' 2>"$tmp/exp.err" | sed 's/^\(ok\|FAIL\) - /\1 - real-model CPT export: /'
-import os, sys
-import numpy as np
+    "$py" - "$tmp/a/model" "$tmp/case_cpt" "$M" <<'PY' 2>"$tmp/exp.err" | sed 's/^\(ok\|FAIL\) - /\1 - real-model CPT export: /'
+import sys
 import torch
 sys.path.insert(0, "tests")
 import hf_compare as h
@@ -252,15 +249,7 @@ r(model.config.tie_word_embeddings and model.lm_head.weight.data_ptr() == model.
 base = LlamaForCausalLM.from_pretrained(pre, dtype=torch.float32)
 r(not torch.equal(model.model.embed_tokens.weight, base.model.embed_tokens.weight),
   "the export holds the CPT's embedding, not the pretrained one")
-case = h.load_case(d)
-B, T = case["B"], case["T"]
-tok = torch.from_numpy(np.fromfile(os.path.join(d, "tokens.i32"), dtype=np.int32).astype(np.int64)).view(B, T)
-with torch.no_grad():
-    logits = model.eval()(input_ids=tok).logits.float()
-ours = torch.from_numpy(np.fromfile(os.path.join(d, "logits.f32"), dtype=np.float32)).view_as(logits)
-bad, mx = h.close(ours, logits, 5e-4, 1e-4)
-r(bad == 0, f"transformers' logits of the export equal kvcpt's of the CPT model (max |d| {mx:.2e})",
-  f"{bad} elements off")
+h.compare_case_logits(d, model, r, "transformers' logits of the export equal kvcpt's of the CPT model")
 sys.exit(1 if r.failed else 0)
 PY
     [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "FAIL - real-model CPT export"; tail -5 "$tmp/exp.err"; }

@@ -22,8 +22,8 @@ for p in ("full", "streaming", "h2o", "snapkv", "tova", "refreshkv", "restkv", "
 PY
 then ok "realtext.sh smoke: prepare (Llama 3.1 tokenizer) -> pretrain -> CPT -> every policy before -> after"
 else fail "realtext.sh smoke" "$(tail -3 "$tmp/a.log")"; fi
-before=$(md5sum < "$tmp/rt/cpt/model/model.kvcpt")
+before=$(md5sum < "$tmp/rt/cpt/model/model.safetensors")
 "${smoke[@]}" launch/realtext.sh >"$tmp/b.log" 2>&1
-if grep -q "done already" "$tmp/b.log" && [ "$(md5sum < "$tmp/rt/cpt/model/model.kvcpt")" = "$before" ]; then
+if grep -q "done already" "$tmp/b.log" && [ "$(md5sum < "$tmp/rt/cpt/model/model.safetensors")" = "$before" ]; then
     ok "realtext.sh run again: every stage found done, nothing retrained"
 else fail "realtext.sh rerun" "$(tail -3 "$tmp/b.log")"; fi

@@ -37,7 +37,7 @@ for tie in false true; do
     same=1; why=""
     for n in 2 3 4; do
         if ! diff <(losses "$tmp/$tie-1") <(losses "$tmp/$tie-$n") >/dev/null; then same=0; why="$n ranks: losses differ"; fi
-        if ! cmp -s "$tmp/$tie-1/model/model.kvcpt" "$tmp/$tie-$n/model/model.kvcpt"; then same=0; why="$why; $n ranks: parameters differ"; fi
+        if ! cmp -s "$tmp/$tie-1/model/model.safetensors" "$tmp/$tie-$n/model/model.safetensors"; then same=0; why="$why; $n ranks: parameters differ"; fi
     done
     clipped=$(grep -o '"grad_norm":[0-9.e+-]*' "$tmp/$tie-1/log.jsonl" | awk -F: '$2 > 0.3' | wc -l)
     if [ $same = 1 ] && [ "$(losses "$tmp/$tie-1" | wc -l)" = 12 ] && [ "$clipped" -ge 1 ]; then
@@ -47,19 +47,19 @@ done
 
 # without mpirun: the world of one, the same numbers
 $K train --config "$tmp/cfg.json" --set out="$tmp/plain" >"$tmp/plain.log" 2>&1
-if cmp -s "$tmp/false-1/model/model.kvcpt" "$tmp/plain/model/model.kvcpt"; then ok "a plain run (no mpirun) equals the 1-rank mpirun run"
+if cmp -s "$tmp/false-1/model/model.safetensors" "$tmp/plain/model/model.safetensors"; then ok "a plain run (no mpirun) equals the 1-rank mpirun run"
 else fail "plain vs 1-rank mpirun" "$(tail -2 "$tmp/plain.log")"; fi
 
 NP=3 launch/train-1node.sh "$tmp/cfg.json" --set out="$tmp/script" >"$tmp/script.log" 2>&1
-if cmp -s "$tmp/false-1/model/model.kvcpt" "$tmp/script/model/model.kvcpt" && grep -q "on 3 ranks" "$tmp/script.log"; then
+if cmp -s "$tmp/false-1/model/model.safetensors" "$tmp/script/model/model.safetensors" && grep -q "on 3 ranks" "$tmp/script.log"; then
     ok "launch/train-1node.sh (NP=3) runs and equals the 1-rank run"
 else fail "launch/train-1node.sh" "$(tail -2 "$tmp/script.log")"; fi
 launch/train-single.sh "$tmp/cfg.json" --set out="$tmp/single" >"$tmp/single.log" 2>&1
-cmp -s "$tmp/false-1/model/model.kvcpt" "$tmp/single/model/model.kvcpt" && ok "launch/train-single.sh runs and equals the 1-rank run" ||
+cmp -s "$tmp/false-1/model/model.safetensors" "$tmp/single/model/model.safetensors" && ok "launch/train-single.sh runs and equals the 1-rank run" ||
     fail "launch/train-single.sh" "$(tail -2 "$tmp/single.log")"
 
 run 2 "$tmp/keep" --set reshard_after_forward=0
-if cmp -s "$tmp/false-1/model/model.kvcpt" "$tmp/keep/model/model.kvcpt"; then ok "reshard_after_forward=0 gives the same parameters"
+if cmp -s "$tmp/false-1/model/model.safetensors" "$tmp/keep/model/model.safetensors"; then ok "reshard_after_forward=0 gives the same parameters"
 else fail "reshard_after_forward=0" "parameters differ"; fi
 
 # save with 4 ranks, resume with 2 and with 3 from the step-5 checkpoint
@@ -68,7 +68,7 @@ for m in 2 3; do
     mkdir -p "$d/ckpt" && cp -r "$tmp/false-4/ckpt/step_00000005" "$d/ckpt/" && head -5 "$tmp/false-4/log.jsonl" > "$d/log.jsonl"
     run $m "$d" --resume
     if grep -q "written by 4 ranks, now $m" "$d.log" && diff <(losses "$tmp/false-4") <(losses "$d") >/dev/null &&
-       cmp -s "$tmp/false-4/model/model.kvcpt" "$d/model/model.kvcpt"; then
+       cmp -s "$tmp/false-4/model/model.safetensors" "$d/model/model.safetensors"; then
         ok "checkpoint from 4 ranks resumed on $m: losses and final parameters equal the uninterrupted 4-rank run"
     else fail "resume 4 -> $m ranks" "$(tail -3 "$d.log"; diff <(losses "$tmp/false-4") <(losses "$d") | head -3)"; fi
 done
@@ -86,7 +86,7 @@ done
 kill -TERM $pid; wait $pid
 run 2 "$tmp/sig-b" "${long[@]}" --resume
 if grep -q "SIGTERM received: checkpoint written at step" "$tmp/sig-first.log" && grep -q "resumed from" "$tmp/sig-b.log" &&
-   diff <(losses "$tmp/sig-a") <(losses "$tmp/sig-b") >/dev/null && cmp -s "$tmp/sig-a/model/model.kvcpt" "$tmp/sig-b/model/model.kvcpt"; then
+   diff <(losses "$tmp/sig-a") <(losses "$tmp/sig-b") >/dev/null && cmp -s "$tmp/sig-a/model/model.safetensors" "$tmp/sig-b/model/model.safetensors"; then
     ok "SIGTERM to mpirun (2 ranks): checkpoint at $(grep -o 'written at step [0-9]*' "$tmp/sig-first.log" | grep -o '[0-9]*$'), resume equals the uninterrupted run"
 else fail "SIGTERM under mpirun" "$(tail -2 "$tmp/sig-first.log")"; fi
 

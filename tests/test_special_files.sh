@@ -18,7 +18,7 @@ $K train --set model=tiny --set data="$tmp/data" --set out="$tmp/r" --set L=48 -
 
 mkdir -p "$tmp/m1" && mkfifo "$tmp/m1/config.json"
 refused "FIFO as config.json refused" $K bench model --preset "$tmp/m1/config.json" --device cpu
-cp -r "$tmp/r/model" "$tmp/m2" && rm "$tmp/m2/model.kvcpt" && mkfifo "$tmp/m2/model.kvcpt"
+cp -r "$tmp/r/model" "$tmp/m2" && rm "$tmp/m2/model.safetensors" && mkfifo "$tmp/m2/model.safetensors"
 refused "FIFO as the model's tensor file refused" $K eval --model "$tmp/m2" --data "$tmp/data" --L 48 --S 8 \
     --max-docs 2 --policies full --out "$tmp/ev"
 mkfifo "$tmp/tok.json"

@@ -13,7 +13,7 @@ cat > "$tmp/cfg.json" <<JSON
 JSON
 
 # 1. uninterrupted
-if $K train --config "$tmp/cfg.json" --set out="$tmp/a" >"$tmp/a.log" 2>&1 && [ -f "$tmp/a/loss.png" ] && [ -f "$tmp/a/model/model.kvcpt" ]; then
+if $K train --config "$tmp/cfg.json" --set out="$tmp/a" >"$tmp/a.log" 2>&1 && [ -f "$tmp/a/loss.png" ] && [ -f "$tmp/a/model/model.safetensors" ]; then
     ok "small config runs end to end (log, loss.png, final model)"
 else fail "end to end run" "$(tail -3 "$tmp/a.log")"; fi
 
@@ -36,7 +36,7 @@ strip() { sed -E 's/,"(tokens_per_s|gflops_per_s|peak_rss_mb|elapsed_s)":[^,}]*/
 if diff <(strip "$tmp/a/log.jsonl") <(strip "$tmp/b/log.jsonl") >/dev/null; then
     ok "resumed loss curve equals the uninterrupted one bit for bit (150 steps)"
 else fail "resumed loss curve" "$(diff <(strip "$tmp/a/log.jsonl") <(strip "$tmp/b/log.jsonl") | head -4)"; fi
-if cmp -s "$tmp/a/model/model.kvcpt" "$tmp/b/model/model.kvcpt" && \
+if cmp -s "$tmp/a/model/model.safetensors" "$tmp/b/model/model.safetensors" && \
    cmp -s "$tmp/a/ckpt/step_00000150/rank_00000.bin" "$tmp/b/ckpt/step_00000150/rank_00000.bin"; then
     ok "resumed final parameters and optimizer state equal the uninterrupted run"
 else fail "resumed final state" "model or checkpoint bytes differ"; fi
@@ -81,7 +81,7 @@ for f in launch/configs/cpt-*.json launch/configs/cpu-*.json; do
 done
 
 # 3b. the run directory: an earlier run is never silently replaced, pruning never leaves ckpt/
-sum_a=$(cat "$tmp/a/log.jsonl" "$tmp/a/model/model.kvcpt" | md5sum)
+sum_a=$(cat "$tmp/a/log.jsonl" "$tmp/a/model/model.safetensors" | md5sum)
 expect_err "a fresh run into a used run directory is refused" "holds an earlier run" --config "$tmp/cfg.json" --set out="$tmp/a" --set steps=2
 expect_err "--overwrite with a run that fails set-up leaves the earlier run" "warm-up steps" --config "$tmp/cfg.json" --set out="$tmp/a" --set steps=2 --overwrite
 expect_err "--resume with --overwrite is refused" "give one" --config "$tmp/cfg.json" --set out="$tmp/a" --resume --overwrite
@@ -89,7 +89,7 @@ expect_err "out equal to the model directory is refused" "is or contains the mod
     --set init=pretrained --set model="$tmp/a/model" --set out="$tmp/a/model"
 expect_err "out containing the model directory is refused" "is or contains the model directory" --config "$tmp/cfg.json" \
     --set init=pretrained --set model="$tmp/a/model" --set out="$tmp/a" --resume
-[ "$(cat "$tmp/a/log.jsonl" "$tmp/a/model/model.kvcpt" | md5sum)" = "$sum_a" ] && ok "the refused runs left the earlier run's log and model as they were" \
+[ "$(cat "$tmp/a/log.jsonl" "$tmp/a/model/model.safetensors" | md5sum)" = "$sum_a" ] && ok "the refused runs left the earlier run's log and model as they were" \
     || fail "refused runs" "the earlier run's log or model changed"
 cp -r "$tmp/a" "$tmp/o"
 if $K train --config "$tmp/cfg.json" --set out="$tmp/o" --set steps=3 --set warmup_steps=1 --set eval_interval=0 --set ckpt_interval=1 --overwrite >"$tmp/o.log" 2>&1 &&

@@ -38,7 +38,7 @@ $K train --config "$tmp/cfg.json" --set out="$tmp/cpu" --set device=cpu >"$tmp/c
 $K train --config "$tmp/cfg.json" --set out="$tmp/cpu3" --set device=cpu --set steps=3 >"$tmp/cpu3.log" 2>&1 ||
     fail "cpu run, 3 steps" "$(tail -2 "$tmp/cpu3.log")"
 if $E train --config "$tmp/cfg.json" --set out="$tmp/gpu" --set device=cuda >"$tmp/gpu.log" 2>&1 &&
-   grep -q "device cuda" "$tmp/gpu.log" && grep -q '"gpu_engine_mb"' "$tmp/gpu/log.jsonl" && [ -f "$tmp/gpu/model/model.kvcpt" ]; then
+   grep -q "device cuda" "$tmp/gpu.log" && grep -q '"gpu_engine_mb"' "$tmp/gpu/log.jsonl" && [ -f "$tmp/gpu/model/model.safetensors" ]; then
     ok "device=cuda runs end to end on the CUDA engine (log, checkpoints, final model)"
 else fail "device=cuda run" "$(tail -3 "$tmp/gpu.log")"; fi
 
@@ -75,7 +75,7 @@ if [ -n "$need" ] && [ "$need" -gt 0 ]; then
     KVCPT_EMU_DEVICE_MEM=$need $E train --config "$tmp/cfg.json" --set out="$tmp/fit" --set device=cuda --set steps=3 \
         >"$tmp/fit.log" 2>&1 && rc=0 || rc=$?
     if [ "$rc" -eq 0 ] && grep -q "the plan predicts .* ($need bytes) per GPU, .* headroom 0.00 GiB" "$tmp/fit.log" &&
-       [ -f "$tmp/fit/model/model.kvcpt" ]; then
+       [ -f "$tmp/fit/model/model.safetensors" ]; then
         ok "device=cuda on a GPU of exactly the plan's bytes runs (the check passes, and every allocation of the run fits the emulated device): $(grep -m1 'predicts' "$tmp/fit.log")"
     else fail "run on a GPU of the plan's size" "exit status $rc: $(tail -3 "$tmp/fit.log")"; fi
 else fail "plan --config --engine cuda --json" "no total: $need"; fi
@@ -88,7 +88,7 @@ for r in "1 full" "attn attn"; do
     if grep -q "recompute $name" "$tmp/rec$name.log" && grep -q "\"recompute\": \"$name\"" "$tmp/rec$name/config.json" &&
        [ "$(losses "$tmp/fit" | wc -l)" -eq 3 ] && [ "$(devs "$tmp/fit" | wc -l)" -ge 1 ] &&
        diff <(losses "$tmp/fit"; devs "$tmp/fit") <(losses "$tmp/rec$name"; devs "$tmp/rec$name") >/dev/null &&
-       cmp -s "$tmp/fit/model/model.kvcpt" "$tmp/rec$name/model/model.kvcpt"; then
+       cmp -s "$tmp/fit/model/model.safetensors" "$tmp/rec$name/model/model.safetensors"; then
         ok "recompute=$value gives the same losses and final model, bit for bit"
     else fail "recompute=$value" "$(tail -2 "$tmp/rec$name.log")"; fi
 done
@@ -116,7 +116,7 @@ else fail "precision=bf16sr" "$(tail -2 "$tmp/sr.log")"; fi
 mkdir -p "$tmp/srr/ckpt" && cp "$tmp/sr/log.jsonl" "$tmp/srr/" && cp -r "$tmp/sr/ckpt/step_00000003" "$tmp/srr/ckpt/"
 $E train --config "$tmp/cfg.json" --set out="$tmp/srr" --set device=cuda --set precision=bf16sr --resume >"$tmp/srr2.log" 2>&1
 if grep -q "resumed from" "$tmp/srr2.log" && diff <(losses "$tmp/sr"; devs "$tmp/sr") <(losses "$tmp/srr"; devs "$tmp/srr") >/dev/null &&
-   cmp -s "$tmp/sr/model/model.kvcpt" "$tmp/srr/model/model.kvcpt"; then
+   cmp -s "$tmp/sr/model/model.safetensors" "$tmp/srr/model/model.safetensors"; then
     ok "precision=bf16sr: resumed from its step-3 checkpoint gives the uninterrupted run's losses and final model, bit for bit"
 else fail "bf16sr resume" "$(tail -2 "$tmp/srr2.log")"; fi
 if ! $E train --config "$tmp/cfg.json" --set out="$tmp/bad" --set device=cuda --set precision=bf16 --set optim_device=1 \
@@ -158,7 +158,7 @@ if command -v mpirun >/dev/null 2>&1 && $E --version | grep -q "collectives: sin
         >"$tmp/two.log" 2>&1
     . scripts/rank_compare.sh
     if [ -s "$tmp/fit/log.jsonl" ] && diff <(rank_log_strip "$tmp/fit") <(rank_log_strip "$tmp/two") >/dev/null &&
-       cmp -s "$tmp/fit/model/model.kvcpt" "$tmp/two/model/model.kvcpt"; then
+       cmp -s "$tmp/fit/model/model.safetensors" "$tmp/two/model/model.safetensors"; then
         ok "two ranks on the CUDA engine equal one rank, bit for bit"
     else fail "two ranks on the CUDA engine" "$(tail -3 "$tmp/two.log")"; fi
     if ! mpirun --oversubscribe -np 2 "$E" train --config "$tmp/cfg.json" --set out="$tmp/two_sr" --set device=cuda \

@@ -43,7 +43,7 @@ train() { # ranks, out dir, extra args...: one emulated device per rank
 strip() { rank_log_strip "$1"; }
 same_as_one() { # dir: its log and final model equal the uninterrupted one-rank run's, bit for bit
     [ -s "$1/log.jsonl" ] && diff <(strip "$tmp/one") <(strip "$1") >/dev/null &&
-        cmp -s "$tmp/one/model/model.kvcpt" "$1/model/model.kvcpt"
+        cmp -s "$tmp/one/model/model.safetensors" "$1/model/model.safetensors"
 }
 why_not_one() { echo "$(diff <(strip "$tmp/one") <(strip "$1") 2>&1 | head -3 | cut -c1-200) $(tail -2 "$1.log")"; }
 # checkpoint dir, ranks: "ok" when the manifest says that many ranks and
@@ -92,7 +92,7 @@ rank_pid() {
 
 # the reference: one rank, uninterrupted
 if KVCPT_EMU_DEVICES=1 "$E" train --config "$tmp/cfg.json" --set out="$tmp/one" >"$tmp/one.log" 2>&1 &&
-   [ "$(lines "$tmp/one")" = 4 ] && [ -s "$tmp/one/model/model.kvcpt" ]; then
+   [ "$(lines "$tmp/one")" = 4 ] && [ -s "$tmp/one/model/model.safetensors" ]; then
     ok "reference: one rank on one emulated device, 4 steps"
 else fail "one-rank reference run" "$(tail -3 "$tmp/one.log")"; fi
 

@@ -28,7 +28,7 @@ JSON
 strip() { rank_log_strip "$1"; }
 same_run() { # name, dir: equal to the one-rank run, bit for bit
     if [ -s "$2/log.jsonl" ] && diff <(strip "$tmp/one") <(strip "$2") >/dev/null &&
-       cmp -s "$tmp/one/model/model.kvcpt" "$2/model/model.kvcpt"; then
+       cmp -s "$tmp/one/model/model.safetensors" "$2/model/model.safetensors"; then
         ok "$1: log.jsonl ($(wc -l <"$2/log.jsonl") steps, dev loss included) and final model equal the one-rank run's, bit for bit"
     else fail "$1" "differs from the one-rank run: $(diff <(strip "$tmp/one") <(strip "$2") | head -4)"; fi
 }
@@ -69,7 +69,7 @@ KVCPT_EMU_DEVICES=1 $E train --config "$tmp/cfg.json" --set out="$tmp/m5one" "${
 KVCPT_EMU_DEVICES=3 mpirun --oversubscribe -np 3 "$E" train --config "$tmp/cfg.json" --set out="$tmp/m5three" "${m5[@]}" \
     >"$tmp/m5three.log" 2>&1
 if [ -s "$tmp/m5one/log.jsonl" ] && diff <(strip "$tmp/m5one") <(strip "$tmp/m5three") >/dev/null &&
-   cmp -s "$tmp/m5one/model/model.kvcpt" "$tmp/m5three/model/model.kvcpt"; then
+   cmp -s "$tmp/m5one/model/model.safetensors" "$tmp/m5three/model/model.safetensors"; then
     ok "5 layers, tied, bf16, recompute, 5 dev samples: 3 ranks equal 1 rank bit for bit (layer slots reused, backward re-gathers)"
 else fail "5-layer model on 3 ranks" "$(diff <(strip "$tmp/m5one") <(strip "$tmp/m5three") | head -3; tail -2 "$tmp/m5three.log")"; fi
 # reshard_after_forward=0: a whole engine keeps every gathered unit for the
@@ -78,7 +78,7 @@ KVCPT_EMU_DEVICES=3 mpirun --oversubscribe -np 3 "$E" train --config "$tmp/cfg.j
     --set reshard_after_forward=0 >"$tmp/m5keep.log" 2>&1
 g() { grep -o '"gathers":[0-9]*' "$1/log.jsonl" | cut -d: -f2 | awk '{ n += $1 } END { print n + 0 }'; }
 if [ -s "$tmp/m5keep/log.jsonl" ] && diff <(strip "$tmp/m5one") <(strip "$tmp/m5keep") >/dev/null &&
-   cmp -s "$tmp/m5one/model/model.kvcpt" "$tmp/m5keep/model/model.kvcpt" && [ "$(g "$tmp/m5keep")" -lt "$(g "$tmp/m5three")" ]; then
+   cmp -s "$tmp/m5one/model/model.safetensors" "$tmp/m5keep/model/model.safetensors" && [ "$(g "$tmp/m5keep")" -lt "$(g "$tmp/m5three")" ]; then
     ok "reshard_after_forward=0 on 3 GPUs (whole engine, units kept for the step): the same bits, $(g "$tmp/m5keep") gathers instead of $(g "$tmp/m5three")"
 else fail "reshard_after_forward=0" "$(diff <(strip "$tmp/m5one") <(strip "$tmp/m5keep") | head -3; tail -2 "$tmp/m5keep.log")"; fi
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/byte_size.h"
 #include "../common/util.h"
 #include "../data/utf8.h"
 #include "../model/recompute.h"
@@ -35,10 +36,14 @@ static const char *recompute_name(int64_t v) { return llama_recompute_name((Llam
 #define N_(f, d, h) {#f, K_NUM, offsetof(TrainConfig, f), 0, d, h, NULL, NULL}
 #define E_(f, d, parse, name, h) {#f, K_ENUM, offsetof(TrainConfig, f), 0, d, h, parse, name}
 static const Key keys[] = {
-    S_(model, "small", "preset name, Hugging Face directory, or native model directory"),
+    S_(model, "small", "preset name, config.json, Hugging Face model directory (or an older native one), or llama.cpp "
+                       "GGUF file (read in place)"),
     S_(init, "random", "random (pretraining from scratch) | pretrained (load the model's weights: CPT)"),
     S_(data, "", "prepared data directory (kvcpt prepare --out), with train/ and dev/ splits"),
-    S_(out, "runs/train", "run directory: log.jsonl, checkpoints, loss.png"),
+    S_(out, "runs/train", "run directory: log.jsonl, checkpoints, loss.png, the final model in model/ (Hugging Face "
+                          "safetensors with the data's tokenizer)"),
+    S_(model_shard_size, "5GB", "largest safetensors file of out/model; a larger model is split into shards listed by "
+                                "model.safetensors.index.json (5GB = 5e9 bytes, 2GiB = 2^31)"),
     S_(optim, "adamw8bit", "adamw8bit | adamw"),
     S_(schedule, "linear", "linear | cosine | constant (after warm-up)"),
     S_(group_agg, "max", "GQA aggregation of selection scores: max | mean | first"),
@@ -209,6 +214,9 @@ void train_config_validate(const TrainConfig *c, int world) {
     KV_CHECK(one_of(c->loss_on, "all", "answers", NULL), "config: 'loss_on' must be all or answers (got '%s')", c->loss_on);
     KV_CHECK(c->data[0], "config: 'data' (the prepared data directory) is required");
     KV_CHECK(c->out[0], "config: 'out' (the run directory) is required");
+    int64_t shard_bytes;
+    KV_CHECK(byte_size_parse(c->model_shard_size, &shard_bytes) == 0,
+             "config: 'model_shard_size' must be a size such as 5GB, 500MB or 2GiB (got '%s')", c->model_shard_size);
     check_strings(c);
     KV_CHECK(c->L >= 1 && c->S >= 0, "config: 'L' must be >= 1 and 'S' >= 0 (got L=%lld S=%lld)", (long long)c->L,
              (long long)c->S);

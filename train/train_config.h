@@ -8,10 +8,11 @@
 #include "../kernels/attention.h"
 
 typedef struct {
-    char model[4096];     /* preset name, HF directory, or native model directory */
+    char model[4096];     /* preset, config.json, HF (or native) model directory, or GGUF file */
     char init[32];        /* "random" | "pretrained" */
     char data[4096];      /* prepared shard directory (with train/ and dev/) */
     char out[4096];       /* run directory */
+    char model_shard_size[32]; /* largest safetensors file of out/model, e.g. "5GB" (common/byte_size.h) */
     char optim[32];       /* "adamw8bit" | "adamw" */
     char schedule[32];    /* "linear" | "cosine" | "constant" */
     char group_agg[16];   /* "max" | "mean" | "first" */

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "../checkpoints/ckpt.h"
-#include "../checkpoints/model_file.h"
+#include "../checkpoints/model_source.h"
 #include "../common/plot.h"
 #include "../common/remove_tree.h"
 #include "../common/util.h"
@@ -97,9 +97,9 @@ static void setup_engine(Trainer *t) {
 static void setup_model(Trainer *t) {
     const TrainConfig *c = &t->cfg;
     LlamaConfig mc;
-    config_load(&mc, c->model);
+    model_source_config(&mc, c->model, "config: 'model'");
     llama_create(&t->model, &mc);
-    if (strcmp(c->init, "pretrained") == 0) model_file_load_fp32(c->model, &mc, &t->model.layout, t->model.params);
+    if (strcmp(c->init, "pretrained") == 0) model_source_load_fp32(c->model, &mc, &t->model.layout, t->model.params);
     else llama_init_random(&t->model, (uint64_t)c->seed);
     if (c->mask) {
         RefreshMask m = train_config_mask(c);
@@ -497,6 +497,7 @@ void trainer_setup(Trainer *t, const TrainConfig *cfg, RunStart start, Comm *com
     comm_barrier(comm);
     setup_model(t);
     open_data(t);
+    if (t->rank == 0) t->final_model = final_model_prepare(&t->cfg, &t->model.cfg);
     setup_optimizer(t);
     allocate_batches(t);
     check_first_answers(t);
@@ -590,9 +591,7 @@ static void plot_losses(const Trainer *t) {
 static void save_final_model(Trainer *t) {
     fsdp_gather_all(&t->fsdp);
     if (t->rank != 0) return;
-    char model_dir[4200];
-    path_fmt(model_dir, sizeof model_dir, "%s/model", t->cfg.out);
-    model_file_save_native(model_dir, &t->model.cfg, &t->model.layout, t->model.params, KV_F32);
+    final_model_write(t->final_model, &t->model.layout, t->model.params);
     plot_losses(t);
 }
 
@@ -650,4 +649,5 @@ void trainer_finish(Trainer *t) {
     free(t->tokens);
     free(t->round_loss);
     free(t->answer_class);
+    final_model_free(t->final_model);
 }

@@ -17,6 +17,7 @@
 #include "../optim/optimizer.h"
 #include "../optim/schedule.h"
 #include "../optim/segments.h"
+#include "final_model.h"
 #include "train_config.h"
 #include "train_engine.h"
 #include "train_mode.h"
@@ -51,6 +52,7 @@ typedef struct {
     double t_run, flops_per_token;
     int64_t skipped_steps;
     int blas_logged;             /* this run's first log record named the BLAS configuration */
+    FinalModel *final_model;     /* rank 0: what out/model will hold besides the weights (final_model.h) */
 } Trainer;
 
 /* How a run treats what an earlier run left in its out directory (log.jsonl,
