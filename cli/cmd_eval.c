@@ -13,6 +13,7 @@
 #include "../data/data_split.h"
 #include "../data/utf8.h"
 #include "../kernels/attention.h"
+#include "../kernels/blas_core.h"
 #include "commands.h"
 #include "../eval/decode_device.h"
 #include "../eval/doc_pick.h"
@@ -546,7 +547,7 @@ int cmd_eval(int argc, char **argv) {
      * only after the first one's contexts were evaluated wastes them */
     for (int i = 0; i < a.models.count; i++) {
         LlamaConfig c;
-        config_load(&c, a.models.items[i]);
+        model_source_config(&c, a.models.items[i], "eval: --model");
     }
     EvalRun r = {.a = &a, .n_models = a.models.count};
     r.n_ctx = options_int_list(a.contexts, r.ctx, 8, "context");
@@ -568,6 +569,7 @@ int cmd_eval(int argc, char **argv) {
     check_contexts(&r);
     Device dev = backend_resolve(a.device);
     eval_prepare_out_dir("eval", "--out", a.out);
+    if (!a.quiet && dev == DEVICE_CPU) fprintf(stderr, "kvcpt eval: device cpu, %s\n", blas_core_summary());
     if (a.dump) {
         /* a .tmp that fopen_check removes if the run dies: an earlier good
          * dump stays until this one is complete */

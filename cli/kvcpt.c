@@ -71,17 +71,6 @@ static void restart_with_settings(const char *command, char **argv) {
     blas_core_restart(argv, eval ? eval_names : NULL, eval ? eval_values : NULL);
 }
 
-/* The commands whose work is BLAS say which kernels they run on, once per
- * job (rank 0 of a launch). */
-static void say_blas_core(int argc, char **argv) {
-    const char *command = argv[1];
-    if (strcmp(command, "train") != 0 && strcmp(command, "eval") != 0 && strcmp(command, "bench") != 0) return;
-    for (int i = 2; i < argc; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return;
-    if (argc < 3 || comm_launcher_rank() != 0) return;
-    fprintf(stderr, "kvcpt %s: %s\n", command, blas_core_summary());
-}
-
 int main(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
@@ -99,7 +88,6 @@ int main(int argc, char **argv) {
         if (strcmp(argv[1], commands[i].name) == 0) {
             refuse_unsharded(&commands[i]);
             restart_with_settings(argv[1], argv);
-            say_blas_core(argc, argv);
             return commands[i].fn(argc - 1, argv + 1);
         }
     fprintf(stderr, "kvcpt: error: unknown command '%s'\n", argv[1]);

@@ -60,8 +60,6 @@ int comm_launched_by_mpi(void);
  * call, so usable before comm_open and in builds without MPI): 1 when not
  * launched; a lower bound when the launcher does not say (PMIx alone). */
 int comm_launcher_world(void);
-/* This process's rank by the launcher's environment (0 when not launched). */
-int comm_launcher_rank(void);
 
 size_t comm_type_size(CommType t);
 

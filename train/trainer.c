@@ -21,6 +21,7 @@
 #include "../data/sha256.h"
 #include "../parallel/shard_ckpt.h"
 #include "../kernels/blas.h"
+#include "../kernels/blas_core.h"
 #include "../model/recompute.h"
 #include "../optim/clip.h"
 
@@ -87,10 +88,10 @@ static void open_data(Trainer *t) {
 /* The engine that runs the passes, and the startup line saying how. */
 static void setup_engine(Trainer *t) {
     t->engine = train_engine_create(t->mode, &t->cfg, &t->model, &t->fsdp, t->comm);
+    int cuda = train_mode_device(t->mode) == DEVICE_CUDA;
     if (t->rank == 0)
-        fprintf(stderr, "kvcpt train: device %s%s%s\n", train_mode_describe(t->mode),
-                train_mode_device(t->mode) == DEVICE_CUDA ? ", recompute " : "",
-                train_mode_device(t->mode) == DEVICE_CUDA ? llama_recompute_name((LlamaRecompute)t->cfg.recompute) : "");
+        fprintf(stderr, "kvcpt train: device %s, %s%s\n", train_mode_describe(t->mode), cuda ? "recompute " : "",
+                cuda ? llama_recompute_name((LlamaRecompute)t->cfg.recompute) : blas_core_summary());
 }
 
 /* Every rank builds the same full model (same seed or file), then keeps its pieces. */
