@@ -464,7 +464,7 @@ int cmd_eval(int argc, char **argv) {
     const Option opts[] = {
         {"model", OPT_STRINGS, &a.models, "DIR", "model directory (native or HF); give two for before -> after"},
         {"data", OPT_STRING, &a.data, "DIR", "prepared data directory (kvcpt prepare --out)"},
-        {"split", OPT_STRING, &a.split, "NAME", "train | dev | test"},
+        {"split", OPT_STRING, &a.split, "NAME", "train | dev | test | all (every split the data has)"},
         {"L", OPT_STRING, &a.contexts, "L1,L2", "prefill lengths"},
         {"context", OPT_ALIAS, NULL, "L", NULL},
         {"S", OPT_INT, &a.last, "S", "scored tokens at the end of each document"},

@@ -111,3 +111,12 @@ missing=""
 for n in $names; do grep -qE "^  $n +[A-Za-z]" <<<"$help" || missing="$missing $n"; done
 [ -n "$names" ] && [ -z "$missing" ] && ok "eval --help names all $(wc -w <<<"$names") registered policies" \
     || fail "eval --help lists the policies" "missing:${missing:- (none found in eval/policy.c)}"
+# a corpus too small to hold documents back: --split all scores every split
+# at once (here 70/30 and no test split, so --split test names what there is)
+$K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 12 --split 70,30,0 --out "$tmp/small" >/dev/null
+n=$(/usr/bin/python3 -c "import json;s=json.load(open('$tmp/small/manifest.json'))['splits'];print(' '.join('%s=%d' % (k, v['documents']) for k, v in s.items()))")
+$K eval --model "$m" --data "$tmp/small" --split all --L 48 --S 8 --policies full --out "$tmp/all" --quiet >/dev/null 2>"$tmp/err"
+d=$(/usr/bin/python3 -c "import json;print(json.load(open('$tmp/all/eval.json'))['results'][0]['documents'])" 2>&1)
+[ "$d" = 12 ] && ok "eval --split all scores the documents of every split ($n: $d)" || fail "eval --split all" "$d documents ($n): $(tail -2 "$tmp/err")"
+expect_err "eval --split test of data without one names the splits it has" "has no split 'test' (it has: train, dev; 'all' names every split at once)" \
+    --model "$m" --data "$tmp/small" --split test --L 48 --S 8 --out "$tmp/x"
