@@ -390,7 +390,9 @@ static void model_off_device(EvalRun *r) {
  * refused naming the option instead of running clamped, or past a buffer,
  * under a label that shows the asked value. */
 static void check_options(const EvalArgs *a) {
-    KV_CHECK(a->last >= 1 && a->boot >= 1 && a->batch >= 1, "eval: --last, --bootstrap and --batch must be >= 1");
+    KV_CHECK(a->last >= 1, "eval: %s must be >= 1 (got %lld)", options_spelled("S"), (long long)a->last);
+    KV_CHECK(a->boot >= 1, "eval: --bootstrap must be >= 1 (got %lld)", (long long)a->boot);
+    KV_CHECK(a->batch >= 1, "eval: --batch must be >= 1 (got %lld)", (long long)a->batch);
     eval_check_shared_policy_options("eval", a->kernel, a->window, a->sinks);
     eval_check_window("eval", "--tova-window", a->tova_window);
     eval_check_window("eval", "--kvec-window", a->kvec_window);
@@ -415,13 +417,13 @@ static void check_contexts(const EvalRun *r) {
     }
     for (int ci = 0; ci < r->n_ctx; ci++) {
         int64_t L = r->ctx[ci];
-        KV_CHECK(L >= 1, "eval: --L %lld: a context must be >= 1", (long long)L);
+        KV_CHECK(L >= 1, "eval: %s %lld: a context must be >= 1", options_spelled("L"), (long long)L);
         /* L + S + 1 > longest, written so that a huge L cannot wrap */
-        KV_CHECK(L <= longest - a->last - 1, "eval: --L %lld: context %lld + --S %lld + 1 needs a document of %lld "
-                 "tokens, but the longest of split '%s' (%lld documents) has %lld", (long long)L, (long long)L,
-                 (long long)a->last, L > INT64_MAX - a->last - 1 ? (long long)INT64_MAX : (long long)(L + a->last + 1),
+        KV_CHECK(L <= longest - a->last - 1, "eval: %s %lld: context %lld + %s %lld + 1 needs a document of %lld "
+                 "tokens, but the longest of split '%s' (%lld documents) has %lld", options_spelled("L"), (long long)L,
+                 (long long)L, options_spelled("S"), (long long)a->last, L > INT64_MAX - a->last - 1 ? (long long)INT64_MAX : (long long)(L + a->last + 1),
                  a->split, (long long)nd, (long long)longest);
-        policy_budget(a->budget, L); /* dies naming --budget when K is outside [1, L] */
+        policy_budget(a->budget, L); /* dies naming --K (or --budget) when K is outside [1, L] */
     }
 }
 
@@ -519,7 +521,7 @@ int cmd_eval(int argc, char **argv) {
     KV_CHECK(a.data, "eval: --data is required");
     check_options(&a);
     EvalRun r = {.a = &a, .n_models = a.models.count};
-    r.n_ctx = options_int_list(a.contexts, r.ctx, 8, "context");
+    r.n_ctx = options_int_list(a.contexts, r.ctx, 8, "L");
     Variant var[32];
     r.n_var = expand_policies(&a, var, 32);
     r.var = var;

@@ -22,8 +22,34 @@ done
 
 # the cache budget: a count or L/N, whole numbers only (no SIGFPE at L/0, no "1e3" read as 1)
 for k in L/0 L/abc L/ 1e3 8x 2.9 ""; do
-    refused "bench decode --K '$k' refused" "--budget '$k'" $K bench decode --preset tiny --device cpu --L 64 --steps 1 --K "$k"
+    refused "bench decode --K '$k' refused" "--K '$k'" $K bench decode --preset tiny --device cpu --L 64 --steps 1 --K "$k"
 done
+
+# an option is named as the user typed it: --K or its alias --budget, --S
+# or --last, --L or --context (each alone, not a list of others); the
+# source location "(at file.c:N)" only with KVCPT_DEBUG=1
+$K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 20 --out "$tmp/names" >/dev/null
+ev=($K eval --model tiny --data "$tmp/names" --split train --policies full --out "$tmp/names_out")
+named() { # name, the whole error line, args...
+    local name=$1 want=$2; shift 2
+    "${ev[@]}" "$@" >/dev/null 2>"$tmp/err"
+    [ "$(cat "$tmp/err")" = "$want" ] && ok "$name" || fail "$name" "got '$(cat "$tmp/err")', want '$want'"
+}
+named "eval --K 2000 names --K" "kvcpt: error: --K '2000' gives 2000 keys, above the context 32" --L 32 --S 4 --K 2000
+named "eval --budget 2000 names --budget" "kvcpt: error: --budget '2000' gives 2000 keys, above the context 32" \
+    --L 32 --S 4 --budget 2000
+named "eval --S 0 names --S alone" "kvcpt: error: eval: --S must be >= 1 (got 0)" --S 0
+named "eval --last 0 names --last" "kvcpt: error: eval: --last must be >= 1 (got 0)" --last 0
+named "eval --L 1k names --L" "kvcpt: error: --L: expected up to 8 comma-separated integers (got '1k')" --L 1k
+named "eval --context 1k names --context" "kvcpt: error: --context: expected up to 8 comma-separated integers (got '1k')" \
+    --context 1k
+KVCPT_DEBUG=1 "${ev[@]}" --S 0 >/dev/null 2>"$tmp/err"
+grep -q "^kvcpt: error: eval: --S must be >= 1 (got 0) (at cli/cmd_eval.c:[0-9]*)$" "$tmp/err" \
+    && ok "KVCPT_DEBUG=1 adds the source location" || fail "KVCPT_DEBUG=1" "$(cat "$tmp/err")"
+# a data directory without a manifest: said so, with no jansson "(line 0)"
+named "eval --data without a manifest.json: no '(line 0)'" "kvcpt: error: data directory '$tmp/nowhere' has no readable \
+manifest.json ($tmp/nowhere/manifest.json: No such file or directory); give the directory \`kvcpt prepare --out\` wrote \
+(a dataset is complete only once prepare has written its manifest)" --data "$tmp/nowhere"
 
 # config.json sizes and ids out of range (the model's products must never wrap)
 base='"vocab_size":512,"intermediate_size":768,"num_key_value_heads":2,"rms_norm_eps":1e-5,"rope_theta":10000.0,"max_position_embeddings":4096,"tie_word_embeddings":false'
@@ -246,3 +272,5 @@ E="$K bench eval --model $tmp/good --data $tmp/nodata"
 refused "bench eval --L 2^63-1 refused" "--L 9223372036854775807 is out of range.*\[1, 4095\]" $E --L 9223372036854775807 --S 10
 refused "bench eval --S 2^63-1 (L + S wraps) refused" "--S 9223372036854775807 is out of range.*\[1, 4032\]" $E --L 64 --S 9223372036854775807
 refused "bench eval --L 4000 --S 200: past max_position_embeddings, refused" "--S 200 is out of range.*\[1, 96\]" $E --L 4000 --S 200
+refused "bench eval --context 4000 --last 200: named as typed" "--last 200 is out of range: with --context 4000" $E --context 4000 --last 200
+refused "bench eval --last 0 refused naming --last alone" "bench eval: --last must be >= 1 (got 0)$" $E --L 64 --last 0
