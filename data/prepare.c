@@ -72,6 +72,9 @@ static void close_shard(SplitOut *s, int split) {
 
 static void write_doc(Prepare *p, const Doc *d) {
     SplitOut *s = &p->split[d->split];
+    /* a split of 0 percent has no directory: nothing may be written there */
+    KV_CHECK(p->shares.percent[d->split] > 0, "prepare: internal error: a document went to the %s split, whose share is 0",
+             split_names[d->split]);
     if (s->open && s->w.h.n_docs > 0 && (int64_t)s->w.h.n_tokens + d->ids.n > p->o->shard_tokens) close_shard(s, d->split);
     if (!s->open) open_shard(p, s);
     shard_writer_add_doc(&s->w, d->ids.ids, d->ids.n);

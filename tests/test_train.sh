@@ -62,9 +62,10 @@ else fail "resumed final state" "model or checkpoint bytes differ"; fi
 # log.jsonl's names, at the same steps; the interrupted and resumed run's
 # once per step, as its log.jsonl
 PY=${PYTHON:-third_party/venv/bin/python}
-if python_has "$PY" tensorboard; then
-    for run in a b; do
-        res=$("$PY" - "$tmp/$run" <<'PY' 2>&1
+tb_check() { # run directory, what it is
+    if ! python_has "$PY" tensorboard; then echo "skip - $2: TensorBoard event file: no tensorboard package in $PY (make setup)"; return; fi
+    local res
+    res=$("$PY" - "$1" <<'PY' 2>&1
 import json, os, struct, sys, warnings
 warnings.filterwarnings("ignore")
 from tensorboard.backend.event_processing import event_accumulator as ea
@@ -87,10 +88,11 @@ else:
     print("ok %d tags x %d steps in %s" % (len(got), len(got["loss"]), files))
 PY
 )
-        case "$res" in ok*) ok "run $run: TensorBoard reads log.jsonl's scalars from the event file (${res#ok })";;
-            *) fail "run $run: TensorBoard event file" "$res";; esac
-    done
-else echo "skip - TensorBoard event file: no tensorboard package in $PY (make setup)"; fi
+    case "$res" in ok*) ok "$2: TensorBoard reads log.jsonl's scalars from the event file (${res#ok })";;
+        *) fail "$2: TensorBoard event file" "$res";; esac
+}
+tb_check "$tmp/a" "run a"
+tb_check "$tmp/b" "run b (stopped by SIGTERM, resumed)"
 
 # 3. rejected configs name the problem
 expect_err() { # name, expected text, args...
@@ -151,6 +153,9 @@ if $K train "${sc[@]}" --set steps=40 --resume --allow-schedule-change >"$tmp/sc
    grep -q "allow-schedule-change: from step 11 on the new schedule" "$tmp/sc.log" && [ "$(grep -c . "$tmp/sc/log.jsonl")" = 40 ]; then
     ok "--resume --allow-schedule-change goes on from step 11 to 40 under the new schedule, saying so"
 else fail "--allow-schedule-change" "$(grep -v '^step' "$tmp/sc.log" | tail -3)"; fi
+# its log.jsonl had steps 11..20 past the checkpoint it resumed from: the
+# event file is cut back with it, so every step is there once
+tb_check "$tmp/sc" "a run resumed at step 10 of a 20-step log"
 
 # a shipped config's warm-up (20 steps) longer than a short trial: cut to
 # the run with a note; the small CPT config (warm-up 2, no dev evaluation on
