@@ -1,6 +1,7 @@
 /* `kvcpt train --config FILE [--set key=value ...] [--resume | --overwrite]` */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../common/options.h"
 #include "../common/util.h"
@@ -33,8 +34,11 @@ int cmd_train(int argc, char **argv) {
      * that node's own message. */
     int quiet = comm_launcher_rank() > 0;
     die_set_silent(quiet);
+    if (quiet) /* --help too is rank 0's to print */
+        for (int i = 1; i < argc; i++)
+            if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 0;
     if (options_parse("train", summary, opts, argc, argv)) {
-        if (!quiet) train_config_print_keys();
+        train_config_print_keys();
         return 0;
     }
     KV_CHECK(!(resume && overwrite), "train: --resume continues the run in 'out' and --overwrite removes it: give one");
