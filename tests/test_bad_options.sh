@@ -126,6 +126,7 @@ if command -v mpirun >/dev/null 2>&1 && $K --version | grep -q "collectives: sin
         mpirun --oversubscribe -np 2 $K train "${targs[@]}" --set out="$tmp/mp2"
     once "train under mpirun -np 2: an unknown option is said once" "unknown option '--bogus'" \
         mpirun --oversubscribe -np 2 $K train --bogus
+    once "train --help under mpirun -np 2 is printed once" "usage: kvcpt train" mpirun --oversubscribe -np 2 $K train --help
 else echo "skip - micro_batch x ranks under mpirun: mpirun or an MPI-enabled kvcpt is missing"; fi
 # the dev split is evaluated at the end: one whose documents are shorter
 # than L + S + 1 is refused at start-up, naming the split, the lengths and
