@@ -113,9 +113,9 @@ static void check_positions(const BenchDecode *b, int64_t L, int64_t max_pos) {
             (long long)b->steps, (long long)(max_pos - 2), b->preset, (long long)max_pos);
     int64_t hi = max_pos - b->steps - 1;
     if (L < 1 || L > hi)
-        die("bench decode: --L %lld is out of range: with --steps %lld it must be in [1, %lld] (preset '%s' has "
+        die("bench decode: %s %lld is out of range: with --steps %lld it must be in [1, %lld] (preset '%s' has "
             "max_position_embeddings %lld; a context holds L + steps + 1 positions)",
-            (long long)L, (long long)b->steps, (long long)hi, b->preset, (long long)max_pos);
+            options_spelled("L"), (long long)L, (long long)b->steps, (long long)hi, b->preset, (long long)max_pos);
 }
 
 int bench_decode(int argc, char **argv) {
@@ -138,7 +138,7 @@ int bench_decode(int argc, char **argv) {
     eval_check_strides("bench decode", "--refresh-fixed", &b.fixed, 1);
     b.dev = backend_resolve(b.device);
     int64_t ctx[8];
-    int n_ctx = options_int_list(b.contexts, ctx, 8, "context");
+    int n_ctx = options_int_list(b.contexts, ctx, 8, "L");
     LlamaConfig c;
     config_load(&c, b.preset);
     for (int i = 0; i < n_ctx; i++) check_positions(&b, ctx[i], c.max_position_embeddings);

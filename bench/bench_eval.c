@@ -156,13 +156,13 @@ static void check_positions(const BenchEval *b) {
     config_load(&c, b->model);
     int64_t max_pos = c.max_position_embeddings, need;
     if (b->context > max_pos - 1)
-        die("bench eval: --L %lld is out of range: it must be in [1, %lld] ('%s' has max_position_embeddings %lld, "
-            "and --S needs at least one position)", (long long)b->context, (long long)(max_pos - 1), b->model,
-            (long long)max_pos);
+        die("bench eval: %s %lld is out of range: it must be in [1, %lld] ('%s' has max_position_embeddings %lld, "
+            "and %s needs at least one position)", options_spelled("L"), (long long)b->context,
+            (long long)(max_pos - 1), b->model, (long long)max_pos, options_spelled("S"));
     if (i64_add(b->context, b->last, &need) != 0 || need > max_pos)
-        die("bench eval: --S %lld is out of range: with --L %lld it must be in [1, %lld] ('%s' has "
-            "max_position_embeddings %lld; a document uses L + S positions)", (long long)b->last,
-            (long long)b->context, (long long)(max_pos - b->context), b->model, (long long)max_pos);
+        die("bench eval: %s %lld is out of range: with %s %lld it must be in [1, %lld] ('%s' has "
+            "max_position_embeddings %lld; a document uses L + S positions)", options_spelled("S"), (long long)b->last,
+            options_spelled("L"), (long long)b->context, (long long)(max_pos - b->context), b->model, (long long)max_pos);
 }
 
 int bench_eval(int argc, char **argv) {
@@ -196,8 +196,11 @@ int bench_eval(int argc, char **argv) {
         return 0;
     KV_CHECK(b.model && b.data, "bench eval: --model and --data are required");
     KV_CHECK(strcmp(b.peer, "kvpress") == 0, "bench eval: --peer must be kvpress (got '%s')", b.peer);
-    KV_CHECK(b.threads >= 1 && b.context >= 1 && b.last >= 1 && b.max_docs >= 1,
-             "bench eval: --threads, --context, --last and --max-docs must be >= 1");
+    const struct { const char *name; int64_t v; } counts[] = {
+        {"threads", b.threads}, {"L", b.context}, {"S", b.last}, {"max-docs", b.max_docs}};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+        KV_CHECK(counts[i].v >= 1, "bench eval: %s must be >= 1 (got %lld)", options_spelled(counts[i].name),
+                 (long long)counts[i].v);
     check_positions(&b);
     /* the ranges kvcpt eval checks, here before either side runs */
     eval_check_shared_policy_options("bench eval", b.kernel, b.window, b.sinks);

@@ -436,13 +436,13 @@ static void check_contexts(const EvalRun *r) {
     }
     for (int ci = 0; ci < r->n_ctx; ci++) {
         int64_t L = r->ctx[ci];
-        KV_CHECK(L >= 1, "eval: --L %lld: a context must be >= 1", (long long)L);
+        KV_CHECK(L >= 1, "eval: %s %lld: a context must be >= 1", options_spelled("L"), (long long)L);
         /* L + S + 1 > longest, written so that a huge L cannot wrap */
-        KV_CHECK(L <= longest - a->last - 1, "eval: --L %lld: context %lld + --S %lld + 1 needs a document of %lld "
-                 "tokens, but the longest of split '%s' (%lld documents) has %lld", (long long)L, (long long)L,
-                 (long long)a->last, L > INT64_MAX - a->last - 1 ? (long long)INT64_MAX : (long long)(L + a->last + 1),
+        KV_CHECK(L <= longest - a->last - 1, "eval: %s %lld: context %lld + %s %lld + 1 needs a document of %lld "
+                 "tokens, but the longest of split '%s' (%lld documents) has %lld", options_spelled("L"), (long long)L,
+                 (long long)L, options_spelled("S"), (long long)a->last, L > INT64_MAX - a->last - 1 ? (long long)INT64_MAX : (long long)(L + a->last + 1),
                  a->split, (long long)nd, (long long)longest);
-        policy_budget(a->budget, L); /* dies naming --budget when K is outside [1, L] */
+        policy_budget(a->budget, L); /* dies naming --K (or --budget) when K is outside [1, L] */
     }
 }
 
@@ -487,7 +487,7 @@ int cmd_eval(int argc, char **argv) {
     const Option opts[] = {
         {"model", OPT_STRINGS, &a.models, "DIR|FILE.gguf", "model directory (Hugging Face, or native) or llama.cpp GGUF file; give two for before -> after"},
         {"data", OPT_STRING, &a.data, "DIR", "prepared data directory (kvcpt prepare --out)"},
-        {"split", OPT_STRING, &a.split, "NAME", "train | dev | test"},
+        {"split", OPT_STRING, &a.split, "NAME", "train | dev | test | all (every split the data has)"},
         {"L", OPT_STRING, &a.contexts, "L1,L2", "prefill lengths"},
         {"context", OPT_ALIAS, NULL, "L", NULL},
         {"S", OPT_POSITIVE, &a.last, "S", "scored tokens at the end of each document"},
@@ -550,7 +550,7 @@ int cmd_eval(int argc, char **argv) {
         model_source_config(&c, a.models.items[i], "eval: --model");
     }
     EvalRun r = {.a = &a, .n_models = a.models.count};
-    r.n_ctx = options_int_list(a.contexts, r.ctx, 8, "context");
+    r.n_ctx = options_int_list(a.contexts, r.ctx, 8, "L");
     Variant var[32];
     r.n_var = expand_policies(&a, var, 32);
     r.var = var;

@@ -7,6 +7,7 @@
 
 #include "../common/backend.h"
 #include "../common/build_info.h"
+#include "../common/util.h"
 #include "../common/version.h"
 #include "../kernels/blas_core.h"
 #include "../parallel/comm.h"
@@ -23,8 +24,8 @@ static const Command commands[] = {
     {"prepare", cmd_prepare, "text (JSONL, .zst, .txt) -> tokenized train/dev/test shards", 0},
     {"train", cmd_train, "pretraining or RefreshKV continued pretraining", 1},
     {"eval", cmd_eval, "perplexity of every KV-cache policy, before/after CPT", 0},
-    {"convert", cmd_convert, "Hugging Face safetensors <-> native checkpoints", 0},
-    {"tokenize", cmd_tokenize, "Llama 3.1 tokenizer: text on stdin -> token ids", 0},
+    {"convert", cmd_convert, "model formats: llama.cpp GGUF -> Hugging Face, Hugging Face <-> native", 0},
+    {"tokenize", cmd_tokenize, "a tokenizer.json's encoding: text on stdin -> token ids", 0},
     {"plan", cmd_plan, "memory per rank of a sharded training step (N = 1, 2, 4, 8)", 0},
     {"bench", cmd_bench, "throughput figures (model, adamw, tokenizer, decode, ops)", 0},
 };
@@ -45,6 +46,7 @@ static void usage(FILE *f) {
 static void refuse_unsharded(const Command *cmd) {
     int world = comm_launcher_world();
     if (cmd->sharded || world <= 1) return;
+    if (comm_launcher_rank() > 0) exit_after_rank0(2); /* said once, by rank 0 */
     fprintf(stderr,
             "kvcpt %s: error: started by an MPI launcher with %d ranks, but only `kvcpt train` splits its work across "
             "ranks; every rank would run the whole %s on device 0 and write the same files. Run it as one process "

@@ -51,6 +51,44 @@ void options_print_help(const char *cmd, const char *summary, const Option *opts
     printf("  %-30s %s\n", "--help", "show this help and exit");
 }
 
+/* How the user spelled each option of the table last parsed: its own name,
+ * or the alias it was given by, so that an error about its value names
+ * what the user typed ("--budget" or "--K"). One table per process: a
+ * subcommand parses its options once. */
+#define MAX_SPELLED 128
+static struct {
+    char name[48], typed[52];
+} spelled[MAX_SPELLED];
+static int n_spelled;
+
+static void spelled_reset(const Option *opts) {
+    n_spelled = 0;
+    for (const Option *o = opts; o->name && n_spelled < MAX_SPELLED; o++) {
+        if (o->type == OPT_ALIAS || strlen(o->name) >= sizeof spelled[0].name) continue;
+        snprintf(spelled[n_spelled].name, sizeof spelled[0].name, "%s", o->name);
+        snprintf(spelled[n_spelled].typed, sizeof spelled[0].typed, "--%s", o->name);
+        n_spelled++;
+    }
+}
+
+static void spelled_record(const Option *o, const char *typed) {
+    for (int i = 0; i < n_spelled; i++)
+        if (strcmp(spelled[i].name, o->name) == 0 && strlen(typed) + 2 < sizeof spelled[0].typed)
+            snprintf(spelled[i].typed, sizeof spelled[0].typed, "--%s", typed);
+}
+
+const char *options_spelled(const char *name) {
+    for (int i = 0; i < n_spelled; i++)
+        if (strcmp(spelled[i].name, name) == 0) return spelled[i].typed;
+    /* not in the table parsed (a library function called from a test): its
+     * own name, from a few rotating buffers so that one message can hold two */
+    static char own[4][52];
+    static int next;
+    char *b = own[next++ % 4];
+    snprintf(b, sizeof own[0], "--%s", name);
+    return b;
+}
+
 static const Option *find_option(const Option *opts, const char *name) {
     for (const Option *o = opts; o->name; o++)
         if (strcmp(o->name, name) == 0) {
@@ -71,14 +109,15 @@ static void set_value(const char *cmd, const Option *o, const char *val) {
     case OPT_POSITIVE: {
         long long v = strtoll(val, &end, 10);
         long long min = o->type == OPT_COUNT ? 0 : 1;
-        if (errno || end == val || *end) die("kvcpt %s: --%s expects an integer, got '%s'", cmd, o->name, val);
-        if (o->type != OPT_INT && v < min) die("kvcpt %s: --%s expects an integer >= %lld, got '%s'", cmd, o->name, min, val);
+        if (errno || end == val || *end) die("kvcpt %s: %s expects an integer, got '%s'", cmd, options_spelled(o->name), val);
+        if (o->type != OPT_INT && v < min)
+            die("kvcpt %s: %s expects an integer >= %lld, got '%s'", cmd, options_spelled(o->name), min, val);
         *(int64_t *)o->dst = (int64_t)v;
         break;
     }
     case OPT_FLOAT: {
         double v = strtod(val, &end);
-        if (errno || end == val || *end) die("kvcpt %s: --%s expects a number, got '%s'", cmd, o->name, val);
+        if (errno || end == val || *end) die("kvcpt %s: %s expects a number, got '%s'", cmd, options_spelled(o->name), val);
         *(double *)o->dst = v;
         break;
     }
@@ -95,6 +134,7 @@ static void set_value(const char *cmd, const Option *o, const char *val) {
 }
 
 int options_parse(const char *cmd, const char *summary, const Option *opts, int argc, char **argv) {
+    spelled_reset(opts);
     /* --help first, wherever it stands: the defaults it prints are the
      * table's starting values, not ones an earlier option already changed */
     for (int i = 1; i < argc; i++)
@@ -114,6 +154,7 @@ int options_parse(const char *cmd, const char *summary, const Option *opts, int 
         name[n] = '\0';
         const Option *o = find_option(opts, name);
         if (!o) die("kvcpt %s: unknown option '--%s'; see 'kvcpt %s --help'", cmd, name, cmd);
+        spelled_record(o, name);
         if (o->type == OPT_FLAG) {
             if (eq) die("kvcpt %s: --%s takes no value", cmd, name);
             *(int *)o->dst = 1;
@@ -138,7 +179,8 @@ int options_int_list(const char *s, int64_t *out, int cap, const char *what) {
         char *end;
         errno = 0;
         long long v = strtoll(tok, &end, 10);
-        if (errno || end == tok || *end || v < 0 || n == cap) die("--%s: expected up to %d comma-separated integers (got '%s')", what, cap, s);
+        if (errno || end == tok || *end || v < 0 || n == cap)
+            die("%s: expected up to %d comma-separated integers (got '%s')", options_spelled(what), cap, s);
         out[n++] = v;
     }
     free(copy);

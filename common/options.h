@@ -37,7 +37,12 @@ int options_parse(const char *cmd, const char *summary, const Option *opts, int 
 void options_print_help(const char *cmd, const char *summary, const Option *opts);
 /* The default options_print_help shows for o into buf; 0 when it shows none. */
 int options_default_text(const Option *o, char *buf, size_t n);
-/* "a,b,c" -> up to cap non-negative integers; dies naming --what otherwise. */
+/* The option whose table name is name as the user typed it in the last
+ * options_parse: "--budget" when --budget (an alias of --K) was given,
+ * "--K" when --K was, or not given at all. For errors about its value. */
+const char *options_spelled(const char *name);
+/* "a,b,c" -> up to cap non-negative integers; dies naming the option
+ * `what` (its table name) as the user typed it otherwise. */
 int options_int_list(const char *s, int64_t *out, int cap, const char *what);
 
 #endif

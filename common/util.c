@@ -41,17 +41,41 @@ static void temp_untrack(const char *path) {
         }
 }
 
+static int die_silent;
+
+void die_set_silent(int silent) { die_silent = silent; }
+
+/* The source location is for whoever debugs kvcpt, not for a user reading
+ * what went wrong with their run: shown only when asked for. */
+static int debug_locations(void) {
+    const char *v = getenv("KVCPT_DEBUG");
+    return v && strcmp(v, "1") == 0;
+}
+
 void die_at(const char *src, int line, const char *fmt, ...) {
     va_list ap;
     fflush(stdout);
-    fputs("kvcpt: error: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, " (at %s:%d)\n", src, line);
+    if (!die_silent) {
+        fputs("kvcpt: error: ", stderr);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        if (debug_locations()) fprintf(stderr, " (at %s:%d)", src, line);
+        fputc('\n', stderr);
+    }
     for (int i = 0; i < MAX_PENDING_TEMPS; i++)
         if (pending_temps[i]) unlink(pending_temps[i]);
+    if (die_silent) exit_after_rank0(1);
     exit(1);
+}
+
+void exit_after_rank0(int status) {
+    /* rank 0 prints the message and ends; the launcher then ends the job,
+     * naming the first rank that failed: waited for (rank 0 needs
+     * microseconds, a loaded machine may hold it back a little), so that
+     * the rank named is the one whose message is on the screen */
+    sleep(3);
+    exit(status);
 }
 
 void warnf(const char *fmt, ...) {
@@ -251,8 +275,7 @@ void progress_begin(Progress *p, const char *label, int64_t total, const char *u
     p->is_tty = isatty(fileno(stderr));
 }
 
-/* m:ss, or h:mm:ss from an hour on */
-static void clock_text(char *buf, size_t n, double s) {
+void clock_text(char *buf, size_t n, double s) {
     long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
     if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
     else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);

@@ -15,7 +15,9 @@
 #define KV_NORETURN
 #endif
 
-/* Prints "kvcpt: error: <msg> (at src:line)" and exits with status 1. */
+/* Prints "kvcpt: error: <msg>" and exits with status 1; with the
+ * environment variable KVCPT_DEBUG=1 the message ends with the caller's
+ * "(at src:line)". */
 KV_NORETURN void die_at(const char *src, int line, const char *fmt, ...) KV_PRINTF(3, 4);
 #define die(...) die_at(__FILE__, __LINE__, __VA_ARGS__)
 
@@ -24,6 +26,18 @@ KV_NORETURN void die_at(const char *src, int line, const char *fmt, ...) KV_PRIN
     do {                                                                        \
         if (!(cond)) die_at(__FILE__, __LINE__, __VA_ARGS__);                   \
     } while (0)
+
+/* Silent (1): die_at prints nothing and only exits with status 1. For the
+ * ranks above 0 of a multi-rank launch while they run the checks every
+ * rank runs alike on the same input (options, config values): rank 0
+ * prints the one message a user needs; a silent rank ends through
+ * exit_after_rank0. */
+void die_set_silent(int silent);
+/* A rank above 0 that found what rank 0 finds and reports: waits up to 3 s
+ * for the launcher to end it (which it does once rank 0 has failed), then
+ * exits with status, so that the launcher's notice names rank 0, whose
+ * message is on the screen, as the rank that failed. */
+KV_NORETURN void exit_after_rank0(int status);
 
 void warnf(const char *fmt, ...) KV_PRINTF(1, 2);
 
@@ -83,6 +97,8 @@ int make_dirs_try(const char *path, char *failed, size_t n);
 void rename_check(const char *tmp, const char *final_path);
 
 double now_seconds(void);
+/* A duration in seconds as m:ss, or h:mm:ss from an hour on. */
+void clock_text(char *buf, size_t n, double s);
 
 /* A one-line progress display on stderr: on a terminal one line redrawn
  * in place (\r) at most every 0.1 s; otherwise silent, unless log_interval

@@ -47,6 +47,7 @@ typedef struct {
     double t0;
     Progress progress;
     const char *build_dir; /* where the dataset is written before it replaces the one in --out */
+    SplitShares shares;
 } Prepare;
 
 static void open_shard(Prepare *p, SplitOut *s) {
@@ -71,6 +72,9 @@ static void close_shard(SplitOut *s, int split) {
 
 static void write_doc(Prepare *p, const Doc *d) {
     SplitOut *s = &p->split[d->split];
+    /* a split of 0 percent has no directory: nothing may be written there */
+    KV_CHECK(p->shares.percent[d->split] > 0, "prepare: internal error: a document went to the %s split, whose share is 0",
+             split_names[d->split]);
     if (s->open && s->w.h.n_docs > 0 && (int64_t)s->w.h.n_tokens + d->ids.n > p->o->shard_tokens) close_shard(s, d->split);
     if (!s->open) open_shard(p, s);
     shard_writer_add_doc(&s->w, d->ids.ids, d->ids.n);
@@ -95,7 +99,7 @@ static void tokenize_batch(Prepare *p, const char *path, Doc *docs, int n) {
         if (tokenizer_bos_id(p->tok) >= 0) token_buf_push(&d->ids, (uint32_t)tokenizer_bos_id(p->tok));
         TokEncoder *enc = p->enc[omp_get_thread_num()];
         if (!tok_encode(enc, d->text, d->len, p->o->allow_special, &d->ids)) d->err = xstrdup(tok_encoder_error(enc));
-        d->split = split_of_text(d->text, d->len, p->o->split_seed);
+        d->split = split_of_text(d->text, d->len, p->o->split_seed, &p->shares);
     }
     free(order);
     /* reported outside the threads, and for the first such document in input order */
@@ -179,17 +183,19 @@ static void write_manifest(Prepare *p, json_t *inputs) {
     const PrepareOptions *o = p->o;
     json_t *splits = json_object();
     for (int s = 0; s < SPLIT_COUNT; s++)
-        if (json_object_set_new(splits, split_names[s],
+        if (p->shares.percent[s] > 0 && json_object_set_new(splits, split_names[s],
                                 json_pack("{s:I, s:I, s:O}", "documents", (json_int_t)p->split[s].docs, "tokens",
                                           (json_int_t)p->split[s].tokens, "shards", p->split[s].shards)) != 0)
             die("internal error: cannot build the manifest's %s split", split_names[s]);
     int32_t bos = tokenizer_bos_id(p->tok);
+    char rule[256];
+    split_shares_rule(&p->shares, "hash_u64(fnv1a64(text) ^ split_seed)", rule, sizeof rule);
     json_t *m = json_pack(
         "{s:s, s:i, s:{s:s, s:s, s:i, s:o, s:s}, s:b, s:b, s:I, s:I, s:s, s:I, s:I, s:o, s:o}", "format", MANIFEST_FORMAT,
         "version", MANIFEST_VERSION, "tokenizer", "path", o->tokenizer_path, "sha256", tokenizer_sha256(p->tok),
         "vocab_size", tokenizer_vocab_size(p->tok), "bos_id", bos >= 0 ? json_integer(bos) : json_null(),
         "special_token_names", tokenizer_special_names(p->tok), "bos_prepended", bos >= 0, "allow_special", o->allow_special, "min_tokens", (json_int_t)o->min_tokens, "split_seed",
-        (json_int_t)o->split_seed, "split_rule", "hash_u64(fnv1a64(text) ^ split_seed) % 10: 0-7 train, 8 dev, 9 test",
+        (json_int_t)o->split_seed, "split_rule", rule,
         "documents_read", (json_int_t)p->docs_read, "documents_dropped_short", (json_int_t)p->docs_dropped, "inputs",
         inputs, "splits", splits);
     if (!m) die("internal error: cannot build manifest JSON");
@@ -199,6 +205,28 @@ static void write_manifest(Prepare *p, json_t *inputs) {
     if (json_dumpf(m, mf, JSON_INDENT(2)) != 0) die("cannot write '%s': %s", path, strerror(errno));
     fclose_check(mf, path);
     json_decref(m);
+}
+
+/* The counts per split written; a split that was asked for but got no
+ * document (a small corpus: 4 documents rarely fill 10 percent) is said
+ * with what it means downstream, here rather than in train's refusal. */
+static void print_summary(const Prepare *p) {
+    char line[512];
+    int at = snprintf(line, sizeof line, "prepare: %lld documents read, %lld dropped (< %lld tokens);",
+                      (long long)p->docs_read, (long long)p->docs_dropped, (long long)p->o->min_tokens);
+    for (int s = 0, first = 1; s < SPLIT_COUNT && at > 0 && (size_t)at < sizeof line; s++) {
+        if (p->shares.percent[s] == 0) continue;
+        at += snprintf(line + at, sizeof line - (size_t)at, "%s %s %lld docs / %lld tokens", first ? "" : ",",
+                       split_names[s], (long long)p->split[s].docs, (long long)p->split[s].tokens);
+        first = 0;
+    }
+    fprintf(stderr, "%s\n", line);
+    for (int s = SPLIT_DEV; s < SPLIT_COUNT; s++)
+        if (p->shares.percent[s] > 0 && p->split[s].docs == 0)
+            fprintf(stderr, "prepare: note: the %s split holds no document (its share is %d percent of %lld); "
+                            "%s. For a small corpus: --split 90,10,0, or --split none (train only)\n",
+                    split_names[s], p->shares.percent[s], (long long)(p->split[0].docs + p->split[1].docs + p->split[2].docs),
+                    s == SPLIT_DEV ? "train then runs no dev evaluation" : "eval then needs another --split, or --split all");
 }
 
 void prepare_run(const PrepareOptions *o) {
@@ -216,14 +244,16 @@ void prepare_run(const PrepareOptions *o) {
     for (int i = 0; i < inputs.count; i++) require_utf8_path("input", inputs.paths[i]);
     require_utf8_path("--tokenizer", o->tokenizer_path);
 
-    Prepare p = {.o = o, .tok = tokenizer_load(o->tokenizer_path), .build_dir = out.tmp};
+    Prepare p = {.o = o, .tok = tokenizer_load(o->tokenizer_path), .build_dir = out.tmp,
+                 .shares = o->shares ? *o->shares : split_shares_default()};
     p.threads = o->threads > 0 ? o->threads : omp_get_max_threads();
     p.enc = xcalloc((size_t)p.threads, sizeof(TokEncoder *));
     for (int t = 0; t < p.threads; t++) p.enc[t] = tok_encoder_new(p.tok);
     for (int s = 0; s < SPLIT_COUNT; s++) {
+        p.split[s].shards = json_array();
+        if (p.shares.percent[s] == 0) continue; /* no document goes there */
         path_fmt(p.split[s].dir, sizeof p.split[s].dir, "%s/%s", out.tmp, split_names[s]);
         make_dirs(p.split[s].dir);
-        p.split[s].shards = json_array();
     }
     for (int i = 0; i < inputs.count; i++) p.raw_bytes_total += file_size(inputs.paths[i]);
     p.t0 = now_seconds();
@@ -245,10 +275,7 @@ void prepare_run(const PrepareOptions *o) {
     write_manifest(&p, manifest_inputs);
     dataset_dir_publish(&out); /* only now does the previous dataset go */
     show_progress(&p, 1);
-    fprintf(stderr, "prepare: %lld documents read, %lld dropped (< %lld tokens); train %lld docs / %lld tokens, dev %lld / %lld, test %lld / %lld\n",
-            (long long)p.docs_read, (long long)p.docs_dropped, (long long)o->min_tokens, (long long)p.split[0].docs,
-            (long long)p.split[0].tokens, (long long)p.split[1].docs, (long long)p.split[1].tokens,
-            (long long)p.split[2].docs, (long long)p.split[2].tokens);
+    print_summary(&p);
     for (int s = 0; s < SPLIT_COUNT; s++) json_decref(p.split[s].shards);
     for (int t = 0; t < p.threads; t++) tok_encoder_free(p.enc[t]);
     free(p.enc);

@@ -170,7 +170,9 @@ void synthetic_write(const SyntheticOptions *o) {
     sha256_finish(h, sha);
     uint32_t *doc = xmalloc(sizeof(uint32_t) * (size_t)o->doc_tokens);
     json_t *splits = json_object();
+    SplitShares shares = o->shares ? *o->shares : split_shares_default();
     for (int s = 0; s < SPLIT_COUNT; s++) {
+        if (shares.percent[s] == 0) continue; /* not written at all */
         path_fmt(path, sizeof path, "%s/%s", o->out_dir, split_names[s]);
         make_dirs(path);
         path_fmt(tmp, sizeof tmp, "%s/%s/shard_000000.bin.tmp", o->out_dir, split_names[s]);
@@ -178,8 +180,7 @@ void synthetic_write(const SyntheticOptions *o) {
         shard_writer_open(&w, tmp, (uint32_t)o->vocab, SHARD_FLAG_BOS, sha);
         int64_t docs = 0;
         for (int64_t i = 0; i < o->docs; i++) {
-            int64_t b = (int64_t)(hash_u64(o->seed * 1000003u + (uint64_t)i) % 10);
-            if ((b < 8 ? SPLIT_TRAIN : b == 8 ? SPLIT_DEV : SPLIT_TEST) != s) continue;
+            if (split_of_hash(hash_u64(o->seed * 1000003u + (uint64_t)i), &shares) != s) continue;
             synthetic_document(o, i, doc);
             shard_writer_add_doc(&w, doc, o->doc_tokens);
             docs++;

@@ -23,6 +23,8 @@
  *   targets are answers. */
 #include <stdint.h>
 
+#include "splits.h"
+
 typedef enum { SYNTH_TASK_RECALL = 0, SYNTH_TASK_COPY = 1, SYNTH_TASK_MQAR = 2 } SyntheticTask;
 
 typedef struct {
@@ -35,8 +37,9 @@ typedef struct {
                             N > 0 = every tail token repeats the token N positions earlier */
     int64_t values;     /* mqar: value tokens per record */
     int64_t markers;    /* mqar: marker ids [3, 3 + markers); 0 = the number of records in the body */
-    int64_t docs;       /* total; split 80/10/10 by document index hash */
+    int64_t docs;       /* total; split by a hash of the document index (splits.h) */
     uint64_t seed;
+    const SplitShares *shares; /* NULL: 80/10/10 */
 } SyntheticOptions;
 
 #define SYNTH_BOS 1

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/options.h"
 #include "../common/util.h"
 #include "../kernels/refresh_select.h"
 #include "policies.h"
@@ -55,15 +56,16 @@ static int parse_count(const char *s, int64_t *v) {
 
 int64_t policy_budget(const char *spec, int64_t L) {
     int64_t b, n;
+    const char *opt = options_spelled("K"); /* --K, or its alias --budget: as the user typed it */
     if (strncmp(spec, "L/", 2) == 0) {
-        KV_CHECK(parse_count(spec + 2, &n) && n >= 1, "--budget '%s': expected a count K or L/N with N a whole number >= 1",
-                 spec);
+        KV_CHECK(parse_count(spec + 2, &n) && n >= 1, "%s '%s': expected a count K or L/N with N a whole number >= 1",
+                 opt, spec);
         b = L / n;
     } else {
-        KV_CHECK(parse_count(spec, &b), "--budget '%s': expected a count K or L/N with N a whole number >= 1", spec);
+        KV_CHECK(parse_count(spec, &b), "%s '%s': expected a count K or L/N with N a whole number >= 1", opt, spec);
     }
-    KV_CHECK(b >= 1, "--budget '%s' gives %lld keys at context %lld; it must be >= 1", spec, (long long)b, (long long)L);
-    KV_CHECK(b <= L, "--budget '%s' gives %lld keys, above the context %lld", spec, (long long)b, (long long)L);
+    KV_CHECK(b >= 1, "%s '%s' gives %lld keys at context %lld; it must be >= 1", opt, spec, (long long)b, (long long)L);
+    KV_CHECK(b <= L, "%s '%s' gives %lld keys, above the context %lld", opt, spec, (long long)b, (long long)L);
     return b;
 }
 

@@ -127,7 +127,8 @@ void policy_create(Policy *p, const char *name, const PolicyShape *shape, const 
 void policy_destroy(Policy *p);
 const PolicyInfo *policy_registry(int *count);
 PolicyOptions policy_default_options(int64_t budget);
-/* --budget's "K" or "L/N" at context L: dies unless 1 <= K <= L. */
+/* --K's (--budget's) "K" or "L/N" at context L: dies unless 1 <= K <= L,
+ * naming the option as the user typed it. */
 int64_t policy_budget(const char *spec, int64_t L);
 /* "max", "mean" or "first": the GroupAgg's name, for labels. */
 const char *policy_agg_name(int agg);

@@ -35,6 +35,11 @@ int comm_launcher_world(void) {
     return n;
 }
 
+int comm_launcher_rank(void) {
+    if (!comm_launched_by_mpi()) return 0;
+    return env_int("OMPI_COMM_WORLD_RANK", env_int("PMI_RANK", env_int("PMIX_RANK", 0)));
+}
+
 size_t comm_type_size(CommType t) {
     switch (t) {
     case COMM_F32: return 4;

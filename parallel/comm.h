@@ -60,6 +60,9 @@ int comm_launched_by_mpi(void);
  * call, so usable before comm_open and in builds without MPI): 1 when not
  * launched; a lower bound when the launcher does not say (PMIx alone). */
 int comm_launcher_world(void);
+/* This process's rank from the launcher's environment (no MPI call): 0
+ * when not launched or when the launcher does not say. */
+int comm_launcher_rank(void);
 
 size_t comm_type_size(CommType t);
 

@@ -6,7 +6,7 @@ the CPT trains under: `mask` the paper's RefreshKV mask, `causal` plain
 causal attention (the control), and optionally the masks that match
 inference (`evict`, `restride<r>`, `evict+restride<r>`). Read from
 OUT/eval-L/eval.json (before CPT) and OUT/cpt-ARM-seedN/eval-L/eval.json,
-each run's config.json and log.jsonl, OUT/times.tsv.
+each run's train_config.json (config.json before) and log.jsonl, OUT/times.tsv.
 
 The headline, per context and variant, is the mask arm over the control:
 for each document the mean over seeds of ln(PPL after CPT with the mask /
@@ -69,6 +69,12 @@ def eval_before(out, L):
     return load(path)
 
 
+def run_config_path(d):
+    """a CPT run's training config: train_config.json, or config.json in runs of earlier commits"""
+    name = "train_config.json" if os.path.exists(os.path.join(d, "train_config.json")) else "config.json"
+    return os.path.join(d, name)
+
+
 def run_steps(d):
     """the last step a CPT run's log.jsonl records a loss for"""
     steps = 0
@@ -86,8 +92,8 @@ def recipe_lines(out, arms, seeds):
     for arm in arms:
         for s in seeds:
             d = os.path.join(out, "cpt-%s-seed%d" % (arm, s))
-            if os.path.exists(os.path.join(d, "config.json")) and os.path.exists(os.path.join(d, "log.jsonl")):
-                cfg[(arm, s)], steps[(arm, s)] = load(os.path.join(d, "config.json")), run_steps(d)
+            if os.path.exists(run_config_path(d)) and os.path.exists(os.path.join(d, "log.jsonl")):
+                cfg[(arm, s)], steps[(arm, s)] = load(run_config_path(d)), run_steps(d)
     if not cfg:
         return ["- no CPT run found"]
     lines = []
@@ -111,7 +117,7 @@ def recipe_lines(out, arms, seeds):
     if differ:
         lines.append("- **the runs do not share one recipe**: %s" % "; ".join(differ))
     else:
-        lines.append("- equal recipe: the %d runs' config.json agree on every key but the arm's (%s) and the seed "
+        lines.append("- equal recipe: the %d runs' training configs agree on every key but the arm's (%s) and the seed "
                      "(the data order), and each ran %d steps: the same tokens, order, schedule and optimizer" % (
                          len(cfg), ", ".join(ARM_KEYS), n0))
     lines.append("- runs: %s" % ", ".join("%s seed %d (%s)" % (a, s, " ".join("%s=%s" % (k, c.get(k, 0))

@@ -3,7 +3,8 @@
 
 Reads OUT/eval-L/eval.json (the pretrained model: before CPT) and
 OUT/cpt-MASK-seedN/eval-L/eval.json (after CPT with that mask and data-order
-seed), each CPT run's config.json and log.jsonl (its size), OUT/times.tsv,
+seed), each CPT run's train_config.json (config.json in runs of earlier
+versions) and log.jsonl (its size), OUT/times.tsv,
 and prints Markdown: per context and variant the PPL before, after (mean ±
 sd across seeds) and after / before as a ratio with two 95% intervals:
 
@@ -50,7 +51,7 @@ def cells(ev):
 
 def run_size(d):
     """(steps done, sequences per step, tokens per sequence, mask keys) of a CPT run directory"""
-    cfg = load_eval(os.path.join(d, "config.json"))
+    cfg = load_eval(realmodel_arms.run_config_path(d))
     steps = run_steps(d)
     mask = "mask_evict=%s mask_restride=%s" % (cfg.get("mask_evict", 0), cfg.get("mask_restride", 0))
     return steps, int(cfg["global_batch"]), int(cfg["L"]) + int(cfg["S"]), mask

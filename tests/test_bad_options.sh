@@ -32,8 +32,34 @@ done
 
 # the cache budget: a count or L/N, whole numbers only (no SIGFPE at L/0, no "1e3" read as 1)
 for k in L/0 L/abc L/ 1e3 8x 2.9 ""; do
-    refused "bench decode --K '$k' refused" "--budget '$k'" $K bench decode --preset tiny --device cpu --L 64 --steps 1 --K "$k"
+    refused "bench decode --K '$k' refused" "--K '$k'" $K bench decode --preset tiny --device cpu --L 64 --steps 1 --K "$k"
 done
+
+# an option is named as the user typed it: --K or its alias --budget, --S
+# or --last, --L or --context (each alone, not a list of others); the
+# source location "(at file.c:N)" only with KVCPT_DEBUG=1
+$K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 20 --out "$tmp/names" >/dev/null
+ev=($K eval --model tiny --data "$tmp/names" --split train --policies full --out "$tmp/names_out")
+named() { # name, the whole error line, args...
+    local name=$1 want=$2; shift 2
+    "${ev[@]}" "$@" >/dev/null 2>"$tmp/err"
+    [ "$(cat "$tmp/err")" = "$want" ] && ok "$name" || fail "$name" "got '$(cat "$tmp/err")', want '$want'"
+}
+named "eval --K 2000 names --K" "kvcpt: error: --K '2000' gives 2000 keys, above the context 32" --L 32 --S 4 --K 2000
+named "eval --budget 2000 names --budget" "kvcpt: error: --budget '2000' gives 2000 keys, above the context 32" \
+    --L 32 --S 4 --budget 2000
+named "eval --S 0 names --S alone" "kvcpt: error: eval: --S must be >= 1 (got 0)" --S 0
+named "eval --last 0 names --last" "kvcpt: error: eval: --last must be >= 1 (got 0)" --last 0
+named "eval --L 1k names --L" "kvcpt: error: --L: expected up to 8 comma-separated integers (got '1k')" --L 1k
+named "eval --context 1k names --context" "kvcpt: error: --context: expected up to 8 comma-separated integers (got '1k')" \
+    --context 1k
+KVCPT_DEBUG=1 "${ev[@]}" --S 0 >/dev/null 2>"$tmp/err"
+grep -q "^kvcpt: error: eval: --S must be >= 1 (got 0) (at cli/cmd_eval.c:[0-9]*)$" "$tmp/err" \
+    && ok "KVCPT_DEBUG=1 adds the source location" || fail "KVCPT_DEBUG=1" "$(cat "$tmp/err")"
+# a data directory without a manifest: said so, with no jansson "(line 0)"
+named "eval --data without a manifest.json: no '(line 0)'" "kvcpt: error: data directory '$tmp/nowhere' has no readable \
+manifest.json ($tmp/nowhere/manifest.json: No such file or directory); give the directory \`kvcpt prepare --out\` wrote \
+(a dataset is complete only once prepare has written its manifest)" --data "$tmp/nowhere"
 
 # config.json sizes and ids out of range (the model's products must never wrap)
 base='"vocab_size":512,"intermediate_size":768,"num_key_value_heads":2,"rms_norm_eps":1e-5,"rope_theta":10000.0,"max_position_embeddings":4096,"tie_word_embeddings":false'
@@ -110,16 +136,40 @@ if command -v mpirun >/dev/null 2>&1 && $K --version | grep -q "collectives: sin
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     refused "train under mpirun: micro_batch 2^62 x 4 ranks overflowing refused" "'micro_batch' (4611686018427387904) x ranks (4) overflows" \
         mpirun --oversubscribe -np 4 $K train "${targs[@]}" --set micro_batch=4611686018427387904 --set global_batch=4 --set out="$tmp/mb"
+    # a mistake every rank finds alike is printed once, by rank 0, and the
+    # launcher's notice names rank 0 as the rank that failed
+    once() { # name, text, command...
+        local name=$1 want=$2; shift 2
+        timeout 60 "$@" >"$tmp/out" 2>&1
+        local n; n=$(grep -cF -- "$want" "$tmp/out")
+        if [ "$n" = 1 ] && ! grep -q "Process name: \[\[[0-9]*,[0-9]*\],[1-9]" "$tmp/out"; then ok "$name"
+        else fail "$name" "printed $n times: $(head -c 600 "$tmp/out")"; fi
+    }
+    once "train under mpirun -np 2: a batch that does not divide is said once" "'global_batch' (2) must be divisible by 'micro_batch' (2) x ranks (2)" \
+        mpirun --oversubscribe -np 2 $K train "${targs[@]}" --set out="$tmp/mp2"
+    once "train under mpirun -np 2: an unknown option is said once" "unknown option '--bogus'" \
+        mpirun --oversubscribe -np 2 $K train --bogus
+    once "train --help under mpirun -np 2 is printed once" "usage: kvcpt train" mpirun --oversubscribe -np 2 $K train --help
 else echo "skip - micro_batch x ranks under mpirun: mpirun or an MPI-enabled kvcpt is missing"; fi
-# the dev split is evaluated at the end: an empty one (10 documents, split
-# seed 2, none in dev) or one whose documents are shorter than L + S + 1 is
-# refused at start-up, naming the split and the lengths
+# the dev split is evaluated at the end: one whose documents are shorter
+# than L + S + 1 is refused at start-up, naming the split, the lengths and
+# eval_batches=0; an empty one (10 documents, split seed 2, none in dev)
+# means no dev evaluation
 $K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 10 --split-seed 2 --out "$tmp/nodev" >/dev/null
 /usr/bin/python3 -c "import json,sys;sys.exit(json.load(open('$tmp/nodev/manifest.json'))['splits']['dev']['documents'] != 0)" \
     || fail "empty dev split premise" "split seed 2 put documents into dev"
-refused "train: an empty dev split refused at start-up" "dev split '$tmp/nodev/dev' has no document of the 57 tokens" \
-    $K train "${targs[@]}" --set data="$tmp/nodev" --set out="$tmp/nd"
-[ ! -e "$tmp/nd/log.jsonl" ] && ok "train: the run on an empty dev split did not start" || fail "empty dev split" "trained$(started "$tmp/nd")"
+# an empty dev split (a small corpus) is no dev split: the run trains
+# without a dev evaluation and says so, naming eval_batches=0; asking for
+# one every N steps is refused at start-up, naming both keys
+if $K train "${targs[@]}" --set data="$tmp/nodev" --set out="$tmp/nd" >/dev/null 2>"$tmp/err" &&
+   grep -q "note: data '$tmp/nodev': its dev split holds no document; no dev evaluation (set eval_batches=0" "$tmp/err" &&
+   [ -s "$tmp/nd/log.jsonl" ] && ! grep -q dev_loss "$tmp/nd/log.jsonl"; then
+    ok "train: an empty dev split trains without a dev evaluation, saying so and naming eval_batches=0"
+else fail "train on an empty dev split" "$(tail -3 "$tmp/err")"; fi
+refused "train: eval_interval=1 on an empty dev split refused, naming eval_interval=0 eval_batches=0" \
+    "its dev split holds no document .*set eval_interval=0 eval_batches=0" \
+    $K train "${targs[@]}" --set data="$tmp/nodev" --set eval_interval=1 --set out="$tmp/nd1"
+[ ! -e "$tmp/nd1/log.jsonl" ] && ok "train: the refused eval_interval run did not start" || fail "eval_interval on an empty dev split" "trained$(started "$tmp/nd1")"
 # short dev documents: the dev shard of a 30-token dataset in place of the 57-token one's
 $K prepare --synthetic recall --vocab 64 --doc-tokens 30 --query-tail 9 --docs 60 --out "$tmp/short" >/dev/null
 cp -r "$tmp/data" "$tmp/shortdev" && cp "$tmp/short/dev/shard_000000.bin" "$tmp/shortdev/dev/shard_000000.bin"
@@ -129,7 +179,7 @@ m, s = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 m["splits"]["dev"] = s["splits"]["dev"]
 json.dump(m, open(sys.argv[1], "w"))
 PY
-refused "train: a dev split of 30-token documents refused for 57-token samples, naming the lengths" "the longest 30 tokens" \
+refused "train: a dev split of 30-token documents refused for 57-token samples, naming the lengths and eval_batches=0" "the longest 30 tokens.*or set eval_batches=0 (no dev evaluation)" \
     $K train "${targs[@]}" --set data="$tmp/shortdev" --set out="$tmp/sd"
 [ ! -e "$tmp/sd/log.jsonl" ] && ok "train: the run on a too-short dev split did not start" || fail "too-short dev split" "trained$(started "$tmp/sd")"
 
@@ -189,26 +239,26 @@ rargs=(--set model=tiny --set data="$tmp/data" --set L=48 --set S=8 --set K=6 --
 $K train "${rargs[@]}" --set steps=2 >/dev/null 2>&1 || fail "train for the damaged-log case" "did not run"
 printf 'garbage\0\0\n' >>"$tmp/dmg/log.jsonl"
 refused "--resume over a damaged log.jsonl refused, naming the line" "log.jsonl line 3 is not a log record" \
-    $K train "${rargs[@]}" --set steps=4 --resume
+    $K train "${rargs[@]}" --set steps=4 --resume --allow-schedule-change
 
 # --resume with a changed global_batch or seed would be another run: refused
 rargs2=(--set model=tiny --set data="$tmp/data" --set L=48 --set S=8 --set K=6 --set warmup_steps=1
         --set micro_batch=2 --set ckpt_interval=2 --set out="$tmp/rid")
 $K train "${rargs2[@]}" --set global_batch=2 --set steps=2 >/dev/null 2>&1 || fail "train for the resume cases" "did not run"
 refused "--resume with another global_batch refused, naming it" "'global_batch' is 4 but the checkpoint" \
-    $K train "${rargs2[@]}" --set global_batch=4 --set steps=4 --resume
+    $K train "${rargs2[@]}" --set global_batch=4 --set steps=4 --resume --allow-schedule-change
 refused "--resume with another seed refused, naming it" "'seed' is 9 but the checkpoint" \
-    $K train "${rargs2[@]}" --set global_batch=2 --set seed=9 --set steps=4 --resume
-$K train "${rargs2[@]}" --set global_batch=2 --set steps=4 --resume >/dev/null 2>"$tmp/err" \
+    $K train "${rargs2[@]}" --set global_batch=2 --set seed=9 --set steps=4 --resume --allow-schedule-change
+$K train "${rargs2[@]}" --set global_batch=2 --set steps=4 --resume --allow-schedule-change >/dev/null 2>"$tmp/err" \
     && ok "--resume with the same settings goes on" || fail "--resume, same settings" "$(tail -2 "$tmp/err")"
 
 # --resume on other data would go on from the checkpoint's data position in
 # other documents: refused, naming both directories
 $K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 30 --out "$tmp/data2" >/dev/null
 refused "--resume with another data directory refused, naming both" "but the checkpoint .* was written on '$tmp/data'" \
-    $K train "${rargs2[@]}" --set global_batch=2 --set steps=6 --set data="$tmp/data2" --resume
+    $K train "${rargs2[@]}" --set global_batch=2 --set steps=6 --set data="$tmp/data2" --resume --allow-schedule-change
 cp -r "$tmp/data" "$tmp/datacopy"
-$K train "${rargs2[@]}" --set global_batch=2 --set steps=6 --set data="$tmp/datacopy" --resume >/dev/null 2>"$tmp/err" \
+$K train "${rargs2[@]}" --set global_batch=2 --set steps=6 --set data="$tmp/datacopy" --resume --allow-schedule-change >/dev/null 2>"$tmp/err" \
     && ok "--resume on a copy of the same data (same manifest) goes on" || fail "--resume on a copy of the data" "$(tail -2 "$tmp/err")"
 
 # a checkpoint directory renamed to another step (here step_31, the newest
@@ -218,7 +268,7 @@ cp -r "$tmp/rid" "$tmp/ren"
 last=$(ls -d "$tmp"/ren/ckpt/step_* | sort | tail -1)
 prev=$(ls -d "$tmp"/ren/ckpt/step_* | sort | tail -2 | head -1)
 mv "$last" "$tmp/ren/ckpt/step_31"
-if $K train "${rargs2[@]}" --set global_batch=2 --set steps=8 --set out="$tmp/ren" --resume >/dev/null 2>"$tmp/err" &&
+if $K train "${rargs2[@]}" --set global_batch=2 --set steps=8 --set out="$tmp/ren" --resume --allow-schedule-change >/dev/null 2>"$tmp/err" &&
    grep -q "manifest says step [0-9]* but the directory is named step 31" "$tmp/err" && grep -qF "resumed from $prev" "$tmp/err" &&
    [ -f "$tmp/ren/ckpt/step_31/manifest.json" ]; then
     ok "--resume skips a step_31 directory whose manifest names another step, with a warning, and keeps it"
@@ -269,3 +319,5 @@ E="$K bench eval --model $tmp/good --data $tmp/nodata"
 refused "bench eval --L 2^63-1 refused" "--L 9223372036854775807 is out of range.*\[1, 4095\]" $E --L 9223372036854775807 --S 10
 refused "bench eval --S 2^63-1 (L + S wraps) refused" "--S 9223372036854775807 is out of range.*\[1, 4032\]" $E --L 64 --S 9223372036854775807
 refused "bench eval --L 4000 --S 200: past max_position_embeddings, refused" "--S 200 is out of range.*\[1, 96\]" $E --L 4000 --S 200
+refused "bench eval --context 4000 --last 200: named as typed" "--last 200 is out of range: with --context 4000" $E --context 4000 --last 200
+refused "bench eval --last 0 refused naming --last alone" "bench eval: --last must be >= 1 (got 0)$" $E --L 64 --last 0

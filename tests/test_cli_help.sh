@@ -22,6 +22,24 @@ for c in "${all[@]}"; do
         || fail "kvcpt $c --help: hand-written default" "$bad"
 done
 
+# the one-line summaries say what the commands do now: convert reads GGUF
+# when its own --help says so, tokenize takes any tokenizer.json (its
+# --tokenizer), and train runs on each device its 'device' key names
+top=$($K --help)
+conv_line=$(grep -E '^  convert ' <<<"$top"); tok_line=$(grep -E '^  tokenize ' <<<"$top")
+if $K convert --help | grep -q GGUF && ! grep -q GGUF <<<"$conv_line"; then
+    fail "kvcpt --help: convert's summary" "convert reads GGUF, its summary does not say so: $conv_line"
+else ok "kvcpt --help: convert's summary names GGUF, as convert --help does"; fi
+if $K tokenize --help | grep -q -- "--tokenizer PATH" && grep -q "tokenizer.json" <<<"$tok_line" && ! grep -q "Llama" <<<"$tok_line"; then
+    ok "kvcpt --help: tokenize's summary names any tokenizer.json, not one model's"
+else fail "kvcpt --help: tokenize's summary" "$tok_line"; fi
+th=$($K train --help)
+summary=$(sed -n 3p <<<"$th")
+devs=$(grep -E '^  device ' <<<"$th" | grep -oE 'cpu|cuda' | sort -u | tr '\n' ' ')
+if [ "$devs" = "cpu cuda " ] && grep -q CPU <<<"$summary" && grep -qE 'CUDA|GPU' <<<"$summary" && ! grep -q "reference backend" <<<"$summary"; then
+    ok "kvcpt train --help: the summary names the CPU and CUDA devices of its 'device' key"
+else fail "kvcpt train --help: summary" "devices '$devs', summary: $summary"; fi
+
 # eval's aliases reach the same options
 $K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 60 --out "$tmp/data" >/dev/null
 echo '{"model":"tiny","data":"'"$tmp"'/data","L":48,"S":8,"K":6,"mask":0,"steps":2,"warmup_steps":1,"global_batch":2,"micro_batch":2,"out":"'"$tmp"'/run"}' >"$tmp/train.json"

@@ -246,3 +246,12 @@ f, s = r['full']['decode_ms_per_token'], r['streaming']['decode_ms_per_token']
 print('%.4f %.4f %s' % (f, s, f > 3 * s > 0))" 2>&1)
 case "$t" in *True) ok "decode_ms_per_token is per policy: full $(cut -d' ' -f1 <<<"$t") ms, streaming $(cut -d' ' -f2 <<<"$t") ms a token at L = 2048";;
     *) fail "decode time per policy" "full, streaming ms/token, full > 3x streaming: $t";; esac
+# a corpus too small to hold documents back: --split all scores every split
+# at once (here 70/30 and no test split, so --split test names what there is)
+$K prepare --synthetic recall --vocab 64 --doc-tokens 57 --query-tail 9 --docs 12 --split 70,30,0 --out "$tmp/small" >/dev/null
+n=$(/usr/bin/python3 -c "import json;s=json.load(open('$tmp/small/manifest.json'))['splits'];print(' '.join('%s=%d' % (k, v['documents']) for k, v in s.items()))")
+$K eval --model "$m" --data "$tmp/small" --split all --L 48 --S 8 --policies full --out "$tmp/all" --quiet >/dev/null 2>"$tmp/err"
+d=$(/usr/bin/python3 -c "import json;print(json.load(open('$tmp/all/eval.json'))['results'][0]['documents'])" 2>&1)
+[ "$d" = 12 ] && ok "eval --split all scores the documents of every split ($n: $d)" || fail "eval --split all" "$d documents ($n): $(tail -2 "$tmp/err")"
+expect_err "eval --split test of data without one names the splits it has" "has no split 'test' (it has: train, dev; 'all' names every split at once)" \
+    --model "$m" --data "$tmp/small" --split test --L 48 --S 8 --out "$tmp/x"

@@ -1,7 +1,8 @@
 /* The option parser: each printed default is the destination's starting
  * value (--help is answered before any other option is applied), an alias
- * row sets its target and is listed beside it, and flags and unset strings
- * print no default. */
+ * row sets its target and is listed beside it, flags and unset strings
+ * print no default, and an option is named in errors as the user typed it
+ * (options_spelled: the alias when the alias was given). */
 #include <string.h>
 #include <unistd.h>
 
@@ -86,6 +87,18 @@ int main(void) {
     r = parse_captured(opts, 8, argv2, out, sizeof out);
     tl_result(r == 0 && L == 123 && n == 5 && flag == 1 && list.count == 2, "an alias sets its target",
               "r %d L %lld n %lld flag %d list %d", r, (long long)L, (long long)n, flag, list.count);
+    tl_result(strcmp(options_spelled("L"), "--context") == 0 && strcmp(options_spelled("n"), "--n") == 0 &&
+                  strcmp(options_spelled("f"), "--f") == 0,
+              "an option given by its alias is spelled as the alias, one given by its name (or not given) by its name",
+              "L '%s' n '%s' f '%s'", options_spelled("L"), options_spelled("n"), options_spelled("f"));
+    char *argv3[] = {"demo", "--context", "5", "--L", "6", NULL};
+    parse_captured(opts, 5, argv3, out, sizeof out);
+    tl_result(L == 6 && strcmp(options_spelled("L"), "--L") == 0, "the spelling is the last one given (the one whose value counts)",
+              "L %lld '%s'", (long long)L, options_spelled("L"));
+    char *argv4[] = {"demo", "--n", "1", NULL};
+    parse_captured(opts, 3, argv4, out, sizeof out);
+    tl_result(strcmp(options_spelled("L"), "--L") == 0, "a new parse forgets the spellings of the last one", "'%s'",
+              options_spelled("L"));
     free((void *)list.items);
 
     /* the restricted integer kinds: below their range refused naming the

@@ -250,3 +250,77 @@ if "$K" tokenize --tokenizer "$tmp/groups.json" --jsonl <"$tmp/groups.jsonl" >/d
 elif ! grep -qF -- "stdin line 2: $want" "$tmp/groups.err"; then
     fail "a regex failure in tokenize --jsonl names the line and byte offset" "$(tail -c 300 "$tmp/groups.err")"
 else ok "a regex failure in tokenize --jsonl names the line and byte offset in its text"; fi
+
+# --- --split: the documents of each split are those a separate reading of
+# the rule (docs/data.md) puts there, from the text's hash: 80,10,10 (the
+# default, and the rule of earlier datasets, h % 10: 0-7 train, 8 dev, 9
+# test), 50,20,30, 90,10,0 (no test split written) and none (train alone);
+# a small corpus's empty split is said at prepare time ---
+python3 -c 'import json
+for i in range(60): print(json.dumps({"text": "split document %d: %s" % (i, "word " * (i % 7))}))' >"$tmp/split.jsonl"
+cat >"$tmp/split_rule.py" <<'PY'
+M = (1 << 64) - 1
+def fnv(b):
+    h = 0xcbf29ce484222325
+    for c in b: h = ((h ^ c) * 0x100000001b3) & M
+    return h
+def mix(x):
+    x = (x + 0x9E3779B97F4A7C15) & M
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M
+    return x ^ (x >> 31)
+def split_of(text, shares, seed=0):
+    """0 train, 1 dev, 2 test"""
+    h = mix(fnv(text.encode()) ^ seed)
+    if shares == [80, 10, 10]:  # the rule of earlier datasets, written as it was
+        b = h % 10
+        return 0 if b < 8 else 1 if b == 8 else 2
+    b = h % 100
+    key = (b % 10) * 10 + b // 10
+    return 0 if key < shares[0] else 1 if key < shares[0] + shares[1] else 2
+PY
+split_check() { # spec, out
+    PYTHONPATH=$tmp python3 - "$1" "$2" "$tmp/split.jsonl" <<'PY'
+import json, os, sys
+from split_rule import split_of
+spec, out, src = sys.argv[1:4]
+shares = [100, 0, 0] if spec == "none" else [int(v) for v in spec.split(",")]
+names = ["train", "dev", "test"]
+want = [0, 0, 0]
+for line in open(src):
+    want[split_of(json.loads(line)["text"], shares)] += 1
+m = json.load(open(out + "/manifest.json"))
+got = {k: v["documents"] for k, v in m["splits"].items()}
+expect = {names[i]: want[i] for i in range(3) if shares[i] > 0}
+dirs = sorted(d for d in os.listdir(out) if os.path.isdir(os.path.join(out, d)))
+if got != expect or dirs != sorted(expect):
+    print("manifest %s, directories %s; the rule gives %s" % (got, dirs, expect))
+PY
+}
+for spec in 80,10,10 50,20,30 90,10,0 none; do
+    if ! "$K" prepare --input "$tmp/split.jsonl" --out "$tmp/split_$spec" --split "$spec" 2>"$tmp/split.err"; then
+        fail "--split $spec" "$(tail -2 "$tmp/split.err")"
+    elif why=$(split_check "$spec" "$tmp/split_$spec") && [ -z "$why" ]; then
+        ok "--split $spec: the documents of each split are the rule's, a 0 share written as no split at all"
+    else fail "--split $spec" "$why"; fi
+done
+"$K" prepare --input "$tmp/split.jsonl" --out "$tmp/split_default" 2>/dev/null
+cmp -s "$tmp/split_default/manifest.json" "$tmp/split_80,10,10/manifest.json" && \
+    cmp -s "$tmp/split_default/dev/shard_000000.bin" "$tmp/split_80,10,10/dev/shard_000000.bin" &&
+    ok "no --split is --split 80,10,10, byte for byte" || fail "the default split" "differs from --split 80,10,10"
+# four documents the rule puts in train and test, none in dev
+PYTHONPATH=$tmp python3 -c 'import json, sys
+from split_rule import split_of
+lines = [l for l in open(sys.argv[1]) if split_of(json.loads(l)["text"], [80, 10, 10]) != 1]
+sys.stdout.write("".join(lines[:4]))' "$tmp/split.jsonl" >"$tmp/split4.jsonl"
+"$K" prepare --input "$tmp/split4.jsonl" --out "$tmp/split4" 2>"$tmp/split4.err"
+if grep -q "note: the dev split holds no document (its share is 10 percent of 4); train then runs no dev evaluation" "$tmp/split4.err" &&
+   grep -q -- "--split none" "$tmp/split4.err"; then
+    ok "a small corpus's empty dev split is said at prepare time, with what it means and the --split to use"
+else fail "empty dev split note" "$(cat "$tmp/split4.err")"; fi
+for bad in 90,10 50,30,30 0,50,50 80,10,x; do
+    if "$K" prepare --input "$tmp/split.jsonl" --out "$tmp/split_bad" --split "$bad" 2>"$tmp/split.err"; then
+        fail "--split $bad refused" "exit status 0"
+    elif grep -q -- "--split '$bad'" "$tmp/split.err" && [ ! -e "$tmp/split_bad" ]; then ok "--split $bad refused, naming it"
+    else fail "--split $bad refused" "$(cat "$tmp/split.err")"; fi
+done

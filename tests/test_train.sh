@@ -16,6 +16,22 @@ JSON
 if $K train --config "$tmp/cfg.json" --set out="$tmp/a" >"$tmp/a.log" 2>&1 && [ -f "$tmp/a/loss.png" ] && [ -f "$tmp/a/model/model.safetensors" ]; then
     ok "small config runs end to end (log, loss.png, final model)"
 else fail "end to end run" "$(tail -3 "$tmp/a.log")"; fi
+# what the run says on stderr: what it loads and its sizes before step 1,
+# tokens/s and an ETA on the step lines, each checkpoint with its path, size
+# and time; a clean end leaves no train.lock, and the run's configuration
+# is train_config.json (config.json is the model's name)
+before=$(sed -n '1,/^step 1\//p' "$tmp/a.log")
+if grep -q "^kvcpt train: initialising at random the model tiny (2 layers, hidden 32, vocab 64)" <<<"$before" &&
+   grep -q "^kvcpt train: model ready in [0-9.]* s: [0-9]* parameters" <<<"$before" &&
+   grep -q "^kvcpt train: data .*: train [0-9]* documents, [0-9]* samples of L + S + 1 = 57 tokens per epoch" <<<"$before" &&
+   grep -q "^kvcpt train: set-up done in [0-9.]* s (peak RSS [0-9]* MB); steps 1 to 150 of 4 sequences x 56 tokens" <<<"$before" &&
+   grep -q "^step 150/150  loss [0-9.]*  lr .* [0-9]* tok/s .* ETA 0:00" "$tmp/a.log" &&
+   grep -q "^kvcpt train: checkpoint step 150 written ($tmp/a/ckpt/step_00000150, [0-9.]* MB, [0-9.]* s)$" "$tmp/a.log"; then
+    ok "train says what it loads and its sizes before step 1, tokens/s and ETA per step, each checkpoint written"
+else fail "train's output" "$(grep -v '^step' "$tmp/a.log" | head -12)"; fi
+[ ! -e "$tmp/a/train.lock" ] && ok "a clean end removes train.lock" || fail "train.lock" "left after a clean exit"
+[ -s "$tmp/a/train_config.json" ] && [ ! -e "$tmp/a/config.json" ] &&
+    ok "the run's configuration is train_config.json, no config.json beside model/" || fail "train_config.json" "$(ls "$tmp/a")"
 
 # 2. SIGTERM mid-run, then resume
 $K train --config "$tmp/cfg.json" --set out="$tmp/b" >"$tmp/b.log" 2>&1 &
@@ -40,6 +56,43 @@ if cmp -s "$tmp/a/model/model.safetensors" "$tmp/b/model/model.safetensors" && \
    cmp -s "$tmp/a/ckpt/step_00000150/rank_00000.bin" "$tmp/b/ckpt/step_00000150/rank_00000.bin"; then
     ok "resumed final parameters and optimizer state equal the uninterrupted run"
 else fail "resumed final state" "model or checkpoint bytes differ"; fi
+
+# TensorBoard: the event file beside log.jsonl, read by the tensorboard
+# package itself (CRCs checked), holds log.jsonl's numbers as float32 under
+# log.jsonl's names, at the same steps; the interrupted and resumed run's
+# once per step, as its log.jsonl
+PY=${PYTHON:-third_party/venv/bin/python}
+tb_check() { # run directory, what it is
+    if ! python_has "$PY" tensorboard; then echo "skip - $2: TensorBoard event file: no tensorboard package in $PY (make setup)"; return; fi
+    local res
+    res=$("$PY" - "$1" <<'PY' 2>&1
+import json, os, struct, sys, warnings
+warnings.filterwarnings("ignore")
+from tensorboard.backend.event_processing import event_accumulator as ea
+run = sys.argv[1]
+f32 = lambda v: struct.unpack("<f", struct.pack("<f", v))[0]
+want = {}
+for line in open(os.path.join(run, "log.jsonl")):
+    j = json.loads(line)
+    for k, v in j.items():
+        if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool):
+            want.setdefault(k, []).append((j["step"], f32(v)))
+acc = ea.EventAccumulator(run, size_guidance={ea.SCALARS: 0})
+acc.Reload()
+got = {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
+files = [f for f in os.listdir(run) if "tfevents" in f]
+if got != want:
+    bad = sorted(set(got) ^ set(want)) or [t for t in want if got.get(t) != want[t]][:2]
+    print("differ at %s: %s vs %s" % (bad, [got.get(t, [])[:3] for t in bad], [want.get(t, [])[:3] for t in bad]))
+else:
+    print("ok %d tags x %d steps in %s" % (len(got), len(got["loss"]), files))
+PY
+)
+    case "$res" in ok*) ok "$2: TensorBoard reads log.jsonl's scalars from the event file (${res#ok })";;
+        *) fail "$2: TensorBoard event file" "$res";; esac
+}
+tb_check "$tmp/a" "run a"
+tb_check "$tmp/b" "run b (stopped by SIGTERM, resumed)"
 
 # 3. rejected configs name the problem
 expect_err() { # name, expected text, args...
@@ -70,7 +123,7 @@ for v in "0 0" "1 10"; do
         --set mask_evict=$1 --set mask_restride=$2 --set out="$tmp/ev$1" >"$tmp/ev$1.log" 2>&1 || fail "mask_evict=$1 run" "$(tail -2 "$tmp/ev$1.log")"
 done
 if [ "$(losses "$tmp/ev1" | wc -l)" -eq 12 ] && ! losses "$tmp/ev1" | grep -qiE "nan|inf" &&
-   grep -q '"mask_evict": 1' "$tmp/ev1/config.json" && grep -q '"mask_restride": 10' "$tmp/ev1/config.json" &&
+   grep -q '"mask_evict": 1' "$tmp/ev1/train_config.json" && grep -q '"mask_restride": 10' "$tmp/ev1/train_config.json" &&
    ! diff <(losses "$tmp/ev0") <(losses "$tmp/ev1") >/dev/null; then
     ok "mask_evict=1 mask_restride=10 trains 12 steps, finite losses that differ from mask_evict=0 ($(losses "$tmp/ev1" | tail -1) vs $(losses "$tmp/ev0" | tail -1))"
 else fail "mask_evict=1 mask_restride=10 run" "$(losses "$tmp/ev1" | tr '\n' ' ') | $(tail -2 "$tmp/ev1.log")"; fi
@@ -80,10 +133,51 @@ for f in launch/configs/cpt-*.json launch/configs/cpu-*.json; do
     expect_err "shipped config $(basename "$f") parses" "$tmp/nowhere/manifest.json" --config "$f" --set model=tiny --set init=random --set data="$tmp/nowhere" --set out="$tmp/c"
 done
 
+# --resume on another schedule (here: more steps) is refused showing both,
+# unless asked for; the refused run leaves the run as it was
+sc=(--config "$tmp/cfg.json" --set out="$tmp/sc" --set eval_interval=0 --set ckpt_interval=10)
+$K train "${sc[@]}" --set steps=20 >/dev/null 2>&1 && rm -r "$tmp/sc/ckpt/step_00000020" || fail "a 20-step run for the schedule cases" "did not run"
+sum_sc=$(md5sum < "$tmp/sc/log.jsonl")
+if out=$($K train "${sc[@]}" --set steps=40 --resume 2>&1); then
+    fail "--resume with more steps refused" "accepted"
+elif grep -q "checkpoint: steps=20 lr=0.003 warmup_steps=10 schedule=linear min_lr_frac=0" <<<"$out" &&
+     grep -q "this run:   steps=40 lr=0.003 warmup_steps=10 schedule=linear min_lr_frac=0" <<<"$out" &&
+     grep -q "(resuming at step 11; step 12 would run at lr 0.0029 instead of 0.0027)" <<<"$out" && grep -q -- "--allow-schedule-change" <<<"$out" &&
+     [ "$(md5sum < "$tmp/sc/log.jsonl")" = "$sum_sc" ]; then
+    ok "--resume with steps 20 -> 40 refused, printing both schedules and --allow-schedule-change; the run left as it was"
+else fail "--resume with more steps refused" "$out"; fi
+expect_err "--resume with another lr refused" "this run:   steps=20 lr=0.001 warmup_steps=10" "${sc[@]}" --set steps=20 --set lr=1e-3 --resume
+expect_err "--resume with another warm-up refused" "this run:   steps=20 lr=0.003 warmup_steps=5" "${sc[@]}" --set steps=20 --set warmup_steps=5 --resume
+expect_err "--allow-schedule-change without --resume refused" "applies to --resume only" "${sc[@]}" --allow-schedule-change
+if $K train "${sc[@]}" --set steps=40 --resume --allow-schedule-change >"$tmp/sc.log" 2>&1 &&
+   grep -q "allow-schedule-change: from step 11 on the new schedule" "$tmp/sc.log" && [ "$(grep -c . "$tmp/sc/log.jsonl")" = 40 ]; then
+    ok "--resume --allow-schedule-change goes on from step 11 to 40 under the new schedule, saying so"
+else fail "--allow-schedule-change" "$(grep -v '^step' "$tmp/sc.log" | tail -3)"; fi
+# its log.jsonl had steps 11..20 past the checkpoint it resumed from: the
+# event file is cut back with it, so every step is there once
+tb_check "$tmp/sc" "a run resumed at step 10 of a 20-step log"
+
+# a shipped config's warm-up (20 steps) longer than a short trial: cut to
+# the run with a note; the small CPT config (warm-up 2, no dev evaluation on
+# data without a dev split) takes --set steps=6 as it is
+$K prepare --synthetic recall --vocab 64 --doc-tokens 289 --query-tail 33 --docs 40 --out "$tmp/d289" >/dev/null
+$K prepare --synthetic recall --vocab 64 --doc-tokens 289 --query-tail 33 --docs 20 --split none --out "$tmp/d289n" >/dev/null
+small=(--set model=tiny --set init=random --set steps=6)
+if $K train --config launch/configs/cpu-small-cpt.json "${small[@]}" --set data="$tmp/d289" --set out="$tmp/ws" >"$tmp/ws.log" 2>&1 &&
+   grep -q "note: warmup_steps=20 is longer than the run's 6 steps; warming up over all 6" "$tmp/ws.log" &&
+   grep -q '"warmup_steps": 6' "$tmp/ws/train_config.json"; then
+    ok "cpu-small-cpt.json (warm-up 20) with --set steps=6 trains, the warm-up cut to 6 with a note"
+else fail "cpu-small-cpt.json --set steps=6" "$(grep -v '^step' "$tmp/ws.log" | tail -3)"; fi
+if $K train --config launch/configs/cpt-tiny.json "${small[@]}" --set data="$tmp/d289n" --set out="$tmp/ct" >"$tmp/ct.log" 2>&1 &&
+   ! grep -q "warming up over" "$tmp/ct.log" && grep -q "it has no dev split; no dev evaluation" "$tmp/ct.log" &&
+   [ "$(grep -c . "$tmp/ct/log.jsonl")" = 6 ] && ! grep -q dev_loss "$tmp/ct/log.jsonl"; then
+    ok "cpt-tiny.json with --set steps=6 on data without a dev split: 6 steps, its own warm-up, no dev evaluation"
+else fail "cpt-tiny.json --set steps=6" "$(grep -v '^step' "$tmp/ct.log" | tail -3)"; fi
+
 # 3b. the run directory: an earlier run is never silently replaced, pruning never leaves ckpt/
 sum_a=$(cat "$tmp/a/log.jsonl" "$tmp/a/model/model.safetensors" | md5sum)
 expect_err "a fresh run into a used run directory is refused" "holds an earlier run" --config "$tmp/cfg.json" --set out="$tmp/a" --set steps=2
-expect_err "--overwrite with a run that fails set-up leaves the earlier run" "warm-up steps" --config "$tmp/cfg.json" --set out="$tmp/a" --set steps=2 --overwrite
+expect_err "--overwrite with a run that fails set-up leaves the earlier run" "$tmp/nodata" --config "$tmp/cfg.json" --set out="$tmp/a" --set steps=2 --set data="$tmp/nodata" --overwrite
 expect_err "--resume with --overwrite is refused" "give one" --config "$tmp/cfg.json" --set out="$tmp/a" --resume --overwrite
 expect_err "out equal to the model directory is refused" "is or contains the model directory" --config "$tmp/cfg.json" \
     --set init=pretrained --set model="$tmp/a/model" --set out="$tmp/a/model"

@@ -85,7 +85,7 @@ for r in "1 full" "attn attn"; do
     read -r value name <<<"$r"
     $E train --config "$tmp/cfg.json" --set out="$tmp/rec$name" --set device=cuda --set recompute=$value --set steps=3 \
         >"$tmp/rec$name.log" 2>&1
-    if grep -q "recompute $name" "$tmp/rec$name.log" && grep -q "\"recompute\": \"$name\"" "$tmp/rec$name/config.json" &&
+    if grep -q "recompute $name" "$tmp/rec$name.log" && grep -q "\"recompute\": \"$name\"" "$tmp/rec$name/train_config.json" &&
        [ "$(losses "$tmp/fit" | wc -l)" -eq 3 ] && [ "$(devs "$tmp/fit" | wc -l)" -ge 1 ] &&
        diff <(losses "$tmp/fit"; devs "$tmp/fit") <(losses "$tmp/rec$name"; devs "$tmp/rec$name") >/dev/null &&
        cmp -s "$tmp/fit/model/model.safetensors" "$tmp/rec$name/model/model.safetensors"; then
@@ -131,8 +131,8 @@ else fail "bf16 + optim_device refusal" "$(tail -2 "$tmp/bad.log")"; fi
 ev="--set mask_evict=1 --set mask_restride=4 --set steps=3"
 $K train --config "$tmp/cfg.json" --set out="$tmp/evc" --set device=cpu $ev >"$tmp/evc.log" 2>&1 || fail "cpu run, mask_evict=1 mask_restride=4" "$(tail -2 "$tmp/evc.log")"
 if $E train --config "$tmp/cfg.json" --set out="$tmp/evg" --set device=cuda $ev >"$tmp/evg.log" 2>&1 &&
-   grep -q "device cuda" "$tmp/evg.log" && grep -q '"mask_evict": 1' "$tmp/evg/config.json" &&
-   grep -q '"mask_restride": 4' "$tmp/evg/config.json"; then
+   grep -q "device cuda" "$tmp/evg.log" && grep -q '"mask_evict": 1' "$tmp/evg/train_config.json" &&
+   grep -q '"mask_restride": 4' "$tmp/evg/train_config.json"; then
     cmp_curves "mask_evict=1 mask_restride=4: GPU loss curve (3 steps, dev included) within 1e-5 of the CPU's" "$tmp/evg" "$tmp/evc" 1e-5 4
 else fail "device=cuda mask_evict=1 mask_restride=4" "$(tail -2 "$tmp/evg.log")"; fi
 # the mask must change the losses by more than the tolerance above (the

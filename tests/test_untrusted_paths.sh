@@ -41,7 +41,7 @@ run_args=(--set model=tiny --set data="$tmp/data" --set L=48 --set S=8 --set K=6
 # --resume (no checkpoint: it starts fresh): a fresh run would refuse the
 # planted file earlier, as an earlier run's, and never reach the write
 planted "symlink at the run's log.jsonl refused" "$tmp/s1/log.jsonl" $K train "${run_args[@]}" --set out="$tmp/s1" --resume
-planted "symlink at the run's config.json refused" "$tmp/s2/config.json" $K train "${run_args[@]}" --set out="$tmp/s2" --resume
+planted "symlink at the run's train_config.json refused" "$tmp/s2/train_config.json" $K train "${run_args[@]}" --set out="$tmp/s2" --resume
 $K train "${run_args[@]}" --set out="$tmp/s0" >/dev/null 2>&1
 planted "symlink at eval.json.tmp refused" "$tmp/s3/eval.json.tmp" $K eval --model "$tmp/s0/model" --data "$tmp/data" \
     --L 48 --S 8 --max-docs 2 --policies full --out "$tmp/s3"
@@ -60,7 +60,7 @@ hardlinked() { # name link-path command...
 }
 hardlinked "hard link at eval.json.tmp: replaced, the linked file untouched" "$tmp/h1/eval.json.tmp" \
     $K eval --model "$tmp/s0/model" --data "$tmp/data" --L 48 --S 8 --max-docs 2 --policies full --out "$tmp/h1"
-hardlinked "hard link at the run's config.json: replaced, the linked file untouched" "$tmp/h2/config.json" \
+hardlinked "hard link at the run's train_config.json: replaced, the linked file untouched" "$tmp/h2/train_config.json" \
     $K train "${run_args[@]}" --set out="$tmp/h2" --resume
 
 # one trainer per run directory: while another holds out/train.lock (here the

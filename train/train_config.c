@@ -39,9 +39,9 @@ static const Key keys[] = {
     S_(model, "small", "preset name, config.json, Hugging Face model directory (or an older native one), or llama.cpp "
                        "GGUF file (read in place)"),
     S_(init, "random", "random (pretraining from scratch) | pretrained (load the model's weights: CPT)"),
-    S_(data, "", "prepared data directory (kvcpt prepare --out), with train/ and dev/ splits"),
-    S_(out, "runs/train", "run directory: log.jsonl, checkpoints, loss.png, the final model in model/ (Hugging Face "
-                          "safetensors with the data's tokenizer)"),
+    S_(data, "", "prepared data directory (kvcpt prepare --out): its train split, and its dev split when it has one"),
+    S_(out, "runs/train", "run directory: log.jsonl, TensorBoard events, train_config.json, checkpoints, loss.png, the "
+                          "final model in model/ (Hugging Face safetensors with the data's tokenizer)"),
     S_(model_shard_size, "5GB", "largest safetensors file of out/model; a larger model is split into shards listed by "
                                 "model.safetensors.index.json (5GB = 5e9 bytes, 2GiB = 2^31)"),
     S_(optim, "adamw8bit", "adamw8bit | adamw"),
@@ -63,9 +63,10 @@ static const Key keys[] = {
     I_(micro_batch, "1", "sequences per forward/backward on one rank"),
     I_(steps, "0", "optimizer steps; 0 = as many as `epochs` of the train split give"),
     I_(epochs, "1", "passes over the train split when steps = 0"),
-    I_(warmup_steps, "20", "linear warm-up steps"),
+    I_(warmup_steps, "20", "linear warm-up steps (cut to the run's steps when longer, with a note)"),
     I_(eval_interval, "0", "dev-split loss every N steps (0: only at the end)"),
-    I_(eval_batches, "4", "dev sequences per evaluation (0: no dev evaluation)"),
+    I_(eval_batches, "4", "dev sequences per evaluation (0: no dev evaluation; none either when the data has no dev "
+                          "documents)"),
     I_(ckpt_interval, "0", "checkpoint every N steps (0: only at the end and on signals)"),
     I_(keep_last, "2", "complete checkpoints kept"),
     E_(recompute, "none", recompute_parse, recompute_name,
@@ -175,7 +176,7 @@ void train_config_apply_set(TrainConfig *c, const char *kv) {
  * keeps a typo or a wrapped value from passing for a count. */
 #define EVAL_BATCHES_MAX ((int64_t)1 << 30)
 
-/* String values go into the run's config.json, which is UTF-8 JSON: a value
+/* String values go into the run's train_config.json, which is UTF-8 JSON: a value
  * that is not UTF-8 would be dropped from it, so it is refused here naming
  * the key. A control character in 'out' would break the paths written into
  * the loss plot's script and the log lines naming the run directory. */
@@ -185,7 +186,7 @@ static void check_strings(const TrainConfig *c) {
         const char *v = (const char *)c + keys[i].offset;
         int64_t bad = utf8_first_invalid((const uint8_t *)v, strlen(v));
         KV_CHECK(bad < 0, "config: '%s' is not valid UTF-8 (byte 0x%02x at offset %lld of '%s'); the run's "
-                          "config.json could not record it", keys[i].key, (unsigned)(uint8_t)v[bad], (long long)bad, v);
+                          "train_config.json could not record it", keys[i].key, (unsigned)(uint8_t)v[bad], (long long)bad, v);
     }
     for (const char *p = c->out; *p; p++) {
         unsigned char ch = (unsigned char)*p;
@@ -286,10 +287,10 @@ char *train_config_to_json(const TrainConfig *c) {
          * number, and set_new would then drop the key without a word;
          * train_config_validate refuses both, so this is a broken invariant */
         KV_CHECK(v != NULL && json_object_set_new(o, keys[i].key, v) == 0,
-                 "config: '%s' cannot be written to the run's config.json", keys[i].key);
+                 "config: '%s' cannot be written to the run's train_config.json", keys[i].key);
     }
     char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    KV_CHECK(s != NULL, "config: cannot serialise the run's config.json");
+    KV_CHECK(s != NULL, "config: cannot serialise the run's train_config.json");
     json_decref(o);
     return s;
 }

@@ -11,12 +11,14 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/resource.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "../checkpoints/ckpt.h"
 #include "../checkpoints/model_source.h"
 #include "../common/plot.h"
 #include "../common/remove_tree.h"
+#include "../common/tfevents.h"
 #include "../common/util.h"
 #include "../data/sha256.h"
 #include "../parallel/shard_ckpt.h"
@@ -31,21 +33,31 @@ static void on_signal(int sig) { stop_signal = sig; }
 /* The dev evaluation runs at the end of every run (and every eval_interval
  * steps): a dev split without a document of L + S + 1 tokens would fail
  * there, after all the training, and --resume would redo the last step and
- * fail again. Checked before any work. */
-static void check_dev_split(const Trainer *t, const char *dir) {
+ * fail again. Checked before any work. A dataset without dev documents (a
+ * small corpus, prepare --split none) trains without the evaluation at the
+ * end, said once; asking for one every eval_interval steps is refused. */
+static void check_dev_split(Trainer *t, const char *dir) {
     if (t->cfg.eval_batches == 0) return; /* no dev evaluation: the split is never read */
-    if (!t->dev_split) {
+    int64_t n = t->dev_split ? data_split_num_docs(t->dev_split) : 0, longest = 0;
+    if (n == 0) {
+        const char *why = t->dev_split ? "its dev split holds no document" : "it has no dev split";
         KV_CHECK(t->cfg.eval_interval == 0,
-                 "config: eval_interval=%lld needs a dev split, and data '%s' has none ('%s' is missing)",
-                 (long long)t->cfg.eval_interval, t->cfg.data, dir);
+                 "config: eval_interval=%lld asks for a dev evaluation, but data '%s' has none to give: %s ('%s'); set "
+                 "eval_interval=0 eval_batches=0 (no dev evaluation), or prepare with a dev share (--split 80,10,10)",
+                 (long long)t->cfg.eval_interval, t->cfg.data, why, dir);
+        if (t->rank == 0)
+            fprintf(stderr, "kvcpt train: note: data '%s': %s; no dev evaluation (set eval_batches=0 to say so "
+                            "and silence this note)\n", t->cfg.data, why);
+        if (t->dev_split) data_split_close(t->dev_split);
+        t->dev_split = NULL;
         return;
     }
-    int64_t n = data_split_num_docs(t->dev_split), longest = 0;
     for (int64_t d = 0; d < n; d++)
         if (data_split_doc_len(t->dev_split, d) > longest) longest = data_split_doc_len(t->dev_split, d);
     KV_CHECK(longest >= t->T + 1,
              "data '%s': the dev split '%s' has no document of the %lld tokens a dev sample needs (L + S + 1); it holds "
-             "%lld document%s, the longest %lld tokens: lower L or S, or prepare with more or longer dev documents",
+             "%lld document%s, the longest %lld tokens: lower L or S, prepare with more or longer dev documents, or "
+             "set eval_batches=0 (no dev evaluation)",
              t->cfg.data, dir, (long long)(t->T + 1), (long long)n, n == 1 ? "" : "s", (long long)longest);
 }
 
@@ -83,10 +95,17 @@ static void open_data(Trainer *t) {
              t->cfg.data, (long long)(t->T + 1), (long long)(t->T + 1));
     check_dev_split(t, dir);
     record_data_identity(t);
+    if (t->rank == 0)
+        fprintf(stderr, "kvcpt train: data %s: train %lld documents, %lld samples of L + S + 1 = %lld tokens per epoch; "
+                        "dev %lld documents%s\n", t->cfg.data, (long long)data_split_num_docs(t->train_split),
+                (long long)loader_samples_per_epoch(t->loader), (long long)(t->T + 1),
+                t->dev_split ? (long long)data_split_num_docs(t->dev_split) : 0LL,
+                t->dev_split ? "" : " (no dev evaluation)");
 }
 
 /* The engine that runs the passes, and the startup line saying how. */
 static void setup_engine(Trainer *t) {
+    if (t->rank == 0) fprintf(stderr, "kvcpt train: allocating the training engine's buffers (%s)...\n", train_mode_describe(t->mode));
     t->engine = train_engine_create(t->mode, &t->cfg, &t->model, &t->fsdp, t->comm);
     int cuda = train_mode_device(t->mode) == DEVICE_CUDA;
     if (t->rank == 0)
@@ -99,9 +118,18 @@ static void setup_model(Trainer *t) {
     const TrainConfig *c = &t->cfg;
     LlamaConfig mc;
     model_source_config(&mc, c->model, "config: 'model'");
+    int pretrained = strcmp(c->init, "pretrained") == 0;
+    double t0 = now_seconds();
+    if (t->rank == 0)
+        fprintf(stderr, "kvcpt train: %s model %s (%lld layers, hidden %lld, vocab %lld)...\n",
+                pretrained ? "loading the weights of" : "initialising at random the", c->model,
+                (long long)mc.num_hidden_layers, (long long)mc.hidden_size, (long long)mc.vocab_size);
     llama_create(&t->model, &mc);
-    if (strcmp(c->init, "pretrained") == 0) model_source_load_fp32(c->model, &mc, &t->model.layout, t->model.params);
+    if (pretrained) model_source_load_fp32(c->model, &mc, &t->model.layout, t->model.params);
     else llama_init_random(&t->model, (uint64_t)c->seed);
+    if (t->rank == 0)
+        fprintf(stderr, "kvcpt train: model ready in %.1f s: %lld parameters (%.1f MB in fp32)\n", now_seconds() - t0,
+                (long long)t->model.layout.total, (double)t->model.layout.total * 4.0 / 1e6);
     if (c->mask) {
         RefreshMask m = train_config_mask(c);
         llama_set_mask(&t->model, &m);
@@ -126,8 +154,26 @@ static void setup_optimizer(Trainer *t) {
              (long long)loader_samples_per_epoch(t->loader), (long long)c->global_batch);
     LrDecay decay;
     KV_CHECK(lr_decay_parse(c->schedule, &decay) == 0, "config: unknown schedule '%s'", c->schedule);
-    t->sched = (LrSchedule){c->lr, c->warmup_steps, t->total_steps, c->min_lr_frac, decay};
+    /* a shipped config's warm-up (20 steps) outlasts a short trial run
+     * (--set steps=6): the warm-up is cut to the run, said, and recorded so
+     * in the run's train_config.json */
+    if (t->cfg.warmup_steps > t->total_steps) {
+        if (t->rank == 0)
+            fprintf(stderr, "kvcpt train: note: warmup_steps=%lld is longer than the run's %lld steps; warming up over "
+                            "all %lld (set warmup_steps to choose another)\n", (long long)t->cfg.warmup_steps,
+                    (long long)t->total_steps, (long long)t->total_steps);
+        t->cfg.warmup_steps = t->total_steps;
+    }
+    t->sched = (LrSchedule){c->lr, t->cfg.warmup_steps, t->total_steps, c->min_lr_frac, decay};
     lr_schedule_check(&t->sched);
+}
+
+/* The schedule in the words of its config keys, for the start-up line and
+ * for --resume's comparison. */
+static void schedule_text(const LrSchedule *s, char *buf, size_t n) {
+    static const char *const names[] = {"constant", "linear", "cosine"};
+    snprintf(buf, n, "steps=%lld lr=%g warmup_steps=%lld schedule=%s min_lr_frac=%g", (long long)s->total_steps, s->peak,
+             (long long)s->warmup_steps, names[s->decay], s->final_frac);
 }
 
 /* Splits samples of T+1 tokens into inputs x[0..T-1] and targets x[1..T];
@@ -337,7 +383,82 @@ static void check_data_identity(const Trainer *t, const CkptReader *r, const cha
              t->data_realpath, t->data_sha256, dir, then_path, was);
 }
 
+/* The learning-rate schedule a checkpoint was written under, as 5 x 8
+ * bytes: peak lr (double), warm-up steps, total steps, decay (int64),
+ * final fraction (double). */
+#define SCHEDULE_BYTES 40
+
+static void schedule_pack(const LrSchedule *s, uint8_t out[SCHEDULE_BYTES]) {
+    int64_t ints[3] = {s->warmup_steps, s->total_steps, (int64_t)s->decay};
+    memcpy(out, &s->peak, 8);
+    memcpy(out + 8, ints, 24);
+    memcpy(out + 32, &s->final_frac, 8);
+}
+
+static LrSchedule schedule_unpack(const uint8_t in[SCHEDULE_BYTES]) {
+    LrSchedule s;
+    int64_t ints[3];
+    memcpy(&s.peak, in, 8);
+    memcpy(ints, in + 8, 24);
+    memcpy(&s.final_frac, in + 32, 8);
+    s.warmup_steps = ints[0], s.total_steps = ints[1], s.decay = (LrDecay)ints[2];
+    return s;
+}
+
+/* --resume on another schedule (more steps, another lr or warm-up) would
+ * go on at other learning rates than the checkpoint's run had planned: a
+ * run of 12 steps resumed at step 6 with steps=24 jumps from lr 0.00075 to
+ * 0.0015. Refused unless asked for (--allow-schedule-change), showing both. */
+static void check_schedule(const Trainer *t, const CkptReader *r, const char *dir) {
+    int64_t bytes = 0;
+    const uint8_t *was = ckpt_get_section(r, "schedule", &bytes);
+    if (!was || bytes != SCHEDULE_BYTES) {
+        if (t->rank == 0) warnf("%s predates the recorded lr schedule: the schedule is not checked on --resume", dir);
+        return;
+    }
+    uint8_t now[SCHEDULE_BYTES];
+    schedule_pack(&t->sched, now);
+    if (memcmp(was, now, SCHEDULE_BYTES) == 0) return;
+    LrSchedule then = schedule_unpack(was);
+    char a[256], b[256];
+    schedule_text(&then, a, sizeof a);
+    schedule_text(&t->sched, b, sizeof b);
+    int64_t next = t->step + 1, d = next;
+    /* the first step ahead whose lr changes (a bounded look: the schedules
+     * may differ only in a key that changes no step, such as a decay past
+     * the end) */
+    while (d < next + 1000000 && lr_schedule(&t->sched, d) == lr_schedule(&then, d)) d++;
+    char when[160] = "";
+    if (lr_schedule(&t->sched, d) != lr_schedule(&then, d))
+        snprintf(when, sizeof when, "; step %lld would run at lr %g instead of %g", (long long)d,
+                 lr_schedule(&t->sched, d), lr_schedule(&then, d));
+    if (!t->allow_schedule_change)
+        die("--resume: the learning-rate schedule differs from the one the checkpoint %s was written under:\n"
+            "  checkpoint: %s\n  this run:   %s\n(resuming at step %lld%s). Resume with the same settings, or pass "
+            "--allow-schedule-change to go on under the new schedule",
+            dir, a, b, (long long)next, when);
+    if (t->rank == 0)
+        fprintf(stderr, "kvcpt train: --allow-schedule-change: from step %lld on the new schedule\n  checkpoint: %s\n"
+                        "  this run:   %s\n", (long long)next, a, b);
+}
+
+/* Bytes under dir (one level: a checkpoint's rank files and manifest). */
+static int64_t dir_bytes(const char *dir) {
+    int64_t sum = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char p[4400];
+        if (e->d_name[0] == '.') continue;
+        path_fmt(p, sizeof p, "%s/%s", dir, e->d_name);
+        int64_t n = file_size(p);
+        if (n > 0) sum += n;
+    }
+    if (d) closedir(d);
+    return sum;
+}
+
 void trainer_checkpoint(Trainer *t) {
+    double t0 = now_seconds();
     t->engine.pull_state(t->engine.ctx, t->opt); /* the engine's parameters and states, where it steps them */
     CkptWriter w;
     ckpt_writer_begin(&w, t->cfg.out, t->step, t->rank, t->world);
@@ -353,7 +474,17 @@ void trainer_checkpoint(Trainer *t) {
     int n = snprintf(data_id, sizeof data_id, "%.64s\n%s", t->data_sha256, t->data_realpath);
     KV_CHECK(n > 0 && (size_t)n < sizeof data_id, "checkpoint: the data identity does not fit");
     ckpt_add_section(&w, "data_identity", data_id, n);
+    uint8_t sched[SCHEDULE_BYTES];
+    schedule_pack(&t->sched, sched);
+    ckpt_add_section(&w, "schedule", sched, SCHEDULE_BYTES);
     shard_ckpt_commit(t->comm, &w, param_layout_hash(&t->model.layout), (int)t->cfg.keep_last);
+    if (t->rank == 0) {
+        char dir[4200];
+        ckpt_step_dir(dir, sizeof dir, t->cfg.out, t->step);
+        fprintf(stderr, "%skvcpt train: checkpoint step %lld written (%s, %.1f MB, %.1f s)\n",
+                isatty(fileno(stderr)) ? "\n" : "", (long long)t->step, dir, (double)dir_bytes(dir) / 1e6,
+                now_seconds() - t0);
+    }
 }
 
 /* Any rank count's checkpoint: shards re-cut to this run's ranks. */
@@ -366,6 +497,7 @@ static void restore(Trainer *t, const char *dir) {
     check_data_identity(t, &r, dir);
     LoaderPosition pos;
     ckpt_read_section(&r, "step", &t->step, sizeof t->step);
+    check_schedule(t, &r, dir);
     ckpt_read_section(&r, "data_pos", &pos, sizeof pos);
     ckpt_read_section(&r, "skipped", &t->skipped_steps, sizeof t->skipped_steps);
     loader_seek(t->loader, pos);
@@ -396,9 +528,12 @@ static void truncate_log(const char *path, int64_t step) {
     rename_check(tmp, path);
 }
 
-static void write_config_json(const Trainer *t) {
+/* The run's effective configuration. Not named config.json: that is the
+ * Hugging Face model config, which model/ holds, and a run directory
+ * given where a model is expected would pass for one. */
+static void write_train_config(const Trainer *t) {
     char *js = train_config_to_json(&t->cfg), path[4200];
-    path_fmt(path, sizeof path, "%s/config.json", t->cfg.out);
+    path_fmt(path, sizeof path, "%s/" TRAIN_CONFIG_FILE, t->cfg.out);
     FILE *f = fopen_check(path, "w");
     fputs(js, f);
     fclose_check(f, path);
@@ -432,15 +567,23 @@ static int lock_run_dir(const char *out) {
         die("train: run directory '%s' is in use by another kvcpt train (pid %s); wait for it, or choose another "
             "out", out, owner[0] ? owner : "unknown");
     }
+    /* the lock is on the file open here: one that an ending run unlinked
+     * between this open and the flock is no lock on the name any more */
+    struct stat held, named;
+    if (fstat(fd, &held) != 0 || lstat(path, &named) != 0 || held.st_ino != named.st_ino || held.st_dev != named.st_dev) {
+        close(fd);
+        return lock_run_dir(out);
+    }
     char pid[32];
     int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
     KV_CHECK(ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)len, 0) == len, "train: cannot write '%s'", path);
     return fd;
 }
 
-/* The files a run writes into out besides its lock. */
-static const char *const RUN_FILES[] = {"log.jsonl", "ckpt", "model", "config.json", "loss.png", "loss.gp", "loss.dat",
-                                        NULL};
+/* The files a run writes into out besides its lock ("config.json": the
+ * name of train_config.json in runs of earlier versions). */
+static const char *const RUN_FILES[] = {"log.jsonl", TFEVENTS_FILE, "ckpt", "model", TRAIN_CONFIG_FILE, "config.json",
+                                        "loss.png", "loss.gp", "loss.dat", NULL};
 
 /* Before anything is written: out must not be (or hold) the model the run
  * reads, since the export to out/model and out/config.json would replace
@@ -451,7 +594,7 @@ static void check_run_dir(const TrainConfig *c, RunStart start) {
         size_t n = strlen(out);
         if (strncmp(model, out, n) == 0 && (model[n] == '\0' || model[n] == '/' || n == 1))
             die("train: 'out' (%s) is or contains the model directory '%s' the run reads; the run's export "
-                "(out/model, out/config.json) would replace it: choose another out", c->out, c->model);
+                "(out/model) would replace it: choose another out", c->out, c->model);
     }
     if (start != RUN_FRESH) return;
     char p[4400];
@@ -479,8 +622,10 @@ static void remove_earlier_run(const char *out) {
     if (removed) fprintf(stderr, "kvcpt train: --overwrite: removed the earlier run in %s\n", out);
 }
 
-void trainer_setup(Trainer *t, const TrainConfig *cfg, RunStart start, Comm *comm) {
+void trainer_setup(Trainer *t, const TrainConfig *cfg, RunStart start, int allow_schedule_change, Comm *comm) {
     memset(t, 0, sizeof *t);
+    t->t_setup = now_seconds();
+    t->allow_schedule_change = allow_schedule_change;
     t->cfg = *cfg;
     t->comm = comm;
     t->rank = comm_rank(comm), t->world = comm_world(comm);
@@ -504,13 +649,15 @@ void trainer_setup(Trainer *t, const TrainConfig *cfg, RunStart start, Comm *com
     check_first_answers(t);
     t->flops_per_token = llama_flops_per_token(&t->model, t->T);
     snprintf(t->log_path, sizeof t->log_path, "%s/log.jsonl", t->cfg.out);
-    char dir[4200];
+    char dir[4200], events[4200];
+    path_fmt(events, sizeof events, "%s/" TFEVENTS_FILE, t->cfg.out);
     int64_t at = 0;
     int resume = start == RUN_RESUME;
     if (resume && ckpt_find_latest(t->cfg.out, dir, sizeof dir, &at)) {
         restore(t, dir);
         if (t->rank == 0) {
             truncate_log(t->log_path, t->step);
+            tfevents_truncate(events, t->step);
             fprintf(stderr, "kvcpt train: resumed from %s (step %lld, written by %d ranks, now %d)\n", dir,
                     (long long)t->step, ckpt_manifest_world(dir), t->world);
         }
@@ -521,13 +668,37 @@ void trainer_setup(Trainer *t, const TrainConfig *cfg, RunStart start, Comm *com
     if (t->rank == 0) {
         if (start == RUN_OVERWRITE) remove_earlier_run(t->cfg.out);
         t->log = fopen_check(t->log_path, t->step > 0 ? "a" : "w");
-        write_config_json(t);
+        tfevents_open(&t->events, events, t->step > 0 ? "a" : "w");
+        write_train_config(t);
         if (t->world > 1)
             fprintf(stderr, "kvcpt train: %d ranks (%s); this rank owns %lld of %lld parameters\n", t->world,
                     comm_backend_name(comm_backend(comm)), (long long)t->fsdp.plan.local_numel,
                     (long long)t->model.layout.total);
     }
     comm_barrier(comm); /* the log is truncated before anyone goes on */
+    t->first_step = t->step;
+    if (t->rank == 0) {
+        char sched[256];
+        schedule_text(&t->sched, sched, sizeof sched);
+        fprintf(stderr, "kvcpt train: set-up done in %.1f s (peak RSS %.0f MB); steps %lld to %lld of %lld sequences x "
+                        "%lld tokens (%s optimizer; %s)\n", now_seconds() - t->t_setup, peak_rss_bytes() / 1e6,
+                (long long)t->step + 1, (long long)t->total_steps, (long long)t->cfg.global_batch, (long long)t->T,
+                t->cfg.optim, sched);
+    }
+}
+
+/* The record's numbers (every numeric field but the step) as TensorBoard
+ * scalars, under the names log.jsonl gives them. */
+static void log_events(Trainer *t, json_t *record) {
+    const char *tags[64];
+    double values[64];
+    int n = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(record, key, v) {
+        if (n < 64 && json_is_number(v) && strcmp(key, "step") != 0) tags[n] = key, values[n++] = json_number_value(v);
+    }
+    tfevents_scalars(&t->events, t->step, tags, values, n);
 }
 
 static void log_step(Trainer *t, float loss, double norm, double lr, double dt, double dev) {
@@ -549,11 +720,17 @@ static void log_step(Trainer *t, float loss, double norm, double lr, double dt, 
     KV_CHECK(s && fprintf(t->log, "%s\n", s) > 0 && fflush(t->log) == 0, "train: cannot write '%s': %s", t->log_path,
              strerror(errno));
     free(s);
+    log_events(t, j);
     json_decref(j);
+    /* the ETA from this process's mean step time: a resumed run's earlier
+     * steps took place in another process */
+    double elapsed = now_seconds() - t->t_run;
+    char eta[32];
+    clock_text(eta, sizeof eta, elapsed / (double)(t->step - t->first_step) * (double)(t->total_steps - t->step));
     if (isatty(fileno(stderr)) || t->step % t->cfg.log_interval == 0 || t->step == t->total_steps)
-        fprintf(stderr, "%sstep %lld/%lld  loss %.4f  lr %.3g  |g| %.3g  %.0f tok/s  %.1f GFLOP/s%s%s",
+        fprintf(stderr, "%sstep %lld/%lld  loss %.4f  lr %.3g  |g| %.3g  %.0f tok/s  %.1f GFLOP/s  ETA %s%s",
                 isatty(fileno(stderr)) ? "\r" : "", (long long)t->step, (long long)t->total_steps, loss, lr, norm, tps,
-                t->flops_per_token * tps / 1e9, isnan(dev) ? "" : "  dev ", "");
+                t->flops_per_token * tps / 1e9, eta, isnan(dev) ? "" : "  dev ");
     if (!isnan(dev)) fprintf(stderr, "%.4f", dev);
     if (!isatty(fileno(stderr)) || !isnan(dev) || t->step == t->total_steps) fprintf(stderr, "\n");
 }
@@ -638,7 +815,17 @@ int trainer_run(Trainer *t) {
 
 void trainer_finish(Trainer *t) {
     if (t->log) fclose(t->log);
-    if (t->lock_fd >= 0) close(t->lock_fd); /* releases the run directory */
+    tfevents_close(&t->events);
+    if (t->lock_fd >= 0) {
+        /* an orderly end (done, or stopped by a signal after its checkpoint)
+         * leaves no lock file behind; removed while still held, so no other
+         * trainer can have taken it (one that opened it meanwhile finds the
+         * name gone and opens it anew, lock_run_dir) */
+        char path[4200];
+        path_fmt(path, sizeof path, "%s/train.lock", t->cfg.out);
+        unlink(path);
+        close(t->lock_fd); /* releases the run directory */
+    }
     loader_close(t->loader);
     data_split_close(t->train_split);
     if (t->dev_split) data_split_close(t->dev_split);

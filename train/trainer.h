@@ -11,6 +11,7 @@
 
 #include "../data/data_split.h"
 #include "../data/loader.h"
+#include "../common/tfevents.h"
 #include "../parallel/comm.h"
 #include "../parallel/fsdp.h"
 #include "../model/llama.h"
@@ -42,18 +43,27 @@ typedef struct {
     const AnswerRule *answers;   /* loss_on=answers: the train split's rule; NULL: loss on every target */
     uint8_t *answer_class;       /* T + 1: AnswerClass of each sample token */
     FILE *log;
+    TfEvents events;        /* rank 0: out/TFEVENTS_FILE, log.jsonl's scalars for TensorBoard */
     int lock_fd;            /* rank 0: flock held on out/train.lock for the run, else -1 */
+    int allow_schedule_change; /* --resume may go on under another lr schedule */
     char log_path[4200];
     /* the data's identity, recorded in checkpoints and checked on --resume:
      * the SHA-256 of its manifest.json (which lists every shard's counts and
      * the inputs' hashes) and the directory as it was resolved */
     char data_sha256[65];
     char data_realpath[4096];
-    double t_run, flops_per_token;
+    double t_setup, t_run, flops_per_token;
+    int64_t first_step;          /* the step this process started from (0, or a resumed one) */
     int64_t skipped_steps;
     int blas_logged;             /* this run's first log record named the BLAS configuration */
     FinalModel *final_model;     /* rank 0: what out/model will hold besides the weights (final_model.h) */
 } Trainer;
+
+/* In the run directory beside log.jsonl: the run's effective configuration
+ * (not config.json, the model config's name), and the TensorBoard event
+ * file with every numeric field of log.jsonl (common/tfevents.h). */
+#define TRAIN_CONFIG_FILE "train_config.json"
+#define TFEVENTS_FILE "events.out.tfevents.kvcpt"
 
 /* How a run treats what an earlier run left in its out directory (log.jsonl,
  * ckpt/, model/): a fresh run refuses such a directory, since starting over
@@ -65,8 +75,10 @@ typedef enum {
     RUN_OVERWRITE = 2, /* remove the earlier run's files first, then start fresh */
 } RunStart;
 
-/* comm: the ranks (comm_open); the trainer does not own it. */
-void trainer_setup(Trainer *t, const TrainConfig *cfg, RunStart start, Comm *comm);
+/* comm: the ranks (comm_open); the trainer does not own it.
+ * allow_schedule_change: a resumed run may change steps or the lr schedule
+ * (otherwise refused, showing both schedules). */
+void trainer_setup(Trainer *t, const TrainConfig *cfg, RunStart start, int allow_schedule_change, Comm *comm);
 /* One optimizer step; returns the mean training loss (stops the run on NaN). */
 float trainer_step(Trainer *t, double *grad_norm, double *lr);
 double trainer_eval_dev(Trainer *t);
