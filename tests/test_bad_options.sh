@@ -48,13 +48,13 @@ named() { # name, the whole error line, args...
 named "eval --K 2000 names --K" "kvcpt: error: --K '2000' gives 2000 keys, above the context 32" --L 32 --S 4 --K 2000
 named "eval --budget 2000 names --budget" "kvcpt: error: --budget '2000' gives 2000 keys, above the context 32" \
     --L 32 --S 4 --budget 2000
-named "eval --S 0 names --S alone" "kvcpt: error: eval: --S must be >= 1 (got 0)" --S 0
-named "eval --last 0 names --last" "kvcpt: error: eval: --last must be >= 1 (got 0)" --last 0
+named "eval --S 0 names --S alone" "kvcpt: error: kvcpt eval: --S expects an integer >= 1, got '0'" --S 0
+named "eval --last 0 names --last" "kvcpt: error: kvcpt eval: --last expects an integer >= 1, got '0'" --last 0
 named "eval --L 1k names --L" "kvcpt: error: --L: expected up to 8 comma-separated integers (got '1k')" --L 1k
 named "eval --context 1k names --context" "kvcpt: error: --context: expected up to 8 comma-separated integers (got '1k')" \
     --context 1k
 KVCPT_DEBUG=1 "${ev[@]}" --S 0 >/dev/null 2>"$tmp/err"
-grep -q "^kvcpt: error: eval: --S must be >= 1 (got 0) (at cli/cmd_eval.c:[0-9]*)$" "$tmp/err" \
+grep -q "^kvcpt: error: kvcpt eval: --S expects an integer >= 1, got '0' (at common/options.c:[0-9]*)$" "$tmp/err" \
     && ok "KVCPT_DEBUG=1 adds the source location" || fail "KVCPT_DEBUG=1" "$(cat "$tmp/err")"
 # a data directory without a manifest: said so, with no jansson "(line 0)"
 named "eval --data without a manifest.json: no '(line 0)'" "kvcpt: error: data directory '$tmp/nowhere' has no readable \

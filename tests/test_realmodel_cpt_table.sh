@@ -85,7 +85,7 @@ done
     >"$tmp/arms.md" 2>"$tmp/err" && rc=0 || rc=$?
 head=$(sed -n '/mask over causal, after CPT (the headline)/,/Answers at L = 1024/p' "$tmp/arms.md")
 n=$(grep -cE '^\| [a-z].* \| 0\.9901 \[0\.9901, 0\.9901\] \| 0\.9901 \[0\.9901, 0\.9901\] \| 12 of 12 \| 4\.9e-04 \| 4\.9e-04 \| 0\.0059 \|$' <<<"$head")
-if [ "$rc" = 0 ] && [ "$n" = 12 ] && grep -q "equal recipe: the 6 runs' config.json agree on every key but the arm's" "$tmp/arms.md" &&
+if [ "$rc" = 0 ] && [ "$n" = 12 ] && grep -q "equal recipe: the 6 runs' training configs agree on every key but the arm's" "$tmp/arms.md" &&
     grep -q "lowered the PPL more than plain causal CPT (interval below 1 and Holm p < 0.05): full, streaming" "$tmp/arms.md"; then
     ok "--arms mask,causal: a control 1.01x the mask arm's reads 0.9901, 12 of 12 documents, sign and Wilcoxon p 4.9e-04, Holm 0.0059, for all 12 variants"
 else
