@@ -47,6 +47,7 @@ demo)
         { echo "figures: launch/demo.sh failed; its output is in $work/demo.log" >&2; tail -5 "$work/demo.log" >&2; exit 1; }
     echo "demo at a reduced size: $sizes launch/demo.sh, OPENBLAS_CORETYPE=Haswell"
     rows "$work/demo/eval/eval.json" "$work/demo"
+    for e in "$work"/demo/eval-*/eval.json; do [ -f "$e" ] && rows "$e" "$work/demo"; done # the control arms
     ;;
 smollm2)
     M=${KVCPT_REAL_MODEL:-third_party/models/smollm2-135m}
