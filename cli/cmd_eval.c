@@ -20,6 +20,7 @@
 #include "../eval/engine.h"
 #include "../eval/option_limits.h"
 #include "../eval/output_paths.h"
+#include "../eval/provenance.h"
 #include "../eval/report.h"
 
 /* Documents decoded together by default: the fastest measured on the 2-core
@@ -125,6 +126,8 @@ typedef struct {
     void *gpu_model;             /* the model's weights on the GPU (gpu->model_upload) */
     FILE *dump;                  /* --dump: one JSON line per (model, context, variant, document); NULL: off */
     char dump_tmp[4200];         /* where the dump is written until the run succeeds (--dump + ".tmp") */
+    json_t *run;                 /* eval.json's "run": how it is made (eval/provenance.h) */
+    double t0;                   /* when the command started, for run.wall_seconds */
 } EvalRun;
 
 static EvalCell *cell(const EvalRun *r, int v, int c, int m) { return &r->cells[(v * r->n_ctx + c) * r->n_models + m]; }
@@ -324,7 +327,7 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
     x.full_tot = xcalloc((size_t)(r->n_var * nl), sizeof(int64_t));
     for (int v = 0; v < r->n_var; v++) {
         EvalCell *c = cell(r, v, ci, mi);
-        *c = (EvalCell){.model = model_name, .context = L, .budget = x.sh.budget, .last = S};
+        *c = (EvalCell){.model = model_name, .variant = v, .context = L, .budget = x.sh.budget, .last = S};
         c->doc_nll = xmalloc(sizeof(double) * (size_t)(nd > 0 ? nd : 1));
         c->step_nll = xcalloc((size_t)S, sizeof(double));
         c->step_top1 = xcalloc((size_t)S, sizeof(int64_t));
@@ -458,7 +461,18 @@ static int write_finished(const EvalRun *r, const char *path, const char *device
             for (int m = 0; m < r->n_models; m++)
                 if (r->done[c * r->n_models + m]) done[n++] = *cell(r, v, c, m);
     EvalDocRule rule = {r->skipped, doc_pick_names[r->pick], r->a->max_copy};
-    int non_finite = eval_write_json(path, done, n, &rule, device);
+    /* the documents scored at each context finished so far (the first model's; both score the same) */
+    json_t *docs = json_array();
+    KV_CHECK(docs != NULL, "eval.json: out of memory");
+    for (int c = 0; c < r->n_ctx; c++)
+        if (r->done[c * r->n_models])
+            KV_CHECK(json_array_append_new(docs, json_integer((json_int_t)r->docs[c * r->n_models].pick.n)) == 0,
+                     "eval.json: out of memory");
+    KV_CHECK(json_object_set_new(r->run, "documents", docs) == 0 &&
+                 json_object_set_new(r->run, "device", json_string(device)) == 0 &&
+                 json_object_set_new(r->run, "wall_seconds", json_real(now_seconds() - r->t0)) == 0,
+             "eval.json: out of memory");
+    int non_finite = eval_write_json(path, done, n, &rule, device, r->run);
     free(done);
     return non_finite;
 }
@@ -473,6 +487,7 @@ static void report_plot(const char *png, int drawn, const char *what) {
 }
 
 int cmd_eval(int argc, char **argv) {
+    double t0 = now_seconds();
     const PolicyOptions d = policy_default_options(0); /* the policies' defaults, written once in eval/policy.c */
     EvalArgs a = {.split = "test", .contexts = "8192", .budget = "L/8", .policies = "all", .out = "runs/eval",
                   .agg = "max", .refresh_qc = "", .refresh_fixed = "10,25,50", .last = 50, .boot = 1000,
@@ -549,7 +564,7 @@ int cmd_eval(int argc, char **argv) {
         LlamaConfig c;
         model_source_config(&c, a.models.items[i], "eval: --model");
     }
-    EvalRun r = {.a = &a, .n_models = a.models.count};
+    EvalRun r = {.a = &a, .n_models = a.models.count, .t0 = t0};
     r.n_ctx = options_int_list(a.contexts, r.ctx, 8, "L");
     Variant var[32];
     r.n_var = expand_policies(&a, var, 32);
@@ -567,6 +582,21 @@ int cmd_eval(int argc, char **argv) {
     r.pick = policy_enum_parse("--pick", a.pick, doc_pick_names, 2);
     doc_sources_load(&r.sources, a.data, a.split, data_split_num_docs(split));
     check_contexts(&r);
+    r.run = eval_provenance_new(argc, argv, a.data, a.split);
+    json_t *ls = json_array();
+    KV_CHECK(ls != NULL, "eval.json: out of memory");
+    for (int ci = 0; ci < r.n_ctx; ci++)
+        KV_CHECK(json_array_append_new(ls, json_integer((json_int_t)r.ctx[ci])) == 0, "eval.json: out of memory");
+    KV_CHECK(json_object_set_new(r.run, "L", ls) == 0 && json_object_set_new(r.run, "S", json_integer(a.last)) == 0 &&
+                 json_object_set_new(r.run, "K", json_string(a.budget)) == 0 &&
+                 json_object_set_new(r.run, "max_docs", json_integer(a.max_docs)) == 0 &&
+                 json_object_set_new(r.run, "pick", json_string(a.pick)) == 0 &&
+                 json_object_set_new(r.run, "max_copy_share", json_real(a.max_copy)) == 0 &&
+                 json_object_set_new(r.run, "batch", json_integer(a.batch)) == 0 &&
+                 json_object_set_new(r.run, "bootstrap", json_integer(a.boot)) == 0,
+             "eval.json: out of memory");
+    for (int v = 0; v < r.n_var; v++) eval_provenance_add_policy(r.run, var[v].name, &var[v].opt);
+    for (int i = 0; i < a.models.count; i++) eval_provenance_add_model(r.run, a.models.items[i]);
     Device dev = backend_resolve(a.device);
     eval_prepare_out_dir("eval", "--out", a.out);
     if (!a.quiet && dev == DEVICE_CPU) fprintf(stderr, "kvcpt eval: device cpu, %s\n", blas_core_summary());
@@ -624,6 +654,7 @@ int cmd_eval(int argc, char **argv) {
     free(r.done);
     for (int i = 0; i < r.n_ctx * r.n_models; i++) doc_pick_free(&r.docs[i].pick), free(r.docs[i].source);
     free(r.docs);
+    json_decref(r.run);
     doc_sources_free(&r.sources);
     free((void *)a.models.items);
     data_split_close(split);

@@ -157,7 +157,8 @@ static json_t *string_array(const char *const *x, int64_t n) {
     return a;
 }
 
-int eval_write_json(const char *path, const EvalCell *cells, int n, const EvalDocRule *rule, const char *device) {
+int eval_write_json(const char *path, const EvalCell *cells, int n, const EvalDocRule *rule, const char *device,
+                    json_t *run) {
     json_t *arr = json_array();
     int non_finite = 0;
     KV_CHECK(arr != NULL, "eval.json: out of memory");
@@ -176,6 +177,7 @@ int eval_write_json(const char *path, const EvalCell *cells, int n, const EvalDo
                  "eval.json: out of memory");
         set_checked(o, "policy", json_string(c->policy));
         set_checked(o, "model", json_string(c->model));
+        set_checked(o, "variant", json_integer(c->variant));
         set_checked(o, "context", json_integer((json_int_t)c->context));
         set_checked(o, "budget", json_integer((json_int_t)c->budget));
         set_checked(o, "last", json_integer((json_int_t)c->last));
@@ -205,6 +207,7 @@ int eval_write_json(const char *path, const EvalCell *cells, int n, const EvalDo
     set_checked(root, "commit", json_string(kvcpt_commit()));
     /* the BLAS beside the device: another core type may give other bits */
     set_checked(root, "blas", blas_info_json());
+    set_checked(root, "run", json_incref(run));
     set_checked(root, "results", arr);
     set_checked(root, "documents_skipped_too_short", json_integer((json_int_t)rule->skipped_short));
     set_checked(root, "document_pick", json_string(rule->pick));

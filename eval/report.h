@@ -10,6 +10,7 @@
 typedef struct {
     const char *policy;   /* label with settings */
     const char *model;    /* model path */
+    int variant;          /* index of its policy variant in eval.json's run.policies */
     int64_t context, budget, last;
     int64_t n_docs;
     double *doc_nll;      /* sum of NLL over the scored tokens of each document */
@@ -40,8 +41,11 @@ typedef struct {
 } EvalDocRule;
 
 /* Returns the number of cells whose perplexity is not finite (written as
- * null with "finite": false). */
-int eval_write_json(const char *path, const EvalCell *cells, int n, const EvalDocRule *rule, const char *device);
+ * null with "finite": false). `run` (eval/provenance.h) is written as the
+ * "run" field, how the file was made; it stays the caller's. */
+struct json_t;
+int eval_write_json(const char *path, const EvalCell *cells, int n, const EvalDocRule *rule, const char *device,
+                    struct json_t *run);
 /* Per context, the first model's documents: how many from each input, the
  * share of scored tokens that copy, and those passed over. */
 void eval_print_documents(const EvalCell *cells, int n, int n_models, int n_contexts, const EvalDocRule *rule);
