@@ -619,6 +619,9 @@ int cmd_eval(int argc, char **argv) {
         model_to_device(&r, &m, dev);
         for (int ci = 0; ci < r.n_ctx; ci++) {
             eval_context(&r, &m, mi, ci, a.models.items[mi]);
+            /* the same resamples as the intervals: paired over the documents */
+            if (mi == 1)
+                for (int v = 0; v < r.n_var; v++) eval_cell_ratio(cell(&r, v, ci, 1), cell(&r, v, ci, 0), a.boot, 1234);
             r.done[ci * r.n_models + mi] = 1;
             non_finite = write_finished(&r, path, backend_name(dev));
         }

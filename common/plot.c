@@ -108,13 +108,14 @@ static int text_px(const char *s);
 static const int POINT_TYPES[] = {7, 5, 9, 11, 13};
 
 int plot_lines_png(const char *png_path, const char *title, const char *xlabel, const char *ylabel,
-                   const PlotSeries *series, int nseries) {
+                   const PlotSeries *series, int nseries, int logy) {
     if (!path_plottable(png_path)) return 0;
     char dat[4096], gp[4096], t[256];
     sibling(dat, sizeof dat, png_path, ".dat");
     sibling(gp, sizeof gp, png_path, ".gp");
     /* series without a point are left out (gnuplot stops at an empty block) */
     double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+    int any_nonpositive = 0;
     FILE *f = fopen_check(dat, "w");
     for (int s = 0; s < nseries; s++) {
         if (series[s].n == 0) continue;
@@ -124,6 +125,7 @@ int plot_lines_png(const char *png_path, const char *title, const char *xlabel, 
             double x = series[s].x[i], y = series[s].y[i];
             fprintf(f, "%.10g %.10g\n", x, y);
             if (isfinite(x) && isfinite(y)) x0 = fmin(x0, x), x1 = fmax(x1, x), y0 = fmin(y0, y), y1 = fmax(y1, y);
+            any_nonpositive = any_nonpositive || (isfinite(y) && y <= 0);
         }
         fprintf(f, "\n\n");
     }
@@ -144,14 +146,19 @@ int plot_lines_png(const char *png_path, const char *title, const char *xlabel, 
     title_and_key(f, title, height, key_rows, per_line);
     fprintf(f, "set xlabel ");
     gp_text(f, xlabel);
+    /* a log axis only over positive values (gnuplot drops the others) */
+    logy = logy && !any_nonpositive && y0 <= y1;
+    char yl[300];
+    snprintf(yl, sizeof yl, "%s%s", ylabel, logy ? ", log scale" : "");
     fprintf(f, "\nset ylabel ");
-    gp_text(f, ylabel);
-    fprintf(f, "\nset grid\n");
+    gp_text(f, yl);
+    fprintf(f, "\nset grid\n%s", logy ? "set logscale y\nset format y '%g'\n" : "");
     /* a single point (a one-step run) has no range to scale: give it one */
     if (!(x0 <= x1)) x0 = 0, x1 = 1;
     if (!(y0 <= y1)) y0 = 0, y1 = 1;
     if (x0 == x1) fprintf(f, "set xrange [%.10g:%.10g]\n", x0 - 1, x1 + 1);
-    if (y0 == y1) fprintf(f, "set yrange [%.10g:%.10g]\n", y0 - 0.5 * fmax(1, fabs(y0)), y1 + 0.5 * fmax(1, fabs(y1)));
+    if (y0 == y1 && logy) fprintf(f, "set yrange [%.10g:%.10g]\n", y0 / 2, y1 * 2);
+    else if (y0 == y1) fprintf(f, "set yrange [%.10g:%.10g]\n", y0 - 0.5 * fmax(1, fabs(y0)), y1 + 0.5 * fmax(1, fabs(y1)));
     fprintf(f, "plot ");
     int block = 0;
     for (int s = 0; s < nseries; s++) {
@@ -205,7 +212,8 @@ static int text_px(const char *s) {
 }
 
 int plot_bars_png(const char *png_path, const char *title, const char *value_label, const char *const *row_names,
-                  int nrows, const char *const *col_names, int ncols, const double *values) {
+                  int nrows, const char *const *col_names, int ncols, const double *values, const double *lo_v,
+                  const double *hi_v) {
     KV_CHECK(nrows > 0 && ncols > 0, "plot: a bar chart needs a row and a column (got %d x %d)", nrows, ncols);
     if (!path_plottable(png_path)) return 0;
     char dat[4096], gp[4096], t[256];
@@ -222,6 +230,9 @@ int plot_bars_png(const char *png_path, const char *title, const char *value_lab
         if (!isfinite(values[i])) continue;
         any_finite = 1, all_positive = all_positive && values[i] > 0;
         lo = fmin(lo, values[i]), hi = fmax(hi, values[i]);
+        /* the interval's ends are on the axis too */
+        if (lo_v && hi_v && isfinite(lo_v[i]) && isfinite(hi_v[i]) && lo_v[i] > 0)
+            lo = fmin(lo, lo_v[i]), hi = fmax(hi, hi_v[i]);
     }
     int logx = any_finite && all_positive && hi / lo > 100;
     const double room = 0.16; /* share of the axis right of the longest bar */
@@ -238,7 +249,8 @@ int plot_bars_png(const char *png_path, const char *title, const char *value_lab
 
     double base = logx ? xmin : 0; /* where the bars start */
     /* one block per column, bars of a row top to bottom in column order:
-     * y centre, y extent, value (NaN: no bar), where its number goes, the number */
+     * y centre, y extent, value (NaN: no bar), where its number goes, the
+     * number, the interval's ends (NaN: none) */
     const double band = 0.8, h = band / ncols;
     FILE *f = fopen_check(dat, "w");
     for (int c = 0; c < ncols; c++) {
@@ -249,12 +261,17 @@ int plot_bars_png(const char *png_path, const char *title, const char *value_lab
             double y = (nrows - 1 - r) + band / 2 - h * (c + 0.5);
             char num[64];
             value_text(num, sizeof num, v);
+            int64_t k = (int64_t)r * ncols + c;
+            double e0 = lo_v && hi_v && isfinite(v) && isfinite(lo_v[k]) && isfinite(hi_v[k]) ? lo_v[k] : NAN;
+            double e1 = isfinite(e0) ? hi_v[k] : NAN;
             fprintf(f, "%.6f %.6f %.6f ", y, y - h / 2, y + h / 2);
             if (isfinite(v))
-                fprintf(f, "%.10g %.10g", v, v);
+                fprintf(f, "%.10g %.10g", v, isfinite(e1) && e1 > v ? e1 : v); /* the number right of the bar */
             else
                 fprintf(f, "NaN %.10g", base);
-            fprintf(f, " \"%s\"\n", num);
+            fprintf(f, " \"%s\" ", num);
+            if (isfinite(e0)) fprintf(f, "%.10g %.10g\n", e0, e1);
+            else fprintf(f, "NaN NaN\n");
         }
         fprintf(f, "\n\n");
     }
@@ -304,6 +321,12 @@ int plot_bars_png(const char *png_path, const char *title, const char *value_lab
         gp_quoted(f, dat);
         fprintf(f, " index %d using (%.10g):1:(%.10g):4:2:3 with boxxyerror lc %d title ", c, base, base, c + 1);
         gp_text(f, col_names[c]);
+    }
+    /* the 95% intervals as error bars over the bars (x, y, low, high) */
+    for (int c = 0; c < ncols && lo_v && hi_v; c++) {
+        fprintf(f, ", \\\n     ");
+        gp_quoted(f, dat);
+        fprintf(f, " index %d using 4:1:7:8 with xerrorbars lc rgb 'black' lw 1 pt 0 ps 0 notitle", c);
     }
     for (int c = 0; c < ncols; c++) {
         fprintf(f, ", \\\n     ");

@@ -16,8 +16,10 @@ typedef struct {
  * warning saying why not (no gnuplot, gnuplot failed or drew nothing, a
  * path with a line break): callers say the plot was not drawn. Both charts
  * put the title and the legend above the data area. */
+/* logy: a logarithmic y axis (when every finite y is positive), so that one
+ * spike does not flatten the other curves. */
 int plot_lines_png(const char *png_path, const char *title, const char *xlabel, const char *ylabel,
-                   const PlotSeries *series, int nseries);
+                   const PlotSeries *series, int nseries, int logy);
 
 /* Grouped horizontal bars, one band per row: rows are categories (e.g.
  * policies, named on the left, first on top), columns are groups (e.g.
@@ -25,7 +27,9 @@ int plot_lines_png(const char *png_path, const char *title, const char *xlabel, 
  * row-major (nrows x ncols), each bar labelled with its number, a non-finite
  * one with "not finite". The canvas grows with the rows and the longest row
  * name; the value axis is logarithmic when positive values span more than a
- * factor of 100. */
+ * factor of 100. lo and hi (row-major as values, or both NULL) are drawn as
+ * error bars, e.g. a 95% interval; a non-finite end draws none. */
 int plot_bars_png(const char *png_path, const char *title, const char *value_label, const char *const *row_names,
-                  int nrows, const char *const *col_names, int ncols, const double *values);
+                  int nrows, const char *const *col_names, int ncols, const double *values, const double *lo,
+                  const double *hi);
 #endif

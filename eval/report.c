@@ -37,6 +37,33 @@ void eval_cell_finish(EvalCell *c, int64_t n_boot, uint64_t seed) {
     free(b);
 }
 
+void eval_cell_ratio(EvalCell *after, const EvalCell *before, int64_t n_boot, uint64_t seed) {
+    after->has_ratio = 0;
+    int64_t n = after->n_docs;
+    if (n == 0 || before->n_docs != n || before->last != after->last) return;
+    for (int64_t d = 0; d < n; d++)
+        if (!after->doc_index || !before->doc_index || after->doc_index[d] != before->doc_index[d]) return;
+    double S = (double)after->last, tot = 0;
+    for (int64_t d = 0; d < n; d++) tot += after->doc_nll[d] - before->doc_nll[d];
+    after->ratio = exp(tot / (S * (double)n));
+    double *b = xmalloc(sizeof(double) * (size_t)n_boot);
+    Rng r;
+    rng_seed(&r, seed);
+    for (int64_t i = 0; i < n_boot; i++) {
+        double sum = 0;
+        for (int64_t k = 0; k < n; k++) {
+            int64_t d = (int64_t)(rng_u64(&r) % (uint64_t)n);
+            sum += after->doc_nll[d] - before->doc_nll[d];
+        }
+        b[i] = exp(sum / (S * (double)n));
+    }
+    qsort(b, (size_t)n_boot, sizeof(double), cmp_double);
+    after->ratio_lo = b[(int64_t)(0.025 * (double)(n_boot - 1))];
+    after->ratio_hi = b[(int64_t)(0.975 * (double)(n_boot - 1))];
+    after->has_ratio = 1;
+    free(b);
+}
+
 /* cells are ordered policy-major, then context, then model */
 /* One cell's text: a[0] is the first model's cell, a[1] the second's when n_models == 2. */
 typedef void (*CellText)(char *v, size_t cap, const EvalCell *a, int n_models);
@@ -48,8 +75,11 @@ static void print_table(const EvalCell *cells, int n, int n_models, int n_contex
     int per_policy = n_models * n_contexts;
     printf("%-50s", "policy");
     for (int c = 0; c < n_contexts; c++) {
-        char h[96];
-        snprintf(h, sizeof h, "%s%lld%s", before, (long long)cells[c * n_models].context, after);
+        /* what the column's numbers are over: its context, budget and documents */
+        const EvalCell *h0 = &cells[c * n_models];
+        char h[160];
+        snprintf(h, sizeof h, "%sL %lld, K %lld, %lld docs%s", before, (long long)h0->context, (long long)h0->budget,
+                 (long long)h0->n_docs, after);
         printf(" | %-*s", width, h);
     }
     printf("\n");
@@ -67,16 +97,23 @@ static void print_table(const EvalCell *cells, int n, int n_models, int n_contex
 }
 
 static void ppl_text(char *v, size_t cap, const EvalCell *a, int n_models) {
-    if (n_models == 2)
-        snprintf(v, cap, "%.3f -> %.3f", a[0].ppl, a[1].ppl);
+    if (n_models == 2 && a[1].has_ratio)
+        snprintf(v, cap, "%.3f -> %.3f x%.4f [%.4f, %.4f]", a[0].ppl, a[1].ppl, a[1].ratio, a[1].ratio_lo,
+                 a[1].ratio_hi);
+    else if (n_models == 2)
+        snprintf(v, cap, "%.3f -> %.3f x? (other documents)", a[0].ppl, a[1].ppl);
     else
         snprintf(v, cap, "%.3f [%.3f, %.3f]", a[0].ppl, a[0].lo, a[0].hi);
 }
 
 void eval_print_table(const EvalCell *cells, int n, int n_models, int n_contexts) {
     printf("\n");
-    print_table(cells, n, n_models, n_contexts, "PPL @ ", n_models == 2 ? " (before -> after)" : " [95% CI]", 30,
-                ppl_text);
+    if (n > 0)
+        printf("PPL of the last S = %lld tokens of each document%s\n", (long long)cells[0].last,
+               n_models == 2 ? ", before -> after, and x the paired ratio after/before (geometric mean over documents) "
+                               "[its 95% paired bootstrap interval]"
+                             : " [95% bootstrap interval over documents]");
+    print_table(cells, n, n_models, n_contexts, "", "", n_models == 2 ? 44 : 30, ppl_text);
     printf("\n");
 }
 
@@ -184,6 +221,14 @@ int eval_write_json(const char *path, const EvalCell *cells, int n, const EvalDo
         set_checked(o, "documents", json_integer((json_int_t)c->n_docs));
         set_checked(o, "ppl", json_number_or_null(c->ppl));
         set_checked(o, "ppl_ci95", ci);
+        if (c->has_ratio) {
+            json_t *rci = json_array();
+            KV_CHECK(rci && json_array_append_new(rci, json_number_or_null(c->ratio_lo)) == 0 &&
+                         json_array_append_new(rci, json_number_or_null(c->ratio_hi)) == 0,
+                     "eval.json: out of memory");
+            set_checked(o, "ppl_ratio_to_before", json_number_or_null(c->ratio));
+            set_checked(o, "ppl_ratio_ci95", rci);
+        }
         set_checked(o, "finite", json_boolean(finite));
         set_checked(o, "decode_ms_per_token", json_number_or_null(c->ms_per_token));
         set_checked(o, "kv_bytes_per_token", json_number_or_null(c->kv_bytes_per_token));
@@ -255,7 +300,8 @@ int eval_plot(const char *png, const EvalCell *cells, int n, int n_models, int n
     const char **row_names = xmalloc(sizeof(char *) * (size_t)rows);
     char(*cols)[64] = xmalloc(64 * (size_t)per_policy);
     const char **col_names = xmalloc(sizeof(char *) * (size_t)per_policy);
-    double *v = xmalloc(sizeof(double) * (size_t)n);
+    double *v = xmalloc(sizeof(double) * (size_t)n), *lo = xmalloc(sizeof(double) * (size_t)n),
+           *hi = xmalloc(sizeof(double) * (size_t)n);
     for (int p = 0; p < rows; p++) row_names[p] = cells[p * per_policy].policy;
     for (int j = 0; j < per_policy; j++) {
         const EvalCell *c = &cells[j];
@@ -263,10 +309,11 @@ int eval_plot(const char *png, const EvalCell *cells, int n, int n_models, int n
                  n_models == 2 ? (j % 2 ? ": after" : ": before") : "");
         col_names[j] = cols[j];
     }
-    for (int i = 0; i < n; i++) v[i] = cells[i].ppl;
+    for (int i = 0; i < n; i++) v[i] = cells[i].ppl, lo[i] = cells[i].lo, hi[i] = cells[i].hi;
     int drawn = plot_bars_png(png, "kvcpt eval: perplexity of the last tokens per KV-cache policy",
-                              "PPL (lower is better)", row_names, rows, col_names, per_policy, v);
-    free(row_names), free(cols), free(col_names), free(v);
+                              "PPL (lower is better), bars: 95% bootstrap interval over documents", row_names, rows,
+                              col_names, per_policy, v, lo, hi);
+    free(row_names), free(cols), free(col_names), free(v), free(lo), free(hi);
     return drawn;
 }
 
@@ -308,8 +355,10 @@ int eval_plot_steps(const char *png, const EvalCell *cells, int n, int n_models,
     char title[256];
     snprintf(title, sizeof title, "kvcpt eval: %s per decode step (context %lld, %s)", acc ? "top-1 accuracy" : "PPL",
              (long long)cells[0].context, n_models == 2 ? (mi ? "after CPT" : "before CPT") : "one model");
+    /* PPL on a log axis: one step's spike (a policy that dropped the key
+     * the next token copies) would otherwise flatten every other curve */
     int drawn = plot_lines_png(png, title, "decode step", acc ? "top-1 accuracy over documents" : "PPL over documents",
-                               s, rows);
+                               s, rows, !acc);
     free(s), free(x), free(y);
     return drawn;
 }

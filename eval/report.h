@@ -19,6 +19,10 @@ typedef struct {
     const char *const *doc_source; /* (n_docs) its input as the manifest records it; NULL: not recorded */
     int64_t skipped_copy;          /* documents passed over for a copy share above the limit */
     double ppl, lo, hi;   /* exp(mean NLL over all tokens) and its 95% interval */
+    /* the second model's cell of a before -> after run: after/before per
+     * document, the geometric mean and its 95% paired bootstrap interval */
+    int has_ratio;        /* both models scored the same documents: the three below are filled */
+    double ratio, ratio_lo, ratio_hi;
     double ms_per_token, kv_bytes_per_token;
     char stride_info[512];/* refreshkv: effective stride per layer */
     /* per scored token, summed over the documents */
@@ -31,6 +35,12 @@ typedef struct {
 
 /* Fills ppl, lo, hi from doc_nll (documents resampled with replacement). */
 void eval_cell_finish(EvalCell *c, int64_t n_boot, uint64_t seed);
+/* Fills after's ratio fields against before, the same policy and context
+ * of the first model: per document exp((NLL_after - NLL_before) / S), their
+ * mean of logs (so the ratio of the two PPLs) and its interval from
+ * resampling documents, the pair of a document together. has_ratio stays 0
+ * when the two cells did not score the same documents in the same order. */
+void eval_cell_ratio(EvalCell *after, const EvalCell *before, int64_t n_boot, uint64_t seed);
 /* Rows = policies, columns = context x model ("before -> after" with two models). */
 void eval_print_table(const EvalCell *cells, int n, int n_models, int n_contexts);
 /* How the documents were chosen, for eval.json and the summary lines. */

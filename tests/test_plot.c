@@ -151,6 +151,8 @@ static void bars_case(int nrows, int n_models, int n_ctx, int with_nan) {
         for (int j = 0; j < ncols; j++) /* a longer context a little worse */
             v[r * ncols + j] = (n_models == 2 && j % 2 ? after[r] : before[r]) * (1 + 0.1 * (j / n_models));
     if (with_nan) v[ncols + 1] = NAN;
+    double ci_lo[20 * 6], ci_hi[20 * 6]; /* a made-up 95% interval around each bar */
+    for (int i = 0; i < nrows * ncols; i++) ci_lo[i] = v[i] * 0.9, ci_hi[i] = v[i] * 1.12;
 
     char base[4200], name[128];
     snprintf(base, sizeof base, "%s/bars_%dx%dx%d", dir, nrows, n_models, n_ctx);
@@ -159,7 +161,7 @@ static void bars_case(int nrows, int n_models, int n_ctx, int with_nan) {
     char png[4300];
     snprintf(png, sizeof png, "%s.png", base);
     int rendered = plot_bars_png(png, "kvcpt eval: perplexity of the last tokens per KV-cache policy (made-up values)",
-                                 "PPL (lower is better)", names, nrows, col_names, ncols, v);
+                                 "PPL (lower is better)", names, nrows, col_names, ncols, v, ci_lo, ci_hi);
 
     char gp[4300], what[256];
     snprintf(gp, sizeof gp, "%s.gp", base);
@@ -183,7 +185,20 @@ static void bars_case(int nrows, int n_models, int n_ctx, int with_nan) {
              want_log ? "logarithmic" : "linear");
     tl_result(whole && !strstr(script, "set logscale x") == !want_log, what,
               "a label is missing or mangled, or the axis is not %s", want_log ? "logarithmic" : "linear");
-    free(script);
+    /* the intervals: drawn as error bars from the data file's last two
+     * columns, which hold the first bar's interval */
+    char datp[4300], *dat;
+    snprintf(datp, sizeof datp, "%s.dat", base);
+    dat = slurp(datp);
+    double f[5] = {NAN, NAN, NAN, NAN, NAN};
+    const char *row = dat ? strchr(dat, '\n') : NULL; /* past the "# column" line */
+    int got = row && sscanf(row + 1, "%*f %*f %*f %lf %lf \"%*[^\"]\" %lf %lf", &f[0], &f[1], &f[2], &f[3]) == 4;
+    snprintf(what, sizeof what, "%s: error bars at the 95%% interval of each bar", name);
+    tl_result(script && strstr(script, "using 4:1:7:8 with xerrorbars") && got && f[0] == v[0] &&
+                  fabs(f[2] - ci_lo[0]) < 1e-6 * ci_lo[0] && fabs(f[3] - ci_hi[0]) < 1e-6 * ci_hi[0] && f[1] == f[3],
+              what, "script %s error bars; first row value %g, interval [%g, %g], number at %g",
+              script && strstr(script, "xerrorbars") ? "has" : "has no", f[0], f[2], f[3], f[1]);
+    free(script), free(dat);
 
     /* the names fit left of the bars: at least 5 px a character besides the 620 px data area;
      * each row at least its bars' height */
@@ -226,12 +241,12 @@ int main(void) {
     snprintf(base, sizeof base, "%s/loss_long", dir);
     snprintf(png, sizeof png, "%s.png", base);
     check_chart("loss, 3000 steps and dev", base,
-                plot_lines_png(png, "kvcpt train: loss", "step", "cross-entropy (nats)", s, 2), 900, 560, 2);
+                plot_lines_png(png, "kvcpt train: loss", "step", "cross-entropy (nats)", s, 2, 0), 900, 560, 2);
     s[0].n = 1;
     snprintf(base, sizeof base, "%s/loss_one", dir);
     snprintf(png, sizeof png, "%s.png", base);
     check_chart("loss, a single step", base,
-                plot_lines_png(png, "kvcpt train: loss", "step", "cross-entropy (nats)", s, 1), 900, 560, 1);
+                plot_lines_png(png, "kvcpt train: loss", "step", "cross-entropy (nats)", s, 1, 0), 900, 560, 1);
     /* eval's per-step curves: 11 policies with their long labels, 32 steps */
     static const char *labels[11] = {"full", "streaming (sinks 4)", "h2o (recent 64, heavy 64, max)",
                                      "snapkv (window 1 kept)", "tova (shared heads, mean, window 1)",
@@ -249,7 +264,7 @@ int main(void) {
     snprintf(base, sizeof base, "%s/steps", dir);
     snprintf(png, sizeof png, "%s.png", base);
     int steps_rc =
-        plot_lines_png(png, "kvcpt eval: top-1 accuracy per decode step", "decode step", "top-1 accuracy", ps, 11);
+        plot_lines_png(png, "kvcpt eval: top-1 accuracy per decode step", "decode step", "top-1 accuracy", ps, 11, 0);
     /* read the script before check_chart removes it */
     snprintf(gp_path, sizeof gp_path, "%s.gp", base);
     char *script = slurp(gp_path);
@@ -258,6 +273,28 @@ int main(void) {
     tl_result(script && strstr(script, "lc 1 dt 2") && strstr(script, "lc 3 dt 2") && strstr(script, "pt 5"),
               "per-step curves: past 8 colours the curves get another dash pattern and point type", "");
     free(script);
+    /* eval's per-step PPL: one step's spike of 60000 over curves near 2 to
+     * 20 gets a log axis, so the others are not flattened; a curve with a
+     * value <= 0 cannot have one */
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < 32; i++) sy[k][i] = 2 + 6 * k + 0.5 * sin(i + k);
+        ps[k] = (PlotSeries){labels[k], sx, sy[k], 32};
+    }
+    sy[1][7] = 60000;
+    for (int z = 0; z < 2; z++) {
+        if (z) sy[2][3] = 0;
+        snprintf(base, sizeof base, "%s/steps_ppl%d", dir, z);
+        snprintf(png, sizeof png, "%s.png", base);
+        steps_rc = plot_lines_png(png, "kvcpt eval: PPL per decode step", "decode step", "PPL over documents", ps, 3, 1);
+        snprintf(gp_path, sizeof gp_path, "%s.gp", base);
+        script = slurp(gp_path);
+        check_chart(z ? "per-step PPL with a zero" : "per-step PPL with a spike", base, steps_rc, 900, 560, 3);
+        int log_axis = script && strstr(script, "set logscale y") && strstr(script, "PPL over documents, log scale");
+        tl_result(z ? script && !log_axis : log_axis,
+                  z ? "per-step PPL: a value of 0 keeps a linear axis" : "per-step PPL: a log y axis, said in its label",
+                  "the script %s a log y axis", log_axis ? "has" : "has no");
+        free(script);
+    }
     if (!keep) rmdir(dir);
     return tl_finish();
 }

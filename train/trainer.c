@@ -758,7 +758,7 @@ static void plot_losses(const Trainer *t) {
     char png[4200];
     path_fmt(png, sizeof png, "%s/loss.png", t->cfg.out);
     PlotSeries s[2] = {{"train", x, y, n}, {"dev", xd, yd, nd}};
-    if (!plot_lines_png(png, "kvcpt train: loss", "step", "cross-entropy (nats)", s, nd > 0 ? 2 : 1))
+    if (!plot_lines_png(png, "kvcpt train: loss", "step", "cross-entropy (nats)", s, nd > 0 ? 2 : 1, 0))
         warnf("the loss plot %s was not drawn (see the message above); the run and its model are complete", png);
     free(x);
 }
