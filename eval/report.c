@@ -18,23 +18,31 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-void eval_cell_finish(EvalCell *c, int64_t n_boot, uint64_t seed) {
-    double tot = 0;
-    for (int64_t d = 0; d < c->n_docs; d++) tot += c->doc_nll[d];
-    double per_doc = (double)c->last;
-    c->ppl = exp(tot / (per_doc * (double)c->n_docs));
+/* exp(sum(x) / (per * n)) over n_boot resamples of x's n entries with
+ * replacement: its 2.5% and 97.5% quantiles into lo and hi. The same seed
+ * draws the same resamples for every x of n entries (paired intervals). */
+static void boot_interval(const double *x, int64_t n, double per, int64_t n_boot, uint64_t seed, double *lo,
+                          double *hi) {
     double *b = xmalloc(sizeof(double) * (size_t)n_boot);
     Rng r;
     rng_seed(&r, seed);
     for (int64_t i = 0; i < n_boot; i++) {
         double s = 0;
-        for (int64_t d = 0; d < c->n_docs; d++) s += c->doc_nll[rng_u64(&r) % (uint64_t)c->n_docs];
-        b[i] = exp(s / (per_doc * (double)c->n_docs));
+        for (int64_t d = 0; d < n; d++) s += x[rng_u64(&r) % (uint64_t)n];
+        b[i] = exp(s / (per * (double)n));
     }
     qsort(b, (size_t)n_boot, sizeof(double), cmp_double);
-    c->lo = b[(int64_t)(0.025 * (double)(n_boot - 1))];
-    c->hi = b[(int64_t)(0.975 * (double)(n_boot - 1))];
+    *lo = b[(int64_t)(0.025 * (double)(n_boot - 1))];
+    *hi = b[(int64_t)(0.975 * (double)(n_boot - 1))];
     free(b);
+}
+
+void eval_cell_finish(EvalCell *c, int64_t n_boot, uint64_t seed) {
+    double tot = 0;
+    for (int64_t d = 0; d < c->n_docs; d++) tot += c->doc_nll[d];
+    double per_doc = (double)c->last;
+    c->ppl = exp(tot / (per_doc * (double)c->n_docs));
+    boot_interval(c->doc_nll, c->n_docs, per_doc, n_boot, seed, &c->lo, &c->hi);
 }
 
 void eval_cell_ratio(EvalCell *after, const EvalCell *before, int64_t n_boot, uint64_t seed) {
@@ -43,25 +51,13 @@ void eval_cell_ratio(EvalCell *after, const EvalCell *before, int64_t n_boot, ui
     if (n == 0 || before->n_docs != n || before->last != after->last) return;
     for (int64_t d = 0; d < n; d++)
         if (!after->doc_index || !before->doc_index || after->doc_index[d] != before->doc_index[d]) return;
-    double S = (double)after->last, tot = 0;
-    for (int64_t d = 0; d < n; d++) tot += after->doc_nll[d] - before->doc_nll[d];
+    /* per document, log(PPL after / PPL before) * S */
+    double *diff = xmalloc(sizeof(double) * (size_t)n), S = (double)after->last, tot = 0;
+    for (int64_t d = 0; d < n; d++) diff[d] = after->doc_nll[d] - before->doc_nll[d], tot += diff[d];
     after->ratio = exp(tot / (S * (double)n));
-    double *b = xmalloc(sizeof(double) * (size_t)n_boot);
-    Rng r;
-    rng_seed(&r, seed);
-    for (int64_t i = 0; i < n_boot; i++) {
-        double sum = 0;
-        for (int64_t k = 0; k < n; k++) {
-            int64_t d = (int64_t)(rng_u64(&r) % (uint64_t)n);
-            sum += after->doc_nll[d] - before->doc_nll[d];
-        }
-        b[i] = exp(sum / (S * (double)n));
-    }
-    qsort(b, (size_t)n_boot, sizeof(double), cmp_double);
-    after->ratio_lo = b[(int64_t)(0.025 * (double)(n_boot - 1))];
-    after->ratio_hi = b[(int64_t)(0.975 * (double)(n_boot - 1))];
+    boot_interval(diff, n, S, n_boot, seed, &after->ratio_lo, &after->ratio_hi);
     after->has_ratio = 1;
-    free(b);
+    free(diff);
 }
 
 /* cells are ordered policy-major, then context, then model */
