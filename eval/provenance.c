@@ -13,6 +13,7 @@
 #include "../common/util.h"
 #include "../common/version.h"
 #include "../data/sha256.h"
+#include "../data/utf8.h"
 #include "../kernels/refresh_select.h"
 
 static void put(json_t *o, const char *key, json_t *v) {
@@ -23,11 +24,19 @@ static void append(json_t *a, json_t *v) {
     KV_CHECK(v != NULL && json_array_append_new(a, v) == 0, "eval.json: out of memory");
 }
 
+/* A resolved path as a JSON string, which must be UTF-8: a directory above
+ * it whose name is not is recorded as null (the arguments themselves were
+ * checked). */
+static json_t *path_string(const char *path) {
+    json_t *s = json_string(path);
+    return s ? s : json_null();
+}
+
 /* The absolute form of a path that exists (the command may be re-run from
  * elsewhere); the path as given when it cannot be resolved. */
 static json_t *absolute(const char *path) {
     char *r = realpath(path, NULL);
-    json_t *s = json_string(r ? r : path);
+    json_t *s = path_string(r ? r : path);
     free(r);
     return s;
 }
@@ -36,11 +45,17 @@ json_t *eval_provenance_new(int argc, char **argv, const char *data, const char 
     json_t *p = json_object(), *args = json_array();
     KV_CHECK(p && args, "eval.json: out of memory");
     append(args, json_string("kvcpt"));
-    for (int i = 0; i < argc; i++) append(args, json_string(argv[i]));
+    for (int i = 0; i < argc; i++) {
+        int64_t bad = utf8_first_invalid((const uint8_t *)argv[i], strlen(argv[i]));
+        KV_CHECK(bad < 0, "eval: argument '%s' is not valid UTF-8 (byte 0x%02x at offset %lld); eval.json records the "
+                 "command line as JSON strings, which must be UTF-8", argv[i], (unsigned)(uint8_t)argv[i][bad],
+                 (long long)bad);
+        append(args, json_string(argv[i]));
+    }
     put(p, "argv", args);
     put(p, "executable", absolute("/proc/self/exe"));
     char cwd[PATH_MAX];
-    put(p, "cwd", json_string(getcwd(cwd, sizeof cwd) ? cwd : "unknown"));
+    put(p, "cwd", getcwd(cwd, sizeof cwd) ? path_string(cwd) : json_null());
     put(p, "kvcpt_version", json_string(KVCPT_VERSION));
     put(p, "commit", json_string(kvcpt_commit()));
     put(p, "data", json_string(data));

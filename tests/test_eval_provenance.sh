@@ -58,3 +58,14 @@ out=$(/usr/bin/python3 scripts/eval_rerun.py "$tmp/e1/eval.json" --out "$tmp/e3"
 [ $rc = 2 ] && echo "$out" | grep -q "model.safetensors" && [ ! -e "$tmp/e3" ] \
     && ok "eval_rerun.py refuses a model whose SHA-256 changed, naming the file" \
     || fail "eval_rerun.py on a changed model" "status $rc: $out"
+# eval.json holds the command line as JSON strings (UTF-8): an argument that
+# is not is refused by name before any model is loaded, not as "out of memory"
+mkdir -p "$tmp/"$'\xff' && cp -r "$tmp/d" "$tmp/"$'\xff'/d
+if $K eval --model "$tmp/r/model" --data "$tmp/"$'\xff'/d --split dev --L 40 --S 8 --K 6 --quiet --out "$tmp/eu" \
+    >"$tmp/out" 2>"$tmp/err"; then
+    fail "non-UTF-8 --data" "exited 0"
+elif grep -q "is not valid UTF-8 (byte 0xff" "$tmp/err" && ! grep -q policy "$tmp/out"; then
+    ok "an argument that is not UTF-8 is refused, named, before any evaluation"
+else
+    fail "non-UTF-8 --data" "$(tail -1 "$tmp/err")"
+fi
