@@ -307,7 +307,7 @@ int eval_plot(const char *png, const EvalCell *cells, int n, int n_models, int n
     }
     for (int i = 0; i < n; i++) v[i] = cells[i].ppl, lo[i] = cells[i].lo, hi[i] = cells[i].hi;
     int drawn = plot_bars_png(png, "kvcpt eval: perplexity of the last tokens per KV-cache policy",
-                              "PPL (lower is better), bars: 95% bootstrap interval over documents", row_names, rows,
+                              "PPL (lower is better); whiskers: 95% bootstrap interval over documents", row_names, rows,
                               col_names, per_policy, v, lo, hi);
     free(row_names), free(cols), free(col_names), free(v), free(lo), free(hi);
     return drawn;
