@@ -110,8 +110,8 @@ int main(void) {
     tl_result(options_default_text(&opts[9], buf, sizeof buf) && strcmp(buf, "5") == 0 &&
                   options_default_text(&opts[10], buf, sizeof buf) && strcmp(buf, "3") == 0,
               "count and positive defaults print", "'%s'", buf);
-    char *argv3[] = {"demo", "--count", "0", "--pos=1", "--n", "-7", NULL};
-    r = parse_captured(opts, 6, argv3, out, sizeof out);
+    char *argv5[] = {"demo", "--count", "0", "--pos=1", "--n", "-7", NULL};
+    r = parse_captured(opts, 6, argv5, out, sizeof out);
     tl_result(r == 0 && count == 0 && pos == 1 && n == -7, "--count 0 and --pos 1 accepted, a plain integer may be negative",
               "r %d count %lld pos %lld n %lld", r, (long long)count, (long long)pos, (long long)n);
     return tl_finish();
