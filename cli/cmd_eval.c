@@ -19,6 +19,7 @@
 #include "../eval/option_limits.h"
 #include "../eval/output_paths.h"
 #include "../eval/report.h"
+#include "../eval/rope_context.h"
 
 /* Documents decoded together by default: the fastest measured on the 2-core
  * CPU for the demo model and the small preset (docs/eval.md, "Batching"). */
@@ -27,10 +28,10 @@
 typedef struct {
     StringList models;
     const char *data, *split, *contexts, *budget, *policies, *out, *device, *agg, *refresh_qc, *refresh_fixed;
-    const char *pool, *head_sets, *h2o_score, *dump, *snapkv_keep_window, *refresh_query, *restkv_shift;
+    const char *pool, *head_sets, *h2o_score, *dump, *snapkv_keep_window, *refresh_query, *restkv_shift, *rope_scaling;
     int64_t last, max_docs, boot, window, sinks, batch, kernel, tova_window, kvec_window;
     double threshold, h2o_recent;
-    int snapkv_grow, tova_keep_last, once, restkv_grow, quiet;
+    int snapkv_grow, tova_keep_last, once, restkv_grow, quiet, allow_beyond;
 } EvalArgs;
 
 typedef struct {
@@ -315,6 +316,7 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
     for (int v = 0; v < r->n_var; v++) {
         EvalCell *c = cell(r, v, ci, mi);
         *c = (EvalCell){.model = model_name, .context = L, .budget = x.sh.budget, .last = S};
+        rope_context_describe(&c->rope, &m->cfg, L + S, a->rope_scaling != NULL);
         c->doc_nll = xmalloc(sizeof(double) * (size_t)(nd > 0 ? nd : 1));
         c->step_nll = xcalloc((size_t)S, sizeof(double));
         c->step_top1 = xcalloc((size_t)S, sizeof(int64_t));
@@ -363,9 +365,9 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
     free(x.eng), free(x.tok), free(x.cls), free(x.doc), free(buf), free(x.full_tot);
 }
 
-static void load_model(Llama *m, const char *dir) {
+static void load_model(Llama *m, const char *dir, const char *rope_spec) {
     LlamaConfig c;
-    config_load(&c, dir);
+    eval_model_config(&c, dir, rope_spec);
     llama_create(m, &c);
     model_file_load_fp32(dir, &c, &m->layout, m->params);
 }
@@ -497,6 +499,8 @@ int cmd_eval(int argc, char **argv) {
         {"batch", OPT_INT, &a.batch, "N", "documents decoded together (same results for any N)"},
         {"bootstrap", OPT_INT, &a.boot, "N", "bootstrap resamples for the 95% interval"},
         {"out", OPT_STRING, &a.out, "DIR", "writes eval.json and eval.png there"},
+        {"rope-scaling", OPT_STRING, &a.rope_scaling, "TYPE:F|JSON", "RoPE scaling in place of the model's, as transformers reads rope_scaling: yarn:2, linear:2, dynamic:2, default, or a JSON block"},
+        {"allow-beyond-context", OPT_FLAG, &a.allow_beyond, NULL, "run a context past what the model's RoPE covers (labelled BEYOND) instead of refusing it"},
         {"device", OPT_STRING, &a.device, "cpu|cuda", "backend; absent: cuda when a GPU is visible"},
         {"quiet", OPT_FLAG, &a.quiet, NULL, "no progress on stderr (document, variant, tokens/s, elapsed, ETA)"},
         {0},
@@ -534,6 +538,8 @@ int cmd_eval(int argc, char **argv) {
     DataSplit *split = data_split_open(dir);
     r.split = split;
     check_contexts(&r);
+    for (int i = 0; i < a.models.count; i++)
+        eval_check_rope_contexts(a.models.items[i], a.rope_scaling, r.ctx, r.n_ctx, a.last, a.allow_beyond);
     Device dev = backend_resolve(a.device);
     eval_prepare_out_dir("eval", "--out", a.out);
     if (a.dump) {
@@ -550,7 +556,7 @@ int cmd_eval(int argc, char **argv) {
     int non_finite = 0;
     for (int mi = 0; mi < r.n_models; mi++) {
         Llama m;
-        load_model(&m, a.models.items[mi]);
+        load_model(&m, a.models.items[mi], a.rope_scaling);
         model_to_device(&r, &m, dev);
         for (int ci = 0; ci < r.n_ctx; ci++) {
             eval_context(&r, &m, mi, ci, a.models.items[mi]);
@@ -565,6 +571,7 @@ int cmd_eval(int argc, char **argv) {
         rename_check(r.dump_tmp, a.dump);
     }
     eval_print_table(r.cells, n_cells, r.n_models, r.n_ctx);
+    eval_print_rope_notes(r.cells, n_cells, r.n_models, r.n_ctx);
     eval_print_answers(r.cells, n_cells, r.n_models, r.n_ctx);
     printf("wrote %s (%lld documents skipped as shorter than context + last + 1)\n", path, (long long)r.skipped);
     path_fmt(path, sizeof path, "%s/eval.png", a.out);

@@ -40,17 +40,40 @@ void eval_cell_finish(EvalCell *c, int64_t n_boot, uint64_t seed) {
 /* One cell's text: a[0] is the first model's cell, a[1] the second's when n_models == 2. */
 typedef void (*CellText)(char *v, size_t cap, const EvalCell *a, int n_models);
 
+/* "PPL @ 16384 yarn x2 [95% CI]": the context, tagged when a RoPE scaling
+ * carries it or it is beyond what the RoPE covers (a model's BEYOND first) */
+static void context_header(char *out, size_t cap, const EvalCell *a, int n_models, const char *before,
+                           const char *after) {
+    char tag[64] = "";
+    for (int m = 0; m < n_models; m++) {
+        char t[64];
+        rope_context_tag(t, sizeof t, &a[m].rope);
+        if (!tag[0] || !strcmp(t, "BEYOND")) snprintf(tag, sizeof tag, "%s", t);
+    }
+    snprintf(out, cap, "%s%lld%s%s%s", before, (long long)a[0].context, tag[0] ? " " : "", tag, after);
+}
+
+void eval_print_rope_notes(const EvalCell *cells, int n, int n_models, int n_contexts) {
+    for (int c = 0; c < n_contexts && c * n_models < n; c++)
+        for (int m = 0; m < n_models; m++) {
+            const EvalCell *e = &cells[c * n_models + m];
+            rope_context_print_note(&e->rope, e->context, e->model);
+        }
+}
+
 /* A table with one column per context: "policy", then before<context>after
  * headers in columns `width` wide and a rule, then a row per policy. */
 static void print_table(const EvalCell *cells, int n, int n_models, int n_contexts, const char *before,
                         const char *after, int width, CellText text) {
     int per_policy = n_models * n_contexts;
-    printf("%-50s", "policy");
+    char(*h)[128] = xmalloc(sizeof *h * (size_t)n_contexts);
     for (int c = 0; c < n_contexts; c++) {
-        char h[96];
-        snprintf(h, sizeof h, "%s%lld%s", before, (long long)cells[c * n_models].context, after);
-        printf(" | %-*s", width, h);
+        context_header(h[c], sizeof h[c], &cells[c * n_models], n_models, before, after);
+        if ((int)strlen(h[c]) > width) width = (int)strlen(h[c]);
     }
+    printf("%-50s", "policy");
+    for (int c = 0; c < n_contexts; c++) printf(" | %-*s", width, h[c]);
+    free(h);
     printf("\n");
     for (int i = 0; i < 50 + n_contexts * (width + 3); i++) putchar('-');
     printf("\n");
@@ -140,6 +163,23 @@ static json_t *answers_json(const EvalCell *c) {
     return o;
 }
 
+/* The RoPE a cell ran with: the rope_scaling block (as config.json and
+ * transformers read it; null without), where it came from, and the window
+ * against the trained and covered contexts. */
+static json_t *rope_json(const RopeContext *rc) {
+    json_t *o = json_object();
+    KV_CHECK(o != NULL, "eval.json: out of memory");
+    json_t *block = json_loads(rc->scaling_json, JSON_DECODE_ANY, NULL);
+    set_checked(o, "rope_scaling", block);
+    set_checked(o, "from", json_string(rc->from_option ? "--rope-scaling" : "config.json"));
+    set_checked(o, "tokens", json_integer((json_int_t)rc->tokens));
+    set_checked(o, "trained_context", json_integer((json_int_t)rc->trained));
+    set_checked(o, "covered_context", json_integer((json_int_t)rc->covered));
+    set_checked(o, "extension_used", json_boolean(rc->extended));
+    set_checked(o, "beyond_covered_context", json_boolean(rc->beyond));
+    return o;
+}
+
 int eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skipped_short, const char *device) {
     json_t *arr = json_array();
     int non_finite = 0;
@@ -173,6 +213,7 @@ int eval_write_json(const char *path, const EvalCell *cells, int n, int64_t skip
         set_checked(o, "top1_accuracy", json_number_or_null(top1_accuracy(c)));
         set_checked(o, "per_step", per_step_json(c));
         if (c->has_classes) set_checked(o, "answers", answers_json(c));
+        set_checked(o, "rope", rope_json(&c->rope));
         KV_CHECK(json_array_append_new(arr, o) == 0, "eval.json: out of memory");
         non_finite += !finite;
     }
