@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../common/util.h"
 #include "../model/rope_scaling.h"
@@ -34,6 +35,10 @@ void rope_context_describe(RopeContext *rc, const LlamaConfig *c, int64_t tokens
 
 void eval_check_rope_contexts(const char *model, const char *rope_spec, const int64_t *ctx, int n_ctx, int64_t S,
                               int allow_beyond) {
+    /* a model that is not there fails where it is loaded, after the models
+     * before it have written their results */
+    struct stat st;
+    if (stat(model, &st) != 0) return;
     LlamaConfig c;
     eval_model_config(&c, model, rope_spec);
     for (int i = 0; i < n_ctx && !allow_beyond; i++) {

@@ -24,7 +24,8 @@ typedef struct {
 void eval_model_config(LlamaConfig *c, const char *model, const char *rope_spec);
 void rope_context_describe(RopeContext *rc, const LlamaConfig *c, int64_t tokens, int from_option);
 /* Dies when a window of L + S tokens (each context of ctx) is beyond what
- * the model's RoPE covers, unless allow_beyond (--allow-beyond-context). */
+ * the model's RoPE covers, unless allow_beyond (--allow-beyond-context). A
+ * model path that does not exist is left to the load that names it. */
 void eval_check_rope_contexts(const char *model, const char *rope_spec, const int64_t *ctx, int n_ctx, int64_t S,
                               int allow_beyond);
 /* A short tag for a table header: "" (within the trained context),

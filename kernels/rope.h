@@ -3,8 +3,9 @@
 /* Rotary position embedding in Hugging Face's rotate-half convention, with
  * the frequency rules of transformers' rope_scaling types (default, linear,
  * dynamic, yarn, llama3; transformers/modeling_rope_utils.py). Tables are
- * computed in fp32 exactly the way transformers computes them, so positions
- * far out round the same way. */
+ * computed with transformers' fp32 arithmetic, step by step, so positions
+ * far out round the same way: inv_freq bit for bit wherever torch's pow of
+ * the base agrees with libm's powf (its vectorised pow can differ by an ulp). */
 #include <stdint.h>
 
 #include "bf16.h"

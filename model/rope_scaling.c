@@ -105,7 +105,6 @@ static RopeBlock parse_block(json_t *rs, const char *field, const LlamaConfig *c
         }
     }
     if (s->type == ROPE_LLAMA3) {
-        KV_CHECK(!json_is_null(f), "%s: config field '%s.factor' must be a number", origin, field);
         const char *need[] = {"low_freq_factor", "high_freq_factor"};
         for (int i = 0; i < 2; i++)
             KV_CHECK(json_object_get(rs, need[i]), "%s: config field '%s.%s' is missing (rope_type 'llama3')", origin,
@@ -122,7 +121,7 @@ static RopeBlock parse_block(json_t *rs, const char *field, const LlamaConfig *c
         json_t *tr = json_object_get(rs, "truncate");
         KV_CHECK(!tr || json_is_boolean(tr), "%s: config field '%s.truncate' must be true or false", origin, field);
         s->no_truncate = tr && json_is_false(tr);
-    } else {
+    } else { /* only yarn's factor may be null */
         KV_CHECK(!json_is_null(f), "%s: config field '%s.factor' must be a number", origin, field);
     }
     return b;
