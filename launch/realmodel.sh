@@ -4,15 +4,18 @@
 # third_party/models/smollm2-135m) on the test split of ../shared/corpus,
 # prepared with the model's own tokenizer; every policy at each context with
 # S = 50 and K = L/8 (the RefreshKV paper's Table 5 setting), 95% intervals.
-# A context above 8192 is beyond what the model was trained on and is
-# labelled so. The same documents serve every context: the data keeps only
-# documents long enough for the largest one.
+# A context whose L + S passes 8192 is beyond what the model was trained on:
+# it runs with ROPE_SCALING, a RoPE extension as transformers' rope_scaling
+# (e.g. yarn:2 for L + S up to 16384: `kvcpt eval --rope-scaling`), named in
+# the table; ROPE_SCALING=none runs it without one, labelled BEYOND, never a
+# headline; unset, kvcpt eval refuses it. The same documents serve every
+# context: the data keeps only documents long enough for the largest one.
 #
 # Each context is a stage of its own, skipped when its eval.json exists, so a
 # cut-off run continues where it stopped: just run it again. At the end
 # scripts/realmodel_table.py writes $OUT/results-smollm2.md.
 #   launch/realmodel.sh                                       # 2048, 4096, 8192
-#   CONTEXTS=2048,4096,8192,16384 EVAL_DOCS=8 launch/realmodel.sh
+#   CONTEXTS=2048,4096,8192,16334 ROPE_SCALING=yarn:2 EVAL_DOCS=8 launch/realmodel.sh
 #   CONTEXTS=256 S=8 EVAL_DOCS=2 QC=5 OUT=/tmp/rm launch/realmodel.sh     # a smoke run
 #
 # CPT_STEPS=N > 0 adds the paper's experiment after that eval: RefreshKV
@@ -41,7 +44,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/realmodel}; CORPUS=${CORPUS:-../shared/corpus}; MODEL=${MODEL:-third_party/models/smollm2-135m}
 CONTEXTS=${CONTEXTS:-2048,4096,8192}; S=${S:-50}; EVAL_DOCS=${EVAL_DOCS:-8}; QC=${QC:-5,10}
 CPT_STEPS=${CPT_STEPS:-0}; CPT_LR=${CPT_LR:-5e-6}; CPT_BATCH=${CPT_BATCH:-2}; SEEDS=${SEEDS:-1,2,3}
-CPT_MASKS=${CPT_MASKS:-}; MASK_SEEDS=${MASK_SEEDS:-$SEEDS}; CPT_CKPT=${CPT_CKPT:-4}
+CPT_MASKS=${CPT_MASKS:-}; MASK_SEEDS=${MASK_SEEDS:-$SEEDS}; CPT_CKPT=${CPT_CKPT:-4}; ROPE_SCALING=${ROPE_SCALING:-}
 [ -x ./kvcpt ] || make -j"$(nproc)" kvcpt
 for f in config.json model.safetensors tokenizer.json; do
     [ -f "$MODEL/$f" ] || { echo "realmodel: $MODEL/$f is missing; run make setup" >&2; exit 1; }
@@ -53,6 +56,13 @@ timed() { # name, command...: runs it and records its wall seconds in $OUT/times
     shift
     "$@"
     printf '%s\t%d\n' "$name" $((SECONDS - t0)) >>"$OUT/times.tsv"
+}
+trained=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("max_position_embeddings", 2048))' \
+    "$MODEL/config.json")
+rope_for() { # L: sets rope_opts, eval's RoPE options for context L
+    rope_opts=()
+    [ $(($1 + S)) -gt "$trained" ] && [ -n "$ROPE_SCALING" ] || return 0
+    if [ "$ROPE_SCALING" = none ]; then rope_opts=(--allow-beyond-context); else rope_opts=(--rope-scaling "$ROPE_SCALING"); fi
 }
 largest=0
 for L in ${CONTEXTS//,/ }; do
@@ -67,13 +77,14 @@ stage "prepare: $MODEL/tokenizer.json on $CORPUS, documents >= $((largest + S + 
 for L in ${CONTEXTS//,/ }; do
     stage "evaluate every policy at L = $L (S = $S, K = L/8, $EVAL_DOCS documents)"
     if [ -f "$OUT/eval-$L/eval.json" ]; then echo "done already: $OUT/eval-$L/eval.json" >&2; continue; fi
+    rope_for "$L"
     timed "eval L=$L" ./kvcpt eval --model "$MODEL" --data "$OUT/data" --split test --L "$L" --S "$S" --K L/8 \
-        --policies all --refresh-qc "$QC" --max-docs "$EVAL_DOCS" --out "$OUT/eval-$L"
+        --policies all --refresh-qc "$QC" --max-docs "$EVAL_DOCS" "${rope_opts[@]}" --out "$OUT/eval-$L"
 done
 
 stage "the table"
 python3 scripts/realmodel_table.py --out "$OUT" --model "$MODEL" --contexts "$CONTEXTS" \
-    --command "CONTEXTS=$CONTEXTS S=$S EVAL_DOCS=$EVAL_DOCS QC=$QC launch/realmodel.sh" >"$OUT/results-smollm2.md"
+    --command "CONTEXTS=$CONTEXTS S=$S EVAL_DOCS=$EVAL_DOCS QC=$QC${ROPE_SCALING:+ ROPE_SCALING=$ROPE_SCALING} launch/realmodel.sh" >"$OUT/results-smollm2.md"
 echo "wrote $OUT/results-smollm2.md" >&2
 [[ "$CPT_STEPS" =~ ^[0-9]+$ ]] || { echo "realmodel: CPT_STEPS holds '$CPT_STEPS', not a count" >&2; exit 1; }
 [ "$CPT_STEPS" -gt 0 ] || exit 0
@@ -117,8 +128,9 @@ for r in "${runs[@]}"; do
     for L in ${CONTEXTS//,/ }; do
         stage "evaluate the CPT model ($m mask, seed $seed) with every policy at L = $L"
         if [ -f "$dir/eval-$L/eval.json" ]; then echo "done already: $dir/eval-$L/eval.json" >&2; continue; fi
+        rope_for "$L"
         timed "eval $m seed $seed L=$L" ./kvcpt eval --model "$dir/model" --data "$OUT/data" --split test --L "$L" \
-            --S "$S" --K L/8 --policies all --refresh-qc "$QC" --max-docs "$EVAL_DOCS" --out "$dir/eval-$L"
+            --S "$S" --K L/8 --policies all --refresh-qc "$QC" --max-docs "$EVAL_DOCS" "${rope_opts[@]}" --out "$dir/eval-$L"
     done
 done
 
