@@ -499,7 +499,7 @@ int cmd_eval(int argc, char **argv) {
         {"batch", OPT_INT, &a.batch, "N", "documents decoded together (same results for any N)"},
         {"bootstrap", OPT_INT, &a.boot, "N", "bootstrap resamples for the 95% interval"},
         {"out", OPT_STRING, &a.out, "DIR", "writes eval.json and eval.png there"},
-        {"rope-scaling", OPT_STRING, &a.rope_scaling, "TYPE:F|JSON", "RoPE scaling in place of the model's, as transformers reads rope_scaling: yarn:2, linear:2, dynamic:2, default, or a JSON block"},
+        {"rope-scaling", OPT_STRING, &a.rope_scaling, "TYPE:F|JSON", "RoPE scaling in place of the model's, as transformers reads rope_scaling: yarn:2, linear:2, dynamic:2, none, or a JSON block"},
         {"allow-beyond-context", OPT_FLAG, &a.allow_beyond, NULL, "run a context past what the model's RoPE covers (labelled BEYOND) instead of refusing it"},
         {"device", OPT_STRING, &a.device, "cpu|cuda", "backend; absent: cuda when a GPU is visible"},
         {"quiet", OPT_FLAG, &a.quiet, NULL, "no progress on stderr (document, variant, tokens/s, elapsed, ETA)"},

@@ -255,7 +255,7 @@ void rope_scaling_override(LlamaConfig *c, const char *spec, const char *option)
         json_error_t err;
         block = json_loads(spec, 0, &err);
         KV_CHECK(block, "%s '%s': invalid JSON at column %d: %s", option, spec, err.column, err.text);
-    } else if (!strcmp(spec, "default")) {
+    } else if (!strcmp(spec, "none") || !strcmp(spec, "default")) {
         block = json_null();
     } else {
         /* TYPE:FACTOR, read as the block {"rope_type": TYPE, "factor": FACTOR} */
@@ -263,7 +263,7 @@ void rope_scaling_override(LlamaConfig *c, const char *spec, const char *option)
         char *end = NULL;
         double factor = colon ? strtod(colon + 1, &end) : 0;
         KV_CHECK(colon && end != colon + 1 && *end == '\0',
-                 "%s '%s': expected TYPE:FACTOR (linear:2, dynamic:2, yarn:2), default, or a JSON rope_scaling "
+                 "%s '%s': expected TYPE:FACTOR (linear:2, dynamic:2, yarn:2), none, or a JSON rope_scaling "
                  "object", option, spec);
         char type[32];
         KV_CHECK((size_t)(colon - spec) < sizeof type, "%s '%s': unknown RoPE type", option, spec);

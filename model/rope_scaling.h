@@ -23,8 +23,9 @@ void rope_scaling_validate(const LlamaConfig *c, const char *origin);
 json_t *rope_scaling_json(const LlamaConfig *c);
 /* Replaces c's scaling with spec: TYPE:FACTOR (linear, dynamic or yarn; yarn
  * over original_max_position_embeddings = max_position_embeddings, as
- * transformers fills it in), "default" (none), or a JSON object read as
- * config.json's rope_scaling. option names spec in errors. */
+ * transformers fills it in), "none" (or transformers' name, "default"), or
+ * a JSON object read as config.json's rope_scaling. option names spec in
+ * errors. */
 void rope_scaling_override(LlamaConfig *c, const char *spec, const char *option);
 /* "none", or "yarn factor 2". */
 void rope_scaling_label(char *out, size_t n, const RopeScaling *s);

@@ -67,8 +67,8 @@ static void rope_scaling_types(void) {
     tl_result(a.rope_scaling.beta_fast == 8 && rope_attention_factor(&a.rope_scaling) == 0.1 * log(2.0) + 1.0,
               "--rope-scaling as a JSON block; yarn's attention factor 0.1 ln(factor) + 1", "beta_fast %g",
               a.rope_scaling.beta_fast);
-    rope_scaling_override(&a, "default", "--rope-scaling");
-    tl_result(a.rope_scaling.type == ROPE_DEFAULT && rope_covered_context(&a) == 8192, "--rope-scaling default: none",
+    rope_scaling_override(&a, "none", "--rope-scaling");
+    tl_result(a.rope_scaling.type == ROPE_DEFAULT && rope_covered_context(&a) == 8192, "--rope-scaling none",
               "type %d", (int)a.rope_scaling.type);
 
     tl_expect_death("an unhonoured field is refused, named", parse_text,
