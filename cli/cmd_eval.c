@@ -22,6 +22,7 @@
 #include "../eval/output_paths.h"
 #include "../eval/provenance.h"
 #include "../eval/report.h"
+#include "../eval/rope_context.h"
 
 /* Documents decoded together by default: the fastest measured on the 2-core
  * CPU for the demo model and the small preset (docs/eval.md, "Batching"). */
@@ -31,9 +32,10 @@ typedef struct {
     StringList models;
     const char *data, *split, *contexts, *budget, *policies, *out, *device, *agg, *refresh_qc, *refresh_fixed;
     const char *pool, *head_sets, *h2o_score, *dump, *snapkv_keep_window, *refresh_query, *restkv_shift, *pick;
+    const char *rope_scaling;
     int64_t last, max_docs, boot, window, sinks, batch, kernel, tova_window, kvec_window;
     double threshold, h2o_recent, max_copy;
-    int snapkv_grow, tova_keep_last, once, restkv_grow, quiet;
+    int snapkv_grow, tova_keep_last, once, restkv_grow, quiet, allow_beyond;
 } EvalArgs;
 
 typedef struct {
@@ -328,6 +330,7 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
     for (int v = 0; v < r->n_var; v++) {
         EvalCell *c = cell(r, v, ci, mi);
         *c = (EvalCell){.model = model_name, .variant = v, .context = L, .budget = x.sh.budget, .last = S};
+        rope_context_describe(&c->rope, &m->cfg, L + S, a->rope_scaling != NULL);
         c->doc_nll = xmalloc(sizeof(double) * (size_t)(nd > 0 ? nd : 1));
         c->step_nll = xcalloc((size_t)S, sizeof(double));
         c->step_top1 = xcalloc((size_t)S, sizeof(int64_t));
@@ -387,9 +390,9 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
     free(x.eng), free(x.tok), free(x.cls), free(x.doc), free(buf), free(x.full_tot);
 }
 
-static void load_model(Llama *m, const char *dir) {
+static void load_model(Llama *m, const char *dir, const char *rope_spec) {
     LlamaConfig c;
-    model_source_config(&c, dir, "eval: --model");
+    eval_model_config(&c, dir, rope_spec);
     llama_create(m, &c);
     model_source_load_fp32(dir, &c, &m->layout, m->params);
 }
@@ -537,6 +540,8 @@ int cmd_eval(int argc, char **argv) {
         {"batch", OPT_POSITIVE, &a.batch, "N", "documents decoded together (same results for any N)"},
         {"bootstrap", OPT_POSITIVE, &a.boot, "N", "bootstrap resamples for the 95% interval"},
         {"out", OPT_STRING, &a.out, "DIR", "writes eval.json and eval.png there"},
+        {"rope-scaling", OPT_STRING, &a.rope_scaling, "TYPE:F|JSON", "RoPE scaling in place of the model's, as transformers reads rope_scaling: yarn:2, linear:2, dynamic:2, none, or a JSON block"},
+        {"allow-beyond-context", OPT_FLAG, &a.allow_beyond, NULL, "run a context past what the model's RoPE covers (labelled BEYOND) instead of refusing it"},
         {"device", OPT_STRING, &a.device, "cpu|cuda", "backend; absent: cuda when a GPU is visible"},
         {"quiet", OPT_FLAG, &a.quiet, NULL, "no progress on stderr (document, variant, tokens/s, elapsed, ETA)"},
         {0},
@@ -597,6 +602,8 @@ int cmd_eval(int argc, char **argv) {
              "eval.json: out of memory");
     for (int v = 0; v < r.n_var; v++) eval_provenance_add_policy(r.run, var[v].name, &var[v].opt);
     for (int i = 0; i < a.models.count; i++) eval_provenance_add_model(r.run, a.models.items[i]);
+    for (int i = 0; i < a.models.count; i++)
+        eval_check_rope_contexts(a.models.items[i], a.rope_scaling, r.ctx, r.n_ctx, a.last, a.allow_beyond);
     Device dev = backend_resolve(a.device);
     eval_prepare_out_dir("eval", "--out", a.out);
     if (!a.quiet && dev == DEVICE_CPU) fprintf(stderr, "kvcpt eval: device cpu, %s\n", blas_core_summary());
@@ -615,7 +622,7 @@ int cmd_eval(int argc, char **argv) {
     int non_finite = 0;
     for (int mi = 0; mi < r.n_models; mi++) {
         Llama m;
-        load_model(&m, a.models.items[mi]);
+        load_model(&m, a.models.items[mi], a.rope_scaling);
         model_to_device(&r, &m, dev);
         for (int ci = 0; ci < r.n_ctx; ci++) {
             eval_context(&r, &m, mi, ci, a.models.items[mi]);
@@ -635,6 +642,7 @@ int cmd_eval(int argc, char **argv) {
     eval_print_table(r.cells, n_cells, r.n_models, r.n_ctx);
     EvalDocRule rule = {r.skipped, doc_pick_names[r.pick], a.max_copy};
     eval_print_documents(r.cells, n_cells, r.n_models, r.n_ctx, &rule);
+    eval_print_rope_notes(r.cells, n_cells, r.n_models, r.n_ctx);
     eval_print_answers(r.cells, n_cells, r.n_models, r.n_ctx);
     printf("wrote %s (%lld documents skipped as shorter than context + last + 1)\n", path, (long long)r.skipped);
     path_fmt(path, sizeof path, "%s/eval.png", a.out);

@@ -12,6 +12,7 @@
 #include "../kernels/rmsnorm.h"
 #include "../kernels/swiglu.h"
 #include "../model/llama_layer.h"
+#include "../model/rope_scaling.h"
 #include "engine_backend.h"
 #include "row_matmul.h"
 
@@ -33,8 +34,8 @@ void engine_init_host(DecodeEngine *e, Llama *m, int64_t cap, int64_t W, int hos
         e->colsum[l] = alloc_f(Hq * cap), e->last_probs[l] = alloc_f(Hq * W * cap), e->last_out[l] = alloc_f(W * Hq * D);
         e->q_last[l] = alloc_f(Hq * D);
     }
-    RopeParams rp = {c->rope_theta, c->rope_llama3, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
-                     c->rope_original_max_pos};
+    /* tables for the whole window of cap tokens (dynamic scaling's depend on it) */
+    RopeParams rp = rope_params(c, cap);
     e->rope_cos = alloc_f(cap * D / 2), e->rope_sin = alloc_f(cap * D / 2);
     rope_table(e->rope_cos, e->rope_sin, cap, D, &rp);
     e->probs = alloc_f(Hq * cap);
@@ -153,7 +154,10 @@ static void prefill_cpu(DecodeEngine *e, const int32_t *tokens, int64_t L) {
 void engine_unrotate_query(const DecodeEngine *e, float *q, int64_t pos) {
     const LlamaConfig *c = &e->m->cfg;
     int64_t D = c->head_dim;
-    /* the saved q is rotated; rotating back (the RoPE transpose) gives the raw query */
+    /* the saved q is rotated; rotating back (the RoPE transpose) gives the
+     * raw query (under yarn, times its attention factor squared: the tables
+     * carry it, and the query's only reader, refreshkv's cosine, does not
+     * see a scale) */
     rope_backward_cpu(q, e->rope_cos + pos * (D / 2), e->rope_sin + pos * (D / 2), 1, 1, c->num_attention_heads, D);
 }
 

@@ -55,6 +55,7 @@ int64_t engine_choose_keys(DecodeEngine *e, Policy *p, int64_t l, int64_t pos, c
  * tables, logits); host_caches: allocate kc/vc on the host too. */
 void engine_init_host(DecodeEngine *e, Llama *m, int64_t cap, int64_t W, int host_caches);
 void engine_free_host(DecodeEngine *e);
-/* The pre-RoPE query from a rotated one at position pos (host, in place). */
+/* The pre-RoPE query from a rotated one at position pos (host, in place;
+ * under yarn scaled by its attention factor squared). */
 void engine_unrotate_query(const DecodeEngine *e, float *q, int64_t pos);
 #endif

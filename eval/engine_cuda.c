@@ -12,6 +12,7 @@
 #include "../kernels/matmul.h"
 #include "../kernels/rmsnorm.h"
 #include "../kernels/rope.h"
+#include "../model/rope_scaling.h"
 #include "../model/llama_cuda.h"
 #include "engine_backend.h"
 
@@ -47,16 +48,21 @@ void decode_model_cuda_free(DecodeModelCuda *g) {
     memset(g, 0, sizeof *g);
 }
 
-/* Device RoPE tables for cap positions: the engine's host tables, bit for bit. */
+/* Device RoPE tables for cap positions: the engine's host tables, bit for
+ * bit. Dynamic scaling's tables depend on the window's length: copied
+ * again for an engine of another cap. */
 static void ensure_rope(DecodeModelCuda *g, const DecodeEngine *e) {
-    if (e->cap <= g->rope_cap) return;
+    if (e->cap <= g->rope_cap && (!rope_tables_depend_on_length(&g->m->cfg) || e->cap == g->rope_len)) return;
     int64_t half = g->m->cfg.head_dim / 2, n = e->cap * half;
-    if (g->rope_cos) cuda_free(g->rope_cos), g->bytes -= (int64_t)sizeof(float) * 2 * g->rope_cap * half;
-    g->rope_cos = cuda_malloc_counted(&g->bytes, (int64_t)sizeof(float) * 2 * n);
-    g->rope_sin = g->rope_cos + n;
+    if (e->cap > g->rope_cap) {
+        if (g->rope_cos) cuda_free(g->rope_cos), g->bytes -= (int64_t)sizeof(float) * 2 * g->rope_cap * half;
+        g->rope_cos = cuda_malloc_counted(&g->bytes, (int64_t)sizeof(float) * 2 * n);
+        g->rope_sin = g->rope_cos + n;
+        g->rope_cap = e->cap;
+    }
     cuda_memcpy_h2d(g->rope_cos, e->rope_cos, sizeof(float) * (size_t)n);
     cuda_memcpy_h2d(g->rope_sin, e->rope_sin, sizeof(float) * (size_t)n);
-    g->rope_cap = e->cap;
+    g->rope_len = e->cap;
 }
 
 static int64_t workspace_numel(const LlamaConfig *c, int64_t T, int64_t W) {

@@ -30,6 +30,7 @@ typedef struct DecodeModelCuda {
     ModelTensors w;          /* device views */
     float *rope_cos, *rope_sin; /* device, rope_cap positions */
     int64_t rope_cap;
+    int64_t rope_len;           /* the cap of the engine whose tables they hold */
     int64_t cap_T, cap_W;    /* the longest prefill and most statistics rows the workspace holds */
     int64_t work_bytes;
     LayerActs acts;          /* one layer's activations, reused by every layer */

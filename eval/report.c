@@ -64,20 +64,42 @@ void eval_cell_ratio(EvalCell *after, const EvalCell *before, int64_t n_boot, ui
 /* One cell's text: a[0] is the first model's cell, a[1] the second's when n_models == 2. */
 typedef void (*CellText)(char *v, size_t cap, const EvalCell *a, int n_models);
 
+/* "PPL @ L 16384 yarn x2, K 2048, 5 docs [95% CI]": what the column's numbers
+ * are over, its context tagged when a RoPE scaling carries it or it is
+ * beyond what the RoPE covers (a model's BEYOND first) */
+static void context_header(char *out, size_t cap, const EvalCell *a, int n_models, const char *before,
+                           const char *after) {
+    char tag[64] = "";
+    for (int m = 0; m < n_models; m++) {
+        char t[64];
+        rope_context_tag(t, sizeof t, &a[m].rope);
+        if (!tag[0] || !strcmp(t, "BEYOND")) snprintf(tag, sizeof tag, "%s", t);
+    }
+    snprintf(out, cap, "%sL %lld%s%s, K %lld, %lld docs%s", before, (long long)a[0].context, tag[0] ? " " : "", tag,
+             (long long)a[0].budget, (long long)a[0].n_docs, after);
+}
+
+void eval_print_rope_notes(const EvalCell *cells, int n, int n_models, int n_contexts) {
+    for (int c = 0; c < n_contexts && c * n_models < n; c++)
+        for (int m = 0; m < n_models; m++) {
+            const EvalCell *e = &cells[c * n_models + m];
+            rope_context_print_note(&e->rope, e->context, e->model);
+        }
+}
+
 /* A table with one column per context: "policy", then before<context>after
  * headers in columns `width` wide and a rule, then a row per policy. */
 static void print_table(const EvalCell *cells, int n, int n_models, int n_contexts, const char *before,
                         const char *after, int width, CellText text) {
     int per_policy = n_models * n_contexts;
-    printf("%-50s", "policy");
+    char(*h)[128] = xmalloc(sizeof *h * (size_t)n_contexts);
     for (int c = 0; c < n_contexts; c++) {
-        /* what the column's numbers are over: its context, budget and documents */
-        const EvalCell *h0 = &cells[c * n_models];
-        char h[160];
-        snprintf(h, sizeof h, "%sL %lld, K %lld, %lld docs%s", before, (long long)h0->context, (long long)h0->budget,
-                 (long long)h0->n_docs, after);
-        printf(" | %-*s", width, h);
+        context_header(h[c], sizeof h[c], &cells[c * n_models], n_models, before, after);
+        if ((int)strlen(h[c]) > width) width = (int)strlen(h[c]);
     }
+    printf("%-50s", "policy");
+    for (int c = 0; c < n_contexts; c++) printf(" | %-*s", width, h[c]);
+    free(h);
     printf("\n");
     for (int i = 0; i < 50 + n_contexts * (width + 3); i++) putchar('-');
     printf("\n");
@@ -190,6 +212,24 @@ static json_t *string_array(const char *const *x, int64_t n) {
     return a;
 }
 
+
+/* The RoPE a cell ran with: the rope_scaling block (as config.json and
+ * transformers read it; null without), where it came from, and the window
+ * against the trained and covered contexts. */
+static json_t *rope_json(const RopeContext *rc) {
+    json_t *o = json_object();
+    KV_CHECK(o != NULL, "eval.json: out of memory");
+    json_t *block = json_loads(rc->scaling_json, JSON_DECODE_ANY, NULL);
+    set_checked(o, "rope_scaling", block);
+    set_checked(o, "from", json_string(rc->from_option ? "--rope-scaling" : "config.json"));
+    set_checked(o, "tokens", json_integer((json_int_t)rc->tokens));
+    set_checked(o, "trained_context", json_integer((json_int_t)rc->trained));
+    set_checked(o, "covered_context", json_integer((json_int_t)rc->covered));
+    set_checked(o, "extension_used", json_boolean(rc->extended));
+    set_checked(o, "beyond_covered_context", json_boolean(rc->beyond));
+    return o;
+}
+
 int eval_write_json(const char *path, const EvalCell *cells, int n, const EvalDocRule *rule, const char *device,
                     json_t *run) {
     json_t *arr = json_array();
@@ -239,6 +279,7 @@ int eval_write_json(const char *path, const EvalCell *cells, int n, const EvalDo
         set_checked(o, "top1_accuracy", json_number_or_null(top1_accuracy(c)));
         set_checked(o, "per_step", per_step_json(c));
         if (c->has_classes) set_checked(o, "answers", answers_json(c));
+        set_checked(o, "rope", rope_json(&c->rope));
         KV_CHECK(json_array_append_new(arr, o) == 0, "eval.json: out of memory");
         non_finite += !finite;
     }

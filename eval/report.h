@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "../data/answers.h"
+#include "rope_context.h"
 
 typedef struct {
     const char *policy;   /* label with settings */
@@ -31,6 +32,7 @@ typedef struct {
     int has_classes;      /* the data marks answers (data/answers.h): the class sums below are filled */
     double class_nll[ANSWER_CLASSES];
     int64_t class_n[ANSWER_CLASSES], class_top1[ANSWER_CLASSES];
+    RopeContext rope;     /* the RoPE the window of context + last tokens ran with */
 } EvalCell;
 
 /* Fills ppl, lo, hi from doc_nll (documents resampled with replacement). */
@@ -50,6 +52,10 @@ typedef struct {
     double max_copy;       /* the copy-share limit; 1: none */
 } EvalDocRule;
 
+/* A line per context and model that ran with a RoPE scaling past the
+ * trained context, or with --rope-scaling, or beyond (the table's header
+ * tags them). */
+void eval_print_rope_notes(const EvalCell *cells, int n, int n_models, int n_contexts);
 /* Returns the number of cells whose perplexity is not finite (written as
  * null with "finite": false). `run` (eval/provenance.h) is written as the
  * "run" field, how the file was made; it stays the caller's. */

@@ -4,9 +4,13 @@
 # third_party/models/smollm2-135m) on the test split of ../shared/corpus,
 # prepared with the model's own tokenizer; every policy at each context with
 # S = 50 and K = L/8 (the RefreshKV paper's Table 5 setting), 95% intervals.
-# A context above 8192 is beyond what the model was trained on and is
-# labelled so. The same documents serve every context: the data keeps only
-# documents long enough for the largest one. They are drawn from every
+# A context whose L + S passes 8192 is beyond what the model was trained on:
+# it runs with ROPE_SCALING, a RoPE extension as transformers' rope_scaling
+# (e.g. yarn:2 for L + S up to 16384: `kvcpt eval --rope-scaling`), named in
+# the table; ROPE_SCALING=none runs it without one, labelled BEYOND, never a
+# headline; unset, kvcpt eval refuses it. The same documents serve every
+# context: the data keeps only documents long enough for the largest one.
+# They are drawn from every
 # corpus file in turn (PICK=interleave; PICK=first takes the test split's
 # order, where the first file fills the pick), and for each the share of
 # scored tokens that copy an earlier 8-token sequence of the window is
@@ -18,7 +22,7 @@
 # cut-off run continues where it stopped: just run it again. At the end
 # scripts/realmodel_table.py writes $OUT/results-smollm2.md.
 #   launch/realmodel.sh                                       # 2048, 4096, 8192
-#   CONTEXTS=2048,4096,8192,16384 EVAL_DOCS=8 launch/realmodel.sh
+#   CONTEXTS=2048,4096,8192,16334 ROPE_SCALING=yarn:2 EVAL_DOCS=8 launch/realmodel.sh
 #   CONTEXTS=256 S=8 EVAL_DOCS=2 QC=5 OUT=/tmp/rm launch/realmodel.sh     # a smoke run
 #
 # CPT_STEPS=N > 0 adds the paper's experiment after that eval, with its
@@ -72,6 +76,8 @@ for v in CPT_MASKS MASK_SEEDS; do # replaced by ARMS, which runs every arm for e
     [ -z "${!v:-}" ] || env_fail "$v is replaced by ARMS (e.g. ARMS=mask,causal,evict,restride10, every arm for every seed of SEEDS)"
 done
 . launch/arms.sh
+env_names ROPE_SCALING "" "none, or TYPE:FACTOR with TYPE linear, dynamic or yarn" none '(linear|dynamic|yarn):[0-9]+(\.[0-9]+)?'
+[[ $ROPE_SCALING != *,* ]] || env_fail "ROPE_SCALING holds '$ROPE_SCALING'; one extension (e.g. yarn:2) or none"
 [ -x ./kvcpt ] || make -j"$(nproc)" kvcpt
 for f in config.json model.safetensors tokenizer.json; do
     [ -f "$MODEL/$f" ] || { echo "realmodel: $MODEL/$f is missing; run make setup" >&2; exit 1; }
@@ -83,6 +89,13 @@ timed() { # name, command...: runs it and records its wall seconds in $OUT/times
     shift
     "$@"
     printf '%s\t%d\n' "$name" $((SECONDS - t0)) >>"$OUT/times.tsv"
+}
+trained=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("max_position_embeddings", 2048))' \
+    "$MODEL/config.json")
+rope_for() { # L: sets rope_opts, eval's RoPE options for context L
+    rope_opts=()
+    [ $(($1 + S)) -gt "$trained" ] && [ -n "$ROPE_SCALING" ] || return 0
+    if [ "$ROPE_SCALING" = none ]; then rope_opts=(--allow-beyond-context); else rope_opts=(--rope-scaling "$ROPE_SCALING"); fi
 }
 largest=0
 for L in ${CONTEXTS//,/ }; do
@@ -97,14 +110,15 @@ stage "prepare: $MODEL/tokenizer.json on $CORPUS, documents >= $((largest + S + 
 for L in ${CONTEXTS//,/ }; do
     stage "evaluate every policy at L = $L (S = $S, K = L/8, $EVAL_DOCS documents)"
     if [ -f "$OUT/eval-$L/eval.json" ]; then echo "done already: $OUT/eval-$L/eval.json" >&2; continue; fi
+    rope_for "$L"
     timed "eval L=$L" ./kvcpt eval --model "$MODEL" --data "$OUT/data" --split test --L "$L" --S "$S" --K L/8 \
         --policies all --refresh-qc "$QC" --max-docs "$EVAL_DOCS" --pick "$PICK" --max-copy-share "$MAX_COPY_SHARE" \
-        --out "$OUT/eval-$L"
+        "${rope_opts[@]}" --out "$OUT/eval-$L"
 done
 
 stage "the table"
 python3 scripts/realmodel_table.py --out "$OUT" --model "$MODEL" --contexts "$CONTEXTS" \
-    --command "CONTEXTS=$CONTEXTS S=$S EVAL_DOCS=$EVAL_DOCS QC=$QC PICK=$PICK MAX_COPY_SHARE=$MAX_COPY_SHARE \
+    --command "CONTEXTS=$CONTEXTS S=$S EVAL_DOCS=$EVAL_DOCS QC=$QC PICK=$PICK MAX_COPY_SHARE=$MAX_COPY_SHARE${ROPE_SCALING:+ ROPE_SCALING=$ROPE_SCALING} \
 launch/realmodel.sh" >"$OUT/results-smollm2.md"
 echo "wrote $OUT/results-smollm2.md" >&2
 [[ "$CPT_STEPS" =~ ^[0-9]+$ ]] || { echo "realmodel: CPT_STEPS holds '$CPT_STEPS', not a count" >&2; exit 1; }
@@ -135,9 +149,10 @@ for r in "${runs[@]}"; do
     for L in ${CONTEXTS//,/ }; do
         stage "evaluate the CPT model (arm $m, seed $seed) with every policy at L = $L"
         if [ -f "$dir/eval-$L/eval.json" ]; then echo "done already: $dir/eval-$L/eval.json" >&2; continue; fi
+        rope_for "$L"
         timed "eval $m seed $seed L=$L" ./kvcpt eval --model "$dir/model" --data "$OUT/data" --split test --L "$L" \
             --S "$S" --K L/8 --policies all --refresh-qc "$QC" --max-docs "$EVAL_DOCS" --pick "$PICK" \
-            --max-copy-share "$MAX_COPY_SHARE" --out "$dir/eval-$L"
+            --max-copy-share "$MAX_COPY_SHARE" "${rope_opts[@]}" --out "$dir/eval-$L"
     done
 done
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "../common/util.h"
+#include "rope_scaling.h"
 
 /* Presets are HF config.json texts so that they exercise the same parser a
  * downloaded checkpoint does. The 8B/1B/3B ones copy the published shapes. */
@@ -72,79 +73,6 @@ static double get_num(json_t *root, const char *key, int required, double dflt, 
     }
     if (!json_is_number(v)) die("%s: config field '%s' must be a number", origin, key);
     return json_number_value(v);
-}
-
-/* One RoPE block: transformers 4's "rope_scaling" (theta beside it, at the
- * top level) or transformers 5's "rope_parameters" (theta inside). */
-typedef struct {
-    int present;  /* the field is there and not null */
-    int llama3;
-    double theta; /* 0: the block does not carry it */
-    double factor, low_freq_factor, high_freq_factor;
-    int64_t original_max_pos;
-} RopeBlock;
-
-static RopeBlock parse_rope_block(json_t *root, const char *field, const char *origin) {
-    RopeBlock b = {0};
-    json_t *rs = json_object_get(root, field);
-    if (!rs || json_is_null(rs)) return b;
-    b.present = 1;
-    char where[96];
-    snprintf(where, sizeof where, "%s.rope_type", field);
-    if (!json_is_object(rs)) die("%s: config field '%s' must be an object or null", origin, field);
-    json_t *th = json_object_get(rs, "rope_theta");
-    if (th) {
-        if (!json_is_number(th)) die("%s: config field '%s.rope_theta' must be a number", origin, field);
-        b.theta = json_number_value(th);
-        KV_CHECK(b.theta > 0, "%s: config field '%s.rope_theta' must be > 0", origin, field);
-    }
-    json_t *t = json_object_get(rs, "rope_type");
-    if (!t) t = json_object_get(rs, "type");
-    if (!t || !json_is_string(t))
-        die("%s: config field '%s' is missing (kvcpt reads one RoPE block for all layers)", origin, where);
-    const char *type = json_string_value(t);
-    if (strcmp(type, "default") == 0) return b;
-    if (strcmp(type, "llama3") != 0)
-        die("%s: config field '%s' is '%s'; only 'llama3' and 'default' are supported", origin, where, type);
-    b.llama3 = 1;
-    b.factor = get_num(rs, "factor", 1, 0, origin);
-    b.low_freq_factor = get_num(rs, "low_freq_factor", 1, 0, origin);
-    b.high_freq_factor = get_num(rs, "high_freq_factor", 1, 0, origin);
-    b.original_max_pos = get_int(rs, "original_max_position_embeddings", 1, 0, origin);
-    return b;
-}
-
-static int rope_blocks_equal(const RopeBlock *a, const RopeBlock *b) {
-    if (a->llama3 != b->llama3) return 0;
-    return !a->llama3 || (a->factor == b->factor && a->low_freq_factor == b->low_freq_factor &&
-                          a->high_freq_factor == b->high_freq_factor && a->original_max_pos == b->original_max_pos);
-}
-
-/* RoPE from either layout. A file carrying both (a config written by one
- * transformers version and edited by hand for another) must say the same
- * in both places: silently taking one would train with the wrong positions. */
-static void parse_rope(LlamaConfig *c, json_t *root, const char *origin) {
-    RopeBlock v4 = parse_rope_block(root, "rope_scaling", origin);
-    RopeBlock v5 = parse_rope_block(root, "rope_parameters", origin);
-    json_t *top_theta = json_object_get(root, "rope_theta");
-    double theta4 = get_num(root, "rope_theta", 0, 10000.0, origin);
-    RopeBlock use = v5.present ? v5 : v4;
-    c->rope_theta = theta4;
-    if (v5.present) {
-        if (v5.theta > 0) {
-            KV_CHECK(!top_theta || json_is_null(top_theta) || theta4 == v5.theta,
-                     "%s: config fields 'rope_theta' (%g) and 'rope_parameters.rope_theta' (%g) disagree", origin,
-                     theta4, v5.theta);
-            c->rope_theta = v5.theta;
-        }
-        KV_CHECK(!v4.present || rope_blocks_equal(&v4, &v5),
-                 "%s: config fields 'rope_scaling' and 'rope_parameters' describe different RoPE scalings", origin);
-    }
-    c->rope_llama3 = use.llama3;
-    c->rope_factor = use.factor;
-    c->rope_low_freq_factor = use.low_freq_factor;
-    c->rope_high_freq_factor = use.high_freq_factor;
-    c->rope_original_max_pos = use.original_max_pos;
 }
 
 static void parse_eos(LlamaConfig *c, json_t *root, const char *origin) {
@@ -213,7 +141,7 @@ void config_parse_json(LlamaConfig *c, const char *text, const char *origin) {
     if (hact && (!json_is_string(hact) || strcmp(json_string_value(hact), "silu") != 0))
         die("%s: config field 'hidden_act' must be \"silu\"", origin);
     refuse_bias_flags(root, origin);
-    parse_rope(c, root, origin);
+    rope_scaling_parse(c, root, origin);
     parse_eos(c, root, origin);
     json_decref(root);
     config_validate(c, origin);
@@ -234,15 +162,6 @@ void config_validate(const LlamaConfig *c, const char *origin) {
     KV_CHECK(c->head_dim > 0 && c->head_dim % 2 == 0, "%s: config field 'head_dim' must be positive and even (got %lld)",
              origin, (long long)c->head_dim);
     KV_CHECK(c->rms_norm_eps > 0, "%s: config field 'rms_norm_eps' must be > 0", origin);
-    KV_CHECK(c->rope_theta > 0, "%s: config field 'rope_theta' must be > 0", origin);
-    if (c->rope_llama3) {
-        KV_CHECK(c->rope_factor > 0, "%s: config field 'rope_scaling.factor' must be > 0", origin);
-        KV_CHECK(c->rope_low_freq_factor > 0 && c->rope_high_freq_factor > c->rope_low_freq_factor,
-                 "%s: config fields 'rope_scaling.high_freq_factor' (%g) must exceed 'low_freq_factor' (%g) > 0",
-                 origin, c->rope_high_freq_factor, c->rope_low_freq_factor);
-        KV_CHECK(c->rope_original_max_pos > 0,
-                 "%s: config field 'rope_scaling.original_max_position_embeddings' must be > 0", origin);
-    }
     KV_CHECK(c->max_position_embeddings > 0, "%s: config field 'max_position_embeddings' must be > 0", origin);
     /* Upper bounds far above any Llama (8B: C 4096, F 14336, 32 layers, 32
      * heads, D 128; 405B: C 16384, F 53248, 126 layers, 128 heads), so that
@@ -270,6 +189,7 @@ void config_validate(const LlamaConfig *c, const char *origin) {
         KV_CHECK(c->eos_token_ids[i] >= 0 && c->eos_token_ids[i] < c->vocab_size,
                  "%s: config field 'eos_token_id' (%lld) must be in [0, vocab_size = %lld)", origin,
                  (long long)c->eos_token_ids[i], (long long)c->vocab_size);
+    rope_scaling_validate(c, origin);
 }
 
 int config_is_preset(const char *name) {
@@ -316,14 +236,7 @@ char *config_to_json(const LlamaConfig *c) {
     json_object_set_new(o, "hidden_act", json_string("silu"));
     json_object_set_new(o, "rms_norm_eps", json_real(c->rms_norm_eps));
     json_object_set_new(o, "rope_theta", json_real(c->rope_theta));
-    if (c->rope_llama3)
-        json_object_set_new(o, "rope_scaling",
-                            json_pack("{s:s,s:f,s:f,s:f,s:I}", "rope_type", "llama3", "factor", c->rope_factor,
-                                      "low_freq_factor", c->rope_low_freq_factor, "high_freq_factor",
-                                      c->rope_high_freq_factor, "original_max_position_embeddings",
-                                      (json_int_t)c->rope_original_max_pos));
-    else
-        json_object_set_new(o, "rope_scaling", json_null());
+    json_object_set_new(o, "rope_scaling", rope_scaling_json(c));
     json_object_set_new(o, "max_position_embeddings", json_integer(c->max_position_embeddings));
     json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tie_word_embeddings));
     json_object_set_new(o, "initializer_range", json_real(c->initializer_range));

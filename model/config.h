@@ -5,6 +5,8 @@
  * (presets are embedded config.json texts parsed by the same code). */
 #include <stdint.h>
 
+#include "../kernels/rope.h"
+
 #define KV_MAX_EOS 8
 
 typedef struct {
@@ -18,9 +20,7 @@ typedef struct {
     int64_t head_dim;            /* D */
     double rms_norm_eps;
     double rope_theta;
-    int rope_llama3;             /* rope_scaling.rope_type == "llama3" */
-    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
-    int64_t rope_original_max_pos;
+    RopeScaling rope_scaling;    /* model/rope_scaling.h */
     int64_t max_position_embeddings;
     int tie_word_embeddings;
     double initializer_range;

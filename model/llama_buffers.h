@@ -70,6 +70,7 @@ typedef struct {
     float *h_losses;           /* host (BT): losses copied back, summed there */
     float *rope_cos, *rope_sin;/* engine (rope_T, head_dim / 2) */
     int64_t rope_T;
+    int64_t rope_len;          /* the sequence length the tables were computed for (dynamic scaling's depend on it) */
     float *scratch;            /* engine: backward buffers and logits chunks (llama_backward_bufs_carve) */
     int64_t scratch_numel;     /* floats of scratch */
     int64_t n_targets;         /* valid targets of the last forward */

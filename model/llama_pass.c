@@ -6,6 +6,7 @@
 #include "../common/redzone.h"
 #include "../common/util.h"
 #include "../kernels/rope.h"
+#include "rope_scaling.h"
 
 void llama_pass_state_init(LlamaPassState *s, const LlamaConfig *c) {
     s->acts = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerActs));
@@ -27,19 +28,22 @@ void llama_pass_set_mask(RefreshMask *mask_out, const RefreshMask *mask) {
 }
 
 int64_t llama_pass_ensure_rope(const LlamaOps *o, const LlamaConfig *c, LlamaPassState *s, int64_t T) {
-    if (T <= s->rope_T) return 0;
-    RopeParams rp = {c->rope_theta, c->rope_llama3, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
-                     c->rope_original_max_pos};
-    int64_t half = c->head_dim / 2;
-    size_t bytes = sizeof(float) * (size_t)(2 * T * half), old = sizeof(float) * (size_t)(2 * s->rope_T * half);
+    /* a sequence of T tokens rotates by the tables for T, which only dynamic
+     * scaling's change with T: other tables are kept while they are long enough */
+    if (T <= s->rope_T && (!rope_tables_depend_on_length(c) || T == s->rope_len)) return 0;
+    RopeParams rp = rope_params(c, T);
+    int64_t half = c->head_dim / 2, rows = T > s->rope_T ? T : s->rope_T;
+    size_t bytes = sizeof(float) * (size_t)(2 * rows * half), old = sizeof(float) * (size_t)(2 * s->rope_T * half);
     float *host = xmalloc(bytes);
-    rope_table(host, host + T * half, T, c->head_dim, &rp);
-    if (s->rope_cos) o->release(s->rope_cos);
-    s->rope_cos = o->alloc(bytes);
-    s->rope_sin = s->rope_cos + T * half;
+    rope_table(host, host + rows * half, rows, c->head_dim, &rp);
+    if (rows > s->rope_T) {
+        if (s->rope_cos) o->release(s->rope_cos);
+        s->rope_cos = o->alloc(bytes);
+        s->rope_sin = s->rope_cos + rows * half;
+    }
     o->copy_to_engine(s->rope_cos, host, bytes);
     free(host);
-    s->rope_T = T;
+    s->rope_T = rows, s->rope_len = T;
     return (int64_t)bytes - (int64_t)old;
 }
 

@@ -4,8 +4,9 @@
 Reads OUT/eval-L/eval.json for each context, OUT/times.tsv (wall seconds per
 stage) and the model's config.json, and prints Markdown: how it was run
 (command, commit, machine), the time per stage, one table of PPL [95%
-interval] per variant and context (contexts past the model's trained one
-labelled so), the compute each variant spends (KV bytes read and decode
+interval] per variant and context (a context past the model's trained one
+labelled with the RoPE extension it ran with, or as beyond what its RoPE
+covers), the compute each variant spends (KV bytes read and decode
 time per generated token), and, at each context, the documents (which
 source, how much of each scored window copies an earlier 8-token sequence),
 PPL per source, and how the ordering compares with the RefreshKV paper's
@@ -35,6 +36,24 @@ def paper_key(label):
         if label == name or label.split(" (")[0] == name and not name.startswith("refreshkv"):
             return name
     return None
+
+
+def rope_label(run, L, trained):
+    """What RoPE context L ran with, from eval.json's "rope" record (kvcpt
+    eval): the scaling that carried a window past the trained context, or
+    BEYOND when it ran past what the RoPE covers (--allow-beyond-context);
+    without a record, past the config's max_position_embeddings."""
+    rope = run["results"][0].get("rope") if run else None
+    if rope is None:
+        return " (beyond trained context)" if trained and L > trained else ""
+    scaling = rope.get("rope_scaling") or {}
+    name = "%s factor %g" % (scaling["rope_type"], scaling["factor"]) if scaling else "none"
+    if rope["beyond_covered_context"]:
+        return " (BEYOND what the RoPE covers, %d tokens; scaling %s: not a headline result)" % (
+            rope["covered_context"], name if scaling else "none, no extension")
+    if rope["extension_used"] or rope["from"] == "--rope-scaling":
+        return " (RoPE extension: %s, from %s)" % (name, rope["from"])
+    return ""
 
 
 def machine(runs):
@@ -102,8 +121,7 @@ def main():
     if times:
         p("- wall time per stage: %s" % ", ".join("%s %s s" % (n, s) for n, s in times))
     p()
-    head = ["variant"] + ["L = %d%s" % (L, " (beyond trained context)" if trained and L > trained else "")
-                          for L in ctxs if L in runs]
+    head = ["variant"] + ["L = %d%s" % (L, rope_label(runs[L], L, trained)) for L in ctxs if L in runs]
     p("| " + " | ".join(head) + " |")
     p("|" + "---|" * len(head))
     for i, lab in enumerate(labels):
@@ -186,7 +204,7 @@ def main():
                     tied.append("%s = %s" % (a_, b_))
                 else:
                     (agree if ca["ppl"] < cb["ppl"] else disagree).append("%s < %s" % (a_, b_))
-        p("**L = %d%s.** Our order: %s." % (L, " (beyond trained context)" if trained and L > trained else "",
+        p("**L = %d%s.** Our order: %s." % (L, rope_label(runs[L], L, trained),
                                             ", ".join("%s %.3f" % (n, ours[n]["ppl"]) for n in order)))
         n_pairs = len(agree) + len(disagree) + len(tied)
         p("%d of %d pairs agree with the paper%s." % (len(agree), n_pairs, "; tied: " + "; ".join(tied) if tied else ""),

@@ -1,15 +1,104 @@
 /* Config parsing: presets, HF config.json round trip, and impossible shapes
  * rejected with the field named (checked in a child process via kvcpt). */
+#include <math.h>
 #include <string.h>
 
 #include "../model/config.h"
 #include "../model/params.h"
+#include "../model/rope_scaling.h"
 #include "testlib.h"
+
+#define SHAPE "\"vocab_size\":64,\"hidden_size\":32,\"intermediate_size\":48,\"num_hidden_layers\":1," \
+              "\"num_attention_heads\":4,\"max_position_embeddings\":8192,"
+
+static void parse_text(void *text) {
+    LlamaConfig c;
+    config_parse_json(&c, (const char *)text, "bad.json");
+}
+
+static void override(void *spec) {
+    LlamaConfig c;
+    config_parse_json(&c, "{" SHAPE "\"rope_theta\":1e5}", "plain.json");
+    rope_scaling_override(&c, (const char *)spec, "--rope-scaling");
+}
+
+/* transformers' rope_scaling types: read with its defaults, written back
+ * the same, and a type or field kvcpt does not honour refused, named */
+static void rope_scaling_types(void) {
+    LlamaConfig a, b;
+    config_parse_json(&a, "{" SHAPE "\"rope_theta\":1e5,\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":3.0,"
+                          "\"beta_fast\":16.0,\"mscale\":0.8,\"mscale_all_dim\":1.3,\"truncate\":false}}", "yarn.json");
+    char *js = config_to_json(&a);
+    config_parse_json(&b, js, "yarn round trip");
+    free(js);
+    const RopeScaling *x = &a.rope_scaling, *y = &b.rope_scaling;
+    tl_result(x->type == ROPE_YARN && x->original_max_pos == 8192 && x->beta_fast == 16.0 && x->beta_slow == 0 &&
+                  x->no_truncate && y->type == ROPE_YARN && y->factor == 3.0 && y->original_max_pos == 8192 &&
+                  y->beta_fast == 16.0 && y->beta_slow == 0 && y->mscale == 0.8 && y->mscale_all_dim == 1.3 &&
+                  y->no_truncate,
+              "yarn: original_max_position_embeddings defaults to max_position_embeddings; every field round trips",
+              "type %d original %lld beta_fast %g truncate %d", (int)y->type, (long long)y->original_max_pos,
+              y->beta_fast, !y->no_truncate);
+    config_parse_json(&a, "{" SHAPE "\"rope_parameters\":{\"rope_theta\":1e5,\"rope_type\":\"yarn\",\"factor\":null,"
+                          "\"original_max_position_embeddings\":2048}}", "yarn5.json");
+    tl_result(a.rope_scaling.factor == 4.0 && a.rope_theta == 1e5,
+              "yarn factor null: max_position_embeddings / original_max_position_embeddings, as transformers",
+              "factor %g", a.rope_scaling.factor);
+    const char *kinds[][2] = {{"linear", "linear factor 2"}, {"dynamic", "dynamic factor 2"}};
+    for (int i = 0; i < 2; i++) {
+        char text[512], label[64];
+        snprintf(text, sizeof text, "{" SHAPE "\"rope_scaling\":{\"type\":\"%s\",\"factor\":2.0}}", kinds[i][0]);
+        config_parse_json(&a, text, "old.json");
+        js = config_to_json(&a);
+        config_parse_json(&b, js, "round trip");
+        free(js);
+        rope_scaling_label(label, sizeof label, &b.rope_scaling);
+        tl_result(!strcmp(label, kinds[i][1]) && rope_trained_context(&b) == 8192 && rope_covered_context(&b) == 16384,
+                  kinds[i][0], "label '%s', trained %lld, covered %lld", label, (long long)rope_trained_context(&b),
+                  (long long)rope_covered_context(&b));
+    }
+    config_parse_json(&a, "{" SHAPE "\"rope_theta\":1e5}", "plain.json");
+    rope_scaling_override(&a, "yarn:2", "--rope-scaling");
+    tl_result(a.rope_scaling.type == ROPE_YARN && a.rope_scaling.factor == 2.0 &&
+                  a.rope_scaling.original_max_pos == 8192 && rope_covered_context(&a) == 16384,
+              "--rope-scaling yarn:2 over max_position_embeddings 8192 covers 16384", "covered %lld",
+              (long long)rope_covered_context(&a));
+    rope_scaling_override(&a, "{\"rope_type\":\"yarn\",\"factor\":2,\"beta_fast\":8}", "--rope-scaling");
+    tl_result(a.rope_scaling.beta_fast == 8 && rope_attention_factor(&a.rope_scaling) == 0.1 * log(2.0) + 1.0,
+              "--rope-scaling as a JSON block; yarn's attention factor 0.1 ln(factor) + 1", "beta_fast %g",
+              a.rope_scaling.beta_fast);
+    rope_scaling_override(&a, "none", "--rope-scaling");
+    tl_result(a.rope_scaling.type == ROPE_DEFAULT && rope_covered_context(&a) == 8192, "--rope-scaling none",
+              "type %d", (int)a.rope_scaling.type);
+
+    tl_expect_death("an unhonoured field is refused, named", parse_text,
+                    "{" SHAPE "\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2.0,\"beta_fast\":4.0}}",
+                    "'rope_scaling.beta_fast' is not one kvcpt honours for rope_type 'linear' (it reads factor)");
+    tl_expect_death("longrope is refused", parse_text,
+                    "{" SHAPE "\"rope_scaling\":{\"rope_type\":\"longrope\",\"factor\":2.0}}",
+                    "'rope_scaling.rope_type' is 'longrope'");
+    tl_expect_death("partial_rotary_factor other than 1 is refused", parse_text,
+                    "{" SHAPE "\"rope_parameters\":{\"rope_type\":\"default\",\"partial_rotary_factor\":0.5}}",
+                    "'rope_parameters.partial_rotary_factor' must be 1");
+    tl_expect_death("factor missing", parse_text, "{" SHAPE "\"rope_scaling\":{\"rope_type\":\"dynamic\"}}",
+                    "'rope_scaling.factor' is missing");
+    tl_expect_death("a negative yarn field is refused", parse_text,
+                    "{" SHAPE "\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":2.0,\"beta_slow\":-1.0}}",
+                    "'rope_scaling.beta_slow' must be a finite number > 0");
+    tl_expect_death("a top-level original_max_position_embeddings that disagrees is refused", parse_text,
+                    "{" SHAPE "\"original_max_position_embeddings\":4096,\"rope_scaling\":{\"rope_type\":\"yarn\","
+                    "\"factor\":2.0,\"original_max_position_embeddings\":2048}}",
+                    "'original_max_position_embeddings' (4096) and 'rope_scaling.original_max_position_embeddings'");
+    tl_expect_death("--rope-scaling llama3:2 asks for the JSON block", override, "llama3:2",
+                    "TYPE:FACTOR takes linear, dynamic or yarn");
+    tl_expect_death("--rope-scaling without a factor", override, "yarn", "expected TYPE:FACTOR");
+    tl_expect_death("--rope-scaling yarn:0", override, "yarn:0", "'rope_scaling.factor' must be > 0");
+}
 
 int main(void) {
     LlamaConfig c;
     config_load(&c, "llama3.1-8b");
-    tl_result(c.hidden_size == 4096 && c.num_key_value_heads == 8 && c.rope_llama3 && !c.tie_word_embeddings,
+    tl_result(c.hidden_size == 4096 && c.num_key_value_heads == 8 && c.rope_scaling.type == ROPE_LLAMA3 && !c.tie_word_embeddings,
               "preset llama3.1-8b shapes", "unexpected fields");
     /* Llama-3.1-8B has 8,030,261,248 parameters (HF model card / safetensors index) */
     tl_result(config_num_params(&c) == 8030261248LL, "llama3.1-8b parameter count", "got %lld",
@@ -31,7 +120,7 @@ int main(void) {
     LlamaConfig c2;
     config_parse_json(&c2, js, "roundtrip");
     free(js);
-    tl_result(c2.hidden_size == c.hidden_size && c2.rope_llama3 && c2.rope_factor == 8.0 && c2.n_eos == 3 &&
+    tl_result(c2.hidden_size == c.hidden_size && c2.rope_scaling.type == ROPE_LLAMA3 && c2.rope_scaling.factor == 8.0 && c2.n_eos == 3 &&
                   c2.tie_word_embeddings,
               "config.json round trip", "fields differ");
 
@@ -48,12 +137,14 @@ int main(void) {
     LlamaConfig a, b;
     config_parse_json(&a, v4, "v4");
     config_parse_json(&b, v5, "v5");
-    tl_result(a.rope_llama3 && b.rope_llama3 && a.rope_theta == 12345.0 && b.rope_theta == 12345.0 &&
-                  a.rope_factor == b.rope_factor && a.rope_low_freq_factor == b.rope_low_freq_factor &&
-                  a.rope_high_freq_factor == b.rope_high_freq_factor &&
-                  a.rope_original_max_pos == b.rope_original_max_pos,
+    tl_result(a.rope_scaling.type == ROPE_LLAMA3 && b.rope_scaling.type == ROPE_LLAMA3 && a.rope_theta == 12345.0 &&
+                  b.rope_theta == 12345.0 && a.rope_scaling.factor == b.rope_scaling.factor &&
+                  a.rope_scaling.low_freq_factor == b.rope_scaling.low_freq_factor &&
+                  a.rope_scaling.high_freq_factor == b.rope_scaling.high_freq_factor &&
+                  a.rope_scaling.original_max_pos == b.rope_scaling.original_max_pos,
               "rope_parameters (transformers 5) and rope_theta + rope_scaling (4) give the same RoPE",
-              "v4 theta %g llama3 %d, v5 theta %g llama3 %d", a.rope_theta, a.rope_llama3, b.rope_theta,
-              b.rope_llama3);
+              "v4 theta %g type %d, v5 theta %g type %d", a.rope_theta, (int)a.rope_scaling.type, b.rope_theta,
+              (int)b.rope_scaling.type);
+    rope_scaling_types();
     return tl_finish();
 }

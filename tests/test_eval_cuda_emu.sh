@@ -50,6 +50,30 @@ read -r cells worst bad <<<"$cmp"
     && ok "eval --device cuda: $cells cells (11 policy variants x 2 contexts) match the CPU (worst PPL rel diff $worst, same keys, same strides), batch 3 and batch 1; eval.json names the device" \
     || fail "eval cuda vs cpu" "$cmp"
 echo "# margin eval cuda vs cpu: worst PPL relative difference $worst (allowed 1e-4)"
+# dynamic RoPE scaling's tables depend on the window L + S: the model's
+# device tables, shared by its engines, follow a second and shorter context
+# (a copy of the model with max_position_embeddings 32, dynamic factor 8)
+cp -r "$tmp/run/model" "$tmp/dyn"
+/usr/bin/python3 - "$tmp/dyn/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(max_position_embeddings=32, rope_scaling={"rope_type": "dynamic", "factor": 8.0})
+json.dump(c, open(sys.argv[1], "w"))
+PY
+dargs=(--model "$tmp/dyn" --data "$tmp/data" --L 48,16 --S 8 --K L/8 --policies full --max-docs 3 --bootstrap 10 --quiet)
+$K eval "${dargs[@]}" --device cpu --out "$tmp/dcpu" >/dev/null 2>&1 || fail "eval --device cpu (dynamic RoPE)" "exit $?"
+$G eval "${dargs[@]}" --device cuda --out "$tmp/dgpu" >/dev/null 2>&1 || fail "eval --device cuda (dynamic RoPE)" "exit $?"
+dyn=$(/usr/bin/python3 - "$tmp/dcpu/eval.json" "$tmp/dgpu/eval.json" <<'PY'
+import json, sys
+c, g = ({r["context"]: r["ppl"] for r in json.load(open(p))["results"]} for p in sys.argv[1:3])
+print(" ".join("%d:%.2e" % (L, abs(g[L] - c[L]) / c[L]) for L in sorted(c)) if c.keys() == g.keys() else "contexts differ")
+PY
+)
+# within 1e-6 relative: the briefly trained tiny model hardly reads positions,
+# so tables left from the first context move its PPL by only about 4e-6
+/usr/bin/python3 -c "import sys; sys.exit(0 if all(float(x.split(':')[1]) <= 1e-6 for x in sys.argv[1:]) and len(sys.argv) == 3 else 1)" $dyn \
+    && ok "eval --device cuda, dynamic RoPE: L = 48 then 16 match the CPU (relative difference per context $dyn)" \
+    || fail "eval cuda vs cpu, dynamic RoPE" "$dyn"
 # kvcpt bench decode on the GPU engine: every policy timed, and a full step
 # reads every key while a partial (streaming) step reads the budget's
 b=$($G bench decode --preset tiny --L 96 --steps 10 --device cuda --json 2>&1)

@@ -166,8 +166,8 @@ static void config_errors(void) {
                     "\"num_attention_heads\":4}",
                     "'num_hidden_layers' must be > 0");
     tl_expect_death("unknown rope type", parse_text,
-                    "{" BASE "\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":2}}",
-                    "'rope_scaling.rope_type' is 'yarn'");
+                    "{" BASE "\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":\"longrope\",\"factor\":2}}",
+                    "'rope_scaling.rope_type' is 'longrope'");
     tl_expect_death("invalid JSON names line and column", parse_text, "{\"vocab_size\": 64,\n oops}", "line 2");
 }
 static void bad_s(void *arg) {
@@ -188,6 +188,35 @@ static void bad_token(void *arg) {
     llama_forward(m, tok, NULL, 1, 3);
 }
 
+/* Dynamic RoPE scaling's tables depend on the sequence length: a model that
+ * ran a longer sequence first rebuilds them for a shorter one, giving the
+ * logits of a fresh model (both past max_position_embeddings 16, where the
+ * base grows with the length). */
+static void dynamic_rope_lengths(void) {
+    LlamaConfig c;
+    config_parse_json(&c,
+                      "{\"vocab_size\":64,\"hidden_size\":32,\"intermediate_size\":48,\"num_hidden_layers\":2,"
+                      "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":8,\"rope_theta\":500.0,"
+                      "\"max_position_embeddings\":16,\"rope_scaling\":{\"rope_type\":\"dynamic\",\"factor\":4.0}}",
+                      "dynamic.json");
+    enum { LONG = 40, SHORT = 24 };
+    Llama a, b;
+    llama_create(&a, &c), llama_create(&b, &c);
+    llama_init_random(&a, 5), llama_init_random(&b, 5);
+    int32_t tok[LONG];
+    for (int i = 0; i < LONG; i++) tok[i] = (int32_t)((i * 37 + 11) % 64);
+    float *la = xmalloc(sizeof(float) * SHORT * 64), *lb = xmalloc(sizeof(float) * SHORT * 64);
+    llama_forward(&a, tok, NULL, 1, LONG);
+    llama_forward(&a, tok, NULL, 1, SHORT);
+    llama_logits(&a, la, 0, SHORT);
+    llama_forward(&b, tok, NULL, 1, SHORT);
+    llama_logits(&b, lb, 0, SHORT);
+    tl_identical("dynamic RoPE: T = 24 after T = 40 gives a fresh model's logits (the tables follow T)", la, lb,
+                 SHORT * 64);
+    free(la), free(lb);
+    llama_free(&a), llama_free(&b);
+}
+
 int main(void) {
     /* KVCPT_TEST_CASES picks groups by these labels (tests/test_blas_cores.sh
      * runs the bit-identity ones again under other BLAS cores) */
@@ -201,6 +230,7 @@ int main(void) {
         head_grad_in_forward(1, 0);
         head_grad_in_forward(1, 1);
     }
+    if (tl_case_selected("rope: dynamic")) dynamic_rope_lengths();
     if (!tl_case_selected("errors")) return tl_finish();
     config_errors();
     LlamaConfig c;
