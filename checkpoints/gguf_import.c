@@ -21,7 +21,7 @@
  * files: llama.rope.scale_linear; 0 means none), linearly when
  * llama.rope.scaling.type is absent, and multiplies the rotation by
  * llama.rope.scaling.attn_factor. The import maps neither onto config.json's
- * rope_scaling (model/rope_scaling.h): a file that asks for either is refused
+ * rope_scaling (model/config.h, model/rope_scaling.c): a file that asks for either is refused
  * rather than converted into a model that runs differently. */
 static void check_rope_scaling(const GgufFile *f) {
     const char *p = f->map.path;

@@ -12,7 +12,7 @@
 #include "../kernels/rmsnorm.h"
 #include "../kernels/swiglu.h"
 #include "../model/llama_layer.h"
-#include "../model/rope_scaling.h"
+#include "../model/config.h"
 #include "engine_backend.h"
 #include "row_matmul.h"
 

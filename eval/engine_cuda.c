@@ -12,7 +12,6 @@
 #include "../kernels/matmul.h"
 #include "../kernels/rmsnorm.h"
 #include "../kernels/rope.h"
-#include "../model/rope_scaling.h"
 #include "../model/llama_cuda.h"
 #include "engine_backend.h"
 

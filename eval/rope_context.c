@@ -9,7 +9,6 @@
 
 #include "../checkpoints/model_source.h"
 #include "../common/util.h"
-#include "../model/rope_scaling.h"
 
 void eval_model_config(LlamaConfig *c, const char *model, const char *rope_spec) {
     model_source_config(c, model, "eval: --model");

@@ -10,7 +10,7 @@
 #include "../model/config.h"
 
 typedef struct {
-    char scaling[64];         /* "none", "yarn factor 2" (model/rope_scaling.h) */
+    char scaling[64];         /* "none", "yarn factor 2" (model/config.h) */
     char scaling_json[512];   /* the rope_scaling block transformers would read ("null": none) */
     int from_option;          /* the scaling is --rope-scaling's, not config.json's */
     int64_t tokens;           /* L + S */

@@ -90,8 +90,12 @@ timed() { # name, command...: runs it and records its wall seconds in $OUT/times
     "$@"
     printf '%s\t%d\n' "$name" $((SECONDS - t0)) >>"$OUT/times.tsv"
 }
-trained=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("max_position_embeddings", 2048))' \
-    "$MODEL/config.json")
+trained=$(python3 -c 'import json, sys
+try:
+    print(int(json.load(open(sys.argv[1])).get("max_position_embeddings", 2048)))
+except (OSError, ValueError, AttributeError, TypeError) as e:
+    sys.exit("realmodel: MODEL is %s, whose config.json gives no max_position_embeddings (%s)" % (sys.argv[2], e))' \
+    "$MODEL/config.json" "$MODEL") || exit 1
 rope_for() { # L: sets rope_opts, eval's RoPE options for context L
     rope_opts=()
     [ $(($1 + S)) -gt "$trained" ] && [ -n "$ROPE_SCALING" ] || return 0

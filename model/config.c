@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 
 #include "../common/util.h"
-#include "rope_scaling.h"
 
 /* Presets are HF config.json texts so that they exercise the same parser a
  * downloaded checkpoint does. The 8B/1B/3B ones copy the published shapes. */

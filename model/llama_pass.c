@@ -6,7 +6,6 @@
 #include "../common/redzone.h"
 #include "../common/util.h"
 #include "../kernels/rope.h"
-#include "rope_scaling.h"
 
 void llama_pass_state_init(LlamaPassState *s, const LlamaConfig *c) {
     s->acts = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerActs));

@@ -1,4 +1,6 @@
-#include "rope_scaling.h"
+/* RoPE scaling, the part of the config that config.h declares below the
+ * config itself. */
+#include "config.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -5,7 +5,6 @@
 
 #include "../model/config.h"
 #include "../model/params.h"
-#include "../model/rope_scaling.h"
 #include "testlib.h"
 
 #define SHAPE "\"vocab_size\":64,\"hidden_size\":32,\"intermediate_size\":48,\"num_hidden_layers\":1," \

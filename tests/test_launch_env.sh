@@ -15,7 +15,8 @@ for tool in kvcpt bin/mpirun; do
     [ "$tool" = kvcpt ] || dst="$tmp/$tool"
     printf '#!/bin/sh\necho "%s $*" >>"%s"\nexit 1\n' "${tool#bin/}" "$tmp/calls" >"$dst" && chmod +x "$dst"
 done
-touch "$tmp/model/config.json" "$tmp/model/model.safetensors" "$tmp/model/tokenizer.json" "$tmp/hosts"
+touch "$tmp/model/model.safetensors" "$tmp/model/tokenizer.json" "$tmp/hosts"
+echo '{"max_position_embeddings": 8192}' >"$tmp/model/config.json"
 clean=$(ls -A "$R")
 
 run() { # launcher, VAR=value...: runs it in a clean environment; its stderr in $tmp/err, status in rc

@@ -33,7 +33,7 @@ for L, rope in ropes.items():
 PY
 "$PY" scripts/realmodel_table.py --out "$o" --model "$o/model" --contexts 1024,9000,16334,32768 >"$tmp/t.md" 2>"$tmp/err" \
     || { fail "realmodel_table.py" "exit $?: $(cat "$tmp/err")"; exit 0; }
-head=$(grep '^| variant' "$tmp/t.md")
+head=$(grep -m1 '^| variant' "$tmp/t.md") # the PPL table's header (the compute table's follows)
 want='| variant | L = 1024 | L = 9000 (beyond trained context) | L = 16334 (RoPE extension: yarn factor 2, from --rope-scaling) | L = 32768 (BEYOND what the RoPE covers, 8192 tokens; scaling none, no extension: not a headline result) |'
 [ "$head" = "$want" ] && ok "realmodel_table.py labels each context with the RoPE it ran with (none, fallback, extension, BEYOND)" \
     || fail "realmodel_table.py header" "got: $head"

@@ -9,7 +9,6 @@
 
 #include "../../common/util.h"
 #include "../../model/config.h"
-#include "../../model/rope_scaling.h"
 
 int main(int argc, char **argv) {
     if (argc != 4 && argc != 5) die("usage: dump_rope CONFIG T OUT [SPEC]");
