@@ -563,16 +563,17 @@ int cmd_eval(int argc, char **argv) {
     KV_CHECK(a.models.count == 1 || a.models.count == 2, "eval: give one --model, or two for before -> after");
     KV_CHECK(a.data, "eval: --data is required");
     check_options(&a);
-    /* every model's config.json before any work: a second model refused
-     * only after the first one's contexts were evaluated wastes them */
-    for (int i = 0; i < a.models.count; i++) {
-        LlamaConfig c;
-        model_source_config(&c, a.models.items[i], "eval: --model");
-    }
     EvalRun r = {.a = &a, .n_models = a.models.count, .t0 = t0};
     r.n_ctx = options_int_list(a.contexts, r.ctx, 8, "L");
     Variant var[32];
     r.n_var = expand_policies(&a, var, 32);
+    /* every model's config.json before any work (after the options, which
+     * need no file): a second model refused only after the first one's
+     * contexts were evaluated wastes them */
+    for (int i = 0; i < a.models.count; i++) {
+        LlamaConfig c;
+        model_source_config(&c, a.models.items[i], "eval: --model");
+    }
     r.var = var;
     /* --dump is replaced only at the end (a rename), but it must not name an input at all */
     if (a.dump) {

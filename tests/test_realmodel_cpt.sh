@@ -78,12 +78,12 @@ o = sys.argv[1]
 ld = lambda *p: json.load(open(os.path.join(o, *p)))
 bad = []
 for s in (1, 2):
-    cm, cc = ld("cpt-mask-seed%d" % s, "config.json"), ld("cpt-causal-seed%d" % s, "config.json")
+    cm, cc = ld("cpt-mask-seed%d" % s, "train_config.json"), ld("cpt-causal-seed%d" % s, "train_config.json")
     diff = sorted(k for k in set(cm) | set(cc) if cm.get(k) != cc.get(k))
     if diff != ["mask", "out"] or cm["mask"] != 1 or cc["mask"] != 0:
         bad.append("seed %d: the arms' configs differ in %s (mask %r, %r)" % (s, diff, cm.get("mask"), cc.get("mask")))
-    if open(os.path.join(o, "cpt-mask-seed%d/model/model.kvcpt" % s), "rb").read() == \
-            open(os.path.join(o, "cpt-causal-seed%d/model/model.kvcpt" % s), "rb").read():
+    if open(os.path.join(o, "cpt-mask-seed%d/model/model.safetensors" % s), "rb").read() == \
+            open(os.path.join(o, "cpt-causal-seed%d/model/model.safetensors" % s), "rb").read():
         bad.append("seed %d: the mask and causal CPT models are the same bytes" % s)
 before = ld("eval-64", "eval.json")
 r0 = before["results"][0]
@@ -110,7 +110,7 @@ for pol in ev[("mask", 1)]:
 changed = sum(1 for pol in ev[("mask", 1)] if not rows[pol][3].startswith("1.0000 "))
 if changed == 0:
     bad.append("every ratio reads 1.0000: the arms trained alike")
-if "equal recipe: the 4 runs' config.json agree on every key but the arm's" not in summary:
+if "equal recipe: the 4 runs' training configs agree on every key but the arm's" not in summary:
     bad.append("no equal-recipe line")
 print("; ".join(bad) if bad else "ok %d variants, %d with a ratio off 1.0000" % (len(rows), changed))
 PY
