@@ -63,11 +63,17 @@ cat >"$tmp/cfg.json" <<JSON
 {"model": "tiny", "init": "random", "data": "$tmp/data", "out": "$tmp/run", "L": 48, "S": 8, "K": 6, "mask": 1,
  "global_batch": 2, "micro_batch": 2, "steps": 1, "warmup_steps": 0, "eval_interval": 0, "ckpt_interval": 0}
 JSON
-# a sanitized kvcpt (make sanitize) needs its ASan runtime first in the preload list
-asan=$(ldd "$(command -v "$K")" 2>/dev/null | awk '/libasan/ {print $3; exit}')
+# A sanitized kvcpt (make sanitize) would need its ASan runtime first in the
+# preload list, and every program it starts (gnuplot for loss.png) would then
+# run under ASan and report its own libraries' leaks: the choice is checked
+# on the plain binary only.
+if ldd "$(command -v "$K")" 2>/dev/null | grep -q libasan; then
+    echo "skip - kvcpt's own choice of core: $K is built with AddressSanitizer, whose runtime the preloaded stand-in would have to follow into gnuplot (the plain binary runs this check in make test)"
+    exit 0
+fi
 run_train() { # extra env...
     rm -rf "$tmp/run"
-    env -u OPENBLAS_CORETYPE -u KVCPT_OPENBLAS_PICK LD_PRELOAD="${asan:+$asan:}$tmp/pick.so" "$@" \
+    env -u OPENBLAS_CORETYPE -u KVCPT_OPENBLAS_PICK LD_PRELOAD="$tmp/pick.so" "$@" \
         $K train --config "$tmp/cfg.json" >"$tmp/out" 2>&1
 }
 if run_train && grep -q "OpenBLAS core $want, chosen by kvcpt: OpenBLAS picked Prescott on a CPU with $isa" "$tmp/out"; then
