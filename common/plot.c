@@ -18,7 +18,22 @@ static void sibling(char *out, size_t n, const char *png, const char *ext) {
     strncat(out, ext, n - strlen(out) - 1);
 }
 
-static int render(const char *gp_path, const char *png_path) {
+/* The script, its data and gnuplot's log are kept only when asked for
+ * (KVCPT_PLOT_SOURCES=1, to restyle a plot) or when no PNG came of them
+ * (to render it by hand or read what went wrong): a run's directory holds
+ * the PNG, not its ingredients. */
+static int keep_sources(void) {
+    const char *v = getenv("KVCPT_PLOT_SOURCES");
+    return v && strcmp(v, "1") == 0;
+}
+
+static void remove_sources(const char *gp_path, const char *dat_path, const char *log_path) {
+    const char *paths[] = {gp_path, dat_path, log_path};
+    for (int i = 0; i < 3; i++)
+        if (unlink(paths[i]) != 0 && errno != ENOENT) warnf("cannot remove %s: %s", paths[i], strerror(errno));
+}
+
+static int render(const char *gp_path, const char *dat_path, const char *png_path) {
     if (!subprocess_found("gnuplot")) {
         warnf("gnuplot not found: %s not rendered; install gnuplot-nox ('make setup') and run 'gnuplot %s'", png_path,
               gp_path);
@@ -43,12 +58,18 @@ static int render(const char *gp_path, const char *png_path) {
         warnf("gnuplot ended without drawing %s (see %s)", png_path, log);
         return 0;
     }
-    /* gnuplot reports what it adjusted or dropped on stderr: say so */
+    /* gnuplot reports what it adjusted or dropped on stderr: say so, and
+     * keep the log and what it was drawn from */
+    int warned = 0;
     FILE *lf = fopen(log, "r");
     if (lf) {
-        if (fgetc(lf) != EOF) warnf("gnuplot drew %s with warnings (see %s)", png_path, log);
+        warned = fgetc(lf) != EOF;
         fclose(lf);
     }
+    if (warned)
+        warnf("gnuplot drew %s with warnings (see %s)", png_path, log);
+    else if (!keep_sources())
+        remove_sources(gp_path, dat_path, log);
     return 1;
 }
 
@@ -175,7 +196,7 @@ int plot_lines_png(const char *png_path, const char *title, const char *xlabel, 
     if (block == 0) fprintf(f, "NaN notitle");
     fprintf(f, "\n");
     fclose_check(f, gp);
-    return render(gp, png_path);
+    return render(gp, dat, png_path);
 }
 
 /* A bar's number: digits enough to tell close perplexities apart, an
@@ -335,5 +356,5 @@ int plot_bars_png(const char *png_path, const char *title, const char *value_lab
     }
     fprintf(f, "\n");
     fclose_check(f, gp);
-    return render(gp, png_path);
+    return render(gp, dat, png_path);
 }

@@ -1,9 +1,10 @@
 #ifndef KVCPT_PLOT_H
 #define KVCPT_PLOT_H
 /* PNG line and bar charts through gnuplot (Debian's gnuplot-nox). The data
- * and the script are written beside the PNG (name.dat, name.gp) so a plot
- * can be re-rendered or restyled; without gnuplot they are still written and
- * a warning says how to render them. */
+ * and the script are written beside the PNG (name.dat, name.gp) and removed
+ * once the PNG is drawn, unless KVCPT_PLOT_SOURCES=1 keeps them to restyle
+ * it; when no PNG came of them (no gnuplot, a failure, gnuplot's warnings)
+ * they stay, and a warning says where and why. */
 #include <stdint.h>
 
 typedef struct {

@@ -14,7 +14,7 @@ tr=(train --set model=tiny --set data="$tmp/d" --set warmup_steps=0 --set L=48 -
 $K "${tr[@]}" --set out="$tmp/a" --set steps=1 >/dev/null 2>&1 && \
     $K "${tr[@]}" --set out="$tmp/b" --set steps=4 --set lr=0.05 >/dev/null 2>&1 \
     || { fail "setup" "kvcpt train failed"; exit 1; }
-$K eval --model "$tmp/a/model" --model "$tmp/b/model" --data "$tmp/d" --split dev --L 40,48 --S 8 --K 5 --quiet \
+KVCPT_PLOT_SOURCES=1 $K eval --model "$tmp/a/model" --model "$tmp/b/model" --data "$tmp/d" --split dev --L 40,48 --S 8 --K 5 --quiet \
     --max-docs 4 --policies full,snapkv --out "$tmp/e" >"$tmp/out" 2>"$tmp/err" \
     || { fail "eval" "$(tail -2 "$tmp/err")"; exit 1; }
 grep -q "PPL of the last S = 8 tokens" "$tmp/out" && grep -q "| L 40, K 5, 4 docs" "$tmp/out" \

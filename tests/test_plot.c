@@ -15,6 +15,7 @@
 
 #include "../common/plot.h"
 #include "../common/subprocess.h"
+#include "../common/util.h"
 #include "testlib.h"
 
 /* labels as eval/policy_*.c write them (the demo's, then the widest each
@@ -223,6 +224,29 @@ int main(void) {
             return tl_finish();
         }
     }
+    /* by default a drawn PNG is all that is left: its script, data and
+     * gnuplot's log are removed */
+    {
+        unsetenv("KVCPT_PLOT_SOURCES");
+        double x1[2] = {1, 2}, y1[2] = {3, 4};
+        PlotSeries one = {"train", x1, y1, 2};
+        char b[4200], p[4300];
+        snprintf(b, sizeof b, "%s/alone", dir);
+        snprintf(p, sizeof p, "%s.png", b);
+        int drawn = plot_lines_png(p, "kvcpt train: loss", "step", "loss", &one, 1, 0);
+        int left = 0;
+        const char *ext[] = {".gp", ".dat", ".gp.log"};
+        for (int i = 0; i < 3; i++) {
+            char q[4300];
+            snprintf(q, sizeof q, "%s%s", b, ext[i]);
+            left += access(q, F_OK) == 0;
+        }
+        tl_result(drawn && file_size(p) > 0 && left == 0, "a drawn plot leaves only its PNG",
+                  "drawn %d, %d of .gp, .dat, .gp.log left", drawn, left);
+        unlink(p);
+    }
+    /* the checks below read the scripts and data: keep them */
+    setenv("KVCPT_PLOT_SOURCES", "1", 1);
     int rows[] = {1, 8, 20};
     for (int i = 0; i < 3; i++)
         for (int m = 1; m <= 2; m++) bars_case(rows[i], m, 1, 0);
