@@ -44,7 +44,9 @@ static void add_dir(InputList *l, const char *dir) {
         names = xrealloc(names, sizeof(char *) * (size_t)(n + 1));
         size_t len = strlen(dir) + strlen(e->d_name) + 2;
         names[n] = xmalloc(len);
-        snprintf(names[n++], len, "%s/%s", dir, e->d_name);
+        /* "texts/" and "texts" name the same files: no doubled slash */
+        size_t dl = strlen(dir);
+        snprintf(names[n++], len, "%.*s/%s", (int)(dl > 1 && dir[dl - 1] == '/' ? dl - 1 : dl), dir, e->d_name);
     }
     closedir(d);
     qsort(names, (size_t)n, sizeof(char *), cmp_str);

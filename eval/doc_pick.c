@@ -6,6 +6,7 @@
 #include "../common/checked.h"
 #include "../common/json_file.h"
 #include "../common/util.h"
+#include "../data/splits.h"
 
 const char *const doc_pick_names[2] = {"first", "interleave"};
 
@@ -26,21 +27,34 @@ int doc_sources_load(DocSources *s, const char *data_dir, const char *split, int
         return 0;
     }
     KV_CHECK(n <= (size_t)INT32_MAX, "'%s': %zu inputs", mpath, n);
-    s->n = (int)n;
-    s->path = xcalloc(n, sizeof(char *));
-    s->first = xcalloc(n, sizeof(int64_t)), s->count = xcalloc(n, sizeof(int64_t));
-    int64_t at = 0;
-    for (size_t i = 0; i < n; i++) {
-        const json_t *e = json_array_get(inputs, i), *p = json_object_get(e, "path");
-        const json_t *c = json_object_get(json_object_get(e, "kept_per_split"), split);
-        KV_CHECK(json_is_string(p) && json_is_integer(c) && json_integer_value(c) >= 0,
-                 "'%s': inputs[%zu] needs a \"path\" and a count kept_per_split.%s >= 0", mpath, i, split);
-        s->path[i] = xstrdup(json_string_value(p));
-        s->first[i] = at, s->count[i] = (int64_t)json_integer_value(c);
-        KV_CHECK(i64_add(at, s->count[i], &at) == 0 && at <= split_docs,
-                 "'%s': the inputs' kept_per_split.%s counts exceed the split's %lld documents (at inputs[%zu], '%s')",
-                 mpath, split, (long long)split_docs, i, s->path[i]);
+    /* the split's parts, in the order data_split_open reads them: the split
+     * itself, or for "all" every split the manifest has, train, dev, test */
+    const char *parts[SPLIT_COUNT];
+    int np = 0;
+    if (strcmp(split, SPLIT_ALL) == 0) {
+        for (int k = 0; k < SPLIT_COUNT; k++)
+            if (json_object_get(json_object_get(m, "splits"), split_names[k])) parts[np++] = split_names[k];
+    } else {
+        parts[np++] = split;
     }
+    s->n = (int)n, s->n_parts = np;
+    s->path = xcalloc(n, sizeof(char *));
+    s->first = xcalloc(n * (size_t)(np > 0 ? np : 1), sizeof(int64_t));
+    s->count = xcalloc(n * (size_t)(np > 0 ? np : 1), sizeof(int64_t));
+    int64_t at = 0;
+    for (int k = 0; k < np; k++)
+        for (size_t i = 0; i < n; i++) {
+            const json_t *e = json_array_get(inputs, i), *p = json_object_get(e, "path");
+            const json_t *c = json_object_get(json_object_get(e, "kept_per_split"), parts[k]);
+            KV_CHECK(json_is_string(p) && json_is_integer(c) && json_integer_value(c) >= 0,
+                     "'%s': inputs[%zu] needs a \"path\" and a count kept_per_split.%s >= 0", mpath, i, parts[k]);
+            if (!s->path[i]) s->path[i] = xstrdup(json_string_value(p));
+            size_t j = i * (size_t)np + (size_t)k;
+            s->first[j] = at, s->count[j] = (int64_t)json_integer_value(c);
+            KV_CHECK(i64_add(at, s->count[j], &at) == 0 && at <= split_docs,
+                     "'%s': the inputs' kept_per_split.%s counts exceed the split's %lld documents (at inputs[%zu], "
+                     "'%s')", mpath, parts[k], (long long)split_docs, i, s->path[i]);
+        }
     KV_CHECK(at == split_docs, "'%s': the inputs' kept_per_split.%s counts add up to %lld, the split holds %lld documents",
              mpath, split, (long long)at, (long long)split_docs);
     json_decref(m);
@@ -55,7 +69,22 @@ void doc_sources_free(DocSources *s) {
 
 int doc_source_of(const DocSources *s, int64_t d) {
     for (int i = 0; i < s->n; i++)
-        if (d >= s->first[i] && d < s->first[i] + s->count[i]) return i;
+        for (int k = 0; k < s->n_parts; k++) {
+            size_t j = (size_t)i * (size_t)s->n_parts + (size_t)k;
+            if (d >= s->first[j] && d < s->first[j] + s->count[j]) return i;
+        }
+    return -1;
+}
+
+/* The next candidate of stream i (the split for "first"; input i, part by
+ * part, for "interleave"), or -1 when it has none left. */
+static int64_t next_candidate(const DocSources *s, int how, int64_t nd, int i, int *part, int64_t *next) {
+    if (how == DOC_PICK_FIRST) return next[0] < nd ? next[0]++ : -1;
+    for (; part[i] < s->n_parts; part[i]++) {
+        size_t j = (size_t)i * (size_t)s->n_parts + (size_t)part[i];
+        if (next[i] < s->first[j]) next[i] = s->first[j];
+        if (next[i] < s->first[j] + s->count[j]) return next[i]++;
+    }
     return -1;
 }
 
@@ -100,13 +129,11 @@ void doc_pick(DocPick *out, const DataSplit *split, const DocSources *s, int how
     out->copy_share = xmalloc(sizeof(double) * (size_t)(want > 0 ? want : 1));
     uint32_t *buf = xmalloc(sizeof(uint32_t) * (size_t)window);
     /* the candidates in pick order: the split's order, or round robin over the inputs */
-    int inputs = how == DOC_PICK_FIRST ? 1 : s->n;
-    int64_t *next = xcalloc((size_t)inputs, sizeof(int64_t)), left = nd;
-    for (int i = 0; i < inputs; i++) next[i] = how == DOC_PICK_FIRST ? 0 : s->first[i];
-    for (int i = 0; out->n < want && left > 0; i = (i + 1) % inputs) {
-        int64_t end = how == DOC_PICK_FIRST ? nd : s->first[i] + s->count[i];
-        while (next[i] < end && out->n < want) {
-            int64_t d = next[i]++;
+    int streams = how == DOC_PICK_FIRST ? 1 : s->n, *part = xcalloc((size_t)streams, sizeof(int));
+    int64_t *next = xcalloc((size_t)streams, sizeof(int64_t)), left = nd;
+    for (int i = 0; out->n < want && left > 0; i = (i + 1) % streams) {
+        int64_t d;
+        while (out->n < want && (d = next_candidate(s, how, nd, i, part, next)) >= 0) {
             left--;
             if (data_split_doc_len(split, d) < window + 1) {
                 out->skipped_short++;
@@ -122,7 +149,7 @@ void doc_pick(DocPick *out, const DataSplit *split, const DocSources *s, int how
             if (how == DOC_PICK_INTERLEAVE) break; /* the next input's turn */
         }
     }
-    free(next), free(buf);
+    free(next), free(part), free(buf);
 }
 
 void doc_pick_free(DocPick *p) {

@@ -26,12 +26,15 @@ extern const char *const doc_pick_names[2];
 /* The n-grams a copy is counted over. */
 #define DOC_COPY_NGRAM 8
 
-/* The inputs of one split, from its manifest: input i holds the split's
- * documents first[i] .. first[i] + count[i] - 1. */
+/* The inputs of one split, from its manifest. A split is read in parts:
+ * one, or for `--split all` each split the data has (train, dev, test, as
+ * data_split_open concatenates them); in part k input i holds the documents
+ * first[i * n_parts + k] .. that + count[i * n_parts + k] - 1. */
 typedef struct {
-    int n;
-    char **path;    /* as the manifest records it */
-    int64_t *first, *count;
+    int n;                  /* inputs */
+    int n_parts;            /* 1, or the splits "all" spans */
+    char **path;            /* (n) as the manifest records it */
+    int64_t *first, *count; /* (n, n_parts) */
 } DocSources;
 
 /* Reads the manifest of data_dir for split; returns 0 (s->n = 0) when the

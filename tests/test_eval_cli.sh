@@ -256,5 +256,27 @@ n=$(/usr/bin/python3 -c "import json;s=json.load(open('$tmp/small/manifest.json'
 $K eval --model "$m" --data "$tmp/small" --split all --L 48 --S 8 --policies full --out "$tmp/all" --quiet >/dev/null 2>"$tmp/err"
 d=$(/usr/bin/python3 -c "import json;print(json.load(open('$tmp/all/eval.json'))['results'][0]['documents'])" 2>&1)
 [ "$d" = 12 ] && ok "eval --split all scores the documents of every split ($n: $d)" || fail "eval --split all" "$d documents ($n): $(tail -2 "$tmp/err")"
+# --split all with the inputs' counts (prepare's kept_per_split, given here):
+# input a holds the first 3 train and the first dev document, b the rest;
+# the pick goes round robin over the inputs, each input's train documents
+# before its dev ones, and names each document's input
+/usr/bin/python3 - "$tmp/small/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+tr, dv = m["splits"]["train"]["documents"], m["splits"]["dev"]["documents"]
+m["inputs"] = [{"path": "a.jsonl", "kept_per_split": {"train": 3, "dev": 1, "test": 0}},
+               {"path": "b.jsonl", "kept_per_split": {"train": tr - 3, "dev": dv - 1, "test": 0}}]
+json.dump(m, open(sys.argv[1], "w"))
+PY
+$K eval --model "$m" --data "$tmp/small" --split all --pick interleave --max-docs 8 --L 48 --S 8 --policies full \
+    --out "$tmp/alli" --quiet >/dev/null 2>"$tmp/err"
+have=$(/usr/bin/python3 -c "
+import json
+r = json.load(open('$tmp/alli/eval.json'))['results'][0]
+print(' '.join('%d:%s' % (i, s[0]) for i, s in zip(r['document_index'], r['document_source'])))" 2>&1)
+tr=$(/usr/bin/python3 -c "import json;print(json.load(open('$tmp/small/manifest.json'))['splits']['train']['documents'])")
+want="0:a 3:b 1:a 4:b 2:a 5:b $tr:a 6:b"
+[ "$have" = "$want" ] && ok "eval --split all --pick interleave: inputs in turn across splits, each document's input named ($have)" \
+    || fail "eval --split all --pick interleave" "want $want, have $have: $(tail -2 "$tmp/err")"
 expect_err "eval --split test of data without one names the splits it has" "has no split 'test' (it has: train, dev; 'all' names every split at once)" \
     --model "$m" --data "$tmp/small" --split test --L 48 --S 8 --out "$tmp/x"
