@@ -7,6 +7,7 @@
 
 #include "../common/backend.h"
 #include "../common/build_info.h"
+#include "../common/self_restart.h"
 #include "../common/util.h"
 #include "../common/version.h"
 #include "../kernels/blas_core.h"
@@ -68,9 +69,10 @@ static void refuse_unsharded(const Command *cmd) {
  *   VM at load 7, an L = 64 eval of SmolLM2-135M took 25 s spinning and 2 s
  *   passive (same results: the policy only changes how threads wait). */
 static void restart_with_settings(const char *command, char **argv) {
-    static const char *const eval_names[] = {"OMP_WAIT_POLICY", NULL}, *const eval_values[] = {"passive", NULL};
-    int eval = strcmp(command, "eval") == 0;
-    blas_core_restart(argv, eval ? eval_names : NULL, eval ? eval_values : NULL);
+    RestartVar vars[3];
+    int n = blas_core_restart_vars(vars);
+    if (strcmp(command, "eval") == 0) vars[n++] = (RestartVar){"OMP_WAIT_POLICY", "passive", 1};
+    self_restart(argv, vars, n);
 }
 
 int main(int argc, char **argv) {

@@ -61,24 +61,15 @@ const char *blas_core_choose(CpuIsa cpu, const char *library_core, const char *u
     }
 }
 
-void blas_core_restart(char **argv, const char *const *env_names, const char *const *env_values) {
+int blas_core_restart_vars(RestartVar vars[2]) {
     const char *library_core = openblas_get_corename();
     const char *core = blas_core_choose(cpu_isa_detect(), library_core, getenv("OPENBLAS_CORETYPE"));
-    int changed = 0;
-    for (int i = 0; env_names && env_names[i]; i++)
-        if (!getenv(env_names[i]) && setenv(env_names[i], env_values[i], 1) == 0) changed = 1;
-    if (core) {
-        /* a library built for one core (no DYNAMIC_ARCH) ignores the
-         * variable; the restarted program then reports the core it has */
-        if (setenv("OPENBLAS_CORETYPE", core, 1) != 0 || setenv(PICK_VAR, library_core ? library_core : "?", 1) != 0)
-            core = NULL;
-        else
-            changed = 1;
-    }
-    if (!changed) return;
-    execv("/proc/self/exe", argv);
-    fprintf(stderr, "kvcpt: note: could not run again with %s set; running on OpenBLAS core %s\n",
-            core ? "OPENBLAS_CORETYPE" : "the environment's settings", library_core ? library_core : "?");
+    if (!core) return 0;
+    /* a library built for one core (no DYNAMIC_ARCH) ignores the variable;
+     * the restarted program then reports the core it has */
+    vars[0] = (RestartVar){"OPENBLAS_CORETYPE", core, 0};
+    vars[1] = (RestartVar){PICK_VAR, library_core ? library_core : "?", 0};
+    return 2;
 }
 
 const char *blas_core_name(void) { return openblas_get_corename(); }

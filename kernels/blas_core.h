@@ -10,6 +10,8 @@
  * set is always kept. */
 #include <jansson.h>
 
+#include "../common/self_restart.h"
+
 /* The widest vector instruction set the CPU and the OS support, by the
  * level OpenBLAS's kernels are written for. */
 typedef enum { CPU_ISA_SSE = 0, CPU_ISA_AVX, CPU_ISA_AVX2, CPU_ISA_AVX512 } CpuIsa;
@@ -27,12 +29,11 @@ CpuIsa blas_core_isa(const char *core);
  * (AVX2 and FMA) or "Sandybridge" (AVX). */
 const char *blas_core_choose(CpuIsa cpu, const char *library_core, const char *user_coretype);
 
-/* Runs the program again with OPENBLAS_CORETYPE set to blas_core_choose's
- * answer when it has one (once: the variable is set then), after setting
- * the other variables in env_names/env_values that are unset (NULL-ended;
- * may be NULL), which the same restart then applies. Returns only when no
- * restart was needed or execv failed (said on stderr). */
-void blas_core_restart(char **argv, const char *const *env_names, const char *const *env_values);
+/* The variables a restart sets (common/self_restart.h) so that OpenBLAS
+ * runs blas_core_choose's core: OPENBLAS_CORETYPE and, beside it, the core
+ * the library had picked (so the restarted program can say why it runs on
+ * another). Returns how many it filled: 0 when the library's choice stands. */
+int blas_core_restart_vars(RestartVar vars[2]);
 
 /* The running core's name, as OpenBLAS reports it. */
 const char *blas_core_name(void);
