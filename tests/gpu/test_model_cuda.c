@@ -246,7 +246,7 @@ static void parity(const Case *k) {
 static Optimizer *make_optimizer(const Llama *m) {
     /* one segment per tensor, as a world of one's shard plan gives them */
     const ParamLayout *pl = &m->layout;
-    int64_t *off = xmalloc(sizeof(int64_t) * (size_t)pl->n), *num = xmalloc(sizeof(int64_t) * (size_t)pl->n);
+    int64_t *off = malloc(sizeof(int64_t) * (size_t)pl->n), *num = malloc(sizeof(int64_t) * (size_t)pl->n);
     for (int i = 0; i < pl->n; i++) off[i] = pl->t[i].offset, num[i] = pl->t[i].numel;
     Optimizer *o = optim_create(OPTIM_ADAMW8BIT, off, num, pl->n);
     free(off), free(num);
