@@ -3,10 +3,12 @@
 # `make setup` installs the Debian and pinned Python dependencies (idempotent).
 #
 # Sources are found by directory, one concern per file; every .c/.cu under
-# the component directories goes into build/libkvcpt.a, but for the
-# program's main (cli/kvcpt.c), linked on its own. cli/ (the command-line
-# front) and bench/ (the `kvcpt bench` targets) sit above the library's
-# folders: tests/test_layers.sh checks that includes only go downward.
+# the library's directories goes into build/libkvcpt.a. cli/ (the
+# command-line front, main in cli/kvcpt.c) and bench/ (the `kvcpt bench`
+# targets) sit above them (tests/test_layers.sh checks that includes only go
+# downward) and stay out of the library: kvcpt links their objects itself,
+# the tests link the library alone (a test that calls a command names its
+# object below).
 
 .DEFAULT_GOAL := all
 # one job per core unless the command line says otherwise (`make -j1`):
@@ -37,7 +39,7 @@ MPICC :=
 endif
 ifneq ($(MPICC),)
 MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null || $(MPICC) -show | cut -d' ' -f2- | tr ' ' '\n' | grep '^-I' | tr '\n' ' ')
-CFLAGS  += -DKVCPT_MPI $(MPI_CFLAGS)
+CFLAGS  += $(MPI_CFLAGS)
 LDLIBS  += $(shell $(MPICC) --showme:link 2>/dev/null || $(MPICC) -show | cut -d' ' -f2- | tr ' ' '\n' | grep '^-[lLW]' | tr '\n' ' ')
 endif
 
@@ -120,6 +122,10 @@ CPU_C       := $(filter-out $(CUDA_C) $(CUDA_STUB_C) $(MPI_C) $(MPI_STUB_C) $(NC
                $(if $(MPICC),$(MPI_C),$(MPI_STUB_C))
 C_SRC       := $(CPU_C) $(if $(NVCC),$(CUDA_C) $(BENCH_CUDA_C),$(CUDA_STUB_C) $(BENCH_NO_CUDA_C)) $(if $(NCCL_FOUND),$(NCCL_C),$(NCCL_STUB_C))
 OBJ     := $(C_SRC:%.c=build/%.o) $(CU_SRC:%.cu=build/%.cu.o)
+# the program's objects (cli/, bench/) and the library's (the rest)
+PROG_DIRS := cli bench
+PROG_OBJ  := $(filter $(PROG_DIRS:%=build/%/%),$(OBJ))
+LIB_OBJ   := $(filter-out $(PROG_OBJ),$(OBJ))
 
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_SRC:tests/%.c=build/tests/%)
@@ -243,7 +249,8 @@ MMA_TEST_DEP := tests/gpu/test_mma.c tests/testlib.h tests/gpu/gpu_testlib.h
 # EMU_VARIANT V: the rules of build/V/
 define EMU_VARIANT
 $(1)_RUNTIME_OBJ := $$($(1)_RUNTIME:%=build/$(1)/%.o)
-$(1)_OBJ         := $$(EMU_C:%.c=build/$$($(1)_C_FROM)/%.o) $$(EMU_CU:%.cu=build/$(1)/%.cu.o) \
+$(1)_PROG_OBJ    := $$(filter $$(PROG_DIRS:%=build/$$($(1)_C_FROM)/%/%),$$(EMU_C:%.c=build/$$($(1)_C_FROM)/%.o))
+$(1)_OBJ         := $$(filter-out $$($(1)_PROG_OBJ),$$(EMU_C:%.c=build/$$($(1)_C_FROM)/%.o)) $$(EMU_CU:%.cu=build/$(1)/%.cu.o) \
                     $$($(1)_RUNTIME_OBJ) $$(EMU_NCCL_OBJ:%=build/$$($(1)_C_FROM)/%)
 $(1)_LIB         := build/$(1)/libkvcpt_emu.a
 # the kernels and the two lowest layers they stand on (common/, kernels/):
@@ -282,7 +289,7 @@ $$($(1)_KERNELS_LIB): $$($(1)_KERNELS_OBJ)
 	rm -f $$@ && ar rcs $$@ $$^
 
 # the whole program on the emulated GPU: `kvcpt train --set device=cuda` on CI
-build/$(1)/kvcpt: $$(MAIN_C) $$($(1)_LIB) $$(BIN_DEPS)
+build/$(1)/kvcpt: $$(MAIN_C) $$($(1)_PROG_OBJ) $$($(1)_LIB) $$(BIN_DEPS)
 	$$($(1)_LINK)
 
 build/$(1)/tools/%: tests/tools/%.c $$($(1)_LIB) $$(BIN_DEPS)
@@ -322,7 +329,7 @@ sanitize-emu-bins: kvcpt $(EMU_ASAN_ALL)
 sanitize-emu: sanitize-emu-bins
 	bash tests/sanitize_emu.sh
 
-.PHONY: all setup test test-bins test-gpu test-gpu-bins clean fuzz sanitize sanitize-emu sanitize-emu-bins FORCE
+.PHONY: all setup test test-bins test-quick test-quick-bins test-gpu test-gpu-bins clean fuzz sanitize sanitize-emu sanitize-emu-bins FORCE
 all: kvcpt
 
 # The commit the binaries are built from (common/build_info.h; eval.json
@@ -354,17 +361,20 @@ $(ATTN_CU_OBJ): build/%.cu.o: %.cu $(OBJ_DEPS) $$(if $$(wildcard $$@.ptxas),,FOR
 	$(NVCC) $(NVCCFLAGS) $(DEPFLAGS) -Xptxas -v -c $< -o $@ 2>$@.ptxas || { cat $@.ptxas >&2; exit 1; }
 	@grep -v -e '^ptxas info' -e '^    [0-9]* bytes stack frame' $@.ptxas >&2 || true
 
-build/libkvcpt.a: $(OBJ)
+build/libkvcpt.a: $(LIB_OBJ)
 	@mkdir -p build
 	rm -f $@ && ar rcs $@ $^
 
 # its dependency file in build/, not beside it in the source tree
-kvcpt: $(MAIN_C) build/libkvcpt.a $$(if $$(wildcard build/.kvcpt.d),,FORCE)
-	$(CC) $(CFLAGS) -MMD -MP -MF build/.kvcpt.d $< build/libkvcpt.a $(LDLIBS) -o $@
+kvcpt: $(MAIN_C) $(PROG_OBJ) build/libkvcpt.a $$(if $$(wildcard build/.kvcpt.d),,FORCE)
+	$(CC) $(CFLAGS) -MMD -MP -MF build/.kvcpt.d $< $(PROG_OBJ) build/libkvcpt.a $(LDLIBS) -o $@
 
 build/tests/%: tests/%.c tests/testlib.h build/libkvcpt.a $(BIN_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BIN_DEPFLAGS) $< build/libkvcpt.a $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $(BIN_DEPFLAGS) $< $(filter %.o,$^) build/libkvcpt.a $(LDLIBS) -o $@
+
+# the tests that call a command link its object (cli/, bench/ are not in the library)
+build/tests/test_convert: build/cli/cmd_convert.o
 
 build/tests/tools/%: tests/tools/%.c build/libkvcpt.a $(BIN_DEPS)
 	@mkdir -p $(dir $@)
@@ -386,6 +396,16 @@ setup:
 
 test: test-bins
 	bash tests/run.sh cpu
+
+# The inner loop: the CPU suite without the emulator's race and sanitizer
+# variants (build/emu-race, build/emu-asan), whose builds take most of a
+# fresh `make test`'s compile time, nor the three scripts that run them.
+# `make test` still runs everything.
+QUICK_SKIP := ^test_cuda_emu_(races|asan|cp_async)\.sh$$
+test-quick: test-quick-bins
+	KVCPT_TESTS_EXCLUDE='$(QUICK_SKIP)' bash tests/run.sh cpu
+
+test-quick-bins: kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case build/emu/emu_checks
 
 # the CPU suite's binaries without running them
 test-bins: kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/tools/dump_model_case build/emu/emu_checks $(RACE_BIN) \

@@ -74,12 +74,13 @@ static void bench_all(BenchOps *b) {
     TIME_OP(b, "embedding_bwd", 3 * NC * f4, 0, embedding_backward_cuda(wte, y, tok, N, C));
     cuda_free(wte), cuda_free(x), cuda_free(y), cuda_free(w), cuda_free(rstd), cuda_free(dx), cuda_free(dw);
 
-    float *g = random_device(N * F, 0, &r), *u = random_device(N * F, 0, &r), *h = random_device(N * F, 0, &r);
-    TIME_OP(b, "swiglu_fwd", 3 * NF * f4, 0, swiglu_forward_cuda(h, g, u, N * F));
-    cuda_free(g), cuda_free(u), cuda_free(h);
-    void *gb = random_device(N * F, 1, &r), *ub = random_device(N * F, 1, &r), *hb = random_device(N * F, 1, &r);
-    TIME_OP(b, "swiglu_fwd_bf16", 3 * NF * 2, 0, swiglu_forward_bf16_cuda(hb, gb, ub, N * F));
-    cuda_free(gb), cuda_free(ub), cuda_free(hb);
+    /* the MLP's layout: rows [gate | up] in, h out */
+    float *gu = random_device(2 * N * F, 0, &r), *h = random_device(N * F, 0, &r);
+    TIME_OP(b, "swiglu_fwd", 3 * NF * f4, 0, swiglu_fused_forward_cuda(h, gu, N, F));
+    cuda_free(gu), cuda_free(h);
+    void *gub = random_device(2 * N * F, 1, &r), *hb = random_device(N * F, 1, &r);
+    TIME_OP(b, "swiglu_fwd_bf16", 3 * NF * 2, 0, swiglu_fused_forward_bf16_cuda(hb, gub, N, F));
+    cuda_free(gub), cuda_free(hb);
 
     float *logits = random_device(R * V, 0, &r), *loss = cuda_malloc(4 * (size_t)R), *lse = cuda_malloc(4 * (size_t)R);
     int32_t *tgt = cuda_malloc(sizeof(int32_t) * (size_t)R);

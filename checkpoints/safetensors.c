@@ -186,12 +186,6 @@ void st_header_free(StHeader *h) {
     memset(h, 0, sizeof *h);
 }
 
-int st_header_find(const StHeader *h, const char *name) {
-    for (int i = 0; i < h->n; i++)
-        if (strcmp(h->t[i].name, name) == 0) return i;
-    return -1;
-}
-
 int st_open(StFile *f, const char *path, char *err, int errlen) {
     memset(f, 0, sizeof *f);
     if (mapped_file_open(&f->map, path, err, errlen) != 0) return -1;

@@ -41,7 +41,6 @@ typedef struct {
  * Returns 0, or -1 with the reason in err (h is then empty). */
 int st_parse(StHeader *h, const uint8_t *buf, int64_t size, const char *origin, char *err, int errlen);
 void st_header_free(StHeader *h);
-int st_header_find(const StHeader *h, const char *name);
 
 typedef struct {
     MappedFile map;

@@ -10,7 +10,4 @@ int cmd_eval(int argc, char **argv);     /* cli/cmd_eval.c */
 int cmd_convert(int argc, char **argv);  /* cli/cmd_convert.c */
 int cmd_bench(int argc, char **argv);    /* cli/cmd_bench.c */
 int cmd_plan(int argc, char **argv);     /* cli/plan.c */
-
-/* Shared wording for subcommands whose issue is still open: they say so and
- * exit non-zero rather than pretend. */
 #endif

@@ -120,12 +120,6 @@ void policy_group_scores(float *out, const float *per_head, int64_t head_stride,
     select_group_scores(out, per_head, head_stride, group, n, agg);
 }
 
-void policy_max_pool(float *s, float *scratch, int64_t n, int64_t kernel) {
-    if (kernel / 2 == 0) return;
-    memcpy(scratch, s, sizeof(float) * (size_t)n);
-    select_max_pool(s, scratch, n, kernel);
-}
-
 void policy_pool(float *s, float *scratch, int64_t n, int64_t kernel, int pool) {
     if (kernel / 2 == 0) return;
     memcpy(scratch, s, sizeof(float) * (size_t)n);

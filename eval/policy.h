@@ -143,10 +143,9 @@ extern const char *const policy_query_rope_names[2], *const policy_restkv_shift_
  * same order. */
 /* out[j] = aggregate over the group's heads of per_head[h*head_stride + j] (GroupAgg). */
 void policy_group_scores(float *out, const float *per_head, int64_t head_stride, int64_t group, int64_t n, int agg);
-/* In-place max-pool with an odd kernel, window clipped at the edges (scratch: n floats). */
-void policy_max_pool(float *s, float *scratch, int64_t n, int64_t kernel);
-/* In-place pooling of kind `pool` (PoolKind): policy_max_pool, or the mean
- * over the kernel with zeros past the edges (divided by the kernel everywhere). */
+/* In-place pooling of kind `pool` (PoolKind) with an odd kernel (scratch: n
+ * floats): the max over the window clipped at the edges, or the mean over the
+ * kernel with zeros past the edges (divided by the kernel everywhere). */
 void policy_pool(float *s, float *scratch, int64_t n, int64_t kernel, int pool);
 /* The query heads that score KV head g's keys (HeadSets): [*first, *first + *count). */
 void policy_head_scope(const Policy *p, int64_t g, int64_t *first, int64_t *count);

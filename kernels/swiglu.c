@@ -2,8 +2,7 @@
 
 #include "vector_math.h"
 
-/* One element each, shared by the separate and the fused layouts so that
- * both give the same bits; exp_poly keeps the row loops vectorised. */
+/* One element each; exp_poly keeps the row loops vectorised. */
 static inline __attribute__((always_inline)) float swiglu_value(float g, float u) {
     float s = 1.0f / (1.0f + exp_poly(-g));
     return g * s * u;
@@ -25,20 +24,6 @@ VECTOR_CLONES static void backward_span(float *dg, float *du, const float *dh,
                                         const float *g, const float *u, int64_t n) {
 #pragma omp simd
     for (int64_t j = 0; j < n; j++) swiglu_grads(&dg[j], &du[j], dh[j], g[j], u[j]);
-}
-
-/* Spans of the flat layout that each thread takes whole. */
-#define SPAN 4096
-
-void swiglu_forward_cpu(float *h, const float *g, const float *u, int64_t n) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i += SPAN) forward_span(h + i, g + i, u + i, n - i < SPAN ? n - i : SPAN);
-}
-
-void swiglu_backward_cpu(float *dg, float *du, const float *dh, const float *g, const float *u, int64_t n) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i += SPAN)
-        backward_span(dg + i, du + i, dh + i, g + i, u + i, n - i < SPAN ? n - i : SPAN);
 }
 
 void swiglu_fused_forward_cpu(float *h, const float *gu, int64_t N, int64_t F) {

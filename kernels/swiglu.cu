@@ -21,59 +21,7 @@ __device__ __forceinline__ void swiglu_bwd(float &dg, float &du, float dh, float
     dg = __fmul_rn(__fmul_rn(__fmul_rn(dh, u), s), slope);
 }
 
-__global__ void swiglu_forward_kernel(float *h, const float *g, const float *u, int64_t n) {
-    GRID_STRIDE(i, n) swiglu_fwd(h[i], g[i], u[i]);
-}
-
-__global__ void swiglu_backward_kernel(float *dg, float *du, const float *dh, const float *g, const float *u,
-                                       int64_t n) {
-    GRID_STRIDE(i, n) swiglu_bwd(dg[i], du[i], dh[i], g[i], u[i]);
-}
-
-__global__ void swiglu_forward_bf16_kernel(bf16 *h, const bf16 *g, const bf16 *u, int64_t n) {
-    GRID_STRIDE(i, n) {
-        float hf;
-        swiglu_fwd(hf, __bfloat162float(g[i]), __bfloat162float(u[i]));
-        h[i] = __float2bfloat16_rn(hf);
-    }
-}
-
-__global__ void swiglu_backward_bf16_kernel(bf16 *dg, bf16 *du, const bf16 *dh, const bf16 *g, const bf16 *u,
-                                            int64_t n) {
-    GRID_STRIDE(i, n) {
-        float dgf, duf;
-        swiglu_bwd(dgf, duf, __bfloat162float(dh[i]), __bfloat162float(g[i]), __bfloat162float(u[i]));
-        dg[i] = __float2bfloat16_rn(dgf);
-        du[i] = __float2bfloat16_rn(duf);
-    }
-}
-
-extern "C" void swiglu_forward_cuda(float *h, const float *g, const float *u, int64_t n) {
-    if (n <= 0) return;
-    swiglu_forward_kernel<<<grid_for(n, kThreads), kThreads>>>(h, g, u, n);
-    CUDA_CHECK_LAUNCH();
-}
-
-extern "C" void swiglu_backward_cuda(float *dg, float *du, const float *dh, const float *g, const float *u, int64_t n) {
-    if (n <= 0) return;
-    swiglu_backward_kernel<<<grid_for(n, kThreads), kThreads>>>(dg, du, dh, g, u, n);
-    CUDA_CHECK_LAUNCH();
-}
-
-extern "C" void swiglu_forward_bf16_cuda(bf16 *h, const bf16 *g, const bf16 *u, int64_t n) {
-    if (n <= 0) return;
-    swiglu_forward_bf16_kernel<<<grid_for(n, kThreads), kThreads>>>(h, g, u, n);
-    CUDA_CHECK_LAUNCH();
-}
-
-extern "C" void swiglu_backward_bf16_cuda(bf16 *dg, bf16 *du, const bf16 *dh, const bf16 *g, const bf16 *u,
-                                          int64_t n) {
-    if (n <= 0) return;
-    swiglu_backward_bf16_kernel<<<grid_for(n, kThreads), kThreads>>>(dg, du, dh, g, u, n);
-    CUDA_CHECK_LAUNCH();
-}
-
-/* The fused layout (swiglu_fused_forward_cpu): gu rows [gate | up]. */
+/* gu rows [gate | up] (swiglu_fused_forward_cpu). */
 template <typename E> __global__ void swiglu_fused_forward_kernel(E *h, const E *gu, int64_t N, int64_t F) {
     GRID_STRIDE(i, N * F) {
         const int64_t r = i / F, j = i % F;

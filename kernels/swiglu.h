@@ -1,17 +1,13 @@
 #ifndef KVCPT_SWIGLU_H
 #define KVCPT_SWIGLU_H
-/* SwiGLU gate: h = silu(g) * u, elementwise over n values. */
+/* SwiGLU gate: h = silu(g) * u, elementwise, in the layout the MLP writes:
+ * gu (N, 2F), each row [gate (F) | up (F)] as one matmul against the stacked
+ * gate and up weights writes it; h (N, F). The backward overwrites dgu
+ * (N, 2F) in the same layout. */
 #include <stdint.h>
 
 #include "bf16.h"
 
-void swiglu_forward_cpu(float *h, const float *g, const float *u, int64_t n);
-/* dg, du are overwritten (not accumulated). */
-void swiglu_backward_cpu(float *dg, float *du, const float *dh, const float *g, const float *u, int64_t n);
-
-/* The fused layout: gu (N, 2F), each row [gate (F) | up (F)] as one matmul
- * against the stacked gate and up weights writes it; h (N, F). The
- * backward overwrites dgu (N, 2F) in the same layout. */
 void swiglu_fused_forward_cpu(float *h, const float *gu, int64_t N, int64_t F);
 void swiglu_fused_backward_cpu(float *dgu, const float *dh, const float *gu, int64_t N, int64_t F);
 /* CUDA twins: same arguments, DEVICE pointers, default stream; results
@@ -19,12 +15,7 @@ void swiglu_fused_backward_cpu(float *dgu, const float *dh, const float *gu, int
 #ifdef __cplusplus
 extern "C" {
 #endif
-void swiglu_forward_cuda(float *h, const float *g, const float *u, int64_t n);
-void swiglu_backward_cuda(float *dg, float *du, const float *dh, const float *g, const float *u, int64_t n);
-/* bf16 storage, fp32 arithmetic (one rounding per output). */
-void swiglu_forward_bf16_cuda(bf16 *h, const bf16 *g, const bf16 *u, int64_t n);
-void swiglu_backward_bf16_cuda(bf16 *dg, bf16 *du, const bf16 *dh, const bf16 *g, const bf16 *u, int64_t n);
-/* The fused layout, fp32 and bf16 storage. */
+/* fp32, and bf16 storage with fp32 arithmetic (one rounding per output). */
 void swiglu_fused_forward_cuda(float *h, const float *gu, int64_t N, int64_t F);
 void swiglu_fused_backward_cuda(float *dgu, const float *dh, const float *gu, int64_t N, int64_t F);
 void swiglu_fused_forward_bf16_cuda(bf16 *h, const bf16 *gu, int64_t N, int64_t F);

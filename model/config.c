@@ -214,13 +214,6 @@ void config_load(LlamaConfig *c, const char *spec) {
     free(text);
 }
 
-int64_t config_num_params(const LlamaConfig *c) {
-    int64_t C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
-    int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, V = c->vocab_size;
-    int64_t per_layer = 2 * C + C * Hq * D * 2 + C * Hkv * D * 2 + 3 * C * F;
-    return V * C + c->num_hidden_layers * per_layer + C + (c->tie_word_embeddings ? 0 : V * C);
-}
-
 char *config_to_json(const LlamaConfig *c) {
     json_t *o = json_object();
     json_object_set_new(o, "architectures", json_pack("[s]", "LlamaForCausalLM"));

@@ -44,7 +44,6 @@ char *config_to_json(const LlamaConfig *c);
 int config_is_preset(const char *name);
 /* Comma-separated list of built-in preset names. */
 const char *config_preset_names(void);
-int64_t config_num_params(const LlamaConfig *c);
 
 /* RoPE scaling (model/rope_scaling.c), a part of the config: config.json's
  * "rope_scaling" (transformers 4, "rope_theta" beside it) or

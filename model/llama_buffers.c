@@ -127,10 +127,6 @@ int64_t llama_scratch_numel(const LlamaConfig *c, int64_t BT, int act_size) {
     return llama_scratch_numel_rows(c, BT, act_size, LLAMA_CE_CHUNK_ROWS);
 }
 
-LlamaBackwardBufs llama_backward_bufs_carve(const LlamaConfig *c, int64_t BT, int act_size, float *scratch) {
-    return llama_backward_bufs_carve_rows(c, BT, act_size, LLAMA_CE_CHUNK_ROWS, scratch);
-}
-
 void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, const int32_t *tokens, const int32_t *targets,
                         int64_t B, int64_t T) {
     KV_CHECK(B >= 1 && T >= 1, "forward: batch %lld x sequence %lld must be positive", (long long)B, (long long)T);

@@ -71,7 +71,7 @@ typedef struct {
     float *rope_cos, *rope_sin;/* engine (rope_T, head_dim / 2) */
     int64_t rope_T;
     int64_t rope_len;          /* the sequence length the tables were computed for (dynamic scaling's depend on it) */
-    float *scratch;            /* engine: backward buffers and logits chunks (llama_backward_bufs_carve) */
+    float *scratch;            /* engine: backward buffers and logits chunks (llama_backward_bufs_carve_rows) */
     int64_t scratch_numel;     /* floats of scratch */
     int64_t n_targets;         /* valid targets of the last forward */
     float loss;                /* its mean loss; NaN when none */
@@ -132,7 +132,6 @@ int64_t llama_scratch_numel_rows(const LlamaConfig *c, int64_t BT, int act_size,
 LlamaBackwardBufs llama_backward_bufs_carve_rows(const LlamaConfig *c, int64_t BT, int act_size, int64_t ce_rows,
                                                  float *scratch);
 int64_t llama_scratch_numel(const LlamaConfig *c, int64_t BT, int act_size);
-LlamaBackwardBufs llama_backward_bufs_carve(const LlamaConfig *c, int64_t BT, int act_size, float *scratch);
 /* Dies naming the first bad token, target or shape (with mask on, T must
  * be mask->L + mask->S). */
 void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, const int32_t *tokens, const int32_t *targets,

@@ -4,7 +4,7 @@
  * sharding unit hooks, the final RMSNorm, the chunked cross-entropy head and
  * the mirror of all that), written once for both engines: the CPU reference
  * (model/llama.c) and the CUDA engine (model/llama_cuda.c) each hold a
- * LlamaPassState (model/llama.h), point a LlamaPassModel at their own fields and call
+ * LlamaPassState (model/llama_buffers.h), point a LlamaPassModel at their own fields and call
  * these. What differs between them is data: the ops table (kernels and
  * memory operations), the activation element size, and which activations
  * the layers share and recompute (model/recompute.h). */

@@ -21,8 +21,6 @@ double grad_sum_squares(const float *g, int64_t n) {
     return total;
 }
 
-double grad_global_norm(const float *g, int64_t n) { return sqrt(grad_sum_squares(g, n)); }
-
 double grad_clip_factor(double norm, double max_norm) {
     if (!(max_norm > 0)) return 1.0;
     double f = max_norm / (norm + 1e-6);

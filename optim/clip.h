@@ -13,9 +13,6 @@ double grad_sum_squares(const float *g, int64_t n);
  * the same chunks, a chunk's own sum in another order, so it agrees to
  * double rounding. */
 double grad_sum_squares_cuda(const float *g, int64_t n);
-/* sqrt(grad_sum_squares): the global L2 norm of one buffer. Sharded runs
- * add grad_sum_squares across ranks and take the root themselves. */
-double grad_global_norm(const float *g, int64_t n);
 /* torch.nn.utils.clip_grad_norm_'s factor: min(1, max_norm / (norm + 1e-6));
  * 1 when max_norm <= 0 (clipping off). Pass it as AdamWHyper.grad_scale to
  * fuse clipping into the optimizer step, or apply it with grad_scale(). */

@@ -57,11 +57,6 @@ static OptimFileHeader header_of(const Optimizer *o) {
     return h;
 }
 
-static int64_t payload_bytes(const Optimizer *o) {
-    return (int64_t)sizeof(OptimFileHeader) + o->nseg * 2 * (int64_t)sizeof(int64_t) + 2 * o->n_code +
-           2 * (o->n_absmax + o->n_f32) * (int64_t)sizeof(float) + (int64_t)sizeof(uint64_t);
-}
-
 void optim_save(const Optimizer *o, FILE *f, const char *path) {
     Checksum c = {0xcbf29ce484222325ull};
     OptimFileHeader h = header_of(o);
@@ -122,25 +117,4 @@ void optim_load(Optimizer *o, FILE *f, const char *path) {
     fread_check(&stored, sizeof stored, 1, f, path);
     KV_CHECK(stored == c.h, "'%s' offset %ld: optimizer state checksum %016llx does not match the data (%016llx): "
              "the state is corrupt", path, sum_at, (unsigned long long)stored, (unsigned long long)c.h);
-}
-
-void optim_save_file(const Optimizer *o, const char *path) {
-    size_t n = strlen(path) + 5;
-    char *tmp = xmalloc(n);
-    path_fmt(tmp, n, "%s.tmp", path);
-    FILE *f = fopen_check(tmp, "wb");
-    optim_save(o, f, tmp);
-    fclose_check(f, tmp);
-    rename_check(tmp, path);
-    free(tmp);
-}
-
-void optim_load_file(Optimizer *o, const char *path) {
-    int64_t size = file_size(path);
-    KV_CHECK(size >= 0, "'%s': cannot stat the optimizer state file", path);
-    KV_CHECK(size == payload_bytes(o), "'%s': optimizer state file has %lld bytes, this run's state needs %lld", path,
-             (long long)size, (long long)payload_bytes(o));
-    FILE *f = fopen_check(path, "rb");
-    optim_load(o, f, path);
-    fclose_check(f, path);
 }

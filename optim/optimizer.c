@@ -125,10 +125,6 @@ void optim_free(Optimizer *o) {
     free(o);
 }
 
-size_t optim_state_bytes(const Optimizer *o) {
-    return (size_t)(2 * o->n_code + 2 * o->n_absmax * (int64_t)sizeof(float) + 2 * o->n_f32 * (int64_t)sizeof(float));
-}
-
 double optim_step_bytes(const Optimizer *o, int param_bytes, int grad_bytes) {
     double elems = (double)(o->n_code + o->n_f32);
     return elems * (2.0 * grad_bytes + 2.0 * param_bytes) + 4.0 * (double)o->n_code + 16.0 * (double)o->n_absmax +
@@ -274,17 +270,3 @@ int optim_step_rounded(Optimizer *o, float *params, const float *grads, const Ad
     return 0;
 }
 
-void optim_read_state(const Optimizer *o, int seg, float *m, float *v) {
-    KV_CHECK(seg >= 0 && seg < o->nseg, "optimizer: segment %d out of range [0, %d)", seg, o->nseg);
-    const OptimSegment *s = &o->seg[seg];
-    for (int64_t i = 0; i < s->numel; i++) {
-        if (s->quantized) {
-            int64_t qb = s->absmax_offset + i / OPTIM_BLOCK;
-            m[i] = o->map_m.code[o->m_code[s->state_offset + i]] * o->m_absmax[qb];
-            v[i] = o->map_v.code[o->v_code[s->state_offset + i]] * o->v_absmax[qb];
-        } else {
-            m[i] = o->m32[s->state_offset + i];
-            v[i] = o->v32[s->state_offset + i];
-        }
-    }
-}

@@ -86,8 +86,6 @@ Optimizer *optim_create(OptimKind kind, const int64_t *seg_offset, const int64_t
 Optimizer *optim_create_pieces(OptimKind kind, const int64_t *seg_offset, const int64_t *seg_numel,
                                const int64_t *seg_tensor_numel, int nseg);
 void optim_free(Optimizer *o);
-/* Bytes of optimizer state (codes, absmax, fp32 states). */
-size_t optim_state_bytes(const Optimizer *o);
 
 /* Bytes one step reads and writes: the gradient check's read, then params
  * read and written, grads read, states read and written (the bandwidth
@@ -118,18 +116,12 @@ int optim_check_grads(Optimizer *o, const float *grads, const AdamWHyper *h, int
 AdamWScalars adamw_scalars(const AdamWHyper *h, int64_t step);
 /* Segment holding global block b (binary search over first_block). */
 int optim_block_segment(const Optimizer *o, int64_t b);
-/* Dequantized (or fp32) m and v of one segment, numel floats each. */
-void optim_read_state(const Optimizer *o, int seg, float *m, float *v);
 
 /* States to/from an open stream (inside a checkpoint, say): magic, version,
  * kind and segment table are checked against o, sizes against the header,
  * and a checksum against the payload; path names the stream in errors. */
 void optim_save(const Optimizer *o, FILE *f, const char *path);
 void optim_load(Optimizer *o, FILE *f, const char *path);
-/* Whole-file versions: written to path.tmp and renamed; the file size must
- * match exactly on load. */
-void optim_save_file(const Optimizer *o, const char *path);
-void optim_load_file(Optimizer *o, const char *path);
 
 #ifdef __cplusplus
 }

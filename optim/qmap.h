@@ -20,10 +20,6 @@ typedef struct {
 
 /* Builds the signed (m) or unsigned (v) map; see docs/optim.md. */
 void qmap_build(QuantMap *q, int is_signed);
-/* Index of the nearest code to x (x already divided by the block absmax).
- * A value exactly on a midpoint goes to the lower code; out-of-range
- * values go to the end codes. */
-uint8_t qmap_quantize(const QuantMap *q, float x);
 
 #ifdef __cplusplus
 }

@@ -94,8 +94,3 @@ int64_t shard_piece_blocks(const ShardPlan *p, int u, int r) {
     return n;
 }
 
-int64_t shard_norm_blocks(const ShardPlan *p, int r) {
-    int64_t blocks = 0;
-    for (int u = 0; u < p->n_units; u++) blocks += shard_piece_blocks(p, u, r);
-    return blocks;
-}

@@ -42,9 +42,8 @@ int shard_segments(const ShardPlan *p, int r, ShardSegment **out);
 
 /* Gradient-norm blocks: every tensor is cut into 256-element blocks from its
  * start; block sums of squares are taken one block at a time and added in
- * global block order, which no rank count changes. */
-int64_t shard_norm_blocks(const ShardPlan *p, int r);
-/* Those of rank r's piece of unit u. */
+ * global block order, which no rank count changes. Those of rank r's piece
+ * of unit u. */
 int64_t shard_piece_blocks(const ShardPlan *p, int u, int r);
 
 #endif

@@ -7,7 +7,8 @@
 # for cpu and cli, 1 for gpu, whose tests share one device); each test's line
 # is printed when it ends, so the order varies from run to run. The tests in
 # SERIAL below run afterwards, one at a time, with nothing else of the suite.
-# KVCPT_TESTS=REGEX runs only the tests whose name (as printed) matches it.
+# KVCPT_TESTS=REGEX runs only the tests whose name (as printed) matches it;
+# KVCPT_TESTS_EXCLUDE=REGEX leaves out those whose name matches it.
 # KVCPT_TEST_LOGDIR=DIR keeps each test's whole output as DIR/NAME.log.
 # A test prints "ok - name", "FAIL - name: why" or "skip - name: why" lines;
 # a binary that dies without printing FAIL is counted as one failure, and so
@@ -31,7 +32,7 @@ SERIAL=" test_sharding.sh test_cuda_emu_nccl.sh test_train_cuda_emu_faults.sh "
 SLOW_FIRST="test_cuda_emu_orders.sh test_cuda_emu_races.sh test_realmodel_cpt.sh test_train_cuda_emu_ranks.sh
             test_realmodel.sh test_train_cuda_emu.sh test_tokenizer_oracle.sh test_cuda_emu_attention_cuda
             test_cuda_emu_model_cuda test_gguf_oracle.sh test_cuda_emu_asan.sh test_torch_parity.sh
-            test_dead_functions.sh test_hf_transformers.sh test_train_hf_smollm2.sh"
+            test_hf_transformers.sh test_train_hf_smollm2.sh"
 
 # Tests run side by side, each with as many OpenMP threads as cores: a
 # thread that spins while it waits for work takes a core another test could
@@ -59,6 +60,7 @@ trap 'rm -rf "$work"' EXIT
 names=(); progs=()
 add() { # NAME PROGRAM (a binary, or a script run with bash)
     if [ -n "${KVCPT_TESTS:-}" ] && ! [[ $1 =~ $KVCPT_TESTS ]]; then return; fi
+    if [ -n "${KVCPT_TESTS_EXCLUDE:-}" ] && [[ $1 =~ $KVCPT_TESTS_EXCLUDE ]]; then return; fi
     names+=("$1"); progs+=("$2")
 }
 

@@ -9,6 +9,7 @@
 #include "../common/rng.h"
 #include "../common/util.h"
 #include "../optim/optimizer.h"
+#include "optim_testutil.h"
 #include "testlib.h"
 
 /* segments: a 1024x1024 matrix, a 37000-element tensor (a partial last

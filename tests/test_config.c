@@ -7,6 +7,15 @@
 #include "../model/params.h"
 #include "testlib.h"
 
+/* The parameter count of a configuration, from its shapes alone (the
+ * oracle of the layout's total). */
+static int64_t config_num_params(const LlamaConfig *c) {
+    int64_t C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
+    int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, V = c->vocab_size;
+    int64_t per_layer = 2 * C + C * Hq * D * 2 + C * Hkv * D * 2 + 3 * C * F;
+    return V * C + c->num_hidden_layers * per_layer + C + (c->tie_word_embeddings ? 0 : V * C);
+}
+
 #define SHAPE "\"vocab_size\":64,\"hidden_size\":32,\"intermediate_size\":48,\"num_hidden_layers\":1," \
               "\"num_attention_heads\":4,\"max_position_embeddings\":8192,"
 

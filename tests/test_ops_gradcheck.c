@@ -86,20 +86,19 @@ static void check_matmul(void) {
     fd_check("matmul dweight", mm_f, &c, c.w, dw, 5 * 9, 45);
 }
 
-/* ---- swiglu ---- */
-typedef struct { float *g, *u, *h, *r; int64_t n; } SwCtx;
+/* ---- swiglu: rows [gate (F) | up (F)] ---- */
+typedef struct { float *gu, *h, *r; int64_t N, F; } SwCtx;
 static double sw_f(void *p) {
     SwCtx *c = p;
-    swiglu_forward_cpu(c->h, c->g, c->u, c->n);
-    return weighted_sum(c->h, c->r, c->n);
+    swiglu_fused_forward_cpu(c->h, c->gu, c->N, c->F);
+    return weighted_sum(c->h, c->r, c->N * c->F);
 }
 static void check_swiglu(void) {
-    SwCtx c = {randn(50, 2), randn(50, 1), xmalloc(50 * 4), randn(50, 1), 50};
-    float *dg = xmalloc(50 * 4), *du = xmalloc(50 * 4);
+    SwCtx c = {randn(5 * 2 * 10, 2), xmalloc(5 * 10 * 4), randn(5 * 10, 1), 5, 10};
+    float *dgu = xmalloc(5 * 2 * 10 * 4);
     sw_f(&c);
-    swiglu_backward_cpu(dg, du, c.r, c.g, c.u, c.n);
-    fd_check("swiglu dgate", sw_f, &c, c.g, dg, 50, 50);
-    fd_check("swiglu dup", sw_f, &c, c.u, du, 50, 50);
+    swiglu_fused_backward_cpu(dgu, c.r, c.gu, c.N, c.F);
+    fd_check("swiglu dgate|dup", sw_f, &c, c.gu, dgu, 5 * 2 * 10, 100);
 }
 
 /* ---- rope (llama3 rule) ---- */

@@ -5,6 +5,13 @@
 #include "../checkpoints/safetensors.h"
 #include "ckpt_testutil.h"
 
+/* index of the tensor named name in h, or -1 */
+static int st_header_find(const StHeader *h, const char *name) {
+    for (int i = 0; i < h->n; i++)
+        if (strcmp(h->t[i].name, name) == 0) return i;
+    return -1;
+}
+
 #define VALID_HDR                                                                                               \
     "{\"__metadata__\":{\"format\":\"pt\"},\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}," \
     "\"b\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[24,32]}}"

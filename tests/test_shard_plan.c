@@ -8,6 +8,13 @@
 #include "../model/config.h"
 #include "testlib.h"
 
+/* Gradient-norm blocks of rank r: the sum of its pieces' blocks. */
+static int64_t shard_norm_blocks(const ShardPlan *p, int r) {
+    int64_t blocks = 0;
+    for (int u = 0; u < p->n_units; u++) blocks += shard_piece_blocks(p, u, r);
+    return blocks;
+}
+
 static int check_plan(const ParamLayout *pl, int W, char *why, size_t n) {
     int64_t blocks_all = 0, blocks = 0, numel = 0;
     for (int i = 0; i < pl->n; i++) blocks_all += (pl->t[i].numel + SHARD_ALIGN - 1) / SHARD_ALIGN;

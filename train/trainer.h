@@ -17,7 +17,6 @@
 #include "../model/llama.h"
 #include "../optim/optimizer.h"
 #include "../optim/schedule.h"
-#include "../optim/segments.h"
 #include "final_model.h"
 #include "train_config.h"
 #include "train_engine.h"

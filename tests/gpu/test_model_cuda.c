@@ -56,7 +56,6 @@
 #include "../../model/llama_cuda.h"
 #include "../../optim/optim_cuda.h"
 #include "../../optim/optimizer.h"
-#include "../../optim/segments.h"
 #include "../../parallel/shard_ckpt.h"
 #include "../../train/device_optim.h"
 
@@ -245,10 +244,12 @@ static void parity(const Case *k) {
 }
 
 static Optimizer *make_optimizer(const Llama *m) {
-    OptimSegments s;
-    optim_segments_from_layout(&s, &m->layout, 0, m->layout.total);
-    Optimizer *o = optim_create(OPTIM_ADAMW8BIT, s.offset, s.numel, s.n);
-    optim_segments_free(&s);
+    /* one segment per tensor, as a world of one's shard plan gives them */
+    const ParamLayout *pl = &m->layout;
+    int64_t *off = malloc(sizeof(int64_t) * (size_t)pl->n), *num = malloc(sizeof(int64_t) * (size_t)pl->n);
+    for (int i = 0; i < pl->n; i++) off[i] = pl->t[i].offset, num[i] = pl->t[i].numel;
+    Optimizer *o = optim_create(OPTIM_ADAMW8BIT, off, num, pl->n);
+    free(off), free(num);
     return o;
 }
 
