@@ -329,7 +329,7 @@ sanitize-emu-bins: kvcpt $(EMU_ASAN_ALL)
 sanitize-emu: sanitize-emu-bins
 	bash tests/sanitize_emu.sh
 
-.PHONY: all setup test test-bins test-quick test-quick-bins test-gpu test-gpu-bins clean fuzz sanitize sanitize-emu sanitize-emu-bins FORCE
+.PHONY: all setup planted-test test test-bins test-quick test-quick-bins test-gpu test-gpu-bins clean fuzz sanitize sanitize-emu sanitize-emu-bins FORCE
 all: kvcpt
 
 # The commit the binaries are built from (common/build_info.h; eval.json
@@ -390,6 +390,21 @@ build/tests/gpu/test_mma: $(MMA_TEST_DEP) build/tests/gpu/mma_gemm.cu.o build/li
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BIN_DEPFLAGS) $< build/tests/gpu/mma_gemm.cu.o build/libkvcpt.a $(LDLIBS) -o $@
 endif
+
+# A C test linked against a changed copy of one library source, whose
+# definitions come before the library's (an archive member is only pulled
+# for a symbol still undefined), so the test runs the changed code
+# (tests/test_attention_planted.sh plants changes in the attention oracle
+# and in the CPU fast path this way; nothing of the library changes):
+#   make planted-test PLANTED=copy.c PLANTED_OF=kernels/x.c PLANTED_TEST=tests/test_x.c PLANTED_OUT=path
+# The copy compiles as if it sat where PLANTED_OF does (its quoted
+# includes); the library must be built already.
+planted-test:
+	@test -n "$(PLANTED)" -a -n "$(PLANTED_OF)" -a -n "$(PLANTED_TEST)" -a -n "$(PLANTED_OUT)" || \
+	  { echo "make planted-test: set PLANTED, PLANTED_OF, PLANTED_TEST and PLANTED_OUT" >&2; exit 2; }
+	@test -f build/libkvcpt.a || { echo "make planted-test: build/libkvcpt.a is not built (make test-bins)" >&2; exit 2; }
+	$(CC) $(CFLAGS) -iquote $(dir $(PLANTED_OF)) -c $(PLANTED) -o $(PLANTED_OUT).o
+	$(CC) $(CFLAGS) $(PLANTED_TEST) $(PLANTED_OUT).o build/libkvcpt.a $(LDLIBS) -o $(PLANTED_OUT)
 
 setup:
 	bash scripts/setup.sh

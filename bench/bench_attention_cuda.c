@@ -8,6 +8,7 @@
 #include "../common/rng.h"
 #include "../common/util.h"
 #include "../kernels/attention.h"
+#include "../kernels/attention_cuda_size.h"
 #include "../kernels/attention_mma.h"
 #include "../kernels/bf16.h"
 #include "../kernels/cuda_device.h"

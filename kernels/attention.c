@@ -12,169 +12,6 @@
 #include "dot_lanes.h"
 #include "vector_math.h"
 
-int64_t refresh_num_selected(const RefreshMask *m) { return m->K < m->L ? m->K : m->L; }
-
-int refresh_active(const RefreshMask *m, int64_t T) { return m->enabled && T > m->L; }
-
-int64_t refresh_selection_heads(const RefreshMask *m, int64_t Hq, int64_t Hkv) {
-    return select_group_heads(m->agg, Hq / Hkv);
-}
-
-int refresh_per_row(const RefreshMask *m) { return m->evict || m->restride > 0; }
-
-int64_t refresh_row_width(const RefreshMask *m, int64_t T) {
-    /* without eviction a row keeps every selected key (at most K) plus the
-     * local keys since its epoch (at most T-1 - L); never more than p <= T-1 */
-    int64_t past = m->evict ? m->K : m->K + T - 1 - m->L;
-    return (past < T - 1 ? past : T - 1) + 1;
-}
-
-/* Row p (not a full row) of the epoch that began at `since` with nk
- * selected keys: how many of them it keeps (*c) and its first local key. */
-static void row_span(const RefreshMask *m, int64_t p, int64_t since, int64_t nk, int64_t *c, int64_t *first_local) {
-    *c = nk;
-    *first_local = since;
-    if (!m->evict) return;
-    int64_t room = m->K - (p - since);
-    *c = room < 0 ? 0 : (room < nk ? room : nk);
-    if (p - since > m->K) *first_local = p - m->K; /* more new keys than the budget: the oldest go */
-}
-
-static int is_full_row(const RefreshMask *m, int64_t p) {
-    return m->restride > 0 && p >= m->L && (p - m->L + 1) % m->restride == 0;
-}
-
-int64_t refresh_row_count(const RefreshMask *m, int64_t p) {
-    if (p < m->L || is_full_row(m, p)) return p + 1;
-    int64_t since = m->L, c, first_local;
-    if (m->restride > 0) {
-        int64_t last_full = m->L - 1 + (p - m->L + 1) / m->restride * m->restride;
-        if (last_full >= m->L) since = last_full + 1;
-    }
-    /* the epoch's selection: top-K of `since` keys */
-    row_span(m, p, since, m->K < since ? m->K : since, &c, &first_local);
-    return c + p - first_local + 1;
-}
-
-int64_t refresh_sel_len(const RefreshMask *m, int64_t T) {
-    if (!refresh_per_row(m)) return refresh_num_selected(m);
-    return (T - m->L) * (1 + refresh_row_width(m, T));
-}
-
-int64_t attention_row_mask_words(int64_t T) { return (T + 63) / 64; }
-
-/* Listed rows: one bitmap of the keys each row p >= L sees (B, Hkv, T - L, words). */
-static int64_t row_mask_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hkv) {
-    if (!refresh_active(m, T) || !refresh_per_row(m)) return 0;
-    return (int64_t)sizeof(uint64_t) * B * Hkv * (T - m->L) * attention_row_mask_words(T);
-}
-
-int64_t attention_cuda_select_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv) {
-    if (!refresh_active(m, T)) return 0;
-    int64_t nh = refresh_selection_heads(m, Hq, Hkv), BG = B * Hkv;
-    /* per-row selection: scores over up to T keys (a full row's), and a
-     * byte per key marking the epoch's selection */
-    if (refresh_per_row(m)) return (int64_t)sizeof(float) * BG * (nh * T + 2 * T) + BG * T;
-    if (refresh_num_selected(m) == m->L) return 0; /* every prefill key: no scores */
-    return (int64_t)sizeof(float) * BG * (nh * m->L + 2 * m->L);
-}
-
-int64_t attention_cuda_row_mask_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hkv) {
-    return row_mask_bytes(m, B, T, Hkv);
-}
-
-int64_t attention_mma_bwd_groups(int64_t B, int64_t T, int64_t Hq) {
-    /* kernels/attention_mma_bwd_one_pass.cuh: 128-key tiles */
-    const int64_t slots = 2 * 132, cap = 8, heads = B * Hq > 0 ? B * Hq : 1, key_tiles = (T + 127) / 128;
-    int64_t g = (slots + heads - 1) / heads;
-    if (g > cap) g = cap;
-    if (g > key_tiles) g = key_tiles;
-    return g > 1 ? g : 1;
-}
-
-AttnBwdVariant attention_bwd_variant_default(void) {
-    /* by arithmetic the one pass's partial dQ traffic outweighs the two
-     * products it saves at the 8B shape (docs/cuda.md) */
-    return ATTN_BWD_TWO_PASS;
-}
-
-const char *attention_bwd_variant_name(AttnBwdVariant v) {
-    return v == ATTN_BWD_ONE_PASS ? "one_pass" : "two_pass";
-}
-
-int64_t attention_cuda_backward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
-                                              int64_t D, AttnBwdVariant v) {
-    /* the row sums (B, Hq, T); the one pass adds its partial dQ (G copies)
-     * and per-query-head dK, dV (B, T, Hq, D) each */
-    const int64_t copies = v == ATTN_BWD_ONE_PASS ? (attention_mma_bwd_groups(B, T, Hq) + 2) * D : 0;
-    int64_t sums = (int64_t)sizeof(float) * B * Hq * T * (1 + copies);
-    if (!refresh_active(m, T)) return sums;
-    if (refresh_per_row(m)) return sums + row_mask_bytes(m, B, T, Hkv);
-    return sums + B * Hkv * m->L; /* one byte per prefill key: selected or not */
-}
-
-/* Blocks that fill one wave of the suffix forward on an H100: 132 SMs, one
- * block each (the row-tile kernel's 115 KiB of shared memory at D = 128
- * leaves no room for a second). A constant, not the device's SM count, so
- * that the chunks, and with them the bits, are the same on every GPU. */
-#define SUFFIX_WAVE_BLOCKS 132
-
-/* Entries of the longest suffix key list: the last row's, sel ++ (L..T-1),
- * or every key 0..T-1 through the bitmaps with per-row records. */
-static int64_t suffix_list_len(const RefreshMask *m, int64_t T) {
-    return refresh_per_row(m) ? T : refresh_num_selected(m) + (T - m->L);
-}
-
-int64_t attention_suffix_chunk_keys(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq) {
-    if (!refresh_active(m, T)) return 0;
-    const int64_t n = suffix_list_len(m, T), row_tiles = (T - m->L + 63) / 64;
-    int64_t heads, blocks;
-    if (i64_mul(B, Hq, &heads) != 0 || i64_mul(row_tiles, heads, &blocks) != 0 || blocks >= SUFFIX_WAVE_BLOCKS / 2)
-        return (n + 63) / 64 * 64; /* enough blocks already: one chunk, the unsplit kernel */
-    const int64_t split = SUFFIX_WAVE_BLOCKS / blocks;
-    return ((n + split - 1) / split + 63) / 64 * 64;
-}
-
-int64_t attention_suffix_chunks(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq) {
-    const int64_t keys = attention_suffix_chunk_keys(m, B, T, Hq);
-    return keys == 0 ? 0 : (suffix_list_len(m, T) + keys - 1) / keys;
-}
-
-int64_t attention_suffix_partial_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t D) {
-    const int64_t chunks = attention_suffix_chunks(m, B, T, Hq);
-    if (chunks < 2) return 0;
-    int64_t bytes = (int64_t)sizeof(float) * (D + 2);
-    KV_CHECK(i64_mul(bytes, chunks, &bytes) == 0 && i64_mul(bytes, T - m->L, &bytes) == 0 &&
-                 i64_mul(bytes, B, &bytes) == 0 && i64_mul(bytes, Hq, &bytes) == 0,
-             "attention: suffix partials of B=%lld T=%lld Hq=%lld D=%lld overflow int64", (long long)B, (long long)T,
-             (long long)Hq, (long long)D);
-    return bytes;
-}
-
-int64_t attention_cuda_forward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
-                                             int64_t D) {
-    return row_mask_bytes(m, B, T, Hkv) + attention_suffix_partial_bytes(m, B, T, Hq, D);
-}
-
-RefreshMask refresh_mask_off(void) {
-    return (RefreshMask){.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX, .S = 0};
-}
-
-void refresh_mask_validate(const RefreshMask *m, const char *origin) {
-    if (!m->enabled) return;
-    KV_CHECK(m->L >= 1, "%s: mask field 'L' must be >= 1 (got %lld)", origin, (long long)m->L);
-    KV_CHECK(m->K >= 1, "%s: mask field 'K' must be >= 1 (got %lld)", origin, (long long)m->K);
-    KV_CHECK(m->K <= m->L, "%s: mask field 'K' (%lld) cannot exceed the prefill length 'L' (%lld)", origin,
-             (long long)m->K, (long long)m->L);
-    KV_CHECK(m->pool_kernel >= 1 && m->pool_kernel % 2 == 1,
-             "%s: mask field 'pool_kernel' must be odd and >= 1 (got %lld)", origin, (long long)m->pool_kernel);
-    KV_CHECK(m->agg == GROUP_AGG_MAX || m->agg == GROUP_AGG_MEAN || m->agg == GROUP_AGG_FIRST,
-             "%s: mask field 'group_agg' is invalid", origin);
-    KV_CHECK(m->evict == 0 || m->evict == 1, "%s: mask field 'evict' must be 0 or 1 (got %d)", origin, m->evict);
-    KV_CHECK(m->restride >= 0, "%s: mask field 'restride' must be >= 0 (0: no full rows; got %lld)", origin,
-             (long long)m->restride);
-}
-
 /* A plain left-to-right dot product (the backward's rowsum(dout * out)). */
 static inline float dot(const float *a, const float *b, int64_t D) {
     float s = 0.0f;
@@ -228,14 +65,14 @@ static void select_rows(int32_t *rec, SelectRanked *kept, float *pooled, SelectR
     int64_t nk = ranked_selection(kept, pooled, order, q, k, b, g, T, Hq, Hkv, D, m, L), since = L;
     for (int64_t p = L; p < T; p++) {
         int32_t *row = rec + (p - L) * (1 + W);
-        if (is_full_row(m, p)) {
+        if (refresh_full_row(m, p)) {
             row[0] = 0; /* full row: every key 0..p, then the cache is re-selected from it */
             nk = ranked_selection(kept, pooled, order, q, k, b, g, T, Hq, Hkv, D, m, p + 1);
             since = p + 1;
             continue;
         }
         int64_t c, first_local;
-        row_span(m, p, since, nk, &c, &first_local);
+        refresh_row_span(m, p, since, nk, &c, &first_local);
         int32_t *keys = row + 1;
         for (int64_t i = 0; i < c; i++) keys[i] = kept[i].pos;
         qsort(keys, (size_t)c, sizeof(int32_t), by_pos); /* all kept keys precede since */

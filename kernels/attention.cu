@@ -57,6 +57,7 @@
 
 extern "C" {
 #include "attention.h"
+#include "attention_cuda_size.h"
 #include "attention_rows.h"
 #include "attention_shape.cuh"
 }

@@ -39,90 +39,16 @@
  * Ascending keys keep the arithmetic of the causal rows: with K >= T (no key
  * ever evicted; refresh_mask_validate refuses K > L, the kernels take it) or
  * restride 1 (every row full) the results equal causal attention bit for
- * bit. */
+ * bit.
+ *
+ * This is the fast path (kernels/attention.c); the same maths as plain
+ * loops, the tests' oracle, is kernels/attention_ref.h. The CUDA twins'
+ * scratch sizes and launch shapes are in kernels/attention_cuda_size.h. */
 #include <stdint.h>
 
 #include "bf16.h"
-#include "refresh_select.h"
+#include "refresh_mask.h"
 
-typedef struct {
-    int enabled;         /* 0: ordinary causal attention */
-    int64_t L;           /* prefill length */
-    int64_t K;           /* kept prefill keys per KV head, K >= L keeps all (evict: kept + local keys) */
-    int64_t pool_kernel; /* odd max-pool width (stride 1, clipped at the edges); 1 = none */
-    GroupAgg agg;        /* how a GQA group's query heads combine their scores */
-    int evict;           /* 1: K bounds kept + local keys per row, as the eval's cache (see above) */
-    int64_t restride;    /* r > 0: full rows that re-select at L-1 + r*m, m >= 1; 0: none */
-    int64_t S;           /* refresh positions after the prefill: a training sequence is L + S tokens
-                          * (the model's forward checks it; the attention ops take any T) */
-} RefreshMask;
-
-/* Number of selected keys per (batch row, KV head): min(K, L). */
-int64_t refresh_num_selected(const RefreshMask *m);
-/* 1 when positions >= L exist, i.e. the selection matters for this T. */
-int refresh_active(const RefreshMask *m, int64_t T);
-/* Query heads per GQA group whose scores the selection reads: 1 with
- * GROUP_AGG_FIRST, else Hq / Hkv. */
-int64_t refresh_selection_heads(const RefreshMask *m, int64_t Hq, int64_t Hkv);
-/* 1 when sel holds one record per row p >= L (evict or restride set). */
-int refresh_per_row(const RefreshMask *m);
-/* Most keys a listed row sees (W above): min(K, T-1) + 1 with evict, else
- * min(K + T-1 - L, T-1) + 1. */
-int64_t refresh_row_width(const RefreshMask *m, int64_t T);
-/* Keys row p attends to: p + 1 for causal and full rows, else as above
- * (the paper's rows: min(K, L) + p - L + 1). Needs the mask enabled. */
-int64_t refresh_row_count(const RefreshMask *m, int64_t p);
-/* int32 entries of sel per (batch row, KV head) at sequence length T:
- * refresh_num_selected, or (T - L) * (1 + W) records when refresh_per_row. */
-int64_t refresh_sel_len(const RefreshMask *m, int64_t T);
-/* The mask that is off: ordinary causal attention (no pooling, max
- * aggregation, should it be enabled later). */
-RefreshMask refresh_mask_off(void);
-/* Checks L, K, kernel, evict, restride; dies naming the field. */
-void refresh_mask_validate(const RefreshMask *m, const char *origin);
-
-/* Device bytes the CUDA attention allocates itself for one call (kernels/
- * attention.cu and attention_mma_*.cu: scores, the backward's row sums, the
- * rows' visibility bitmaps), an upper bound over its fp32 and tensor-core
- * paths, so that the memory plan (train/cuda_mem_plan.c) counts them. In
- * every build. */
-int64_t attention_cuda_select_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv);
-int64_t attention_cuda_forward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
-                                             int64_t D);
-/* The tensor-core backward's causal rows (kernels/attention_mma_bwd.cu):
- * two passes, a dQ kernel per query tile (S, dP, dS K) and a dK/dV kernel
- * per key tile (S^T, dP^T, P^T dO, dS^T Q), 7 products per tile and no
- * partials; or FlashAttention-2's one pass per key tile, 5 products, its dQ
- * through G fp32 partials read and written per tile. Both give the
- * oracle's values within the tests' tolerance, not each other's bits. */
-typedef enum { ATTN_BWD_TWO_PASS = 0, ATTN_BWD_ONE_PASS = 1 } AttnBwdVariant;
-/* The engine's variant: the one scripts/step_arithmetic.py forecasts faster
- * at the 8B CPT shape (docs/cuda.md), chosen here and nowhere else. */
-AttnBwdVariant attention_bwd_variant_default(void);
-const char *attention_bwd_variant_name(AttnBwdVariant v);
-/* The backward's bytes for variant v (the engine passes the default). */
-int64_t attention_cuda_backward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
-                                              int64_t D, AttnBwdVariant v);
-/* G, the one-pass backward's dQ groups per (batch row, query head):
- * enough blocks (B Hq G) for two waves on an H100's 132 SMs (one 8-warp
- * block per SM at D = 128), at most 8 (8 fp32 copies of dQ) and at most one
- * per 128-key tile. A function of the shape only, so the bits do not
- * depend on the device. */
-int64_t attention_mma_bwd_groups(int64_t B, int64_t T, int64_t Hq);
-/* 64-bit words per listed row of the bitmaps above: ceil(T / 64). */
-int64_t attention_row_mask_words(int64_t T);
-/* Bytes of the rows' visibility bitmaps alone (attention_row_mask_cuda). */
-int64_t attention_cuda_row_mask_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hkv);
-/* The split suffix forward (the tensor-core path's rows [L, T), kernels/
- * attention.cu): each row's key list cut into chunks of this many entries
- * (a multiple of 64, fixed by the shape alone), one block per (row tile,
- * head, chunk), so that B * Hq small row tiles still fill the GPU; then a
- * fixed-order combine of the chunks' (max, sum, output) partials, held in
- * attention_suffix_partial_bytes of fp32 (0 when one chunk suffices, and
- * then the unsplit kernel runs). 0 when the mask is inactive. */
-int64_t attention_suffix_chunk_keys(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq);
-int64_t attention_suffix_chunks(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq);
-int64_t attention_suffix_partial_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t D);
 
 /* sel (B, Hkv, refresh_sel_len): the ascending selected key positions, or
  * with evict/restride the per-row records above. Requires refresh_active. */

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "attention.h"
+#include "attention_cuda_size.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,7 +44,7 @@ void attention_backward_mma_bf16_cuda(float *dq, float *dk, float *dv, const bf1
                                       const RefreshMask *m);
 
 /* The entries above run attention_bwd_variant_default(); these run the
- * variant named (kernels/attention.h AttnBwdVariant), so tests and
+ * variant named (kernels/attention_cuda_size.h AttnBwdVariant), so tests and
  * `kvcpt bench attention` can set them side by side. The one pass: each
  * block walks key tiles g, g + G, ... of one query head and adds dS K into
  * its own fp32 slice of a partial dQ (G, B, T, Hq, D); a second kernel sums

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "attention.h"
+#include "attention_cuda_size.h"
 
 #ifdef __cplusplus
 extern "C" {

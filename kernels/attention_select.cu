@@ -26,6 +26,7 @@
 
 extern "C" {
 #include "attention.h"
+#include "attention_cuda_size.h"
 #include "attention_shape.cuh"
 }
 

@@ -37,7 +37,7 @@ model/llama_layer.c, model/llama_cuda.c, kernels/attention_mma_*.cu):
   (K Q^T, V dO^T, P^T dO, dS^T Q, dS K) per (128-key tile, 64-row query
   tile) pair from the diagonal, each pair also reading and writing the 64
   x D fp32 rows of its block's partial dQ (a group's first key tile only
-  writes), then the G partials (G as kernels/attention.c's
+  writes), then the G partials (G as kernels/attention_cuda_size.c's
   attention_mma_bwd_groups) and the query heads' dK, dV shares summed;
   one_pass64, the same with 64-key tiles (its first version, for
   comparison); the RefreshKV suffix rows
@@ -46,7 +46,7 @@ model/llama_layer.c, model/llama_cuda.c, kernels/attention_mma_*.cu):
   x D FLOPs each) over each row tile's key list, one block per SM (its
   shared memory at D = 128); unsplit, one block per (row tile, head) walks
   the whole list, split (the engine: attention_suffix_chunk_keys in
-  kernels/attention.c), the list is cut into chunks so that the blocks
+  kernels/attention_cuda_size.c), the list is cut into chunks so that the blocks
   fill up to 132 SMs, then a combine reads the chunks' partials once. Its
   time is the busiest SM's tiles at one SM's share of the fp32 peak (a
   floor: a 256-thread block does not reach an SM's peak). The backward:
@@ -82,11 +82,11 @@ PEAK_BYTES = 3.35e12  # H100 SXM HBM3, datasheet
 TILE = 64  # kernels/attention_mma_tiles.cuh kMmaTile
 CE_CHUNK = 2048  # model/llama_cuda_size.h LLAMA_CUDA_CE_CHUNK_ROWS
 SMS = 132  # H100 SXM streaming multiprocessors
-SUFFIX_WAVE_BLOCKS = 132  # kernels/attention.c: the blocks the split suffix forward aims to fill
+SUFFIX_WAVE_BLOCKS = 132  # kernels/attention_cuda_size.c: the blocks the split suffix forward aims to fill
 
 
 def suffix_chunk_keys(n, row_tiles, heads, split):
-    """kernels/attention.c attention_suffix_chunk_keys: entries per chunk of
+    """kernels/attention_cuda_size.c attention_suffix_chunk_keys: entries per chunk of
     a suffix key list of n entries (the last row's)."""
     whole = -(-n // TILE) * TILE
     blocks = row_tiles * heads

@@ -1,6 +1,6 @@
 /* RefreshKV training mask: hand-built cases whose selected set is known in
- * advance, a dense-mask reference for the masked rows, and K = L equal to
- * causal attention bit for bit. With evict/restride (the eval cache's keys):
+ * advance, the dense reference (kernels/attention_ref.h) for the masked
+ * rows, and K = L equal to causal attention bit for bit. With evict/restride (the eval cache's keys):
  * every row's key list equals what the eval's refreshkv policy and partial
  * cache choose on the same q and k, and the cases where nothing is evicted
  * equal causal attention bit for bit. */
@@ -12,6 +12,7 @@
 #include "../eval/partial_cache.h"
 #include "../eval/policy.h"
 #include "../kernels/attention.h"
+#include "../kernels/attention_ref.h"
 #include "../kernels/refresh_select.h"
 #include "testlib.h"
 
@@ -80,48 +81,6 @@ static void hand_cases(void) {
     expect_selection("GQA first-head aggregation", g, 2, L2, 2, 1, GROUP_AGG_FIRST, (int32_t[]){1, 4});
 }
 
-/* The paper's visibility (Hkv, T, T) from a selection (B = 1). */
-static unsigned char *paper_visibility(const int32_t *sel, int64_t T, int64_t Hkv, int64_t L, int64_t ks) {
-    unsigned char *vis = xcalloc((size_t)(Hkv * T * T), 1);
-    for (int64_t g = 0; g < Hkv; g++)
-        for (int64_t p = 0; p < T; p++)
-            for (int64_t j = 0; j <= p; j++) {
-                int see = 1;
-                if (p >= L && j < L) {
-                    see = 0;
-                    for (int64_t i = 0; i < ks; i++) see |= sel[g * ks + i] == j;
-                }
-                vis[(g * T + p) * T + j] = (unsigned char)see;
-            }
-    return vis;
-}
-
-/* Dense reference in double with an explicit visibility matrix (Hkv, T, T). */
-static void dense_reference(double *out, const float *q, const float *k, const float *v, const unsigned char *vis,
-                            int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
-    for (int64_t h = 0; h < Hq; h++) {
-        int64_t g = h / (Hq / Hkv);
-        for (int64_t p = 0; p < T; p++) {
-            double s[128], mx = -INFINITY, sum = 0;
-            for (int64_t j = 0; j < T; j++) {
-                s[j] = -INFINITY;
-                if (!vis[(g * T + p) * T + j]) continue;
-                double d = 0;
-                for (int64_t c = 0; c < D; c++) d += (double)q[(p * Hq + h) * D + c] * k[(j * Hkv + g) * D + c];
-                s[j] = d / sqrt((double)D);
-                mx = s[j] > mx ? s[j] : mx;
-            }
-            for (int64_t j = 0; j < T; j++) sum += s[j] == -INFINITY ? 0 : exp(s[j] - mx);
-            for (int64_t c = 0; c < D; c++) {
-                double a = 0;
-                for (int64_t j = 0; j < T; j++)
-                    if (s[j] != -INFINITY) a += exp(s[j] - mx) / sum * v[(j * Hkv + g) * D + c];
-                out[(p * Hq + h) * D + c] = a;
-            }
-        }
-    }
-}
-
 static void dense_mask_case(void) {
     Rng r;
     rng_seed(&r, 7);
@@ -134,17 +93,15 @@ static void dense_mask_case(void) {
     int32_t sel[2 * 6];
     attention_refresh_select_cpu(sel, q, k, 1, T, Hq, Hkv, D, &m);
     attention_forward_cpu(o, lse, q, k, v, sel, 1, T, Hq, Hkv, D, &m);
-    double *ref = xmalloc(sizeof(double) * nq);
-    unsigned char *vis = paper_visibility(sel, T, Hkv, L, ks);
-    dense_reference(ref, q, k, v, vis, T, Hq, Hkv, D);
-    free(vis);
-    float *reff = xmalloc(4 * nq);
-    for (int64_t i = 0; i < nq; i++) reff[i] = (float)ref[i];
-    tl_close("masked forward equals dense-mask reference", o, reff, nq, 1e-5, 1e-4);
+    float *ref = xmalloc(4 * nq), *ref_lse = xmalloc(4 * T * Hq);
+    attention_forward_ref(ref, ref_lse, q, k, v, sel, 1, T, Hq, Hkv, D, &m);
+    tl_close("masked forward equals the dense reference (kernels/attention_ref.h)", o, ref, nq, 1e-5, 1e-4);
+    tl_close("masked log-sum-exp equals the dense reference", lse, ref_lse, T * Hq, 1e-5, 1e-4);
     int sorted = 1;
     for (int64_t g = 0; g < Hkv; g++)
         for (int64_t i = 1; i < ks; i++) sorted &= sel[g * ks + i] > sel[g * ks + i - 1] && sel[g * ks + i] < L;
     tl_result(sorted, "selection is ascending, distinct and inside the prefill", "");
+    free(q), free(k), free(v), free(o), free(lse), free(ref), free(ref_lse);
 }
 
 static void k_equals_l_is_causal(void) {
@@ -416,36 +373,34 @@ static void nothing_evicted_is_causal(void) {
     for (int i = 0; i < 2; i++) free(o[i]), free(lse[i]), free(dq[i]), free(dk[i]), free(dv[i]);
 }
 
-/* evict + restride forward against the dense reference over the records'
- * visibility (full rows: every key up to p). */
+/* evict + restride forward and backward against the dense reference
+ * (kernels/attention_ref.h), which reads the records' keys itself (full
+ * rows: every key up to p). */
 static void listed_dense_case(void) {
     Rng r;
     rng_seed(&r, 17);
-    int64_t T = 40, L = 28, Hq = 4, Hkv = 2, D = 8, nq = T * Hq * D, nk = T * Hkv * D;
-    float *q = xmalloc(4 * nq), *k = xmalloc(4 * nk), *v = xmalloc(4 * nk), *o = xmalloc(4 * nq);
-    float *lse = xmalloc(4 * T * Hq);
-    fill_normal(q, nq, &r);
-    fill_normal(k, nk, &r);
-    fill_normal(v, nk, &r);
+    int64_t T = 40, L = 28, Hq = 4, Hkv = 2, D = 8, nq = T * Hq * D, nk = T * Hkv * D, nl = T * Hq;
+    float *in = xmalloc(4 * (size_t)(2 * nq + 2 * nk)), *q = in, *dout = q + nq, *k = dout + nq, *v = k + nk;
+    fill_normal(in, 2 * nq + 2 * nk, &r);
+    /* [0]: the fast path, [1]: the reference; o, lse, dq, dk, dv each */
+    float *res[2];
+    for (int i = 0; i < 2; i++) res[i] = xmalloc(4 * (size_t)(2 * nq + nl + 2 * nk));
     RefreshMask m = {.enabled = 1, .L = L, .K = 5, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 5};
     int32_t *sel = xmalloc(sizeof(int32_t) * (size_t)(Hkv * refresh_sel_len(&m, T)));
     attention_refresh_select_cpu(sel, q, k, 1, T, Hq, Hkv, D, &m);
-    attention_forward_cpu(o, lse, q, k, v, sel, 1, T, Hq, Hkv, D, &m);
-    unsigned char *vis = xcalloc((size_t)(Hkv * T * T), 1);
-    for (int64_t g = 0; g < Hkv; g++)
-        for (int64_t p = 0; p < T; p++) {
-            const int32_t *rec = p >= L ? row_record(&m, sel, g, T, p, NULL) : NULL;
-            if (!rec || rec[0] == 0)
-                for (int64_t j = 0; j <= p; j++) vis[(g * T + p) * T + j] = 1;
-            else
-                for (int64_t i = 0; i < rec[0]; i++) vis[(g * T + p) * T + rec[1 + i]] = 1;
-        }
-    double *ref = xmalloc(sizeof(double) * nq);
-    dense_reference(ref, q, k, v, vis, T, Hq, Hkv, D);
-    float *reff = xmalloc(4 * nq);
-    for (int64_t i = 0; i < nq; i++) reff[i] = (float)ref[i];
-    tl_close("evict + restride 5: forward equals the dense reference over the listed keys", o, reff, nq, 1e-5, 1e-4);
-    free(q), free(k), free(v), free(o), free(lse), free(sel), free(vis), free(ref), free(reff);
+    float *o[2], *lse[2], *dq[2], *dk[2], *dv[2];
+    for (int i = 0; i < 2; i++)
+        o[i] = res[i], lse[i] = o[i] + nq, dq[i] = lse[i] + nl, dk[i] = dq[i] + nq, dv[i] = dk[i] + nk;
+    attention_forward_cpu(o[0], lse[0], q, k, v, sel, 1, T, Hq, Hkv, D, &m);
+    attention_backward_cpu(dq[0], dk[0], dv[0], dout, q, k, v, o[0], lse[0], sel, 1, T, Hq, Hkv, D, &m);
+    attention_forward_ref(o[1], lse[1], q, k, v, sel, 1, T, Hq, Hkv, D, &m);
+    attention_backward_ref(dq[1], dk[1], dv[1], dout, q, k, v, sel, 1, T, Hq, Hkv, D, &m);
+    tl_close("evict + restride 5: forward equals the dense reference over the listed keys", o[0], o[1], nq, 1e-5, 1e-4);
+    tl_close("evict + restride 5: log-sum-exp equals the dense reference", lse[0], lse[1], nl, 1e-5, 1e-4);
+    tl_close("evict + restride 5: dq equals the dense reference", dq[0], dq[1], nq, 1e-5, 1e-4);
+    tl_close("evict + restride 5: dk equals the dense reference", dk[0], dk[1], nk, 1e-5, 1e-4);
+    tl_close("evict + restride 5: dv equals the dense reference", dv[0], dv[1], nk, 1e-5, 1e-4);
+    free(in), free(res[0]), free(res[1]), free(sel);
 }
 
 /* Death-test body: validates the mask it is given. */

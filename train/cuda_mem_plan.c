@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "../common/util.h"
+#include "../kernels/attention_cuda_size.h"
 #include "../kernels/matmul.h"
 #include "../model/llama.h"
 #include "../parallel/fsdp_cuda.h"

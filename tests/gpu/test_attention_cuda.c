@@ -35,6 +35,7 @@
 
 #include "../../common/util.h"
 #include "../../kernels/attention.h"
+#include "../../kernels/attention_cuda_size.h"
 #include "../../kernels/attention_rows.h"
 #include "../../kernels/cuda_device.h"
 #include "gpu_testlib.h"
