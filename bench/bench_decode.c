@@ -88,7 +88,7 @@ static void bench_context(BenchDecode *b, int64_t L, Rng *r) {
         PolicyOptions o = policy_default_options(K);
         o.fixed_stride = b->fixed;
         PolicyShape sh = {c->num_hidden_layers, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
-                          c->hidden_size, L, EVAL_PREFILL_ROWS, K, L + S, NULL, NULL}; /* the engine sets the RoPE tables */
+                          c->hidden_size, L, EVAL_PREFILL_ROWS, L + S, NULL, NULL}; /* the engine sets the RoPE tables */
         Policy p;
         policy_create(&p, names[i], &sh, &o);
         e.kv_reads = 0;

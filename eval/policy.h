@@ -14,7 +14,6 @@ typedef struct {
     int64_t n_layers, Hq, Hkv, D, C;
     int64_t L;       /* prefill length */
     int64_t W;       /* rows kept in last_probs */
-    int64_t budget;  /* K: cached positions per KV head */
     int64_t cap;     /* most positions a document reaches (L + S) */
     /* (cap, D/2) the engine's RoPE tables (kernels/rope.h), set before init:
      * refreshkv rotates its queries with them (--refresh-query post) */
@@ -55,7 +54,7 @@ typedef enum { RESTKV_SHIFT_PRINTED = 0, RESTKV_SHIFT_SIGNED = 1 } RestShift;
 
 /* Per-policy options; each policy reads the fields it needs. */
 typedef struct {
-    int64_t budget;
+    int64_t budget;          /* K: cached positions per KV head (the one place a policy reads it) */
     int agg;                 /* GroupAgg for GQA scores (default max) */
     int64_t pool_kernel;     /* SnapKV/RefreshKV pooling (7) */
     int pool;                /* PoolKind (max) */

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "../checkpoints/model_source.h"
 #include "../common/util.h"
@@ -33,19 +32,13 @@ void rope_context_describe(RopeContext *rc, const LlamaConfig *c, int64_t tokens
     rc->extended = !rc->beyond && tokens > rc->trained;
 }
 
-void eval_check_rope_contexts(const char *model, const char *rope_spec, const int64_t *ctx, int n_ctx, int64_t S,
-                              int allow_beyond) {
-    /* a model that is not there fails where it is loaded, after the models
-     * before it have written their results */
-    struct stat st;
-    if (stat(model, &st) != 0) return;
-    LlamaConfig c;
-    eval_model_config(&c, model, rope_spec);
+void eval_check_rope_contexts(const LlamaConfig *c, const char *model, int from_option, const int64_t *ctx, int n_ctx,
+                              int64_t S, int allow_beyond) {
     for (int i = 0; i < n_ctx && !allow_beyond; i++) {
         RopeContext rc;
-        rope_context_describe(&rc, &c, ctx[i] + S, rope_spec != NULL);
+        rope_context_describe(&rc, c, ctx[i] + S, from_option);
         if (!rc.beyond) continue;
-        if (c.rope_scaling.type == ROPE_DEFAULT)
+        if (c->rope_scaling.type == ROPE_DEFAULT)
             die("eval: --L %lld: L + S = %lld tokens are beyond the %lld model '%s' was trained to "
                 "(max_position_embeddings) and its config has no RoPE scaling: give --rope-scaling (e.g. yarn:%g, "
                 "the extension transformers computes from the same rope_scaling field), or --allow-beyond-context to "
@@ -54,7 +47,7 @@ void eval_check_rope_contexts(const char *model, const char *rope_spec, const in
         die("eval: --L %lld: L + S = %lld tokens are beyond the %lld model '%s' covers (trained to %lld; RoPE "
             "scaling %s%s): give a larger --rope-scaling factor, or --allow-beyond-context to run it labelled as beyond",
             (long long)ctx[i], (long long)rc.tokens, (long long)rc.covered, model, (long long)rc.trained, rc.scaling,
-            rope_spec ? " from --rope-scaling" : " from its config");
+            from_option ? " from --rope-scaling" : " from its config");
     }
 }
 

@@ -215,8 +215,7 @@ static void eval_keys_case(const EvalKeysCase *c) {
     int32_t *sel = xmalloc(sizeof(int32_t) * (size_t)(B * Hkv * per));
     attention_refresh_select_cpu(sel, q, k, B, T, Hq, Hkv, D, &m);
 
-    PolicyShape shape = {.n_layers = 1, .Hq = Hq, .Hkv = Hkv, .D = D, .C = Hq * D, .L = L, .W = 1, .budget = c->K,
-                         .cap = T};
+    PolicyShape shape = {.n_layers = 1, .Hq = Hq, .Hkv = Hkv, .D = D, .C = Hq * D, .L = L, .W = 1, .cap = T};
     PolicyOptions opt = policy_default_options(c->K);
     opt.agg = c->agg;
     opt.pool_kernel = c->kernel;

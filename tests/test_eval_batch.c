@@ -49,7 +49,7 @@ static int32_t doc[DOCS][L + S];
 
 static void make_policies(Policy *p, int n, const char *name, const PolicyOptions *o) {
     PolicyShape sh = {model.cfg.num_hidden_layers, model.cfg.num_attention_heads, model.cfg.num_key_value_heads,
-                      model.cfg.head_dim, model.cfg.hidden_size, L, 32, o->budget, L + S, NULL, NULL};
+                      model.cfg.head_dim, model.cfg.hidden_size, L, 32, L + S, NULL, NULL};
     for (int i = 0; i < n; i++) policy_create(&p[i], name, &sh, o);
 }
 

@@ -132,6 +132,20 @@ expect_err "second model with mlp_bias true" "mlp_bias/config.json: config field
 expect_err "every document too short" "--L 50: context 50 + --S 7 + 1 needs a document of 58 tokens, but the longest of split 'test' (15 documents) has 57" --model "$m" --data "$tmp/data" --L 50 --S 7 --out "$tmp/x"
 expect_err "copy share outside [0, 1]" "--max-copy-share 1.5 is not a share in [0, 1]" --model "$m" --data "$tmp/data" --L 40 --S 8 --max-copy-share 1.5 --out "$tmp/x"
 expect_err "interleave without the inputs' counts" "--pick interleave: the manifest records no input's documents per split" --model "$m" --data "$tmp/mix" --L 40 --S 8 --pick interleave --out "$tmp/x"
+# each model's config.json is read once, and that config (with --rope-scaling's
+# scaling) is what the RoPE check and the load both use: a preset too, whose
+# window past what its RoPE covers (tiny: 4096) is refused as beyond, before
+# any model is loaded, like a model directory's
+$K prepare --synthetic recall --vocab 64 --doc-tokens 4300 --query-tail 9 --docs 10 --split none --out "$tmp/long" >/dev/null
+expect_err "a preset's context beyond its RoPE" "--L 4200: L + S = 4208 tokens are beyond the 4096 model 'tiny' covers" \
+    --model tiny --data "$tmp/long" --split train --L 4200 --S 8 --policies full --out "$tmp/x"
+# the command holds the options only: the document x variant x context loop
+# is eval_run's (eval/eval_run.h), which cli/cmd_eval.c calls
+n=$(wc -l <cli/cmd_eval.c)
+loop=$(grep -E '#include "\.\./(eval/engine|eval/report|data/data_split)\.h"' cli/cmd_eval.c)
+[ "$n" -le 150 ] && [ -z "$loop" ] && grep -q 'eval_run(&' cli/cmd_eval.c \
+    && ok "cli/cmd_eval.c parses the options ($n lines) and calls eval_run" \
+    || fail "cli/cmd_eval.c holds the options only" "$n lines (at most 150), calls eval_run: $(grep -c 'eval_run(&' cli/cmd_eval.c), includes: ${loop:-none of the loop headers}"
 # --pick interleave and the copy share, on the mixed split given three
 # inputs (manifest kept_per_split, as prepare records them): documents of 57,
 # 40 (too short for L 40 + S 8 + 1) and 60 tokens. An independent Python

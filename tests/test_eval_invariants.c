@@ -24,7 +24,7 @@ static int32_t doc[L + S];
 
 static void run(const char *name, PolicyOptions o, double *nll) {
     PolicyShape sh = {model.cfg.num_hidden_layers, model.cfg.num_attention_heads, model.cfg.num_key_value_heads,
-                      model.cfg.head_dim, model.cfg.hidden_size, L, 32, o.budget, L + S, NULL, NULL};
+                      model.cfg.head_dim, model.cfg.hidden_size, L, 32, L + S, NULL, NULL};
     Policy p;
     policy_create(&p, name, &sh, &o);
     engine_decode(&eng, &p, doc, S, nll);
@@ -129,7 +129,7 @@ int main(void) {
         for (int i = 0; i < S; i++) hits_want += argmax_of(lg + i * V, V) == doc[L + i];
         Policy p;
         PolicyShape sh = {c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.hidden_size,
-                          L, 32, L / 8, L + S, NULL, NULL};
+                          L, 32, L + S, NULL, NULL};
         PolicyOptions o = policy_default_options(L / 8);
         policy_create(&p, "full", &sh, &o);
         DecodeEngine *ep = &eng;

@@ -53,7 +53,7 @@ static float rope_cos[ROPE_CAP], rope_sin[ROPE_CAP];
 static void make(Policy *p, const char *name, const Fixture *f, PolicyOptions o, int64_t n_layers) {
     for (int t = 0; t < ROPE_CAP; t++) rope_cos[t] = cosf((float)t), rope_sin[t] = sinf((float)t);
     KV_CHECK(f->cap <= ROPE_CAP, "test fixture cap %lld exceeds the RoPE table", (long long)f->cap);
-    PolicyShape sh = {n_layers, HQ, 1, D, C, f->L, f->W, o.budget, f->cap, rope_cos, rope_sin};
+    PolicyShape sh = {n_layers, HQ, 1, D, C, f->L, f->W, f->cap, rope_cos, rope_sin};
     policy_create(p, name, &sh, &o);
 }
 

@@ -42,7 +42,7 @@ static int32_t *doc[DOCS];
 
 static void make_policies(Policy *p, const char *name, const PolicyOptions *o, const Case *k) {
     PolicyShape sh = {model.cfg.num_hidden_layers, model.cfg.num_attention_heads, model.cfg.num_key_value_heads,
-                      model.cfg.head_dim, model.cfg.hidden_size, k->L, W, o->budget, k->L + k->S, NULL, NULL};
+                      model.cfg.head_dim, model.cfg.hidden_size, k->L, W, k->L + k->S, NULL, NULL};
     for (int i = 0; i < DOCS; i++) policy_create(&p[i], name, &sh, o);
 }
 

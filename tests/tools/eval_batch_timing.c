@@ -35,8 +35,7 @@ int main(int argc, char **argv) {
     printf("prefill %.1f ms/doc (mean of %d)\n", 1e3 * tp / Bmax, Bmax);
     const char *names[] = {"full","streaming","h2o","snapkv","tova","refreshkv","refreshkv","refreshkv","refreshkv","restkv","kvec"};
     int64_t qc[] = {0,0,0,0,0,5,10,0,0,0,0}, fx[] = {0,0,0,0,0,0,0,10,25,0,0};
-    PolicyShape sh = {c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.hidden_size, L, 32, L / 8, L + S,
-                      NULL, NULL};
+    PolicyShape sh = {c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.hidden_size, L, 32, L + S, NULL, NULL};
     double tot[16] = {0};
     printf("%-14s", "ms/doc"); for (int i = 0; i < nB; i++) printf("  B=%-6d", Bs[i]); printf("\n");
     for (int v = 0; v < 11; v++) {
