@@ -1,6 +1,7 @@
 /* `kvcpt bench attention`: time of kvcpt's CUDA attention kernels (the
  * RefreshKV selection, forward, backward; the fp32 engine's and the bf16
- * engine's tensor-core instantiation on bf16 inputs) at one layer's shape,
+ * engine's on bf16 inputs, tensor-core or CUDA-core as KVCPT_ATTN or --attn
+ * chooses: model/attn_impl.h) at one layer's shape,
  * by default Llama-3.1-8B's at the CPT length, beside PyTorch's
  * scaled_dot_product_attention on the same shape in one run
  * (scripts/bench_attention_torch.py, bf16, plain causal: SDPA has no
@@ -21,9 +22,12 @@
 #include "bench_attention_cuda.h"
 
 /* Runs the SDPA peer on the same shape (bf16, causal); fills *fwd_ms and
- * *bwd_ms, or why it has none. */
+ * *bwd_ms, or why it has none; *backends (heap, the caller frees it) the
+ * peer's word on which SDPA backend ran and each backend's times, as
+ * JSON members to print after a comma, or NULL when it gave none. */
 static int run_peer(const BenchAttn *a, double *fwd_ms, double *bwd_ms, char *torch_version, size_t vcap, char *why,
-                    size_t why_cap) {
+                    size_t why_cap, char **backends) {
+    *backends = NULL;
     char script[4200], log_path[] = "/tmp/kvcpt_bench_attention_log_XXXXXX";
     exe_dir_path(script, sizeof script, "scripts/bench_attention_torch.py");
     int log_fd = mkstemp(log_path);
@@ -61,6 +65,19 @@ static int run_peer(const BenchAttn *a, double *fwd_ms, double *bwd_ms, char *to
     *bwd_ms = json_number_value(b);
     const char *v = json_string_value(json_object_get(res, "torch"));
     snprintf(torch_version, vcap, "%s", v ? v : "?");
+    json_t *chosen = json_object_get(res, "sdpa_backend"), *each = json_object_get(res, "sdpa_backends");
+    if (json_is_string(chosen) && json_is_object(each)) {
+        json_t *o = json_pack("{sOsO}", "torch_sdpa_backend", chosen, "torch_sdpa_backends", each);
+        char *text = json_dumps(o, JSON_COMPACT);
+        /* the members alone: the object's braces dropped */
+        size_t n = text ? strlen(text) : 0;
+        if (n >= 2) {
+            text[n - 1] = '\0';
+            *backends = xstrdup(text + 1);
+        }
+        free(text);
+        json_decref(o);
+    }
     json_decref(res);
     return 1;
 }
@@ -68,7 +85,7 @@ static int run_peer(const BenchAttn *a, double *fwd_ms, double *bwd_ms, char *to
 int bench_attention(int argc, char **argv) {
     BenchAttn a = {.batch = 1, .seq = 8242, .heads = 32, .kv_heads = 8, .head_dim = 128, .L = 8192, .K = 2048,
                    .pool = 7, .evict = 0, .restride = 0, .reps = 3, .json = 0, .no_peers = 0, .python = NULL};
-    const char *python = NULL;
+    const char *python = NULL, *attn = NULL;
     const Option opts[] = {
         {"batch", OPT_INT, &a.batch, "B", "sequences"},
         {"seq", OPT_INT, &a.seq, "T", "tokens per sequence"},
@@ -81,6 +98,10 @@ int bench_attention(int argc, char **argv) {
         {"evict", OPT_INT, &a.evict, "0|1", "1: rows >= L keep kept + local keys <= K, as the eval's cache"},
         {"restride", OPT_INT, &a.restride, "R", "R > 0: full rows every R steps that re-select (the eval's --refresh-fixed R)"},
         {"reps", OPT_INT, &a.reps, "N", "timed calls per kernel, after one warm-up"},
+        {"attn", OPT_STRING, &attn, "IMPL",
+         "the bf16 engine's attention kernels timed in the bf16 row: mma (tensor cores; head dims 16, 32, 64, 128) "
+         "or cuda-core (the fp32 engine's CUDA-core kernels reading bf16); absent or auto: $" LLAMA_ATTN_ENV
+         " when set, else mma where the head dim allows"},
         {"no-peers", OPT_FLAG, &a.no_peers, NULL, "skip the PyTorch SDPA peer"},
         {"python", OPT_STRING, &python, "PATH",
          "the peer's interpreter; absent: $KVCPT_PYTHON, else third_party/venv/bin/python if present, else python3"},
@@ -89,7 +110,9 @@ int bench_attention(int argc, char **argv) {
     };
     if (options_parse("bench attention",
                       "Time of the CUDA attention kernels at one layer's shape (default Llama-3.1-8B at T = 8242 with "
-                      "the CPT mask), beside PyTorch SDPA (bf16, causal) on the same shape.",
+                      "the CPT mask), beside PyTorch SDPA (bf16, causal) on the same shape. The bf16 row runs the "
+                      "bf16 engine's attention implementation, mma (tensor cores) or cuda-core (--attn, $KVCPT_ATTN), "
+                      "and names it.",
                       opts, argc, argv))
         return 0;
     KV_CHECK(a.batch >= 1 && a.seq >= 1 && a.heads >= 1 && a.kv_heads >= 1 && a.head_dim >= 1 && a.reps >= 1 &&
@@ -104,6 +127,8 @@ int bench_attention(int argc, char **argv) {
         python = access(default_python, X_OK) == 0 ? default_python : "python3";
     }
     a.python = python;
+    a.attn = llama_attn_impl_resolve(attn ? llama_attn_impl_parse(attn, "bench attention --attn") : LLAMA_ATTN_AUTO,
+                                     "bench attention --attn", 1, a.head_dim);
     const BenchAttentionCuda *cu = bench_attention_cuda();
     if (!cu) die("bench attention: this binary was built without the CUDA backend; hint: install nvcc and run 'make'");
     if (backend_cuda_device_count() == 0) die("bench attention: no CUDA device is visible");
@@ -111,14 +136,15 @@ int bench_attention(int argc, char **argv) {
     cu->kernels(&a, &times);
     if (!a.no_peers) {
         double pf = 0, pb = 0;
-        char version[64] = "", why[9000] = "";
+        char version[64] = "", why[9000] = "", *backends = NULL;
         const double pt = 4.0 * (double)a.head_dim * (double)(a.batch * a.heads) * (double)a.seq * (double)(a.seq + 1) / 2.0;
-        int have = run_peer(&a, &pf, &pb, version, sizeof version, why, sizeof why);
+        int have = run_peer(&a, &pf, &pb, version, sizeof version, why, sizeof why, &backends);
         if (a.json) {
             if (have) {
                 printf(",\"torch_version\":\"%s\",\"torch_attn\":\"sdpa bf16 causal\",\"torch_forward_ms\":%.4f,"
                        "\"torch_backward_ms\":%.4f,\"torch_forward_tflops\":%.2f,\"torch_backward_tflops\":%.2f",
                        version, pf, pb, pt / pf / 1e9, 2.5 * pt / pb / 1e9);
+                if (backends) printf(",%s", backends);
                 if (times.engine_forward_tflops > 0)
                     printf(",\"bf16_vs_sdpa_forward\":%.4f,\"bf16_vs_sdpa_backward\":%.4f",
                            times.engine_forward_tflops / (pt / pf / 1e9), times.engine_backward_tflops / (2.5 * pt / pb / 1e9));
@@ -133,10 +159,12 @@ int bench_attention(int argc, char **argv) {
             printf("  PyTorch %s SDPA (bf16, causal, same shape): forward %.3f ms (%.1f TFLOP/s), backward %.3f ms "
                    "(%.1f TFLOP/s)\n",
                    version, pf, pt / pf / 1e9, pb, 2.5 * pt / pb / 1e9);
+            if (backends) printf("  SDPA backends (the default call's, then each alone): %s\n", backends);
             if (times.engine_forward_tflops > 0)
                 printf("  bf16 kernels / SDPA (TFLOP/s, each on the pairs it visits): forward %.3f, backward %.3f\n",
                        times.engine_forward_tflops / (pt / pf / 1e9), times.engine_backward_tflops / (2.5 * pt / pb / 1e9));
         } else printf("  PyTorch SDPA peer: %s; kvcpt's figures alone\n", why);
+        free(backends);
     }
     if (a.json) printf("}\n");
     return 0;

@@ -27,14 +27,23 @@ static void fp32_forward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
 static void fp32_backward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
     attention_backward_cuda(b->dq, b->dk, b->dv, b->dout, b->q, b->k, b->v, b->out, b->lse, b->sel, B, T, Hq, Hkv, D, m);
 }
-/* the instantiation the bf16 engine runs (model/llama_cuda.c): bf16 q, k, v,
- * out and dout, fp32 lse and gradients */
-static void bf16_forward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+/* the tensor-core instantiation the bf16 engine runs (model/llama_cuda.c,
+ * attn mma): bf16 q, k, v, out and dout, fp32 lse and gradients */
+static void mma_forward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
     attention_forward_mma_bf16_cuda(b->outb, b->lse, b->qb, b->kb, b->vb, b->sel, B, T, Hq, Hkv, D, m);
 }
-static void bf16_backward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+static void mma_backward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
     attention_backward_mma_bf16_cuda(b->dq, b->dk, b->dv, b->doutb, b->qb, b->kb, b->vb, b->outb, b->lse, b->sel, B, T,
                                      Hq, Hkv, D, m);
+}
+/* the bf16 engine's other choice (attn cuda-core): the fp32 engine's
+ * kernels reading the same bf16 tensors */
+static void core_forward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    attention_forward_bf16_cuda(b->outb, b->lse, b->qb, b->kb, b->vb, b->sel, B, T, Hq, Hkv, D, m);
+}
+static void core_backward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    attention_backward_bf16_cuda(b->dq, b->dk, b->dv, b->doutb, b->qb, b->kb, b->vb, b->outb, b->lse, b->sel, B, T, Hq,
+                                 Hkv, D, m);
 }
 /* the backward variants by name (kernels/attention.h AttnBwdVariant), so a
  * GPU run times the one the engine does not run beside it */
@@ -53,17 +62,22 @@ typedef void (*AttnCall)(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
 typedef struct {
     const char *name; /* JSON key */
     const char *what; /* how it computes */
-    int tensor_cores; /* needs attention_tensor_core_head_dim(D) */
-    int variant;      /* a backward variant alone (no forward), skipped when it is the engine's; -1: none */
+    int engine;       /* 1: the "bf16" row, the kernels of BenchAttn.attn; 0: run as they are */
+    int variant;      /* a tensor-core backward variant alone (no forward), skipped when it is the engine's; -1: none */
     AttnCall forward, backward;
 } AttnKernels;
 
+/* the bf16 engine's attention, as KVCPT_ATTN or --attn chose it */
+static const AttnKernels engine_mma = {"bf16", "the bf16 engine's, attn mma: bf16 in, mma.sync on tensor cores, fp32 sums",
+                                       1, -1, mma_forward, mma_backward};
+static const AttnKernels engine_core = {"bf16", "the bf16 engine's, attn cuda-core: bf16 in, FMA on CUDA cores", 1, -1,
+                                        core_forward, core_backward};
 static const AttnKernels kernel_families[] = {
     {"fp32", "the fp32 engine's: fp32 in, FMA on CUDA cores", 0, -1, fp32_forward, fp32_backward},
-    {"bf16", "the bf16 engine's: bf16 in, mma.sync on tensor cores, fp32 sums", 1, -1, bf16_forward, bf16_backward},
-    {"bf16_two_pass", "the bf16 backward in two passes, 7 products per tile", 1, ATTN_BWD_TWO_PASS, NULL,
+    {"bf16", NULL, 1, -1, NULL, NULL}, /* engine_mma or engine_core */
+    {"bf16_two_pass", "the bf16 backward in two passes, 7 products per tile", 0, ATTN_BWD_TWO_PASS, NULL,
      bf16_backward_two_pass},
-    {"bf16_one_pass", "the bf16 backward in one pass, 5 products per tile, partial dQ", 1, ATTN_BWD_ONE_PASS, NULL,
+    {"bf16_one_pass", "the bf16 backward in one pass, 5 products per tile, partial dQ", 0, ATTN_BWD_ONE_PASS, NULL,
      bf16_backward_one_pass},
 };
 #define N_FAMILIES (int)(sizeof kernel_families / sizeof kernel_families[0])
@@ -132,32 +146,31 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
     const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
     Rng r;
     rng_seed(&r, 1);
-    const int tc = attention_tensor_core_head_dim(D);
+    KV_CHECK(a->attn == LLAMA_ATTN_MMA || a->attn == LLAMA_ATTN_CUDA_CORE, "bench attention: attention unresolved");
+    const int tc = a->attn == LLAMA_ATTN_MMA;
     Bufs b = {0};
     b.q = normal_device(nq, &r), b.k = normal_device(nkv, &r), b.v = normal_device(nkv, &r);
     b.dout = normal_device(nq, &r);
     b.out = cuda_malloc(checked_bytes(sizeof(float), nq)), b.lse = cuda_malloc(checked_bytes(sizeof(float), B * Hq * T));
     b.dq = cuda_malloc(checked_bytes(sizeof(float), nq)), b.dk = cuda_malloc(checked_bytes(sizeof(float), nkv));
     b.dv = cuda_malloc(checked_bytes(sizeof(float), nkv));
-    if (tc) {
-        b.qb = bf16_device(b.q, nq), b.kb = bf16_device(b.k, nkv), b.vb = bf16_device(b.v, nkv);
-        b.doutb = bf16_device(b.dout, nq), b.outb = cuda_malloc(checked_bytes(sizeof(bf16), nq));
-    }
+    b.qb = bf16_device(b.q, nq), b.kb = bf16_device(b.k, nkv), b.vb = bf16_device(b.v, nkv);
+    b.doutb = bf16_device(b.dout, nq), b.outb = cuda_malloc(checked_bytes(sizeof(bf16), nq));
     b.sel = active ? cuda_malloc(checked_bytes(sizeof(int32_t), B * Hkv * refresh_sel_len(&m, T))) : NULL;
-    /* the selection the engine runs: on bf16 q and k with tensor cores, else fp32 */
+    /* the selection the bf16 engine runs (either attention): on bf16 q and k */
     double select_ms = 0;
-    if (active && tc) TIME_MS(a->reps, select_ms, attention_refresh_select_bf16_cuda(b.sel, b.qb, b.kb, B, T, Hq, Hkv, D, &m));
-    else if (active) TIME_MS(a->reps, select_ms, attention_refresh_select_cuda(b.sel, b.q, b.k, B, T, Hq, Hkv, D, &m));
+    if (active) TIME_MS(a->reps, select_ms, attention_refresh_select_bf16_cuda(b.sel, b.qb, b.kb, B, T, Hq, Hkv, D, &m));
     const double pairs = visited_pairs(a), ff = forward_flops(a, pairs);
     char dev[256];
     cuda_device_describe(dev, sizeof dev);
     if (a->json)
         printf("{\"bench\":\"attention\",\"device\":\"%s\",\"batch\":%lld,\"seq\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
                "\"head_dim\":%lld,\"mask_L\":%lld,\"mask_K\":%lld,\"mask_evict\":%d,\"mask_restride\":%lld,"
-               "\"reps\":%lld,\"forward_flops\":%.6e,\"select_ms\":%.4f",
+               "\"reps\":%lld,\"forward_flops\":%.6e,\"select_ms\":%.4f,\"bf16_attn\":\"%s\"",
                dev, (long long)B, (long long)T, (long long)Hq, (long long)Hkv, (long long)D,
                (long long)(active ? a->L : 0), (long long)(active ? a->K : 0), active ? m.evict : 0,
-               (long long)(active ? m.restride : 0), (long long)a->reps, ff, select_ms);
+               (long long)(active ? m.restride : 0), (long long)a->reps, ff, select_ms,
+               llama_attn_impl_name(a->attn));
     else {
         printf("bench attention: %s; B %lld, T %lld, %lld query heads over %lld KV heads, head dim %lld, %s\n", dev,
                (long long)B, (long long)T, (long long)Hq, (long long)Hkv, (long long)D,
@@ -168,10 +181,10 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
                    m.evict, (long long)m.restride, select_ms);
     }
     for (int f = 0; f < N_FAMILIES; f++) {
-        const AttnKernels *kf = &kernel_families[f];
-        if (kf->tensor_cores && !tc) continue;
+        const AttnKernels *kf = kernel_families[f].engine ? (tc ? &engine_mma : &engine_core) : &kernel_families[f];
         if (kf->variant >= 0) {
-            if (kf->variant == (int)attention_bwd_variant_default()) continue; /* the "bf16" row's backward */
+            /* the tensor-core backward variants: with attn mma, the one the "bf16" row does not run */
+            if (!tc || kf->variant == (int)attention_bwd_variant_default()) continue;
             double bwd_ms;
             TIME_MS(a->reps, bwd_ms, kf->backward(&b, B, T, Hq, Hkv, D, &m));
             const double bt = 2.5 * ff / bwd_ms / 1e9;
@@ -183,14 +196,14 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
         TIME_MS(a->reps, fwd_ms, kf->forward(&b, B, T, Hq, Hkv, D, &m));
         TIME_MS(a->reps, bwd_ms, kf->backward(&b, B, T, Hq, Hkv, D, &m));
         const double ft = ff / fwd_ms / 1e9, bt = 2.5 * ff / bwd_ms / 1e9;
-        if (kf->tensor_cores) {
+        if (kf->engine) {
             times->engine_forward_tflops = ft;
             times->engine_backward_tflops = bt;
         }
         if (a->json)
             printf(",\"%s_forward_ms\":%.4f,\"%s_backward_ms\":%.4f,\"%s_forward_tflops\":%.2f,\"%s_backward_tflops\":%.2f",
                    kf->name, fwd_ms, kf->name, bwd_ms, kf->name, ft, kf->name, bt);
-        else if (kf->tensor_cores)
+        else if (kf->engine && tc)
             printf("  %-6s (%s): forward %.3f ms (%.1f TFLOP/s), backward (%s) %.3f ms (%.1f TFLOP/s)\n", kf->name,
                    kf->what, fwd_ms, ft, attention_bwd_variant_name(attention_bwd_variant_default()), bwd_ms, bt);
         else

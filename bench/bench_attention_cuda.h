@@ -6,18 +6,21 @@
  * (bench/bench_cuda_none.c); the Makefile links one of the two. */
 #include <stdint.h>
 
+#include "../model/attn_impl.h"
+
 /* One layer's attention shape, the mask and what to run. */
 typedef struct {
     int64_t batch, seq, heads, kv_heads, head_dim; /* B, T, Hq, Hkv, D */
     int64_t L, K, pool, evict, restride;           /* the RefreshKV mask; L = 0: causal */
     int64_t reps;                                  /* timed calls per kernel, after one warm-up */
     int json, no_peers;
+    LlamaAttnImpl attn;                            /* the bf16 engine's attention kernels, resolved: mma or cuda-core */
     const char *python;                            /* the PyTorch peer's interpreter */
 } BenchAttn;
 
 /* What the kernels reached, for the comparison with the peer. */
 typedef struct {
-    double engine_forward_tflops, engine_backward_tflops; /* the bf16 engine's kernels; 0: not run (head dim) */
+    double engine_forward_tflops, engine_backward_tflops; /* the bf16 engine's kernels (BenchAttn.attn) */
 } BenchAttnTimes;
 
 typedef struct {

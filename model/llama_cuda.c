@@ -63,7 +63,8 @@ static void create_common(LlamaCuda *g, const LlamaConfig *c, LlamaRecompute rec
     g->recompute = recompute;
     g->precision = precision;
     param_layout_build(&g->layout, c);
-    g->ops = llama_cuda_ops_for(precision, c->head_dim);
+    /* KVCPT_ATTN, checked before anything is allocated */
+    llama_cuda_set_attn(g, LLAMA_ATTN_AUTO, "llama_cuda_create");
     g->head_offset = -1;
     llama_pass_state_init(&g->state, c);
     g->mask = refresh_mask_off();
@@ -525,9 +526,15 @@ const LlamaOps llama_cuda_bf16_mma_ops = {
     .attention_backward = bf_attention_backward_mma,
 };
 
-const LlamaOps *llama_cuda_ops_for(LlamaCudaPrecision precision, int64_t head_dim) {
+const LlamaOps *llama_cuda_ops_for(LlamaCudaPrecision precision, LlamaAttnImpl attn) {
+    KV_CHECK(attn != LLAMA_ATTN_AUTO, "llama_cuda_ops_for: resolve the attention implementation first");
     if (precision != LLAMA_CUDA_BF16_WEIGHTS) return &llama_cuda_ops;
-    return attention_tensor_core_head_dim(head_dim) ? &llama_cuda_bf16_mma_ops : &llama_cuda_bf16_ops;
+    return attn == LLAMA_ATTN_MMA ? &llama_cuda_bf16_mma_ops : &llama_cuda_bf16_ops;
+}
+
+void llama_cuda_set_attn(LlamaCuda *g, LlamaAttnImpl requested, const char *what) {
+    g->attn = llama_attn_impl_resolve(requested, what, g->precision == LLAMA_CUDA_BF16_WEIGHTS, g->cfg.head_dim);
+    g->ops = llama_cuda_ops_for(g->precision, g->attn);
 }
 
 /* The pass over this engine's fields (model/llama_pass.h). */

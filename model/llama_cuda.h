@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "../kernels/bf16.h"
+#include "attn_impl.h"
 #include "llama.h"
 #include "llama_cuda_size.h"
 #include "llama_layer.h"
@@ -50,7 +51,8 @@ struct LlamaCuda {
     int64_t *dev_offset;     /* per layout tensor, bf16 mode */
     int64_t head_offset;     /* tied lm_head copy in wbf16, or -1 */
     ModelTensors w, dw;      /* device views; see ops for bf16 matrices */
-    const LlamaOps *ops;     /* llama_cuda_ops_for(precision, head_dim) */
+    LlamaAttnImpl attn;      /* the attention kernels, resolved (mma or cuda-core; model/attn_impl.h) */
+    const LlamaOps *ops;     /* llama_cuda_ops_for(precision, attn) */
     RefreshMask mask;            /* with it on, T must be mask.L + mask.S */
     LlamaRecompute recompute;    /* what the backward reruns (model/recompute.h) */
     LlamaUnitHooks hooks;        /* all NULL: every parameter is always in place */
@@ -83,10 +85,16 @@ extern const LlamaOps llama_cuda_ops;
 extern const LlamaOps llama_cuda_bf16_ops;
 /* bf16 weights and tensor-core attention (kernels/attention_mma.h) */
 extern const LlamaOps llama_cuda_bf16_mma_ops;
-/* The engine's ops, resolved once: fp32; or bf16 weights, with attention
- * on tensor cores where the head dim allows (16, 32, 64, 128), else the
- * fp32 attention kernels (the tests' D = 8 models). */
-const LlamaOps *llama_cuda_ops_for(LlamaCudaPrecision precision, int64_t head_dim);
+/* The engine's ops: fp32; or bf16 weights, with attention on tensor cores
+ * (attn mma) or on the fp32 engine's CUDA-core kernels reading bf16 (attn
+ * cuda-core; a resolved attn, never auto). */
+const LlamaOps *llama_cuda_ops_for(LlamaCudaPrecision precision, LlamaAttnImpl attn);
+/* The attention kernels the engine runs from now on:
+ * llama_attn_impl_resolve(requested, what, ...) for its precision and head
+ * dim. llama_cuda_create* resolve auto (KVCPT_ATTN, else tensor cores where
+ * the head dim allows: 16, 32, 64, 128; the tests' D = 8 models run the
+ * CUDA-core kernels); a config key sets it again after. */
+void llama_cuda_set_attn(LlamaCuda *g, LlamaAttnImpl requested, const char *what);
 
 void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, LlamaRecompute recompute, LlamaCudaPrecision precision);
 /* The streamed engine: only the resident tensors and the slots are

@@ -6,7 +6,12 @@ over 8 KV heads, head_dim 128, causal), forward and forward+backward, in
 bf16 (FlashAttention path) and in fp32.
 
 Times with CUDA events, median of --reps after --warmup calls; prints one
-line per case and, with --json, one JSON object per line. TFLOP/s counts
+line per case and, with --json, one JSON object per line. In bf16 it also
+says which SDPA backend the default call dispatched to (sdpa_backend:
+torch's own choice for these inputs), and times the call again under
+sdpa_kernel with each of FLASH_ATTENTION, EFFICIENT_ATTENTION and
+CUDNN_ATTENTION alone (sdpa_backends: its times, or why it refused the
+inputs), so a figure names the kernel behind it. TFLOP/s counts
 the (query, key) pairs a causal mask visits, T (T + 1) / 2 per head, at
 2 * 2 * D FLOPs each forward (Q K^T and P V), and the backward as 2.5 x
 the forward (the FlashAttention papers' convention), as kvcpt does.
@@ -39,6 +44,31 @@ def time_ms(fn, warmup, reps):
     return statistics.median(times)
 
 
+# the backends timed one by one (torch.nn.attention.SDPBackend)
+PROBED = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
+
+
+def default_backend(q, k, v):
+    """The backend the default (unrestricted) call picks for these inputs:
+    torch's dispatcher asked directly (torch._fused_sdp_choice, an internal
+    entry point; its integer is an SDPBackend value), else the profiler's
+    kernel names."""
+    try:
+        choice = torch._fused_sdp_choice(q, k, v, None, 0.0, True, scale=None, enable_gqa=True)
+        return SDPBackend(choice).name
+    except (AttributeError, TypeError, RuntimeError, ValueError):
+        pass
+    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        torch.cuda.synchronize()
+    names = " ".join(e.name.lower() for e in prof.events())
+    for key, name in (("cudnn", "CUDNN_ATTENTION"), ("flash", "FLASH_ATTENTION"), ("fmha", "EFFICIENT_ATTENTION"),
+                      ("efficient", "EFFICIENT_ATTENTION")):
+        if key in names:
+            return name + " (profiler)"
+    return "unknown"
+
+
 def case(T, dtype, args):
     B, Hq, Hkv, D = args.batch, args.heads, args.kv_heads, args.head_dim
     g = torch.Generator(device="cuda").manual_seed(T)
@@ -66,6 +96,20 @@ def case(T, dtype, args):
         f_ms = time_ms(fwd, args.warmup, args.reps)
     fb_ms = time_ms(fwd_bwd, args.warmup, args.reps)
     flops_fwd = 2 * 2 * B * Hq * D * T * (T + 1) / 2
+    backends = {}
+    if dtype != torch.float32:
+        for b in PROBED:
+            def one(fn=fwd_bwd, b=b):
+                with sdpa_kernel([b]):
+                    return fn()
+            try:
+                with torch.no_grad():
+                    bf = time_ms(lambda: one(fwd), args.warmup, args.reps)
+                bfb = time_ms(one, args.warmup, args.reps)
+                backends[b.name] = {"forward_ms": round(bf, 3), "backward_ms": round(bfb - bf, 3)}
+            except RuntimeError as e:  # the backend does not take these inputs (or this GPU)
+                backends[b.name] = {"error": " ".join(str(e).split())[:300]}
+            q.grad = k.grad = v.grad = None
     row = {
         "bench": "attention_torch", "torch": torch.__version__, "device": torch.cuda.get_device_name(),
         "dtype": str(dtype).replace("torch.", ""), "B": B, "T": T, "Hq": Hq, "Hkv": Hkv, "D": D,
@@ -73,6 +117,9 @@ def case(T, dtype, args):
         "forward_tflops": round(flops_fwd / f_ms / 1e9, 1),
         "backward_tflops": round(2.5 * flops_fwd / max(fb_ms - f_ms, 1e-6) / 1e9, 1),
     }
+    if dtype != torch.float32:
+        row["sdpa_backend"] = default_backend(q, k, v)
+        row["sdpa_backends"] = backends
     del q, k, v, dout
     torch.cuda.empty_cache()
     return row
@@ -102,7 +149,11 @@ def main():
             else:
                 print(f"torch sdpa {r['dtype']:8s} T={T}: forward {r['forward_ms']:.2f} ms "
                       f"({r['forward_tflops']} TFLOP/s), backward {r['backward_ms']:.2f} ms "
-                      f"({r['backward_tflops']} TFLOP/s)", flush=True)
+                      f"({r['backward_tflops']} TFLOP/s)"
+                      + (f", default backend {r['sdpa_backend']}" if "sdpa_backend" in r else ""), flush=True)
+                for name, b in r.get("sdpa_backends", {}).items():
+                    print(f"    {name}: " + (f"forward {b['forward_ms']:.2f} ms, backward {b['backward_ms']:.2f} ms"
+                                             if "error" not in b else f"refused: {b['error']}"), flush=True)
 
 
 if __name__ == "__main__":

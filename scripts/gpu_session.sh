@@ -130,8 +130,10 @@ if [ $dry = 1 ]; then
     ATT_RUNS=("--seq 40 --L 32 --K 4" "--seq 48 --L 0")
     SMALL=tiny SMALL_L=48 SMALL_S=8 SMALL_K=6 SMALL_STEPS=1 SMALL_VOCAB=64 SMALL_DOC=57 SMALL_GB=1 SMALL_MB=1 EVAL_DOCS=1
     DECODE="--preset tiny --L 64 --steps 2"
-    # the emulated suite: one quick test binary through the same runner
-    TESTS_CMD=(env KVCPT_TESTS='^test_cuda_emu_mma$' bash tests/run.sh cpu)
+    # the emulated suite: one quick test binary through the same runner,
+    # the tensor-core one (the rest of the suite is not run in a dry run)
+    MMA_RE='^test_cuda_emu_mma$'
+    TESTS_CMD=(bash tests/run.sh cpu)
 else
     K=$root/kvcpt
     P8=llama3.1-8b T8=8242 L8=8192 K8=2048 S8=50 V8=512 STEPS8="--steps 2 --warmup 1" SR_STEPS=3
@@ -140,17 +142,9 @@ else
     SMALL=small SMALL_L=1024 SMALL_S=64 SMALL_K=128 SMALL_STEPS=30 SMALL_VOCAB=512 SMALL_DOC=1100 SMALL_GB=8 SMALL_MB=4 EVAL_DOCS=4
     # the 1B: the 8B's fp32 weights take longer to make and upload than the stage has (2026-11-23: 8B figures)
     DECODE="--preset llama3.2-1b --L 16384 --steps 10"
+    # the tensor-core tests (the matrix instructions, the attention kernels)
+    MMA_RE='^gpu/test_(mma|attention_mma)$'
     TESTS_CMD=(env KVCPT_TEST_TIMEOUT=150 bash tests/run.sh gpu)
-fi
-
-# the binaries from scripts/gpu_bundle.sh, when carried here (each command
-# unpacks them again: a fresh machine has only the repository's copy)
-bundled=${bundled:-0}
-if [ -z "$one_stage" ] && [ $dry = 0 ] && [ -f .gpubundle/bundle.tar.gz ]; then
-    # CUDA's own libraries (cudart, cuBLAS) are the machine's
-    cudalib=$([ -d /usr/local/cuda/lib64 ] && echo :/usr/local/cuda/lib64)
-    tar xzf .gpubundle/bundle.tar.gz && export LD_LIBRARY_PATH=$root/gpulib$cudalib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    bundled=1
 fi
 
 # the peers' python: KVCPT_PYTHON, else the first that imports torch
@@ -160,6 +154,67 @@ if [ -z "${KVCPT_PYTHON:-}" ]; then
     done
 fi
 PY=${KVCPT_PYTHON:-python3}
+
+# CUDA's own libraries (cudart, cuBLAS; NCCL and cuDNN where pip put them):
+# a CUDA install's lib64 (/usr/local/cuda*/lib64, KVCPT_SESSION_CUDA_ROOTS
+# the glob) first, then the lib directories of the nvidia wheels of the
+# python above (site-packages/nvidia/*/lib: torch's cu13 wheels bring
+# cuDNN and NCCL there), each once; the choice is said in the summary
+cuda_lib_dirs() {
+    local d real seen=" " pkg
+    for d in ${KVCPT_SESSION_CUDA_ROOTS:-/usr/local/cuda*}; do
+        [ -d "$d/lib64" ] || continue
+        real=$(readlink -f "$d/lib64")
+        [[ $seen == *" $real "* ]] && continue
+        seen+="$real "
+        echo "$d/lib64"
+    done
+    # the nvidia namespace package's directories, as that python resolves them
+    for pkg in $("$PY" -c 'import nvidia, os; print(*[os.path.realpath(p) for p in nvidia.__path__])' 2>/dev/null); do
+        for d in "$pkg"/*/lib; do
+            [ -d "$d" ] || continue
+            real=$(readlink -f "$d")
+            [[ $seen == *" $real "* ]] && continue
+            seen+="$real "
+            echo "$d"
+        done
+    done
+}
+# "DIR (libA libB ...)" for each directory: the libraries a reader looks for
+cuda_lib_note() {
+    local d libs
+    for d in "$@"; do
+        libs=$(ls "$d" 2>/dev/null | sed -nE 's/^(lib(cudart|cublas|cublasLt|nccl|cudnn))\.so.*/\1/p' | sort -u | tr '\n' ' ')
+        printf '%s (%s) ' "$d" "${libs% }"
+    done
+}
+if [ -z "$one_stage" ]; then
+    mapfile -t libdirs < <(cuda_lib_dirs)
+    if [ ${#libdirs[@]} -gt 0 ]; then
+        libpath=$(IFS=:; echo "${libdirs[*]}")
+        export LD_LIBRARY_PATH=$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+        LIB_NOTE="CUDA libraries on LD_LIBRARY_PATH, in this order: $(cuda_lib_note "${libdirs[@]}")"
+        case "${libdirs[0]}" in
+        */lib64) LIB_NOTE+="(a CUDA install's lib64 first)" ;;
+        *) LIB_NOTE+="(no ${KVCPT_SESSION_CUDA_ROOTS:-/usr/local/cuda*}/lib64: the python's nvidia wheels, $PY)" ;;
+        esac
+    else
+        LIB_NOTE="CUDA libraries: no ${KVCPT_SESSION_CUDA_ROOTS:-/usr/local/cuda*}/lib64 and no nvidia/*/lib in $PY's site-packages; the loader's own paths"
+    fi
+fi
+
+# the binaries from scripts/gpu_bundle.sh, when carried here (each command
+# unpacks them again: a fresh machine has only the repository's copy)
+bundled=${bundled:-0}
+if [ -z "$one_stage" ] && [ $dry = 0 ] && [ -f .gpubundle/bundle.tar.gz ]; then
+    tar xzf .gpubundle/bundle.tar.gz && export LD_LIBRARY_PATH=$root/gpulib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    bundled=1
+fi
+
+# the tensor-core attention's verdict: when the tests stage sees its tests
+# fail it leaves this file, and every later stage (of this command, or of
+# the next on the same machine) runs with KVCPT_ATTN=cuda-core
+ATTN_FALLBACK=${KVCPT_SESSION_WORK:-/tmp/kvcpt-gpu-session}/attn-fallback
 
 say() { echo "$*" | tee -a "$SUMMARY"; }
 # each long command gets a limit inside its stage's (--foreground: in the
@@ -207,7 +262,26 @@ stage_setup() {
 }
 
 stage_tests() {
-    KVCPT_TEST_LOGDIR="$WORK/tests" "${TESTS_CMD[@]}" 2>&1 | tee "$WORK/test-gpu.log" | grep --line-buffered -E "passed,|^    FAIL|^failed"
+    # the tensor-core tests first: the bf16 engine's attention runs on those
+    # kernels, and when they fail the later stages take the CUDA-core ones
+    # (KVCPT_SESSION_MMA_TEST: another program in their place, the dry run's stand-in)
+    local mma_cmd rc
+    if [ -n "${KVCPT_SESSION_MMA_TEST:-}" ]; then mma_cmd=("$KVCPT_SESSION_MMA_TEST")
+    else mma_cmd=(env KVCPT_TESTS="$MMA_RE" "${TESTS_CMD[@]}"); fi
+    rm -f "$ATTN_FALLBACK"
+    KVCPT_TEST_LOGDIR="$WORK/tests" "${mma_cmd[@]}" 2>&1 | tee "$WORK/test-mma.log" |
+        grep --line-buffered -E "passed,|^    FAIL|^FAIL|^failed"
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" -ne 0 ]; then
+        echo "the tensor-core tests failed (exit $rc)" >"$ATTN_FALLBACK"
+        echo "MMA TESTS FAILED (exit $rc): the later stages run with KVCPT_ATTN=cuda-core (the CUDA-core attention kernels)"
+    else
+        echo "the tensor-core tests passed: the later stages run the bf16 engine's attention on tensor cores (mma)"
+    fi
+    if [ $dry = 0 ]; then
+        KVCPT_TESTS_EXCLUDE="$MMA_RE" KVCPT_TEST_LOGDIR="$WORK/tests" "${TESTS_CMD[@]}" 2>&1 | tee "$WORK/test-gpu.log" |
+            grep --line-buffered -E "passed,|^    FAIL|^failed"
+    else echo "the rest of the GPU suite: not run in a dry run"; fi
     # the worst margins first (each test prints "# margin NAME: ... <number> ...")
     grep -h "^# margin\|^# 8B" "$WORK"/tests/*.log 2>/dev/null | python3 -c '
 import re, sys
@@ -234,12 +308,15 @@ for line in open(sys.argv[1]):
         print(f"a run stopped before its figures were all out: {line.strip()[:400]}")
         continue
     mask = f"mask L {r['mask_L']} K {r['mask_K']}" if r["mask_L"] else "causal"
-    s = (f"attention T {r['seq']} {mask}: bf16 tensor cores fwd {r.get('bf16_forward_ms', 0):.3f} ms "
+    s = (f"attention T {r['seq']} {mask}: bf16 attention {r.get('bf16_attn', '?')} fwd {r.get('bf16_forward_ms', 0):.3f} ms "
          f"({r.get('bf16_forward_tflops', 0):.1f} TFLOP/s), bwd {r.get('bf16_backward_ms', 0):.3f} ms "
          f"({r.get('bf16_backward_tflops', 0):.1f}); fp32 fwd {r['fp32_forward_ms']:.1f} ms, bwd {r['fp32_backward_ms']:.1f} ms; "
          f"select {r['select_ms']:.3f} ms")
     if r.get("torch_forward_ms") is not None:
-        s += (f"; SDPA {r['torch_version']} fwd {r['torch_forward_ms']:.3f} ms ({r['torch_forward_tflops']:.1f}), "
+        each = [f"{k} fwd {v['forward_ms']:.3f} ms bwd {v['backward_ms']:.3f} ms" if "error" not in v else f"{k} refused: {v['error'][:120]}"
+                for k, v in r.get("torch_sdpa_backends", {}).items()]
+        backend = f" (default backend {r['torch_sdpa_backend']}; {', '.join(each)})" if "torch_sdpa_backend" in r else " (backend not reported)"
+        s += (f"; SDPA {r['torch_version']}{backend} fwd {r['torch_forward_ms']:.3f} ms ({r['torch_forward_tflops']:.1f}), "
               f"bwd {r['torch_backward_ms']:.3f} ms ({r['torch_backward_tflops']:.1f}); "
               f"bf16/SDPA rate fwd {r.get('bf16_vs_sdpa_forward', 0):.3f}, bwd {r.get('bf16_vs_sdpa_backward', 0):.3f}")
     else:
@@ -455,9 +532,26 @@ JSON
 }
 
 if [ -n "$one_stage" ]; then
+    if [ -f "$ATTN_FALLBACK" ] && [ "$one_stage" != setup ] && [ "$one_stage" != tests ]; then
+        export KVCPT_ATTN=cuda-core
+        echo "KVCPT_ATTN=cuda-core: $(cat "$ATTN_FALLBACK") in the tests stage, so this stage's bf16 attention runs on the CUDA-core kernels"
+    fi
     "stage_$one_stage"
     exit $?
 fi
+
+# the card's clocks, power and throttle reasons (before and after each
+# measured stage: a slow figure from a throttled or power-capped card says
+# so); newer drivers name the reasons clocks_event_reasons
+GPU_STATE_FIELDS=clocks.sm,clocks.mem,power.draw,power.limit,clocks_throttle_reasons.active,temperature.gpu
+MEASURED=" attention step8b step8b_sr train bench decode "
+gpu_state() {
+    local out
+    out=$(nvidia-smi --query-gpu=$GPU_STATE_FIELDS --format=csv 2>&1) ||
+        out=$(nvidia-smi --query-gpu=${GPU_STATE_FIELDS/clocks_throttle_reasons/clocks_event_reasons} --format=csv 2>&1) ||
+        out="no figures: $(head -1 <<<"$out")"
+    say "gpu state $1: $(paste -sd';' <<<"$out")"
+}
 
 # Runs stage $1 under its limit $2 as a session of its own; when it ends
 # (done or stopped), whatever it started and left behind (a test runner's
@@ -477,6 +571,8 @@ run_stage() {
 t_start=0 # the budget counts from the command's start (SECONDS), the python search included
 say "# GPU session $name ($(date -u +%FT%TZ)$([ $dry = 1 ] && echo ", dry run on the emulated GPU"))"
 say "stages: ${stages[*]}; budget ${BUDGET}s"
+say "$LIB_NOTE"
+[ -n "${KVCPT_ATTN:-}" ] && say "KVCPT_ATTN=$KVCPT_ATTN (from the environment)"
 for s in "${stages[@]}"; do
     lim=$(stage_limit "$s")
     left=$((BUDGET - (SECONDS - t_start) - RESERVE))
@@ -488,8 +584,10 @@ for s in "${stages[@]}"; do
     say "## $s (limit ${lim}s, $(date -u +%T))"
     t0=$SECONDS
     export OUT
+    [[ $MEASURED == *" $s "* ]] && gpu_state "before $s"
     run_stage "$s" "$lim"
     rc=$?
+    [[ $MEASURED == *" $s "* ]] && gpu_state "after $s"
     if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then say "STAGE $s TIMED OUT after ${lim}s"; fi
     say "($s: exit $rc, $((SECONDS - t0))s)"
     cp "$SUMMARY" "$WORK/summary.md"

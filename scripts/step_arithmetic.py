@@ -64,14 +64,35 @@ The suffix rows' backward and the selection are latency-bound on a GPU
 (one warp per row or key): their time at the datasheet rates is a floor,
 not a forecast.
 
+The tensor-core attention is counted by default at FlashAttention-2
+class rates, not at the datasheet's peak: an mma.sync kernel of its
+design does not reach it (Dao 2023, "FlashAttention-2", arXiv:2307.08691:
+50-73% of the A100's peak; Shah et al. 2024, "FlashAttention-3",
+arXiv:2407.08608, abstract: FlashAttention-2 at 35% of the H100's, and its
+figure "Attention forward speed, head dim 128 (H100 80GB SXM5)":
+FlashAttention-2 370 TFLOP/s at 8k and 16k). Forward 370 TFLOP/s from
+that figure; backward 320, an assumption below the 335 TFLOP/s that the
+FlashAttention-2 paper reports for forward + backward together on H100.
+Three items are not arithmetic but taken from measurements or estimates,
+each its own row: the RefreshKV selection at its measured 1.9 ms per layer
+at T = 16384 (docs/benchmarks.md, the 2026-11-23 H100), scaled by L /
+16384 (query L-1 against L keys); the suffix rows at a latency estimate
+(--suffix-ms, default 110 ms per step: one warp per row, far from any
+peak) in place of their arithmetic floor; and the optimizer step at the
+measured 8-bit AdamW rate on the device (29.8 ms per 2^30 parameters,
+`kvcpt bench adamw --device cuda`, docs/benchmarks.md: about 0.22 s for
+8B parameters).
+
 --matmul-tflops, --attn-fwd-tflops, --attn-bwd-tflops and --gbps put other
-rates in place of the datasheet's (for example the ones measured on a card:
-docs/cuda.md, "The 8B step by arithmetic").
+rates in place of these (for example the ones measured on a card:
+docs/cuda.md, "The 8B step by arithmetic"); --datasheet counts everything
+at the datasheet's peaks, the three items above included at their
+arithmetic floors (0 for the optimizer).
 
 Usage: python3 scripts/step_arithmetic.py [--seq 8242] [--L 8192] [--K 2048]
        [--recompute none|attn|full] [--attn-bwd two_pass|one_pass|one_pass64]
        [--suffix split|unsplit] [--matmul-tflops R] [--attn-fwd-tflops R]
-       [--attn-bwd-tflops R] [--gbps R] [--markdown]
+       [--attn-bwd-tflops R] [--gbps R] [--suffix-ms MS] [--datasheet] [--markdown]
 """
 import argparse
 import math
@@ -79,6 +100,12 @@ import math
 PEAK_FLOPS = 989e12  # H100 SXM dense bf16 on tensor cores, datasheet
 PEAK_FP32 = 67e12  # H100 SXM fp32 on CUDA cores, datasheet
 PEAK_BYTES = 3.35e12  # H100 SXM HBM3, datasheet
+# FlashAttention-2 class attention on H100 (the module docstring cites them)
+FA2_FWD = 370e12  # FlashAttention-3 paper, FA2 forward, head dim 128, H100 SXM5, 8k-16k
+FA2_BWD = 320e12  # assumed: below FA2's 335 TFLOP/s forward + backward on H100 (FlashAttention-2 paper)
+SELECT_MS_16K = 1.9  # measured per layer at T = 16384 (docs/benchmarks.md, 2026-11-23 H100)
+SUFFIX_MS = 110.0  # per step, recompute full: the suffix rows' latency estimate (docs/cuda.md)
+ADAMW_MS_PER_2_30 = 29.8  # measured, 8-bit AdamW on the device, per 2^30 parameters (docs/benchmarks.md)
 TILE = 64  # kernels/attention_mma_tiles.cuh kMmaTile
 CE_CHUNK = 2048  # model/llama_cuda_size.h LLAMA_CUDA_CE_CHUNK_ROWS
 SMS = 132  # H100 SXM streaming multiprocessors
@@ -135,11 +162,21 @@ def main():
     ap.add_argument("--suffix", choices=["split", "unsplit"], default="split",
                     help="the suffix rows' forward: over key chunks (the engine) or one block per row tile and head")
     ap.add_argument("--matmul-tflops", type=float, default=PEAK_FLOPS / 1e12, help="the matmuls' rate")
-    ap.add_argument("--attn-fwd-tflops", type=float, default=PEAK_FLOPS / 1e12, help="tensor-core attention forward")
-    ap.add_argument("--attn-bwd-tflops", type=float, default=PEAK_FLOPS / 1e12, help="tensor-core attention backward")
+    ap.add_argument("--attn-fwd-tflops", type=float, default=None,
+                    help=f"tensor-core attention forward (default FlashAttention-2's {FA2_FWD / 1e12:g})")
+    ap.add_argument("--attn-bwd-tflops", type=float, default=None,
+                    help=f"tensor-core attention backward (default {FA2_BWD / 1e12:g}, FlashAttention-2 class)")
     ap.add_argument("--gbps", type=float, default=PEAK_BYTES / 1e9, help="device memory bandwidth")
+    ap.add_argument("--suffix-ms", type=float, default=SUFFIX_MS,
+                    help="the suffix rows' forward and backward per step (a latency estimate), in place of their floor")
+    ap.add_argument("--datasheet", action="store_true",
+                    help="every kernel at the datasheet's peaks, the selection and suffix rows at their floors, no optimizer")
     ap.add_argument("--markdown", action="store_true")
     a = ap.parse_args()
+    if a.attn_fwd_tflops is None:
+        a.attn_fwd_tflops = (PEAK_FLOPS if a.datasheet else FA2_FWD) / 1e12
+    if a.attn_bwd_tflops is None:
+        a.attn_bwd_tflops = (PEAK_FLOPS if a.datasheet else FA2_BWD) / 1e12
     MM, AF, AB, FP32 = a.matmul_tflops * 1e12, a.attn_fwd_tflops * 1e12, a.attn_bwd_tflops * 1e12, PEAK_FP32
     BW = a.gbps * 1e9
     # Llama-3.1-8B
@@ -233,12 +270,30 @@ def main():
 
     total_ms = 0.0
     out = []
+    suffix_floor_ms = 0.0
     for name, calls, fl, by, rate in rows:
         t_c, t_b = fl / rate, by / BW
         ms = 1e3 * calls * max(t_c, t_b)
-        total_ms += ms
         unit = "fp32 cores" if rate == FP32 or "(fp32" in name else "compute"
-        out.append((name, calls, calls * fl / 1e9, calls * by / 1e9, unit if t_c >= t_b else "bandwidth", ms))
+        bound = unit if t_c >= t_b else "bandwidth"
+        if not a.datasheet and name.startswith("RefreshKV selection"):
+            ms, bound = calls * SELECT_MS_16K * L / 16384, "measured (1.9 ms/layer at 16k, x L/16384)"
+        elif not a.datasheet and name.startswith("attention") and "suffix rows" in name:
+            suffix_floor_ms += ms
+            ms, bound = 0.0, "in the latency row below"
+        total_ms += ms
+        out.append((name, calls, calls * fl / 1e9, calls * by / 1e9, bound, ms))
+    params = layers * (C * QKV + Hq * D * C + 3 * C * F + 2 * C) + 2 * V * C + C
+    if not a.datasheet:
+        if L < T:
+            sfx = max(a.suffix_ms, suffix_floor_ms)
+            out.append((f"suffix rows >= L, forward + backward (latency estimate; floor {suffix_floor_ms:.1f} ms)",
+                        1, 0, 0, "estimate", sfx))
+            total_ms += sfx
+        opt_ms = ADAMW_MS_PER_2_30 * params / 2**30
+        out.append((f"optimizer step, 8-bit AdamW on the device ({params / 1e9:.2f}B parameters)", 1, 0, 0,
+                    "measured (29.8 ms per 2^30)", opt_ms))
+        total_ms += opt_ms
     att_model = 4 * D * a.batch * Hq * exact_pairs
     model_flops = 6 * (layers * (C * QKV + Hq * D * C + 3 * C * F) + V * C) * N + 3 * att_model * layers
     exec_flops = sum(calls * fl for _, calls, fl, _, _ in rows)
@@ -253,6 +308,8 @@ def main():
     tokens = N
     rates = (f"matmuls {MM / 1e12:g}, attention {AF / 1e12:g}/{AB / 1e12:g} TFLOP/s, {BW / 1e9:g} GB/s"
              if (MM, AF, AB, BW) != (PEAK_FLOPS, PEAK_FLOPS, PEAK_FLOPS, PEAK_BYTES) else "the datasheet rates")
+    if not a.datasheet:
+        rates += ", the selection, the suffix rows and the optimizer as measured or estimated"
     print(f"\nrecompute {R}, attention backward {a.attn_bwd}: executed {exec_flops / 1e12:.1f} TFLOP per step; sum at {rates}: {total_ms:.0f} ms "
           f"per step of {tokens} tokens = {tokens / total_ms * 1e3:,.0f} tokens/s (arithmetic upper bound, not a "
           f"measurement); model FLOPs per step (6N + attention, recompute not counted) {model_flops / 1e12:.1f} TFLOP: "

@@ -29,13 +29,26 @@ if [ "$(awk '$1 == "total" { print ($2 <= $4) }' <<<"$plan")" = 1 ] &&
     ok "call1 (the GPU suite, attention vs SDPA, the 8B step in bf16 and bf16sr): every limit fits its budget"
 else fail "call1 limits" "$plan"; fi
 
-cat >"$tmp/python" <<'STUB'
+# stand-ins: the peers' python (its site-packages' nvidia wheels in
+# $tmp/site), nvidia-smi answering only the clocks query, and CUDA installs
+mkdir -p "$tmp/site/nvidia/nccl/lib" "$tmp/site/nvidia/cudnn/lib" "$tmp/bin" "$tmp/cuda-13.0/lib64" "$tmp/none"
+touch "$tmp/site/nvidia/nccl/lib/libnccl.so.2" "$tmp/site/nvidia/cudnn/lib/libcudnn.so.9" "$tmp/cuda-13.0/lib64/libcudart.so.13"
+cat >"$tmp/python" <<STUB
 #!/bin/sh
-case "$*" in *import*) echo "stub python"; exit 0 ;; esac
-echo '{"bench": "attention_torch", "torch": "stub", "forward_ms": 2.0, "backward_ms": 5.0}'
+case "\$*" in *nvidia*) echo "$tmp/site/nvidia"; exit 0 ;; *import*) echo "stub python"; exit 0 ;; esac
+echo '{"bench": "attention_torch", "torch": "stub", "forward_ms": 2.0, "backward_ms": 5.0, "sdpa_backend": "FLASH_ATTENTION", "sdpa_backends": {"FLASH_ATTENTION": {"forward_ms": 2.0, "backward_ms": 5.0}, "CUDNN_ATTENTION": {"error": "stub refusal"}}}'
 STUB
-chmod +x "$tmp/python"
-run() { KVCPT_PYTHON="$tmp/python" OUT="$tmp/out-$1" KVCPT_SESSION_WORK="$tmp/work" bash scripts/gpu_session.sh --dry-run "$1" >"$tmp/$1.log" 2>&1; }
+cat >"$tmp/bin/nvidia-smi" <<'STUB'
+#!/bin/sh
+case "$*" in *clocks.sm*) printf 'clocks.current.sm [MHz], power.draw [W]\n1980 MHz, 700.00 W\n'; exit 0 ;; esac
+exit 1
+STUB
+printf '#!/bin/sh\necho "FAIL - stand-in tensor-core test"\nexit 1\n' >"$tmp/mma-fails"
+chmod +x "$tmp/python" "$tmp/bin/nvidia-smi" "$tmp/mma-fails"
+run() {
+    PATH="$tmp/bin:$PATH" KVCPT_SESSION_CUDA_ROOTS="$tmp/cuda*" KVCPT_PYTHON="$tmp/python" OUT="$tmp/out-$1" \
+        KVCPT_SESSION_WORK="$tmp/work" bash scripts/gpu_session.sh --dry-run "$1" >"$tmp/$1.log" 2>&1
+}
 
 # runs one call's dry run, checks that $OUT holds only its summary and log
 # tarball and that each named stage ran to exit 0; leaves $s at the summary
@@ -57,12 +70,21 @@ run_and_check() {
 
 run_and_check call1 setup tests attention step8b step8b_sr
 if grep -q "^test_cuda_emu_mma .* passed, 0 failed" "$s" &&
-    grep -q "^attention T 40 mask L 32 K 4: bf16 tensor cores fwd .* ms .*SDPA stub fwd 2.000 ms .*bf16/SDPA rate fwd" "$s" &&
-    grep -q "^attention T 48 causal: bf16 tensor cores" "$s" &&
+    grep -q "^attention T 40 mask L 32 K 4: bf16 attention mma fwd .* ms .*SDPA stub (.*) fwd 2.000 ms .*bf16/SDPA rate fwd" "$s" &&
+    grep -q "^attention T 48 causal: bf16 attention mma" "$s" &&
     grep -q "^8B step T=72 (bf16, recompute none): .* tokens/s" "$s" &&
     grep -q '^"step":2 "loss":[0-9.]* "tokens_per_s"' "$s"; then
     ok "call1 dry run: the suite's count, attention beside the peer with the ratio, the step's tokens/s, the bf16sr steps"
 else fail "call1 figures" "$(cat "$s")"; fi
+if grep -q "^CUDA libraries on LD_LIBRARY_PATH, in this order: $tmp/cuda-13.0/lib64 (libcudart) $tmp/site/nvidia/cudnn/lib (libcudnn) $tmp/site/nvidia/nccl/lib (libnccl) (a CUDA install's lib64 first)" "$s"; then
+    ok "call1 dry run: a CUDA install's lib64 first, then the python's nvidia/*/lib, said in the summary"
+else fail "library search, CUDA install" "$(grep -i 'librar' "$s")"; fi
+if grep -q "^gpu state before attention: clocks.current.sm \[MHz\], power.draw \[W\];1980 MHz, 700.00 W" "$s" &&
+    grep -q "^gpu state after step8b_sr: clocks" "$s" && ! grep -q "^gpu state .* setup" "$s" &&
+    grep -q "^the tensor-core tests passed" "$s" &&
+    grep -q "^attention T 40 mask L 32 K 4: bf16 attention mma .*SDPA stub (default backend FLASH_ATTENTION; FLASH_ATTENTION fwd 2.000 ms bwd 5.000 ms, CUDNN_ATTENTION refused: stub refusal)" "$s"; then
+    ok "call1 dry run: clocks, power and throttle reasons before and after each measured stage; the attention names its kernels and SDPA's backends"
+else fail "call1 gpu state / backends" "$(grep -E 'gpu state|^attention|tensor-core' "$s")"; fi
 if tar tzf "$tmp/out-call1/call1-logs.tar.gz" | grep -q 'summary.md' &&
     tar tzf "$tmp/out-call1/call1-logs.tar.gz" | grep -q 'bench-attention.json' &&
     tar tzf "$tmp/out-call1/call1-logs.tar.gz" | grep -q 'tests/test_cuda_emu_mma.log'; then
@@ -74,6 +96,20 @@ if [ "$(grep -c '^--- .*: exit 0$' "$s")" = 5 ] && grep -q "^worst relative PPL 
     grep -q '^{"bench":"decode"' "$s" && grep -q '^{"bench":"model"' "$s" && grep -q "^ranks stage skipped: .* sees 1 CUDA device" "$s"; then
     ok "call2 dry run: three trainings (sharded on one GPU without NCCL, optimizer on the device, bf16sr) and both evals exit 0; eval, bench and decode figures; ranks skipped on one device"
 else fail "call2 figures" "$(cat "$s")"; fi
+
+# the tensor-core tests fail (a stand-in): the later stages run with
+# KVCPT_ATTN=cuda-core, and say so; no CUDA install: the python's wheels alone
+KVCPT_SESSION_MMA_TEST="$tmp/mma-fails" KVCPT_SESSION_CUDA_ROOTS="$tmp/none/cuda*" KVCPT_PYTHON="$tmp/python" \
+    OUT="$tmp/out-fb" KVCPT_SESSION_WORK="$tmp/work-fb" bash scripts/gpu_session.sh --dry-run tests attention >"$tmp/fb.log" 2>&1
+s=$tmp/out-fb/stages-summary.md
+if grep -q "^FAIL - stand-in tensor-core test" "$s" && grep -q "^MMA TESTS FAILED (exit 1): the later stages run with KVCPT_ATTN=cuda-core" "$s" &&
+    grep -q "^KVCPT_ATTN=cuda-core: the tensor-core tests failed (exit 1) in the tests stage" "$s" &&
+    grep -q "^attention T 40 mask L 32 K 4: bf16 attention cuda-core " "$s" && grep -q "^(attention: exit 0, " "$s"; then
+    ok "a failing tensor-core test: the attention stage runs with KVCPT_ATTN=cuda-core and says why"
+else fail "mma fallback" "$(cat "$s")"; fi
+if grep -q "^CUDA libraries on LD_LIBRARY_PATH, in this order: $tmp/site/nvidia/cudnn/lib (libcudnn) $tmp/site/nvidia/nccl/lib (libnccl) (no .*: the python's nvidia wheels" "$s"; then
+    ok "no CUDA install: the python's nvidia/*/lib directories, said in the summary"
+else fail "library search, wheels only" "$(grep -i 'librar' "$s")"; fi
 
 # a budget smaller than the first stage's limit: every stage skipped, none run past it
 out=$(KVCPT_SESSION_BUDGET=5 OUT="$tmp/out-short" KVCPT_SESSION_WORK="$tmp/work" bash scripts/gpu_session.sh --dry-run call1 2>&1)

@@ -11,6 +11,7 @@
 #include "../common/byte_size.h"
 #include "../common/util.h"
 #include "../data/utf8.h"
+#include "../model/attn_impl.h"
 #include "../model/recompute.h"
 #include "../parallel/comm.h"
 
@@ -30,6 +31,12 @@ typedef struct {
 
 static int64_t recompute_parse(const char *v, const char *origin) { return llama_recompute_parse(v, origin); }
 static const char *recompute_name(int64_t v) { return llama_recompute_name((LlamaRecompute)v); }
+static int64_t attn_impl_parse(const char *v, const char *origin) {
+    char what[4200];
+    snprintf(what, sizeof what, "%s: 'attn_impl'", origin);
+    return llama_attn_impl_parse(v, what);
+}
+static const char *attn_impl_name(int64_t v) { return llama_attn_impl_name((LlamaAttnImpl)v); }
 
 #define S_(f, d, h) {#f, K_STR, offsetof(TrainConfig, f), sizeof(((TrainConfig *)0)->f), d, h, NULL, NULL}
 #define I_(f, d, h) {#f, K_INT, offsetof(TrainConfig, f), 0, d, h, NULL, NULL}
@@ -73,6 +80,9 @@ static const Key keys[] = {
        "CUDA activation checkpointing: none (keep every activation) | attn (keep each layer's attention half, "
        "rerun the MLP's norm, gate|up product and swiglu in backward) | full (keep each layer's input, rerun its "
        "forward in backward); 0 and 1 mean none and full"),
+    E_(attn_impl, "auto", attn_impl_parse, attn_impl_name,
+       "CUDA, bf16 and bf16sr: attention on tensor cores (mma; head dims 16, 32, 64, 128) or on the CUDA-core kernels "
+       "the fp32 engine runs (cuda-core); auto: $KVCPT_ATTN when set, else mma where the head dim allows"),
     S_(precision, "fp32", "CUDA: fp32 | bf16 (bf16 device matrices from an fp32 master sharded over the GPUs) | bf16sr "
                           "(bf16 matrices only, stochastic rounding; one rank)"),
     I_(optim_device, "0", "CUDA, one rank: AdamW steps the engine's own fp32 parameters, no separate master (1), or "

@@ -172,6 +172,10 @@ static void check_fits(TrainMode mode, const TrainConfig *c, const LlamaConfig *
 }
 
 TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp, Comm *comm) {
+    /* the attention kernels (the config key, else KVCPT_ATTN), refused before anything is allocated */
+    const LlamaAttnImpl attn = llama_attn_impl_resolve((LlamaAttnImpl)c->attn_impl, "config 'attn_impl'",
+                                                       train_mode_precision(mode) == LLAMA_CUDA_BF16_WEIGHTS,
+                                                       model->cfg.head_dim);
     /* this rank's GPU first: every allocation below lands on it */
     int device = cuda_device_select("train", comm_rank(comm), comm_local_rank(comm), comm_local_world(comm),
                                     (int)c->share_device);
@@ -188,6 +192,10 @@ TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama
         llama_cuda_create_streamed(&e->gpu, &model->cfg, (LlamaRecompute)c->recompute, train_mode_precision(mode));
     else
         llama_cuda_create(&e->gpu, &model->cfg, (LlamaRecompute)c->recompute, train_mode_precision(mode));
+    llama_cuda_set_attn(&e->gpu, attn, "config 'attn_impl'");
+    if (comm_rank(comm) == 0)
+        fprintf(stderr, "kvcpt train: attention on %s\n",
+                attn == LLAMA_ATTN_MMA ? "tensor cores (mma)" : "the CUDA-core kernels (cuda-core)");
     if (model->mask.enabled) llama_cuda_set_mask(&e->gpu, &model->mask);
     cuda_transfer_bytes(&e->h2d_logged, &e->d2h_logged);
     return (TrainEngine){.ctx = e,

@@ -1,0 +1,42 @@
+#include "attn_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+#include "../kernels/attention.h"
+
+LlamaAttnImpl llama_attn_impl_parse(const char *s, const char *what) {
+    if (strcmp(s, "auto") == 0) return LLAMA_ATTN_AUTO;
+    if (strcmp(s, "mma") == 0) return LLAMA_ATTN_MMA;
+    if (strcmp(s, "cuda-core") == 0) return LLAMA_ATTN_CUDA_CORE;
+    die("%s: the attention implementation must be mma (tensor cores), cuda-core or auto (got '%s')", what, s);
+}
+
+const char *llama_attn_impl_name(LlamaAttnImpl a) {
+    KV_CHECK(a == LLAMA_ATTN_AUTO || a == LLAMA_ATTN_MMA || a == LLAMA_ATTN_CUDA_CORE,
+             "llama_attn_impl_name: unknown attention implementation %d", (int)a);
+    return a == LLAMA_ATTN_AUTO ? "auto" : a == LLAMA_ATTN_MMA ? "mma" : "cuda-core";
+}
+
+LlamaAttnImpl llama_attn_impl_resolve(LlamaAttnImpl requested, const char *what, int bf16, int64_t head_dim) {
+    llama_attn_impl_name(requested); /* checks the value */
+    LlamaAttnImpl a = requested;
+    if (a == LLAMA_ATTN_AUTO) {
+        const char *env = getenv(LLAMA_ATTN_ENV);
+        if (env && *env) {
+            a = llama_attn_impl_parse(env, LLAMA_ATTN_ENV);
+            what = LLAMA_ATTN_ENV;
+        }
+    }
+    const int tensor_cores = bf16 && attention_tensor_core_head_dim(head_dim);
+    if (a == LLAMA_ATTN_MMA && !tensor_cores) {
+        if (!bf16)
+            die("%s is mma, but the tensor-core attention kernels are the bf16 engine's (precision bf16 or bf16sr); "
+                "precision fp32 runs the CUDA-core ones (cuda-core)", what);
+        die("%s is mma, but the tensor-core attention kernels take head dims 16, 32, 64 and 128, not this model's "
+            "%lld; use cuda-core", what, (long long)head_dim);
+    }
+    if (a == LLAMA_ATTN_AUTO) a = tensor_cores ? LLAMA_ATTN_MMA : LLAMA_ATTN_CUDA_CORE;
+    return a;
+}

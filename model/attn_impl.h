@@ -1,0 +1,36 @@
+#ifndef KVCPT_ATTN_IMPL_H
+#define KVCPT_ATTN_IMPL_H
+/* Which kernels the CUDA training engine's attention runs on. The bf16
+ * engine has two sets: the tensor-core (mma.sync) kernels of
+ * kernels/attention_mma.h for head dims 16, 32, 64 and 128, and the
+ * CUDA-core kernels the fp32 engine runs, reading its bf16 activations
+ * (kernels/attention.h, *_bf16_cuda), for every head dim. The second is a
+ * fallback for a card or toolkit on which the first misbehaves, chosen
+ * without a rebuild: the KVCPT_ATTN environment variable, or the training
+ * config key attn_impl (which wins when it is not auto). Parsed, named and
+ * resolved here only, so the engine, the trainer and `kvcpt bench
+ * attention` agree. */
+#include <stdint.h>
+
+#define LLAMA_ATTN_ENV "KVCPT_ATTN"
+
+typedef enum {
+    /* nothing asked for: KVCPT_ATTN when it is set, else tensor cores where
+     * the engine and head dim take them, CUDA cores otherwise */
+    LLAMA_ATTN_AUTO = 0,
+    LLAMA_ATTN_MMA = 1,       /* tensor cores; refused where they cannot run */
+    LLAMA_ATTN_CUDA_CORE = 2, /* the CUDA-core kernels */
+} LlamaAttnImpl;
+
+/* "auto" | "mma" | "cuda-core"; dies naming what (a variable, flag or
+ * config key, as the user wrote it) otherwise. */
+LlamaAttnImpl llama_attn_impl_parse(const char *s, const char *what);
+/* "auto", "mma" or "cuda-core". */
+const char *llama_attn_impl_name(LlamaAttnImpl a);
+/* What runs, never auto: requested (from what, e.g. "config 'attn_impl'")
+ * when it is not auto, else $KVCPT_ATTN when set and not empty, else auto;
+ * auto becomes mma when bf16 and head_dim allow it, else cuda-core. mma on
+ * an engine without tensor-core attention (fp32, or a head dim outside 16,
+ * 32, 64, 128) dies naming where it was asked for. */
+LlamaAttnImpl llama_attn_impl_resolve(LlamaAttnImpl requested, const char *what, int bf16, int64_t head_dim);
+#endif
