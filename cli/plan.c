@@ -1,5 +1,3 @@
-#include "plan.h"
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,79 +7,11 @@
 #include "../common/options.h"
 #include "../common/util.h"
 #include "../optim/optimizer.h"
-#include "../parallel/shard_plan.h"
 #include "../train/cuda_mem_plan.h"
 #include "../train/train_config.h"
 #include "../train/train_mode.h"
+#include "../train/zero3_plan.h"
 #include "commands.h"
-
-/* Optimizer bytes of one rank's segments: 8-bit codes for m and v plus two
- * fp32 absmax per 256-block, or fp32 m and v for small tensors (docs/optim.md). */
-static double optim_bytes(const ShardPlan *p, int r, int eight_bit) {
-    ShardSegment *s;
-    int n = shard_segments(p, r, &s);
-    double b = 0;
-    for (int i = 0; i < n; i++) {
-        if (eight_bit && s[i].tensor_numel >= OPTIM_MIN_8BIT_NUMEL)
-            b += 2.0 * (double)s[i].numel + 8.0 * (double)((s[i].numel + OPTIM_BLOCK - 1) / OPTIM_BLOCK);
-        else b += 8.0 * (double)s[i].numel;
-    }
-    free(s);
-    return b;
-}
-
-/* Saved per token per layer, as the model's backward needs them (model/llama.h LayerActs), in
- * the two parts of model/llama_buffers.h: what recompute=attn keeps per
- * layer (with the layer's input), and what it rebuilds into one set the
- * layers share. */
-static double layer_kept_act_bytes(const LlamaConfig *c, const PlanInputs *in) {
-    double C = (double)c->hidden_size, D = (double)c->head_dim;
-    double QD = (double)c->num_attention_heads * D, KD = (double)c->num_key_value_heads * D;
-    return in->act_bytes * (C /* input */ + QD + 2 * KD /* q k v */ + QD /* att */ + C /* x2 */) +
-           4.0 * (double)c->num_attention_heads /* lse */;
-}
-
-static double layer_rebuilt_act_bytes(const LlamaConfig *c, const PlanInputs *in) {
-    double C = (double)c->hidden_size, F = (double)c->intermediate_size;
-    return in->act_bytes * (2 * C /* xn1 xn2 */ + 3 * F /* gate up h */) + 8.0 /* rstd1 rstd2 */;
-}
-
-PlanRow plan_rank_bytes(const LlamaConfig *c, const PlanInputs *in, int ranks) {
-    ParamLayout pl;
-    param_layout_build(&pl, c);
-    PlanRow row = {ranks, in->recompute, 0, 0, 0, 0, 0, 0};
-    int64_t max_local = 0;
-    int64_t max_unit = 0;
-    for (int r = 0; r < ranks; r++) {
-        ShardPlan p;
-        shard_plan_build(&p, &pl, ranks, r);
-        double o = optim_bytes(&p, r, in->optim_8bit);
-        if (p.local_numel > max_local) max_local = p.local_numel;
-        if (o > row.optim) row.optim = o;
-        max_unit = p.max_unit;
-        shard_plan_free(&p);
-    }
-    row.params = (double)max_local * in->param_bytes;
-    row.grads = (double)max_local * in->grad_bytes;
-    /* one rank holds its shard only; more gather two units (current + prefetched) and one unit's gradients */
-    if (ranks > 1) row.unit_buffers = (double)max_unit * (2.0 * in->param_bytes + in->grad_bytes);
-    double BT = (double)in->seq * (double)in->micro_batch, C = (double)c->hidden_size, L = (double)c->num_hidden_layers;
-    double kept = layer_kept_act_bytes(c, in) * BT, rebuilt = layer_rebuilt_act_bytes(c, in) * BT;
-    double per_layer = kept + rebuilt;
-    double sel = in->K > 0 ? 4.0 * (double)in->K * (double)c->num_key_value_heads * (double)in->micro_batch : 0;
-    double saved = in->recompute == LLAMA_RECOMPUTE_FULL   ? L * (BT * C * in->act_bytes + sel) + per_layer
-                   : in->recompute == LLAMA_RECOMPUTE_ATTN ? L * (kept + sel) + rebuilt
-                                                           : L * (per_layer + sel);
-    /* final norm input/output and the backward's working gradients of one layer */
-    double head = BT * C * 2 * in->act_bytes + BT * 8.0;
-    double work = BT * in->act_bytes * (3 * C + 2 * (double)c->num_attention_heads * c->head_dim +
-                                         2 * (double)c->num_key_value_heads * c->head_dim + 3 * (double)c->intermediate_size);
-    double logits = 2.0 * 256 * (double)c->vocab_size * 4; /* one fp32 chunk of 256 rows, and its gradient */
-    row.activations = saved + head + work + logits;
-    row.total = row.params + row.grads + row.optim + row.unit_buffers + row.activations;
-    param_layout_free(&pl);
-    return row;
-}
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
@@ -118,8 +48,9 @@ static void print_table(const PlanRow *rows, int n) {
     for (int k = 0; k < 6; k++) {
         printf("%-16s", names[k]);
         for (int i = 0; i < n; i++) {
-            const double *v = &rows[i].params;
-            printf("  %9.2f", v[k] / (1024.0 * 1024.0 * 1024.0));
+            const int64_t v[] = {rows[i].params, rows[i].grads, rows[i].optim, rows[i].unit_buffers,
+                                 rows[i].activations, rows[i].total};
+            printf("  %9.2f", (double)v[k] / (1024.0 * 1024.0 * 1024.0));
         }
         printf("\n");
     }
@@ -128,10 +59,11 @@ static void print_table(const PlanRow *rows, int n) {
 static void print_json(const PlanRow *rows, int n) {
     printf("[");
     for (int i = 0; i < n; i++)
-        printf("%s{\"ranks\":%d,\"recompute\":\"%s\",\"params\":%.0f,\"grads\":%.0f,\"optim\":%.0f,\"unit_buffers\":%.0f,\"activations\":%.0f,"
-               "\"total\":%.0f}",
-               i ? "," : "", rows[i].ranks, llama_recompute_name(rows[i].recompute), rows[i].params, rows[i].grads, rows[i].optim, rows[i].unit_buffers,
-               rows[i].activations, rows[i].total);
+        printf("%s{\"ranks\":%d,\"recompute\":\"%s\",\"params\":%lld,\"grads\":%lld,\"optim\":%lld,\"unit_buffers\":%lld,\"activations\":%lld,"
+               "\"total\":%lld}",
+               i ? "," : "", rows[i].ranks, llama_recompute_name(rows[i].recompute), (long long)rows[i].params,
+               (long long)rows[i].grads, (long long)rows[i].optim, (long long)rows[i].unit_buffers,
+               (long long)rows[i].activations, (long long)rows[i].total);
     printf("]\n");
 }
 
@@ -171,6 +103,15 @@ static void print_least_recompute(const CudaMemPlan all[LLAMA_RECOMPUTE_COUNT], 
     printf("\n");
 }
 
+/* ", mask on (L 8192, K 2048, evict, restride 4)" or ", mask off". */
+static void print_mask(const RefreshMask *m) {
+    printf(", mask %s", m->enabled ? "on" : "off");
+    if (!m->enabled) return;
+    printf(" (L %lld, K %lld%s", (long long)m->L, (long long)m->K, m->evict ? ", evict" : "");
+    if (m->restride) printf(", restride %lld", (long long)m->restride);
+    printf(")");
+}
+
 /* The CUDA engine's bytes per GPU for one rank count: the whole working
  * model, activations and this rank's shards; the fit against gpu_mem. */
 static void print_cuda_engine(const char *model, const CudaMemInputs *in, const CudaMemPlan *p, int64_t gpu_mem,
@@ -182,13 +123,10 @@ static void print_cuda_engine(const char *model, const CudaMemInputs *in, const 
                in->ranks, in->ranks > 1 ? "s" : "");
     else
         printf("\nCUDA engine, one rank (the optimizer steps the engine's own parameters), per GPU:\n");
-    printf("%s, T %lld x micro-batch %lld, precision %s, recompute %s, optimizer %s, mask %s", model, (long long)in->T,
+    printf("%s, T %lld x micro-batch %lld, precision %s, recompute %s, optimizer %s", model, (long long)in->T,
            (long long)in->micro_batch, llama_cuda_precision_name(in->precision), llama_recompute_name(in->recompute),
-           in->optim_device ? "on the engine's parameters" : "on the shards", in->mask.enabled ? "on" : "off");
-    if (in->mask.enabled)
-        printf(" (L %lld, K %lld%s", (long long)in->mask.L, (long long)in->mask.K, in->mask.evict ? ", evict" : "");
-    if (in->mask.enabled && in->mask.restride) printf(", restride %lld", (long long)in->mask.restride);
-    if (in->mask.enabled) printf(")");
+           in->optim_device ? "on the engine's parameters" : "on the shards");
+    print_mask(&in->mask);
     printf("\n");
     cuda_mem_plan_print(stdout, p, "  ");
     print_least_recompute(all, least, gpu_mem);
@@ -220,7 +158,7 @@ static PlanRow zero3_least_recompute(const LlamaConfig *c, const PlanInputs *in,
     for (int i = 0; i < LLAMA_RECOMPUTE_COUNT; i++) {
         t.recompute = llama_recompute_by_cost[i];
         row = plan_rank_bytes(c, &t, ranks);
-        if (row.total <= (double)gpu_mem) break;
+        if (row.total <= gpu_mem) break;
     }
     return row;
 }
@@ -246,15 +184,15 @@ static int cuda_least_recompute(const LlamaConfig *c, CudaMemInputs in, int64_t 
 int cmd_plan(int argc, char **argv) {
     const char *model = NULL, *ranks = "1,2,4,8", *pd = "bf16", *gd = "fp32", *ad = "bf16", *optim = "adamw8bit";
     const char *config = NULL, *precision = "fp32", *gpu_mem_s = "80G", *engine = "all";
-    int64_t seq = 8192, mb = 1, K = 0, Lp = 0;
+    int64_t seq = 8192, mb = 1, K = 0, Lp = 0, restride = 0;
     const char *recompute_s = NULL;
-    int json = 0, optim_device = 0;
+    int json = 0, optim_device = 0, evict = 0;
     const Option opts[] = {
         {"preset", OPT_STRING, &model, "NAME|DIR", "model preset or config (default llama3.1-8b, or --config's model)"},
         {"ranks", OPT_STRING, &ranks, "N,N,..", "rank counts"},
         {"seq", OPT_INT, &seq, "T", "tokens per sequence"},
         {"micro-batch", OPT_INT, &mb, "B", "sequences per forward"},
-        {"K", OPT_INT, &K, "K", "RefreshKV kept keys (saved selection; 0 = no mask)"},
+        {"K", OPT_INT, &K, "K", "RefreshKV kept keys (the mask on, its selections saved; 0 = no mask)"},
         {"params", OPT_STRING, &pd, "bf16|fp32", "parameter shard dtype"},
         {"grads", OPT_STRING, &gd, "bf16|fp32", "gradient shard dtype"},
         {"acts", OPT_STRING, &ad, "bf16|fp32", "saved activation dtype"},
@@ -267,7 +205,10 @@ int cmd_plan(int argc, char **argv) {
         {"engine", OPT_STRING, &engine, "all|zero3|cuda", "what to print: both, the ZeRO-3 budget, or the CUDA engine"},
         {"precision", OPT_STRING, &precision, "fp32|bf16|bf16sr", "CUDA engine: weight precision (bf16sr: optimizer on the GPU)"},
         {"optim-device", OPT_FLAG, &optim_device, NULL, "CUDA engine: the optimizer steps the engine's own parameters (one rank)"},
-        {"L", OPT_INT, &Lp, "L", "CUDA engine: the mask's prefill length (with --K; 0 means --seq)"},
+        {"L", OPT_INT, &Lp, "L", "the mask's prefill length (with --K; 0 means --seq)"},
+        {"mask-evict", OPT_FLAG, &evict, NULL, "the mask evicts as the eval cache does (config mask_evict=1; with --K)"},
+        {"mask-restride", OPT_INT, &restride, "R",
+         "the mask's rows L-1 + R*m attend to every key and re-select (config mask_restride; with --K)"},
         {"gpu-mem", OPT_STRING, &gpu_mem_s, "BYTES", "device memory per GPU, K/M/G suffixes (80G: an H100)"},
         {"config", OPT_STRING, &config, "FILE",
          "a training config (launch/configs/*.json): model, L + S, micro_batch, mask, precision, recompute, "
@@ -294,7 +235,10 @@ int cmd_plan(int argc, char **argv) {
         snprintf(tc.precision, sizeof tc.precision, "%s", precision);
         snprintf(tc.optim, sizeof tc.optim, "%s", optim);
         tc.optim_device = optim_device, tc.micro_batch = mb;
+        KV_CHECK(K > 0 || (!evict && restride == 0), "kvcpt plan: --mask-evict and --mask-restride shape the mask: they need --K");
+        KV_CHECK(restride >= 0, "kvcpt plan: --mask-restride must be >= 0 (0: off), got %lld", (long long)restride);
         tc.mask = K > 0, tc.K = K, tc.L = Lp > 0 ? Lp : seq, tc.S = seq - tc.L;
+        tc.mask_evict = evict, tc.mask_restride = restride;
         KV_CHECK(tc.S >= 0, "kvcpt plan: --L %lld is longer than --seq %lld", (long long)Lp, (long long)seq);
         KV_CHECK(strcmp(precision, "fp32") == 0 || strcmp(precision, "bf16") == 0 || strcmp(precision, "bf16sr") == 0,
                  "kvcpt plan: --precision must be fp32, bf16 or bf16sr, got '%s'", precision);
@@ -309,8 +253,11 @@ int cmd_plan(int argc, char **argv) {
     KV_CHECK(optim_kind_parse(optim, &kind) == 0, "kvcpt plan: --optim must be adamw8bit or adamw, got '%s'", optim);
     KV_CHECK(seq >= 1 && mb >= 1 && K >= 0 && K <= seq, "kvcpt plan: need --seq >= 1, --micro-batch >= 1, 0 <= --K <= --seq");
     check_plan_size(&c, seq, mb);
-    PlanInputs in = {seq, mb, K, dtype_bytes(pd, "params"), dtype_bytes(gd, "grads"), dtype_bytes(ad, "acts"),
-                     kind == OPTIM_ADAMW8BIT, (LlamaRecompute)tc.recompute};
+    /* one mask for both engines, checked as the trainer checks it */
+    RefreshMask mask = train_config_mask(&tc);
+    refresh_mask_validate(&mask, config ? "kvcpt plan --config" : "kvcpt plan --K/--L/--mask-evict/--mask-restride");
+    PlanInputs in = {seq, mb, mask, dtype_bytes(pd, "params"), dtype_bytes(gd, "grads"), dtype_bytes(ad, "acts"),
+                     kind, (LlamaRecompute)tc.recompute};
     PlanRow rows[64];
     int n = 0;
     for (const char *p = ranks; *p && n < 64;) {
@@ -330,7 +277,9 @@ int cmd_plan(int argc, char **argv) {
                "working weights whole): %s, seq %lld x micro-batch %lld, params %s, grads %s, acts %s, %s, recompute ",
                model, (long long)seq, (long long)mb, pd, gd, ad, optim);
         for (int i = 0; i < (pick ? n : 1); i++) printf("%s%s", i ? "," : "", llama_recompute_name(rows[i].recompute));
-        printf("%s\n", pick ? " (auto: the least that fits --gpu-mem for each rank count)" : "");
+        printf("%s", pick ? " (auto: the least that fits --gpu-mem for each rank count)" : "");
+        print_mask(&in.mask);
+        printf("\n");
         print_table(rows, n);
     }
     if (strcmp(engine, "zero3") == 0) return 0;

@@ -50,6 +50,9 @@ typedef struct {
     int64_t total;
 } FsdpCudaBytes;
 FsdpCudaBytes fsdp_cuda_bytes(const ShardPlan *p, int bf16_weights, OptimKind optim);
+/* Its optim: the device optimizer's bytes for rank p->rank's segments (also
+ * the whole model's, with a world-of-one plan: train/cuda_mem_plan.h). */
+int64_t fsdp_cuda_optim_bytes(const ShardPlan *p, OptimKind optim);
 
 typedef struct FsdpCuda FsdpCuda;
 

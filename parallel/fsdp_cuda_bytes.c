@@ -7,6 +7,18 @@
 #include "../optim/norm_fixed.h"
 #include "fsdp_cuda.h"
 
+/* The segments' state counts (OptimStateCounts) sized as optim_cuda_create
+ * allocates them: a piece of a large tensor quantized as the whole tensor. */
+int64_t fsdp_cuda_optim_bytes(const ShardPlan *p, OptimKind optim) {
+    ShardSegment *s = NULL;
+    int n = shard_segments(p, p->rank, &s);
+    int64_t *numel = xmalloc(sizeof(int64_t) * (size_t)(n + 1)), *whole = xmalloc(sizeof(int64_t) * (size_t)(n + 1));
+    for (int i = 0; i < n; i++) numel[i] = s[i].numel, whole[i] = s[i].tensor_numel;
+    OptimStateCounts counts = optim_state_counts(optim, numel, whole, n);
+    free(numel), free(whole), free(s);
+    return optim_device_bytes(&counts, n);
+}
+
 FsdpCudaBytes fsdp_cuda_bytes(const ShardPlan *p, int bf16_weights, OptimKind optim) {
     FsdpCudaBytes b = {0};
     b.master = (int64_t)sizeof(float) * p->local_numel;
@@ -16,11 +28,8 @@ FsdpCudaBytes fsdp_cuda_bytes(const ShardPlan *p, int bf16_weights, OptimKind op
     ShardSegment *s = NULL;
     int n = shard_segments(p, p->rank, &s);
     b.blocks = (int64_t)sizeof(double) * shard_norm_block_count(s, n);
-    int64_t *numel = xmalloc(sizeof(int64_t) * (size_t)(n + 1)), *whole = xmalloc(sizeof(int64_t) * (size_t)(n + 1));
-    for (int i = 0; i < n; i++) numel[i] = s[i].numel, whole[i] = s[i].tensor_numel;
-    OptimStateCounts counts = optim_state_counts(optim, numel, whole, n);
-    b.optim = optim_device_bytes(&counts, n);
-    free(numel), free(whole), free(s);
+    free(s);
+    b.optim = fsdp_cuda_optim_bytes(p, optim);
     b.total = b.master + b.grad_sum + b.exchange + b.stage + b.blocks + b.optim;
     return b;
 }

@@ -2,8 +2,11 @@
 # `kvcpt plan`: bytes per rank for N = 1, 2, 4, 8 on the 8B shape.
 # Checked against numbers computed here from the architecture: 8,030,261,248
 # parameters; bf16 shards of them; 8-bit AdamW = 2 bytes + 8 per 256-block
-# for tensors of >= 4096 elements (8 bytes each below); near-even shards;
-# the largest unit (final norm + lm_head) gathered twice plus its gradient.
+# for tensors of >= 4096 elements (8 bytes each below), plus what the device
+# optimizer allocates beside the states (a spare element per state buffer,
+# 64 bytes per segment, the code maps, the bad-gradient word); near-even
+# shards; the largest unit (final norm + lm_head) gathered twice plus its
+# gradient.
 set -u
 cd "$(dirname "$0")/.."
 K=${KVCPT_BIN:-./kvcpt}
@@ -19,12 +22,14 @@ mats = [V*C, V*C] + [C*C, KD*C, KD*C, C*C, F*C, F*C, C*F] * L
 norms = [C] * (2*L + 1)
 assert sum(mats) + sum(norms) == P, "parameter count"
 opt1 = sum(2*n + 8*((n + 255)//256) if n >= 4096 else 8*n for n in mats + norms)
+# the device optimizer's extras (optim_device_bytes): spare elements, the segment table, maps, bad word
+dev1 = opt1 + 2 + 8 + 8 + 64*(len(mats) + len(norms) + 1) + 4*1022 + 8
 errs = []
 if [r["ranks"] for r in rows] != [1, 2, 4, 8]: errs.append("ranks %s" % [r["ranks"] for r in rows])
 r1 = rows[0]
 if r1["params"] != 2*P: errs.append("N=1 params %d != %d" % (r1["params"], 2*P))
 if r1["grads"] != 4*P: errs.append("N=1 grads %d != %d" % (r1["grads"], 4*P))
-if r1["optim"] != opt1: errs.append("N=1 optimizer %d != %d" % (r1["optim"], opt1))
+if r1["optim"] != dev1: errs.append("N=1 optimizer %d != %d" % (r1["optim"], dev1))
 if r1["unit_buffers"] != 0: errs.append("N=1 needs no gather buffers")
 for r in rows[1:]:
     n = r["ranks"]
@@ -94,6 +99,65 @@ PY
 )
 case "$check" in OK*) ok "plan --engine cuda: 8B per GPU matches the architecture (bf16sr+recompute full, fp32, fp32+recompute full, fp32+recompute attn: ${check#OK } GiB)";;
                  *) fail "plan --engine cuda 8B" "$check";; esac
+# The ZeRO-3 budget's activations are the CUDA engine's: what its first
+# forward allocates (activation sets, selections, residual streams, tokens,
+# final norm rows, scratch) plus the RoPE tables, at the same activation
+# element size, recompute setting and mask, for the 8B shape and the tiny
+# model, the mask off, on, with evict and with restride. Evict and restride
+# grow every layer's selection from B x Hkv x T to B x Hkv x
+# refresh_sel_len int32 records (kernels/refresh_mask.c: (T - L) rows of
+# 1 + W, W = min(K, or K + T-1 - L without evict; T-1) + 1), which the
+# budget once left out (it counted K x Hkv per layer, whatever the mask).
+pairs=()
+for shape in "llama3.1-8b 8242 8192 2048 1 bf16" "tiny 49 40 6 2 fp32"; do
+    read -r preset T L Kk B acts <<<"$shape"
+    mask="--K $Kk --L $L"
+    for rm in "none|" "attn|" "full|" "none|$mask" "attn|$mask" "full|$mask" "none|$mask --mask-evict" \
+              "attn|$mask --mask-restride 4" "full|$mask --mask-evict --mask-restride 3"; do
+        r=${rm%%|*} m=${rm#*|}
+        common="--preset $preset --seq $T --micro-batch $B --ranks 2 --recompute $r $m"
+        z=$("$K" plan $common --acts "$acts" --engine zero3 --json 2>&1)
+        g=$("$K" plan $common --precision "$acts" --engine cuda --json 2>&1)
+        pairs+=("$preset|$T|$L|$Kk|$B|$r|$acts|$m|$z|$g")
+    done
+done
+check=$(python3 - "${pairs[@]}" <<'PY'
+import json, sys
+shapes = {"llama3.1-8b": (32, 8), "tiny": (2, 2)}  # layers, KV heads
+acts = {}
+e = []
+for arg in sys.argv[1:]:
+    preset, T, L, K, B, r, a, m, z, g = arg.split("|")
+    T, L, K, B = int(T), int(L), int(K), int(B)
+    try:
+        z, g = json.loads(z)[0], json.loads(g)[0]
+    except ValueError:
+        e.append("%s %s %s %s: not JSON: %s %s" % (preset, r, a, m, z[:200], g[:200])); continue
+    if z["activations"] != g["acts"] + g["rope"]:
+        e.append("%s %s %s %s: ZeRO-3 activations %d != the CUDA engine's %d + rope %d" % (preset, r, a, m, z["activations"], g["acts"], g["rope"]))
+    acts[(preset, r, a, m)] = z["activations"]
+for (preset, r, a, m), v in acts.items():
+    if "evict" not in m and "restride" not in m: continue
+    nl, hkv = shapes[preset]
+    T, L, K, B = {"llama3.1-8b": (8242, 8192, 2048, 1), "tiny": (49, 40, 6, 2)}[preset]
+    past = K if "evict" in m else K + T - 1 - L
+    sel_len = (T - L) * (1 + min(past, T - 1) + 1)
+    want = nl * 4 * B * hkv * (sel_len - T)
+    plain = acts[(preset, r, a, "--K %d --L %d" % (K, L))]
+    if v - plain != want or want <= 0:
+        e.append("%s %s %s %s: the selections grew by %d, not %d" % (preset, r, a, m, v - plain, want))
+print("; ".join(e[:4]) if e else "OK %d" % len(acts))
+PY
+)
+case "$check" in OK*) ok "plan: ZeRO-3 activations = the CUDA engine's activations + rope tables, and evict/restride grow the selections to refresh_sel_len (${check#OK } settings of the 8B and tiny shapes)";;
+                 *) fail "plan ZeRO-3 activations" "$check";; esac
+for a in "--mask-evict" "--mask-restride 4"; do
+    if out=$("$K" plan --preset tiny --seq 49 $a 2>&1); then fail "plan $a without --K" "accepted"
+    elif grep -q "they need --K" <<<"$out"; then ok "plan refuses $a without --K, naming it"
+    else fail "plan $a without --K" "$out"; fi
+done
+t=$("$K" plan --preset tiny --seq 49 --K 6 --L 40 --mask-evict --mask-restride 3 --ranks 1 --engine zero3 | head -1)
+grep -q "mask on (L 40, K 6, evict, restride 3)$" <<<"$t" && ok "plan: the ZeRO-3 header names the mask" || fail "plan ZeRO-3 header" "$t"
 # the shipped 8B config on 8 GPUs: the shards shrink to an eighth and the
 # step fits 80 GB with the headroom printed
 t=$("$K" plan --preset llama3.1-8b --config launch/configs/cpt-llama3.1-8b.json --ranks 8 --seq 8242 --engine cuda | tail -1)

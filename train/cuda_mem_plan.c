@@ -1,7 +1,5 @@
 #include "cuda_mem_plan.h"
 
-#include <stdlib.h>
-
 #include "../common/util.h"
 #include "../kernels/attention_cuda_size.h"
 #include "../kernels/matmul.h"
@@ -14,16 +12,9 @@
 static int64_t optim_bytes(const ParamLayout *pl, OptimKind kind) {
     ShardPlan sp;
     shard_plan_build(&sp, pl, 1, 0);
-    ShardSegment *s;
-    int n = shard_segments(&sp, 0, &s);
-    int64_t *numel = xmalloc(sizeof(int64_t) * (size_t)(n + 1)), *whole = xmalloc(sizeof(int64_t) * (size_t)(n + 1));
-    for (int i = 0; i < n; i++) numel[i] = s[i].numel, whole[i] = s[i].tensor_numel;
-    OptimStateCounts counts = optim_state_counts(kind, numel, whole, n);
-    free(numel);
-    free(whole);
-    free(s);
+    int64_t b = fsdp_cuda_optim_bytes(&sp, kind);
     shard_plan_free(&sp);
-    return optim_device_bytes(&counts, n);
+    return b;
 }
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }

@@ -13,7 +13,13 @@
  * also catches an allocation the engine does not count. The uncounted
  * workspace (cuBLASLt, bf16 casts, per-launch temporaries) is not compared:
  * the emulator's matmuls allocate none. A mask set after a causal forward
- * grows the selections alone, to the plan's bytes. */
+ * grows the selections alone, to the plan's bytes. The ZeRO-3 budget
+ * (train/zero3_plan.h, `kvcpt plan --engine zero3`) is held to the same
+ * engine: its activations (with the RoPE tables) are what each case's first
+ * forward adds, at the case's activation size, recompute and mask, and its
+ * optimizer row for 1 and 2 ranks is the largest rank's device optimizer as
+ * optim_cuda_create allocates it (emulated device bytes under the
+ * emulator). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +30,13 @@
 #ifdef KVCPT_CUDA
 #include "../../kernels/cuda_device.h"
 #include "../../model/llama_cuda.h"
+#include "../../optim/optim_cuda.h"
 #include "../../parallel/comm_device.h"
 #include "../../parallel/fsdp_cuda.h"
 #include "../../parallel/shard_ckpt.h"
 #include "../../train/cuda_mem_plan.h"
 #include "../../train/device_optim.h"
+#include "../../train/zero3_plan.h"
 
 typedef struct {
     const char *label;
@@ -40,16 +48,18 @@ typedef struct {
     RefreshMask mask; /* enabled = 0: causal */
 } Case;
 
-static void make_config(LlamaConfig *c, int tied) {
+static void make_config_vocab(LlamaConfig *c, int tied, int vocab) {
     char json[1024];
     snprintf(json, sizeof json,
-             "{\"vocab_size\":96,\"hidden_size\":32,\"intermediate_size\":40,\"num_hidden_layers\":2,"
+             "{\"vocab_size\":%d,\"hidden_size\":32,\"intermediate_size\":40,\"num_hidden_layers\":2,"
              "\"num_attention_heads\":4,\"num_key_value_heads\":1,\"head_dim\":8,\"rms_norm_eps\":1e-5,"
              "\"rope_theta\":500000.0,\"max_position_embeddings\":4096,\"tie_word_embeddings\":%s,"
              "\"initializer_range\":0.1}",
-             tied ? "true" : "false");
+             vocab, tied ? "true" : "false");
     config_parse_json(c, json, "mem plan test");
 }
+
+static void make_config(LlamaConfig *c, int tied) { make_config_vocab(c, tied, 96); }
 
 #ifdef KVCPT_CUDA_EMU
 static int64_t device_used(void) {
@@ -129,7 +139,10 @@ static void run_case(const Case *k) {
 #define ENGINE_BYTES() (llama_cuda_bytes(&g) + (d ? device_optim_bytes(d) : 0) + (shards ? fsdp_cuda_device_bytes(shards) : 0))
     /* rope and activations come with the first forward */
     int64_t setup_plan = p.params + p.wbf16 + p.grads + p.optim + p.shards;
-    int64_t counted = ENGINE_BYTES();
+    int64_t counted = ENGINE_BYTES(), at_setup = counted;
+#ifdef KVCPT_CUDA_EMU
+    int64_t used_setup = device_used();
+#endif
     compare(k->label, "counted after setup", counted, setup_plan);
 #ifdef KVCPT_CUDA_EMU
     compare(k->label, "emulated device bytes after setup", device_used() - used0, setup_plan);
@@ -144,6 +157,15 @@ static void run_case(const Case *k) {
     compare(k->label, "counted after forward+backward (peak)", counted, p.counted);
 #ifdef KVCPT_CUDA_EMU
     compare(k->label, "emulated device bytes after forward+backward", device_used() - used0, p.counted);
+#endif
+    /* the ZeRO-3 budget's activations: this engine's first forward, RoPE tables included */
+    PlanInputs zin = {.seq = k->T, .micro_batch = k->B, .mask = k->mask, .param_bytes = 2, .grad_bytes = 4,
+                      .act_bytes = llama_cuda_act_size(k->precision), .optim = OPTIM_ADAMW8BIT, .recompute = k->recompute};
+    int64_t zero3_acts = plan_rank_bytes(&c, &zin, 1).activations;
+    compare(k->label, "ZeRO-3 budget's activations vs what the first forward counted", counted - at_setup, zero3_acts);
+#ifdef KVCPT_CUDA_EMU
+    compare(k->label, "ZeRO-3 budget's activations vs the emulated bytes of the first forward", device_used() - used_setup,
+            zero3_acts);
 #endif
     /* the engine's own peak is the plan's only at the planned shape: a
      * smaller forward reuses the buffers, a longer one would not fit it */
@@ -166,6 +188,43 @@ static void run_case(const Case *k) {
     free(host);
     free(tokens);
     free(targets);
+    param_layout_free(&pl);
+}
+
+/* The ZeRO-3 budget's optimizer row for ranks ranks: the largest of the
+ * device optimizers the ranks' segments get (a piece of a large tensor is
+ * quantized as the whole; vocab 300 makes the embedding and lm_head 8-bit
+ * and their pieces uneven). */
+static void run_zero3_optim(OptimKind kind, int ranks) {
+    LlamaConfig c;
+    make_config_vocab(&c, 0, 300);
+    ParamLayout pl;
+    param_layout_build(&pl, &c);
+    PlanInputs zin = {.seq = 33, .micro_batch = 1, .mask = refresh_mask_off(), .param_bytes = 2, .grad_bytes = 4,
+                      .act_bytes = 2, .optim = kind, .recompute = LLAMA_RECOMPUTE_NONE};
+    int64_t want = plan_rank_bytes(&c, &zin, ranks).optim, largest = 0;
+    for (int r = 0; r < ranks; r++) {
+        ShardPlan sp;
+        shard_plan_build(&sp, &pl, ranks, r);
+        Optimizer *host = shard_optimizer_create(kind, &sp, r);
+#ifdef KVCPT_CUDA_EMU
+        int64_t used0 = device_used();
+#endif
+        OptimCuda *o = optim_cuda_create(host);
+#ifdef KVCPT_CUDA_EMU
+        int64_t held = device_used() - used0; /* what the emulator handed out */
+#else
+        int64_t held = optim_cuda_bytes(o);
+#endif
+        if (held > largest) largest = held;
+        optim_cuda_free(o);
+        optim_free(host);
+        shard_plan_free(&sp);
+    }
+    char label[128];
+    snprintf(label, sizeof label, "ZeRO-3 %s optimizer, %d rank%s", kind == OPTIM_ADAMW8BIT ? "adamw8bit" : "adamw", ranks,
+             ranks > 1 ? "s" : "");
+    compare(label, "the largest rank's device optimizer", largest, want);
     param_layout_free(&pl);
 }
 
@@ -240,6 +299,10 @@ int main(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i]);
     if (tl_case_selected("fp32 mask set after a causal forward B2 T49")) run_mask_after_forward("fp32 mask set after a causal forward B2 T49");
+    for (int ranks = 1; ranks <= 2; ranks++) {
+        run_zero3_optim(OPTIM_ADAMW8BIT, ranks);
+        run_zero3_optim(OPTIM_ADAMW, ranks);
+    }
 #endif
     return tl_finish();
 }
