@@ -195,11 +195,12 @@ static void bad_token(void *arg) {
     llama_forward(m, tok, NULL, 1, 3);
 }
 /* The pass is built once, by llama_create, over the model's own fields: a
- * copy of the struct would run on the original's buffers, so it is refused. */
+ * copy of the struct would run on the original's buffers, so it is refused
+ * (by a backward, which without the check dies otherwise, before any
+ * OpenMP region a forked child could hang in). */
 static void moved_model(void *arg) {
     Llama moved = *(Llama *)arg;
-    int32_t tok[3] = {1, 2, 3};
-    llama_forward(&moved, tok, NULL, 1, 3);
+    llama_backward(&moved);
 }
 
 /* Dynamic RoPE scaling's tables depend on the sequence length: a model that
