@@ -211,12 +211,7 @@ static const LlamaOps cpu_bf16r_ops = {
 
 void llama_set_bf16_oracle(Llama *m, int on) { m->pass.ops = on ? &cpu_bf16r_ops : &llama_cpu_ops; }
 
-/* The pass built by llama_create points at m's own fields: a Llama copied
- * or moved since would run on the old one's. */
-static const LlamaPassModel *pass_of(const Llama *m) {
-    KV_CHECK(m->pass.cfg == &m->cfg, "llama: the model was moved after llama_create (its pass points at the old place)");
-    return &m->pass;
-}
+static const LlamaPassModel *pass_of(const Llama *m) { return llama_pass_checked(&m->pass, &m->cfg, "llama"); }
 
 static float forward(Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T,
                      LlamaForwardMode mode) {

@@ -540,11 +540,8 @@ void llama_cuda_set_attn(LlamaCuda *g, LlamaAttnImpl requested, const char *what
     g->pass.ops = llama_cuda_ops_for(g->precision, g->attn);
 }
 
-/* The pass built by create_common points at g's own fields: an engine
- * copied or moved since would run on the old one's. */
 static const LlamaPassModel *pass_of(const LlamaCuda *g) {
-    KV_CHECK(g->pass.cfg == &g->cfg, "llama_cuda: the engine was moved after llama_cuda_create (its pass points at the old place)");
-    return &g->pass;
+    return llama_pass_checked(&g->pass, &g->cfg, "llama_cuda");
 }
 
 static float forward(LlamaCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T,

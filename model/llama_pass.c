@@ -20,6 +20,12 @@ void llama_pass_state_free(LlamaPassState *s) {
     s->acts = NULL, s->sel = NULL, s->resid = NULL;
 }
 
+const LlamaPassModel *llama_pass_checked(const LlamaPassModel *pass, const LlamaConfig *own_cfg, const char *who) {
+    KV_CHECK(pass->cfg == own_cfg, "%s: the model was moved after it was created (its pass points at the old place)",
+             who);
+    return pass;
+}
+
 void llama_pass_set_mask(RefreshMask *mask_out, const RefreshMask *mask) {
     refresh_mask_validate(mask, "training mask");
     KV_CHECK(mask->S >= 0, "training mask: field 'S' must be >= 0 (got %lld)", (long long)mask->S);

@@ -32,6 +32,11 @@ typedef struct {
     int64_t ce_rows;               /* rows per logits chunk; 0: LLAMA_CE_CHUNK_ROWS */
 } LlamaPassModel;
 
+/* pass, which the engine built over its own fields, cfg among them: dies,
+ * naming who, when the engine's struct was copied or moved since (own_cfg,
+ * its cfg field now, is elsewhere), since the pass would run on the old
+ * place's buffers. */
+const LlamaPassModel *llama_pass_checked(const LlamaPassModel *pass, const LlamaConfig *own_cfg, const char *who);
 /* The per-layer arrays (acts, sel, resid) of a state for c; the buffers
  * they point at are the engine's to allocate. */
 void llama_pass_state_init(LlamaPassState *s, const LlamaConfig *c);

@@ -256,7 +256,7 @@ int main(void) {
     tl_expect_death("T != L + S is rejected", bad_t, &m, "L + S = 8 + 4 (got 10)");
     tl_expect_death("token outside the vocabulary", bad_token, &m, "token 64 at position 1");
     tl_expect_death("a model moved after llama_create is refused", moved_model, &m,
-                    "moved after llama_create");
+                    "llama: the model was moved after it was created");
     llama_free(&m);
     return tl_finish();
 }
