@@ -53,10 +53,13 @@ static void bench_fill_params(Llama *m, uint64_t seed) {
 static float timed_pass(BenchModel *b, const int32_t *tok, const int32_t *tgt, int64_t B, int64_t T, double *fwd,
                         double *bwd) {
     if (b->gpu) return b->cu->timed_pass(b->gpu, tok, tgt, B, T, fwd, bwd);
+    /* as the CPU trainer's steps: zeroed before the training forward, which
+     * adds the head's gradient (the logits once), so the forward's time
+     * includes the head's backward products */
     double t0 = now_seconds();
-    float loss = llama_forward(&b->m, tok, tgt, B, T);
-    double t1 = now_seconds();
     llama_zero_grad(&b->m);
+    float loss = llama_forward_train(&b->m, tok, tgt, B, T);
+    double t1 = now_seconds();
     llama_backward(&b->m);
     *fwd += t1 - t0, *bwd += now_seconds() - t1;
     return loss;
@@ -219,7 +222,6 @@ int bench_model(int argc, char **argv) {
     }
     LlamaRecompute recompute = llama_recompute_parse(recompute_s, "bench model --recompute");
     if (dev == DEVICE_CUDA) b.gpu = b.cu->create(&b.m, recompute, prec, L > 0 ? &b.m.mask : NULL);
-    else llama_set_head_grad_in_forward(&b.m, 1); /* as the CPU trainer's steps: the logits once */
     fprintf(stderr, "bench model: set up in %.1f s\n", now_seconds() - t_setup);
     int32_t *tok = xmalloc(sizeof(int32_t) * (size_t)(2 * batch * seq)), *tgt = tok + batch * seq;
     Rng r;

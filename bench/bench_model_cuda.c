@@ -13,17 +13,17 @@ static LlamaCuda *model_create(const Llama *m, LlamaRecompute recompute, LlamaCu
     llama_cuda_create(g, &m->cfg, recompute, precision);
     llama_cuda_upload_params(g, m->params);
     if (mask) llama_cuda_set_mask(g, mask);
-    llama_cuda_set_head_grad_in_forward(g, 1); /* as the trainer's steps: the logits once */
     return g;
 }
 
 static float model_timed_pass(LlamaCuda *g, const int32_t *tok, const int32_t *tgt, int64_t B, int64_t T, double *fwd,
                               double *bwd) {
     double t0 = now_seconds();
-    /* zeroed before the forward, which adds the head's gradient: the
-     * forward's time includes the head's backward products */
+    /* as the trainer's steps: zeroed before the training forward, which
+     * adds the head's gradient (the logits once), so the forward's time
+     * includes the head's backward products */
     llama_cuda_zero_grad(g);
-    float loss = llama_cuda_forward(g, tok, tgt, B, T); /* returns after copying the losses back: synchronized */
+    float loss = llama_cuda_forward_train(g, tok, tgt, B, T); /* returns after copying the losses back: synchronized */
     double t1 = now_seconds();
     llama_cuda_backward(g);
     cuda_synchronize();

@@ -16,8 +16,6 @@
 #include "llama_layer.h"
 #include "llama_pass.h"
 
-
-
 void llama_create(Llama *m, const LlamaConfig *c) {
     memset(m, 0, sizeof *m);
     config_validate(c, c->name);
@@ -29,6 +27,8 @@ void llama_create(Llama *m, const LlamaConfig *c) {
     llama_bind_tensors(&m->dw, c, &m->layout, m->grads);
     llama_pass_state_init(&m->state, c);
     m->mask = refresh_mask_off();
+    m->pass = (LlamaPassModel){.ops = &llama_cpu_ops, .cfg = &m->cfg, .mask = &m->mask, .w = &m->w, .dw = &m->dw,
+                               .act_size = 4};
 }
 
 static void free_acts(Llama *m) {
@@ -48,7 +48,6 @@ static void free_acts(Llama *m) {
 
 void llama_free(Llama *m) {
     free_acts(m);
-    free(m->head_dw);
     llama_pass_state_free(&m->state);
     free(m->state.rope_cos);
     free(m->params);
@@ -210,45 +209,36 @@ static const LlamaOps cpu_bf16r_ops = {
     HOST_MEMORY_OPS,
 };
 
-static const LlamaOps *ops_of(const Llama *m) { return m->bf16_oracle ? &cpu_bf16r_ops : &llama_cpu_ops; }
+void llama_set_bf16_oracle(Llama *m, int on) { m->pass.ops = on ? &cpu_bf16r_ops : &llama_cpu_ops; }
 
-void llama_set_bf16_oracle(Llama *m, int on) { m->bf16_oracle = on != 0; }
+static const LlamaPassModel *pass_of(const Llama *m) { return llama_pass_checked(&m->pass, &m->cfg, "llama"); }
 
-void llama_set_head_grad_in_forward(Llama *m, int on) {
-    m->head_grad_in_forward = on != 0;
-    if (m->head_grad_in_forward && !m->head_dw)
-        m->head_dw = xcalloc((size_t)m->cfg.vocab_size, sizeof(float) * (size_t)m->cfg.hidden_size);
-}
-
-/* The pass over this model's fields (model/llama_pass.h). */
-static LlamaPassModel pass_model(Llama *m) {
-    return (LlamaPassModel){.ops = ops_of(m), .cfg = &m->cfg, .mask = &m->mask, .w = &m->w, .dw = &m->dw,
-                            .hooks = m->hooks, .act_size = 4, .freeze_selection = m->freeze_selection,
-                            .head_dw = m->head_grad_in_forward ? m->head_dw : NULL};
-}
-
-
-float llama_forward(Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
+static float forward(Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T,
+                     LlamaForwardMode mode) {
+    const LlamaPassModel *pm = pass_of(m);
     llama_check_inputs(&m->cfg, &m->mask, tokens, targets, B, T);
     ensure_acts(m, B, T);
     ensure_sel(m, B, T);
-    (void)llama_pass_ensure_rope(ops_of(m), &m->cfg, &m->state, T);
-    LlamaPassModel pm = pass_model(m);
-    return llama_pass_forward(&pm, &m->state, tokens, targets);
+    (void)llama_pass_ensure_rope(pm->ops, &m->cfg, &m->state, T);
+    return llama_pass_forward(pm, &m->state, tokens, targets, mode);
+}
+
+float llama_forward(Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
+    return forward(m, tokens, targets, B, T, LLAMA_FORWARD_LOSS);
+}
+
+float llama_forward_train(Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
+    return forward(m, tokens, targets, B, T, LLAMA_FORWARD_TRAIN);
 }
 
 void llama_logits(Llama *m, float *out, int64_t row0, int64_t rows) {
     llama_pass_check_rows(&m->state, row0, rows, "llama_logits");
-    LlamaPassModel pm = pass_model(m);
-    llama_pass_logits_rows(&pm, &m->state, out, row0, rows);
+    llama_pass_logits_rows(pass_of(m), &m->state, out, row0, rows);
 }
 
 void llama_zero_grad(Llama *m) { memset(m->grads, 0, sizeof(float) * (size_t)m->layout.total); }
 
-void llama_backward(Llama *m) {
-    LlamaPassModel pm = pass_model(m);
-    llama_pass_backward(&pm, &m->state);
-}
+void llama_backward(Llama *m) { llama_pass_backward(pass_of(m), &m->state); }
 
 FlopSplit llama_flops_split(const Llama *m, int64_t T) {
     const LlamaConfig *c = &m->cfg;

@@ -7,6 +7,7 @@
 
 #include "../kernels/rope.h"
 #include "llama_buffers.h"
+#include "llama_pass.h"
 
 typedef struct {
     LlamaConfig cfg;
@@ -14,11 +15,13 @@ typedef struct {
     float *params, *grads;
     ModelTensors w, dw; /* views into params / grads */
     RefreshMask mask;    /* with it on, T must be mask.L + mask.S */
-    int freeze_selection;/* reuse the saved selection instead of recomputing it */
-    LlamaUnitHooks hooks; /* all NULL: every parameter is always in place */
-    int bf16_oracle;     /* llama_set_bf16_oracle */
-    int head_grad_in_forward; /* llama_set_head_grad_in_forward */
-    float *head_dw;      /* (V, C): the head weight's gradient the forward computes, when on */
+    /* The pass over this model's fields (model/llama_pass.h), built by
+     * llama_create, so a Llama must stay where it was created. Its own
+     * settings are set here: hooks (the sharding's unit hooks; all NULL:
+     * every parameter is always in place) and freeze_selection (reuse the
+     * saved selection instead of recomputing it); ops through
+     * llama_set_bf16_oracle. */
+    LlamaPassModel pass;
 
     LlamaPassState state; /* forward state for the last (B, T), host buffers */
     int64_t sel_cap;      /* int32 entries of each layer's state.sel[l] */
@@ -34,21 +37,18 @@ void llama_init_random(Llama *m, uint64_t seed);
  * its weight (and an fp32 operand) to bf16 first (matmul_*_bf16r_cpu);
  * off (the default): fp32. */
 void llama_set_bf16_oracle(Llama *m, int on);
-/* on: every forward with targets also computes the loss head's gradient
- * while its logits are at hand, and llama_backward uses it instead of
- * recomputing the logits (one (B T, C) x (C, V) product less per training
- * step, for V x C floats more memory); for forwards that a backward
- * follows, with the gradients zeroed in between (llama_zero_grad) or
- * before. The gradients are the same bits as off then; added onto nonzero
- * gradients, they can differ in the last bits (the head weight's chunks
- * are summed before being added). Off (the default) suits loss-only
- * forwards, which it leaves at the cost of the logits alone. */
-void llama_set_head_grad_in_forward(Llama *m, int on);
 /* Sets (and validates) the training mask; enabled=0 means plain causal attention. */
 void llama_set_mask(Llama *m, const RefreshMask *mask);
 /* tokens, targets: (B, T); targets < 0 are ignored. Returns the mean loss over
- * valid targets (NaN when targets is NULL or none are valid). */
+ * valid targets (NaN when targets is NULL or none are valid). The loss
+ * alone (LLAMA_FORWARD_LOSS): the gradients are left as they are, and a
+ * backward after it recomputes the logits. */
 float llama_forward(Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T);
+/* The same loss, as a training step's forward (LLAMA_FORWARD_TRAIN): with
+ * targets it also adds the loss head's weight gradient to the gradients,
+ * for the llama_backward that must follow with no llama_zero_grad in
+ * between. The gradients are then the same bits as llama_forward's. */
+float llama_forward_train(Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T);
 void llama_zero_grad(Llama *m);
 /* grads += d(mean loss)/d(params) for the last forward. */
 void llama_backward(Llama *m);

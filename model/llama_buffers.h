@@ -75,18 +75,15 @@ typedef struct {
     int64_t scratch_numel;     /* floats of scratch */
     int64_t n_targets;         /* valid targets of the last forward */
     float loss;                /* its mean loss; NaN when none */
-    /* what the last forward left of the head's gradient for the next
-     * backward: LLAMA_HEAD_GRAD_NONE, or the scratch's dxf with the weight's
-     * gradient in LlamaPassModel.head_dw (IN_BUFFER) or already added to
-     * dw->lm_head (IN_GRADS) */
+    /* 1: the last forward (LLAMA_FORWARD_TRAIN) left the head's gradient
+     * for the next backward: the final norm's output gradient in the
+     * scratch's dxf, the weight's added to dw->lm_head */
     int head_grad_ready;
 } LlamaPassState;
 
 /* Rows of logits the CPU loss computes at once: bounds the (rows, V)
  * buffer (the CUDA engine's is LLAMA_CUDA_CE_CHUNK_ROWS). */
 #define LLAMA_CE_CHUNK_ROWS 256
-
-enum { LLAMA_HEAD_GRAD_NONE = 0, LLAMA_HEAD_GRAD_IN_BUFFER = 1, LLAMA_HEAD_GRAD_IN_GRADS = 2 };
 
 /* Backward work buffers, carved from one scratch allocation; ACT as in
  * LayerActs. */

@@ -63,7 +63,10 @@ static void create_common(LlamaCuda *g, const LlamaConfig *c, LlamaRecompute rec
     g->recompute = recompute;
     g->precision = precision;
     param_layout_build(&g->layout, c);
-    /* KVCPT_ATTN, checked before anything is allocated */
+    g->pass = (LlamaPassModel){.cfg = &g->cfg, .mask = &g->mask, .w = &g->w, .dw = &g->dw,
+                               .act_size = llama_cuda_act_size(precision), .recompute = recompute,
+                               .ce_rows = LLAMA_CUDA_CE_CHUNK_ROWS};
+    /* KVCPT_ATTN (the pass's ops), checked before anything is allocated */
     llama_cuda_set_attn(g, LLAMA_ATTN_AUTO, "llama_cuda_create");
     g->head_offset = -1;
     llama_pass_state_init(&g->state, c);
@@ -534,44 +537,44 @@ const LlamaOps *llama_cuda_ops_for(LlamaCudaPrecision precision, LlamaAttnImpl a
 
 void llama_cuda_set_attn(LlamaCuda *g, LlamaAttnImpl requested, const char *what) {
     g->attn = llama_attn_impl_resolve(requested, what, g->precision == LLAMA_CUDA_BF16_WEIGHTS, g->cfg.head_dim);
-    g->ops = llama_cuda_ops_for(g->precision, g->attn);
+    g->pass.ops = llama_cuda_ops_for(g->precision, g->attn);
 }
 
-/* The pass over this engine's fields (model/llama_pass.h). */
-static LlamaPassModel pass_model(LlamaCuda *g) {
-    return (LlamaPassModel){.ops = g->ops, .cfg = &g->cfg, .mask = &g->mask, .w = &g->w, .dw = &g->dw,
-                            .hooks = g->hooks, .act_size = llama_cuda_act_size(g->precision),
-                            .recompute = g->recompute, .head_grad_into_dw = g->head_grad_in_forward,
-                            .ce_rows = LLAMA_CUDA_CE_CHUNK_ROWS};
+static const LlamaPassModel *pass_of(const LlamaCuda *g) {
+    return llama_pass_checked(&g->pass, &g->cfg, "llama_cuda");
 }
 
-void llama_cuda_set_head_grad_in_forward(LlamaCuda *g, int on) { g->head_grad_in_forward = on != 0; }
+static float forward(LlamaCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T,
+                     LlamaForwardMode mode) {
+    const LlamaPassModel *pm = pass_of(g);
+    llama_check_inputs(&g->cfg, &g->mask, tokens, targets, B, T);
+    KV_CHECK(!g->streamed || pm->hooks.params_needed, "llama_cuda_forward: a streamed engine needs unit hooks");
+    ensure_acts(g, B, T);
+    g->bytes_fixed += llama_pass_ensure_rope(pm->ops, &g->cfg, &g->state, T);
+    return llama_pass_forward(pm, &g->state, tokens, targets, mode);
+}
 
 float llama_cuda_forward(LlamaCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
-    llama_check_inputs(&g->cfg, &g->mask, tokens, targets, B, T);
-    KV_CHECK(!g->streamed || g->hooks.params_needed, "llama_cuda_forward: a streamed engine needs unit hooks");
-    ensure_acts(g, B, T);
-    g->bytes_fixed += llama_pass_ensure_rope(g->ops, &g->cfg, &g->state, T);
-    LlamaPassModel pm = pass_model(g);
-    return llama_pass_forward(&pm, &g->state, tokens, targets);
+    return forward(g, tokens, targets, B, T, LLAMA_FORWARD_LOSS);
+}
+
+float llama_cuda_forward_train(LlamaCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
+    return forward(g, tokens, targets, B, T, LLAMA_FORWARD_TRAIN);
 }
 
 void llama_cuda_logits(LlamaCuda *g, float *out, int64_t row0, int64_t rows) {
     LlamaPassState *s = &g->state;
     llama_pass_check_rows(s, row0, rows, "llama_cuda_logits");
-    LlamaPassModel pm = pass_model(g);
-    int64_t V = g->cfg.vocab_size, n_max = llama_pass_ce_rows(&pm);
-    /* into the backward's logits chunk, so the dxf a forward left for the
-     * next backward (llama_cuda_set_head_grad_in_forward) stays */
-    LlamaBackwardBufs b = llama_pass_bufs(&pm, s);
+    const LlamaPassModel *pm = pass_of(g);
+    int64_t V = g->cfg.vocab_size, n_max = llama_pass_ce_rows(pm);
+    /* into the backward's logits chunk, so the dxf a training forward left
+     * for the next backward (llama_cuda_forward_train) stays */
+    LlamaBackwardBufs b = llama_pass_bufs(pm, s);
     for (int64_t r0 = 0; r0 < rows; r0 += n_max) {
         int64_t n = rows - r0 < n_max ? rows - r0 : n_max;
-        llama_pass_logits_rows(&pm, s, b.logits, row0 + r0, n);
+        llama_pass_logits_rows(pm, s, b.logits, row0 + r0, n);
         cuda_memcpy_d2h(out + r0 * V, b.logits, sizeof(float) * (size_t)(n * V));
     }
 }
 
-void llama_cuda_backward(LlamaCuda *g) {
-    LlamaPassModel pm = pass_model(g);
-    llama_pass_backward(&pm, &g->state);
-}
+void llama_cuda_backward(LlamaCuda *g) { llama_pass_backward(pass_of(g), &g->state); }

@@ -52,11 +52,14 @@ struct LlamaCuda {
     int64_t head_offset;     /* tied lm_head copy in wbf16, or -1 */
     ModelTensors w, dw;      /* device views; see ops for bf16 matrices */
     LlamaAttnImpl attn;      /* the attention kernels, resolved (mma or cuda-core; model/attn_impl.h) */
-    const LlamaOps *ops;     /* llama_cuda_ops_for(precision, attn) */
     RefreshMask mask;            /* with it on, T must be mask.L + mask.S */
     LlamaRecompute recompute;    /* what the backward reruns (model/recompute.h) */
-    LlamaUnitHooks hooks;        /* all NULL: every parameter is always in place */
-    int head_grad_in_forward;    /* llama_cuda_set_head_grad_in_forward */
+    /* The pass over this engine's fields (model/llama_pass.h), built by
+     * llama_cuda_create*, so a LlamaCuda must stay where it was created:
+     * pass.ops is llama_cuda_ops_for(precision, attn) (llama_cuda_set_attn
+     * keeps it so), pass.hooks the sharding's unit hooks (all NULL: every
+     * parameter is always in place; parallel/fsdp_cuda.h sets them). */
+    LlamaPassModel pass;
     /* Streamed layers (llama_cuda_create_streamed, the sharded engine): the
      * embedding, final norm and lm_head are resident in params / wbf16 /
      * grads; a layer's weights live in a slot only while it runs, its
@@ -149,19 +152,13 @@ LlamaCudaPlace llama_cuda_param_place(const LlamaCuda *g, int tensor);
  * from the fp32 embedding, on the device (after an update there). A no-op
  * otherwise. */
 void llama_cuda_sync_tied_head(LlamaCuda *g);
-/* Same contract as llama_forward; tokens and targets are HOST arrays. */
+/* Same contracts as llama_forward and llama_forward_train; tokens and
+ * targets are HOST arrays. */
 float llama_cuda_forward(LlamaCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T);
+float llama_cuda_forward_train(LlamaCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T);
 void llama_cuda_zero_grad(LlamaCuda *g);
 /* grads += d(mean loss)/d(params) for the last forward. */
 void llama_cuda_backward(LlamaCuda *g);
-/* On: a forward with targets also adds the loss head's weight gradient to
- * the gradients (and leaves the final norm's output gradient for the
- * backward) while each chunk of logits is at hand, so the logits are
- * computed once per step; the gradients are the same bits as with it off.
- * Only for a forward whose backward follows with no llama_cuda_zero_grad
- * in between (the trainer's steps); off (the default) for loss-only
- * forwards, which must leave the gradients alone. */
-void llama_cuda_set_head_grad_in_forward(LlamaCuda *g, int on);
 /* Logits of rows [row0, row0 + rows) of the last forward into HOST out. */
 void llama_cuda_logits(LlamaCuda *g, float *out, int64_t row0, int64_t rows);
 /* Device bytes this engine holds now (parameters, gradients, activations). */

@@ -20,6 +20,12 @@ void llama_pass_state_free(LlamaPassState *s) {
     s->acts = NULL, s->sel = NULL, s->resid = NULL;
 }
 
+const LlamaPassModel *llama_pass_checked(const LlamaPassModel *pass, const LlamaConfig *own_cfg, const char *who) {
+    KV_CHECK(pass->cfg == own_cfg, "%s: the model was moved after it was created (its pass points at the old place)",
+             who);
+    return pass;
+}
+
 void llama_pass_set_mask(RefreshMask *mask_out, const RefreshMask *mask) {
     refresh_mask_validate(mask, "training mask");
     KV_CHECK(mask->S >= 0, "training mask: field 'S' must be >= 0 (got %lld)", (long long)mask->S);
@@ -106,30 +112,27 @@ LlamaBackwardBufs llama_pass_bufs(const LlamaPassModel *m, const LlamaPassState 
     return llama_backward_bufs_carve_rows(m->cfg, s->B * s->T, m->act_size, llama_pass_ce_rows(m), s->scratch);
 }
 
-/* The loss head and its gradient in one pass over the logits chunks: the
- * same kernels, on the same values, as the backward's recomputation, so the
- * gradients are the same bits. Into head_dw, the weight's sum over chunks
- * starts from zero instead of from the gradient buffer (which the CPU
- * engine's callers zero right before the backward); into dw->lm_head
- * (head_grad_into_dw) it is the backward's own sum, moved earlier. */
+/* The loss head and its gradient in one pass over the logits chunks
+ * (LLAMA_FORWARD_TRAIN): the same kernels, on the same values, onto
+ * dw->lm_head in the same order as the backward's recomputation, so the
+ * gradients are the same bits; the backward's own sum, moved earlier. */
 static void head_loss_and_grad(const LlamaPassModel *m, LlamaPassState *s) {
     const LlamaOps *o = m->ops;
     const LlamaConfig *c = m->cfg;
     int64_t BT = s->B * s->T, C = c->hidden_size, V = c->vocab_size;
     LlamaBackwardBufs g = llama_pass_bufs(m, s);
     float scale = 1.0f / (float)s->n_targets;
-    float *dw = m->head_dw ? m->head_dw : m->dw->lm_head;
-    if (m->head_dw) o->zero(m->head_dw, V * C);
     for (int64_t r0 = 0; r0 < BT; r0 += llama_pass_ce_rows(m)) {
         int64_t rows = chunk_rows(m, BT, r0);
         llama_pass_logits_rows(m, s, g.logits, r0, rows);
         o->crossentropy_forward_backward(s->losses + r0, s->ce_lse + r0, g.logits, s->targets + r0, rows, V, scale);
-        o->head_backward(g.dxf + r0 * C, dw, g.logits, s->xf + r0 * C, m->w->lm_head, rows, C, V);
+        o->head_backward(g.dxf + r0 * C, m->dw->lm_head, g.logits, s->xf + r0 * C, m->w->lm_head, rows, C, V);
     }
-    s->head_grad_ready = m->head_dw ? LLAMA_HEAD_GRAD_IN_BUFFER : LLAMA_HEAD_GRAD_IN_GRADS;
+    s->head_grad_ready = 1;
 }
 
-float llama_pass_forward(const LlamaPassModel *m, LlamaPassState *s, const int32_t *tokens, const int32_t *targets) {
+float llama_pass_forward(const LlamaPassModel *m, LlamaPassState *s, const int32_t *tokens, const int32_t *targets,
+                         LlamaForwardMode mode) {
     const LlamaOps *o = m->ops;
     const LlamaConfig *c = m->cfg;
     int64_t BT = s->B * s->T, C = c->hidden_size, V = c->vocab_size, nl = c->num_hidden_layers;
@@ -149,12 +152,12 @@ float llama_pass_forward(const LlamaPassModel *m, LlamaPassState *s, const int32
     s->n_targets = 0;
     for (int64_t i = 0; i < BT; i++) s->n_targets += s->h_targets[i] >= 0;
     s->loss = NAN;
-    s->head_grad_ready = LLAMA_HEAD_GRAD_NONE;
+    s->head_grad_ready = 0;
     if (s->n_targets == 0) return s->loss;
     /* chunks of logits from the scratch's start, which the backward carves
      * into buffers with red zones (common/redzone.h) */
     REDZONE_CLEAR(s->scratch, sizeof(float) * (size_t)s->scratch_numel);
-    if (m->head_dw || m->head_grad_into_dw) {
+    if (mode == LLAMA_FORWARD_TRAIN) {
         head_loss_and_grad(m, s);
     } else {
         for (int64_t r0 = 0; r0 < BT; r0 += llama_pass_ce_rows(m)) {
@@ -180,9 +183,7 @@ void llama_pass_backward(const LlamaPassModel *m, LlamaPassState *s) {
     ModelTensors *dw = m->dw;
     LlamaBackwardBufs g = llama_pass_bufs(m, s);
     need_head(m, 1);
-    if (s->head_grad_ready == LLAMA_HEAD_GRAD_IN_BUFFER && m->head_dw) {
-        o->residual_add(dw->lm_head, m->head_dw, V * C); /* dxf is in the scratch already */
-    } else if (s->head_grad_ready != LLAMA_HEAD_GRAD_IN_GRADS) { /* else the forward added it and left dxf */
+    if (!s->head_grad_ready) { /* else the training forward added it and left dxf */
         float scale = 1.0f / (float)s->n_targets;
         for (int64_t r0 = 0; r0 < BT; r0 += llama_pass_ce_rows(m)) {
             int64_t rows = chunk_rows(m, BT, r0);
@@ -191,7 +192,7 @@ void llama_pass_backward(const LlamaPassModel *m, LlamaPassState *s) {
             o->head_backward(g.dxf + r0 * C, dw->lm_head, g.logits, s->xf + r0 * C, w->lm_head, rows, C, V);
         }
     }
-    s->head_grad_ready = LLAMA_HEAD_GRAD_NONE; /* a second backward recomputes: the layers' backward reuses the scratch */
+    s->head_grad_ready = 0; /* a second backward recomputes: the layers' backward reuses the scratch */
     o->zero(g.dres, BT * C);
     o->rmsnorm_backward(g.dres, dw->final_norm, g.dxf, s->resid[nl], w->final_norm, s->rstdf, BT, C);
     grads_ready(m, (int)nl + 1);

@@ -4,8 +4,8 @@
  * sharding unit hooks, the final RMSNorm, the chunked cross-entropy head and
  * the mirror of all that), written once for both engines: the CPU reference
  * (model/llama.c) and the CUDA engine (model/llama_cuda.c) each hold a
- * LlamaPassState (model/llama_buffers.h), point a LlamaPassModel at their own fields and call
- * these. What differs between them is data: the ops table (kernels and
+ * LlamaPassState (model/llama_buffers.h), point a LlamaPassModel at their own fields once,
+ * when the model is created (its setters keep it current), and call these. What differs between them is data: the ops table (kernels and
  * memory operations), the activation element size, and which activations
  * the layers share and recompute (model/recompute.h). */
 #include <stdint.h>
@@ -29,21 +29,14 @@ typedef struct {
      * to h, into the rebuilt buffers every layer's set shares */
     LlamaRecompute recompute;
     int freeze_selection;          /* 1: reuse each layer's saved selection instead of recomputing it */
-    /* engine (V, C), or NULL. Set: a forward with targets also computes the
-     * loss head's gradient while each chunk of logits is at hand (the
-     * final norm's output gradient into the backward's scratch, the head
-     * weight's into this buffer), and the next backward adds it instead of
-     * recomputing the logits: one (BT, C) x (C, V) product less per step. */
-    float *head_dw;
-    /* 1: as head_dw, but the weight's gradient is added to dw->lm_head
-     * itself, no (V, C) buffer: for engines whose gradients nothing zeroes
-     * between a forward and its backward. The same products summed in the
-     * same order onto the same buffer as the backward's recomputation, so
-     * the gradients are the same bits. */
-    int head_grad_into_dw;
     int64_t ce_rows;               /* rows per logits chunk; 0: LLAMA_CE_CHUNK_ROWS */
 } LlamaPassModel;
 
+/* pass, which the engine built over its own fields, cfg among them: dies,
+ * naming who, when the engine's struct was copied or moved since (own_cfg,
+ * its cfg field now, is elsewhere), since the pass would run on the old
+ * place's buffers. */
+const LlamaPassModel *llama_pass_checked(const LlamaPassModel *pass, const LlamaConfig *own_cfg, const char *who);
 /* The per-layer arrays (acts, sel, resid) of a state for c; the buffers
  * they point at are the engine's to allocate. */
 void llama_pass_state_init(LlamaPassState *s, const LlamaConfig *c);
@@ -54,11 +47,22 @@ void llama_pass_set_mask(RefreshMask *mask_out, const RefreshMask *mask);
  * bit for bit the same everywhere, and copied to the engine). Returns the
  * change in engine bytes the tables hold. */
 int64_t llama_pass_ensure_rope(const LlamaOps *o, const LlamaConfig *c, LlamaPassState *s, int64_t T);
+/* What a forward is for, said by the caller of each one. LOSS: the loss
+ * alone, at the cost of the logits; the gradients are left as they are (a
+ * backward after it recomputes the logits). TRAIN: a training step's
+ * forward, which the backward follows: with targets it also adds the loss
+ * head's weight gradient to dw->lm_head and leaves the final norm's output
+ * gradient in the scratch while each chunk of logits is at hand, so the
+ * step computes the logits once (one (BT, C) x (C, V) product less). The
+ * same products summed in the same order onto the same buffer as the
+ * backward's recomputation, so the gradients are the same bits. */
+typedef enum { LLAMA_FORWARD_LOSS = 0, LLAMA_FORWARD_TRAIN = 1 } LlamaForwardMode;
 /* The forward over s's buffers (grown by the engine to s->B, s->T): tokens
  * and targets are HOST (B, T) arrays (targets NULL or < 0: none). Returns
  * the mean loss over valid targets, summed in double over rows in order
  * (NaN when there are none). */
-float llama_pass_forward(const LlamaPassModel *m, LlamaPassState *s, const int32_t *tokens, const int32_t *targets);
+float llama_pass_forward(const LlamaPassModel *m, LlamaPassState *s, const int32_t *tokens, const int32_t *targets,
+                         LlamaForwardMode mode);
 /* dw += d(mean loss)/d(params) for the last forward. */
 void llama_pass_backward(const LlamaPassModel *m, LlamaPassState *s);
 /* Dies unless rows [row0, row0 + rows) lie in the last forward; what names

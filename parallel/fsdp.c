@@ -66,12 +66,12 @@ void fsdp_init(Fsdp *f, Comm *comm, Llama *m, int reshard_after_forward) {
         memcpy(f->master + f->plan.local_offset[u], m->params + shard_cut(&f->plan, u, R),
                sizeof(float) * (size_t)shard_piece_numel(&f->plan, u, R));
     f->nseg = shard_segments(&f->plan, R, &f->segs);
-    m->hooks = (LlamaUnitHooks){f, on_params_needed, on_grads_ready};
+    m->pass.hooks = (LlamaUnitHooks){f, on_params_needed, on_grads_ready};
 }
 
 void fsdp_free(Fsdp *f, Llama *m) {
     finish_prefetch(f);
-    if (m) m->hooks = (LlamaUnitHooks){0};
+    if (m) m->pass.hooks = (LlamaUnitHooks){0};
     shard_plan_free(&f->plan);
     free(f->master), free(f->grad_sum), free(f->exchange), free(f->counts), free(f->segs);
 }

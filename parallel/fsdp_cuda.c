@@ -218,14 +218,14 @@ FsdpCuda *fsdp_cuda_create(Fsdp *f, LlamaCuda *g, const Optimizer *host_opt) {
             cuda_host_pin(host[i], size[i]);
             d->pinned[d->npinned++] = host[i];
         }
-    g->hooks = (LlamaUnitHooks){d, on_params_needed, on_grads_ready};
+    g->pass.hooks = (LlamaUnitHooks){d, on_params_needed, on_grads_ready};
     return d;
 }
 
 void fsdp_cuda_free(FsdpCuda *d, LlamaCuda *g) {
     if (!d) return;
     finish_in_flight(d);
-    if (g) g->hooks = (LlamaUnitHooks){0};
+    if (g) g->pass.hooks = (LlamaUnitHooks){0};
     optim_cuda_free(d->opt);
     for (int i = 0; i < d->npinned; i++) cuda_host_unpin(d->pinned[i]);
     cuda_free(d->master);

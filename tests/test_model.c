@@ -34,7 +34,7 @@ static void fd_model(const char *tag, Llama *m, const int32_t *tok, const int32_
     llama_zero_grad(m);
     llama_forward(m, tok, tgt, B, T);
     llama_backward(m);
-    m->freeze_selection = 1; /* the selection is a constant of the backward */
+    m->pass.freeze_selection = 1; /* the selection is a constant of the backward */
     const float h = 1e-2f;   /* loss is O(4): larger steps keep fp32 rounding small */
     for (int i = 0; i < m->layout.n; i++) {
         const ParamTensor *t = &m->layout.t[i];
@@ -55,7 +55,7 @@ static void fd_model(const char *tag, Llama *m, const int32_t *tok, const int32_
         snprintf(name, sizeof name, "FD %s %s", tag, t->name);
         tl_close(name, ana, num, n, 3e-4, 3e-2);
     }
-    m->freeze_selection = 0;
+    m->pass.freeze_selection = 0;
 }
 
 static void gradcheck(int tied) {
@@ -105,11 +105,12 @@ static void k_equals_l(void) {
     llama_free(&a), llama_free(&b);
 }
 
-/* The head's gradient computed in the forward (llama_set_head_grad_in_forward)
- * against the backward's recomputation: the same loss and gradients, bit for
- * bit, over several logits chunks (rows = b * T + t past 256) and a tail of
- * rows without a target; switched off between forward and backward, the
- * backward recomputes. */
+/* The training forward (llama_forward_train), which computes the head's
+ * gradient while its logits are at hand, against the loss-only forward and
+ * the backward's recomputation: the same loss and gradients, bit for bit,
+ * over several logits chunks (rows = b * T + t past 256) and a tail of rows
+ * without a target; a loss-only forward in between leaves the gradients
+ * alone and its backward recomputes. */
 static void head_grad_in_forward(int tied, int masked) {
     enum { HB = 2, HT = 300 };
     LlamaConfig c;
@@ -123,14 +124,13 @@ static void head_grad_in_forward(int tied, int masked) {
         RefreshMask mk = max_mask(HT - 20, 40, 3, 20);
         llama_set_mask(&a, &mk), llama_set_mask(&b, &mk);
     }
-    llama_set_head_grad_in_forward(&b, 1);
     static int32_t tok[HB * HT], tgt[HB * HT];
     Rng r;
     rng_seed(&r, 17);
     for (int i = 0; i < HB * HT; i++) tok[i] = (int32_t)(rng_u64(&r) % (uint64_t)c.vocab_size);
     for (int i = 0; i < HB * HT; i++) tgt[i] = i % HT < HT - 30 ? tok[(i + 1) % (HB * HT)] : -1;
-    float la = llama_forward(&a, tok, tgt, HB, HT), lb = llama_forward(&b, tok, tgt, HB, HT);
-    llama_zero_grad(&a), llama_zero_grad(&b); /* after the forward, as the trainer and bench model do */
+    llama_zero_grad(&a), llama_zero_grad(&b); /* before the forward, as the trainer and bench model do */
+    float la = llama_forward(&a, tok, tgt, HB, HT), lb = llama_forward_train(&b, tok, tgt, HB, HT);
     llama_backward(&a), llama_backward(&b);
     char name[160];
     snprintf(name, sizeof name, "head gradient in the forward (%s, %s): loss bit-identical", tied ? "tied" : "untied",
@@ -139,11 +139,18 @@ static void head_grad_in_forward(int tied, int masked) {
     snprintf(name, sizeof name, "head gradient in the forward (%s, %s): every gradient bit-identical",
              tied ? "tied" : "untied", masked ? "mask" : "causal");
     tl_identical(name, b.grads, a.grads, a.layout.total);
-    llama_forward(&b, tok, tgt, HB, HT);
-    llama_set_head_grad_in_forward(&b, 0);
     llama_zero_grad(&b);
+    llama_forward_train(&b, tok, tgt, HB, HT);
+    llama_zero_grad(&b);
+    llama_forward(&b, tok, tgt, HB, HT);
+    float zero = 0.0f;
+    int untouched = 1;
+    for (int64_t i = 0; i < b.layout.total; i++) untouched &= memcmp(&b.grads[i], &zero, sizeof zero) == 0;
+    snprintf(name, sizeof name, "head gradient in the forward (%s, %s): a loss-only forward leaves the gradients alone",
+             tied ? "tied" : "untied", masked ? "mask" : "causal");
+    tl_result(untouched, name, "a gradient changed");
     llama_backward(&b);
-    snprintf(name, sizeof name, "head gradient in the forward (%s, %s): switched off before the backward, recomputed",
+    snprintf(name, sizeof name, "head gradient in the forward (%s, %s): after a loss-only forward, recomputed",
              tied ? "tied" : "untied", masked ? "mask" : "causal");
     tl_identical(name, b.grads, a.grads, a.layout.total);
     llama_free(&a), llama_free(&b);
@@ -186,6 +193,14 @@ static void bad_token(void *arg) {
     Llama *m = arg;
     int32_t tok[3] = {1, 64, 2};
     llama_forward(m, tok, NULL, 1, 3);
+}
+/* The pass is built once, by llama_create, over the model's own fields: a
+ * copy of the struct would run on the original's buffers, so it is refused
+ * (by a backward, which without the check dies otherwise, before any
+ * OpenMP region a forked child could hang in). */
+static void moved_model(void *arg) {
+    Llama moved = *(Llama *)arg;
+    llama_backward(&moved);
 }
 
 /* Dynamic RoPE scaling's tables depend on the sequence length: a model that
@@ -240,6 +255,8 @@ int main(void) {
     tl_expect_death("S < 0 is rejected naming 'S'", bad_s, &m, "'S' must be >= 0");
     tl_expect_death("T != L + S is rejected", bad_t, &m, "L + S = 8 + 4 (got 10)");
     tl_expect_death("token outside the vocabulary", bad_token, &m, "token 64 at position 1");
+    tl_expect_death("a model moved after llama_create is refused", moved_model, &m,
+                    "llama: the model was moved after it was created");
     llama_free(&m);
     return tl_finish();
 }

@@ -25,16 +25,21 @@
 
 typedef struct TrainEngine {
     void *ctx;
-    /* Before a step's micro-batches: the gradient sums zeroed. */
+    /* Before a step's micro-batches: the step's gradient sums zeroed. */
     void (*begin_step)(void *ctx);
-    /* Mean loss of batch sequences of T tokens (host memory in). */
-    float (*forward)(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T);
-    /* The last forward's gradient added to the step's sums (on the CPU
-     * through the sharding hooks, into this rank's shard). */
-    void (*backward)(void *ctx);
-    /* Before evaluation (every rank then runs the same number of forwards):
-     * the CPU engine gathers the whole model; the CUDA engine needs nothing. */
+    /* One micro-batch of a step: a training forward of batch sequences of
+     * T tokens (host memory in) and its backward, the gradient added to the
+     * step's sums (on the CPU through the sharding hooks, into this rank's
+     * shard); returns the mean loss. */
+    float (*micro_batch)(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T);
+    /* Dev evaluation: begin_eval, loss-only forwards (every rank runs the
+     * same number), end_eval. The CPU engine gathers the whole model and
+     * runs without its sharding hooks (host collectives) until end_eval;
+     * the CUDA engine needs neither (a sharded one gathers each layer as
+     * its forward reaches it). The gradients are left as they are. */
     void (*begin_eval)(void *ctx);
+    float (*eval_forward)(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T);
+    void (*end_eval)(void *ctx);
     /* The sum of squares of the accumulated gradients over all ranks (the
      * same on every rank), and one update (1 on every rank when any rank's
      * gradient is unusable: nothing changed anywhere). */

@@ -10,29 +10,42 @@ typedef struct {
     Llama *model;
     Fsdp *fsdp;
     Optimizer *opt; /* the host's, over this rank's shard (push_state) */
+    LlamaUnitHooks hooks; /* the model's sharding hooks, set aside between begin_eval and end_eval */
 } CpuEngine;
 
 static void cpu_begin_step(void *ctx) {
     CpuEngine *e = ctx;
     fsdp_zero_grad_sum(e->fsdp);
-    llama_set_head_grad_in_forward(e->model, 1); /* a backward follows each forward: the logits once */
 }
 
-static float cpu_forward(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T) {
+/* The model's gradient holds this micro-batch's alone: zeroed before the
+ * training forward, which adds the head's part; the hooks hand each unit's
+ * to the shard's sums as the backward finishes it. */
+static float cpu_micro_batch(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T) {
+    CpuEngine *e = ctx;
+    llama_zero_grad(e->model);
+    float loss = llama_forward_train(e->model, tokens, targets, batch, T);
+    llama_backward(e->model);
+    return loss;
+}
+
+/* The hooks are host collectives over units the passes reach: the eval's
+ * forwards read the whole model, gathered once. */
+static void cpu_begin_eval(void *ctx) {
+    CpuEngine *e = ctx;
+    fsdp_gather_all(e->fsdp);
+    e->hooks = e->model->pass.hooks;
+    e->model->pass.hooks = (LlamaUnitHooks){0};
+}
+
+static float cpu_eval_forward(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T) {
     CpuEngine *e = ctx;
     return llama_forward(e->model, tokens, targets, batch, T);
 }
 
-static void cpu_backward(void *ctx) {
+static void cpu_end_eval(void *ctx) {
     CpuEngine *e = ctx;
-    llama_zero_grad(e->model);
-    llama_backward(e->model);
-}
-
-static void cpu_begin_eval(void *ctx) {
-    CpuEngine *e = ctx;
-    fsdp_gather_all(e->fsdp);
-    llama_set_head_grad_in_forward(e->model, 0); /* loss-only forwards */
+    e->model->pass.hooks = e->hooks;
 }
 
 static double cpu_grad_sum_squares(void *ctx) {
@@ -67,9 +80,10 @@ TrainEngine train_engine_cpu_create(Llama *model, Fsdp *fsdp) {
     e->model = model, e->fsdp = fsdp;
     return (TrainEngine){.ctx = e,
                          .begin_step = cpu_begin_step,
-                         .forward = cpu_forward,
-                         .backward = cpu_backward,
+                         .micro_batch = cpu_micro_batch,
                          .begin_eval = cpu_begin_eval,
+                         .eval_forward = cpu_eval_forward,
+                         .end_eval = cpu_end_eval,
                          .grad_sum_squares = cpu_grad_sum_squares,
                          .optim_step = cpu_optim_step,
                          .push_state = cpu_push_state,

@@ -36,38 +36,35 @@ typedef struct {
     int64_t traffic_logged[4];      /* fsdp_cuda_traffic's totals at the last log record */
 } CudaEngine;
 
-/* A backward follows each step's forward: the head's gradient comes with
- * the forward, the logits computed once. */
+/* The step's sums: the shards' (sharded), or the engine's own gradients
+ * (whole), which every micro-batch adds onto. */
 static void cuda_begin_step(void *ctx) {
     CudaEngine *e = ctx;
     if (e->shards) fsdp_cuda_zero_grad_sum(e->shards);
     else llama_cuda_zero_grad(&e->gpu);
-    llama_cuda_set_head_grad_in_forward(&e->gpu, 1);
 }
 
 /* Sharded: this micro-batch's gradient alone in the engine, zeroed before
- * the forward that starts it (the head's part comes with the forward), each
- * unit handed to its owners as backward finishes it; whole: added to the
- * sums. */
-static float cuda_forward(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T) {
+ * the training forward (which adds the head's part), each unit handed to
+ * its owners as the backward finishes it; whole: added to the sums. */
+static float cuda_micro_batch(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T) {
     CudaEngine *e = ctx;
-    if (e->shards && e->gpu.head_grad_in_forward) llama_cuda_zero_grad(&e->gpu);
-    return llama_cuda_forward(&e->gpu, tokens, targets, batch, T);
-}
-
-static void cuda_backward(void *ctx) {
-    CudaEngine *e = ctx;
-    if (e->shards && !e->gpu.head_grad_in_forward) llama_cuda_zero_grad(&e->gpu);
+    if (e->shards) llama_cuda_zero_grad(&e->gpu);
+    float loss = llama_cuda_forward_train(&e->gpu, tokens, targets, batch, T);
     llama_cuda_backward(&e->gpu);
+    return loss;
 }
 
-/* Loss-only forwards: the gradients stay as they are. Nothing else to
- * prepare: a sharded engine gathers each layer as its forward reaches it
- * (every rank runs the same number of dev forwards), and a whole one holds
- * the current parameters already. */
-static void cuda_begin_eval(void *ctx) {
+/* Nothing to prepare or undo: a sharded engine gathers each layer as its
+ * forward reaches it (every rank runs the same number of dev forwards),
+ * and a whole one holds the current parameters already. */
+static void cuda_begin_eval(void *ctx) {}
+static void cuda_end_eval(void *ctx) {}
+
+/* Loss-only: the gradients stay as they are. */
+static float cuda_eval_forward(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T) {
     CudaEngine *e = ctx;
-    llama_cuda_set_head_grad_in_forward(&e->gpu, 0);
+    return llama_cuda_forward(&e->gpu, tokens, targets, batch, T);
 }
 
 static double cuda_grad_sum_squares(void *ctx) {
@@ -200,9 +197,10 @@ TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama
     cuda_transfer_bytes(&e->h2d_logged, &e->d2h_logged);
     return (TrainEngine){.ctx = e,
                          .begin_step = cuda_begin_step,
-                         .forward = cuda_forward,
-                         .backward = cuda_backward,
+                         .micro_batch = cuda_micro_batch,
                          .begin_eval = cuda_begin_eval,
+                         .eval_forward = cuda_eval_forward,
+                         .end_eval = cuda_end_eval,
                          .grad_sum_squares = cuda_grad_sum_squares,
                          .optim_step = cuda_optim_step,
                          .push_state = cuda_push_state,

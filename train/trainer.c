@@ -275,8 +275,7 @@ float trainer_step(Trainer *t, double *grad_norm, double *lr) {
     e->begin_step(e->ctx);
     for (int64_t a = 0; a < t->rounds; a++) {
         load_micro_batch(t);
-        t->round_loss[a] = e->forward(e->ctx, t->tokens, t->targets, t->cfg.micro_batch, t->T);
-        e->backward(e->ctx);
+        t->round_loss[a] = e->micro_batch(e->ctx, t->tokens, t->targets, t->cfg.micro_batch, t->T);
     }
     double loss = step_loss(t);
     t->step++;
@@ -298,8 +297,6 @@ double trainer_eval_dev(Trainer *t) {
     if (!t->dev_split || t->cfg.eval_batches == 0) return NAN;
     TrainEngine *e = &t->engine;
     e->begin_eval(e->ctx);
-    LlamaUnitHooks hooks = t->model.hooks;
-    t->model.hooks = (LlamaUnitHooks){0}; /* the CPU model's are host collectives: its eval reads whole buffers */
     Loader *l = loader_open(t->dev_split, t->T + 1, 0, 0, 1);
     int64_t n = loader_samples_per_epoch(l) < t->cfg.eval_batches ? loader_samples_per_epoch(l) : t->cfg.eval_batches;
     int64_t rounds = (n + t->world - 1) / t->world;
@@ -312,10 +309,10 @@ double trainer_eval_dev(Trainer *t) {
             loader_skip(l, t->world - 1 - t->rank);
             split_sample(t, 0);
         }
-        float loss = e->forward(e->ctx, t->tokens, t->targets, 1, t->T);
+        float loss = e->eval_forward(e->ctx, t->tokens, t->targets, 1, t->T);
         if (have) mine[a] = loss;
     }
-    t->model.hooks = hooks;
+    e->end_eval(e->ctx);
     fsdp_gather_f64(&t->fsdp, mine, rounds, all);
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) sum += all[(i % t->world) * rounds + i / t->world];

@@ -139,18 +139,16 @@ static float gpu_pass(LlamaCuda *g, const int32_t *tok, const int32_t *tgt, cons
     return loss;
 }
 
-/* The same with the head's gradient computed in the forward
- * (llama_cuda_set_head_grad_in_forward): the gradients zeroed before the
- * forward, and the logits read in between when logits is non-NULL (they
- * must not overwrite what the forward left for the backward). */
+/* The same with the training forward (llama_cuda_forward_train), which
+ * computes the head's gradient: the gradients zeroed before the forward,
+ * and the logits read in between when logits is non-NULL (they must not
+ * overwrite what the forward left for the backward). */
 static float gpu_pass_head_in_forward(LlamaCuda *g, const int32_t *tok, const int32_t *tgt, const Case *k,
                                       float *grads, float *logits) {
     llama_cuda_zero_grad(g);
-    llama_cuda_set_head_grad_in_forward(g, 1);
-    float loss = llama_cuda_forward(g, tok, tgt, k->B, k->T);
+    float loss = llama_cuda_forward_train(g, tok, tgt, k->B, k->T);
     if (logits) llama_cuda_logits(g, logits, 0, k->B * k->T);
     llama_cuda_backward(g);
-    llama_cuda_set_head_grad_in_forward(g, 0);
     llama_cuda_download_grads(g, grads);
     return loss;
 }
