@@ -9,6 +9,7 @@
 #include "../kernels/attention_decode.h"
 #include "../kernels/embedding.h"
 #include "../kernels/residual.h"
+#include "../kernels/rope.h"
 #include "../kernels/rmsnorm.h"
 #include "../kernels/swiglu.h"
 #include "../model/llama_layer.h"
@@ -132,7 +133,7 @@ static void prefill_cpu(DecodeEngine *e, const int32_t *tokens, int64_t L) {
     llama_layer_acts_carve(&a, c, L, 4, acts);
     float *x[2] = {alloc_f(L * C), alloc_f(L * C)}, *xf = alloc_f(C), rstd;
     embedding_forward_cpu(x[0], tokens, m->w.embed, L, C);
-    LayerPass pass = {&llama_cpu_ops, c, &off, e->rope_cos, e->rope_sin, 1, L, NULL};
+    LayerPass pass = {.ops = &llama_cpu_ops, .cfg = c, .mask = &off, .rope_cos = e->rope_cos, .rope_sin = e->rope_sin, .B = 1, .T = L};
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         AttentionStats st = {e->colsum[l], e->last_probs[l], W};
         pass.stats = &st;
@@ -214,26 +215,19 @@ int64_t engine_choose_keys(DecodeEngine *e, Policy *p, int64_t l, int64_t pos, c
 /* ---- the CPU backend ---- */
 
 int64_t step_rows_numel(const LlamaConfig *c, int64_t nb) {
-    int64_t C = c->hidden_size, QD = c->num_attention_heads * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
-    return nb * (3 * C + 1 + 2 * QD + 2 * KD + 3 * c->intermediate_size + c->vocab_size) +
-           10 * REDZONE_FLOATS; /* 10 takes below */
+    return llama_layer_acts_numel(c, nb, 4) + nb * (3 * c->hidden_size + 1 + c->vocab_size) +
+           4 * REDZONE_FLOATS; /* 4 takes below */
 }
 
 void step_rows_carve(StepRows *r, const LlamaConfig *c, int64_t nb, float *mem) {
-    int64_t C = c->hidden_size, F = c->intermediate_size;
-    int64_t QD = c->num_attention_heads * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
+    int64_t C = c->hidden_size;
     float *p = r->mem = mem;
     r->nb = nb;
-    r->x = redzone_take(&p, nb * C);
-    r->xn = redzone_take(&p, nb * C);
-    r->o = redzone_take(&p, nb * C);
+    llama_layer_acts_carve(&r->a, c, nb, 4, p), p += llama_layer_acts_numel(c, nb, 4);
+    r->x[0] = redzone_take(&p, nb * C);
+    r->x[1] = redzone_take(&p, nb * C);
+    r->xf = redzone_take(&p, nb * C);
     r->rstd = redzone_take(&p, nb);
-    r->q = redzone_take(&p, nb * QD);
-    r->att = redzone_take(&p, nb * QD);
-    r->k = redzone_take(&p, nb * KD);
-    r->v = redzone_take(&p, nb * KD);
-    r->gu = redzone_take(&p, nb * 2 * F);
-    r->h = redzone_take(&p, nb * F);
     r->logits = p;
 }
 
@@ -248,33 +242,35 @@ static void cpu_rows_free(StepRows *r) { free(r->mem), free(r->q_raw); }
 static void cpu_embed(DecodeEngine *const *e, StepRows *r, const int32_t *const *tokens, int64_t pos) {
     int64_t C = e[0]->m->cfg.hidden_size;
     for (int64_t b = 0; b < r->nb; b++)
-        memcpy(r->x + b * C, e[0]->w->embed + (int64_t)tokens[b][pos] * C, sizeof(float) * (size_t)C);
+        memcpy(r->x[0] + b * C, e[0]->w->embed + (int64_t)tokens[b][pos] * C, sizeof(float) * (size_t)C);
 }
 
 static void cpu_attend(DecodeEngine *const *e, Policy *const *p, StepRows *r, int64_t l, int64_t pos) {
     const LlamaConfig *c = &e[0]->m->cfg;
     int64_t nb = r->nb, D = c->head_dim, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
-    int64_t QD = Hq * D, KD = Hkv * D, half = D / 2;
-    memcpy(r->q_raw, r->q, sizeof(float) * (size_t)(nb * QD));
-    /* every document is at the same position: one table row, T = 1 */
-    rope_forward_cpu(r->q, e[0]->rope_cos + pos * half, e[0]->rope_sin + pos * half, nb, 1, Hq, D);
-    rope_forward_cpu(r->k, e[0]->rope_cos + pos * half, e[0]->rope_sin + pos * half, nb, 1, Hkv, D);
+    int64_t QD = Hq * D, KD = Hkv * D;
+    const LayerActs *a = &r->a;
+    for (int64_t b = 0; b < nb; b++) memcpy(r->q_raw + b * QD, a->qkv + b * (QD + 2 * KD), sizeof(float) * (size_t)QD);
 #pragma omp parallel for schedule(dynamic) if (nb > 1)
     for (int64_t b = 0; b < nb; b++) {
         DecodeEngine *d = e[b];
         /* a fork writes its own rows from L on; the prefill's rows stay its parent's */
         int64_t split = d->kt ? d->L : 0;
         float *kt = d->kt ? d->kt[l] : d->kc[l], *vt = d->kt ? d->vt[l] : d->vc[l];
-        memcpy(kt + (pos - split) * KD, r->k + b * KD, sizeof(float) * (size_t)KD);
-        memcpy(vt + (pos - split) * KD, r->v + b * KD, sizeof(float) * (size_t)KD);
+        memcpy(kt + (pos - split) * KD, a->k + b * KD, sizeof(float) * (size_t)KD);
+        memcpy(vt + (pos - split) * KD, a->v + b * KD, sizeof(float) * (size_t)KD);
         double t0 = now_seconds(); /* one row runs on one thread: its own time */
         int64_t stride = engine_choose_keys(d, p[b], l, pos, r->q_raw + b * QD);
         float *probs = p[b]->update ? d->probs : NULL;
-        attention_decode_split_cpu(r->att + b * QD, probs, r->q + b * QD, d->kc[l], d->vc[l], kt, vt, split,
+        attention_decode_split_cpu(a->att + b * QD, probs, a->q + b * QD, d->kc[l], d->vc[l], kt, vt, split,
                                    d->key_buf, d->off, d->n, stride, Hq, Hkv, D);
         if (p[b]->update) p[b]->update(p[b], l, pos, d->keys, d->n, probs, stride);
         d->own_s += now_seconds() - t0;
     }
+}
+
+static void cpu_rope_tables(const DecodeEngine *e, const float **cos_t, const float **sin_t) {
+    *cos_t = e->rope_cos, *sin_t = e->rope_sin;
 }
 
 static const float *cpu_logits(StepRows *r, const LlamaConfig *c) { return r->logits; }
@@ -283,9 +279,13 @@ static void cpu_prefill_cache(DecodeEngine *e, int64_t l, const float **kc, cons
     *kc = e->kc[l], *vc = e->vc[l];
 }
 
-/* the decode step's ops: row_matmul keeps each row's bits independent of the batch */
+/* The decode step's ops: what the layer forward calls, attention aside (the
+ * step's hook). row_matmul keeps each row's bits independent of the batch,
+ * and each output is one dot product whatever the product's width, so the
+ * fused [q | k | v] and [gate | up] rows are those of separate products. */
 static const LlamaOps cpu_decode_ops = {
     .rmsnorm_forward = rmsnorm_forward_cpu, .matmul_forward = row_matmul_forward,
+    .matmul_forward_act = row_matmul_forward, .rope_split_forward = rope_split_forward_cpu,
     .swiglu_forward = swiglu_fused_forward_cpu, .residual_add = residual_add_cpu,
 };
 
@@ -294,6 +294,7 @@ static const DecodeBackend cpu_backend = {.ops = &cpu_decode_ops,
                                           .rows_free = cpu_rows_free,
                                           .embed = cpu_embed,
                                           .attend = cpu_attend,
+                                          .rope_tables = cpu_rope_tables,
                                           .logits = cpu_logits,
                                           .prefill_cache = cpu_prefill_cache,
                                           .prefill = prefill_cpu,
@@ -301,30 +302,45 @@ static const DecodeBackend cpu_backend = {.ops = &cpu_decode_ops,
 
 /* ---- the decode step, for either backend ---- */
 
-/* One layer of one decode step for every document: the projections as one
- * (nb, in) x (in, out) product, attention and policy per document. */
-static void decode_layer(const DecodeBackend *be, DecodeEngine *const *e, Policy *const *p, StepRows *r, int64_t l,
-                         int64_t pos, double *attend_s) {
-    const LlamaOps *o = be->ops;
-    const LlamaConfig *c = &e[0]->m->cfg;
-    const LayerTensors *w = &e[0]->w->layers[l];
-    int64_t nb = r->nb, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
-    int64_t QD = c->num_attention_heads * D, KD = c->num_key_value_heads * D;
-    float eps = (float)c->rms_norm_eps;
-    o->rmsnorm_forward(r->xn, r->rstd, r->x, w->attn_norm, nb, C, eps);
-    o->matmul_forward(r->q, r->xn, w->wq, nb, C, QD);
-    o->matmul_forward(r->k, r->xn, w->wk, nb, C, KD);
-    o->matmul_forward(r->v, r->xn, w->wv, nb, C, KD);
+/* What the step's attention hook (LayerPass.attend) needs: the backend's
+ * attention of every document at layer l, position pos, and its time. */
+typedef struct {
+    const DecodeBackend *be;
+    DecodeEngine *const *e;
+    Policy *const *p;
+    StepRows *r;
+    int64_t l, pos;
+    double attend_s;
+} StepAttend;
+
+static void step_attend(void *ctx, LayerActs *a) {
+    StepAttend *s = ctx;
     double t0 = now_seconds();
-    be->attend(e, p, r, l, pos);
-    *attend_s += now_seconds() - t0;
-    o->matmul_forward(r->o, r->att, w->wo, nb, QD, C);
-    o->residual_add(r->x, r->o, nb * C);
-    o->rmsnorm_forward(r->xn, r->rstd, r->x, w->mlp_norm, nb, C, eps);
-    o->matmul_forward(r->gu, r->xn, w->wgate, nb, C, 2 * F); /* gate and up stacked (model/params.h) */
-    o->swiglu_forward(r->h, r->gu, nb, F);
-    o->matmul_forward(r->o, r->h, w->wdown, nb, F, C);
-    o->residual_add(r->x, r->o, nb * C);
+    s->be->attend(s->e, s->p, s->r, s->l, s->pos);
+    s->attend_s += now_seconds() - t0;
+}
+
+/* One decode step's layers for every document: the model's layer forward
+ * (model/llama_layer.h) over nb rows of T = 1, its projections each one
+ * (nb, in) x (in, out) product, with the step's hook for attention and
+ * policy per document. Returns the residual stream after the last layer. */
+static const float *decode_layers(const DecodeBackend *be, DecodeEngine *const *e, Policy *const *p, StepRows *r,
+                                  int64_t pos, double *attend_s) {
+    const LlamaConfig *c = &e[0]->m->cfg;
+    int64_t half = c->head_dim / 2;
+    const float *cos_t, *sin_t;
+    be->rope_tables(e[0], &cos_t, &sin_t);
+    RefreshMask off = refresh_mask_off();
+    StepAttend sa = {be, e, p, r, 0, pos, 0};
+    /* every document is at the same position: one table row */
+    LayerPass pass = {.ops = be->ops, .cfg = c, .mask = &off, .rope_cos = cos_t + pos * half,
+                      .rope_sin = sin_t + pos * half, .B = r->nb, .T = 1, .attend = step_attend, .attend_ctx = &sa};
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
+        sa.l = l;
+        llama_layer_forward(&pass, &e[0]->w->layers[l], &r->a, NULL, r->x[l & 1], r->x[(l + 1) & 1], 0);
+    }
+    *attend_s += sa.attend_s;
+    return r->x[c->num_hidden_layers & 1];
 }
 
 double engine_kv_bytes(const DecodeEngine *e) {
@@ -392,9 +408,9 @@ void engine_decode_batch_top1(DecodeEngine *const *e, Policy *const *p, const in
     for (int64_t i = 1; i < S; i++) {
         int64_t pos = L + i - 1;
         be->embed(e, &r, tokens, pos);
-        for (int64_t l = 0; l < c->num_hidden_layers; l++) decode_layer(be, e, p, &r, l, pos, &attend_s);
-        be->ops->rmsnorm_forward(r.xn, r.rstd, r.x, e[0]->w->final_norm, nb, C, (float)c->rms_norm_eps);
-        be->ops->matmul_forward(r.logits, r.xn, e[0]->w->lm_head, nb, C, V);
+        const float *x = decode_layers(be, e, p, &r, pos, &attend_s);
+        be->ops->rmsnorm_forward(r.xf, r.rstd, x, e[0]->w->final_norm, nb, C, (float)c->rms_norm_eps);
+        be->ops->matmul_forward(r.logits, r.xf, e[0]->w->lm_head, nb, C, V);
         const float *logits = be->logits(&r, c);
 #pragma omp parallel for schedule(static) if (nb > 1)
         for (int64_t b = 0; b < nb; b++)

@@ -14,11 +14,14 @@
 #include "engine.h"
 
 /* Activations of the nb documents of one decode step, one row each, in the
- * backend's memory; q_raw (pre-RoPE queries, what policies compare) and
- * logits_host are always host memory. */
+ * backend's memory: the layer's own set (model/llama_buffers.h, B = nb,
+ * T = 1), the residual stream in and out of a layer, the final norm's
+ * output and its rstd, the logits. q_raw (pre-RoPE queries, what policies
+ * compare) and logits_host are always host memory. */
 typedef struct {
     int64_t nb;
-    float *x, *xn, *rstd, *q, *k, *v, *att, *o, *gu, *h, *logits; /* gu: rows [gate | up] */
+    LayerActs a;
+    float *x[2], *xf, *rstd, *logits;
     float *mem, *q_raw, *logits_host;
     int32_t *tokens; /* (nb) the step's tokens, backend memory (the GPU's embedding reads them) */
 } StepRows;
@@ -27,12 +30,17 @@ typedef struct DecodeBackend {
     const LlamaOps *ops;
     void (*rows_create)(StepRows *r, const LlamaConfig *c, int64_t nb);
     void (*rows_free)(StepRows *r);
-    /* r->x = embedding rows of tokens[b][pos] */
+    /* r->x[0] = embedding rows of tokens[b][pos] */
     void (*embed)(DecodeEngine *const *e, StepRows *r, const int32_t *const *tokens, int64_t pos);
-    /* From the layer's q, k, v rows: keeps q_raw, applies RoPE at pos, writes
-     * k, v into each document's cache and r->att = each document's attention
-     * over its policy's keys (engine_choose_keys), then updates the policy. */
+    /* The layer's attention (LayerPass.attend) at layer l, position pos: from
+     * r->a's rows keeps q_raw (the pre-RoPE queries of qkv), writes the
+     * rotated k and v into each document's cache and r->a.att = each
+     * document's attention over its policy's keys (engine_choose_keys), then
+     * updates the policy. */
     void (*attend)(DecodeEngine *const *e, Policy *const *p, StepRows *r, int64_t l, int64_t pos);
+    /* the backend's RoPE tables (rows 0..cap-1), what the layer's
+     * rope_split_forward reads from the step's position on */
+    void (*rope_tables)(const DecodeEngine *e, const float **cos_t, const float **sin_t);
     /* host view of r->logits (nb, V) */
     const float *(*logits)(StepRows *r, const LlamaConfig *c);
     /* host views of the prefill rows of layer l's caches, valid until the next call */
@@ -43,7 +51,7 @@ typedef struct DecodeBackend {
     void (*release)(DecodeEngine *e);
 } DecodeBackend;
 
-/* Floats of StepRows' carved part (x..logits) and the carving itself. */
+/* Floats of StepRows' carved part (a..logits) and the carving itself. */
 int64_t step_rows_numel(const LlamaConfig *c, int64_t nb);
 void step_rows_carve(StepRows *r, const LlamaConfig *c, int64_t nb, float *mem);
 /* The host half of one document's attention at layer l: the policy's keys

@@ -153,7 +153,7 @@ static void gpu_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L) {
     cuda_memcpy_h2d(g->tokens, tokens, sizeof(int32_t) * (size_t)L);
     embedding_forward_cuda(g->x[0], g->tokens, g->w.embed, L, C);
     /* the mask is off: the prefill is full causal attention for every policy */
-    LayerPass pass = {&llama_cuda_ops, c, &off, g->rope_cos, g->rope_sin, 1, L, NULL};
+    LayerPass pass = {.ops = &llama_cuda_ops, .cfg = c, .mask = &off, .rope_cos = g->rope_cos, .rope_sin = g->rope_sin, .B = 1, .T = L};
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         llama_layer_forward(&pass, &g->w.layers[l], &g->acts, NULL, g->x[l & 1], g->x[(l + 1) & 1], 0);
         prefill_layer_stats(e, g, l, L, W);
@@ -179,7 +179,7 @@ static void gpu_embed(DecodeEngine *const *e, StepRows *r, const int32_t *const 
     int32_t tok[r->nb];
     for (int64_t b = 0; b < r->nb; b++) tok[b] = tokens[b][pos];
     cuda_memcpy_h2d(r->tokens, tok, sizeof tok);
-    embedding_forward_cuda(r->x, r->tokens, e[0]->w->embed, r->nb, e[0]->m->cfg.hidden_size);
+    embedding_forward_cuda(r->x[0], r->tokens, e[0]->w->embed, r->nb, e[0]->m->cfg.hidden_size);
 }
 
 /* The listed heads' keys side by side in keys_packed; off[g] their offset there. */
@@ -202,22 +202,20 @@ static void gpu_attend_one(DecodeEngine *e, Policy *p, StepRows *r, int64_t b, i
     int64_t Hq = c->num_attention_heads, D = c->head_dim, QD = Hq * D;
     if (listed > 0) cuda_memcpy_h2d(ec->keys_dev, ec->keys_packed, sizeof(int32_t) * (size_t)listed);
     float *probs = p->update ? ec->probs_dev : NULL;
-    attention_decode_cuda(r->att + b * QD, probs, r->q + b * QD, e->kc[l], e->vc[l], ec->keys_dev, ec->off, e->n,
+    attention_decode_cuda(r->a.att + b * QD, probs, r->a.q + b * QD, e->kc[l], e->vc[l], ec->keys_dev, ec->off, e->n,
                           stride, Hq, c->num_key_value_heads, D);
     if (probs) cuda_memcpy_d2h(e->probs, probs, sizeof(float) * (size_t)(Hq * stride));
 }
 
 static void gpu_attend(DecodeEngine *const *e, Policy *const *p, StepRows *r, int64_t l, int64_t pos) {
     const LlamaConfig *c = &e[0]->m->cfg;
-    DecodeModelCuda *g = engine_cuda_of(e[0])->g;
     int64_t nb = r->nb, D = c->head_dim, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
-    int64_t QD = Hq * D, KD = Hkv * D, half = D / 2, stride[nb], listed[nb];
-    cuda_memcpy_d2h(r->q_raw, r->q, sizeof(float) * (size_t)(nb * QD));
-    rope_forward_cuda(r->q, g->rope_cos + pos * half, g->rope_sin + pos * half, nb, 1, Hq, D);
-    rope_forward_cuda(r->k, g->rope_cos + pos * half, g->rope_sin + pos * half, nb, 1, Hkv, D);
+    int64_t QD = Hq * D, KD = Hkv * D, stride[nb], listed[nb];
+    const LayerActs *a = &r->a;
     for (int64_t b = 0; b < nb; b++) {
-        cuda_memcpy_d2d(e[b]->kc[l] + pos * KD, r->k + b * KD, sizeof(float) * (size_t)KD);
-        cuda_memcpy_d2d(e[b]->vc[l] + pos * KD, r->v + b * KD, sizeof(float) * (size_t)KD);
+        cuda_memcpy_d2h(r->q_raw + b * QD, a->qkv + b * (QD + 2 * KD), sizeof(float) * (size_t)QD);
+        cuda_memcpy_d2d(e[b]->kc[l] + pos * KD, a->k + b * KD, sizeof(float) * (size_t)KD);
+        cuda_memcpy_d2d(e[b]->vc[l] + pos * KD, a->v + b * KD, sizeof(float) * (size_t)KD);
     }
     /* the policies' host work side by side; the GPU work one document after another */
 #pragma omp parallel for schedule(dynamic) if (nb > 1)
@@ -227,6 +225,11 @@ static void gpu_attend(DecodeEngine *const *e, Policy *const *p, StepRows *r, in
 #pragma omp parallel for schedule(dynamic) if (nb > 1)
     for (int64_t b = 0; b < nb; b++)
         if (p[b]->update) p[b]->update(p[b], l, pos, e[b]->keys, e[b]->n, e[b]->probs, stride[b]);
+}
+
+static void gpu_rope_tables(const DecodeEngine *e, const float **cos_t, const float **sin_t) {
+    const DecodeModelCuda *g = engine_cuda_of(e)->g;
+    *cos_t = g->rope_cos, *sin_t = g->rope_sin;
 }
 
 static const float *gpu_logits(StepRows *r, const LlamaConfig *c) {
@@ -249,6 +252,7 @@ static const DecodeBackend gpu_backend = {.ops = &llama_cuda_ops,
                                           .rows_free = gpu_rows_free,
                                           .embed = gpu_embed,
                                           .attend = gpu_attend,
+                                          .rope_tables = gpu_rope_tables,
                                           .logits = gpu_logits,
                                           .prefill_cache = gpu_prefill_cache,
                                           .prefill = gpu_prefill,

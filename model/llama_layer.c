@@ -16,6 +16,28 @@ static void matmul_add(const LlamaOps *o, float *out, const float *add, const fl
     o->residual_add(out, add, N * OC);
 }
 
+/* a's q, k, v -> a->att: the pass's hook, or the model's attention (the
+ * mask's selection first when select says so; the statistics-writing
+ * kernel when the pass asks for them). */
+static void attention(const LayerPass *p, LayerActs *a, int32_t *sel, int select) {
+    if (p->attend) {
+        p->attend(p->attend_ctx, a);
+        return;
+    }
+    const LlamaOps *o = p->ops;
+    const LlamaConfig *c = p->cfg;
+    int64_t B = p->B, T = p->T, D = c->head_dim, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
+    int active = refresh_active(p->mask, T);
+    if (active && select) o->attention_select(sel, a->q, a->k, B, T, Hq, Hkv, D, p->mask);
+    if (p->stats) {
+        KV_CHECK(o->attention_forward_stats && B == 1 && !active,
+                 "forward: attention statistics need one causal sequence on an engine that computes them");
+        o->attention_forward_stats(a->att, a->lse, p->stats, a->q, a->k, a->v, T, Hq, Hkv, D);
+    } else {
+        o->attention_forward(a->att, a->lse, a->q, a->k, a->v, active ? sel : NULL, B, T, Hq, Hkv, D, p->mask);
+    }
+}
+
 void llama_layer_attn_norm(const LayerPass *p, const LayerTensors *w, LayerActs *a, const float *x) {
     const LlamaConfig *c = p->cfg;
     p->ops->rmsnorm_forward(a->xn1, a->rstd1, x, w->attn_norm, p->B * p->T, c->hidden_size, (float)c->rms_norm_eps);
@@ -32,15 +54,7 @@ void llama_layer_forward_attn(const LayerPass *p, const LayerTensors *w, LayerAc
      * so wq starts the stacked ((Hq + 2 Hkv) D, C) weight */
     o->matmul_forward_act(a->qkv, a->xn1, w->wq, BT, C, (Hq + 2 * Hkv) * D);
     o->rope_split_forward(a->q, a->k, a->v, a->qkv, p->rope_cos, p->rope_sin, B, T, Hq, Hkv, D);
-    int active = refresh_active(p->mask, T);
-    if (active && select) o->attention_select(sel, a->q, a->k, B, T, Hq, Hkv, D, p->mask);
-    if (p->stats) {
-        KV_CHECK(o->attention_forward_stats && B == 1 && !active,
-                 "forward: attention statistics need one causal sequence on an engine that computes them");
-        o->attention_forward_stats(a->att, a->lse, p->stats, a->q, a->k, a->v, T, Hq, Hkv, D);
-    } else {
-        o->attention_forward(a->att, a->lse, a->q, a->k, a->v, active ? sel : NULL, B, T, Hq, Hkv, D, p->mask);
-    }
+    attention(p, a, sel, select);
     matmul_add(o, a->x2, x, a->att, w->wo, BT, Hq * D, C);
 }
 

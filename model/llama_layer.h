@@ -130,6 +130,13 @@ typedef struct {
     /* non-NULL: this layer's attention also writes these statistics
      * (ops->attention_forward_stats; B = 1, mask off) */
     const AttentionStats *stats;
+    /* non-NULL: the attention is this hook's, not attention_select and
+     * attention_forward's. The evaluator's decode step (T = 1, one row per
+     * document, eval/engine.c) attends over each document's KV cache with
+     * it: it reads a's q and k (rotated), v and qkv (the pre-RoPE rows) and
+     * writes a->att; the rest of the layer is the model's. */
+    void (*attend)(void *ctx, LayerActs *a);
+    void *attend_ctx;
 } LayerPass;
 
 /* x -> out, saving a's activations. select: compute sel (B, Hkv, K) when the
