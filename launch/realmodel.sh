@@ -24,6 +24,9 @@
 #   launch/realmodel.sh                                       # 2048, 4096, 8192
 #   CONTEXTS=2048,4096,8192,16334 ROPE_SCALING=yarn:2 EVAL_DOCS=8 launch/realmodel.sh
 #   CONTEXTS=256 S=8 EVAL_DOCS=2 QC=5 OUT=/tmp/rm launch/realmodel.sh     # a smoke run
+# DEVICE=cuda runs every eval and CPT on the GPU (`--device cuda`, train's
+# device=cuda; default cpu); KVCPT names the binary (default ./kvcpt, e.g. the
+# GPU bundle's, or build/emu/kvcpt for the emulated GPU).
 #
 # CPT_STEPS=N > 0 adds the paper's experiment after that eval, with its
 # control: continued pretraining from the pretrained checkpoint (L = CPT_L,
@@ -71,6 +74,12 @@ env_names ARMS mask,causal "mask, causal, evict, restride<r>, evict+restride<r> 
 env_names PICK interleave "first or interleave" first interleave
 [[ "$PICK" =~ ^(first|interleave)$ ]] || env_fail "PICK is '$PICK'; one of first, interleave"
 env_text MAX_COPY_SHARE 1
+# where kvcpt train and eval run: cpu, or cuda (a GPU, or the emulated one of
+# build/emu/kvcpt); KVCPT is the binary (default ./kvcpt, built when absent)
+env_names DEVICE cpu "cpu or cuda" cpu cuda
+[ -n "$DEVICE" ] || env_fail "DEVICE is empty; one of cpu, cuda (unset it for the default, cpu)"
+[[ $DEVICE != *,* ]] || env_fail "DEVICE is '$DEVICE'; one of cpu, cuda"
+env_text KVCPT ./kvcpt
 [[ "$MAX_COPY_SHARE" =~ ^(0(\.[0-9]+)?|1(\.0*)?|\.[0-9]+)$ ]] || env_fail "MAX_COPY_SHARE holds '$MAX_COPY_SHARE', not a share in [0, 1]"
 for v in CPT_MASKS MASK_SEEDS; do # replaced by ARMS, which runs every arm for every seed of SEEDS
     [ -z "${!v:-}" ] || env_fail "$v is replaced by ARMS (e.g. ARMS=mask,causal,evict,restride10, every arm for every seed of SEEDS)"
@@ -78,7 +87,8 @@ done
 . launch/arms.sh
 env_names ROPE_SCALING "" "none, or TYPE:FACTOR with TYPE linear, dynamic or yarn" none '(linear|dynamic|yarn):[0-9]+(\.[0-9]+)?'
 [[ $ROPE_SCALING != *,* ]] || env_fail "ROPE_SCALING holds '$ROPE_SCALING'; one extension (e.g. yarn:2) or none"
-[ -x ./kvcpt ] || make -j"$(nproc)" kvcpt
+if [ "$KVCPT" = ./kvcpt ]; then [ -x ./kvcpt ] || make -j"$(nproc)" kvcpt
+elif [ ! -x "$KVCPT" ]; then env_fail "KVCPT is '$KVCPT', which is not an executable"; fi
 for f in config.json model.safetensors tokenizer.json; do
     [ -f "$MODEL/$f" ] || { echo "realmodel: $MODEL/$f is missing; run make setup" >&2; exit 1; }
 done
@@ -108,21 +118,22 @@ for L in ${CONTEXTS//,/ }; do
 done
 
 stage "prepare: $MODEL/tokenizer.json on $CORPUS, documents >= $((largest + S + 1)) tokens"
-[ -f "$OUT/data/manifest.json" ] || timed prepare ./kvcpt prepare --input "$CORPUS" --tokenizer "$MODEL/tokenizer.json" \
+[ -f "$OUT/data/manifest.json" ] || timed prepare "$KVCPT" prepare --input "$CORPUS" --tokenizer "$MODEL/tokenizer.json" \
     --min-tokens $((largest + S + 1)) --out "$OUT/data"
 
 for L in ${CONTEXTS//,/ }; do
     stage "evaluate every policy at L = $L (S = $S, K = L/8, $EVAL_DOCS documents)"
     if [ -f "$OUT/eval-$L/eval.json" ]; then echo "done already: $OUT/eval-$L/eval.json" >&2; continue; fi
     rope_for "$L"
-    timed "eval L=$L" ./kvcpt eval --model "$MODEL" --data "$OUT/data" --split test --L "$L" --S "$S" --K L/8 \
-        --policies all --refresh-qc "$QC" --max-docs "$EVAL_DOCS" --pick "$PICK" --max-copy-share "$MAX_COPY_SHARE" \
+    timed "eval L=$L" "$KVCPT" eval --device "$DEVICE" --model "$MODEL" --data "$OUT/data" --split test --L "$L" --S "$S" \
+        --K L/8 --policies all --refresh-qc "$QC" --max-docs "$EVAL_DOCS" --pick "$PICK" --max-copy-share "$MAX_COPY_SHARE" \
         "${rope_opts[@]}" --out "$OUT/eval-$L"
 done
 
 stage "the table"
+dev_note=""; [ "$DEVICE" = cpu ] || dev_note=" DEVICE=$DEVICE" # the tables' command line names a GPU run
 python3 scripts/realmodel_table.py --out "$OUT" --model "$MODEL" --contexts "$CONTEXTS" \
-    --command "CONTEXTS=$CONTEXTS S=$S EVAL_DOCS=$EVAL_DOCS QC=$QC PICK=$PICK MAX_COPY_SHARE=$MAX_COPY_SHARE${ROPE_SCALING:+ ROPE_SCALING=$ROPE_SCALING} \
+    --command "CONTEXTS=$CONTEXTS S=$S EVAL_DOCS=$EVAL_DOCS QC=$QC PICK=$PICK MAX_COPY_SHARE=$MAX_COPY_SHARE${ROPE_SCALING:+ ROPE_SCALING=$ROPE_SCALING}$dev_note \
 launch/realmodel.sh" >"$OUT/results-smollm2.md"
 echo "wrote $OUT/results-smollm2.md" >&2
 [[ "$CPT_STEPS" =~ ^[0-9]+$ ]] || { echo "realmodel: CPT_STEPS holds '$CPT_STEPS', not a count" >&2; exit 1; }
@@ -143,8 +154,8 @@ for r in "${runs[@]}"; do
     if [ -f "$dir/model/config.json" ]; then echo "done already: $dir/model" >&2
     else
         # shellcheck disable=SC2046  # arm_sets gives whole --set words
-        timed "cpt $m seed $seed" ./kvcpt train --resume --set model="$MODEL" --set init=pretrained --set data="$OUT/data" \
-            --set out="$dir" $(arm_sets "$m") --set L="$CPT_L" --set S="$S" --set K=$((CPT_L / 8)) \
+        timed "cpt $m seed $seed" "$KVCPT" train --resume --set model="$MODEL" --set init=pretrained --set data="$OUT/data" \
+            --set device="$DEVICE" --set out="$dir" $(arm_sets "$m") --set L="$CPT_L" --set S="$S" --set K=$((CPT_L / 8)) \
             --set optim=adamw8bit --set lr="$CPT_LR" --set warmup_steps="$CPT_WARMUP" --set schedule=linear \
             --set min_lr_frac=0 --set weight_decay=0 --set grad_clip=1.0 --set global_batch="$CPT_BATCH" \
             --set micro_batch=1 --set steps="$CPT_STEPS" --set seed="$seed" --set eval_batches=0 \
@@ -154,7 +165,7 @@ for r in "${runs[@]}"; do
         stage "evaluate the CPT model (arm $m, seed $seed) with every policy at L = $L"
         if [ -f "$dir/eval-$L/eval.json" ]; then echo "done already: $dir/eval-$L/eval.json" >&2; continue; fi
         rope_for "$L"
-        timed "eval $m seed $seed L=$L" ./kvcpt eval --model "$dir/model" --data "$OUT/data" --split test --L "$L" \
+        timed "eval $m seed $seed L=$L" "$KVCPT" eval --device "$DEVICE" --model "$dir/model" --data "$OUT/data" --split test --L "$L" \
             --S "$S" --K L/8 --policies all --refresh-qc "$QC" --max-docs "$EVAL_DOCS" --pick "$PICK" \
             --max-copy-share "$MAX_COPY_SHARE" "${rope_opts[@]}" --out "$dir/eval-$L"
     done
@@ -163,7 +174,7 @@ done
 stage "the summary across arms and seeds"
 python3 scripts/realmodel_cpt_table.py --out "$OUT" --contexts "$CONTEXTS" --seeds "$SEEDS" --arms "$ARMS" \
     --command "CONTEXTS=$CONTEXTS S=$S EVAL_DOCS=$EVAL_DOCS QC=$QC PICK=$PICK MAX_COPY_SHARE=$MAX_COPY_SHARE \
-CPT_STEPS=$CPT_STEPS CPT_BATCH=$CPT_BATCH CPT_LR=$CPT_LR SEEDS=$SEEDS ARMS=$ARMS launch/realmodel.sh" >"$OUT/cpt-summary.md"
+CPT_STEPS=$CPT_STEPS CPT_BATCH=$CPT_BATCH CPT_LR=$CPT_LR SEEDS=$SEEDS ARMS=$ARMS$dev_note launch/realmodel.sh" >"$OUT/cpt-summary.md"
 echo "wrote $OUT/cpt-summary.md" >&2
 # the headline on the terminal: per context, each policy's mask arm over the causal arm, and the answers
 sed -n '/^### L = .*: mask over causal/,/^### L = .*: each arm/{/^### L = .*: each arm/!p}' "$OUT/cpt-summary.md"

@@ -76,6 +76,10 @@ refused realmodel "CPT_L is '16384', not an integer in [8, 8192]" CPT_L=16384
 refused realmodel "CPT_WARMUP is 'x'" CPT_WARMUP=x
 refused realmodel "OUT is empty" OUT=
 refused realmodel "MODEL is empty" MODEL=
+refused realmodel "DEVICE holds 'gpu'" DEVICE=gpu
+refused realmodel "DEVICE is 'cpu,cuda'; one of cpu, cuda" DEVICE=cpu,cuda
+refused realmodel "DEVICE is empty" DEVICE=
+refused realmodel "KVCPT is '$tmp/none', which is not an executable" KVCPT="$tmp/none"
 started realmodel "kvcpt prepare --input ../shared/corpus --tokenizer $tmp/model/tokenizer.json --min-tokens 8243" \
     MODEL="$tmp/model"
 started realmodel "--min-tokens 265" MODEL="$tmp/model" CONTEXTS=256,128 S=8 EVAL_DOCS=0 QC=5 CPT_STEPS=2 \
