@@ -40,9 +40,17 @@
 #   bench      bench ops, bench adamw, bench model (1B, bf16, T 8192);
 #   decode     bench decode, Llama-3.2-1B at 16k (the 8B's fp32 weights take
 #              longer to make and upload than the stage has);
-#   realmodel  SmolLM2-135M, launch/realmodel.sh at L = 8192 on the GPU (its
-#              CPT stage where it has one), when the model is on the machine
-#              (538 MB: more than a device command carries);
+#   realmodel  SmolLM2-135M, launch/realmodel.sh with DEVICE=cuda at the
+#              paper's setting (L = 8192, S = 50, K = L/8) on the long test
+#              documents: every policy before CPT, CPT of the mask arm and its
+#              causal control (one seed, steps sized to the stage's time),
+#              every policy after. The model travels as GGUF parts
+#              (scripts/gpu_model_parts.sh split; 93 MB is more than one
+#              command carries): each command that carries a part
+#              (KVCPT_SESSION_PARTS, default .gpumodel) stages it first, and
+#              this stage joins the parts, checks them and converts the model
+#              once all are staged; KVCPT_REAL_MODEL names a converted model
+#              instead. Skipped, saying so, when neither is there;
 #   ranks      one GPU per rank under mpirun, when more than one GPU is
 #              visible (else it says why it was skipped): the NCCL tests and a
 #              tiny-model train compared with the one-rank run
@@ -215,6 +223,12 @@ fi
 # fail it leaves this file, and every later stage (of this command, or of
 # the next on the same machine) runs with KVCPT_ATTN=cuda-core
 ATTN_FALLBACK=${KVCPT_SESSION_WORK:-/tmp/kvcpt-gpu-session}/attn-fallback
+# the real model's parts, as carried (PARTS) and as gathered over the calls
+# (MODEL_STAGE, beside the calls' work directories: it outlives each call
+# while the machine stays warm), and the model they convert to
+PARTS=${KVCPT_SESSION_PARTS:-.gpumodel}
+MODEL_STAGE=${KVCPT_SESSION_WORK:-/tmp/kvcpt-gpu-session}/model-parts
+REAL_MODEL=${KVCPT_REAL_MODEL:-${KVCPT_SESSION_WORK:-/tmp/kvcpt-gpu-session}/smollm2-135m}
 
 say() { echo "$*" | tee -a "$SUMMARY"; }
 # each long command gets a limit inside its stage's (--foreground: in the
@@ -454,18 +468,44 @@ stage_decode() {
 }
 
 stage_realmodel() {
-    local m=${KVCPT_REAL_MODEL:-third_party/models/smollm2-135m}
+    local m=$REAL_MODEL corpus=../shared/corpus rc
+    if [ ! -f "$m/model.safetensors" ] && [ -z "${KVCPT_REAL_MODEL:-}" ] && [ -f "$MODEL_STAGE/manifest.tsv" ]; then
+        limit 40 bash scripts/gpu_model_parts.sh join --stage "$MODEL_STAGE" --to "$m" --kvcpt "$K" 2>&1 ||
+            { echo "realmodel not run: the model's parts in $MODEL_STAGE are not all there and sound (above)"; return 1; }
+    fi
     if [ ! -f "$m/model.safetensors" ]; then
-        echo "realmodel skipped: $m/model.safetensors is not on this machine (538 MB fp32: a device command carries 64 MiB)"
+        echo "realmodel skipped: no $m/model.safetensors and no staged parts (carry .gpumodel's calls: docs/benchmarks.md)"
         return 0
     fi
+    compgen -G "$MODEL_STAGE/corpus/*.jsonl.zst" >/dev/null && corpus=$MODEL_STAGE/corpus
+    # CPT steps from the time the stage leaves them: at the expected rate
+    # (docs/benchmarks.md: ~20k tokens/s for SmolLM2 at T = 8242 on an
+    # H100-class card, a tenth of the 8B forecast scaled by FLOPs) the 2 x
+    # 8242-token steps of each arm take about 1 s; the rest of the stage is
+    # the conversion, prepare and three evals. The log's tokens/s replaces
+    # the estimate.
+    local tps=${KVCPT_REAL_TOKENS_PER_S:-20000} cpt_s=${KVCPT_REAL_CPT_S:-40} sizes steps
     if [ $dry = 1 ]; then
-        echo "realmodel: dry run, not run (launch/realmodel.sh at L = 8192 on the GPU needs the real card): $m is present"
-        return 0
+        sizes=(CONTEXTS=32 S=8 EVAL_DOCS=1 QC=5 CPT_BATCH=1 CPT_LR=1e-3 CPT_STEPS=1)
+    else
+        steps=$((cpt_s / 2 * tps / (2 * (8192 + 50))))
+        [ $steps -ge 1 ] || steps=1
+        sizes=(CONTEXTS=8192 S=50 EVAL_DOCS=2 QC=5 CPT_BATCH=2 CPT_STEPS=$steps CPT_CKPT=$(((steps + 1) / 2)))
+        echo "realmodel: CPT $steps steps per arm of 2 x 8242 tokens ($((steps * 2 * 8242)) tokens), sized for $((cpt_s / 2)) s an arm at $tps tokens/s"
     fi
-    OUT="$WORK/realmodel" CONTEXTS=8192 EVAL_DOCS=2 DEVICE=cuda limit 145 bash launch/realmodel.sh >"$WORK/realmodel.log" 2>&1
-    echo "launch/realmodel.sh: exit $?"
-    tail -5 "$WORK/realmodel.log"
+    env "${sizes[@]}" OUT="$WORK/realmodel" MODEL="$m" CORPUS="$corpus" KVCPT="$K" DEVICE=cuda ARMS=mask,causal SEEDS=1 \
+        limit 105 bash launch/realmodel.sh >"$WORK/realmodel.log" 2>&1
+    rc=$?
+    echo "launch/realmodel.sh ($(echo "${sizes[@]}") DEVICE=cuda ARMS=mask,causal SEEDS=1, model $m, corpus $corpus): exit $rc"
+    local a
+    for a in mask causal; do
+        grep -oE '"(step|loss|tokens_per_s)":[^,}]*' "$WORK/realmodel/cpt-$a-seed1/log.jsonl" 2>/dev/null | paste -sd' ' |
+            sed 's/"step"/\n"step"/g' | sed '/^$/d' | tail -1 | sed "s/^/CPT $a, last step: /"
+    done
+    # each arm's before -> after, and the mask arm over the causal one
+    sed -n '/^### L = /,$p' "$WORK/realmodel/cpt-summary.md" 2>/dev/null | head -40
+    [ $rc -eq 0 ] || tail -5 "$WORK/realmodel.log"
+    return $rc
 }
 
 # one NCCL test under mpirun -np N: its checks counted, each rank's device line shown
@@ -573,6 +613,10 @@ say "# GPU session $name ($(date -u +%FT%TZ)$([ $dry = 1 ] && echo ", dry run on
 say "stages: ${stages[*]}; budget ${BUDGET}s"
 say "$LIB_NOTE"
 [ -n "${KVCPT_ATTN:-}" ] && say "KVCPT_ATTN=$KVCPT_ATTN (from the environment)"
+# the real model's parts this command carries, staged for the realmodel stage
+if [ -f "$PARTS/manifest.tsv" ]; then
+    say "$(bash scripts/gpu_model_parts.sh add --from "$PARTS" --stage "$MODEL_STAGE" 2>&1)"
+fi
 for s in "${stages[@]}"; do
     lim=$(stage_limit "$s")
     left=$((BUDGET - (SECONDS - t_start) - RESERVE))

@@ -47,8 +47,43 @@ printf '#!/bin/sh\necho "FAIL - stand-in tensor-core test"\nexit 1\n' >"$tmp/mma
 chmod +x "$tmp/python" "$tmp/bin/nvidia-smi" "$tmp/mma-fails"
 run() {
     PATH="$tmp/bin:$PATH" KVCPT_SESSION_CUDA_ROOTS="$tmp/cuda*" KVCPT_PYTHON="$tmp/python" OUT="$tmp/out-$1" \
-        KVCPT_SESSION_WORK="$tmp/work" bash scripts/gpu_session.sh --dry-run "$1" >"$tmp/$1.log" 2>&1
+        KVCPT_SESSION_WORK="$tmp/work" KVCPT_SESSION_PARTS="$tmp/carry" bash scripts/gpu_session.sh --dry-run "$1" >"$tmp/$1.log" 2>&1
 }
+
+# the real model's journey, on a stand-in: a tiny GGUF (tests/gguf_tiny.py,
+# a byte-level tokenizer) and a corpus of 40 documents, split over 3 calls;
+# each call's directory is "carried" (copied to $tmp/carry, as the device
+# tool's carry list brings it) and staged: call 1 by the session's call1,
+# call 2 by a parts-only command, call 3 by call2, whose realmodel stage
+# joins, checks, converts and runs launch/realmodel.sh on the emulated GPU
+G=$tmp/gguf PT=$tmp/parts ST=$tmp/work/model-parts
+mkdir -p "$G/corpus"
+/usr/bin/python3 tests/gguf_tiny.py "$G/m.gguf" --all-bytes
+python3 -c '
+import json, random
+r = random.Random(5)
+for i in range(40):
+    print(json.dumps({"text": " ".join("".join(r.choice("abcdefghij") for _ in range(r.randint(2, 7))) for _ in range(60))}))' |
+    zstd -q >"$G/corpus/stand-in.jsonl.zst"
+gsize=$(stat -c %s "$G/m.gguf") csize=$(stat -c %s "$G/corpus/stand-in.jsonl.zst")
+bash scripts/gpu_model_parts.sh split --gguf "$G/m.gguf" --corpus "$G/corpus" --out "$PT" \
+    --room $(((gsize + csize) / 3 + 1)) >"$tmp/split.log" 2>&1
+if [ "$(ls "$PT")" = "$(printf 'call-1\ncall-2\ncall-3\nmanifest.tsv')" ] &&
+    [ "$(awk -F'\t' '$2 == "part" { print $1 }' "$PT/manifest.tsv" | paste -sd,)" = 1,2,3 ] &&
+    cmp -s "$G/m.gguf" <(cat "$PT"/call-*/m.gguf.part-*) &&
+    grep -q "^3	whole	m.gguf	$gsize	$(sha256sum "$G/m.gguf" | cut -d' ' -f1)$" "$PT/manifest.tsv"; then
+    ok "gpu_model_parts.sh split: the stand-in GGUF in 3 parts over 3 calls, the corpus in call 1, each part's and the whole's sha256"
+else fail "model parts split" "$(cat "$tmp/split.log" "$PT/manifest.tsv")"; fi
+carry() { rm -rf "$tmp/carry" && mkdir -p "$tmp/carry" && cp -r "$PT/manifest.tsv" "$PT/call-$1" "$tmp/carry/"; }
+flip() { printf '\x5a' | dd of="$1" bs=1 seek=3 conv=notrunc status=none; } # one byte of FILE changed
+# a part changed in transit is refused on arrival, naming it
+carry 2
+flip "$tmp/carry/call-2/m.gguf.part-02"
+if out=$(bash scripts/gpu_model_parts.sh add --from "$tmp/carry" --stage "$tmp/stage-bad" 2>&1); then fail "corrupt carried part" "accepted: $out"
+elif grep -q "m.gguf.part-02 is corrupt" <<<"$out" && [ ! -e "$tmp/stage-bad/m.gguf.part-02" ]; then
+    ok "gpu_model_parts.sh add refuses a part whose sha256 is not the manifest's, naming it"
+else fail "corrupt carried part" "$out"; fi
+carry 1
 
 # runs one call's dry run, checks that $OUT holds only its summary and log
 # tarball and that each named stage ran to exit 0; leaves $s at the summary
@@ -91,7 +126,30 @@ if tar tzf "$tmp/out-call1/call1-logs.tar.gz" | grep -q 'summary.md' &&
     ok "call1 dry run: the tarball holds the summary, the JSON and each test's log"
 else fail "call1 tarball" "$(tar tzf "$tmp/out-call1/call1-logs.tar.gz" 2>&1 | head)"; fi
 
+if grep -q "^staged 2 files in $ST; still missing: m.gguf.part-02 (call 2) m.gguf.part-03 (call 3)" "$tmp/out-call1/call1-summary.md"; then
+    ok "call1 carrying call 1's directory stages the corpus and part 1 and names what is missing"
+else fail "call1 staging" "$(grep -i staged "$tmp/out-call1/call1-summary.md")"; fi
+carry 2
+bash scripts/gpu_model_parts.sh add --from "$tmp/carry" --stage "$ST" >"$tmp/add2.log" 2>&1
+if out=$(bash scripts/gpu_model_parts.sh join --stage "$ST" --to "$tmp/never" --kvcpt "$E" 2>&1); then fail "join, part missing" "accepted: $out"
+elif grep -q "part m.gguf.part-03 is missing from $ST (call 3 carries it)" <<<"$out" && [ ! -e "$tmp/never" ]; then
+    ok "gpu_model_parts.sh join refuses while a part is missing, naming it and its call"
+else fail "join, part missing" "$(cat "$tmp/add2.log") $out"; fi
+# a part changed after staging: the join's own sha256 check refuses it
+cp -r "$ST" "$tmp/stage-rot" && cp "$PT/call-3/m.gguf.part-03" "$tmp/stage-rot/" && flip "$tmp/stage-rot/m.gguf.part-01"
+if out=$(bash scripts/gpu_model_parts.sh join --stage "$tmp/stage-rot" --to "$tmp/never" --kvcpt "$E" 2>&1); then fail "join, corrupt part" "accepted: $out"
+elif grep -q "part m.gguf.part-01 is corrupt" <<<"$out" && [ ! -e "$tmp/never" ] && [ ! -e "$tmp/stage-rot/m.gguf" ]; then
+    ok "gpu_model_parts.sh join refuses a staged part whose sha256 changed, naming it, and leaves no joined file"
+else fail "join, corrupt part" "$out"; fi
+carry 3
 run_and_check call2 setup realmodel train eval bench decode ranks
+if grep -q "^staged 1 files in $ST; every part and corpus file is staged: join" "$s" &&
+    grep -q "^joined m.gguf ($gsize bytes, sha256 " "$s" && grep -q "^converted to $tmp/work/smollm2-135m (.*model.safetensors" "$s" &&
+    grep -q "^launch/realmodel.sh (CONTEXTS=32 S=8 .* DEVICE=cuda ARMS=mask,causal SEEDS=1, model $tmp/work/smollm2-135m, corpus $ST/corpus): exit 0" "$s" &&
+    grep -q '^CPT mask, last step: "step":1 "loss":[0-9.]* "tokens_per_s"' "$s" && grep -q '^CPT causal, last step: "step":1 ' "$s" &&
+    grep -q '^### L = 32' "$s"; then
+    ok "call2 dry run: the parts joined, checked and converted; realmodel's mask and causal CPT and the evals before and after on the emulated GPU"
+else fail "call2 realmodel" "$(sed -n '/^## realmodel/,/^(realmodel:/p' "$s" | head -30)"; fi
 if [ "$(grep -c '^--- .*: exit 0$' "$s")" = 5 ] && grep -q "^worst relative PPL difference cuda vs cpu" "$s" &&
     grep -q '^{"bench":"decode"' "$s" && grep -q '^{"bench":"model"' "$s" && grep -q "^ranks stage skipped: .* sees 1 CUDA device" "$s"; then
     ok "call2 dry run: three trainings (sharded on one GPU without NCCL, optimizer on the device, bf16sr) and both evals exit 0; eval, bench and decode figures; ranks skipped on one device"
