@@ -493,8 +493,9 @@ stage_realmodel() {
         sizes=(CONTEXTS=8192 S=50 EVAL_DOCS=2 QC=5 CPT_BATCH=2 CPT_STEPS=$steps CPT_CKPT=$(((steps + 1) / 2)))
         echo "realmodel: CPT $steps steps per arm of 2 x 8242 tokens ($((steps * 2 * 8242)) tokens), sized for $((cpt_s / 2)) s an arm at $tps tokens/s"
     fi
-    env "${sizes[@]}" OUT="$WORK/realmodel" MODEL="$m" CORPUS="$corpus" KVCPT="$K" DEVICE=cuda ARMS=mask,causal SEEDS=1 \
-        limit 105 bash launch/realmodel.sh >"$WORK/realmodel.log" 2>&1
+    # (the stage's own output is $WORK/realmodel.log: the launcher's is beside it)
+    limit 105 env "${sizes[@]}" OUT="$WORK/realmodel" MODEL="$m" CORPUS="$corpus" KVCPT="$K" DEVICE=cuda ARMS=mask,causal \
+        SEEDS=1 bash launch/realmodel.sh >"$WORK/realmodel-launch.log" 2>&1
     rc=$?
     echo "launch/realmodel.sh ($(echo "${sizes[@]}") DEVICE=cuda ARMS=mask,causal SEEDS=1, model $m, corpus $corpus): exit $rc"
     local a
@@ -504,7 +505,7 @@ stage_realmodel() {
     done
     # each arm's before -> after, and the mask arm over the causal one
     sed -n '/^### L = /,$p' "$WORK/realmodel/cpt-summary.md" 2>/dev/null | head -40
-    [ $rc -eq 0 ] || tail -5 "$WORK/realmodel.log"
+    [ $rc -eq 0 ] || tail -5 "$WORK/realmodel-launch.log"
     return $rc
 }
 
