@@ -47,11 +47,19 @@ static void check_rope_scaling(const GgufFile *f) {
 static void read_config(const GgufFile *f, LlamaConfig *c) {
     const char *p = f->map.path;
     char *arch = gguf_meta_str(f, "general.architecture", 1);
-    if (strcmp(arch, "llama") != 0)
-        die("gguf '%s' at byte %lld: general.architecture is '%s'; only llama is supported", p,
-            (long long)gguf_meta(f, "general.architecture")->offset, arch);
+    const ModelArch *a = arch_by_gguf(arch);
+    long long at = (long long)gguf_meta(f, "general.architecture")->offset;
+    if (!a)
+        die("gguf '%s' at byte %lld: general.architecture is '%s', an architecture kvcpt does not know (known: %s)",
+            p, at, arch, arch_names());
+    if (a->refused)
+        die("gguf '%s' at byte %lld: general.architecture '%s' is recognised but not supported: %s", p, at, arch,
+            a->refused);
+    /* the keys below are llama.cpp's llama.* ones: llama is the only family
+     * the table gives a GGUF name that is not refused */
     free(arch);
     memset(c, 0, sizeof *c);
+    c->arch = a->id;
     snprintf(c->name, sizeof c->name, "%.63s", p);
     c->hidden_size = gguf_meta_int(f, "llama.embedding_length", 1, 0);
     c->intermediate_size = gguf_meta_int(f, "llama.feed_forward_length", 1, 0);
@@ -77,43 +85,36 @@ static void read_config(const GgufFile *f, LlamaConfig *c) {
     c->max_position_embeddings = gguf_meta_int(f, "llama.context_length", 1, 0);
     c->initializer_range = 0.02;
     /* vocabulary: the embedding's rows (llama.vocab_size, when given, must agree) */
-    int64_t e = gguf_find_tensor(&f->h, "token_embd.weight");
-    if (e < 0) die("gguf '%s': tensor 'token_embd.weight' is missing", p);
+    const ArchTensorNames *tn = a->tensors;
+    int64_t e = gguf_find_tensor(&f->h, tn->embed.gguf);
+    if (e < 0) die("gguf '%s': tensor '%s' is missing", p, tn->embed.gguf);
     c->vocab_size = f->h.t[e].ndim == 2 ? f->h.t[e].ne[1] : 0;
     int64_t v = gguf_meta_int(f, "llama.vocab_size", 0, c->vocab_size);
     if (v != c->vocab_size)
-        die("gguf '%s': llama.vocab_size %lld but token_embd.weight has %lld rows", p, (long long)v,
+        die("gguf '%s': llama.vocab_size %lld but %s has %lld rows", p, (long long)v, tn->embed.gguf,
             (long long)c->vocab_size);
-    c->tie_word_embeddings = gguf_find_tensor(&f->h, "output.weight") < 0;
+    c->tie_word_embeddings = gguf_find_tensor(&f->h, tn->lm_head.gguf) < 0;
     c->bos_token_id = gguf_meta_int(f, "tokenizer.ggml.bos_token_id", 0, -1);
     int64_t eos = gguf_meta_int(f, "tokenizer.ggml.eos_token_id", 0, -1);
     if (eos >= 0) c->eos_token_ids[c->n_eos++] = eos;
     config_validate(c, p);
 }
 
-/* Hugging Face's name for a GGUF tensor name (llama.cpp's
- * tensor_mapping.py, read backwards); 0 when there is none. */
-static int hf_name(const char *g, char *out, size_t n) {
-    static const struct { const char *gguf, *hf; } top[] = {
-        {"token_embd.weight", "model.embed_tokens.weight"},
-        {"output_norm.weight", "model.norm.weight"},
-        {"output.weight", "lm_head.weight"}};
-    static const struct { const char *gguf, *hf; } blk[] = {
-        {"attn_norm.weight", "input_layernorm.weight"},   {"attn_q.weight", "self_attn.q_proj.weight"},
-        {"attn_k.weight", "self_attn.k_proj.weight"},     {"attn_v.weight", "self_attn.v_proj.weight"},
-        {"attn_output.weight", "self_attn.o_proj.weight"}, {"ffn_norm.weight", "post_attention_layernorm.weight"},
-        {"ffn_gate.weight", "mlp.gate_proj.weight"},      {"ffn_up.weight", "mlp.up_proj.weight"},
-        {"ffn_down.weight", "mlp.down_proj.weight"}};
+/* Hugging Face's name for a GGUF tensor name, by the family's table
+ * (model/arch.c); 0 when there is none. */
+static int hf_name(const ArchTensorNames *tn, const char *g, char *out, size_t n) {
+    const ArchTensorName *top[] = {&tn->embed, &tn->final_norm, &tn->lm_head};
     for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
-        if (strcmp(g, top[i].gguf) == 0) return snprintf(out, n, "%s", top[i].hf) > 0;
+        if (strcmp(g, top[i]->gguf) == 0) return snprintf(out, n, "%s", top[i]->hf) > 0;
     unsigned layer;
     int used = 0;
     if (sscanf(g, "blk.%u.%n", &layer, &used) != 1 || used == 0 || layer > 100000) return 0;
     char digits[16];
     snprintf(digits, sizeof digits, "%u", layer);
     if (strncmp(g + 4, digits, strlen(digits)) != 0 || g[4 + strlen(digits)] != '.') return 0; /* "blk.01." */
-    for (size_t i = 0; i < sizeof blk / sizeof blk[0]; i++)
-        if (strcmp(g + used, blk[i].gguf) == 0) return snprintf(out, n, "model.layers.%u.%s", layer, blk[i].hf) > 0;
+    for (size_t i = 0; i < sizeof tn->layer / sizeof tn->layer[0]; i++)
+        if (strcmp(g + used, tn->layer[i].gguf) == 0)
+            return snprintf(out, n, "model.layers.%u.%s", layer, tn->layer[i].hf) > 0;
     return 0;
 }
 
@@ -171,10 +172,10 @@ static void gguf_model_open(GgufModel *m, const char *gguf_path) {
     for (int64_t g = 0; g < m->f.h.n_tensors; g++) {
         const GgufTensor *t = &m->f.h.t[g];
         char name[128];
-        int k = hf_name(t->name, name, sizeof name) ? param_layout_find(pl, name) : -1;
+        int k = hf_name(arch_get(m->cfg.arch)->tensors, t->name, name, sizeof name) ? param_layout_find(pl, name) : -1;
         if (k < 0)
-            die("gguf '%s' at byte %lld: tensor '%s' has no place in a Hugging Face Llama of this config%s", gguf_path,
-                (long long)t->info_offset, t->name,
+            die("gguf '%s' at byte %lld: tensor '%s' has no place in a Hugging Face %s of this config%s", gguf_path,
+                (long long)t->info_offset, t->name, arch_get(m->cfg.arch)->hf_class,
                 strcmp(t->name, "rope_freqs.weight") == 0 ? " (Llama 3.1 RoPE scaling factors: not supported)" : "");
         if (!ggml_type_dequantizable(t->type))
             die("gguf '%s' at byte %lld: tensor '%s' is %s, which kvcpt cannot dequantize (supported: F32, F16, "

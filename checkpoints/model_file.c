@@ -28,8 +28,9 @@ int model_match_layout(const TensorSet *s, const ParamLayout *pl, const LlamaCon
     for (int i = 0; i < s->n; i++) {
         const TensorRef *r = &s->t[i];
         int k = param_layout_find(pl, r->name);
-        if (k < 0 && cfg->tie_word_embeddings && strcmp(r->name, "lm_head.weight") == 0) {
-            k = param_layout_find(pl, "model.embed_tokens.weight");
+        const ArchTensorNames *tn = arch_get(cfg->arch)->tensors;
+        if (k < 0 && cfg->tie_word_embeddings && strcmp(r->name, tn->lm_head.hf) == 0) {
+            k = param_layout_find(pl, tn->embed.hf);
             *skip_lm_head = 1;
         }
         if (k < 0) {

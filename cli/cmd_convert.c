@@ -121,7 +121,8 @@ int cmd_convert(int argc, char **argv) {
         {"config", OPT_STRING, &config, "PATH", "config.json to check shapes against; absent: FROM/config.json"},
         {"overwrite", OPT_FLAG, &overwrite, NULL, "replace model files already in --to"},
         {0}};
-    const char *summary = "Convert a Hugging Face Llama checkpoint to kvcpt's native format or back.\n"
+    const char *summary = "Convert a Hugging Face Llama or Mistral checkpoint to kvcpt's native format or back\n"
+                          "(model families: model/arch.c; qwen2 is recognised and refused).\n"
                           "Tensor names and shapes are checked against config.json; tokenizer and generation\n"
                           "files are copied along. bf16 output rounds to nearest even, as torch does; a finite\n"
                           "value the output dtype cannot hold (it would round to inf) is refused, inf and NaN are\n"

@@ -98,14 +98,14 @@ static void parse_eos(LlamaConfig *c, json_t *root, const char *origin) {
  * without them and run silently wrong, and a conversion would copy the flag
  * beside weights lacking the biases: refused here, for every command that
  * reads a config (convert, eval, train), until biases exist. */
-static void refuse_bias_flags(json_t *root, const char *origin) {
+static void refuse_bias_flags(json_t *root, const ModelArch *a, const char *origin) {
     static const char *const flags[] = {"attention_bias", "mlp_bias"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
         json_t *v = json_object_get(root, flags[i]);
         if (!v || json_is_null(v) || json_is_false(v)) continue;
         if (!json_is_boolean(v)) die("%s: config field '%s' must be true or false", origin, flags[i]);
-        die("%s: config field '%s' is true, but kvcpt's Llama has no %s bias tensors: the model cannot be run or "
-            "converted without them", origin, flags[i], i == 0 ? "attention" : "MLP");
+        die("%s: config field '%s' is true, but kvcpt's %s has no %s bias tensors: the model cannot be run or "
+            "converted without them", origin, flags[i], a->name, i == 0 ? "attention" : "MLP");
     }
 }
 
@@ -116,9 +116,8 @@ void config_parse_json(LlamaConfig *c, const char *text, const char *origin) {
     if (!json_is_object(root)) die("%s: config.json must hold a JSON object", origin);
     memset(c, 0, sizeof *c);
     snprintf(c->name, sizeof c->name, "%s", origin);
-    json_t *mt = json_object_get(root, "model_type");
-    if (mt && json_is_string(mt) && strcmp(json_string_value(mt), "llama") != 0)
-        die("%s: config field 'model_type' is '%s'; kvcpt supports 'llama'", origin, json_string_value(mt));
+    const ModelArch *a = arch_from_hf_config(root, origin);
+    c->arch = a->id;
     c->vocab_size = get_int(root, "vocab_size", 1, 0, origin);
     c->hidden_size = get_int(root, "hidden_size", 1, 0, origin);
     c->intermediate_size = get_int(root, "intermediate_size", 1, 0, origin);
@@ -127,19 +126,19 @@ void config_parse_json(LlamaConfig *c, const char *text, const char *origin) {
     c->num_key_value_heads = get_int(root, "num_key_value_heads", 0, c->num_attention_heads, origin);
     int64_t dflt_hd = c->num_attention_heads > 0 ? c->hidden_size / c->num_attention_heads : 0;
     c->head_dim = get_int(root, "head_dim", 0, dflt_hd, origin);
-    c->rms_norm_eps = get_num(root, "rms_norm_eps", 0, 1e-6, origin);
-    c->max_position_embeddings = get_int(root, "max_position_embeddings", 0, 2048, origin);
+    c->rms_norm_eps = get_num(root, "rms_norm_eps", 0, a->norm_eps_default, origin);
+    c->max_position_embeddings = get_int(root, "max_position_embeddings", 0, a->max_pos_default, origin);
     c->initializer_range = get_num(root, "initializer_range", 0, 0.02, origin);
     c->bos_token_id = get_int(root, "bos_token_id", 0, -1, origin); /* -1: none given */
     KV_CHECK(!json_is_integer(json_object_get(root, "bos_token_id")) || c->bos_token_id >= 0,
              "%s: config field 'bos_token_id' must be >= 0 (got %lld)", origin, (long long)c->bos_token_id);
     json_t *tie = json_object_get(root, "tie_word_embeddings");
     if (tie && !json_is_boolean(tie)) die("%s: config field 'tie_word_embeddings' must be true or false", origin);
-    c->tie_word_embeddings = tie ? json_is_true(tie) : 0;
+    c->tie_word_embeddings = tie ? json_is_true(tie) : a->tie_default;
     json_t *hact = json_object_get(root, "hidden_act");
     if (hact && (!json_is_string(hact) || strcmp(json_string_value(hact), "silu") != 0))
         die("%s: config field 'hidden_act' must be \"silu\"", origin);
-    refuse_bias_flags(root, origin);
+    refuse_bias_flags(root, a, origin);
     rope_scaling_parse(c, root, origin);
     parse_eos(c, root, origin);
     json_decref(root);
@@ -215,9 +214,10 @@ void config_load(LlamaConfig *c, const char *spec) {
 }
 
 char *config_to_json(const LlamaConfig *c) {
+    const ModelArch *a = arch_get(c->arch);
     json_t *o = json_object();
-    json_object_set_new(o, "architectures", json_pack("[s]", "LlamaForCausalLM"));
-    json_object_set_new(o, "model_type", json_string("llama"));
+    json_object_set_new(o, "architectures", json_pack("[s]", a->hf_class));
+    json_object_set_new(o, "model_type", json_string(a->name));
     json_object_set_new(o, "vocab_size", json_integer(c->vocab_size));
     json_object_set_new(o, "hidden_size", json_integer(c->hidden_size));
     json_object_set_new(o, "intermediate_size", json_integer(c->intermediate_size));
@@ -230,6 +230,7 @@ char *config_to_json(const LlamaConfig *c) {
     json_object_set_new(o, "rope_theta", json_real(c->rope_theta));
     json_object_set_new(o, "rope_scaling", rope_scaling_json(c));
     json_object_set_new(o, "max_position_embeddings", json_integer(c->max_position_embeddings));
+    if (a->sliding_window) json_object_set_new(o, "sliding_window", json_null()); /* full attention, as run */
     json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tie_word_embeddings));
     json_object_set_new(o, "initializer_range", json_real(c->initializer_range));
     json_object_set_new(o, "attention_bias", json_false());

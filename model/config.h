@@ -1,6 +1,7 @@
 #ifndef KVCPT_CONFIG_H
 #define KVCPT_CONFIG_H
-/* Llama model configuration with Hugging Face LlamaConfig field names.
+/* Model configuration with Hugging Face LlamaConfig field names, for every
+ * family of model/arch.h (Llama-shaped ones).
  * Loaded from a config.json file, a directory holding one, or a preset name
  * (presets are embedded config.json texts parsed by the same code). */
 #include <jansson.h>
@@ -8,11 +9,13 @@
 #include <stdint.h>
 
 #include "../kernels/rope.h"
+#include "arch.h"
 
 #define KV_MAX_EOS 8
 
 typedef struct {
     char name[64];               /* preset name or source path, for messages */
+    ArchId arch;                 /* the family (model/arch.h); 0, llama, when none is named */
     int64_t vocab_size;
     int64_t hidden_size;         /* C */
     int64_t intermediate_size;   /* F */

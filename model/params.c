@@ -30,27 +30,23 @@ void param_layout_build(ParamLayout *pl, const LlamaConfig *c) {
     int cap = 0;
     int64_t C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     int64_t q = c->num_attention_heads * D, kv = c->num_key_value_heads * D;
-    add(pl, &cap, PT_EMBED, -1, "model.embed_tokens.weight", 2, c->vocab_size, C);
+    const ArchTensorNames *tn = arch_get(c->arch)->tensors;
+    add(pl, &cap, PT_EMBED, -1, tn->embed.hf, 2, c->vocab_size, C);
     pl->layer_begin0 = pl->total;
+    /* a layer's tensors in the names table's order, with their shapes */
+    const struct { ParamKind kind; int ndim; int64_t d0, d1; } blk[9] = {
+        {PT_ATTN_NORM, 1, C, 1}, {PT_WQ, 2, q, C},       {PT_WK, 2, kv, C},   {PT_WV, 2, kv, C}, {PT_WO, 2, C, q},
+        {PT_MLP_NORM, 1, C, 1},  {PT_WGATE, 2, F, C},    {PT_WUP, 2, F, C},   {PT_WDOWN, 2, C, F}};
     for (int l = 0; l < (int)c->num_hidden_layers; l++) {
-        char n[96];
-#define ADD(kind, fmt, nd, a, b)                                                                                      \
-    snprintf(n, sizeof n, "model.layers.%d." fmt, l);                                                                 \
-    add(pl, &cap, kind, l, n, nd, a, b)
-        ADD(PT_ATTN_NORM, "input_layernorm.weight", 1, C, 1);
-        ADD(PT_WQ, "self_attn.q_proj.weight", 2, q, C);
-        ADD(PT_WK, "self_attn.k_proj.weight", 2, kv, C);
-        ADD(PT_WV, "self_attn.v_proj.weight", 2, kv, C);
-        ADD(PT_WO, "self_attn.o_proj.weight", 2, C, q);
-        ADD(PT_MLP_NORM, "post_attention_layernorm.weight", 1, C, 1);
-        ADD(PT_WGATE, "mlp.gate_proj.weight", 2, F, C);
-        ADD(PT_WUP, "mlp.up_proj.weight", 2, F, C);
-        ADD(PT_WDOWN, "mlp.down_proj.weight", 2, C, F);
-#undef ADD
+        for (int i = 0; i < 9; i++) {
+            char n[96];
+            snprintf(n, sizeof n, "model.layers.%d.%s", l, tn->layer[i].hf);
+            add(pl, &cap, blk[i].kind, l, n, blk[i].ndim, blk[i].d0, blk[i].d1);
+        }
         if (l == 0) pl->layer_numel = pl->total - pl->layer_begin0;
     }
-    add(pl, &cap, PT_FINAL_NORM, -1, "model.norm.weight", 1, C, 1);
-    if (!c->tie_word_embeddings) add(pl, &cap, PT_LM_HEAD, -1, "lm_head.weight", 2, c->vocab_size, C);
+    add(pl, &cap, PT_FINAL_NORM, -1, tn->final_norm.hf, 1, C, 1);
+    if (!c->tie_word_embeddings) add(pl, &cap, PT_LM_HEAD, -1, tn->lm_head.hf, 2, c->vocab_size, C);
 }
 
 void param_layout_free(ParamLayout *pl) {

@@ -17,6 +17,12 @@
    LlamaForCausalLM.from_pretrained unchanged (no missing, unexpected or
    mismatched tensor), the bf16 weights equal torch's rounding of the fp32
    ones, and transformers' logits agree with kvcpt's on the same tokens.
+3. Mistral through the same architecture table (model/arch.c): a small
+   random MistralForCausalLM (sliding_window null) is converted, kvcpt's CPU
+   model's logits, loss and gradients agree with transformers', a few
+   steps of `kvcpt train` continue it, and both it and the trained model
+   export as MistralForCausalLM (config.json: model_type mistral) with
+   logits equal to kvcpt's.
 Prints "ok - ..." / "FAIL - ..." lines; exits 1 on any failure.
 """
 import argparse
@@ -27,7 +33,7 @@ import sys
 
 import numpy as np
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_compare import Report, close, compare_case, load_case  # noqa: E402
@@ -86,20 +92,21 @@ def hf_to_kvcpt(args, tied):
         compare_case(case_dir, case, model, "cpu", report, tag)
 
 
-def train_tiny(args):
+def train_tiny(args, model="tiny", init="random", name="run"):
     """A few steps of kvcpt train on synthetic data: the model to export."""
     data = os.path.join(args.workdir, "data")
-    run_dir = os.path.join(args.workdir, "run")
-    if not run([args.kvcpt, "prepare", "--synthetic", "recall", "--vocab", "64", "--doc-tokens", "57", "--query-tail",
-                "9", "--docs", "60", "--out", data], "kvcpt prepare (synthetic) for the training run"):
+    run_dir = os.path.join(args.workdir, name)
+    if not os.path.exists(data) and not run(
+            [args.kvcpt, "prepare", "--synthetic", "recall", "--vocab", "64", "--doc-tokens", "57", "--query-tail",
+             "9", "--docs", "60", "--out", data], "kvcpt prepare (synthetic) for the training run"):
         return None
-    cfg = {"model": "tiny", "init": "random", "data": data, "L": 48, "S": 8, "K": 6, "mask": 1, "global_batch": 4,
+    cfg = {"model": model, "init": init, "data": data, "L": 48, "S": 8, "K": 6, "mask": 1, "global_batch": 4,
            "micro_batch": 2, "steps": 12, "warmup_steps": 2, "lr": 3e-3, "optim": "adamw8bit",
            "eval_interval": 1000, "ckpt_interval": 1000, "keep_last": 1, "out": run_dir}
-    cfg_path = os.path.join(args.workdir, "train.json")
+    cfg_path = os.path.join(args.workdir, f"{name}.json")
     with open(cfg_path, "w") as f:
         json.dump(cfg, f)
-    if not run([args.kvcpt, "train", "--config", cfg_path], "kvcpt train runs 12 steps of the tiny model"):
+    if not run([args.kvcpt, "train", "--config", cfg_path], f"kvcpt train runs 12 steps ({name}, init {init})"):
         return None
     return os.path.join(run_dir, "model")
 
@@ -148,6 +155,61 @@ def kvcpt_to_hf(args):
         report(bad == 0, f"{tag} transformers' logits equal kvcpt's (max |d| {mx:.2e})", f"{bad} elements off")
 
 
+def export_reloads(args, src, tag, cls, model_type):
+    """kvcpt's HF export of `src` loads as `cls` unchanged, its config.json
+    names the family, and transformers' logits equal kvcpt's on it."""
+    out = src + "_hf"
+    if not run([args.kvcpt, "convert", "--from", src, "--to", out, "--to-format", "hf"], f"{tag} kvcpt exports it"):
+        return
+    with open(os.path.join(out, "config.json")) as f:
+        cj = json.load(f)
+    report(cj.get("model_type") == model_type and cj.get("architectures") == [cls.__name__],
+           f"{tag} the export's config.json says model_type {model_type}, architectures [{cls.__name__}]",
+           f"model_type {cj.get('model_type')}, architectures {cj.get('architectures')}")
+    model, info = cls.from_pretrained(out, output_loading_info=True)
+    problems = {k: v for k, v in info.items() if v}
+    report(not problems and type(model) is cls, f"{tag} {cls.__name__}.from_pretrained loads the export unchanged",
+           f"loading info {problems}, class {type(model).__name__}")
+    case_dir = out + "_case"
+    if not run([args.dump, case_dir, "33", "0", "max", "cpu", L_KEEP_ALL, out], f"{tag} kvcpt reads its export back"):
+        return
+    case = load_case(case_dir)
+    B, T = case["B"], case["T"]
+    tokens = torch.from_numpy(np.fromfile(os.path.join(case_dir, "tokens.i32"), dtype=np.int32).astype(np.int64))
+    with torch.no_grad():
+        logits = model.float().eval()(input_ids=tokens.view(B, T)).logits
+    ours = torch.from_numpy(np.fromfile(os.path.join(case_dir, "logits.f32"), dtype=np.float32)).view_as(logits)
+    bad, mx = close(ours, logits, 1e-4, 1e-4)
+    report(bad == 0, f"{tag} transformers' logits equal kvcpt's (max |d| {mx:.2e})", f"{bad} elements off")
+
+
+def mistral(args):
+    """Mistral, a second family through the same table: read, run, trained,
+    exported."""
+    torch.manual_seed(40)
+    cfg = MistralConfig(vocab_size=96, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=512,
+                        rms_norm_eps=1e-5, rope_theta=10000.0, sliding_window=None, tie_word_embeddings=False,
+                        bos_token_id=1, eos_token_id=2)
+    model = MistralForCausalLM._from_config(cfg, attn_implementation="eager").float()
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            p.copy_(1.0 + 0.2 * torch.randn_like(p) if n.endswith("norm.weight") else 0.25 * torch.randn_like(p))
+    hf_dir = os.path.join(args.workdir, "hf_mistral")
+    nat_dir = hf_dir + "_native"
+    model.save_pretrained(hf_dir, safe_serialization=True)
+    tag = "[mistral, transformers -> kvcpt, CPU model]"
+    if not run([args.kvcpt, "convert", "--from", hf_dir, "--to", nat_dir], f"{tag} kvcpt converts MistralForCausalLM"):
+        return
+    case_dir = os.path.join(args.workdir, "case_mistral")
+    if run([args.dump, case_dir, "41", "0", "max", "cpu", L_KEEP_ALL, nat_dir], f"{tag} dump_model_case runs"):
+        compare_case(case_dir, load_case(case_dir), model, "cpu", report, tag)
+    export_reloads(args, nat_dir, "[mistral, kvcpt -> transformers]", MistralForCausalLM, "mistral")
+    trained = train_tiny(args, model=nat_dir, init="pretrained", name="run_mistral")
+    if trained is not None:
+        export_reloads(args, trained, "[mistral, kvcpt-trained -> transformers]", MistralForCausalLM, "mistral")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kvcpt", default="./kvcpt")
@@ -160,6 +222,7 @@ def main():
     for tied in (False, True):
         hf_to_kvcpt(args, tied)
     kvcpt_to_hf(args)
+    mistral(args)
     print(f"# {report.failed} failed")
     return 1 if report.failed else 0
 

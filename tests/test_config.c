@@ -103,6 +103,52 @@ static void rope_scaling_types(void) {
     tl_expect_death("--rope-scaling yarn:0", override, "yarn:0", "'rope_scaling.factor' must be > 0");
 }
 
+/* The architecture table: model_type / architectures resolve to a family,
+ * Mistral round trips as itself, and what is recognised but not run is
+ * refused naming the field and the family. */
+static void architectures(void) {
+    LlamaConfig c;
+    config_parse_json(&c, "{" SHAPE "\"model_type\":\"mistral\",\"sliding_window\":null}", "m.json");
+    tl_result(c.arch == ARCH_MISTRAL && c.max_position_embeddings == 8192, "model_type mistral reads as Mistral",
+              "arch %d", (int)c.arch);
+    config_parse_json(&c, "{" SHAPE "\"architectures\":[\"MistralForCausalLM\"],\"sliding_window\":null}",
+                      "m.json");
+    tl_result(c.arch == ARCH_MISTRAL, "architectures MistralForCausalLM alone reads as Mistral", "arch %d",
+              (int)c.arch);
+    char *js = config_to_json(&c);
+    LlamaConfig c2;
+    config_parse_json(&c2, js, "mistral round trip");
+    tl_result(c2.arch == ARCH_MISTRAL && strstr(js, "\"MistralForCausalLM\"") && strstr(js, "\"model_type\": \"mistral\"") &&
+                  strstr(js, "\"sliding_window\": null"),
+              "a Mistral config.json is written as MistralForCausalLM, model_type mistral, sliding_window null", "%s", js);
+    free(js);
+    config_parse_json(&c, "{" SHAPE "\"model_type\":\"llama\",\"architectures\":[\"LlamaModel\"]}", "l.json");
+    js = config_to_json(&c);
+    tl_result(c.arch == ARCH_LLAMA && strstr(js, "\"LlamaForCausalLM\"") && !strstr(js, "sliding_window"),
+              "llama stays llama, exported as LlamaForCausalLM", "%s", js);
+    free(js);
+    tl_expect_death("a non-null sliding_window is refused, named", parse_text,
+                    "{" SHAPE "\"model_type\":\"mistral\",\"sliding_window\":4096}",
+                    "bad.json: config field 'sliding_window' is 4096: sliding-window attention is not implemented");
+    tl_expect_death("an absent sliding_window (transformers' 4096) is refused, named", parse_text,
+                    "{" SHAPE "\"model_type\":\"mistral\"}",
+                    "config field 'sliding_window' is absent, which transformers' MistralForCausalLM reads as 4096");
+    tl_expect_death("qwen2 is recognised and refused for its biases", parse_text,
+                    "{" SHAPE "\"model_type\":\"qwen2\"}",
+                    "architecture 'qwen2' (Qwen2ForCausalLM) is recognised but not supported: q/k/v biases are not "
+                    "implemented yet");
+    tl_expect_death("Qwen2ForCausalLM alone is refused the same way", parse_text,
+                    "{" SHAPE "\"architectures\":[\"Qwen2ForCausalLM\"]}", "q/k/v biases are not implemented yet");
+    tl_expect_death("an unknown model_type is refused, named", parse_text, "{" SHAPE "\"model_type\":\"gemma\"}",
+                    "config field 'model_type' is 'gemma', an architecture kvcpt does not know");
+    tl_expect_death("an unknown class alone is refused, named", parse_text,
+                    "{" SHAPE "\"architectures\":[\"GemmaForCausalLM\"]}",
+                    "config field 'architectures' names 'GemmaForCausalLM', an architecture kvcpt does not know");
+    tl_expect_death("model_type and architectures disagreeing is refused", parse_text,
+                    "{" SHAPE "\"model_type\":\"llama\",\"architectures\":[\"MistralForCausalLM\"]}",
+                    "config field 'architectures' names 'MistralForCausalLM' but 'model_type' is 'llama'");
+}
+
 int main(void) {
     LlamaConfig c;
     config_load(&c, "llama3.1-8b");
@@ -154,5 +200,6 @@ int main(void) {
               "v4 theta %g type %d, v5 theta %g type %d", a.rope_theta, (int)a.rope_scaling.type, b.rope_theta,
               (int)b.rope_scaling.type);
     rope_scaling_types();
+    architectures();
     return tl_finish();
 }
