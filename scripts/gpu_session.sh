@@ -169,24 +169,26 @@ PY=${KVCPT_PYTHON:-python3}
 # python above (site-packages/nvidia/*/lib: torch's cu13 wheels bring
 # cuDNN and NCCL there), each once; the choice is said in the summary
 cuda_lib_dirs() {
-    local d real seen=" " pkg
-    for d in ${KVCPT_SESSION_CUDA_ROOTS:-/usr/local/cuda*}; do
-        [ -d "$d/lib64" ] || continue
-        real=$(readlink -f "$d/lib64")
-        [[ $seen == *" $real "* ]] && continue
+    local d pkg seen=" "
+    # prints DIR unless the directory it resolves to was printed already
+    # (seen, the caller's local, holds the resolved paths)
+    lib_dir_once() {
+        local real
+        real=$(readlink -f "$1")
+        [[ $seen == *" $real "* ]] && return 0
         seen+="$real "
-        echo "$d/lib64"
+        echo "$1"
+    }
+    for d in ${KVCPT_SESSION_CUDA_ROOTS:-/usr/local/cuda*}; do
+        [ -d "$d/lib64" ] && lib_dir_once "$d/lib64"
     done
     # the nvidia namespace package's directories, as that python resolves them
     for pkg in $("$PY" -c 'import nvidia, os; print(*[os.path.realpath(p) for p in nvidia.__path__])' 2>/dev/null); do
         for d in "$pkg"/*/lib; do
-            [ -d "$d" ] || continue
-            real=$(readlink -f "$d")
-            [[ $seen == *" $real "* ]] && continue
-            seen+="$real "
-            echo "$d"
+            [ -d "$d" ] && lib_dir_once "$d"
         done
     done
+    return 0
 }
 # "DIR (libA libB ...)" for each directory: the libraries a reader looks for
 cuda_lib_note() {
