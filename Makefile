@@ -48,8 +48,10 @@ endif
 BASE_CFLAGS := $(CFLAGS)
 BASE_LDLIBS := $(LDLIBS)
 
-# the component directories, lowest layer first (tests/test_layers.sh)
-DIRS    := common kernels data model optim checkpoints parallel train eval bench backends backends/cuda cli
+# the component directories, lowest layer first (tests/test_layers.sh);
+# each compute backend's folder under backends/ is found by itself
+DIRS    := common kernels data model optim checkpoints parallel train eval bench backends \
+           $(patsubst %/,%,$(sort $(wildcard backends/*/))) cli
 CU_ALL  := $(foreach d,$(DIRS),$(wildcard $(d)/*.cu))
 
 # --- optional CUDA backend: built whenever nvcc is found (NO_CUDA=1 disables) ---

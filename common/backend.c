@@ -36,6 +36,21 @@ static const Backend *usable(const Backend *b, const char *who) {
     return b;
 }
 
+int backend_known(const char *name) {
+    if (strcmp(name, "auto") == 0 || strcmp(name, host.name) == 0) return 1;
+    for (int i = 0; i < n_registered; i++)
+        if (strcmp(name, registered[i]->name) == 0) return 1;
+    return 0;
+}
+
+const char *backend_names(char *buf, size_t cap) {
+    size_t len = (size_t)snprintf(buf, cap, "%s", host.name);
+    for (int i = 0; i < n_registered && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i + 1 == n_registered ? " or " : ", ",
+                                registered[i]->name);
+    return buf;
+}
+
 const Backend *backend_resolve(const char *requested) {
     if (!requested || strcmp(requested, "auto") == 0) {
         for (int i = 0; i < n_registered; i++)
@@ -48,11 +63,7 @@ const Backend *backend_resolve(const char *requested) {
     for (int i = 0; i < n_registered; i++)
         if (strcmp(requested, registered[i]->name) == 0) return usable(registered[i], who);
     char names[256];
-    int len = snprintf(names, sizeof names, "%s", host.name);
-    for (int i = 0; i < n_registered && len < (int)sizeof names; i++)
-        len += snprintf(names + len, sizeof names - (size_t)len, "%s%s", i + 1 == n_registered ? " or " : ", ",
-                        registered[i]->name);
-    die("--device must be %s (got '%s')", names, requested);
+    die("--device must be %s (got '%s')", backend_names(names, sizeof names), requested);
 }
 
 const Backend *backend_require_accel(const char *who) {

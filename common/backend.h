@@ -15,6 +15,7 @@
  * each defined by the layer that calls them (eval/decode_device.h,
  * train/train_engine.h, bench/bench_backend.h) and held here as pointers
  * to those incomplete types, so this header includes nothing above it. */
+#include <stddef.h>
 
 /* What a resolved backend is: the host, or an accelerator with its own
  * memory (whose engines keep weights and activations there). */
@@ -47,6 +48,11 @@ void backend_register(const Backend *b);
  * --device on an unknown name, a backend this binary was built without
  * (with its hint), or one with no device visible. */
 const Backend *backend_resolve(const char *requested);
+/* 1 when name is "auto", "cpu" or a registered backend's (built or not):
+ * what config 'device' may say. */
+int backend_known(const char *name);
+/* The names --device takes, for messages: "cpu or cuda". Returns buf. */
+const char *backend_names(char *buf, size_t cap);
 /* The first compiled accelerator with a visible device, for the commands
  * that only run on one (who: "bench ops"); dies as backend_resolve does,
  * naming who instead of --device. */

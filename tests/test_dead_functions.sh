@@ -23,7 +23,7 @@ if ! command -v nm >/dev/null || ! command -v python3 >/dev/null; then
     echo "skip - dead functions: nm or python3 is missing"; exit 0
 fi
 lib_dirs="common kernels data model optim checkpoints parallel train eval"
-prog_dirs="cli bench backends backends/cuda"
+prog_dirs="cli bench $(find backends -type d | sort | tr '\n' ' ')"
 # the objects built from the sources that exist now (a removed source's
 # object may linger in build/); a .cu file's object from the emulator's
 # build where this one has no CUDA backend
