@@ -10,9 +10,9 @@
  *   parameters are the only copy and the optimizer steps them
  *   (device_optim.h).
  * The host's master shard and optimizer are refreshed only for a
- * checkpoint and the final model. The one file of the trainer that names
- * CUDA. */
-#include "train_engine.h"
+ * checkpoint and the final model. The CUDA backend's train seam
+ * (train_engine_cuda.h), which its entry registers. */
+#include "train_engine_cuda.h"
 
 #include <stdlib.h>
 
@@ -168,7 +168,7 @@ static void check_fits(TrainMode mode, const TrainConfig *c, const LlamaConfig *
                 (double)(free_b - p.total) / gib);
 }
 
-TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp, Comm *comm) {
+static TrainEngine cuda_engine_create(TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp, Comm *comm) {
     /* the attention kernels (the config key, else KVCPT_ATTN), refused before anything is allocated */
     const LlamaAttnImpl attn = llama_attn_impl_resolve((LlamaAttnImpl)c->attn_impl, "config 'attn_impl'",
                                                        train_mode_precision(mode) == LLAMA_CUDA_BF16_WEIGHTS,
@@ -208,3 +208,5 @@ TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama
                          .log_fields = cuda_log_fields,
                          .free = cuda_engine_free};
 }
+
+const TrainDevice train_device_cuda = {.engine_create = cuda_engine_create};

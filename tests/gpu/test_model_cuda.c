@@ -46,7 +46,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../common/backend.h"
 #include "../../common/rng.h"
 #include "../testlib.h"
 
@@ -554,11 +553,11 @@ static void bad_input(const Case *k) {
 #endif
 
 int main(void) {
-    if (backend_cuda_device_count() == 0) {
+#ifdef KVCPT_CUDA
+    if (cuda_device_count() == 0) {
         tl_skip("model cuda vs cpu", "no CUDA device visible");
         return tl_finish();
     }
-#ifdef KVCPT_CUDA
     /* label, V, C, F, layers, Hq, Hkv, D, tied, B, T, mask {.enabled = on, .L = L, .K = K, .pool_kernel = pool,
         .agg = agg, .evict = evict, .restride = restride}, S */
     const Case cases[] = {
@@ -596,6 +595,8 @@ int main(void) {
         snprintf(label, sizeof label, "%s: %s", runs[i].kind, cases[runs[i].c].label);
         if (tl_case_selected(label)) runs[i].run(&cases[runs[i].c]);
     }
+#else
+    tl_skip("model cuda vs cpu", "the CUDA backend was not compiled");
 #endif
     return tl_finish();
 }
