@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the CUDA binaries and the GPU suite on this machine (no GPU needed)
 # and gathers them, with the non-system shared libraries they link, into
-# .gpubundle/bundle.tar.gz (git-ignored; debug info stripped: 17 MB on 2026-11-23,
-# well under the 64 MiB a device command carries), for a GPU machine that has
+# .gpubundle/bundle.tar.gz (git-ignored; debug info stripped: 27.5 MB on
+# 2026-11-28, of the 64 MiB a device command carries), for a GPU machine that has
 # the CUDA runtime and cuBLAS but not our Debian build dependencies. The
 # device command names .gpubundle in its carry list, and
 # scripts/gpu_session.sh unpacks it there (kvcpt, build/tests/..., gpulib/).
