@@ -136,6 +136,9 @@ TOOL_SRC  := $(wildcard tests/tools/*.c)
 TOOL_BIN  := $(TOOL_SRC:tests/tools/%.c=build/tests/tools/%)
 GPU_SRC   := $(wildcard tests/gpu/test_*.c)
 GPU_BIN   := $(GPU_SRC:tests/gpu/%.c=build/tests/gpu/%)
+# the tools the GPU suite runs (tests/gpu/test_*.sh name them), and only
+# those: scripts/gpu_bundle.sh builds and carries what the suite runs
+GPU_TOOL_BIN := $(sort $(foreach s,$(wildcard tests/gpu/test_*.sh),$(shell grep -o 'build/tests/tools/[A-Za-z0-9_]*' $(s))))
 
 # --- the CUDA kernels on the CPU (tests/cuda_emu): every .cu file but
 # matmul.cu (cuBLASLt is not emulated: tests/cuda_emu/matmul_emu.c stands
@@ -432,8 +435,9 @@ test-bins: kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/to
 test-gpu: test-gpu-bins
 	bash tests/run.sh gpu
 
-# the GPU suite's binaries without running them (scripts/gpu_bundle.sh)
-test-gpu-bins: kvcpt $(GPU_BIN) $(TOOL_BIN)
+# the GPU suite's binaries without running them (scripts/gpu_bundle.sh):
+# kvcpt, every GPU test and the tools the suite's scripts run
+test-gpu-bins: kvcpt $(GPU_BIN) $(GPU_TOOL_BIN)
 
 clean:
 	rm -rf build kvcpt
