@@ -1,6 +1,8 @@
 #include "attention_cuda_size.h"
 
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../common/checked.h"
 #include "../common/util.h"
@@ -37,9 +39,10 @@ int64_t attention_mma_bwd_groups(int64_t B, int64_t T, int64_t Hq) {
 }
 
 AttnBwdVariant attention_bwd_variant_default(void) {
-    /* by arithmetic the one pass's partial dQ traffic outweighs the two
-     * products it saves at the 8B shape (docs/cuda.md) */
-    return ATTN_BWD_TWO_PASS;
+    const char *env = getenv(ATTN_BWD_ENV);
+    if (!env || !*env || strcmp(env, "one_pass") == 0) return ATTN_BWD_ONE_PASS;
+    if (strcmp(env, "two_pass") == 0) return ATTN_BWD_TWO_PASS;
+    die("%s: the attention backward must be one_pass or two_pass (got '%s')", ATTN_BWD_ENV, env);
 }
 
 const char *attention_bwd_variant_name(AttnBwdVariant v) {

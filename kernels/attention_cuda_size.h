@@ -26,8 +26,11 @@ int64_t attention_cuda_forward_scratch_bytes(const RefreshMask *m, int64_t B, in
  * through G fp32 partials read and written per tile. Both give the
  * oracle's values within the tests' tolerance, not each other's bits. */
 typedef enum { ATTN_BWD_TWO_PASS = 0, ATTN_BWD_ONE_PASS = 1 } AttnBwdVariant;
-/* The engine's variant: the one scripts/step_arithmetic.py forecasts faster
- * at the 8B CPT shape (docs/cuda.md), chosen here and nowhere else. */
+/* The engine's variant, chosen here and nowhere else: the one pass
+ * (FlashAttention-2's structure, its Q/dO tiles double-buffered), unless
+ * the environment variable KVCPT_ATTN_BWD names two_pass (or one_pass); any
+ * other value stops the program naming the variable. */
+#define ATTN_BWD_ENV "KVCPT_ATTN_BWD"
 AttnBwdVariant attention_bwd_variant_default(void);
 const char *attention_bwd_variant_name(AttnBwdVariant v);
 /* The backward's bytes for variant v (the engine passes the default). */

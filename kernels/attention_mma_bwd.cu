@@ -423,3 +423,21 @@ extern "C" void attention_backward_mma_planted_cuda(float *dq, float *dk, float 
         break;
     }
 }
+
+extern "C" void attention_backward_mma_bf16_planted_cuda(float *dq, float *dk, float *dv, const bf16 *dout,
+                                                         const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *out,
+                                                         const float *lse, const int32_t *sel, int64_t B, int64_t T,
+                                                         int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m,
+                                                         AttnMmaBug bug) {
+    const char *fn = "attention_backward_mma_bf16_planted_cuda";
+    const AttnBwdVariant one = ATTN_BWD_ONE_PASS;
+    switch (bug) {
+    case ATTN_MMA_BUG_BWD_CP_WAIT1:
+        backward<ATTN_MMA_BUG_BWD_CP_WAIT1>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, one, 0, fn);
+        break;
+    case ATTN_MMA_BUG_BWD_CP_BUF:
+        backward<ATTN_MMA_BUG_BWD_CP_BUF>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, one, 0, fn);
+        break;
+    default: backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, one, 0, fn); break;
+    }
+}

@@ -38,14 +38,18 @@ static_assert(kOnePassWarps % 4 == 0, "the dQ product splits the columns over gr
 
 template <int D> struct OnePassSmem {
     static constexpr int ld = MmaTileLd<D>::ld;
-    /* bf16 tiles: K, V (128 keys, resident per key tile), Q, dO (64 rows,
-     * per query tile); dS^T as bf16 (128 keys x 64 rows: the dQ product
-     * reads it across the warps) and two fp32 rows (lse, dsum). K and V stay
-     * in shared memory, not registers: at D = 128 their fragments beside the
-     * dK and dV accumulators would spill */
-    static constexpr size_t bytes = (size_t)(2 * kOnePassKeys + 2 * kOnePassRows) * ld * sizeof(uint16_t) +
-                                    (size_t)kOnePassKeys * kDsLd * sizeof(uint16_t) +
-                                    (size_t)2 * kOnePassRows * sizeof(float);
+    /* bf16 tiles: K, V (128 keys, resident per key tile); two buffers of
+     * Q, dO (64 rows, per query tile: the next tile's copies land in one
+     * while the products read the other); two of dS^T as bf16 (128 keys x
+     * 64 rows: the dQ product reads it across the warps, and a warp may
+     * store the next tile's while another still reads this one's); two of
+     * the fp32 rows (lse, dsum). K and V stay in shared memory, not
+     * registers: at D = 128 their fragments beside the dK and dV
+     * accumulators would spill */
+    static constexpr size_t kv_elems = (size_t)2 * kOnePassKeys * ld;
+    static constexpr size_t qdo_elems = (size_t)2 * kOnePassRows * ld, ds_elems = (size_t)kOnePassKeys * kDsLd;
+    static constexpr size_t bytes = (kv_elems + 2 * qdo_elems + 2 * ds_elems) * sizeof(uint16_t) +
+                                    (size_t)2 * 2 * kOnePassRows * sizeof(float);
 };
 
 /* Rows [p0, p0 + kRows) of one head of x into dst (kRows x ld) as bf16,
@@ -73,7 +77,8 @@ template <int D, int kRows>
 static __device__ void bwd_load_rows(uint16_t *dst, const bf16 *x, int64_t stride, int64_t p0, int64_t limit) {
     /* by cp.async, all in flight together and through no register (loaded
      * into registers beside the dK and dV accumulators they spilled at
-     * D = 128), waited for here: the caller's barrier publishes the tile */
+     * D = 128), in the caller's open group: its cp_async_wait and then a
+     * barrier publish the tile */
     constexpr int ld = MmaTileLd<D>::ld, chunks = D / 8;
 #pragma unroll 1 /* the copies overlap anyway; unrolled, their addresses cost registers */
     for (int i = threadIdx.x; i < kRows * chunks; i += kOnePassThreads) {
@@ -82,8 +87,23 @@ static __device__ void bwd_load_rows(uint16_t *dst, const bf16 *x, int64_t strid
         if (p < limit) cp_async_16(&dst[r * ld + c], x + p * stride + c);
         else store_b128(&dst[r * ld + c], make_uint4(0u, 0u, 0u, 0u));
     }
-    cp_async_commit();
-    cp_async_wait<0>();
+}
+
+/* One query tile's inputs into a buffer: Q and dO rows [q0, q0 + 64) (bf16
+ * copies in flight until the caller's cp_async_wait), and the rows' lse
+ * (times log2 e: P is exp2 of base-2 scores) and dsum by plain stores;
+ * rows at or past L are zeros */
+template <int D, typename E>
+static __device__ void bwd_load_query_tile(uint16_t *sq, uint16_t *sdo, float *s_lse, float *s_dsum, const E *qh,
+                                           const E *doh, const float *lse_h, const float *dsum_h, int64_t qstride,
+                                           int64_t q0, int64_t L) {
+    bwd_load_rows<D, kOnePassRows>(sq, qh, qstride, q0, L);
+    bwd_load_rows<D, kOnePassRows>(sdo, doh, qstride, q0, L);
+    if (threadIdx.x < kOnePassRows) {
+        const int64_t p = q0 + threadIdx.x;
+        s_lse[threadIdx.x] = p < L ? lse_h[p] * kLog2e : 0.0f;
+        s_dsum[threadIdx.x] = p < L ? dsum_h[p] : 0.0f;
+    }
 }
 
 /* acc (16 x kCols) = dS (rows r0..r0+15 of a 64-row x 128-key tile stored
@@ -146,10 +166,10 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
     constexpr int kCols = kPartCols < 32 ? kPartCols : 32;
     constexpr bool kNoTrans = kBug == ATTN_MMA_BUG_B_NO_TRANS, kSwap = kBug == ATTN_MMA_BUG_PT_SWAP;
     extern __shared__ __align__(16) uint16_t smem_u16[];
-    uint16_t *sk = smem_u16, *sv = sk + kOnePassKeys * ld;                    /* K, V */
-    uint16_t *s0 = sv + kOnePassKeys * ld, *s1 = s0 + kOnePassRows * ld;      /* Q, dO */
-    uint16_t *sds = s1 + kOnePassRows * ld;                                   /* dS^T */
-    float *s_lse = (float *)(sds + kOnePassKeys * kDsLd), *s_dsum = s_lse + kOnePassRows;
+    uint16_t *sk = smem_u16, *sv = sk + kOnePassKeys * ld;                 /* K, V */
+    uint16_t *const sqdo = sv + kOnePassKeys * ld;                         /* buffer i: Q at 2i, dO at 2i + 1 (64 rows each) */
+    uint16_t *const sds2 = sqdo + 2 * OnePassSmem<D>::qdo_elems;          /* buffer i: dS^T at i */
+    float *const srow2 = (float *)(sds2 + 2 * OnePassSmem<D>::ds_elems); /* buffer i: lse at 2i, dsum at 2i + 1 (64 each) */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t b = blockIdx.x / Hq, h = blockIdx.x % Hq, hk = h / (Hq / Hkv);
     const int G = (int)gridDim.y, grp = (int)blockIdx.y;
@@ -157,30 +177,46 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
     const int64_t qstride = Hq * D, kvstride = Hkv * D;
     const float scale_log2 = scale * kLog2e;
     const int kl0 = warp * 16 + g; /* the warp's keys kl0 and kl0 + 8 of the key tile */
+    const E *qh = q + (b * T * Hq + h) * D, *doh = dout + (b * T * Hq + h) * D;
+    const float *lse_h = lse + (b * Hq + h) * T, *dsum_h = dsum + (b * Hq + h) * T;
     for (int kt = grp; kt < nk; kt += G) {
         const int64_t k0 = (int64_t)kt * kOnePassKeys;
-        __syncthreads(); /* every warp is done with the previous key tile's K and V */
+        /* every warp is done with the previous key tile: K and V, the last
+         * dS^T and Q, dO buffers */
+        __syncthreads();
         bwd_load_rows<D, kOnePassKeys>(sk, k + (b * T * Hkv + hk) * D, kvstride, k0, T);
         bwd_load_rows<D, kOnePassKeys>(sv, v + (b * T * Hkv + hk) * D, kvstride, k0, T);
+        if (k0 < L) /* the first query tile into buffer 0 */
+            bwd_load_query_tile<D>(sqdo, sqdo + kOnePassRows * ld, srow2, srow2 + kOnePassRows, qh, doh, lse_h, dsum_h,
+                                   qstride, k0, L);
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads(); /* K, V and the first query tile, landed in every thread, seen by all */
         float dk_acc[ND][4], dv_acc[ND][4];
 #pragma unroll
         for (int n = 0; n < ND; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) dk_acc[n][e] = dv_acc[n][e] = 0.0f;
-        for (int64_t q0 = k0; q0 < L; q0 += kOnePassRows) { /* rows before the key tile see none of it */
+        int buf = 0; /* the query tile's buffer; the next tile's copies go to the other */
+        for (int64_t q0 = k0; q0 < L; q0 += kOnePassRows, buf ^= 1) { /* rows before the key tile see none of it */
             /* key kl sees row c of the tile when kl <= c + diag (causal) and
              * c < rows (rows from L on are the suffix's); on the first query
              * tile the second half's keys see no row (P^T = 0, dS^T = 0) */
             const int diag = (int)(q0 - k0), rows = L - q0 < kOnePassRows ? (int)(L - q0) : kOnePassRows;
-            __syncthreads(); /* every warp is done with the previous Q, dO and dS^T */
-            bwd_load_rows<D, kOnePassRows>(s0, q + (b * T * Hq + h) * D, qstride, q0, L);
-            bwd_load_rows<D, kOnePassRows>(s1, dout + (b * T * Hq + h) * D, qstride, q0, L);
-            if (threadIdx.x < kOnePassRows) {
-                const int64_t p = q0 + threadIdx.x;
-                s_lse[threadIdx.x] = p < L ? lse[(b * Hq + h) * T + p] * kLog2e : 0.0f;
-                s_dsum[threadIdx.x] = p < L ? dsum[(b * Hq + h) * T + p] : 0.0f;
+            /* the next query tile's copies, in flight through this tile's
+             * products: its buffer was last read before the barrier that
+             * ended the previous tile's products (the planted bug copies
+             * into the buffer being read) */
+            if (q0 + kOnePassRows < L) {
+                const int nb = kBug == ATTN_MMA_BUG_BWD_CP_BUF ? buf : buf ^ 1;
+                bwd_load_query_tile<D>(sqdo + 2 * nb * kOnePassRows * ld, sqdo + (2 * nb + 1) * kOnePassRows * ld,
+                                       srow2 + 2 * nb * kOnePassRows, srow2 + (2 * nb + 1) * kOnePassRows, qh, doh,
+                                       lse_h, dsum_h, qstride, q0 + kOnePassRows, L);
             }
-            __syncthreads();
+            cp_async_commit(); /* one group per query tile, empty after the last */
+            const uint16_t *s0 = sqdo + 2 * buf * kOnePassRows * ld, *s1 = s0 + kOnePassRows * ld; /* Q, dO */
+            const float *s_lse = srow2 + 2 * buf * kOnePassRows, *s_dsum = s_lse + kOnePassRows;
+            uint16_t *sds = sds2 + buf * OnePassSmem<D>::ds_elems; /* dS^T */
             {
                 /* P^T, then dV, then dP^T half by half into dS^T in P^T's
                  * registers: at D = 128 a whole dP^T beside P^T and the dK,
@@ -219,7 +255,14 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
                         *(uint32_t *)&sds[(kl0 + 8 * r) * kDsLd + j * 8 + 2 * t] =
                             mma_pack_bf16x2(dpt[j][2 * r], dpt[j][2 * r + 1]);
             }
-            if (kBug != ATTN_MMA_BUG_DS_NO_SYNC) __syncthreads(); /* dS^T whole: each warp reads every key's */
+            /* the next query tile's copies landed in this thread (the
+             * planted bug leaves them in flight into the next tile's
+             * products) */
+            if (kBug == ATTN_MMA_BUG_BWD_CP_WAIT1) cp_async_wait<1>();
+            else cp_async_wait<0>();
+            /* dS^T whole (each warp reads every key's) and the next query
+             * tile seen by all */
+            if (kBug != ATTN_MMA_BUG_DS_NO_SYNC) __syncthreads();
             /* dQ_g rows q0 + 16 (warp % 4) .. + 15, the part's columns,
              * += dS K, kCols columns at a time (at D = 16 one part: warps 4
              * to 7 have none) */
