@@ -38,18 +38,22 @@ static_assert(kOnePassWarps % 4 == 0, "the dQ product splits the columns over gr
 
 template <int D> struct OnePassSmem {
     static constexpr int ld = MmaTileLd<D>::ld;
-    /* bf16 tiles: K, V (128 keys, resident per key tile); two buffers of
-     * Q, dO (64 rows, per query tile: the next tile's copies land in one
-     * while the products read the other); two of dS^T as bf16 (128 keys x
-     * 64 rows: the dQ product reads it across the warps, and a warp may
-     * store the next tile's while another still reads this one's); two of
-     * the fp32 rows (lse, dsum). K and V stay in shared memory, not
-     * registers: at D = 128 their fragments beside the dK and dV
-     * accumulators would spill */
-    static constexpr size_t kv_elems = (size_t)2 * kOnePassKeys * ld;
-    static constexpr size_t qdo_elems = (size_t)2 * kOnePassRows * ld, ds_elems = (size_t)kOnePassKeys * kDsLd;
-    static constexpr size_t bytes = (kv_elems + 2 * qdo_elems + 2 * ds_elems) * sizeof(uint16_t) +
-                                    (size_t)2 * 2 * kOnePassRows * sizeof(float);
+    /* K and V as bf16 (128 keys, resident per key tile), then two buffers,
+     * each: Q, dO (bf16, 64 rows), dS^T (bf16, 128 keys x 64 rows: the dQ
+     * product reads it across the warps) and two fp32 rows (lse, dsum).
+     * While the products read one buffer the next query tile's copies land
+     * in the other, and a warp may store the next tile's dS^T while another
+     * still reads this one's. One buffer's parts at fixed offsets from its
+     * start, so a single register moves between the buffers. K and V stay
+     * in shared memory, not registers: at D = 128 their fragments beside
+     * the dK and dV accumulators would spill */
+    static constexpr size_t kv_bytes = (size_t)2 * kOnePassKeys * ld * sizeof(uint16_t);
+    static constexpr size_t q_off = 0, do_off = (size_t)kOnePassRows * ld * sizeof(uint16_t);
+    static constexpr size_t ds_off = 2 * do_off, lse_off = ds_off + (size_t)kOnePassKeys * kDsLd * sizeof(uint16_t);
+    static constexpr size_t dsum_off = lse_off + kOnePassRows * sizeof(float);
+    static constexpr size_t buf_bytes = dsum_off + kOnePassRows * sizeof(float);
+    static constexpr size_t bytes = kv_bytes + 2 * buf_bytes;
+    static_assert(do_off % 16 == 0 && lse_off % 16 == 0 && buf_bytes % 16 == 0, "16-byte aligned rows");
 };
 
 /* Rows [p0, p0 + kRows) of one head of x into dst (kRows x ld) as bf16,
@@ -89,20 +93,25 @@ static __device__ void bwd_load_rows(uint16_t *dst, const bf16 *x, int64_t strid
     }
 }
 
-/* One query tile's inputs into a buffer: Q and dO rows [q0, q0 + 64) (bf16
- * copies in flight until the caller's cp_async_wait), and the rows' lse
- * (times log2 e: P is exp2 of base-2 scores) and dsum by plain stores;
- * rows at or past L are zeros */
+/* One query tile's inputs into the buffer at bufp (OnePassSmem's layout):
+ * Q and dO rows [q0, q0 + 64) of query head h of batch row b (bf16 copies
+ * in flight until the caller's cp_async_wait), and the rows' lse (times
+ * log2 e: P is exp2 of base-2 scores) and dsum by plain stores; rows at or
+ * past L are zeros. The offsets are computed here from the kernel's
+ * arguments, not kept across its loop: beside the dK and dV accumulators
+ * at D = 128 every register counts */
 template <int D, typename E>
-static __device__ void bwd_load_query_tile(uint16_t *sq, uint16_t *sdo, float *s_lse, float *s_dsum, const E *qh,
-                                           const E *doh, const float *lse_h, const float *dsum_h, int64_t qstride,
-                                           int64_t q0, int64_t L) {
-    bwd_load_rows<D, kOnePassRows>(sq, qh, qstride, q0, L);
-    bwd_load_rows<D, kOnePassRows>(sdo, doh, qstride, q0, L);
+static __device__ void bwd_load_query_tile(unsigned char *bufp, const E *q, const E *dout, const float *lse,
+                                           const float *dsum, int64_t b, int64_t h, int64_t T, int64_t Hq, int64_t q0,
+                                           int64_t L) {
+    using S = OnePassSmem<D>;
+    const int64_t head = (b * T * Hq + h) * D, qstride = Hq * D;
+    bwd_load_rows<D, kOnePassRows>((uint16_t *)(bufp + S::q_off), q + head, qstride, q0, L);
+    bwd_load_rows<D, kOnePassRows>((uint16_t *)(bufp + S::do_off), dout + head, qstride, q0, L);
     if (threadIdx.x < kOnePassRows) {
-        const int64_t p = q0 + threadIdx.x;
-        s_lse[threadIdx.x] = p < L ? lse_h[p] * kLog2e : 0.0f;
-        s_dsum[threadIdx.x] = p < L ? dsum_h[p] : 0.0f;
+        const int64_t p = q0 + threadIdx.x, row = (b * Hq + h) * T + p;
+        ((float *)(bufp + S::lse_off))[threadIdx.x] = p < L ? lse[row] * kLog2e : 0.0f;
+        ((float *)(bufp + S::dsum_off))[threadIdx.x] = p < L ? dsum[row] : 0.0f;
     }
 }
 
@@ -167,9 +176,8 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
     constexpr bool kNoTrans = kBug == ATTN_MMA_BUG_B_NO_TRANS, kSwap = kBug == ATTN_MMA_BUG_PT_SWAP;
     extern __shared__ __align__(16) uint16_t smem_u16[];
     uint16_t *sk = smem_u16, *sv = sk + kOnePassKeys * ld;                 /* K, V */
-    uint16_t *const sqdo = sv + kOnePassKeys * ld;                         /* buffer i: Q at 2i, dO at 2i + 1 (64 rows each) */
-    uint16_t *const sds2 = sqdo + 2 * OnePassSmem<D>::qdo_elems;          /* buffer i: dS^T at i */
-    float *const srow2 = (float *)(sds2 + 2 * OnePassSmem<D>::ds_elems); /* buffer i: lse at 2i, dsum at 2i + 1 (64 each) */
+    unsigned char *const bufs = (unsigned char *)(sv + kOnePassKeys * ld); /* the two buffers */
+    using S = OnePassSmem<D>;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t b = blockIdx.x / Hq, h = blockIdx.x % Hq, hk = h / (Hq / Hkv);
     const int G = (int)gridDim.y, grp = (int)blockIdx.y;
@@ -177,8 +185,6 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
     const int64_t qstride = Hq * D, kvstride = Hkv * D;
     const float scale_log2 = scale * kLog2e;
     const int kl0 = warp * 16 + g; /* the warp's keys kl0 and kl0 + 8 of the key tile */
-    const E *qh = q + (b * T * Hq + h) * D, *doh = dout + (b * T * Hq + h) * D;
-    const float *lse_h = lse + (b * Hq + h) * T, *dsum_h = dsum + (b * Hq + h) * T;
     for (int kt = grp; kt < nk; kt += G) {
         const int64_t k0 = (int64_t)kt * kOnePassKeys;
         /* every warp is done with the previous key tile: K and V, the last
@@ -187,8 +193,7 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
         bwd_load_rows<D, kOnePassKeys>(sk, k + (b * T * Hkv + hk) * D, kvstride, k0, T);
         bwd_load_rows<D, kOnePassKeys>(sv, v + (b * T * Hkv + hk) * D, kvstride, k0, T);
         if (k0 < L) /* the first query tile into buffer 0 */
-            bwd_load_query_tile<D>(sqdo, sqdo + kOnePassRows * ld, srow2, srow2 + kOnePassRows, qh, doh, lse_h, dsum_h,
-                                   qstride, k0, L);
+            bwd_load_query_tile<D>(bufs, q, dout, lse, dsum, b, h, T, Hq, k0, L);
         cp_async_commit();
         cp_async_wait<0>();
         __syncthreads(); /* K, V and the first query tile, landed in every thread, seen by all */
@@ -207,16 +212,14 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
              * products: its buffer was last read before the barrier that
              * ended the previous tile's products (the planted bug copies
              * into the buffer being read) */
-            if (q0 + kOnePassRows < L) {
-                const int nb = kBug == ATTN_MMA_BUG_BWD_CP_BUF ? buf : buf ^ 1;
-                bwd_load_query_tile<D>(sqdo + 2 * nb * kOnePassRows * ld, sqdo + (2 * nb + 1) * kOnePassRows * ld,
-                                       srow2 + 2 * nb * kOnePassRows, srow2 + (2 * nb + 1) * kOnePassRows, qh, doh,
-                                       lse_h, dsum_h, qstride, q0 + kOnePassRows, L);
-            }
+            if (q0 + kOnePassRows < L)
+                bwd_load_query_tile<D>(bufs + (kBug == ATTN_MMA_BUG_BWD_CP_BUF ? buf : buf ^ 1) * S::buf_bytes, q, dout,
+                                       lse, dsum, b, h, T, Hq, q0 + kOnePassRows, L);
             cp_async_commit(); /* one group per query tile, empty after the last */
-            const uint16_t *s0 = sqdo + 2 * buf * kOnePassRows * ld, *s1 = s0 + kOnePassRows * ld; /* Q, dO */
-            const float *s_lse = srow2 + 2 * buf * kOnePassRows, *s_dsum = s_lse + kOnePassRows;
-            uint16_t *sds = sds2 + buf * OnePassSmem<D>::ds_elems; /* dS^T */
+            unsigned char *const bp = bufs + buf * S::buf_bytes;
+            const uint16_t *s0 = (const uint16_t *)(bp + S::q_off), *s1 = (const uint16_t *)(bp + S::do_off); /* Q, dO */
+            const float *s_lse = (const float *)(bp + S::lse_off), *s_dsum = (const float *)(bp + S::dsum_off);
+            uint16_t *sds = (uint16_t *)(bp + S::ds_off); /* dS^T */
             {
                 /* P^T, then dV, then dP^T half by half into dS^T in P^T's
                  * registers: at D = 128 a whole dP^T beside P^T and the dK,

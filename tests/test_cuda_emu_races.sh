@@ -10,7 +10,9 @@
 #    two warps; a plain read of a counter other threads add to atomically;
 #    and two planted bugs of the tensor-core attention forward's cp.async
 #    pipeline (the next K/V tile waited for with wait_group 1, not 0; no
-#    barrier at the top of the key loop);
+#    barrier at the top of the key loop), and two of the one-pass backward's
+#    Q/dO pipeline (the next tile waited for with wait_group 1, not 0; the
+#    next tile copied into the buffer being read);
 #  - a planted missing barrier in the tensor-core attention backward (dS^T
 #    stored by each warp, then read across the warps for dQ): reported in
 #    attention_mma_bwd_one_pass_kernel; and the plain emulator's dq from it fails the
@@ -70,6 +72,17 @@ if [ -x "$A" ]; then
             ok "planted attention forward pipeline bug $name: reported, exit status 66: $(grep -m1 'DATA RACE' <<<"$out" | sed 's/.*DATA RACE/DATA RACE/' | cut -c1-260)"
         else
             fail "planted attention forward pipeline bug $name" "exit status $rc (want 66), output: $(head -c 1500 <<<"$out")"
+        fi
+    done
+    # the one-pass backward's Q/dO pipeline (bf16 entry): the next tile
+    # waited for with wait_group 1, or copied into the buffer being read
+    for name in bwd-cp-wait1 bwd-cp-buf; do
+        out=$(KVCPT_TEST_ATTN_MMA_PLANT=$name timeout 900 "$A" 2>&1) && rc=0 || rc=$?
+        if [ "$rc" -eq 66 ] && grep -q "DATA RACE in kernel attention_mma_bwd_one_pass_kernel" <<<"$out" &&
+            grep -qF "(a cp.async destination still in flight" <<<"$out" && ! grep -q "was not stopped" <<<"$out"; then
+            ok "planted attention backward pipeline bug $name: reported, exit status 66: $(grep -m1 'DATA RACE' <<<"$out" | sed 's/.*DATA RACE/DATA RACE/' | cut -c1-260)"
+        else
+            fail "planted attention backward pipeline bug $name" "exit status $rc (want 66), output: $(head -c 1500 <<<"$out")"
         fi
     done
 else
