@@ -4,8 +4,9 @@
  * fixed order, written by one kernel and then added to by the next.
  *
  *   dsum   (B, Hq, T) = rowsum(dO * O), fp32, one warp per row.
- * The causal rows in two passes (ATTN_BWD_TWO_PASS; the one pass,
- * ATTN_BWD_ONE_PASS, is kernels/attention_mma_bwd_one_pass.cuh):
+ * The causal rows in one pass (ATTN_BWD_ONE_PASS, the default:
+ * kernels/attention_mma_bwd_one_pass.cuh) or in two passes
+ * (ATTN_BWD_TWO_PASS, KVCPT_ATTN_BWD=two_pass), these:
  *   dQ     rows [0, L): one block of 4 warps per (64-row tile, batch row x
  *          query head). Q and dO fragments stay in registers; per key tile
  *          up to the diagonal: S = Q K^T, P = exp(S scale - lse),

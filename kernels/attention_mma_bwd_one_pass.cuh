@@ -18,6 +18,15 @@
  * (this query head's share) go to (B, T, Hq, D) partials. Then dq rows
  * [0, L) = scale * the slices in group order; dk, dv = the group's query
  * heads' shares in head order (keys no causal row sees get 0).
+ * Pipeline: two buffers of (Q, dO, dS^T, lse, dsum). Per key tile, one
+ * barrier after the last tile's dQ product (K, V and the buffers free),
+ * then K, V and the first query tile copied, waited for, and a barrier. Per
+ * query tile one barrier: the next tile's Q and dO copies (cp.async, bf16
+ * inputs) are issued into the other buffer before the four register
+ * products and waited for after them, so the barrier that makes this
+ * tile's dS^T whole for the dQ product also publishes the next tile; the
+ * dQ product reads this buffer's dS^T while a fast warp may already store
+ * the next tile's into the other. The buffers change no bit.
  * Grid: x = batch row x query head, y = the group, so group 0 (key tiles 0,
  * G, ...: the most query tiles) starts first across all heads; the order
  * changes no bit. */

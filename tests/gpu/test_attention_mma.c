@@ -382,10 +382,13 @@ static void bf16_entries_case(const Family *f, const Case *c) {
         free(eout);
 }
 
-/* The cp.async pipeline's planted bugs, on the bf16 entry (the fp32 entry
- * rounds while loading, so it copies synchronously): a causal case whose
- * query tiles span two key tiles, out against the oracle. They run only on
- * request (KVCPT_TEST_ATTN_MMA_PLANT=cp-wait1 or cp-nosync, from
+/* The cp.async pipelines' planted bugs, on the bf16 entries (the fp32
+ * entries round while loading, so they store synchronously): a causal case
+ * whose query tiles span two key tiles (the forward's 64) and whose key
+ * tile spans two query tiles (the one-pass backward's 128), out, or dq, dk
+ * and dv, against the oracle. They run only on request
+ * (KVCPT_TEST_ATTN_MMA_PLANT=cp-wait1, cp-nosync, bwd-cp-wait1 or
+ * bwd-cp-buf, from
  * tests/test_cuda_emu_cp_async.sh and tests/test_cuda_emu_races.sh): the
  * race variant must stop the program at the planted launch, and what a
  * plant computes in the plain build may depend on the schedule, which the
