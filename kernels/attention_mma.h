@@ -47,8 +47,8 @@ void attention_backward_mma_bf16_cuda(float *dq, float *dk, float *dv, const bf1
  * variant named (kernels/attention_cuda_size.h AttnBwdVariant), so tests and
  * `kvcpt bench attention` can set them side by side. The one pass: each
  * block walks key tiles g, g + G, ... of one query head and adds dS K into
- * its own fp32 slice of a partial dQ (G, B, T, Hq, D); a second kernel sums
- * the slices in group order. */
+ * its own fp32 slice of a partial dQ (G, B, T, Hq, D; slice 0 is dq); a
+ * second kernel sums the slices in group order. */
 void attention_backward_mma_variant_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
                                          const float *k, const float *v, const float *out, const float *lse,
                                          const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,

@@ -11,8 +11,8 @@
  * exp(S^T scale - lse), dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T -
  * dsum), dK += dS^T Q (P^T and dS^T repacked in registers, dO and Q by
  * ldmatrix.trans), then dS^T through shared memory and dQ += dS K into the
- * block's own slice of a partial dQ (G, B, T, Hq, D), each warp 16 rows x
- * half the columns. 128-key tiles (FlashAttention-2's for D = 128), not
+ * block's own slice of a partial dQ (G, B, T, Hq, D; slice 0 is dq), each
+ * warp 16 rows x half the columns. 128-key tiles (FlashAttention-2's for D = 128), not
  * 64: that partial dQ is read and written once per (key tile, query tile)
  * pair, so its traffic halves with the key tile. The key tile's dK, dV
  * (this query head's share) go to (B, T, Hq, D) partials. Then dq rows
@@ -166,7 +166,9 @@ static __device__ void mma_mul_dst_x(float acc[kCols / 8][4], const uint16_t *ds
  *                            columns part w / 4 of kParts)
  * dK and dV of the key tile (this query head's share) go to dk_part and
  * dv_part (B, T, Hq, D) once the query tiles are done. dQ_g is the group's
- * own slice of dq_part (G, B, T, Hq, D): no other block writes it, so plain
+ * own (B, T, Hq, D) slice of the partial dQ: group 0's is dq itself (the
+ * sum kernel adds the others to it in place), group g's is slice g - 1 of
+ * dq_rest (G - 1, B, T, Hq, D). No other block writes it, so plain
  * read-add-writes in the block's fixed order (the first key tile g stores,
  * the later ones add; rows before key tile g's first key are never written
  * and the sum kernel does not read them).
@@ -174,7 +176,7 @@ static __device__ void mma_mul_dst_x(float acc[kCols / 8][4], const uint16_t *ds
  * registers, where it chose 128 for some instantiations and spilled. */
 template <int D, int kBug, typename E>
 __global__ void __launch_bounds__(kOnePassThreads, 1)
-    attention_mma_bwd_one_pass_kernel(float *dq_part, float *dk_part, float *dv_part, const E *dout, const E *q,
+    attention_mma_bwd_one_pass_kernel(float *dq, float *dq_rest, float *dk_part, float *dv_part, const E *dout, const E *q,
                                       const E *k, const E *v, const float *lse, const float *dsum, int64_t T,
                                       int64_t Hq, int64_t Hkv, int64_t L, float scale) {
     constexpr int ld = OnePassSmem<D>::ld, ND = D / 8;
@@ -279,7 +281,8 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
              * += dS K, kCols columns at a time (at D = 16 one part: warps 4
              * to 7 have none) */
             /* the group's slice: (B, T, Hq, D) each */
-            float *dqg = dq_part + (grp * ((int64_t)gridDim.x / Hq) * T + b * T + q0) * qstride + h * D;
+            float *dqg = (grp == 0 ? dq : dq_rest + ((grp - 1) * ((int64_t)gridDim.x / Hq) * T) * qstride) +
+                         (b * T + q0) * qstride + h * D;
             /* the warp's dQ rows ql0, ql0 + 8 of the query tile (warps w and
              * w + 4 share rows) and its columns part */
             const int ql0 = kl0 % kOnePassRows, part = kl0 / kOnePassRows;
@@ -317,12 +320,14 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
     }
 }
 
-/* dq rows [0, L) = scale * the groups' slices summed in group order; a row
- * in 128-row span i (the key tiles' spans) has slices 0..min(G - 1, i)
- * (group g first writes at its key tile g, from that tile's first key's
- * row on). The planted group bug stops one group short. */
+/* dq rows [0, L) = scale * the groups' slices summed in group order, in
+ * place: slice 0 is dq itself, each element read before this thread writes
+ * it; slice g > 0 is slice g - 1 of dq_rest. A row in 128-row span i (the
+ * key tiles' spans) has slices 0..min(G - 1, i) (group g first writes at
+ * its key tile g, from that tile's first key's row on). The planted group
+ * bug stops one group short. */
 template <int kBug>
-__global__ void attention_mma_dq_sum_kernel(float *dq, const float *dq_part, int64_t B, int64_t T, int64_t Hq, int64_t D,
+__global__ void attention_mma_dq_sum_kernel(float *dq, const float *dq_rest, int64_t B, int64_t T, int64_t Hq, int64_t D,
                                             int64_t L, int64_t G, float scale) {
     const int64_t n = B * L * Hq * D, per_b = L * Hq * D, slice = B * T * Hq * D;
     GRID_STRIDE(i, n) {
@@ -331,7 +336,7 @@ __global__ void attention_mma_dq_sum_kernel(float *dq, const float *dq_part, int
         const int64_t tile = row / kOnePassKeys;
         const int64_t last = (tile < G - 1 ? tile : G - 1) - (kBug == ATTN_MMA_BUG_DQ_GROUP ? 1 : 0);
         float s = 0.0f;
-        for (int64_t g = 0; g <= last; g++) s += dq_part[g * slice + off];
+        for (int64_t g = 0; g <= last; g++) s += g == 0 ? dq[off] : dq_rest[(g - 1) * slice + off];
         dq[off] = s * scale;
     }
 }
@@ -355,7 +360,7 @@ __global__ void attention_mma_dkdv_sum_kernel(float *dk, float *dv, const float 
 }
 
 template <int D, int kBug, typename E>
-static void launch_causal_one_pass(float *dq, float *dk, float *dv, float *dq_part, float *dk_part, float *dv_part,
+static void launch_causal_one_pass(float *dq, float *dk, float *dv, float *dq_rest, float *dk_part, float *dv_part,
                                    const E *dout, const E *q, const E *k, const E *v, const float *lse,
                                    const float *dsum, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t L,
                                    int64_t G, float scale) {
@@ -364,10 +369,10 @@ static void launch_causal_one_pass(float *dq, float *dk, float *dv, float *dq_pa
                                     (int)bytes));
     /* y = the group: group 0 (the most query tiles) starts first across all heads */
     attention_mma_bwd_one_pass_kernel<D, kBug, E><<<dim3((unsigned int)(B * Hq), (unsigned int)G), kOnePassThreads, bytes>>>(
-        dq_part, dk_part, dv_part, dout, q, k, v, lse, dsum, T, Hq, Hkv, L, scale);
+        dq, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, T, Hq, Hkv, L, scale);
     CUDA_CHECK_LAUNCH();
     if (L > 0) {
-        attention_mma_dq_sum_kernel<kBug><<<grid_for(B * L * Hq * D, 256), 256>>>(dq, dq_part, B, T, Hq, D, L, G, scale);
+        attention_mma_dq_sum_kernel<kBug><<<grid_for(B * L * Hq * D, 256), 256>>>(dq, dq_rest, B, T, Hq, D, L, G, scale);
         CUDA_CHECK_LAUNCH();
     }
     attention_mma_dkdv_sum_kernel<<<grid_for(B * T * Hkv * D, 256), 256>>>(dk, dv, dk_part, dv_part, B, T, Hq, Hkv, D,

@@ -238,7 +238,7 @@ def main():
         KT = 128 if a.attn_bwd == "one_pass" else 64
         nk = math.ceil(L / KT)
         q_tiles = [math.ceil((L - kt * KT) / TILE) for kt in range(nk)]  # per key tile, per head
-        groups = max(1, min(8, -(-2 * 132 // bh), math.ceil(T / KT)))
+        groups = max(1, min(8, SMS // bh, math.ceil(T / KT)))
         first_stores = sum(q_tiles[:groups])  # pairs of each group's first key tile: stored, not read
         dq_rmw = bh * TILE * D * f32 * (2 * sum(q_tiles) - first_stores)
         rows.append((f"attention bwd, rows < L (tensor cores, one pass, {KT}-key tiles, 5 products/pair, "
