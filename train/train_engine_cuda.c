@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "../common/util.h"
+#include "../kernels/attention_cuda_size.h"
 #include "../kernels/cuda_device.h"
 #include "../model/llama_cuda.h"
 #include "../parallel/comm_device.h"
@@ -191,8 +192,10 @@ static TrainEngine cuda_engine_create(TrainMode mode, const TrainConfig *c, Llam
         llama_cuda_create(&e->gpu, &model->cfg, (LlamaRecompute)c->recompute, train_mode_precision(mode));
     llama_cuda_set_attn(&e->gpu, attn, "config 'attn_impl'");
     if (comm_rank(comm) == 0)
-        fprintf(stderr, "kvcpt train: attention on %s\n",
-                attn == LLAMA_ATTN_MMA ? "tensor cores (mma)" : "the CUDA-core kernels (cuda-core)");
+        fprintf(stderr, "kvcpt train: attention on %s%s%s\n",
+                attn == LLAMA_ATTN_MMA ? "tensor cores (mma)" : "the CUDA-core kernels (cuda-core)",
+                attn == LLAMA_ATTN_MMA ? ", backward " : "",
+                attn == LLAMA_ATTN_MMA ? attention_bwd_variant_name(attention_bwd_variant_default()) : "");
     if (model->mask.enabled) llama_cuda_set_mask(&e->gpu, &model->mask);
     cuda_transfer_bytes(&e->h2d_logged, &e->d2h_logged);
     return (TrainEngine){.ctx = e,
