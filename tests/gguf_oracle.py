@@ -101,23 +101,45 @@ def hf_name(g):
     return HF_NAME[parts[0]] + ".weight"
 
 
+def tiny_writer(path, arch, theta, eps):
+    """A gguf.GGUFWriter of a TINY-shaped `arch` model, its metadata added."""
+    import gguf
+    t = TINY
+    w = gguf.GGUFWriter(path, arch)
+    w.add_block_count(t["layers"])
+    w.add_context_length(256)
+    w.add_embedding_length(t["hidden"])
+    w.add_feed_forward_length(t["ffn"])
+    w.add_head_count(t["heads"])
+    w.add_head_count_kv(t["kv_heads"])
+    w.add_rope_freq_base(theta)
+    w.add_layer_norm_rms_eps(eps)
+    return w
+
+
+def write_convert(args, w, path, out, label):
+    """Writes w's file, converts it with kvcpt into out; its tensors, or
+    None (reported) when the conversion fails."""
+    from safetensors.numpy import load_file
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    rc, log = kvcpt_convert(args, path, out)
+    if rc != 0:
+        check(False, "%s: kvcpt convert" % label, log)
+        return None
+    return load_file(os.path.join(out, "model.safetensors"))
+
+
 def tiny_dtypes(args):
     import gguf
-    from safetensors.numpy import load_file
     rng = np.random.default_rng(7)
     for qname in ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"]:
         qtype = gguf.GGMLQuantizationType[qname]
         path = os.path.join(args.workdir, "tiny_%s.gguf" % qname)
-        w = gguf.GGUFWriter(path, "llama")
+        w = tiny_writer(path, "llama", 10000.0, 1e-5)
         t = TINY
-        w.add_block_count(t["layers"])
-        w.add_context_length(256)
-        w.add_embedding_length(t["hidden"])
-        w.add_feed_forward_length(t["ffn"])
-        w.add_head_count(t["heads"])
-        w.add_head_count_kv(t["kv_heads"])
-        w.add_rope_freq_base(10000.0)
-        w.add_layer_norm_rms_eps(1e-5)
         expect = {}
         for name, x in tiny_tensors(rng).items():
             if name.endswith((".attn_q.weight", ".attn_k.weight")):
@@ -128,16 +150,9 @@ def tiny_dtypes(args):
             if name.endswith((".attn_q.weight", ".attn_k.weight")):
                 deq = reverse_permute(deq, t["heads"] if ".attn_q." in name else t["kv_heads"])
             expect[hf_name(name)] = deq
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
-        out = os.path.join(args.workdir, "tiny_%s" % qname)
-        rc, log = kvcpt_convert(args, path, out)
-        if rc != 0:
-            check(False, "tiny llama %s: kvcpt convert" % qname, log)
+        got = write_convert(args, w, path, os.path.join(args.workdir, "tiny_%s" % qname), "tiny llama %s" % qname)
+        if got is None:
             continue
-        got = load_file(os.path.join(out, "model.safetensors"))
         bad = [k for k in expect if k not in got or not bits_equal(got[k], expect[k])]
         extra = sorted(set(got) - set(expect))
         check(not bad and not extra, "tiny llama, every tensor %s: kvcpt equals gguf.quants.dequantize bit for bit "
@@ -157,7 +172,6 @@ def gguf_name(k):
 def tiny_qwen2(args):
     import gguf
     import torch
-    from safetensors.numpy import load_file
     from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
     torch.manual_seed(5)
     t = TINY
@@ -174,30 +188,16 @@ def tiny_qwen2(args):
         d = os.path.join(args.workdir, "qwen2_%s" % qname)
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "tiny.gguf")
-        w = gguf.GGUFWriter(path, "qwen2")
-        w.add_block_count(t["layers"])
-        w.add_context_length(256)
-        w.add_embedding_length(t["hidden"])
-        w.add_feed_forward_length(t["ffn"])
-        w.add_head_count(t["heads"])
-        w.add_head_count_kv(t["kv_heads"])
+        w = tiny_writer(path, "qwen2", 1e6, 1e-6)
         w.add_vocab_size(t["vocab"])  # transformers' loader takes it from here without a tokenizer
-        w.add_rope_freq_base(1e6)
-        w.add_layer_norm_rms_eps(1e-6)
         for k, x in sd.items():
             # llama.cpp quantizes the matrices; norms and biases stay F32
             qtype = gguf.GGMLQuantizationType[qname if x.ndim == 2 else "F32"]
             w.add_tensor(gguf_name(k), gguf.quants.quantize(x.astype(np.float32), qtype), raw_dtype=qtype)
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
         out = os.path.join(args.workdir, "qwen2_%s_out" % qname)
-        rc, log = kvcpt_convert(args, path, out)
-        if rc != 0:
-            check(False, "tiny qwen2 %s: kvcpt convert" % qname, log)
+        got = write_convert(args, w, path, out, "tiny qwen2 %s" % qname)
+        if got is None:
             continue
-        got = load_file(os.path.join(out, "model.safetensors"))
         ref_model = AutoModelForCausalLM.from_pretrained(d, gguf_file="tiny.gguf", dtype=torch.float32)
         ref = {k: v.detach().numpy() for k, v in ref_model.state_dict().items() if k != "lm_head.weight"}
         bad = [k for k in ref if k not in got or not bits_equal(got[k], ref[k])] + sorted(set(got) - set(ref))
