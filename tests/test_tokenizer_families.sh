@@ -15,8 +15,12 @@
 # spaces and digits) and 1000 fringe strings (tests/tokenizer_fuzz.py),
 # special tokens as text and parsed; `tokenize --decode --jsonl` equals
 # decode() on those ids and on 2000 seeded random id sequences heavy in
-# byte tokens (valid and broken UTF-8 for ByteFallback). Skips without
-# tokenizers or the corpus.
+# byte tokens (valid and broken UTF-8 for ByteFallback). Then GGUF files
+# carrying these tokenizers (llama SentencePiece with scores, gpt2 with pre
+# qwen2), written by the gguf package, through `kvcpt convert`
+# (tests/gguf_tokenizer_oracle.py): ids equal to transformers' GGUF
+# tokenizer conversion. Skips without tokenizers or the corpus (the GGUF
+# part without gguf, transformers or numpy).
 . "$(dirname "$0")/lib.sh"
 PY=${KVCPT_PYTHON:-third_party/venv/bin/python}
 oracle=tests/tokenizer_oracle.py
@@ -129,3 +133,15 @@ else
     fail "held-out text" "$n_bytes byte tokens, $n_nfc texts that NFC changes: the comparison would not test them"
 fi
 
+if python_has "$PY" gguf transformers numpy; then
+    HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error TQDM_DISABLE=1 OMP_NUM_THREADS=1 \
+        "$PY" tests/gguf_tokenizer_oracle.py --kvcpt "$K" --families "$tmp" --workdir "$tmp/gguf" \
+        >"$tmp/gguf.out" 2>"$tmp/gguf.err"
+    rc=$?
+    cat "$tmp/gguf.out"
+    if [ $rc -ne 0 ] && ! grep -q '^FAIL' "$tmp/gguf.out"; then
+        fail "GGUF tokenizer oracle" "tests/gguf_tokenizer_oracle.py exited $rc: $(tail -3 "$tmp/gguf.err")"
+    fi
+else
+    echo "skip - GGUF tokenizers of these families: gguf, transformers or numpy is not installed in $PY"
+fi
