@@ -15,7 +15,8 @@
 # spaces and digits) and 1000 fringe strings (tests/tokenizer_fuzz.py),
 # special tokens as text and parsed; `tokenize --decode --jsonl` equals
 # decode() on those ids and on 2000 seeded random id sequences heavy in
-# byte tokens (valid and broken UTF-8 for ByteFallback). Then GGUF files
+# byte tokens (valid and broken UTF-8 for ByteFallback); `prepare` writes
+# Hugging Face's ids into its shards. Then GGUF files
 # carrying these tokenizers (llama SentencePiece with scores, gpt2 with pre
 # qwen2), written by the gguf package, through `kvcpt convert`
 # (tests/gguf_tokenizer_oracle.py): ids equal to transformers' GGUF
@@ -118,6 +119,36 @@ from tokenizers import Tokenizer
 print(Tokenizer.from_file(sys.argv[1]).get_vocab_size())' "$tok")
         random_ids "$n_vocab" >"$tmp/random_ids.txt"
         decoded "$name decode == HF tokenizers, random id sequences heavy in byte tokens" "$tok" "$tmp/random_ids.txt"
+    fi
+done
+
+# prepare tokenizes with the same tokenizer: every kept document holds
+# Hugging Face's encode(text) (its BOS in front, special tokens as text)
+for name in sp_legacy qwen2_nfc; do
+    if ! "$K" prepare --input "$held" --tokenizer "$tmp/$name.json" --min-tokens 1 --split none --threads 2 \
+        --out "$tmp/prep_$name" >"$tmp/prep.log" 2>&1; then
+        fail "$name: prepare" "$(tail -3 "$tmp/prep.log")"; continue
+    fi
+    if why=$("$PY" - "$held" "$tmp/$name.json" "$tmp/prep_$name" 2>&1 <<'PY'
+import json, sys
+sys.path.insert(0, "tests")
+from kvpress_peer import read_docs
+from tokenizers import Tokenizer
+held, tok_path, data = sys.argv[1:4]
+tok = Tokenizer.from_file(tok_path)
+tok.encode_special_tokens = True  # prepare reads special tokens as text unless --allow-special
+want = sorted(tok.encode(json.loads(l)["text"]).ids for l in open(held, encoding="utf-8"))
+got = sorted([int(x) for x in d] for split in json.load(open(data + "/manifest.json"))["splits"] for d in read_docs(data, split))
+want = [w for w in want if len(w) >= 1]
+missing = [w for w in got if w not in want]
+assert got and not missing, "%d of %d prepared documents are no document's HF ids (first ids %s)" % (
+    len(missing), len(got), missing[0][:8] if missing else None)
+print(len(got))
+PY
+    ); then
+        ok "$name: prepare writes HF tokenizers' ids for each of its $why documents"
+    else
+        fail "$name: prepare's ids" "$(tail -2 <<<"$why")"
     fi
 done
 
