@@ -26,8 +26,8 @@ static const char *nfc(NormScratch *w, int k, const char *s, size_t n, size_t *o
     if (is_ascii(s, n)) return s;
     const utf8proc_option_t opt = UTF8PROC_STABLE | UTF8PROC_COMPOSE;
     for (;;) {
-        utf8proc_ssize_t got =
-            utf8proc_decompose((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, w->cps, (utf8proc_ssize_t)w->cps_cap, opt);
+        utf8proc_ssize_t got = utf8proc_decompose((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, w->cps,
+                                                  (utf8proc_ssize_t)w->cps_cap, opt);
         KV_CHECK(got >= 0, "NFC normalizer: %s", utf8proc_errmsg(got));
         if ((size_t)got <= w->cps_cap) {
             /* reencode composes, then writes UTF-8 over the code points: at

@@ -198,7 +198,8 @@ static void parse_merge(Tokenizer *t, const char *path, const json_t *m, size_t 
         memcpy(ab, a, (size_t)na);
         memcpy(ab + na, b, (size_t)nb);
     }
-    if (t->byte_level && (na <= 0 || nb <= 0)) die("tokenizer '%s': model.merges[%zu] is not in the byte-level alphabet", path, rank);
+    if (t->byte_level && (na <= 0 || nb <= 0))
+        die("tokenizer '%s': model.merges[%zu] is not in the byte-level alphabet", path, rank);
     int32_t left = vocab_map_find(&t->vocab, ab, (size_t)na), right = vocab_map_find(&t->vocab, ab + na, (size_t)nb);
     int32_t merged = vocab_map_find(&t->vocab, ab, (size_t)(na + nb));
     if (left < 0 || right < 0 || merged < 0)
@@ -637,8 +638,8 @@ static int encode_ordinary(TokEncoder *e, const char *text, size_t len, int at_s
     int stage;
     const char *at;
     const char *msg = pretoken_cursor_error(e->cursor, &stage, &at);
-    snprintf(e->err, sizeof e->err, "pre-tokenizer regex (stage %d) failed searching from byte offset %lld of the %s: %s",
-             stage, (long long)(at - (e->norm_text ? e->norm_text : e->text)),
+    snprintf(e->err, sizeof e->err,
+             "pre-tokenizer regex (stage %d) failed searching from byte offset %lld of the %s: %s", stage, (long long)(at - (e->norm_text ? e->norm_text : e->text)),
              e->norm_text ? "normalized piece of text" : "text", msg);
     return 0;
 }

@@ -172,20 +172,29 @@ static char *string_pattern(const char *file, const json_t *obj, const char *pat
     return dup_string(file, pattern, sub, "String");
 }
 
-static void parse_normalizer(const char *file, const json_t *nz, const char *path, Normalizer *out) {
-    if (is_null(nz)) return;
-    const char *type = type_of(file, nz, path);
-    char sub[160];
-    if (strcmp(type, "Sequence") == 0) {
-        const json_t *list = json_object_get(nz, "normalizers");
-        if (!json_is_array(list)) die("tokenizer '%s': %s.normalizers is not an array", file, path);
-        for (size_t i = 0; i < json_array_size(list); i++) {
-            snprintf(sub, sizeof sub, "%s.normalizers[%zu]", path, i);
-            parse_normalizer(file, json_array_get(list, i), sub, out);
-        }
-        return;
+typedef void (*StepParser)(const char *file, const json_t *step, const char *path, void *out);
+
+/* A {"type": "Sequence", list_key: [...]} of steps, each parsed by fn
+ * (nested Sequences flatten); returns 0 when v is not a Sequence. */
+static int parse_sequence(const char *file, const json_t *v, const char *path, const char *list_key, StepParser fn,
+                          void *out) {
+    if (strcmp(type_of(file, v, path), "Sequence") != 0) return 0;
+    const json_t *list = json_object_get(v, list_key);
+    if (!json_is_array(list)) die("tokenizer '%s': %s.%s is not an array", file, path, list_key);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        char sub[160];
+        snprintf(sub, sizeof sub, "%s.%s[%zu]", path, list_key, i);
+        fn(file, json_array_get(list, i), sub, out);
     }
-    if (out->n == NORMALIZER_MAX_STEPS) die("tokenizer '%s': %s: more than %d normalizer steps", file, path, NORMALIZER_MAX_STEPS);
+    return 1;
+}
+
+static void parse_normalizer(const char *file, const json_t *nz, const char *path, void *out_) {
+    Normalizer *out = out_;
+    if (is_null(nz) || parse_sequence(file, nz, path, "normalizers", parse_normalizer, out)) return;
+    const char *type = type_of(file, nz, path);
+    if (out->n == NORMALIZER_MAX_STEPS)
+        die("tokenizer '%s': %s: more than %d normalizer steps", file, path, NORMALIZER_MAX_STEPS);
     NormStep *st = &out->step[out->n];
     if (strcmp(type, "NFC") == 0) {
         st->kind = NORM_NFC;
@@ -204,19 +213,12 @@ static void parse_normalizer(const char *file, const json_t *nz, const char *pat
 }
 
 /* The decoder of a vocabulary stored as text. */
-static void parse_decoder(const char *file, const json_t *d, const char *path, TokDecoder *out) {
+static void parse_decoder(const char *file, const json_t *d, const char *path, void *out_) {
+    TokDecoder *out = out_;
+    if (parse_sequence(file, d, path, "decoders", parse_decoder, out)) return;
     const char *type = type_of(file, d, path);
-    char sub[160];
-    if (strcmp(type, "Sequence") == 0) {
-        const json_t *list = json_object_get(d, "decoders");
-        if (!json_is_array(list)) die("tokenizer '%s': %s.decoders is not an array", file, path);
-        for (size_t i = 0; i < json_array_size(list); i++) {
-            snprintf(sub, sizeof sub, "%s.decoders[%zu]", path, i);
-            parse_decoder(file, json_array_get(list, i), sub, out);
-        }
-        return;
-    }
-    if (out->n == TOK_DECODER_MAX_STEPS) die("tokenizer '%s': %s: more than %d decoder steps", file, path, TOK_DECODER_MAX_STEPS);
+    if (out->n == TOK_DECODER_MAX_STEPS)
+        die("tokenizer '%s': %s: more than %d decoder steps", file, path, TOK_DECODER_MAX_STEPS);
     DecStep *st = &out->step[out->n];
     if (strcmp(type, "Replace") == 0) {
         st->kind = DEC_REPLACE;

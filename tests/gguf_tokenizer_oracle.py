@@ -76,6 +76,13 @@ def tokens_of(tok_json):
     return tokens
 
 
+def gguf_converted(args, name, n_vocab, tokenizer_kv):
+    """Writes NAME.gguf and converts it: (its path, the tokenizer.json written or None)."""
+    g = os.path.join(args.workdir, name + ".gguf")
+    write_gguf(g, n_vocab, tokenizer_kv)
+    return g, convert(args, name, g)
+
+
 def convert(args, name, gguf_path):
     out = os.path.join(args.workdir, name)
     r = subprocess.run([args.kvcpt, "convert", "--from", gguf_path, "--to", out], capture_output=True, text=True)
@@ -149,9 +156,7 @@ def sentencepiece(args, texts):
         w.add_add_bos_token(True)
         w.add_add_space_prefix(True)
 
-    g = os.path.join(args.workdir, "sp.gguf")
-    write_gguf(g, len(tokens), kv)
-    path = convert(args, "sp", g)
+    g, path = gguf_converted(args, "sp", len(tokens), kv)
     if not path:
         return
     ht = transformers_tokenizer(g, "llama")
@@ -182,9 +187,7 @@ def qwen2(args, texts):
         w.add_eos_token_id(tokens.index("<|endoftext|>"))
         w.add_add_bos_token(False)
 
-    g = os.path.join(args.workdir, "qwen2.gguf")
-    write_gguf(g, len(tokens), kv)
-    path = convert(args, "qwen2", g)
+    g, path = gguf_converted(args, "qwen2", len(tokens), kv)
     if not path:
         return
     from tokenizers import Tokenizer
