@@ -15,7 +15,8 @@
 # spaces and digits) and 1000 fringe strings (tests/tokenizer_fuzz.py),
 # special tokens as text and parsed; `tokenize --decode --jsonl` equals
 # decode() on those ids and on 2000 seeded random id sequences heavy in
-# byte tokens (valid and broken UTF-8 for ByteFallback); `prepare` writes
+# byte tokens (valid and broken UTF-8 for ByteFallback); added tokens with
+# normalized true matched in normalized text; `prepare` writes
 # Hugging Face's ids into its shards. Then GGUF files
 # carrying these tokenizers (llama SentencePiece with scores, gpt2 with pre
 # qwen2), written by the gguf package, through `kvcpt convert`
@@ -120,6 +121,27 @@ print(Tokenizer.from_file(sys.argv[1]).get_vocab_size())' "$tok")
         random_ids "$n_vocab" >"$tmp/random_ids.txt"
         decoded "$name decode == HF tokenizers, random id sequences heavy in byte tokens" "$tok" "$tmp/random_ids.txt"
     fi
+done
+
+# added tokens with normalized true are matched in normalized text, their
+# content normalized too: "foo bar" behind the legacy Prepend + Replace is
+# "▁foo▁bar", "cafe\u0301" behind NFC is "caf\u00e9"
+"$PY" - "$tmp" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+for src, dst in (("sp_legacy", "sp_normadd"), ("qwen2_nfc", "qwen2_normadd")):
+    j = json.load(open(os.path.join(d, src + ".json"), encoding="utf-8"))
+    n = len(j["model"]["vocab"])
+    j["added_tokens"] += [{"id": n + i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
+                           "normalized": True, "special": False} for i, c in enumerate(["foo bar", "cafe\u0301"])]
+    json.dump(j, open(os.path.join(d, dst + ".json"), "w", encoding="utf-8"), ensure_ascii=False)
+with open(os.path.join(d, "normadd.jsonl"), "w") as f:
+    for t in ["say foo bar now", "foo bar", "xfoo bar", "a caf\u00e9 and cafe\u0301 x", "cafe\u0301"]:
+        f.write(json.dumps({"text": t}) + "\n")
+PY
+cat "$tmp/normadd.jsonl" "$held" >"$tmp/normadd_all.jsonl"
+for name in sp_normadd qwen2_normadd; do
+    ids "$name (normalized added tokens) ids == HF tokenizers" "$tmp/$name.json" "$tmp/normadd_all.jsonl" ""
 done
 
 # prepare tokenizes with the same tokenizer: every kept document holds
