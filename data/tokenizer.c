@@ -509,6 +509,7 @@ void token_buf_free(TokenBuf *b) {
 }
 
 void byte_buf_append(ByteBuf *b, const void *p, size_t n) {
+    if (n == 0) return; /* an empty buffer has no data to copy to yet */
     if (b->n + (int64_t)n > b->cap) {
         b->cap = 2 * (b->n + (int64_t)n) + 256;
         b->data = xrealloc(b->data, (size_t)b->cap);
