@@ -29,7 +29,7 @@ LDLIBS  :=
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
 CFLAGS  += $(BLAS_CFLAGS)
-LDLIBS  += $(BLAS_LIBS) -ljansson -lzstd -lpcre2-8 -lcrypto -lm
+LDLIBS  += $(BLAS_LIBS) -ljansson -lzstd -lpcre2-8 -lutf8proc -lcrypto -lm
 
 # --- optional MPI (multi-rank CPU training; bootstraps NCCL): used whenever
 # mpicc is found (NO_MPI=1 disables). The flags come from the wrapper, so

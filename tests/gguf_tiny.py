@@ -75,7 +75,10 @@ def typed(key, spec):
         return string(key, value)
     if vtype in ("strs", "ints"):
         return (str_array if vtype == "strs" else int_array)(key, json.loads(value))
-    raise SystemExit("gguf_tiny.py: --set type %r is not one of f32, f64, u32, i32, str, strs, ints" % vtype)
+    if vtype == "f32s":  # JSON, NaN and Infinity allowed
+        items = json.loads(value)
+        return kv(key, 9, struct.pack("<IQ", 6, len(items)) + b"".join(struct.pack("<f", x) for x in items))
+    raise SystemExit("gguf_tiny.py: --set type %r is not one of f32, f64, u32, i32, str, strs, ints, f32s" % vtype)
 
 
 def byte_chars():

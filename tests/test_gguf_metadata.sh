@@ -98,6 +98,17 @@ refused "a merge of merged tokens whose result is no token (\"ab \\u0120a\")" \
 # refuses it, and the conversion checks what it built with that loader
 refused "a repeated merge (kvcpt's tokenizer refuses it)" \
     "tokenizer.json built from gguf '$tmp/in$((n + 1)).gguf'': model.merges[2] repeats an earlier merge" --merge "a b"
+# SentencePiece (tokenizer.ggml.model llama): scores instead of merges, one
+# finite float32 per token (27 tokens)
+scores() { "$PY" -c 'import json, sys; s = [-float(i) for i in range(int(sys.argv[1]))]
+if len(sys.argv) > 2: s[int(sys.argv[2])] = float(sys.argv[3])
+print(json.dumps(s))' "$@"; }
+refused "llama tokenizer: scores of another count" "tokenizer.ggml.scores has 26 entries but tokenizer.ggml.tokens 27" \
+    --model llama --set "tokenizer.ggml.scores=f32s:$(scores 26)"
+refused "llama tokenizer: a NaN score" "tokenizer.ggml.scores[5] is not finite" \
+    --model llama --set "tokenizer.ggml.scores=f32s:$(scores 27 5 nan)"
+refused "llama tokenizer: integer scores" "key 'tokenizer.ggml.scores' is array of" \
+    --model llama --set "tokenizer.ggml.scores=ints:[$(seq -s, 0 26)]"
 refused "token type 42" "tokenizer.ggml.token_type[5] = 42 is not one of llama.cpp's token types" --token-type 5=42
 refused "token type -1" "tokenizer.ggml.token_type[0] = -1 is not one of llama.cpp's token types" --token-type 0=-1
 refused "token type 7 (one past byte)" "tokenizer.ggml.token_type[25] = 7 is not one of llama.cpp's token types" \
