@@ -7,21 +7,23 @@
 #   - `kvcpt eval`, every policy variant, on the CPU and under the CUDA
 #     emulator (build/emu/kvcpt, --device cuda): PPL per cell within 1e-4
 #     relative, the same keys read per token and the same refreshkv strides
-#     (tests/test_eval_cuda_emu.sh's tolerance);
+#     (tests/test_eval_cuda_emu.sh's tolerance); with kvpress installed, the
+#     policies both implement agree with kvpress over transformers'
+#     MistralForCausalLM (kept keys and NLLs, tests/kvpress_peer.py --check);
 #   - `kvcpt train`, 3 CPT steps with each mask (plain causal, the RefreshKV
 #     paper mask, the eval cache's mask_evict=1 mask_restride=4) on the CPU
 #     and the emulated GPU: loss curves within 1e-5 relative
 #     (tests/test_train_cuda_emu.sh's), the masks' curves differing, and
-#     out/model still a Mistral (config.json, and transformers' class);
+#     out/model's config.json still a Mistral's;
 #   - the GPU-trained RefreshKV model exported by `kvcpt convert --to-format
 #     hf` loads with MistralForCausalLM.from_pretrained unchanged and gives
 #     kvcpt's logits within 1e-4 (tests/hf_oracle.py's export_reloads);
 #   - `kvcpt convert` HF -> native -> HF keeps the family and the numbers;
 #     `kvcpt plan` counts the model's parameters; `kvcpt bench model`
 #     (CPU with its PyTorch peer, and the emulated CUDA engine), `bench
-#     decode` and `bench matmul` run on the directory;
+#     decode`, `bench matmul` and (with kvpress) `bench eval` run on it;
 #   - a config with a non-null or absent sliding_window is refused by eval,
-#     train, convert, plan and bench, naming the field.
+#     train, convert, plan and bench (the absent one by eval), naming it.
 # Skips without the venv's torch and transformers, or without build/emu/kvcpt
 # and dump_model_case (make test builds them).
 . "$(dirname "$0")/lib.sh"
