@@ -20,10 +20,12 @@
 #     kvcpt's logits within 1e-4 (tests/hf_oracle.py's export_reloads);
 #   - `kvcpt convert` HF -> native -> HF keeps the family and the numbers;
 #     `kvcpt plan` counts the model's parameters; `kvcpt bench model`
-#     (CPU with its PyTorch peer, and the emulated CUDA engine), `bench
+#     (CPU, its PyTorch peer a MistralForCausalLM, and the emulated CUDA
+#     engine), `bench
 #     decode`, `bench matmul` and (with kvpress) `bench eval` run on it;
-#   - a config with a non-null or absent sliding_window is refused by eval,
-#     train, convert, plan and bench (the absent one by eval), naming it.
+#   - a non-null sliding_window is refused, naming the field, by eval (both
+#     engines), train, convert, plan and bench model; an absent one (which
+#     transformers reads as 4096) by eval.
 # Skips without the venv's torch and transformers, or without build/emu/kvcpt
 # and dump_model_case (make test builds them).
 . "$(dirname "$0")/lib.sh"
@@ -201,10 +203,11 @@ bad = [f"{k}: {x}" for k, x in (("cpu params", c["params"]), ("cuda params", g["
        if x != n]
 bad += [f"{d} tokens_per_s {j['tokens_per_s']}" for d, j in (("cpu", c), ("cuda", g)) if not j["tokens_per_s"] > 0]
 if not c.get("torch_tokens_per_s", 0) > 0: bad.append("no PyTorch peer figure")
+if c.get("torch_class") != "MistralForCausalLM": bad.append(f"the peer ran {c.get('torch_class')}")
 print("; ".join(bad) or "ok")
 PY
 )
-check "bench model --preset DIR: the CPU (with its PyTorch peer) and the emulated CUDA engine time the $nparams-parameter Mistral" \
+check "bench model --preset DIR: the CPU (its PyTorch peer a MistralForCausalLM) and the emulated CUDA engine time the $nparams-parameter Mistral" \
     '[ "$res" = ok ]' "$res; $(tail -2 "$tmp/bc.err") $(tail -2 "$tmp/bg.err")"
 bd=$($K bench decode --preset "$hf" --L 48 --steps 4 --device cpu --json 2>&1); rc=$?
 bx=$($K bench matmul --preset "$hf" --seq 56 --reps 1 --json 2>&1); rcx=$?
