@@ -39,16 +39,6 @@ for b in "$G" "$dump"; do
     [ -x "$b" ] || { echo "skip - mistral end to end: $b is not built (make test builds it)"; exit 0; }
 done
 export HF_HUB_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 TRANSFORMERS_VERBOSITY=error OMP_NUM_THREADS=1
-check() { # name, condition, why
-    if eval "$2"; then ok "$1"; else fail "$1" "$3"; fi
-}
-refused() { # name, wanted text (fixed string), command...
-    local name=$1 want=$2
-    shift 2
-    if "$@" >"$tmp/out" 2>&1; then fail "$name" "exited 0"
-    elif grep -qF -- "$want" "$tmp/out"; then ok "$name"
-    else fail "$name" "$(tail -2 "$tmp/out")"; fi
-}
 
 # ---- the fixture: save_pretrained's Mistral with the byte-level tokenizer
 /usr/bin/python3 tests/gguf_tiny.py "$tmp/tok.gguf" --all-bytes
@@ -88,27 +78,12 @@ ntest=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))
 ev=(--model "$hf" --data "$tmp/data" --L 48 --S 8 --K L/8 --refresh-qc 2 --max-docs 4 --bootstrap 20 --batch 2)
 $K eval "${ev[@]}" --device cpu --out "$tmp/e_cpu" >"$tmp/e_cpu.log" 2>&1; rc=$?
 out=$($G eval "${ev[@]}" --device cuda --out "$tmp/e_gpu" 2>&1); grc=$?
-cmp=$(/usr/bin/python3 - "$tmp/e_cpu/eval.json" "$tmp/e_gpu/eval.json" <<'PY' 2>&1
-import json, sys
-js = [json.load(open(p)) for p in sys.argv[1:3]]
-c, g = ({(r["policy"], r["context"]): r for r in j["results"]} for j in js)
-worst, bad = 0.0, []
-if [j["device"] for j in js] != ["cpu", "cuda"]: bad.append("devices %s" % [j["device"] for j in js])
-for k, rc in c.items():
-    rg = g.get(k)
-    if rg is None: bad.append(f"{k} missing on the GPU"); continue
-    rel = abs(rg["ppl"] - rc["ppl"]) / rc["ppl"]; worst = max(worst, rel)
-    if rel > 1e-4: bad.append(f"{k}: ppl {rg['ppl']} vs cpu {rc['ppl']}")
-    if rg["kv_bytes_per_token"] != rc["kv_bytes_per_token"]: bad.append(f"{k}: kv bytes differ")
-    if rg.get("effective_stride_per_layer") != rc.get("effective_stride_per_layer"): bad.append(f"{k}: strides")
-# the policies must differ on this model, or agreeing would show little
-if len({round(r["ppl"], 6) for r in c.values()}) < 4: bad.append("fewer than 4 distinct PPLs among the policies")
-print(len(c), len(g), "%.2e" % worst, "; ".join(bad[:4]) or "none")
-PY
-)
-read -r cells gcells worst bad <<<"$cmp"
+# the policies must differ on this model (4 PPLs at least), or agreeing would show little
+cmp=$(/usr/bin/python3 tests/eval_cells.py --rel 1e-4 --devices cpu,cuda --distinct 4 "$tmp/e_cpu/eval.json" \
+    "$tmp/e_gpu/eval.json" 2>&1)
+read -r cells worst bad <<<"$cmp"
 check "eval --device cpu and --device cuda (emulated) on a MistralForCausalLM directory: $cells cells (every policy variant) match (worst PPL rel diff $worst, same keys, same strides)" \
-    '[ $rc -eq 0 ] && [ $grc -eq 0 ] && grep -q "CUDA decode engine" <<<"$out" && [ "$cells" = 11 ] && [ "$gcells" = 11 ] && [ "$bad" = none ]' \
+    '[ $rc -eq 0 ] && [ $grc -eq 0 ] && grep -q "CUDA decode engine" <<<"$out" && [ "$cells" = 11 ] && [ "$bad" = none ]' \
     "rc $rc/$grc: $cmp $(tail -2 "$tmp/e_cpu.log") $(tail -2 <<<"$out")"
 
 # kvpress (transformers' MistralForCausalLM underneath) as the oracle of the
