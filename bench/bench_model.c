@@ -1,8 +1,9 @@
 /* `kvcpt bench model`: forward+backward throughput of a preset on the CPU
  * reference or the CUDA engine (model/llama_cuda.h, fp32 or --precision bf16).
  * On the CPU it then runs the same config, shape and step in PyTorch
- * (scripts/bench_torch_model.py: transformers' LlamaForCausalLM, eager mode,
- * fp32, kvcpt's thread count) and prints both rates and their ratio. */
+ * (scripts/bench_torch_model.py: the transformers class of the config's
+ * family, LlamaForCausalLM or MistralForCausalLM, eager mode, fp32, kvcpt's
+ * thread count) and prints both rates and their ratio. */
 #include <jansson.h>
 #include <limits.h>
 #include <omp.h>
@@ -69,7 +70,7 @@ static float timed_pass(BenchModel *b, const int32_t *tok, const int32_t *tgt, i
 typedef struct {
     double tokens_per_s, forward_ms, backward_ms, loss;
     int64_t params;
-    char version[64], why[9000];
+    char version[64], cls[64], why[9000];
 } TorchPeer;
 
 /* Runs scripts/bench_torch_model.py on the config c with kvcpt's shape, step
@@ -129,6 +130,8 @@ static void run_torch_peer(TorchPeer *p, const char *python, const char *attn, c
     p->params = json_integer_value(json_object_get(res, "params"));
     const char *v = json_string_value(json_object_get(res, "torch"));
     snprintf(p->version, sizeof p->version, "%s", v ? v : "?");
+    const char *cls = json_string_value(json_object_get(res, "class"));
+    snprintf(p->cls, sizeof p->cls, "%s", cls ? cls : "?");
     json_decref(res);
 }
 
@@ -275,9 +278,10 @@ int bench_model(int argc, char **argv) {
         free(qpreset);
         if (tp.tokens_per_s > 0)
             printf(",\"torch_tokens_per_s\":%.1f,\"torch_forward_ms\":%.2f,\"torch_backward_ms\":%.2f,\"torch_loss\":%.5f,"
-                   "\"torch_params\":%lld,\"torch_version\":\"%s\",\"torch_attn\":\"%s\",\"kvcpt_over_torch\":%.3f",
-                   tp.tokens_per_s, tp.forward_ms, tp.backward_ms, tp.loss, (long long)tp.params, tp.version, peer_attn,
-                   tps / tp.tokens_per_s);
+                   "\"torch_params\":%lld,\"torch_version\":\"%s\",\"torch_class\":\"%s\",\"torch_attn\":\"%s\","
+                   "\"kvcpt_over_torch\":%.3f",
+                   tp.tokens_per_s, tp.forward_ms, tp.backward_ms, tp.loss, (long long)tp.params, tp.version, tp.cls,
+                   peer_attn, tps / tp.tokens_per_s);
         else if (peer) {
             char *why = json_quote(tp.why);
             printf(",\"torch_tokens_per_s\":null,\"kvcpt_over_torch\":null,\"torch_why\":%s", why);
@@ -300,9 +304,9 @@ int bench_model(int argc, char **argv) {
                (matmul_flops + attn_flops) / 1e9, matmul_flops / 1e9, attn_flops / 1e9,
                100.0 * attn_flops / (matmul_flops + attn_flops > 0 ? matmul_flops + attn_flops : 1.0));
         if (tp.tokens_per_s > 0)
-            printf("  PyTorch %s (transformers LlamaForCausalLM, %s, eager mode, fp32, %d threads): %.1f tokens/s "
+            printf("  PyTorch %s (transformers %s, %s, eager mode, fp32, %d threads): %.1f tokens/s "
                    "(forward %.1f ms, backward %.1f ms per step); kvcpt / PyTorch = %.2fx\n",
-                   tp.version, peer_attn, threads, tp.tokens_per_s, tp.forward_ms, tp.backward_ms, tps / tp.tokens_per_s);
+                   tp.version, tp.cls, peer_attn, threads, tp.tokens_per_s, tp.forward_ms, tp.backward_ms, tps / tp.tokens_per_s);
         else if (peer)
             printf("  PyTorch peer: %s; kvcpt's figure alone\n", tp.why);
         if (be->kind == BACKEND_HOST) printf("  BLAS: %s\n", blas_core_summary());

@@ -3,8 +3,9 @@
 backward in PyTorch, eager mode (no torch.compile), fp32, on the CPU, with
 the thread count kvcpt used.
 
-The model is Hugging Face transformers' LlamaForCausalLM built from the
-config.json kvcpt passes (what a user would train with), attention "sdpa"
+The model is the Hugging Face transformers class of the config.json kvcpt
+passes (its model_type: LlamaForCausalLM, MistralForCausalLM; what a user
+would train with), attention "sdpa"
 (transformers' default: torch's fused CPU attention) or "eager" (its
 matmul-softmax-matmul path). One step is what kvcpt's bench times: the
 forward with the cross-entropy loss over the targets (the next token; the
@@ -12,7 +13,7 @@ last position of each sequence has none), zero_grad, backward. No optimizer
 step.
 
 With --mask-L the attention is RefreshKV's training mask, registered as an
-attention function for LlamaForCausalLM: the prefix (rows < L) is causal; each
+attention function for that class: the prefix (rows < L) is causal; each
 suffix row sees its causal suffix keys and, of the prefix, the K keys per KV
 head that the last prefix row selects (its softmax over the prefix,
 aggregated over the query heads of the group, max-pooled, top K; under
@@ -22,7 +23,7 @@ follows tests/torch_ref.py's refresh_visibility, which the test suite checks
 against kvcpt.
 
 Prints one JSON line on stdout (tokens_per_s, forward_ms, backward_ms,
-loss, threads, ...); progress goes to stderr.
+loss, threads, class, ...); progress goes to stderr.
 
 Usage: bench_torch_model.py --config config.json --batch B --seq T
        --steps N --warmup N --threads N [--attn sdpa|eager]
@@ -91,7 +92,8 @@ def main():
     a = parse_args()
     import torch
     import torch.nn.functional as F
-    from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM
+    from transformers import AttentionInterface, AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
     torch.set_num_threads(a.threads)
     torch.set_default_dtype(torch.float32)
@@ -106,9 +108,9 @@ def main():
         AttentionInterface.register("kvcpt_refreshkv",
                                     refreshkv_attention({"L": a.mask_L, "K": K, "pool": a.pool, "agg": a.agg}))
         attn = "kvcpt_refreshkv"
-    cfg = LlamaConfig(**cfg_dict)
+    cfg = AutoConfig.for_model(cfg_dict.pop("model_type", "llama"), **cfg_dict)
     cfg._attn_implementation = attn
-    model = LlamaForCausalLM(cfg).float().train()
+    model = MODEL_FOR_CAUSAL_LM_MAPPING[type(cfg)](cfg).float().train()
     n_params = sum(p.numel() for p in model.parameters())
     V = cfg.vocab_size
     tok = torch.randint(0, V, (a.batch, a.seq))
@@ -137,7 +139,7 @@ def main():
     print(json.dumps({
         "tokens_per_s": tokens / (fwd + bwd), "forward_ms": 1e3 * fwd / a.steps, "backward_ms": 1e3 * bwd / a.steps,
         "loss": loss, "params": n_params, "threads": torch.get_num_threads(), "attn": "sdpa, RefreshKV mask" if a.mask_L > 0 else a.attn,
-        "mask_L": a.mask_L, "torch": torch.__version__,
+        "mask_L": a.mask_L, "torch": torch.__version__, "class": type(model).__name__,
     }))
     return 0
 

@@ -13,9 +13,10 @@ Two modes:
       reproduce kvpress's choices, KVPRESS_FLAGS) with kvpress's.
       Prints ok/FAIL lines; exits 1 on a failure.
       With --model HF_DIR --data DIR, the same comparison runs on that model
-      (a real pretrained one: kvcpt reads the HF directory itself) and the
-      documents of the prepared split instead of the random model and the
-      synthetic copy task.
+      (a real pretrained one, or another family's: kvcpt reads the HF
+      directory itself, transformers loads it as the class its config.json
+      names) and the documents of the prepared split instead of the random
+      model and the synthetic copy task.
 
   --bench --model HF_DIR --data DIR --context L --last S --budget K ...
       runs kvpress alone over the documents `kvcpt eval` would score, then
@@ -161,10 +162,12 @@ def kvpress_doc(model, tok, L, S, K, policy, a, per_step=False, head_rows=None):
     return keys, nll
 
 
-def load_hf(model_dir):
+def load_hf(model_dir, attn="eager"):
+    """The directory as the class its config.json names (LlamaForCausalLM,
+    MistralForCausalLM, ...): the peer runs the family kvcpt reads."""
     import torch
-    from transformers import LlamaForCausalLM
-    return LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager").eval()
+    from transformers import AutoModelForCausalLM
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation=attn).eval()
 
 
 def eligible(docs, L, S, max_docs):
@@ -177,15 +180,13 @@ def eligible(docs, L, S, max_docs):
 def bench(a):
     import torch
     torch.set_num_threads(a.threads)
-    from transformers import LlamaForCausalLM
     # Each press runs on the attention a kvpress user would pick for it:
     # ObservedAttentionPress (H2O) reads the attention weights and so needs
     # eager attention; streaming, SnapKV and TOVA compute what they need
     # themselves and run on sdpa, whose prefill does not build L x L weights.
     t0 = time.perf_counter()
     models = {"eager": load_hf(a.model),
-              "sdpa": LlamaForCausalLM.from_pretrained(a.model, dtype=torch.float32,
-                                                       attn_implementation="sdpa").eval()}
+              "sdpa": load_hf(a.model, "sdpa")}
     load = time.perf_counter() - t0
     docs = eligible(read_docs(a.data, a.split), a.context, a.last, a.max_docs)
     t0 = time.perf_counter()
@@ -293,6 +294,10 @@ def check_mode(a):
     if a.model:  # a given model and prepared data: kvcpt eval reads the HF directory as it is
         nat, data = a.model, a.data
         model = load_hf(a.model)
+        with open(os.path.join(a.model, "config.json")) as f:
+            want = json.load(f).get("architectures", ["LlamaForCausalLM"])[0]
+        check(type(model).__name__ == want, "transformers runs the model as the class its config.json names (%s)" % want,
+              "loaded as %s" % type(model).__name__)
     else:
         hf, nat, data = (os.path.join(a.workdir, s) for s in ("hf", "native", "data"))
         model = build_model(hf)

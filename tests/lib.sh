@@ -8,6 +8,18 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 ok() { echo "ok - $1"; }
 fail() { echo "FAIL - $1: $2"; }
+check() { # name, condition (evaluated), why
+    if eval "$2"; then ok "$1"; else fail "$1" "$3"; fi
+}
+# The command must exit non-zero with the wanted text in its output (stdout
+# and stderr, kept in $tmp/out).
+refused() { # name, wanted text (fixed string), command...
+    local name=$1 want=$2
+    shift 2
+    if "$@" >"$tmp/out" 2>&1; then fail "$name" "exited 0"
+    elif grep -qF -- "$want" "$tmp/out"; then ok "$name"
+    else fail "$name" "$(tail -2 "$tmp/out")"; fi
+}
 
 # After a job ended: how many of the given processes are still alive,
 # polling up to $1 seconds for them to go (mpirun may exit before the last

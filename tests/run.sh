@@ -32,7 +32,7 @@ SERIAL=" test_sharding.sh test_cuda_emu_nccl.sh test_train_cuda_emu_faults.sh "
 SLOW_FIRST="test_cuda_emu_orders.sh test_cuda_emu_races.sh test_realmodel_cpt.sh test_train_cuda_emu_ranks.sh
             test_realmodel.sh test_train_cuda_emu.sh test_tokenizer_oracle.sh test_cuda_emu_attention_cuda
             test_cuda_emu_model_cuda test_gguf_oracle.sh test_cuda_emu_asan.sh test_torch_parity.sh
-            test_hf_transformers.sh test_train_hf_smollm2.sh"
+            test_hf_transformers.sh test_train_hf_smollm2.sh test_family_mistral.sh"
 
 # Tests run side by side, each with as many OpenMP threads as cores: a
 # thread that spins while it waits for work takes a core another test could

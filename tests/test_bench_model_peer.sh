@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `kvcpt bench model`'s PyTorch peer (scripts/bench_torch_model.py): the JSON
 # carries both rates and their ratio, built from the same model (same
-# parameter count); the text output shows both (from a stand-in interpreter);
+# parameter count, the class of the config's family); the text output shows both (from a stand-in interpreter);
 # a missing interpreter or a failing peer is reported and kvcpt's figure
 # still printed; --no-peers leaves the peer out; the peer's RefreshKV
 # attention gives tests/torch_ref.py's loss on the same weights. No timing
@@ -19,8 +19,9 @@ fi
 out=$(OMP_NUM_THREADS=1 KVCPT_PYTHON="$PY" $K bench model --preset tiny --device cpu --seq 40 --L 32 --batch 2 --steps 1 --warmup 1 \
     --json 2>"$tmp/err")
 kv=$(jl tokens_per_s <<<"$out"); pt=$(jl torch_tokens_per_s <<<"$out"); ratio=$(jl kvcpt_over_torch <<<"$out")
-if positive "$kv" && positive "$pt" && positive "$ratio" && [ "$(jl params <<<"$out")" = "$(jl torch_params <<<"$out")" ]; then
-    ok "bench model --json: kvcpt $kv and PyTorch $pt tokens/s, ratio $ratio, same parameter count"
+if positive "$kv" && positive "$pt" && positive "$ratio" && [ "$(jl params <<<"$out")" = "$(jl torch_params <<<"$out")" ] &&
+   [ "$(jl torch_class <<<"$out")" = LlamaForCausalLM ]; then
+    ok "bench model --json: kvcpt $kv and PyTorch $pt tokens/s, ratio $ratio, same parameter count, the peer a LlamaForCausalLM"
 else fail "bench model --json with the peer" "$out $(tail -3 "$tmp/err")"; fi
 
 # the FLOP split of that step, from the tiny preset (2 layers, 4 query heads,

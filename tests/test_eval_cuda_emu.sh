@@ -26,25 +26,8 @@ grep -q "CUDA decode engine" <<<"$out" && ok "eval --device cuda runs the GPU de
 $G eval "${args[@]}" --device cuda --batch 1 --out "$tmp/gpu1" >/dev/null 2>&1 || fail "eval --device cuda --batch 1" "exit $?"
 # PPL within 1e-4 relative (fp32 sums in another order through S - 1 whole-model
 # steps); keys read and refreshkv strides exact (the same policy decisions)
-cmp=$(/usr/bin/python3 - "$tmp/cpu/eval.json" "$tmp/gpu/eval.json" "$tmp/gpu1/eval.json" <<'PY'
-import json, sys
-js = [json.load(open(p)) for p in sys.argv[1:4]]
-c, g, g1 = (j["results"] for j in js)
-key = lambda r: (r["policy"], r["context"], r["model"])
-c, g, g1 = ({key(r): r for r in x} for x in (c, g, g1))
-worst, bad = 0.0, []
-if [j["device"] for j in js] != ["cpu", "cuda", "cuda"]: bad.append("eval.json device fields %s" % [j["device"] for j in js])
-for k, rc in c.items():
-    for name, other in (("batch 3", g), ("batch 1", g1)):
-        rg = other.get(k)
-        if rg is None: bad.append(f"{k} missing on the GPU ({name})"); continue
-        rel = abs(rg["ppl"] - rc["ppl"]) / rc["ppl"]; worst = max(worst, rel)
-        if rel > 1e-4: bad.append(f"{k} {name}: ppl {rg['ppl']} vs cpu {rc['ppl']}")
-        if rg["kv_bytes_per_token"] != rc["kv_bytes_per_token"]: bad.append(f"{k} {name}: kv bytes differ")
-        if rg.get("effective_stride_per_layer") != rc.get("effective_stride_per_layer"): bad.append(f"{k} {name}: strides")
-print(len(c), "%.2e" % worst, "; ".join(bad[:4]) or "none")
-PY
-)
+cmp=$(/usr/bin/python3 tests/eval_cells.py --rel 1e-4 --devices cpu,cuda,cuda "$tmp/cpu/eval.json" "$tmp/gpu/eval.json" \
+    "$tmp/gpu1/eval.json" 2>&1)
 read -r cells worst bad <<<"$cmp"
 [ "$cells" = 22 ] && [ "$bad" = none ] \
     && ok "eval --device cuda: $cells cells (11 policy variants x 2 contexts) match the CPU (worst PPL rel diff $worst, same keys, same strides), batch 3 and batch 1; eval.json names the device" \

@@ -16,9 +16,6 @@
 # The Python here is the standard library's (no venv needed).
 . "$(dirname "$0")/lib.sh"
 py=/usr/bin/python3
-check() { # name, condition, why
-    if eval "$2"; then ok "$1"; else fail "$1" "$3"; fi
-}
 $py tests/gguf_tiny.py "$tmp/g.gguf" --all-bytes
 $K convert --from "$tmp/g.gguf" --to "$tmp/hf" >"$tmp/conv.log" 2>&1 || { fail "setup: convert" "$(cat "$tmp/conv.log")"; exit 1; }
 $py - "$tmp/docs.jsonl" <<'PY'
@@ -39,13 +36,6 @@ check "prepare --model DIR tokenizes with DIR/tokenizer.json (manifest path and 
     '[ $rc -eq 0 ] && [ "$(field "$tmp/data" path)" = "$tmp/hf/tokenizer.json" ] &&
      [ "$(field "$tmp/data" sha256)" = "$(sha "$tmp/hf/tokenizer.json")" ] && diff -r "$tmp/data/train" "$tmp/data_t/train" >/dev/null' \
     "rc $rc: $(cat "$tmp/err")"
-refused() { # name, wanted text (fixed string), command...
-    local name=$1 want=$2
-    shift 2
-    if "$@" >"$tmp/out" 2>&1; then fail "$name" "exited 0"
-    elif grep -qF -- "$want" "$tmp/out"; then ok "$name"
-    else fail "$name" "$(tail -2 "$tmp/out")"; fi
-}
 refused "prepare --model FILE.gguf: refused, naming kvcpt convert" "kvcpt convert --from $tmp/g.gguf" \
     $K prepare --model "$tmp/g.gguf" --input "$tmp/docs.jsonl" --out "$tmp/d_x"
 refused "prepare --model with --tokenizer: refused" "not both" \
