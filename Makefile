@@ -65,12 +65,14 @@ CUDA_SM    := $(patsubst code=%,%,$(filter code=%,$(subst $(comma), ,$(CUDA_ARCH
 CFLAGS     += -DKVCPT_CUDA -DKVCPT_CUDA_ARCH='"$(CUDA_SM)"' -I$(CUDA_HOME)/include
 LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lstdc++
 CU_SRC     := $(CU_ALL)
-# cuDNN (attn_impl cudnn, kernels/attention_cudnn.c), found beside CUDA or in
-# CUDNN_HOME (e.g. a Python environment's nvidia/cudnn); NO_CUDNN=1 leaves it out
+# cuDNN's headers (attn_impl cudnn, kernels/attention_cudnn.c), found beside
+# CUDA or in CUDNN_HOME (e.g. a Python environment's nvidia/cudnn); the
+# library is loaded at run time when attn cudnn first runs, not linked;
+# NO_CUDNN=1 leaves it out
 CUDNN_HOME ?= $(firstword $(foreach d,$(CUDA_HOME) /usr,$(if $(wildcard $(d)/include/cudnn.h),$(d))))
 ifneq ($(and $(CUDNN_HOME),$(if $(filter 1,$(NO_CUDNN)),,yes)),)
 CFLAGS     += -DKVCPT_CUDNN -I$(CUDNN_HOME)/include
-LDLIBS     += -L$(CUDNN_HOME)/lib -L$(CUDNN_HOME)/lib64 -Wl,-rpath,$(CUDNN_HOME)/lib -Wl,-rpath,$(CUDNN_HOME)/lib64 -lcudnn
+LDLIBS     += -ldl
 CUDNN_FOUND := yes
 endif
 # NCCL (GPU collectives) needs MPI for its bootstrap; found beside CUDA or
@@ -103,7 +105,7 @@ ifeq ($(MAKELEVEL),0)
 ifeq ($(filter clean setup,$(MAKECMDGOALS)),)
 $(info kvcpt build: MPI $(if $(MPICC),yes ($(MPICC)),no); CUDA $(if $(NVCC),yes ($(NVCC)),no); \
   NCCL $(if $(filter -DKVCPT_NCCL,$(CFLAGS)),yes ($(NCCL_HOME)/include/nccl.h),no); \
-  cuDNN $(if $(CUDNN_FOUND),yes ($(CUDNN_HOME)/include/cudnn.h),no); \
+  cuDNN $(if $(CUDNN_FOUND),yes ($(CUDNN_HOME)/include/cudnn.h; loaded at run time),no); \
   emulated NCCL (build/emu) $(if $(MPICC),yes (tests/cuda_emu/emu_nccl.cc over MPI),no (needs MPI)))
 endif
 endif

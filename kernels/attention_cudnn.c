@@ -75,14 +75,76 @@ void attention_backward_cudnn_bf16_cuda(float *dq, float *dk, float *dv, const b
 void attention_cudnn_release(void) {}
 #else
 #include <cudnn.h>
+#ifndef KVCPT_CUDA_EMU
+#include <dlfcn.h>
+#endif
 
 int attention_cudnn_built(void) { return 1; }
+
+/* cuDNN's entry points. cuDNN is loaded on first use, not linked: kvcpt
+ * then starts on a machine without it (every other path), and a GPU
+ * machine's cuDNN (a CUDA install's, or the nvidia-cudnn wheel's that
+ * torch brings) is found on LD_LIBRARY_PATH. Under the emulator the table
+ * holds the stand-in's functions (tests/cuda_emu/cudnn_emu.c). */
+typedef struct {
+    int loaded;
+    size_t (*version)(void);
+    const char *(*error_string)(cudnnStatus_t);
+    cudnnStatus_t (*create)(cudnnHandle_t *);
+    cudnnStatus_t (*destroy)(cudnnHandle_t);
+    cudnnStatus_t (*create_desc)(cudnnBackendDescriptorType_t, cudnnBackendDescriptor_t *);
+    cudnnStatus_t (*destroy_desc)(cudnnBackendDescriptor_t);
+    cudnnStatus_t (*finalize)(cudnnBackendDescriptor_t);
+    cudnnStatus_t (*set)(cudnnBackendDescriptor_t, cudnnBackendAttributeName_t, cudnnBackendAttributeType_t, int64_t,
+                         const void *);
+    cudnnStatus_t (*get)(cudnnBackendDescriptor_t const, cudnnBackendAttributeName_t, cudnnBackendAttributeType_t,
+                         int64_t, int64_t *, void *);
+    cudnnStatus_t (*execute)(cudnnHandle_t, cudnnBackendDescriptor_t, cudnnBackendDescriptor_t);
+} CudnnApi;
+static CudnnApi api;
+
+#ifdef KVCPT_CUDA_EMU
+static void load_cudnn(void) {
+    api = (CudnnApi){1, cudnnGetVersion, cudnnGetErrorString, cudnnCreate, cudnnDestroy, cudnnBackendCreateDescriptor,
+                     cudnnBackendDestroyDescriptor, cudnnBackendFinalize, cudnnBackendSetAttribute,
+                     cudnnBackendGetAttribute, cudnnBackendExecute};
+}
+#else
+static void *sym(void *lib, const char *name) {
+    void *f = dlsym(lib, name);
+    if (!f) die("attn_impl cudnn: libcudnn lacks %s (%s)", name, dlerror());
+    return f;
+}
+
+static void load_cudnn(void) {
+    void *lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        die("attn_impl cudnn: cannot load cuDNN 9 (%s); put its lib directory on LD_LIBRARY_PATH (a CUDA install's "
+            "lib64, or site-packages/nvidia/cudnn/lib), or use attn_impl mma or cuda-core", dlerror());
+    /* POSIX casts: dlsym's void * to function pointers */
+    *(void **)&api.version = sym(lib, "cudnnGetVersion");
+    *(void **)&api.error_string = sym(lib, "cudnnGetErrorString");
+    *(void **)&api.create = sym(lib, "cudnnCreate");
+    *(void **)&api.destroy = sym(lib, "cudnnDestroy");
+    *(void **)&api.create_desc = sym(lib, "cudnnBackendCreateDescriptor");
+    *(void **)&api.destroy_desc = sym(lib, "cudnnBackendDestroyDescriptor");
+    *(void **)&api.finalize = sym(lib, "cudnnBackendFinalize");
+    *(void **)&api.set = sym(lib, "cudnnBackendSetAttribute");
+    *(void **)&api.get = sym(lib, "cudnnBackendGetAttribute");
+    *(void **)&api.execute = sym(lib, "cudnnBackendExecute");
+    const size_t v = api.version();
+    if (v / 10000 != CUDNN_MAJOR)
+        die("attn_impl cudnn: the cuDNN loaded is version %zu, kvcpt was built against %d.%d (cudnn.h); load cuDNN %d",
+            v, CUDNN_MAJOR, CUDNN_MINOR, CUDNN_MAJOR);
+    api.loaded = 1;
+}
+#endif
 
 #define CUDNN_CHECK(call)                                                                                    \
     do {                                                                                                     \
         cudnnStatus_t st_ = (call);                                                                          \
         if (st_ != CUDNN_STATUS_SUCCESS)                                                                     \
-            die("cuDNN error %d (%s) in %s", (int)st_, cudnnGetErrorString(st_), #call);                     \
+            die("cuDNN error %d (%s) in %s", (int)st_, api.error_string(st_), #call);                     \
     } while (0)
 
 /* The tensors' unique ids in the variant pack; virtual tensors count up
@@ -141,21 +203,21 @@ static void *scratch(Scratch *s, int64_t n, size_t es) {
 static cudnnBackendDescriptor_t create(Plan *p, cudnnBackendDescriptorType_t type) {
     KV_CHECK(p->n_descs < MAX_DESCS, "attention_cudnn: more than %d descriptors in one graph", MAX_DESCS);
     cudnnBackendDescriptor_t d;
-    CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &d));
+    CUDNN_CHECK(api.create_desc(type, &d));
     p->descs[p->n_descs++] = d;
     return d;
 }
 
 static void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
                 int64_t count, const void *v) {
-    cudnnStatus_t st = cudnnBackendSetAttribute(d, name, type, count, v);
+    cudnnStatus_t st = api.set(d, name, type, count, v);
     if (st != CUDNN_STATUS_SUCCESS)
-        die("cuDNN error %d (%s) setting attribute %d", (int)st, cudnnGetErrorString(st), (int)name);
+        die("cuDNN error %d (%s) setting attribute %d", (int)st, api.error_string(st), (int)name);
 }
 
 static void finalize(cudnnBackendDescriptor_t d, const char *what) {
-    cudnnStatus_t st = cudnnBackendFinalize(d);
-    if (st != CUDNN_STATUS_SUCCESS) die("cuDNN error %d (%s) finalizing %s", (int)st, cudnnGetErrorString(st), what);
+    cudnnStatus_t st = api.finalize(d);
+    if (st != CUDNN_STATUS_SUCCESS) die("cuDNN error %d (%s) finalizing %s", (int)st, api.error_string(st), what);
 }
 
 static cudnnBackendDescriptor_t tensor(Plan *p, int64_t uid, cudnnDataType_t dt, const int64_t dim[4],
@@ -412,7 +474,7 @@ static void make_plan(Plan *p) {
     set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
     finalize(heur, "the engine heuristics");
     int64_t n = 0;
-    CUDNN_CHECK(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n,
+    CUDNN_CHECK(api.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n,
                                          NULL));
     const SdpaShape *s = &p->shape;
     if (n <= 0 || n > 64)
@@ -423,35 +485,36 @@ static void make_plan(Plan *p) {
     cudnnBackendDescriptor_t cfgs[64];
     for (int64_t i = 0; i < n; i++) cfgs[i] = create(p, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
     int64_t got = 0;
-    CUDNN_CHECK(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got,
+    CUDNN_CHECK(api.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got,
                                          cfgs));
     cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
     for (int64_t i = 0; i < got && !p->plan; i++) {
         cudnnBackendDescriptor_t plan;
-        CUDNN_CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan));
+        CUDNN_CHECK(api.create_desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan));
         set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
         set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
-        last = cudnnBackendFinalize(plan);
+        last = api.finalize(plan);
         if (last == CUDNN_STATUS_SUCCESS) p->plan = plan;
-        else CUDNN_CHECK(cudnnBackendDestroyDescriptor(plan));
+        else CUDNN_CHECK(api.destroy_desc(plan));
     }
     if (!p->plan)
         die("cuDNN finalized none of its %lld engine configurations for the SDPA %s graph (last: %s); attn_impl "
             "mma or cuda-core runs this shape", (long long)got, s->backward ? "backward" : "forward",
-            cudnnGetErrorString(last));
+            api.error_string(last));
     int64_t cnt = 0;
-    CUDNN_CHECK(cudnnBackendGetAttribute(p->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &cnt,
+    CUDNN_CHECK(api.get(p->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &cnt,
                                          &p->workspace));
 }
 
 static Plan *plan_for(const SdpaShape *s) {
     for (int i = 0; i < n_plans; i++)
         if (memcmp(&plans[i]->shape, s, sizeof *s) == 0) return plans[i];
-    if (!handle) CUDNN_CHECK(cudnnCreate(&handle));
+    if (!api.loaded) load_cudnn();
+    if (!handle) CUDNN_CHECK(api.create(&handle));
     if (n_plans == MAX_PLANS) { /* the oldest goes */
         Plan *old = plans[0];
-        if (old->plan) CUDNN_CHECK(cudnnBackendDestroyDescriptor(old->plan));
-        for (int i = old->n_descs - 1; i >= 0; i--) CUDNN_CHECK(cudnnBackendDestroyDescriptor(old->descs[i]));
+        if (old->plan) CUDNN_CHECK(api.destroy_desc(old->plan));
+        for (int i = old->n_descs - 1; i >= 0; i--) CUDNN_CHECK(api.destroy_desc(old->descs[i]));
         free(old);
         memmove(plans, plans + 1, sizeof plans[0] * (MAX_PLANS - 1));
         n_plans--;
@@ -470,13 +533,13 @@ static void execute(const SdpaShape *s, const int64_t *uids, void **ptrs, int64_
     Plan *p = plan_for(s);
     void *ws = scratch(&ws_buf, p->workspace, 1);
     cudnnBackendDescriptor_t pack;
-    CUDNN_CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
+    CUDNN_CHECK(api.create_desc(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
     set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
     set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
     set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
     finalize(pack, "the variant pack");
-    CUDNN_CHECK(cudnnBackendExecute(handle, p->plan, pack));
-    CUDNN_CHECK(cudnnBackendDestroyDescriptor(pack));
+    CUDNN_CHECK(api.execute(handle, p->plan, pack));
+    CUDNN_CHECK(api.destroy_desc(pack));
 }
 
 /* The shape of one SDPA call over the engine's layouts: sq query rows of q
@@ -606,8 +669,8 @@ void attention_backward_cudnn_bf16_cuda(float *dq, float *dk, float *dv, const b
 void attention_cudnn_release(void) {
     for (int i = 0; i < n_plans; i++) {
         Plan *p = plans[i];
-        if (p->plan) CUDNN_CHECK(cudnnBackendDestroyDescriptor(p->plan));
-        for (int j = p->n_descs - 1; j >= 0; j--) CUDNN_CHECK(cudnnBackendDestroyDescriptor(p->descs[j]));
+        if (p->plan) CUDNN_CHECK(api.destroy_desc(p->plan));
+        for (int j = p->n_descs - 1; j >= 0; j--) CUDNN_CHECK(api.destroy_desc(p->descs[j]));
         free(p);
     }
     n_plans = 0;
@@ -617,7 +680,7 @@ void attention_cudnn_release(void) {
         if (all[i]->p) cuda_free(all[i]->p);
         all[i]->p = NULL, all[i]->bytes = 0;
     }
-    if (handle) CUDNN_CHECK(cudnnDestroy(handle));
+    if (handle) CUDNN_CHECK(api.destroy(handle));
     handle = NULL;
 }
 #endif

@@ -173,6 +173,9 @@ TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama
     const LlamaAttnImpl attn = llama_attn_impl_resolve((LlamaAttnImpl)c->attn_impl, "config 'attn_impl'",
                                                        train_mode_precision(mode) == LLAMA_CUDA_BF16_WEIGHTS,
                                                        model->cfg.head_dim);
+    if (attn == LLAMA_ATTN_CUDNN && model->mask.enabled && refresh_per_row(&model->mask))
+        die("config 'attn_impl' is cudnn, which runs the paper's RefreshKV rows only: set mask_evict=0 and "
+            "mask_restride=0, or attn_impl mma or cuda-core");
     /* this rank's GPU first: every allocation below lands on it */
     int device = cuda_device_select("train", comm_rank(comm), comm_local_rank(comm), comm_local_world(comm),
                                     (int)c->share_device);
@@ -192,7 +195,9 @@ TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama
     llama_cuda_set_attn(&e->gpu, attn, "config 'attn_impl'");
     if (comm_rank(comm) == 0)
         fprintf(stderr, "kvcpt train: attention on %s\n",
-                attn == LLAMA_ATTN_MMA ? "tensor cores (mma)" : "the CUDA-core kernels (cuda-core)");
+                attn == LLAMA_ATTN_MMA     ? "tensor cores (mma)"
+                : attn == LLAMA_ATTN_CUDNN ? "cuDNN's fused attention (cudnn; not yet validated on a GPU)"
+                                           : "the CUDA-core kernels (cuda-core)");
     if (model->mask.enabled) llama_cuda_set_mask(&e->gpu, &model->mask);
     cuda_transfer_bytes(&e->h2d_logged, &e->d2h_logged);
     return (TrainEngine){.ctx = e,
