@@ -80,7 +80,7 @@ extern "C" void attention_cudnn_scatter_add_cuda(float *dk, float *dv, const bf1
                                                  int64_t L, int64_t nsel, int shift) {
     const int64_t total = B * Hkv * D;
     if (total <= 0 || T <= L) return;
-    scatter_add_kernel<<<grid_for(total, 128), 128>>>(dk, dv, dkg, dvg, sel, B, T, Hkv, D, L, nsel, shift);
+    scatter_add_kernel<<<grid_for(total, 256), 256>>>(dk, dv, dkg, dvg, sel, B, T, Hkv, D, L, nsel, shift);
     CUDA_CHECK_LAUNCH();
 }
 
