@@ -6,8 +6,9 @@
  * kernel-cache descriptors), while the engine's host code is C and the
  * emulator has to stand in for every cuDNN call the code makes
  * (tests/cuda_emu/cudnn_emu.c). Calling the backend directly keeps that
- * surface to five descriptor kinds and four operations, which the stand-in
- * can execute and check strictly. The graphs below are the ones the
+ * surface to four operations (matmul, pointwise, reduction, reshape) and
+ * the graph, heuristics, plan and variant pack around them, which the
+ * stand-in can execute and check strictly. The graphs below are the ones the
  * frontend's SDPA node lowers to (its matmul, pointwise, reduction and
  * reshape nodes; cudnn_frontend/node/scaled_dot_product_flash_attention.h),
  * so cuDNN's heuristics see the pattern its fused engines match.
@@ -150,7 +151,7 @@ static void load_cudnn(void) {
 /* The tensors' unique ids in the variant pack; virtual tensors count up
  * from UID_VIRTUAL. */
 enum {
-    UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF, UID_SHIFT,
+    UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF, UID_SEQ_Q, UID_SEQ_KV,
     UID_DO, UID_DQ, UID_DK, UID_DV, UID_SOFTMAX_SUM, UID_DQ_ACCUM,
     UID_VIRTUAL = 100,
 };
@@ -303,7 +304,7 @@ static void dims4(int64_t *v, int64_t a, int64_t b, int64_t c, int64_t d) { v[0]
 /* The scores' geometry: (b, hq, sq, skv) dense, and (b, hq, sq, 1) rows. */
 typedef struct {
     int64_t sdim[4], sstr[4], rdim[4], rstr[4], one[4];
-    cudnnBackendDescriptor_t scale, neg_inf, shift;
+    cudnnBackendDescriptor_t scale, neg_inf, seq_q, seq_kv; /* by value; the lengths for the bottom-right diagonal */
 } Common;
 
 static Common common(Plan *p) {
@@ -316,20 +317,22 @@ static Common common(Plan *p) {
     dims4(c.one, 1, 1, 1, 1);
     c.scale = tensor(p, UID_SCALE, CUDNN_DATA_FLOAT, c.one, c.one, false, true);
     c.neg_inf = tensor(p, UID_NEG_INF, CUDNN_DATA_FLOAT, c.one, c.one, false, true);
-    c.shift = s->bottom_right ? tensor(p, UID_SHIFT, CUDNN_DATA_INT32, c.one, c.one, false, true) : NULL;
+    c.seq_q = s->bottom_right ? tensor(p, UID_SEQ_Q, CUDNN_DATA_INT32, c.one, c.one, false, true) : NULL;
+    c.seq_kv = s->bottom_right ? tensor(p, UID_SEQ_KV, CUDNN_DATA_INT32, c.one, c.one, false, true) : NULL;
     return c;
 }
 
 /* The causal mask as the frontend's diagonal band lowers it: keep (row,
- * col) when row + shift >= col, shift = skv - sq for the bottom-right
- * diagonal (the last row sees every key), 0 for the top-left one. */
+ * col) when row >= col for the top-left diagonal, row + skv - sq >= col for
+ * the bottom-right one (the last row sees every key). */
 static cudnnBackendDescriptor_t causal(Plan *p, const Common *c, cudnnBackendDescriptor_t x) {
     cudnnBackendDescriptor_t row = virt(p, CUDNN_DATA_INT32, c->sdim, c->sstr);
     pointwise(p, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, 2, x, NULL, NULL, row);
-    if (c->shift) {
-        cudnnBackendDescriptor_t shifted = virt(p, CUDNN_DATA_INT32, c->sdim, c->sstr);
-        pointwise(p, CUDNN_POINTWISE_ADD, CUDNN_DATA_INT32, -1, row, c->shift, NULL, shifted);
-        row = shifted;
+    if (c->seq_kv) {
+        cudnnBackendDescriptor_t plus = virt(p, CUDNN_DATA_INT32, c->sdim, c->sstr);
+        pointwise(p, CUDNN_POINTWISE_ADD, CUDNN_DATA_INT32, -1, row, c->seq_kv, NULL, plus);
+        row = virt(p, CUDNN_DATA_INT32, c->sdim, c->sstr);
+        pointwise(p, CUDNN_POINTWISE_SUB, CUDNN_DATA_INT32, -1, plus, c->seq_q, NULL, row);
     }
     cudnnBackendDescriptor_t col = virt(p, CUDNN_DATA_INT32, c->sdim, c->sstr);
     pointwise(p, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, 3, x, NULL, NULL, col);
@@ -568,25 +571,25 @@ static void list_kv_str(int64_t *str, int64_t n, int64_t Hkv, int64_t D) { dims4
 
 static void sdpa_forward(const SdpaShape *s, bf16 *o, float *stats, const bf16 *q, const bf16 *k, const bf16 *v) {
     float scale = s->scale, neg_inf = -INFINITY;
-    int32_t shift = (int32_t)(s->skv - s->sq);
-    int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF, UID_SHIFT};
-    void *ptrs[] = {(void *)q, (void *)k, (void *)v, o, stats, &scale, &neg_inf, &shift};
-    execute(s, uids, ptrs, s->bottom_right ? 8 : 7);
+    int32_t sq = (int32_t)s->sq, skv = (int32_t)s->skv;
+    int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF, UID_SEQ_Q, UID_SEQ_KV};
+    void *ptrs[] = {(void *)q, (void *)k, (void *)v, o, stats, &scale, &neg_inf, &sq, &skv};
+    execute(s, uids, ptrs, s->bottom_right ? 9 : 7);
 }
 
 static void sdpa_backward(const SdpaShape *s, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q,
                           const bf16 *k, const bf16 *v, const bf16 *o, const float *stats) {
     float scale = s->scale, neg_inf = -INFINITY;
-    int32_t shift = (int32_t)(s->skv - s->sq);
+    int32_t sq = (int32_t)s->sq, skv = (int32_t)s->skv;
     float *ssum = scratch(&ssum_buf, s->b * s->hq * s->sq, sizeof(float));
     float *acc = scratch(&dqacc_buf, s->b * s->hq * s->sq * s->d, sizeof(float));
     /* the frontend zeroes its dQ accumulator before each run: cuDNN adds into it */
     cuda_memset_zero(acc, sizeof(float) * (size_t)(s->b * s->hq * s->sq * s->d));
-    int64_t uids[] = {UID_Q,  UID_K,  UID_V,  UID_O,           UID_DO,       UID_STATS, UID_DQ,
-                      UID_DK, UID_DV, UID_SOFTMAX_SUM, UID_DQ_ACCUM, UID_SCALE, UID_NEG_INF, UID_SHIFT};
-    void *ptrs[] = {(void *)q, (void *)k, (void *)v, (void *)o, (void *)dout, (void *)stats, dq,
-                    dk,        dv,        ssum,      acc,       &scale,       &neg_inf,      &shift};
-    execute(s, uids, ptrs, s->bottom_right ? 14 : 13);
+    int64_t uids[] = {UID_Q,  UID_K,  UID_V,           UID_O,        UID_DO,    UID_STATS,   UID_DQ,    UID_DK,
+                      UID_DV, UID_SOFTMAX_SUM, UID_DQ_ACCUM, UID_SCALE, UID_NEG_INF, UID_SEQ_Q, UID_SEQ_KV};
+    void *ptrs[] = {(void *)q, (void *)k, (void *)v, (void *)o, (void *)dout, (void *)stats, dq,  dk,
+                    dv,        ssum,      acc,       &scale,    &neg_inf,     &sq,           &skv};
+    execute(s, uids, ptrs, s->bottom_right ? 15 : 13);
 }
 
 /* The mask's split: rows [0, L) causal, the S = T - L suffix rows over the
