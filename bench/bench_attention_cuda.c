@@ -164,8 +164,11 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
     KV_CHECK(a->attn == LLAMA_ATTN_MMA || a->attn == LLAMA_ATTN_CUDA_CORE || a->attn == LLAMA_ATTN_CUDNN,
              "bench attention: attention unresolved");
     const int tc = a->attn == LLAMA_ATTN_MMA;
-    /* cuDNN's row runs where this build, the head dim and the mask allow it */
-    const char *no_cudnn = attention_cudnn_unsupported(D, &m);
+    /* cuDNN's row runs where this build, the head dim, the mask and the
+     * card's cuDNN allow it (its plans are built here, before any figure is
+     * printed, so a refusal skips the row instead of stopping the bench) */
+    const char *no_cudnn = attention_cudnn_probe(B, T, Hq, Hkv, D, &m);
+    if (no_cudnn && a->attn == LLAMA_ATTN_CUDNN) die("bench attention --attn cudnn: %s", no_cudnn);
     Bufs b = {0};
     b.q = normal_device(nq, &r), b.k = normal_device(nkv, &r), b.v = normal_device(nkv, &r);
     b.dout = normal_device(nq, &r);

@@ -25,6 +25,7 @@
 #include "attention_cudnn.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,9 @@ void attention_backward_cudnn_bf16_cuda(float *dq, float *dk, float *dv, const b
                                         const RefreshMask *m) {
     check_args(B, T, Hq, Hkv, D, m, "attention_backward_cudnn_bf16_cuda");
 }
+const char *attention_cudnn_probe(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    return attention_cudnn_unsupported(D, m);
+}
 void attention_cudnn_release(void) {}
 #else
 #include <cudnn.h>
@@ -104,6 +108,22 @@ typedef struct {
 } CudnnApi;
 static CudnnApi api;
 
+/* The first refusal while loading cuDNN or building a plan. Once it is set
+ * the builders below do nothing more; plan_for then dies with it, or
+ * attention_cudnn_probe returns it (a bench or a trainer asks before it
+ * runs, so a card whose cuDNN takes no engine for these graphs says so
+ * instead of stopping halfway). */
+static char refusal[512];
+
+static void refuse(const char *fmt, ...) KV_PRINTF(1, 2);
+static void refuse(const char *fmt, ...) {
+    if (refusal[0]) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(refusal, sizeof refusal, fmt, ap);
+    va_end(ap);
+}
+
 #ifdef KVCPT_CUDA_EMU
 static void load_cudnn(void) {
     api = (CudnnApi){1, cudnnGetVersion, cudnnGetErrorString, cudnnCreate, cudnnDestroy, cudnnBackendCreateDescriptor,
@@ -113,15 +133,17 @@ static void load_cudnn(void) {
 #else
 static void *sym(void *lib, const char *name) {
     void *f = dlsym(lib, name);
-    if (!f) die("attn_impl cudnn: libcudnn lacks %s (%s)", name, dlerror());
+    if (!f) refuse("libcudnn lacks %s (%s)", name, dlerror());
     return f;
 }
 
 static void load_cudnn(void) {
     void *lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
-    if (!lib)
-        die("attn_impl cudnn: cannot load cuDNN 9 (%s); put its lib directory on LD_LIBRARY_PATH (a CUDA install's "
-            "lib64, or site-packages/nvidia/cudnn/lib), or use attn_impl mma or cuda-core", dlerror());
+    if (!lib) {
+        refuse("cannot load cuDNN 9 (%s); put its lib directory on LD_LIBRARY_PATH (a CUDA install's lib64, or "
+               "site-packages/nvidia/cudnn/lib), or use attn_impl mma or cuda-core", dlerror());
+        return;
+    }
     /* POSIX casts: dlsym's void * to function pointers */
     *(void **)&api.version = sym(lib, "cudnnGetVersion");
     *(void **)&api.error_string = sym(lib, "cudnnGetErrorString");
@@ -133,10 +155,13 @@ static void load_cudnn(void) {
     *(void **)&api.set = sym(lib, "cudnnBackendSetAttribute");
     *(void **)&api.get = sym(lib, "cudnnBackendGetAttribute");
     *(void **)&api.execute = sym(lib, "cudnnBackendExecute");
+    if (refusal[0]) return;
     const size_t v = api.version();
-    if (v / 10000 != CUDNN_MAJOR)
-        die("attn_impl cudnn: the cuDNN loaded is version %zu, kvcpt was built against %d.%d (cudnn.h); load cuDNN %d",
-            v, CUDNN_MAJOR, CUDNN_MINOR, CUDNN_MAJOR);
+    if (v / 10000 != CUDNN_MAJOR) {
+        refuse("the cuDNN loaded is version %zu, kvcpt was built against %d.%d (cudnn.h); load cuDNN %d", v,
+               CUDNN_MAJOR, CUDNN_MINOR, CUDNN_MAJOR);
+        return;
+    }
     api.loaded = 1;
 }
 #endif
@@ -202,23 +227,30 @@ static void *scratch(Scratch *s, int64_t n, size_t es) {
 }
 
 static cudnnBackendDescriptor_t create(Plan *p, cudnnBackendDescriptorType_t type) {
+    if (refusal[0]) return NULL;
     KV_CHECK(p->n_descs < MAX_DESCS, "attention_cudnn: more than %d descriptors in one graph", MAX_DESCS);
     cudnnBackendDescriptor_t d;
-    CUDNN_CHECK(api.create_desc(type, &d));
+    cudnnStatus_t st = api.create_desc(type, &d);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        refuse("cuDNN error %d (%s) creating a descriptor of type %d", (int)st, api.error_string(st), (int)type);
+        return NULL;
+    }
     p->descs[p->n_descs++] = d;
     return d;
 }
 
 static void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
                 int64_t count, const void *v) {
+    if (refusal[0]) return;
     cudnnStatus_t st = api.set(d, name, type, count, v);
     if (st != CUDNN_STATUS_SUCCESS)
-        die("cuDNN error %d (%s) setting attribute %d", (int)st, api.error_string(st), (int)name);
+        refuse("cuDNN error %d (%s) setting attribute %d", (int)st, api.error_string(st), (int)name);
 }
 
 static void finalize(cudnnBackendDescriptor_t d, const char *what) {
+    if (refusal[0]) return;
     cudnnStatus_t st = api.finalize(d);
-    if (st != CUDNN_STATUS_SUCCESS) die("cuDNN error %d (%s) finalizing %s", (int)st, api.error_string(st), what);
+    if (st != CUDNN_STATUS_SUCCESS) refuse("cuDNN error %d (%s) finalizing %s", (int)st, api.error_string(st), what);
 }
 
 static cudnnBackendDescriptor_t tensor(Plan *p, int64_t uid, cudnnDataType_t dt, const int64_t dim[4],
@@ -242,6 +274,7 @@ static cudnnBackendDescriptor_t virt(Plan *p, cudnnDataType_t dt, const int64_t 
 
 static void add_op(Plan *p, cudnnBackendDescriptor_t op, const char *what) {
     finalize(op, what);
+    if (refusal[0]) return;
     KV_CHECK(p->n_ops < (int)(sizeof p->ops / sizeof p->ops[0]), "attention_cudnn: too many operations");
     p->ops[p->n_ops++] = op;
 }
@@ -476,71 +509,93 @@ static void make_plan(Plan *p) {
     set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
     set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
     finalize(heur, "the engine heuristics");
-    int64_t n = 0;
-    CUDNN_CHECK(api.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n,
-                                         NULL));
+    if (refusal[0]) return;
     const SdpaShape *s = &p->shape;
-    if (n <= 0 || n > 64)
-        die("cuDNN offers %lld engine configurations for the SDPA %s graph (b %lld, hq %lld, hkv %lld, sq %lld, "
-            "skv %lld, d %lld); attn_impl mma or cuda-core runs this shape", (long long)n,
-            s->backward ? "backward" : "forward", (long long)s->b, (long long)s->hq, (long long)s->hkv,
-            (long long)s->sq, (long long)s->skv, (long long)s->d);
+    const char *dir = s->backward ? "backward" : "forward";
+    int64_t n = 0;
+    cudnnStatus_t st = api.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n, NULL);
+    if (st != CUDNN_STATUS_SUCCESS || n <= 0 || n > 64) {
+        refuse("cuDNN offers %lld engine configurations for the SDPA %s graph (b %lld, hq %lld, hkv %lld, sq %lld, "
+               "skv %lld, d %lld; %s)", (long long)n, dir, (long long)s->b, (long long)s->hq, (long long)s->hkv,
+               (long long)s->sq, (long long)s->skv, (long long)s->d, api.error_string(st));
+        return;
+    }
     cudnnBackendDescriptor_t cfgs[64];
     for (int64_t i = 0; i < n; i++) cfgs[i] = create(p, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
     int64_t got = 0;
-    CUDNN_CHECK(api.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got,
-                                         cfgs));
-    cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
-    for (int64_t i = 0; i < got && !p->plan; i++) {
+    if (refusal[0]) return;
+    st = api.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got, cfgs);
+    cudnnStatus_t last = st == CUDNN_STATUS_SUCCESS ? CUDNN_STATUS_NOT_SUPPORTED : st;
+    for (int64_t i = 0; st == CUDNN_STATUS_SUCCESS && i < got && !p->plan; i++) {
         cudnnBackendDescriptor_t plan;
-        CUDNN_CHECK(api.create_desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan));
-        set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
-        set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
-        last = api.finalize(plan);
+        if (api.create_desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) != CUDNN_STATUS_SUCCESS) break;
+        last = api.set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+        if (last == CUDNN_STATUS_SUCCESS)
+            last = api.set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
+        if (last == CUDNN_STATUS_SUCCESS) last = api.finalize(plan);
         if (last == CUDNN_STATUS_SUCCESS) p->plan = plan;
         else CUDNN_CHECK(api.destroy_desc(plan));
     }
-    if (!p->plan)
-        die("cuDNN finalized none of its %lld engine configurations for the SDPA %s graph (last: %s); attn_impl "
-            "mma or cuda-core runs this shape", (long long)got, s->backward ? "backward" : "forward",
-            api.error_string(last));
+    if (!p->plan) {
+        refuse("cuDNN finalized none of its %lld engine configurations for the SDPA %s graph (last: %s)",
+               (long long)got, dir, api.error_string(last));
+        return;
+    }
     int64_t cnt = 0;
-    CUDNN_CHECK(api.get(p->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &cnt,
-                                         &p->workspace));
+    st = api.get(p->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &cnt, &p->workspace);
+    if (st != CUDNN_STATUS_SUCCESS) refuse("cuDNN error %d (%s) reading the plan's workspace size", (int)st,
+                                           api.error_string(st));
 }
 
-static Plan *plan_for(const SdpaShape *s) {
+static void plan_free(Plan *p) {
+    if (p->plan) CUDNN_CHECK(api.destroy_desc(p->plan));
+    for (int i = p->n_descs - 1; i >= 0; i--) CUDNN_CHECK(api.destroy_desc(p->descs[i]));
+    free(p);
+}
+
+/* The cached plan of shape s, or a new one; on a refusal (refusal[])
+ * NULL when soft, else the program stops with it. */
+static Plan *plan_for(const SdpaShape *s, int soft) {
     for (int i = 0; i < n_plans; i++)
         if (memcmp(&plans[i]->shape, s, sizeof *s) == 0) return plans[i];
+    refusal[0] = '\0';
     if (!api.loaded) load_cudnn();
-    if (!handle) CUDNN_CHECK(api.create(&handle));
-    if (n_plans == MAX_PLANS) { /* the oldest goes */
-        Plan *old = plans[0];
-        if (old->plan) CUDNN_CHECK(api.destroy_desc(old->plan));
-        for (int i = old->n_descs - 1; i >= 0; i--) CUDNN_CHECK(api.destroy_desc(old->descs[i]));
-        free(old);
-        memmove(plans, plans + 1, sizeof plans[0] * (MAX_PLANS - 1));
-        n_plans--;
+    if (!refusal[0] && !handle) {
+        cudnnStatus_t st = api.create(&handle);
+        if (st != CUDNN_STATUS_SUCCESS) refuse("cudnnCreate: cuDNN error %d (%s)", (int)st, api.error_string(st));
     }
-    Plan *p = xcalloc(1, sizeof *p);
-    p->shape = *s;
-    p->next_uid = UID_VIRTUAL;
-    if (s->backward) build_backward(p);
-    else build_forward(p);
-    make_plan(p);
+    Plan *p = NULL;
+    if (!refusal[0]) {
+        if (n_plans == MAX_PLANS) { /* the oldest goes */
+            plan_free(plans[0]);
+            memmove(plans, plans + 1, sizeof plans[0] * (MAX_PLANS - 1));
+            n_plans--;
+        }
+        p = xcalloc(1, sizeof *p);
+        p->shape = *s;
+        p->next_uid = UID_VIRTUAL;
+        if (s->backward) build_backward(p);
+        else build_forward(p);
+        make_plan(p);
+    }
+    if (refusal[0]) {
+        if (p) plan_free(p);
+        if (!soft) die("attn_impl cudnn: %s; attn_impl mma or cuda-core runs this shape", refusal);
+        return NULL;
+    }
     plans[n_plans++] = p;
     return p;
 }
 
 static void execute(const SdpaShape *s, const int64_t *uids, void **ptrs, int64_t n) {
-    Plan *p = plan_for(s);
+    Plan *p = plan_for(s, 0);
     void *ws = scratch(&ws_buf, p->workspace, 1);
     cudnnBackendDescriptor_t pack;
     CUDNN_CHECK(api.create_desc(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
-    set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
-    set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
-    set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
-    finalize(pack, "the variant pack");
+    CUDNN_CHECK(api.set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids));
+    CUDNN_CHECK(api.set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs));
+    CUDNN_CHECK(api.set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws));
+    CUDNN_CHECK(api.finalize(pack));
     CUDNN_CHECK(api.execute(handle, p->plan, pack));
     CUDNN_CHECK(api.destroy_desc(pack));
 }
@@ -608,21 +663,44 @@ static Split split(const RefreshMask *m, int64_t T) {
     return sp;
 }
 
+/* The causal rows' call and the suffix rows' call of the split. */
+static SdpaShape prefix_shape(int backward, const Split *sp, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
+    int64_t kv_str[4];
+    engine_kv_str(kv_str, T, Hkv, D);
+    return shape(backward, 0, B, T, Hq, Hkv, D, sp->L, sp->L, kv_str, T);
+}
+static SdpaShape suffix_shape(int backward, const Split *sp, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
+    int64_t kv_str[4];
+    list_kv_str(kv_str, sp->n, Hkv, D);
+    return shape(backward, planted != ATTN_CUDNN_BUG_TOP_LEFT, B, T, Hq, Hkv, D, sp->S, sp->n, kv_str, sp->S);
+}
+
+const char *attention_cudnn_probe(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    const char *why = attention_cudnn_unsupported(D, m);
+    if (why) return why;
+    const Split sp = split(m, T);
+    for (int backward = 0; backward < 2; backward++) {
+        SdpaShape s = prefix_shape(backward, &sp, B, T, Hq, Hkv, D);
+        if (!plan_for(&s, 1)) return refusal;
+        if (!sp.active) continue;
+        s = suffix_shape(backward, &sp, B, T, Hq, Hkv, D);
+        if (!plan_for(&s, 1)) return refusal;
+    }
+    return NULL;
+}
+
 void attention_forward_cudnn_bf16_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                                        const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                        const RefreshMask *m) {
     check_args(B, T, Hq, Hkv, D, m, "attention_forward_cudnn_bf16_cuda");
     const Split sp = split(m, T);
-    int64_t kv_str[4];
-    engine_kv_str(kv_str, T, Hkv, D);
-    SdpaShape s = shape(0, 0, B, T, Hq, Hkv, D, sp.L, sp.L, kv_str, T);
+    SdpaShape s = prefix_shape(0, &sp, B, T, Hq, Hkv, D);
     sdpa_forward(&s, out, lse, q, k, v);
     if (!sp.active) return;
     KV_CHECK(sel, "attention_forward_cudnn_bf16_cuda: the mask is active but sel is NULL");
     bf16 *kg = scratch(&kg_buf, B * Hkv * sp.n * D, sizeof(bf16)), *vg = scratch(&vg_buf, B * Hkv * sp.n * D, sizeof(bf16));
     attention_cudnn_gather_kv_cuda(kg, vg, k, v, sel, B, T, Hkv, D, sp.L, sp.nsel);
-    list_kv_str(kv_str, sp.n, Hkv, D);
-    s = shape(0, planted != ATTN_CUDNN_BUG_TOP_LEFT, B, T, Hq, Hkv, D, sp.S, sp.n, kv_str, sp.S);
+    s = suffix_shape(0, &sp, B, T, Hq, Hkv, D);
     const int64_t off = sp.L * Hq * D;
     float *st = scratch(&lse_buf, B * Hq * sp.S, sizeof(float));
     sdpa_forward(&s, out + off, st, q + off, kg, vg);
@@ -643,9 +721,7 @@ void attention_backward_cudnn_bf16_cuda(float *dq, float *dk, float *dv, const b
         cuda_memset_zero(gk, sizeof(bf16) * (size_t)nkv);
         cuda_memset_zero(gv, sizeof(bf16) * (size_t)nkv);
     }
-    int64_t kv_str[4];
-    engine_kv_str(kv_str, T, Hkv, D);
-    SdpaShape s = shape(1, 0, B, T, Hq, Hkv, D, sp.L, sp.L, kv_str, T);
+    SdpaShape s = prefix_shape(1, &sp, B, T, Hq, Hkv, D);
     sdpa_backward(&s, gq, gk, gv, dout, q, k, v, out, lse);
     bf16 *dkg = NULL, *dvg = NULL;
     if (sp.active) {
@@ -654,8 +730,7 @@ void attention_backward_cudnn_bf16_cuda(float *dq, float *dk, float *dv, const b
         bf16 *kg = scratch(&kg_buf, nl, sizeof(bf16)), *vg = scratch(&vg_buf, nl, sizeof(bf16));
         dkg = scratch(&dkg_buf, nl, sizeof(bf16)), dvg = scratch(&dvg_buf, nl, sizeof(bf16));
         attention_cudnn_gather_kv_cuda(kg, vg, k, v, sel, B, T, Hkv, D, sp.L, sp.nsel);
-        list_kv_str(kv_str, sp.n, Hkv, D);
-        s = shape(1, planted != ATTN_CUDNN_BUG_TOP_LEFT, B, T, Hq, Hkv, D, sp.S, sp.n, kv_str, sp.S);
+        s = suffix_shape(1, &sp, B, T, Hq, Hkv, D);
         const int64_t off = sp.L * Hq * D;
         float *st = scratch(&lse_buf, B * Hq * sp.S, sizeof(float));
         attention_cudnn_copy_rows_cuda(st, sp.S, lse + sp.L, T, B * Hq, sp.S);
@@ -670,12 +745,7 @@ void attention_backward_cudnn_bf16_cuda(float *dq, float *dk, float *dv, const b
 }
 
 void attention_cudnn_release(void) {
-    for (int i = 0; i < n_plans; i++) {
-        Plan *p = plans[i];
-        if (p->plan) CUDNN_CHECK(api.destroy_desc(p->plan));
-        for (int j = p->n_descs - 1; j >= 0; j--) CUDNN_CHECK(api.destroy_desc(p->descs[j]));
-        free(p);
-    }
+    for (int i = 0; i < n_plans; i++) plan_free(plans[i]);
     n_plans = 0;
     Scratch *all[] = {&ws_buf, &ssum_buf, &dqacc_buf, &gq_buf, &gk_buf, &gv_buf, &kg_buf, &vg_buf, &dkg_buf, &dvg_buf,
                       &lse_buf};

@@ -49,6 +49,12 @@ void attention_backward_cudnn_bf16_cuda(float *dq, float *dk, float *dv, const b
                                         const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
                                         const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                         const RefreshMask *m);
+/* NULL when cuDNN builds plans for the forward and backward of this shape
+ * and mask (loading cuDNN and caching the plans), else why not, without
+ * stopping the program: attention_cudnn_unsupported's reasons, or cuDNN's
+ * refusal (no library, no engine for the graph). The entries above stop
+ * the program with the same message instead. */
+const char *attention_cudnn_probe(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
 /* Frees the handle, the cached plans and the scratch buffers. */
 void attention_cudnn_release(void);
 

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "../common/util.h"
+#include "../kernels/attention_cudnn.h"
 #include "../kernels/cuda_device.h"
 #include "../model/llama_cuda.h"
 #include "../parallel/comm_device.h"
@@ -193,6 +194,11 @@ TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama
     else
         llama_cuda_create(&e->gpu, &model->cfg, (LlamaRecompute)c->recompute, train_mode_precision(mode));
     llama_cuda_set_attn(&e->gpu, attn, "config 'attn_impl'");
+    if (attn == LLAMA_ATTN_CUDNN) { /* cuDNN's plans for the training shape, before the first step */
+        const char *why = attention_cudnn_probe(c->micro_batch, c->L + c->S, model->cfg.num_attention_heads,
+                                                model->cfg.num_key_value_heads, model->cfg.head_dim, &model->mask);
+        if (why) die("config 'attn_impl' is cudnn, but %s", why);
+    }
     if (comm_rank(comm) == 0)
         fprintf(stderr, "kvcpt train: attention on %s\n",
                 attn == LLAMA_ATTN_MMA     ? "tensor cores (mma)"

@@ -3,7 +3,8 @@
  * v and dout: causal and RefreshKV-masked shapes (the suffix rows over the
  * gathered [TopK; L..T-1] list, bottom-right causal, dK' and dV' scattered
  * back), GQA ratios 1 to 4, D = 16 to 128, B = 2, S = 1, K < L and K = L;
- * run-twice bits; the masks and head dims it refuses; planted bugs the
+ * run-twice bits; the masks and head dims it refuses; the probe that
+ * reports a refusal without stopping the program; planted bugs the
  * same comparisons must catch (the scatter one entry off, a top-left
  * suffix mask, the wrong scale, K's strides exchanged) and a descriptor
  * the stand-in refuses (a span past its allocation).
@@ -239,6 +240,23 @@ static void run_all(void) {
         const Case small = {"T=3 causal, ratio 1, D=8, 8 KV heads", 1, 3, 8, 8, 8, causal};
         expect_death("planted bug refused (K's strides exchanged: span past the allocation): T=3 causal, 8 KV heads",
                      &small, ATTN_CUDNN_BUG_K_STRIDE, "left in its device allocation");
+    }
+    if (tl_case_selected("probe")) {
+        /* the probe builds the plans or says why not, and the program goes on */
+        const char *why = attention_cudnn_probe(plant.B, plant.T, plant.Hq, plant.Hkv, plant.D, &plant.m);
+        tl_result(why == NULL, "probe: cuDNN builds the plans of T=40 L=30 K=10, ratio 2, D=32", "%s", why ? why : "");
+        attention_cudnn_release();
+        attention_cudnn_plant(ATTN_CUDNN_BUG_K_STRIDE);
+        why = attention_cudnn_probe(plant.B, plant.T, plant.Hq, plant.Hkv, plant.D, &plant.m);
+        attention_cudnn_plant(ATTN_CUDNN_OK);
+        tl_result(why && strstr(why, "finalizing a tensor"),
+                  "probe: a descriptor cuDNN refuses (K's strides exchanged) is reported, not fatal", "got %s",
+                  why ? why : "NULL");
+        static const RefreshMask evict = {.enabled = 1, .L = 30, .K = 10, .pool_kernel = 3, .agg = GROUP_AGG_MAX,
+                                          .evict = 1};
+        why = attention_cudnn_probe(1, 40, 4, 2, 32, &evict);
+        tl_result(why && strstr(why, "mask_evict"), "probe: mask_evict is reported", "got %s", why ? why : "NULL");
+        attention_cudnn_release();
     }
     if (tl_case_selected("refused")) {
         static const Case evict = {"evict", 1, 40, 4, 2, 32,
