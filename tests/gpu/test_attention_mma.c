@@ -396,7 +396,7 @@ static void cp_async_backward_plant(const Case *c, size_t i, const float *q, con
     char name[256];
     const int64_t B = c->B, T = c->T, Hq = c->Hq, Hkv = c->Hkv, D = c->D;
     const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D, nlse = B * Hq * T;
-    float *dout = host_normal_bf16(nq);
+    float *dout = host_normal_bf16(&rng, nq);
     float *ref_dq = xmalloc(sizeof(float) * (size_t)nq), *ref_dk = xmalloc(sizeof(float) * (size_t)nkv),
           *ref_dv = xmalloc(sizeof(float) * (size_t)nkv);
     attention_backward_cpu(ref_dq, ref_dk, ref_dv, dout, q, k, v, ref_out, ref_lse, NULL, B, T, Hq, Hkv, D, &c->m);
