@@ -68,6 +68,16 @@ CUDA_SM    := $(patsubst code=%,%,$(filter code=%,$(subst $(comma), ,$(CUDA_ARCH
 CFLAGS     += -DKVCPT_CUDA -DKVCPT_CUDA_ARCH='"$(CUDA_SM)"' -I$(CUDA_HOME)/include
 LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lstdc++
 CU_SRC     := $(CU_ALL)
+# cuDNN's headers (attn_impl cudnn, kernels/attention_cudnn.c), found beside
+# CUDA or in CUDNN_HOME (e.g. a Python environment's nvidia/cudnn); the
+# library is loaded at run time when attn cudnn first runs, not linked;
+# NO_CUDNN=1 leaves it out
+CUDNN_HOME ?= $(firstword $(foreach d,$(CUDA_HOME) /usr,$(if $(wildcard $(d)/include/cudnn.h),$(d))))
+ifneq ($(and $(CUDNN_HOME),$(if $(filter 1,$(NO_CUDNN)),,yes)),)
+CFLAGS     += -DKVCPT_CUDNN -I$(CUDNN_HOME)/include
+LDLIBS     += -ldl
+CUDNN_FOUND := yes
+endif
 # NCCL (GPU collectives) needs MPI for its bootstrap; found beside CUDA or
 # in NCCL_HOME (e.g. a Python environment's nvidia/nccl)
 NCCL_HOME  ?= $(firstword $(foreach d,$(CUDA_HOME) /usr,$(if $(wildcard $(d)/include/nccl.h),$(d))))
@@ -98,6 +108,7 @@ ifeq ($(MAKELEVEL),0)
 ifeq ($(filter clean setup,$(MAKECMDGOALS)),)
 $(info kvcpt build: MPI $(if $(MPICC),yes ($(MPICC)),no); CUDA $(if $(NVCC),yes ($(NVCC)),no); \
   NCCL $(if $(filter -DKVCPT_NCCL,$(CFLAGS)),yes ($(NCCL_HOME)/include/nccl.h),no); \
+  cuDNN $(if $(CUDNN_FOUND),yes ($(CUDNN_HOME)/include/cudnn.h; loaded at run time),no); \
   emulated NCCL (build/emu) $(if $(MPICC),yes (tests/cuda_emu/emu_nccl.cc over MPI),no (needs MPI)))
 endif
 endif
@@ -148,8 +159,9 @@ GPU_TOOL_BIN := $(sort $(foreach s,$(wildcard tests/gpu/test_*.sh),$(shell grep 
 # They need no nvcc and no GPU, so `make test` runs them everywhere.
 CXX          ?= g++
 EMU_CU       := $(filter-out kernels/matmul.cu,$(CU_ALL))
-EMU_C        := $(CPU_C) $(CUDA_C) $(if $(MPICC),$(NCCL_C),$(NCCL_STUB_C)) tests/cuda_emu/matmul_emu.c
-EMU_FLAGS    := -DKVCPT_CUDA -DKVCPT_CUDA_EMU -Itests/cuda_emu/include
+EMU_C        := $(CPU_C) $(CUDA_C) $(if $(MPICC),$(NCCL_C),$(NCCL_STUB_C)) tests/cuda_emu/matmul_emu.c \
+               tests/cuda_emu/cudnn_emu.c
+EMU_FLAGS    := -DKVCPT_CUDA -DKVCPT_CUDA_EMU -DKVCPT_CUDNN -Itests/cuda_emu/include
 # NCCL in the emulator: tests/cuda_emu/emu_nccl.cc over MPI, so the nccl
 # backend (parallel/comm_nccl.c) is built and runs under mpirun wherever MPI is
 EMU_NCCL_OBJ :=
@@ -177,7 +189,7 @@ EMU_FMA      := $(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo -mfma)
 EMU_CXXFLAGS := -std=c++17 $(OPT) -g -ffp-contract=fast $(EMU_FMA) -D__CUDA_ARCH__=900 -include cuda_runtime.h -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas \
                 -D_GNU_SOURCE $(EMU_FLAGS) -I. \
                 -iquote kernels
-EMU_TESTS    := ops_cuda adamw_cuda shard_ops_cuda attention_cuda attention_mma model_cuda decode_cuda attention_decode_cuda mma mem_plan_cuda
+EMU_TESTS    := ops_cuda adamw_cuda shard_ops_cuda attention_cuda attention_mma attention_cudnn model_cuda decode_cuda attention_decode_cuda mma mem_plan_cuda
 EMU_BIN      := $(EMU_TESTS:%=build/tests/test_cuda_emu_%)
 # the NCCL tests, on the plain emulator only (tests/test_cuda_emu_nccl.sh
 # runs them under mpirun; run.sh runs them once as a single rank)

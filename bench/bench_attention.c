@@ -1,7 +1,8 @@
 /* `kvcpt bench attention`: time of kvcpt's CUDA attention kernels (the
  * RefreshKV selection, forward, backward; the fp32 engine's and the bf16
- * engine's on bf16 inputs, tensor-core or CUDA-core as KVCPT_ATTN or --attn
- * chooses: model/attn_impl.h) at one layer's shape,
+ * engine's on bf16 inputs, tensor-core, CUDA-core or cuDNN as KVCPT_ATTN or
+ * --attn chooses: model/attn_impl.h; cuDNN's fused SDPA beside them where
+ * the build has it) at one layer's shape,
  * by default Llama-3.1-8B's at the CPT length, beside PyTorch's
  * scaled_dot_product_attention on the same shape in one run
  * (scripts/bench_attention_torch.py, bf16, plain causal: SDPA has no
@@ -99,9 +100,10 @@ int bench_attention(int argc, char **argv) {
         {"restride", OPT_INT, &a.restride, "R", "R > 0: full rows every R steps that re-select (the eval's --refresh-fixed R)"},
         {"reps", OPT_INT, &a.reps, "N", "timed calls per kernel, after one warm-up"},
         {"attn", OPT_STRING, &attn, "IMPL",
-         "the bf16 engine's attention kernels timed in the bf16 row: mma (tensor cores; head dims 16, 32, 64, 128) "
-         "or cuda-core (the fp32 engine's CUDA-core kernels reading bf16); absent or auto: $" LLAMA_ATTN_ENV
-         " when set, else mma where the head dim allows"},
+         "the bf16 engine's attention kernels timed in the bf16 row: mma (tensor cores; head dims 16, 32, 64, 128), "
+         "cuda-core (the fp32 engine's CUDA-core kernels reading bf16) or cudnn (cuDNN's fused SDPA through its "
+         "graph API; not yet validated on a GPU); absent or auto: $" LLAMA_ATTN_ENV
+         " when set, else mma where the head dim allows. cuDNN's row is timed beside the others wherever it runs"},
         {"no-peers", OPT_FLAG, &a.no_peers, NULL, "skip the PyTorch SDPA peer"},
         {"python", OPT_STRING, &python, "PATH",
          "the peer's interpreter; absent: $KVCPT_PYTHON, else third_party/venv/bin/python if present, else python3"},
@@ -110,9 +112,10 @@ int bench_attention(int argc, char **argv) {
     };
     if (options_parse("bench attention",
                       "Time of the CUDA attention kernels at one layer's shape (default Llama-3.1-8B at T = 8242 with "
-                      "the CPT mask), beside PyTorch SDPA (bf16, causal) on the same shape. The bf16 row runs the "
-                      "bf16 engine's attention implementation, mma (tensor cores) or cuda-core (--attn, $KVCPT_ATTN), "
-                      "and names it.",
+                      "the CPT mask), beside PyTorch SDPA (bf16, causal) on the same shape and cuDNN's fused SDPA "
+                      "(bf16, the same mask) where this build has cuDNN. The bf16 row runs the bf16 engine's "
+                      "attention implementation, mma (tensor cores), cuda-core or cudnn (--attn, $KVCPT_ATTN), and "
+                      "names it.",
                       opts, argc, argv))
         return 0;
     KV_CHECK(a.batch >= 1 && a.seq >= 1 && a.heads >= 1 && a.kv_heads >= 1 && a.head_dim >= 1 && a.reps >= 1 &&

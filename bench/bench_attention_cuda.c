@@ -8,6 +8,7 @@
 #include "../common/rng.h"
 #include "../common/util.h"
 #include "../kernels/attention.h"
+#include "../kernels/attention_cudnn.h"
 #include "../kernels/attention_cuda_size.h"
 #include "../kernels/attention_mma.h"
 #include "../kernels/bf16.h"
@@ -45,6 +46,15 @@ static void core_backward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv
     attention_backward_bf16_cuda(b->dq, b->dk, b->dv, b->doutb, b->qb, b->kb, b->vb, b->outb, b->lse, b->sel, B, T, Hq,
                                  Hkv, D, m);
 }
+/* cuDNN's fused attention on the same bf16 tensors (kernels/attention_cudnn.h):
+ * the peer the bf16 engine runs with attn cudnn */
+static void cudnn_forward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    attention_forward_cudnn_bf16_cuda(b->outb, b->lse, b->qb, b->kb, b->vb, b->sel, B, T, Hq, Hkv, D, m);
+}
+static void cudnn_backward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    attention_backward_cudnn_bf16_cuda(b->dq, b->dk, b->dv, b->doutb, b->qb, b->kb, b->vb, b->outb, b->lse, b->sel, B,
+                                       T, Hq, Hkv, D, m);
+}
 /* the backward variants by name (kernels/attention.h AttnBwdVariant), so a
  * GPU run times the one the engine does not run beside it */
 static void bf16_backward_two_pass(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
@@ -64,21 +74,26 @@ typedef struct {
     const char *what; /* how it computes */
     int engine;       /* 1: the "bf16" row, the kernels of BenchAttn.attn; 0: run as they are */
     int variant;      /* a tensor-core backward variant alone (no forward), skipped when it is the engine's; -1: none */
+    int cudnn;        /* 1: cuDNN's, timed where it runs and when it is not the engine's row */
     AttnCall forward, backward;
 } AttnKernels;
 
 /* the bf16 engine's attention, as KVCPT_ATTN or --attn chose it */
 static const AttnKernels engine_mma = {"bf16", "the bf16 engine's, attn mma: bf16 in, mma.sync on tensor cores, fp32 sums",
-                                       1, -1, mma_forward, mma_backward};
-static const AttnKernels engine_core = {"bf16", "the bf16 engine's, attn cuda-core: bf16 in, FMA on CUDA cores", 1, -1,
+                                       1, -1, 0, mma_forward, mma_backward};
+static const AttnKernels engine_core = {"bf16", "the bf16 engine's, attn cuda-core: bf16 in, FMA on CUDA cores", 1, -1, 0,
                                         core_forward, core_backward};
+static const AttnKernels engine_cudnn = {"bf16", "the bf16 engine's, attn cudnn: cuDNN's fused SDPA, bf16 in", 1, -1, 1,
+                                         cudnn_forward, cudnn_backward};
 static const AttnKernels kernel_families[] = {
-    {"fp32", "the fp32 engine's: fp32 in, FMA on CUDA cores", 0, -1, fp32_forward, fp32_backward},
-    {"bf16", NULL, 1, -1, NULL, NULL}, /* engine_mma or engine_core */
-    {"bf16_two_pass", "the bf16 backward in two passes, 7 products per tile", 0, ATTN_BWD_TWO_PASS, NULL,
+    {"fp32", "the fp32 engine's: fp32 in, FMA on CUDA cores", 0, -1, 0, fp32_forward, fp32_backward},
+    {"bf16", NULL, 1, -1, 0, NULL, NULL}, /* engine_mma, engine_core or engine_cudnn */
+    {"bf16_two_pass", "the bf16 backward in two passes, 7 products per tile", 0, ATTN_BWD_TWO_PASS, 0, NULL,
      bf16_backward_two_pass},
-    {"bf16_one_pass", "the bf16 backward in one pass, 5 products per tile, partial dQ", 0, ATTN_BWD_ONE_PASS, NULL,
+    {"bf16_one_pass", "the bf16 backward in one pass, 5 products per tile, partial dQ", 0, ATTN_BWD_ONE_PASS, 0, NULL,
      bf16_backward_one_pass},
+    {"cudnn", "cuDNN's fused SDPA (attn cudnn), bf16 in; the suffix rows over the gathered key list", 0, -1, 1,
+     cudnn_forward, cudnn_backward},
 };
 #define N_FAMILIES (int)(sizeof kernel_families / sizeof kernel_families[0])
 
@@ -146,8 +161,14 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
     const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
     Rng r;
     rng_seed(&r, 1);
-    KV_CHECK(a->attn == LLAMA_ATTN_MMA || a->attn == LLAMA_ATTN_CUDA_CORE, "bench attention: attention unresolved");
+    KV_CHECK(a->attn == LLAMA_ATTN_MMA || a->attn == LLAMA_ATTN_CUDA_CORE || a->attn == LLAMA_ATTN_CUDNN,
+             "bench attention: attention unresolved");
     const int tc = a->attn == LLAMA_ATTN_MMA;
+    /* cuDNN's row runs where this build, the head dim, the mask and the
+     * card's cuDNN allow it (its plans are built here, before any figure is
+     * printed, so a refusal skips the row instead of stopping the bench) */
+    const char *no_cudnn = attention_cudnn_probe(B, T, Hq, Hkv, D, &m);
+    if (no_cudnn && a->attn == LLAMA_ATTN_CUDNN) die("bench attention --attn cudnn: %s", no_cudnn);
     Bufs b = {0};
     b.q = normal_device(nq, &r), b.k = normal_device(nkv, &r), b.v = normal_device(nkv, &r);
     b.dout = normal_device(nq, &r);
@@ -181,7 +202,18 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
                    m.evict, (long long)m.restride, select_ms);
     }
     for (int f = 0; f < N_FAMILIES; f++) {
-        const AttnKernels *kf = kernel_families[f].engine ? (tc ? &engine_mma : &engine_core) : &kernel_families[f];
+        const AttnKernels *kf = kernel_families[f].engine ? (tc                               ? &engine_mma
+                                                             : a->attn == LLAMA_ATTN_CUDNN ? &engine_cudnn
+                                                                                           : &engine_core)
+                                                          : &kernel_families[f];
+        if (kf->cudnn && !kf->engine) {
+            if (a->attn == LLAMA_ATTN_CUDNN) continue; /* the bf16 row is it */
+            if (no_cudnn) {
+                if (a->json) printf(",\"cudnn_skipped\":\"%s\"", no_cudnn);
+                else printf("  %-6s skipped: %s\n", kf->name, no_cudnn);
+                continue;
+            }
+        }
         if (kf->variant >= 0) {
             /* the tensor-core backward variants: with attn mma, the one the "bf16" row does not run */
             if (!tc || kf->variant == (int)attention_bwd_variant_default()) continue;
@@ -213,6 +245,7 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
     void *bufs[] = {b.q, b.k, b.v, b.dout, b.out, b.lse, b.dq, b.dk, b.dv, b.qb, b.kb, b.vb, b.doutb, b.outb, b.sel};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) cuda_free(bufs[i]);
+    attention_cudnn_release();
 }
 
 const BenchAttentionDevice bench_attention_cuda = {bench_kernels};

@@ -9,7 +9,8 @@
  * without a rebuild: the KVCPT_ATTN environment variable, or the training
  * config key attn_impl (which wins when it is not auto). Parsed, named and
  * resolved here only, so the engine, the trainer and `kvcpt bench
- * attention` agree. */
+ * attention` agree. A third, cuDNN's fused attention (cudnn), runs only
+ * when named. */
 #include <stdint.h>
 
 #define LLAMA_ATTN_ENV "KVCPT_ATTN"
@@ -20,17 +21,20 @@ typedef enum {
     LLAMA_ATTN_AUTO = 0,
     LLAMA_ATTN_MMA = 1,       /* tensor cores; refused where they cannot run */
     LLAMA_ATTN_CUDA_CORE = 2, /* the CUDA-core kernels */
+    LLAMA_ATTN_CUDNN = 3,     /* cuDNN's fused SDPA (kernels/attention_cudnn.h); only when asked for */
 } LlamaAttnImpl;
 
-/* "auto" | "mma" | "cuda-core"; dies naming what (a variable, flag or
- * config key, as the user wrote it) otherwise. */
+/* "auto" | "mma" | "cuda-core" | "cudnn"; dies naming what (a variable,
+ * flag or config key, as the user wrote it) otherwise. */
 LlamaAttnImpl llama_attn_impl_parse(const char *s, const char *what);
-/* "auto", "mma" or "cuda-core". */
+/* "auto", "mma", "cuda-core" or "cudnn". */
 const char *llama_attn_impl_name(LlamaAttnImpl a);
 /* What runs, never auto: requested (from what, e.g. "config 'attn_impl'")
  * when it is not auto, else $KVCPT_ATTN when set and not empty, else auto;
- * auto becomes mma when bf16 and head_dim allow it, else cuda-core. mma on
- * an engine without tensor-core attention (fp32, or a head dim outside 16,
- * 32, 64, 128) dies naming where it was asked for. */
+ * auto becomes mma when bf16 and head_dim allow it, else cuda-core (never
+ * cudnn: it waits for a card to validate it, docs/cuda.md). mma on an
+ * engine without tensor-core attention (fp32, or a head dim outside 16,
+ * 32, 64, 128), or cudnn on fp32, a build without cuDNN or a head dim it
+ * does not take, dies naming where it was asked for. */
 LlamaAttnImpl llama_attn_impl_resolve(LlamaAttnImpl requested, const char *what, int bf16, int64_t head_dim);
 #endif

@@ -9,6 +9,7 @@
 
 #include "../common/redzone.h"
 #include "../common/util.h"
+#include "../kernels/attention_cudnn.h"
 #include "../kernels/attention_mma.h"
 #include "../kernels/bias.h"
 #include "../kernels/crossentropy.h"
@@ -503,6 +504,20 @@ static void bf_attention_backward_mma(float *dq, float *dk, float *dv, const flo
                                      Hkv, D, m);
 }
 
+static void bf_attention_forward_cudnn(float *out, float *lse, const float *q, const float *k, const float *v,
+                                       const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                       const RefreshMask *m) {
+    attention_forward_cudnn_bf16_cuda(BF(out), lse, CBF(q), CBF(k), CBF(v), sel, B, T, Hq, Hkv, D, m);
+}
+
+static void bf_attention_backward_cudnn(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                        const float *k, const float *v, const float *out, const float *lse,
+                                        const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                        const RefreshMask *m) {
+    attention_backward_cudnn_bf16_cuda(dq, dk, dv, CBF(dout), CBF(q), CBF(k), CBF(v), CBF(out), lse, sel, B, T, Hq,
+                                       Hkv, D, m);
+}
+
 static void bf_swiglu_forward(float *h, const float *gu, int64_t N, int64_t F) {
     swiglu_fused_forward_bf16_cuda(BF(h), CBF(gu), N, F);
 }
@@ -539,10 +554,20 @@ const LlamaOps llama_cuda_bf16_mma_ops = {
     .attention_backward = bf_attention_backward_mma,
 };
 
+/* The same with cuDNN's fused attention (kernels/attention_cudnn.h), only
+ * when named (attn cudnn). */
+const LlamaOps llama_cuda_bf16_cudnn_ops = {
+    BF16_OPS_BUT_ATTENTION,
+    .attention_forward = bf_attention_forward_cudnn,
+    .attention_backward = bf_attention_backward_cudnn,
+};
+
 const LlamaOps *llama_cuda_ops_for(LlamaCudaPrecision precision, LlamaAttnImpl attn) {
     KV_CHECK(attn != LLAMA_ATTN_AUTO, "llama_cuda_ops_for: resolve the attention implementation first");
     if (precision != LLAMA_CUDA_BF16_WEIGHTS) return &llama_cuda_ops;
-    return attn == LLAMA_ATTN_MMA ? &llama_cuda_bf16_mma_ops : &llama_cuda_bf16_ops;
+    return attn == LLAMA_ATTN_MMA     ? &llama_cuda_bf16_mma_ops
+           : attn == LLAMA_ATTN_CUDNN ? &llama_cuda_bf16_cudnn_ops
+                                      : &llama_cuda_bf16_ops;
 }
 
 void llama_cuda_set_attn(LlamaCuda *g, LlamaAttnImpl requested, const char *what) {

@@ -88,9 +88,11 @@ extern const LlamaOps llama_cuda_ops;
 extern const LlamaOps llama_cuda_bf16_ops;
 /* bf16 weights and tensor-core attention (kernels/attention_mma.h) */
 extern const LlamaOps llama_cuda_bf16_mma_ops;
+/* bf16 weights and cuDNN's fused attention (kernels/attention_cudnn.h) */
+extern const LlamaOps llama_cuda_bf16_cudnn_ops;
 /* The engine's ops: fp32; or bf16 weights, with attention on tensor cores
- * (attn mma) or on the fp32 engine's CUDA-core kernels reading bf16 (attn
- * cuda-core; a resolved attn, never auto). */
+ * (attn mma), on the fp32 engine's CUDA-core kernels reading bf16 (attn
+ * cuda-core) or through cuDNN (attn cudnn; a resolved attn, never auto). */
 const LlamaOps *llama_cuda_ops_for(LlamaCudaPrecision precision, LlamaAttnImpl attn);
 /* The attention kernels the engine runs from now on:
  * llama_attn_impl_resolve(requested, what, ...) for its precision and head

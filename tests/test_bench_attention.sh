@@ -2,7 +2,9 @@
 # `kvcpt bench attention` on the emulated GPU (build/emu/kvcpt): the JSON
 # carries each kernel family's forward and backward times (the fp32
 # engine's, and the bf16 engine's tensor-core instantiation on bf16 inputs,
-# with the backward variant the engine does not run timed beside it)
+# with the backward variant the engine does not run timed beside it, and
+# cuDNN's fused attention where it runs: the stand-in here; --attn cudnn
+# makes it the bf16 row; --help names the three implementations)
 # and the forward FLOPs the mask visits (checked against the arithmetic
 # below), the SDPA peer's times when its interpreter prints them (a
 # stand-in here: the real peer needs a GPU) or why it has none, and the
@@ -33,8 +35,9 @@ if [ $rc -eq 0 ] && [ "$(jl forward_flops <<<"$out")" = "3.051520e+05" ] && posi
     positive "$(jl bf16_backward_ms <<<"$out")" && positive "$(jl select_ms <<<"$out")" &&
     { positive "$(jl bf16_one_pass_backward_ms <<<"$out")" || positive "$(jl bf16_two_pass_backward_ms <<<"$out")"; } &&
     [ "$(jl torch_forward_ms <<<"$out")" = "2.0000" ] && [ "$(jl torch_backward_ms <<<"$out")" = "5.0000" ] &&
-    [ "$(jl mask_L <<<"$out")" = 32 ] && ! grep -q '"mma_' <<<"$out"; then
-    ok "bench attention --json (emulated GPU, RefreshKV mask): each kernel's times (the other backward variant's too), the visited pairs' FLOPs, the peer's times"
+    [ "$(jl mask_L <<<"$out")" = 32 ] && ! grep -q '"mma_' <<<"$out" && positive "$(jl cudnn_forward_ms <<<"$out")" &&
+    positive "$(jl cudnn_backward_ms <<<"$out")" && grep -q "\"cudnn_forward_tflops\":" <<<"$out"; then
+    ok "bench attention --json (emulated GPU, RefreshKV mask): each kernel's times (the other backward variant's and cuDNN's too), the visited pairs' FLOPs, the peer's times"
 else fail "bench attention with the mask" "rc $rc: $out $(tail -3 "$tmp/err")"; fi
 
 # the ratio is the bf16 kernels' TFLOP/s (visited pairs, 3.05152e5 FLOPs)
@@ -71,8 +74,9 @@ out=$("$E" bench attention "${shape[@]}" --L 32 --K 4 --evict 1 --restride 4 --n
 rc=$?
 if [ $rc -eq 0 ] && [ "$(jl forward_flops <<<"$out")" = "3.246080e+05" ] && [ "$(jl mask_evict <<<"$out")" = 1 ] &&
     [ "$(jl mask_restride <<<"$out")" = 4 ] && positive "$(jl fp32_backward_ms <<<"$out")" &&
-    positive "$(jl bf16_backward_ms <<<"$out")" && positive "$(jl select_ms <<<"$out")"; then
-    ok "bench attention --json --evict 1 --restride 4 (per-row records): the rows' own key counts in the FLOPs, each kernel's times"
+    positive "$(jl bf16_backward_ms <<<"$out")" && positive "$(jl select_ms <<<"$out")" &&
+    grep -q '"cudnn_skipped":"[^"]*mask_evict' <<<"$out" && ! grep -q '"cudnn_forward_ms"' <<<"$out"; then
+    ok "bench attention --json --evict 1 --restride 4 (per-row records): the rows' own key counts in the FLOPs, each kernel's times, cuDNN's row skipped saying why"
 else fail "bench attention evict/restride" "rc $rc: $out $(tail -3 "$tmp/err")"; fi
 
 # plain causal: T (T + 1) / 2 = 820 pairs; the real peer without a GPU says why
@@ -89,6 +93,17 @@ if [ $? -eq 0 ] && grep -q "fp32 .*forward .* ms .*backward .* ms" <<<"$text" &&
     ! grep -q PyTorch <<<"$text"; then
     ok "bench attention text output, --no-peers: kernel lines, the selection, no peer"
 else fail "bench attention text" "$text"; fi
+
+# --attn cudnn: the bf16 row is cuDNN's (no separate cudnn row); --help names the implementations
+text=$("$E" bench attention "${shape[@]}" --L 32 --K 4 --no-peers --attn cudnn 2>&1)
+if [ $? -eq 0 ] && grep -q "bf16 .*attn cudnn: cuDNN's fused SDPA.*forward .* ms .*backward .* ms" <<<"$text" &&
+    ! grep -q "^  cudnn " <<<"$text"; then
+    ok "bench attention --attn cudnn: the bf16 row runs cuDNN's fused attention (the stand-in here) and names it"
+else fail "bench attention --attn cudnn" "$text"; fi
+help=$("$E" bench attention --help 2>&1)
+if grep -q "mma (tensor cores" <<<"$help" && grep -q "cuda-core (the fp32 engine" <<<"$help" && grep -q "cudnn (cuDNN's fused SDPA" <<<"$help"; then
+    ok "bench attention --help names the implementations: mma, cuda-core, cudnn"
+else fail "bench attention --help" "$help"; fi
 
 if ! $K --version | grep -qE "visible devices: [1-9]"; then
     out=$($K bench attention "${shape[@]}" 2>&1)

@@ -139,12 +139,12 @@ declare -A cases=(
 )
 [ "${KVCPT_EMU_ORDER_ALL_CASES:-0}" = 1 ] && cases=()
 runs=()
-for t in ${KVCPT_EMU_ORDER_TESTS-ops_cuda adamw_cuda shard_ops_cuda attention_decode_cuda attention_cuda attention_mma model_cuda decode_cuda mma}; do
+for t in ${KVCPT_EMU_ORDER_TESTS-ops_cuda adamw_cuda shard_ops_cuda attention_decode_cuda attention_cuda attention_mma attention_cudnn model_cuda decode_cuda mma}; do
     b=build/tests/test_cuda_emu_$t
     if [ ! -x "$b" ]; then echo "skip - $t under other orders: $b is not built"; continue; fi
     orders="index:0 reverse:0 random:1"
     # the quick ones also get a second random schedule
-    case $t in ops_cuda | adamw_cuda | shard_ops_cuda | attention_decode_cuda | attention_mma | mma) orders="$orders random:2" ;; esac
+    case $t in ops_cuda | adamw_cuda | shard_ops_cuda | attention_decode_cuda | attention_mma | attention_cudnn | mma) orders="$orders random:2" ;; esac
     for os in $orders; do runs+=("$b:$os"); done
 done
 run_one() { # BIN ORDER SEED

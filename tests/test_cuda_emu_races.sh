@@ -134,7 +134,7 @@ declare -A cases=(
     [attention_mma]="$mma_representative_cases"
 )
 [ "${KVCPT_EMU_RACE_ALL_CASES:-0}" = 1 ] && cases=()
-for t in ${KVCPT_EMU_RACE_TESTS-adamw_cuda ops_cuda shard_ops_cuda attention_decode_cuda decode_cuda mma attention_cuda attention_mma model_cuda}; do
+for t in ${KVCPT_EMU_RACE_TESTS-adamw_cuda ops_cuda shard_ops_cuda attention_decode_cuda decode_cuda mma attention_cuda attention_mma attention_cudnn model_cuda}; do
     b=build/emu-race/tests/test_cuda_emu_$t
     if [ -x "$b" ]; then bins+=("$b"); else echo "skip - $t under the race detector: $b is not built"; fi
 done

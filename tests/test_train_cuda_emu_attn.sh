@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # The bf16 engine's attention switch (model/attn_impl.h) on the emulated
 # GPU (build/emu/kvcpt): a model with head dim 16, which the tensor-core
-# kernels take, trains three steps with KVCPT_ATTN=mma and with
-# KVCPT_ATTN=cuda-core, and each curve stays within the bf16 tolerance of
-# the CPU's (the same 3.9e-3 relative as test_train_cuda_emu.sh's
-# precision=bf16 check); the two differ from each other (different kernels
-# ran), the log names which, and the config key attn_impl wins over the
-# variable. An unknown value, and mma where no tensor-core kernel runs
-# (precision fp32), are refused naming the variable or key. The tensor-core
-# backward's variant (KVCPT_ATTN_BWD): the one pass by default, the two
-# passes on request, each within the same tolerance and named in the log,
-# the two passes planning fewer bytes (no partial dQ, dK, dV: at this size
-# their losses are the one pass's bits, so the plan tells them apart); an
-# unknown value refused naming the variable.
+# kernels take, trains three steps with KVCPT_ATTN=mma, cuda-core and
+# cudnn (cuDNN's graphs executed by the emulator's stand-in,
+# tests/cuda_emu/cudnn_emu.c), and each curve stays within the bf16
+# tolerance of the CPU's (the same 3.9e-3 relative as
+# test_train_cuda_emu.sh's precision=bf16 check); mma and cuda-core differ
+# from each other (different kernels ran), the log names which, and the
+# config key attn_impl wins over the variable. An unknown value, mma where
+# no tensor-core kernel runs (precision fp32), cudnn on fp32 and cudnn with
+# the eval cache's per-row mask (mask_evict) are refused naming the
+# variable or key. The tensor-core backward's variant (KVCPT_ATTN_BWD): the
+# one pass by default, the two passes on request, each within the same
+# tolerance and named in the log, the two passes planning fewer bytes (no
+# partial dQ, dK, dV: at this size their losses are the one pass's bits, so
+# the plan tells them apart); an unknown value refused naming the variable.
 . "$(dirname "$0")/lib.sh"
 E=${KVCPT_EMU_KVCPT:-build/emu/kvcpt}
 if [ ! -x "$E" ]; then echo "skip - attention switch on the emulated GPU: $E is not built (make test builds it)"; exit 0; fi
@@ -30,10 +32,14 @@ JSON
 losses() { grep -o '"loss":[^,]*' "$1/log.jsonl" | cut -d: -f2; }
 $K train --config "$tmp/cfg.json" --set out="$tmp/cpu" --set device=cpu >"$tmp/cpu.log" 2>&1 ||
     fail "cpu run" "$(tail -2 "$tmp/cpu.log")"
-for impl in mma cuda-core; do
+for impl in mma cuda-core cudnn; do
     KVCPT_ATTN=$impl $E train --config "$tmp/cfg.json" --set out="$tmp/$impl" --set device=cuda --set precision=bf16 \
         >"$tmp/$impl.log" 2>&1
-    want=$([ $impl = mma ] && echo "tensor cores (mma)" || echo "the CUDA-core kernels (cuda-core)")
+    case $impl in
+    mma) want="tensor cores (mma)" ;;
+    cuda-core) want="the CUDA-core kernels (cuda-core)" ;;
+    *) want="cuDNN's fused attention (cudnn" ;;
+    esac
     if grep -q "attention on $want" "$tmp/$impl.log" &&
         paste <(losses "$tmp/$impl") <(losses "$tmp/cpu") | awk '
             { n++; d = $1 - $2; if (d < 0) d = -d; if ($1 == "" || $2 == "" || d > 3.9e-3 * ($2 < 0 ? -$2 : $2)) bad++ }
@@ -51,7 +57,7 @@ if grep -q "attention on the CUDA-core kernels" "$tmp/key.log" && diff <(losses 
     ok "attn_impl=cuda-core wins over KVCPT_ATTN=mma: the cuda-core run's losses, bit for bit, and the key in train_config.json"
 else fail "attn_impl key" "$(tail -3 "$tmp/key.log")"; fi
 out=$(KVCPT_ATTN=tensor $E train --config "$tmp/cfg.json" --set out="$tmp/bad" --set device=cuda --set precision=bf16 2>&1)
-if [ $? -ne 0 ] && grep -q "KVCPT_ATTN: the attention implementation must be mma (tensor cores), cuda-core or auto (got 'tensor')" <<<"$out"; then
+if [ $? -ne 0 ] && grep -q "KVCPT_ATTN: the attention implementation must be mma (tensor cores), cuda-core, cudnn (cuDNN's fused attention) or auto (got 'tensor')" <<<"$out"; then
     ok "KVCPT_ATTN=tensor is refused naming the variable"
 else fail "KVCPT_ATTN=tensor" "$(tail -2 <<<"$out")"; fi
 out=$($E train --config "$tmp/cfg.json" --set out="$tmp/bad2" --set device=cuda --set attn_impl=mma 2>&1)
@@ -59,6 +65,16 @@ if [ $? -ne 0 ] && grep -q "config 'attn_impl' is mma, but the tensor-core atten
     [ ! -f "$tmp/bad2/log.jsonl" ]; then
     ok "attn_impl=mma with precision fp32 is refused before training, naming the key"
 else fail "attn_impl=mma, fp32" "$(tail -2 <<<"$out")"; fi
+out=$($E train --config "$tmp/cfg.json" --set out="$tmp/bad4" --set device=cuda --set precision=bf16 \
+    --set attn_impl=cudnn --set mask_evict=1 2>&1)
+if [ $? -ne 0 ] && grep -q "config 'attn_impl' is cudnn, which runs the paper's RefreshKV rows only: set mask_evict=0" <<<"$out" &&
+    [ ! -f "$tmp/bad4/log.jsonl" ]; then
+    ok "attn_impl=cudnn with mask_evict=1 is refused before training, naming the keys"
+else fail "attn_impl=cudnn, mask_evict" "$(tail -2 <<<"$out")"; fi
+out=$(KVCPT_ATTN=cudnn $E train --config "$tmp/cfg.json" --set out="$tmp/bad5" --set device=cuda 2>&1)
+if [ $? -ne 0 ] && grep -q "KVCPT_ATTN is cudnn, but cuDNN's fused attention runs in the bf16 engine" <<<"$out"; then
+    ok "KVCPT_ATTN=cudnn with precision fp32 is refused naming the variable"
+else fail "KVCPT_ATTN=cudnn, fp32" "$(tail -2 <<<"$out")"; fi
 out=$($K train --config "$tmp/cfg.json" --set out="$tmp/bad3" --set attn_impl=flash 2>&1)
 if [ $? -ne 0 ] && grep -q "\-\-set: 'attn_impl': the attention implementation must be" <<<"$out"; then
     ok "attn_impl=flash is refused naming the key"

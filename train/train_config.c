@@ -83,7 +83,8 @@ static const Key keys[] = {
        "forward in backward); 0 and 1 mean none and full"),
     E_(attn_impl, "auto", attn_impl_parse, attn_impl_name,
        "CUDA, bf16 and bf16sr: attention on tensor cores (mma; head dims 16, 32, 64, 128) or on the CUDA-core kernels "
-       "the fp32 engine runs (cuda-core); auto: $KVCPT_ATTN when set, else mma where the head dim allows"),
+       "the fp32 engine runs (cuda-core), or cuDNN's fused attention (cudnn; not yet validated on a GPU, never "
+       "chosen by auto); auto: $KVCPT_ATTN when set, else mma where the head dim allows"),
     S_(precision, "fp32", "CUDA: fp32 | bf16 (bf16 device matrices from an fp32 master sharded over the GPUs) | bf16sr "
                           "(bf16 matrices only, stochastic rounding; one rank)"),
     I_(optim_device, "0", "CUDA, one rank: AdamW steps the engine's own fp32 parameters, no separate master (1), or "

@@ -18,6 +18,7 @@
 
 #include "../common/util.h"
 #include "../kernels/attention_cuda_size.h"
+#include "../kernels/attention_cudnn.h"
 #include "../kernels/cuda_device.h"
 #include "../model/llama_cuda.h"
 #include "../parallel/comm_device.h"
@@ -174,6 +175,9 @@ static TrainEngine cuda_engine_create(TrainMode mode, const TrainConfig *c, Llam
     const LlamaAttnImpl attn = llama_attn_impl_resolve((LlamaAttnImpl)c->attn_impl, "config 'attn_impl'",
                                                        train_mode_precision(mode) == LLAMA_CUDA_BF16_WEIGHTS,
                                                        model->cfg.head_dim);
+    if (attn == LLAMA_ATTN_CUDNN && model->mask.enabled && refresh_per_row(&model->mask))
+        die("config 'attn_impl' is cudnn, which runs the paper's RefreshKV rows only: set mask_evict=0 and "
+            "mask_restride=0, or attn_impl mma or cuda-core");
     /* this rank's GPU first: every allocation below lands on it */
     int device = cuda_device_select("train", comm_rank(comm), comm_local_rank(comm), comm_local_world(comm),
                                     (int)c->share_device);
@@ -191,9 +195,16 @@ static TrainEngine cuda_engine_create(TrainMode mode, const TrainConfig *c, Llam
     else
         llama_cuda_create(&e->gpu, &model->cfg, (LlamaRecompute)c->recompute, train_mode_precision(mode));
     llama_cuda_set_attn(&e->gpu, attn, "config 'attn_impl'");
+    if (attn == LLAMA_ATTN_CUDNN) { /* cuDNN's plans for the training shape, before the first step */
+        const char *why = attention_cudnn_probe(c->micro_batch, c->L + c->S, model->cfg.num_attention_heads,
+                                                model->cfg.num_key_value_heads, model->cfg.head_dim, &model->mask);
+        if (why) die("config 'attn_impl' is cudnn, but %s", why);
+    }
     if (comm_rank(comm) == 0)
         fprintf(stderr, "kvcpt train: attention on %s%s%s\n",
-                attn == LLAMA_ATTN_MMA ? "tensor cores (mma)" : "the CUDA-core kernels (cuda-core)",
+                attn == LLAMA_ATTN_MMA     ? "tensor cores (mma)"
+                : attn == LLAMA_ATTN_CUDNN ? "cuDNN's fused attention (cudnn; not yet validated on a GPU)"
+                                           : "the CUDA-core kernels (cuda-core)",
                 attn == LLAMA_ATTN_MMA ? ", backward " : "",
                 attn == LLAMA_ATTN_MMA ? attention_bwd_variant_name(attention_bwd_variant_default()) : "");
     if (model->mask.enabled) llama_cuda_set_mask(&e->gpu, &model->mask);

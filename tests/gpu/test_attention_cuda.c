@@ -161,18 +161,6 @@ static int32_t *check_selection(const Case *c, const float *q, const float *k, D
     return want;
 }
 
-/* Worst |got - ref| over its allowance atol + rtol |ref| (> 1: outside;
- * a NaN counts as infinitely far). */
-static double worst_ratio(const float *got, const float *ref, int64_t n, double atol, double rtol) {
-    double worst = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        const double r = fabs((double)got[i] - (double)ref[i]) / (atol + rtol * fabs((double)ref[i]));
-        if (isnan(r)) return INFINITY;
-        if (r > worst) worst = r;
-    }
-    return worst;
-}
-
 /* The tensor-core path's entry for the rows [L, T) (attention_rows.h),
  * over the whole forward's out and lse, with a planted combine bug or none;
  * out and lse downloaded. */

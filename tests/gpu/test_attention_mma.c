@@ -59,13 +59,6 @@ static const double GRAD_ATOL = 1e-2, GRAD_RTOL = 1e-2;
 
 static Rng rng;
 
-/* n standard normal values, rounded to bf16 (both sides see the same inputs) */
-static float *host_normal_bf16(int64_t n) {
-    float *p = xmalloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    for (int64_t i = 0; i < n; i++) p[i] = float_from_bf16_bits(bf16_bits_from_float(rng_normal(&rng)));
-    return p;
-}
-
 typedef struct {
     const char *label;
     int64_t B, T, Hq, Hkv, D;
@@ -111,23 +104,13 @@ static void gpu_backward(const Case *c, Dev *d, const RefreshMask *m, AttnBwdVar
     cuda_memcpy_d2h(dv, d->dv, sizeof(float) * (size_t)nkv);
 }
 
-/* Worst |got - ref| / (atol + rtol |ref|) */
-static double worst_ratio(const float *got, const float *ref, int64_t n, double atol, double rtol) {
-    double worst = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double r = fabs((double)got[i] - (double)ref[i]) / (atol + rtol * fabs((double)ref[i]));
-        if (r > worst || isnan(r)) worst = r;
-    }
-    return worst;
-}
-
 static void run_case(const Case *c, int plant) {
     char name[256];
     const int64_t B = c->B, T = c->T, Hq = c->Hq, Hkv = c->Hkv, D = c->D;
     const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D, nlse = B * Hq * T;
     const int active = refresh_active(&c->m, T);
-    float *q = host_normal_bf16(nq), *k = host_normal_bf16(nkv), *v = host_normal_bf16(nkv);
-    float *dout = host_normal_bf16(nq);
+    float *q = host_normal_bf16(&rng, nq), *k = host_normal_bf16(&rng, nkv), *v = host_normal_bf16(&rng, nkv);
+    float *dout = host_normal_bf16(&rng, nq);
     Dev d = {0};
     d.q = dev_upload(q, sizeof(float) * (size_t)nq);
     d.k = dev_upload(k, sizeof(float) * (size_t)nkv);
@@ -328,7 +311,8 @@ static void bf16_entries_case(const Family *f, const Case *c) {
     const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D, nlse = B * Hq * T;
     const int active = refresh_active(&c->m, T);
     const int64_t nsel = active ? B * Hkv * refresh_sel_len(&c->m, T) : 0;
-    float *q = host_normal_bf16(nq), *k = host_normal_bf16(nkv), *v = host_normal_bf16(nkv), *dout = host_normal_bf16(nq);
+    float *q = host_normal_bf16(&rng, nq), *k = host_normal_bf16(&rng, nkv), *v = host_normal_bf16(&rng, nkv);
+    float *dout = host_normal_bf16(&rng, nq);
     uint16_t *bq = bits_of(q, nq), *bk = bits_of(k, nkv), *bv = bits_of(v, nkv), *bdout = bits_of(dout, nq);
     float *d_q = dev_upload(q, 4 * (size_t)nq), *d_k = dev_upload(k, 4 * (size_t)nkv), *d_v = dev_upload(v, 4 * (size_t)nkv);
     float *d_dout = dev_upload(dout, 4 * (size_t)nq), *d_out = cuda_malloc(4 * (size_t)nq), *d_lse = cuda_malloc(4 * (size_t)nlse);
@@ -412,7 +396,7 @@ static void cp_async_backward_plant(const Case *c, size_t i, const float *q, con
     char name[256];
     const int64_t B = c->B, T = c->T, Hq = c->Hq, Hkv = c->Hkv, D = c->D;
     const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D, nlse = B * Hq * T;
-    float *dout = host_normal_bf16(nq);
+    float *dout = host_normal_bf16(&rng, nq);
     float *ref_dq = xmalloc(sizeof(float) * (size_t)nq), *ref_dk = xmalloc(sizeof(float) * (size_t)nkv),
           *ref_dv = xmalloc(sizeof(float) * (size_t)nkv);
     attention_backward_cpu(ref_dq, ref_dk, ref_dv, dout, q, k, v, ref_out, ref_lse, NULL, B, T, Hq, Hkv, D, &c->m);
@@ -452,7 +436,7 @@ static void cp_async_plants(const Case *c, const char *only) {
     char name[256];
     const int64_t B = c->B, T = c->T, Hq = c->Hq, Hkv = c->Hkv, D = c->D;
     const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D, nlse = B * Hq * T;
-    float *q = host_normal_bf16(nq), *k = host_normal_bf16(nkv), *v = host_normal_bf16(nkv);
+    float *q = host_normal_bf16(&rng, nq), *k = host_normal_bf16(&rng, nkv), *v = host_normal_bf16(&rng, nkv);
     float *ref_out = xmalloc(sizeof(float) * (size_t)nq), *ref_lse = xmalloc(sizeof(float) * (size_t)nlse);
     attention_forward_cpu(ref_out, ref_lse, q, k, v, NULL, B, T, Hq, Hkv, D, &c->m);
     uint16_t *bq = bits_of(q, nq), *bk = bits_of(k, nkv), *bv = bits_of(v, nkv);
