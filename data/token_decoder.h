@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tokenizer.h"
+#include "token_buffers.h"
 
 #define TOK_DECODER_MAX_STEPS 8
 

@@ -9,21 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "token_buffers.h"
+
 /* Relative to the repository root; `make setup` installs it. */
 #define TOKENIZER_DEFAULT_REL_PATH "third_party/tokenizers/llama3.1/tokenizer.json"
 
 typedef struct Tokenizer Tokenizer;
 typedef struct TokEncoder TokEncoder;
-
-typedef struct {
-    uint32_t *ids;
-    int64_t n, cap;
-} TokenBuf;
-
-typedef struct {
-    uint8_t *data;
-    int64_t n, cap;
-} ByteBuf;
 
 /* $KVCPT_TOKENIZER if set, else the default path next to the executable,
  * else the default path relative to the working directory. Heap string. */
@@ -76,9 +68,5 @@ const char *tok_encoder_error(const TokEncoder *e);
  * or -1 when all are valid. */
 int64_t tok_decode(const Tokenizer *t, const uint32_t *ids, int64_t n, ByteBuf *out);
 
-void token_buf_push(TokenBuf *b, uint32_t id);
-void token_buf_free(TokenBuf *b);
-void byte_buf_append(ByteBuf *b, const void *p, size_t n);
-void byte_buf_free(ByteBuf *b);
 
 #endif
