@@ -90,6 +90,24 @@ if [ $? -eq 0 ] && grep -q "fp32 .*forward .* ms .*backward .* ms" <<<"$text" &&
     ok "bench attention text output, --no-peers: kernel lines, the selection, no peer"
 else fail "bench attention text" "$text"; fi
 
+# which implementation the bf16 row ran, and the tensor-core forward's tile
+rows=$(jl bf16_attn_forward_rows <<<"$out")
+if grep -qE "the bf16 row runs attn mma: forward (64|128)-row query tiles \((4|8) warps\), backward (two|one)_pass" <<<"$text" &&
+    [ "$(jl bf16_attn <<<"$out")" = mma ] && { [ "$rows" = 64 ] || [ "$rows" = 128 ]; } &&
+    grep -q "forward $rows-row query tiles" <<<"$text"; then
+    ok "bench attention names the implementation it ran: $(grep -o 'the bf16 row runs.*' <<<"$text")"
+else fail "bench attention implementation" "json bf16_attn '$(jl bf16_attn <<<"$out")' rows '$rows'; text: $text"; fi
+text=$(KVCPT_ATTN=cuda-core "$E" bench attention "${shape[@]}" --L 0 --no-peers 2>&1)
+out=$(KVCPT_ATTN=cuda-core "$E" bench attention "${shape[@]}" --L 0 --no-peers --json 2>&1)
+if grep -q "the bf16 row runs attn cuda-core" <<<"$text" && [ "$(jl bf16_attn <<<"$out")" = cuda-core ] &&
+    [ "$(jl bf16_attn_forward_rows <<<"$out")" = null ]; then
+    ok "bench attention with KVCPT_ATTN=cuda-core names cuda-core"
+else fail "bench attention cuda-core" "$text $out"; fi
+help=$("$E" bench attention --help 2>&1)
+if grep -q "mma (tensor cores" <<<"$help" && grep -q "cuda-core" <<<"$help"; then
+    ok "bench attention --help names the implementations, mma and cuda-core"
+else fail "bench attention --help" "$help"; fi
+
 if ! $K --version | grep -qE "visible devices: [1-9]"; then
     out=$($K bench attention "${shape[@]}" 2>&1)
     if [ $? -ne 0 ] && grep -q "bench attention: \(no CUDA device is visible\|this binary was built without the CUDA backend\)" <<<"$out"; then
