@@ -64,6 +64,7 @@ cut -d' ' -f1 "${TMPDIR:-/tmp}/ptxas_report.$$" | c++filt |
         if (name == "attention_mma_bwd_one_pass_kernel") { thr = 256; dyn = 6 * T64 * (D + 8) * 2 + 2 * T64 * (T64 + 8) * 2 + 2 * T64 * 4; return }
         if (name ~ /^attention_mma_suffix_/) { thr = 32; dyn = 0; return }
         if (name ~ /^select_(topk|rows)_kernel$/) { thr = 1024; dyn = 0; return }
+        if (name == "select_aggregate_kernel") { thr = 256; dyn = -1; return }
         if (name ~ /^prefill_/ || name == "decode_chunk_kernel") { thr = 256; dyn = -1; return }
         if (name == "decode_combine_kernel") { thr = 128; dyn = 0; return }
         thr = 256; dyn = 0 # the row-per-warp and elementwise kernels
@@ -81,6 +82,7 @@ cut -d' ' -f1 "${TMPDIR:-/tmp}/ptxas_report.$$" | c++filt |
         else if (name ~ /_mma_(dq_kernel|dkdv_kernel|bwd_one_pass_kernel)$/ && n >= 2 && t[2] ~ /^[0-9]+$/) bug = t[2] + 0
         if (name == "attention_mma_dq_sum_kernel" && n >= 1 && t[1] ~ /^[0-9]+$/) { D = 0; bug = t[1] + 0 }
         if (name == "attention_suffix_combine_kernel" && n >= 3 && t[3] ~ /^[0-9]+$/) bug = t[3] + 0
+        if (name == "select_aggregate_kernel" && n >= 1 && t[1] ~ /^[0-9]+$/) { D = 0; bug = t[1] + 0 }
         if (st > 0 || ld > 0) { spills++; bad = bad sprintf("  %s: %d bytes spill stores, %d bytes spill loads\n", full, st, ld) }
         kernels++
         if (bug != 0) { planted++; next }
