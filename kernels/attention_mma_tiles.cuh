@@ -66,36 +66,6 @@ static __device__ void mma_load_rows_bf16(uint16_t *dst, const bf16 *x, int64_t 
     }
 }
 
-/* mma_load_rows_bf16 for a pipelined loop: the same tile, but bf16 rows are
- * copied with cp.async, so they are in flight until a cp_async_wait in this
- * thread covers the group the caller commits next (rows at or past `limit`
- * are zeroed by plain stores at once). fp32 rows are rounded and stored at
- * once (cp.async copies bytes; it cannot round). */
-template <int D>
-static __device__ void mma_load_rows_bf16_async(uint16_t *dst, const float *x, int64_t stride, int64_t p0,
-                                                int64_t limit) {
-    mma_load_rows_bf16<D>(dst, x, stride, p0, limit);
-}
-
-template <int D>
-static __device__ void mma_load_rows_bf16_async(uint16_t *dst, const bf16 *x, int64_t stride, int64_t p0,
-                                                int64_t limit) {
-    /* a thread keeps one 16-byte column and steps down the rows, so one
-     * pointer pair walks the tile (the forward has no register to spare) */
-    constexpr int ld = MmaTileLd<D>::ld, chunks = D / 8, rows_per_pass = kMmaThreads / chunks;
-    static_assert(kMmaThreads % chunks == 0, "a pass covers whole rows");
-    const int r0 = threadIdx.x / chunks, c = 8 * (threadIdx.x % chunks);
-    const bf16 *src = x + (p0 + r0) * stride + c;
-    uint16_t *d = dst + r0 * ld + c;
-#pragma unroll
-    for (int r = r0; r < kMmaTile; r += rows_per_pass) {
-        if (p0 + r < limit) cp_async_16(d, src);
-        else store_b128(d, make_uint4(0u, 0u, 0u, 0u));
-        src += rows_per_pass * stride;
-        d += rows_per_pass * ld;
-    }
-}
-
 /* A fragments (16 rows x D, one per 16-column slice) of rows r0..r0+15 of
  * a tile: matrices = rows 0-7 / 8-15 at column 16kk, then at 16kk + 8 */
 template <int D> static __device__ void mma_load_a_frags(uint32_t a[D / 16][4], const uint16_t *tile, int r0, int lane) {
