@@ -22,7 +22,8 @@
  * Per-row records (evict or restride): the rows from L on are walked epoch
  * by epoch (an epoch starts at L or after a full row); an epoch's selection
  * is computed once, and each of its rows keeps the best c of it, c from the
- * budget, in ascending position, followed by its local keys. */
+ * budget, in ascending position, followed by its local keys: a block per
+ * (batch row, KV head, row), the rows being independent. */
 #include <stdint.h>
 
 #include "act_io.cuh"
@@ -260,14 +261,13 @@ __global__ void select_topk_kernel(int32_t *sel, const uint32_t *pooled, int64_t
     block_take(pb, nullptr, L, block_topk(pb, nullptr, L, ks), 0, [&](int64_t j, int64_t slot) { out[slot] = (int32_t)j; });
 }
 
-/* The records of one epoch's rows [since, last] per (b, g) (attention.h):
- * the selection from query n-1 over keys 0..n-1 marked in chosen, then each
- * row's best c of it (c from the budget; equal scores keep the higher
- * position) in ascending order, then its local keys. full >= 0: the full row
- * that ends the epoch, recorded as n = 0. */
-__global__ void select_rows_kernel(int32_t *sel, const uint32_t *pooled, unsigned char *chosen, int64_t n, int64_t K,
-                                   int evict, int64_t L, int64_t W, int64_t per, int64_t since, int64_t last,
-                                   int64_t full) {
+/* The records of one epoch's rows [since, last] per (b, g) (attention.h),
+ * in two kernels: this one marks the selection from query n-1 over keys
+ * 0..n-1 in chosen, one block per (b, g); full >= 0: the full row that
+ * ends the epoch, recorded as n = 0. */
+__global__ void select_chosen_kernel(int32_t *sel, const uint32_t *pooled, unsigned char *chosen, int64_t n,
+                                     int64_t K, int64_t L, int64_t W, int64_t per, int64_t since, int64_t last,
+                                     int64_t full) {
     const int64_t bg = blockIdx.x, nk = K < n ? K : n;
     int32_t *rec = sel + bg * per;
     if (full >= 0 && threadIdx.x == 0) rec[(full - L) * (1 + W)] = 0;
@@ -277,8 +277,20 @@ __global__ void select_rows_kernel(int32_t *sel, const uint32_t *pooled, unsigne
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) ch[j] = 0;
     __syncthreads();
     block_take(pb, nullptr, n, block_topk(pb, nullptr, n, nk), 0, [&](int64_t j, int64_t) { ch[j] = 1; });
-    __syncthreads();
-    for (int64_t p = since; p <= last; p++) {
+}
+
+/* Then each row's best c of the chosen (c from the budget; equal scores
+ * keep the higher position) in ascending order, then its local keys: one
+ * block per (b, g) = blockIdx.x and row since + blockIdx.y (+ gridDim.y
+ * ...), the rows being independent. */
+__global__ void select_row_records_kernel(int32_t *sel, const uint32_t *pooled, const unsigned char *chosen, int64_t n,
+                                          int64_t K, int evict, int64_t L, int64_t W, int64_t per, int64_t since,
+                                          int64_t last) {
+    const int64_t bg = blockIdx.x, nk = K < n ? K : n;
+    int32_t *rec = sel + bg * per;
+    const uint32_t *pb = pooled + bg * n;
+    const unsigned char *ch = chosen + bg * n;
+    for (int64_t p = since + blockIdx.y; p <= last; p += gridDim.y) {
         /* the budget: kept + local keys <= K with evict, the oldest local ones going last */
         int64_t c = nk, first_local = since;
         if (evict) {
@@ -356,9 +368,16 @@ static void select_rows(int32_t *sel, const E *q, const E *k, int64_t B, int64_t
         if (full > T - 1) full = -1;
         const int64_t last = full >= 0 ? full - 1 : T - 1, n = since; /* the selection saw keys 0..since-1 */
         if (last >= since) pooled_scores<kBug>(s, q, k, B, T, Hq, Hkv, D, n, m);
-        select_rows_kernel<<<(unsigned int)BG, kSelectThreads>>>(sel, s.pooled, s.chosen, n, m->K, m->evict, L, W, per,
-                                                                  since, last, full);
+        select_chosen_kernel<<<(unsigned int)BG, kSelectThreads>>>(sel, s.pooled, s.chosen, n, m->K, L, W, per, since,
+                                                                    last, full);
         CUDA_CHECK_LAUNCH();
+        if (last >= since) {
+            const int64_t rows = last - since + 1;
+            const dim3 grid((unsigned int)BG, (unsigned int)(rows < 65535 ? rows : 65535));
+            select_row_records_kernel<<<grid, kSelectThreads>>>(sel, s.pooled, s.chosen, n, m->K, m->evict, L, W, per,
+                                                                 since, last);
+            CUDA_CHECK_LAUNCH();
+        }
         if (full < 0) break;
         since = full + 1;
     }
