@@ -4,11 +4,12 @@
 #
 # Sources are found by directory, one concern per file; every .c/.cu under
 # the library's directories goes into build/libkvcpt.a. cli/ (the
-# command-line front, main in cli/kvcpt.c) and bench/ (the `kvcpt bench`
-# targets) sit above them (tests/test_layers.sh checks that includes only go
-# downward) and stay out of the library: kvcpt links their objects itself,
-# the tests link the library alone (a test that calls a command names its
-# object below).
+# command-line front, main in cli/kvcpt.c), bench/ (the `kvcpt bench`
+# targets) and backends/ (the compute backends' registry entries, which
+# main registers) sit above them (tests/test_layers.sh checks that includes
+# only go downward) and stay out of the library: kvcpt links their objects
+# itself, the tests link the library alone (a test that calls a command
+# names its object below).
 
 .DEFAULT_GOAL := all
 # one job per core unless the command line says otherwise (`make -j1`):
@@ -28,7 +29,7 @@ LDLIBS  :=
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
 CFLAGS  += $(BLAS_CFLAGS)
-LDLIBS  += $(BLAS_LIBS) -ljansson -lzstd -lpcre2-8 -lcrypto -lm
+LDLIBS  += $(BLAS_LIBS) -ljansson -lzstd -lpcre2-8 -lutf8proc -lcrypto -lm
 
 # --- optional MPI (multi-rank CPU training; bootstraps NCCL): used whenever
 # mpicc is found (NO_MPI=1 disables). The flags come from the wrapper, so
@@ -47,8 +48,10 @@ endif
 BASE_CFLAGS := $(CFLAGS)
 BASE_LDLIBS := $(LDLIBS)
 
-# the component directories, lowest layer first (tests/test_layers.sh)
-DIRS    := common kernels data model optim checkpoints parallel train eval cli bench
+# the component directories, lowest layer first (tests/test_layers.sh);
+# each compute backend's folder under backends/ is found by itself
+DIRS    := common kernels data model optim checkpoints parallel train eval bench backends \
+           $(patsubst %/,%,$(sort $(wildcard backends/*/))) cli
 CU_ALL  := $(foreach d,$(DIRS),$(wildcard $(d)/*.cu))
 
 # The tensor-core attention forward's query tile, 64 or 128 rows
@@ -107,30 +110,30 @@ endif
 endif
 
 MAIN_C  := cli/kvcpt.c
-# the benchmarks' CUDA halves (bench/*_cuda.c) in a build with the CUDA
-# backend, their NULL tables (bench/bench_cuda_none.c) otherwise: the
-# emulator's builds always take the halves, the sanitizer's (no CUDA) never
-BENCH_CUDA_C    := $(wildcard bench/*_cuda.c)
-BENCH_NO_CUDA_C := bench/bench_cuda_none.c
-# An optional backend's C files register its tables (common/backend.h,
-# eval/decode_device.h, parallel/comm_backend.h, ...) and are linked only
-# where it is built; its stubs, which register none, stand in for them
-# elsewhere, so the code that uses a backend asks its table at run time
-# instead of the preprocessor at build time.
-CUDA_C      := kernels/cuda_backend.c model/llama_cuda.c eval/engine_cuda.c train/train_engine_cuda.c train/device_optim.c \
-               parallel/fsdp_cuda.c parallel/comm_device.c
-CUDA_STUB_C := common/backend_cuda_stub.c eval/engine_cuda_stub.c train/train_engine_cuda_stub.c
+# An optional compute backend's C files are linked only where it is built:
+# its entry in the registry (backends/NAME/, common/backend.h), which hands
+# the drivers its seams, and the C sources of the layers those seams are
+# (the CUDA backend's engines and benchmark halves below). Elsewhere its one
+# stand-in (backends/NAME_none.c) registers the name alone, so the code that
+# uses a backend asks the registry at run time instead of the preprocessor
+# at build time. The emulator's builds always take the CUDA files, the
+# sanitizer's (no CUDA) never.
+CUDA_C      := model/llama_cuda.c eval/engine_cuda.c train/train_engine_cuda.c train/device_optim.c \
+               parallel/fsdp_cuda.c parallel/comm_device.c $(wildcard bench/*_cuda.c) $(wildcard backends/cuda/*.c)
+CUDA_STUB_C := backends/cuda_none.c
+# The collectives' optional backends (parallel/comm_backend.h) work the same
+# way, each with its stub.
 MPI_C       := parallel/comm_mpi.c
 MPI_STUB_C  := parallel/comm_mpi_stub.c
 NCCL_C      := parallel/comm_nccl.c parallel/nccl_watchdog.c
 NCCL_STUB_C := parallel/comm_nccl_stub.c
-ALL_C       := $(filter-out $(MAIN_C) $(BENCH_CUDA_C) $(BENCH_NO_CUDA_C),$(foreach d,$(DIRS),$(wildcard $(d)/*.c)))
+ALL_C       := $(filter-out $(MAIN_C),$(foreach d,$(DIRS),$(wildcard $(d)/*.c)))
 CPU_C       := $(filter-out $(CUDA_C) $(CUDA_STUB_C) $(MPI_C) $(MPI_STUB_C) $(NCCL_C) $(NCCL_STUB_C),$(ALL_C)) \
                $(if $(MPICC),$(MPI_C),$(MPI_STUB_C))
-C_SRC       := $(CPU_C) $(if $(NVCC),$(CUDA_C) $(BENCH_CUDA_C),$(CUDA_STUB_C) $(BENCH_NO_CUDA_C)) $(if $(NCCL_FOUND),$(NCCL_C),$(NCCL_STUB_C))
+C_SRC       := $(CPU_C) $(if $(NVCC),$(CUDA_C),$(CUDA_STUB_C)) $(if $(NCCL_FOUND),$(NCCL_C),$(NCCL_STUB_C))
 OBJ     := $(C_SRC:%.c=build/%.o) $(CU_SRC:%.cu=build/%.cu.o)
-# the program's objects (cli/, bench/) and the library's (the rest)
-PROG_DIRS := cli bench
+# the program's objects (cli/, bench/, backends/) and the library's (the rest)
+PROG_DIRS := cli bench backends
 PROG_OBJ  := $(filter $(PROG_DIRS:%=build/%/%),$(OBJ))
 LIB_OBJ   := $(filter-out $(PROG_OBJ),$(OBJ))
 
@@ -140,6 +143,9 @@ TOOL_SRC  := $(wildcard tests/tools/*.c)
 TOOL_BIN  := $(TOOL_SRC:tests/tools/%.c=build/tests/tools/%)
 GPU_SRC   := $(wildcard tests/gpu/test_*.c)
 GPU_BIN   := $(GPU_SRC:tests/gpu/%.c=build/tests/gpu/%)
+# the tools the GPU suite runs (tests/gpu/test_*.sh name them), and only
+# those: scripts/gpu_bundle.sh builds and carries what the suite runs
+GPU_TOOL_BIN := $(sort $(foreach s,$(wildcard tests/gpu/test_*.sh),$(shell grep -o 'build/tests/tools/[A-Za-z0-9_]*' $(s))))
 
 # --- the CUDA kernels on the CPU (tests/cuda_emu): every .cu file but
 # matmul.cu (cuBLASLt is not emulated: tests/cuda_emu/matmul_emu.c stands
@@ -149,7 +155,7 @@ GPU_BIN   := $(GPU_SRC:tests/gpu/%.c=build/tests/gpu/%)
 # They need no nvcc and no GPU, so `make test` runs them everywhere.
 CXX          ?= g++
 EMU_CU       := $(filter-out kernels/matmul.cu,$(CU_ALL))
-EMU_C        := $(CPU_C) $(CUDA_C) $(BENCH_CUDA_C) $(if $(MPICC),$(NCCL_C),$(NCCL_STUB_C)) tests/cuda_emu/matmul_emu.c
+EMU_C        := $(CPU_C) $(CUDA_C) $(if $(MPICC),$(NCCL_C),$(NCCL_STUB_C)) tests/cuda_emu/matmul_emu.c
 EMU_FLAGS    := -DKVCPT_CUDA -DKVCPT_CUDA_EMU -Itests/cuda_emu/include $(ATTN_FWD_ROWS_FLAG)
 # NCCL in the emulator: tests/cuda_emu/emu_nccl.cc over MPI, so the nccl
 # backend (parallel/comm_nccl.c) is built and runs under mpirun wherever MPI is
@@ -436,8 +442,9 @@ test-bins: kvcpt $(TEST_BIN) $(TOOL_BIN) $(EMU_BIN) build/emu/kvcpt build/emu/to
 test-gpu: test-gpu-bins
 	bash tests/run.sh gpu
 
-# the GPU suite's binaries without running them (scripts/gpu_bundle.sh)
-test-gpu-bins: kvcpt $(GPU_BIN) $(TOOL_BIN)
+# the GPU suite's binaries without running them (scripts/gpu_bundle.sh):
+# kvcpt, every GPU test and the tools the suite's scripts run
+test-gpu-bins: kvcpt $(GPU_BIN) $(GPU_TOOL_BIN)
 
 clean:
 	rm -rf build kvcpt
@@ -449,7 +456,7 @@ clean:
 # sanitizer's exit status for one; any report fails the target. Not part of
 # `make test` (about twice its command-line time).
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-SAN_OBJ   := $(patsubst %.c,build/asan/%.o,$(CPU_C) $(CUDA_STUB_C) $(NCCL_STUB_C) $(BENCH_NO_CUDA_C))
+SAN_OBJ   := $(patsubst %.c,build/asan/%.o,$(CPU_C) $(CUDA_STUB_C) $(NCCL_STUB_C))
 build/asan/%.o: %.c $(OBJ_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) $(DEPFLAGS) -c $< -o $@

@@ -11,7 +11,7 @@
 #include "../common/util.h"
 #include "../optim/optimizer.h"
 #include "bench.h"
-#include "bench_adamw_cuda.h"
+#include "bench_backend.h"
 
 typedef struct {
     const char *device, *optim, *param_dtype;
@@ -62,13 +62,13 @@ int bench_adamw(int argc, char **argv) {
         {0},
     };
     if (options_parse("bench adamw", "bytes moved per second by one AdamW step", opts, argc, argv)) return 0;
-    Device dev = backend_resolve(a.device);
+    const Backend *be = backend_resolve(a.device);
     OptimKind kind;
     KV_CHECK(optim_kind_parse(a.optim, &kind) == 0, "--optim must be adamw8bit or adamw, got '%s'", a.optim);
     int bf16 = strcmp(a.param_dtype, "bf16") == 0;
     KV_CHECK(bf16 || strcmp(a.param_dtype, "f32") == 0, "--param-dtype must be f32 or bf16, got '%s'", a.param_dtype);
-    KV_CHECK(!bf16 || dev == DEVICE_CUDA, "--param-dtype bf16 needs --device cuda (the CPU step is fp32)");
-    if (a.numel == 0) a.numel = dev == DEVICE_CUDA ? (1LL << 30) : (1LL << 26);
+    KV_CHECK(!bf16 || be->kind == BACKEND_ACCEL, "--param-dtype bf16 needs --device cuda (the CPU step is fp32)");
+    if (a.numel == 0) a.numel = be->kind == BACKEND_ACCEL ? (1LL << 30) : (1LL << 26);
     KV_CHECK(a.numel > 0 && a.seg_numel > 0 && a.steps > 0, "--numel, --segment and --steps must be > 0");
 
     int64_t *off, *num;
@@ -81,11 +81,10 @@ int bench_adamw(int argc, char **argv) {
     AdamWHyper h = adamw_hyper_default();
     double sec = 0, peak = 0;
     char desc[256] = "cpu";
-    if (dev == DEVICE_CPU) {
+    if (be->kind == BACKEND_HOST) {
         sec = time_cpu(o, p, g, &h, a.steps);
     } else {
-        const BenchAdamwCuda *cu = bench_adamw_cuda();
-        KV_CHECK(cu != NULL, "bench adamw: this binary was built without the CUDA backend");
+        const BenchAdamwDevice *cu = bench_hooks(be, "bench adamw")->adamw;
         sec = cu->time_step(o, p, g, bf16 ? OPTIM_BF16 : OPTIM_F32, &h, a.numel, a.steps);
         peak = cu->hbm_gbps();
         cu->describe(desc, sizeof desc);
@@ -94,7 +93,7 @@ int bench_adamw(int argc, char **argv) {
     if (a.json) {
         printf("{\"target\":\"adamw\",\"device\":\"%s\",\"device_name\":\"%s\",\"optim\":\"%s\",\"param_dtype\":\"%s\","
                "\"numel\":%lld,\"segments\":%d,\"seconds_per_step\":%.6g,\"bytes_per_step\":%.6g,\"gb_per_s\":%.4g",
-               backend_name(dev), desc, a.optim, bf16 ? "bf16" : "f32", (long long)a.numel, nseg, sec, bytes, gbps);
+               be->name, desc, a.optim, bf16 ? "bf16" : "f32", (long long)a.numel, nseg, sec, bytes, gbps);
         if (peak > 0) printf(",\"hbm_gb_per_s\":%.4g,\"fraction_of_hbm\":%.4f", peak, gbps / peak);
         printf("}\n");
     } else {

@@ -1,6 +1,6 @@
-/* The CUDA half of `kvcpt bench adamw` (bench/bench_adamw_cuda.h): linked
+/* The CUDA half of `kvcpt bench adamw` (bench/bench_adamw_device.h): linked
  * only in builds with the CUDA backend. */
-#include "bench_adamw_cuda.h"
+#include "bench_cuda.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +41,5 @@ static double adamw_time_step(Optimizer *o, const float *p, const float *g, Opti
     return best;
 }
 
-static const BenchAdamwCuda table = {adamw_time_step, cuda_device_hbm_gbps, cuda_device_describe};
+const BenchAdamwDevice bench_adamw_cuda = {adamw_time_step, cuda_device_hbm_gbps, cuda_device_describe};
 
-const BenchAdamwCuda *bench_adamw_cuda(void) { return &table; }

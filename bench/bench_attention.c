@@ -19,7 +19,7 @@
 #include "../common/subprocess.h"
 #include "../common/util.h"
 #include "bench.h"
-#include "bench_attention_cuda.h"
+#include "bench_backend.h"
 
 /* Runs the SDPA peer on the same shape (bf16, causal); fills *fwd_ms and
  * *bwd_ms, or why it has none; *backends (heap, the caller frees it) the
@@ -129,9 +129,7 @@ int bench_attention(int argc, char **argv) {
     a.python = python;
     a.attn = llama_attn_impl_resolve(attn ? llama_attn_impl_parse(attn, "bench attention --attn") : LLAMA_ATTN_AUTO,
                                      "bench attention --attn", 1, a.head_dim);
-    const BenchAttentionCuda *cu = bench_attention_cuda();
-    if (!cu) die("bench attention: this binary was built without the CUDA backend; hint: install nvcc and run 'make'");
-    if (backend_cuda_device_count() == 0) die("bench attention: no CUDA device is visible");
+    const BenchAttentionDevice *cu = bench_hooks(backend_require_accel("bench attention"), "bench attention")->attention;
     BenchAttnTimes times = {0};
     cu->kernels(&a, &times);
     if (!a.no_peers) {

@@ -1,6 +1,6 @@
-/* The CUDA half of `kvcpt bench attention` (bench/bench_attention_cuda.h):
+/* The CUDA half of `kvcpt bench attention` (bench/bench_attention_device.h):
  * linked only in builds with the CUDA backend. */
-#include "bench_attention_cuda.h"
+#include "bench_cuda.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,6 +222,5 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
         if (bufs[i]) cuda_free(bufs[i]);
 }
 
-static const BenchAttentionCuda table = {bench_kernels};
+const BenchAttentionDevice bench_attention_cuda = {bench_kernels};
 
-const BenchAttentionCuda *bench_attention_cuda(void) { return &table; }

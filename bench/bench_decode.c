@@ -17,20 +17,20 @@
 #include "../common/options.h"
 #include "../common/rng.h"
 #include "../common/util.h"
+#include "../eval/decode_device.h"
 #include "../eval/engine.h"
 #include "../eval/option_limits.h"
 #include "../kernels/blas_core.h"
 #include "bench.h"
-#include "bench_decode_cuda.h"
 
 typedef struct {
     const char *preset, *device, *contexts, *budget;
     int64_t steps, fixed;
     int json;
     Llama m;
-    Device dev;
-    const BenchDecodeCuda *cu;   /* the CUDA half; NULL in a build without it */
-    struct DecodeModelCuda *gpu; /* the device weights, with dev == DEVICE_CUDA */
+    const Backend *be;
+    const DecodeDevice *dev;     /* the backend's decode engine (the eval command's); NULL: the host's */
+    void *dev_model;             /* its weights on the device (dev->model_upload) */
 } BenchDecode;
 
 /* Uniform weights of the initializer's standard deviation, filled in
@@ -48,8 +48,8 @@ static void random_weights(Llama *m) {
 }
 
 static void engine_for(BenchDecode *b, DecodeEngine *e, int64_t cap) {
-    if (b->dev == DEVICE_CUDA) {
-        b->cu->engine_create(e, &b->m, b->gpu, cap, EVAL_PREFILL_ROWS);
+    if (b->dev) {
+        b->dev->engine_create(e, &b->m, b->dev_model, cap, EVAL_PREFILL_ROWS);
         return;
     }
     engine_create(e, &b->m, cap, EVAL_PREFILL_ROWS);
@@ -62,7 +62,7 @@ static void report(const BenchDecode *b, int64_t L, int64_t K, double prefill_s,
         printf("{\"bench\":\"decode\",\"device\":\"%s\",\"preset\":\"%s\",\"context\":%lld,\"budget\":%lld,"
                "\"policy\":\"%s\",\"steps\":%lld,\"threads\":%d,\"prefill_s\":%.3f,\"ms_per_token\":%.3f,"
                "\"kv_bytes_per_token\":%.0f,\"kv_gb_per_s\":%.2f,\"blas_core\":\"%s\"}\n",
-               backend_name(b->dev), b->preset, (long long)L, (long long)K, p->label, (long long)b->steps,
+               b->be->name, b->preset, (long long)L, (long long)K, p->label, (long long)b->steps,
                omp_get_max_threads(), prefill_s, ms, kv_bytes, gbs, blas_core_name());
     else
         printf("  %-34s %9.3f ms/token  %10.3f MB KV read/token  %7.2f GB/s\n", p->label, ms, kv_bytes / 1e6, gbs);
@@ -81,7 +81,7 @@ static void bench_context(BenchDecode *b, int64_t L, Rng *r) {
     double prefill_s = now_seconds() - t0;
     if (!b->json)
         printf("context %lld, budget %lld, %s: prefill %.2f s; %lld decode steps per policy; BLAS: %s\n", (long long)L,
-               (long long)K, backend_name(b->dev), prefill_s, (long long)b->steps, blas_core_summary());
+               (long long)K, b->be->name, prefill_s, (long long)b->steps, blas_core_summary());
     const char *names[] = {"full", "streaming", "refreshkv"};
     double *nll = xmalloc(sizeof(double) * (size_t)S);
     for (int i = 0; i < 3; i++) {
@@ -136,7 +136,7 @@ int bench_decode(int argc, char **argv) {
         return 0;
     KV_CHECK(b.steps >= 1, "bench decode: --steps must be >= 1 (got %lld)", (long long)b.steps);
     eval_check_strides("bench decode", "--refresh-fixed", &b.fixed, 1);
-    b.dev = backend_resolve(b.device);
+    b.be = backend_resolve(b.device);
     int64_t ctx[8];
     int n_ctx = options_int_list(b.contexts, ctx, 8, "L");
     LlamaConfig c;
@@ -144,15 +144,15 @@ int bench_decode(int argc, char **argv) {
     for (int i = 0; i < n_ctx; i++) check_positions(&b, ctx[i], c.max_position_embeddings);
     llama_create(&b.m, &c);
     random_weights(&b.m);
-    if (b.dev == DEVICE_CUDA) {
-        b.cu = bench_decode_cuda();
-        KV_CHECK(b.cu != NULL, "bench decode: this binary was built without the CUDA backend");
-        b.gpu = b.cu->model_create(&b.m);
+    b.dev = b.be->decode;
+    if (b.dev) {
+        int64_t bytes;
+        b.dev_model = b.dev->model_upload(&b.m, &bytes);
     }
     Rng r;
     rng_seed(&r, 3);
     for (int i = 0; i < n_ctx; i++) bench_context(&b, ctx[i], &r);
-    if (b.dev == DEVICE_CUDA) b.cu->model_destroy(b.gpu);
+    if (b.dev) b.dev->model_free(b.dev_model);
     llama_free(&b.m);
     return 0;
 }

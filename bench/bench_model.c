@@ -21,12 +21,12 @@
 #include "../model/llama.h"
 #include "../model/llama_cuda.h"
 #include "bench.h"
-#include "bench_model_cuda.h"
+#include "bench_backend.h"
 
 typedef struct {
     Llama m;
     LlamaCuda *gpu;            /* NULL: the CPU reference */
-    const BenchModelCuda *cu;  /* the CUDA half; NULL in a build without it */
+    const BenchModelDevice *cu;  /* the device half; NULL on the host */
 } BenchModel;
 
 /* Random parameters at the init's scale, filled in parallel: the serial
@@ -195,7 +195,7 @@ int bench_model(int argc, char **argv) {
     if (options_parse("bench model", "Forward+backward tokens/s of a model preset; on the CPU beside PyTorch's.", opts,
                       argc, argv))
         return 0;
-    Device dev = backend_resolve(device);
+    const Backend *be = backend_resolve(device);
     LlamaCudaPrecision prec = llama_cuda_precision_parse(precision, "bench model --precision");
     KV_CHECK(batch >= 1 && seq >= 2 && steps >= 1 && warmup >= 0, "bench model: --batch, --seq, --steps must be positive");
     KV_CHECK(strcmp(torch_attn, "sdpa") == 0 || strcmp(torch_attn, "eager") == 0,
@@ -210,8 +210,7 @@ int bench_model(int argc, char **argv) {
     config_load(&c, preset);
     check_counts(&c, preset, batch, seq, L, K, pool);
     BenchModel b = {0};
-    b.cu = bench_model_cuda();
-    KV_CHECK(dev == DEVICE_CPU || b.cu, "bench model: this binary was built without the CUDA backend");
+    b.cu = be->kind == BACKEND_ACCEL ? bench_hooks(be, "bench model")->model : NULL;
     llama_create(&b.m, &c);
     double t_setup = now_seconds();
     bench_fill_params(&b.m, 1);
@@ -221,7 +220,7 @@ int bench_model(int argc, char **argv) {
         llama_set_mask(&b.m, &mask);
     }
     LlamaRecompute recompute = llama_recompute_parse(recompute_s, "bench model --recompute");
-    if (dev == DEVICE_CUDA) b.gpu = b.cu->create(&b.m, recompute, prec, L > 0 ? &b.m.mask : NULL);
+    if (b.cu) b.gpu = b.cu->create(&b.m, recompute, prec, L > 0 ? &b.m.mask : NULL);
     fprintf(stderr, "bench model: set up in %.1f s\n", now_seconds() - t_setup);
     int32_t *tok = xmalloc(sizeof(int32_t) * (size_t)(2 * batch * seq)), *tgt = tok + batch * seq;
     Rng r;
@@ -239,7 +238,7 @@ int bench_model(int argc, char **argv) {
         loss = timed_pass(&b, tok, tgt, batch, seq, &t_fwd, &t_bwd);
         fprintf(stderr, "bench model: step %lld/%lld, %.1f s so far\n", (long long)s + 1, (long long)steps, t_fwd + t_bwd);
     }
-    const char *dname = backend_name(dev);
+    const char *dname = be->name;
     /* engine_mb: what the engine counted; device_used_mb: what the driver says is
      * in use after the timed steps (adds cuBLASLt workspaces and the context) */
     double engine_mb = 0, device_used_mb = 0;
@@ -255,7 +254,7 @@ int bench_model(int argc, char **argv) {
     free(tok);
     if (b.gpu) b.cu->destroy(b.gpu);
     llama_free(&b.m); /* before the peer runs: the two never hold memory at once */
-    int threads = omp_get_max_threads(), peer = !no_peers && dev == DEVICE_CPU;
+    int threads = omp_get_max_threads(), peer = !no_peers && be->kind == BACKEND_HOST;
     TorchPeer tp = {.tokens_per_s = -1};
     if (peer) {
         run_torch_peer(&tp, python, torch_attn, &c, batch, seq, steps, warmup, &mask, threads);
@@ -284,7 +283,7 @@ int bench_model(int argc, char **argv) {
             printf(",\"torch_tokens_per_s\":null,\"kvcpt_over_torch\":null,\"torch_why\":%s", why);
             free(why);
         }
-        if (dev == DEVICE_CPU) {
+        if (be->kind == BACKEND_HOST) {
             char *blas = blas_core_json_text();
             printf(",\"blas\":%s", blas);
             free(blas);
@@ -294,7 +293,7 @@ int bench_model(int argc, char **argv) {
         printf("bench model: %s (%.2fM params) %s%s, %d threads, batch %lld x seq %lld%s: %.1f tokens/s fwd+bwd "
                "(forward %.1f ms, backward %.1f ms per step, %.2f GFLOP/s)\n",
                preset, (double)params / 1e6, dname,
-               dev == DEVICE_CUDA && prec == LLAMA_CUDA_BF16_WEIGHTS ? " (bf16 weights)" : "", threads, (long long)batch, (long long)seq,
+               be->kind == BACKEND_ACCEL && prec == LLAMA_CUDA_BF16_WEIGHTS ? " (bf16 weights)" : "", threads, (long long)batch, (long long)seq,
                L > 0 ? " with RefreshKV mask" : "", tps, 1e3 * t_fwd / (double)steps, 1e3 * t_bwd / (double)steps,
                gflops);
         printf("  model FLOPs per step: %.4g GFLOP = matmuls %.4g + attention %.4g (%.1f%%; recompute not counted)\n",
@@ -306,7 +305,7 @@ int bench_model(int argc, char **argv) {
                    tp.version, peer_attn, threads, tp.tokens_per_s, tp.forward_ms, tp.backward_ms, tps / tp.tokens_per_s);
         else if (peer)
             printf("  PyTorch peer: %s; kvcpt's figure alone\n", tp.why);
-        if (dev == DEVICE_CPU) printf("  BLAS: %s\n", blas_core_summary());
+        if (be->kind == BACKEND_HOST) printf("  BLAS: %s\n", blas_core_summary());
     }
     return 0;
 }

@@ -1,6 +1,6 @@
-/* The CUDA half of `kvcpt bench model` (bench/bench_model_cuda.h): linked
+/* The CUDA half of `kvcpt bench model` (bench/bench_model_device.h): linked
  * only in builds with the CUDA backend. */
-#include "bench_model_cuda.h"
+#include "bench_cuda.h"
 
 #include <stdlib.h>
 
@@ -44,6 +44,5 @@ static void model_destroy(LlamaCuda *g) {
     free(g);
 }
 
-static const BenchModelCuda table = {model_create, model_timed_pass, model_memory_mb, model_destroy};
+const BenchModelDevice bench_model_cuda = {model_create, model_timed_pass, model_memory_mb, model_destroy};
 
-const BenchModelCuda *bench_model_cuda(void) { return &table; }

@@ -8,7 +8,7 @@
 #include "../common/options.h"
 #include "../common/util.h"
 #include "bench.h"
-#include "bench_ops_cuda.h"
+#include "bench_backend.h"
 
 int bench_ops(int argc, char **argv) {
     int64_t tokens = 8192, hidden = 4096, ffn = 14336, vocab = 128256, ce_rows = 1024, reps = 10;
@@ -26,9 +26,7 @@ int bench_ops(int argc, char **argv) {
     if (options_parse("bench ops", "Time of each CUDA simple op at Llama-3.1-8B shapes.", opts, argc, argv)) return 0;
     KV_CHECK(tokens >= 1 && hidden >= 1 && ffn >= 1 && vocab >= 1 && ce_rows >= 1 && reps >= 1,
              "bench ops: every size and --reps must be positive");
-    const BenchOpsCuda *cu = bench_ops_cuda();
-    if (!cu) die("bench ops: this binary was built without the CUDA backend; hint: install nvcc and run 'make'");
-    if (backend_cuda_device_count() == 0) die("bench ops: no CUDA device is visible");
+    const BenchOpsDevice *cu = bench_hooks(backend_require_accel("bench ops"), "bench ops")->ops;
     const BenchOpsArgs args = {tokens, hidden, ffn, vocab, ce_rows, reps, json};
     cu->run(&args);
     return 0;

@@ -1,6 +1,6 @@
-/* The CUDA half of `kvcpt bench ops` (bench/bench_ops_cuda.h): linked only
+/* The CUDA half of `kvcpt bench ops` (bench/bench_ops_device.h): linked only
  * in builds with the CUDA backend. */
-#include "bench_ops_cuda.h"
+#include "bench_cuda.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +114,5 @@ static void ops_run(const BenchOpsArgs *a) {
     if (a->json) printf("}}\n");
 }
 
-static const BenchOpsCuda table = {ops_run};
+const BenchOpsDevice bench_ops_cuda = {ops_run};
 
-const BenchOpsCuda *bench_ops_cuda(void) { return &table; }

@@ -17,33 +17,47 @@
 #include "model_export.h"
 #include "model_file.h"
 
-/* llama.cpp divides RoPE positions by llama.rope.scaling.factor (older
- * files: llama.rope.scale_linear; 0 means none), linearly when
- * llama.rope.scaling.type is absent, and multiplies the rotation by
- * llama.rope.scaling.attn_factor. The import maps neither onto config.json's
+/* A family's key: llama.cpp names the model's keys after
+ * general.architecture ("llama.embedding_length", "qwen2.embedding_length"). */
+typedef struct {
+    char s[96];
+} GgufKey;
+
+static GgufKey key(const char *prefix, const char *name) {
+    GgufKey k;
+    snprintf(k.s, sizeof k.s, "%s.%s", prefix, name);
+    return k;
+}
+
+/* llama.cpp divides RoPE positions by ARCH.rope.scaling.factor (older
+ * files: ARCH.rope.scale_linear; 0 means none), linearly when
+ * ARCH.rope.scaling.type is absent, and multiplies the rotation by
+ * ARCH.rope.scaling.attn_factor. The import maps neither onto config.json's
  * rope_scaling (model/config.h, model/rope_scaling.c): a file that asks for either is refused
  * rather than converted into a model that runs differently. */
-static void check_rope_scaling(const GgufFile *f) {
+static void check_rope_scaling(const GgufFile *f, const char *arch) {
     const char *p = f->map.path;
-    const char *factor_keys[] = {"llama.rope.scaling.factor", "llama.rope.scale_linear"};
+    GgufKey factor_keys[] = {key(arch, "rope.scaling.factor"), key(arch, "rope.scale_linear")};
     for (int i = 0; i < 2; i++) {
-        double v = gguf_meta_float(f, factor_keys[i], 0, 0, 0, FLT_MAX, "0 (no scaling) or a positive float32");
+        double v = gguf_meta_float(f, factor_keys[i].s, 0, 0, 0, FLT_MAX, "0 (no scaling) or a positive float32");
         if (v != 0 && v != 1)
             die("gguf '%s' at byte %lld: key '%s' = %g scales RoPE positions, which is not supported (only 0 or 1: "
-                "no scaling)", p, (long long)gguf_meta(f, factor_keys[i])->offset, factor_keys[i], v);
+                "no scaling)", p, (long long)gguf_meta(f, factor_keys[i].s)->offset, factor_keys[i].s, v);
     }
-    double attn = gguf_meta_float(f, "llama.rope.scaling.attn_factor", 0, 1, -FLT_MAX, FLT_MAX, "a finite float32");
+    GgufKey attn_key = key(arch, "rope.scaling.attn_factor"), type_key = key(arch, "rope.scaling.type");
+    double attn = gguf_meta_float(f, attn_key.s, 0, 1, -FLT_MAX, FLT_MAX, "a finite float32");
     if (attn != 1)
-        die("gguf '%s' at byte %lld: key 'llama.rope.scaling.attn_factor' = %g is not supported (only 1)", p,
-            (long long)gguf_meta(f, "llama.rope.scaling.attn_factor")->offset, attn);
-    char *type = gguf_meta_str(f, "llama.rope.scaling.type", 0);
+        die("gguf '%s' at byte %lld: key '%s' = %g is not supported (only 1)", p,
+            (long long)gguf_meta(f, attn_key.s)->offset, attn_key.s, attn);
+    char *type = gguf_meta_str(f, type_key.s, 0);
     if (type && strcmp(type, "none") != 0 && strcmp(type, "linear") != 0)
-        die("gguf '%s' at byte %lld: llama.rope.scaling.type '%s' is not supported (only none, or linear with no "
-            "factor)", p, (long long)gguf_meta(f, "llama.rope.scaling.type")->offset, type);
+        die("gguf '%s' at byte %lld: %s '%s' is not supported (only none, or linear with no factor)", p,
+            (long long)gguf_meta(f, type_key.s)->offset, type_key.s, type);
     free(type);
 }
 
-/* LlamaConfig from the llama.* keys (llama.cpp's LLM_KV names). */
+/* LlamaConfig from the family's keys (llama.cpp's LLM_KV names, under
+ * general.architecture). */
 static void read_config(const GgufFile *f, LlamaConfig *c) {
     const char *p = f->map.path;
     char *arch = gguf_meta_str(f, "general.architecture", 1);
@@ -55,43 +69,44 @@ static void read_config(const GgufFile *f, LlamaConfig *c) {
     if (a->refused)
         die("gguf '%s' at byte %lld: general.architecture '%s' is recognised but not supported: %s", p, at, arch,
             a->refused);
-    /* the keys below are llama.cpp's llama.* ones: llama is the only family
-     * the table gives a GGUF name that is not refused */
     free(arch);
+    const char *ka = a->gguf_arch;
     memset(c, 0, sizeof *c);
     c->arch = a->id;
     snprintf(c->name, sizeof c->name, "%.63s", p);
-    c->hidden_size = gguf_meta_int(f, "llama.embedding_length", 1, 0);
-    c->intermediate_size = gguf_meta_int(f, "llama.feed_forward_length", 1, 0);
-    c->num_hidden_layers = gguf_meta_int(f, "llama.block_count", 1, 0);
-    c->num_attention_heads = gguf_meta_int(f, "llama.attention.head_count", 1, 0);
-    c->num_key_value_heads = gguf_meta_int(f, "llama.attention.head_count_kv", 0, c->num_attention_heads);
-    KV_CHECK(c->num_attention_heads > 0, "gguf '%s': llama.attention.head_count must be positive", p);
-    c->head_dim = gguf_meta_int(f, "llama.attention.key_length", 0, c->hidden_size / c->num_attention_heads);
-    int64_t vlen = gguf_meta_int(f, "llama.attention.value_length", 0, c->head_dim);
-    int64_t rot = gguf_meta_int(f, "llama.rope.dimension_count", 0, c->head_dim);
+    c->hidden_size = gguf_meta_int(f, key(ka, "embedding_length").s, 1, 0);
+    c->intermediate_size = gguf_meta_int(f, key(ka, "feed_forward_length").s, 1, 0);
+    c->num_hidden_layers = gguf_meta_int(f, key(ka, "block_count").s, 1, 0);
+    GgufKey heads = key(ka, "attention.head_count");
+    c->num_attention_heads = gguf_meta_int(f, heads.s, 1, 0);
+    c->num_key_value_heads = gguf_meta_int(f, key(ka, "attention.head_count_kv").s, 0, c->num_attention_heads);
+    KV_CHECK(c->num_attention_heads > 0, "gguf '%s': %s must be positive", p, heads.s);
+    c->head_dim = gguf_meta_int(f, key(ka, "attention.key_length").s, 0, c->hidden_size / c->num_attention_heads);
+    GgufKey vkey = key(ka, "attention.value_length"), rkey = key(ka, "rope.dimension_count");
+    int64_t vlen = gguf_meta_int(f, vkey.s, 0, c->head_dim);
+    int64_t rot = gguf_meta_int(f, rkey.s, 0, c->head_dim);
     if (vlen != c->head_dim || rot != c->head_dim)
-        die("gguf '%s': llama.attention.value_length %lld and llama.rope.dimension_count %lld must equal the head "
-            "size %lld (Hugging Face Llama rotates whole heads)", p, (long long)vlen, (long long)rot,
-            (long long)c->head_dim);
+        die("gguf '%s': %s %lld and %s %lld must equal the head size %lld (Hugging Face's %s rotates whole "
+            "heads)", p, vkey.s, (long long)vlen, rkey.s, (long long)rot, (long long)c->head_dim, a->hf_class);
     if (c->head_dim % 2)
         die("gguf '%s': head size %lld is odd; RoPE rotates pairs of dimensions", p, (long long)c->head_dim);
     /* the model computes in float32: each value must be a finite float32 */
-    c->rms_norm_eps = gguf_meta_float(f, "llama.attention.layer_norm_rms_epsilon", 1, 0, FLT_TRUE_MIN, 1.0,
+    c->rms_norm_eps = gguf_meta_float(f, key(ka, "attention.layer_norm_rms_epsilon").s, 1, 0, FLT_TRUE_MIN, 1.0,
                                       "a float32 above 0 and at most 1");
-    c->rope_theta = gguf_meta_float(f, "llama.rope.freq_base", 0, 10000.0, nextafter(1.0, 2.0), FLT_MAX,
+    c->rope_theta = gguf_meta_float(f, key(ka, "rope.freq_base").s, 0, 10000.0, nextafter(1.0, 2.0), FLT_MAX,
                                     "a float32 above 1 (the base of RoPE's geometric frequencies)");
-    check_rope_scaling(f);
-    c->max_position_embeddings = gguf_meta_int(f, "llama.context_length", 1, 0);
+    check_rope_scaling(f, ka);
+    c->max_position_embeddings = gguf_meta_int(f, key(ka, "context_length").s, 1, 0);
     c->initializer_range = 0.02;
-    /* vocabulary: the embedding's rows (llama.vocab_size, when given, must agree) */
+    /* vocabulary: the embedding's rows (ARCH.vocab_size, when given, must agree) */
     const ArchTensorNames *tn = a->tensors;
     int64_t e = gguf_find_tensor(&f->h, tn->embed.gguf);
     if (e < 0) die("gguf '%s': tensor '%s' is missing", p, tn->embed.gguf);
     c->vocab_size = f->h.t[e].ndim == 2 ? f->h.t[e].ne[1] : 0;
-    int64_t v = gguf_meta_int(f, "llama.vocab_size", 0, c->vocab_size);
+    GgufKey vocab = key(ka, "vocab_size");
+    int64_t v = gguf_meta_int(f, vocab.s, 0, c->vocab_size);
     if (v != c->vocab_size)
-        die("gguf '%s': llama.vocab_size %lld but %s has %lld rows", p, (long long)v, tn->embed.gguf,
+        die("gguf '%s': %s %lld but %s has %lld rows", p, vocab.s, (long long)v, tn->embed.gguf,
             (long long)c->vocab_size);
     c->tie_word_embeddings = gguf_find_tensor(&f->h, tn->lm_head.gguf) < 0;
     c->bos_token_id = gguf_meta_int(f, "tokenizer.ggml.bos_token_id", 0, -1);
@@ -115,12 +130,19 @@ static int hf_name(const ArchTensorNames *tn, const char *g, char *out, size_t n
     for (size_t i = 0; i < sizeof tn->layer / sizeof tn->layer[0]; i++)
         if (strcmp(g + used, tn->layer[i].gguf) == 0)
             return snprintf(out, n, "model.layers.%u.%s", layer, tn->layer[i].hf) > 0;
+    /* a family without biases has no such tensor in its layout, so a bias
+     * in its file is refused by the caller as having no place */
+    for (size_t i = 0; i < sizeof tn->qkv_bias / sizeof tn->qkv_bias[0]; i++)
+        if (strcmp(g + used, tn->qkv_bias[i].gguf) == 0)
+            return snprintf(out, n, "model.layers.%u.%s", layer, tn->qkv_bias[i].hf) > 0;
     return 0;
 }
 
 /* llama.cpp's converter interleaves each head's rows of q_proj and k_proj
- * (the two halves rotated together by Hugging Face's RoPE become adjacent
- * rows for ggml's); this puts them back, as transformers' GGUF loader does:
+ * in its llama files (the two halves rotated together by Hugging Face's
+ * RoPE become adjacent rows for ggml's; its qwen2 files keep Hugging Face's
+ * order, for ggml's NEOX RoPE); this puts them back, as transformers' GGUF
+ * loader does:
  * GGUF row h*D + 2*i + j is Hugging Face row h*D + j*D/2 + i. */
 static void unpermute_rows(float *dst, const float *src, int64_t heads, int64_t head_dim, int64_t cols) {
     int64_t half = head_dim / 2;
@@ -224,7 +246,7 @@ static void gguf_model_dequant(const GgufModel *m, float *params) {
     for (int k = 0; k < pl->n; k++) {
         const ParamTensor *p = &pl->t[k];
         progress(t0, &last, k, pl->n, p->name);
-        if (p->kind != PT_WQ && p->kind != PT_WK) {
+        if ((p->kind != PT_WQ && p->kind != PT_WK) || !arch_get(m->cfg.arch)->gguf_rope_rows) {
             dequant_tensor(&m->f, m->src_of[k], params + p->offset);
             continue;
         }

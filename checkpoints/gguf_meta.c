@@ -92,6 +92,19 @@ const GgufKV *gguf_meta_array(const GgufFile *f, const char *key, int want_strin
     return kv;
 }
 
+const GgufKV *gguf_meta_f32_array(const GgufFile *f, const char *key, int required) {
+    const GgufKV *kv = get(f, key, required);
+    if (kv && (kv->type != GGUF_ARRAY || kv->arr_type != GGUF_FLOAT32)) WRONG(kv, "an array of float32");
+    return kv;
+}
+
+float gguf_arr_f32(const GgufKV *kv, uint64_t j) {
+    uint32_t bits = (uint32_t)get_le(kv->arr_data + 4 * j, 4);
+    float v;
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
 /* bytes of one element of each fixed-size type */
 static const int ELEM_SIZE[GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 

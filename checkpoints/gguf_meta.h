@@ -23,6 +23,11 @@ char *gguf_meta_str(const GgufFile *f, const char *key, int required);
 /* An array whose elements are strings (want_strings) or integers; NULL when
  * absent and not required. */
 const GgufKV *gguf_meta_array(const GgufFile *f, const char *key, int want_strings, int required);
+/* An array of float32 (llama.cpp's tokenizer.ggml.scores); NULL when absent
+ * and not required. */
+const GgufKV *gguf_meta_f32_array(const GgufFile *f, const char *key, int required);
+/* Element j of a float32 array. */
+float gguf_arr_f32(const GgufKV *kv, uint64_t j);
 /* Element j of an integer array. */
 int64_t gguf_arr_int(const GgufKV *kv, uint64_t j);
 /* File offset of element j of an array (of a string: its bytes), for messages. */

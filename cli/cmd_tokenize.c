@@ -69,10 +69,11 @@ static void encode_jsonl(TokEncoder *enc, char *buf, size_t len, const TokenizeA
     token_buf_free(&ids);
 }
 
-/* Ids separated by white space or commas, optionally inside [ ]. */
-static void decode_stdin(const Tokenizer *t, char *buf, int json) {
-    TokenBuf ids = {0};
-    for (char *p = buf; *p;) {
+/* Ids separated by white space or commas, optionally inside [ ], up to
+ * the end of buf or (one_line) of its first line; returns where it stopped. */
+static char *parse_ids(char *buf, const char *where, char *base, int one_line, TokenBuf *ids) {
+    char *p = buf;
+    while (*p && !(one_line && *p == '\n')) {
         if (strchr(" \t\r\n,[]", *p)) {
             p++;
             continue;
@@ -81,21 +82,28 @@ static void decode_stdin(const Tokenizer *t, char *buf, int json) {
         errno = 0;
         unsigned long long v = strtoull(p, &end, 10);
         if (end == p || errno || v > UINT32_MAX)
-            die("stdin: expected a token id at byte offset %lld, found '%.10s'", (long long)(p - buf), p);
-        token_buf_push(&ids, (uint32_t)v);
+            die("%s: expected a token id at byte offset %lld, found '%.10s'", where, (long long)(p - base), p);
+        token_buf_push(ids, (uint32_t)v);
         p = end;
     }
+    return p;
+}
+
+static void decode_ids(const Tokenizer *t, const TokenBuf *ids, const char *where, int json) {
     ByteBuf out = {0};
-    int64_t bad = tok_decode(t, ids.ids, ids.n, &out);
+    int64_t bad = tok_decode(t, ids->ids, ids->n, &out);
     if (bad >= 0)
-        die("stdin: id #%lld (%u) is outside the vocabulary of %d", (long long)bad, ids.ids[bad], tokenizer_vocab_size(t));
+        die("%s: id #%lld (%u) is outside the vocabulary of %d", where, (long long)bad, ids->ids[bad],
+            tokenizer_vocab_size(t));
     /* no ids decode to no bytes, and out.data is still NULL then: jansson
      * takes a NULL string as an error, but "" is valid UTF-8 (Hugging Face's
      * decode([]) is "") */
     const char *text = out.n > 0 ? (const char *)out.data : "";
     if (json) {
         json_t *o = json_pack("{s:s%}", "text", text, (size_t)out.n);
-        if (!o) die("decoded bytes are not valid UTF-8 (a token sequence cut inside a character); drop --json for raw bytes");
+        if (!o)
+            die("%s: decoded bytes are not valid UTF-8 (a token sequence cut inside a character); drop --json for raw "
+                "bytes", where);
         if (json_dumpf(o, stdout, JSON_ENSURE_ASCII) != 0) die("stdout: write failed: %s", strerror(errno));
         putchar('\n');
         json_decref(o);
@@ -103,6 +111,27 @@ static void decode_stdin(const Tokenizer *t, char *buf, int json) {
         fwrite_check(text, 1, (size_t)out.n, stdout, "stdout");
     }
     byte_buf_free(&out);
+}
+
+/* All of stdin is one sequence of ids; with --jsonl each line is one, and
+ * each gives one {"text": ...} line. */
+static void decode_stdin(const Tokenizer *t, char *buf, const TokenizeArgs *a) {
+    TokenBuf ids = {0};
+    if (!a->jsonl) {
+        parse_ids(buf, "stdin", buf, 0, &ids);
+        decode_ids(t, &ids, "stdin", a->json);
+        token_buf_free(&ids);
+        return;
+    }
+    int64_t line = 0;
+    for (char *p = buf; *p;) {
+        char where[64];
+        snprintf(where, sizeof where, "stdin line %lld", (long long)++line);
+        ids.n = 0;
+        p = parse_ids(p, where, p, 1, &ids);
+        decode_ids(t, &ids, where, 1);
+        if (*p == '\n') p++;
+    }
     token_buf_free(&ids);
 }
 
@@ -112,12 +141,14 @@ int cmd_tokenize(int argc, char **argv) {
         {"tokenizer", OPT_STRING, &a.tokenizer, "PATH", "tokenizer.json; absent: the one `make setup` installs"},
         {"decode", OPT_FLAG, &a.decode, NULL, "read ids (space/comma separated or a JSON array), write the text"},
         {"json", OPT_FLAG, &a.json, NULL, "JSON output: {\"ids\": [...], \"count\": N} or {\"text\": ...}"},
-        {"jsonl", OPT_FLAG, &a.jsonl, NULL, "input is JSON Lines {\"text\": ...}; one line of ids per document"},
+        {"jsonl", OPT_FLAG, &a.jsonl, NULL,
+         "input is JSON Lines {\"text\": ...}; one line of ids per document (with --decode: each line of ids -> one "
+         "{\"text\": ...} line)"},
         {"allow-special", OPT_FLAG, &a.allow_special, NULL, "spelled-out special tokens (<|eot_id|>) become their ids"},
         {"bos", OPT_FLAG, &a.bos, NULL, "prepend the tokenizer's BOS (Llama 3: <|begin_of_text|>); refused when it has none"},
         {0},
     };
-    if (options_parse("tokenize", "Byte-level BPE tokenizer (tokenizer.json): UTF-8 text on stdin -> token ids on stdout.", opts, argc, argv))
+    if (options_parse("tokenize", "BPE tokenizer (tokenizer.json, byte-level or SentencePiece-style): UTF-8 text on stdin -> token ids on stdout.", opts, argc, argv))
         return 0;
     char *path = a.tokenizer ? xstrdup(a.tokenizer) : tokenizer_default_path();
     Tokenizer *t = tokenizer_load(path);
@@ -127,7 +158,7 @@ int cmd_tokenize(int argc, char **argv) {
     size_t len;
     char *input = read_stdin(&len);
     if (a.decode) {
-        decode_stdin(t, input, a.json);
+        decode_stdin(t, input, &a);
     } else {
         TokEncoder *enc = tok_encoder_new(t);
         if (a.jsonl) {

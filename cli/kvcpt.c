@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../backends/backends.h"
 #include "../common/backend.h"
 #include "../common/build_info.h"
 #include "../common/self_restart.h"
@@ -76,6 +77,7 @@ static void restart_with_settings(const char *command, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    backends_register();
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

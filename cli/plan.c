@@ -285,7 +285,7 @@ int cmd_plan(int argc, char **argv) {
     if (strcmp(engine, "zero3") == 0) return 0;
     /* the CUDA engine for each rank count, its mode resolved as the trainer
      * does (a one-rank mode is shown once: it does not shard) */
-    TrainMode mode = train_mode_for_device(DEVICE_CUDA, &tc, 0, 1);
+    TrainMode mode = train_mode_for_kind(BACKEND_ACCEL, &tc, 0, 1);
     if (json) printf("[");
     for (int i = 0; i < n; i++) {
         CudaMemInputs cin = cuda_mem_inputs_from_train(&tc, mode, rows[i].ranks);

@@ -11,19 +11,35 @@
 #include "bpe_merge.h"
 #include "bpe_tables.h"
 #include "byte_level.h"
+#include "metaspace.h"
+#include "normalizer.h"
 #include "piece_cache.h"
 #include "pretokenize.h"
 #include "sha256.h"
 #include "special_tokens.h"
+#include "token_decoder.h"
 #include "tokenizer_options.h"
+#include "utf8.h"
 
 struct Tokenizer {
-    VocabMap vocab;   /* model.vocab as raw bytes, ids 0..n_model-1 (entries outside the byte-level alphabet: empty) */
-    VocabMap decoded; /* bytes of every id 0..n_ids-1 (added tokens: their names; holes: empty) */
+    /* model.vocab, ids 0..n_model-1: byte-level files as raw bytes (entries
+     * outside the byte-level alphabet: empty), text vocabularies
+     * (SentencePiece style) as their UTF-8 strings */
+    VocabMap vocab;
+    /* every id 0..n_ids-1 (holes: empty): byte-level files, its bytes (added
+     * tokens: their names); text vocabularies, the token string the decoder
+     * steps start from */
+    VocabMap decoded;
     PairMap merges;
     AddedSet added_raw;  /* added tokens with normalized = false: matched first, on the text itself */
     AddedSet added_norm; /* normalized = true: matched next, in what is left (no normalizer: the same text) */
-    int32_t byte_id[256]; /* -1: the byte has no token (SmolLM2 lacks a few control bytes) */
+    int32_t byte_id[256]; /* byte-level: -1 when the byte has no token (SmolLM2 lacks a few control bytes) */
+    int32_t fallback_id[256]; /* text vocabularies with byte_fallback: the id of "<0xNN>", or -1 */
+    int byte_level, byte_fallback;
+    Normalizer normalizer;
+    int has_metaspace;
+    Metaspace metaspace;
+    TokDecoder decoder;
     int32_t n_model, n_ids, bos_id;
     int32_t unk_id;       /* model.unk_token's id, or -1: bytes without a token are then dropped */
     int fuse_unk, missing_bytes;
@@ -40,8 +56,11 @@ struct TokEncoder {
     uint32_t *piece_ids;
     int32_t *symbols;
     int64_t piece_cap;
+    NormScratch norm;
+    MetaspaceScratch ms;
     TokenBuf *out; /* where the pre-tokenizer's pieces go */
     const char *text; /* of the running tok_encode, for error offsets */
+    const char *norm_text; /* the normalized piece being pre-tokenized, or NULL when it is text itself */
     char err[400];
 };
 
@@ -85,9 +104,9 @@ static int is_added_content(const json_t *added, const char *key) {
 }
 
 static void load_vocab(Tokenizer *t, const char *path, const json_t *vocab, const json_t *added) {
-    size_t n = json_object_size(vocab);
     /* fewer than 256 is a vocabulary lacking some bytes: those are dropped
      * (or become model.unk_token), as in Hugging Face */
+    size_t n = json_object_size(vocab);
     KV_CHECK(n >= 1 && n < (size_t)INT32_MAX / 2, "tokenizer '%s': model.vocab has %zu entries, expected 1 to 2^30",
              path, n);
     t->n_model = (int32_t)n;
@@ -103,6 +122,11 @@ static void load_vocab(Tokenizer *t, const char *path, const json_t *vocab, cons
             die("tokenizer '%s': model.vocab[\"%s\"]: id must be a unique integer in [0, %zu)", path, key, n);
         size_t klen = strlen(key);
         bytes[id] = xmalloc(klen + 1);
+        if (!t->byte_level) {
+            memcpy(bytes[id], key, klen);
+            len[id] = (int64_t)klen;
+            continue;
+        }
         len[id] = byte_level_to_bytes(key, klen, bytes[id]);
         if (len[id] <= 0) {
             if (!is_added_content(added, key))
@@ -123,8 +147,11 @@ static void load_vocab(Tokenizer *t, const char *path, const json_t *vocab, cons
     vocab_map_index(v);
     for (int b = 0; b < 256; b++) {
         uint8_t byte = (uint8_t)b;
-        t->byte_id[b] = vocab_map_find(v, &byte, 1);
-        t->missing_bytes += t->byte_id[b] < 0;
+        char hex[8];
+        snprintf(hex, sizeof hex, "<0x%02X>", b); /* Hugging Face's format!("<{:#04X}>") */
+        t->byte_id[b] = t->byte_level ? vocab_map_find(v, &byte, 1) : -1;
+        t->missing_bytes += t->byte_level && t->byte_id[b] < 0;
+        t->fallback_id[b] = t->byte_fallback ? vocab_map_find(v, (const uint8_t *)hex, 6) : -1;
     }
 }
 
@@ -161,9 +188,18 @@ static void parse_merge(Tokenizer *t, const char *path, const json_t *m, size_t 
         die("tokenizer '%s': model.merges[%zu] is neither \"LEFT RIGHT\" nor [LEFT, RIGHT]", path, rank);
     }
     uint8_t ab[2048];
-    int64_t na = byte_level_to_bytes(a, strlen(a), ab);
-    int64_t nb = na > 0 ? byte_level_to_bytes(b, strlen(b), ab + na) : -1;
-    if (na <= 0 || nb <= 0) die("tokenizer '%s': model.merges[%zu] is not in the byte-level alphabet", path, rank);
+    int64_t na, nb;
+    if (t->byte_level) {
+        na = byte_level_to_bytes(a, strlen(a), ab);
+        nb = na > 0 ? byte_level_to_bytes(b, strlen(b), ab + na) : -1;
+    } else {
+        na = (int64_t)strlen(a);
+        nb = (int64_t)strlen(b);
+        memcpy(ab, a, (size_t)na);
+        memcpy(ab + na, b, (size_t)nb);
+    }
+    if (t->byte_level && (na <= 0 || nb <= 0))
+        die("tokenizer '%s': model.merges[%zu] is not in the byte-level alphabet", path, rank);
     int32_t left = vocab_map_find(&t->vocab, ab, (size_t)na), right = vocab_map_find(&t->vocab, ab + na, (size_t)nb);
     int32_t merged = vocab_map_find(&t->vocab, ab, (size_t)(na + nb));
     if (left < 0 || right < 0 || merged < 0)
@@ -212,9 +248,10 @@ static void check_added_flags(const char *path, const json_t *a, size_t i) {
 /* The bytes Hugging Face's decode gives an added token: its ByteLevel
  * decoder maps the content through the byte-level alphabet when every
  * character is in it ("\u0120x" is " x"), and leaves it as it is otherwise.
+ * A text vocabulary keeps the content, which the decoder steps then see.
  * out: capacity >= len. */
-static size_t added_decoded(const char *content, size_t len, uint8_t *out) {
-    int64_t n = byte_level_to_bytes(content, len, out);
+static size_t added_decoded(const Tokenizer *t, const char *content, size_t len, uint8_t *out) {
+    int64_t n = t->byte_level ? byte_level_to_bytes(content, len, out) : -1;
     if (n >= 0) return (size_t)n;
     memcpy(out, content, len);
     return len;
@@ -277,26 +314,37 @@ static void load_added(Tokenizer *t, const char *path, const json_t *vocab, cons
         content[i] = xstrdup(name);
         len[i] = strlen(name);
     }
-    /* split by normalized: two sets, each matched as Hugging Face does */
+    /* split by normalized: two sets, each matched as Hugging Face does; the
+     * normalized ones are looked for in normalized text, so they are
+     * normalized too */
+    NormScratch nw = {0};
     for (int pass = 0; pass < 2; pass++) {
-        const char **pc = xcalloc(n + 1, sizeof(char *));
+        char **pc = xcalloc(n + 1, sizeof(char *));
         size_t *pl = xcalloc(n + 1, sizeof(size_t));
         int32_t *pid = xcalloc(n + 1, sizeof(int32_t));
         uint8_t *ps = xcalloc(n + 1, 1);
         int m = 0;
         for (size_t i = 0; i < n; i++) {
             if (normalized[i] != pass) continue;
-            pc[m] = content[i];
-            pl[m] = len[i];
+            const char *c = pass ? normalize(&t->normalizer, &nw, content[i], len[i], &pl[m]) : content[i];
+            if (!pass) pl[m] = len[i];
+            for (int j = 0; j < m; j++)
+                if (pl[j] == pl[m] && memcmp(pc[j], c, pl[m]) == 0)
+                    die("tokenizer '%s': added_tokens[%zu] (\"%s\") is after the normalizer the same as another "
+                        "added token", path, i, content[i]);
+            pc[m] = xmalloc(pl[m] + 1);
+            memcpy(pc[m], c, pl[m]);
             pid[m] = id[i];
             ps[m++] = special[i];
         }
-        added_set_build(pass ? &t->added_norm : &t->added_raw, pc, pl, pid, ps, m);
+        added_set_build(pass ? &t->added_norm : &t->added_raw, (const char *const *)pc, pl, pid, ps, m);
+        for (int j = 0; j < m; j++) free(pc[j]);
         free(pc);
         free(pl);
         free(pid);
         free(ps);
     }
+    norm_scratch_free(&nw);
     /* decoding table: model tokens' bytes, overridden by added tokens' */
     VocabMap *d = &t->decoded;
     d->n_ids = t->n_ids;
@@ -307,7 +355,7 @@ static void load_added(Tokenizer *t, const char *path, const json_t *vocab, cons
     size_t *dec_len = xcalloc(n + 1, sizeof(size_t));
     for (size_t i = 0; i < n; i++) {
         dec[i] = xmalloc(len[i]);
-        dec_len[i] = added_decoded(content[i], len[i], dec[i]);
+        dec_len[i] = added_decoded(t, content[i], len[i], dec[i]);
     }
     d->offset = xmalloc(sizeof(int64_t) * ((size_t)t->n_ids + 1));
     d->offset[0] = 0;
@@ -345,6 +393,15 @@ static Tokenizer *tokenizer_build(const char *path, json_t *root) {
     if (added && !json_is_array(added)) die("tokenizer '%s': added_tokens is not an array", path);
     json_t *none = added ? NULL : json_array(); /* absent: no added tokens */
     if (!added) added = none;
+    t->byte_level = opt.byte_level;
+    t->byte_fallback = opt.byte_fallback;
+    /* the tokenizer takes these over from the options */
+    t->normalizer = opt.normalizer;
+    t->has_metaspace = opt.has_metaspace;
+    t->metaspace = opt.metaspace;
+    t->decoder = opt.decoder;
+    memset(&opt.normalizer, 0, sizeof opt.normalizer);
+    memset(&opt.decoder, 0, sizeof opt.decoder);
     load_vocab(t, path, member(path, model, "vocab", JSON_OBJECT, "model"), added);
     load_merges(t, path, member(path, model, "merges", JSON_ARRAY, "model"));
     load_unk(t, path, model, json_object_get(model, "vocab"));
@@ -400,6 +457,8 @@ void tokenizer_free(Tokenizer *t) {
     added_set_free(&t->added_raw);
     added_set_free(&t->added_norm);
     pretokenizer_free(t->pre);
+    normalizer_free(&t->normalizer);
+    tok_decoder_free(&t->decoder);
     free(t);
 }
 
@@ -427,6 +486,8 @@ TokEncoder *tok_encoder_new(const Tokenizer *t) {
 void tok_encoder_free(TokEncoder *e) {
     if (!e) return;
     pretoken_cursor_free(e->cursor);
+    norm_scratch_free(&e->norm);
+    metaspace_scratch_free(&e->ms);
     bpe_scratch_free(&e->bpe);
     piece_cache_free(&e->cache);
     free(e->piece_ids);
@@ -448,6 +509,7 @@ void token_buf_free(TokenBuf *b) {
 }
 
 void byte_buf_append(ByteBuf *b, const void *p, size_t n) {
+    if (n == 0) return; /* an empty buffer has no data to copy to yet */
     if (b->n + (int64_t)n > b->cap) {
         b->cap = 2 * (b->n + (int64_t)n) + 256;
         b->data = xrealloc(b->data, (size_t)b->cap);
@@ -492,6 +554,43 @@ static int has_missing_byte(const Tokenizer *t, const uint8_t *s, size_t n) {
     return 0;
 }
 
+/* The starting symbols of a word of a text vocabulary (SentencePiece
+ * style), as Hugging Face's BPE makes them: one per character that is a
+ * token; a character that is not becomes its "<0xNN>" byte tokens
+ * (byte_fallback, when all of them exist) or else the unknown token, one per
+ * run with fuse_unk. A pending unknown token goes in only before the next
+ * character that is a token, or at the end: byte tokens after it come first,
+ * as in Hugging Face. At most one symbol per byte. */
+static int64_t text_symbols(TokEncoder *e, const uint8_t *s, size_t n) {
+    const Tokenizer *t = e->t;
+    reserve_piece(e, n);
+    int64_t m = 0;
+    int unk_pending = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int k = utf8_decode_one(s + i, n - i, &cp);
+        if (k <= 0) k = 1; /* the text was validated; never taken */
+        int32_t id = vocab_map_find(&t->vocab, s + i, (size_t)k);
+        if (id >= 0) {
+            if (unk_pending) e->symbols[m++] = t->unk_id;
+            unk_pending = 0;
+            e->symbols[m++] = id;
+        } else {
+            int all = t->byte_fallback;
+            for (int j = 0; all && j < k; j++) all = t->fallback_id[s[i + (size_t)j]] >= 0;
+            if (all) {
+                for (int j = 0; j < k; j++) e->symbols[m++] = t->fallback_id[s[i + (size_t)j]];
+            } else if (t->unk_id >= 0) {
+                if (unk_pending && !t->fuse_unk) e->symbols[m++] = t->unk_id;
+                unk_pending = 1;
+            }
+        }
+        i += (size_t)k;
+    }
+    if (unk_pending) e->symbols[m++] = t->unk_id;
+    return m;
+}
+
 /* One pre-token: whole-vocabulary hit first when tokenizer.json sets
  * ignore_merges, then the memo, then BPE. */
 static void encode_piece(TokEncoder *e, const uint8_t *s, size_t n, TokenBuf *out) {
@@ -507,7 +606,7 @@ static void encode_piece(TokEncoder *e, const uint8_t *s, size_t n, TokenBuf *ou
         encode_with_missing_bytes(e, s, n, out);
         return;
     }
-    if (n == 1) { /* no merge applies to one byte */
+    if (n == 1 && t->byte_level) { /* no merge applies to one byte */
         token_buf_push(out, (uint32_t)t->byte_id[s[0]]);
         return;
     }
@@ -516,7 +615,8 @@ static void encode_piece(TokEncoder *e, const uint8_t *s, size_t n, TokenBuf *ou
     const uint32_t *ids = piece_cache_find(&e->cache, h, s, n, &k);
     if (!ids) {
         reserve_piece(e, n);
-        k = bpe_merge(&e->bpe, &t->merges, t->byte_id, s, n, e->piece_ids);
+        if (t->byte_level) k = bpe_merge(&e->bpe, &t->merges, t->byte_id, s, n, e->piece_ids);
+        else k = bpe_merge_symbols(&e->bpe, &t->merges, e->symbols, text_symbols(e, s, n), e->piece_ids);
         piece_cache_put(&e->cache, h, s, n, e->piece_ids, k);
         ids = e->piece_ids;
     }
@@ -528,27 +628,42 @@ static void on_piece(void *ctx, const char *piece, size_t len) {
     encode_piece(e, (const uint8_t *)piece, len, e->out);
 }
 
-static int encode_ordinary(TokEncoder *e, const char *text, size_t len, TokenBuf *out) {
+/* at_start: text begins where the whole text does (Metaspace's "first"). */
+static int encode_ordinary(TokEncoder *e, const char *text, size_t len, int at_start, TokenBuf *out) {
     e->out = out;
+    if (e->t->has_metaspace) {
+        metaspace_pretokenize(&e->t->metaspace, &e->ms, text, len, at_start, on_piece, e);
+        return 1;
+    }
     if (pretokenize(e->cursor, text, len, on_piece, e)) return 1;
     int stage;
     const char *at;
     const char *msg = pretoken_cursor_error(e->cursor, &stage, &at);
-    snprintf(e->err, sizeof e->err, "pre-tokenizer regex (stage %d) failed searching from byte offset %lld of the text: %s",
-             stage, (long long)(at - e->text), msg);
+    snprintf(e->err, sizeof e->err,
+             "pre-tokenizer regex (stage %d) failed searching from byte offset %lld of the %s: %s", stage, (long long)(at - (e->norm_text ? e->norm_text : e->text)),
+             e->norm_text ? "normalized piece of text" : "text", msg);
     return 0;
 }
 
 /* Stage `pass` of Hugging Face's added-vocabulary split: 0 matches the
- * added tokens with normalized = false, 1 those with normalized = true in
- * what stage 0 left, 2 is the pre-tokenizer and BPE. A special token found
- * while !allow_special stays text (Hugging Face's encode_special_tokens):
- * the search goes on after it without splitting there. */
-static int encode_pass(TokEncoder *e, int pass, const char *text, size_t len, int allow_special, TokenBuf *out) {
+ * added tokens with normalized = false, 1 normalizes each piece stage 0
+ * left and matches those with normalized = true in it, 2 is the
+ * pre-tokenizer and BPE. A special token found while !allow_special stays
+ * text (Hugging Face's encode_special_tokens): the search goes on after it
+ * without splitting there. at_start: text begins the whole text. */
+static int encode_pass(TokEncoder *e, int pass, const char *text, size_t len, int at_start, int allow_special,
+                       TokenBuf *out) {
+    if (pass == 1 && e->t->normalizer.n > 0) {
+        size_t n;
+        const char *norm = normalize(&e->t->normalizer, &e->norm, text, len, &n);
+        e->norm_text = norm == text ? NULL : norm;
+        text = norm;
+        len = n;
+    }
     const AddedSet *set = pass == 0 ? &e->t->added_raw : &e->t->added_norm;
     if (pass == 2 || set->n == 0 || (!allow_special && set->n == set->n_special)) {
-        if (pass == 2) return encode_ordinary(e, text, len, out);
-        return encode_pass(e, pass + 1, text, len, allow_special, out);
+        if (pass == 2) return encode_ordinary(e, text, len, at_start, out);
+        return encode_pass(e, pass + 1, text, len, at_start, allow_special, out);
     }
     size_t pos = 0, from = 0, at;
     int k;
@@ -556,17 +671,18 @@ static int encode_pass(TokEncoder *e, int pass, const char *text, size_t len, in
         size_t end = at + added_set_len(set, k);
         from = end;
         if (!allow_special && set->special[k]) continue;
-        if (!encode_pass(e, pass + 1, text + pos, at - pos, allow_special, out)) return 0;
+        if (!encode_pass(e, pass + 1, text + pos, at - pos, at_start && pos == 0, allow_special, out)) return 0;
         token_buf_push(out, (uint32_t)set->id[k]);
         pos = end;
     }
-    return encode_pass(e, pass + 1, text + pos, len - pos, allow_special, out);
+    return encode_pass(e, pass + 1, text + pos, len - pos, at_start && pos == 0, allow_special, out);
 }
 
 int tok_encode(TokEncoder *e, const char *text, size_t len, int allow_special, TokenBuf *out) {
     e->text = text;
+    e->norm_text = NULL;
     e->err[0] = '\0';
-    return encode_pass(e, 0, text, len, allow_special, out);
+    return encode_pass(e, 0, text, len, 1, allow_special, out);
 }
 
 const char *tok_encoder_error(const TokEncoder *e) { return e->err; }
@@ -576,7 +692,18 @@ int64_t tok_decode(const Tokenizer *t, const uint32_t *ids, int64_t n, ByteBuf *
     for (int64_t i = 0; i < n; i++) {
         uint32_t id = ids[i];
         if (id >= (uint32_t)t->n_ids || d->offset[id + 1] == d->offset[id]) return i;
-        byte_buf_append(out, d->blob + d->offset[id], (size_t)(d->offset[id + 1] - d->offset[id]));
+        if (t->byte_level) byte_buf_append(out, d->blob + d->offset[id], (size_t)(d->offset[id + 1] - d->offset[id]));
     }
+    if (t->byte_level || n == 0) return -1;
+    /* a text vocabulary: the token strings through the decoder's steps */
+    const char **tok = xmalloc((size_t)n * sizeof(char *));
+    size_t *len = xmalloc((size_t)n * sizeof(size_t));
+    for (int64_t i = 0; i < n; i++) {
+        tok[i] = (const char *)d->blob + d->offset[ids[i]];
+        len[i] = (size_t)(d->offset[ids[i] + 1] - d->offset[ids[i]]);
+    }
+    tok_decoder_run(&t->decoder, tok, len, n, out);
+    free(tok);
+    free(len);
     return -1;
 }

@@ -1,8 +1,9 @@
 #ifndef KVCPT_TOKENIZER_H
 #define KVCPT_TOKENIZER_H
-/* Byte-level BPE tokenizer loaded from a Hugging Face tokenizer.json
- * (Llama 3.x, SmolLM2, GPT-2, Qwen2 and any other whose pipeline
- * tokenizer_options.h accepts). A Tokenizer is read-only after loading and
+/* BPE tokenizer loaded from a Hugging Face tokenizer.json: byte-level
+ * (Llama 3.x, SmolLM2, GPT-2, Qwen2 with its NFC normalizer) or
+ * SentencePiece-style with byte fallback (Llama 2, Mistral, TinyLlama), and
+ * any other whose pipeline tokenizer_options.h accepts. A Tokenizer is read-only after loading and
  * shared by threads; each thread encodes through its own TokEncoder (regex
  * state, BPE scratch and a memo of recent pieces). */
 #include <stddef.h>
@@ -64,10 +65,15 @@ void tok_encoder_free(TokEncoder *e);
 int tok_encode(TokEncoder *e, const char *text, size_t len, int allow_special, TokenBuf *out);
 const char *tok_encoder_error(const TokEncoder *e);
 
-/* Appends the bytes of ids to out; added tokens decode to their names, as
- * Hugging Face's ByteLevel decoder reads them (a name written wholly in the
- * byte-level alphabet decodes through it: "\u0120x" is " x"). Returns
- * the index of the first id outside the vocabulary, or -1 when all are valid. */
+/* Appends the bytes of ids to out as Hugging Face's decode(ids,
+ * skip_special_tokens=False) gives them. Byte-level: added tokens decode to
+ * their names, as its ByteLevel decoder reads them (a name written wholly
+ * in the byte-level alphabet decodes through it: "\u0120x" is " x"); a
+ * sequence cut inside a character stays raw bytes here, where Hugging Face
+ * writes U+FFFD. SentencePiece-style: the
+ * token strings through tokenizer.json's decoder steps (token_decoder.h),
+ * always UTF-8. Returns the index of the first id outside the vocabulary,
+ * or -1 when all are valid. */
 int64_t tok_decode(const Tokenizer *t, const uint32_t *ids, int64_t n, ByteBuf *out);
 
 void token_buf_push(TokenBuf *b, uint32_t id);

@@ -1,16 +1,15 @@
 #ifndef KVCPT_DECODE_DEVICE_H
 #define KVCPT_DECODE_DEVICE_H
-/* What `kvcpt eval --device cuda` asks of a device's decode engine, as the
- * backend registers it: the GPU's (eval/engine_cuda.c), or none where the
- * binary was built without CUDA (eval/engine_cuda_stub.c, which the
- * Makefile links in its place). The engines it creates then run through
- * eval/engine.h like CPU ones. */
+/* What `kvcpt eval` on an accelerator (and `kvcpt bench decode`) asks of
+ * its decode engine, the backend's decode seam (Backend.decode,
+ * common/backend.h): the CUDA backend's is eval/engine_cuda.c; the host
+ * has none, its engine being eval/engine.h's own. The engines it creates
+ * then run through eval/engine.h like host ones. */
 #include <stdint.h>
 
 #include "engine.h"
 
 typedef struct DecodeDevice {
-    const char *name; /* "cuda" */
     /* Uploads m's weights once for every engine of its documents; *bytes:
      * what the device then holds for them. Free with model_free after the
      * last engine. */
@@ -24,7 +23,4 @@ typedef struct DecodeDevice {
      * stdout); dies, naming the sizes, when not even one fits. */
     int64_t (*fit_batch)(const LlamaConfig *c, int64_t L, int64_t S, int64_t W, int64_t batch);
 } DecodeDevice;
-
-/* The GPU's table, or NULL in a binary built without CUDA. */
-const DecodeDevice *decode_device_cuda(void);
 #endif

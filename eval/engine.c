@@ -7,6 +7,7 @@
 #include "../common/redzone.h"
 #include "../common/util.h"
 #include "../kernels/attention_decode.h"
+#include "../kernels/bias.h"
 #include "../kernels/embedding.h"
 #include "../kernels/residual.h"
 #include "../kernels/rope.h"
@@ -285,7 +286,7 @@ static void cpu_prefill_cache(DecodeEngine *e, int64_t l, const float **kc, cons
  * fused [q | k | v] and [gate | up] rows are those of separate products. */
 static const LlamaOps cpu_decode_ops = {
     .rmsnorm_forward = rmsnorm_forward_cpu, .matmul_forward = row_matmul_forward,
-    .matmul_forward_act = row_matmul_forward, .rope_split_forward = rope_split_forward_cpu,
+    .matmul_forward_act = row_matmul_forward, .bias_add = bias_add_cpu, .rope_split_forward = rope_split_forward_cpu,
     .swiglu_forward = swiglu_fused_forward_cpu, .residual_add = residual_add_cpu,
 };
 

@@ -294,10 +294,7 @@ static int64_t gpu_fit_batch(const LlamaConfig *c, int64_t L, int64_t S, int64_t
     return batch;
 }
 
-static const DecodeDevice gpu_device = {.name = "cuda",
-                                        .model_upload = gpu_model_upload,
-                                        .model_free = gpu_model_free,
-                                        .engine_create = gpu_engine_create,
-                                        .fit_batch = gpu_fit_batch};
-
-const DecodeDevice *decode_device_cuda(void) { return &gpu_device; }
+const DecodeDevice decode_device_cuda = {.model_upload = gpu_model_upload,
+                                         .model_free = gpu_model_free,
+                                         .engine_create = gpu_engine_create,
+                                         .fit_batch = gpu_fit_batch};

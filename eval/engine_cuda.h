@@ -16,7 +16,8 @@
  *
  * fp32 everywhere, like the CPU engine, which is its oracle
  * (tests/gpu/test_decode_cuda.c). Only compiled with the CUDA backend;
- * `kvcpt eval` reaches it through its table (eval/decode_device.h). */
+ * `kvcpt eval` reaches it through its table, decode_device_cuda (the CUDA
+ * backend's decode seam, eval/decode_device.h). */
 #include <stdint.h>
 
 #include "decode_device.h"
@@ -47,4 +48,7 @@ void decode_model_cuda_free(DecodeModelCuda *g);
 /* engine_create's GPU twin: caches in device memory, weights from g (which
  * must outlive the engine). Free with engine_free. */
 void engine_create_cuda(DecodeEngine *e, Llama *m, DecodeModelCuda *g, int64_t cap, int64_t W);
+
+/* The CUDA backend's decode seam (backends/cuda/backend.c registers it). */
+extern const DecodeDevice decode_device_cuda;
 #endif

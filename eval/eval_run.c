@@ -37,8 +37,8 @@ typedef struct {
     EvalCell *cells;
     int64_t skipped;
     unsigned char *done;         /* (n_ctx, n_models) 1 once that context of that model is finished */
-    const DecodeDevice *gpu;     /* the GPU's decode engine; NULL: the CPU engine */
-    void *gpu_model;             /* the model's weights on the GPU (gpu->model_upload) */
+    const DecodeDevice *dev;     /* the backend's decode engine (Backend.decode); NULL: the host's */
+    void *dev_model;             /* the model's weights on the device (dev->model_upload) */
     FILE *dump;                  /* --dump: one JSON line per (model, context, variant, document); NULL: off */
     char dump_tmp[4200];         /* where the dump is written until the run succeeds (--dump + ".tmp") */
     json_t *run;                 /* eval.json's "run": how it is made (eval/provenance.h) */
@@ -157,7 +157,7 @@ static void decode_batch(ContextRun *x, int mi, int64_t nb) {
     EvalRun *r = x->r;
     const EvalSettings *s = r->s;
     int64_t S = s->last;
-    int nv = s->n_variants, together = r->gpu == NULL, per_call = together ? nv : 1;
+    int nv = s->n_variants, together = r->dev == NULL, per_call = together ? nv : 1;
     int64_t rows_max = nb * per_call;
     DecodeEngine **e = xmalloc(sizeof(DecodeEngine *) * (size_t)rows_max);
     DecodeEngine *forks = together ? xcalloc((size_t)rows_max, sizeof(DecodeEngine)) : NULL;
@@ -209,11 +209,11 @@ static void decode_batch(ContextRun *x, int mi, int64_t nb) {
 /* On the GPU each document of a batch holds its own caches: fewer documents
  * at once when --batch would not fit the free device memory. */
 static int64_t fit_batch(const EvalRun *r, const Llama *m, int64_t batch, int64_t L, int64_t S) {
-    return r->gpu ? r->gpu->fit_batch(&m->cfg, L, S, EVAL_PREFILL_ROWS, batch) : batch;
+    return r->dev ? r->dev->fit_batch(&m->cfg, L, S, EVAL_PREFILL_ROWS, batch) : batch;
 }
 
 static void create_engine(const EvalRun *r, DecodeEngine *e, Llama *m, int64_t cap) {
-    if (r->gpu) r->gpu->engine_create(e, m, r->gpu_model, cap, EVAL_PREFILL_ROWS);
+    if (r->dev) r->dev->engine_create(e, m, r->dev_model, cap, EVAL_PREFILL_ROWS);
     else engine_create(e, m, cap, EVAL_PREFILL_ROWS);
 }
 
@@ -313,20 +313,20 @@ static void load_model(const EvalRun *r, Llama *m, int mi) {
     model_source_load_fp32(r->s->models[mi], &r->cfg[mi], &m->layout, m->params);
 }
 
-/* With the GPU backend, m's weights go to the device once for all its contexts. */
-static void model_to_device(EvalRun *r, const Llama *m, Device dev) {
-    r->gpu = NULL, r->gpu_model = NULL;
-    if (dev != DEVICE_CUDA) return;
-    r->gpu = decode_device_cuda();
-    KV_CHECK(r->gpu, "eval --device cuda: this binary was built without the CUDA decode engine");
+/* On an accelerator, m's weights go to the device once for all its contexts. */
+static void model_to_device(EvalRun *r, const Llama *m, const Backend *be) {
+    r->dev = NULL, r->dev_model = NULL;
+    if (be->kind == BACKEND_HOST) return;
+    r->dev = be->decode;
+    KV_CHECK(r->dev, "eval --device %s: the %s backend has no decode engine", be->name, be->label);
     int64_t bytes = 0;
-    r->gpu_model = r->gpu->model_upload(m, &bytes);
-    printf("eval: CUDA decode engine, %.1f MB of weights on the GPU\n", (double)bytes / 1e6);
+    r->dev_model = r->dev->model_upload(m, &bytes);
+    printf("eval: %s decode engine, %.1f MB of weights on the device\n", be->label, (double)bytes / 1e6);
 }
 
 static void model_off_device(EvalRun *r) {
-    if (r->gpu) r->gpu->model_free(r->gpu_model);
-    r->gpu = NULL, r->gpu_model = NULL;
+    if (r->dev) r->dev->model_free(r->dev_model);
+    r->dev = NULL, r->dev_model = NULL;
 }
 
 /* Every context against the data before any model is loaded, so that a
@@ -463,9 +463,9 @@ void eval_run(const EvalSettings *s) {
     for (int i = 0; i < s->n_models; i++)
         eval_check_rope_contexts(&r.cfg[i], s->models[i], s->rope_scaling != NULL, s->contexts, s->n_contexts, s->last,
                                  s->allow_beyond);
-    Device dev = backend_resolve(s->device);
+    const Backend *be = backend_resolve(s->device);
     eval_prepare_out_dir("eval", "--out", s->out);
-    if (!s->quiet && dev == DEVICE_CPU) fprintf(stderr, "kvcpt eval: device cpu, %s\n", blas_core_summary());
+    if (!s->quiet && be->kind == BACKEND_HOST) fprintf(stderr, "kvcpt eval: device %s, %s\n", be->name, blas_core_summary());
     if (s->dump) {
         /* a .tmp that fopen_check removes if the run dies: an earlier good
          * dump stays until this one is complete */
@@ -481,7 +481,7 @@ void eval_run(const EvalSettings *s) {
     for (int mi = 0; mi < s->n_models; mi++) {
         Llama m;
         load_model(&r, &m, mi);
-        model_to_device(&r, &m, dev);
+        model_to_device(&r, &m, be);
         for (int ci = 0; ci < s->n_contexts; ci++) {
             eval_context(&r, &m, mi, ci, s->models[mi]);
             /* the same resamples as the intervals: paired over the documents */
@@ -489,7 +489,7 @@ void eval_run(const EvalSettings *s) {
                 for (int v = 0; v < s->n_variants; v++)
                     eval_cell_ratio(cell(&r, v, ci, 1), cell(&r, v, ci, 0), s->boot, 1234);
             r.done[ci * s->n_models + mi] = 1;
-            non_finite = write_finished(&r, path, backend_name(dev));
+            non_finite = write_finished(&r, path, be->name);
         }
         model_off_device(&r);
         llama_free(&m);

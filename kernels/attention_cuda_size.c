@@ -1,6 +1,8 @@
 #include "attention_cuda_size.h"
 
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../common/checked.h"
 #include "../common/util.h"
@@ -33,17 +35,18 @@ int64_t attention_cuda_row_mask_bytes(const RefreshMask *m, int64_t B, int64_t T
 
 int64_t attention_mma_bwd_groups(int64_t B, int64_t T, int64_t Hq) {
     /* kernels/attention_mma_bwd_one_pass.cuh: 128-key tiles */
-    const int64_t slots = 2 * 132, cap = 8, heads = B * Hq > 0 ? B * Hq : 1, key_tiles = (T + 127) / 128;
-    int64_t g = (slots + heads - 1) / heads;
+    const int64_t slots = 132, cap = 8, heads = B * Hq > 0 ? B * Hq : 1, key_tiles = (T + 127) / 128;
+    int64_t g = slots / heads;
     if (g > cap) g = cap;
     if (g > key_tiles) g = key_tiles;
     return g > 1 ? g : 1;
 }
 
 AttnBwdVariant attention_bwd_variant_default(void) {
-    /* by arithmetic the one pass's partial dQ traffic outweighs the two
-     * products it saves at the 8B shape (docs/cuda.md) */
-    return ATTN_BWD_TWO_PASS;
+    const char *env = getenv(ATTN_BWD_ENV);
+    if (!env || !*env || strcmp(env, "one_pass") == 0) return ATTN_BWD_ONE_PASS;
+    if (strcmp(env, "two_pass") == 0) return ATTN_BWD_TWO_PASS;
+    die("%s: the attention backward must be one_pass or two_pass (got '%s')", ATTN_BWD_ENV, env);
 }
 
 const char *attention_bwd_variant_name(AttnBwdVariant v) {
@@ -52,9 +55,10 @@ const char *attention_bwd_variant_name(AttnBwdVariant v) {
 
 int64_t attention_cuda_backward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                               int64_t D, AttnBwdVariant v) {
-    /* the row sums (B, Hq, T); the one pass adds its partial dQ (G copies)
-     * and per-query-head dK, dV (B, T, Hq, D) each */
-    const int64_t copies = v == ATTN_BWD_ONE_PASS ? (attention_mma_bwd_groups(B, T, Hq) + 2) * D : 0;
+    /* the row sums (B, Hq, T); the one pass adds its partial dQ (G copies,
+     * the first of them dq itself) and per-query-head dK, dV (B, T, Hq, D)
+     * each */
+    const int64_t copies = v == ATTN_BWD_ONE_PASS ? (attention_mma_bwd_groups(B, T, Hq) + 1) * D : 0;
     int64_t sums = (int64_t)sizeof(float) * B * Hq * T * (1 + copies);
     if (!refresh_active(m, T)) return sums;
     if (refresh_per_row(m)) return sums + row_mask_bytes(m, B, T, Hkv);

@@ -33,17 +33,24 @@ int64_t attention_cuda_forward_scratch_bytes(const RefreshMask *m, int64_t B, in
  * through G fp32 partials read and written per tile. Both give the
  * oracle's values within the tests' tolerance, not each other's bits. */
 typedef enum { ATTN_BWD_TWO_PASS = 0, ATTN_BWD_ONE_PASS = 1 } AttnBwdVariant;
-/* The engine's variant: the one scripts/step_arithmetic.py forecasts faster
- * at the 8B CPT shape (docs/cuda.md), chosen here and nowhere else. */
+/* The engine's variant, chosen here and nowhere else: the one pass
+ * (FlashAttention-2's structure, its Q/dO tiles double-buffered), unless
+ * the environment variable KVCPT_ATTN_BWD names two_pass (or one_pass); any
+ * other value stops the program naming the variable. */
+#define ATTN_BWD_ENV "KVCPT_ATTN_BWD"
 AttnBwdVariant attention_bwd_variant_default(void);
 const char *attention_bwd_variant_name(AttnBwdVariant v);
 /* The backward's bytes for variant v (the engine passes the default). */
 int64_t attention_cuda_backward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                               int64_t D, AttnBwdVariant v);
-/* G, the one-pass backward's dQ groups per (batch row, query head):
- * enough blocks (B Hq G) for two waves on an H100's 132 SMs (one 8-warp
- * block per SM at D = 128), at most 8 (8 fp32 copies of dQ) and at most one
- * per 128-key tile. A function of the shape only, so the bits do not
+/* G, the one-pass backward's dQ groups per (batch row, query head): as
+ * many as keep the blocks (B Hq G) within one wave on an H100's 132 SMs
+ * (one 8-warp block per SM at D = 128), at least 1, at most 8 and at most
+ * one per 128-key tile. Each group past the first costs an fp32 copy of dQ
+ * (the first is dq itself) while the partial dQ traffic, per (key tile,
+ * query tile) pair, is the same for any G: at the 8B CPT shape (B Hq = 32)
+ * G = 4 (128 blocks) keeps the one pass within an 80 GB card where two
+ * waves (G = 8) did not. A function of the shape only, so the bits do not
  * depend on the device. */
 int64_t attention_mma_bwd_groups(int64_t B, int64_t T, int64_t Hq);
 /* 64-bit words per listed row of the bitmaps above: ceil(T / 64). */

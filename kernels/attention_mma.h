@@ -47,8 +47,8 @@ void attention_backward_mma_bf16_cuda(float *dq, float *dk, float *dv, const bf1
  * variant named (kernels/attention_cuda_size.h AttnBwdVariant), so tests and
  * `kvcpt bench attention` can set them side by side. The one pass: each
  * block walks key tiles g, g + G, ... of one query head and adds dS K into
- * its own fp32 slice of a partial dQ (G, B, T, Hq, D); a second kernel sums
- * the slices in group order. */
+ * its own fp32 slice of a partial dQ (G, B, T, Hq, D; slice 0 is dq); a
+ * second kernel sums the slices in group order. */
 void attention_backward_mma_variant_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
                                          const float *k, const float *v, const float *out, const float *lse,
                                          const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
@@ -72,6 +72,8 @@ typedef enum {
     ATTN_MMA_BUG_DS_NO_SYNC = 7,  /* one-pass backward: no barrier between storing dS^T and the dQ product reading it */
     ATTN_MMA_BUG_CP_WAIT1 = 16,   /* forward, bf16 entry: the next K/V tile's cp.async waited for with wait_group 1, not 0 */
     ATTN_MMA_BUG_CP_NO_SYNC = 17, /* forward, bf16 entry: no __syncthreads between a landed K/V tile and its reads */
+    ATTN_MMA_BUG_BWD_CP_WAIT1 = 18, /* one-pass backward, bf16 entry: the next Q/dO tile waited for with wait_group 1, not 0 */
+    ATTN_MMA_BUG_BWD_CP_BUF = 19,   /* one-pass backward, bf16 entry: the next Q/dO tile copied into the buffer being read */
     ATTN_MMA_BUG_EXP2_SCALE = 20, /* forward: probabilities 2^(s scale), the log2 e factor left out */
     ATTN_MMA_BUG_LSE_LOG2 = 21,   /* forward: lse stored in log2 units, not natural log */
     ATTN_MMA_BUG_Q_ROWS = 22,     /* forward: Q loaded as 64 rows (a K/V tile's), a 128-row tile's second half zero */
@@ -104,6 +106,13 @@ void attention_backward_mma_planted_cuda(float *dq, float *dk, float *dv, const 
                                          const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                          const RefreshMask *m, AttnBwdVariant variant, int64_t groups,
                                          AttnMmaBug bug);
+/* The one pass's bf16 entry with a planted bug of its cp.async pipeline
+ * (the fp32 entry rounds while loading, so it stores synchronously); the
+ * other values run it unplanted. */
+void attention_backward_mma_bf16_planted_cuda(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q,
+                                              const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
+                                              const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                              int64_t D, const RefreshMask *m, AttnMmaBug bug);
 #ifdef __cplusplus
 }
 #endif

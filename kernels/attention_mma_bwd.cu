@@ -4,8 +4,9 @@
  * fixed order, written by one kernel and then added to by the next.
  *
  *   dsum   (B, Hq, T) = rowsum(dO * O), fp32, one warp per row.
- * The causal rows in two passes (ATTN_BWD_TWO_PASS; the one pass,
- * ATTN_BWD_ONE_PASS, is kernels/attention_mma_bwd_one_pass.cuh):
+ * The causal rows in one pass (ATTN_BWD_ONE_PASS, the default:
+ * kernels/attention_mma_bwd_one_pass.cuh) or in two passes
+ * (ATTN_BWD_TWO_PASS, KVCPT_ATTN_BWD=two_pass), these:
  *   dQ     rows [0, L): one block of 4 warps per (64-row tile, batch row x
  *          query head). Q and dO fragments stay in registers; per key tile
  *          up to the diagonal: S = Q K^T, P = exp(S scale - lse),
@@ -324,22 +325,23 @@ static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q,
         exit(1);
     }
     const float scale = 1.0f / sqrtf((float)D);
-    /* dsum (B, Hq, T); the one pass's dq_part (G, B, T, Hq, D), dk_part and
-     * dv_part (B, T, Hq, D) after it: attention_cuda_backward_scratch_bytes
+    /* dsum (B, Hq, T); the one pass's dq_rest (G - 1, B, T, Hq, D: its
+     * partial dQ but group 0's, which is dq itself), dk_part and dv_part (B,
+     * T, Hq, D) after it: attention_cuda_backward_scratch_bytes
      * counts them. No product overflows: mma_checked bounds B Hq, T, D and
      * G is at most 8 by default (a test's own choice otherwise) */
     const int64_t n_dsum = B * Hq * T, n_head = B * T * Hq * D;
     float *dsum;
-    CUDA_CHECK(cudaMallocAsync((void **)&dsum, sizeof(float) * (size_t)(n_dsum + (one_pass ? (G + 2) * n_head : 0)), 0));
+    CUDA_CHECK(cudaMallocAsync((void **)&dsum, sizeof(float) * (size_t)(n_dsum + (one_pass ? (G + 1) * n_head : 0)), 0));
     attention_mma_dsum_kernel<E><<<grid_for(B * T * Hq * 32, 256), 256>>>(dsum, dout, out, B, T, Hq, D);
     CUDA_CHECK_LAUNCH();
     if (one_pass) {
-        float *dq_part = dsum + n_dsum, *dk_part = dq_part + G * n_head, *dv_part = dk_part + n_head;
+        float *dq_rest = dsum + n_dsum, *dk_part = dq_rest + (G - 1) * n_head, *dv_part = dk_part + n_head;
         switch (D) {
-        case 16: launch_causal_one_pass<16, kBug>(dq, dk, dv, dq_part, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
-        case 32: launch_causal_one_pass<32, kBug>(dq, dk, dv, dq_part, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
-        case 64: launch_causal_one_pass<64, kBug>(dq, dk, dv, dq_part, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
-        default: launch_causal_one_pass<128, kBug>(dq, dk, dv, dq_part, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
+        case 16: launch_causal_one_pass<16, kBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
+        case 32: launch_causal_one_pass<32, kBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
+        case 64: launch_causal_one_pass<64, kBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
+        default: launch_causal_one_pass<128, kBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
         }
     } else {
         /* the one pass's own plants (dQ groups, dS^T barrier) plant nothing here */
@@ -421,5 +423,23 @@ extern "C" void attention_backward_mma_planted_cuda(float *dq, float *dk, float 
     default:
         backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant, groups, fn);
         break;
+    }
+}
+
+extern "C" void attention_backward_mma_bf16_planted_cuda(float *dq, float *dk, float *dv, const bf16 *dout,
+                                                         const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *out,
+                                                         const float *lse, const int32_t *sel, int64_t B, int64_t T,
+                                                         int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m,
+                                                         AttnMmaBug bug) {
+    const char *fn = "attention_backward_mma_bf16_planted_cuda";
+    const AttnBwdVariant one = ATTN_BWD_ONE_PASS;
+    switch (bug) {
+    case ATTN_MMA_BUG_BWD_CP_WAIT1:
+        backward<ATTN_MMA_BUG_BWD_CP_WAIT1>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, one, 0, fn);
+        break;
+    case ATTN_MMA_BUG_BWD_CP_BUF:
+        backward<ATTN_MMA_BUG_BWD_CP_BUF>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, one, 0, fn);
+        break;
+    default: backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, one, 0, fn); break;
     }
 }

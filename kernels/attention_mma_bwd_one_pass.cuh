@@ -11,13 +11,22 @@
  * exp(S^T scale - lse), dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T -
  * dsum), dK += dS^T Q (P^T and dS^T repacked in registers, dO and Q by
  * ldmatrix.trans), then dS^T through shared memory and dQ += dS K into the
- * block's own slice of a partial dQ (G, B, T, Hq, D), each warp 16 rows x
- * half the columns. 128-key tiles (FlashAttention-2's for D = 128), not
+ * block's own slice of a partial dQ (G, B, T, Hq, D; slice 0 is dq), each
+ * warp 16 rows x half the columns. 128-key tiles (FlashAttention-2's for D = 128), not
  * 64: that partial dQ is read and written once per (key tile, query tile)
  * pair, so its traffic halves with the key tile. The key tile's dK, dV
  * (this query head's share) go to (B, T, Hq, D) partials. Then dq rows
  * [0, L) = scale * the slices in group order; dk, dv = the group's query
  * heads' shares in head order (keys no causal row sees get 0).
+ * Pipeline: two buffers of (Q, dO, dS^T, lse, dsum). Per key tile, one
+ * barrier after the last tile's dQ product (K, V and the buffers free),
+ * then K, V and the first query tile copied, waited for, and a barrier. Per
+ * query tile one barrier: the next tile's Q and dO copies (cp.async, bf16
+ * inputs) are issued into the other buffer before the four register
+ * products and waited for after them, so the barrier that makes this
+ * tile's dS^T whole for the dQ product also publishes the next tile; the
+ * dQ product reads this buffer's dS^T while a fast warp may already store
+ * the next tile's into the other. The buffers change no bit.
  * Grid: x = batch row x query head, y = the group, so group 0 (key tiles 0,
  * G, ...: the most query tiles) starts first across all heads; the order
  * changes no bit. */
@@ -38,14 +47,22 @@ static_assert(kOnePassWarps % 4 == 0, "the dQ product splits the columns over gr
 
 template <int D> struct OnePassSmem {
     static constexpr int ld = MmaTileLd<D>::ld;
-    /* bf16 tiles: K, V (128 keys, resident per key tile), Q, dO (64 rows,
-     * per query tile); dS^T as bf16 (128 keys x 64 rows: the dQ product
-     * reads it across the warps) and two fp32 rows (lse, dsum). K and V stay
-     * in shared memory, not registers: at D = 128 their fragments beside the
-     * dK and dV accumulators would spill */
-    static constexpr size_t bytes = (size_t)(2 * kOnePassKeys + 2 * kOnePassRows) * ld * sizeof(uint16_t) +
-                                    (size_t)kOnePassKeys * kDsLd * sizeof(uint16_t) +
-                                    (size_t)2 * kOnePassRows * sizeof(float);
+    /* K and V as bf16 (128 keys, resident per key tile), then two buffers,
+     * each: Q, dO (bf16, 64 rows), dS^T (bf16, 128 keys x 64 rows: the dQ
+     * product reads it across the warps) and two fp32 rows (lse, dsum).
+     * While the products read one buffer the next query tile's copies land
+     * in the other, and a warp may store the next tile's dS^T while another
+     * still reads this one's. One buffer's parts at fixed offsets from its
+     * start, so a single register moves between the buffers. K and V stay
+     * in shared memory, not registers: at D = 128 their fragments beside
+     * the dK and dV accumulators would spill */
+    static constexpr size_t kv_bytes = (size_t)2 * kOnePassKeys * ld * sizeof(uint16_t);
+    static constexpr size_t q_off = 0, do_off = (size_t)kOnePassRows * ld * sizeof(uint16_t);
+    static constexpr size_t ds_off = 2 * do_off, lse_off = ds_off + (size_t)kOnePassKeys * kDsLd * sizeof(uint16_t);
+    static constexpr size_t dsum_off = lse_off + kOnePassRows * sizeof(float);
+    static constexpr size_t buf_bytes = dsum_off + kOnePassRows * sizeof(float);
+    static constexpr size_t bytes = kv_bytes + 2 * buf_bytes;
+    static_assert(do_off % 16 == 0 && lse_off % 16 == 0 && buf_bytes % 16 == 0, "16-byte aligned rows");
 };
 
 /* Rows [p0, p0 + kRows) of one head of x into dst (kRows x ld) as bf16,
@@ -73,7 +90,8 @@ template <int D, int kRows>
 static __device__ void bwd_load_rows(uint16_t *dst, const bf16 *x, int64_t stride, int64_t p0, int64_t limit) {
     /* by cp.async, all in flight together and through no register (loaded
      * into registers beside the dK and dV accumulators they spilled at
-     * D = 128), waited for here: the caller's barrier publishes the tile */
+     * D = 128), in the caller's open group: its cp_async_wait and then a
+     * barrier publish the tile */
     constexpr int ld = MmaTileLd<D>::ld, chunks = D / 8;
 #pragma unroll 1 /* the copies overlap anyway; unrolled, their addresses cost registers */
     for (int i = threadIdx.x; i < kRows * chunks; i += kOnePassThreads) {
@@ -82,8 +100,28 @@ static __device__ void bwd_load_rows(uint16_t *dst, const bf16 *x, int64_t strid
         if (p < limit) cp_async_16(&dst[r * ld + c], x + p * stride + c);
         else store_b128(&dst[r * ld + c], make_uint4(0u, 0u, 0u, 0u));
     }
-    cp_async_commit();
-    cp_async_wait<0>();
+}
+
+/* One query tile's inputs into the buffer at bufp (OnePassSmem's layout):
+ * Q and dO rows [q0, q0 + 64) of query head h of batch row b (bf16 copies
+ * in flight until the caller's cp_async_wait), and the rows' lse (times
+ * log2 e: P is exp2 of base-2 scores) and dsum by plain stores; rows at or
+ * past L are zeros. The offsets are computed here from the kernel's
+ * arguments, not kept across its loop: beside the dK and dV accumulators
+ * at D = 128 every register counts */
+template <int D, typename E>
+static __device__ void bwd_load_query_tile(unsigned char *bufp, const E *q, const E *dout, const float *lse,
+                                           const float *dsum, int64_t b, int64_t h, int64_t T, int64_t Hq, int64_t q0,
+                                           int64_t L) {
+    using S = OnePassSmem<D>;
+    const int64_t head = (b * T * Hq + h) * D, qstride = Hq * D;
+    bwd_load_rows<D, kOnePassRows>((uint16_t *)(bufp + S::q_off), q + head, qstride, q0, L);
+    bwd_load_rows<D, kOnePassRows>((uint16_t *)(bufp + S::do_off), dout + head, qstride, q0, L);
+    if (threadIdx.x < kOnePassRows) {
+        const int64_t p = q0 + threadIdx.x, row = (b * Hq + h) * T + p;
+        ((float *)(bufp + S::lse_off))[threadIdx.x] = p < L ? lse[row] * kLog2e : 0.0f;
+        ((float *)(bufp + S::dsum_off))[threadIdx.x] = p < L ? dsum[row] : 0.0f;
+    }
 }
 
 /* acc (16 x kCols) = dS (rows r0..r0+15 of a 64-row x 128-key tile stored
@@ -128,7 +166,9 @@ static __device__ void mma_mul_dst_x(float acc[kCols / 8][4], const uint16_t *ds
  *                            columns part w / 4 of kParts)
  * dK and dV of the key tile (this query head's share) go to dk_part and
  * dv_part (B, T, Hq, D) once the query tiles are done. dQ_g is the group's
- * own slice of dq_part (G, B, T, Hq, D): no other block writes it, so plain
+ * own (B, T, Hq, D) slice of the partial dQ: group 0's is dq itself (the
+ * sum kernel adds the others to it in place), group g's is slice g - 1 of
+ * dq_rest (G - 1, B, T, Hq, D). No other block writes it, so plain
  * read-add-writes in the block's fixed order (the first key tile g stores,
  * the later ones add; rows before key tile g's first key are never written
  * and the sum kernel does not read them).
@@ -136,7 +176,7 @@ static __device__ void mma_mul_dst_x(float acc[kCols / 8][4], const uint16_t *ds
  * registers, where it chose 128 for some instantiations and spilled. */
 template <int D, int kBug, typename E>
 __global__ void __launch_bounds__(kOnePassThreads, 1)
-    attention_mma_bwd_one_pass_kernel(float *dq_part, float *dk_part, float *dv_part, const E *dout, const E *q,
+    attention_mma_bwd_one_pass_kernel(float *dq, float *dq_rest, float *dk_part, float *dv_part, const E *dout, const E *q,
                                       const E *k, const E *v, const float *lse, const float *dsum, int64_t T,
                                       int64_t Hq, int64_t Hkv, int64_t L, float scale) {
     constexpr int ld = OnePassSmem<D>::ld, ND = D / 8;
@@ -146,10 +186,9 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
     constexpr int kCols = kPartCols < 32 ? kPartCols : 32;
     constexpr bool kNoTrans = kBug == ATTN_MMA_BUG_B_NO_TRANS, kSwap = kBug == ATTN_MMA_BUG_PT_SWAP;
     extern __shared__ __align__(16) uint16_t smem_u16[];
-    uint16_t *sk = smem_u16, *sv = sk + kOnePassKeys * ld;                    /* K, V */
-    uint16_t *s0 = sv + kOnePassKeys * ld, *s1 = s0 + kOnePassRows * ld;      /* Q, dO */
-    uint16_t *sds = s1 + kOnePassRows * ld;                                   /* dS^T */
-    float *s_lse = (float *)(sds + kOnePassKeys * kDsLd), *s_dsum = s_lse + kOnePassRows;
+    uint16_t *sk = smem_u16, *sv = sk + kOnePassKeys * ld;                 /* K, V */
+    unsigned char *const bufs = (unsigned char *)(sv + kOnePassKeys * ld); /* the two buffers */
+    using S = OnePassSmem<D>;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t b = blockIdx.x / Hq, h = blockIdx.x % Hq, hk = h / (Hq / Hkv);
     const int G = (int)gridDim.y, grp = (int)blockIdx.y;
@@ -159,28 +198,39 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
     const int kl0 = warp * 16 + g; /* the warp's keys kl0 and kl0 + 8 of the key tile */
     for (int kt = grp; kt < nk; kt += G) {
         const int64_t k0 = (int64_t)kt * kOnePassKeys;
-        __syncthreads(); /* every warp is done with the previous key tile's K and V */
+        /* every warp is done with the previous key tile: K and V, the last
+         * dS^T and Q, dO buffers */
+        __syncthreads();
         bwd_load_rows<D, kOnePassKeys>(sk, k + (b * T * Hkv + hk) * D, kvstride, k0, T);
         bwd_load_rows<D, kOnePassKeys>(sv, v + (b * T * Hkv + hk) * D, kvstride, k0, T);
+        if (k0 < L) /* the first query tile into buffer 0 */
+            bwd_load_query_tile<D>(bufs, q, dout, lse, dsum, b, h, T, Hq, k0, L);
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads(); /* K, V and the first query tile, landed in every thread, seen by all */
         float dk_acc[ND][4], dv_acc[ND][4];
 #pragma unroll
         for (int n = 0; n < ND; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) dk_acc[n][e] = dv_acc[n][e] = 0.0f;
-        for (int64_t q0 = k0; q0 < L; q0 += kOnePassRows) { /* rows before the key tile see none of it */
+        int buf = 0; /* the query tile's buffer; the next tile's copies go to the other */
+        for (int64_t q0 = k0; q0 < L; q0 += kOnePassRows, buf ^= 1) { /* rows before the key tile see none of it */
             /* key kl sees row c of the tile when kl <= c + diag (causal) and
              * c < rows (rows from L on are the suffix's); on the first query
              * tile the second half's keys see no row (P^T = 0, dS^T = 0) */
             const int diag = (int)(q0 - k0), rows = L - q0 < kOnePassRows ? (int)(L - q0) : kOnePassRows;
-            __syncthreads(); /* every warp is done with the previous Q, dO and dS^T */
-            bwd_load_rows<D, kOnePassRows>(s0, q + (b * T * Hq + h) * D, qstride, q0, L);
-            bwd_load_rows<D, kOnePassRows>(s1, dout + (b * T * Hq + h) * D, qstride, q0, L);
-            if (threadIdx.x < kOnePassRows) {
-                const int64_t p = q0 + threadIdx.x;
-                s_lse[threadIdx.x] = p < L ? lse[(b * Hq + h) * T + p] * kLog2e : 0.0f;
-                s_dsum[threadIdx.x] = p < L ? dsum[(b * Hq + h) * T + p] : 0.0f;
-            }
-            __syncthreads();
+            /* the next query tile's copies, in flight through this tile's
+             * products: its buffer was last read before the barrier that
+             * ended the previous tile's products (the planted bug copies
+             * into the buffer being read) */
+            if (q0 + kOnePassRows < L)
+                bwd_load_query_tile<D>(bufs + (kBug == ATTN_MMA_BUG_BWD_CP_BUF ? buf : buf ^ 1) * S::buf_bytes, q, dout,
+                                       lse, dsum, b, h, T, Hq, q0 + kOnePassRows, L);
+            cp_async_commit(); /* one group per query tile, empty after the last */
+            unsigned char *const bp = bufs + buf * S::buf_bytes;
+            const uint16_t *s0 = (const uint16_t *)(bp + S::q_off), *s1 = (const uint16_t *)(bp + S::do_off); /* Q, dO */
+            const float *s_lse = (const float *)(bp + S::lse_off), *s_dsum = (const float *)(bp + S::dsum_off);
+            uint16_t *sds = (uint16_t *)(bp + S::ds_off); /* dS^T */
             {
                 /* P^T, then dV, then dP^T half by half into dS^T in P^T's
                  * registers: at D = 128 a whole dP^T beside P^T and the dK,
@@ -219,12 +269,20 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
                         *(uint32_t *)&sds[(kl0 + 8 * r) * kDsLd + j * 8 + 2 * t] =
                             mma_pack_bf16x2(dpt[j][2 * r], dpt[j][2 * r + 1]);
             }
-            if (kBug != ATTN_MMA_BUG_DS_NO_SYNC) __syncthreads(); /* dS^T whole: each warp reads every key's */
+            /* the next query tile's copies landed in this thread (the
+             * planted bug leaves them in flight into the next tile's
+             * products) */
+            if (kBug == ATTN_MMA_BUG_BWD_CP_WAIT1) cp_async_wait<1>();
+            else cp_async_wait<0>();
+            /* dS^T whole (each warp reads every key's) and the next query
+             * tile seen by all */
+            if (kBug != ATTN_MMA_BUG_DS_NO_SYNC) __syncthreads();
             /* dQ_g rows q0 + 16 (warp % 4) .. + 15, the part's columns,
              * += dS K, kCols columns at a time (at D = 16 one part: warps 4
              * to 7 have none) */
             /* the group's slice: (B, T, Hq, D) each */
-            float *dqg = dq_part + (grp * ((int64_t)gridDim.x / Hq) * T + b * T + q0) * qstride + h * D;
+            float *dqg = (grp == 0 ? dq : dq_rest + ((grp - 1) * ((int64_t)gridDim.x / Hq) * T) * qstride) +
+                         (b * T + q0) * qstride + h * D;
             /* the warp's dQ rows ql0, ql0 + 8 of the query tile (warps w and
              * w + 4 share rows) and its columns part */
             const int ql0 = kl0 % kOnePassRows, part = kl0 / kOnePassRows;
@@ -262,12 +320,14 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
     }
 }
 
-/* dq rows [0, L) = scale * the groups' slices summed in group order; a row
- * in 128-row span i (the key tiles' spans) has slices 0..min(G - 1, i)
- * (group g first writes at its key tile g, from that tile's first key's
- * row on). The planted group bug stops one group short. */
+/* dq rows [0, L) = scale * the groups' slices summed in group order, in
+ * place: slice 0 is dq itself, each element read before this thread writes
+ * it; slice g > 0 is slice g - 1 of dq_rest. A row in 128-row span i (the
+ * key tiles' spans) has slices 0..min(G - 1, i) (group g first writes at
+ * its key tile g, from that tile's first key's row on). The planted group
+ * bug stops one group short. */
 template <int kBug>
-__global__ void attention_mma_dq_sum_kernel(float *dq, const float *dq_part, int64_t B, int64_t T, int64_t Hq, int64_t D,
+__global__ void attention_mma_dq_sum_kernel(float *dq, const float *dq_rest, int64_t B, int64_t T, int64_t Hq, int64_t D,
                                             int64_t L, int64_t G, float scale) {
     const int64_t n = B * L * Hq * D, per_b = L * Hq * D, slice = B * T * Hq * D;
     GRID_STRIDE(i, n) {
@@ -276,7 +336,7 @@ __global__ void attention_mma_dq_sum_kernel(float *dq, const float *dq_part, int
         const int64_t tile = row / kOnePassKeys;
         const int64_t last = (tile < G - 1 ? tile : G - 1) - (kBug == ATTN_MMA_BUG_DQ_GROUP ? 1 : 0);
         float s = 0.0f;
-        for (int64_t g = 0; g <= last; g++) s += dq_part[g * slice + off];
+        for (int64_t g = 0; g <= last; g++) s += g == 0 ? dq[off] : dq_rest[(g - 1) * slice + off];
         dq[off] = s * scale;
     }
 }
@@ -300,7 +360,7 @@ __global__ void attention_mma_dkdv_sum_kernel(float *dk, float *dv, const float 
 }
 
 template <int D, int kBug, typename E>
-static void launch_causal_one_pass(float *dq, float *dk, float *dv, float *dq_part, float *dk_part, float *dv_part,
+static void launch_causal_one_pass(float *dq, float *dk, float *dv, float *dq_rest, float *dk_part, float *dv_part,
                                    const E *dout, const E *q, const E *k, const E *v, const float *lse,
                                    const float *dsum, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t L,
                                    int64_t G, float scale) {
@@ -309,10 +369,10 @@ static void launch_causal_one_pass(float *dq, float *dk, float *dv, float *dq_pa
                                     (int)bytes));
     /* y = the group: group 0 (the most query tiles) starts first across all heads */
     attention_mma_bwd_one_pass_kernel<D, kBug, E><<<dim3((unsigned int)(B * Hq), (unsigned int)G), kOnePassThreads, bytes>>>(
-        dq_part, dk_part, dv_part, dout, q, k, v, lse, dsum, T, Hq, Hkv, L, scale);
+        dq, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, T, Hq, Hkv, L, scale);
     CUDA_CHECK_LAUNCH();
     if (L > 0) {
-        attention_mma_dq_sum_kernel<kBug><<<grid_for(B * L * Hq * D, 256), 256>>>(dq, dq_part, B, T, Hq, D, L, G, scale);
+        attention_mma_dq_sum_kernel<kBug><<<grid_for(B * L * Hq * D, 256), 256>>>(dq, dq_rest, B, T, Hq, D, L, G, scale);
         CUDA_CHECK_LAUNCH();
     }
     attention_mma_dkdv_sum_kernel<<<grid_for(B * T * Hkv * D, 256), 256>>>(dk, dv, dk_part, dv_part, B, T, Hq, Hkv, D,

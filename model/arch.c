@@ -5,7 +5,8 @@
 #include "../common/util.h"
 
 /* Hugging Face's names and llama.cpp's (its tensor_mapping.py): Llama's,
- * which Mistral shares, as its checkpoints and GGUF files show. */
+ * which Mistral and Qwen2 share, as their checkpoints and GGUF files show
+ * (the biases only Qwen2's have). */
 static const ArchTensorNames llama_tensors = {
     .embed = {"model.embed_tokens.weight", "token_embd.weight"},
     .final_norm = {"model.norm.weight", "output_norm.weight"},
@@ -19,18 +20,22 @@ static const ArchTensorNames llama_tensors = {
               {"mlp.gate_proj.weight", "ffn_gate.weight"},
               {"mlp.up_proj.weight", "ffn_up.weight"},
               {"mlp.down_proj.weight", "ffn_down.weight"}},
+    .qkv_bias = {{"self_attn.q_proj.bias", "attn_q.bias"},
+                 {"self_attn.k_proj.bias", "attn_k.bias"},
+                 {"self_attn.v_proj.bias", "attn_v.bias"}},
 };
 
 /* Defaults are transformers' (LlamaConfig, MistralConfig, Qwen2Config). */
 static const ModelArch arches[ARCH_COUNT] = {
     [ARCH_LLAMA] = {.id = ARCH_LLAMA, .name = "llama", .hf_class = "LlamaForCausalLM", .gguf_arch = "llama",
-                    .tensors = &llama_tensors, .norm_eps_default = 1e-6, .max_pos_default = 2048},
+                    .tensors = &llama_tensors, .gguf_rope_rows = 1, .norm_eps_default = 1e-6,
+                    .max_pos_default = 2048},
     [ARCH_MISTRAL] = {.id = ARCH_MISTRAL, .name = "mistral", .hf_class = "MistralForCausalLM",
-                      .tensors = &llama_tensors, .norm_eps_default = 1e-6, .max_pos_default = 4096 * 32,
-                      .sliding_window = 1, .sliding_window_default = 4096},
+                      .tensors = &llama_tensors, .gguf_rope_rows = 1, .norm_eps_default = 1e-6,
+                      .max_pos_default = 4096 * 32, .sliding_window = 1, .sliding_window_default = 4096},
     [ARCH_QWEN2] = {.id = ARCH_QWEN2, .name = "qwen2", .hf_class = "Qwen2ForCausalLM", .gguf_arch = "qwen2",
                     .tensors = &llama_tensors, .qkv_bias = 1, .norm_eps_default = 1e-6, .max_pos_default = 32768,
-                    .refused = "q/k/v biases are not implemented yet"},
+                    .sliding_window_switch = "use_sliding_window"},
 };
 
 const ModelArch *arch_get(ArchId id) {
@@ -56,9 +61,29 @@ const ModelArch *arch_by_gguf(const char *s) {
     return NULL;
 }
 
-const char *arch_names(void) { return "llama, mistral (qwen2: recognised, refused)"; }
+const char *arch_names(void) { return "llama, mistral, qwen2"; }
 
 static void check_sliding_window(const ModelArch *a, json_t *root, const char *origin) {
+    if (a->sliding_window_switch) {
+        /* transformers reads sliding_window only when the switch is on */
+        json_t *on = json_object_get(root, a->sliding_window_switch);
+        if (on && !json_is_null(on) && !json_is_boolean(on))
+            die("%s: config field '%s' must be true or false", origin, a->sliding_window_switch);
+        if (on && json_is_true(on))
+            die("%s: config field '%s' is true: sliding-window attention is not implemented yet for %s (only false)",
+                origin, a->sliding_window_switch, a->name);
+        json_t *lt = json_object_get(root, "layer_types");
+        if (lt && !json_is_null(lt)) {
+            if (!json_is_array(lt)) die("%s: config field 'layer_types' must be a list of strings", origin);
+            size_t i;
+            json_t *v;
+            json_array_foreach(lt, i, v) {
+                if (!json_is_string(v) || strcmp(json_string_value(v), "full_attention") != 0)
+                    die("%s: config field 'layer_types[%zu]' must be \"full_attention\" (other attention types "
+                        "are not implemented)", origin, i);
+            }
+        }
+    }
     if (!a->sliding_window) return;
     json_t *v = json_object_get(root, "sliding_window");
     if (v && json_is_null(v)) return;

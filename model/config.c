@@ -92,13 +92,15 @@ static void parse_eos(LlamaConfig *c, json_t *root, const char *origin) {
     }
 }
 
-/* Hugging Face's LlamaConfig (and configs of Llama-shaped models such as
- * Qwen2's) can ask for biases on the attention projections or the MLP.
- * kvcpt's Llama has no bias tensors, so a model that needs them would load
- * without them and run silently wrong, and a conversion would copy the flag
- * beside weights lacking the biases: refused here, for every command that
- * reads a config (convert, eval, train), until biases exist. */
+/* Hugging Face's LlamaConfig can ask for biases on all four attention
+ * projections (o's too) or the MLP. kvcpt's Llama has no such tensors, so
+ * a model that needs them would load without them and run silently wrong,
+ * and a conversion would copy the flag beside weights lacking the biases:
+ * refused here, for every command that reads a config (convert, eval,
+ * train). A family whose q, k and v always carry biases (Qwen2) has no
+ * such switch: its class ignores the fields. */
 static void refuse_bias_flags(json_t *root, const ModelArch *a, const char *origin) {
+    if (a->qkv_bias) return;
     static const char *const flags[] = {"attention_bias", "mlp_bias"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
         json_t *v = json_object_get(root, flags[i]);
@@ -231,10 +233,13 @@ char *config_to_json(const LlamaConfig *c) {
     json_object_set_new(o, "rope_scaling", rope_scaling_json(c));
     json_object_set_new(o, "max_position_embeddings", json_integer(c->max_position_embeddings));
     if (a->sliding_window) json_object_set_new(o, "sliding_window", json_null()); /* full attention, as run */
+    if (a->sliding_window_switch) json_object_set_new(o, a->sliding_window_switch, json_false());
     json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tie_word_embeddings));
     json_object_set_new(o, "initializer_range", json_real(c->initializer_range));
-    json_object_set_new(o, "attention_bias", json_false());
-    json_object_set_new(o, "mlp_bias", json_false());
+    if (!a->qkv_bias) { /* LlamaConfig's switches; a family with biases has them by definition */
+        json_object_set_new(o, "attention_bias", json_false());
+        json_object_set_new(o, "mlp_bias", json_false());
+    }
     json_object_set_new(o, "torch_dtype", json_string("bfloat16"));
     if (c->bos_token_id >= 0) json_object_set_new(o, "bos_token_id", json_integer(c->bos_token_id));
     if (c->n_eos == 1) json_object_set_new(o, "eos_token_id", json_integer(c->eos_token_ids[0]));

@@ -7,6 +7,7 @@
 #include "../common/redzone.h"
 #include "../common/rng.h"
 #include "../common/util.h"
+#include "../kernels/bias.h"
 #include "../kernels/crossentropy.h"
 #include "../kernels/embedding.h"
 #include "../kernels/matmul.h"
@@ -66,7 +67,9 @@ void llama_init_random(Llama *m, uint64_t seed) {
         const ParamTensor *t = &m->layout.t[i];
         float *p = m->params + t->offset;
         int is_norm = t->kind == PT_ATTN_NORM || t->kind == PT_MLP_NORM || t->kind == PT_FINAL_NORM;
-        for (int64_t j = 0; j < t->numel; j++) p[j] = is_norm ? 1.0f : std * rng_normal(&r);
+        /* biases start at zero, as transformers initialises nn.Linear's */
+        int is_bias = t->kind == PT_BQ || t->kind == PT_BK || t->kind == PT_BV;
+        for (int64_t j = 0; j < t->numel; j++) p[j] = is_norm ? 1.0f : is_bias ? 0.0f : std * rng_normal(&r);
     }
 }
 
@@ -178,6 +181,11 @@ static void attention_forward_bf16r(float *out, float *lse, const float *q, cons
     round_bf16(out, B * T * Hq * D);
 }
 
+static void bias_add_bf16r(float *out, const float *bias, int64_t N, int64_t OC) {
+    bias_add_cpu(out, bias, N, OC);
+    round_bf16(out, N * OC);
+}
+
 static void swiglu_forward_bf16r(float *h, const float *gu, int64_t N, int64_t F) {
     swiglu_fused_forward_cpu(h, gu, N, F);
     round_bf16(h, N * F);
@@ -197,6 +205,8 @@ static const LlamaOps cpu_bf16r_ops = {
     .matmul_backward_act = matmul_backward_act_bf16r,
     .head_forward = matmul_forward_bf16r_cpu,
     .head_backward = matmul_backward_bf16r_cpu,
+    .bias_add = bias_add_bf16r,
+    .bias_backward = bias_backward_cpu,
     .rope_split_forward = rope_split_forward_bf16r,
     .rope_join_backward = rope_join_backward_bf16r,
     .attention_select = attention_refresh_select_cpu,

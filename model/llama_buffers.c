@@ -18,6 +18,9 @@ float **llama_tensor_slot(ModelTensors *w, const ParamTensor *t) {
     case PT_WGATE: return &L->wgate;
     case PT_WUP: return &L->wup;
     case PT_WDOWN: return &L->wdown;
+    case PT_BQ: return &L->bq;
+    case PT_BK: return &L->bk;
+    case PT_BV: return &L->bv;
     }
     die("llama: tensor '%s' has an unknown kind %d", t->name, (int)t->kind);
 }

@@ -13,6 +13,7 @@
 
 typedef struct {
     float *attn_norm, *wq, *wk, *wv, *wo, *mlp_norm, *wgate, *wup, *wdown;
+    float *bq, *bk, *bv; /* NULL in a family without q/k/v biases; else consecutive, bq starting the fused one */
 } LayerTensors;
 
 typedef struct {

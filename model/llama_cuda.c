@@ -10,6 +10,7 @@
 #include "../common/redzone.h"
 #include "../common/util.h"
 #include "../kernels/attention_mma.h"
+#include "../kernels/bias.h"
 #include "../kernels/crossentropy.h"
 #include "../kernels/cuda_device.h"
 #include "../kernels/embedding.h"
@@ -452,6 +453,14 @@ static void bf_head_backward(float *dinp, float *dweight, const float *dout, con
     matmul_backward_bf16w_cuda(dinp, dweight, dout, inp, CBF(weight), N, IC, OC);
 }
 
+static void bf_bias_add(float *out, const float *bias, int64_t N, int64_t OC) {
+    bias_add_bf16_cuda(BF(out), bias, N, OC);
+}
+
+static void bf_bias_backward(float *dbias, const float *dout, int64_t N, int64_t OC) {
+    bias_backward_bf16_cuda(dbias, CBF(dout), N, OC);
+}
+
 static void bf_rope_split(float *q, float *k, float *v, const float *qkv, const float *cos_t, const float *sin_t,
                           int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
     rope_split_forward_bf16_cuda(BF(q), BF(k), BF(v), CBF(qkv), cos_t, sin_t, B, T, Hq, Hkv, D);
@@ -508,7 +517,8 @@ static void bf_swiglu_backward(float *dgu, const float *dh, const float *gu, int
     .matmul_forward = bf_matmul_forward, .matmul_forward_act = bf_matmul_forward_act,                           \
     .matmul_forward_add = bf_matmul_forward_add,                                                                \
     .matmul_backward = bf_matmul_backward, .matmul_backward_act = bf_matmul_backward_act,                       \
-    .head_forward = bf_head_forward, .head_backward = bf_head_backward, .rope_split_forward = bf_rope_split,     \
+    .head_forward = bf_head_forward, .head_backward = bf_head_backward, .bias_add = bf_bias_add,                \
+    .bias_backward = bf_bias_backward, .rope_split_forward = bf_rope_split,                                     \
     .rope_join_backward = bf_rope_join, .attention_select = bf_select, .swiglu_forward = bf_swiglu_forward,     \
     .swiglu_backward = bf_swiglu_backward, .residual_add = residual_add_cuda, LLAMA_PASS_KERNEL_OPS(cuda),      \
     DEVICE_MEMORY_OPS

@@ -16,12 +16,15 @@ LlamaCudaPrecision llama_cuda_precision_parse(const char *s, const char *what) {
 const char *llama_cuda_precision_name(LlamaCudaPrecision p) { return p == LLAMA_CUDA_BF16_WEIGHTS ? "bf16" : "fp32"; }
 
 int llama_cuda_stays_fp32(const ParamTensor *t) {
-    return t->kind == PT_EMBED || t->kind == PT_ATTN_NORM || t->kind == PT_MLP_NORM || t->kind == PT_FINAL_NORM;
+    return t->kind == PT_EMBED || t->kind == PT_ATTN_NORM || t->kind == PT_MLP_NORM || t->kind == PT_FINAL_NORM ||
+           t->kind == PT_BQ || t->kind == PT_BK || t->kind == PT_BV;
 }
 
 int64_t llama_cuda_align_elems(int64_t n) { return (n + 127) / 128 * 128; }
 
-int llama_cuda_continues_fused(const ParamTensor *t) { return t->kind == PT_WK || t->kind == PT_WV || t->kind == PT_WUP; }
+int llama_cuda_continues_fused(const ParamTensor *t) {
+    return t->kind == PT_WK || t->kind == PT_WV || t->kind == PT_WUP || t->kind == PT_BK || t->kind == PT_BV;
+}
 
 /* Where tensor t goes in a packed buffer whose fill is *n: its offset, and
  * *n moves past it. */

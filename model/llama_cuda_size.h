@@ -61,15 +61,16 @@ int llama_cuda_act_size(LlamaCudaPrecision p);
 /* The packing the byte counts above come from, which the engine places its
  * tensors by. */
 /* 1 for the tensors the bf16 engine keeps in fp32: read by fp32 kernels
- * (embedding lookup and its scatter-add, RMSNorm), and small except the
- * embedding. */
+ * (embedding lookup and its scatter-add, RMSNorm, the q/k/v bias add), and
+ * small except the embedding. */
 int llama_cuda_stays_fp32(const ParamTensor *t);
 /* n rounded up to 128 elements: every packed tensor starts 256-byte
  * aligned, as cuBLASLt likes. */
 int64_t llama_cuda_align_elems(int64_t n);
-/* 1 for k after q, v after k, up after gate: the second and third tensors
- * of a fused product (model/llama_layer.c) follow their predecessor with no
- * padding, so the stacked weight is one matrix in the bf16 packing too. */
+/* 1 for k after q, v after k, up after gate (and k's and v's biases after
+ * q's): the second and third tensors of a fused product (model/llama_layer.c)
+ * follow their predecessor with no padding, so the stacked weight (bias) is
+ * one matrix (vector) in the bf16 packing too. */
 int llama_cuda_continues_fused(const ParamTensor *t);
 /* The bf16 engine's packing: each tensor's element offset in its buffer
  * (dev_offset, per layout tensor, when not NULL), the fp32 and bf16 element

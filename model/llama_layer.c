@@ -53,6 +53,9 @@ void llama_layer_forward_attn(const LayerPass *p, const LayerTensors *w, LayerAc
     /* q, k and v in one product: wq, wk, wv are consecutive (model/params.h),
      * so wq starts the stacked ((Hq + 2 Hkv) D, C) weight */
     o->matmul_forward_act(a->qkv, a->xn1, w->wq, BT, C, (Hq + 2 * Hkv) * D);
+    /* the biases, where the family has them, before RoPE (bq starts the
+     * consecutive [bq | bk | bv], as wq the stacked weight) */
+    if (w->bq) o->bias_add(a->qkv, w->bq, BT, (Hq + 2 * Hkv) * D);
     o->rope_split_forward(a->q, a->k, a->v, a->qkv, p->rope_cos, p->rope_sin, B, T, Hq, Hkv, D);
     attention(p, a, sel, select);
     matmul_add(o, a->x2, x, a->att, w->wo, BT, Hq * D, C);
@@ -94,6 +97,7 @@ void llama_layer_backward(const LayerPass *p, const LayerTensors *w, LayerTensor
     o->attention_backward(g->dq, g->dk, g->dv, g->datt, a->q, a->k, a->v, a->att, a->lse, active ? sel : NULL, B, T, Hq,
                           Hkv, D, p->mask);
     o->rope_join_backward(g->dqkv, g->dq, g->dk, g->dv, p->rope_cos, p->rope_sin, B, T, Hq, Hkv, D);
+    if (w->bq) o->bias_backward(dw->bq, g->dqkv, BT, (Hq + 2 * Hkv) * D);
     o->matmul_backward(g->dxn, dw->wq, g->dqkv, a->xn1, w->wq, BT, C, (Hq + 2 * Hkv) * D);
     o->rmsnorm_backward(g->dres, dw->attn_norm, g->dxn, x, w->attn_norm, a->rstd1, BT, C);
 }

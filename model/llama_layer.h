@@ -41,6 +41,11 @@ typedef struct {
     void (*head_forward)(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC);
     void (*head_backward)(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                           int64_t N, int64_t IC, int64_t OC);
+    /* out ACT (N, OC) += bias (OC, fp32) on every row: the q/k/v biases
+     * (kernels/bias.h); unused by a family without them */
+    void (*bias_add)(float *out, const float *bias, int64_t N, int64_t OC);
+    /* dout ACT (N, OC) -> dbias (OC, fp32) += its column sums */
+    void (*bias_backward)(float *dbias, const float *dout, int64_t N, int64_t OC);
     /* qkv ACT (rows [q | k | v]) -> q, k rotated, v: ACT (rope_split_forward_cpu) */
     void (*rope_split_forward)(float *q, float *k, float *v, const float *qkv, const float *cos_t, const float *sin_t,
                                int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D);
@@ -106,6 +111,7 @@ typedef struct {
     .matmul_forward = matmul_forward_##backend, .matmul_forward_act = matmul_forward_##backend,                 \
     .matmul_backward = matmul_backward_##backend, .matmul_backward_act = matmul_backward_##backend,             \
     .head_forward = matmul_forward_##backend, .head_backward = matmul_backward_##backend,                       \
+    .bias_add = bias_add_##backend, .bias_backward = bias_backward_##backend,                                   \
     .rope_split_forward = rope_split_forward_##backend, .rope_join_backward = rope_join_backward_##backend,     \
     .attention_select = attention_refresh_select_##backend, .attention_forward = attention_forward_##backend,   \
     .attention_backward = attention_backward_##backend, .swiglu_forward = swiglu_fused_forward_##backend,       \

@@ -30,18 +30,25 @@ void param_layout_build(ParamLayout *pl, const LlamaConfig *c) {
     int cap = 0;
     int64_t C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     int64_t q = c->num_attention_heads * D, kv = c->num_key_value_heads * D;
-    const ArchTensorNames *tn = arch_get(c->arch)->tensors;
+    const ModelArch *a = arch_get(c->arch);
+    const ArchTensorNames *tn = a->tensors;
     add(pl, &cap, PT_EMBED, -1, tn->embed.hf, 2, c->vocab_size, C);
     pl->layer_begin0 = pl->total;
     /* a layer's tensors in the names table's order, with their shapes */
     const struct { ParamKind kind; int ndim; int64_t d0, d1; } blk[9] = {
         {PT_ATTN_NORM, 1, C, 1}, {PT_WQ, 2, q, C},       {PT_WK, 2, kv, C},   {PT_WV, 2, kv, C}, {PT_WO, 2, C, q},
         {PT_MLP_NORM, 1, C, 1},  {PT_WGATE, 2, F, C},    {PT_WUP, 2, F, C},   {PT_WDOWN, 2, C, F}};
+    const struct { ParamKind kind; int64_t d0; } bias[3] = {{PT_BQ, q}, {PT_BK, kv}, {PT_BV, kv}};
     for (int l = 0; l < (int)c->num_hidden_layers; l++) {
+        char n[96];
         for (int i = 0; i < 9; i++) {
-            char n[96];
             snprintf(n, sizeof n, "model.layers.%d.%s", l, tn->layer[i].hf);
             add(pl, &cap, blk[i].kind, l, n, blk[i].ndim, blk[i].d0, blk[i].d1);
+            if (blk[i].kind != PT_WV || !a->qkv_bias) continue;
+            for (int j = 0; j < 3; j++) {
+                snprintf(n, sizeof n, "model.layers.%d.%s", l, tn->qkv_bias[j].hf);
+                add(pl, &cap, bias[j].kind, l, n, 1, bias[j].d0, 1);
+            }
         }
         if (l == 0) pl->layer_numel = pl->total - pl->layer_begin0;
     }

@@ -3,15 +3,18 @@
 /* The flat parameter layout: every tensor with its Hugging Face name and
  * shape, at a 64-bit offset in one contiguous buffer. Each layer's tensors
  * are contiguous so that a layer is one range (what sharding all-gathers).
- * Order: embed_tokens, layers 0..N-1 (input_layernorm, q, k, v, o,
- * post_attention_layernorm, gate, up, down), norm, lm_head (untied only). */
+ * Order: embed_tokens, layers 0..N-1 (input_layernorm, q, k, v, then q, k
+ * and v's biases when the family has them (model/arch.h), o,
+ * post_attention_layernorm, gate, up, down), norm, lm_head (untied only).
+ * q, k, v's weights are consecutive, and so are their biases: the engines
+ * run each three as one ((Hq + 2 Hkv) D, ...) tensor. */
 #include <stdint.h>
 
 #include "config.h"
 
 typedef enum {
     PT_EMBED, PT_ATTN_NORM, PT_WQ, PT_WK, PT_WV, PT_WO, PT_MLP_NORM, PT_WGATE, PT_WUP, PT_WDOWN, PT_FINAL_NORM,
-    PT_LM_HEAD
+    PT_LM_HEAD, PT_BQ, PT_BK, PT_BV
 } ParamKind;
 
 typedef struct {

@@ -16,6 +16,7 @@ DEB_PKGS=(
   libjansson-dev                 # JSON: config.json, safetensors headers, manifests
   libzstd-dev zstd               # streamed .zst corpora
   libpcre2-dev                   # tokenizer pre-split regex (UTF + UCP)
+  libutf8proc-dev                # tokenizer NFC normalizer (Qwen2)
   libssl-dev                     # SHA-256 (libcrypto) of prepare inputs and the tokenizer
   python3-venv                   # the virtual environment below (torch and the oracles: PyPI)
   gnuplot-nox                    # PNG plots (loss curves, PPL per policy)

@@ -31,7 +31,8 @@ model/llama_layer.c, model/llama_cuda.c, kernels/attention_mma_*.cu):
 - attention on tensor cores for the causal rows [0, L): 64 x 64 tiles, the
   diagonal tiles computed whole, 2 products per tile forward (Q K^T, P V);
   the backward as --attn-bwd says (kernels/attention.h AttnBwdVariant;
-  default the engine's, two_pass): two_pass, 7 products per 64 x 64 tile
+  default two_pass, docs/cuda.md's table; the engine's default is
+  one_pass, KVCPT_ATTN_BWD=two_pass its other): two_pass, 7 products per 64 x 64 tile
   (dQ pass: Q K^T, dO V^T, dS K; dK/dV pass: K Q^T, V dO^T, P^T dO, dS^T
   Q), 2 x 64 x 64 x D FLOPs each; one_pass, FlashAttention-2's 5 products
   (K Q^T, V dO^T, P^T dO, dS^T Q, dS K) per (128-key tile, 64-row query
@@ -158,7 +159,7 @@ def main():
     ap.add_argument("--recompute", choices=["none", "attn", "full", "0", "1"], default="full",
                     help="what the backward reruns (0 and 1: none and full, as the config key)")
     ap.add_argument("--attn-bwd", choices=["two_pass", "one_pass", "one_pass64"], default="two_pass",
-                    help="the attention backward's variant (default the engine's)")
+                    help="the attention backward's variant (default two_pass, the engine's KVCPT_ATTN_BWD=two_pass)")
     ap.add_argument("--suffix", choices=["split", "unsplit"], default="split",
                     help="the suffix rows' forward: over key chunks (the engine) or one block per row tile and head")
     ap.add_argument("--matmul-tflops", type=float, default=PEAK_FLOPS / 1e12, help="the matmuls' rate")
@@ -237,7 +238,7 @@ def main():
         KT = 128 if a.attn_bwd == "one_pass" else 64
         nk = math.ceil(L / KT)
         q_tiles = [math.ceil((L - kt * KT) / TILE) for kt in range(nk)]  # per key tile, per head
-        groups = max(1, min(8, -(-2 * 132 // bh), math.ceil(T / KT)))
+        groups = max(1, min(8, SMS // bh, math.ceil(T / KT)))
         first_stores = sum(q_tiles[:groups])  # pairs of each group's first key tile: stored, not read
         dq_rmw = bh * TILE * D * f32 * (2 * sum(q_tiles) - first_stores)
         rows.append((f"attention bwd, rows < L (tensor cores, one pass, {KT}-key tiles, 5 products/pair, "

@@ -16,7 +16,12 @@ Checks, each printed as "ok - ...", "FAIL - ..." or "skip - ...":
      exactly, its config.json agrees with transformers' config, and its
      tokenizer.json loads in tokenizers and splits digits one by one;
   c. planted bugs are caught by the comparison of (b): the q/k permutation
-     left in, and Q4_1's min added twice.
+     left in, and Q4_1's min added twice;
+  d. a tiny qwen2 GGUF (a random Qwen2ForCausalLM's tensors, q/k/v biases
+     included, under llama.cpp's names and in Hugging Face's row order, as
+     its qwen2 converter writes them; F32 and Q8_0): kvcpt's output equals
+     the state dict of transformers' GGUF loader bit for bit, and its
+     config.json says Qwen2ForCausalLM with the file's theta, eps and tying.
 """
 import argparse
 import json
@@ -92,27 +97,49 @@ HF_NAME = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "out
 def hf_name(g):
     parts = g.split(".")
     if parts[0] == "blk":
-        return "model.layers.%s.%s.weight" % (parts[1], HF_NAME[parts[2]])
+        return "model.layers.%s.%s.%s" % (parts[1], HF_NAME[parts[2]], parts[3])
     return HF_NAME[parts[0]] + ".weight"
+
+
+def tiny_writer(path, arch, theta, eps):
+    """A gguf.GGUFWriter of a TINY-shaped `arch` model, its metadata added."""
+    import gguf
+    t = TINY
+    w = gguf.GGUFWriter(path, arch)
+    w.add_block_count(t["layers"])
+    w.add_context_length(256)
+    w.add_embedding_length(t["hidden"])
+    w.add_feed_forward_length(t["ffn"])
+    w.add_head_count(t["heads"])
+    w.add_head_count_kv(t["kv_heads"])
+    w.add_rope_freq_base(theta)
+    w.add_layer_norm_rms_eps(eps)
+    return w
+
+
+def write_convert(args, w, path, out, label):
+    """Writes w's file, converts it with kvcpt into out; its tensors, or
+    None (reported) when the conversion fails."""
+    from safetensors.numpy import load_file
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    rc, log = kvcpt_convert(args, path, out)
+    if rc != 0:
+        check(False, "%s: kvcpt convert" % label, log)
+        return None
+    return load_file(os.path.join(out, "model.safetensors"))
 
 
 def tiny_dtypes(args):
     import gguf
-    from safetensors.numpy import load_file
     rng = np.random.default_rng(7)
     for qname in ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"]:
         qtype = gguf.GGMLQuantizationType[qname]
         path = os.path.join(args.workdir, "tiny_%s.gguf" % qname)
-        w = gguf.GGUFWriter(path, "llama")
+        w = tiny_writer(path, "llama", 10000.0, 1e-5)
         t = TINY
-        w.add_block_count(t["layers"])
-        w.add_context_length(256)
-        w.add_embedding_length(t["hidden"])
-        w.add_feed_forward_length(t["ffn"])
-        w.add_head_count(t["heads"])
-        w.add_head_count_kv(t["kv_heads"])
-        w.add_rope_freq_base(10000.0)
-        w.add_layer_norm_rms_eps(1e-5)
         expect = {}
         for name, x in tiny_tensors(rng).items():
             if name.endswith((".attn_q.weight", ".attn_k.weight")):
@@ -123,20 +150,66 @@ def tiny_dtypes(args):
             if name.endswith((".attn_q.weight", ".attn_k.weight")):
                 deq = reverse_permute(deq, t["heads"] if ".attn_q." in name else t["kv_heads"])
             expect[hf_name(name)] = deq
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
-        out = os.path.join(args.workdir, "tiny_%s" % qname)
-        rc, log = kvcpt_convert(args, path, out)
-        if rc != 0:
-            check(False, "tiny llama %s: kvcpt convert" % qname, log)
+        got = write_convert(args, w, path, os.path.join(args.workdir, "tiny_%s" % qname), "tiny llama %s" % qname)
+        if got is None:
             continue
-        got = load_file(os.path.join(out, "model.safetensors"))
         bad = [k for k in expect if k not in got or not bits_equal(got[k], expect[k])]
         extra = sorted(set(got) - set(expect))
         check(not bad and not extra, "tiny llama, every tensor %s: kvcpt equals gguf.quants.dequantize bit for bit "
               "(%d tensors)" % (qname, len(expect)), "differ: %s; unexpected: %s" % (bad[:4], extra[:4]))
+
+
+def gguf_name(k):
+    """llama.cpp's name of a Hugging Face tensor name (HF_NAME reversed)."""
+    to_gguf = {v: g for g, v in HF_NAME.items()}
+    base, kind = k.rsplit(".", 1)
+    if base.startswith("model.layers."):
+        _, _, i, rest = base.split(".", 3)
+        return "blk.%s.%s.%s" % (i, to_gguf[rest], kind)
+    return "%s.%s" % (to_gguf[base], kind)
+
+
+def tiny_qwen2(args):
+    import gguf
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
+    torch.manual_seed(5)
+    t = TINY
+    cfg = Qwen2Config(vocab_size=t["vocab"], hidden_size=t["hidden"], intermediate_size=t["ffn"],
+                      num_hidden_layers=t["layers"], num_attention_heads=t["heads"],
+                      num_key_value_heads=t["kv_heads"], max_position_embeddings=256, rms_norm_eps=1e-6,
+                      rope_theta=1e6, tie_word_embeddings=True)
+    model = Qwen2ForCausalLM(cfg)
+    with torch.no_grad():  # biases too: transformers starts them at zero
+        for _, p in model.named_parameters():
+            p.copy_(torch.randn_like(p))
+    sd = {k: v.numpy() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    for qname in ["F32", "Q8_0"]:
+        d = os.path.join(args.workdir, "qwen2_%s" % qname)
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, "tiny.gguf")
+        w = tiny_writer(path, "qwen2", 1e6, 1e-6)
+        w.add_vocab_size(t["vocab"])  # transformers' loader takes it from here without a tokenizer
+        for k, x in sd.items():
+            # llama.cpp quantizes the matrices; norms and biases stay F32
+            qtype = gguf.GGMLQuantizationType[qname if x.ndim == 2 else "F32"]
+            w.add_tensor(gguf_name(k), gguf.quants.quantize(x.astype(np.float32), qtype), raw_dtype=qtype)
+        out = os.path.join(args.workdir, "qwen2_%s_out" % qname)
+        got = write_convert(args, w, path, out, "tiny qwen2 %s" % qname)
+        if got is None:
+            continue
+        ref_model = AutoModelForCausalLM.from_pretrained(d, gguf_file="tiny.gguf", dtype=torch.float32)
+        ref = {k: v.detach().numpy() for k, v in ref_model.state_dict().items() if k != "lm_head.weight"}
+        bad = [k for k in ref if k not in got or not bits_equal(got[k], ref[k])] + sorted(set(got) - set(ref))
+        check(type(ref_model).__name__ == "Qwen2ForCausalLM" and not bad and len(ref) == len(sd),
+              "tiny qwen2 %s: all %d tensors (q/k/v biases included) equal transformers' GGUF loader bit for bit"
+              % (qname, len(ref)), "%s; differ or missing: %s" % (type(ref_model).__name__, bad[:6]))
+        c = json.load(open(os.path.join(out, "config.json")))
+        want = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "rope_theta": 1e6,
+                "rms_norm_eps": 1e-6, "tie_word_embeddings": True, "use_sliding_window": False}
+        wrong = {k: c.get(k) for k in want if c.get(k) != want[k]}
+        check(not wrong, "tiny qwen2 %s: config.json names Qwen2ForCausalLM with the file's theta, eps, tying"
+              % qname, "ours: %s" % wrong)
 
 
 def real_model(args):
@@ -246,6 +319,7 @@ def main():
     os.makedirs(args.workdir, exist_ok=True)
     if args.only != "real":
         tiny_dtypes(args)
+        tiny_qwen2(args)
     if args.only != "tiny":
         if args.real and os.path.exists(args.real):
             real_model(args)

@@ -75,7 +75,10 @@ def typed(key, spec):
         return string(key, value)
     if vtype in ("strs", "ints"):
         return (str_array if vtype == "strs" else int_array)(key, json.loads(value))
-    raise SystemExit("gguf_tiny.py: --set type %r is not one of f32, f64, u32, i32, str, strs, ints" % vtype)
+    if vtype == "f32s":  # JSON, NaN and Infinity allowed
+        items = json.loads(value)
+        return kv(key, 9, struct.pack("<IQ", 6, len(items)) + b"".join(struct.pack("<f", x) for x in items))
+    raise SystemExit("gguf_tiny.py: --set type %r is not one of f32, f64, u32, i32, str, strs, ints, f32s" % vtype)
 
 
 def byte_chars():
@@ -94,6 +97,7 @@ def byte_chars():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
+    ap.add_argument("--arch", default="llama")  # general.architecture, and the model keys' prefix
     ap.add_argument("--pre", default="smollm")
     ap.add_argument("--model", default="gpt2")
     ap.add_argument("--add-bos", action="store_true")
@@ -109,10 +113,11 @@ def main():
     a = ap.parse_args()
     vocab = 264 if a.all_bytes else V
 
-    meta = [string("general.architecture", "llama"), u32("llama.block_count", L), u32("llama.context_length", 128),
-            u32("llama.embedding_length", C), u32("llama.feed_forward_length", F),
-            u32("llama.attention.head_count", H), u32("llama.attention.head_count_kv", KV),
-            f32("llama.rope.freq_base", 10000.0), f32("llama.attention.layer_norm_rms_epsilon", 1e-5)]
+    k = a.arch + "."
+    meta = [string("general.architecture", a.arch), u32(k + "block_count", L), u32(k + "context_length", 128),
+            u32(k + "embedding_length", C), u32(k + "feed_forward_length", F),
+            u32(k + "attention.head_count", H), u32(k + "attention.head_count_kv", KV),
+            f32(k + "rope.freq_base", 10000.0), f32(k + "attention.layer_norm_rms_epsilon", 1e-5)]
     if not a.no_tokenizer:
         # control tokens first, then single characters (as GPT-2's byte map
         # spells them: "Ġ" is the space), then merged ones

@@ -23,6 +23,13 @@
    steps of `kvcpt train` continue it, and both it and the trained model
    export as MistralForCausalLM (config.json: model_type mistral) with
    logits equal to kvcpt's.
+4. Qwen2 the same way (and its q/k/v biases): a small random
+   Qwen2ForCausalLM, biases drawn non-zero (transformers initialises them
+   to zero), tied and untied, is converted; the CPU model's and the
+   emulated CUDA engine's logits, loss and every gradient (the biases'
+   included) agree with transformers'; the CPU model trains a few steps,
+   and both export as Qwen2ForCausalLM (model_type qwen2) with logits equal
+   to kvcpt's.
 Prints "ok - ..." / "FAIL - ..." lines; exits 1 on any failure.
 """
 import argparse
@@ -33,7 +40,8 @@ import sys
 
 import numpy as np
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_compare import Report, close, compare_case, load_case  # noqa: E402
@@ -183,31 +191,56 @@ def export_reloads(args, src, tag, cls, model_type):
     report(bad == 0, f"{tag} transformers' logits equal kvcpt's (max |d| {mx:.2e})", f"{bad} elements off")
 
 
+def family(args, name, cls, cfg, seed, engines=("cpu",)):
+    """A family through the same table (model/arch.c): a small random `cls`
+    of `cfg` (every weight, norms and biases too, drawn at random) is read
+    by `kvcpt convert`, run by each engine against transformers, trained a
+    few steps on the CPU, and exported (before and after) as `cls`."""
+    torch.manual_seed(seed)
+    model = cls._from_config(cfg, attn_implementation="eager").float()
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            p.copy_(1.0 + 0.2 * torch.randn_like(p) if n.endswith("norm.weight") else 0.25 * torch.randn_like(p))
+    hf_dir = os.path.join(args.workdir, f"hf_{name}")
+    nat_dir = hf_dir + "_native"
+    model.save_pretrained(hf_dir, safe_serialization=True)
+    if not run([args.kvcpt, "convert", "--from", hf_dir, "--to", nat_dir],
+               f"[{name}, transformers -> kvcpt] kvcpt converts {cls.__name__}"):
+        return
+    for dev in engines:
+        tag = f"[{name}, transformers -> kvcpt, {'CPU model' if dev == 'cpu' else 'CUDA engine (emulated)'}]"
+        case_dir = os.path.join(args.workdir, f"case_{name}_{dev}")
+        tool = args.dump if dev == "cpu" else args.dump_emu
+        if run([tool, case_dir, str(seed + 1), "0", "max", dev, L_KEEP_ALL, nat_dir], f"{tag} dump_model_case runs"):
+            case = load_case(case_dir)
+            n_model = len(model.state_dict()) - (1 if cfg.tie_word_embeddings else 0)
+            report(len(case["tensors"]) == n_model, f"{tag} kvcpt holds every tensor ({len(case['tensors'])})",
+                   f"{len(case['tensors'])} tensors, transformers has {n_model}")
+            compare_case(case_dir, case, model, "cpu", report, tag)
+    export_reloads(args, nat_dir, f"[{name}, kvcpt -> transformers]", cls, cfg.model_type)
+    trained = train_tiny(args, model=nat_dir, init="pretrained", name=f"run_{name}")
+    if trained is not None:
+        export_reloads(args, trained, f"[{name}, kvcpt-trained -> transformers]", cls, cfg.model_type)
+
+
 def mistral(args):
-    """Mistral, a second family through the same table: read, run, trained,
-    exported."""
-    torch.manual_seed(40)
+    """Mistral, a second family: read, run, trained, exported."""
     cfg = MistralConfig(vocab_size=96, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=512,
                         rms_norm_eps=1e-5, rope_theta=10000.0, sliding_window=None, tie_word_embeddings=False,
                         bos_token_id=1, eos_token_id=2)
-    model = MistralForCausalLM._from_config(cfg, attn_implementation="eager").float()
-    with torch.no_grad():
-        for n, p in model.named_parameters():
-            p.copy_(1.0 + 0.2 * torch.randn_like(p) if n.endswith("norm.weight") else 0.25 * torch.randn_like(p))
-    hf_dir = os.path.join(args.workdir, "hf_mistral")
-    nat_dir = hf_dir + "_native"
-    model.save_pretrained(hf_dir, safe_serialization=True)
-    tag = "[mistral, transformers -> kvcpt, CPU model]"
-    if not run([args.kvcpt, "convert", "--from", hf_dir, "--to", nat_dir], f"{tag} kvcpt converts MistralForCausalLM"):
-        return
-    case_dir = os.path.join(args.workdir, "case_mistral")
-    if run([args.dump, case_dir, "41", "0", "max", "cpu", L_KEEP_ALL, nat_dir], f"{tag} dump_model_case runs"):
-        compare_case(case_dir, load_case(case_dir), model, "cpu", report, tag)
-    export_reloads(args, nat_dir, "[mistral, kvcpt -> transformers]", MistralForCausalLM, "mistral")
-    trained = train_tiny(args, model=nat_dir, init="pretrained", name="run_mistral")
-    if trained is not None:
-        export_reloads(args, trained, "[mistral, kvcpt-trained -> transformers]", MistralForCausalLM, "mistral")
+    family(args, "mistral", MistralForCausalLM, cfg, 40)
+
+
+def qwen2(args):
+    """Qwen2, whose q, k and v projections carry biases, untied and tied,
+    on both engines."""
+    for tied in (False, True):
+        cfg = Qwen2Config(vocab_size=96, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                          rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=tied, bos_token_id=1,
+                          eos_token_id=2)
+        family(args, "qwen2_tied" if tied else "qwen2", Qwen2ForCausalLM, cfg, 50 + 10 * tied, ("cpu", "cuda"))
 
 
 def main():
@@ -223,6 +256,7 @@ def main():
         hf_to_kvcpt(args, tied)
     kvcpt_to_hf(args)
     mistral(args)
+    qwen2(args)
     print(f"# {report.failed} failed")
     return 1 if report.failed else 0
 

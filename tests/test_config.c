@@ -13,6 +13,7 @@ static int64_t config_num_params(const LlamaConfig *c) {
     int64_t C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, V = c->vocab_size;
     int64_t per_layer = 2 * C + C * Hq * D * 2 + C * Hkv * D * 2 + 3 * C * F;
+    if (arch_get(c->arch)->qkv_bias) per_layer += (Hq + 2 * Hkv) * D;
     return V * C + c->num_hidden_layers * per_layer + C + (c->tie_word_embeddings ? 0 : V * C);
 }
 
@@ -103,6 +104,52 @@ static void rope_scaling_types(void) {
     tl_expect_death("--rope-scaling yarn:0", override, "yarn:0", "'rope_scaling.factor' must be > 0");
 }
 
+/* Qwen2: read from its config.json as Qwen2.5-0.5B's reads (sliding_window
+ * set but switched off), its parameter count (494,032,768 on its model
+ * card) with the q/k/v biases in the layout after v's weight, and written
+ * back as Qwen2ForCausalLM. */
+static void qwen2(void) {
+    LlamaConfig c;
+    config_parse_json(&c, "{\"architectures\":[\"Qwen2ForCausalLM\"],\"model_type\":\"qwen2\",\"vocab_size\":151936,"
+                          "\"hidden_size\":896,\"intermediate_size\":4864,\"num_hidden_layers\":24,"
+                          "\"num_attention_heads\":14,\"num_key_value_heads\":2,\"max_position_embeddings\":32768,"
+                          "\"max_window_layers\":21,\"rms_norm_eps\":1e-06,\"rope_theta\":1000000.0,"
+                          "\"sliding_window\":32768,\"use_sliding_window\":false,\"tie_word_embeddings\":true,"
+                          "\"hidden_act\":\"silu\",\"bos_token_id\":151643,\"eos_token_id\":151643}",
+                      "qwen2.5-0.5b/config.json");
+    tl_result(c.arch == ARCH_QWEN2 && c.tie_word_embeddings && c.rope_theta == 1e6 && c.head_dim == 64 &&
+                  config_num_params(&c) == 494032768LL,
+              "Qwen2.5-0.5B's config reads as qwen2, 494,032,768 parameters", "arch %d, %lld parameters",
+              (int)c.arch, (long long)config_num_params(&c));
+    ParamLayout pl;
+    param_layout_build(&pl, &c);
+    int v = param_layout_find(&pl, "model.layers.3.self_attn.v_proj.weight");
+    int bq = param_layout_find(&pl, "model.layers.3.self_attn.q_proj.bias");
+    int bv = param_layout_find(&pl, "model.layers.3.self_attn.v_proj.bias");
+    int o = param_layout_find(&pl, "model.layers.3.self_attn.o_proj.weight");
+    tl_result(pl.total == config_num_params(&c) && pl.n == 1 + 12 * 24 + 1 && bq == v + 1 && bv == bq + 2 &&
+                  o == bv + 1 && pl.t[bq].ndim == 1 && pl.t[bq].numel == 896 && pl.t[bv].numel == 128 &&
+                  pl.t[bv].offset == pl.t[bq].offset + 896 + 128,
+              "qwen2 layout: q, k, v biases after v's weight, consecutive, (Hq D), (Hkv D), (Hkv D)",
+              "total %lld n %d, v %d bq %d bv %d o %d", (long long)pl.total, pl.n, v, bq, bv, o);
+    param_layout_free(&pl);
+    char *js = config_to_json(&c);
+    LlamaConfig c2;
+    config_parse_json(&c2, js, "qwen2 round trip");
+    tl_result(c2.arch == ARCH_QWEN2 && strstr(js, "\"Qwen2ForCausalLM\"") && strstr(js, "\"model_type\": \"qwen2\"") &&
+                  strstr(js, "\"use_sliding_window\": false") && !strstr(js, "attention_bias") &&
+                  c2.rope_theta == 1e6 && c2.tie_word_embeddings,
+              "a Qwen2 config.json is written as Qwen2ForCausalLM, model_type qwen2, use_sliding_window false",
+              "%s", js);
+    free(js);
+    LlamaConfig l;
+    config_parse_json(&l, "{" SHAPE "\"model_type\":\"llama\"}", "l.json");
+    param_layout_build(&pl, &l);
+    tl_result(param_layout_find(&pl, "model.layers.0.self_attn.q_proj.bias") < 0 && pl.n == 2 + 9 + 1,
+              "llama's layout has no biases", "n %d", pl.n);
+    param_layout_free(&pl);
+}
+
 /* The architecture table: model_type / architectures resolve to a family,
  * Mistral round trips as itself, and what is recognised but not run is
  * refused naming the field and the family. */
@@ -133,12 +180,14 @@ static void architectures(void) {
     tl_expect_death("an absent sliding_window (transformers' 4096) is refused, named", parse_text,
                     "{" SHAPE "\"model_type\":\"mistral\"}",
                     "config field 'sliding_window' is absent, which transformers' MistralForCausalLM reads as 4096");
-    tl_expect_death("qwen2 is recognised and refused for its biases", parse_text,
-                    "{" SHAPE "\"model_type\":\"qwen2\"}",
-                    "architecture 'qwen2' (Qwen2ForCausalLM) is recognised but not supported: q/k/v biases are not "
-                    "implemented yet");
-    tl_expect_death("Qwen2ForCausalLM alone is refused the same way", parse_text,
-                    "{" SHAPE "\"architectures\":[\"Qwen2ForCausalLM\"]}", "q/k/v biases are not implemented yet");
+    tl_expect_death("qwen2 with use_sliding_window true is refused, named", parse_text,
+                    "{" SHAPE "\"model_type\":\"qwen2\",\"use_sliding_window\":true,\"sliding_window\":4096}",
+                    "config field 'use_sliding_window' is true: sliding-window attention is not implemented yet for "
+                    "qwen2");
+    tl_expect_death("qwen2 with a sliding layer type is refused, named", parse_text,
+                    "{" SHAPE "\"model_type\":\"qwen2\",\"layer_types\":[\"sliding_attention\"]}",
+                    "config field 'layer_types[0]' must be \"full_attention\"");
+    qwen2();
     tl_expect_death("an unknown model_type is refused, named", parse_text, "{" SHAPE "\"model_type\":\"gemma\"}",
                     "config field 'model_type' is 'gemma', an architecture kvcpt does not know");
     tl_expect_death("an unknown class alone is refused, named", parse_text,

@@ -215,14 +215,19 @@ tiny "$G/q4k.gguf" --q4k blk.1.ffn_up.weight
 check "a Q4_K tensor: refused naming the type and the tensor, nothing written" \
   '[ $rc -eq 1 ] && grep -q "at byte [0-9]*: tensor .blk.1.ffn_up.weight. is Q4_K, which kvcpt cannot dequantize" "$tmp/out" && [ ! -e "$G/q4k/model.safetensors" ] && [ ! -e "$G/q4k/config.json" ]' \
   "rc $rc: $(cat "$tmp/out")"
-tiny "$G/qwen.gguf" --pre qwen2
-"$K" convert --from "$G/qwen.gguf" --to "$G/qwen" >"$tmp/out" 2>&1; rc=$?
+tiny "$G/dsk.gguf" --pre deepseek-llm
+"$K" convert --from "$G/dsk.gguf" --to "$G/dsk" >"$tmp/out" 2>&1; rc=$?
 check "an unknown tokenizer.ggml.pre: refused by name, nothing written" \
-  '[ $rc -eq 1 ] && grep -q "tokenizer.ggml.pre .qwen2. is not supported" "$tmp/out" && [ ! -e "$G/qwen/config.json" ]' "rc $rc: $(cat "$tmp/out")"
+  '[ $rc -eq 1 ] && grep -q "tokenizer.ggml.pre .deepseek-llm. is not supported" "$tmp/out" && [ ! -e "$G/dsk/config.json" ]' "rc $rc: $(cat "$tmp/out")"
 tiny "$G/spm.gguf" --model llama
 "$K" convert --from "$G/spm.gguf" --to "$G/spm" >"$tmp/out" 2>&1; rc=$?
-check "a SentencePiece tokenizer (tokenizer.ggml.model llama): refused by name" \
-  '[ $rc -eq 1 ] && grep -q "tokenizer.ggml.model .llama. is not supported" "$tmp/out"' "rc $rc: $(cat "$tmp/out")"
+check "a SentencePiece tokenizer (tokenizer.ggml.model llama) without tokenizer.ggml.scores: refused by name" \
+  '[ $rc -eq 1 ] && grep -q "metadata key .tokenizer.ggml.scores. is missing" "$tmp/out" && [ ! -e "$G/spm/config.json" ]' \
+  "rc $rc: $(cat "$tmp/out")"
+tiny "$G/bert.gguf" --model bert
+"$K" convert --from "$G/bert.gguf" --to "$G/bert" >"$tmp/out" 2>&1; rc=$?
+check "a WordPiece tokenizer (tokenizer.ggml.model bert): refused by name" \
+  '[ $rc -eq 1 ] && grep -q "tokenizer.ggml.model .bert. is not supported" "$tmp/out"' "rc $rc: $(cat "$tmp/out")"
 head -c 3000 "$G/ok.gguf" >"$G/trunc.gguf"
 "$K" convert --from "$G/trunc.gguf" --to "$G/trunc" >"$tmp/out" 2>&1; rc=$?
 check "a truncated GGUF: refused naming the file and the byte offset, nothing written" \

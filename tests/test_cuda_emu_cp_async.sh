@@ -11,6 +11,9 @@
 #    is needed (build/tests/test_cuda_emu_attention_mma with
 #    KVCPT_TEST_ATTN_MMA_PLANT=cp-wait1): its output is caught outside the
 #    tolerance (the race variant's report of it: tests/test_cuda_emu_races.sh);
+#    and the one-pass backward's Q/dO pipeline with wait_group 1 where 0 is
+#    needed (bwd-cp-wait1) or the next tile copied into the buffer being
+#    read (bwd-cp-buf): its gradients are caught outside the tolerance;
 #  - race variant (build/emu-race/emu_checks): the pipeline used rightly
 #    reports nothing in index, reverse and random order; three planted
 #    pipeline bugs (wait_group 1 where 0 is needed, no __syncthreads after
@@ -59,6 +62,16 @@ if [ -x "$A" ]; then
     else
         fail "attention forward with wait_group 1 for the next K/V tile" "exit status $rc, output: $(tail -5 <<<"$out")"
     fi
+    # the one-pass backward's Q/dO pipeline: the next tile read before its
+    # copies land, or copied over the tile being read
+    for name in bwd-cp-wait1 bwd-cp-buf; do
+        out=$(KVCPT_TEST_ATTN_MMA_PLANT=$name "$A" 2>&1) && rc=0 || rc=$?
+        if [ "$rc" -eq 0 ] && grep -q '^ok - planted cp.async bug caught' <<<"$out" && ! grep -q '^FAIL' <<<"$out"; then
+            ok "attention backward plant $name: caught by the gradients' oracle comparison ($(grep -m1 '^# planted' <<<"$out" | sed 's/^# planted //'))"
+        else
+            fail "attention backward plant $name" "exit status $rc, output: $(tail -5 <<<"$out")"
+        fi
+    done
 else
     echo "skip - planted attention pipeline bug: $A is not built (make test builds it)"
 fi

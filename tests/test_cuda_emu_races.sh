@@ -10,7 +10,9 @@
 #    two warps; a plain read of a counter other threads add to atomically;
 #    and two planted bugs of the tensor-core attention forward's cp.async
 #    pipeline (the next K/V tile waited for with wait_group 1, not 0; no
-#    barrier at the top of the key loop);
+#    barrier at the top of the key loop), and two of the one-pass backward's
+#    Q/dO pipeline (the next tile waited for with wait_group 1, not 0; the
+#    next tile copied into the buffer being read);
 #  - a planted missing barrier in the tensor-core attention backward (dS^T
 #    stored by each warp, then read across the warps for dQ): reported in
 #    attention_mma_bwd_one_pass_kernel; and the plain emulator's dq from it fails the
@@ -59,19 +61,26 @@ done
 # (kernels/attention_mma_fwd.cu, on the bf16 entry): waiting for the next
 # K/V tile with wait_group 1 instead of 0 reads a tile still in flight;
 # without the barrier at the top of the key loop, the next tile's copies
-# overwrite a buffer other warps still read
+# overwrite a buffer other warps still read. The one-pass backward's Q/dO
+# pipeline (bf16 entry): the next tile waited for with wait_group 1, or
+# copied into the buffer being read
 A=build/emu-race/tests/test_cuda_emu_attention_mma
 if [ -x "$A" ]; then
-    for plant in "cp-wait1|(a cp.async destination still in flight" "cp-nosync|(one block, with no __syncthreads between them)"; do
-        name=${plant%%|*} want=${plant#*|}
+    # NAME|which pass|its kernel|what the report must hold
+    while IFS='|' read -r name pass kernel want; do
         out=$(KVCPT_TEST_ATTN_MMA_PLANT=$name timeout 900 "$A" 2>&1) && rc=0 || rc=$?
-        if [ "$rc" -eq 66 ] && grep -q "DATA RACE in kernel attention_forward_mma_kernel" <<<"$out" &&
+        if [ "$rc" -eq 66 ] && grep -q "DATA RACE in kernel $kernel" <<<"$out" &&
             grep -qF "$want" <<<"$out" && ! grep -q "was not stopped" <<<"$out"; then
-            ok "planted attention forward pipeline bug $name: reported, exit status 66: $(grep -m1 'DATA RACE' <<<"$out" | sed 's/.*DATA RACE/DATA RACE/' | cut -c1-260)"
+            ok "planted attention $pass pipeline bug $name: reported, exit status 66: $(grep -m1 'DATA RACE' <<<"$out" | sed 's/.*DATA RACE/DATA RACE/' | cut -c1-260)"
         else
-            fail "planted attention forward pipeline bug $name" "exit status $rc (want 66), output: $(head -c 1500 <<<"$out")"
+            fail "planted attention $pass pipeline bug $name" "exit status $rc (want 66), output: $(head -c 1500 <<<"$out")"
         fi
-    done
+    done <<'LIST'
+cp-wait1|forward|attention_forward_mma_kernel|(a cp.async destination still in flight
+cp-nosync|forward|attention_forward_mma_kernel|(one block, with no __syncthreads between them)
+bwd-cp-wait1|backward|attention_mma_bwd_one_pass_kernel|(a cp.async destination still in flight
+bwd-cp-buf|backward|attention_mma_bwd_one_pass_kernel|(a cp.async destination still in flight
+LIST
 else
     echo "skip - planted attention pipeline races: $A is not built"
 fi

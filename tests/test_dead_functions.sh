@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every C function the library exports (a non-static function defined under
 # common/ kernels/ data/ model/ optim/ checkpoints/ parallel/ train/ eval/) is
-# called by the library itself, the program (cli/) or its benchmarks (bench/).
+# called by the library itself, the program (cli/), its benchmarks (bench/) or
+# the compute backends' registry entries (backends/).
 # One that only tests call is test code kept in the library: it has to be
 # read, kept compiling and kept in step with the code it imitates, and the
 # tests that call it check a path the program never takes. It belongs in a
@@ -22,7 +23,7 @@ if ! command -v nm >/dev/null || ! command -v python3 >/dev/null; then
     echo "skip - dead functions: nm or python3 is missing"; exit 0
 fi
 lib_dirs="common kernels data model optim checkpoints parallel train eval"
-prog_dirs="cli bench"
+prog_dirs="cli bench $(find backends -type d | sort | tr '\n' ' ')"
 # the objects built from the sources that exist now (a removed source's
 # object may linger in build/); a .cu file's object from the emulator's
 # build where this one has no CUDA backend

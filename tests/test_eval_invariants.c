@@ -5,7 +5,8 @@
  * evicting policies change the NLLs under a real budget. And the prefill
  * statistics the fused attention writes (attention_forward_stats_cpu) match
  * the separate scalar softmax (attention_prefill_stats_cpu), with out and lse
- * within rounding of attention_forward_cpu. */
+ * within rounding of attention_forward_cpu. The model's invariants hold for
+ * Qwen2 too (q/k/v biases, drawn non-zero). */
 #include <math.h>
 #include <string.h>
 
@@ -85,20 +86,34 @@ static void check_stats(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t W
     free(ref_last);
 }
 
-int main(void) {
-    Rng sr;
-    rng_seed(&sr, 5);
-    /* rows not divisible by the blocks, W above T, a single position, GQA 9/3 */
-    check_stats(131, 4, 2, 16, 32, &sr);
-    check_stats(20, 4, 1, 8, 32, &sr);
-    check_stats(1, 2, 2, 8, 4, &sr);
-    check_stats(300, 9, 3, 64, 32, &sr);
-    check_stats(1100, 9, 3, 64, 32, &sr); /* several 256-row sgemm blocks per row block */
+/* The model invariants on the tiny preset as family arch (Qwen2's with
+ * non-zero q/k/v biases, which the decode step adds as the prefill does);
+ * prefix names the family in the checks' names. */
+static char prefix[32];
+
+static const char *nm(const char *name) {
+    static char buf[8][192];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s%s", prefix, name);
+    return buf[k];
+}
+
+static void model_invariants(ArchId arch) {
+    snprintf(prefix, sizeof prefix, "%s", arch == ARCH_LLAMA ? "" : "[qwen2] ");
     LlamaConfig c;
     config_load(&c, "tiny");
+    c.arch = arch;
     c.initializer_range = 0.3;
     llama_create(&model, &c);
     llama_init_random(&model, 17);
+    Rng br; /* biases start at zero: drawn, so that every path must add them */
+    rng_seed(&br, 23);
+    for (int i = 0; i < model.layout.n; i++) {
+        const ParamTensor *t = &model.layout.t[i];
+        if (t->kind == PT_BQ || t->kind == PT_BK || t->kind == PT_BV)
+            for (int64_t j = 0; j < t->numel; j++) model.params[t->offset + j] = 0.5f * rng_normal(&br);
+    }
     Rng r;
     rng_seed(&r, 3);
     for (int i = 0; i < L + S; i++) doc[i] = (int32_t)(rng_u64(&r) % (uint64_t)c.vocab_size);
@@ -112,7 +127,7 @@ int main(void) {
     for (int t = 0; t < L + S - 1; t++) tgt[t] = t >= L - 1 ? doc[t + 1] : -1;
     float loss = llama_forward(&model, doc, tgt, 1, L + S - 1);
     double ppl_full = exp(mean(full, S)), ppl_train = exp((double)loss);
-    tl_result(fabs(ppl_full - ppl_train) <= 1e-5 * ppl_train, "full PPL equals exp(training forward loss)",
+    tl_result(fabs(ppl_full - ppl_train) <= 1e-5 * ppl_train, nm("full PPL equals exp(training forward loss)"),
               "decode %.9f vs forward %.9f", ppl_full, ppl_train);
     /* top-1 of each scored token against the argmax of the training
      * forward's logits; targets set to each row's argmax make every token a hit */
@@ -139,8 +154,8 @@ int main(void) {
         policy_destroy(&p);
         int hits = 0;
         for (int i = 0; i < S; i++) hits += top1[i], agree &= top1[i] == (argmax_of(lg + i * V, V) == doc[L + i]);
-        tl_result(agree, "top-1 hits of full decode equal the training forward's argmax hits", "%d vs %d of %d", hits,
-                  hits_want, S);
+        tl_result(agree, nm("top-1 hits of full decode equal the training forward's argmax hits"), "%d vs %d of %d",
+                  hits, hits_want, S);
         /* a greedy continuation (each scored token the argmax given the ones
          * before it, from the training forward): every step is a hit */
         for (int i = 0; i < S; i++) {
@@ -158,7 +173,7 @@ int main(void) {
         engine_free(&e2);
         hits = 0;
         for (int i = 0; i < S; i++) hits += top1_argmax[i];
-        tl_result(hits == S, "top-1: a greedy continuation is a hit at every step", "%d of %d hits", hits, S);
+        tl_result(hits == S, nm("top-1: a greedy continuation is a hit at every step"), "%d of %d hits", hits, S);
         free(lg);
     }
 
@@ -166,7 +181,7 @@ int main(void) {
     for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
         char t[96];
         run(names[i], policy_default_options(L + S), x);
-        snprintf(t, sizeof t, "budget >= context: %s equals full", names[i]);
+        snprintf(t, sizeof t, "%sbudget >= context: %s equals full", prefix, names[i]);
         tl_result(same(x, full, S), t, "PPL %.6f vs %.6f", exp(mean(x, S)), ppl_full);
     }
     PolicyOptions never = policy_default_options(L / 8), snap = policy_default_options(L / 8);
@@ -175,23 +190,38 @@ int main(void) {
     double y[S];
     run("refreshkv", never, x);
     run("snapkv", snap, y);
-    tl_result(same(x, y, S), "refreshkv that never refreshes equals snapkv", "PPL %.6f vs %.6f", exp(mean(x, S)),
+    tl_result(same(x, y, S), nm("refreshkv that never refreshes equals snapkv"), "PPL %.6f vs %.6f", exp(mean(x, S)),
               exp(mean(y, S)));
-    tl_result(!same(y, full, S), "snapkv with K = L/8 differs from full", "identical NLLs: the budget had no effect");
+    tl_result(!same(y, full, S), nm("snapkv with K = L/8 differs from full"),
+              "identical NLLs: the budget had no effect");
     /* the new policies under a real budget: valid choices (the engine checks
      * them) and an effect on the NLLs; restkv needs K > S_w = 32 to score */
     const char *evictors[] = {"h2o", "tova", "restkv", "kvec"};
     for (int i = 0; i < 4; i++) {
         char t[96];
         run(evictors[i], policy_default_options(strcmp(evictors[i], "restkv") == 0 ? 40 : L / 8), x);
-        snprintf(t, sizeof t, "%s with a budget below the context differs from full", evictors[i]);
+        snprintf(t, sizeof t, "%s%s with a budget below the context differs from full", prefix, evictors[i]);
         tl_result(!same(x, full, S) && isfinite(mean(x, S)), t, "PPL %.6f vs %.6f", exp(mean(x, S)), ppl_full);
     }
     PolicyOptions every = policy_default_options(L / 8);
     every.fixed_stride = 1;
     run("refreshkv", every, x);
-    tl_result(same(x, full, S), "refreshkv --fixed-stride 1 equals full", "PPL %.6f vs %.6f", exp(mean(x, S)), ppl_full);
+    tl_result(same(x, full, S), nm("refreshkv --fixed-stride 1 equals full"), "PPL %.6f vs %.6f", exp(mean(x, S)),
+              ppl_full);
     engine_free(&eng);
     llama_free(&model);
+}
+
+int main(void) {
+    Rng sr;
+    rng_seed(&sr, 5);
+    /* rows not divisible by the blocks, W above T, a single position, GQA 9/3 */
+    check_stats(131, 4, 2, 16, 32, &sr);
+    check_stats(20, 4, 1, 8, 32, &sr);
+    check_stats(1, 2, 2, 8, 4, &sr);
+    check_stats(300, 9, 3, 64, 32, &sr);
+    check_stats(1100, 9, 3, 64, 32, &sr); /* several 256-row sgemm blocks per row block */
+    model_invariants(ARCH_LLAMA);
+    model_invariants(ARCH_QWEN2);
     return tl_finish();
 }

@@ -49,10 +49,12 @@ refused "$theta = NaN" "key '$theta' = nan is out of range" --set "$theta=f32:na
 refused "$theta = 1e300 (float64, infinite in float32)" "key '$theta' = 1e+300 is out of range" --set "$theta=f64:1e300"
 refused "$theta = 1 (every pair rotating alike)" "key '$theta' = 1 is out of range" --set "$theta=f32:1"
 refused "$theta = 0 (uint32)" "key '$theta' = 0 is out of range" --set "$theta=u32:0"
-# general.architecture through the family table (model/arch.c): qwen2 is
-# recognised and refused for its biases, an unknown family named as such
-refused "general.architecture qwen2" "general.architecture 'qwen2' is recognised but not supported: q/k/v biases are not implemented yet" \
+# general.architecture through the family table (model/arch.c): its keys
+# are read under the family's name, a qwen2 file must hold the q/k/v biases
+# (tests/gguf_oracle.py converts one that does), an unknown family is named
+refused "general.architecture qwen2 over llama.* keys" "metadata key 'qwen2.embedding_length' is missing" \
     --set "general.architecture=str:qwen2"
+refused "a qwen2 file without q/k/v biases" "no tensor for model.layers.0.self_attn.q_proj.bias" --arch qwen2
 refused "general.architecture gemma" "general.architecture is 'gemma', an architecture kvcpt does not know" \
     --set "general.architecture=str:gemma"
 refused "$eps = +inf" "key '$eps' = inf is out of range" --set "$eps=f32:inf"
@@ -96,6 +98,17 @@ refused "a merge of merged tokens whose result is no token (\"ab \\u0120a\")" \
 # refuses it, and the conversion checks what it built with that loader
 refused "a repeated merge (kvcpt's tokenizer refuses it)" \
     "tokenizer.json built from gguf '$tmp/in$((n + 1)).gguf'': model.merges[2] repeats an earlier merge" --merge "a b"
+# SentencePiece (tokenizer.ggml.model llama): scores instead of merges, one
+# finite float32 per token (27 tokens)
+scores() { "$PY" -c 'import json, sys; s = [-float(i) for i in range(int(sys.argv[1]))]
+if len(sys.argv) > 2: s[int(sys.argv[2])] = float(sys.argv[3])
+print(json.dumps(s))' "$@"; }
+refused "llama tokenizer: scores of another count" "tokenizer.ggml.scores has 26 entries but tokenizer.ggml.tokens 27" \
+    --model llama --set "tokenizer.ggml.scores=f32s:$(scores 26)"
+refused "llama tokenizer: a NaN score" "tokenizer.ggml.scores[5] is not finite" \
+    --model llama --set "tokenizer.ggml.scores=f32s:$(scores 27 5 nan)"
+refused "llama tokenizer: integer scores" "key 'tokenizer.ggml.scores' is array of" \
+    --model llama --set "tokenizer.ggml.scores=ints:[$(seq -s, 0 26)]"
 refused "token type 42" "tokenizer.ggml.token_type[5] = 42 is not one of llama.cpp's token types" --token-type 5=42
 refused "token type -1" "tokenizer.ggml.token_type[0] = -1 is not one of llama.cpp's token types" --token-type 0=-1
 refused "token type 7 (one past byte)" "tokenizer.ggml.token_type[25] = 7 is not one of llama.cpp's token types" \

@@ -3,13 +3,17 @@
 # and the layers below it:
 #
 #   common < kernels, data < model < optim, checkpoints < parallel
-#          < train, eval < bench < cli
+#          < train, eval < bench < backends < cli
 #
 # Folders on one level (kernels and data, optim and checkpoints, train and
 # eval) include nothing of each other: what two of them share belongs a
 # level down. cli and bench are the two tools on top of the library; cli's
 # `kvcpt bench` dispatches to bench's targets (cli/cmd_bench.c includes
 # bench/bench.h), so bench sits just under cli and never includes it.
+# backends/ holds each compute backend's registry entry, which gathers the
+# seams its layers define (train/, eval/, bench/) into one table of
+# common/backend.h; main registers them, so it sits between bench and cli
+# and the layers below reach a backend only through the registry.
 #
 # And no two files include each other, nor two modules: a module is a
 # source with its same-named header (eval/engine.c and eval/engine.h), and
@@ -31,7 +35,7 @@ import os, re, sys
 
 root = sys.argv[1]
 LEVELS = [["common"], ["kernels", "data"], ["model"], ["optim", "checkpoints"], ["parallel"], ["train", "eval"],
-          ["bench"], ["cli"]]
+          ["bench"], ["backends"], ["cli"]]
 level = {d: i for i, ds in enumerate(LEVELS) for d in ds}
 include = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
@@ -87,7 +91,7 @@ PY
 # two new headers of kernels/ that include each other, and two new modules
 # each of whose sources includes the other's header
 mkdir -p "$tmp/planted"
-for d in common kernels data model optim checkpoints parallel train eval bench cli; do
+for d in common kernels data model optim checkpoints parallel train eval bench backends cli; do
     [ -d "$d" ] && cp -r "$d" "$tmp/planted/"
 done
 printf '#include "../train/trainer.h"\n' >>"$tmp/planted/common/util.c"

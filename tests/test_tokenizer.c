@@ -446,6 +446,9 @@ typedef struct {
     const char *name, *at, *value, *expect;
 } Refusal;
 
+/* A SentencePiece-style pipeline on the small vocabulary (read as text). */
+#define METASPACE_PRE "{\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", \"prepend_scheme\": \"first\", \"split\": false}"
+
 static void load_and_exit(void *path) {
     tokenizer_load(path);
     exit(0);
@@ -472,12 +475,27 @@ static void check_refusals(void) {
         {"ByteLevel before another step", "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": "
          "\"ByteLevel\", \"add_prefix_space\": false}, {\"type\": \"Digits\"}]}", "pre_tokenizer.pretokenizers[0]: ByteLevel"},
         {"no ByteLevel step", "pre_tokenizer", "{\"type\": \"Digits\"}", "no ByteLevel"},
-        {"null pre_tokenizer", "pre_tokenizer", "null", "pre_tokenizer is null"},
-        {"a normalizer", "normalizer", "{\"type\": \"NFC\"}", "normalizer is set"},
+        {"null pre_tokenizer with a ByteLevel decoder", "pre_tokenizer", "null",
+         "decoder.type is \"ByteLevel\" but pre_tokenizer has no ByteLevel step"},
+        {"a normalizer other than NFC, Prepend, Replace", "normalizer", "{\"type\": \"NFKC\"}", "normalizer.type is \"NFKC\""},
+        {"a normalizer inside a Sequence", "normalizer", "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFC\"}, "
+         "{\"type\": \"Lowercase\"}]}", "normalizer.normalizers[1].type is \"Lowercase\""},
+        {"a Replace normalizer with a regex", "normalizer", "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \" \"}, "
+         "\"content\": \"x\"}", "normalizer.pattern is not {\"String\""},
+        {"Metaspace inside a Sequence", "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [" METASPACE_PRE "]}",
+         "pre_tokenizer.pretokenizers[0].type is \"Metaspace\""},
+        {"Metaspace replacement of two characters", "pre_tokenizer", "{\"type\": \"Metaspace\", \"replacement\": \"ab\"}",
+         "pre_tokenizer.replacement is not a string of one character"},
+        {"Metaspace prepend_scheme unknown", "pre_tokenizer", "{\"type\": \"Metaspace\", \"replacement\": \"_\", "
+         "\"prepend_scheme\": \"sometimes\"}", "pre_tokenizer.prepend_scheme"},
+        {"Metaspace add_prefix_space false with prepend_scheme first", "pre_tokenizer", "{\"type\": \"Metaspace\", "
+         "\"replacement\": \"_\", \"prepend_scheme\": \"first\", \"add_prefix_space\": false}",
+         "pre_tokenizer.add_prefix_space is false but prepend_scheme is \"first\""},
         {"truncation", "truncation", "{\"max_length\": 8}", "truncation is set"},
         {"model type other than BPE", "model.type", "\"WordPiece\"", "model.type"},
         {"dropout", "model.dropout", "0.1", "model.dropout"},
-        {"byte_fallback true", "model.byte_fallback", "true", "model.byte_fallback"},
+        {"byte_fallback true with ByteLevel", "model.byte_fallback", "true",
+         "model.byte_fallback is true with a ByteLevel pre-tokenizer"},
         {"continuing_subword_prefix", "model.continuing_subword_prefix", "\"##\"", "model.continuing_subword_prefix"},
         {"end_of_word_suffix", "model.end_of_word_suffix", "\"</w>\"", "model.end_of_word_suffix"},
         {"decoder other than ByteLevel", "decoder", "{\"type\": \"WordPiece\"}", "decoder.type"},
@@ -495,15 +513,27 @@ static void check_refusals(void) {
         {"added token lstrip", "added_tokens[0].lstrip", "true", "added_tokens[0].lstrip"},
         {"added token single_word", "added_tokens[1].single_word", "true", "added_tokens[1].single_word"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    /* the decoders of a vocabulary read as text: the Metaspace pre-tokenizer, then the decoder */
+    const Refusal text_decoders[] = {
+        {"a SentencePiece-style decoder step not implemented", "decoder", "{\"type\": \"Sequence\", \"decoders\": "
+         "[{\"type\": \"Fuse\"}, {\"type\": \"CTC\"}]}", "decoder.decoders[1].type is \"CTC\""},
+        {"a decoder Replace with a regex", "decoder", "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"_\"}, "
+         "\"content\": \" \"}", "decoder.pattern is not {\"String\""},
+        {"a decoder Strip without start", "decoder", "{\"type\": \"Strip\", \"content\": \" \", \"stop\": 0}",
+         "decoder.start and .stop must be integers"},
+    };
+    size_t n = sizeof cases / sizeof cases[0], n_text = sizeof text_decoders / sizeof text_decoders[0];
+    for (size_t i = 0; i < n + n_text; i++) {
+        const Refusal *c = i < n ? &cases[i] : &text_decoders[i - n];
         json_t *root = small_tokenizer();
-        set_at(root, cases[i].at, cases[i].value);
+        if (i >= n) set_at(root, "pre_tokenizer", METASPACE_PRE);
+        set_at(root, c->at, c->value);
         char path[4200], name[160];
         snprintf(name, sizeof name, "refuse%zu", i);
         write_json(root, name, path, sizeof path);
         json_decref(root);
-        snprintf(name, sizeof name, "refused, naming %s: %s", cases[i].expect, cases[i].name);
-        tl_expect_death(name, load_and_exit, path, cases[i].expect);
+        snprintf(name, sizeof name, "refused, naming %s: %s", c->expect, c->name);
+        tl_expect_death(name, load_and_exit, path, c->expect);
     }
 }
 

@@ -7,7 +7,12 @@
 # precision=bf16 check); the two differ from each other (different kernels
 # ran), the log names which, and the config key attn_impl wins over the
 # variable. An unknown value, and mma where no tensor-core kernel runs
-# (precision fp32), are refused naming the variable or key.
+# (precision fp32), are refused naming the variable or key. The tensor-core
+# backward's variant (KVCPT_ATTN_BWD): the one pass by default, the two
+# passes on request, each within the same tolerance and named in the log,
+# the two passes planning fewer bytes (no partial dQ, dK, dV: at this size
+# their losses are the one pass's bits, so the plan tells them apart); an
+# unknown value refused naming the variable.
 . "$(dirname "$0")/lib.sh"
 E=${KVCPT_EMU_KVCPT:-build/emu/kvcpt}
 if [ ! -x "$E" ]; then echo "skip - attention switch on the emulated GPU: $E is not built (make test builds it)"; exit 0; fi
@@ -58,3 +63,24 @@ out=$($K train --config "$tmp/cfg.json" --set out="$tmp/bad3" --set attn_impl=fl
 if [ $? -ne 0 ] && grep -q "\-\-set: 'attn_impl': the attention implementation must be" <<<"$out"; then
     ok "attn_impl=flash is refused naming the key"
 else fail "attn_impl=flash" "$(tail -2 <<<"$out")"; fi
+if grep -q "attention on tensor cores (mma), backward one_pass" "$tmp/mma.log"; then
+    ok "the tensor-core run's backward is the one pass by default (named in the log)"
+else fail "default backward variant" "$(grep 'attention on' "$tmp/mma.log")"; fi
+KVCPT_ATTN=mma KVCPT_ATTN_BWD=two_pass $E train --config "$tmp/cfg.json" --set out="$tmp/two" --set device=cuda \
+    --set precision=bf16 >"$tmp/two.log" 2>&1
+# the memory plan follows the variable too: the two passes have no partials
+plan() { sed -n 's/.*the plan predicts .* GiB (\([0-9]*\) bytes).*/\1/p' "$1"; }
+p1=$(plan "$tmp/mma.log") p2=$(plan "$tmp/two.log")
+if grep -q "attention on tensor cores (mma), backward two_pass" "$tmp/two.log" &&
+    paste <(losses "$tmp/two") <(losses "$tmp/cpu") | awk '
+        { n++; d = $1 - $2; if (d < 0) d = -d; if ($1 == "" || $2 == "" || d > 3.9e-3 * ($2 < 0 ? -$2 : $2)) bad++ }
+        END { exit (n == 3 && !bad) ? 0 : 1 }' &&
+    [ -n "$p1" ] && [ -n "$p2" ] && [ "$p2" -lt "$p1" ]; then
+    ok "KVCPT_ATTN_BWD=two_pass: the two passes ran, 3 losses within 3.9e-3 of the CPU's ($(losses "$tmp/two" | paste -sd' ')), planned $((p1 - p2)) bytes fewer than the one pass (its partials)"
+else fail "KVCPT_ATTN_BWD=two_pass" "planned bytes $p2 vs one pass $p1; cpu $(losses "$tmp/cpu" | paste -sd' '); $(tail -3 "$tmp/two.log")"; fi
+out=$(KVCPT_ATTN=mma KVCPT_ATTN_BWD=three_pass $E train --config "$tmp/cfg.json" --set out="$tmp/bad4" --set device=cuda \
+    --set precision=bf16 2>&1)
+if [ $? -ne 0 ] && grep -q "KVCPT_ATTN_BWD: the attention backward must be one_pass or two_pass (got 'three_pass')" <<<"$out" &&
+    [ ! -f "$tmp/bad4/log.jsonl" ]; then
+    ok "KVCPT_ATTN_BWD=three_pass is refused before training, naming the variable"
+else fail "KVCPT_ATTN_BWD=three_pass" "$(tail -2 <<<"$out")"; fi

@@ -17,6 +17,9 @@ tokenizer names some special tokens differently from tokenizer.json).
 tokenizer's post-processor, if it has one, goes in front.
 --roundtrip also checks decode(encode(x)) == x. --bench prints one JSON
 line with the engine's single-thread encoding rate instead of ids.
+--decode (hf) reads lines of ids instead and writes each line's
+decode(ids, skip_special_tokens=False) as {"text": ...} (the format of
+`kvcpt tokenize --decode --jsonl`).
 """
 import argparse
 import json
@@ -52,7 +55,18 @@ def main():
     ap.add_argument("--add-special", action="store_true")
     ap.add_argument("--roundtrip", action="store_true")
     ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--decode", action="store_true")
     args = ap.parse_args()
+    if args.decode:
+        if args.engine != "hf" or not args.tokenizer:
+            sys.exit("tokenizer_oracle: --decode is for --engine hf --tokenizer PATH")
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(args.tokenizer)
+        for line in sys.stdin:
+            ids = [int(x) for x in line.split()]
+            sys.stdout.write(json.dumps({"text": tok.decode(ids, skip_special_tokens=False)}) + "\n")
+        return 0
     if args.engine == "hf":
         if not args.tokenizer:
             sys.exit("tokenizer_oracle: --engine hf needs --tokenizer PATH")

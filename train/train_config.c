@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/backend.h"
 #include "../common/byte_size.h"
 #include "../common/util.h"
 #include "../data/utf8.h"
@@ -281,8 +282,9 @@ void train_config_validate(const TrainConfig *c, int world) {
     KV_CHECK(c->reshard_after_forward == 0 || c->reshard_after_forward == 1,
              "config: 'reshard_after_forward' must be 0 or 1 (got %lld)", (long long)c->reshard_after_forward);
     /* combinations of device, precision, optimizer placement and ranks: train_mode_resolve */
-    KV_CHECK(one_of(c->device, "auto", "cpu", "cuda"), "config: 'device' must be auto, cpu or cuda (got '%s')",
-             c->device);
+    char names[256];
+    KV_CHECK(backend_known(c->device), "config: 'device' must be auto, %s (got '%s')",
+             backend_names(names, sizeof names), c->device);
 }
 
 char *train_config_to_json(const TrainConfig *c) {

@@ -1,8 +1,10 @@
 #ifndef KVCPT_TRAIN_ENGINE_H
 #define KVCPT_TRAIN_ENGINE_H
 /* What the trainer's one step loop (train/trainer.c) asks of the engine
- * that runs forward and backward: the CPU model (train_engine_cpu.c), or
- * the CUDA engine (train_engine_cuda.c, the only file that names CUDA).
+ * that runs forward and backward: the CPU model (train_engine_cpu.c), or an
+ * accelerator backend's engine, made by its train seam (TrainDevice below,
+ * Backend.train in common/backend.h; the CUDA backend's is
+ * train_engine_cuda.c).
  *
  * Every engine steps the optimizer where it keeps the parameters. The CPU
  * engine works against the host's Llama and its sharding
@@ -55,10 +57,16 @@ typedef struct TrainEngine {
     void (*free)(void *ctx);
 } TrainEngine;
 
-/* The engine a mode runs on, over the host model and its sharding (both
- * must outlive it). The CUDA engine first selects this rank's GPU
- * (cuda_device_select), before anything else touches CUDA. */
-TrainEngine train_engine_create(TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp, Comm *comm);
+/* An accelerator backend's train seam: its engine for a mode (never
+ * TRAIN_HOST), over the host model and its sharding (both must outlive it).
+ * It first selects this rank's device, before anything else touches it. */
+typedef struct TrainDevice {
+    TrainEngine (*engine_create)(TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp, Comm *comm);
+} TrainDevice;
+
+/* The engine mode runs on, from backend be (train_mode_resolve's): the
+ * CPU model on the host, be's train seam otherwise. */
+TrainEngine train_engine_create(const Backend *be, TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp,
+                                Comm *comm);
 TrainEngine train_engine_cpu_create(Llama *model, Fsdp *fsdp);
-TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp, Comm *comm);
 #endif

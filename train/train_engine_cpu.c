@@ -92,7 +92,9 @@ TrainEngine train_engine_cpu_create(Llama *model, Fsdp *fsdp) {
                          .free = cpu_free};
 }
 
-TrainEngine train_engine_create(TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp, Comm *comm) {
-    if (train_mode_device(mode) == DEVICE_CPU) return train_engine_cpu_create(model, fsdp);
-    return train_engine_cuda_create(mode, c, model, fsdp, comm);
+TrainEngine train_engine_create(const Backend *be, TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp,
+                                Comm *comm) {
+    if (mode == TRAIN_HOST) return train_engine_cpu_create(model, fsdp);
+    KV_CHECK(be->kind == BACKEND_ACCEL && be->train, "train: the %s backend has no training engine", be->label);
+    return be->train->engine_create(mode, c, model, fsdp, comm);
 }

@@ -10,13 +10,14 @@
  *   parameters are the only copy and the optimizer steps them
  *   (device_optim.h).
  * The host's master shard and optimizer are refreshed only for a
- * checkpoint and the final model. The one file of the trainer that names
- * CUDA. */
-#include "train_engine.h"
+ * checkpoint and the final model. The CUDA backend's train seam
+ * (train_engine_cuda.h), which its entry registers. */
+#include "train_engine_cuda.h"
 
 #include <stdlib.h>
 
 #include "../common/util.h"
+#include "../kernels/attention_cuda_size.h"
 #include "../kernels/cuda_device.h"
 #include "../model/llama_cuda.h"
 #include "../parallel/comm_device.h"
@@ -168,7 +169,7 @@ static void check_fits(TrainMode mode, const TrainConfig *c, const LlamaConfig *
                 (double)(free_b - p.total) / gib);
 }
 
-TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp, Comm *comm) {
+static TrainEngine cuda_engine_create(TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp, Comm *comm) {
     /* the attention kernels (the config key, else KVCPT_ATTN), refused before anything is allocated */
     const LlamaAttnImpl attn = llama_attn_impl_resolve((LlamaAttnImpl)c->attn_impl, "config 'attn_impl'",
                                                        train_mode_precision(mode) == LLAMA_CUDA_BF16_WEIGHTS,
@@ -191,8 +192,10 @@ TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama
         llama_cuda_create(&e->gpu, &model->cfg, (LlamaRecompute)c->recompute, train_mode_precision(mode));
     llama_cuda_set_attn(&e->gpu, attn, "config 'attn_impl'");
     if (comm_rank(comm) == 0)
-        fprintf(stderr, "kvcpt train: attention on %s\n",
-                attn == LLAMA_ATTN_MMA ? "tensor cores (mma)" : "the CUDA-core kernels (cuda-core)");
+        fprintf(stderr, "kvcpt train: attention on %s%s%s\n",
+                attn == LLAMA_ATTN_MMA ? "tensor cores (mma)" : "the CUDA-core kernels (cuda-core)",
+                attn == LLAMA_ATTN_MMA ? ", backward " : "",
+                attn == LLAMA_ATTN_MMA ? attention_bwd_variant_name(attention_bwd_variant_default()) : "");
     if (model->mask.enabled) llama_cuda_set_mask(&e->gpu, &model->mask);
     cuda_transfer_bytes(&e->h2d_logged, &e->d2h_logged);
     return (TrainEngine){.ctx = e,
@@ -208,3 +211,5 @@ TrainEngine train_engine_cuda_create(TrainMode mode, const TrainConfig *c, Llama
                          .log_fields = cuda_log_fields,
                          .free = cuda_engine_free};
 }
+
+const TrainDevice train_device_cuda = {.engine_create = cuda_engine_create};

@@ -1,20 +1,22 @@
 #include "train_mode.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "../common/util.h"
 
-TrainMode train_mode_resolve(const TrainConfig *c, int rank, int world) {
-    return train_mode_for_device(backend_resolve(c->device), c, rank, world);
+TrainMode train_mode_resolve(const TrainConfig *c, int rank, int world, const Backend **backend) {
+    *backend = backend_resolve(c->device);
+    return train_mode_for_kind((*backend)->kind, c, rank, world);
 }
 
-TrainMode train_mode_for_device(Device dev, const TrainConfig *c, int rank, int world) {
+TrainMode train_mode_for_kind(BackendKind kind, const TrainConfig *c, int rank, int world) {
     int optim_gpu = c->optim_device == 1 || strcmp(c->precision, "bf16sr") == 0;
-    if (dev == DEVICE_CPU) {
+    if (kind == BACKEND_HOST) {
         if (rank == 0 && (c->recompute || strcmp(c->precision, "fp32") || optim_gpu))
             warnf("config: 'recompute', 'precision' and 'optim_device' apply to the CUDA engine only; the CPU model "
                   "is fp32, keeps every activation and steps on the host");
-        return TRAIN_CPU;
+        return TRAIN_HOST;
     }
     KV_CHECK(!(c->optim_device && strcmp(c->precision, "bf16") == 0),
              "config: precision bf16 with optim_device=1 would keep no fp32 master, so updates below half a bf16 step "
@@ -24,28 +26,31 @@ TrainMode train_mode_for_device(Device dev, const TrainConfig *c, int rank, int 
              "run has %d ranks: use optim_device=0 with precision fp32 or bf16 (master and optimizer sharded over "
              "the GPUs)",
              world);
-    if (strcmp(c->precision, "bf16sr") == 0) return TRAIN_CUDA_BF16SR;
-    if (strcmp(c->precision, "bf16") == 0) return TRAIN_CUDA_BF16;
-    return optim_gpu ? TRAIN_CUDA_FP32_OPTIM : TRAIN_CUDA_FP32;
+    if (strcmp(c->precision, "bf16sr") == 0) return TRAIN_ACCEL_BF16SR;
+    if (strcmp(c->precision, "bf16") == 0) return TRAIN_ACCEL_BF16;
+    return optim_gpu ? TRAIN_ACCEL_FP32_OPTIM : TRAIN_ACCEL_FP32;
 }
 
-Device train_mode_device(TrainMode m) { return m == TRAIN_CPU ? DEVICE_CPU : DEVICE_CUDA; }
-
-int train_mode_whole_on_device(TrainMode m) { return m == TRAIN_CUDA_FP32_OPTIM || m == TRAIN_CUDA_BF16SR; }
+int train_mode_whole_on_device(TrainMode m) { return m == TRAIN_ACCEL_FP32_OPTIM || m == TRAIN_ACCEL_BF16SR; }
 
 LlamaCudaPrecision train_mode_precision(TrainMode m) {
-    return m == TRAIN_CUDA_BF16 || m == TRAIN_CUDA_BF16SR ? LLAMA_CUDA_BF16_WEIGHTS : LLAMA_CUDA_FP32;
+    return m == TRAIN_ACCEL_BF16 || m == TRAIN_ACCEL_BF16SR ? LLAMA_CUDA_BF16_WEIGHTS : LLAMA_CUDA_FP32;
 }
 
-int train_mode_stochastic(TrainMode m) { return m == TRAIN_CUDA_BF16SR; }
+int train_mode_stochastic(TrainMode m) { return m == TRAIN_ACCEL_BF16SR; }
 
-const char *train_mode_describe(TrainMode m) {
+static const char *mode_detail(TrainMode m) {
     switch (m) {
-    case TRAIN_CPU: return "cpu";
-    case TRAIN_CUDA_FP32: return "cuda (master and optimizer sharded on the GPUs)";
-    case TRAIN_CUDA_BF16: return "cuda (bf16 weights) (master and optimizer sharded on the GPUs)";
-    case TRAIN_CUDA_FP32_OPTIM: return "cuda (optimizer on the device)";
-    case TRAIN_CUDA_BF16SR: return "cuda (bf16 weights, stochastic rounding) (optimizer on the device)";
+    case TRAIN_HOST: return "";
+    case TRAIN_ACCEL_FP32: return " (master and optimizer sharded on the GPUs)";
+    case TRAIN_ACCEL_BF16: return " (bf16 weights) (master and optimizer sharded on the GPUs)";
+    case TRAIN_ACCEL_FP32_OPTIM: return " (optimizer on the device)";
+    case TRAIN_ACCEL_BF16SR: return " (bf16 weights, stochastic rounding) (optimizer on the device)";
     }
     die("train: unknown mode %d", (int)m);
+}
+
+const char *train_mode_describe(TrainMode m, const Backend *be, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s%s", be->name, mode_detail(m));
+    return buf;
 }

@@ -105,12 +105,14 @@ static void open_data(Trainer *t) {
 
 /* The engine that runs the passes, and the startup line saying how. */
 static void setup_engine(Trainer *t) {
-    if (t->rank == 0) fprintf(stderr, "kvcpt train: allocating the training engine's buffers (%s)...\n", train_mode_describe(t->mode));
-    t->engine = train_engine_create(t->mode, &t->cfg, &t->model, &t->fsdp, t->comm);
-    int cuda = train_mode_device(t->mode) == DEVICE_CUDA;
+    char mode[160];
+    train_mode_describe(t->mode, t->backend, mode, sizeof mode);
+    if (t->rank == 0) fprintf(stderr, "kvcpt train: allocating the training engine's buffers (%s)...\n", mode);
+    t->engine = train_engine_create(t->backend, t->mode, &t->cfg, &t->model, &t->fsdp, t->comm);
+    int accel = t->mode != TRAIN_HOST;
     if (t->rank == 0)
-        fprintf(stderr, "kvcpt train: device %s, %s%s\n", train_mode_describe(t->mode), cuda ? "recompute " : "",
-                cuda ? llama_recompute_name((LlamaRecompute)t->cfg.recompute) : blas_core_summary());
+        fprintf(stderr, "kvcpt train: device %s, %s%s\n", mode, accel ? "recompute " : "",
+                accel ? llama_recompute_name((LlamaRecompute)t->cfg.recompute) : blas_core_summary());
 }
 
 /* Every rank builds the same full model (same seed or file), then keeps its pieces. */
@@ -627,7 +629,7 @@ void trainer_setup(Trainer *t, const TrainConfig *cfg, RunStart start, int allow
     t->comm = comm;
     t->rank = comm_rank(comm), t->world = comm_world(comm);
     train_config_validate(&t->cfg, t->world);
-    t->mode = train_mode_resolve(&t->cfg, t->rank, t->world);
+    t->mode = train_mode_resolve(&t->cfg, t->rank, t->world, &t->backend);
     t->T = t->cfg.L + t->cfg.S;
     t->accum = t->cfg.global_batch / t->cfg.micro_batch;
     t->rounds = t->accum / t->world;

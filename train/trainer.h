@@ -25,7 +25,8 @@
 typedef struct {
     TrainConfig cfg;
     Llama model;            /* host parameters and gradients (sharding works on these) */
-    TrainMode mode;         /* device, precision, where the optimizer steps (train_mode.h) */
+    const Backend *backend; /* what config 'device' resolved to (common/backend.h) */
+    TrainMode mode;         /* host or device, precision, where the optimizer steps (train_mode.h) */
     TrainEngine engine;     /* runs forward and backward (train_engine.h) */
     Comm *comm;
     int rank, world;

@@ -7,17 +7,20 @@
 # declaration it adds emu::static_smem(&a, sizeof a, "a"); ... for every name, so
 # the emulator can hold static plus dynamic shared memory to the limits.
 # A static __shared__ declaration must sit on one line.
-# A launch must keep "kernel<<<...>>>(" on one line (the arguments may wrap).
+# A launch's "<<<...>>>(" must sit on one line (the arguments may wrap); it
+# may start the line after the kernel's name, as clang-format breaks a long
+# launch: that line is joined to the name's, and an empty line put after it
+# so that every later line keeps its number.
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 IN.cu OUT.cc" >&2; exit 2; }
 name='([A-Za-z_][A-Za-z0-9_]*(<[^<>;()]*>)?)'
 {
     printf '#line 1 "%s"\n' "$1"
-    sed -E \
+    perl -0pe 's/([A-Za-z0-9_>])[ \t]*\n[ \t]*(<<<[^\n]*)\n/$1$2\n\n/g' "$1" | sed -E \
         -e "s/${name}<<<(.*)>>>\(\)/emu::launch(emu::Config(\3).named(\"\1\"), \1)/g" \
         -e "s/${name}<<<(.*)>>>\(/emu::launch(emu::Config(\3).named(\"\1\"), \1, /g" \
         -e 's/extern __shared__ (__align__\([0-9]+\) )?([A-Za-z_][A-Za-z0-9_ ]*[A-Za-z0-9_]) +([A-Za-z_][A-Za-z0-9_]*)\[\];/\2 *\3 = (\2 *)emu::dynamic_smem();/' \
-        "$1" | awk '
+        | awk '
     /^[ \t]*__shared__ / {
         i = index($0, ";")
         decl = substr($0, 1, i - 1)

@@ -40,7 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../common/backend.h"
 #include "../../common/rng.h"
 #include "../testlib.h"
 
@@ -328,19 +327,22 @@ typedef struct {
                      const float *, const int32_t *, int64_t, int64_t, int64_t, int64_t, int64_t, const RefreshMask *);
 } Family;
 
-/* The one-pass variant's entries, in the Family's shape */
-static void bwd_one_pass(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                         const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B, int64_t T,
-                         int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
-    attention_backward_mma_variant_cuda(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m,
-                                        ATTN_BWD_ONE_PASS);
+/* The variant that is not the default's entries, in the Family's shape */
+static AttnBwdVariant other_variant(void) {
+    return attention_bwd_variant_default() == ATTN_BWD_ONE_PASS ? ATTN_BWD_TWO_PASS : ATTN_BWD_ONE_PASS;
 }
 
-static void bwd_one_pass_bf16(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
-                              const bf16 *v, const bf16 *out, const float *lse, const int32_t *sel, int64_t B,
-                              int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+static void bwd_other(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                      const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B, int64_t T,
+                      int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
+    attention_backward_mma_variant_cuda(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, other_variant());
+}
+
+static void bwd_other_bf16(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
+                           const bf16 *v, const bf16 *out, const float *lse, const int32_t *sel, int64_t B, int64_t T,
+                           int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
     attention_backward_mma_bf16_variant_cuda(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m,
-                                             ATTN_BWD_ONE_PASS);
+                                             other_variant());
 }
 
 static uint16_t *bits_of(const float *x, int64_t n) {
@@ -414,10 +416,13 @@ static void bf16_entries_case(const Family *f, const Case *c) {
         free(eout);
 }
 
-/* The cp.async pipeline's planted bugs, on the bf16 entry (the fp32 entry
- * rounds while loading, so it copies synchronously): a causal case whose
- * query tiles span two key tiles, out against the oracle. They run only on
- * request (KVCPT_TEST_ATTN_MMA_PLANT=cp-wait1 or cp-nosync, from
+/* The cp.async pipelines' planted bugs, on the bf16 entries (the fp32
+ * entries round while loading, so they store synchronously): a causal case
+ * whose query tiles span two key tiles (the forward's 64) and whose key
+ * tile spans two query tiles (the one-pass backward's 128), out, or dq, dk
+ * and dv, against the oracle. They run only on request
+ * (KVCPT_TEST_ATTN_MMA_PLANT=cp-wait1, cp-nosync, bwd-cp-wait1 or
+ * bwd-cp-buf, from
  * tests/test_cuda_emu_cp_async.sh and tests/test_cuda_emu_races.sh): the
  * race variant must stop the program at the planted launch, and what a
  * plant computes in the plain build may depend on the schedule, which the
@@ -426,16 +431,57 @@ static void bf16_entries_case(const Family *f, const Case *c) {
 static const struct {
     AttnMmaBug bug;
     const char *name, *what;
+    int backward; /* the one-pass backward's pipeline: dq, dk, dv against the oracle */
 } cp_plants[] = {
-    {ATTN_MMA_BUG_CP_WAIT1, "cp-wait1", "the next K/V tile waited for with cp.async.wait_group 1, not 0"},
-    {ATTN_MMA_BUG_CP_NO_SYNC, "cp-nosync", "no __syncthreads between a landed K/V tile and its reads"},
+    {ATTN_MMA_BUG_CP_WAIT1, "cp-wait1", "the next K/V tile waited for with cp.async.wait_group 1, not 0", 0},
+    {ATTN_MMA_BUG_CP_NO_SYNC, "cp-nosync", "no __syncthreads between a landed K/V tile and its reads", 0},
+    {ATTN_MMA_BUG_BWD_CP_WAIT1, "bwd-cp-wait1",
+     "the backward's next Q/dO tile waited for with cp.async.wait_group 1, not 0", 1},
+    {ATTN_MMA_BUG_BWD_CP_BUF, "bwd-cp-buf", "the backward's next Q/dO tile copied into the buffer being read", 1},
 };
+
+/* The backward's pipeline plant on the bf16 entry, from the unplanted bf16
+ * forward's out and lse; dq, dk and dv against the oracle's gradients */
+static void cp_async_backward_plant(const Case *c, size_t i, const float *q, const float *k, const float *v,
+                                    const float *ref_out, const float *ref_lse) {
+    char name[256];
+    const int64_t B = c->B, T = c->T, Hq = c->Hq, Hkv = c->Hkv, D = c->D;
+    const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D, nlse = B * Hq * T;
+    float *dout = host_normal_bf16(nq);
+    float *ref_dq = xmalloc(sizeof(float) * (size_t)nq), *ref_dk = xmalloc(sizeof(float) * (size_t)nkv),
+          *ref_dv = xmalloc(sizeof(float) * (size_t)nkv);
+    attention_backward_cpu(ref_dq, ref_dk, ref_dv, dout, q, k, v, ref_out, ref_lse, NULL, B, T, Hq, Hkv, D, &c->m);
+    uint16_t *bq = bits_of(q, nq), *bk = bits_of(k, nkv), *bv = bits_of(v, nkv), *bdout = bits_of(dout, nq);
+    bf16 *e_q = dev_upload(bq, 2 * (size_t)nq), *e_k = dev_upload(bk, 2 * (size_t)nkv), *e_v = dev_upload(bv, 2 * (size_t)nkv);
+    bf16 *e_dout = dev_upload(bdout, 2 * (size_t)nq), *e_out = cuda_malloc(2 * (size_t)nq);
+    float *e_lse = cuda_malloc(4 * (size_t)nlse);
+    float *dq = cuda_malloc(4 * (size_t)nq), *dk = cuda_malloc(4 * (size_t)nkv), *dv = cuda_malloc(4 * (size_t)nkv);
+    attention_forward_mma_bf16_cuda(e_out, e_lse, e_q, e_k, e_v, NULL, B, T, Hq, Hkv, D, &c->m);
+    attention_backward_mma_bf16_planted_cuda(dq, dk, dv, e_dout, e_q, e_k, e_v, e_out, e_lse, NULL, B, T, Hq, Hkv, D,
+                                             &c->m, cp_plants[i].bug);
+    cuda_synchronize();
+    float *h[3] = {download_f(dq, nq), download_f(dk, nkv), download_f(dv, nkv)};
+    const double r[3] = {worst_ratio(h[0], ref_dq, nq, GRAD_ATOL, GRAD_RTOL),
+                         worst_ratio(h[1], ref_dk, nkv, GRAD_ATOL, GRAD_RTOL),
+                         worst_ratio(h[2], ref_dv, nkv, GRAD_ATOL, GRAD_RTOL)};
+    printf("# planted %s: worst dq, dk, dv errors %.3g, %.3g, %.3g of the allowance\n", cp_plants[i].what, r[0], r[1],
+           r[2]);
+    printf("planted %s was not stopped\n", cp_plants[i].name);
+    snprintf(name, sizeof name, "planted cp.async bug caught (%s): %s", cp_plants[i].what, c->label);
+    /* a stale or overwritten Q/dO tile moves every gradient (NaN counts) */
+    tl_result(!(r[0] <= 1.0) && !(r[1] <= 1.0) && !(r[2] <= 1.0), name,
+              "worst errors dq %.3g, dk %.3g, dv %.3g of the allowance", r[0], r[1], r[2]);
+    void *dev[] = {e_q, e_k, e_v, e_dout, e_out, e_lse, dq, dk, dv};
+    for (size_t j = 0; j < sizeof dev / sizeof dev[0]; j++) cuda_free(dev[j]);
+    void *host[] = {dout, ref_dq, ref_dk, ref_dv, bq, bk, bv, bdout, h[0], h[1], h[2]};
+    for (size_t j = 0; j < sizeof host / sizeof host[0]; j++) free(host[j]);
+}
 
 static void cp_async_plants(const Case *c, const char *only) {
     int known = 0;
     for (size_t i = 0; i < sizeof cp_plants / sizeof cp_plants[0]; i++) known |= strcmp(only, cp_plants[i].name) == 0;
     if (!known) {
-        tl_result(0, "KVCPT_TEST_ATTN_MMA_PLANT", "'%s' is not cp-wait1 or cp-nosync", only);
+        tl_result(0, "KVCPT_TEST_ATTN_MMA_PLANT", "'%s' is not cp-wait1, cp-nosync, bwd-cp-wait1 or bwd-cp-buf", only);
         return;
     }
     char name[256];
@@ -451,6 +497,10 @@ static void cp_async_plants(const Case *c, const char *only) {
     uint16_t *eout = xmalloc(sizeof(uint16_t) * (size_t)nq);
     for (size_t i = 0; i < sizeof cp_plants / sizeof cp_plants[0]; i++) {
         if (strcmp(only, cp_plants[i].name) != 0) continue;
+        if (cp_plants[i].backward) {
+            cp_async_backward_plant(c, i, q, k, v, ref_out, ref_lse);
+            continue;
+        }
         attention_forward_mma_bf16_planted_cuda(e_out, e_lse, e_q, e_k, e_v, NULL, B, T, Hq, Hkv, D, &c->m,
                                                 cp_plants[i].bug);
         cuda_synchronize();
@@ -522,8 +572,8 @@ static void run_all(void) {
     const Family families[] = {
         {"tensor-core", attention_forward_mma_cuda, attention_backward_mma_cuda, attention_forward_mma_bf16_cuda,
          attention_backward_mma_bf16_cuda},
-        {"tensor-core one-pass backward", attention_forward_mma_cuda, bwd_one_pass, attention_forward_mma_bf16_cuda,
-         bwd_one_pass_bf16},
+        {"tensor-core other backward variant", attention_forward_mma_cuda, bwd_other, attention_forward_mma_bf16_cuda,
+         bwd_other_bf16},
         {"fp32-kernel", attention_forward_cuda, attention_backward_cuda, attention_forward_bf16_cuda,
          attention_backward_bf16_cuda},
     };
@@ -541,12 +591,14 @@ static void run_all(void) {
 #endif
 
 int main(void) {
-    if (backend_cuda_device_count() == 0) {
+#ifdef KVCPT_CUDA
+    if (cuda_device_count() == 0) {
         tl_skip("tensor-core attention", "no CUDA device visible");
         return tl_finish();
     }
-#ifdef KVCPT_CUDA
     run_all();
+#else
+    tl_skip("tensor-core attention", "the CUDA backend was not compiled");
 #endif
     return tl_finish();
 }

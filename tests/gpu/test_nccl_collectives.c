@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../common/backend.h"
 #include "../../kernels/cuda_device.h"
 #include "../../parallel/comm.h"
 #include "../testlib.h"
@@ -301,7 +300,7 @@ static void run(void) {
 
 int main(void) {
 #if defined(KVCPT_CUDA) && defined(KVCPT_NCCL)
-    if (backend_cuda_device_count() == 0) tl_skip("nccl collectives", "no GPU visible");
+    if (cuda_device_count() == 0) tl_skip("nccl collectives", "no GPU visible");
     else run();
 #else
     tl_skip("nccl collectives", "built without CUDA or NCCL");

@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../common/backend.h"
 #include "../../common/rng.h"
 #include "../testlib.h"
 
@@ -641,7 +640,7 @@ static void run_all(void) {
 
 int main(void) {
 #ifdef KVCPT_CUDA
-    if (backend_cuda_device_count() == 0) {
+    if (cuda_device_count() == 0) {
         tl_skip("cuda ops", "no CUDA device visible");
         return tl_finish();
     }

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../common/backend.h"
 #include "../../common/rng.h"
 #include "../../common/util.h"
 #include "../../optim/norm_fixed.h"
@@ -239,7 +238,7 @@ static void test_check(OptimKind kind, OptimDtype gd, const char *label) {
 
 int main(void) {
 #ifdef KVCPT_CUDA
-    if (backend_cuda_device_count() == 0) {
+    if (cuda_device_count() == 0) {
         tl_skip("shard ops cuda", "no CUDA device visible");
         return tl_finish();
     }

@@ -1,9 +1,8 @@
-#ifndef KVCPT_BENCH_ATTENTION_CUDA_H
-#define KVCPT_BENCH_ATTENTION_CUDA_H
-/* The CUDA half of `kvcpt bench attention` (bench/bench_attention.c): the
- * timed kernels. bench_attention_cuda() returns the table in a build with
- * the CUDA backend (bench/bench_attention_cuda.c) and NULL otherwise
- * (bench/bench_cuda_none.c); the Makefile links one of the two. */
+#ifndef KVCPT_BENCH_ATTENTION_DEVICE_H
+#define KVCPT_BENCH_ATTENTION_DEVICE_H
+/* The device half of `kvcpt bench attention` (bench/bench_attention.c):
+ * the timed kernels, an accelerator backend's bench hook
+ * (bench/bench_backend.h); the CUDA backend's is bench/bench_attention_cuda.c. */
 #include <stdint.h>
 
 #include "../model/attn_impl.h"
@@ -28,8 +27,6 @@ typedef struct {
      * the visible device; prints the figures (the JSON object left open for
      * the peer's fields) and fills *times. */
     void (*kernels)(const BenchAttn *a, BenchAttnTimes *times);
-} BenchAttentionCuda;
-
-const BenchAttentionCuda *bench_attention_cuda(void);
+} BenchAttentionDevice;
 
 #endif

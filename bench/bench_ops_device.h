@@ -1,9 +1,8 @@
-#ifndef KVCPT_BENCH_OPS_CUDA_H
-#define KVCPT_BENCH_OPS_CUDA_H
-/* The CUDA half of `kvcpt bench ops` (bench/bench_ops.c): every timed op.
- * bench_ops_cuda() returns the table in a build with the CUDA backend
- * (bench/bench_ops_cuda.c) and NULL otherwise (bench/bench_cuda_none.c);
- * the Makefile links one of the two. */
+#ifndef KVCPT_BENCH_OPS_DEVICE_H
+#define KVCPT_BENCH_OPS_DEVICE_H
+/* The device half of `kvcpt bench ops` (bench/bench_ops.c): every timed
+ * op, an accelerator backend's bench hook (bench/bench_backend.h); the CUDA
+ * backend's is bench/bench_ops_cuda.c. */
 #include <stdint.h>
 
 typedef struct {
@@ -15,8 +14,6 @@ typedef struct {
 typedef struct {
     /* Times every op on the visible device and prints the figures. */
     void (*run)(const BenchOpsArgs *a);
-} BenchOpsCuda;
-
-const BenchOpsCuda *bench_ops_cuda(void);
+} BenchOpsDevice;
 
 #endif

@@ -1,10 +1,9 @@
-#ifndef KVCPT_BENCH_MODEL_CUDA_H
-#define KVCPT_BENCH_MODEL_CUDA_H
-/* The CUDA half of `kvcpt bench model` (bench/bench_model.c): the engine's
- * setup, one timed step and its memory figures. bench_model_cuda() returns
- * the table in a build with the CUDA backend (bench/bench_model_cuda.c) and
- * NULL otherwise (bench/bench_cuda_none.c); the Makefile links one of the
- * two, so bench_model.c itself carries no build switch. */
+#ifndef KVCPT_BENCH_MODEL_DEVICE_H
+#define KVCPT_BENCH_MODEL_DEVICE_H
+/* The device half of `kvcpt bench model` (bench/bench_model.c): the
+ * engine's setup, one timed step and its memory figures, an accelerator
+ * backend's bench hook (bench/bench_backend.h); the CUDA backend's is
+ * bench/bench_model_cuda.c. */
 #include <stdint.h>
 
 #include "../model/llama.h"
@@ -22,8 +21,6 @@ typedef struct {
      * cuBLASLt workspaces and the context), in MiB. */
     void (*memory_mb)(const LlamaCuda *g, double *engine_mb, double *device_used_mb);
     void (*destroy)(LlamaCuda *g);
-} BenchModelCuda;
-
-const BenchModelCuda *bench_model_cuda(void);
+} BenchModelDevice;
 
 #endif

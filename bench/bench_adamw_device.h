@@ -1,9 +1,8 @@
-#ifndef KVCPT_BENCH_ADAMW_CUDA_H
-#define KVCPT_BENCH_ADAMW_CUDA_H
-/* The CUDA half of `kvcpt bench adamw` (bench/bench_adamw.c).
- * bench_adamw_cuda() returns the table in a build with the CUDA backend
- * (bench/bench_adamw_cuda.c) and NULL otherwise (bench/bench_cuda_none.c);
- * the Makefile links one of the two. */
+#ifndef KVCPT_BENCH_ADAMW_DEVICE_H
+#define KVCPT_BENCH_ADAMW_DEVICE_H
+/* The device half of `kvcpt bench adamw` (bench/bench_adamw.c), an
+ * accelerator backend's bench hook (bench/bench_backend.h); the CUDA
+ * backend's is bench/bench_adamw_cuda.c. */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,8 +17,6 @@ typedef struct {
                         int64_t n, int64_t steps);
     double (*hbm_gbps)(void);                  /* the device's peak memory bandwidth */
     void (*describe)(char *buf, size_t cap);   /* the device's name */
-} BenchAdamwCuda;
-
-const BenchAdamwCuda *bench_adamw_cuda(void);
+} BenchAdamwDevice;
 
 #endif
