@@ -103,17 +103,7 @@ template <int D> struct FwdMinBlocks<D, 8, bf16> {
  * bytes, it cannot round. */
 template <int D, int kTileRows, int kThr>
 static __device__ void fwd_load_rows(uint16_t *dst, const float *x, int64_t stride, int64_t p0, int64_t limit) {
-    constexpr int ld = MmaTileLd<D>::ld, pairs = D / 2;
-    for (int i = threadIdx.x; i < kTileRows * pairs; i += kThr) {
-        const int r = i / pairs, c = 2 * (i % pairs);
-        const int64_t p = p0 + r;
-        float lo = 0.0f, hi = 0.0f;
-        if (p < limit) {
-            lo = x[p * stride + c];
-            hi = x[p * stride + c + 1];
-        }
-        *(uint32_t *)&dst[r * ld + c] = mma_pack_bf16x2(lo, hi);
-    }
+    mma_load_rows_bf16<D, kTileRows, kThr>(dst, x, stride, p0, limit);
 }
 
 template <int D, int kTileRows, int kThr>

@@ -36,13 +36,14 @@ template <int D> struct MmaTileLd {
 
 /* rows [p0, p0 + 64) of one head of x (row stride `stride` elements) into
  * dst (64 x ld) as bf16; rows at or past `limit` are zeros. fp32 inputs are
- * rounded (nearest even) pair by pair; bf16 inputs are copied 16 bytes (8
+ * rounded (nearest even) pair by pair (kRows rows by kThr threads: the
+ * forward's 128-row tiles too); bf16 inputs are copied 16 bytes (8
  * elements) at a time: their rows start 16-byte aligned, as the engine's
  * 256-byte-aligned buffers and head strides of D >= 16 elements give. */
-template <int D>
+template <int D, int kRows = kMmaTile, int kThr = kMmaThreads>
 static __device__ void mma_load_rows_bf16(uint16_t *dst, const float *x, int64_t stride, int64_t p0, int64_t limit) {
     constexpr int ld = MmaTileLd<D>::ld, pairs = D / 2;
-    for (int i = threadIdx.x; i < kMmaTile * pairs; i += kMmaThreads) {
+    for (int i = threadIdx.x; i < kRows * pairs; i += kThr) {
         const int r = i / pairs, c = 2 * (i % pairs);
         const int64_t p = p0 + r;
         float lo = 0.0f, hi = 0.0f;
