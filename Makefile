@@ -54,6 +54,13 @@ DIRS    := common kernels data model optim checkpoints parallel train eval bench
            $(patsubst %/,%,$(sort $(wildcard backends/*/))) cli
 CU_ALL  := $(foreach d,$(DIRS),$(wildcard $(d)/*.cu))
 
+# The tensor-core attention forward's query tile, 64 or 128 rows
+# (kernels/attention_mma_fwd.cu; its default when empty). Objects built
+# with another value are not rebuilt by themselves: remove
+# build/kernels/attention_mma_fwd.cu.o and build/emu*/kernels/attention_mma_fwd.cu.o.
+ATTN_FWD_ROWS ?=
+ATTN_FWD_ROWS_FLAG := $(if $(ATTN_FWD_ROWS),-DKVCPT_ATTN_FWD_ROWS=$(ATTN_FWD_ROWS))
+
 # --- optional CUDA backend: built whenever nvcc is found (NO_CUDA=1 disables) ---
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 ifeq ($(NO_CUDA),1)
@@ -62,7 +69,7 @@ endif
 ifneq ($(NVCC),)
 CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH  ?= -gencode arch=compute_90,code=sm_90
-NVCCFLAGS  := -O3 -std=c++17 $(CUDA_ARCH) -I. -Xcompiler -fopenmp,-Wall --expt-relaxed-constexpr
+NVCCFLAGS  := -O3 -std=c++17 $(CUDA_ARCH) -I. -Xcompiler -fopenmp,-Wall --expt-relaxed-constexpr $(ATTN_FWD_ROWS_FLAG)
 comma      := ,
 CUDA_SM    := $(patsubst code=%,%,$(filter code=%,$(subst $(comma), ,$(CUDA_ARCH))))
 CFLAGS     += -DKVCPT_CUDA -DKVCPT_CUDA_ARCH='"$(CUDA_SM)"' -I$(CUDA_HOME)/include
@@ -161,7 +168,7 @@ CXX          ?= g++
 EMU_CU       := $(filter-out kernels/matmul.cu,$(CU_ALL))
 EMU_C        := $(CPU_C) $(CUDA_C) $(if $(MPICC),$(NCCL_C),$(NCCL_STUB_C)) tests/cuda_emu/matmul_emu.c \
                tests/cuda_emu/cudnn_emu.c
-EMU_FLAGS    := -DKVCPT_CUDA -DKVCPT_CUDA_EMU -DKVCPT_CUDNN -Itests/cuda_emu/include
+EMU_FLAGS    := -DKVCPT_CUDA -DKVCPT_CUDA_EMU -DKVCPT_CUDNN -Itests/cuda_emu/include $(ATTN_FWD_ROWS_FLAG)
 # NCCL in the emulator: tests/cuda_emu/emu_nccl.cc over MPI, so the nccl
 # backend (parallel/comm_nccl.c) is built and runs under mpirun wherever MPI is
 EMU_NCCL_OBJ :=

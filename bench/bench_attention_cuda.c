@@ -192,7 +192,9 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
                (long long)(active ? a->L : 0), (long long)(active ? a->K : 0), active ? m.evict : 0,
                (long long)(active ? m.restride : 0), (long long)a->reps, ff, select_ms,
                llama_attn_impl_name(a->attn));
-    else {
+    if (a->json && tc) printf(",\"bf16_attn_forward_rows\":%d", attention_mma_fwd_rows());
+    else if (a->json) printf(",\"bf16_attn_forward_rows\":null");
+    if (!a->json) {
         printf("bench attention: %s; B %lld, T %lld, %lld query heads over %lld KV heads, head dim %lld, %s\n", dev,
                (long long)B, (long long)T, (long long)Hq, (long long)Hkv, (long long)D,
                active ? "RefreshKV mask" : "causal");
@@ -200,6 +202,11 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
         if (active)
             printf("; selection (L %lld, K %lld, evict %d, restride %lld) %.3f ms\n", (long long)a->L, (long long)a->K,
                    m.evict, (long long)m.restride, select_ms);
+        if (tc)
+            printf("  the bf16 row runs attn mma: forward %d-row query tiles (%d warps), backward %s\n",
+                   attention_mma_fwd_rows(), attention_mma_fwd_rows() / 16,
+                   attention_bwd_variant_name(attention_bwd_variant_default()));
+        else printf("  the bf16 row runs attn cuda-core: the fp32 engine's kernels reading bf16\n");
     }
     for (int f = 0; f < N_FAMILIES; f++) {
         const AttnKernels *kf = kernel_families[f].engine ? (tc                               ? &engine_mma

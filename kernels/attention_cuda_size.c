@@ -15,14 +15,18 @@ static int64_t row_mask_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_
     return (int64_t)sizeof(uint64_t) * B * Hkv * (T - m->L) * attention_row_mask_words(T);
 }
 
+int64_t attention_select_chunks(int64_t n) { return (n + ATTN_SELECT_CHUNK_KEYS - 1) / ATTN_SELECT_CHUNK_KEYS; }
+
 int64_t attention_cuda_select_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv) {
     if (!refresh_active(m, T)) return 0;
     int64_t nh = refresh_selection_heads(m, Hq, Hkv), BG = B * Hkv;
-    /* per-row selection: scores over up to T keys (a full row's), and a
-     * byte per key marking the epoch's selection */
-    if (refresh_per_row(m)) return (int64_t)sizeof(float) * BG * (nh * T + 2 * T) + BG * T;
+    /* scores (nh per key), the aggregate and the pooled bits over n keys,
+     * and each head's (max, sum) per key chunk; per-row selection: n up to
+     * T (a full row's), and a byte per key marking the epoch's selection */
+    if (refresh_per_row(m))
+        return (int64_t)sizeof(float) * BG * (nh * T + 2 * T + 2 * nh * attention_select_chunks(T)) + BG * T;
     if (refresh_num_selected(m) == m->L) return 0; /* every prefill key: no scores */
-    return (int64_t)sizeof(float) * BG * (nh * m->L + 2 * m->L);
+    return (int64_t)sizeof(float) * BG * (nh * m->L + 2 * m->L + 2 * nh * attention_select_chunks(m->L));
 }
 
 int64_t attention_cuda_row_mask_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hkv) {

@@ -17,6 +17,13 @@
  * paths, so that the memory plan (train/cuda_mem_plan.c) counts them. In
  * every build. */
 int64_t attention_cuda_select_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv);
+/* Keys per block of the RefreshKV selection's score kernels (kernels/
+ * attention_select.cu): a split by the key count alone, so that the sums'
+ * order, and so the selection, does not depend on the GPU. 512 gives the
+ * 8B shape (n = 8192 keys, 32 query heads) 512 blocks; and the chunks of
+ * n keys. */
+#define ATTN_SELECT_CHUNK_KEYS 512
+int64_t attention_select_chunks(int64_t n);
 int64_t attention_cuda_forward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                              int64_t D);
 /* The tensor-core backward's causal rows (kernels/attention_mma_bwd.cu):

@@ -74,10 +74,24 @@ typedef enum {
     ATTN_MMA_BUG_CP_NO_SYNC = 17, /* forward, bf16 entry: no __syncthreads between a landed K/V tile and its reads */
     ATTN_MMA_BUG_BWD_CP_WAIT1 = 18, /* one-pass backward, bf16 entry: the next Q/dO tile waited for with wait_group 1, not 0 */
     ATTN_MMA_BUG_BWD_CP_BUF = 19,   /* one-pass backward, bf16 entry: the next Q/dO tile copied into the buffer being read */
+    ATTN_MMA_BUG_EXP2_SCALE = 20, /* forward: probabilities 2^(s scale), the log2 e factor left out */
+    ATTN_MMA_BUG_LSE_LOG2 = 21,   /* forward: lse stored in log2 units, not natural log */
+    ATTN_MMA_BUG_Q_ROWS = 22,     /* forward: Q loaded as 64 rows (a K/V tile's), a 128-row tile's second half zero */
 } AttnMmaBug;
 void attention_forward_mma_planted_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
                                         const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                         const RefreshMask *m, AttnMmaBug bug);
+/* The planted entries above with the query tile of `rows` rows (64 or 128,
+ * 4 or 8 warps; 0: attention_mma_fwd_rows()), so the tests run both. */
+void attention_forward_mma_rows_planted_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
+                                             const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                             int64_t D, const RefreshMask *m, int rows, AttnMmaBug bug);
+void attention_forward_mma_bf16_rows_planted_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                                                  const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                                  int64_t D, const RefreshMask *m, int rows, AttnMmaBug bug);
+/* The query-tile rows of the forward the entries above run (64 or 128),
+ * fixed at build time by KVCPT_ATTN_FWD_ROWS. */
+int attention_mma_fwd_rows(void);
 /* The bf16 entry with a planted bug of its cp.async pipeline (the fp32
  * entry loads synchronously); the other values run it unplanted. */
 void attention_forward_mma_bf16_planted_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,

@@ -36,13 +36,14 @@ template <int D> struct MmaTileLd {
 
 /* rows [p0, p0 + 64) of one head of x (row stride `stride` elements) into
  * dst (64 x ld) as bf16; rows at or past `limit` are zeros. fp32 inputs are
- * rounded (nearest even) pair by pair; bf16 inputs are copied 16 bytes (8
+ * rounded (nearest even) pair by pair (kRows rows by kThr threads: the
+ * forward's 128-row tiles too); bf16 inputs are copied 16 bytes (8
  * elements) at a time: their rows start 16-byte aligned, as the engine's
  * 256-byte-aligned buffers and head strides of D >= 16 elements give. */
-template <int D>
+template <int D, int kRows = kMmaTile, int kThr = kMmaThreads>
 static __device__ void mma_load_rows_bf16(uint16_t *dst, const float *x, int64_t stride, int64_t p0, int64_t limit) {
     constexpr int ld = MmaTileLd<D>::ld, pairs = D / 2;
-    for (int i = threadIdx.x; i < kMmaTile * pairs; i += kMmaThreads) {
+    for (int i = threadIdx.x; i < kRows * pairs; i += kThr) {
         const int r = i / pairs, c = 2 * (i % pairs);
         const int64_t p = p0 + r;
         float lo = 0.0f, hi = 0.0f;
@@ -63,36 +64,6 @@ static __device__ void mma_load_rows_bf16(uint16_t *dst, const bf16 *x, int64_t 
         uint4 v = make_uint4(0u, 0u, 0u, 0u);
         if (p < limit) v = load_b128(x + p * stride + c);
         store_b128(&dst[r * ld + c], v);
-    }
-}
-
-/* mma_load_rows_bf16 for a pipelined loop: the same tile, but bf16 rows are
- * copied with cp.async, so they are in flight until a cp_async_wait in this
- * thread covers the group the caller commits next (rows at or past `limit`
- * are zeroed by plain stores at once). fp32 rows are rounded and stored at
- * once (cp.async copies bytes; it cannot round). */
-template <int D>
-static __device__ void mma_load_rows_bf16_async(uint16_t *dst, const float *x, int64_t stride, int64_t p0,
-                                                int64_t limit) {
-    mma_load_rows_bf16<D>(dst, x, stride, p0, limit);
-}
-
-template <int D>
-static __device__ void mma_load_rows_bf16_async(uint16_t *dst, const bf16 *x, int64_t stride, int64_t p0,
-                                                int64_t limit) {
-    /* a thread keeps one 16-byte column and steps down the rows, so one
-     * pointer pair walks the tile (the forward has no register to spare) */
-    constexpr int ld = MmaTileLd<D>::ld, chunks = D / 8, rows_per_pass = kMmaThreads / chunks;
-    static_assert(kMmaThreads % chunks == 0, "a pass covers whole rows");
-    const int r0 = threadIdx.x / chunks, c = 8 * (threadIdx.x % chunks);
-    const bf16 *src = x + (p0 + r0) * stride + c;
-    uint16_t *d = dst + r0 * ld + c;
-#pragma unroll
-    for (int r = r0; r < kMmaTile; r += rows_per_pass) {
-        if (p0 + r < limit) cp_async_16(d, src);
-        else store_b128(d, make_uint4(0u, 0u, 0u, 0u));
-        src += rows_per_pass * stride;
-        d += rows_per_pass * ld;
     }
 }
 

@@ -1,10 +1,15 @@
 /* The RefreshKV selection on the GPU (attention_refresh_select_cuda and its
  * bf16 twin, kernels/attention.h): the twin of attention_refresh_select_cpu.
  *
- * Scores: one block per (batch row, KV head, query head of the group) takes
- * the softmax of query n-1 over keys 0..n-1 (n = L at the end of the
- * prefill, n = p + 1 at a full row p). One block per (batch row, KV head)
- * then aggregates the group's rows, max-pools them and keeps the largest.
+ * Scores: query n-1 over keys 0..n-1 (n = L at the end of the prefill,
+ * n = p + 1 at a full row p), on a grid wide enough to fill the GPU: one
+ * block per (batch row, KV head, query head of the group, chunk of
+ * ATTN_SELECT_CHUNK_KEYS keys) takes the chunk's dot products and its
+ * softmax statistics (max, sum); one block per (batch row, KV head, chunk)
+ * then combines each head's statistics in chunk order into its softmax and
+ * aggregates the group's heads, and another max-pools the aggregate. The
+ * chunks depend on n alone, so the bits do not depend on the GPU or on the
+ * block order. One block per (batch row, KV head) keeps the largest.
  *
  * Top-k without a sort: the k-th largest pooled score is found by a radix
  * select over its float bits, a byte at a time (probabilities are >= 0 and
@@ -17,7 +22,8 @@
  * Per-row records (evict or restride): the rows from L on are walked epoch
  * by epoch (an epoch starts at L or after a full row); an epoch's selection
  * is computed once, and each of its rows keeps the best c of it, c from the
- * budget, in ascending position, followed by its local keys. */
+ * budget, in ascending position, followed by its local keys: a block per
+ * (batch row, KV head, row), the rows being independent. */
 #include <stdint.h>
 
 #include "act_io.cuh"
@@ -27,41 +33,95 @@
 extern "C" {
 #include "attention.h"
 #include "attention_cuda_size.h"
+#include "attention_rows.h"
 #include "attention_shape.cuh"
 }
 
 static constexpr int kSelectThreads = 1024;
 
-/* probs[(b, g, hh), j] = softmax over keys 0..n-1 of query n-1 of head
- * g*group + hh: one block per head, one warp per key for the dots, then the
- * block max and a fixed-tree block sum. */
+/* One chunk of keys [c K, c K + K), K = chunk_keys, c = blockIdx.y, of
+ * head g*group + hh's scores of query n-1, blockIdx.x = (b, g, hh):
+ * scores[blk, j] = scale q.k_j (one warp per key), and stats[blk, c] =
+ * (max m_c, sum over the chunk of e^(s_j - m_c)), a fixed-tree block sum. */
 template <typename E>
-__global__ void select_probs_kernel(float *probs, const E *q, const E *k, int64_t T, int64_t Hq, int64_t Hkv,
-                                    int64_t D, int64_t n, int64_t nh, int64_t group, float scale) {
+__global__ void select_scores_kernel(float *scores, float *stats, const E *q, const E *k, int64_t T, int64_t Hq,
+                                     int64_t Hkv, int64_t D, int64_t n, int64_t nh, int64_t group, float scale,
+                                     int64_t chunk_keys) {
     const int64_t blk = blockIdx.x, hh = blk % nh, bg = blk / nh, g = bg % Hkv, b = bg / Hkv;
-    const int64_t h = g * group + hh;
+    const int64_t h = g * group + hh, c = blockIdx.y, chunks = gridDim.y;
+    const int64_t j_begin = c * chunk_keys, j_end = j_begin + chunk_keys < n ? j_begin + chunk_keys : n;
     const E *qrow = q + ((b * T + n - 1) * Hq + h) * D;
-    float *pr = probs + blk * n;
+    float *pr = scores + blk * n;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
     float mx = -INFINITY;
-    for (int64_t j0 = 0; j0 < n; j0 += warps) { /* block-uniform bounds: all warps shuffle together */
+    for (int64_t j0 = j_begin; j0 < j_end; j0 += warps) { /* block-uniform bounds: all warps shuffle together */
         const int64_t j = j0 + warp;
         float acc = 0.0f;
-        if (j < n) {
+        if (j < j_end) {
             const E *krow = k + ((b * T + j) * Hkv + g) * D;
             for (int64_t d = lane; d < D; d += 32) acc = fmaf(act_f32(qrow[d]), act_f32(krow[d]), acc);
         }
         const float sj = warp_sum(acc) * scale;
-        if (j < n) {
+        if (j < j_end) {
             if (lane == 0) pr[j] = sj;
             mx = fmaxf(mx, sj);
         }
     }
     mx = block_max(mx); /* also orders the writes above before the reads below */
     float sum = 0.0f;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += (pr[j] = expf(pr[j] - mx));
+    for (int64_t j = j_begin + threadIdx.x; j < j_end; j += blockDim.x) sum += expf(pr[j] - mx);
     sum = block_sum(sum);
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) pr[j] /= sum;
+    if (threadIdx.x == 0) {
+        stats[(blk * chunks + c) * 2] = mx;
+        stats[(blk * chunks + c) * 2 + 1] = sum;
+    }
+}
+
+/* agg[bg, j] for the keys j of chunk blockIdx.y, blockIdx.x = bg: each of
+ * the group's nh heads' probability e^(s_j - M) / Z, M = max_c m_c and Z =
+ * sum_c l_c e^(m_c - M) in chunk order, aggregated over the heads in order
+ * (max, or their sum over group for the mean). kBug plants the test's bug. */
+template <int kBug>
+__global__ void select_aggregate_kernel(float *agg, const float *scores, const float *stats, int64_t n, int64_t nh,
+                                        int64_t group, int agg_kind, int64_t chunk_keys) {
+    extern __shared__ float mz[]; /* (M, Z) per head */
+    const int64_t bg = blockIdx.x, c = blockIdx.y, chunks = gridDim.y;
+    const int64_t j_begin = c * chunk_keys, j_end = j_begin + chunk_keys < n ? j_begin + chunk_keys : n;
+    for (int64_t hh = threadIdx.x; hh < nh; hh += blockDim.x) {
+        const float *st = stats + (bg * nh + hh) * chunks * 2;
+        /* planted: the chunk normalised by its own statistics alone */
+        const bool local = kBug == ATTN_SELECT_BUG_CHUNK_LOCAL;
+        const int64_t i0 = local ? c : 0, i1 = local ? c + 1 : chunks;
+        float M = -INFINITY, Z = 0.0f;
+        for (int64_t i = i0; i < i1; i++) M = fmaxf(M, st[2 * i]);
+        for (int64_t i = i0; i < i1; i++) Z += st[2 * i + 1] * expf(st[2 * i] - M);
+        mz[2 * hh] = M;
+        mz[2 * hh + 1] = Z;
+    }
+    __syncthreads();
+    const float *pr = scores + bg * nh * n;
+    for (int64_t j = j_begin + threadIdx.x; j < j_end; j += blockDim.x) {
+        float x = expf(pr[j] - mz[0]) / mz[1];
+        for (int64_t hh = 1; hh < nh; hh++) {
+            const float y = expf(pr[hh * n + j] - mz[2 * hh]) / mz[2 * hh + 1];
+            x = agg_kind == GROUP_AGG_MAX ? (y > x ? y : x) : x + y;
+        }
+        if (agg_kind == GROUP_AGG_MEAN) x /= (float)group;
+        agg[bg * n + j] = x;
+    }
+}
+
+/* pooled[bg, j] = bits of the max of agg[bg, j - radius .. j + radius], the
+ * window clipped at the edges (scores >= 0 order like their bits). */
+__global__ void select_pool_kernel(uint32_t *pooled, const float *agg, int64_t BG, int64_t n, int64_t radius) {
+    GRID_STRIDE(i, BG * n) {
+        const int64_t bg = i / n, j = i % n;
+        const float *a = agg + bg * n;
+        const int64_t lo = j - radius < 0 ? 0 : j - radius, hi = j + radius > n - 1 ? n - 1 : j + radius;
+        float mx = a[lo];
+        for (int64_t x = lo + 1; x <= hi; x++) mx = a[x] > mx ? a[x] : mx;
+        pooled[i] = __float_as_uint(mx);
+    }
 }
 
 /* Exclusive prefix sum of v over the block (1024 threads), and its total. */
@@ -90,30 +150,6 @@ __device__ int block_exclusive_scan(int v, int *total) {
     __syncthreads();
     *total = block_total;
     return warp_part[warp] + incl - v;
-}
-
-/* pb[j] = bits of the pooled group score of key j < n: the group's
- * probabilities (pr, nh rows of n) aggregated, then max-pooled with the
- * window clipped at the edges; a is scratch of n floats. */
-__device__ void pooled_scores(uint32_t *pb, float *a, const float *pr, int64_t n, int64_t nh, int64_t group,
-                              int agg_kind, int64_t radius) {
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-        float x = pr[j];
-        for (int64_t hh = 1; hh < nh; hh++) {
-            const float y = pr[hh * n + j];
-            x = agg_kind == GROUP_AGG_MAX ? (y > x ? y : x) : x + y;
-        }
-        if (agg_kind == GROUP_AGG_MEAN) x /= (float)group;
-        a[j] = x;
-    }
-    __syncthreads();
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-        const int64_t lo = j - radius < 0 ? 0 : j - radius, hi = j + radius > n - 1 ? n - 1 : j + radius;
-        float mx = a[lo];
-        for (int64_t i = lo + 1; i <= hi; i++) mx = a[i] > mx ? a[i] : mx;
-        pb[j] = __float_as_uint(mx);
-    }
-    __syncthreads();
 }
 
 /* The want largest of pb[j], j < n, among the eligible (elig NULL: all):
@@ -218,36 +254,43 @@ __device__ int64_t block_take(const uint32_t *pb, const unsigned char *elig, int
 
 /* The paper's selection, per (b, g): the ks best of the pooled scores, ties
  * to the lower position, written in ascending order. */
-__global__ void select_topk_kernel(int32_t *sel, float *agg, uint32_t *pooled, const float *probs, int64_t L,
-                                   int64_t nh, int64_t group, int agg_kind, int64_t radius, int64_t ks) {
+__global__ void select_topk_kernel(int32_t *sel, const uint32_t *pooled, int64_t L, int64_t ks) {
     const int64_t bg = blockIdx.x;
-    uint32_t *pb = pooled + bg * L;
-    pooled_scores(pb, agg + bg * L, probs + bg * nh * L, L, nh, group, agg_kind, radius);
+    const uint32_t *pb = pooled + bg * L;
     int32_t *out = sel + bg * ks;
     block_take(pb, nullptr, L, block_topk(pb, nullptr, L, ks), 0, [&](int64_t j, int64_t slot) { out[slot] = (int32_t)j; });
 }
 
-/* The records of one epoch's rows [since, last] per (b, g) (attention.h):
- * the selection from query n-1 over keys 0..n-1 marked in chosen, then each
- * row's best c of it (c from the budget; equal scores keep the higher
- * position) in ascending order, then its local keys. full >= 0: the full row
- * that ends the epoch, recorded as n = 0. */
-__global__ void select_rows_kernel(int32_t *sel, float *agg, uint32_t *pooled, unsigned char *chosen,
-                                   const float *probs, int64_t n, int64_t nh, int64_t group, int agg_kind,
-                                   int64_t radius, int64_t K, int evict, int64_t L, int64_t W, int64_t per,
-                                   int64_t since, int64_t last, int64_t full) {
+/* The records of one epoch's rows [since, last] per (b, g) (attention.h),
+ * in two kernels: this one marks the selection from query n-1 over keys
+ * 0..n-1 in chosen, one block per (b, g); full >= 0: the full row that
+ * ends the epoch, recorded as n = 0. */
+__global__ void select_chosen_kernel(int32_t *sel, const uint32_t *pooled, unsigned char *chosen, int64_t n,
+                                     int64_t K, int64_t L, int64_t W, int64_t per, int64_t since, int64_t last,
+                                     int64_t full) {
     const int64_t bg = blockIdx.x, nk = K < n ? K : n;
     int32_t *rec = sel + bg * per;
     if (full >= 0 && threadIdx.x == 0) rec[(full - L) * (1 + W)] = 0;
     if (last < since) return;
-    uint32_t *pb = pooled + bg * n;
+    const uint32_t *pb = pooled + bg * n;
     unsigned char *ch = chosen + bg * n;
-    pooled_scores(pb, agg + bg * n, probs + bg * nh * n, n, nh, group, agg_kind, radius);
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) ch[j] = 0;
     __syncthreads();
     block_take(pb, nullptr, n, block_topk(pb, nullptr, n, nk), 0, [&](int64_t j, int64_t) { ch[j] = 1; });
-    __syncthreads();
-    for (int64_t p = since; p <= last; p++) {
+}
+
+/* Then each row's best c of the chosen (c from the budget; equal scores
+ * keep the higher position) in ascending order, then its local keys: one
+ * block per (b, g) = blockIdx.x and row since + blockIdx.y (+ gridDim.y
+ * ...), the rows being independent. */
+__global__ void select_row_records_kernel(int32_t *sel, const uint32_t *pooled, const unsigned char *chosen, int64_t n,
+                                          int64_t K, int evict, int64_t L, int64_t W, int64_t per, int64_t since,
+                                          int64_t last) {
+    const int64_t bg = blockIdx.x, nk = K < n ? K : n;
+    int32_t *rec = sel + bg * per;
+    const uint32_t *pb = pooled + bg * n;
+    const unsigned char *ch = chosen + bg * n;
+    for (int64_t p = since + blockIdx.y; p <= last; p += gridDim.y) {
         /* the budget: kept + local keys <= K with evict, the oldest local ones going last */
         int64_t c = nk, first_local = since;
         if (evict) {
@@ -271,10 +314,11 @@ __global__ void select_all_kernel(int32_t *sel, int64_t BG, int64_t L) {
 /* ---------------------------------------------------------------- launchers */
 
 /* Device scratch of one call, carved from one allocation of
- * attention_cuda_select_scratch_bytes. */
+ * attention_cuda_select_scratch_bytes (n: the most keys a selection sees). */
 struct SelectScratch {
-    float *probs, *agg; /* (BG, nh, n), (BG, n) */
-    uint32_t *pooled;   /* (BG, n) */
+    float *scores, *agg;   /* (BG, nh, n), (BG, n) */
+    uint32_t *pooled;      /* (BG, n) */
+    float *stats;          /* (BG, nh, chunks of n, 2) */
     unsigned char *chosen; /* (BG, n), per-row records only */
     void *base;
 };
@@ -283,46 +327,64 @@ static SelectScratch select_scratch(const RefreshMask *m, int64_t B, int64_t T, 
     const int64_t BG = B * Hkv, nh = refresh_selection_heads(m, Hq, Hkv);
     SelectScratch s;
     CUDA_CHECK(cudaMallocAsync(&s.base, (size_t)attention_cuda_select_scratch_bytes(m, B, T, Hq, Hkv), 0));
-    s.probs = (float *)s.base;
-    s.agg = s.probs + BG * nh * n;
+    s.scores = (float *)s.base;
+    s.agg = s.scores + BG * nh * n;
     s.pooled = (uint32_t *)(s.agg + BG * n);
-    s.chosen = (unsigned char *)(s.pooled + BG * n);
+    s.stats = (float *)(s.pooled + BG * n);
+    s.chosen = (unsigned char *)(s.stats + BG * nh * attention_select_chunks(n) * 2);
     return s;
 }
 
-template <typename E>
-static void launch_probs(float *probs, const E *q, const E *k, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
-                         int64_t D, int64_t n, const RefreshMask *m) {
-    const int64_t group = Hq / Hkv, nh = refresh_selection_heads(m, Hq, Hkv);
-    select_probs_kernel<E><<<(unsigned int)(B * Hkv * nh), 256>>>(probs, q, k, T, Hq, Hkv, D, n, nh, group,
-                                                                  1.0f / sqrtf((float)D));
+/* The pooled group scores of query n-1 over keys 0..n-1 into s.pooled: the
+ * chunks' scores, each head's softmax and the group's aggregate, the max
+ * pool (kBug: a planted bug of the combine, for the tests). */
+template <int kBug, typename E>
+static void pooled_scores(const SelectScratch &s, const E *q, const E *k, int64_t B, int64_t T, int64_t Hq,
+                          int64_t Hkv, int64_t D, int64_t n, const RefreshMask *m) {
+    const int64_t group = Hq / Hkv, nh = refresh_selection_heads(m, Hq, Hkv), BG = B * Hkv;
+    const int64_t chunks = attention_select_chunks(n);
+    const dim3 heads_grid((unsigned int)(BG * nh), (unsigned int)chunks), group_grid((unsigned int)BG, (unsigned int)chunks);
+    select_scores_kernel<E><<<heads_grid, 256>>>(s.scores, s.stats, q, k, T, Hq, Hkv, D, n, nh, group,
+                                                 1.0f / sqrtf((float)D), (int64_t)ATTN_SELECT_CHUNK_KEYS);
+    CUDA_CHECK_LAUNCH();
+    const size_t mz_bytes = sizeof(float) * 2 * (size_t)nh;
+    select_aggregate_kernel<kBug><<<group_grid, 256, mz_bytes>>>(s.agg, s.scores, s.stats, n, nh, group, (int)m->agg,
+                                                                 (int64_t)ATTN_SELECT_CHUNK_KEYS);
+    CUDA_CHECK_LAUNCH();
+    select_pool_kernel<<<grid_for(BG * n, 256), 256>>>(s.pooled, s.agg, BG, n, m->pool_kernel / 2);
     CUDA_CHECK_LAUNCH();
 }
 
 /* Per-row records: epoch by epoch from L (attention.h). */
-template <typename E>
+template <int kBug, typename E>
 static void select_rows(int32_t *sel, const E *q, const E *k, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                         int64_t D, const RefreshMask *m) {
-    const int64_t L = m->L, r = m->restride, BG = B * Hkv, group = Hq / Hkv;
-    const int64_t nh = refresh_selection_heads(m, Hq, Hkv), W = refresh_row_width(m, T), per = refresh_sel_len(m, T);
+    const int64_t L = m->L, r = m->restride, BG = B * Hkv;
+    const int64_t W = refresh_row_width(m, T), per = refresh_sel_len(m, T);
     SelectScratch s = select_scratch(m, B, T, Hq, Hkv, T);
     for (int64_t since = L; since < T;) {
         /* the epoch's rows since..last, then its full row (step p - L + 1 a multiple of r) */
         int64_t full = r > 0 ? since + r - 1 : -1;
         if (full > T - 1) full = -1;
         const int64_t last = full >= 0 ? full - 1 : T - 1, n = since; /* the selection saw keys 0..since-1 */
-        if (last >= since) launch_probs(s.probs, q, k, B, T, Hq, Hkv, D, n, m);
-        select_rows_kernel<<<(unsigned int)BG, kSelectThreads>>>(sel, s.agg, s.pooled, s.chosen, s.probs, n, nh,
-                                                                  group, (int)m->agg, m->pool_kernel / 2, m->K,
-                                                                  m->evict, L, W, per, since, last, full);
+        if (last >= since) pooled_scores<kBug>(s, q, k, B, T, Hq, Hkv, D, n, m);
+        select_chosen_kernel<<<(unsigned int)BG, kSelectThreads>>>(sel, s.pooled, s.chosen, n, m->K, L, W, per, since,
+                                                                    last, full);
         CUDA_CHECK_LAUNCH();
+        if (last >= since) {
+            const int64_t rows = last - since + 1;
+            const dim3 grid((unsigned int)BG, (unsigned int)(rows < 65535 ? rows : 65535));
+            select_row_records_kernel<<<grid, kSelectThreads>>>(sel, s.pooled, s.chosen, n, m->K, m->evict, L, W, per,
+                                                                 since, last);
+            CUDA_CHECK_LAUNCH();
+        }
         if (full < 0) break;
         since = full + 1;
     }
     CUDA_CHECK(cudaFreeAsync(s.base, 0));
 }
 
-template <typename E>
+template <int kBug, typename E>
 static void refresh_select(int32_t *sel, const E *q, const E *k, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                            int64_t D, const RefreshMask *m, const char *fn) {
     attention_check_gather_shape(fn, B, T, Hq, Hkv, D);
@@ -332,10 +394,15 @@ static void refresh_select(int32_t *sel, const E *q, const E *k, int64_t B, int6
                 (long long)T, (long long)m->L);
         exit(1);
     }
-    const int64_t L = m->L, ks = refresh_num_selected(m), BG = B * Hkv, group = Hq / Hkv;
+    const int64_t L = m->L, ks = refresh_num_selected(m), BG = B * Hkv, n_max = refresh_per_row(m) ? T : L;
+    if (attention_select_chunks(n_max) > 65535) { /* the score kernels' grid y dimension */
+        fprintf(stderr, "kvcpt: %s: %lld keys exceed 65535 chunks of %d\n", fn, (long long)n_max,
+                ATTN_SELECT_CHUNK_KEYS);
+        exit(1);
+    }
     if (BG == 0) return;
     if (refresh_per_row(m)) {
-        select_rows(sel, q, k, B, T, Hq, Hkv, D, m);
+        select_rows<kBug>(sel, q, k, B, T, Hq, Hkv, D, m);
         return;
     }
     if (ks == L) { /* every prefill key: no scores needed */
@@ -343,21 +410,28 @@ static void refresh_select(int32_t *sel, const E *q, const E *k, int64_t B, int6
         CUDA_CHECK_LAUNCH();
         return;
     }
-    const int64_t nh = refresh_selection_heads(m, Hq, Hkv);
     SelectScratch s = select_scratch(m, B, T, Hq, Hkv, L);
-    launch_probs(s.probs, q, k, B, T, Hq, Hkv, D, L, m);
-    select_topk_kernel<<<(unsigned int)BG, kSelectThreads>>>(sel, s.agg, s.pooled, s.probs, L, nh, group, (int)m->agg,
-                                                              m->pool_kernel / 2, ks);
+    pooled_scores<kBug>(s, q, k, B, T, Hq, Hkv, D, L, m);
+    select_topk_kernel<<<(unsigned int)BG, kSelectThreads>>>(sel, s.pooled, L, ks);
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaFreeAsync(s.base, 0));
 }
 
 extern "C" void attention_refresh_select_cuda(int32_t *sel, const float *q, const float *k, int64_t B, int64_t T,
                                               int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
-    refresh_select(sel, q, k, B, T, Hq, Hkv, D, m, "attention_refresh_select_cuda");
+    refresh_select<ATTN_SELECT_OK>(sel, q, k, B, T, Hq, Hkv, D, m, "attention_refresh_select_cuda");
 }
 
 extern "C" void attention_refresh_select_bf16_cuda(int32_t *sel, const bf16 *q, const bf16 *k, int64_t B, int64_t T,
                                                    int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
-    refresh_select(sel, q, k, B, T, Hq, Hkv, D, m, "attention_refresh_select_bf16_cuda");
+    refresh_select<ATTN_SELECT_OK>(sel, q, k, B, T, Hq, Hkv, D, m, "attention_refresh_select_bf16_cuda");
+}
+
+extern "C" void attention_refresh_select_planted_cuda(int32_t *sel, const float *q, const float *k, int64_t B,
+                                                      int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                                      const RefreshMask *m, int bug) {
+    const char *fn = "attention_refresh_select_planted_cuda";
+    if (bug == ATTN_SELECT_BUG_CHUNK_LOCAL)
+        refresh_select<ATTN_SELECT_BUG_CHUNK_LOCAL>(sel, q, k, B, T, Hq, Hkv, D, m, fn);
+    else refresh_select<ATTN_SELECT_OK>(sel, q, k, B, T, Hq, Hkv, D, m, fn);
 }

@@ -58,12 +58,13 @@ cut -d' ' -f1 "${TMPDIR:-/tmp}/ptxas_report.$$" | c++filt |
         if (name == "attention_forward_kernel" || name == "attention_suffix_chunk_kernel") { thr = 256; dyn = 8 * 3 * T64 + 4 * (3 * T64 * (D + 1) + T64 * 65 + 2 * T64); return }
         if (name == "attention_dq_kernel") { thr = 256; dyn = 8 * 3 * T64 + 4 * (4 * T64 * (D + 1) + T64 * 65 + 2 * T64); return }
         if (name == "attention_dkdv_kernel") { thr = 256; dyn = 8 * 3 * T64 + 4 * T64 + 4 * (4 * T64 * (D + 1) + 2 * T64 * 65 + 2 * T64); return }
-        if (name == "attention_forward_mma_kernel") { thr = 128; dyn = 4 * T64 * (D + 8) * 2; return }
+        if (name == "attention_forward_mma_kernel") { thr = 32 * W; dyn = 4 * T64 * (D + 8) * 2; return }
         if (name == "attention_mma_dq_kernel") { thr = 128; dyn = 2 * T64 * (D + 8) * 2; return }
         if (name == "attention_mma_dkdv_kernel") { thr = 128; dyn = 4 * T64 * (D + 8) * 2 + 2 * T64 * 4; return }
         if (name == "attention_mma_bwd_one_pass_kernel") { thr = 256; dyn = 8 * T64 * (D + 8) * 2 + 4 * T64 * (T64 + 8) * 2 + 4 * T64 * 4; return }
         if (name ~ /^attention_mma_suffix_/) { thr = 32; dyn = 0; return }
-        if (name ~ /^select_(topk|rows)_kernel$/) { thr = 1024; dyn = 0; return }
+        if (name ~ /^select_(topk|chosen|row_records)_kernel$/) { thr = 1024; dyn = 0; return }
+        if (name == "select_aggregate_kernel") { thr = 256; dyn = -1; return }
         if (name ~ /^prefill_/ || name == "decode_chunk_kernel") { thr = 256; dyn = -1; return }
         if (name == "decode_combine_kernel") { thr = 128; dyn = 0; return }
         thr = 256; dyn = 0 # the row-per-warp and elementwise kernels
@@ -75,9 +76,13 @@ cut -d' ' -f1 "${TMPDIR:-/tmp}/ptxas_report.$$" | c++filt |
         args = full; if (!sub(/^[^<]*</, "", args)) args = ""; sub(/>$/, "", args)
         D = 0; bug = 0; n = split(args, t, /, */)
         if (n > 0 && t[1] ~ /^[0-9]+$/) D = t[1] + 0
-        if (name ~ /_mma_(kernel|dq_kernel|dkdv_kernel|bwd_one_pass_kernel)$/ && n >= 2 && t[2] ~ /^[0-9]+$/) bug = t[2] + 0
+        # the forward: <D, warps, bug, E>; the others <D, bug, E>
+        W = 0
+        if (name == "attention_forward_mma_kernel" && n >= 3) { W = t[2] + 0; bug = t[3] + 0 }
+        else if (name ~ /_mma_(dq_kernel|dkdv_kernel|bwd_one_pass_kernel)$/ && n >= 2 && t[2] ~ /^[0-9]+$/) bug = t[2] + 0
         if (name == "attention_mma_dq_sum_kernel" && n >= 1 && t[1] ~ /^[0-9]+$/) { D = 0; bug = t[1] + 0 }
         if (name == "attention_suffix_combine_kernel" && n >= 3 && t[3] ~ /^[0-9]+$/) bug = t[3] + 0
+        if (name == "select_aggregate_kernel" && n >= 1 && t[1] ~ /^[0-9]+$/) { D = 0; bug = t[1] + 0 }
         if (st > 0 || ld > 0) { spills++; bad = bad sprintf("  %s: %d bytes spill stores, %d bytes spill loads\n", full, st, ld) }
         kernels++
         if (bug != 0) { planted++; next }

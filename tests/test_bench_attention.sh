@@ -94,6 +94,19 @@ if [ $? -eq 0 ] && grep -q "fp32 .*forward .* ms .*backward .* ms" <<<"$text" &&
     ok "bench attention text output, --no-peers: kernel lines, the selection, no peer"
 else fail "bench attention text" "$text"; fi
 
+# which implementation the bf16 row ran, and the tensor-core forward's tile
+rows=$(jl bf16_attn_forward_rows <<<"$out")
+if grep -qE "the bf16 row runs attn mma: forward (64|128)-row query tiles \((4|8) warps\), backward (two|one)_pass" <<<"$text" &&
+    [ "$(jl bf16_attn <<<"$out")" = mma ] && { [ "$rows" = 64 ] || [ "$rows" = 128 ]; } &&
+    grep -q "forward $rows-row query tiles" <<<"$text"; then
+    ok "bench attention names the implementation it ran: $(grep -o 'the bf16 row runs.*' <<<"$text")"
+else fail "bench attention implementation" "json bf16_attn '$(jl bf16_attn <<<"$out")' rows '$rows'; text: $text"; fi
+text=$(KVCPT_ATTN=cuda-core "$E" bench attention "${shape[@]}" --L 0 --no-peers 2>&1)
+out=$(KVCPT_ATTN=cuda-core "$E" bench attention "${shape[@]}" --L 0 --no-peers --json 2>&1)
+if grep -q "the bf16 row runs attn cuda-core" <<<"$text" && [ "$(jl bf16_attn <<<"$out")" = cuda-core ] &&
+    [ "$(jl bf16_attn_forward_rows <<<"$out")" = null ]; then
+    ok "bench attention with KVCPT_ATTN=cuda-core names cuda-core"
+else fail "bench attention cuda-core" "$text $out"; fi
 # --attn cudnn: the bf16 row is cuDNN's (no separate cudnn row); --help names the implementations
 text=$("$E" bench attention "${shape[@]}" --L 32 --K 4 --no-peers --attn cudnn 2>&1)
 if [ $? -eq 0 ] && grep -q "bf16 .*attn cudnn: cuDNN's fused SDPA.*forward .* ms .*backward .* ms" <<<"$text" &&

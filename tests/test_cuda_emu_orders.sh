@@ -132,7 +132,7 @@ fi
 # so "^parity: x" leaves out "bf16 parity: x" (bf16 runs on gqa8 here).
 . tests/cuda_emu/representative_cases.sh
 declare -A cases=(
-    [attention_cuda]="T=130 L=40 (refresh rows span tiles)|T=65 L=40 K=5, ratio 2, D=8|T=130 causal|T=200 L=140 K=100 (> tile)|evict restride 25 T=100|evict restride 3 T=50"
+    [attention_cuda]="T=130 L=40 (refresh rows span tiles)|T=65 L=40 K=5, ratio 2, D=8|T=130 causal|T=200 L=140 K=100 (> tile)|evict restride 25 T=100|evict restride 3 T=50|select: T=1300"
     [model_cuda]="^parity: gqa4 mask|^parity: gqa4 evict restride6|bf16 parity: gqa8 tied mask|bf16sr train steps: gqa4"
     [ops_cuda]="$ops_representative_cases"
     [attention_mma]="$mma_representative_cases"

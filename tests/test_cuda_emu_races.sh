@@ -128,7 +128,7 @@ fi
 bins=()
 . tests/cuda_emu/representative_cases.sh
 declare -A cases=(
-    [attention_cuda]="T=130 L=40 (refresh rows span tiles)|T=65 L=40 K=5, ratio 2, D=8|T=130 causal|evict restride 25 T=100|evict restride 3 T=50"
+    [attention_cuda]="T=130 L=40 (refresh rows span tiles)|T=65 L=40 K=5, ratio 2, D=8|T=130 causal|evict restride 25 T=100|evict restride 3 T=50|select: T=1300"
     [model_cuda]="^parity: gqa4 mask|bf16 parity: gqa8 tied|bf16sr train steps: gqa4"
     [ops_cuda]="$ops_representative_cases"
     [attention_mma]="$mma_representative_cases"

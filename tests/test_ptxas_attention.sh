@@ -30,7 +30,8 @@ else
 fi
 # the engine's kernels are in the table, each with a blocks-per-SM figure
 # (both backward variants: the two passes and the one pass with its dQ sum)
-for k in 'attention_forward_mma_kernel<128, 0, __nv_bfloat16>' 'attention_mma_dq_kernel<128, 0, __nv_bfloat16>' \
+for k in 'attention_forward_mma_kernel<128, 8, 0, __nv_bfloat16>' 'attention_forward_mma_kernel<128, 4, 0, __nv_bfloat16>' \
+    'attention_mma_dq_kernel<128, 0, __nv_bfloat16>' \
     'attention_mma_dkdv_kernel<128, 0, __nv_bfloat16>' 'attention_mma_bwd_one_pass_kernel<128, 0, __nv_bfloat16>' \
     'attention_mma_dq_sum_kernel<0>' 'attention_forward_kernel<128, float>'; do
     if grep -F "$k" <<<"$out" | grep -Eq ' [0-9]+ \((regs|smem|threads)\)$'; then
@@ -42,13 +43,13 @@ done
 
 # a planted spill: the same report must fail and name the kernel
 cat >"$tmp/spill.ptxas" <<'LOG'
-ptxas info    : Compiling entry function '_Z28attention_forward_mma_kernelILi128ELi0E13__nv_bfloat16EvPT1_PfPKS1_S5_S5_lllf' for 'sm_90'
-ptxas info    : Function properties for _Z28attention_forward_mma_kernelILi128ELi0E13__nv_bfloat16EvPT1_PfPKS1_S5_S5_lllf
+ptxas info    : Compiling entry function '_Z28attention_forward_mma_kernelILi128ELi8ELi0E13__nv_bfloat16EvPT2_PfPKS1_S5_S5_llllf' for 'sm_90'
+ptxas info    : Function properties for _Z28attention_forward_mma_kernelILi128ELi8ELi0E13__nv_bfloat16EvPT2_PfPKS1_S5_S5_llllf
     8 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads
 ptxas info    : Used 168 registers, used 1 barriers
 LOG
 out=$(bash scripts/ptxas_report.sh "$tmp/spill.ptxas" 2>&1) && rc=0 || rc=$?
-if [ "$rc" -eq 1 ] && grep -q "attention_forward_mma_kernel<128, 0, __nv_bfloat16>: 8 bytes spill stores" <<<"$out"; then
+if [ "$rc" -eq 1 ] && grep -q "attention_forward_mma_kernel<128, 8, 0, __nv_bfloat16>: 8 bytes spill stores" <<<"$out"; then
     ok "planted spill: the report fails naming the kernel"
 else
     fail "planted spill" "exit status $rc, output: $out"

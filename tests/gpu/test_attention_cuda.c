@@ -161,6 +161,43 @@ static int32_t *check_selection(const Case *c, const float *q, const float *k, D
     return want;
 }
 
+/* The selection over more keys than one block of its score kernels takes
+ * (ATTN_SELECT_CHUNK_KEYS): each head's softmax from its chunks' (max, sum)
+ * combined in chunk order must choose the CPU's keys, and a chunk
+ * normalised by its own statistics alone must not. Selection only. */
+static void selection_chunks_case(const Case *c, int plant) {
+    char name[256];
+    const int64_t nq = c->B * c->T * c->Hq * c->D, nkv = c->B * c->T * c->Hkv * c->D;
+    const int64_t nsel = c->B * c->Hkv * refresh_sel_len(&c->m, c->T);
+    const int64_t chunks = attention_select_chunks(refresh_per_row(&c->m) ? c->m.L + 1 : c->m.L);
+    float *q = host_normal(nq), *k = host_normal(nkv);
+    int32_t *want = xcalloc((size_t)nsel, sizeof(int32_t)), *got = xmalloc(sizeof(int32_t) * (size_t)nsel);
+    attention_refresh_select_cpu(want, q, k, c->B, c->T, c->Hq, c->Hkv, c->D, &c->m);
+    float *d_q = dev_upload(q, sizeof(float) * (size_t)nq), *d_k = dev_upload(k, sizeof(float) * (size_t)nkv);
+    int32_t *d_sel = cuda_malloc(sizeof(int32_t) * (size_t)nsel);
+    /* per-row records leave entries past each row's count unwritten, as the CPU's zeros */
+    cuda_memset_zero(d_sel, sizeof(int32_t) * (size_t)nsel);
+    attention_refresh_select_cuda(d_sel, d_q, d_k, c->B, c->T, c->Hq, c->Hkv, c->D, &c->m);
+    cuda_memcpy_d2h(got, d_sel, sizeof(int32_t) * (size_t)nsel);
+    snprintf(name, sizeof name, "select over %lld key chunks matches the CPU: %s", (long long)chunks, c->label);
+    same_selection(name, c, got, want);
+    if (plant) {
+        cuda_memset_zero(d_sel, sizeof(int32_t) * (size_t)nsel);
+        attention_refresh_select_planted_cuda(d_sel, d_q, d_k, c->B, c->T, c->Hq, c->Hkv, c->D, &c->m,
+                                              ATTN_SELECT_BUG_CHUNK_LOCAL);
+        cuda_memcpy_d2h(got, d_sel, sizeof(int32_t) * (size_t)nsel);
+        int64_t differ = 0;
+        for (int64_t i = 0; i < nsel; i++) differ += got[i] != want[i];
+        snprintf(name, sizeof name, "planted bug caught (each key chunk normalised by its own softmax statistics): %s",
+                 c->label);
+        tl_result(differ > 0, name, "the planted selection equals the CPU's");
+        printf("# planted chunk-local normalisation: %lld of %lld selection entries differ\n", (long long)differ,
+               (long long)nsel);
+    }
+    cuda_free(d_q), cuda_free(d_k), cuda_free(d_sel);
+    free(q), free(k), free(want), free(got);
+}
+
 /* The tensor-core path's entry for the rows [L, T) (attention_rows.h),
  * over the whole forward's out and lse, with a planted combine bug or none;
  * out and lse downloaded. */
@@ -410,6 +447,20 @@ static void run_all(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i]);
+    /* the selection alone over several chunks of its score kernels' keys */
+    const struct {
+        Case c;
+        int plant;
+    } select_cases[] = {
+        {{"select: T=1300 L=1290 K=100 pool 7, ratio 4, D=16", 2, 1300, 8, 2, 16,
+          {.enabled = 1, .L = 1290, .K = 100, .pool_kernel = 7, .agg = GROUP_AGG_MAX}}, 1},
+        {{"select: T=1104 L=1100 K=200 pool 3, ratio 2, D=32, mean", 1, 1104, 4, 2, 32,
+          {.enabled = 1, .L = 1100, .K = 200, .pool_kernel = 3, .agg = GROUP_AGG_MEAN}}, 0},
+        {{"select: evict restride 5 T=1212 L=1200 K=50, ratio 4, D=16", 1, 1212, 4, 1, 16,
+          {.enabled = 1, .L = 1200, .K = 50, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 5}}, 1},
+    };
+    for (size_t i = 0; i < sizeof select_cases / sizeof select_cases[0]; i++)
+        if (tl_case_selected(select_cases[i].c.label)) selection_chunks_case(&select_cases[i].c, select_cases[i].plant);
 #ifdef KVCPT_CUDA_EMU
     tl_skip("8B layer shape at T = 16384 and 32768 (and with evict, restride 10 at 16384)",
             "memory and time checks need a GPU, not the CPU emulator");

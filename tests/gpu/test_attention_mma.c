@@ -70,7 +70,23 @@ typedef struct {
     int32_t *sel;
 } Dev;
 
-/* The forward on the device (planted bug or none); out and lse downloaded. */
+/* The forward on the device with query tiles of `rows` rows (64 or 128;
+ * 0: the engine's) and a planted bug or none; out and lse downloaded. */
+static void gpu_forward_rows(const Case *c, Dev *d, const RefreshMask *m, int rows, AttnMmaBug bug, float *out,
+                             float *lse) {
+    const int64_t nq = c->B * c->T * c->Hq * c->D, nlse = c->B * c->Hq * c->T;
+    const int32_t *sel = refresh_active(m, c->T) ? d->sel : NULL;
+    if (bug == ATTN_MMA_OK && rows == 0)
+        attention_forward_mma_cuda(d->out, d->lse, d->q, d->k, d->v, sel, c->B, c->T, c->Hq, c->Hkv, c->D, m);
+    else
+        attention_forward_mma_rows_planted_cuda(d->out, d->lse, d->q, d->k, d->v, sel, c->B, c->T, c->Hq, c->Hkv, c->D,
+                                                m, rows, bug);
+    cuda_synchronize();
+    cuda_memcpy_d2h(out, d->out, sizeof(float) * (size_t)nq);
+    cuda_memcpy_d2h(lse, d->lse, sizeof(float) * (size_t)nlse);
+}
+
+/* The forward on the device (planted bug or none) with the engine's tiles */
 static void gpu_forward(const Case *c, Dev *d, const RefreshMask *m, AttnMmaBug bug, float *out, float *lse) {
     const int64_t nq = c->B * c->T * c->Hq * c->D, nlse = c->B * c->Hq * c->T;
     const int32_t *sel = refresh_active(m, c->T) ? d->sel : NULL;
@@ -137,6 +153,16 @@ static void run_case(const Case *c, int plant) {
     tl_close_margin(name, out, ref_out, nq, OUT_ATOL, OUT_RTOL);
     snprintf(name, sizeof name, "tensor-core forward lse: %s", c->label);
     tl_close_margin(name, lse, ref_lse, nlse, LSE_ATOL, LSE_RTOL);
+    /* the other query tile (64 or 128 rows): a warp's 16 rows see the same
+     * key tiles in the same order (a 128-row tile's first warps also its
+     * last key tile, all masked: probabilities 0, alpha exactly 1), so the
+     * same bits */
+    const int other_rows = attention_mma_fwd_rows() == 64 ? 128 : 64;
+    gpu_forward_rows(c, &d, &c->m, other_rows, ATTN_MMA_OK, out2, lse2);
+    snprintf(name, sizeof name, "tensor-core forward, %d-row query tiles give the %d-row tiles' bits (out, lse): %s",
+             other_rows, attention_mma_fwd_rows(), c->label);
+    tl_result(memcmp(out, out2, sizeof(float) * (size_t)nq) == 0 && memcmp(lse, lse2, sizeof(float) * (size_t)nlse) == 0,
+              name, "the two tilings differ");
 
     /* the backward from the GPU's forward; the oracle's from its own */
     float *ref_dq = xmalloc(sizeof(float) * (size_t)nq), *ref_dk = xmalloc(sizeof(float) * (size_t)nkv);
@@ -200,18 +226,27 @@ static void run_case(const Case *c, int plant) {
         tl_result(same, name, "a row before L differs between the two runs");
     }
     if (plant) {
+        /* rows: the query tile (0: the engine's); lse: caught on lse alone */
         static const struct {
             AttnMmaBug bug;
+            int rows, lse;
             const char *what;
-        } plants[] = {{ATTN_MMA_BUG_P_SWAP, "P fragment registers 1 and 2 swapped"},
-                      {ATTN_MMA_BUG_V_NO_TRANS, "V loaded without .trans"},
-                      {ATTN_MMA_BUG_ROW_MAX, "row max reduced over other rows' lanes"}};
+        } plants[] = {{ATTN_MMA_BUG_P_SWAP, 0, 0, "P fragment registers 1 and 2 swapped"},
+                      {ATTN_MMA_BUG_V_NO_TRANS, 0, 0, "V loaded without .trans"},
+                      {ATTN_MMA_BUG_ROW_MAX, 0, 0, "row max reduced over other rows' lanes"},
+                      {ATTN_MMA_BUG_P_SWAP, 64, 0, "P fragment registers 1 and 2 swapped, 64-row tiles"},
+                      {ATTN_MMA_BUG_P_SWAP, 128, 0, "P fragment registers 1 and 2 swapped, 128-row tiles"},
+                      {ATTN_MMA_BUG_EXP2_SCALE, 0, 0, "exp2 of the scores without the log2 e factor"},
+                      {ATTN_MMA_BUG_LSE_LOG2, 0, 1, "lse stored in log2 units"},
+                      {ATTN_MMA_BUG_Q_ROWS, 128, 0, "a 128-row query tile loaded as 64 rows"}};
         for (size_t i = 0; plant == 1 && i < sizeof plants / sizeof plants[0]; i++) {
-            gpu_forward(c, &d, &c->m, plants[i].bug, out2, lse2);
-            const double r = worst_ratio(out2, ref_out, nq, OUT_ATOL, OUT_RTOL);
+            gpu_forward_rows(c, &d, &c->m, plants[i].rows, plants[i].bug, out2, lse2);
+            const double r = plants[i].lse ? worst_ratio(lse2, ref_lse, nlse, LSE_ATOL, LSE_RTOL)
+                                           : worst_ratio(out2, ref_out, nq, OUT_ATOL, OUT_RTOL);
             snprintf(name, sizeof name, "planted bug caught (%s): %s", plants[i].what, c->label);
             tl_result(r > 1.0, name, "its worst error is only %.3g of the allowance", r);
-            printf("# planted %s: worst out error %.3g of the allowance\n", plants[i].what, r);
+            printf("# planted %s: worst %s error %.3g of the allowance\n", plants[i].what, plants[i].lse ? "lse" : "out",
+                   r);
         }
         /* the backward's plants, from the correct forward's out and lse */
         gpu_forward(c, &d, &c->m, ATTN_MMA_OK, out2, lse2);
