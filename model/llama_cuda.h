@@ -166,6 +166,7 @@ void llama_cuda_zero_grad(LlamaCuda *g);
 void llama_cuda_backward(LlamaCuda *g);
 /* Logits of rows [row0, row0 + rows) of the last forward into HOST out. */
 void llama_cuda_logits(LlamaCuda *g, float *out, int64_t row0, int64_t rows);
-/* Device bytes this engine holds now (parameters, gradients, activations). */
+/* Device bytes this engine holds now (parameters, gradients, activations,
+ * attn cudnn's scratch region). */
 int64_t llama_cuda_bytes(const LlamaCuda *g);
 #endif

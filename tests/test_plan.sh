@@ -124,10 +124,10 @@ if cd["total"] != cd["counted"] + cd["workspace"] or cd["workspace"] < cd["cudnn
 if env != cd: e.append("KVCPT_ATTN=cudnn plans otherwise than --attn cudnn")
 if mma["attn_scratch"] != 0 or mma["cudnn_workspace"] != 0: e.append("the default attention counts cudnn's scratch")
 if cd["acts"] != mma["acts"]: e.append("the activations depend on the attention")
-print("; ".join(e) if e else "OK %.2f %.1f" % (region/2**30, (cd["total"] - mma["total"])/2**20))
+print("; ".join(e) if e else "OK %.2f %+.1f" % (region/2**30, (cd["total"] - mma["total"])/2**20))
 PY
 )
-case "$check" in OK*) set -- ${check#OK }; ok "plan --attn cudnn: 8B region $1 GiB from the shape, cuDNN's workspace at its cap, ${2} MiB over the default attention";;
+case "$check" in OK*) set -- ${check#OK }; ok "plan --attn cudnn: 8B region $1 GiB from the shape, cuDNN's workspace at its cap, ${2} MiB total against the default attention's";;
                  *) fail "plan --attn cudnn" "$check";; esac
 t=$("$K" plan --preset llama3.1-8b --seq 8242 --K 2048 --L 8192 --ranks 1 --engine cuda --precision bf16sr --attn cudnn 2>&1)
 if grep -q "attn cudnn$" <<<"$t" && grep -q "^  attention scratch (cudnn) " <<<"$t" && grep -q "of which cuDNN's workspace, at its cap (ATTN_CUDNN_WORKSPACE_CAP): *0.12 GiB  (134217728 bytes)" <<<"$t"; then
