@@ -127,6 +127,7 @@ static void print_cuda_engine(const char *model, const CudaMemInputs *in, const 
            (long long)in->micro_batch, llama_cuda_precision_name(in->precision), llama_recompute_name(in->recompute),
            in->optim_device ? "on the engine's parameters" : "on the shards");
     print_mask(&in->mask);
+    if (p->attn > 0) printf(", attn cudnn");
     printf("\n");
     cuda_mem_plan_print(stdout, p, "  ");
     print_least_recompute(all, least, gpu_mem);
@@ -142,9 +143,11 @@ static void print_cuda_engine(const char *model, const CudaMemInputs *in, const 
 static void print_cuda_json(int ranks, LlamaRecompute r, const CudaMemPlan *p, int64_t gpu_mem,
                             const LlamaRecompute *least) {
     printf("{\"ranks\":%d,\"recompute\":\"%s\",\"params\":%lld,\"wbf16\":%lld,\"grads\":%lld,\"rope\":%lld,\"acts\":%lld,\"optim\":%lld,"
-           "\"shards\":%lld,\"counted\":%lld,\"workspace\":%lld,\"total\":%lld,\"gpu_mem\":%lld,\"fits\":%s",
+           "\"shards\":%lld,\"attn_scratch\":%lld,\"counted\":%lld,\"workspace\":%lld,\"cudnn_workspace\":%lld,\"total\":%lld,"
+           "\"gpu_mem\":%lld,\"fits\":%s",
            ranks, llama_recompute_name(r), (long long)p->params, (long long)p->wbf16, (long long)p->grads, (long long)p->rope, (long long)p->acts,
-           (long long)p->optim, (long long)p->shards, (long long)p->counted, (long long)p->workspace, (long long)p->total,
+           (long long)p->optim, (long long)p->shards, (long long)p->attn, (long long)p->counted, (long long)p->workspace,
+           (long long)p->cudnn_workspace, (long long)p->total,
            (long long)gpu_mem, p->total <= gpu_mem ? "true" : "false");
     if (!least) printf(",\"least_recompute\":null}");
     else printf(",\"least_recompute\":\"%s\"}", llama_recompute_name(*least));
@@ -185,7 +188,7 @@ int cmd_plan(int argc, char **argv) {
     const char *model = NULL, *ranks = "1,2,4,8", *pd = "bf16", *gd = "fp32", *ad = "bf16", *optim = "adamw8bit";
     const char *config = NULL, *precision = "fp32", *gpu_mem_s = "80G", *engine = "all";
     int64_t seq = 8192, mb = 1, K = 0, Lp = 0, restride = 0;
-    const char *recompute_s = NULL;
+    const char *recompute_s = NULL, *attn_s = NULL;
     int json = 0, optim_device = 0, evict = 0;
     const Option opts[] = {
         {"preset", OPT_STRING, &model, "NAME|DIR", "model preset or config (default llama3.1-8b, or --config's model)"},
@@ -205,6 +208,9 @@ int cmd_plan(int argc, char **argv) {
         {"engine", OPT_STRING, &engine, "all|zero3|cuda", "what to print: both, the ZeRO-3 budget, or the CUDA engine"},
         {"precision", OPT_STRING, &precision, "fp32|bf16|bf16sr", "CUDA engine: weight precision (bf16sr: optimizer on the GPU)"},
         {"optim-device", OPT_FLAG, &optim_device, NULL, "CUDA engine: the optimizer steps the engine's own parameters (one rank)"},
+        {"attn", OPT_STRING, &attn_s, "auto|mma|cuda-core|cudnn",
+         "CUDA engine: the attention (config attn_impl; absent: the --config file's, else KVCPT_ATTN, else auto); "
+         "cudnn (bf16) adds its scratch region and cuDNN's workspace at its cap"},
         {"L", OPT_INT, &Lp, "L", "the mask's prefill length (with --K; 0 means --seq)"},
         {"mask-evict", OPT_FLAG, &evict, NULL, "the mask evicts as the eval cache does (config mask_evict=1; with --K)"},
         {"mask-restride", OPT_INT, &restride, "R",
@@ -246,6 +252,7 @@ int cmd_plan(int argc, char **argv) {
     /* --recompute over the config's; auto is resolved per rank count below */
     int pick = recompute_s && strcmp(recompute_s, "auto") == 0;
     if (recompute_s && !pick) tc.recompute = llama_recompute_parse(recompute_s, "kvcpt plan --recompute");
+    if (attn_s) tc.attn_impl = llama_attn_impl_parse(attn_s, "kvcpt plan --attn");
     if (!model) model = "llama3.1-8b";
     LlamaConfig c;
     model_source_config(&c, model, "kvcpt plan: --preset");

@@ -20,8 +20,11 @@
  * last two strides exchanged, as the frontend declares them.
  *
  * Plans (graph, engine configuration, execution plan) are cached per shape
- * and strides; the handle, plans and scratch buffers live until
- * attention_cudnn_release(). */
+ * and strides; the handle, plans and workspace live until
+ * attention_cudnn_release(). The fixed-size buffers are carved from one
+ * region laid out by attention_cudnn_scratch_layout (kernels/
+ * attention_cudnn_size.h): the engine's, which its memory plan counts, or
+ * the module's own for callers that bind none (the tests, the bench). */
 #include "attention_cudnn.h"
 
 #include <math.h>
@@ -33,6 +36,7 @@
 
 #include "../common/util.h"
 #include "attention_cudnn_gather.h"
+#include "attention_cudnn_size.h"
 #include "cuda_device.h"
 #include "refresh_mask.h"
 
@@ -77,6 +81,8 @@ void attention_backward_cudnn_bf16_cuda(float *dq, float *dk, float *dv, const b
 const char *attention_cudnn_probe(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
     return attention_cudnn_unsupported(D, m);
 }
+void attention_cudnn_use_scratch(void *base, int64_t bytes) {}
+int64_t attention_cudnn_workspace_bytes(void) { return 0; }
 void attention_cudnn_release(void) {}
 #else
 #include <cudnn.h>
@@ -207,12 +213,17 @@ static cudnnHandle_t handle;
 static Plan *plans[MAX_PLANS];
 static int n_plans;
 
-/* Device scratch, grown on demand and kept. */
+/* Device scratch, grown on demand and kept: cuDNN's workspace (at most
+ * ATTN_CUDNN_WORKSPACE_CAP), and the fixed-size buffers' region when no
+ * caller binds one. */
 typedef struct {
     void *p;
     size_t bytes;
 } Scratch;
-static Scratch ws_buf, ssum_buf, dqacc_buf, gq_buf, gk_buf, gv_buf, kg_buf, vg_buf, dkg_buf, dvg_buf, lse_buf;
+static Scratch ws_buf, own_region;
+/* the caller's region (attention_cudnn_use_scratch), or NULL */
+static void *bound;
+static int64_t bound_bytes;
 
 static void *scratch(Scratch *s, int64_t n, size_t es) {
     KV_CHECK(n >= 0 && (uint64_t)n <= SIZE_MAX / es, "attention_cudnn: scratch of %lld elements overflows",
@@ -526,6 +537,8 @@ static void make_plan(Plan *p) {
     if (refusal[0]) return;
     st = api.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got, cfgs);
     cudnnStatus_t last = st == CUDNN_STATUS_SUCCESS ? CUDNN_STATUS_NOT_SUPPORTED : st;
+    /* the least workspace among the finalized plans over the cap, for the refusal */
+    int64_t over = -1;
     for (int64_t i = 0; st == CUDNN_STATUS_SUCCESS && i < got && !p->plan; i++) {
         cudnnBackendDescriptor_t plan;
         if (api.create_desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) != CUDNN_STATUS_SUCCESS) break;
@@ -533,18 +546,28 @@ static void make_plan(Plan *p) {
         if (last == CUDNN_STATUS_SUCCESS)
             last = api.set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
         if (last == CUDNN_STATUS_SUCCESS) last = api.finalize(plan);
-        if (last == CUDNN_STATUS_SUCCESS) p->plan = plan;
+        int64_t ws = 0, cnt = 0;
+        if (last == CUDNN_STATUS_SUCCESS)
+            last = api.get(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &cnt, &ws);
+        /* the memory plan counts the cap, not more: a plan wanting more is passed over */
+        if (last == CUDNN_STATUS_SUCCESS && (ws < 0 || ws > ATTN_CUDNN_WORKSPACE_CAP)) {
+            if (over < 0 || ws < over) over = ws;
+            last = CUDNN_STATUS_NOT_SUPPORTED;
+        }
+        if (last == CUDNN_STATUS_SUCCESS) p->plan = plan, p->workspace = ws;
         else CUDNN_CHECK(api.destroy_desc(plan));
     }
-    if (!p->plan) {
-        refuse("cuDNN finalized none of its %lld engine configurations for the SDPA %s graph (last: %s)",
-               (long long)got, dir, api.error_string(last));
+    if (!p->plan && over >= 0) {
+        refuse("cuDNN's engine configurations for the SDPA %s graph (b %lld, hq %lld, hkv %lld, sq %lld, skv %lld, "
+               "d %lld) want a workspace of %lld bytes or more, over the %lld-byte cap the memory plan counts "
+               "(ATTN_CUDNN_WORKSPACE_CAP, kernels/attention_cudnn_size.h)", dir, (long long)s->b, (long long)s->hq,
+               (long long)s->hkv, (long long)s->sq, (long long)s->skv, (long long)s->d, (long long)over,
+               (long long)ATTN_CUDNN_WORKSPACE_CAP);
         return;
     }
-    int64_t cnt = 0;
-    st = api.get(p->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &cnt, &p->workspace);
-    if (st != CUDNN_STATUS_SUCCESS) refuse("cuDNN error %d (%s) reading the plan's workspace size", (int)st,
-                                           api.error_string(st));
+    if (!p->plan)
+        refuse("cuDNN finalized none of its %lld engine configurations for the SDPA %s graph (last: %s)",
+               (long long)got, dir, api.error_string(last));
 }
 
 static void plan_free(Plan *p) {
@@ -632,12 +655,11 @@ static void sdpa_forward(const SdpaShape *s, bf16 *o, float *stats, const bf16 *
     execute(s, uids, ptrs, s->bottom_right ? 9 : 7);
 }
 
+/* ssum (b, hq, sq) and acc (b, hq, sq, d): the region's softmax sums and dQ accumulator */
 static void sdpa_backward(const SdpaShape *s, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q,
-                          const bf16 *k, const bf16 *v, const bf16 *o, const float *stats) {
+                          const bf16 *k, const bf16 *v, const bf16 *o, const float *stats, float *ssum, float *acc) {
     float scale = s->scale, neg_inf = -INFINITY;
     int32_t sq = (int32_t)s->sq, skv = (int32_t)s->skv;
-    float *ssum = scratch(&ssum_buf, s->b * s->hq * s->sq, sizeof(float));
-    float *acc = scratch(&dqacc_buf, s->b * s->hq * s->sq * s->d, sizeof(float));
     /* the frontend zeroes its dQ accumulator before each run: cuDNN adds into it */
     cuda_memset_zero(acc, sizeof(float) * (size_t)(s->b * s->hq * s->sq * s->d));
     int64_t uids[] = {UID_Q,  UID_K,  UID_V,           UID_O,        UID_DO,    UID_STATS,   UID_DQ,    UID_DK,
@@ -675,6 +697,38 @@ static SdpaShape suffix_shape(int backward, const Split *sp, int64_t B, int64_t 
     return shape(backward, planted != ATTN_CUDNN_BUG_TOP_LEFT, B, T, Hq, Hkv, D, sp->S, sp->n, kv_str, sp->S);
 }
 
+void attention_cudnn_use_scratch(void *base, int64_t bytes) {
+    bound = base;
+    bound_bytes = base ? bytes : 0;
+}
+
+int64_t attention_cudnn_workspace_bytes(void) { return ws_buf.p ? (int64_t)ws_buf.bytes : 0; }
+
+/* The call's fixed-size buffers, carved as the memory plan lays them out:
+ * from the bound region, which must hold them, else from the module's own. */
+typedef struct {
+    bf16 *gq, *gk, *gv, *kg, *vg, *dkg, *dvg;
+    float *ssum, *dqacc, *lse;
+} Bufs;
+
+static Bufs carve(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m, const char *what) {
+    const AttnCudnnScratch l = attention_cudnn_scratch_layout(m, B, T, Hq, Hkv, D);
+    char *base;
+    if (bound) {
+        KV_CHECK(l.bytes <= bound_bytes,
+                 "%s: the scratch bound by attention_cudnn_use_scratch holds %lld bytes, B %lld T %lld Hq %lld Hkv "
+                 "%lld D %lld need %lld", what, (long long)bound_bytes, (long long)B, (long long)T, (long long)Hq,
+                 (long long)Hkv, (long long)D, (long long)l.bytes);
+        base = bound;
+    } else {
+        base = scratch(&own_region, l.bytes, 1);
+    }
+    return (Bufs){(bf16 *)(base + l.gq),     (bf16 *)(base + l.gk),    (bf16 *)(base + l.gv),
+                  (bf16 *)(base + l.kg),     (bf16 *)(base + l.vg),    (bf16 *)(base + l.dkg),
+                  (bf16 *)(base + l.dvg),    (float *)(base + l.ssum), (float *)(base + l.dqacc),
+                  (float *)(base + l.lse)};
+}
+
 const char *attention_cudnn_probe(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
     const char *why = attention_cudnn_unsupported(D, m);
     if (why) return why;
@@ -698,13 +752,12 @@ void attention_forward_cudnn_bf16_cuda(bf16 *out, float *lse, const bf16 *q, con
     sdpa_forward(&s, out, lse, q, k, v);
     if (!sp.active) return;
     KV_CHECK(sel, "attention_forward_cudnn_bf16_cuda: the mask is active but sel is NULL");
-    bf16 *kg = scratch(&kg_buf, B * Hkv * sp.n * D, sizeof(bf16)), *vg = scratch(&vg_buf, B * Hkv * sp.n * D, sizeof(bf16));
-    attention_cudnn_gather_kv_cuda(kg, vg, k, v, sel, B, T, Hkv, D, sp.L, sp.nsel);
+    const Bufs b = carve(B, T, Hq, Hkv, D, m, "attention_forward_cudnn_bf16_cuda");
+    attention_cudnn_gather_kv_cuda(b.kg, b.vg, k, v, sel, B, T, Hkv, D, sp.L, sp.nsel);
     s = suffix_shape(0, &sp, B, T, Hq, Hkv, D);
     const int64_t off = sp.L * Hq * D;
-    float *st = scratch(&lse_buf, B * Hq * sp.S, sizeof(float));
-    sdpa_forward(&s, out + off, st, q + off, kg, vg);
-    attention_cudnn_copy_rows_cuda(lse + sp.L, T, st, sp.S, B * Hq, sp.S);
+    sdpa_forward(&s, out + off, b.lse, q + off, b.kg, b.vg);
+    attention_cudnn_copy_rows_cuda(lse + sp.L, T, b.lse, sp.S, B * Hq, sp.S);
 }
 
 void attention_backward_cudnn_bf16_cuda(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q,
@@ -714,41 +767,35 @@ void attention_backward_cudnn_bf16_cuda(float *dq, float *dk, float *dv, const b
     check_args(B, T, Hq, Hkv, D, m, "attention_backward_cudnn_bf16_cuda");
     const Split sp = split(m, T);
     const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
-    bf16 *gq = scratch(&gq_buf, nq, sizeof(bf16));
-    bf16 *gk = scratch(&gk_buf, nkv, sizeof(bf16)), *gv = scratch(&gv_buf, nkv, sizeof(bf16));
+    const Bufs b = carve(B, T, Hq, Hkv, D, m, "attention_backward_cudnn_bf16_cuda");
+    bf16 *gq = b.gq, *gk = b.gk, *gv = b.gv;
     /* keys from L on get their gradient from the suffix rows alone */
     if (sp.active) {
         cuda_memset_zero(gk, sizeof(bf16) * (size_t)nkv);
         cuda_memset_zero(gv, sizeof(bf16) * (size_t)nkv);
     }
     SdpaShape s = prefix_shape(1, &sp, B, T, Hq, Hkv, D);
-    sdpa_backward(&s, gq, gk, gv, dout, q, k, v, out, lse);
-    bf16 *dkg = NULL, *dvg = NULL;
+    sdpa_backward(&s, gq, gk, gv, dout, q, k, v, out, lse, b.ssum, b.dqacc);
     if (sp.active) {
         KV_CHECK(sel, "attention_backward_cudnn_bf16_cuda: the mask is active but sel is NULL");
-        const int64_t nl = B * Hkv * sp.n * D;
-        bf16 *kg = scratch(&kg_buf, nl, sizeof(bf16)), *vg = scratch(&vg_buf, nl, sizeof(bf16));
-        dkg = scratch(&dkg_buf, nl, sizeof(bf16)), dvg = scratch(&dvg_buf, nl, sizeof(bf16));
-        attention_cudnn_gather_kv_cuda(kg, vg, k, v, sel, B, T, Hkv, D, sp.L, sp.nsel);
+        attention_cudnn_gather_kv_cuda(b.kg, b.vg, k, v, sel, B, T, Hkv, D, sp.L, sp.nsel);
         s = suffix_shape(1, &sp, B, T, Hq, Hkv, D);
         const int64_t off = sp.L * Hq * D;
-        float *st = scratch(&lse_buf, B * Hq * sp.S, sizeof(float));
-        attention_cudnn_copy_rows_cuda(st, sp.S, lse + sp.L, T, B * Hq, sp.S);
-        sdpa_backward(&s, gq + off, dkg, dvg, dout + off, q + off, kg, vg, out + off, st);
+        attention_cudnn_copy_rows_cuda(b.lse, sp.S, lse + sp.L, T, B * Hq, sp.S);
+        sdpa_backward(&s, gq + off, b.dkg, b.dvg, dout + off, q + off, b.kg, b.vg, out + off, b.lse, b.ssum, b.dqacc);
     }
     attention_cudnn_widen_cuda(dq, gq, nq);
     attention_cudnn_widen_cuda(dk, gk, nkv);
     attention_cudnn_widen_cuda(dv, gv, nkv);
     if (sp.active)
-        attention_cudnn_scatter_add_cuda(dk, dv, dkg, dvg, sel, B, T, Hkv, D, sp.L, sp.nsel,
+        attention_cudnn_scatter_add_cuda(dk, dv, b.dkg, b.dvg, sel, B, T, Hkv, D, sp.L, sp.nsel,
                                          planted == ATTN_CUDNN_BUG_SCATTER);
 }
 
 void attention_cudnn_release(void) {
     for (int i = 0; i < n_plans; i++) plan_free(plans[i]);
     n_plans = 0;
-    Scratch *all[] = {&ws_buf, &ssum_buf, &dqacc_buf, &gq_buf, &gk_buf, &gv_buf, &kg_buf, &vg_buf, &dkg_buf, &dvg_buf,
-                      &lse_buf};
+    Scratch *all[] = {&ws_buf, &own_region};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (all[i]->p) cuda_free(all[i]->p);
         all[i]->p = NULL, all[i]->bytes = 0;

@@ -23,7 +23,9 @@
  *    its dK', dV' are scattered back and added into dk, dv.
  * The per-row records (mask_evict, mask_restride) are refused. cuDNN
  * writes dq, dk, dv in bf16 (the inputs' type), widened here to fp32.
- * D must be a multiple of 8 up to 128.
+ * D must be a multiple of 8 up to 128. cuDNN plans whose workspace
+ * exceeds ATTN_CUDNN_WORKSPACE_CAP are passed over (refused when no other
+ * engine configuration fits).
  *
  * Off unless asked for (attn_impl cudnn / KVCPT_ATTN=cudnn). Under the
  * emulator, tests/cuda_emu/cudnn_emu.c stands in for cuDNN: it checks
@@ -55,7 +57,19 @@ void attention_backward_cudnn_bf16_cuda(float *dq, float *dk, float *dv, const b
  * refusal (no library, no engine for the graph). The entries above stop
  * the program with the same message instead. */
 const char *attention_cudnn_probe(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
-/* Frees the handle, the cached plans and the scratch buffers. */
+/* The region the calls carve their fixed-size buffers from
+ * (attention_cudnn_scratch_layout, kernels/attention_cudnn_size.h, for the
+ * call's shape and mask): bytes of DEVICE memory at base, the caller's
+ * (the engine's, which its memory plan counts; model/llama_cuda.c), used
+ * until another is bound; a call whose layout needs more stops naming both
+ * sizes. NULL: the module allocates its own, grown on demand and kept
+ * until attention_cudnn_release. */
+void attention_cudnn_use_scratch(void *base, int64_t bytes);
+/* Bytes of cuDNN workspace the module holds now (the largest a plan asked
+ * for, at most ATTN_CUDNN_WORKSPACE_CAP; 0 after release). */
+int64_t attention_cudnn_workspace_bytes(void);
+/* Frees the handle, the cached plans, the workspace and the module's own
+ * region (not a bound one). */
 void attention_cudnn_release(void);
 
 /* Test hook: the same path with a planted bug, so the parity test shows it

@@ -26,16 +26,17 @@ const char *llama_attn_impl_name(LlamaAttnImpl a) {
     die("llama_attn_impl_name: unknown attention implementation %d", (int)a);
 }
 
-LlamaAttnImpl llama_attn_impl_resolve(LlamaAttnImpl requested, const char *what, int bf16, int64_t head_dim) {
+LlamaAttnImpl llama_attn_impl_asked(LlamaAttnImpl requested, const char **what) {
     llama_attn_impl_name(requested); /* checks the value */
-    LlamaAttnImpl a = requested;
-    if (a == LLAMA_ATTN_AUTO) {
-        const char *env = getenv(LLAMA_ATTN_ENV);
-        if (env && *env) {
-            a = llama_attn_impl_parse(env, LLAMA_ATTN_ENV);
-            what = LLAMA_ATTN_ENV;
-        }
-    }
+    if (requested != LLAMA_ATTN_AUTO) return requested;
+    const char *env = getenv(LLAMA_ATTN_ENV);
+    if (!env || !*env) return LLAMA_ATTN_AUTO;
+    if (what) *what = LLAMA_ATTN_ENV;
+    return llama_attn_impl_parse(env, LLAMA_ATTN_ENV);
+}
+
+LlamaAttnImpl llama_attn_impl_resolve(LlamaAttnImpl requested, const char *what, int bf16, int64_t head_dim) {
+    LlamaAttnImpl a = llama_attn_impl_asked(requested, &what);
     const int tensor_cores = bf16 && attention_tensor_core_head_dim(head_dim);
     if (a == LLAMA_ATTN_MMA && !tensor_cores) {
         if (!bf16)

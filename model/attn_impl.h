@@ -29,6 +29,11 @@ typedef enum {
 LlamaAttnImpl llama_attn_impl_parse(const char *s, const char *what);
 /* "auto", "mma", "cuda-core" or "cudnn". */
 const char *llama_attn_impl_name(LlamaAttnImpl a);
+/* What was asked for: requested when it is not auto, else $KVCPT_ATTN when
+ * set and not empty (*what, when not NULL, then names the variable), else
+ * auto. The memory plan sizes a run by it without resolving (a build
+ * without cuDNN still plans a cudnn run). */
+LlamaAttnImpl llama_attn_impl_asked(LlamaAttnImpl requested, const char **what);
 /* What runs, never auto: requested (from what, e.g. "config 'attn_impl'")
  * when it is not auto, else $KVCPT_ATTN when set and not empty, else auto;
  * auto becomes mma when bf16 and head_dim allow it, else cuda-core (never

@@ -192,8 +192,17 @@ static void free_acts(LlamaCuda *g) {
     g->bytes_acts = 0;
 }
 
+static void free_attn_scratch(LlamaCuda *g) {
+    if (!g->attn_scratch) return;
+    attention_cudnn_use_scratch(NULL, 0); /* the calls must not carve freed memory */
+    cuda_free(g->attn_scratch);
+    g->attn_scratch = NULL;
+    g->bytes_attn = 0;
+}
+
 void llama_cuda_free(LlamaCuda *g) {
     free_acts(g);
+    free_attn_scratch(g);
     if (g->state.rope_cos) cuda_free(g->state.rope_cos);
     cuda_free(g->params);
     if (g->wbf16) cuda_free(g->wbf16);
@@ -342,7 +351,7 @@ void llama_cuda_sync_tied_head(LlamaCuda *g) {
 /* Streamed: the resident gradients; a layer's slot is zeroed as it is bound. */
 void llama_cuda_zero_grad(LlamaCuda *g) { zero(g->grads, g->streamed ? g->resident_grads : g->layout.total); }
 
-int64_t llama_cuda_bytes(const LlamaCuda *g) { return g->bytes_fixed + g->bytes_acts; }
+int64_t llama_cuda_bytes(const LlamaCuda *g) { return g->bytes_fixed + g->bytes_acts + g->bytes_attn; }
 
 /* Each layer's selection buffer at `bytes` at least, replacing smaller ones. */
 static void ensure_sel(LlamaCuda *g, int64_t bytes) {
@@ -397,6 +406,23 @@ static void ensure_acts(LlamaCuda *g, int64_t B, int64_t T) {
     s->scratch = cuda_malloc_counted(&g->bytes_acts, ab.scratch);
     s->h_targets = xmalloc(sizeof(int32_t) * (size_t)BT);
     s->h_losses = xmalloc(sizeof(float) * (size_t)BT);
+}
+
+/* attn cudnn: its region at this shape's size at least (grown, never
+ * shrunk, like the activations), bound to the cuDNN calls, which other
+ * engines may have bound to theirs since; freed when the attention is no
+ * longer cudnn (llama_cuda_set_attn may change it between passes). */
+static void bind_attn_scratch(LlamaCuda *g) {
+    const int64_t need = llama_cuda_attn_scratch_bytes(&g->cfg, g->precision, g->attn, g->state.B, g->state.T, &g->mask);
+    if (need == 0) {
+        free_attn_scratch(g);
+        return;
+    }
+    if (need > g->bytes_attn) {
+        free_attn_scratch(g);
+        g->attn_scratch = cuda_malloc_counted(&g->bytes_attn, need);
+    }
+    attention_cudnn_use_scratch(g->attn_scratch, g->bytes_attn);
 }
 
 /* The device memory operations of every CUDA table. */
@@ -585,6 +611,7 @@ static float forward(LlamaCuda *g, const int32_t *tokens, const int32_t *targets
     llama_check_inputs(&g->cfg, &g->mask, tokens, targets, B, T);
     KV_CHECK(!g->streamed || pm->hooks.params_needed, "llama_cuda_forward: a streamed engine needs unit hooks");
     ensure_acts(g, B, T);
+    bind_attn_scratch(g);
     g->bytes_fixed += llama_pass_ensure_rope(pm->ops, &g->cfg, &g->state, T);
     return llama_pass_forward(pm, &g->state, tokens, targets, mode);
 }
@@ -612,4 +639,8 @@ void llama_cuda_logits(LlamaCuda *g, float *out, int64_t row0, int64_t rows) {
     }
 }
 
-void llama_cuda_backward(LlamaCuda *g) { llama_pass_backward(pass_of(g), &g->state); }
+void llama_cuda_backward(LlamaCuda *g) {
+    const LlamaPassModel *pm = pass_of(g);
+    bind_attn_scratch(g);
+    llama_pass_backward(pm, &g->state);
+}

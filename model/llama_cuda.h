@@ -77,7 +77,10 @@ struct LlamaCuda {
      * recompute=attn num_layers attention halves sharing one MLP half */
     LlamaPassState state;
     int64_t sel_bytes;           /* bytes of each layer's state.sel[l] buffer */
-    int64_t bytes_fixed, bytes_acts; /* device memory held */
+    /* attn cudnn: the region its calls carve (llama_cuda_attn_scratch_bytes),
+     * bound to them before each pass; NULL with any other attention */
+    void *attn_scratch;
+    int64_t bytes_fixed, bytes_acts, bytes_attn; /* device memory held (bytes_attn: attn_scratch's) */
 };
 
 /* The _cuda twins of model/llama_layer.h's ops (device pointers); the
@@ -163,6 +166,7 @@ void llama_cuda_zero_grad(LlamaCuda *g);
 void llama_cuda_backward(LlamaCuda *g);
 /* Logits of rows [row0, row0 + rows) of the last forward into HOST out. */
 void llama_cuda_logits(LlamaCuda *g, float *out, int64_t row0, int64_t rows);
-/* Device bytes this engine holds now (parameters, gradients, activations). */
+/* Device bytes this engine holds now (parameters, gradients, activations,
+ * attn cudnn's scratch region). */
 int64_t llama_cuda_bytes(const LlamaCuda *g);
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../common/util.h"
+#include "../kernels/attention_cudnn_size.h"
 
 LlamaCudaPrecision llama_cuda_precision_parse(const char *s, const char *what) {
     if (strcmp(s, "fp32") == 0) return LLAMA_CUDA_FP32;
@@ -152,4 +153,11 @@ int64_t llama_cuda_act_total(const LlamaConfig *c, const LlamaCudaActBytes *ab) 
     for (int i = 0; i < (int)(sizeof parts / sizeof parts[0]); i++)
         KV_CHECK(!__builtin_add_overflow(total, parts[i], &total), "llama_cuda: the activation bytes overflow 64 bits");
     return total;
+}
+
+int64_t llama_cuda_attn_scratch_bytes(const LlamaConfig *c, LlamaCudaPrecision p, LlamaAttnImpl attn, int64_t B,
+                                      int64_t T, const RefreshMask *mask) {
+    if (attn != LLAMA_ATTN_CUDNN || p != LLAMA_CUDA_BF16_WEIGHTS) return 0;
+    return attention_cudnn_scratch_layout(mask, B, T, c->num_attention_heads, c->num_key_value_heads, c->head_dim)
+        .bytes;
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "../kernels/bf16.h"
+#include "attn_impl.h"
 #include "llama.h"
 #include "recompute.h"
 
@@ -55,6 +56,14 @@ LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, LlamaRecompute reco
 /* All of them: sets x layer_set + shared_set + num_layers selections + the
  * rest, overflow-checked. */
 int64_t llama_cuda_act_total(const LlamaConfig *c, const LlamaCudaActBytes *ab);
+/* The region attn cudnn carves its fixed-size buffers from (kernels/
+ * attention_cudnn_size.h: bf16 gradients, softmax sums, dQ accumulator,
+ * the suffix's gathered keys and values): the first forward of B sequences
+ * of T tokens allocates it when the bf16 engine's attention is cudnn (a
+ * resolved attn); 0 otherwise. One region for every layer: the calls run
+ * one after another and keep nothing between them. */
+int64_t llama_cuda_attn_scratch_bytes(const LlamaConfig *c, LlamaCudaPrecision p, LlamaAttnImpl attn, int64_t B,
+                                      int64_t T, const RefreshMask *mask);
 /* Bytes per activation element (LayerActs' ACT buffers): 4, or 2 with bf16. */
 int llama_cuda_act_size(LlamaCudaPrecision p);
 

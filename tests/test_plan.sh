@@ -99,6 +99,40 @@ PY
 )
 case "$check" in OK*) ok "plan --engine cuda: 8B per GPU matches the architecture (bf16sr+recompute full, fp32, fp32+recompute full, fp32+recompute attn: ${check#OK } GiB)";;
                  *) fail "plan --engine cuda 8B" "$check";; esac
+# attn cudnn (--attn, or KVCPT_ATTN): the region its calls carve, counted
+# from the 8B shape (kernels/attention_cudnn_size.h: bf16 dQ, dK, dV; the
+# softmax sums and fp32 dQ accumulator over max(L, S) rows; the suffix's
+# key and value lists of min(K, L) + S entries and their gradients; the
+# suffix's lse; each buffer 256-byte aligned), and cuDNN's workspace at its
+# 128 MiB cap among the temporaries; none of it with another attention
+check=$(python3 - "$(cu --precision bf16sr --recompute full --attn cudnn)" "$(KVCPT_ATTN=cudnn cu --precision bf16sr --recompute full)" \
+    "$(cu --precision bf16sr --recompute full)" <<'PY'
+import json, sys
+cd, env, mma = (json.loads(a)[0] for a in sys.argv[1:4])
+T, Hq, Hkv, D, L, K = 8242, 32, 8, 128, 8192, 2048
+S = T - L
+n = min(K, L) + S
+sizes = [2*T*Hq*D, 2*T*Hkv*D, 2*T*Hkv*D, 4*Hq*max(L, S), 4*Hq*max(L, S)*D] + [2*Hkv*n*D]*4 + [4*Hq*S]
+off = 0
+for b in sizes: off = (off + 255)//256*256 + b
+region = (off + 255)//256*256
+e = []
+if cd["attn_scratch"] != region: e.append("cudnn region %d != %d" % (cd["attn_scratch"], region))
+if cd["cudnn_workspace"] != 128 << 20: e.append("cuDNN workspace %d, not the 128 MiB cap" % cd["cudnn_workspace"])
+if cd["counted"] != sum(cd[k] for k in ("params", "wbf16", "grads", "rope", "acts", "attn_scratch", "optim", "shards")): e.append("counted leaves out the region")
+if cd["total"] != cd["counted"] + cd["workspace"] or cd["workspace"] < cd["cudnn_workspace"]: e.append("total or workspace")
+if env != cd: e.append("KVCPT_ATTN=cudnn plans otherwise than --attn cudnn")
+if mma["attn_scratch"] != 0 or mma["cudnn_workspace"] != 0: e.append("the default attention counts cudnn's scratch")
+if cd["acts"] != mma["acts"]: e.append("the activations depend on the attention")
+print("; ".join(e) if e else "OK %.2f %+.1f" % (region/2**30, (cd["total"] - mma["total"])/2**20))
+PY
+)
+case "$check" in OK*) set -- ${check#OK }; ok "plan --attn cudnn: 8B region $1 GiB from the shape, cuDNN's workspace at its cap, ${2} MiB total against the default attention's";;
+                 *) fail "plan --attn cudnn" "$check";; esac
+t=$("$K" plan --preset llama3.1-8b --seq 8242 --K 2048 --L 8192 --ranks 1 --engine cuda --precision bf16sr --attn cudnn 2>&1)
+if grep -q "attn cudnn$" <<<"$t" && grep -q "^  attention scratch (cudnn) " <<<"$t" && grep -q "of which cuDNN's workspace, at its cap (ATTN_CUDNN_WORKSPACE_CAP): *0.12 GiB  (134217728 bytes)" <<<"$t"; then
+    ok "plan --attn cudnn states the region and cuDNN's workspace cap"
+else fail "plan --attn cudnn text" "$t"; fi
 # The ZeRO-3 budget's activations are the CUDA engine's: what its first
 # forward allocates (activation sets, selections, residual streams, tokens,
 # final norm rows, scratch) plus the RoPE tables, at the same activation

@@ -2,6 +2,7 @@
 
 #include "../common/util.h"
 #include "../kernels/attention_cuda_size.h"
+#include "../kernels/attention_cudnn_size.h"
 #include "../kernels/matmul.h"
 #include "../model/llama.h"
 #include "../parallel/fsdp_cuda.h"
@@ -20,7 +21,7 @@ static int64_t optim_bytes(const ParamLayout *pl, OptimKind kind) {
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* See CudaMemPlan.workspace: what the kernel launchers allocate themselves. */
-static int64_t workspace_bytes(const LlamaConfig *c, const CudaMemInputs *in) {
+static int64_t workspace_bytes(const LlamaConfig *c, const CudaMemInputs *in, int64_t cudnn_workspace) {
     int64_t B = in->micro_batch, T = in->T, BT = B * T, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
     int64_t C = c->hidden_size;
     int64_t chunk = BT < LLAMA_CUDA_CE_CHUNK_ROWS ? BT : LLAMA_CUDA_CE_CHUNK_ROWS;
@@ -33,12 +34,16 @@ static int64_t workspace_bytes(const LlamaConfig *c, const CudaMemInputs *in) {
          * bf16 activations as they are */
         b += (int64_t)sizeof(uint16_t) * (max64(BT * C, chunk * c->vocab_size) + chunk * C);
     }
-    /* the attention's own temporaries, as its launchers size them */
+    /* the attention's own temporaries, as its launchers size them; cuDNN's
+     * workspace is kept (grown to the largest plan's), the selection's
+     * scratch comes and goes beside it */
     const RefreshMask *m = &in->mask;
-    int64_t attn = max64(attention_cuda_select_scratch_bytes(m, B, T, Hq, Hkv),
-                         max64(attention_cuda_forward_scratch_bytes(m, B, T, Hq, Hkv, c->head_dim),
-                               attention_cuda_backward_scratch_bytes(m, B, T, Hq, Hkv, c->head_dim,
-                                                                     attention_bwd_variant_default())));
+    int64_t attn = attention_cuda_select_scratch_bytes(m, B, T, Hq, Hkv);
+    b += cudnn_workspace;
+    if (cudnn_workspace == 0)
+        attn = max64(attn, max64(attention_cuda_forward_scratch_bytes(m, B, T, Hq, Hkv, c->head_dim),
+                                 attention_cuda_backward_scratch_bytes(m, B, T, Hq, Hkv, c->head_dim,
+                                                                       attention_bwd_variant_default())));
     int64_t embed_rows = (int64_t)sizeof(int32_t) * 3 * BT;
     return b + max64(attn, embed_rows);
 }
@@ -56,6 +61,7 @@ CudaMemPlan cuda_mem_plan(const LlamaConfig *c, const CudaMemInputs *in) {
     p.rope = llama_cuda_rope_bytes(c, in->T);
     LlamaCudaActBytes ab = llama_cuda_act_bytes(c, in->recompute, in->precision, in->micro_batch, in->T, &in->mask);
     p.acts = llama_cuda_act_total(c, &ab);
+    p.attn = llama_cuda_attn_scratch_bytes(c, in->precision, in->attn, in->micro_batch, in->T, &in->mask);
     p.optim = in->optim_device ? optim_bytes(&pl, in->optim) : 0;
     /* the last rank's pieces absorb the rounding of every cut: the largest shard */
     if (in->ranks > 0) {
@@ -64,8 +70,9 @@ CudaMemPlan cuda_mem_plan(const LlamaConfig *c, const CudaMemInputs *in) {
         p.shards = fsdp_cuda_bytes(&sp, in->precision == LLAMA_CUDA_BF16_WEIGHTS, in->optim).total;
         shard_plan_free(&sp);
     }
-    p.counted = p.params + p.wbf16 + p.grads + p.rope + p.acts + p.optim + p.shards;
-    p.workspace = workspace_bytes(c, in);
+    p.counted = p.params + p.wbf16 + p.grads + p.rope + p.acts + p.attn + p.optim + p.shards;
+    p.cudnn_workspace = p.attn > 0 ? ATTN_CUDNN_WORKSPACE_CAP : 0;
+    p.workspace = workspace_bytes(c, in, p.cudnn_workspace);
     p.total = p.counted + p.workspace;
     param_layout_free(&pl);
     return p;
@@ -77,15 +84,22 @@ CudaMemInputs cuda_mem_inputs_from_train(const TrainConfig *c, TrainMode mode, i
     int whole = train_mode_whole_on_device(mode);
     CudaMemInputs in = {train_mode_precision(mode), (LlamaRecompute)c->recompute, whole, kind,
                         c->micro_batch, c->L + c->S, train_config_mask(c),
-                        whole ? 0 : ranks, !whole && c->reshard_after_forward};
+                        whole ? 0 : ranks, !whole && c->reshard_after_forward,
+                        llama_attn_impl_asked((LlamaAttnImpl)c->attn_impl, NULL)};
     return in;
 }
 
 void cuda_mem_plan_print(FILE *f, const CudaMemPlan *p, const char *indent) {
     const char *names[] = {"parameters (fp32)", "weights (bf16)", "gradients (fp32)", "rope tables", "activations",
-                           "optimizer states", "shards (master, grads, states)", "workspace (uncounted)", "total"};
-    const int64_t v[] = {p->params, p->wbf16, p->grads, p->rope, p->acts, p->optim, p->shards, p->workspace, p->total};
-    for (int i = 0; i < 9; i++)
+                           "attention scratch (cudnn)", "optimizer states", "shards (master, grads, states)",
+                           "workspace (uncounted)", "total"};
+    const int64_t v[] = {p->params, p->wbf16, p->grads, p->rope, p->acts, p->attn, p->optim, p->shards, p->workspace, p->total};
+    for (int i = 0; i < 10; i++) {
+        if (v[i] == 0 && i == 5) continue; /* the line only where attn cudnn holds one */
         fprintf(f, "%s%-30s %9.2f GiB  (%lld bytes)\n", indent, names[i], (double)v[i] / (1024.0 * 1024.0 * 1024.0),
                 (long long)v[i]);
+        if (i == 8 && p->cudnn_workspace > 0)
+            fprintf(f, "%s  of which cuDNN's workspace, at its cap (ATTN_CUDNN_WORKSPACE_CAP): %.2f GiB  (%lld bytes)\n",
+                    indent, (double)p->cudnn_workspace / (1024.0 * 1024.0 * 1024.0), (long long)p->cudnn_workspace);
+    }
 }

@@ -30,6 +30,7 @@ typedef struct {
     RefreshMask mask;       /* enabled = 0: no mask */
     int ranks;              /* sharded modes: the shards for this rank count (the largest rank's); 0: none */
     int streamed;           /* sharded, reshard_after_forward=1: resident tensors and layer slots, not the whole model */
+    LlamaAttnImpl attn;     /* cudnn (with bf16): its scratch region and workspace cap; else the engine's kernels */
 } CudaMemInputs;
 
 typedef struct {
@@ -37,6 +38,7 @@ typedef struct {
     int64_t acts;       /* allocated by the first forward (activations, selections, streams, scratch) */
     int64_t optim;      /* the whole-model device optimizer's states (optim_device=1, bf16sr) */
     int64_t shards;     /* this rank's shards (fsdp_cuda_bytes: master, gradient sum, states, exchange) */
+    int64_t attn;       /* attn cudnn's scratch region, held from the first forward (llama_cuda_attn_scratch_bytes) */
     int64_t counted;    /* all of the above: what the engine reports holding after a step */
     /* Not counted by the engine: the cuBLASLt workspace, the bf16 engine's
      * cast buffers (kept at their largest), and the largest temporary one
@@ -44,8 +46,11 @@ typedef struct {
      * forward and backward scratch as kernels/attention.h's
      * attention_cuda_*_scratch_bytes count them, the embedding backward's
      * rows; an estimate: cub's sort space and the small per-norm partial
-     * sums are left out). */
+     * sums are left out); with attn cudnn, cuDNN's workspace at its cap
+     * (ATTN_CUDNN_WORKSPACE_CAP, kernels/attention_cudnn_size.h: no plan
+     * wanting more is used) in place of the other kernels' scratch. */
     int64_t workspace;
+    int64_t cudnn_workspace; /* of workspace: cuDNN's at its cap with attn cudnn, else 0 */
     int64_t total;      /* counted + workspace: what the GPU must have free */
 } CudaMemPlan;
 

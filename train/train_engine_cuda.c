@@ -156,10 +156,11 @@ static void check_fits(TrainMode mode, const TrainConfig *c, const LlamaConfig *
         snprintf(fixes + n, sizeof fixes - n, " shorter sequences (L + S = %lld)", (long long)in.T);
         const double mib = 1024.0 * 1024.0;
         die("train: the CUDA engine needs %lld bytes (%.2f GiB: %.1f MiB weights and gradients, %.1f MiB activations, "
-            "%.1f MiB optimizer, %.1f MiB shards, %.1f MiB workspace) on rank %d's GPU %d, but %lld bytes (%.2f GiB) of %.2f GiB are "
+            "%.1f MiB attention scratch, %.1f MiB optimizer, %.1f MiB shards, %.1f MiB workspace) on rank %d's GPU %d, but %lld "
+            "bytes (%.2f GiB) of %.2f GiB are "
             "free; lower it with%s ('kvcpt plan --config FILE' prints the figures)",
             (long long)p.total, (double)p.total / gib, (double)(p.params + p.wbf16 + p.grads + p.rope) / mib,
-            (double)p.acts / mib, (double)p.optim / mib, (double)p.shards / mib, (double)p.workspace / mib, rank, device, (long long)free_b,
+            (double)p.acts / mib, (double)p.attn / mib, (double)p.optim / mib, (double)p.shards / mib, (double)p.workspace / mib, rank, device, (long long)free_b,
             (double)free_b / gib, (double)total_b / gib, fixes);
     }
     if (rank == 0)

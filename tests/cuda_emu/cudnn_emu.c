@@ -21,6 +21,9 @@
  *    tensors, each device tensor inside one live cudaMalloc allocation
  *    (its whole strided span) and aligned, by-value tensors in host memory,
  *    a workspace of the plan's size.
+ * Every plan reports a workspace of 1024 bytes, or of
+ * KVCPT_EMU_CUDNN_WORKSPACE bytes when that variable is set (a test
+ * checks the caller's cap against a graph that wants more).
  * Values: real tensors are read and written in their data type (bf16
  * rounded to nearest even), virtual ones are kept in double and rounded to
  * their declared type when written, so a bf16 P^T is rounded as cuDNN's
@@ -42,7 +45,15 @@
 #define MAGIC 0x63756e6eu /* "cunn" */
 #define MAX_ATTRS 12
 #define MAX_OPS 64
-#define WORKSPACE_BYTES 1024
+/* the workspace every plan asks for (see the header) */
+static int64_t workspace_bytes(void) {
+    const char *env = getenv("KVCPT_EMU_CUDNN_WORKSPACE");
+    if (!env || !*env) return 1024;
+    char *end;
+    long long v = strtoll(env, &end, 10);
+    if (*end || v < 0) die("KVCPT_EMU_CUDNN_WORKSPACE: a byte count >= 0 (got '%s')", env);
+    return (int64_t)v;
+}
 
 typedef struct {
     cudnnBackendAttributeName_t name;
@@ -572,7 +583,7 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const p, cudnnBa
     }
     if (d->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR && name == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE &&
         type == CUDNN_TYPE_INT64 && requested >= 1 && elements) {
-        *(int64_t *)elements = WORKSPACE_BYTES;
+        *(int64_t *)elements = workspace_bytes();
         if (count) *count = 1;
         return CUDNN_STATUS_SUCCESS;
     }
@@ -716,8 +727,10 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescriptor_t plan
         pack->type != CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR || !pack->finalized)
         return refuse(CUDNN_STATUS_BAD_PARAM, "execute: a finalized plan and variant pack are required");
     size_t ws_bytes = 0;
-    if (!emu_device_extent(pack->workspace, &ws_bytes, NULL) || ws_bytes < WORKSPACE_BYTES)
-        return refuse(CUDNN_STATUS_BAD_PARAM, "execute: the workspace is not %d bytes of device memory", WORKSPACE_BYTES);
+    const int64_t ws_want = workspace_bytes();
+    if (!emu_device_extent(pack->workspace, &ws_bytes, NULL) || (int64_t)ws_bytes < ws_want)
+        return refuse(CUDNN_STATUS_BAD_PARAM, "execute: the workspace is not %lld bytes of device memory",
+                      (long long)ws_want);
     const Desc *g = plan->graph, *ts[256];
     const int n = graph_tensors(g, ts, 256);
     Slot slots[256];

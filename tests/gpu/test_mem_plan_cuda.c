@@ -19,7 +19,15 @@
  * forward adds, at the case's activation size, recompute and mask, and its
  * optimizer row for 1 and 2 ranks is the largest rank's device optimizer as
  * optim_cuda_create allocates it (emulated device bytes under the
- * emulator). */
+ * emulator).
+ *
+ * attn cudnn (the bf16 engine, mask on and off, S below and above L): the
+ * engine holds the region cuDNN's calls carve (attention_cudnn_size.h), the
+ * plan's attn line, exactly; the only emulated device bytes beyond the
+ * plan's counted ones are cuDNN's workspace, at most the cap the plan's
+ * workspace counts. The same plan without cudnn's region (attn auto) must
+ * miss the engine's bytes, and a graph whose workspace exceeds the cap is
+ * refused by the probe, naming the cap. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +35,8 @@
 #include "../testlib.h"
 
 #ifdef KVCPT_CUDA
+#include "../../kernels/attention_cudnn.h"
+#include "../../kernels/attention_cudnn_size.h"
 #include "../../kernels/cuda_device.h"
 #include "../../model/llama_cuda.h"
 #include "../../optim/optim_cuda.h"
@@ -45,6 +55,7 @@ typedef struct {
     int optim_device; /* 0: sharded (fsdp_cuda.h), one rank */
     int64_t B, T;
     RefreshMask mask; /* enabled = 0: causal */
+    LlamaAttnImpl attn; /* auto: the engine's default kernels */
 } Case;
 
 static void make_config_vocab(LlamaConfig *c, int tied, int vocab) {
@@ -100,8 +111,10 @@ static void run_case(const Case *k) {
     LlamaConfig c;
     make_config(&c, k->tied);
     CudaMemInputs in = {k->precision, k->recompute, k->optim_device, OPTIM_ADAMW8BIT, k->B, k->T, k->mask,
-                        k->optim_device ? 0 : 1, !k->optim_device};
+                        k->optim_device ? 0 : 1, !k->optim_device, k->attn};
     CudaMemPlan p = cuda_mem_plan(&c, &in);
+    const int cudnn = k->attn == LLAMA_ATTN_CUDNN;
+    if (cudnn) attention_cudnn_release(); /* the workspace an earlier case left */
 #ifdef KVCPT_CUDA_EMU
     int64_t used0 = device_used();
 #endif
@@ -109,6 +122,7 @@ static void run_case(const Case *k) {
     LlamaCuda g;
     if (k->optim_device) llama_cuda_create(&g, &c, k->recompute, k->precision);
     else llama_cuda_create_streamed(&g, &c, k->recompute, k->precision);
+    if (k->attn != LLAMA_ATTN_AUTO) llama_cuda_set_attn(&g, k->attn, "mem plan test");
     if (k->mask.enabled) llama_cuda_set_mask(&g, &k->mask);
     ParamLayout pl;
     param_layout_build(&pl, &c);
@@ -155,16 +169,41 @@ static void run_case(const Case *k) {
     counted = ENGINE_BYTES();
     compare(k->label, "counted after forward+backward (peak)", counted, p.counted);
 #ifdef KVCPT_CUDA_EMU
-    compare(k->label, "emulated device bytes after forward+backward", device_used() - used0, p.counted);
+    /* cuDNN's workspace is kept beside the counted bytes, within its cap */
+    const int64_t ws = attention_cudnn_workspace_bytes();
+    compare(k->label, "emulated device bytes after forward+backward (less cuDNN's workspace)", device_used() - used0 - ws,
+            p.counted);
 #endif
+    if (cudnn) {
+        compare(k->label, "attn cudnn's region: the engine's vs the plan's attn line", g.bytes_attn, p.attn);
+        char name[256];
+        snprintf(name, sizeof name, "%s: cuDNN's workspace (%lld bytes) is held, within the %lld-byte cap the plan's "
+                 "workspace counts", k->label, (long long)attention_cudnn_workspace_bytes(), (long long)p.cudnn_workspace);
+        tl_result(attention_cudnn_workspace_bytes() > 0 && attention_cudnn_workspace_bytes() <= p.cudnn_workspace &&
+                      p.cudnn_workspace == ATTN_CUDNN_WORKSPACE_CAP && p.workspace >= p.cudnn_workspace,
+                  name, "workspace plan %lld of %lld", (long long)p.cudnn_workspace, (long long)p.workspace);
+        /* the plan without the region cannot match: the comparisons above can fail */
+        CudaMemInputs without = in;
+        without.attn = LLAMA_ATTN_AUTO;
+        snprintf(name, sizeof name, "%s: a plan leaving out cudnn's region (%lld bytes) misses the engine's bytes", k->label,
+                 (long long)p.attn);
+        tl_result(p.attn > 0 && cuda_mem_plan(&c, &without).counted != counted, name, "matched anyway");
+    } else {
+        char name[256];
+        snprintf(name, sizeof name, "%s: no cudnn region without attn cudnn", k->label);
+        tl_result(g.bytes_attn == 0 && p.attn == 0, name, "engine %lld, plan %lld", (long long)g.bytes_attn,
+                  (long long)p.attn);
+    }
     /* the ZeRO-3 budget's activations: this engine's first forward, RoPE tables included */
     PlanInputs zin = {.seq = k->T, .micro_batch = k->B, .mask = k->mask, .param_bytes = 2, .grad_bytes = 4,
                       .act_bytes = llama_cuda_act_size(k->precision), .optim = OPTIM_ADAMW8BIT, .recompute = k->recompute};
     int64_t zero3_acts = plan_rank_bytes(&c, &zin, 1).activations;
-    compare(k->label, "ZeRO-3 budget's activations vs what the first forward counted", counted - at_setup, zero3_acts);
-#ifdef KVCPT_CUDA_EMU
-    compare(k->label, "ZeRO-3 budget's activations vs the emulated bytes of the first forward", device_used() - used_setup,
+    /* the budget sizes the default attention: cudnn's region (and workspace) beside it */
+    compare(k->label, "ZeRO-3 budget's activations vs what the first forward counted", counted - at_setup - g.bytes_attn,
             zero3_acts);
+#ifdef KVCPT_CUDA_EMU
+    compare(k->label, "ZeRO-3 budget's activations vs the emulated bytes of the first forward",
+            device_used() - used_setup - g.bytes_attn - ws, zero3_acts);
 #endif
     /* the engine's own peak is the plan's only at the planned shape: a
      * smaller forward reuses the buffers, a longer one would not fit it */
@@ -184,11 +223,35 @@ static void run_case(const Case *k) {
     }
     optim_free(opt);
     llama_cuda_free(&g);
+    if (cudnn) attention_cudnn_release();
     free(host);
     free(tokens);
     free(targets);
     param_layout_free(&pl);
 }
+
+#ifdef KVCPT_CUDA_EMU
+/* A cuDNN plan wanting more workspace than the cap the memory plan counts
+ * is refused at the probe, naming the cap; at the cap it is taken. */
+static void run_cudnn_workspace_cap(void) {
+    const RefreshMask none = refresh_mask_off();
+    char want[64];
+    attention_cudnn_release(); /* no cached plan answers for the shapes below */
+    snprintf(want, sizeof want, "%lld", (long long)ATTN_CUDNN_WORKSPACE_CAP + 1);
+    setenv("KVCPT_EMU_CUDNN_WORKSPACE", want, 1);
+    const char *why = attention_cudnn_probe(1, 16, 2, 1, 8, &none);
+    tl_result(why && strstr(why, "over the 134217728-byte cap") && strstr(why, "ATTN_CUDNN_WORKSPACE_CAP"),
+              "attn cudnn: a plan wanting a workspace over the cap is refused at the probe, naming the cap",
+              "%s", why ? why : "accepted");
+    attention_cudnn_release();
+    snprintf(want, sizeof want, "%lld", (long long)ATTN_CUDNN_WORKSPACE_CAP);
+    setenv("KVCPT_EMU_CUDNN_WORKSPACE", want, 1);
+    why = attention_cudnn_probe(1, 16, 2, 1, 8, &none);
+    tl_result(!why, "attn cudnn: a plan wanting the cap's workspace exactly is taken", "%s", why ? why : "");
+    attention_cudnn_release();
+    unsetenv("KVCPT_EMU_CUDNN_WORKSPACE");
+}
+#endif
 
 /* The ZeRO-3 budget's optimizer row for ranks ranks: the largest of the
  * device optimizers the ranks' segments get (a piece of a large tensor is
@@ -236,7 +299,7 @@ static void run_mask_after_forward(const char *label) {
     const int64_t B = 2, T = 49, BT = B * T;
     const RefreshMask m = {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1,
         .restride = 3, .S = T - 40};
-    CudaMemInputs in = {LLAMA_CUDA_FP32, LLAMA_RECOMPUTE_NONE, 0, OPTIM_ADAMW8BIT, B, T, m, 0, 0};
+    CudaMemInputs in = {LLAMA_CUDA_FP32, LLAMA_RECOMPUTE_NONE, 0, OPTIM_ADAMW8BIT, B, T, m, 0, 0, LLAMA_ATTN_AUTO};
     CudaMemPlan p = cuda_mem_plan(&c, &in);
     LlamaCuda g;
     llama_cuda_create(&g, &c, LLAMA_RECOMPUTE_NONE, LLAMA_CUDA_FP32);
@@ -277,27 +340,37 @@ int main(void) {
     const RefreshMask none = refresh_mask_off();
     const LlamaRecompute keep = LLAMA_RECOMPUTE_NONE, full = LLAMA_RECOMPUTE_FULL, attn = LLAMA_RECOMPUTE_ATTN;
     const Case cases[] = {
-        {"fp32 keep-all sharded causal B2 T33", 0, LLAMA_CUDA_FP32, keep, 0, 2, 33, none},
+        {"fp32 keep-all sharded causal B2 T33", 0, LLAMA_CUDA_FP32, keep, 0, 2, 33, none, LLAMA_ATTN_AUTO},
         {"fp32 recompute device-optim mask B1 T49", 0, LLAMA_CUDA_FP32, full, 1, 1, 49,
-         {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .S = 9}},
+         {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .S = 9}, LLAMA_ATTN_AUTO},
         {"bf16 recompute sharded mask tied B3 T21", 1, LLAMA_CUDA_BF16_WEIGHTS, full, 0, 3, 21,
-         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .S = 1}},
-        {"bf16sr keep-all device-optim causal B2 T70", 0, LLAMA_CUDA_BF16_WEIGHTS, keep, 1, 2, 70, none},
+         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .S = 1}, LLAMA_ATTN_AUTO},
+        {"bf16sr keep-all device-optim causal B2 T70", 0, LLAMA_CUDA_BF16_WEIGHTS, keep, 1, 2, 70, none, LLAMA_ATTN_AUTO},
         /* per-row records (evict, restride): selections larger than B * T * Hkv */
         {"fp32 keep-all device-optim evict restride B2 T49", 0, LLAMA_CUDA_FP32, keep, 1, 2, 49,
-         {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 3, .S = 9}},
+         {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 3, .S = 9}, LLAMA_ATTN_AUTO},
         {"bf16 recompute sharded restride tied B3 T33", 1, LLAMA_CUDA_BF16_WEIGHTS, full, 0, 3, 33,
-         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .restride = 5, .S = 13}},
+         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .restride = 5, .S = 13}, LLAMA_ATTN_AUTO},
         /* recompute=attn: the layers' attention halves and one shared MLP half */
         {"fp32 recompute=attn device-optim mask B1 T49", 0, LLAMA_CUDA_FP32, attn, 1, 1, 49,
-         {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .S = 9}},
+         {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .S = 9}, LLAMA_ATTN_AUTO},
         {"bf16 recompute=attn sharded evict restride tied B3 T33", 1, LLAMA_CUDA_BF16_WEIGHTS, attn, 0, 3, 33,
-         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .evict = 1, .restride = 5, .S = 13}},
-        {"bf16sr recompute=attn device-optim causal B2 T70", 0, LLAMA_CUDA_BF16_WEIGHTS, attn, 1, 2, 70, none},
+         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .evict = 1, .restride = 5, .S = 13}, LLAMA_ATTN_AUTO},
+        {"bf16sr recompute=attn device-optim causal B2 T70", 0, LLAMA_CUDA_BF16_WEIGHTS, attn, 1, 2, 70, none, LLAMA_ATTN_AUTO},
+        /* attn cudnn: its region held by the engine, causal, S < L and S > L */
+        {"bf16 cudnn keep-all device-optim causal B2 T33", 0, LLAMA_CUDA_BF16_WEIGHTS, keep, 1, 2, 33, none,
+         LLAMA_ATTN_CUDNN},
+        {"bf16 cudnn recompute sharded mask tied B3 T21", 1, LLAMA_CUDA_BF16_WEIGHTS, full, 0, 3, 21,
+         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .S = 1}, LLAMA_ATTN_CUDNN},
+        {"bf16 cudnn recompute=attn device-optim mask S>L B1 T49", 0, LLAMA_CUDA_BF16_WEIGHTS, attn, 1, 1, 49,
+         {.enabled = 1, .L = 20, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .S = 29}, LLAMA_ATTN_CUDNN},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i]);
     if (tl_case_selected("fp32 mask set after a causal forward B2 T49")) run_mask_after_forward("fp32 mask set after a causal forward B2 T49");
+#ifdef KVCPT_CUDA_EMU
+    if (tl_case_selected("attn cudnn workspace cap")) run_cudnn_workspace_cap();
+#endif
     for (int ranks = 1; ranks <= 2; ranks++) {
         run_zero3_optim(OPTIM_ADAMW8BIT, ranks);
         run_zero3_optim(OPTIM_ADAMW, ranks);
