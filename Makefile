@@ -354,7 +354,7 @@ sanitize-emu-bins: kvcpt $(EMU_ASAN_ALL)
 sanitize-emu: sanitize-emu-bins
 	bash tests/sanitize_emu.sh
 
-.PHONY: all setup planted-test test test-bins test-quick test-quick-bins test-gpu test-gpu-bins clean fuzz sanitize sanitize-emu sanitize-emu-bins FORCE
+.PHONY: all setup format planted-test test test-bins test-quick test-quick-bins test-gpu test-gpu-bins clean fuzz sanitize sanitize-emu sanitize-emu-bins FORCE
 all: kvcpt
 
 # The commit the binaries are built from (common/build_info.h; eval.json
@@ -487,6 +487,13 @@ FUZZ_SECONDS ?= 60
 FUZZ_SRC := checkpoints/safetensors.c checkpoints/native_model.c checkpoints/ckpt.c checkpoints/mapped_file.c \
             checkpoints/gguf.c checkpoints/gguf_dequant.c \
             common/util.c common/rng.c common/json_file.c
+# Rewrites every tracked C, C++ and CUDA source to .clang-format. Twice:
+# clang-format 19 settles some initializer lists only on a second pass.
+FORMAT_SRC = $(shell git ls-files '*.c' '*.h' '*.cu' '*.cuh' '*.cc')
+format:
+	clang-format-19 -i $(FORMAT_SRC)
+	clang-format-19 -i $(FORMAT_SRC)
+
 fuzz: build/libkvcpt.a
 	@command -v clang >/dev/null 2>&1 || bash scripts/setup.sh fuzz
 	@mkdir -p build/fuzz/corpus

@@ -17,6 +17,7 @@ DEB_PKGS=(
   libzstd-dev zstd               # streamed .zst corpora
   libpcre2-dev                   # tokenizer pre-split regex (UTF + UCP)
   libutf8proc-dev                # tokenizer NFC normalizer (Qwen2)
+  clang-format-19                # the sources' layout (.clang-format; make format, tests/repo/test_format.sh)
   libssl-dev                     # SHA-256 (libcrypto) of prepare inputs and the tokenizer
   python3-venv                   # the virtual environment below (torch and the oracles: PyPI)
   gnuplot-nox                    # PNG plots (loss curves, PPL per policy)
