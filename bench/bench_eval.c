@@ -27,6 +27,7 @@
  * follows it (on a shared machine a pair sees the same load), and reports
  * the medians, each pair's ratio among them. */
 #include <dirent.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,15 +53,24 @@ typedef struct {
 } BenchEval;
 
 typedef struct {
-    double seconds, load_seconds, forward, wall; /* -1: did not run */
+    double seconds, load_seconds, forward, forward_cpu, wall; /* -1: did not run */
     char why[16384]; /* room for three paths */
 } PeerTime;
 
-/* kvcpt eval as a user runs it: its process wall time, and the seconds its
- * eval.json records for hashing and loading the model (-1: did not run). */
+/* kvcpt eval as a user runs it: its process wall time, its CPU time (user
+ * and system, every thread), and the seconds its eval.json records for
+ * hashing and loading the model (-1: did not run). */
 typedef struct {
-    double wall, load;
+    double wall, cpu, load;
 } UserRun;
+
+/* CPU seconds (user + system) of this process's waited-for children so far. */
+static double children_cpu_seconds(void) {
+    struct rusage u;
+    KV_CHECK(getrusage(RUSAGE_CHILDREN, &u) == 0, "bench eval: getrusage failed");
+    return (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec + (double)u.ru_stime.tv_sec +
+           1e-6 * (double)u.ru_stime.tv_usec;
+}
 
 /* v in decimal into buf (an argv entry); returns buf. */
 static const char *i64_arg(char *buf, size_t n, int64_t v) {
@@ -99,12 +109,12 @@ static UserRun run_kvcpt_all(const BenchEval *b, const char *dir) {
                           "--context", I64(L, b->context), "--last", I64(S, b->last), "--budget", b->budget,
                           "--policies", "all", "--max-docs", I64(docs, b->max_docs), "--device", "cpu",
                           "--bootstrap", "10", "--out", out, "--quiet", NULL};
-    double t0 = now_seconds();
+    double t0 = now_seconds(), c0 = children_cpu_seconds();
     int rc = subprocess_run(argv, NULL, log, NULL, 0);
-    double dt = now_seconds() - t0;
+    double dt = now_seconds() - t0, cpu = children_cpu_seconds() - c0;
     KV_CHECK(rc == 0, "bench eval: kvcpt eval --policies all failed (status %d); its output is in %s", rc, log);
     path_fmt(json, sizeof json, "%s/eval.json", out);
-    return (UserRun){dt, eval_json_load_seconds(json)};
+    return (UserRun){dt, cpu, eval_json_load_seconds(json)};
 }
 
 /* `kvcpt eval` with kvpress's choices (the same list as kvpress_flags in
@@ -136,7 +146,7 @@ static void run_peer(const BenchEval *b, int64_t K, const char *dir, PeerTime *t
     exe_dir_path(script, sizeof script, "tests/kvpress_peer.py");
     path_fmt(log, sizeof log, "%s/peer.log", dir);
     const char *interp = b->python ? b->python : py;
-    t->seconds = t->load_seconds = t->forward = t->wall = -1, t->why[0] = 0;
+    t->seconds = t->load_seconds = t->forward = t->forward_cpu = t->wall = -1, t->why[0] = 0;
     if (access(interp, X_OK) != 0) {
         snprintf(t->why, sizeof t->why, "no Python interpreter at %s (run 'make setup', or give --python)", interp);
         return;
@@ -155,13 +165,15 @@ static void run_peer(const BenchEval *b, int64_t K, const char *dir, PeerTime *t
         t->load_seconds = json_number_value(json_object_get(res, "load_seconds"));
         json_t *fw = json_object_get(res, "forward_seconds");
         t->forward = json_is_number(fw) ? json_number_value(fw) : -1;
+        json_t *fc = json_object_get(res, "forward_cpu_seconds");
+        t->forward_cpu = json_is_number(fc) ? json_number_value(fc) : -1;
         json_decref(res);
     }
     /* --policies none: the forward alone, no policy time to report */
     int forward_only = strcmp(b->policies, "none") == 0;
     if (forward_only ? t->forward <= 0 : t->seconds <= 0) {
         snprintf(t->why, sizeof t->why, "%s %s did not run (status %d; its stderr is kept in %s)", interp, script, rc, log);
-        t->seconds = t->forward = -1;
+        t->seconds = t->forward = t->forward_cpu = -1;
     } else if (forward_only) {
         t->seconds = -1, t->why[0] = 0;
     }
@@ -277,30 +289,35 @@ int bench_eval(int argc, char **argv) {
     /* none: the yardstick forward alone; kvcpt has no kvpress choices to run */
     if (strcmp(b.policies, "none") == 0) b.user_run_only = 1;
     int64_t n = b.repeat;
-    double *all = xmalloc(sizeof(double) * 7 * (size_t)n), *all_load = all + n, *ours = all + 2 * n;
+    double *all = xmalloc(sizeof(double) * 9 * (size_t)n), *all_load = all + n, *ours = all + 2 * n;
     double *kvp = all + 3 * n, *kvp_load = all + 4 * n, *kvp_wall = all + 5 * n, *fwd = all + 6 * n;
-    double *ratio = xmalloc(sizeof(double) * 2 * (size_t)n), *ratio_compute = ratio + n;
+    double *all_cpu = all + 7 * n, *fwd_cpu = all + 8 * n;
+    double *ratio = xmalloc(sizeof(double) * 3 * (size_t)n), *ratio_compute = ratio + n, *ratio_cpu = ratio + 2 * n;
     PeerTime peer;
     for (int64_t i = 0; i < n; i++) {
         char dir[] = "/tmp/kvcpt_bench_eval_XXXXXX";
         KV_CHECK(mkdtemp(dir) != NULL, "bench eval: cannot create a temporary directory");
-        UserRun u = b.shared_only ? (UserRun){-1, -1} : run_kvcpt_all(&b, dir);
-        all[i] = u.wall, all_load[i] = u.load;
+        UserRun u = b.shared_only ? (UserRun){-1, -1, -1} : run_kvcpt_all(&b, dir);
+        all[i] = u.wall, all_cpu[i] = u.cpu, all_load[i] = u.load;
         ours[i] = b.user_run_only ? -1 : run_kvcpt(&b, K, dir);
         run_peer(&b, K, dir, &peer);
         if (!peer.why[0] || peer.wall < 0) remove_run(dir); /* a failed peer's log stays */
         kvp[i] = peer.seconds, kvp_load[i] = peer.load_seconds, kvp_wall[i] = peer.wall, fwd[i] = peer.forward;
+        fwd_cpu[i] = peer.forward_cpu;
         ratio[i] = all[i] > 0 && fwd[i] > 0 ? all[i] / fwd[i] : -1;
         ratio_compute[i] = all[i] > 0 && fwd[i] > 0 ? (all[i] - all_load[i]) / fwd[i] : -1;
-        if (!b.json && n > 1)
+        ratio_cpu[i] = all_cpu[i] > 0 && fwd_cpu[i] > 0 ? all_cpu[i] / fwd_cpu[i] : -1;
+        if (n > 1) /* stderr: progress beside --json's one object on stdout */
             fprintf(stderr, "bench eval: run %lld/%lld: kvcpt every variant %.3f s (load %.3f s), forward %.3f s, "
-                    "ratio %.3fx\n", (long long)(i + 1), (long long)n, all[i], all_load[i], fwd[i], ratio[i]);
+                    "ratio %.3fx; CPU %.1f s over %.1f s: %.3fx\n", (long long)(i + 1), (long long)n, all[i], all_load[i], fwd[i],
+                    ratio[i], all_cpu[i], fwd_cpu[i], ratio_cpu[i]);
         if (peer.why[0]) break; /* the peer failed: said once below */
     }
     /* each figure's median over the runs (the ratios are each pair's) */
     double m_all = median_of(all, n), m_load = median_of(all_load, n), m_ours = median_of(ours, n);
     double m_kvp = median_of(kvp, n), m_kvp_load = median_of(kvp_load, n), m_kvp_wall = median_of(kvp_wall, n);
     double m_fwd = median_of(fwd, n), m_ratio = median_of(ratio, n), m_ratio_c = median_of(ratio_compute, n);
+    double m_all_cpu = median_of(all_cpu, n), m_fwd_cpu = median_of(fwd_cpu, n), m_ratio_cpu = median_of(ratio_cpu, n);
     if (b.json) {
         printf("{\"bench\": \"eval\", \"peer\": \"kvpress\", \"context\": %lld, \"last\": %lld, \"budget\": %lld, "
                "\"policies\": \"%s\", \"max_docs\": %lld, \"threads\": %lld, \"repeat\": %lld",
@@ -322,12 +339,16 @@ int bench_eval(int argc, char **argv) {
             if (m_ratio > 0)
                 printf(", \"kvcpt_all_variants_over_forward\": %.3f, \"kvcpt_all_variants_without_load_over_forward\": "
                        "%.3f", m_ratio, m_ratio_c);
+            if (m_ratio_cpu > 0)
+                printf(", \"kvcpt_all_variants_cpu_seconds\": %.4f, \"transformers_forward_cpu_seconds\": %.4f, "
+                       "\"kvcpt_all_variants_cpu_over_forward_cpu\": %.3f", m_all_cpu, m_fwd_cpu, m_ratio_cpu);
             if (m_ratio > 0 && n > 1) {
                 printf(", \"pairs\": [");
                 for (int64_t i = 0; i < n; i++)
                     printf("%s{\"kvcpt_all_variants_seconds\": %.4f, \"kvcpt_all_variants_load_seconds\": %.4f, "
-                           "\"transformers_forward_seconds\": %.4f, \"kvcpt_all_variants_over_forward\": %.3f}",
-                           i ? ", " : "", all[i], all_load[i], fwd[i], ratio[i]);
+                           "\"transformers_forward_seconds\": %.4f, \"kvcpt_all_variants_over_forward\": %.3f, "
+                           "\"kvcpt_all_variants_cpu_seconds\": %.4f, \"transformers_forward_cpu_seconds\": %.4f}",
+                           i ? ", " : "", all[i], all_load[i], fwd[i], ratio[i], all_cpu[i], fwd_cpu[i]);
                 printf("]");
             }
         }
@@ -359,6 +380,9 @@ int bench_eval(int argc, char **argv) {
             printf("  ratio kvcpt (every default variant) / forward: %8.2fx\n", m_ratio);
             printf("  the same without kvcpt's model hash and load:  %8.2fx\n", m_ratio_c);
         }
+        if (m_ratio_cpu > 0)
+            printf("  CPU time (every thread), kvcpt %.2f s / forward %.2f s:   %8.2fx\n", m_all_cpu, m_fwd_cpu,
+                   m_ratio_cpu);
     }
     free(all), free(ratio);
     return 0;

@@ -4,8 +4,9 @@
 # peer's --bench does, one forward time per call, so the figures are known):
 # kvcpt's user run (every variant) and the forward of each repeat side by
 # side, the medians, each pair's ratio, kvcpt's time without its model hash
-# and load (what eval.json now records beside hash_seconds), and no kvpress
-# failure reported for the policy run that --policies none does not ask for.
+# and load (what eval.json now records beside hash_seconds), both sides' CPU
+# seconds, and no kvpress failure reported for the policy run that
+# --policies none does not ask for.
 . "$(dirname "$0")/lib.sh"
 $K prepare --synthetic recall --vocab 64 --doc-tokens 120 --query-tail 9 --docs 20 --out "$tmp/d" >/dev/null
 $K train --set model=tiny --set data="$tmp/d" --set out="$tmp/r" --set steps=1 --set warmup_steps=0 --set L=48 \
@@ -19,7 +20,7 @@ cat >"$tmp/peer" <<PEER
 case " \$* " in *" --policies none "*) ;; *) echo "not --policies none: \$*" >&2; exit 3;; esac
 n=\$(( \$(cat "$tmp/calls" 2>/dev/null || echo 0) + 1 )); echo \$n >"$tmp/calls"
 f=(0 0.4 0.8 0.6)
-echo "{\"seconds\": 0.0, \"load_seconds\": 1.5, \"forward_seconds\": \${f[\$n]}, \"policy_seconds\": {}, \"documents\": 1, \"threads\": 1}"
+echo "{\"seconds\": 0.0, \"load_seconds\": 1.5, \"forward_seconds\": \${f[\$n]}, \"forward_cpu_seconds\": 0.25, \"policy_seconds\": {}, \"documents\": 1, \"threads\": 1}"
 PEER
 chmod +x "$tmp/peer"
 
@@ -58,6 +59,14 @@ if grep -q "kvpress:" "$tmp/text" || ! grep -q "ratio kvcpt (every default varia
 else
     ok "the text report gives the ratio and no kvpress failure"
 fi
+
+# CPU time: kvcpt's process (every thread, from the child's rusage) over the forward's (0.25 s, as the peer says)
+cpu=$(q .kvcpt_all_variants_cpu_seconds)
+awk -v c="$cpu" -v r="$(q .kvcpt_all_variants_cpu_over_forward_cpu)" -v f="$(q .transformers_forward_cpu_seconds)" \
+    'BEGIN { exit !(c > 0 && f == 0.25 && r > 0) }' \
+    && [ "$(q '[.pairs[].kvcpt_all_variants_cpu_seconds > 0] | all')" = true ] \
+    && ok "CPU seconds of each side and their ratio ($cpu s over 0.25 s)" \
+    || fail "cpu" "kvcpt $cpu, forward $(q .transformers_forward_cpu_seconds), ratio $(q .kvcpt_all_variants_cpu_over_forward_cpu)"
 
 # eval.json: the model's load time beside its hash time
 $K eval --model "$tmp/r/model" --data "$tmp/d" --L 48 --S 8 --K 6 --max-docs 1 --quiet --out "$tmp/e" >/dev/null 2>&1
