@@ -26,7 +26,10 @@ static void column(float *out, const float *inp, const float *weight, int64_t N,
 }
 
 void row_matmul_forward(float *out, const float *inp, const float *weight, int64_t N, int64_t IC, int64_t OC) {
-    /* columns split across threads: each output stays one dot product on one thread */
-#pragma omp parallel for schedule(static) if (N * IC * OC >= PARALLEL_MIN_MACS)
+    /* columns split across threads: each output stays one dot product on one
+     * thread. Handed out in chunks as threads come free rather than in fixed
+     * halves: on a shared machine a thread that waits for a core would hold
+     * up the step with its half, thousands of times per eval */
+#pragma omp parallel for schedule(dynamic, 32) if (N * IC * OC >= PARALLEL_MIN_MACS)
     for (int64_t o = 0; o < OC; o++) column(out, inp, weight, N, IC, OC, o);
 }
