@@ -413,7 +413,7 @@ void engine_decode_batch_top1(DecodeEngine *const *e, Policy *const *p, const in
         be->ops->rmsnorm_forward(r.xf, r.rstd, x, e[0]->w->final_norm, nb, C, (float)c->rms_norm_eps);
         be->ops->matmul_forward(r.logits, r.xf, e[0]->w->lm_head, nb, C, V);
         const float *logits = be->logits(&r, c);
-#pragma omp parallel for schedule(static) if (nb > 1)
+#pragma omp parallel for schedule(dynamic) if (nb > 1) /* rows to threads as they come free */
         for (int64_t b = 0; b < nb; b++)
             score_token(logits + b * V, V, tokens[b][pos + 1], nll + b * S + i, top1 ? top1 + b * S + i : NULL);
         if (e[0]->on_step) e[0]->on_step(e[0]->step_ctx, i, S - 1);

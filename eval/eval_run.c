@@ -307,10 +307,16 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
     free(x.eng), free(x.tok), free(x.cls), free(x.doc), free(buf), free(x.full_tot);
 }
 
-/* Model mi from the config read at the start. */
+/* Model mi from the config read at the start; its load time goes beside
+ * its hash time in eval.json's run.models, so that a timing of the run can
+ * leave both out, as a peer's timing leaves out its own model load. */
 static void load_model(const EvalRun *r, Llama *m, int mi) {
+    double t0 = now_seconds();
     llama_create(m, &r->cfg[mi]);
     model_source_load_fp32(r->s->models[mi], &r->cfg[mi], &m->layout, m->params);
+    json_t *entry = json_array_get(json_object_get(r->run, "models"), (size_t)mi);
+    KV_CHECK(entry && json_object_set_new(entry, "load_seconds", json_real(now_seconds() - t0)) == 0,
+             "eval.json: out of memory");
 }
 
 /* On an accelerator, m's weights go to the device once for all its contexts. */

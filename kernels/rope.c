@@ -3,6 +3,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "parallel_min.h"
+
 /* transformers' inverse frequencies 1 / base^(2i/D), in fp32 (torch's
  * float32 tensor arithmetic) */
 static float base_inv(float base, int64_t i, int64_t D) { return 1.0f / powf(base, (float)(2 * i) / (float)D); }
@@ -113,7 +115,7 @@ void rope_table(float *cos_t, float *sin_t, int64_t T, int64_t D, const RopePara
 static void rotate_rows(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, const float *cos_t,
                         const float *sin_t, int64_t B, int64_t T, int64_t H, int64_t D, float sign) {
     int64_t half = D / 2;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (B * T * H * D >= KERNEL_PARALLEL_MIN_FLOATS)
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++) {
             const float *c = cos_t + t * half, *s = sin_t + t * half;
@@ -130,7 +132,7 @@ static void rotate_rows(float *dst, int64_t dst_stride, const float *src, int64_
 }
 
 static void copy_rows(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows, int64_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * n >= KERNEL_PARALLEL_MIN_FLOATS)
     for (int64_t r = 0; r < rows; r++) memcpy(dst + r * dst_stride, src + r * src_stride, sizeof(float) * (size_t)n);
 }
 

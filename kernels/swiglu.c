@@ -1,5 +1,6 @@
 #include "swiglu.h"
 
+#include "parallel_min.h"
 #include "vector_math.h"
 
 /* One element each; exp_poly keeps the row loops vectorised. */
@@ -27,7 +28,7 @@ VECTOR_CLONES static void backward_span(float *dg, float *du, const float *dh,
 }
 
 void swiglu_fused_forward_cpu(float *h, const float *gu, int64_t N, int64_t F) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * F >= KERNEL_PARALLEL_MIN_FLOATS)
     for (int64_t r = 0; r < N; r++) forward_span(h + r * F, gu + r * 2 * F, gu + r * 2 * F + F, F);
 }
 

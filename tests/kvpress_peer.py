@@ -22,7 +22,8 @@ Two modes:
       runs kvpress alone over the documents `kvcpt eval` would score, then
       one transformers forward (sdpa, no cache, last logits) of each
       document's L tokens, and prints one JSON line: {"seconds": kvpress's
-      compute time, "forward_seconds": the forwards', "load_seconds": ...}
+      compute time, "forward_seconds": the forwards', "forward_cpu_seconds":
+      their CPU time over all threads, "load_seconds": ...}
       (what `kvcpt bench eval --peer kvpress` reads).
 
 Policy pairs (docs/eval.md, "kvpress as the peer"):
@@ -206,12 +207,15 @@ def bench(a):
     # tokens of each document
     with torch.no_grad():  # torch's one-off first-call costs stay out of the timed forwards
         sdpa(torch.tensor(docs[0][1][:16], dtype=torch.long)[None], use_cache=False, logits_to_keep=1)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with torch.no_grad():
         for _, d in docs:
             sdpa(torch.tensor(d[:a.context], dtype=torch.long)[None], use_cache=False, logits_to_keep=1)
-    forward = time.perf_counter() - t0
-    print(json.dumps({"seconds": seconds, "load_seconds": load, "forward_seconds": forward, "policy_seconds": per_policy,
+    forward, forward_cpu = time.perf_counter() - t0, time.process_time() - c0
+    # forward_cpu_seconds: the forward's CPU time over all its threads (on a
+    # shared machine, what the wall time would be without the others' load)
+    print(json.dumps({"seconds": seconds, "load_seconds": load, "forward_seconds": forward,
+                      "forward_cpu_seconds": forward_cpu, "policy_seconds": per_policy,
                       "documents": len(docs),
                       "threads": torch.get_num_threads()}))
     return 0

@@ -10,6 +10,7 @@
 
 #include "../common/util.h"
 #include "../eval/policy.h"
+#include "../kernels/refresh_select.h"
 #include "testlib.h"
 
 #define HQ 2
@@ -548,7 +549,66 @@ static void test_kvec_window(void) {
     fx_free(&f);
 }
 
+/* The definition policy_top_k must meet: every score sorted, higher first,
+ * equal scores to the lower position, the first k taken, by position. */
+static int64_t top_k_by_sort(int32_t *pos, float *score, const float *s, int64_t n, int64_t k) {
+    SelectRanked *r = xmalloc(sizeof(SelectRanked) * (size_t)n);
+    int64_t m = select_top_k(r, s, n, k);
+    int32_t *flag = xcalloc((size_t)n, sizeof(int32_t));
+    for (int64_t j = 0; j < m; j++) flag[r[j].pos] = 1;
+    int64_t c = 0;
+    for (int64_t j = 0; j < n; j++)
+        if (flag[j]) pos[c] = (int32_t)j, score[c] = s[j], c++;
+    free(r), free(flag);
+    return m;
+}
+
+/* policy_top_k against the full sort on scores built to tie: few distinct
+ * values (ties decided by position), -0 beside +0, infinities, runs that
+ * ascend, descend or repeat one value, every k from 0 past n; and a NaN,
+ * which takes the sort itself. Scores compared by their bits. */
+static void test_top_k(void) {
+    enum { N = 97 };
+    float s[N], sc[N], sc_ref[N];
+    int32_t pos[N], pos_ref[N];
+    uint64_t seed = 12345;
+    int bad = 0;
+    char why[160] = "";
+    for (int shape = 0; shape < 7 && !bad; shape++)
+        for (int64_t n = 1; n <= N && !bad; n += (n < 12 ? 1 : 17)) {
+            for (int64_t j = 0; j < n; j++) {
+                seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+                int v = (int)((seed >> 33) % 5);
+                float x = shape == 0 ? (float)v - 2.0f
+                          : shape == 1 ? (v == 0 ? -0.0f : v == 1 ? 0.0f : v == 2 ? INFINITY : v == 3 ? -INFINITY : 1.0f)
+                          : shape == 2 ? (float)j : shape == 3 ? (float)(n - j) : shape == 4 ? 0.5f
+                          : (float)(seed >> 40) / 16777216.0f;
+                s[j] = x;
+            }
+            if (shape == 6) s[n / 2] = NAN;
+            for (int64_t k = 0; k <= n + 1 && !bad; k++) {
+                int64_t m = policy_top_k(pos, sc, s, n, k), mr = top_k_by_sort(pos_ref, sc_ref, s, n, k);
+                if (shape == 6) { /* the NaN case's reference is the sort's own order */
+                    SelectRanked *r = xmalloc(sizeof(SelectRanked) * (size_t)n);
+                    select_top_k(r, s, n, k);
+                    for (int64_t j = 0; j < mr; j++) pos_ref[j] = r[j].pos;
+                    qsort(pos_ref, (size_t)mr, sizeof(int32_t), cmp_i32);
+                    for (int64_t j = 0; j < mr; j++) sc_ref[j] = s[pos_ref[j]];
+                    free(r);
+                }
+                bad = m != mr || memcmp(pos, pos_ref, sizeof(int32_t) * (size_t)m) != 0 ||
+                      memcmp(sc, sc_ref, sizeof(float) * (size_t)m) != 0;
+                if (bad)
+                    snprintf(why, sizeof why, "shape %d, n %lld, k %lld: kept %lld, the sort %lld, or other keys",
+                             shape, (long long)n, (long long)k, (long long)m, (long long)mr);
+            }
+        }
+    tl_result(!bad, "policy_top_k keeps the full sort's keys and scores (ties, signed zeros, infinities, NaN)", "%s",
+              why);
+}
+
 int main(void) {
+    test_top_k();
     test_streaming();
     test_snapkv();
     test_refreshkv();
