@@ -6,7 +6,7 @@
 # the library's directories goes into build/libkvcpt.a. cli/ (the
 # command-line front, main in cli/kvcpt.c), bench/ (the `kvcpt bench`
 # targets) and backends/ (the compute backends' registry entries, which
-# main registers) sit above them (tests/test_layers.sh checks that includes
+# main registers) sit above them (tests/repo/test_layers.sh checks that includes
 # only go downward) and stay out of the library: kvcpt links their objects
 # itself, the tests link the library alone (a test that calls a command
 # names its object below).
@@ -48,7 +48,7 @@ endif
 BASE_CFLAGS := $(CFLAGS)
 BASE_LDLIBS := $(LDLIBS)
 
-# the component directories, lowest layer first (tests/test_layers.sh);
+# the component directories, lowest layer first (tests/repo/test_layers.sh);
 # each compute backend's folder under backends/ is found by itself
 DIRS    := common kernels data model optim checkpoints parallel train eval bench backends \
            $(patsubst %/,%,$(sort $(wildcard backends/*/))) cli
@@ -148,8 +148,10 @@ PROG_DIRS := cli bench backends
 PROG_OBJ  := $(filter $(PROG_DIRS:%=build/%/%),$(OBJ))
 LIB_OBJ   := $(filter-out $(PROG_OBJ),$(OBJ))
 
-TEST_SRC  := $(wildcard tests/test_*.c)
-TEST_BIN  := $(TEST_SRC:tests/%.c=build/tests/%)
+# the C tests, grouped in tests/ by the source folder each checks, built flat
+# as build/tests/NAME (tests/gpu/ holds the GPU suite)
+TEST_SRC  := $(filter-out tests/gpu/%,$(wildcard tests/*/test_*.c))
+TEST_BIN  := $(addprefix build/tests/,$(basename $(notdir $(TEST_SRC))))
 TOOL_SRC  := $(wildcard tests/tools/*.c)
 TOOL_BIN  := $(TOOL_SRC:tests/tools/%.c=build/tests/tools/%)
 GPU_SRC   := $(wildcard tests/gpu/test_*.c)
@@ -198,7 +200,7 @@ EMU_CXXFLAGS := -std=c++17 $(OPT) -g -ffp-contract=fast $(EMU_FMA) -D__CUDA_ARCH
                 -iquote kernels
 EMU_TESTS    := ops_cuda adamw_cuda shard_ops_cuda attention_cuda attention_mma attention_cudnn model_cuda decode_cuda attention_decode_cuda mma mem_plan_cuda
 EMU_BIN      := $(EMU_TESTS:%=build/tests/test_cuda_emu_%)
-# the NCCL tests, on the plain emulator only (tests/test_cuda_emu_nccl.sh
+# the NCCL tests, on the plain emulator only (tests/cuda_emu/test_cuda_emu_nccl.sh
 # runs them under mpirun; run.sh runs them once as a single rank)
 ifneq ($(MPICC),)
 EMU_BIN      += build/tests/test_cuda_emu_comm_nccl build/tests/test_cuda_emu_nccl_collectives
@@ -230,7 +232,7 @@ $(EMU_CUH): build/emu/%.cuh: %.cuh tests/cuda_emu/cu2cc.sh
 #    adds go to tests/cuda_emu/emu_race.cc, which reports conflicting accesses
 #    to shared and device memory that no barrier orders (docs/emulator.md). Its C
 #    objects and emulated NCCL are build/emu's, unchanged.
-#    tests/test_cuda_emu_races.sh runs it.
+#    tests/cuda_emu/test_cuda_emu_races.sh runs it.
 #  - emu-asan (build/emu-asan/): the emulator under AddressSanitizer and UBSan,
 #    the same sources as build/emu built with KVCPT_EMU_ASAN, which makes the
 #    emulator allocate dynamic shared memory and cudaMalloc at exactly the
@@ -240,7 +242,7 @@ $(EMU_CUH): build/emu/%.cuh: %.cuh tests/cuda_emu/cu2cc.sh
 #    at Llama-3.1-8B shapes and the emulated-engine CLI tests on it (tens of
 #    minutes on 2 cores: docs/emulator.md); `make test` builds the two quick
 #    binaries and runs the planted bugs and most 8B-shape kernels
-#    (tests/test_cuda_emu_asan.sh).
+#    (tests/cuda_emu/test_cuda_emu_asan.sh).
 # Per variant V: V_CFLAGS compile its C files and link its C programs,
 # V_CXXFLAGS compile and link its C++ (kernels and runtime), V_KERNEL_FLAGS
 # are added for the kernels alone, V_C_FROM names the variant whose C objects
@@ -321,11 +323,11 @@ build/$(1)/tools/%: tests/tools/%.c $$($(1)_LIB) $$(BIN_DEPS)
 	@mkdir -p $$(dir $$@)
 	$$($(1)_LINK)
 
-# the training attention at Llama-3.1-8B shapes (tests/test_cuda_emu_asan.sh)
+# the training attention at Llama-3.1-8B shapes (tests/cuda_emu/test_cuda_emu_asan.sh)
 build/$(1)/kernels_8b: tests/gpu/kernels_8b.c $$($(1)_KERNELS_LIB) $$(BIN_DEPS)
 	$$(CC) $$($(1)_CFLAGS) $$(BIN_DEPFLAGS) $$< $$($(1)_KERNELS_LIB) $$(BASE_LDLIBS) -lstdc++ -o $$@
 
-# the emulator's own checks: launch limits, planted races (tests/test_cuda_emu_orders.sh)
+# the emulator's own checks: launch limits, planted races (tests/cuda_emu/test_cuda_emu_orders.sh)
 build/$(1)/emu_checks: build/$(1)/tests/cuda_emu/emu_checks.cu.o $$($(1)_RUNTIME_OBJ)
 	$$(CXX) $$($(1)_CXXFLAGS) $$^ -o $$@
 
@@ -339,7 +341,7 @@ $$($(1)_TESTS)/test_cuda_emu_mma: $$(MMA_TEST_DEP) build/$(1)/tests/gpu/mma_gemm
 endef
 $(foreach v,emu emu-race emu-asan,$(eval $(call EMU_VARIANT,$(v))))
 
-# the binaries tests/test_cuda_emu_races.sh runs (not the memory plan's test,
+# the binaries tests/cuda_emu/test_cuda_emu_races.sh runs (not the memory plan's test,
 # which it leaves out)
 RACE_BIN          := $(filter-out %_mem_plan_cuda,$(EMU_TESTS:%=build/emu-race/tests/test_cuda_emu_%)) build/emu-race/emu_checks
 EMU_ASAN_BIN      := $(EMU_TESTS:%=build/emu-asan/tests/test_cuda_emu_%)
@@ -394,9 +396,12 @@ build/libkvcpt.a: $(LIB_OBJ)
 kvcpt: $(MAIN_C) $(PROG_OBJ) build/libkvcpt.a $$(if $$(wildcard build/.kvcpt.d),,FORCE)
 	$(CC) $(CFLAGS) -MMD -MP -MF build/.kvcpt.d $< $(PROG_OBJ) build/libkvcpt.a $(LDLIBS) -o $@
 
-build/tests/%: tests/%.c tests/testlib.h build/libkvcpt.a $(BIN_DEPS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BIN_DEPFLAGS) $< $(filter %.o,$^) build/libkvcpt.a $(LDLIBS) -o $@
+define c_test_rule
+build/tests/$(basename $(notdir $(1))): $(1) tests/testlib.h build/libkvcpt.a $$(BIN_DEPS)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $$(BIN_DEPFLAGS) $$< $$(filter %.o,$$^) build/libkvcpt.a $$(LDLIBS) -o $$@
+endef
+$(foreach s,$(TEST_SRC),$(eval $(call c_test_rule,$(s))))
 
 # the tests that call a command link its object (cli/, bench/ are not in the library)
 build/tests/test_convert: build/cli/cmd_convert.o
@@ -419,9 +424,9 @@ endif
 # A C test linked against a changed copy of one library source, whose
 # definitions come before the library's (an archive member is only pulled
 # for a symbol still undefined), so the test runs the changed code
-# (tests/test_attention_planted.sh plants changes in the attention oracle
+# (tests/kernels/test_attention_planted.sh plants changes in the attention oracle
 # and in the CPU fast path this way; nothing of the library changes):
-#   make planted-test PLANTED=copy.c PLANTED_OF=kernels/x.c PLANTED_TEST=tests/test_x.c PLANTED_OUT=path
+#   make planted-test PLANTED=copy.c PLANTED_OF=kernels/x.c PLANTED_TEST=tests/FOLDER/test_x.c PLANTED_OUT=path
 # The copy compiles as if it sat where PLANTED_OF does (its quoted
 # includes); the library must be built already.
 planted-test:
@@ -462,7 +467,7 @@ clean:
 	rm -rf build kvcpt
 
 # `make sanitize`: the whole CPU program built with AddressSanitizer and UBSan
-# (build/asan/kvcpt) runs every test script that runs the program (tests/test_*.sh that take
+# (build/asan/kvcpt) runs every test script that runs the program (tests/FOLDER/test_*.sh that take
 # their binary from KVCPT_BIN). Reports are written to build/asan/reports, not
 # only to stderr, because a test that expects a refusal would take a
 # sanitizer's exit status for one; any report fails the target. Not part of

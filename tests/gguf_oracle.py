@@ -2,7 +2,7 @@
 """llama.cpp's gguf package and transformers' GGUF loader as the oracles of
 `kvcpt convert --from FILE.gguf`.
 
-Run by tests/test_gguf_oracle.sh; by hand:
+Run by tests/model/test_gguf_oracle.sh; by hand:
 
     third_party/venv/bin/python tests/gguf_oracle.py --kvcpt ./kvcpt --workdir /tmp/g [--real FILE.gguf]
 

@@ -2,7 +2,7 @@
 """GGUF tokenizers of the SentencePiece and Qwen2 families through
 `kvcpt convert --from FILE.gguf`, against Hugging Face.
 
-Run by tests/test_tokenizer_families.sh on the files tests/tokenizer_families.py
+Run by tests/data/test_tokenizer_families.sh on the files tests/tokenizer_families.py
 trained (FAMILIES: sp_legacy.json, qwen2_nfc.json, heldout.jsonl). For each,
 gguf.GGUFWriter writes a tiny llama GGUF carrying the tokenizer as
 llama.cpp's converter lays it out, kvcpt converts it, and:

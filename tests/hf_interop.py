@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Interop of kvcpt checkpoints with the Python Hugging Face stack.
 
-Run by `make test` (tests/test_hf_transformers.sh) with the locked venv of
+Run by `make test` (tests/model/test_hf_transformers.sh) with the locked venv of
 scripts/setup.sh; by hand:
 
     third_party/venv/bin/python tests/hf_interop.py --kvcpt ./kvcpt [--workdir /tmp/kvcpt_interop] [--vllm]

@@ -1,8 +1,8 @@
-# Sourced by the shell tests (". "$(dirname "$0")/lib.sh"): the repository
+# Sourced by the shell tests (". "$(dirname "$0")/../lib.sh" || exit 1", each in its folder under tests/): the repository
 # root as the working directory, ./kvcpt as $K, a temporary directory $tmp
 # removed on exit, and the ok/fail lines tests/run.sh counts.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 K=${KVCPT_BIN:-./kvcpt}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of a suite and ends with "N passed, N failed".
-#   cpu: build/tests/test_* (C) and tests/test_*.sh (scripts)
+#   cpu: build/tests/test_* (C) and tests/FOLDER/test_*.sh (scripts)
 #   gpu: build/tests/gpu/test_* and tests/gpu/test_*.sh (they skip themselves without a GPU)
-#   cli: the tests/test_*.sh that run the program as $K ($KVCPT_BIN, default ./kvcpt)
+#   cli: the tests/FOLDER/test_*.sh that run the program as $K ($KVCPT_BIN, default ./kvcpt)
 # KVCPT_TEST_JOBS=N runs up to N tests at once (default: the number of cores
 # for cpu and cli, 1 for gpu, whose tests share one device); each test's line
 # is printed when it ends, so the order varies from run to run. The tests in
@@ -109,10 +109,10 @@ if [ "$suite" = gpu ]; then
     for b in "${bins[@]}"; do add "gpu/$(basename "$b")" "$b"; done
     for s in tests/gpu/test_*.sh; do add "gpu/$(basename "$s")" "$s"; done
 elif [ "$suite" = cli ]; then # the scripts that run the program as $K (make sanitize runs them on another binary)
-    for s in tests/test_*.sh; do [ -f "$s" ] && grep -q '\$K\b\|\${K}' "$s" && add "$(basename "$s")" "$s"; done
+    for s in tests/*/test_*.sh; do [[ $s == tests/gpu/* ]] && continue; [ -f "$s" ] && grep -q '\$K\b\|\${K}' "$s" && add "$(basename "$s")" "$s"; done
 else
     for b in build/tests/test_*; do [ -x "$b" ] && add "$(basename "$b")" "$b"; done
-    for s in tests/test_*.sh; do [ -f "$s" ] && add "$(basename "$s")" "$s"; done
+    for s in tests/*/test_*.sh; do [[ $s == tests/gpu/* ]] && continue; [ -f "$s" ] && add "$(basename "$s")" "$s"; done
 fi
 
 if [ -n "${KVCPT_TESTS:-}" ] && [ ${#names[@]} -eq 0 ]; then

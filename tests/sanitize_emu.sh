@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # `make sanitize-emu`: the CUDA emulator's AddressSanitizer + UBSan build
 # (build/emu-asan, see the Makefile and docs/emulator.md) against the project:
-#  1. tests/test_cuda_emu_asan.sh: planted out-of-bounds bugs and an int32
+#  1. tests/cuda_emu/test_cuda_emu_asan.sh: planted out-of-bounds bugs and an int32
 #     overflow are reported; the project's kernels at Llama-3.1-8B shapes
 #     (sampled blocks) run with no report; here also the training attention
 #     at those shapes (kernels_8b attention);
 #  2. the emulated GPU tests (build/emu-asan/tests/test_cuda_emu_*), the
-#     emulated-engine CLI tests (tests/test_train_cuda_emu.sh,
-#     tests/test_eval_cuda_emu.sh, tests/test_train_cuda_emu_ranks.sh with
+#     emulated-engine CLI tests (tests/train/test_train_cuda_emu.sh,
+#     tests/eval/test_eval_cuda_emu.sh, tests/train/test_train_cuda_emu_ranks.sh with
 #     KVCPT_EMU_KVCPT=build/emu-asan/kvcpt), the emulated NCCL under mpirun
-#     (tests/test_cuda_emu_nccl.sh) and the emulated devices
-#     (tests/test_cuda_emu_devices.sh) pass with no report.
+#     (tests/cuda_emu/test_cuda_emu_nccl.sh) and the emulated devices
+#     (tests/cuda_emu/test_cuda_emu_devices.sh) pass with no report.
 # Prints ok / FAIL lines, then "sanitize-emu: clean" or "sanitize-emu: failed"
 # (exit 1). KVCPT_SANITIZE_JOBS runs that many tests at once (default 2);
 # KVCPT_SANITIZE_TIMEOUT stops one after that many seconds (default 3600).
@@ -22,7 +22,7 @@ failed=0
 pass() { ok "$1"; }
 flunk() { fail "$1" "$2"; failed=1; }
 [ -x "$A/kvcpt" ] || { flunk "sanitizer build" "$A/kvcpt is not built (make sanitize-emu builds it)"; echo "sanitize-emu: failed"; exit 1; }
-bash tests/test_cuda_emu_asan.sh | tee "$tmp/quick.log"
+bash tests/cuda_emu/test_cuda_emu_asan.sh | tee "$tmp/quick.log"
 grep -q '^FAIL - ' "$tmp/quick.log" && failed=1
 grep -q '^ok - ' "$tmp/quick.log" || failed=1
 
@@ -45,11 +45,11 @@ queue kernels_8b_attention env KVCPT_EMU_BLOCKS=sample KVCPT_EMU_SEED=1 "$A/kern
 for t in model_cuda attention_cuda decode_cuda ops_cuda adamw_cuda shard_ops_cuda attention_decode_cuda mma mem_plan_cuda; do
     queue "test_cuda_emu_$t" "$A/tests/test_cuda_emu_$t"
 done
-queue test_train_cuda_emu.sh env KVCPT_EMU_KVCPT=$A/kvcpt bash tests/test_train_cuda_emu.sh
-queue test_eval_cuda_emu.sh env KVCPT_EMU_KVCPT=$A/kvcpt bash tests/test_eval_cuda_emu.sh
-queue test_train_cuda_emu_ranks.sh env KVCPT_EMU_KVCPT=$A/kvcpt bash tests/test_train_cuda_emu_ranks.sh
-queue test_cuda_emu_nccl.sh env KVCPT_EMU_TESTS_DIR=$A/tests bash tests/test_cuda_emu_nccl.sh
-queue test_cuda_emu_devices.sh env KVCPT_EMU_CHECKS=$A/emu_checks bash tests/test_cuda_emu_devices.sh
+queue test_train_cuda_emu.sh env KVCPT_EMU_KVCPT=$A/kvcpt bash tests/train/test_train_cuda_emu.sh
+queue test_eval_cuda_emu.sh env KVCPT_EMU_KVCPT=$A/kvcpt bash tests/eval/test_eval_cuda_emu.sh
+queue test_train_cuda_emu_ranks.sh env KVCPT_EMU_KVCPT=$A/kvcpt bash tests/train/test_train_cuda_emu_ranks.sh
+queue test_cuda_emu_nccl.sh env KVCPT_EMU_TESTS_DIR=$A/tests bash tests/cuda_emu/test_cuda_emu_nccl.sh
+queue test_cuda_emu_devices.sh env KVCPT_EMU_CHECKS=$A/emu_checks bash tests/cuda_emu/test_cuda_emu_devices.sh
 wait
 for name in "${names[@]}"; do
     log=$tmp/$name.log

@@ -1,4 +1,4 @@
-/* Checks of the CUDA emulator itself (run by tests/test_cuda_emu_orders.sh),
+/* Checks of the CUDA emulator itself (run by tests/cuda_emu/test_cuda_emu_orders.sh),
  * built from this .cu file by tests/cuda_emu/cu2cc.sh as the kernels are.
  *   emu_checks limits          launch limits and launch errors as on sm_90:
  *                              ok / FAIL lines
@@ -8,7 +8,7 @@
  *   emu_checks planted-launch  an oversized launch on a launch path written
  *                              as the project's are (CUDA_CHECK_LAUNCH):
  *                              must stop the program with the error
- * For the race detector (build/emu-race/emu_checks, tests/test_cuda_emu_races.sh):
+ * For the race detector (build/emu-race/emu_checks, tests/cuda_emu/test_cuda_emu_races.sh):
  *   emu_checks race-threads    a shared value read with no __syncthreads after
  *                              thread 0 writes it
  *   emu_checks race-offbyone   each thread writes its two shared slots, the
@@ -35,7 +35,7 @@
  *   emu_checks arith           a*b+c in a kernel is fused (as nvcc
  *                              contracts it); __fadd_rn(__fmul_rn(a,b),c) is not
  *   emu_checks sample-count    which blocks of a grid KVCPT_EMU_BLOCKS runs
- * Several devices (run with KVCPT_EMU_DEVICES=3, tests/test_cuda_emu_devices.sh):
+ * Several devices (run with KVCPT_EMU_DEVICES=3, tests/cuda_emu/test_cuda_emu_devices.sh):
  *   emu_checks devices         cudaSetDevice/cudaGetDevice/properties per
  *                              device, an invalid ordinal refused and
  *                              recorded: ok / FAIL lines

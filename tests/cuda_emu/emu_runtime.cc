@@ -912,7 +912,7 @@ __attribute__((noinline)) void cp_async_wait_all() {
 /* KVCPT_EMU_DIGEST=PATH: a line per device-to-host copy (the launches run
  * so far, its size and an FNV-1a hash of its bytes) written to PATH, so that
  * runs under different KVCPT_EMU_ORDERs can be compared byte for byte
- * (tests/test_cuda_emu_orders.sh): everything a test or the program reads
+ * (tests/cuda_emu/test_cuda_emu_orders.sh): everything a test or the program reads
  * back from the device passes through here. Host threads may copy at the
  * same time (the decode engine's policies run side by side under OpenMP),
  * so the lines carry no sequence number and are compared as a sorted set. */

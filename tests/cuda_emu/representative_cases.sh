@@ -1,4 +1,4 @@
-# Sourced by tests/test_cuda_emu_orders.sh and tests/test_cuda_emu_races.sh:
+# Sourced by tests/cuda_emu/test_cuda_emu_orders.sh and tests/cuda_emu/test_cuda_emu_races.sh:
 # the cases (KVCPT_TEST_CASES) of the longer emulated suites they run under
 # other schedules and under the race detector, where every kernel and launch
 # shape still runs but the plain run, in index order, keeps the rest.

@@ -430,7 +430,7 @@ static void run_all(void) {
         {"evict T=257 L=200 K=100 (> tile), ratio 8, D=128", 1, 257, 8, 1, 128,
             {.enabled = 1, .L = 200, .K = 100, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1}},
         /* smaller twins of the three largest cases, which the schedule-order
-         * and race runs take (tests/test_cuda_emu_orders.sh and _races.sh):
+         * and race runs take (tests/cuda_emu/test_cuda_emu_orders.sh and _races.sh):
          * the same kernels and paths (refresh rows over several tiles, causal
          * D=128 over three, K over a tile) at a tenth of the emulator's time */
         {"T=130 L=40 (refresh rows span tiles) K=20, ratio 4, D=64, one sequence", 1, 130, 8, 2, 64,

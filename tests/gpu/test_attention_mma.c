@@ -407,7 +407,7 @@ static void bf16_entries_case(const Family *f, const Case *c) {
  * and dv, against the oracle. They run only on request
  * (KVCPT_TEST_ATTN_MMA_PLANT=cp-wait1, cp-nosync, bwd-cp-wait1 or
  * bwd-cp-buf, from
- * tests/test_cuda_emu_cp_async.sh and tests/test_cuda_emu_races.sh): the
+ * tests/cuda_emu/test_cuda_emu_cp_async.sh and tests/cuda_emu/test_cuda_emu_races.sh): the
  * race variant must stop the program at the planted launch, and what a
  * plant computes in the plain build may depend on the schedule, which the
  * orders test (every device-to-host copy equal across orders) would take
@@ -546,7 +546,7 @@ static void run_all(void) {
     if (tl_case_selected(plant_case.label)) run_case(&plant_case, 1);
     /* a missing barrier is a data race: under the race detector the program
      * stops at it, and under other block orders its dq differs, so it runs
-     * only when KVCPT_TEST_CASES names it (tests/test_cuda_emu_races.sh:
+     * only when KVCPT_TEST_CASES names it (tests/cuda_emu/test_cuda_emu_races.sh:
      * the race detector reports it, the plain emulator's dq fails the
      * comparison). Its label has no "T=", which the other labels share. */
     const Case race_case = {"planted missing barrier in the backward: seventy rows, causal, ratio 2, D=32", 1, 70, 4, 2,

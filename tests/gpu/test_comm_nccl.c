@@ -4,7 +4,7 @@
  * CommType, checked element by element against the layout the CPU contract
  * gives (gaps untouched). Runs on a GPU with NCCL, and on the CUDA emulator
  * with its NCCL over MPI (build/tests/test_cuda_emu_comm_nccl,
- * tests/test_cuda_emu_nccl.sh).
+ * tests/cuda_emu/test_cuda_emu_nccl.sh).
  *
  * Each rank takes the device of its node-local rank (cuda_device_select,
  * shared round-robin when there are fewer devices than ranks) before NCCL
@@ -26,7 +26,7 @@
  * with comm_set_timeout before NCCL opens, as `kvcpt train` sets
  * comm_timeout) the NCCL watchdog (parallel/nccl_watchdog.c) ends them after
  * T s naming the operation; with T = 0 only the emulated NCCL's own
- * KVCPT_EMU_NCCL_TIMEOUT does (tests/test_cuda_emu_nccl.sh shows both).
+ * KVCPT_EMU_NCCL_TIMEOUT does (tests/cuda_emu/test_cuda_emu_nccl.sh shows both).
  * KVCPT_TEST_NCCL_TIMEOUT_LATER=1 sets T once NCCL is open instead. */
 #include <stdio.h>
 #include <stdlib.h>

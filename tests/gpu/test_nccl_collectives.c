@@ -5,7 +5,7 @@
  * are exact in any order and the same checks hold on a GPU with real NCCL;
  * the emulated NCCL's fixed rank order of reduction is checked where it
  * decides the result (emulator only). Built for the emulator as
- * build/tests/test_cuda_emu_nccl_collectives (tests/test_cuda_emu_nccl.sh).
+ * build/tests/test_cuda_emu_nccl_collectives (tests/cuda_emu/test_cuda_emu_nccl.sh).
  *
  * KVCPT_TEST_NCCL_PLANT=op|root plants a mismatch on the last rank (another
  * reduction op, another broadcast root): the call must fail on every rank
