@@ -49,8 +49,13 @@ static double time_cpu(Optimizer *o, float *p, const float *g, const AdamWHyper 
 }
 
 int bench_adamw(int argc, char **argv) {
-    BenchArgs a = {.device = NULL, .optim = "adamw8bit", .param_dtype = "f32", .numel = 0, .seg_numel = 16777216,
-                   .steps = 5, .json = 0};
+    BenchArgs a = {.device = NULL,
+                   .optim = "adamw8bit",
+                   .param_dtype = "f32",
+                   .numel = 0,
+                   .seg_numel = 16777216,
+                   .steps = 5,
+                   .json = 0};
     const Option opts[] = {
         {"device", OPT_STRING, &a.device, "cpu|cuda", "backend; absent: cuda when a GPU is visible"},
         {"optim", OPT_STRING, &a.optim, "adamw8bit|adamw", "optimizer"},

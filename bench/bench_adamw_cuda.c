@@ -42,4 +42,3 @@ static double adamw_time_step(Optimizer *o, const float *p, const float *g, Opti
 }
 
 const BenchAdamwDevice bench_adamw_cuda = {adamw_time_step, cuda_device_hbm_gbps, cuda_device_describe};
-

@@ -41,9 +41,8 @@ static int run_peer(const BenchAttn *a, double *fwd_ms, double *bwd_ms, char *to
     snprintf(skv, sizeof skv, "%lld", (long long)a->kv_heads);
     snprintf(sd, sizeof sd, "%lld", (long long)a->head_dim);
     snprintf(sr, sizeof sr, "%lld", (long long)a->reps);
-    const char *argv[] = {a->python, script,       "--seq",   st,   "--batch", sb,       "--heads",
-                          sh,        "--kv-heads", skv,       "--head-dim",      sd,       "--dtype",
-                          "bf16",    "--reps",     sr,        "--json",          NULL};
+    const char *argv[] = {a->python,    script, "--seq",   st,     "--batch", sb, "--heads", sh,  "--kv-heads", skv,
+                          "--head-dim", sd,     "--dtype", "bf16", "--reps",  sr, "--json",  NULL};
     fprintf(stderr, "bench attention: running the PyTorch peer (%s %s)\n", a->python, script);
     char line[4096], err[512];
     int rc = subprocess_run(argv, NULL, log_path, line, sizeof line);
@@ -84,8 +83,20 @@ static int run_peer(const BenchAttn *a, double *fwd_ms, double *bwd_ms, char *to
 }
 
 int bench_attention(int argc, char **argv) {
-    BenchAttn a = {.batch = 1, .seq = 8242, .heads = 32, .kv_heads = 8, .head_dim = 128, .L = 8192, .K = 2048,
-                   .pool = 7, .evict = 0, .restride = 0, .reps = 3, .json = 0, .no_peers = 0, .python = NULL};
+    BenchAttn a = {.batch = 1,
+                   .seq = 8242,
+                   .heads = 32,
+                   .kv_heads = 8,
+                   .head_dim = 128,
+                   .L = 8192,
+                   .K = 2048,
+                   .pool = 7,
+                   .evict = 0,
+                   .restride = 0,
+                   .reps = 3,
+                   .json = 0,
+                   .no_peers = 0,
+                   .python = NULL};
     const char *python = NULL, *attn = NULL;
     const Option opts[] = {
         {"batch", OPT_INT, &a.batch, "B", "sequences"},
@@ -97,7 +108,8 @@ int bench_attention(int argc, char **argv) {
         {"K", OPT_INT, &a.K, "N", "selected keys per KV head"},
         {"pool", OPT_INT, &a.pool, "N", "selection max-pool kernel"},
         {"evict", OPT_INT, &a.evict, "0|1", "1: rows >= L keep kept + local keys <= K, as the eval's cache"},
-        {"restride", OPT_INT, &a.restride, "R", "R > 0: full rows every R steps that re-select (the eval's --refresh-fixed R)"},
+        {"restride", OPT_INT, &a.restride, "R",
+         "R > 0: full rows every R steps that re-select (the eval's --refresh-fixed R)"},
         {"reps", OPT_INT, &a.reps, "N", "timed calls per kernel, after one warm-up"},
         {"attn", OPT_STRING, &attn, "IMPL",
          "the bf16 engine's attention kernels timed in the bf16 row: mma (tensor cores; head dims 16, 32, 64, 128), "
@@ -118,9 +130,10 @@ int bench_attention(int argc, char **argv) {
                       "names it.",
                       opts, argc, argv))
         return 0;
-    KV_CHECK(a.batch >= 1 && a.seq >= 1 && a.heads >= 1 && a.kv_heads >= 1 && a.head_dim >= 1 && a.reps >= 1 &&
-                 a.L >= 0 && a.K >= 1,
-             "bench attention: --batch, --seq, --heads, --kv-heads, --head-dim, --reps, --K must be positive and --L >= 0");
+    KV_CHECK(
+        a.batch >= 1 && a.seq >= 1 && a.heads >= 1 && a.kv_heads >= 1 && a.head_dim >= 1 && a.reps >= 1 && a.L >= 0 &&
+            a.K >= 1,
+        "bench attention: --batch, --seq, --heads, --kv-heads, --head-dim, --reps, --K must be positive and --L >= 0");
     char default_python[4200];
     if (!python) python = getenv("KVCPT_PYTHON");
     if (!python) {
@@ -132,13 +145,15 @@ int bench_attention(int argc, char **argv) {
     a.python = python;
     a.attn = llama_attn_impl_resolve(attn ? llama_attn_impl_parse(attn, "bench attention --attn") : LLAMA_ATTN_AUTO,
                                      "bench attention --attn", 1, a.head_dim);
-    const BenchAttentionDevice *cu = bench_hooks(backend_require_accel("bench attention"), "bench attention")->attention;
+    const BenchAttentionDevice *cu =
+        bench_hooks(backend_require_accel("bench attention"), "bench attention")->attention;
     BenchAttnTimes times = {0};
     cu->kernels(&a, &times);
     if (!a.no_peers) {
         double pf = 0, pb = 0;
         char version[64] = "", why[9000] = "", *backends = NULL;
-        const double pt = 4.0 * (double)a.head_dim * (double)(a.batch * a.heads) * (double)a.seq * (double)(a.seq + 1) / 2.0;
+        const double pt =
+            4.0 * (double)a.head_dim * (double)(a.batch * a.heads) * (double)a.seq * (double)(a.seq + 1) / 2.0;
         int have = run_peer(&a, &pf, &pb, version, sizeof version, why, sizeof why, &backends);
         if (a.json) {
             if (have) {
@@ -148,7 +163,8 @@ int bench_attention(int argc, char **argv) {
                 if (backends) printf(",%s", backends);
                 if (times.engine_forward_tflops > 0)
                     printf(",\"bf16_vs_sdpa_forward\":%.4f,\"bf16_vs_sdpa_backward\":%.4f",
-                           times.engine_forward_tflops / (pt / pf / 1e9), times.engine_backward_tflops / (2.5 * pt / pb / 1e9));
+                           times.engine_forward_tflops / (pt / pf / 1e9),
+                           times.engine_backward_tflops / (2.5 * pt / pb / 1e9));
             } else {
                 json_t *w = json_string(why);
                 char *ws = json_dumps(w, JSON_ENCODE_ANY);
@@ -163,7 +179,8 @@ int bench_attention(int argc, char **argv) {
             if (backends) printf("  SDPA backends (the default call's, then each alone): %s\n", backends);
             if (times.engine_forward_tflops > 0)
                 printf("  bf16 kernels / SDPA (TFLOP/s, each on the pairs it visits): forward %.3f, backward %.3f\n",
-                       times.engine_forward_tflops / (pt / pf / 1e9), times.engine_backward_tflops / (2.5 * pt / pb / 1e9));
+                       times.engine_forward_tflops / (pt / pf / 1e9),
+                       times.engine_backward_tflops / (2.5 * pt / pb / 1e9));
         } else printf("  PyTorch SDPA peer: %s; kvcpt's figures alone\n", why);
         free(backends);
     }

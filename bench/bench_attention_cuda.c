@@ -26,7 +26,8 @@ static void fp32_forward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
     attention_forward_cuda(b->out, b->lse, b->q, b->k, b->v, b->sel, B, T, Hq, Hkv, D, m);
 }
 static void fp32_backward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
-    attention_backward_cuda(b->dq, b->dk, b->dv, b->dout, b->q, b->k, b->v, b->out, b->lse, b->sel, B, T, Hq, Hkv, D, m);
+    attention_backward_cuda(b->dq, b->dk, b->dv, b->dout, b->q, b->k, b->v, b->out, b->lse, b->sel, B, T, Hq, Hkv, D,
+                            m);
 }
 /* the tensor-core instantiation the bf16 engine runs (model/llama_cuda.c,
  * attn mma): bf16 q, k, v, out and dout, fp32 lse and gradients */
@@ -73,18 +74,19 @@ typedef struct {
     const char *name; /* JSON key */
     const char *what; /* how it computes */
     int engine;       /* 1: the "bf16" row, the kernels of BenchAttn.attn; 0: run as they are */
-    int variant;      /* a tensor-core backward variant alone (no forward), skipped when it is the engine's; -1: none */
-    int cudnn;        /* 1: cuDNN's, timed where it runs and when it is not the engine's row */
+    int variant; /* a tensor-core backward variant alone (no forward), skipped when it is the engine's; -1: none */
+    int cudnn; /* 1: cuDNN's, timed where it runs and when it is not the engine's row */
     AttnCall forward, backward;
 } AttnKernels;
 
 /* the bf16 engine's attention, as KVCPT_ATTN or --attn chose it */
-static const AttnKernels engine_mma = {"bf16", "the bf16 engine's, attn mma: bf16 in, mma.sync on tensor cores, fp32 sums",
-                                       1, -1, 0, mma_forward, mma_backward};
-static const AttnKernels engine_core = {"bf16", "the bf16 engine's, attn cuda-core: bf16 in, FMA on CUDA cores", 1, -1, 0,
-                                        core_forward, core_backward};
-static const AttnKernels engine_cudnn = {"bf16", "the bf16 engine's, attn cudnn: cuDNN's fused SDPA, bf16 in", 1, -1, 1,
-                                         cudnn_forward, cudnn_backward};
+static const AttnKernels engine_mma = {
+    "bf16",      "the bf16 engine's, attn mma: bf16 in, mma.sync on tensor cores, fp32 sums", 1, -1, 0, mma_forward,
+    mma_backward};
+static const AttnKernels engine_core = {
+    "bf16", "the bf16 engine's, attn cuda-core: bf16 in, FMA on CUDA cores", 1, -1, 0, core_forward, core_backward};
+static const AttnKernels engine_cudnn = {
+    "bf16", "the bf16 engine's, attn cudnn: cuDNN's fused SDPA, bf16 in", 1, -1, 1, cudnn_forward, cudnn_backward};
 static const AttnKernels kernel_families[] = {
     {"fp32", "the fp32 engine's: fp32 in, FMA on CUDA cores", 0, -1, 0, fp32_forward, fp32_backward},
     {"bf16", NULL, 1, -1, 0, NULL, NULL}, /* engine_mma, engine_core or engine_cudnn */
@@ -99,8 +101,13 @@ static const AttnKernels kernel_families[] = {
 
 /* The mask the options describe (L = 0: causal). */
 static RefreshMask bench_mask(const BenchAttn *a) {
-    return (RefreshMask){.enabled = a->L > 0, .L = a->L, .K = a->K, .pool_kernel = a->pool, .agg = GROUP_AGG_MAX,
-                         .evict = (int)a->evict, .restride = a->restride};
+    return (RefreshMask){.enabled = a->L > 0,
+                         .L = a->L,
+                         .K = a->K,
+                         .pool_kernel = a->pool,
+                         .agg = GROUP_AGG_MAX,
+                         .evict = (int)a->evict,
+                         .restride = a->restride};
 }
 
 /* (query, key) pairs the mask lets one (batch row, query head) visit: the
@@ -109,7 +116,8 @@ static RefreshMask bench_mask(const BenchAttn *a) {
 static double visited_pairs(const BenchAttn *a) {
     RefreshMask m = bench_mask(a);
     double pairs = 0;
-    for (int64_t p = 0; p < a->seq; p++) pairs += (double)(refresh_active(&m, a->seq) ? refresh_row_count(&m, p) : p + 1);
+    for (int64_t p = 0; p < a->seq; p++)
+        pairs += (double)(refresh_active(&m, a->seq) ? refresh_row_count(&m, p) : p + 1);
     return pairs;
 }
 
@@ -120,7 +128,8 @@ static double forward_flops(const BenchAttn *a, double pairs) {
 
 /* n elements of size es, in bytes; dies on overflow. */
 static size_t checked_bytes(size_t es, int64_t n) {
-    KV_CHECK(n >= 0 && (uint64_t)n <= SIZE_MAX / es, "bench attention: %lld elements of %zu bytes overflow", (long long)n, es);
+    KV_CHECK(n >= 0 && (uint64_t)n <= SIZE_MAX / es, "bench attention: %lld elements of %zu bytes overflow",
+             (long long)n, es);
     return es * (size_t)n;
 }
 
@@ -143,14 +152,14 @@ static bf16 *bf16_device(const float *x, int64_t n) {
 }
 
 /* Mean milliseconds of `reps` calls after one warm-up call. */
-#define TIME_MS(reps, ms, call)                                                                                     \
-    do {                                                                                                            \
-        call;                                                                                                       \
-        cuda_synchronize();                                                                                         \
-        double t0_ = now_seconds();                                                                                 \
-        for (int64_t rep_ = 0; rep_ < (reps); rep_++) call;                                                         \
-        cuda_synchronize();                                                                                         \
-        (ms) = 1e3 * (now_seconds() - t0_) / (double)(reps);                                                        \
+#define TIME_MS(reps, ms, call)                                                                                        \
+    do {                                                                                                               \
+        call;                                                                                                          \
+        cuda_synchronize();                                                                                            \
+        double t0_ = now_seconds();                                                                                    \
+        for (int64_t rep_ = 0; rep_ < (reps); rep_++) call;                                                            \
+        cuda_synchronize();                                                                                            \
+        (ms) = 1e3 * (now_seconds() - t0_) / (double)(reps);                                                           \
     } while (0)
 
 static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
@@ -172,7 +181,8 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
     Bufs b = {0};
     b.q = normal_device(nq, &r), b.k = normal_device(nkv, &r), b.v = normal_device(nkv, &r);
     b.dout = normal_device(nq, &r);
-    b.out = cuda_malloc(checked_bytes(sizeof(float), nq)), b.lse = cuda_malloc(checked_bytes(sizeof(float), B * Hq * T));
+    b.out = cuda_malloc(checked_bytes(sizeof(float), nq)),
+    b.lse = cuda_malloc(checked_bytes(sizeof(float), B * Hq * T));
     b.dq = cuda_malloc(checked_bytes(sizeof(float), nq)), b.dk = cuda_malloc(checked_bytes(sizeof(float), nkv));
     b.dv = cuda_malloc(checked_bytes(sizeof(float), nkv));
     b.qb = bf16_device(b.q, nq), b.kb = bf16_device(b.k, nkv), b.vb = bf16_device(b.v, nkv);
@@ -180,18 +190,19 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
     b.sel = active ? cuda_malloc(checked_bytes(sizeof(int32_t), B * Hkv * refresh_sel_len(&m, T))) : NULL;
     /* the selection the bf16 engine runs (either attention): on bf16 q and k */
     double select_ms = 0;
-    if (active) TIME_MS(a->reps, select_ms, attention_refresh_select_bf16_cuda(b.sel, b.qb, b.kb, B, T, Hq, Hkv, D, &m));
+    if (active)
+        TIME_MS(a->reps, select_ms, attention_refresh_select_bf16_cuda(b.sel, b.qb, b.kb, B, T, Hq, Hkv, D, &m));
     const double pairs = visited_pairs(a), ff = forward_flops(a, pairs);
     char dev[256];
     cuda_device_describe(dev, sizeof dev);
     if (a->json)
-        printf("{\"bench\":\"attention\",\"device\":\"%s\",\"batch\":%lld,\"seq\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
-               "\"head_dim\":%lld,\"mask_L\":%lld,\"mask_K\":%lld,\"mask_evict\":%d,\"mask_restride\":%lld,"
-               "\"reps\":%lld,\"forward_flops\":%.6e,\"select_ms\":%.4f,\"bf16_attn\":\"%s\"",
-               dev, (long long)B, (long long)T, (long long)Hq, (long long)Hkv, (long long)D,
-               (long long)(active ? a->L : 0), (long long)(active ? a->K : 0), active ? m.evict : 0,
-               (long long)(active ? m.restride : 0), (long long)a->reps, ff, select_ms,
-               llama_attn_impl_name(a->attn));
+        printf(
+            "{\"bench\":\"attention\",\"device\":\"%s\",\"batch\":%lld,\"seq\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
+            "\"head_dim\":%lld,\"mask_L\":%lld,\"mask_K\":%lld,\"mask_evict\":%d,\"mask_restride\":%lld,"
+            "\"reps\":%lld,\"forward_flops\":%.6e,\"select_ms\":%.4f,\"bf16_attn\":\"%s\"",
+            dev, (long long)B, (long long)T, (long long)Hq, (long long)Hkv, (long long)D,
+            (long long)(active ? a->L : 0), (long long)(active ? a->K : 0), active ? m.evict : 0,
+            (long long)(active ? m.restride : 0), (long long)a->reps, ff, select_ms, llama_attn_impl_name(a->attn));
     if (a->json && tc) printf(",\"bf16_attn_forward_rows\":%d", attention_mma_fwd_rows());
     else if (a->json) printf(",\"bf16_attn_forward_rows\":null");
     if (!a->json) {
@@ -209,7 +220,7 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
         else printf("  the bf16 row runs attn cuda-core: the fp32 engine's kernels reading bf16\n");
     }
     for (int f = 0; f < N_FAMILIES; f++) {
-        const AttnKernels *kf = kernel_families[f].engine ? (tc                               ? &engine_mma
+        const AttnKernels *kf = kernel_families[f].engine ? (tc                            ? &engine_mma
                                                              : a->attn == LLAMA_ATTN_CUDNN ? &engine_cudnn
                                                                                            : &engine_core)
                                                           : &kernel_families[f];
@@ -240,7 +251,8 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
             times->engine_backward_tflops = bt;
         }
         if (a->json)
-            printf(",\"%s_forward_ms\":%.4f,\"%s_backward_ms\":%.4f,\"%s_forward_tflops\":%.2f,\"%s_backward_tflops\":%.2f",
+            printf(",\"%s_forward_ms\":%.4f,\"%s_backward_ms\":%.4f,\"%s_forward_tflops\":%.2f,\"%s_backward_tflops\":%"
+                   ".2f",
                    kf->name, fwd_ms, kf->name, bwd_ms, kf->name, ft, kf->name, bt);
         else if (kf->engine && tc)
             printf("  %-6s (%s): forward %.3f ms (%.1f TFLOP/s), backward (%s) %.3f ms (%.1f TFLOP/s)\n", kf->name,
@@ -256,4 +268,3 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
 }
 
 const BenchAttentionDevice bench_attention_cuda = {bench_kernels};
-

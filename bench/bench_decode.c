@@ -62,10 +62,9 @@ static void report(const BenchDecode *b, int64_t L, int64_t K, double prefill_s,
         printf("{\"bench\":\"decode\",\"device\":\"%s\",\"preset\":\"%s\",\"context\":%lld,\"budget\":%lld,"
                "\"policy\":\"%s\",\"steps\":%lld,\"threads\":%d,\"prefill_s\":%.3f,\"ms_per_token\":%.3f,"
                "\"kv_bytes_per_token\":%.0f,\"kv_gb_per_s\":%.2f,\"blas_core\":\"%s\"}\n",
-               b->be->name, b->preset, (long long)L, (long long)K, p->label, (long long)b->steps,
-               omp_get_max_threads(), prefill_s, ms, kv_bytes, gbs, blas_core_name());
-    else
-        printf("  %-34s %9.3f ms/token  %10.3f MB KV read/token  %7.2f GB/s\n", p->label, ms, kv_bytes / 1e6, gbs);
+               b->be->name, b->preset, (long long)L, (long long)K, p->label, (long long)b->steps, omp_get_max_threads(),
+               prefill_s, ms, kv_bytes, gbs, blas_core_name());
+    else printf("  %-34s %9.3f ms/token  %10.3f MB KV read/token  %7.2f GB/s\n", p->label, ms, kv_bytes / 1e6, gbs);
 }
 
 /* One context: prefill, then each policy over the same decode positions. */
@@ -87,8 +86,16 @@ static void bench_context(BenchDecode *b, int64_t L, Rng *r) {
     for (int i = 0; i < 3; i++) {
         PolicyOptions o = policy_default_options(K);
         o.fixed_stride = b->fixed;
-        PolicyShape sh = {c->num_hidden_layers, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
-                          c->hidden_size, L, EVAL_PREFILL_ROWS, L + S, NULL, NULL}; /* the engine sets the RoPE tables */
+        PolicyShape sh = {c->num_hidden_layers,
+                          c->num_attention_heads,
+                          c->num_key_value_heads,
+                          c->head_dim,
+                          c->hidden_size,
+                          L,
+                          EVAL_PREFILL_ROWS,
+                          L + S,
+                          NULL,
+                          NULL}; /* the engine sets the RoPE tables */
         Policy p;
         policy_create(&p, names[i], &sh, &o);
         e.kv_reads = 0;

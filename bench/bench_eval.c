@@ -90,8 +90,10 @@ static double eval_json_load_seconds(const char *path) {
     KV_CHECK(json_is_array(models), "bench eval: %s has no run.models", path);
     json_array_foreach(models, i, m) {
         json_t *h = json_object_get(m, "hash_seconds"), *l = json_object_get(m, "load_seconds");
-        KV_CHECK(json_is_number(h) && json_is_number(l), "bench eval: %s: run.models[%zu] lacks hash_seconds or "
-                 "load_seconds", path, i);
+        KV_CHECK(json_is_number(h) && json_is_number(l),
+                 "bench eval: %s: run.models[%zu] lacks hash_seconds or "
+                 "load_seconds",
+                 path, i);
         sum += json_number_value(h) + json_number_value(l);
     }
     json_decref(root);
@@ -105,10 +107,19 @@ static UserRun run_kvcpt_all(const BenchEval *b, const char *dir) {
     exe_self_path(exe, sizeof exe);
     path_fmt(out, sizeof out, "%s/eval", dir);
     path_fmt(log, sizeof log, "%s/kvcpt.log", dir);
-    const char *argv[] = {exe, "eval", "--model", b->model, "--data", b->data, "--split", b->split,
-                          "--context", I64(L, b->context), "--last", I64(S, b->last), "--budget", b->budget,
-                          "--policies", "all", "--max-docs", I64(docs, b->max_docs), "--device", "cpu",
-                          "--bootstrap", "10", "--out", out, "--quiet", NULL};
+    const char *argv[] = {exe,           "eval",
+                          "--model",     b->model,
+                          "--data",      b->data,
+                          "--split",     b->split,
+                          "--context",   I64(L, b->context),
+                          "--last",      I64(S, b->last),
+                          "--budget",    b->budget,
+                          "--policies",  "all",
+                          "--max-docs",  I64(docs, b->max_docs),
+                          "--device",    "cpu",
+                          "--bootstrap", "10",
+                          "--out",       out,
+                          "--quiet",     NULL};
     double t0 = now_seconds(), c0 = children_cpu_seconds();
     int rc = subprocess_run(argv, NULL, log, NULL, 0);
     double dt = now_seconds() - t0, cpu = children_cpu_seconds() - c0;
@@ -124,13 +135,54 @@ static double run_kvcpt(const BenchEval *b, int64_t K, const char *dir) {
     exe_self_path(exe, sizeof exe);
     path_fmt(out, sizeof out, "%s/eval", dir);
     path_fmt(log, sizeof log, "%s/kvcpt.log", dir);
-    const char *argv[] = {exe, "eval", "--model", b->model, "--data", b->data, "--split", b->split,
-                          "--context", I64(L, b->context), "--last", I64(S, b->last), "--budget", I64(k, K),
-                          "--policies", b->policies, "--max-docs", I64(docs, b->max_docs), "--device", "cpu",
-                          "--bootstrap", "10", "--out", out, "--quiet", "--sinks", I64(sinks, b->sinks),
-                          "--compress-once", "--agg", "mean", "--pool", "avg", "--snapkv-kernel", I64(ker, b->kernel),
-                          "--snapkv-window", I64(w, b->window), "--snapkv-keep-window", "on", "--tova-keep-last",
-                          "--tova-window", "1", "--head-sets", "shared", "--h2o-recent", "0", "--h2o-score", "mean", NULL};
+    const char *argv[] = {exe,
+                          "eval",
+                          "--model",
+                          b->model,
+                          "--data",
+                          b->data,
+                          "--split",
+                          b->split,
+                          "--context",
+                          I64(L, b->context),
+                          "--last",
+                          I64(S, b->last),
+                          "--budget",
+                          I64(k, K),
+                          "--policies",
+                          b->policies,
+                          "--max-docs",
+                          I64(docs, b->max_docs),
+                          "--device",
+                          "cpu",
+                          "--bootstrap",
+                          "10",
+                          "--out",
+                          out,
+                          "--quiet",
+                          "--sinks",
+                          I64(sinks, b->sinks),
+                          "--compress-once",
+                          "--agg",
+                          "mean",
+                          "--pool",
+                          "avg",
+                          "--snapkv-kernel",
+                          I64(ker, b->kernel),
+                          "--snapkv-window",
+                          I64(w, b->window),
+                          "--snapkv-keep-window",
+                          "on",
+                          "--tova-keep-last",
+                          "--tova-window",
+                          "1",
+                          "--head-sets",
+                          "shared",
+                          "--h2o-recent",
+                          "0",
+                          "--h2o-score",
+                          "mean",
+                          NULL};
     double t0 = now_seconds();
     int rc = subprocess_run(argv, NULL, log, NULL, 0);
     double dt = now_seconds() - t0;
@@ -151,11 +203,34 @@ static void run_peer(const BenchEval *b, int64_t K, const char *dir, PeerTime *t
         snprintf(t->why, sizeof t->why, "no Python interpreter at %s (run 'make setup', or give --python)", interp);
         return;
     }
-    const char *argv[] = {interp, script, "--bench", "--model", b->model, "--data", b->data, "--split", b->split,
-                          "--context", I64(L, b->context), "--last", I64(S, b->last), "--budget", I64(k, K),
-                          "--policies", b->policies, "--max-docs", I64(docs, b->max_docs),
-                          "--sinks", I64(sinks, b->sinks), "--snapkv-window", I64(w, b->window),
-                          "--snapkv-kernel", I64(ker, b->kernel), "--threads", I64(th, b->threads), NULL};
+    const char *argv[] = {interp,
+                          script,
+                          "--bench",
+                          "--model",
+                          b->model,
+                          "--data",
+                          b->data,
+                          "--split",
+                          b->split,
+                          "--context",
+                          I64(L, b->context),
+                          "--last",
+                          I64(S, b->last),
+                          "--budget",
+                          I64(k, K),
+                          "--policies",
+                          b->policies,
+                          "--max-docs",
+                          I64(docs, b->max_docs),
+                          "--sinks",
+                          I64(sinks, b->sinks),
+                          "--snapkv-window",
+                          I64(w, b->window),
+                          "--snapkv-kernel",
+                          I64(ker, b->kernel),
+                          "--threads",
+                          I64(th, b->threads),
+                          NULL};
     double t0 = now_seconds();
     int rc = subprocess_run(argv, NULL, log, line, sizeof line);
     t->wall = now_seconds() - t0;
@@ -172,7 +247,8 @@ static void run_peer(const BenchEval *b, int64_t K, const char *dir, PeerTime *t
     /* --policies none: the forward alone, no policy time to report */
     int forward_only = strcmp(b->policies, "none") == 0;
     if (forward_only ? t->forward <= 0 : t->seconds <= 0) {
-        snprintf(t->why, sizeof t->why, "%s %s did not run (status %d; its stderr is kept in %s)", interp, script, rc, log);
+        snprintf(t->why, sizeof t->why, "%s %s did not run (status %d; its stderr is kept in %s)", interp, script, rc,
+                 log);
         t->seconds = t->forward = t->forward_cpu = -1;
     } else if (forward_only) {
         t->seconds = -1, t->why[0] = 0;
@@ -209,12 +285,14 @@ static void check_positions(const BenchEval *b) {
     int64_t max_pos = c.max_position_embeddings, need;
     if (b->context > max_pos - 1)
         die("bench eval: %s %lld is out of range: it must be in [1, %lld] ('%s' has max_position_embeddings %lld, "
-            "and %s needs at least one position)", options_spelled("L"), (long long)b->context,
-            (long long)(max_pos - 1), b->model, (long long)max_pos, options_spelled("S"));
+            "and %s needs at least one position)",
+            options_spelled("L"), (long long)b->context, (long long)(max_pos - 1), b->model, (long long)max_pos,
+            options_spelled("S"));
     if (i64_add(b->context, b->last, &need) != 0 || need > max_pos)
         die("bench eval: %s %lld is out of range: with %s %lld it must be in [1, %lld] ('%s' has "
-            "max_position_embeddings %lld; a document uses L + S positions)", options_spelled("S"), (long long)b->last,
-            options_spelled("L"), (long long)b->context, (long long)(max_pos - b->context), b->model, (long long)max_pos);
+            "max_position_embeddings %lld; a document uses L + S positions)",
+            options_spelled("S"), (long long)b->last, options_spelled("L"), (long long)b->context,
+            (long long)(max_pos - b->context), b->model, (long long)max_pos);
 }
 
 static int cmp_seconds(const void *a, const void *b) {
@@ -236,8 +314,17 @@ static double median_of(const double *v, int64_t n) {
 }
 
 int bench_eval(int argc, char **argv) {
-    BenchEval b = {.split = "test", .budget = "L/8", .policies = "streaming,snapkv,tova,h2o", .peer = "kvpress",
-                   .context = 512, .last = 32, .max_docs = 4, .threads = 1, .window = 8, .kernel = 5, .sinks = 4,
+    BenchEval b = {.split = "test",
+                   .budget = "L/8",
+                   .policies = "streaming,snapkv,tova,h2o",
+                   .peer = "kvpress",
+                   .context = 512,
+                   .last = 32,
+                   .max_docs = 4,
+                   .threads = 1,
+                   .window = 8,
+                   .kernel = 5,
+                   .sinks = 4,
                    .repeat = 1};
     const Option opts[] = {
         {"model", OPT_STRING, &b.model, "DIR", "model directory, HF (both read it) or native (kvcpt only)"},
@@ -249,7 +336,8 @@ int bench_eval(int argc, char **argv) {
         {"last", OPT_ALIAS, NULL, "S", NULL},
         {"K", OPT_STRING, &b.budget, "K|L/N", "keys kept per KV head"},
         {"budget", OPT_ALIAS, NULL, "K", NULL},
-        {"policies", OPT_STRING, &b.policies, "LIST", "of full, streaming, snapkv, tova, h2o; none: only the sdpa forward"},
+        {"policies", OPT_STRING, &b.policies, "LIST",
+         "of full, streaming, snapkv, tova, h2o; none: only the sdpa forward"},
         {"max-docs", OPT_INT, &b.max_docs, "N", "documents"},
         {"threads", OPT_INT, &b.threads, "N", "threads of both"},
         {"snapkv-window", OPT_INT, &b.window, "W", "SnapKV window of both"},
@@ -257,18 +345,25 @@ int bench_eval(int argc, char **argv) {
         {"sinks", OPT_INT, &b.sinks, "N", "StreamingLLM sinks of both"},
         {"peer", OPT_STRING, &b.peer, "NAME", "the peer (kvpress, the only one)"},
         {"python", OPT_STRING, &b.python, "PATH", "its interpreter"},
-        {"shared-only", OPT_FLAG, &b.shared_only, NULL, "skip kvcpt eval as a user runs it (every variant, --policies all)"},
-        {"user-run-only", OPT_FLAG, &b.user_run_only, NULL, "skip kvcpt eval with kvpress's choices (long contexts: one run less)"},
+        {"shared-only", OPT_FLAG, &b.shared_only, NULL,
+         "skip kvcpt eval as a user runs it (every variant, --policies all)"},
+        {"user-run-only", OPT_FLAG, &b.user_run_only, NULL,
+         "skip kvcpt eval with kvpress's choices (long contexts: one run less)"},
         {"repeat", OPT_INT, &b.repeat, "N", "runs of everything, back to back; medians reported"},
         {"json", OPT_FLAG, &b.json, NULL, "print one JSON object"},
         {0},
     };
-    if (options_parse("bench eval", "Wall time of kvcpt eval beside kvpress + transformers (CPU, same documents and "
-                      "policies, kvpress's choices).", opts, argc, argv))
+    if (options_parse("bench eval",
+                      "Wall time of kvcpt eval beside kvpress + transformers (CPU, same documents and "
+                      "policies, kvpress's choices).",
+                      opts, argc, argv))
         return 0;
     KV_CHECK(b.model && b.data, "bench eval: --model and --data are required");
     KV_CHECK(strcmp(b.peer, "kvpress") == 0, "bench eval: --peer must be kvpress (got '%s')", b.peer);
-    const struct { const char *name; int64_t v; } counts[] = {
+    const struct {
+        const char *name;
+        int64_t v;
+    } counts[] = {
         {"threads", b.threads}, {"L", b.context}, {"S", b.last}, {"max-docs", b.max_docs}, {"repeat", b.repeat}};
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
         KV_CHECK(counts[i].v >= 1, "bench eval: %s must be >= 1 (got %lld)", options_spelled(counts[i].name),
@@ -308,9 +403,11 @@ int bench_eval(int argc, char **argv) {
         ratio_compute[i] = all[i] > 0 && fwd[i] > 0 ? (all[i] - all_load[i]) / fwd[i] : -1;
         ratio_cpu[i] = all_cpu[i] > 0 && fwd_cpu[i] > 0 ? all_cpu[i] / fwd_cpu[i] : -1;
         if (n > 1) /* stderr: progress beside --json's one object on stdout */
-            fprintf(stderr, "bench eval: run %lld/%lld: kvcpt every variant %.3f s (load %.3f s), forward %.3f s, "
-                    "ratio %.3fx; CPU %.1f s over %.1f s: %.3fx\n", (long long)(i + 1), (long long)n, all[i], all_load[i], fwd[i],
-                    ratio[i], all_cpu[i], fwd_cpu[i], ratio_cpu[i]);
+            fprintf(stderr,
+                    "bench eval: run %lld/%lld: kvcpt every variant %.3f s (load %.3f s), forward %.3f s, "
+                    "ratio %.3fx; CPU %.1f s over %.1f s: %.3fx\n",
+                    (long long)(i + 1), (long long)n, all[i], all_load[i], fwd[i], ratio[i], all_cpu[i], fwd_cpu[i],
+                    ratio_cpu[i]);
         if (peer.why[0]) break; /* the peer failed: said once below */
     }
     /* each figure's median over the runs (the ratios are each pair's) */
@@ -338,10 +435,12 @@ int bench_eval(int argc, char **argv) {
             printf(", \"transformers_forward_seconds\": %.4f", m_fwd);
             if (m_ratio > 0)
                 printf(", \"kvcpt_all_variants_over_forward\": %.3f, \"kvcpt_all_variants_without_load_over_forward\": "
-                       "%.3f", m_ratio, m_ratio_c);
+                       "%.3f",
+                       m_ratio, m_ratio_c);
             if (m_ratio_cpu > 0)
                 printf(", \"kvcpt_all_variants_cpu_seconds\": %.4f, \"transformers_forward_cpu_seconds\": %.4f, "
-                       "\"kvcpt_all_variants_cpu_over_forward_cpu\": %.3f", m_all_cpu, m_fwd_cpu, m_ratio_cpu);
+                       "\"kvcpt_all_variants_cpu_over_forward_cpu\": %.3f",
+                       m_all_cpu, m_fwd_cpu, m_ratio_cpu);
             if (m_ratio > 0 && n > 1) {
                 printf(", \"pairs\": [");
                 for (int64_t i = 0; i < n; i++)

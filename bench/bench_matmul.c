@@ -80,17 +80,25 @@ int bench_matmul(int argc, char **argv) {
     LlamaConfig c;
     config_load(&c, preset);
     int64_t T = seq, C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, nl = c.num_hidden_layers;
-    int64_t QKV = (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim, QD = c.num_attention_heads * c.head_dim;
+    int64_t QKV = (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim,
+            QD = c.num_attention_heads * c.head_dim;
     int64_t R = T < LLAMA_CE_CHUNK_ROWS ? T : LLAMA_CE_CHUNK_ROWS, chunks = (T + R - 1) / R;
     /* the head's logits are computed in the forward and again in the backward */
     const MatmulShape shapes[] = {
-        {"q|k|v forward", 0, 1, T, QKV, C, 0.0f, nl},   {"q|k|v dinp", 0, 0, T, C, QKV, 0.0f, nl},
-        {"q|k|v dweight", 1, 0, QKV, C, T, 1.0f, nl},   {"o forward", 0, 1, T, C, QD, 0.0f, nl},
-        {"o dinp", 0, 0, T, QD, C, 0.0f, nl},           {"o dweight", 1, 0, C, QD, T, 1.0f, nl},
-        {"gate|up forward", 0, 1, T, 2 * F, C, 0.0f, nl}, {"gate|up dinp", 0, 0, T, C, 2 * F, 0.0f, nl},
-        {"gate|up dweight", 1, 0, 2 * F, C, T, 1.0f, nl}, {"down forward", 0, 1, T, C, F, 0.0f, nl},
-        {"down dinp", 0, 0, T, F, C, 0.0f, nl},         {"down dweight", 1, 0, C, F, T, 1.0f, nl},
-        {"head logits", 0, 1, R, V, C, 0.0f, 2 * chunks}, {"head dinp", 0, 0, R, C, V, 0.0f, chunks},
+        {"q|k|v forward", 0, 1, T, QKV, C, 0.0f, nl},
+        {"q|k|v dinp", 0, 0, T, C, QKV, 0.0f, nl},
+        {"q|k|v dweight", 1, 0, QKV, C, T, 1.0f, nl},
+        {"o forward", 0, 1, T, C, QD, 0.0f, nl},
+        {"o dinp", 0, 0, T, QD, C, 0.0f, nl},
+        {"o dweight", 1, 0, C, QD, T, 1.0f, nl},
+        {"gate|up forward", 0, 1, T, 2 * F, C, 0.0f, nl},
+        {"gate|up dinp", 0, 0, T, C, 2 * F, 0.0f, nl},
+        {"gate|up dweight", 1, 0, 2 * F, C, T, 1.0f, nl},
+        {"down forward", 0, 1, T, C, F, 0.0f, nl},
+        {"down dinp", 0, 0, T, F, C, 0.0f, nl},
+        {"down dweight", 1, 0, C, F, T, 1.0f, nl},
+        {"head logits", 0, 1, R, V, C, 0.0f, 2 * chunks},
+        {"head dinp", 0, 0, R, C, V, 0.0f, chunks},
         {"head dweight", 1, 0, V, C, R, 1.0f, chunks},
     };
     int ns = (int)(sizeof shapes / sizeof shapes[0]);
@@ -107,21 +115,25 @@ int bench_matmul(int argc, char **argv) {
     float *A = random_matrix(most, 1), *B = random_matrix(most, 2), *Cm = random_matrix(most, 3);
     int threads = omp_get_max_threads();
     double ours_step = 0, ob_step = 0, flops_step = 0;
-    if (json) printf("{\"bench\":\"matmul\",\"preset\":\"%s\",\"seq\":%lld,\"threads\":%d,\"shapes\":[", preset,
-                     (long long)T, threads);
+    if (json)
+        printf("{\"bench\":\"matmul\",\"preset\":\"%s\",\"seq\":%lld,\"threads\":%d,\"shapes\":[", preset, (long long)T,
+               threads);
     else
         printf("bench matmul: %s, T %lld, %d threads: blas_sgemm (fixed tiles) vs one OpenBLAS call on %d threads, "
-               "best of %lld\n", preset, (long long)T, threads, threads, (long long)reps);
+               "best of %lld\n",
+               preset, (long long)T, threads, threads, (long long)reps);
     for (int i = 0; i < ns; i++) {
         const MatmulShape *s = &shapes[i];
         time_shape(s, A, B, Cm, 1, 0, threads); /* untimed: first touches, tiles' packing buffers */
         time_shape(s, A, B, Cm, 1, 1, threads);
-        double ours = time_shape(s, A, B, Cm, (int)reps, 0, threads), ob = time_shape(s, A, B, Cm, (int)reps, 1, threads);
+        double ours = time_shape(s, A, B, Cm, (int)reps, 0, threads),
+               ob = time_shape(s, A, B, Cm, (int)reps, 1, threads);
         double fl = 2.0 * (double)s->M * (double)s->N * (double)s->K;
         ours_step += ours * (double)s->per_step, ob_step += ob * (double)s->per_step;
         flops_step += fl * (double)s->per_step;
         if (json)
-            printf("%s{\"name\":\"%s\",\"M\":%lld,\"N\":%lld,\"K\":%lld,\"per_step\":%lld,\"ms\":%.3f,\"openblas_ms\":%.3f}",
+            printf("%s{\"name\":\"%s\",\"M\":%lld,\"N\":%lld,\"K\":%lld,\"per_step\":%lld,\"ms\":%.3f,\"openblas_ms\":%"
+                   ".3f}",
                    i ? "," : "", s->name, (long long)s->M, (long long)s->N, (long long)s->K, (long long)s->per_step,
                    1e3 * ours, 1e3 * ob);
         else
@@ -137,8 +149,8 @@ int bench_matmul(int argc, char **argv) {
         free(blas);
     } else {
         printf("  one step's matmuls: %.2f s (%.1f GFLOP/s) | OpenBLAS %.2f s (%.1f GFLOP/s) | ours / OpenBLAS time "
-               "%.2f\n", ours_step, flops_step / ours_step / 1e9, ob_step, flops_step / ob_step / 1e9,
-               ours_step / ob_step);
+               "%.2f\n",
+               ours_step, flops_step / ours_step / 1e9, ob_step, flops_step / ob_step / 1e9, ours_step / ob_step);
         printf("  BLAS: %s\n", blas_core_summary());
     }
     free(A);

@@ -79,7 +79,8 @@ static void run_torch_peer(TorchPeer *p, const char *python, const char *attn, c
                            int64_t seq, int64_t steps, int64_t warmup, const RefreshMask *mask, int threads) {
     memset(p, 0, sizeof *p);
     p->tokens_per_s = -1;
-    char script[4200], cfg_path[] = "/tmp/kvcpt_bench_model_cfg_XXXXXX", log_path[] = "/tmp/kvcpt_bench_model_log_XXXXXX";
+    char script[4200], cfg_path[] = "/tmp/kvcpt_bench_model_cfg_XXXXXX",
+                       log_path[] = "/tmp/kvcpt_bench_model_log_XXXXXX";
     exe_dir_path(script, sizeof script, "scripts/bench_torch_model.py");
     int fd = mkstemp(cfg_path);
     KV_CHECK(fd >= 0, "bench model: cannot create a temporary file %s", cfg_path);
@@ -100,9 +101,11 @@ static void run_torch_peer(TorchPeer *p, const char *python, const char *attn, c
     snprintf(sl, sizeof sl, "%lld", (long long)(mask->enabled ? mask->L : 0));
     snprintf(sk, sizeof sk, "%lld", (long long)(mask->enabled ? mask->K : 0));
     snprintf(sp, sizeof sp, "%lld", (long long)mask->pool_kernel);
-    const char *argv[] = {python, script, "--config", cfg_path, "--batch", sb, "--seq", st, "--steps", ss, "--warmup",
-                          sw, "--threads", sth, "--attn", attn, "--mask-L", sl, "--mask-K", sk, "--pool", sp, "--agg",
-                          group_agg_name(mask->agg), NULL};
+    const char *argv[] = {python,      script, "--config", cfg_path, "--batch",  sb,
+                          "--seq",     st,     "--steps",  ss,       "--warmup", sw,
+                          "--threads", sth,    "--attn",   attn,     "--mask-L", sl,
+                          "--mask-K",  sk,     "--pool",   sp,       "--agg",    group_agg_name(mask->agg),
+                          NULL};
     fprintf(stderr, "bench model: running the PyTorch peer (%s %s)\n", python, script);
     char line[4096], err[512];
     int rc = subprocess_run(argv, NULL, log_path, line, sizeof line);
@@ -112,8 +115,7 @@ static void run_torch_peer(TorchPeer *p, const char *python, const char *attn, c
     if (rc != 0) {
         if (rc < 0 && !subprocess_found(python))
             snprintf(p->why, sizeof p->why, "%s not found (run 'make setup', or pass --python)", python);
-        else
-            snprintf(p->why, sizeof p->why, "%s %s failed%s%s", python, script, err[0] ? ": " : "", err);
+        else snprintf(p->why, sizeof p->why, "%s %s failed%s%s", python, script, err[0] ? ": " : "", err);
         return;
     }
     json_t *res = json_loads(line, 0, NULL);
@@ -154,10 +156,12 @@ static void check_counts(const LlamaConfig *c, const char *preset, int64_t batch
     int64_t max_pos = c->max_position_embeddings, tokens;
     if (seq < 2 || seq > max_pos)
         die("bench model: --seq %lld is out of range: it must be in [2, %lld] (preset '%s' has max_position_embeddings "
-            "%lld)", (long long)seq, (long long)max_pos, preset, (long long)max_pos);
+            "%lld)",
+            (long long)seq, (long long)max_pos, preset, (long long)max_pos);
     if (batch < 1 || i64_mul(batch, seq, &tokens) != 0 || tokens > INT32_MAX)
         die("bench model: --batch %lld is out of range: with --seq %lld it must be in [1, %lld] (batch x seq tokens "
-            "per step at most %d)", (long long)batch, (long long)seq, (long long)(INT32_MAX / seq), INT32_MAX);
+            "per step at most %d)",
+            (long long)batch, (long long)seq, (long long)(INT32_MAX / seq), INT32_MAX);
     if (L < 0 || L >= seq)
         die("bench model: --L %lld is out of range: with --seq %lld it must be in [0, %lld] (0: plain causal)",
             (long long)L, (long long)seq, (long long)(seq - 1));
@@ -190,7 +194,8 @@ int bench_model(int argc, char **argv) {
          "CUDA engine: what the backward reruns (attn: the norms and the MLP's gate|up product and swiglu; full: "
          "each layer's forward)"},
         {"no-peers", OPT_FLAG, &no_peers, NULL, "skip the PyTorch peer (it runs on the CPU unless this is given)"},
-        {"python", OPT_STRING, &python, "PATH", "the peer's interpreter; absent: $KVCPT_PYTHON, else third_party/venv/bin/python"},
+        {"python", OPT_STRING, &python, "PATH",
+         "the peer's interpreter; absent: $KVCPT_PYTHON, else third_party/venv/bin/python"},
         {"torch-attn", OPT_STRING, &torch_attn, "sdpa|eager", "the peer's transformers attention"},
         {"json", OPT_FLAG, &json, NULL, "print one JSON object"},
         {0},
@@ -200,7 +205,8 @@ int bench_model(int argc, char **argv) {
         return 0;
     const Backend *be = backend_resolve(device);
     LlamaCudaPrecision prec = llama_cuda_precision_parse(precision, "bench model --precision");
-    KV_CHECK(batch >= 1 && seq >= 2 && steps >= 1 && warmup >= 0, "bench model: --batch, --seq, --steps must be positive");
+    KV_CHECK(batch >= 1 && seq >= 2 && steps >= 1 && warmup >= 0,
+             "bench model: --batch, --seq, --steps must be positive");
     KV_CHECK(strcmp(torch_attn, "sdpa") == 0 || strcmp(torch_attn, "eager") == 0,
              "bench model: --torch-attn must be sdpa or eager (got '%s')", torch_attn);
     char default_python[4200];
@@ -218,8 +224,12 @@ int bench_model(int argc, char **argv) {
     double t_setup = now_seconds();
     bench_fill_params(&b.m, 1);
     if (L > 0) {
-        RefreshMask mask = {.enabled = 1, .L = L, .K = K > 0 ? K : (L / 8 > 0 ? L / 8 : 1), .pool_kernel = pool,
-                            .agg = group_agg_parse(agg, "--agg"), .S = seq - L};
+        RefreshMask mask = {.enabled = 1,
+                            .L = L,
+                            .K = K > 0 ? K : (L / 8 > 0 ? L / 8 : 1),
+                            .pool_kernel = pool,
+                            .agg = group_agg_parse(agg, "--agg"),
+                            .S = seq - L};
         llama_set_mask(&b.m, &mask);
     }
     LlamaRecompute recompute = llama_recompute_parse(recompute_s, "bench model --recompute");
@@ -235,11 +245,13 @@ int bench_model(int argc, char **argv) {
     for (int64_t s = 0; s < warmup; s++) {
         double dummy_f = 0, dummy_b = 0;
         timed_pass(&b, tok, tgt, batch, seq, &dummy_f, &dummy_b);
-        fprintf(stderr, "bench model: warm-up step %lld/%lld, %.1f s\n", (long long)s + 1, (long long)warmup, dummy_f + dummy_b);
+        fprintf(stderr, "bench model: warm-up step %lld/%lld, %.1f s\n", (long long)s + 1, (long long)warmup,
+                dummy_f + dummy_b);
     }
     for (int64_t s = 0; s < steps; s++) {
         loss = timed_pass(&b, tok, tgt, batch, seq, &t_fwd, &t_bwd);
-        fprintf(stderr, "bench model: step %lld/%lld, %.1f s so far\n", (long long)s + 1, (long long)steps, t_fwd + t_bwd);
+        fprintf(stderr, "bench model: step %lld/%lld, %.1f s so far\n", (long long)s + 1, (long long)steps,
+                t_fwd + t_bwd);
     }
     const char *dname = be->name;
     /* engine_mb: what the engine counted; device_used_mb: what the driver says is
@@ -268,20 +280,23 @@ int bench_model(int argc, char **argv) {
     const char *peer_attn = L > 0 ? "sdpa with the RefreshKV mask" : torch_attn;
     if (json) {
         char *qpreset = json_quote(preset);
-        printf("{\"bench\":\"model\",\"device\":\"%s\",\"precision\":\"%s\",\"recompute\":\"%s\",\"engine_mb\":%.1f,\"device_used_mb\":%.1f,\"preset\":%s,\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
+        printf("{\"bench\":\"model\",\"device\":\"%s\",\"precision\":\"%s\",\"recompute\":\"%s\",\"engine_mb\":%.1f,"
+               "\"device_used_mb\":%.1f,\"preset\":%s,\"params\":%lld,\"batch\":%lld,\"seq\":%lld,"
                "\"mask_L\":%lld,\"mask_K\":%lld,\"threads\":%d,\"steps\":%lld,\"tokens_per_s\":%.1f,"
                "\"forward_ms\":%.2f,\"backward_ms\":%.2f,\"gflops_per_s\":%.2f,\"matmul_flops_per_step\":%.6e,"
                "\"attention_flops_per_step\":%.6e,\"loss\":%.5f",
-               dname, llama_cuda_precision_name(prec), llama_recompute_name(recompute), engine_mb, device_used_mb, qpreset, (long long)params, (long long)batch, (long long)seq, (long long)L,
-               (long long)(L > 0 ? mask.K : 0), threads, (long long)steps, tps,
-               1e3 * t_fwd / (double)steps, 1e3 * t_bwd / (double)steps, gflops, matmul_flops, attn_flops, loss);
+               dname, llama_cuda_precision_name(prec), llama_recompute_name(recompute), engine_mb, device_used_mb,
+               qpreset, (long long)params, (long long)batch, (long long)seq, (long long)L,
+               (long long)(L > 0 ? mask.K : 0), threads, (long long)steps, tps, 1e3 * t_fwd / (double)steps,
+               1e3 * t_bwd / (double)steps, gflops, matmul_flops, attn_flops, loss);
         free(qpreset);
         if (tp.tokens_per_s > 0)
-            printf(",\"torch_tokens_per_s\":%.1f,\"torch_forward_ms\":%.2f,\"torch_backward_ms\":%.2f,\"torch_loss\":%.5f,"
-                   "\"torch_params\":%lld,\"torch_version\":\"%s\",\"torch_class\":\"%s\",\"torch_attn\":\"%s\","
-                   "\"kvcpt_over_torch\":%.3f",
-                   tp.tokens_per_s, tp.forward_ms, tp.backward_ms, tp.loss, (long long)tp.params, tp.version, tp.cls,
-                   peer_attn, tps / tp.tokens_per_s);
+            printf(
+                ",\"torch_tokens_per_s\":%.1f,\"torch_forward_ms\":%.2f,\"torch_backward_ms\":%.2f,\"torch_loss\":%.5f,"
+                "\"torch_params\":%lld,\"torch_version\":\"%s\",\"torch_class\":\"%s\",\"torch_attn\":\"%s\","
+                "\"kvcpt_over_torch\":%.3f",
+                tp.tokens_per_s, tp.forward_ms, tp.backward_ms, tp.loss, (long long)tp.params, tp.version, tp.cls,
+                peer_attn, tps / tp.tokens_per_s);
         else if (peer) {
             char *why = json_quote(tp.why);
             printf(",\"torch_tokens_per_s\":null,\"kvcpt_over_torch\":null,\"torch_why\":%s", why);
@@ -297,18 +312,18 @@ int bench_model(int argc, char **argv) {
         printf("bench model: %s (%.2fM params) %s%s, %d threads, batch %lld x seq %lld%s: %.1f tokens/s fwd+bwd "
                "(forward %.1f ms, backward %.1f ms per step, %.2f GFLOP/s)\n",
                preset, (double)params / 1e6, dname,
-               be->kind == BACKEND_ACCEL && prec == LLAMA_CUDA_BF16_WEIGHTS ? " (bf16 weights)" : "", threads, (long long)batch, (long long)seq,
-               L > 0 ? " with RefreshKV mask" : "", tps, 1e3 * t_fwd / (double)steps, 1e3 * t_bwd / (double)steps,
-               gflops);
+               be->kind == BACKEND_ACCEL && prec == LLAMA_CUDA_BF16_WEIGHTS ? " (bf16 weights)" : "", threads,
+               (long long)batch, (long long)seq, L > 0 ? " with RefreshKV mask" : "", tps, 1e3 * t_fwd / (double)steps,
+               1e3 * t_bwd / (double)steps, gflops);
         printf("  model FLOPs per step: %.4g GFLOP = matmuls %.4g + attention %.4g (%.1f%%; recompute not counted)\n",
                (matmul_flops + attn_flops) / 1e9, matmul_flops / 1e9, attn_flops / 1e9,
                100.0 * attn_flops / (matmul_flops + attn_flops > 0 ? matmul_flops + attn_flops : 1.0));
         if (tp.tokens_per_s > 0)
             printf("  PyTorch %s (transformers %s, %s, eager mode, fp32, %d threads): %.1f tokens/s "
                    "(forward %.1f ms, backward %.1f ms per step); kvcpt / PyTorch = %.2fx\n",
-                   tp.version, tp.cls, peer_attn, threads, tp.tokens_per_s, tp.forward_ms, tp.backward_ms, tps / tp.tokens_per_s);
-        else if (peer)
-            printf("  PyTorch peer: %s; kvcpt's figure alone\n", tp.why);
+                   tp.version, tp.cls, peer_attn, threads, tp.tokens_per_s, tp.forward_ms, tp.backward_ms,
+                   tps / tp.tokens_per_s);
+        else if (peer) printf("  PyTorch peer: %s; kvcpt's figure alone\n", tp.why);
         if (be->kind == BACKEND_HOST) printf("  BLAS: %s\n", blas_core_summary());
     }
     return 0;

@@ -45,4 +45,3 @@ static void model_destroy(LlamaCuda *g) {
 }
 
 const BenchModelDevice bench_model_cuda = {model_create, model_timed_pass, model_memory_mb, model_destroy};
-

@@ -43,14 +43,14 @@ static void report(BenchOps *b, const char *name, double seconds, double bytes, 
     else printf("%-28s %9.4f ms  %8.1f %s\n", name, ms, rate, unit);
 }
 
-#define TIME_OP(b, name, bytes, flops, call)                                                                        \
-    do {                                                                                                            \
-        call;                                                                                                       \
-        cuda_synchronize();                                                                                         \
-        double t0_ = now_seconds();                                                                                 \
-        for (int64_t rep_ = 0; rep_ < (b)->reps; rep_++) call;                                                      \
-        cuda_synchronize();                                                                                         \
-        report(b, name, now_seconds() - t0_, bytes, flops);                                                         \
+#define TIME_OP(b, name, bytes, flops, call)                                                                           \
+    do {                                                                                                               \
+        call;                                                                                                          \
+        cuda_synchronize();                                                                                            \
+        double t0_ = now_seconds();                                                                                    \
+        for (int64_t rep_ = 0; rep_ < (b)->reps; rep_++) call;                                                         \
+        cuda_synchronize();                                                                                            \
+        report(b, name, now_seconds() - t0_, bytes, flops);                                                            \
     } while (0)
 
 static void bench_all(BenchOps *b) {
@@ -115,4 +115,3 @@ static void ops_run(const BenchOpsArgs *a) {
 }
 
 const BenchOpsDevice bench_ops_cuda = {ops_run};
-

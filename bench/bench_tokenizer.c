@@ -123,7 +123,9 @@ int bench_tokenizer(int argc, char **argv) {
         {"json", OPT_FLAG, &json, NULL, "print one JSON object"},
         {0},
     };
-    if (options_parse("bench tokenizer", "Tokenizer throughput, one thread and all cores, beside HF tokenizers and tiktoken.", opts, argc, argv))
+    if (options_parse("bench tokenizer",
+                      "Tokenizer throughput, one thread and all cores, beside HF tokenizers and tiktoken.", opts, argc,
+                      argv))
         return 0;
     InputList in = {0};
     if (inputs.count == 0) {
@@ -138,7 +140,8 @@ int bench_tokenizer(int argc, char **argv) {
     int nt = threads > 0 ? (int)threads : omp_get_max_threads();
     int64_t tok1, tokn;
     double s1 = encode_all(t, &d, 1, &tok1), sn = encode_all(t, &d, nt, &tokn);
-    KV_CHECK(tok1 == tokn, "token counts differ between 1 and %d threads (%lld vs %lld)", nt, (long long)tok1, (long long)tokn);
+    KV_CHECK(tok1 == tokn, "token counts differ between 1 and %d threads (%lld vs %lld)", nt, (long long)tok1,
+             (long long)tokn);
     Peer peers[] = {{"hf", "HF tokenizers", -1, ""}, {"tiktoken", "tiktoken (Meta's ranks)", -1, ""}};
     /* tiktoken holds Meta's Llama 3 ranks: no peer for another tokenizer */
     int llama3 = strcmp(tokenizer_special_names(t), "llama-3.1") == 0;
@@ -151,15 +154,15 @@ int bench_tokenizer(int argc, char **argv) {
     }
     double mb = (double)d.bytes / 1e6;
     if (json) {
-        printf("{\"bench\": \"tokenizer\", \"documents\": %lld, \"mb\": %.3f, \"tokens\": %lld, \"mb_per_s_1_thread\": %.2f, "
+        printf("{\"bench\": \"tokenizer\", \"documents\": %lld, \"mb\": %.3f, \"tokens\": %lld, \"mb_per_s_1_thread\": "
+               "%.2f, "
                "\"threads\": %d, \"mb_per_s_all_threads\": %.2f, \"tokens_per_s_1_thread\": %.0f",
                (long long)d.n, mb, (long long)tok1, mb / s1, nt, mb / sn, tok1 / s1);
         for (int i = 0; i < npeers; i++) {
             if (peers[i].mb_per_s > 0)
                 printf(", \"%s_mb_per_s_1_thread\": %.2f, \"kvcpt_over_%s\": %.3f", peers[i].engine, peers[i].mb_per_s,
                        peers[i].engine, mb / s1 / peers[i].mb_per_s);
-            else
-                printf(", \"%s_mb_per_s_1_thread\": null", peers[i].engine);
+            else printf(", \"%s_mb_per_s_1_thread\": null", peers[i].engine);
         }
         printf("}\n");
     } else {
@@ -170,8 +173,7 @@ int bench_tokenizer(int argc, char **argv) {
             if (peers[i].mb_per_s > 0)
                 printf("  %-24s %8.2f MB/s, 1 thread  (kvcpt 1 thread is %.2fx)\n", peers[i].label, peers[i].mb_per_s,
                        mb / s1 / peers[i].mb_per_s);
-            else
-                printf("  %-24s %s\n", peers[i].label, peers[i].why);
+            else printf("  %-24s %s\n", peers[i].label, peers[i].why);
         }
     }
     tokenizer_free(t);

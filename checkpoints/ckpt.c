@@ -96,7 +96,8 @@ void ckpt_add_section(CkptWriter *w, const char *name, const void *data, int64_t
     KV_CHECK(name[0] && strlen(name) < CKPT_NAME_LEN, "checkpoint section name '%s' must be 1..%d bytes", name,
              CKPT_NAME_LEN - 1);
     KV_CHECK(bytes >= 0 && (bytes == 0 || data), "checkpoint section '%s': %lld bytes", name, (long long)bytes);
-    for (int i = 0; i < w->n; i++) KV_CHECK(strcmp(w->s[i].name, name) != 0, "checkpoint section '%s' added twice", name);
+    for (int i = 0; i < w->n; i++)
+        KV_CHECK(strcmp(w->s[i].name, name) != 0, "checkpoint section '%s' added twice", name);
     pad_to_alignment(w);
     CkptSection *s = &w->s[w->n++];
     memset(s, 0, sizeof *s);
@@ -157,8 +158,9 @@ void ckpt_write_manifest(const char *run_dir, int64_t step, int world, uint64_t 
     json_t *arr = json_array();
     for (int i = 0; i < n_files; i++) {
         path_fmt(path, sizeof path, "%s/%s", dir, files[i].file);
-        KV_CHECK(file_size(path) == files[i].bytes, "checkpoint: '%s' should be %lld bytes before the manifest is written",
-                 path, (long long)files[i].bytes);
+        KV_CHECK(file_size(path) == files[i].bytes,
+                 "checkpoint: '%s' should be %lld bytes before the manifest is written", path,
+                 (long long)files[i].bytes);
         json_array_append_new(arr, json_pack("{s:s,s:i,s:I,s:o}", "name", files[i].file, "rank", files[i].rank, "bytes",
                                              (json_int_t)files[i].bytes, "checksum", hex64(files[i].checksum)));
     }
@@ -199,7 +201,8 @@ static int step_matches_manifest(const char *dir, const char *mpath, int64_t ste
     int same = !json_is_integer(st) || json_integer_value(st) == step;
     if (!same)
         warnf("'%s': its manifest says step %lld but the directory is named step %lld (renamed or copied?): skipped, "
-              "not used for --resume and not pruned", dir, (long long)json_integer_value(st), (long long)step);
+              "not used for --resume and not pruned",
+              dir, (long long)json_integer_value(st), (long long)step);
     json_decref(m);
     return same;
 }
@@ -291,22 +294,26 @@ int ckpt_find_latest(const char *run_dir, char *out, size_t n, int64_t *step) {
 
 #define fail(err, errlen, origin, offset, ...) parse_error(err, errlen, "checkpoint", origin, offset, __VA_ARGS__)
 
-static int parse_table(CkptReader *r, const uint8_t *t, int64_t table_offset, const char *origin, char *err, int errlen) {
+static int parse_table(CkptReader *r, const uint8_t *t, int64_t table_offset, const char *origin, char *err,
+                       int errlen) {
     int64_t prev_end = HEAD;
     for (int i = 0; i < r->n; i++, t += ENTRY) {
         CkptSection *s = &r->s[i];
         int64_t at = table_offset + (int64_t)i * ENTRY;
         if (!memchr(t, 0, CKPT_NAME_LEN) || t[0] == 0)
-            return fail(err, errlen, origin, at, "section %d: expected a NUL-terminated name of 1..%d bytes", i, CKPT_NAME_LEN - 1);
+            return fail(err, errlen, origin, at, "section %d: expected a NUL-terminated name of 1..%d bytes", i,
+                        CKPT_NAME_LEN - 1);
         memcpy(s->name, t, CKPT_NAME_LEN);
         s->offset = (int64_t)get_le(t + CKPT_NAME_LEN, 8);
         s->bytes = (int64_t)get_le(t + CKPT_NAME_LEN + 8, 8);
         s->checksum = get_le(t + CKPT_NAME_LEN + 16, 8);
         if (s->offset < prev_end || s->offset % ALIGN || s->bytes < 0 || s->bytes > table_offset - s->offset)
-            return fail(err, errlen, origin, at, "section '%s': bytes [%lld, +%lld) must be 64-aligned, in order, and end by the table at %lld",
+            return fail(err, errlen, origin, at,
+                        "section '%s': bytes [%lld, +%lld) must be 64-aligned, in order, and end by the table at %lld",
                         s->name, (long long)s->offset, (long long)s->bytes, (long long)table_offset);
         for (int j = 0; j < i; j++)
-            if (strcmp(r->s[j].name, s->name) == 0) return fail(err, errlen, origin, at, "section '%s' appears twice", s->name);
+            if (strcmp(r->s[j].name, s->name) == 0)
+                return fail(err, errlen, origin, at, "section '%s' appears twice", s->name);
         prev_end = s->offset + s->bytes;
     }
     return 0;
@@ -314,7 +321,8 @@ static int parse_table(CkptReader *r, const uint8_t *t, int64_t table_offset, co
 
 int ckpt_parse(CkptReader *r, const uint8_t *buf, int64_t size, const char *origin, char *err, int errlen) {
     memset(r, 0, sizeof *r);
-    if (size < HEAD) return fail(err, errlen, origin, 0, "file is %lld bytes, expected at least %d", (long long)size, HEAD);
+    if (size < HEAD)
+        return fail(err, errlen, origin, 0, "file is %lld bytes, expected at least %d", (long long)size, HEAD);
     if (memcmp(buf, MAGIC, 8) != 0) return fail(err, errlen, origin, 0, "expected magic \"KVCPTCKP\"");
     uint32_t version = (uint32_t)get_le(buf + 8, 4), n = (uint32_t)get_le(buf + 12, 4);
     if (version != VERSION) return fail(err, errlen, origin, 8, "version %u, expected %d", version, VERSION);
@@ -327,7 +335,8 @@ int ckpt_parse(CkptReader *r, const uint8_t *buf, int64_t size, const char *orig
     r->rank = (int)get_le(buf + 24, 4);
     r->world = (int)get_le(buf + 28, 4);
     if (r->step < 0 || r->world <= 0 || r->rank < 0 || r->rank >= r->world)
-        return fail(err, errlen, origin, 16, "step %lld rank %d world %d are inconsistent", (long long)r->step, r->rank, r->world);
+        return fail(err, errlen, origin, 16, "step %lld rank %d world %d are inconsistent", (long long)r->step, r->rank,
+                    r->world);
     r->n = (int)n;
     r->s = xcalloc(n ? n : 1, sizeof(CkptSection));
     if (parse_table(r, buf + table_offset, (int64_t)table_offset, origin, err, errlen) != 0) {
@@ -349,7 +358,8 @@ static uint64_t parse_hex(json_t *v, const char *path, const char *what) {
 
 /* The manifest's entry for rank: checks world size, layout hash, step. */
 static json_t *manifest_entry(json_t *m, const char *path, int rank, int world, uint64_t layout_hash, int64_t *step) {
-    json_t *fmt = json_object_get(m, "format"), *ws = json_object_get(m, "world_size"), *files = json_object_get(m, "files");
+    json_t *fmt = json_object_get(m, "format"), *ws = json_object_get(m, "world_size"),
+           *files = json_object_get(m, "files");
     json_t *st = json_object_get(m, "step");
     KV_CHECK(json_is_string(fmt) && strcmp(json_string_value(fmt), "kvcpt-checkpoint") == 0,
              "'%s': expected \"format\": \"kvcpt-checkpoint\"", path);
@@ -396,7 +406,8 @@ void ckpt_reader_open(CkptReader *r, const char *step_dir, int rank, int world, 
     json_decref(m);
     MappedFile map;
     if (mapped_file_open(&map, fpath, err, sizeof err) != 0) die("%s", err);
-    KV_CHECK(map.size == want_bytes, "'%s': %lld bytes, the manifest says %lld", fpath, (long long)map.size, (long long)want_bytes);
+    KV_CHECK(map.size == want_bytes, "'%s': %lld bytes, the manifest says %lld", fpath, (long long)map.size,
+             (long long)want_bytes);
     if (ckpt_parse(r, map.data, map.size, fpath, err, sizeof err) != 0) die("%s", err);
     r->map = map;
     int64_t table_offset = (int64_t)get_le(map.data + 32, 8);

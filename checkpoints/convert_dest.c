@@ -45,7 +45,8 @@ void convert_dest_check(const char *dir, int overwrite) {
                 snprintf(name, sizeof name, "%s", e->d_name);
                 closedir(d);
                 die("kvcpt convert: '%s' already holds '%s' (%s); nothing was changed: pass --overwrite to replace "
-                    "the model files there, or choose another --to", dir, name, NAMES[i].why);
+                    "the model files there, or choose another --to",
+                    dir, name, NAMES[i].why);
             }
     if (errno) die("kvcpt convert: cannot list --to '%s': %s", dir, strerror(errno));
     closedir(d);
@@ -82,6 +83,7 @@ void convert_dest_check_inputs(const char *dir, const ConvertInput *inputs, int 
     if (found >= 0)
         die("kvcpt convert: --to '%s' holds '%s', the same file as the input '%s' (%s); the conversion writes and "
             "removes files in --to and could replace or remove it, so nothing was changed: choose a --to that does "
-            "not hold the input", dir, name, inputs[found].path, inputs[found].option);
+            "not hold the input",
+            dir, name, inputs[found].path, inputs[found].option);
     if (list_errno) die("kvcpt convert: cannot list --to '%s': %s", dir, strerror(list_errno));
 }

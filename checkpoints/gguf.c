@@ -24,8 +24,8 @@ static const struct {
     const char *name;
     int bytes; /* 0: variable (string, array) */
 } VTYPES[GGUF_TYPE_COUNT] = {
-    {"uint8", 1}, {"int8", 1},   {"uint16", 2}, {"int16", 2}, {"uint32", 4}, {"int32", 4},  {"float32", 4},
-    {"bool", 1},  {"string", 0}, {"array", 0},  {"uint64", 8}, {"int64", 8}, {"float64", 8},
+    {"uint8", 1}, {"int8", 1},   {"uint16", 2}, {"int16", 2},  {"uint32", 4}, {"int32", 4},   {"float32", 4},
+    {"bool", 1},  {"string", 0}, {"array", 0},  {"uint64", 8}, {"int64", 8},  {"float64", 8},
 };
 
 const char *gguf_type_name(GgufType t) { return (unsigned)t < GGUF_TYPE_COUNT ? VTYPES[t].name : "?"; }
@@ -76,19 +76,19 @@ static void load_scalar(GgufKV *kv, GgufType t, const uint8_t *p) {
     uint64_t raw = get_le(p, VTYPES[t].bytes);
     kv->u = raw;
     switch (t) {
-    case GGUF_INT8: kv->i = (int8_t)raw; break;
-    case GGUF_INT16: kv->i = (int16_t)raw; break;
-    case GGUF_INT32: kv->i = (int32_t)raw; break;
-    case GGUF_INT64: kv->i = (int64_t)raw; break;
-    case GGUF_FLOAT32: {
-        uint32_t b = (uint32_t)raw;
-        float f;
-        memcpy(&f, &b, 4);
-        kv->f = f;
-        break;
-    }
-    case GGUF_FLOAT64: memcpy(&kv->f, &raw, 8); break;
-    default: kv->i = (int64_t)raw; break; /* unsigned: i is exact below 2^63 */
+        case GGUF_INT8: kv->i = (int8_t)raw; break;
+        case GGUF_INT16: kv->i = (int16_t)raw; break;
+        case GGUF_INT32: kv->i = (int32_t)raw; break;
+        case GGUF_INT64: kv->i = (int64_t)raw; break;
+        case GGUF_FLOAT32: {
+            uint32_t b = (uint32_t)raw;
+            float f;
+            memcpy(&f, &b, 4);
+            kv->f = f;
+            break;
+        }
+        case GGUF_FLOAT64: memcpy(&kv->f, &raw, 8); break;
+        default: kv->i = (int64_t)raw; break; /* unsigned: i is exact below 2^63 */
     }
 }
 
@@ -116,8 +116,9 @@ static int parse_value(Cursor *c, GgufKV *kv, const char *key) {
     /* each element takes at least its fixed size (a string: its 8-byte length) */
     int64_t min_each = et == GGUF_STRING ? 8 : VTYPES[et].bytes;
     if (n > (uint64_t)(left(c) / min_each))
-        return fail(c, at, "key '%s': array of %llu %s elements needs at least %llu bytes but %lld are left "
-                           "(truncated, or a corrupt count?)",
+        return fail(c, at,
+                    "key '%s': array of %llu %s elements needs at least %llu bytes but %lld are left "
+                    "(truncated, or a corrupt count?)",
                     key, (unsigned long long)n, VTYPES[et].name, (unsigned long long)n * (unsigned long long)min_each,
                     (long long)left(c));
     if (et != GGUF_STRING) {
@@ -193,13 +194,14 @@ static int parse_tensor_info(Cursor *c, GgufTensor *t, int64_t index) {
     if (!ti) return fail(c, c->pos - 4, "tensor '%s': unknown ggml type %u", t->name, type);
     t->type = type;
     if (t->ne[0] % ti->block)
-        return fail(c, c->pos - 4, "tensor '%s': first dimension %lld is not a multiple of %s's block of %lld",
-                    t->name, (long long)t->ne[0], ti->name, (long long)ti->block);
+        return fail(c, c->pos - 4, "tensor '%s': first dimension %lld is not a multiple of %s's block of %lld", t->name,
+                    (long long)t->ne[0], ti->name, (long long)ti->block);
     if (__builtin_mul_overflow(t->numel / ti->block, ti->block_bytes, &t->bytes))
         return fail(c, c->pos - 4, "tensor '%s': byte size overflows 64 bits", t->name);
     uint64_t off;
     if (rd_u64(c, &off, "a tensor's data offset")) return -1;
-    if (off > (uint64_t)INT64_MAX) return fail(c, c->pos - 8, "tensor '%s': data offset %llu", t->name, (unsigned long long)off);
+    if (off > (uint64_t)INT64_MAX)
+        return fail(c, c->pos - 8, "tensor '%s': data offset %llu", t->name, (unsigned long long)off);
     t->offset = (int64_t)off;
     return 0;
 }
@@ -223,8 +225,8 @@ static int check_unique_keys(Cursor *c, GgufHeader *h) {
     for (int64_t i = 1; i < h->n_kv && !rc; i++)
         if (kv_by_key(&order[i], &order[i - 1]) == 0) {
             const GgufKV *later = order[i]->offset > order[i - 1]->offset ? order[i] : order[i - 1];
-            rc = fail(c, later->offset, "metadata key '%.*s' appears twice", (int)(later->key.len < 200 ? later->key.len : 200),
-                      later->key.p);
+            rc = fail(c, later->offset, "metadata key '%.*s' appears twice",
+                      (int)(later->key.len < 200 ? later->key.len : 200), later->key.p);
         }
     free(order);
     return rc;
@@ -263,9 +265,11 @@ static int check_tensor_data(Cursor *c, GgufHeader *h) {
     qsort(order, (size_t)h->n_tensors, sizeof *order, by_offset);
     for (int64_t i = 1; i < h->n_tensors && !rc; i++)
         if (order[i]->offset < order[i - 1]->offset + order[i - 1]->bytes)
-            rc = fail(c, h->data_start + order[i]->offset, "tensor '%s' (data offset %lld) overlaps tensor '%s' "
-                      "(data bytes %lld..%lld)", order[i]->name, (long long)order[i]->offset, order[i - 1]->name,
-                      (long long)order[i - 1]->offset, (long long)(order[i - 1]->offset + order[i - 1]->bytes));
+            rc = fail(c, h->data_start + order[i]->offset,
+                      "tensor '%s' (data offset %lld) overlaps tensor '%s' "
+                      "(data bytes %lld..%lld)",
+                      order[i]->name, (long long)order[i]->offset, order[i - 1]->name, (long long)order[i - 1]->offset,
+                      (long long)(order[i - 1]->offset + order[i - 1]->bytes));
     free(order);
     return rc;
 }
@@ -274,15 +278,16 @@ int gguf_has_magic(const uint8_t *buf, int64_t size) { return size >= 4 && memcm
 
 static int parse(Cursor *c, GgufHeader *h) {
     if (!gguf_has_magic(c->buf, c->size)) {
-        if (c->size < 4) return fail(c, 0, "file is %lld bytes; expected at least the 4-byte magic \"GGUF\"", (long long)c->size);
-        return fail(c, 0, "bad magic %02x %02x %02x %02x (expected \"GGUF\")", c->buf[0], c->buf[1], c->buf[2], c->buf[3]);
+        if (c->size < 4)
+            return fail(c, 0, "file is %lld bytes; expected at least the 4-byte magic \"GGUF\"", (long long)c->size);
+        return fail(c, 0, "bad magic %02x %02x %02x %02x (expected \"GGUF\")", c->buf[0], c->buf[1], c->buf[2],
+                    c->buf[3]);
     }
     c->pos = 4;
     if (rd_u32(c, &h->version, "the version")) return -1;
     if (h->version == 0x03000000u || h->version == 0x02000000u)
         return fail(c, 4, "version bytes read as %u: a big-endian GGUF file, which is not supported", h->version);
-    if (h->version != 3)
-        return fail(c, 4, "unsupported GGUF version %u (expected 3)", h->version);
+    if (h->version != 3) return fail(c, 4, "unsupported GGUF version %u (expected 3)", h->version);
     uint64_t nt, nkv;
     if (rd_u64(c, &nt, "the tensor count") || rd_u64(c, &nkv, "the metadata count")) return -1;
     /* the smallest metadata entry is 13 bytes (8-byte key length, 1 key byte,

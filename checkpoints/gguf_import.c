@@ -42,7 +42,8 @@ static void check_rope_scaling(const GgufFile *f, const char *arch) {
         double v = gguf_meta_float(f, factor_keys[i].s, 0, 0, 0, FLT_MAX, "0 (no scaling) or a positive float32");
         if (v != 0 && v != 1)
             die("gguf '%s' at byte %lld: key '%s' = %g scales RoPE positions, which is not supported (only 0 or 1: "
-                "no scaling)", p, (long long)gguf_meta(f, factor_keys[i].s)->offset, factor_keys[i].s, v);
+                "no scaling)",
+                p, (long long)gguf_meta(f, factor_keys[i].s)->offset, factor_keys[i].s, v);
     }
     GgufKey attn_key = key(arch, "rope.scaling.attn_factor"), type_key = key(arch, "rope.scaling.type");
     double attn = gguf_meta_float(f, attn_key.s, 0, 1, -FLT_MAX, FLT_MAX, "a finite float32");
@@ -64,8 +65,8 @@ static void read_config(const GgufFile *f, LlamaConfig *c) {
     const ModelArch *a = arch_by_gguf(arch);
     long long at = (long long)gguf_meta(f, "general.architecture")->offset;
     if (!a)
-        die("gguf '%s' at byte %lld: general.architecture is '%s', an architecture kvcpt does not know (known: %s)",
-            p, at, arch, arch_names());
+        die("gguf '%s' at byte %lld: general.architecture is '%s', an architecture kvcpt does not know (known: %s)", p,
+            at, arch, arch_names());
     if (a->refused)
         die("gguf '%s' at byte %lld: general.architecture '%s' is recognised but not supported: %s", p, at, arch,
             a->refused);
@@ -87,7 +88,8 @@ static void read_config(const GgufFile *f, LlamaConfig *c) {
     int64_t rot = gguf_meta_int(f, rkey.s, 0, c->head_dim);
     if (vlen != c->head_dim || rot != c->head_dim)
         die("gguf '%s': %s %lld and %s %lld must equal the head size %lld (Hugging Face's %s rotates whole "
-            "heads)", p, vkey.s, (long long)vlen, rkey.s, (long long)rot, (long long)c->head_dim, a->hf_class);
+            "heads)",
+            p, vkey.s, (long long)vlen, rkey.s, (long long)rot, (long long)c->head_dim, a->hf_class);
     if (c->head_dim % 2)
         die("gguf '%s': head size %lld is odd; RoPE rotates pairs of dimensions", p, (long long)c->head_dim);
     /* the model computes in float32: each value must be a finite float32 */
@@ -201,7 +203,8 @@ static void gguf_model_open(GgufModel *m, const char *gguf_path) {
                 strcmp(t->name, "rope_freqs.weight") == 0 ? " (Llama 3.1 RoPE scaling factors: not supported)" : "");
         if (!ggml_type_dequantizable(t->type))
             die("gguf '%s' at byte %lld: tensor '%s' is %s, which kvcpt cannot dequantize (supported: F32, F16, "
-                "BF16, Q8_0, Q4_0, Q4_1)", gguf_path, (long long)t->info_offset, t->name, ggml_type_info(t->type)->name);
+                "BF16, Q8_0, Q4_0, Q4_1)",
+                gguf_path, (long long)t->info_offset, t->name, ggml_type_info(t->type)->name);
         const ParamTensor *p = &pl->t[k];
         int shape_ok = t->ndim == p->ndim;
         for (int d = 0; shape_ok && d < p->ndim; d++) shape_ok = t->ne[d] == p->shape[p->ndim - 1 - d];
@@ -210,8 +213,9 @@ static void gguf_model_open(GgufModel *m, const char *gguf_path) {
             if (p->ndim == 1) snprintf(want, sizeof want, "[%lld]", (long long)p->shape[0]);
             else snprintf(want, sizeof want, "[%lld, %lld]", (long long)p->shape[0], (long long)p->shape[1]);
             die("gguf '%s' at byte %lld: tensor '%s' (%s) has ne [%lld, %lld] (%d dims); the config needs "
-                "Hugging Face shape %s (ne reversed)", gguf_path, (long long)t->info_offset, t->name, p->name,
-                (long long)t->ne[0], (long long)(t->ndim > 1 ? t->ne[1] : 1), t->ndim, want);
+                "Hugging Face shape %s (ne reversed)",
+                gguf_path, (long long)t->info_offset, t->name, p->name, (long long)t->ne[0],
+                (long long)(t->ndim > 1 ? t->ne[1] : 1), t->ndim, want);
         }
         src_of[k] = (int)g;
     }
@@ -299,7 +303,8 @@ void gguf_load_fp32(const char *gguf_path, const LlamaConfig *cfg, const ParamLa
     /* the caller's layout came from this file's config: the same file read again must give the same one */
     KV_CHECK(param_layout_hash(&m.pl) == param_layout_hash(pl) && m.pl.total == pl->total,
              "gguf '%s': the file's model (%lld parameters) is not the one %s describes (%lld); was it replaced "
-             "while kvcpt ran?", gguf_path, (long long)m.pl.total, cfg->name, (long long)pl->total);
+             "while kvcpt ran?",
+             gguf_path, (long long)m.pl.total, cfg->name, (long long)pl->total);
     gguf_model_dequant(&m, params);
     gguf_model_close(&m);
 }

@@ -19,9 +19,9 @@ static const GgufKV *get(const GgufFile *f, const char *key, int required) {
     return kv;
 }
 
-#define WRONG(kv, want)                                                                                      \
-    die("gguf '%s' at byte %lld: key '%s' is %s%s%s; expected %s", f->map.path, (long long)(kv)->offset, key, \
-        gguf_type_name((kv)->type), (kv)->type == GGUF_ARRAY ? " of " : "",                                  \
+#define WRONG(kv, want)                                                                                                \
+    die("gguf '%s' at byte %lld: key '%s' is %s%s%s; expected %s", f->map.path, (long long)(kv)->offset, key,          \
+        gguf_type_name((kv)->type), (kv)->type == GGUF_ARRAY ? " of " : "",                                            \
         (kv)->type == GGUF_ARRAY ? gguf_type_name((kv)->arr_type) : "", want)
 
 int64_t gguf_meta_int(const GgufFile *f, const char *key, int required, int64_t dflt) {
@@ -117,9 +117,9 @@ int64_t gguf_arr_int(const GgufKV *kv, uint64_t j) {
     int s = ELEM_SIZE[kv->arr_type];
     uint64_t raw = get_le(kv->arr_data + j * (uint64_t)s, s);
     switch (kv->arr_type) {
-    case GGUF_INT8: return (int8_t)raw;
-    case GGUF_INT16: return (int16_t)raw;
-    case GGUF_INT32: return (int32_t)raw;
-    default: return (int64_t)raw;
+        case GGUF_INT8: return (int8_t)raw;
+        case GGUF_INT16: return (int16_t)raw;
+        case GGUF_INT32: return (int32_t)raw;
+        default: return (int64_t)raw;
     }
 }

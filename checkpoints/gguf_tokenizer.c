@@ -103,13 +103,17 @@ static json_t *listed_merges(const GgufFile *f, const json_t *vocab) {
         char *joined = xmalloc(m.len);
         memcpy(joined, m.p, left);
         memcpy(joined + left, sp + 1, right);
-        const struct { const char *what, *p; size_t n; } part[] = {
+        const struct {
+            const char *what, *p;
+            size_t n;
+        } part[] = {
             {"its left token", m.p, left}, {"its right token", sp + 1, right}, {"the merged token", joined, m.len - 1}};
         for (int k = 0; k < 3; k++)
             if (!json_object_getn(vocab, part[k].p, part[k].n))
                 die("gguf '%s' at byte %lld: tokenizer.ggml.merges[%llu] (\"%s\"): %s \"%.*s\" is not in "
-                    "tokenizer.ggml.tokens", f->map.path, at, (unsigned long long)i, json_string_value(s), part[k].what,
-                    (int)part[k].n, part[k].p);
+                    "tokenizer.ggml.tokens",
+                    f->map.path, at, (unsigned long long)i, json_string_value(s), part[k].what, (int)part[k].n,
+                    part[k].p);
         free(joined);
         json_array_append_new(merges, s);
     }
@@ -154,13 +158,19 @@ static json_t *spm_merges(const GgufFile *f, const GgufKV *toks, const GgufKV *s
                 m = xrealloc(m, cap * sizeof *m);
             }
             int64_t li = json_integer_value(l), ri = json_integer_value(r);
-            m[n++] = (SpmMerge){(int64_t)id, li, ri, (int64_t)k, gguf_arr_f32(scores, id),
-                                gguf_arr_f32(scores, (uint64_t)li), gguf_arr_f32(scores, (uint64_t)ri)};
+            m[n++] = (SpmMerge){(int64_t)id,
+                                li,
+                                ri,
+                                (int64_t)k,
+                                gguf_arr_f32(scores, id),
+                                gguf_arr_f32(scores, (uint64_t)li),
+                                gguf_arr_f32(scores, (uint64_t)ri)};
         }
     }
     if (n == 0)
         die("gguf '%s': no token of tokenizer.ggml.tokens is two others joined; a BPE without merges keeps every text "
-            "in single characters", f->map.path);
+            "in single characters",
+            f->map.path);
     qsort(m, n, sizeof *m, spm_merge_order);
     json_t *merges = json_array();
     for (size_t i = 0; i < n; i++) {
@@ -174,8 +184,7 @@ static json_t *spm_merges(const GgufFile *f, const GgufKV *toks, const GgufKV *s
 
 /* The BPE model: byte-level (gpt2) or SentencePiece's, with "<0xNN>" byte
  * fallback and fused unknown tokens (scores given, unk: its token or -1). */
-static json_t *model_json(const GgufFile *f, const GgufKV *toks, int ignore_merges, const GgufKV *scores,
-                          int64_t unk) {
+static json_t *model_json(const GgufFile *f, const GgufKV *toks, int ignore_merges, const GgufKV *scores, int64_t unk) {
     json_t *vocab = vocab_json(f, toks);
     int spm = scores != NULL;
     /* checked even when the file lists merges: a score that cannot be
@@ -187,8 +196,8 @@ static json_t *model_json(const GgufFile *f, const GgufKV *toks, int ignore_merg
         if (!isfinite(gguf_arr_f32(scores, id)))
             die("gguf '%s' at byte %lld: tokenizer.ggml.scores[%llu] is not finite", f->map.path,
                 (long long)gguf_arr_offset(f, scores, id), (unsigned long long)id);
-    json_t *merges = spm && !gguf_meta(f, "tokenizer.ggml.merges") ? spm_merges(f, toks, scores, vocab)
-                                                                     : listed_merges(f, vocab);
+    json_t *merges =
+        spm && !gguf_meta(f, "tokenizer.ggml.merges") ? spm_merges(f, toks, scores, vocab) : listed_merges(f, vocab);
     json_t *unk_token = spm && unk >= 0 ? token_string(f, toks, unk) : json_null();
     return json_pack("{s:s,s:n,s:o,s:n,s:n,s:b,s:b,s:b,s:o,s:o}", "type", "BPE", "dropout", "unk_token", unk_token,
                      "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", spm, "byte_fallback", spm,
@@ -211,7 +220,8 @@ int gguf_tokenizer_json(const GgufFile *f, int64_t context_length, char **tokeni
     int spm = strcmp(model, "llama") == 0;
     if (!spm && strcmp(model, "gpt2") != 0)
         die("gguf '%s' at byte %lld: tokenizer.ggml.model '%s' is not supported (supported: gpt2, byte-level BPE; "
-            "llama, SentencePiece BPE)", f->map.path, (long long)gguf_meta(f, "tokenizer.ggml.model")->offset, model);
+            "llama, SentencePiece BPE)",
+            f->map.path, (long long)gguf_meta(f, "tokenizer.ggml.model")->offset, model);
     /* llama.cpp's SentencePiece tokenizer does not read tokenizer.ggml.pre */
     char *pre = spm ? NULL : gguf_meta_str(f, "tokenizer.ggml.pre", 1);
     const GgufKV *toks = gguf_meta_array(f, "tokenizer.ggml.tokens", 1, 1);
@@ -223,11 +233,12 @@ int gguf_tokenizer_json(const GgufFile *f, int64_t context_length, char **tokeni
         int64_t t = gguf_arr_int(types, id);
         if (t < 0 || t > TOKEN_TYPE_MAX)
             die("gguf '%s' at byte %lld: tokenizer.ggml.token_type[%llu] = %lld is not one of llama.cpp's token types "
-                "(0 undefined, 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte)", f->map.path,
-                (long long)gguf_arr_offset(f, types, id), (unsigned long long)id, (long long)t);
+                "(0 undefined, 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte)",
+                f->map.path, (long long)gguf_arr_offset(f, types, id), (unsigned long long)id, (long long)t);
     }
     int64_t n = (int64_t)toks->arr_n;
-    int64_t bos = special_id(f, "tokenizer.ggml.bos_token_id", n), eos = special_id(f, "tokenizer.ggml.eos_token_id", n);
+    int64_t bos = special_id(f, "tokenizer.ggml.bos_token_id", n),
+            eos = special_id(f, "tokenizer.ggml.eos_token_id", n);
     int64_t unk = special_id(f, "tokenizer.ggml.unknown_token_id", n);
     int64_t pad = special_id(f, "tokenizer.ggml.padding_token_id", n);
     int add_bos = gguf_meta_bool(f, "tokenizer.ggml.add_bos_token", 0);
@@ -242,16 +253,19 @@ int gguf_tokenizer_json(const GgufFile *f, int64_t context_length, char **tokeni
          * unless tokenizer.ggml.add_space_prefix is false, spaces as "▁",
          * no pre-tokenizer; decoding undoes both */
         int prefix = gguf_meta_bool(f, "tokenizer.ggml.add_space_prefix", 1);
-        json_t *replace = json_pack("{s:s,s:{s:s},s:s}", "type", "Replace", "pattern", "String", " ", "content", "\u2581");
+        json_t *replace =
+            json_pack("{s:s,s:{s:s},s:s}", "type", "Replace", "pattern", "String", " ", "content", "\u2581");
         normalizer = prefix ? json_pack("{s:s,s:[{s:s,s:s},o]}", "type", "Sequence", "normalizers", "type", "Prepend",
                                         "prepend", "\u2581", replace)
                             : json_pack("{s:s,s:[o]}", "type", "Sequence", "normalizers", replace);
         pre_tok = json_null();
-        decoder = json_pack("{s:s,s:[{s:s,s:{s:s},s:s},{s:s},{s:s}]}", "type", "Sequence", "decoders", "type", "Replace",
-                            "pattern", "String", "\u2581", "content", " ", "type", "ByteFallback", "type", "Fuse");
+        decoder =
+            json_pack("{s:s,s:[{s:s,s:{s:s},s:s},{s:s},{s:s}]}", "type", "Sequence", "decoders", "type", "Replace",
+                      "pattern", "String", "\u2581", "content", " ", "type", "ByteFallback", "type", "Fuse");
         if (prefix)
-            json_array_append_new(json_object_get(decoder, "decoders"),
-                                  json_pack("{s:s,s:s,s:i,s:i}", "type", "Strip", "content", " ", "start", 1, "stop", 0));
+            json_array_append_new(
+                json_object_get(decoder, "decoders"),
+                json_pack("{s:s,s:s,s:i,s:i}", "type", "Strip", "content", " ", "start", 1, "stop", 0));
     } else {
         pre_tok = pre_tokenizer(f, pre, &normalizer);
         decoder = byte_level(1, 1, 1);
@@ -274,17 +288,17 @@ int gguf_tokenizer_json(const GgufFile *f, int64_t context_length, char **tokeni
             "s:{s:{s:s,s:[I],s:[s]}}}",
             "type", "TemplateProcessing", "single", "SpecialToken", "id", bs, "type_id", 0, "Sequence", "id", "A",
             "type_id", 0, "pair", "SpecialToken", "id", bs, "type_id", 0, "Sequence", "id", "A", "type_id", 0,
-            "SpecialToken", "id", bs, "type_id", 1, "Sequence", "id", "B", "type_id", 1, "special_tokens", bs, "id",
-            bs, "ids", (json_int_t)bos, "tokens", bs);
+            "SpecialToken", "id", bs, "type_id", 1, "Sequence", "id", "B", "type_id", 1, "special_tokens", bs, "id", bs,
+            "ids", (json_int_t)bos, "tokens", bs);
         post = spm ? tp : json_pack("{s:s,s:[o,o]}", "type", "Sequence", "processors", byte_level(1, 0, 1), tp);
         json_decref(b);
     } else {
         post = spm ? json_null() : byte_level(1, 0, 1);
     }
-    json_t *root = json_pack("{s:s,s:n,s:n,s:o,s:o,s:o,s:o,s:o,s:o}", "version", "1.0", "truncation", "padding",
-                             "added_tokens", added, "normalizer", normalizer, "pre_tokenizer", pre_tok,
-                             "post_processor", post, "decoder", decoder, "model",
-                             model_json(f, toks, pre && strcmp(pre, "llama-bpe") == 0, scores, unk));
+    json_t *root =
+        json_pack("{s:s,s:n,s:n,s:o,s:o,s:o,s:o,s:o,s:o}", "version", "1.0", "truncation", "padding", "added_tokens",
+                  added, "normalizer", normalizer, "pre_tokenizer", pre_tok, "post_processor", post, "decoder", decoder,
+                  "model", model_json(f, toks, pre && strcmp(pre, "llama-bpe") == 0, scores, unk));
     KV_CHECK(root, "gguf '%s': cannot build tokenizer.json", f->map.path);
     *tokenizer_json = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
@@ -298,13 +312,15 @@ int gguf_tokenizer_json(const GgufFile *f, int64_t context_length, char **tokeni
         if (t != TOKEN_CONTROL && t != TOKEN_USER_DEFINED) continue;
         char key[32];
         snprintf(key, sizeof key, "%lld", (long long)id);
-        json_object_set_new(added_dec, key, json_pack("{s:o,s:b,s:b,s:b,s:b,s:b}", "content", token_string(f, toks, id),
-                                                      "lstrip", 0, "normalized", 0, "rstrip", 0, "single_word", 0,
-                                                      "special", t == TOKEN_CONTROL));
+        json_object_set_new(added_dec, key,
+                            json_pack("{s:o,s:b,s:b,s:b,s:b,s:b}", "content", token_string(f, toks, id), "lstrip", 0,
+                                      "normalized", 0, "rstrip", 0, "single_word", 0, "special", t == TOKEN_CONTROL));
     }
     json_object_set_new(cfg, "added_tokens_decoder", added_dec);
-    const struct { const char *name; int64_t id; } sp[] = {
-        {"bos_token", bos}, {"eos_token", eos}, {"unk_token", unk}, {"pad_token", pad}};
+    const struct {
+        const char *name;
+        int64_t id;
+    } sp[] = {{"bos_token", bos}, {"eos_token", eos}, {"unk_token", unk}, {"pad_token", pad}};
     for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++)
         json_object_set_new(cfg, sp[i].name, sp[i].id >= 0 ? token_string(f, toks, sp[i].id) : json_null());
     char *tmpl = gguf_meta_str(f, "tokenizer.chat_template", 0);

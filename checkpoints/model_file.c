@@ -21,8 +21,8 @@ static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
     if (k > 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, "]");
 }
 
-int model_match_layout(const TensorSet *s, const ParamLayout *pl, const LlamaConfig *cfg, int *skip_lm_head,
-                       char *err, int errlen) {
+int model_match_layout(const TensorSet *s, const ParamLayout *pl, const LlamaConfig *cfg, int *skip_lm_head, char *err,
+                       int errlen) {
     *skip_lm_head = 0;
     char a[128], b[128];
     for (int i = 0; i < s->n; i++) {

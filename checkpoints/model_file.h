@@ -15,8 +15,8 @@
  * For tied embeddings an lm_head.weight in the file is tolerated (it is
  * ignored; *skip_lm_head is set when present). Returns 0 or -1 with err
  * naming the tensor, its file and offset. */
-int model_match_layout(const TensorSet *s, const ParamLayout *pl, const LlamaConfig *cfg, int *skip_lm_head,
-                       char *err, int errlen);
+int model_match_layout(const TensorSet *s, const ParamLayout *pl, const LlamaConfig *cfg, int *skip_lm_head, char *err,
+                       int errlen);
 
 /* Fills params (pl->total floats) from dir, converting BF16/F16 to F32. */
 void model_file_load_fp32(const char *dir, const LlamaConfig *cfg, const ParamLayout *pl, float *params);

@@ -54,10 +54,10 @@ void model_source_load_fp32(const char *spec, const LlamaConfig *cfg, const Para
 void model_source_tokenizer_path(const char *spec, const char *what, char *path, size_t n) {
     if (model_source_is_gguf(spec))
         die("%s is the GGUF file '%s'; this command reads a tokenizer.json: `kvcpt convert --from %s --to DIR` "
-            "writes the model with one, then give DIR", what, spec, spec);
+            "writes the model with one, then give DIR",
+            what, spec, spec);
     if (config_is_preset(spec))
-        die("%s is the preset '%s', which has no tokenizer: give a model directory holding tokenizer.json", what,
-            spec);
+        die("%s is the preset '%s', which has no tokenizer: give a model directory holding tokenizer.json", what, spec);
     refuse_hub_id(spec, what);
     struct stat st;
     if (stat(spec, &st) != 0 || !S_ISDIR(st.st_mode))
@@ -65,5 +65,6 @@ void model_source_tokenizer_path(const char *spec, const char *what, char *path,
     path_fmt(path, n, "%s/tokenizer.json", spec);
     if (file_size(path) < 0)
         die("%s '%s' holds no tokenizer.json; give the tokenizer with --tokenizer, or copy the model's tokenizer "
-            "files into it", what, spec);
+            "files into it",
+            what, spec);
 }

@@ -35,14 +35,20 @@ static int parse_entry(NmFile *f, Cursor *c, int64_t data_bytes, const char *ori
     const uint8_t *p;
     if (take(c, 4, &p)) return fail(err, errlen, origin, at, "tensor %d: table ends inside its entry", f->n);
     int64_t nl = (int64_t)get_le(p, 4);
-    if (nl == 0 || nl > MAX_NAME) return fail(err, errlen, origin, at, "tensor %d: name length %lld, expected 1..%d", f->n, (long long)nl, MAX_NAME);
+    if (nl == 0 || nl > MAX_NAME)
+        return fail(err, errlen, origin, at, "tensor %d: name length %lld, expected 1..%d", f->n, (long long)nl,
+                    MAX_NAME);
     const uint8_t *name;
-    if (take(c, nl, &name) || take(c, 8, &p)) return fail(err, errlen, origin, at, "tensor %d: table ends inside its entry", f->n);
+    if (take(c, nl, &name) || take(c, 8, &p))
+        return fail(err, errlen, origin, at, "tensor %d: table ends inside its entry", f->n);
     uint32_t dt = (uint32_t)get_le(p, 4), nd = (uint32_t)get_le(p + 4, 4);
     if (memchr(name, 0, (size_t)nl)) return fail(err, errlen, origin, at, "tensor %d: name contains a NUL byte", f->n);
-    if (dt >= KV_DTYPE_COUNT) return fail(err, errlen, origin, at, "tensor %d: dtype code %u, expected 0..%d", f->n, dt, KV_DTYPE_COUNT - 1);
-    if (nd > ST_MAX_DIMS) return fail(err, errlen, origin, at, "tensor %d: %u dimensions, at most %d", f->n, nd, ST_MAX_DIMS);
-    if (take(c, 8 * (int64_t)nd + 16, &p)) return fail(err, errlen, origin, at, "tensor %d: table ends inside its entry", f->n);
+    if (dt >= KV_DTYPE_COUNT)
+        return fail(err, errlen, origin, at, "tensor %d: dtype code %u, expected 0..%d", f->n, dt, KV_DTYPE_COUNT - 1);
+    if (nd > ST_MAX_DIMS)
+        return fail(err, errlen, origin, at, "tensor %d: %u dimensions, at most %d", f->n, nd, ST_MAX_DIMS);
+    if (take(c, 8 * (int64_t)nd + 16, &p))
+        return fail(err, errlen, origin, at, "tensor %d: table ends inside its entry", f->n);
     t->dtype = (KvDtype)dt;
     t->ndim = (int)nd;
     uint64_t bytes = (uint64_t)kv_dtype_size(t->dtype);
@@ -56,9 +62,11 @@ static int parse_entry(NmFile *f, Cursor *c, int64_t data_bytes, const char *ori
     if ((uint64_t)t->bytes != bytes)
         return fail(err, errlen, origin, at, "tensor %d: %lld bytes recorded, shape and dtype need %llu", f->n,
                     (long long)t->bytes, (unsigned long long)bytes);
-    if (t->offset < 0 || t->offset % ALIGN || t->bytes < 0 || t->offset > data_bytes || t->bytes > data_bytes - t->offset)
-        return fail(err, errlen, origin, at, "tensor %d: data [%lld, +%lld) must be 64-aligned and inside the %lld data bytes",
-                    f->n, (long long)t->offset, (long long)t->bytes, (long long)data_bytes);
+    if (t->offset < 0 || t->offset % ALIGN || t->bytes < 0 || t->offset > data_bytes ||
+        t->bytes > data_bytes - t->offset)
+        return fail(err, errlen, origin, at,
+                    "tensor %d: data [%lld, +%lld) must be 64-aligned and inside the %lld data bytes", f->n,
+                    (long long)t->offset, (long long)t->bytes, (long long)data_bytes);
     t->name = xmalloc((size_t)nl + 1);
     memcpy(t->name, name, (size_t)nl);
     t->name[nl] = '\0';
@@ -78,24 +86,30 @@ static int check_disjoint_unique(NmFile *f, const char *origin, char *err, int e
     int rc = 0;
     for (int i = 1; i < f->n && !rc; i++)
         if (s[i].offset < s[i - 1].offset + s[i - 1].bytes)
-            rc = fail(err, errlen, origin, f->data_start + s[i].offset, "tensor '%s' overlaps tensor '%s'", s[i].name, s[i - 1].name);
+            rc = fail(err, errlen, origin, f->data_start + s[i].offset, "tensor '%s' overlaps tensor '%s'", s[i].name,
+                      s[i - 1].name);
     free(s);
     for (int i = 0; i < f->n && !rc; i++)
         for (int j = i + 1; j < f->n && !rc; j++)
-            if (strcmp(f->t[i].name, f->t[j].name) == 0) rc = fail(err, errlen, origin, FIXED, "tensor '%s' appears twice", f->t[i].name);
+            if (strcmp(f->t[i].name, f->t[j].name) == 0)
+                rc = fail(err, errlen, origin, FIXED, "tensor '%s' appears twice", f->t[i].name);
     return rc;
 }
 
 int nm_parse(NmFile *f, const uint8_t *buf, int64_t size, const char *origin, char *err, int errlen) {
     memset(f, 0, sizeof *f);
-    if (size < FIXED) return fail(err, errlen, origin, 0, "file is %lld bytes, expected at least %d", (long long)size, FIXED);
+    if (size < FIXED)
+        return fail(err, errlen, origin, 0, "file is %lld bytes, expected at least %d", (long long)size, FIXED);
     if (memcmp(buf, MAGIC, 8) != 0) return fail(err, errlen, origin, 0, "expected magic \"KVCPTMDL\"");
     uint32_t version = (uint32_t)get_le(buf + 8, 4), n = (uint32_t)get_le(buf + 12, 4);
     uint64_t table = get_le(buf + 16, 8), ds = get_le(buf + 24, 8), fsz = get_le(buf + 32, 8);
     if (version != VERSION) return fail(err, errlen, origin, 8, "version %u, expected %d", version, VERSION);
-    if (fsz != (uint64_t)size) return fail(err, errlen, origin, 32, "header says %llu bytes, file has %lld (truncated?)", (unsigned long long)fsz, (long long)size);
+    if (fsz != (uint64_t)size)
+        return fail(err, errlen, origin, 32, "header says %llu bytes, file has %lld (truncated?)",
+                    (unsigned long long)fsz, (long long)size);
     if (table > (uint64_t)size || ds % ALIGN || ds < FIXED + table || ds > (uint64_t)size)
-        return fail(err, errlen, origin, 16, "table of %llu bytes / data start %llu do not fit a %lld-byte file", (unsigned long long)table, (unsigned long long)ds, (long long)size);
+        return fail(err, errlen, origin, 16, "table of %llu bytes / data start %llu do not fit a %lld-byte file",
+                    (unsigned long long)table, (unsigned long long)ds, (long long)size);
     if ((uint64_t)n > table / 32) /* an entry takes at least 32 bytes */
         return fail(err, errlen, origin, 12, "%u tensors cannot fit a %llu-byte table", n, (unsigned long long)table);
     f->data_start = (int64_t)ds;
@@ -103,7 +117,8 @@ int nm_parse(NmFile *f, const uint8_t *buf, int64_t size, const char *origin, ch
     Cursor c = {buf, FIXED, FIXED + (int64_t)table};
     int rc = 0;
     for (uint32_t i = 0; i < n && !rc; i++) rc = parse_entry(f, &c, size - (int64_t)ds, origin, err, errlen);
-    if (!rc && c.pos != c.end) rc = fail(err, errlen, origin, c.pos, "%lld unused bytes at the end of the table", (long long)(c.end - c.pos));
+    if (!rc && c.pos != c.end)
+        rc = fail(err, errlen, origin, c.pos, "%lld unused bytes at the end of the table", (long long)(c.end - c.pos));
     if (!rc) rc = check_disjoint_unique(f, origin, err, errlen);
     if (rc) {
         for (int i = 0; i < f->n; i++) free(f->t[i].name);

@@ -44,13 +44,15 @@ static int parse_tensor(const ParseCtx *c, const char *name, json_t *v, StTensor
     if (!json_is_object(v) || json_object_size(v) != 3)
         return fail(c->err, c->errlen, c->origin, KEY_AT,
                     "tensor '%s': expected an object with exactly dtype, shape, data_offsets", name);
-    json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape"), *off = json_object_get(v, "data_offsets");
+    json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape"),
+           *off = json_object_get(v, "data_offsets");
     if (!json_is_string(dt) || !json_is_array(sh) || !json_is_array(off))
         return fail(c->err, c->errlen, c->origin, KEY_AT,
                     "tensor '%s': expected \"dtype\" string, \"shape\" list, \"data_offsets\" list", name);
     if (kv_dtype_parse(json_string_value(dt), &t->dtype) != 0)
-        return fail(c->err, c->errlen, c->origin, KEY_AT, "tensor '%s': dtype '%s' is not supported (expected F32, BF16 or F16)",
-                    name, json_string_value(dt));
+        return fail(c->err, c->errlen, c->origin, KEY_AT,
+                    "tensor '%s': dtype '%s' is not supported (expected F32, BF16 or F16)", name,
+                    json_string_value(dt));
     size_t nd = json_array_size(sh);
     if (nd > ST_MAX_DIMS)
         return fail(c->err, c->errlen, c->origin, KEY_AT, "tensor '%s': %zu dimensions, at most %d supported", name, nd,
@@ -86,7 +88,8 @@ static int parse_tensor(const ParseCtx *c, const char *name, json_t *v, StTensor
 static int parse_metadata(const ParseCtx *c, json_t *v, StHeader *h) {
     const char *name = "__metadata__";
 #define KEY_AT key_offset(c->json, c->len, name)
-    if (!json_is_object(v)) return fail(c->err, c->errlen, c->origin, KEY_AT, "__metadata__: expected an object of strings");
+    if (!json_is_object(v))
+        return fail(c->err, c->errlen, c->origin, KEY_AT, "__metadata__: expected an object of strings");
     size_t n = json_object_size(v);
     h->meta_keys = xcalloc(n, sizeof(char *));
     h->meta_values = xcalloc(n, sizeof(char *));
@@ -120,8 +123,8 @@ static int check_tiling(const ParseCtx *c, StHeader *h) {
                         (long long)t->begin, (long long)t->end, h->t[i - 1].name, (long long)pos);
         if (t->begin > pos)
             return fail(c->err, c->errlen, c->origin, ds + pos,
-                        "hole in the data buffer: bytes [%lld, %lld) belong to no tensor (next is '%s')", (long long)pos,
-                        (long long)t->begin, t->name);
+                        "hole in the data buffer: bytes [%lld, %lld) belong to no tensor (next is '%s')",
+                        (long long)pos, (long long)t->begin, t->name);
         pos = t->end;
     }
     if (pos != c->data_bytes)
@@ -159,7 +162,9 @@ static int parse_json(StHeader *h, const ParseCtx *c) {
 
 int st_parse(StHeader *h, const uint8_t *buf, int64_t size, const char *origin, char *err, int errlen) {
     memset(h, 0, sizeof *h);
-    if (size < 8) return fail(err, errlen, origin, 0, "file is %lld bytes; expected at least the 8-byte header length", (long long)size);
+    if (size < 8)
+        return fail(err, errlen, origin, 0, "file is %lld bytes; expected at least the 8-byte header length",
+                    (long long)size);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = (n << 8) | buf[i];
     if (n > (uint64_t)ST_MAX_HEADER_BYTES)

@@ -70,7 +70,8 @@ static int index_shards(json_t *wm, const char *path, const char ***names, int *
     *names = xcalloc(json_object_size(wm) + 1, sizeof(char *));
     *n = 0;
     json_object_foreach(wm, k, v) {
-        if (!json_is_string(v)) return index_fail(err, errlen, path, "weight_map values must be file names; bad entry", k);
+        if (!json_is_string(v))
+            return index_fail(err, errlen, path, "weight_map values must be file names; bad entry", k);
         const char *f = json_string_value(v);
         if (!f[0] || strchr(f, '/') || strcmp(f, "..") == 0 || strcmp(f, ".") == 0)
             return index_fail(err, errlen, path, "expected a plain shard file name in weight_map, got", f);
@@ -105,7 +106,8 @@ static int open_index(TensorSet *s, const char *dir, char *err, int errlen) {
     json_error_t je;
     json_t *root = json_load_regular(path, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
-        snprintf(err, (size_t)errlen, "index '%s' at byte %d (line %d): invalid JSON: %s", path, je.position, je.line, je.text);
+        snprintf(err, (size_t)errlen, "index '%s' at byte %d (line %d): invalid JSON: %s", path, je.position, je.line,
+                 je.text);
         return -1;
     }
     json_t *wm = json_object_get(root, "weight_map");

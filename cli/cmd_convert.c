@@ -113,10 +113,12 @@ int cmd_convert(int argc, char **argv) {
     const char *from = NULL, *to = NULL, *to_format = NULL, *to_dtype = "keep", *shard = "5GB", *config = NULL;
     int overwrite = 0;
     const Option opts[] = {
-        {"from", OPT_STRING, &from, "DIR|FILE.gguf", "source: a model directory (HF safetensors or native) or a llama.cpp GGUF file; auto-detected"},
+        {"from", OPT_STRING, &from, "DIR|FILE.gguf",
+         "source: a model directory (HF safetensors or native) or a llama.cpp GGUF file; auto-detected"},
         {"to", OPT_STRING, &to, "DIR", "destination directory (created)"},
         {"to-format", OPT_STRING, &to_format, "hf|native", "output format; absent: the other one (hf for GGUF)"},
-        {"to-dtype", OPT_STRING, &to_dtype, "keep|bf16|f32|f16", "output dtype (keep: bytes copied unchanged; f32 for GGUF)"},
+        {"to-dtype", OPT_STRING, &to_dtype, "keep|bf16|f32|f16",
+         "output dtype (keep: bytes copied unchanged; f32 for GGUF)"},
         {"shard-size", OPT_STRING, &shard, "SIZE", "largest HF shard, e.g. 5GB, 500MB, 2GiB"},
         {"config", OPT_STRING, &config, "PATH", "config.json to check shapes against; absent: FROM/config.json"},
         {"overwrite", OPT_FLAG, &overwrite, NULL, "replace model files already in --to"},
@@ -140,9 +142,11 @@ int cmd_convert(int argc, char **argv) {
     else if (strcasecmp(to_dtype, "f16") == 0 || strcasecmp(to_dtype, "fp16") == 0) to_dtype = "F16";
     /* a regular file can only be GGUF; one that is not gets the parser's bad-magic error */
     struct stat st;
-    if (gguf_file_detect(from) || (stat(from, &st) == 0 && S_ISREG(st.st_mode))) return convert_gguf(from, to, to_format, to_dtype, shard_bytes, config, overwrite);
+    if (gguf_file_detect(from) || (stat(from, &st) == 0 && S_ISREG(st.st_mode)))
+        return convert_gguf(from, to, to_format, to_dtype, shard_bytes, config, overwrite);
     int src_native = tensor_set_detect(from);
-    if (src_native < 0) die("kvcpt convert: '%s' holds no %s, %s or %s", from, NATIVE_MODEL_FILE, HF_SINGLE_FILE, HF_INDEX_FILE);
+    if (src_native < 0)
+        die("kvcpt convert: '%s' holds no %s, %s or %s", from, NATIVE_MODEL_FILE, HF_SINGLE_FILE, HF_INDEX_FILE);
     int out_native = to_format ? strcmp(to_format, "native") == 0 : !src_native;
     if (to_format && !out_native && strcmp(to_format, "hf") != 0)
         die("kvcpt convert: --to-format expects hf or native, got '%s'", to_format);
@@ -182,7 +186,8 @@ int cmd_convert(int argc, char **argv) {
     double dt = now_seconds() - t0;
     printf("converted %d tensors (%.3f GB, %s) from %s (%s) to %s (%s, %d file%s) in %.1f s (%.0f MB/s)\n", pl.n,
            (double)bytes / 1e9, kv_dtype_name(t[0].out.dtype), from, src_native ? "native" : "hf", to,
-           out_native ? "native" : "hf", shards, shards == 1 ? "" : "s", dt, (double)bytes / 1e6 / (dt > 0 ? dt : 1e-9));
+           out_native ? "native" : "hf", shards, shards == 1 ? "" : "s", dt,
+           (double)bytes / 1e6 / (dt > 0 ? dt : 1e-9));
     free(cfg_text), free(cfg_out), free(t);
     tensor_set_close(&s);
     param_layout_free(&pl);

@@ -29,19 +29,23 @@ typedef struct {
 /* The policies a user can name, with what each keeps, from the registry
  * itself, so the help cannot miss one. */
 static void policy_help(char *out, size_t size) {
-    int n_reg = 0, at = snprintf(out, size, "Perplexity of the last S tokens per KV-cache policy (docs/eval.md).\n\n"
-                                            "policies (--policies NAME,NAME or all), each with the options that tune it:");
+    int n_reg = 0, at = snprintf(out, size,
+                                 "Perplexity of the last S tokens per KV-cache policy (docs/eval.md).\n\n"
+                                 "policies (--policies NAME,NAME or all), each with the options that tune it:");
     const PolicyInfo *reg = policy_registry(&n_reg);
     for (int i = 0; i < n_reg && at > 0 && at < (int)size; i++)
-        at += snprintf(out + at, size - (size_t)at, "\n  %-10s %s\n  %-10s   options: %s", reg[i].name,
-                       reg[i].summary, "", reg[i].options[0] ? reg[i].options : "none");
-    if (at > 0 && at < (int)size) at += snprintf(out + at, size - (size_t)at, "\n--compress-once applies to any of them.");
+        at += snprintf(out + at, size - (size_t)at, "\n  %-10s %s\n  %-10s   options: %s", reg[i].name, reg[i].summary,
+                       "", reg[i].options[0] ? reg[i].options : "none");
+    if (at > 0 && at < (int)size)
+        at += snprintf(out + at, size - (size_t)at, "\n--compress-once applies to any of them.");
     KV_CHECK(at > 0 && at < (int)size, "eval: help text longer than %zu bytes", size);
 }
 
 int cmd_eval(int argc, char **argv) {
     /* every default written once: here, or the policies' in eval/policy.c; the budget is set per context */
     PolicyOptions po = policy_default_options(0);
+    /* the defaults and the option table keep one line per group and per option: they read as tables */
+    // clang-format off
     EvalSettings s = {.split = "test", .last = 50, .budget = "L/8", .pick = DOC_PICK_FIRST, .max_copy = 1.0,
                       .batch = EVAL_DEFAULT_BATCH, .boot = 1000, .out = "runs/eval", .argc = argc, .argv = argv,
                       .t0 = now_seconds()};
@@ -95,6 +99,7 @@ int cmd_eval(int argc, char **argv) {
         {"quiet", OPT_FLAG, &s.quiet, NULL, "no progress on stderr (document, variant, tokens/s, elapsed, ETA)"},
         {0},
     };
+    // clang-format on
     char summary[4096];
     policy_help(summary, sizeof summary);
     if (options_parse("eval", summary, opts, argc, argv)) return 0;
@@ -111,8 +116,10 @@ int cmd_eval(int argc, char **argv) {
     for (int i = 0; i < a.models.count; i++) {
         const char *m = a.models.items[i];
         int64_t bad = utf8_first_invalid((const uint8_t *)m, strlen(m));
-        KV_CHECK(bad < 0, "eval: --model '%s' is not valid UTF-8 (byte 0x%02x at offset %lld); eval.json could not "
-                 "record it", m, (unsigned)(uint8_t)m[bad], (long long)bad);
+        KV_CHECK(bad < 0,
+                 "eval: --model '%s' is not valid UTF-8 (byte 0x%02x at offset %lld); eval.json could not "
+                 "record it",
+                 m, (unsigned)(uint8_t)m[bad], (long long)bad);
     }
     int64_t ctx[EVAL_MAX_CONTEXTS], qc[8], fixed[8];
     s.n_contexts = options_int_list(a.contexts, ctx, EVAL_MAX_CONTEXTS, "L");

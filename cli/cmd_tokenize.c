@@ -103,7 +103,8 @@ static void decode_ids(const Tokenizer *t, const TokenBuf *ids, const char *wher
         json_t *o = json_pack("{s:s%}", "text", text, (size_t)out.n);
         if (!o)
             die("%s: decoded bytes are not valid UTF-8 (a token sequence cut inside a character); drop --json for raw "
-                "bytes", where);
+                "bytes",
+                where);
         if (json_dumpf(o, stdout, JSON_ENSURE_ASCII) != 0) die("stdout: write failed: %s", strerror(errno));
         putchar('\n');
         json_decref(o);
@@ -145,10 +146,14 @@ int cmd_tokenize(int argc, char **argv) {
          "input is JSON Lines {\"text\": ...}; one line of ids per document (with --decode: each line of ids -> one "
          "{\"text\": ...} line)"},
         {"allow-special", OPT_FLAG, &a.allow_special, NULL, "spelled-out special tokens (<|eot_id|>) become their ids"},
-        {"bos", OPT_FLAG, &a.bos, NULL, "prepend the tokenizer's BOS (Llama 3: <|begin_of_text|>); refused when it has none"},
+        {"bos", OPT_FLAG, &a.bos, NULL,
+         "prepend the tokenizer's BOS (Llama 3: <|begin_of_text|>); refused when it has none"},
         {0},
     };
-    if (options_parse("tokenize", "BPE tokenizer (tokenizer.json, byte-level or SentencePiece-style): UTF-8 text on stdin -> token ids on stdout.", opts, argc, argv))
+    if (options_parse("tokenize",
+                      "BPE tokenizer (tokenizer.json, byte-level or SentencePiece-style): UTF-8 text on stdin -> token "
+                      "ids on stdout.",
+                      opts, argc, argv))
         return 0;
     char *path = a.tokenizer ? xstrdup(a.tokenizer) : tokenizer_default_path();
     Tokenizer *t = tokenizer_load(path);

@@ -20,7 +20,8 @@ int cmd_train(int argc, char **argv) {
         {"resume", OPT_FLAG, &resume, NULL, "continue from the newest complete checkpoint in 'out'"},
         {"allow-schedule-change", OPT_FLAG, &allow_schedule_change, NULL,
          "--resume: go on under other steps or another lr schedule than the checkpoint's (refused otherwise)"},
-        {"overwrite", OPT_FLAG, &overwrite, NULL, "remove an earlier run in 'out' (log, checkpoints, model) and start again"},
+        {"overwrite", OPT_FLAG, &overwrite, NULL,
+         "remove an earlier run in 'out' (log, checkpoints, model) and start again"},
         {0},
     };
     const char *summary = "Pretraining from random init or RefreshKV continued pretraining, on the CPU or a CUDA GPU "

@@ -48,8 +48,8 @@ static void print_table(const PlanRow *rows, int n) {
     for (int k = 0; k < 6; k++) {
         printf("%-16s", names[k]);
         for (int i = 0; i < n; i++) {
-            const int64_t v[] = {rows[i].params, rows[i].grads, rows[i].optim, rows[i].unit_buffers,
-                                 rows[i].activations, rows[i].total};
+            const int64_t v[] = {rows[i].params,       rows[i].grads,       rows[i].optim,
+                                 rows[i].unit_buffers, rows[i].activations, rows[i].total};
             printf("  %9.2f", (double)v[k] / (1024.0 * 1024.0 * 1024.0));
         }
         printf("\n");
@@ -59,7 +59,8 @@ static void print_table(const PlanRow *rows, int n) {
 static void print_json(const PlanRow *rows, int n) {
     printf("[");
     for (int i = 0; i < n; i++)
-        printf("%s{\"ranks\":%d,\"recompute\":\"%s\",\"params\":%lld,\"grads\":%lld,\"optim\":%lld,\"unit_buffers\":%lld,\"activations\":%lld,"
+        printf("%s{\"ranks\":%d,\"recompute\":\"%s\",\"params\":%lld,\"grads\":%lld,\"optim\":%lld,\"unit_buffers\":%"
+               "lld,\"activations\":%lld,"
                "\"total\":%lld}",
                i ? "," : "", rows[i].ranks, llama_recompute_name(rows[i].recompute), (long long)rows[i].params,
                (long long)rows[i].grads, (long long)rows[i].optim, (long long)rows[i].unit_buffers,
@@ -121,8 +122,7 @@ static void print_cuda_engine(const char *model, const CudaMemInputs *in, const 
         printf("\nCUDA engine, %d rank%s (one GPU each; master, gradient sum and optimizer sharded on the GPUs), per "
                "GPU:\n",
                in->ranks, in->ranks > 1 ? "s" : "");
-    else
-        printf("\nCUDA engine, one rank (the optimizer steps the engine's own parameters), per GPU:\n");
+    else printf("\nCUDA engine, one rank (the optimizer steps the engine's own parameters), per GPU:\n");
     printf("%s, T %lld x micro-batch %lld, precision %s, recompute %s, optimizer %s", model, (long long)in->T,
            (long long)in->micro_batch, llama_cuda_precision_name(in->precision), llama_recompute_name(in->recompute),
            in->optim_device ? "on the engine's parameters" : "on the shards");
@@ -135,19 +135,22 @@ static void print_cuda_engine(const char *model, const CudaMemInputs *in, const 
         printf("fits %.2f GiB per GPU: headroom %.2f GiB (%lld bytes)\n", (double)gpu_mem / gib,
                (double)(gpu_mem - p->total) / gib, (long long)(gpu_mem - p->total));
     else
-        printf("does NOT fit %.2f GiB per GPU: %.2f GiB (%lld bytes) over; lower it with more recompute, precision bf16, "
-               "a smaller micro-batch or more ranks\n",
-               (double)gpu_mem / gib, (double)(p->total - gpu_mem) / gib, (long long)(p->total - gpu_mem));
+        printf(
+            "does NOT fit %.2f GiB per GPU: %.2f GiB (%lld bytes) over; lower it with more recompute, precision bf16, "
+            "a smaller micro-batch or more ranks\n",
+            (double)gpu_mem / gib, (double)(p->total - gpu_mem) / gib, (long long)(p->total - gpu_mem));
 }
 
 static void print_cuda_json(int ranks, LlamaRecompute r, const CudaMemPlan *p, int64_t gpu_mem,
                             const LlamaRecompute *least) {
-    printf("{\"ranks\":%d,\"recompute\":\"%s\",\"params\":%lld,\"wbf16\":%lld,\"grads\":%lld,\"rope\":%lld,\"acts\":%lld,\"optim\":%lld,"
-           "\"shards\":%lld,\"attn_scratch\":%lld,\"counted\":%lld,\"workspace\":%lld,\"cudnn_workspace\":%lld,\"total\":%lld,"
+    printf("{\"ranks\":%d,\"recompute\":\"%s\",\"params\":%lld,\"wbf16\":%lld,\"grads\":%lld,\"rope\":%lld,\"acts\":%"
+           "lld,\"optim\":%lld,"
+           "\"shards\":%lld,\"attn_scratch\":%lld,\"counted\":%lld,\"workspace\":%lld,\"cudnn_workspace\":%lld,"
+           "\"total\":%lld,"
            "\"gpu_mem\":%lld,\"fits\":%s",
-           ranks, llama_recompute_name(r), (long long)p->params, (long long)p->wbf16, (long long)p->grads, (long long)p->rope, (long long)p->acts,
-           (long long)p->optim, (long long)p->shards, (long long)p->attn, (long long)p->counted, (long long)p->workspace,
-           (long long)p->cudnn_workspace, (long long)p->total,
+           ranks, llama_recompute_name(r), (long long)p->params, (long long)p->wbf16, (long long)p->grads,
+           (long long)p->rope, (long long)p->acts, (long long)p->optim, (long long)p->shards, (long long)p->attn,
+           (long long)p->counted, (long long)p->workspace, (long long)p->cudnn_workspace, (long long)p->total,
            (long long)gpu_mem, p->total <= gpu_mem ? "true" : "false");
     if (!least) printf(",\"least_recompute\":null}");
     else printf(",\"least_recompute\":\"%s\"}", llama_recompute_name(*least));
@@ -204,15 +207,19 @@ int cmd_plan(int argc, char **argv) {
          "activation checkpointing: none keeps every activation, attn each layer's attention half (the MLP's rerun "
          "in backward), full each layer's input (the layer rerun); auto: for each rank count the least that fits "
          "--gpu-mem; absent: the --config file's setting, else none"},
-        {"json", OPT_FLAG, &json, NULL, "print JSON (bytes) instead of the tables: the ZeRO-3 rows, or with --engine cuda the CUDA engine's"},
+        {"json", OPT_FLAG, &json, NULL,
+         "print JSON (bytes) instead of the tables: the ZeRO-3 rows, or with --engine cuda the CUDA engine's"},
         {"engine", OPT_STRING, &engine, "all|zero3|cuda", "what to print: both, the ZeRO-3 budget, or the CUDA engine"},
-        {"precision", OPT_STRING, &precision, "fp32|bf16|bf16sr", "CUDA engine: weight precision (bf16sr: optimizer on the GPU)"},
-        {"optim-device", OPT_FLAG, &optim_device, NULL, "CUDA engine: the optimizer steps the engine's own parameters (one rank)"},
+        {"precision", OPT_STRING, &precision, "fp32|bf16|bf16sr",
+         "CUDA engine: weight precision (bf16sr: optimizer on the GPU)"},
+        {"optim-device", OPT_FLAG, &optim_device, NULL,
+         "CUDA engine: the optimizer steps the engine's own parameters (one rank)"},
         {"attn", OPT_STRING, &attn_s, "auto|mma|cuda-core|cudnn",
          "CUDA engine: the attention (config attn_impl; absent: the --config file's, else KVCPT_ATTN, else auto); "
          "cudnn (bf16) adds its scratch region and cuDNN's workspace at its cap"},
         {"L", OPT_INT, &Lp, "L", "the mask's prefill length (with --K; 0 means --seq)"},
-        {"mask-evict", OPT_FLAG, &evict, NULL, "the mask evicts as the eval cache does (config mask_evict=1; with --K)"},
+        {"mask-evict", OPT_FLAG, &evict, NULL,
+         "the mask evicts as the eval cache does (config mask_evict=1; with --K)"},
         {"mask-restride", OPT_INT, &restride, "R",
          "the mask's rows L-1 + R*m attend to every key and re-select (config mask_restride; with --K)"},
         {"gpu-mem", OPT_STRING, &gpu_mem_s, "BYTES", "device memory per GPU, K/M/G suffixes (80G: an H100)"},
@@ -224,7 +231,8 @@ int cmd_plan(int argc, char **argv) {
     if (options_parse("plan",
                       "Device memory per rank: the budget of a fully sharded step (ZeRO-3), and the CUDA training "
                       "engine (whole working weights, sharded master and optimizer) with its fit in --gpu-mem.",
-                      opts, argc, argv)) return 0;
+                      opts, argc, argv))
+        return 0;
     KV_CHECK(strcmp(engine, "all") == 0 || strcmp(engine, "zero3") == 0 || strcmp(engine, "cuda") == 0,
              "kvcpt plan: --engine must be all, zero3 or cuda, got '%s'", engine);
     int64_t gpu_mem = parse_bytes(gpu_mem_s, "gpu-mem");
@@ -241,7 +249,8 @@ int cmd_plan(int argc, char **argv) {
         snprintf(tc.precision, sizeof tc.precision, "%s", precision);
         snprintf(tc.optim, sizeof tc.optim, "%s", optim);
         tc.optim_device = optim_device, tc.micro_batch = mb;
-        KV_CHECK(K > 0 || (!evict && restride == 0), "kvcpt plan: --mask-evict and --mask-restride shape the mask: they need --K");
+        KV_CHECK(K > 0 || (!evict && restride == 0),
+                 "kvcpt plan: --mask-evict and --mask-restride shape the mask: they need --K");
         KV_CHECK(restride >= 0, "kvcpt plan: --mask-restride must be >= 0 (0: off), got %lld", (long long)restride);
         tc.mask = K > 0, tc.K = K, tc.L = Lp > 0 ? Lp : seq, tc.S = seq - tc.L;
         tc.mask_evict = evict, tc.mask_restride = restride;
@@ -258,13 +267,20 @@ int cmd_plan(int argc, char **argv) {
     model_source_config(&c, model, "kvcpt plan: --preset");
     OptimKind kind;
     KV_CHECK(optim_kind_parse(optim, &kind) == 0, "kvcpt plan: --optim must be adamw8bit or adamw, got '%s'", optim);
-    KV_CHECK(seq >= 1 && mb >= 1 && K >= 0 && K <= seq, "kvcpt plan: need --seq >= 1, --micro-batch >= 1, 0 <= --K <= --seq");
+    KV_CHECK(seq >= 1 && mb >= 1 && K >= 0 && K <= seq,
+             "kvcpt plan: need --seq >= 1, --micro-batch >= 1, 0 <= --K <= --seq");
     check_plan_size(&c, seq, mb);
     /* one mask for both engines, checked as the trainer checks it */
     RefreshMask mask = train_config_mask(&tc);
     refresh_mask_validate(&mask, config ? "kvcpt plan --config" : "kvcpt plan --K/--L/--mask-evict/--mask-restride");
-    PlanInputs in = {seq, mb, mask, dtype_bytes(pd, "params"), dtype_bytes(gd, "grads"), dtype_bytes(ad, "acts"),
-                     kind, (LlamaRecompute)tc.recompute};
+    PlanInputs in = {seq,
+                     mb,
+                     mask,
+                     dtype_bytes(pd, "params"),
+                     dtype_bytes(gd, "grads"),
+                     dtype_bytes(ad, "acts"),
+                     kind,
+                     (LlamaRecompute)tc.recompute};
     PlanRow rows[64];
     int n = 0;
     for (const char *p = ranks; *p && n < 64;) {
@@ -298,7 +314,8 @@ int cmd_plan(int argc, char **argv) {
         CudaMemInputs cin = cuda_mem_inputs_from_train(&tc, mode, rows[i].ranks);
         CudaMemPlan all[LLAMA_RECOMPUTE_COUNT];
         LlamaRecompute least_setting = LLAMA_RECOMPUTE_FULL; /* nothing fits: the smallest */
-        const LlamaRecompute *least = cuda_least_recompute(&c, cin, gpu_mem, all, &least_setting) ? &least_setting : NULL;
+        const LlamaRecompute *least =
+            cuda_least_recompute(&c, cin, gpu_mem, all, &least_setting) ? &least_setting : NULL;
         if (pick) cin.recompute = least_setting;
         CudaMemPlan cp = cuda_mem_plan(&c, &cin);
         if (json) {

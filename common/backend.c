@@ -46,8 +46,8 @@ int backend_known(const char *name) {
 const char *backend_names(char *buf, size_t cap) {
     size_t len = (size_t)snprintf(buf, cap, "%s", host.name);
     for (int i = 0; i < n_registered && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i + 1 == n_registered ? " or " : ", ",
-                                registered[i]->name);
+        len +=
+            (size_t)snprintf(buf + len, cap - len, "%s%s", i + 1 == n_registered ? " or " : ", ", registered[i]->name);
     return buf;
 }
 
@@ -79,7 +79,8 @@ void backend_describe(void) {
     printf("backend %s: %s\n", host.name, host.built_for);
     for (int i = 0; i < n_registered; i++) {
         const Backend *b = registered[i];
-        if (b->compiled) printf("backend %s: compiled (%s); visible devices: %d\n", b->name, b->built_for, b->device_count());
+        if (b->compiled)
+            printf("backend %s: compiled (%s); visible devices: %d\n", b->name, b->built_for, b->device_count());
         else printf("backend %s: not compiled (%s)\n", b->name, b->built_for);
     }
 }

@@ -8,8 +8,8 @@ int byte_size_parse(const char *s, int64_t *bytes) {
     static const struct {
         const char *suffix;
         double mult;
-    } units[] = {{"", 1},        {"B", 1},          {"KB", 1e3},           {"MB", 1e6},  {"GB", 1e9},
-                 {"TB", 1e12},   {"KiB", 1024.0},   {"MiB", 1048576.0},    {"GiB", 1073741824.0}};
+    } units[] = {{"", 1},      {"B", 1},        {"KB", 1e3},        {"MB", 1e6},          {"GB", 1e9},
+                 {"TB", 1e12}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
     char *end;
     errno = 0;
     double v = strtod(s, &end);

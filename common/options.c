@@ -9,26 +9,26 @@
 
 int options_default_text(const Option *o, char *buf, size_t n) {
     switch (o->type) {
-    case OPT_INT:
-    case OPT_COUNT:
-    case OPT_POSITIVE: snprintf(buf, n, "%lld", (long long)*(const int64_t *)o->dst); return 1;
-    case OPT_FLOAT: snprintf(buf, n, "%g", *(const double *)o->dst); return 1;
-    case OPT_STRING: {
-        const char *v = *(const char *const *)o->dst;
-        if (!v || !*v) return 0;
-        snprintf(buf, n, "%s", v);
-        return 1;
-    }
-    case OPT_STRINGS: {
-        const StringList *l = (const StringList *)o->dst;
-        if (l->count == 0) return 0;
-        buf[0] = '\0';
-        for (int i = 0; i < l->count; i++)
-            snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? " " : "", l->items[i]);
-        return 1;
-    }
-    case OPT_FLAG:
-    case OPT_ALIAS: return 0;
+        case OPT_INT:
+        case OPT_COUNT:
+        case OPT_POSITIVE: snprintf(buf, n, "%lld", (long long)*(const int64_t *)o->dst); return 1;
+        case OPT_FLOAT: snprintf(buf, n, "%g", *(const double *)o->dst); return 1;
+        case OPT_STRING: {
+            const char *v = *(const char *const *)o->dst;
+            if (!v || !*v) return 0;
+            snprintf(buf, n, "%s", v);
+            return 1;
+        }
+        case OPT_STRINGS: {
+            const StringList *l = (const StringList *)o->dst;
+            if (l->count == 0) return 0;
+            buf[0] = '\0';
+            for (int i = 0; i < l->count; i++)
+                snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? " " : "", l->items[i]);
+            return 1;
+        }
+        case OPT_FLAG:
+        case OPT_ALIAS: return 0;
     }
     return 0;
 }
@@ -43,10 +43,8 @@ void options_print_help(const char *cmd, const char *summary, const Option *opts
         for (const Option *a = opts; a->name; a++)
             if (a->type == OPT_ALIAS && strcmp(a->metavar, o->name) == 0)
                 snprintf(also + strlen(also), sizeof also - strlen(also), " (also --%s)", a->name);
-        if (options_default_text(o, dflt, sizeof dflt))
-            printf("  %-30s %s%s (default %s)\n", lhs, o->help, also, dflt);
-        else
-            printf("  %-30s %s%s\n", lhs, o->help, also);
+        if (options_default_text(o, dflt, sizeof dflt)) printf("  %-30s %s%s (default %s)\n", lhs, o->help, also, dflt);
+        else printf("  %-30s %s%s\n", lhs, o->help, also);
     }
     printf("  %-30s %s\n", "--help", "show this help and exit");
 }
@@ -104,32 +102,34 @@ static void set_value(const char *cmd, const Option *o, const char *val) {
     char *end = NULL;
     errno = 0;
     switch (o->type) {
-    case OPT_INT:
-    case OPT_COUNT:
-    case OPT_POSITIVE: {
-        long long v = strtoll(val, &end, 10);
-        long long min = o->type == OPT_COUNT ? 0 : 1;
-        if (errno || end == val || *end) die("kvcpt %s: %s expects an integer, got '%s'", cmd, options_spelled(o->name), val);
-        if (o->type != OPT_INT && v < min)
-            die("kvcpt %s: %s expects an integer >= %lld, got '%s'", cmd, options_spelled(o->name), min, val);
-        *(int64_t *)o->dst = (int64_t)v;
-        break;
-    }
-    case OPT_FLOAT: {
-        double v = strtod(val, &end);
-        if (errno || end == val || *end) die("kvcpt %s: %s expects a number, got '%s'", cmd, options_spelled(o->name), val);
-        *(double *)o->dst = v;
-        break;
-    }
-    case OPT_STRING: *(const char **)o->dst = val; break;
-    case OPT_STRINGS: {
-        StringList *l = (StringList *)o->dst;
-        l->items = xrealloc((void *)l->items, sizeof(char *) * (size_t)(l->count + 1));
-        l->items[l->count++] = val;
-        break;
-    }
-    case OPT_FLAG:
-    case OPT_ALIAS: break;
+        case OPT_INT:
+        case OPT_COUNT:
+        case OPT_POSITIVE: {
+            long long v = strtoll(val, &end, 10);
+            long long min = o->type == OPT_COUNT ? 0 : 1;
+            if (errno || end == val || *end)
+                die("kvcpt %s: %s expects an integer, got '%s'", cmd, options_spelled(o->name), val);
+            if (o->type != OPT_INT && v < min)
+                die("kvcpt %s: %s expects an integer >= %lld, got '%s'", cmd, options_spelled(o->name), min, val);
+            *(int64_t *)o->dst = (int64_t)v;
+            break;
+        }
+        case OPT_FLOAT: {
+            double v = strtod(val, &end);
+            if (errno || end == val || *end)
+                die("kvcpt %s: %s expects a number, got '%s'", cmd, options_spelled(o->name), val);
+            *(double *)o->dst = v;
+            break;
+        }
+        case OPT_STRING: *(const char **)o->dst = val; break;
+        case OPT_STRINGS: {
+            StringList *l = (StringList *)o->dst;
+            l->items = xrealloc((void *)l->items, sizeof(char *) * (size_t)(l->count + 1));
+            l->items[l->count++] = val;
+            break;
+        }
+        case OPT_FLAG:
+        case OPT_ALIAS: break;
     }
 }
 
@@ -167,7 +167,8 @@ int options_parse(const char *cmd, const char *summary, const Option *opts, int 
         if (i + 1 >= argc) die("kvcpt %s: --%s needs a value (%s)", cmd, name, o->metavar ? o->metavar : "value");
         set_value(cmd, o, argv[++i]);
         /* a list option swallows following non-option words: --input a b c */
-        while (o->type == OPT_STRINGS && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) set_value(cmd, o, argv[++i]);
+        while (o->type == OPT_STRINGS && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
+            set_value(cmd, o, argv[++i]);
     }
     return 0;
 }

@@ -66,10 +66,8 @@ static int render(const char *gp_path, const char *dat_path, const char *png_pat
         warned = fgetc(lf) != EOF;
         fclose(lf);
     }
-    if (warned)
-        warnf("gnuplot drew %s with warnings (see %s)", png_path, log);
-    else if (!keep_sources())
-        remove_sources(gp_path, dat_path, log);
+    if (warned) warnf("gnuplot drew %s with warnings (see %s)", png_path, log);
+    else if (!keep_sources()) remove_sources(gp_path, dat_path, log);
     return 1;
 }
 
@@ -179,7 +177,8 @@ int plot_lines_png(const char *png_path, const char *title, const char *xlabel, 
     if (!(y0 <= y1)) y0 = 0, y1 = 1;
     if (x0 == x1) fprintf(f, "set xrange [%.10g:%.10g]\n", x0 - 1, x1 + 1);
     if (y0 == y1 && logy) fprintf(f, "set yrange [%.10g:%.10g]\n", y0 / 2, y1 * 2);
-    else if (y0 == y1) fprintf(f, "set yrange [%.10g:%.10g]\n", y0 - 0.5 * fmax(1, fabs(y0)), y1 + 0.5 * fmax(1, fabs(y1)));
+    else if (y0 == y1)
+        fprintf(f, "set yrange [%.10g:%.10g]\n", y0 - 0.5 * fmax(1, fabs(y0)), y1 + 0.5 * fmax(1, fabs(y1)));
     fprintf(f, "plot ");
     int block = 0;
     for (int s = 0; s < nseries; s++) {
@@ -187,8 +186,8 @@ int plot_lines_png(const char *png_path, const char *title, const char *xlabel, 
         fprintf(f, "%s", block ? ", \\\n     " : "");
         gp_quoted(f, dat);
         /* a few points (dev evaluations, a short run) are marked, a long curve is a line */
-        fprintf(f, " index %d with %s lc %d dt %d", block++, series[s].n <= 50 ? "linespoints ps 0.6 lw 2" : "lines lw 1.5",
-                s % 8 + 1, s / 8 % 5 + 1);
+        fprintf(f, " index %d with %s lc %d dt %d", block++,
+                series[s].n <= 50 ? "linespoints ps 0.6 lw 2" : "lines lw 1.5", s % 8 + 1, s / 8 % 5 + 1);
         if (series[s].n <= 50) fprintf(f, " pt %d", POINT_TYPES[s / 8 % 5]);
         fprintf(f, " title ");
         gp_text(f, series[s].name);
@@ -203,12 +202,9 @@ int plot_lines_png(const char *png_path, const char *title, const char *xlabel, 
  * exponent only from a million on. */
 static void value_text(char *out, size_t n, double v) {
     double a = fabs(v);
-    if (isnan(v))
-        snprintf(out, n, "not finite (NaN)");
-    else if (isinf(v))
-        snprintf(out, n, "not finite (%sinf)", v < 0 ? "-" : "");
-    else
-        snprintf(out, n, a < 10 ? "%.3f" : a < 100 ? "%.2f" : a < 1000 ? "%.1f" : a < 1e6 ? "%.0f" : "%.3g", v);
+    if (isnan(v)) snprintf(out, n, "not finite (NaN)");
+    else if (isinf(v)) snprintf(out, n, "not finite (%sinf)", v < 0 ? "-" : "");
+    else snprintf(out, n, a < 10 ? "%.3f" : a < 100 ? "%.2f" : a < 1000 ? "%.1f" : a < 1e6 ? "%.0f" : "%.3g", v);
 }
 
 /* Layout of the bar chart in pixels. The canvas grows with the rows and with
@@ -288,8 +284,7 @@ int plot_bars_png(const char *png_path, const char *title, const char *value_lab
             fprintf(f, "%.6f %.6f %.6f ", y, y - h / 2, y + h / 2);
             if (isfinite(v))
                 fprintf(f, "%.10g %.10g", v, isfinite(e1) && e1 > v ? e1 : v); /* the number right of the bar */
-            else
-                fprintf(f, "NaN %.10g", base);
+            else fprintf(f, "NaN %.10g", base);
             fprintf(f, " \"%s\" ", num);
             if (isfinite(e0)) fprintf(f, "%.10g %.10g\n", e0, e1);
             else fprintf(f, "NaN NaN\n");

@@ -49,4 +49,6 @@ static int remove_entry_quietly(const char *path, const struct stat *st, int typ
     return 0;
 }
 
-void remove_tree_best_effort(const char *path) { nftw(path, remove_entry_quietly, 16, FTW_PHYS | FTW_DEPTH | FTW_MOUNT); }
+void remove_tree_best_effort(const char *path) {
+    nftw(path, remove_entry_quietly, 16, FTW_PHYS | FTW_DEPTH | FTW_MOUNT);
+}

@@ -164,17 +164,23 @@ static int64_t event_step(const uint8_t *p, size_t n) {
         uint64_t key, v;
         if (!get_varint(&p, end, &key)) return -1;
         switch (key & 7) {
-        case 0:
-            if (!get_varint(&p, end, &v)) return -1;
-            if (key >> 3 == 2) step = (int64_t)v;
-            break;
-        case 1: if (end - p < 8) return -1; p += 8; break;
-        case 5: if (end - p < 4) return -1; p += 4; break;
-        case 2:
-            if (!get_varint(&p, end, &v) || v > (uint64_t)(end - p)) return -1;
-            p += v;
-            break;
-        default: return -1;
+            case 0:
+                if (!get_varint(&p, end, &v)) return -1;
+                if (key >> 3 == 2) step = (int64_t)v;
+                break;
+            case 1:
+                if (end - p < 8) return -1;
+                p += 8;
+                break;
+            case 5:
+                if (end - p < 4) return -1;
+                p += 4;
+                break;
+            case 2:
+                if (!get_varint(&p, end, &v) || v > (uint64_t)(end - p)) return -1;
+                p += v;
+                break;
+            default: return -1;
         }
     }
     return step;
@@ -198,7 +204,8 @@ void tfevents_truncate(const char *path, int64_t step) {
         int64_t s = whole ? event_step(b + at + 12, n) : -1;
         if (s < 0) {
             warnf("'%s': the record at byte %lld is cut short or damaged; the events from there on are dropped "
-                  "(log.jsonl holds every step)", path, (long long)at);
+                  "(log.jsonl holds every step)",
+                  path, (long long)at);
             break;
         }
         if (s <= step) fwrite_check(b + at, 1, (size_t)(16 + n), o, tmp);

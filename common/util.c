@@ -179,8 +179,7 @@ FILE *fopen_at(const char *path, const char *mode, const char *src, int line) {
                 if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) errno = ELOOP;
                 else if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) errno = EINVAL;
             }
-        } else
-            fd = open(path, flags, 0644);
+        } else fd = open(path, flags, 0644);
         if (fd < 0 && errno == ELOOP)
             die_at(src, line, "'%s' is a symbolic link; refusing to write through it (remove it first)", path);
         if (fd < 0 && errno == EINVAL)

@@ -22,9 +22,9 @@ KV_NORETURN void die_at(const char *src, int line, const char *fmt, ...) KV_PRIN
 #define die(...) die_at(__FILE__, __LINE__, __VA_ARGS__)
 
 /* Validation of user-provided data: on failure, report the condition text too. */
-#define KV_CHECK(cond, ...)                                                     \
-    do {                                                                        \
-        if (!(cond)) die_at(__FILE__, __LINE__, __VA_ARGS__);                   \
+#define KV_CHECK(cond, ...)                                                                                            \
+    do {                                                                                                               \
+        if (!(cond)) die_at(__FILE__, __LINE__, __VA_ARGS__);                                                          \
     } while (0)
 
 /* Silent (1): die_at prints nothing and only exits with status 1. For the

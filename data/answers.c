@@ -15,7 +15,8 @@ AnswerRule answer_rule_from_json(const json_t *answers, const char *mpath) {
         die("'%s': \"answers\" needs integer marker_lo, marker_hi and values", mpath);
     json_int_t a = json_integer_value(lo), b = json_integer_value(hi), n = json_integer_value(v);
     if (a < 1 || b <= a || b > (json_int_t)UINT32_MAX || n < 1 || n > (1 << 20))
-        die("'%s': \"answers\" needs 1 <= marker_lo < marker_hi <= 2^32-1 and 1 <= values <= 2^20 (got %lld, %lld, %lld)",
+        die("'%s': \"answers\" needs 1 <= marker_lo < marker_hi <= 2^32-1 and 1 <= values <= 2^20 (got %lld, %lld, "
+            "%lld)",
             mpath, (long long)a, (long long)b, (long long)n);
     r.present = 1, r.marker_lo = (uint32_t)a, r.marker_hi = (uint32_t)b, r.values = (int64_t)n;
     return r;

@@ -48,7 +48,8 @@ static void consider(BpeScratch *w, const PairMap *merges, int32_t left) {
     int32_t right = w->next[left];
     const PairSlot *m = pair_map_find(merges, w->tok[left], w->tok[right]);
     if (!m) return;
-    heap_push(w, (BpeCandidate){((uint64_t)(uint32_t)m->rank << 32) | (uint32_t)left, left, w->tok[left], w->tok[right], m->merged});
+    heap_push(w, (BpeCandidate){((uint64_t)(uint32_t)m->rank << 32) | (uint32_t)left, left, w->tok[left], w->tok[right],
+                                m->merged});
 }
 
 /* Merges the n symbols already in w->tok. */

@@ -39,7 +39,8 @@ static const json_t *manifest_split(const char *mpath, json_t *m, const char *na
             if (json_object_get(splits, split_names[i]))
                 snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", have[0] ? ", " : "", split_names[i]);
         die("'%s' has no split '%s' (it has: %s; '%s' names every split at once); prepare chooses the splits "
-            "(--split)", mpath, name, have[0] ? have : "none", SPLIT_ALL);
+            "(--split)",
+            mpath, name, have[0] ? have : "none", SPLIT_ALL);
     }
     if (!json_is_object(sp) || !json_is_array(json_object_get(sp, "shards")))
         die("'%s': no splits.%s.shards array", mpath, name);
@@ -50,7 +51,8 @@ static void open_shard_checked(DataSplit *s, int i, const char *root, const char
                                const char *tok_sha) {
     const json_t *file = json_object_get(entry, "file"), *docs = json_object_get(entry, "documents"),
                  *toks = json_object_get(entry, "tokens");
-    if (!json_is_string(file) || !json_is_integer(docs) || !json_is_integer(toks) || strstr(json_string_value(file), ".."))
+    if (!json_is_string(file) || !json_is_integer(docs) || !json_is_integer(toks) ||
+        strstr(json_string_value(file), ".."))
         die("'%s': shard entry %d needs \"file\" (inside the directory), \"documents\" and \"tokens\"", mpath, i);
     char path[8192];
     path_fmt(path, sizeof path, "%s/%s", root, json_string_value(file));
@@ -67,7 +69,8 @@ static void open_shard_checked(DataSplit *s, int i, const char *root, const char
 }
 
 /* Appends the shards of split `name` to s, checking the split's totals. */
-static void add_split(DataSplit *s, const char *root, const char *mpath, json_t *m, const char *name, const char *tok_sha) {
+static void add_split(DataSplit *s, const char *root, const char *mpath, json_t *m, const char *name,
+                      const char *tok_sha) {
     const json_t *sp = manifest_split(mpath, m, name);
     const json_t *list = json_object_get(sp, "shards");
     int first = s->n_shards, n = (int)json_array_size(list);
@@ -82,7 +85,8 @@ static void add_split(DataSplit *s, const char *root, const char *mpath, json_t 
     }
     const json_t *docs = json_object_get(sp, "documents"), *toks = json_object_get(sp, "tokens");
     int64_t nd = s->first_doc[s->n_shards] - docs0, nt = s->n_tokens - toks0;
-    if (!json_is_integer(docs) || json_integer_value(docs) != nd || !json_is_integer(toks) || json_integer_value(toks) != nt)
+    if (!json_is_integer(docs) || json_integer_value(docs) != nd || !json_is_integer(toks) ||
+        json_integer_value(toks) != nt)
         die("'%s': splits.%s totals disagree with its shards (%lld documents, %lld tokens)", mpath, name, (long long)nd,
             (long long)nt);
 }
@@ -99,12 +103,15 @@ DataSplit *data_split_open(const char *split_dir) {
     /* jansson gives no line for a file it could not open (line 0 or -1) */
     if (!m && err.line <= 0)
         die("data directory '%s' has no readable manifest.json (%s: %s); give the directory `kvcpt prepare --out` "
-            "wrote (a dataset is complete only once prepare has written its manifest)", root, mpath, err.text);
-    if (!m) die("'%s': %s (line %d column %d); hint: a split directory is only complete once prepare wrote its manifest",
-                mpath, err.text, err.line, err.column);
+            "wrote (a dataset is complete only once prepare has written its manifest)",
+            root, mpath, err.text);
+    if (!m)
+        die("'%s': %s (line %d column %d); hint: a split directory is only complete once prepare wrote its manifest",
+            mpath, err.text, err.line, err.column);
     check_manifest_format(mpath, m);
     const json_t *tok_sha = json_object_get(json_object_get(m, "tokenizer"), "sha256");
-    if (!json_is_string(tok_sha) || strlen(json_string_value(tok_sha)) != 64) die("'%s': tokenizer.sha256 missing", mpath);
+    if (!json_is_string(tok_sha) || strlen(json_string_value(tok_sha)) != 64)
+        die("'%s': tokenizer.sha256 missing", mpath);
     DataSplit *s = xcalloc(1, sizeof *s);
     s->first_doc = xcalloc(1, sizeof(int64_t));
     if (strcmp(name, SPLIT_ALL) == 0) {

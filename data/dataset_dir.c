@@ -92,7 +92,8 @@ static void move_entry(const char *from, const char *to, const char *name) {
 }
 
 void dataset_dir_publish(DatasetDir *d) {
-    if (mkdir(d->old, 0755) != 0) die("prepare: cannot create '%s' for the previous dataset: %s", d->old, strerror(errno));
+    if (mkdir(d->old, 0755) != 0)
+        die("prepare: cannot create '%s' for the previous dataset: %s", d->old, strerror(errno));
     /* the manifest first: from here on OUT is not a dataset until the new manifest arrives */
     move_entry(d->out, d->old, "manifest.json");
     for (int s = 0; s < SPLIT_COUNT; s++) move_entry(d->out, d->old, split_names[s]);

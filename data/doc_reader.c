@@ -99,7 +99,8 @@ static int fill_text(DocReader *r) {
     int pending_output = r->zstd && r->zstd_out_full;
     if (r->raw_pos >= r->raw_n && !pending_output && !read_raw(r)) {
         if (r->zstd && r->zstd_mid_frame)
-            die("'%s': truncated zstd stream: the file ends inside a frame at offset %lld", r->path, (long long)r->raw_total);
+            die("'%s': truncated zstd stream: the file ends inside a frame at offset %lld", r->path,
+                (long long)r->raw_total);
         return 0;
     }
     if (!r->zstd) {
@@ -126,10 +127,10 @@ static int fill_text(DocReader *r) {
 }
 
 static int next_text_file(DocReader *r, const char **text, size_t *len, int64_t *line) {
-    while (fill_text(r)) {
-    }
+    while (fill_text(r)) {}
     int64_t bad = utf8_first_invalid(r->text.data, (size_t)r->text.n);
-    if (bad >= 0) die("'%s': invalid UTF-8 at byte offset %lld%s", r->path, (long long)bad, r->zstd ? " (decompressed)" : "");
+    if (bad >= 0)
+        die("'%s': invalid UTF-8 at byte offset %lld%s", r->path, (long long)bad, r->zstd ? " (decompressed)" : "");
     byte_buf_append(&r->text, "", 1); /* NUL for convenience; not part of the text */
     *text = (const char *)r->text.data;
     *len = (size_t)r->text.n - 1;
@@ -177,13 +178,15 @@ static int next_jsonl(DocReader *r, const char **text, size_t *len, int64_t *lin
         if (!is_blank(s, n)) break;
     }
     int64_t bad = utf8_first_invalid((const uint8_t *)s, n);
-    if (bad >= 0) die("'%s' line %lld: invalid UTF-8 at byte %lld of the line", r->path, (long long)r->line, (long long)bad);
+    if (bad >= 0)
+        die("'%s' line %lld: invalid UTF-8 at byte %lld of the line", r->path, (long long)r->line, (long long)bad);
     json_error_t err;
     json_decref(r->doc);
     r->doc = json_loadb(s, n, JSON_ALLOW_NUL, &err);
     if (!r->doc) die("'%s' line %lld column %d: malformed JSON: %s", r->path, (long long)r->line, err.column, err.text);
     const json_t *t = json_is_object(r->doc) ? json_object_get(r->doc, "text") : NULL;
-    if (!json_is_string(t)) die("'%s' line %lld: expected an object with a string field \"text\"", r->path, (long long)r->line);
+    if (!json_is_string(t))
+        die("'%s' line %lld: expected an object with a string field \"text\"", r->path, (long long)r->line);
     *text = json_string_value(t);
     *len = json_string_length(t);
     *line = r->line;

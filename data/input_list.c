@@ -21,7 +21,8 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 void input_list_skip(InputList *l, const char *dir) {
     struct stat st;
     if (stat(dir, &st) != 0) return;
-    KV_CHECK(l->n_skip < (int)(sizeof l->skip / sizeof l->skip[0]), "internal error: too many skipped input directories");
+    KV_CHECK(l->n_skip < (int)(sizeof l->skip / sizeof l->skip[0]),
+             "internal error: too many skipped input directories");
     l->skip[l->n_skip].dev = (unsigned long long)st.st_dev;
     l->skip[l->n_skip].ino = (unsigned long long)st.st_ino;
     l->n_skip++;
@@ -29,7 +30,8 @@ void input_list_skip(InputList *l, const char *dir) {
 
 static int skipped(const InputList *l, const struct stat *st) {
     for (int i = 0; i < l->n_skip; i++)
-        if (l->skip[i].dev == (unsigned long long)st->st_dev && l->skip[i].ino == (unsigned long long)st->st_ino) return 1;
+        if (l->skip[i].dev == (unsigned long long)st->st_dev && l->skip[i].ino == (unsigned long long)st->st_ino)
+            return 1;
     return 0;
 }
 

@@ -6,7 +6,9 @@
 typedef struct {
     char **paths;
     int count;
-    struct { unsigned long long dev, ino; } skip[4]; /* directories never walked */
+    struct {
+        unsigned long long dev, ino;
+    } skip[4]; /* directories never walked */
     int n_skip;
 } InputList;
 

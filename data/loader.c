@@ -17,7 +17,8 @@ struct Loader {
 };
 
 Loader *loader_open(const DataSplit *split, int64_t sample_len, uint64_t seed, int rank, int world_size) {
-    KV_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "loader: rank %d is not in [0, world size %d)", rank, world_size);
+    KV_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "loader: rank %d is not in [0, world size %d)", rank,
+             world_size);
     KV_CHECK(sample_len >= 1, "loader: sample length %lld must be >= 1", (long long)sample_len);
     Loader *l = xcalloc(1, sizeof *l);
     l->split = split;
@@ -31,8 +32,8 @@ Loader *loader_open(const DataSplit *split, int64_t sample_len, uint64_t seed, i
         if (data_split_doc_len(split, d) >= sample_len) l->eligible[l->n_eligible++] = d;
     KV_CHECK(l->n_eligible >= world_size,
              "loader: only %lld of %lld documents have >= %lld tokens, fewer than the %d ranks; prepare with "
-             "--min-tokens %lld or use more text", (long long)l->n_eligible, (long long)n, (long long)sample_len,
-             world_size, (long long)sample_len);
+             "--min-tokens %lld or use more text",
+             (long long)l->n_eligible, (long long)n, (long long)sample_len, world_size, (long long)sample_len);
     l->order = xmalloc((size_t)l->n_eligible * sizeof(int64_t));
     l->order_epoch = -1;
     return l;

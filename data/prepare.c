@@ -54,8 +54,8 @@ static void open_shard(Prepare *p, SplitOut *s) {
     char path[4200];
     /* the final name: the whole build directory is the temporary */
     path_fmt(path, sizeof path, "%s/shard_%06d.bin", s->dir, s->n_shards);
-    shard_writer_open(&s->w, path, (uint32_t)tokenizer_vocab_size(p->tok), tokenizer_bos_id(p->tok) >= 0 ? SHARD_FLAG_BOS : 0,
-                      tokenizer_sha256(p->tok));
+    shard_writer_open(&s->w, path, (uint32_t)tokenizer_vocab_size(p->tok),
+                      tokenizer_bos_id(p->tok) >= 0 ? SHARD_FLAG_BOS : 0, tokenizer_sha256(p->tok));
     s->open = 1;
 }
 
@@ -63,7 +63,8 @@ static void close_shard(SplitOut *s, int split) {
     char name[64];
     path_fmt(name, sizeof name, "%s/shard_%06d.bin", split_names[split], s->n_shards);
     if (json_array_append_new(s->shards, json_pack("{s:s, s:I, s:I}", "file", name, "documents",
-                                                   (json_int_t)s->w.h.n_docs, "tokens", (json_int_t)s->w.h.n_tokens)) != 0)
+                                                   (json_int_t)s->w.h.n_docs, "tokens", (json_int_t)s->w.h.n_tokens)) !=
+        0)
         die("prepare: cannot record shard '%s' in the manifest", name);
     shard_writer_finish(&s->w);
     s->open = 0;
@@ -73,9 +74,10 @@ static void close_shard(SplitOut *s, int split) {
 static void write_doc(Prepare *p, const Doc *d) {
     SplitOut *s = &p->split[d->split];
     /* a split of 0 percent has no directory: nothing may be written there */
-    KV_CHECK(p->shares.percent[d->split] > 0, "prepare: internal error: a document went to the %s split, whose share is 0",
-             split_names[d->split]);
-    if (s->open && s->w.h.n_docs > 0 && (int64_t)s->w.h.n_tokens + d->ids.n > p->o->shard_tokens) close_shard(s, d->split);
+    KV_CHECK(p->shares.percent[d->split] > 0,
+             "prepare: internal error: a document went to the %s split, whose share is 0", split_names[d->split]);
+    if (s->open && s->w.h.n_docs > 0 && (int64_t)s->w.h.n_tokens + d->ids.n > p->o->shard_tokens)
+        close_shard(s, d->split);
     if (!s->open) open_shard(p, s);
     shard_writer_add_doc(&s->w, d->ids.ids, d->ids.n);
     s->docs++;
@@ -160,11 +162,11 @@ static json_t *process_input(Prepare *p, const char *path) {
     p->docs_dropped += read - kept;
     /* a split's documents are written in input order, so these counts give
      * each document of a split its input: where eval draws from every source */
-    json_t *entry = json_pack("{s:s, s:s, s:I, s:I, s:I, s:{s:I, s:I, s:I}}", "path", path, "sha256", sha, "bytes",
-                              (json_int_t)raw, "documents", (json_int_t)read, "documents_kept", (json_int_t)kept,
-                              "kept_per_split", split_names[SPLIT_TRAIN], (json_int_t)kept_split[SPLIT_TRAIN],
-                              split_names[SPLIT_DEV], (json_int_t)kept_split[SPLIT_DEV], split_names[SPLIT_TEST],
-                              (json_int_t)kept_split[SPLIT_TEST]);
+    json_t *entry =
+        json_pack("{s:s, s:s, s:I, s:I, s:I, s:{s:I, s:I, s:I}}", "path", path, "sha256", sha, "bytes", (json_int_t)raw,
+                  "documents", (json_int_t)read, "documents_kept", (json_int_t)kept, "kept_per_split",
+                  split_names[SPLIT_TRAIN], (json_int_t)kept_split[SPLIT_TRAIN], split_names[SPLIT_DEV],
+                  (json_int_t)kept_split[SPLIT_DEV], split_names[SPLIT_TEST], (json_int_t)kept_split[SPLIT_TEST]);
     if (!entry) die("prepare: cannot build the manifest entry of input '%s'", path);
     return entry;
 }
@@ -174,8 +176,9 @@ static json_t *process_input(Prepare *p, const char *path) {
  * word: a path that cannot be recorded is refused before any work. */
 static void require_utf8_path(const char *what, const char *path) {
     int64_t bad = utf8_first_invalid((const uint8_t *)path, strlen(path));
-    KV_CHECK(bad < 0, "prepare: %s '%s' is not valid UTF-8 (byte 0x%02x at offset %lld of the path); manifest.json "
-                      "cannot record it: rename it",
+    KV_CHECK(bad < 0,
+             "prepare: %s '%s' is not valid UTF-8 (byte 0x%02x at offset %lld of the path); manifest.json "
+             "cannot record it: rename it",
              what, path, (unsigned)(uint8_t)path[bad], (long long)bad);
 }
 
@@ -183,21 +186,22 @@ static void write_manifest(Prepare *p, json_t *inputs) {
     const PrepareOptions *o = p->o;
     json_t *splits = json_object();
     for (int s = 0; s < SPLIT_COUNT; s++)
-        if (p->shares.percent[s] > 0 && json_object_set_new(splits, split_names[s],
+        if (p->shares.percent[s] > 0 &&
+            json_object_set_new(splits, split_names[s],
                                 json_pack("{s:I, s:I, s:O}", "documents", (json_int_t)p->split[s].docs, "tokens",
                                           (json_int_t)p->split[s].tokens, "shards", p->split[s].shards)) != 0)
             die("internal error: cannot build the manifest's %s split", split_names[s]);
     int32_t bos = tokenizer_bos_id(p->tok);
     char rule[256];
     split_shares_rule(&p->shares, "hash_u64(fnv1a64(text) ^ split_seed)", rule, sizeof rule);
-    json_t *m = json_pack(
-        "{s:s, s:i, s:{s:s, s:s, s:i, s:o, s:s}, s:b, s:b, s:I, s:I, s:s, s:I, s:I, s:o, s:o}", "format", MANIFEST_FORMAT,
-        "version", MANIFEST_VERSION, "tokenizer", "path", o->tokenizer_path, "sha256", tokenizer_sha256(p->tok),
-        "vocab_size", tokenizer_vocab_size(p->tok), "bos_id", bos >= 0 ? json_integer(bos) : json_null(),
-        "special_token_names", tokenizer_special_names(p->tok), "bos_prepended", bos >= 0, "allow_special", o->allow_special, "min_tokens", (json_int_t)o->min_tokens, "split_seed",
-        (json_int_t)o->split_seed, "split_rule", rule,
-        "documents_read", (json_int_t)p->docs_read, "documents_dropped_short", (json_int_t)p->docs_dropped, "inputs",
-        inputs, "splits", splits);
+    json_t *m = json_pack("{s:s, s:i, s:{s:s, s:s, s:i, s:o, s:s}, s:b, s:b, s:I, s:I, s:s, s:I, s:I, s:o, s:o}",
+                          "format", MANIFEST_FORMAT, "version", MANIFEST_VERSION, "tokenizer", "path",
+                          o->tokenizer_path, "sha256", tokenizer_sha256(p->tok), "vocab_size",
+                          tokenizer_vocab_size(p->tok), "bos_id", bos >= 0 ? json_integer(bos) : json_null(),
+                          "special_token_names", tokenizer_special_names(p->tok), "bos_prepended", bos >= 0,
+                          "allow_special", o->allow_special, "min_tokens", (json_int_t)o->min_tokens, "split_seed",
+                          (json_int_t)o->split_seed, "split_rule", rule, "documents_read", (json_int_t)p->docs_read,
+                          "documents_dropped_short", (json_int_t)p->docs_dropped, "inputs", inputs, "splits", splits);
     if (!m) die("internal error: cannot build manifest JSON");
     char path[4200];
     path_fmt(path, sizeof path, "%s/manifest.json", p->build_dir);
@@ -223,10 +227,13 @@ static void print_summary(const Prepare *p) {
     fprintf(stderr, "%s\n", line);
     for (int s = SPLIT_DEV; s < SPLIT_COUNT; s++)
         if (p->shares.percent[s] > 0 && p->split[s].docs == 0)
-            fprintf(stderr, "prepare: note: the %s split holds no document (its share is %d percent of %lld); "
-                            "%s. For a small corpus: --split 90,10,0, or --split none (train only)\n",
-                    split_names[s], p->shares.percent[s], (long long)(p->split[0].docs + p->split[1].docs + p->split[2].docs),
-                    s == SPLIT_DEV ? "train then runs no dev evaluation" : "eval then needs another --split, or --split all");
+            fprintf(stderr,
+                    "prepare: note: the %s split holds no document (its share is %d percent of %lld); "
+                    "%s. For a small corpus: --split 90,10,0, or --split none (train only)\n",
+                    split_names[s], p->shares.percent[s],
+                    (long long)(p->split[0].docs + p->split[1].docs + p->split[2].docs),
+                    s == SPLIT_DEV ? "train then runs no dev evaluation"
+                                   : "eval then needs another --split, or --split all");
 }
 
 void prepare_run(const PrepareOptions *o) {
@@ -244,7 +251,9 @@ void prepare_run(const PrepareOptions *o) {
     for (int i = 0; i < inputs.count; i++) require_utf8_path("input", inputs.paths[i]);
     require_utf8_path("--tokenizer", o->tokenizer_path);
 
-    Prepare p = {.o = o, .tok = tokenizer_load(o->tokenizer_path), .build_dir = out.tmp,
+    Prepare p = {.o = o,
+                 .tok = tokenizer_load(o->tokenizer_path),
+                 .build_dir = out.tmp,
                  .shares = o->shares ? *o->shares : split_shares_default()};
     p.threads = o->threads > 0 ? o->threads : omp_get_max_threads();
     p.enc = xcalloc((size_t)p.threads, sizeof(TokEncoder *));

@@ -36,7 +36,8 @@ int pretokenizer_add_stage(Pretokenizer *p, const char *pattern, char *err, size
     }
     int code_err;
     PCRE2_SIZE off;
-    pcre2_code *code = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code_err, &off, NULL);
+    pcre2_code *code =
+        pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code_err, &off, NULL);
     if (!code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code_err, msg, sizeof msg);

@@ -48,14 +48,15 @@ static int fail(Parser *ps, size_t at, const char *fmt, ...) {
  * Script names and Oniguruma's POSIX-like names (Alpha, Word, ...) differ
  * between the engines or their Unicode versions, so they are refused. */
 static const char *const categories[] = {
-    "L", "Lu", "Ll", "Lt", "Lm", "Lo", "M",  "Mn", "Mc", "Me", "N",  "Nd", "Nl", "No", "P",  "Pc", "Pd", "Ps", "Pe",
-    "Pi", "Pf", "Po", "S", "Sm", "Sc", "Sk", "So", "Z",  "Zs", "Zl", "Zp", "C",  "Cc", "Cf", "Co", "Cn", "Cs",
+    "L",  "Lu", "Ll", "Lt", "Lm", "Lo", "M",  "Mn", "Mc", "Me", "N",  "Nd", "Nl", "No", "P",  "Pc", "Pd", "Ps", "Pe",
+    "Pi", "Pf", "Po", "S",  "Sm", "Sc", "Sk", "So", "Z",  "Zs", "Zl", "Zp", "C",  "Cc", "Cf", "Co", "Cn", "Cs",
 };
 
 /* ps->i is just after \p or \P: reads {Name} or {^Name}. */
 static int property(Parser *ps, size_t at, int negate, Str *out) {
     const char *p = ps->p;
-    if (ps->i >= ps->n || p[ps->i] != '{') return fail(ps, at, "\\%c without {Name} is not supported", negate ? 'P' : 'p');
+    if (ps->i >= ps->n || p[ps->i] != '{')
+        return fail(ps, at, "\\%c without {Name} is not supported", negate ? 'P' : 'p');
     size_t start = ps->i + 1;
     if (start < ps->n && p[start] == '^') {
         negate = !negate;
@@ -103,25 +104,25 @@ static int escape(Parser *ps, Str *out) {
     unsigned char c = (unsigned char)ps->p[at + 1];
     ps->i = at + 2;
     switch (c) {
-    case 's': return ESC_WS;
-    case 'S': return ESC_NONWS;
-    case 'p':
-    case 'P': return property(ps, at, c == 'P', out) ? ESC_SET : ESC_FAILED;
-    case 'r': put_str(out, "\\r"); return ESC_DONE;
-    case 'n': put_str(out, "\\n"); return ESC_DONE;
-    case 't': put_str(out, "\\t"); return ESC_DONE;
-    case 'f': put_str(out, "\\f"); return ESC_DONE;
-    case 'v': put_str(out, "\\x{0B}"); return ESC_DONE; /* PCRE2's \v is a class */
-    case 'x': return hex_escape(ps, at, 2, 0, out) ? ESC_DONE : ESC_FAILED;
-    case 'u': return hex_escape(ps, at, 4, 1, out) ? ESC_DONE : ESC_FAILED;
-    default:
-        if (c < 0x80 && ispunct(c)) { /* an escaped metacharacter: a literal in both engines */
-            char lit[2] = {'\\', (char)c};
-            put(out, lit, 2);
-            return ESC_DONE;
-        }
-        if (c >= 0x80) return fail(ps, at, "backslash before a non-ASCII character is not supported"), ESC_FAILED;
-        return fail(ps, at, "\\%c is not supported", c), ESC_FAILED;
+        case 's': return ESC_WS;
+        case 'S': return ESC_NONWS;
+        case 'p':
+        case 'P': return property(ps, at, c == 'P', out) ? ESC_SET : ESC_FAILED;
+        case 'r': put_str(out, "\\r"); return ESC_DONE;
+        case 'n': put_str(out, "\\n"); return ESC_DONE;
+        case 't': put_str(out, "\\t"); return ESC_DONE;
+        case 'f': put_str(out, "\\f"); return ESC_DONE;
+        case 'v': put_str(out, "\\x{0B}"); return ESC_DONE; /* PCRE2's \v is a class */
+        case 'x': return hex_escape(ps, at, 2, 0, out) ? ESC_DONE : ESC_FAILED;
+        case 'u': return hex_escape(ps, at, 4, 1, out) ? ESC_DONE : ESC_FAILED;
+        default:
+            if (c < 0x80 && ispunct(c)) { /* an escaped metacharacter: a literal in both engines */
+                char lit[2] = {'\\', (char)c};
+                put(out, lit, 2);
+                return ESC_DONE;
+            }
+            if (c >= 0x80) return fail(ps, at, "backslash before a non-ASCII character is not supported"), ESC_FAILED;
+            return fail(ps, at, "\\%c is not supported", c), ESC_FAILED;
     }
 }
 
@@ -315,60 +316,58 @@ char *regex_translate(const char *pattern, char *err, size_t err_cap) {
     while (ok && ps.i < ps.n) {
         char c = pattern[ps.i];
         switch (c) {
-        case '\\': {
-            int kind = escape(&ps, &out);
-            if (kind == ESC_WS) put_str(&out, "[" REGEX_WS_CLASS_BODY "]");
-            if (kind == ESC_NONWS) put_str(&out, "[^" REGEX_WS_CLASS_BODY "]");
-            ok = kind != ESC_FAILED;
-            break;
-        }
-        case '[': ok = char_class(&ps, &out); break;
-        case '(':
-            if (starts(&ps, "(?i:")) {
-                ok = case_insensitive_group(&ps, &out);
+            case '\\': {
+                int kind = escape(&ps, &out);
+                if (kind == ESC_WS) put_str(&out, "[" REGEX_WS_CLASS_BODY "]");
+                if (kind == ESC_NONWS) put_str(&out, "[^" REGEX_WS_CLASS_BODY "]");
+                ok = kind != ESC_FAILED;
                 break;
             }
-            if (ps.i + 1 < ps.n && pattern[ps.i + 1] == '?') {
-                size_t k = 0;
-                while (k < sizeof groups / sizeof groups[0] && !starts(&ps, groups[k])) k++;
-                if (k == sizeof groups / sizeof groups[0]) {
-                    ok = fail(&ps, ps.i, "group '(?%.2s' is not supported", pattern + ps.i + 2);
+            case '[': ok = char_class(&ps, &out); break;
+            case '(':
+                if (starts(&ps, "(?i:")) {
+                    ok = case_insensitive_group(&ps, &out);
                     break;
                 }
-                put_str(&out, groups[k]);
-                ps.i += strlen(groups[k]);
-            } else { /* captures mean nothing to a split: keep it cheap */
-                put_str(&out, "(?:");
+                if (ps.i + 1 < ps.n && pattern[ps.i + 1] == '?') {
+                    size_t k = 0;
+                    while (k < sizeof groups / sizeof groups[0] && !starts(&ps, groups[k])) k++;
+                    if (k == sizeof groups / sizeof groups[0]) {
+                        ok = fail(&ps, ps.i, "group '(?%.2s' is not supported", pattern + ps.i + 2);
+                        break;
+                    }
+                    put_str(&out, groups[k]);
+                    ps.i += strlen(groups[k]);
+                } else { /* captures mean nothing to a split: keep it cheap */
+                    put_str(&out, "(?:");
+                    ps.i++;
+                }
+                depth++;
+                break;
+            case ')':
+                if (depth == 0) {
+                    ok = fail(&ps, ps.i, "unbalanced ')'");
+                    break;
+                }
+                depth--;
+                put_str(&out, ")");
                 ps.i++;
-            }
-            depth++;
-            break;
-        case ')':
-            if (depth == 0) {
-                ok = fail(&ps, ps.i, "unbalanced ')'");
+                break;
+            case '{': ok = quantifier(&ps, &out); break;
+            case '.': /* Oniguruma's . excludes only \n */
+                put_str(&out, "[^\\n]");
+                ps.i++;
+                break;
+            case '^':
+            case '$': ok = fail(&ps, ps.i, "anchor '%c' is not supported (Oniguruma's are line anchors)", c); break;
+            case ']':
+            case '}': {
+                char lit[2] = {'\\', c};
+                put(&out, lit, 2);
+                ps.i++;
                 break;
             }
-            depth--;
-            put_str(&out, ")");
-            ps.i++;
-            break;
-        case '{': ok = quantifier(&ps, &out); break;
-        case '.': /* Oniguruma's . excludes only \n */
-            put_str(&out, "[^\\n]");
-            ps.i++;
-            break;
-        case '^':
-        case '$': ok = fail(&ps, ps.i, "anchor '%c' is not supported (Oniguruma's are line anchors)", c); break;
-        case ']':
-        case '}': {
-            char lit[2] = {'\\', c};
-            put(&out, lit, 2);
-            ps.i++;
-            break;
-        }
-        default:
-            put(&out, &c, 1);
-            ps.i++;
+            default: put(&out, &c, 1); ps.i++;
         }
     }
     if (ok && depth != 0) ok = fail(&ps, ps.n, "unbalanced '('");

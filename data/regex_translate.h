@@ -21,8 +21,9 @@
 #include <stddef.h>
 
 /* The whitespace set, as the body of a character class. */
-#define REGEX_WS_CLASS_BODY \
-    "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define REGEX_WS_CLASS_BODY                                                                                            \
+    "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{"     \
+    "3000}"
 
 /* Returns the PCRE2 pattern (heap), or NULL with a message in err that
  * names the byte offset in `pattern` and the construct. */

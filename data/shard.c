@@ -64,9 +64,12 @@ void shard_writer_finish(ShardWriter *w) {
 static void validate_header(const ShardFile *s, uint64_t size) {
     const ShardHeader *h = &s->h;
     const char *p = s->path;
-    if (memcmp(h->magic, SHARD_MAGIC, 8) != 0) die("'%s': offset 0: not a kvcpt token shard (magic is not %s)", p, SHARD_MAGIC);
-    if (h->version != SHARD_VERSION) die("'%s': offset 8: shard version %u, this build reads %u", p, h->version, SHARD_VERSION);
-    if (h->header_bytes != SHARD_HEADER_BYTES) die("'%s': offset 12: header size %u, expected %u", p, h->header_bytes, SHARD_HEADER_BYTES);
+    if (memcmp(h->magic, SHARD_MAGIC, 8) != 0)
+        die("'%s': offset 0: not a kvcpt token shard (magic is not %s)", p, SHARD_MAGIC);
+    if (h->version != SHARD_VERSION)
+        die("'%s': offset 8: shard version %u, this build reads %u", p, h->version, SHARD_VERSION);
+    if (h->header_bytes != SHARD_HEADER_BYTES)
+        die("'%s': offset 12: header size %u, expected %u", p, h->header_bytes, SHARD_HEADER_BYTES);
     if (h->vocab_size == 0) die("'%s': offset 40: vocab_size is 0", p);
     if (h->n_tokens > (size - SHARD_HEADER_BYTES) / 4 || h->n_docs > size / 8)
         die("'%s': header claims %llu tokens and %llu documents, more than a %llu-byte file holds", p,
@@ -77,19 +80,22 @@ static void validate_header(const ShardFile *s, uint64_t size) {
             (unsigned long long)want_index, (unsigned long long)h->n_tokens);
     uint64_t want_size = want_index + 8 * (h->n_docs + 1);
     if (size != want_size)
-        die("'%s': file is %llu bytes, the header (%llu tokens, %llu documents) implies %llu; truncated or lying header", p,
-            (unsigned long long)size, (unsigned long long)h->n_tokens, (unsigned long long)h->n_docs,
+        die("'%s': file is %llu bytes, the header (%llu tokens, %llu documents) implies %llu; truncated or lying "
+            "header",
+            p, (unsigned long long)size, (unsigned long long)h->n_tokens, (unsigned long long)h->n_docs,
             (unsigned long long)want_size);
 }
 
 static void validate_offsets(const ShardFile *s) {
     const uint64_t *o = s->doc_offsets;
-    if (o[0] != 0) die("'%s': offset %llu: first document offset is %llu, expected 0", s->path, (unsigned long long)s->h.index_offset, (unsigned long long)o[0]);
+    if (o[0] != 0)
+        die("'%s': offset %llu: first document offset is %llu, expected 0", s->path,
+            (unsigned long long)s->h.index_offset, (unsigned long long)o[0]);
     for (uint64_t d = 0; d < s->h.n_docs; d++)
         if (o[d + 1] < o[d] || o[d + 1] > s->h.n_tokens)
             die("'%s': offset %llu: document %llu ends at token %llu, outside [%llu, %llu]", s->path,
-                (unsigned long long)(s->h.index_offset + 8 * (d + 1)), (unsigned long long)d, (unsigned long long)o[d + 1],
-                (unsigned long long)o[d], (unsigned long long)s->h.n_tokens);
+                (unsigned long long)(s->h.index_offset + 8 * (d + 1)), (unsigned long long)d,
+                (unsigned long long)o[d + 1], (unsigned long long)o[d], (unsigned long long)s->h.n_tokens);
     if (o[s->h.n_docs] != s->h.n_tokens)
         die("'%s': the last document ends at token %llu, but the header says %llu tokens", s->path,
             (unsigned long long)o[s->h.n_docs], (unsigned long long)s->h.n_tokens);
@@ -128,12 +134,14 @@ int64_t shard_doc_len(const ShardFile *s, int64_t d) { return (int64_t)(s->doc_o
 void shard_read(const ShardFile *s, int64_t d, int64_t start, int64_t n, uint32_t *out) {
     KV_CHECK(d >= 0 && (uint64_t)d < s->h.n_docs && start >= 0 && n >= 0 && start + n <= shard_doc_len(s, d),
              "'%s': read of tokens [%lld, %lld) of document %lld (length %lld) is out of range", s->path,
-             (long long)start, (long long)(start + n), (long long)d, (long long)(d >= 0 && (uint64_t)d < s->h.n_docs ? shard_doc_len(s, d) : -1));
+             (long long)start, (long long)(start + n), (long long)d,
+             (long long)(d >= 0 && (uint64_t)d < s->h.n_docs ? shard_doc_len(s, d) : -1));
     const uint32_t *src = s->tokens + s->doc_offsets[d] + (uint64_t)start;
     for (int64_t i = 0; i < n; i++) {
         if (src[i] >= s->h.vocab_size)
             die("'%s': byte offset %llu: token id %u is outside the vocabulary of %u", s->path,
-                (unsigned long long)(SHARD_HEADER_BYTES + 4 * (uint64_t)(src + i - s->tokens)), src[i], s->h.vocab_size);
+                (unsigned long long)(SHARD_HEADER_BYTES + 4 * (uint64_t)(src + i - s->tokens)), src[i],
+                s->h.vocab_size);
         out[i] = src[i];
     }
 }

@@ -45,7 +45,8 @@ typedef struct {
 } ShardWriter;
 
 /* Opens tmp_path for writing (the caller renames it once everything succeeded). */
-void shard_writer_open(ShardWriter *w, const char *tmp_path, uint32_t vocab_size, uint32_t flags, const char *tokenizer_sha256_hex);
+void shard_writer_open(ShardWriter *w, const char *tmp_path, uint32_t vocab_size, uint32_t flags,
+                       const char *tokenizer_sha256_hex);
 void shard_writer_add_doc(ShardWriter *w, const uint32_t *tokens, int64_t n);
 /* Writes padding, index and header; closes the file. */
 void shard_writer_finish(ShardWriter *w);

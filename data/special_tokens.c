@@ -5,10 +5,17 @@
 /* The eleven named ones; every other id is <|reserved_special_token_K|>
  * with K counting on from 3 at id 128011. */
 static const char *const named[] = {
-    "<|begin_of_text|>",           "<|end_of_text|>",          "<|reserved_special_token_0|>",
-    "<|reserved_special_token_1|>", "<|finetune_right_pad_id|>", "<|reserved_special_token_2|>",
-    "<|start_header_id|>",         "<|end_header_id|>",        "<|eom_id|>",
-    "<|eot_id|>",                  "<|python_tag|>",
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|reserved_special_token_0|>",
+    "<|reserved_special_token_1|>",
+    "<|finetune_right_pad_id|>",
+    "<|reserved_special_token_2|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eom_id|>",
+    "<|eot_id|>",
+    "<|python_tag|>",
 };
 #define N_NAMED (int)(sizeof named / sizeof named[0])
 

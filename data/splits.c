@@ -24,7 +24,8 @@ SplitShares split_shares_parse(const char *spec, const char *opt) {
         int sep_ok = i < SPLIT_COUNT - 1 ? *end == ',' : *end == '\0';
         KV_CHECK(!errno && end != p && *p != '+' && *p != ' ' && sep_ok && v >= 0 && v <= 100,
                  "%s '%s': expected three whole percents TRAIN,DEV,TEST summing to 100 (e.g. 80,10,10 or 90,10,0), or "
-                 "none (every document in train)", opt, spec);
+                 "none (every document in train)",
+                 opt, spec);
         s.percent[i] = (int)v;
         sum += (int)v;
         p = end + 1;
@@ -43,7 +44,8 @@ void split_shares_rule(const SplitShares *s, const char *hash_text, char *out, s
     int at = snprintf(out, n, "b = %s %% 100, key = (b %% 10) * 10 + b / 10:", hash_text), lo = 0;
     for (int i = 0; i < SPLIT_COUNT && at > 0 && (size_t)at < n; i++) {
         if (s->percent[i] == 0) continue;
-        at += snprintf(out + at, n - (size_t)at, "%s %d-%d %s", lo ? "," : "", lo, lo + s->percent[i] - 1, split_names[i]);
+        at += snprintf(out + at, n - (size_t)at, "%s %d-%d %s", lo ? "," : "", lo, lo + s->percent[i] - 1,
+                       split_names[i]);
         lo += s->percent[i];
     }
 }

@@ -41,7 +41,8 @@ static void mqar_validate(const SyntheticOptions *o) {
              (long long)body, (long long)rec);
     KV_CHECK(o->query_tail >= 1, "prepare --synthetic mqar: --query-tail must be >= 1 (the repeated records)");
     int64_t records = mqar_records(o), markers = mqar_markers(o);
-    KV_CHECK(markers >= records, "prepare --synthetic mqar: --markers (%lld) must be at least the records per document (%lld)",
+    KV_CHECK(markers >= records,
+             "prepare --synthetic mqar: --markers (%lld) must be at least the records per document (%lld)",
              (long long)markers, (long long)records);
     KV_CHECK(o->vocab - SYNTH_FIRST_ID - markers >= 2,
              "prepare --synthetic mqar: need vocab >= %lld for %lld markers and at least 2 value ids (got %lld)",
@@ -194,12 +195,13 @@ void synthetic_write(const SyntheticOptions *o) {
                                       (json_int_t)(docs * o->doc_tokens), "shards", "file", path, "documents",
                                       (json_int_t)docs, "tokens", (json_int_t)(docs * o->doc_tokens)));
     }
-    json_t *m = json_pack("{s:s,s:i,s:{s:s,s:s,s:I},s:{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I},s:o}", "format", MANIFEST_FORMAT, "version",
-                          MANIFEST_VERSION, "tokenizer", "path", desc, "sha256", sha, "vocab_size", (json_int_t)o->vocab,
-                          "synthetic", "task", synthetic_task_name(o->task), "vocab", (json_int_t)o->vocab, "doc_tokens",
-                          (json_int_t)o->doc_tokens, "query_tail", (json_int_t)o->query_tail, "copy_offset", (json_int_t)o->copy_offset,
-                          "values", (json_int_t)o->values, "markers", (json_int_t)(o->task == SYNTH_TASK_MQAR ? mqar_markers(o) : 0), "seed",
-                          (json_int_t)o->seed, "splits", splits);
+    json_t *m = json_pack(
+        "{s:s,s:i,s:{s:s,s:s,s:I},s:{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I},s:o}", "format", MANIFEST_FORMAT, "version",
+        MANIFEST_VERSION, "tokenizer", "path", desc, "sha256", sha, "vocab_size", (json_int_t)o->vocab, "synthetic",
+        "task", synthetic_task_name(o->task), "vocab", (json_int_t)o->vocab, "doc_tokens", (json_int_t)o->doc_tokens,
+        "query_tail", (json_int_t)o->query_tail, "copy_offset", (json_int_t)o->copy_offset, "values",
+        (json_int_t)o->values, "markers", (json_int_t)(o->task == SYNTH_TASK_MQAR ? mqar_markers(o) : 0), "seed",
+        (json_int_t)o->seed, "splits", splits);
     if (o->task == SYNTH_TASK_MQAR) {
         AnswerRule rule = {1, SYNTH_FIRST_ID, (uint32_t)(SYNTH_FIRST_ID + mqar_markers(o)), o->values};
         json_object_set_new(m, "answers", answer_rule_to_json(&rule));

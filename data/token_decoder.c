@@ -150,17 +150,17 @@ void tok_decoder_run(const TokDecoder *d, const char *const *tok, const size_t *
         const DecStep *st = &d->step[k];
         StrList next = {0};
         switch (st->kind) {
-        case DEC_REPLACE: step_replace(&cur, &next, st->text, st->replacement); break;
-        case DEC_BYTE_FALLBACK: step_byte_fallback(&cur, &next); break;
-        case DEC_STRIP: step_strip(&cur, &next, st->text, st->start, st->stop); break;
-        case DEC_METASPACE: step_metaspace(&cur, &next, st->text, st->keep_first); break;
-        case DEC_FUSE: {
-            ByteBuf all = {0};
-            for (int64_t i = 0; i < cur.n; i++) byte_buf_append(&all, cur.s[i], cur.len[i]);
-            list_push(&next, all.n ? (const char *)all.data : "", (size_t)all.n);
-            byte_buf_free(&all);
-            break;
-        }
+            case DEC_REPLACE: step_replace(&cur, &next, st->text, st->replacement); break;
+            case DEC_BYTE_FALLBACK: step_byte_fallback(&cur, &next); break;
+            case DEC_STRIP: step_strip(&cur, &next, st->text, st->start, st->stop); break;
+            case DEC_METASPACE: step_metaspace(&cur, &next, st->text, st->keep_first); break;
+            case DEC_FUSE: {
+                ByteBuf all = {0};
+                for (int64_t i = 0; i < cur.n; i++) byte_buf_append(&all, cur.s[i], cur.len[i]);
+                list_push(&next, all.n ? (const char *)all.data : "", (size_t)all.n);
+                byte_buf_free(&all);
+                break;
+            }
         }
         list_free(&cur);
         cur = next;

@@ -88,7 +88,8 @@ char *tokenizer_default_path(void) {
 
 static const json_t *member(const char *path, const json_t *obj, const char *key, json_type type, const char *where) {
     const json_t *v = json_object_get(obj, key);
-    if (!v || json_typeof(v) != type) die("tokenizer '%s': %s.%s is missing or has the wrong JSON type", path, where, key);
+    if (!v || json_typeof(v) != type)
+        die("tokenizer '%s': %s.%s is missing or has the wrong JSON type", path, where, key);
     return v;
 }
 
@@ -203,7 +204,8 @@ static void parse_merge(Tokenizer *t, const char *path, const json_t *m, size_t 
     int32_t left = vocab_map_find(&t->vocab, ab, (size_t)na), right = vocab_map_find(&t->vocab, ab + na, (size_t)nb);
     int32_t merged = vocab_map_find(&t->vocab, ab, (size_t)(na + nb));
     if (left < 0 || right < 0 || merged < 0)
-        die("tokenizer '%s': model.merges[%zu] (\"%s\" + \"%s\") names a token missing from model.vocab", path, rank, a, b);
+        die("tokenizer '%s': model.merges[%zu] (\"%s\" + \"%s\") names a token missing from model.vocab", path, rank, a,
+            b);
     if (!pair_map_insert(&t->merges, left, right, (int32_t)rank, merged))
         die("tokenizer '%s': model.merges[%zu] repeats an earlier merge", path, rank);
 }
@@ -241,7 +243,8 @@ static void check_added_flags(const char *path, const json_t *a, size_t i) {
     for (size_t k = 0; k < sizeof must_be_false / sizeof must_be_false[0]; k++) {
         const json_t *v = json_object_get(a, must_be_false[k]);
         if (v && !json_is_false(v))
-            die("tokenizer '%s': added_tokens[%zu].%s is not false; only false is supported", path, i, must_be_false[k]);
+            die("tokenizer '%s': added_tokens[%zu].%s is not false; only false is supported", path, i,
+                must_be_false[k]);
     }
 }
 
@@ -301,8 +304,8 @@ static void load_added(Tokenizer *t, const char *path, const json_t *vocab, cons
     }
     if (moved)
         warnf("tokenizer '%s': added_tokens[%zu] (\"%s\") lists id %lld but takes id %d, as in Hugging Face tokenizers "
-              "(a token of model.vocab keeps that id, any other takes the next one after the vocabulary)%s", path,
-              first_moved, content[first_moved], (long long)first_listed, id[first_moved],
+              "(a token of model.vocab keeps that id, any other takes the next one after the vocabulary)%s",
+              path, first_moved, content[first_moved], (long long)first_listed, id[first_moved],
               moved > 1 ? "; other added tokens move likewise" : "");
     t->n_ids = next;
     t->llama31_names = is_llama3_layout(t, id, n);
@@ -331,7 +334,8 @@ static void load_added(Tokenizer *t, const char *path, const json_t *vocab, cons
             for (int j = 0; j < m; j++)
                 if (pl[j] == pl[m] && memcmp(pc[j], c, pl[m]) == 0)
                     die("tokenizer '%s': added_tokens[%zu] (\"%s\") is after the normalizer the same as another "
-                        "added token", path, i, content[i]);
+                        "added token",
+                        path, i, content[i]);
             pc[m] = xmalloc(pl[m] + 1);
             memcpy(pc[m], c, pl[m]);
             pid[m] = id[i];
@@ -361,7 +365,8 @@ static void load_added(Tokenizer *t, const char *path, const json_t *vocab, cons
     d->offset[0] = 0;
     for (int32_t k = 0; k < t->n_ids; k++) {
         int64_t l = added_of[k] >= 0 ? (int64_t)dec_len[added_of[k]]
-                    : k < t->n_model ? t->vocab.offset[k + 1] - t->vocab.offset[k] : 0;
+                    : k < t->n_model ? t->vocab.offset[k + 1] - t->vocab.offset[k]
+                                     : 0;
         d->offset[k + 1] = d->offset[k] + l;
     }
     d->blob = xmalloc((size_t)d->offset[t->n_ids] + 1);
@@ -429,7 +434,8 @@ static Tokenizer *tokenizer_build(const char *path, json_t *root) {
 Tokenizer *tokenizer_load(const char *path) {
     if (access(path, R_OK) != 0)
         die("tokenizer '%s' is not readable; hint: pass --tokenizer PATH (the tokenizer.json of your Hugging Face "
-            "checkpoint), or run 'make setup' (installs the Llama 3.1 one into third_party/tokenizers)", path);
+            "checkpoint), or run 'make setup' (installs the Llama 3.1 one into third_party/tokenizers)",
+            path);
     json_error_t err;
     json_t *root = json_load_regular(path, 0, &err);
     if (!root) die("tokenizer '%s': line %d column %d: %s", path, err.line, err.column, err.text);
@@ -612,7 +618,8 @@ static int encode_ordinary(TokEncoder *e, const char *text, size_t len, int at_s
     const char *at;
     const char *msg = pretoken_cursor_error(e->cursor, &stage, &at);
     snprintf(e->err, sizeof e->err,
-             "pre-tokenizer regex (stage %d) failed searching from byte offset %lld of the %s: %s", stage, (long long)(at - (e->norm_text ? e->norm_text : e->text)),
+             "pre-tokenizer regex (stage %d) failed searching from byte offset %lld of the %s: %s", stage,
+             (long long)(at - (e->norm_text ? e->norm_text : e->text)),
              e->norm_text ? "normalized piece of text" : "text", msg);
     return 0;
 }

@@ -68,5 +68,4 @@ const char *tok_encoder_error(const TokEncoder *e);
  * or -1 when all are valid. */
 int64_t tok_decode(const Tokenizer *t, const uint32_t *ids, int64_t n, ByteBuf *out);
 
-
 #endif

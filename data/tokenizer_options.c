@@ -61,7 +61,8 @@ static int parse_pre_one(const char *file, const json_t *pre, const char *path, 
         const json_t *pattern = json_object_get(pre, "pattern");
         const json_t *regex = json_is_object(pattern) ? json_object_get(pattern, "Regex") : NULL;
         if (!json_is_string(regex))
-            die("tokenizer '%s': %s.pattern is not {\"Regex\": ...}; only regex split patterns are supported", file, path);
+            die("tokenizer '%s': %s.pattern is not {\"Regex\": ...}; only regex split patterns are supported", file,
+                path);
         const json_t *behavior = json_object_get(pre, "behavior");
         if (!json_is_string(behavior) || strcmp(json_string_value(behavior), "Isolated") != 0)
             die("tokenizer '%s': %s.behavior is %s; only \"Isolated\" is supported", file, path,
@@ -79,14 +80,17 @@ static int parse_pre_one(const char *file, const json_t *pre, const char *path, 
     }
     if (strcmp(type, "ByteLevel") == 0) {
         if (!last)
-            die("tokenizer '%s': %s: ByteLevel must be the last pre-tokenizer (a split after it would see the byte-level "
-                "alphabet, which is not supported)", file, path);
+            die("tokenizer '%s': %s: ByteLevel must be the last pre-tokenizer (a split after it would see the "
+                "byte-level "
+                "alphabet, which is not supported)",
+                file, path);
         want_bool(file, pre, path, "add_prefix_space", 1, 0);
         if (get_bool(file, pre, path, "use_regex", 1)) add_stage(file, o, gpt2_pattern, path);
         return 1;
     }
     die("tokenizer '%s': %s.type is \"%s\"; supported: Sequence, Split, Digits, ByteLevel, and Metaspace as the whole "
-        "pre_tokenizer", file, path, type);
+        "pre_tokenizer",
+        file, path, type);
 }
 
 /* A string field holding exactly one character (Hugging Face's `char`). */
@@ -149,7 +153,8 @@ static void parse_pre_tokenizer(const char *file, const json_t *pre, TokenizerOp
     }
     if (!byte_level)
         die("tokenizer '%s': pre_tokenizer has no ByteLevel step; supported are byte-level BPE (ByteLevel last) and "
-            "SentencePiece-style BPE (pre_tokenizer Metaspace or null)", file);
+            "SentencePiece-style BPE (pre_tokenizer Metaspace or null)",
+            file);
     o->byte_level = 1;
 }
 
@@ -168,7 +173,8 @@ static char *string_pattern(const char *file, const json_t *obj, const char *pat
     snprintf(sub, sizeof sub, "%s.pattern", path);
     if (!json_is_string(str) || json_string_length(str) == 0)
         die("tokenizer '%s': %s is not {\"String\": \"...\"} with a non-empty string; only literal patterns are "
-            "supported", file, sub);
+            "supported",
+            file, sub);
     return dup_string(file, pattern, sub, "String");
 }
 
@@ -247,10 +253,12 @@ static void parse_decoder(const char *file, const json_t *d, const char *path, v
         st->keep_first = ms.prepend == METASPACE_NEVER;
     } else if (strcmp(type, "ByteLevel") == 0) {
         die("tokenizer '%s': %s.type is \"ByteLevel\" but pre_tokenizer has no ByteLevel step, so the vocabulary is "
-            "read as text (SentencePiece style), which the byte-level alphabet does not decode", file, path);
+            "read as text (SentencePiece style), which the byte-level alphabet does not decode",
+            file, path);
     } else {
         die("tokenizer '%s': %s.type is \"%s\"; supported for a SentencePiece-style vocabulary: Replace (String "
-            "pattern), ByteFallback, Fuse, Strip, Metaspace, Sequence of them", file, path, type);
+            "pattern), ByteFallback, Fuse, Strip, Metaspace, Sequence of them",
+            file, path, type);
     }
     out->n++;
 }
@@ -263,7 +271,8 @@ static void parse_model(const char *file, const json_t *model, TokenizerOptions 
     o->byte_fallback = get_bool(file, model, "model", "byte_fallback", 0);
     if (o->byte_fallback && o->byte_level)
         die("tokenizer '%s': model.byte_fallback is true with a ByteLevel pre-tokenizer; byte fallback is supported "
-            "only for SentencePiece-style vocabularies (pre_tokenizer Metaspace or null)", file);
+            "only for SentencePiece-style vocabularies (pre_tokenizer Metaspace or null)",
+            file);
     want_empty_string(file, model, "model", "continuing_subword_prefix");
     want_empty_string(file, model, "model", "end_of_word_suffix");
     o->ignore_merges = get_bool(file, model, "model", "ignore_merges", 0);
@@ -288,7 +297,8 @@ static void parse_template(const char *file, const json_t *pp, const char *path,
             seen_sequence = 1;
         } else {
             die("tokenizer '%s': %s.single[%zu] is not supported (only a leading SpecialToken, the BOS, then "
-                "Sequence A)", file, path, i);
+                "Sequence A)",
+                file, path, i);
         }
     }
     if (!seen_sequence) die("tokenizer '%s': %s.single has no Sequence A", file, path);
@@ -320,7 +330,8 @@ static void parse_post_processor(const char *file, const json_t *pp, const char 
         }
         return;
     }
-    die("tokenizer '%s': %s.type is \"%s\"; supported: ByteLevel, TemplateProcessing, Sequence of them", file, path, type);
+    die("tokenizer '%s': %s.type is \"%s\"; supported: ByteLevel, TemplateProcessing, Sequence of them", file, path,
+        type);
 }
 
 void tokenizer_options_parse(const char *file, const json_t *root, TokenizerOptions *o) {
@@ -339,7 +350,8 @@ void tokenizer_options_parse(const char *file, const json_t *root, TokenizerOpti
     if (o->byte_level) {
         if (!is_null(decoder) && strcmp(type_of(file, decoder, "decoder"), "ByteLevel") != 0)
             die("tokenizer '%s': decoder.type is \"%s\"; with a ByteLevel pre-tokenizer only ByteLevel (or null) is "
-                "supported", file, type_of(file, decoder, "decoder"));
+                "supported",
+                file, type_of(file, decoder, "decoder"));
     } else if (!is_null(decoder)) {
         o->decoder.present = 1;
         parse_decoder(file, decoder, "decoder", &o->decoder);

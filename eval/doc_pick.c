@@ -53,10 +53,12 @@ int doc_sources_load(DocSources *s, const char *data_dir, const char *split, int
             s->first[j] = at, s->count[j] = (int64_t)json_integer_value(c);
             KV_CHECK(i64_add(at, s->count[j], &at) == 0 && at <= split_docs,
                      "'%s': the inputs' kept_per_split.%s counts exceed the split's %lld documents (at inputs[%zu], "
-                     "'%s')", mpath, parts[k], (long long)split_docs, i, s->path[i]);
+                     "'%s')",
+                     mpath, parts[k], (long long)split_docs, i, s->path[i]);
         }
-    KV_CHECK(at == split_docs, "'%s': the inputs' kept_per_split.%s counts add up to %lld, the split holds %lld documents",
-             mpath, split, (long long)at, (long long)split_docs);
+    KV_CHECK(at == split_docs,
+             "'%s': the inputs' kept_per_split.%s counts add up to %lld, the split holds %lld documents", mpath, split,
+             (long long)at, (long long)split_docs);
     json_decref(m);
     return 1;
 }
@@ -122,7 +124,7 @@ double doc_copy_share(const uint32_t *tok, int64_t start, int64_t end) {
 void doc_pick(DocPick *out, const DataSplit *split, const DocSources *s, int how, int64_t L, int64_t S, int64_t want,
               double max_copy) {
     KV_CHECK(how == DOC_PICK_FIRST || s->n > 0, "eval --pick interleave: the manifest records no input's documents per "
-             "split (kept_per_split); prepare the data again with this kvcpt");
+                                                "split (kept_per_split); prepare the data again with this kvcpt");
     int64_t nd = data_split_num_docs(split), window = L + S;
     memset(out, 0, sizeof *out);
     out->doc = xmalloc(sizeof(int64_t) * (size_t)(want > 0 ? want : 1));

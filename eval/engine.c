@@ -33,7 +33,8 @@ void engine_init_host(DecodeEngine *e, Llama *m, int64_t cap, int64_t W, int hos
     e->q_last = xcalloc((size_t)nl, sizeof(float *));
     for (int64_t l = 0; l < nl; l++) {
         if (host_caches) e->kc[l] = alloc_f(cap * Hkv * D), e->vc[l] = alloc_f(cap * Hkv * D);
-        e->colsum[l] = alloc_f(Hq * cap), e->last_probs[l] = alloc_f(Hq * W * cap), e->last_out[l] = alloc_f(W * Hq * D);
+        e->colsum[l] = alloc_f(Hq * cap), e->last_probs[l] = alloc_f(Hq * W * cap),
+        e->last_out[l] = alloc_f(W * Hq * D);
         e->q_last[l] = alloc_f(Hq * D);
     }
     /* tables for the whole window of cap tokens (dynamic scaling's depend on it) */
@@ -134,7 +135,13 @@ static void prefill_cpu(DecodeEngine *e, const int32_t *tokens, int64_t L) {
     llama_layer_acts_carve(&a, c, L, 4, acts);
     float *x[2] = {alloc_f(L * C), alloc_f(L * C)}, *xf = alloc_f(C), rstd;
     embedding_forward_cpu(x[0], tokens, m->w.embed, L, C);
-    LayerPass pass = {.ops = &llama_cpu_ops, .cfg = c, .mask = &off, .rope_cos = e->rope_cos, .rope_sin = e->rope_sin, .B = 1, .T = L};
+    LayerPass pass = {.ops = &llama_cpu_ops,
+                      .cfg = c,
+                      .mask = &off,
+                      .rope_cos = e->rope_cos,
+                      .rope_sin = e->rope_sin,
+                      .B = 1,
+                      .T = L};
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         AttentionStats st = {e->colsum[l], e->last_probs[l], W};
         pass.stats = &st;
@@ -201,7 +208,8 @@ int64_t engine_choose_keys(DecodeEngine *e, Policy *p, int64_t l, int64_t pos, c
             sort_keys(k, e->n[g]);
             for (int64_t i = 0; i < e->n[g]; i++)
                 KV_CHECK(k[i] >= 0 && k[i] < pos && (i == 0 || k[i] > k[i - 1]),
-                         "policy %s chose an invalid or repeated key %d at position %lld", p->name, k[i], (long long)pos);
+                         "policy %s chose an invalid or repeated key %d at position %lld", p->name, k[i],
+                         (long long)pos);
             k[e->n[g]++] = (int32_t)pos;
             if (e->first_n && pos == e->L) record_first(e, l, g, k, e->n[g]);
             /* ascending and distinct: ending at n-1 means every position 0..n-1 */
@@ -263,8 +271,8 @@ static void cpu_attend(DecodeEngine *const *e, Policy *const *p, StepRows *r, in
         double t0 = now_seconds(); /* one row runs on one thread: its own time */
         int64_t stride = engine_choose_keys(d, p[b], l, pos, r->q_raw + b * QD);
         float *probs = p[b]->update ? d->probs : NULL;
-        attention_decode_split_cpu(a->att + b * QD, probs, a->q + b * QD, d->kc[l], d->vc[l], kt, vt, split,
-                                   d->key_buf, d->off, d->n, stride, Hq, Hkv, D);
+        attention_decode_split_cpu(a->att + b * QD, probs, a->q + b * QD, d->kc[l], d->vc[l], kt, vt, split, d->key_buf,
+                                   d->off, d->n, stride, Hq, Hkv, D);
         if (p[b]->update) p[b]->update(p[b], l, pos, d->keys, d->n, probs, stride);
         d->own_s += now_seconds() - t0;
     }
@@ -285,9 +293,13 @@ static void cpu_prefill_cache(DecodeEngine *e, int64_t l, const float **kc, cons
  * and each output is one dot product whatever the product's width, so the
  * fused [q | k | v] and [gate | up] rows are those of separate products. */
 static const LlamaOps cpu_decode_ops = {
-    .rmsnorm_forward = rmsnorm_forward_cpu, .matmul_forward = row_matmul_forward,
-    .matmul_forward_act = row_matmul_forward, .bias_add = bias_add_cpu, .rope_split_forward = rope_split_forward_cpu,
-    .swiglu_forward = swiglu_fused_forward_cpu, .residual_add = residual_add_cpu,
+    .rmsnorm_forward = rmsnorm_forward_cpu,
+    .matmul_forward = row_matmul_forward,
+    .matmul_forward_act = row_matmul_forward,
+    .bias_add = bias_add_cpu,
+    .rope_split_forward = rope_split_forward_cpu,
+    .swiglu_forward = swiglu_fused_forward_cpu,
+    .residual_add = residual_add_cpu,
 };
 
 static const DecodeBackend cpu_backend = {.ops = &cpu_decode_ops,
@@ -334,8 +346,15 @@ static const float *decode_layers(const DecodeBackend *be, DecodeEngine *const *
     RefreshMask off = refresh_mask_off();
     StepAttend sa = {be, e, p, r, 0, pos, 0};
     /* every document is at the same position: one table row */
-    LayerPass pass = {.ops = be->ops, .cfg = c, .mask = &off, .rope_cos = cos_t + pos * half,
-                      .rope_sin = sin_t + pos * half, .B = r->nb, .T = 1, .attend = step_attend, .attend_ctx = &sa};
+    LayerPass pass = {.ops = be->ops,
+                      .cfg = c,
+                      .mask = &off,
+                      .rope_cos = cos_t + pos * half,
+                      .rope_sin = sin_t + pos * half,
+                      .B = r->nb,
+                      .T = 1,
+                      .attend = step_attend,
+                      .attend_ctx = &sa};
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         sa.l = l;
         llama_layer_forward(&pass, &e[0]->w->layers[l], &r->a, NULL, r->x[l & 1], r->x[(l + 1) & 1], 0);
@@ -374,7 +393,8 @@ static void policies_init(const DecodeBackend *be, DecodeEngine *const *e, Polic
     for (int64_t b = 0; b < nb; b++) {
         const Llama *m = e[b]->m;
         p[b]->shape.W = e[b]->W < e[b]->L ? e[b]->W : e[b]->L;
-        p[b]->shape.rope_cos = e[b]->rope_cos, p[b]->shape.rope_sin = e[b]->rope_sin; /* host tables on either backend */
+        p[b]->shape.rope_cos = e[b]->rope_cos,
+        p[b]->shape.rope_sin = e[b]->rope_sin; /* host tables on either backend */
         for (int64_t l = 0; l < nl; l++) {
             const float *kc = NULL, *vc = NULL;
             if (p[b]->reads_prefill_cache) be->prefill_cache(e[b], l, &kc, &vc);
@@ -393,9 +413,10 @@ void engine_decode_batch_top1(DecodeEngine *const *e, Policy *const *p, const in
     const DecodeBackend *be = e[0]->backend;
     int64_t L = e[0]->L, C = c->hidden_size, V = c->vocab_size;
     for (int64_t b = 0; b < nb; b++) {
-        KV_CHECK(e[b]->m == m && e[b]->L == L && e[b]->backend == be, "eval: document %lld of a decode batch has "
-                 "another model, backend or prefill length (%lld, expected %lld)", (long long)b, (long long)e[b]->L,
-                 (long long)L);
+        KV_CHECK(e[b]->m == m && e[b]->L == L && e[b]->backend == be,
+                 "eval: document %lld of a decode batch has "
+                 "another model, backend or prefill length (%lld, expected %lld)",
+                 (long long)b, (long long)e[b]->L, (long long)L);
         KV_CHECK(S >= 1 && L + S <= e[b]->cap, "eval: L + S = %lld exceeds the engine's %lld positions",
                  (long long)(L + S), (long long)e[b]->cap);
     }
@@ -403,7 +424,8 @@ void engine_decode_batch_top1(DecodeEngine *const *e, Policy *const *p, const in
     double *own0 = xmalloc(sizeof(double) * (size_t)nb);
     for (int64_t b = 0; b < nb; b++) own0[b] = e[b]->own_s;
     policies_init(be, e, p, nb);
-    for (int64_t b = 0; b < nb; b++) score_token(e[b]->prefill_logits, V, tokens[b][L], nll + b * S, top1 ? top1 + b * S : NULL);
+    for (int64_t b = 0; b < nb; b++)
+        score_token(e[b]->prefill_logits, V, tokens[b][L], nll + b * S, top1 ? top1 + b * S : NULL);
     StepRows r;
     be->rows_create(&r, c, nb);
     for (int64_t i = 1; i < S; i++) {
@@ -423,13 +445,13 @@ void engine_decode_batch_top1(DecodeEngine *const *e, Policy *const *p, const in
     double wall = now_seconds() - t_call, shared = wall > attend_s ? wall - attend_s : 0;
     for (int64_t b = 0; b < nb; b++) own_sum += e[b]->own_s - own0[b];
     for (int64_t b = 0; b < nb; b++)
-        e[b]->decode_s += shared / (double)nb +
-                          (own_sum > 0 ? (wall - shared) * (e[b]->own_s - own0[b]) / own_sum : (wall - shared) / (double)nb);
+        e[b]->decode_s += shared / (double)nb + (own_sum > 0 ? (wall - shared) * (e[b]->own_s - own0[b]) / own_sum
+                                                             : (wall - shared) / (double)nb);
     free(own0);
 }
 
-void engine_decode_batch(DecodeEngine *const *e, Policy *const *p, const int32_t *const *tokens, int64_t nb,
-                         int64_t S, double *nll) {
+void engine_decode_batch(DecodeEngine *const *e, Policy *const *p, const int32_t *const *tokens, int64_t nb, int64_t S,
+                         double *nll) {
     engine_decode_batch_top1(e, p, tokens, nb, S, nll, NULL);
 }
 

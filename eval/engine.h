@@ -88,8 +88,8 @@ void engine_decode(DecodeEngine *e, Policy *p, const int32_t *tokens, int64_t S,
  * in proportion to each row's own_s, so a row's decode_s is what its policy
  * cost and the shares sum to the wall time (equal shares where no row
  * measured own_s, as on the GPU, whose rows of one call are one policy). */
-void engine_decode_batch(DecodeEngine *const *e, Policy *const *p, const int32_t *const *tokens, int64_t nb,
-                         int64_t S, double *nll);
+void engine_decode_batch(DecodeEngine *const *e, Policy *const *p, const int32_t *const *tokens, int64_t nb, int64_t S,
+                         double *nll);
 /* engine_decode_batch that also writes top1 + b*S: 1 where the target is
  * the most likely token (argmax_of), 0 elsewhere; top1 may be NULL. */
 void engine_decode_batch_top1(DecodeEngine *const *e, Policy *const *p, const int32_t *const *tokens, int64_t nb,

@@ -103,8 +103,10 @@ static void ensure_workspace(DecodeModelCuda *g, int64_t T, int64_t W) {
 void engine_create_cuda(DecodeEngine *e, Llama *m, DecodeModelCuda *g, int64_t cap, int64_t W) {
     const LlamaConfig *c = &m->cfg;
     int64_t nl = c->num_hidden_layers, Hkv = c->num_key_value_heads, KD = Hkv * c->head_dim;
-    KV_CHECK(Hkv <= ATTENTION_DECODE_MAX_KV_HEADS, "eval --device cuda: %lld KV heads, the decode kernel takes at "
-             "most %d", (long long)Hkv, ATTENTION_DECODE_MAX_KV_HEADS);
+    KV_CHECK(Hkv <= ATTENTION_DECODE_MAX_KV_HEADS,
+             "eval --device cuda: %lld KV heads, the decode kernel takes at "
+             "most %d",
+             (long long)Hkv, ATTENTION_DECODE_MAX_KV_HEADS);
     KV_CHECK(g->m == m, "eval --device cuda: the engine's model is not the one uploaded");
     engine_init_host(e, m, cap, W, 0);
     EngineCuda *ec = xcalloc(1, sizeof *ec);
@@ -153,7 +155,13 @@ static void gpu_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L) {
     cuda_memcpy_h2d(g->tokens, tokens, sizeof(int32_t) * (size_t)L);
     embedding_forward_cuda(g->x[0], g->tokens, g->w.embed, L, C);
     /* the mask is off: the prefill is full causal attention for every policy */
-    LayerPass pass = {.ops = &llama_cuda_ops, .cfg = c, .mask = &off, .rope_cos = g->rope_cos, .rope_sin = g->rope_sin, .B = 1, .T = L};
+    LayerPass pass = {.ops = &llama_cuda_ops,
+                      .cfg = c,
+                      .mask = &off,
+                      .rope_cos = g->rope_cos,
+                      .rope_sin = g->rope_sin,
+                      .B = 1,
+                      .T = L};
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         llama_layer_forward(&pass, &g->w.layers[l], &g->acts, NULL, g->x[l & 1], g->x[(l + 1) & 1], 0);
         prefill_layer_stats(e, g, l, L, W);
@@ -173,7 +181,9 @@ static void gpu_rows_create(StepRows *r, const LlamaConfig *c, int64_t nb) {
     r->tokens = cuda_malloc(sizeof(int32_t) * (size_t)nb);
 }
 
-static void gpu_rows_free(StepRows *r) { cuda_free(r->mem), cuda_free(r->tokens), free(r->q_raw), free(r->logits_host); }
+static void gpu_rows_free(StepRows *r) {
+    cuda_free(r->mem), cuda_free(r->tokens), free(r->q_raw), free(r->logits_host);
+}
 
 static void gpu_embed(DecodeEngine *const *e, StepRows *r, const int32_t *const *tokens, int64_t pos) {
     int32_t tok[r->nb];
@@ -240,8 +250,9 @@ static const float *gpu_logits(StepRows *r, const LlamaConfig *c) {
 static void gpu_prefill_cache(DecodeEngine *e, int64_t l, const float **kc, const float **vc) {
     EngineCuda *ec = engine_cuda_of(e);
     int64_t n = e->L * e->m->cfg.num_key_value_heads * e->m->cfg.head_dim;
-    if (!ec->cache_host) ec->cache_host = xmalloc(sizeof(float) * (size_t)(2 * e->cap * e->m->cfg.num_key_value_heads *
-                                                                           e->m->cfg.head_dim));
+    if (!ec->cache_host)
+        ec->cache_host =
+            xmalloc(sizeof(float) * (size_t)(2 * e->cap * e->m->cfg.num_key_value_heads * e->m->cfg.head_dim));
     cuda_memcpy_d2h(ec->cache_host, e->kc[l], sizeof(float) * (size_t)n);
     cuda_memcpy_d2h(ec->cache_host + n, e->vc[l], sizeof(float) * (size_t)n);
     *kc = ec->cache_host, *vc = ec->cache_host + n;
@@ -283,9 +294,10 @@ static int64_t gpu_fit_batch(const LlamaConfig *c, int64_t L, int64_t S, int64_t
     int64_t work = decode_model_cuda_workspace_bytes(c, L, W), spare = (int64_t)1 << 30;
     cuda_memory_info(&free_b, &total_b);
     int64_t fit = (free_b - work - spare) / per;
-    KV_CHECK(fit >= 1, "eval --device cuda: context %lld needs %.2f GB of caches per document and %.2f GB of prefill "
-             "workspace, but %.2f GB of %.2f GB are free; hint: a shorter --context or --device cpu", (long long)L,
-             (double)per / 1e9, (double)work / 1e9, (double)free_b / 1e9, (double)total_b / 1e9);
+    KV_CHECK(fit >= 1,
+             "eval --device cuda: context %lld needs %.2f GB of caches per document and %.2f GB of prefill "
+             "workspace, but %.2f GB of %.2f GB are free; hint: a shorter --context or --device cpu",
+             (long long)L, (double)per / 1e9, (double)work / 1e9, (double)free_b / 1e9, (double)total_b / 1e9);
     if (fit < batch) {
         printf("eval: %lld documents at a time at context %lld (not %lld): %.2f GB of caches each, %.2f GB free\n",
                (long long)fit, (long long)L, (long long)batch, (double)per / 1e9, (double)free_b / 1e9);

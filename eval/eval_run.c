@@ -78,8 +78,9 @@ typedef struct {
 /* "doc i/N, <what>" after the tokens so far. */
 static void show_progress(ContextRun *x) {
     char extra[256];
-    snprintf(extra, sizeof extra, " doc %lld/%lld, %s", (long long)(x->docs_done + 1 < x->docs_total
-             ? x->docs_done + 1 : x->docs_total), (long long)x->docs_total, x->what);
+    snprintf(extra, sizeof extra, " doc %lld/%lld, %s",
+             (long long)(x->docs_done + 1 < x->docs_total ? x->docs_done + 1 : x->docs_total), (long long)x->docs_total,
+             x->what);
     progress_update(&x->pr, x->tokens_done, extra);
 }
 
@@ -109,8 +110,10 @@ static void dump_doc(const ContextRun *x, int mi, const Policy *p, int64_t doc, 
                      const double *nll) {
     FILE *f = x->r->dump;
     int64_t S = x->r->s->last, Hkv = x->sh.Hkv;
-    fprintf(f, "{\"model_index\":%d,\"context\":%lld,\"budget\":%lld,\"policy\":\"%s\",\"label\":\"%s\",\"doc\":%lld,"
-            "\"nll\":[", mi, (long long)x->sh.L, (long long)x->budget, p->name, p->label, (long long)doc);
+    fprintf(f,
+            "{\"model_index\":%d,\"context\":%lld,\"budget\":%lld,\"policy\":\"%s\",\"label\":\"%s\",\"doc\":%lld,"
+            "\"nll\":[",
+            mi, (long long)x->sh.L, (long long)x->budget, p->name, p->label, (long long)doc);
     for (int64_t i = 0; i < S; i++) fprintf(f, "%s%.17g", i ? "," : "", nll[i]);
     fprintf(f, "],\"keys\":[");
     for (int64_t l = 0; l < x->sh.n_layers; l++) {
@@ -221,13 +224,22 @@ static void create_engine(const EvalRun *r, DecodeEngine *e, Llama *m, int64_t c
  * --batch documents at a time. */
 static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model_name) {
     const EvalSettings *s = r->s;
-    int64_t L = s->contexts[ci], S = s->last, nd = data_split_num_docs(r->split), used = 0, nl = m->cfg.num_hidden_layers;
+    int64_t L = s->contexts[ci], S = s->last, nd = data_split_num_docs(r->split), used = 0,
+            nl = m->cfg.num_hidden_layers;
     int64_t want = s->max_docs > 0 && s->max_docs < nd ? s->max_docs : nd;
     int64_t batch = s->batch < want ? s->batch : (want > 0 ? want : 1);
     batch = fit_batch(r, m, batch, L, S);
     ContextRun x = {.r = r, .ci = ci, .budget = policy_budget(s->budget, L)};
-    x.sh = (PolicyShape){nl, m->cfg.num_attention_heads, m->cfg.num_key_value_heads, m->cfg.head_dim,
-                         m->cfg.hidden_size, L, EVAL_PREFILL_ROWS, L + S, NULL, NULL};
+    x.sh = (PolicyShape){nl,
+                         m->cfg.num_attention_heads,
+                         m->cfg.num_key_value_heads,
+                         m->cfg.head_dim,
+                         m->cfg.hidden_size,
+                         L,
+                         EVAL_PREFILL_ROWS,
+                         L + S,
+                         NULL,
+                         NULL};
     x.eng = xcalloc((size_t)batch, sizeof(DecodeEngine));
     x.tok = xcalloc((size_t)batch, sizeof(int32_t *));
     x.doc = xcalloc((size_t)batch, sizeof(int64_t));
@@ -287,7 +299,8 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
     char fin[96];
     snprintf(fin, sizeof fin, " %lld document(s) at L = %lld done", (long long)used, (long long)L);
     progress_end(&x.pr, x.tokens_done, fin);
-    KV_CHECK(used > 0, "no document of split '%s' has the %lld tokens context %lld + last %lld + 1 needs (%lld skipped)%s",
+    KV_CHECK(used > 0,
+             "no document of split '%s' has the %lld tokens context %lld + last %lld + 1 needs (%lld skipped)%s",
              s->split, (long long)(L + S + 1), (long long)L, (long long)S, (long long)cd->pick.skipped_short,
              cd->pick.skipped_copy > 0 ? " with a copy share within --max-copy-share" : "");
     for (int v = 0; v < s->n_variants; v++) {
@@ -349,11 +362,12 @@ static void check_contexts(const EvalRun *r) {
         int64_t L = s->contexts[ci];
         KV_CHECK(L >= 1, "eval: %s %lld: a context must be >= 1", options_spelled("L"), (long long)L);
         /* L + S + 1 > longest, written so that a huge L cannot wrap */
-        KV_CHECK(L <= longest - s->last - 1, "eval: %s %lld: context %lld + %s %lld + 1 needs a document of %lld "
-                 "tokens, but the longest of split '%s' (%lld documents) has %lld", options_spelled("L"), (long long)L,
-                 (long long)L, options_spelled("S"), (long long)s->last,
-                 L > INT64_MAX - s->last - 1 ? (long long)INT64_MAX : (long long)(L + s->last + 1),
-                 s->split, (long long)nd, (long long)longest);
+        KV_CHECK(L <= longest - s->last - 1,
+                 "eval: %s %lld: context %lld + %s %lld + 1 needs a document of %lld "
+                 "tokens, but the longest of split '%s' (%lld documents) has %lld",
+                 options_spelled("L"), (long long)L, (long long)L, options_spelled("S"), (long long)s->last,
+                 L > INT64_MAX - s->last - 1 ? (long long)INT64_MAX : (long long)(L + s->last + 1), s->split,
+                 (long long)nd, (long long)longest);
         policy_budget(s->budget, L); /* dies naming --K (or --budget) when K is outside [1, L] */
     }
 }
@@ -390,10 +404,8 @@ static int write_finished(const EvalRun *r, const char *path, const char *device
 /* Names a PNG as written only when it was drawn; the plot code has already
  * warned why not (no gnuplot, a path it cannot write...). */
 static void report_plot(const char *png, int drawn, const char *what) {
-    if (drawn)
-        printf("wrote %s (%s)\n", png, what);
-    else
-        warnf("eval: %s was not drawn (%s); eval.json holds every number", png, what);
+    if (drawn) printf("wrote %s (%s)\n", png, what);
+    else warnf("eval: %s was not drawn (%s); eval.json holds every number", png, what);
 }
 
 /* Each model's config.json, read once before any work (the models are
@@ -421,8 +433,7 @@ static json_t *provenance(const EvalRun *r) {
                  json_object_set_new(run, "batch", json_integer(s->batch)) == 0 &&
                  json_object_set_new(run, "bootstrap", json_integer(s->boot)) == 0,
              "eval.json: out of memory");
-    for (int v = 0; v < s->n_variants; v++)
-        eval_provenance_add_policy(run, s->variants[v].name, &s->variants[v].opt);
+    for (int v = 0; v < s->n_variants; v++) eval_provenance_add_policy(run, s->variants[v].name, &s->variants[v].opt);
     for (int i = 0; i < s->n_models; i++) eval_provenance_add_model(run, s->models[i]);
     return run;
 }
@@ -471,7 +482,8 @@ void eval_run(const EvalSettings *s) {
                                  s->allow_beyond);
     const Backend *be = backend_resolve(s->device);
     eval_prepare_out_dir("eval", "--out", s->out);
-    if (!s->quiet && be->kind == BACKEND_HOST) fprintf(stderr, "kvcpt eval: device %s, %s\n", be->name, blas_core_summary());
+    if (!s->quiet && be->kind == BACKEND_HOST)
+        fprintf(stderr, "kvcpt eval: device %s, %s\n", be->name, blas_core_summary());
     if (s->dump) {
         /* a .tmp that fopen_check removes if the run dies: an earlier good
          * dump stays until this one is complete */
@@ -509,7 +521,8 @@ void eval_run(const EvalSettings *s) {
      * perplexity means the weights or the arithmetic are broken */
     if (non_finite > 0)
         die("eval: %d of %d results are not finite (NaN or infinite perplexity; null in %s/eval.json): check the "
-            "model's weights", non_finite, n_cells, s->out);
+            "model's weights",
+            non_finite, n_cells, s->out);
     for (int i = 0; i < n_cells; i++) {
         free(r.cells[i].doc_nll), free(r.cells[i].step_nll), free(r.cells[i].step_top1);
         free((void *)r.cells[i].policy);

@@ -5,7 +5,8 @@
 void eval_check_pool_kernel(const char *cmd, int64_t kernel) {
     KV_CHECK(kernel >= 1 && kernel <= EVAL_POOL_KERNEL_MAX && kernel % 2 == 1,
              "%s: --snapkv-kernel %lld: the pooling kernel must be odd, >= 1 and <= %d (it is centred on each "
-             "position)", cmd, (long long)kernel, EVAL_POOL_KERNEL_MAX);
+             "position)",
+             cmd, (long long)kernel, EVAL_POOL_KERNEL_MAX);
 }
 
 void eval_check_window(const char *cmd, const char *option, int64_t window) {

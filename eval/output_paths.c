@@ -29,8 +29,8 @@ void eval_prepare_out_dir(const char *cmd, const char *option, const char *dir) 
 static void resolve_entry(const char *cmd, const char *option, const char *path, char *out) {
     const char *slash = strrchr(path, '/');
     const char *name = slash ? slash + 1 : path;
-    KV_CHECK(*name && strcmp(name, ".") != 0 && strcmp(name, "..") != 0, "%s: %s '%s' must name a file, not a directory",
-             cmd, option, path);
+    KV_CHECK(*name && strcmp(name, ".") != 0 && strcmp(name, "..") != 0,
+             "%s: %s '%s' must name a file, not a directory", cmd, option, path);
     char parent[PATH_MAX];
     if (!slash) {
         snprintf(parent, sizeof parent, ".");
@@ -65,14 +65,14 @@ void eval_refuse_inside_input(const char *cmd, const char *option, const char *p
         struct stat st;
         if (stat(at, &st) == 0 && st.st_dev == in.st_dev && st.st_ino == in.st_ino)
             die("%s: %s '%s' is %s %s '%s': writing it would replace what the evaluation reads; choose a path "
-                "outside the model and data directories", cmd, option, path,
-                S_ISDIR(in.st_mode) ? "inside" : "the same file as", input_option, input);
+                "outside the model and data directories",
+                cmd, option, path, S_ISDIR(in.st_mode) ? "inside" : "the same file as", input_option, input);
         char *slash = strrchr(at, '/');
         if (!slash || slash == at) break;
         *slash = '\0';
     }
     struct stat root;
     KV_CHECK(stat("/", &root) == 0, "%s: cannot stat '/': %s", cmd, strerror(errno));
-    KV_CHECK(!(root.st_dev == in.st_dev && root.st_ino == in.st_ino), "%s: %s '%s' is inside %s '/'", cmd, option,
-             path, input_option);
+    KV_CHECK(!(root.st_dev == in.st_dev && root.st_ino == in.st_ino), "%s: %s '%s' is inside %s '/'", cmd, option, path,
+             input_option);
 }

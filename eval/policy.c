@@ -9,7 +9,8 @@
 #include "../kernels/refresh_select.h"
 #include "policies.h"
 
-static const PolicyInfo registry[] = { /* the reference, then the papers' baselines, then RefreshKV and later methods */
+static const PolicyInfo registry[] = {
+    /* the reference, then the papers' baselines, then RefreshKV and later methods */
     {"full", policy_full_create, "every key (the reference)", ""}, /* options "": none from the command line */
     {"streaming", policy_streaming_create, "StreamingLLM: the first tokens (sinks) + the most recent", "--sinks"},
     {"h2o", policy_h2o_create, "H2O: the most recent + heavy hitters by cumulative attention",
@@ -33,13 +34,35 @@ const PolicyInfo *policy_registry(int *count) {
 
 PolicyOptions policy_default_options(int64_t budget) {
     /* why each default is what it is: docs/eval.md, "Policy defaults" */
-    PolicyOptions o = {.budget = budget, .agg = GROUP_AGG_MAX, .pool_kernel = 7, .pool = POOL_MAX, .window = 1, .snapkv_grow = 0,
-                       .snapkv_keep_window = 1, .tova_keep_last = 0, .tova_window = 1, .head_sets = HEAD_SETS_SHARED,
-                       .h2o_recent = 0.5, .h2o_score = H2O_SCORE_SUM, .once = 0,
-                       .qc_stride = 10, .threshold = 0.85, .refresh_query = QUERY_POST_ROPE, .fixed_stride = 0, .sinks = 4,
-                       .restkv_window = 32, .restkv_alpha = 0.3, .restkv_beta = 2000.0, .restkv_kernel = 5,
-                       .restkv_grow = 0, .restkv_shift = RESTKV_SHIFT_PRINTED,
-                       .kvec_window = 16, .kvec_wide_window = 32, .kvec_heads = 3, .kvec_lambda = 1.0, .kvec_keep_frac = 0.25};
+    PolicyOptions o = {.budget = budget,
+                       .agg = GROUP_AGG_MAX,
+                       .pool_kernel = 7,
+                       .pool = POOL_MAX,
+                       .window = 1,
+                       .snapkv_grow = 0,
+                       .snapkv_keep_window = 1,
+                       .tova_keep_last = 0,
+                       .tova_window = 1,
+                       .head_sets = HEAD_SETS_SHARED,
+                       .h2o_recent = 0.5,
+                       .h2o_score = H2O_SCORE_SUM,
+                       .once = 0,
+                       .qc_stride = 10,
+                       .threshold = 0.85,
+                       .refresh_query = QUERY_POST_ROPE,
+                       .fixed_stride = 0,
+                       .sinks = 4,
+                       .restkv_window = 32,
+                       .restkv_alpha = 0.3,
+                       .restkv_beta = 2000.0,
+                       .restkv_kernel = 5,
+                       .restkv_grow = 0,
+                       .restkv_shift = RESTKV_SHIFT_PRINTED,
+                       .kvec_window = 16,
+                       .kvec_wide_window = 32,
+                       .kvec_heads = 3,
+                       .kvec_lambda = 1.0,
+                       .kvec_keep_frac = 0.25};
     return o;
 }
 
@@ -106,7 +129,8 @@ void policy_create(Policy *p, const char *name, const PolicyShape *shape, const 
         return;
     }
     char known[512] = "";
-    for (int i = 0; i < n; i++) snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", r[i].name);
+    for (int i = 0; i < n; i++)
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", r[i].name);
     die("unknown policy '%s'; known policies: %s", name, known);
 }
 

@@ -121,7 +121,8 @@ static void kvec_init(Policy *p, int64_t layer, const PrefillLayer *pre) {
     KV_CHECK(layer == st->next_layer, "kvec: layers must be initialised in order (got %lld, expected %lld)",
              (long long)layer, (long long)st->next_layer);
     st->next_layer++;
-    int64_t o = p->opt.kvec_window < W ? p->opt.kvec_window : W, o_wide = p->opt.kvec_wide_window < W ? p->opt.kvec_wide_window : W;
+    int64_t o = p->opt.kvec_window < W ? p->opt.kvec_window : W,
+            o_wide = p->opt.kvec_wide_window < W ? p->opt.kvec_wide_window : W;
     head_scores(p, st, pre, o, o_wide);
     cross_layer_focus(p, st, pre, layer, o);
     int64_t keep = (int64_t)floor(p->opt.kvec_keep_frac * (double)K);
@@ -145,7 +146,6 @@ static void kvec_choose(Policy *p, int64_t layer, int64_t pos, const float *q, i
     (void)q;
     partial_cache_keys(&((KvecState *)p->state)->cache, p, layer, pos, p->opt.snapkv_grow, keys, n);
 }
-
 
 static void kvec_destroy(Policy *p) {
     KvecState *st = p->state;
@@ -181,6 +181,7 @@ void policy_kvec_create(Policy *p) {
              o->kvec_keep_frac, o->snapkv_grow ? ", grow" : "");
     p->init = kvec_init;
     p->choose = kvec_choose;
-    p->update = NULL; /* the choice comes from the prefill; decode attention never changes it: the engine skips probabilities */
+    p->update =
+        NULL; /* the choice comes from the prefill; decode attention never changes it: the engine skips probabilities */
     p->destroy = kvec_destroy;
 }

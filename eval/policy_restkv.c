@@ -97,7 +97,8 @@ static double temporal_scores(Policy *p, RestState *st, const PrefillLayer *pre,
     float alpha = (float)p->opt.restkv_alpha;
     for (int64_t r = 0; r < sw; r++) {
         indicator_row(st, pre->last_probs + (h * W + W - sw + r) * L, z0 + r * Hq * D, r, n, D);
-        for (int64_t j = 0; j < n; j++) st->ema[j] = r == 0 ? st->ind[j] : alpha * st->ind[j] + (1 - alpha) * st->ema[j];
+        for (int64_t j = 0; j < n; j++)
+            st->ema[j] = r == 0 ? st->ind[j] : alpha * st->ind[j] + (1 - alpha) * st->ema[j];
         if (half == 0) continue;
         if (r < half) front += top_b_mean_index(st, n, b) / (double)half;
         else rear += top_b_mean_index(st, n, b) / (double)(sw - half);
@@ -125,7 +126,8 @@ static void keep_range(KeptSet *s, int64_t from, int64_t to) {
 
 static void restkv_init(Policy *p, int64_t layer, const PrefillLayer *pre) {
     RestState *st = p->state;
-    int64_t L = p->shape.L, K = p->opt.budget, Hq = p->shape.Hq, Hkv = p->shape.Hkv, group = Hq / Hkv, cap = p->shape.cap;
+    int64_t L = p->shape.L, K = p->opt.budget, Hq = p->shape.Hq, Hkv = p->shape.Hkv, group = Hq / Hkv,
+            cap = p->shape.cap;
     int64_t sw = p->opt.restkv_window < p->shape.W ? p->opt.restkv_window : p->shape.W;
     int64_t n = L - sw, b = K - sw; /* prefix length, slots chosen in it */
     st->cache.since[layer] = L;
@@ -156,7 +158,6 @@ static void restkv_choose(Policy *p, int64_t layer, int64_t pos, const float *q,
     partial_cache_keys(&((RestState *)p->state)->cache, p, layer, pos, p->opt.restkv_grow, keys, n);
 }
 
-
 static void restkv_destroy(Policy *p) {
     RestState *st = p->state;
     partial_cache_free(&st->cache);
@@ -169,7 +170,8 @@ void policy_restkv_create(Policy *p) {
     const PolicyShape *s = &p->shape;
     const PolicyOptions *o = &p->opt;
     KV_CHECK(o->restkv_window >= 1, "restkv: observation window must be >= 1 (got %lld)", (long long)o->restkv_window);
-    KV_CHECK(o->restkv_alpha > 0 && o->restkv_alpha <= 1, "restkv: EMA alpha must be in (0, 1] (got %g)", o->restkv_alpha);
+    KV_CHECK(o->restkv_alpha > 0 && o->restkv_alpha <= 1, "restkv: EMA alpha must be in (0, 1] (got %g)",
+             o->restkv_alpha);
     KV_CHECK(o->restkv_beta > 0, "restkv: beta must be > 0 (got %g)", o->restkv_beta);
     KV_CHECK(o->restkv_kernel >= 1 && o->restkv_kernel % 2 == 1, "restkv: kernel must be odd and >= 1 (got %lld)",
              (long long)o->restkv_kernel);
@@ -192,7 +194,8 @@ void policy_restkv_create(Policy *p) {
              o->restkv_shift == RESTKV_SHIFT_SIGNED ? ", signed shift" : "", o->restkv_grow ? ", grow" : "");
     p->init = restkv_init;
     p->choose = restkv_choose;
-    p->update = NULL; /* the choice comes from the prefill; decode attention never changes it: the engine skips probabilities */
+    p->update =
+        NULL; /* the choice comes from the prefill; decode attention never changes it: the engine skips probabilities */
     p->destroy = restkv_destroy;
     p->reads_prefill_cache = 1; /* the values, for the output-reconstruction indicator */
 }

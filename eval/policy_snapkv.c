@@ -58,7 +58,6 @@ static void snapkv_choose(Policy *p, int64_t layer, int64_t pos, const float *q,
     partial_cache_keys(&((SnapState *)p->state)->cache, p, layer, pos, p->opt.snapkv_grow, keys, n);
 }
 
-
 static void snapkv_destroy(Policy *p) {
     SnapState *st = p->state;
     partial_cache_free(&st->cache);
@@ -82,6 +81,7 @@ void policy_snapkv_create(Policy *p) {
              o->snapkv_keep_window ? " kept" : "", pool, agg, o->snapkv_grow ? ", grow" : "");
     p->init = snapkv_init;
     p->choose = snapkv_choose;
-    p->update = NULL; /* the choice comes from the prefill; decode attention never changes it: the engine skips probabilities */
+    p->update =
+        NULL; /* the choice comes from the prefill; decode attention never changes it: the engine skips probabilities */
     p->destroy = snapkv_destroy;
 }

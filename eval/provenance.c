@@ -47,9 +47,10 @@ json_t *eval_provenance_new(int argc, char **argv, const char *data, const char 
     append(args, json_string("kvcpt"));
     for (int i = 0; i < argc; i++) {
         int64_t bad = utf8_first_invalid((const uint8_t *)argv[i], strlen(argv[i]));
-        KV_CHECK(bad < 0, "eval: argument '%s' is not valid UTF-8 (byte 0x%02x at offset %lld); eval.json records the "
-                 "command line as JSON strings, which must be UTF-8", argv[i], (unsigned)(uint8_t)argv[i][bad],
-                 (long long)bad);
+        KV_CHECK(bad < 0,
+                 "eval: argument '%s' is not valid UTF-8 (byte 0x%02x at offset %lld); eval.json records the "
+                 "command line as JSON strings, which must be UTF-8",
+                 argv[i], (unsigned)(uint8_t)argv[i][bad], (long long)bad);
         append(args, json_string(argv[i]));
     }
     put(p, "argv", args);

@@ -118,10 +118,8 @@ static void ppl_text(char *v, size_t cap, const EvalCell *a, int n_models) {
     if (n_models == 2 && a[1].has_ratio)
         snprintf(v, cap, "%.3f -> %.3f x%.4f [%.4f, %.4f]", a[0].ppl, a[1].ppl, a[1].ratio, a[1].ratio_lo,
                  a[1].ratio_hi);
-    else if (n_models == 2)
-        snprintf(v, cap, "%.3f -> %.3f x? (other documents)", a[0].ppl, a[1].ppl);
-    else
-        snprintf(v, cap, "%.3f [%.3f, %.3f]", a[0].ppl, a[0].lo, a[0].hi);
+    else if (n_models == 2) snprintf(v, cap, "%.3f -> %.3f x? (other documents)", a[0].ppl, a[1].ppl);
+    else snprintf(v, cap, "%.3f [%.3f, %.3f]", a[0].ppl, a[0].lo, a[0].hi);
 }
 
 void eval_print_table(const EvalCell *cells, int n, int n_models, int n_contexts) {
@@ -211,7 +209,6 @@ static json_t *string_array(const char *const *x, int64_t n) {
         KV_CHECK(json_array_append_new(a, json_string(x[i])) == 0, "eval.json: out of memory");
     return a;
 }
-
 
 /* The RoPE a cell ran with: the rope_scaling block (as config.json and
  * transformers read it; null without), where it came from, and the window
@@ -326,8 +323,8 @@ void eval_print_documents(const EvalCell *cells, int n, int n_models, int n_cont
         }
         printf("); scored tokens copying an earlier %d-gram of the window: mean %.3f, max %.3f", DOC_COPY_NGRAM, mean,
                mx);
-        if (rule->max_copy < 1) printf("; %lld passed over above --max-copy-share %g", (long long)c->skipped_copy,
-                                       rule->max_copy);
+        if (rule->max_copy < 1)
+            printf("; %lld passed over above --max-copy-share %g", (long long)c->skipped_copy, rule->max_copy);
         printf("\n");
     }
 }
@@ -363,18 +360,19 @@ static void answers_text(char *v, size_t cap, const EvalCell *a, int n_models) {
         snprintf(v, cap, "%.3f -> %.3f | %.3f -> %.3f", class_accuracy(&a[0], ANSWER_FIRST),
                  class_accuracy(&a[1], ANSWER_FIRST), class_accuracy(&a[0], ANSWER_REST),
                  class_accuracy(&a[1], ANSWER_REST));
-    else
-        snprintf(v, cap, "%.3f | %.3f", class_accuracy(&a[0], ANSWER_FIRST), class_accuracy(&a[0], ANSWER_REST));
+    else snprintf(v, cap, "%.3f | %.3f", class_accuracy(&a[0], ANSWER_FIRST), class_accuracy(&a[0], ANSWER_REST));
 }
 
 void eval_print_answers(const EvalCell *cells, int n, int n_models, int n_contexts) {
     if (n == 0 || !cells[0].has_classes) return;
     printf("top-1 accuracy of the answers: the first value after a repeated marker (a jump to its record) | the "
-           "values after it%s\n", n_models == 2 ? " (before -> after)" : "");
+           "values after it%s\n",
+           n_models == 2 ? " (before -> after)" : "");
     print_table(cells, n, n_models, n_contexts, "@ ", ": first | rest", 31, answers_text);
     const EvalCell *c0 = &cells[0];
     printf("(%lld first and %lld later answers per policy and model; the other %lld scored tokens are random)\n\n",
-           (long long)c0->class_n[ANSWER_FIRST], (long long)c0->class_n[ANSWER_REST], (long long)c0->class_n[ANSWER_NONE]);
+           (long long)c0->class_n[ANSWER_FIRST], (long long)c0->class_n[ANSWER_REST],
+           (long long)c0->class_n[ANSWER_NONE]);
 }
 
 int eval_plot_steps(const char *png, const EvalCell *cells, int n, int n_models, int n_contexts, int mi) {

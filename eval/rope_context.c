@@ -42,10 +42,12 @@ void eval_check_rope_contexts(const LlamaConfig *c, const char *model, int from_
             die("eval: --L %lld: L + S = %lld tokens are beyond the %lld model '%s' was trained to "
                 "(max_position_embeddings) and its config has no RoPE scaling: give --rope-scaling (e.g. yarn:%g, "
                 "the extension transformers computes from the same rope_scaling field), or --allow-beyond-context to "
-                "run it labelled as beyond", (long long)ctx[i], (long long)rc.tokens, (long long)rc.trained, model,
+                "run it labelled as beyond",
+                (long long)ctx[i], (long long)rc.tokens, (long long)rc.trained, model,
                 ceil(100.0 * (double)rc.tokens / (double)rc.trained) / 100);
         die("eval: --L %lld: L + S = %lld tokens are beyond the %lld model '%s' covers (trained to %lld; RoPE "
-            "scaling %s%s): give a larger --rope-scaling factor, or --allow-beyond-context to run it labelled as beyond",
+            "scaling %s%s): give a larger --rope-scaling factor, or --allow-beyond-context to run it labelled as "
+            "beyond",
             (long long)ctx[i], (long long)rc.tokens, (long long)rc.covered, model, (long long)rc.trained, rc.scaling,
             from_option ? " from --rope-scaling" : " from its config");
     }
@@ -54,30 +56,26 @@ void eval_check_rope_contexts(const LlamaConfig *c, const char *model, int from_
 /* "yarn factor 2" -> "yarn x2" */
 static void short_scaling(char *out, size_t n, const char *label) {
     const char *f = strstr(label, " factor ");
-    if (f)
-        snprintf(out, n, "%.*s x%s", (int)(f - label), label, f + strlen(" factor "));
-    else
-        snprintf(out, n, "%s", label);
+    if (f) snprintf(out, n, "%.*s x%s", (int)(f - label), label, f + strlen(" factor "));
+    else snprintf(out, n, "%s", label);
 }
 
 void rope_context_tag(char *out, size_t n, const RopeContext *rc) {
-    if (rc->beyond)
-        snprintf(out, n, "BEYOND");
-    else if (rc->extended || rc->from_option)
-        short_scaling(out, n, rc->scaling);
-    else
-        snprintf(out, n, "%s", "");
+    if (rc->beyond) snprintf(out, n, "BEYOND");
+    else if (rc->extended || rc->from_option) short_scaling(out, n, rc->scaling);
+    else snprintf(out, n, "%s", "");
 }
 
 void rope_context_print_note(const RopeContext *rc, int64_t L, const char *model) {
     const char *from = rc->from_option ? "--rope-scaling" : "its config.json";
     if (rc->beyond)
         printf("L = %lld (%s): BEYOND what the model's RoPE covers: L + S = %lld tokens > %lld (trained to %lld, "
-               "RoPE scaling %s); run with --allow-beyond-context, not a headline result\n", (long long)L, model,
-               (long long)rc->tokens, (long long)rc->covered, (long long)rc->trained,
+               "RoPE scaling %s); run with --allow-beyond-context, not a headline result\n",
+               (long long)L, model, (long long)rc->tokens, (long long)rc->covered, (long long)rc->trained,
                strcmp(rc->scaling, "none") ? rc->scaling : "none, no extension");
     else if (rc->extended || rc->from_option)
         printf("L = %lld (%s): RoPE scaling %s from %s (transformers computes the same from rope_scaling %s): "
-               "L + S = %lld tokens, trained to %lld, covered to %lld\n", (long long)L, model, rc->scaling, from,
-               rc->scaling_json, (long long)rc->tokens, (long long)rc->trained, (long long)rc->covered);
+               "L + S = %lld tokens, trained to %lld, covered to %lld\n",
+               (long long)L, model, rc->scaling, from, rc->scaling_json, (long long)rc->tokens, (long long)rc->trained,
+               (long long)rc->covered);
 }

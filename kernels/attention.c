@@ -44,8 +44,8 @@ static void selection_scores(float *pooled, float *agg, float *p, const float *q
 /* The selection from query n-1 over keys 0..n-1: its min(K, n) entries into
  * kept, in retention order (its first c entries are what c slots keep).
  * Scratch: pooled 3 n floats, order n entries. Returns the count. */
-static int64_t ranked_selection(SelectRanked *kept, float *pooled, SelectRanked *order, const float *q,
-                                const float *k, int64_t b, int64_t g, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+static int64_t ranked_selection(SelectRanked *kept, float *pooled, SelectRanked *order, const float *q, const float *k,
+                                int64_t b, int64_t g, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                 const RefreshMask *m, int64_t n) {
     selection_scores(pooled, pooled + n, pooled + 2 * n, q, k, b, g, T, Hq, Hkv, D, m, n);
     int64_t nk = select_top_k(order, pooled, n, m->K); /* top-K: ties to the lower index */
@@ -308,16 +308,25 @@ static float *head_keys_alloc(HeadKeys *hk, int64_t T, int64_t D, int64_t ks, in
     int64_t nm = ks ? ks + T - m->L : 0;
     float *buf = xmalloc(sizeof(float) * (size_t)(D * (4 * T + 2 * nm + 2 * W) + 2 * T));
     float *kr = buf + 4 * D * T + 2 * D * nm;
-    *hk = (HeadKeys){.kt = buf, .vt = buf + D * T, .dkt = buf + 2 * D * T, .dvt = buf + 3 * D * T,
-                     .km = buf + 4 * D * T, .vm = buf + 4 * D * T + D * nm, .kr = kr, .vr = kr + D * W, .ks = ks,
-                     .L = m->L, .T = T, .D = D, .nm = nm, .W = W};
+    *hk = (HeadKeys){.kt = buf,
+                     .vt = buf + D * T,
+                     .dkt = buf + 2 * D * T,
+                     .dvt = buf + 3 * D * T,
+                     .km = buf + 4 * D * T,
+                     .vm = buf + 4 * D * T + D * nm,
+                     .kr = kr,
+                     .vr = kr + D * W,
+                     .ks = ks,
+                     .L = m->L,
+                     .T = T,
+                     .D = D,
+                     .nm = nm,
+                     .W = W};
     return buf;
 }
 
 /* Rows scratch (2 T floats) follows the head buffers. */
-static float *head_keys_scratch(const HeadKeys *hk) {
-    return hk->kt + hk->D * (4 * hk->T + 2 * hk->nm + 2 * hk->W);
-}
+static float *head_keys_scratch(const HeadKeys *hk) { return hk->kt + hk->D * (4 * hk->T + 2 * hk->nm + 2 * hk->W); }
 
 /* sel: the paper's selection of this (batch row, KV head), rows: its listed
  * records; at most one of them is set. */
@@ -677,8 +686,8 @@ void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, 
                     RowKeys kc, vc;
                     RowScatter to;
                     row_setup(hk, p, &kc, &vc, &to);
-                    backward_row(dq + row * D, q + row * D, dout + row * D, di, lse[(tk.b * Hq + tk.h) * T + p], kc,
-                                 vc, to, hk, a.scale, s, s + T);
+                    backward_row(dq + row * D, q + row * D, dout + row * D, di, lse[(tk.b * Hq + tk.h) * T + p], kc, vc,
+                                 to, hk, a.scale, s, s + T);
                 }
             }
             if (hk)
@@ -712,4 +721,3 @@ void attention_backward_cpu(float *dq, float *dk, float *dv, const float *dout, 
 }
 
 int attention_tensor_core_head_dim(int64_t D) { return D == 16 || D == 32 || D == 64 || D == 128; }
-

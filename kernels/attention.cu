@@ -206,20 +206,20 @@ __device__ RowTile row_tile(const AttnShape &s, const int32_t *sel, int64_t row_
     t.g = t.h / s.group;
     t.q0 = row_begin + (int64_t)(gridDim.x - 1 - blockIdx.x) * kTile;
     t.p_last = (t.q0 + kTile < row_end ? t.q0 + kTile : row_end) - 1;
-    if (use_sel)
-        t.keys = KeyList{sel + (t.b * s.Hkv + t.g) * s.ks, s.ks, s.L, s.ks + (t.p_last - s.L + 1)};
-    else
-        t.keys = KeyList{nullptr, 0, 0, t.p_last + 1};
+    if (use_sel) t.keys = KeyList{sel + (t.b * s.Hkv + t.g) * s.ks, s.ks, s.L, s.ks + (t.p_last - s.L + 1)};
+    else t.keys = KeyList{nullptr, 0, 0, t.p_last + 1};
     return t;
 }
 
 /* Shared layout of the row-tile kernels: positions and the rows' bitmap
  * words first (8-byte aligned). */
 template <int D> struct RowSmem {
-    static constexpr size_t fwd_bytes = sizeof(int64_t) * 3 * kTile + sizeof(float) * (3 * kTile * (D + 1) + kTile * kLdS + 2 * kTile);
-    static constexpr size_t dq_bytes = sizeof(int64_t) * 3 * kTile + sizeof(float) * (4 * kTile * (D + 1) + kTile * kLdS + 2 * kTile);
-    static constexpr size_t dkdv_bytes =
-        sizeof(int64_t) * 3 * kTile + sizeof(int) * kTile + sizeof(float) * (4 * kTile * (D + 1) + 2 * kTile * kLdS + 2 * kTile);
+    static constexpr size_t fwd_bytes =
+        sizeof(int64_t) * 3 * kTile + sizeof(float) * (3 * kTile * (D + 1) + kTile * kLdS + 2 * kTile);
+    static constexpr size_t dq_bytes =
+        sizeof(int64_t) * 3 * kTile + sizeof(float) * (4 * kTile * (D + 1) + kTile * kLdS + 2 * kTile);
+    static constexpr size_t dkdv_bytes = sizeof(int64_t) * 3 * kTile + sizeof(int) * kTile +
+                                         sizeof(float) * (4 * kTile * (D + 1) + 2 * kTile * kLdS + 2 * kTile);
 };
 
 /* One online-softmax step for the 8 rows a warp owns: Ps holds the tile's
@@ -258,9 +258,8 @@ __device__ __forceinline__ uint64_t row_word(const uint64_t *rowmask, const Attn
  * bitmaps, each row's word into rowbits. Returns whether any key of the
  * tile is visible to a row of it; a tile with none is skipped (an exact
  * no-op anyway). Every thread calls it. */
-__device__ __forceinline__ int stage_key_tile(int64_t *kpos, uint64_t *rowbits, const int64_t *qpos,
-                                              const RowTile &t, const AttnShape &s, const uint64_t *rowmask,
-                                              int64_t i0) {
+__device__ __forceinline__ int stage_key_tile(int64_t *kpos, uint64_t *rowbits, const int64_t *qpos, const RowTile &t,
+                                              const AttnShape &s, const uint64_t *rowmask, int64_t i0) {
     const int tid = threadIdx.x;
     if (tid < kTile) kpos[tid] = i0 + tid < t.keys.n ? key_position(t.keys, i0 + tid) : -1;
     if (rowmask == nullptr) {
@@ -284,10 +283,9 @@ struct SuffixParts {
  * (a multiple of 64 apart, or up to the list's end). Without parts: out
  * and lse; with them (kPartial): the row's (m, l, o) for chunk blockIdx.z. */
 template <int D, typename E, bool kPartial>
-__device__ __forceinline__ void forward_tile(E *out, float *lse, const E *q, const E *k, const E *v,
-                                             const int32_t *sel, const AttnShape &s, int64_t row_begin,
-                                             int64_t row_end, int use_sel, const uint64_t *rowmask,
-                                             const SuffixParts &parts) {
+__device__ __forceinline__ void forward_tile(E *out, float *lse, const E *q, const E *k, const E *v, const int32_t *sel,
+                                             const AttnShape &s, int64_t row_begin, int64_t row_end, int use_sel,
+                                             const uint64_t *rowmask, const SuffixParts &parts) {
     extern __shared__ __align__(16) unsigned char smem[];
     int64_t *qpos = (int64_t *)smem, *kpos = qpos + kTile;
     uint64_t *rowbits = (uint64_t *)(kpos + kTile);
@@ -325,8 +323,8 @@ __device__ __forceinline__ void forward_tile(E *out, float *lse, const E *q, con
 #pragma unroll
             for (int j = 0; j < kPerThread; j++) {
                 const int r = ty + kGrid * i, c = tx + kGrid * j;
-                const bool vis = qpos[r] >= 0 && kpos[c] >= 0 && kpos[c] <= qpos[r] &&
-                                 (rowmask == nullptr || (rowbits[r] >> c & 1));
+                const bool vis =
+                    qpos[r] >= 0 && kpos[c] >= 0 && kpos[c] <= qpos[r] && (rowmask == nullptr || (rowbits[r] >> c & 1));
                 Ps[r * kLdS + c] = vis ? acc[i][j] * s.scale : -INFINITY;
             }
         __syncthreads();
@@ -379,21 +377,18 @@ __device__ __forceinline__ void forward_tile(E *out, float *lse, const E *q, con
 }
 
 template <int D, typename E>
-__global__ void __launch_bounds__(kThreads) attention_forward_kernel(E *out, float *lse, const E *q, const E *k,
-                                                                     const E *v,
-                                                                     const int32_t *sel, AttnShape s,
-                                                                     int64_t row_begin, int64_t row_end, int use_sel,
-                                                                     const uint64_t *rowmask) {
+__global__ void __launch_bounds__(kThreads)
+    attention_forward_kernel(E *out, float *lse, const E *q, const E *k, const E *v, const int32_t *sel, AttnShape s,
+                             int64_t row_begin, int64_t row_end, int use_sel, const uint64_t *rowmask) {
     forward_tile<D, E, false>(out, lse, q, k, v, sel, s, row_begin, row_end, use_sel, rowmask, SuffixParts{});
 }
 
 /* One chunk of the suffix rows' key lists: grid (row tiles, B*Hq, chunks). */
 template <int D, typename E>
-__global__ void __launch_bounds__(kThreads) attention_suffix_chunk_kernel(const E *q, const E *k, const E *v,
-                                                                          const int32_t *sel, AttnShape s,
-                                                                          int64_t row_begin, int64_t row_end,
-                                                                          int use_sel, const uint64_t *rowmask,
-                                                                          SuffixParts parts) {
+__global__ void __launch_bounds__(kThreads)
+    attention_suffix_chunk_kernel(const E *q, const E *k, const E *v, const int32_t *sel, AttnShape s,
+                                  int64_t row_begin, int64_t row_end, int use_sel, const uint64_t *rowmask,
+                                  SuffixParts parts) {
     forward_tile<D, E, true>(nullptr, nullptr, q, k, v, sel, s, row_begin, row_end, use_sel, rowmask, parts);
 }
 
@@ -403,8 +398,8 @@ __global__ void __launch_bounds__(kThreads) attention_suffix_chunk_kernel(const 
  * so the bits do not depend on which chunk's block ran first. A chunk the
  * row sees nothing of (m_c = -inf) adds nothing. */
 template <int D, typename E, int kBug>
-__global__ void __launch_bounds__(kThreads) attention_suffix_combine_kernel(E *out, float *lse, AttnShape s,
-                                                                            int64_t row_begin, SuffixParts parts) {
+__global__ void __launch_bounds__(kThreads)
+    attention_suffix_combine_kernel(E *out, float *lse, AttnShape s, int64_t row_begin, SuffixParts parts) {
     constexpr int kLaneCols = (D + 31) / 32;
     const int lane = threadIdx.x % 32;
     const int64_t w = (int64_t)blockIdx.x * (kThreads / 32) + threadIdx.x / 32;
@@ -449,7 +444,8 @@ __global__ void attention_dsum_kernel(float *dsum, const E *dout, const E *out, 
         const int64_t row = first + threadIdx.x / 32;
         float acc = 0.0f;
         if (row < rows)
-            for (int64_t d = lane; d < D; d += 32) acc = fmaf(act_f32(dout[row * D + d]), act_f32(out[row * D + d]), acc);
+            for (int64_t d = lane; d < D; d += 32)
+                acc = fmaf(act_f32(dout[row * D + d]), act_f32(out[row * D + d]), acc);
         acc = warp_sum(acc);
         if (lane == 0 && row < rows) {
             const int64_t h = row % Hq, p = (row / Hq) % T, b = row / Hq / T;
@@ -461,11 +457,10 @@ __global__ void attention_dsum_kernel(float *dsum, const E *dout, const E *out, 
 /* dQ of a row tile: dS = P * (dP - Dq) * scale with P = exp(S - lse),
  * dq = dS K summed over the key list in order. */
 template <int D, typename E>
-__global__ void __launch_bounds__(kThreads) attention_dq_kernel(float *dq, const E *dout, const E *q, const E *k,
-                                                                const E *v, const float *lse,
-                                                                const float *dsum, const int32_t *sel, AttnShape s,
-                                                                int64_t row_begin, int64_t row_end, int use_sel,
-                                                                const uint64_t *rowmask) {
+__global__ void __launch_bounds__(kThreads)
+    attention_dq_kernel(float *dq, const E *dout, const E *q, const E *k, const E *v, const float *lse,
+                        const float *dsum, const int32_t *sel, AttnShape s, int64_t row_begin, int64_t row_end,
+                        int use_sel, const uint64_t *rowmask) {
     extern __shared__ __align__(16) unsigned char smem[];
     int64_t *qpos = (int64_t *)smem, *kpos = qpos + kTile;
     uint64_t *rowbits = (uint64_t *)(kpos + kTile);
@@ -501,8 +496,8 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(float *dq, const
 #pragma unroll
             for (int j = 0; j < kPerThread; j++) {
                 const int r = ty + kGrid * i, c = tx + kGrid * j;
-                const bool vis = qpos[r] >= 0 && kpos[c] >= 0 && kpos[c] <= qpos[r] &&
-                                 (rowmask == nullptr || (rowbits[r] >> c & 1));
+                const bool vis =
+                    qpos[r] >= 0 && kpos[c] >= 0 && kpos[c] <= qpos[r] && (rowmask == nullptr || (rowbits[r] >> c & 1));
                 const float p = vis ? expf(sc[i][j] * s.scale - lse_s[r]) : 0.0f;
                 dSs[r * kLdS + c] = vis ? p * (dp[i][j] - dsum_s[r]) * s.scale : 0.0f;
             }
@@ -527,11 +522,9 @@ __device__ __forceinline__ bool key_visible(const AttnShape &s, int64_t qp, int6
  * each over its query tiles in order; rows >= L see keys < L only when they
  * are selected. Each thread owns 4 keys x D/16 columns of dK and dV. */
 template <int D, typename E>
-__global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(float *dk, float *dv, const E *dout, const E *q,
-                                                                  const E *k, const E *v,
-                                                                  const float *lse, const float *dsum,
-                                                                  const unsigned char *selected,
-                                                                  const uint64_t *rowmask, AttnShape s) {
+__global__ void __launch_bounds__(kThreads)
+    attention_dkdv_kernel(float *dk, float *dv, const E *dout, const E *q, const E *k, const E *v, const float *lse,
+                          const float *dsum, const unsigned char *selected, const uint64_t *rowmask, AttnShape s) {
     extern __shared__ __align__(16) unsigned char smem[];
     int64_t *qpos = (int64_t *)smem, *kpos = qpos + kTile;
     uint64_t *rowbits = (uint64_t *)(kpos + kTile);
@@ -613,7 +606,8 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(float *dk, flo
 /* selected[(b, g, pos)] = 1 for each selected prefill position. */
 __global__ void attention_mark_selected_kernel(unsigned char *selected, const int32_t *sel, int64_t BG, int64_t ks,
                                                int64_t L) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < BG * ks; i += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < BG * ks;
+         i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t bg = i / ks, pos = sel[i];
         if (pos >= 0 && pos < L) selected[bg * L + pos] = 1;
     }
@@ -672,10 +666,8 @@ extern "C" uint64_t *attention_row_mask_cuda(const int32_t *sel, int64_t B, int6
     if (bytes == 0) return nullptr; /* no per-row records (or no row >= L) */
     uint64_t *rowmask;
     CUDA_CHECK(cudaMallocAsync((void **)&rowmask, (size_t)bytes, 0));
-    attention_row_mask_kernel<<<grid_for(BG * (T - m->L), 256), 256>>>(rowmask, sel, BG, T, m->L,
-                                                                        refresh_row_width(m, T),
-                                                                        refresh_sel_len(m, T),
-                                                                        attention_row_mask_words(T));
+    attention_row_mask_kernel<<<grid_for(BG * (T - m->L), 256), 256>>>(
+        rowmask, sel, BG, T, m->L, refresh_row_width(m, T), refresh_sel_len(m, T), attention_row_mask_words(T));
     CUDA_CHECK_LAUNCH();
     return rowmask;
 }
@@ -683,22 +675,21 @@ extern "C" uint64_t *attention_row_mask_cuda(const int32_t *sel, int64_t B, int6
 /* Calls f(std::integral_constant<int, D>) for a head dim attention_check_gather_shape accepted. */
 template <typename F> static void with_head_dim(int64_t D, F f) {
     switch (D) {
-    case 8: f(std::integral_constant<int, 8>()); break;
-    case 16: f(std::integral_constant<int, 16>()); break;
-    case 32: f(std::integral_constant<int, 32>()); break;
-    case 64: f(std::integral_constant<int, 64>()); break;
-    default: f(std::integral_constant<int, 128>()); break;
+        case 8: f(std::integral_constant<int, 8>()); break;
+        case 16: f(std::integral_constant<int, 16>()); break;
+        case 32: f(std::integral_constant<int, 32>()); break;
+        case 64: f(std::integral_constant<int, 64>()); break;
+        default: f(std::integral_constant<int, 128>()); break;
     }
 }
 
 template <int D, typename E>
-static void forward_rows(E *out, float *lse, const E *q, const E *k, const E *v, const int32_t *sel,
-                         const AttnShape &s, int64_t row_begin, int64_t row_end, int use_sel,
-                         const uint64_t *rowmask) {
+static void forward_rows(E *out, float *lse, const E *q, const E *k, const E *v, const int32_t *sel, const AttnShape &s,
+                         int64_t row_begin, int64_t row_end, int use_sel, const uint64_t *rowmask) {
     if (row_end <= row_begin) return;
     const size_t bytes = RowSmem<D>::fwd_bytes;
-    CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<D, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)bytes));
+    CUDA_CHECK(
+        cudaFuncSetAttribute(attention_forward_kernel<D, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     attention_forward_kernel<D, E><<<dim3(tiles(row_end - row_begin), (unsigned int)(s.B * s.Hq)), kThreads, bytes>>>(
         out, lse, q, k, v, sel, s, row_begin, row_end, use_sel, rowmask);
     CUDA_CHECK_LAUNCH();
@@ -721,8 +712,8 @@ static void forward_suffix_split(E *out, float *lse, const E *q, const E *k, con
     CUDA_CHECK(cudaFuncSetAttribute(attention_suffix_chunk_kernel<D, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem));
     const dim3 grid(tiles(parts.rows), (unsigned int)(s.B * s.Hq), (unsigned int)parts.chunks);
-    attention_suffix_chunk_kernel<D, E><<<grid, kThreads, smem>>>(q, k, v, sel, s, row_begin, row_end, !s.per_row,
-                                                                  rowmask, parts);
+    attention_suffix_chunk_kernel<D, E>
+        <<<grid, kThreads, smem>>>(q, k, v, sel, s, row_begin, row_end, !s.per_row, rowmask, parts);
     CUDA_CHECK_LAUNCH();
     const unsigned int combine_blocks = ceil_div_u(s.B * s.Hq * parts.rows, kThreads / 32);
     attention_suffix_combine_kernel<D, E, kBug><<<combine_blocks, kThreads>>>(out, lse, s, row_begin, parts);
@@ -742,8 +733,7 @@ static void forward_suffix(E *out, float *lse, const E *q, const E *k, const E *
     uint64_t *rowmask = attention_row_mask_cuda(sel, s.B, s.T, s.Hkv, m);
     if (split && attention_suffix_chunks(m, s.B, s.T, s.Hq) > 1)
         forward_suffix_split<D, E, kBug>(out, lse, q, k, v, sel, s, m, row_begin, row_end, rowmask);
-    else
-        forward_rows<D>(out, lse, q, k, v, sel, s, row_begin, row_end, !s.per_row, rowmask);
+    else forward_rows<D>(out, lse, q, k, v, sel, s, row_begin, row_end, !s.per_row, rowmask);
     if (rowmask) CUDA_CHECK(cudaFreeAsync(rowmask, 0));
 }
 
@@ -804,15 +794,15 @@ extern "C" void attention_forward_rows_planted_cuda(float *out, float *lse, cons
                                                     int64_t row_begin, int64_t row_end, int bug) {
     const char *fn = "attention_forward_rows_planted_cuda";
     switch (bug) {
-    case ATTN_SUFFIX_BUG_DROP_LAST_CHUNK:
-        forward_row_range<ATTN_SUFFIX_BUG_DROP_LAST_CHUNK>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, row_begin,
-                                                            row_end, fn);
-        break;
-    case ATTN_SUFFIX_BUG_NEXT_MAX:
-        forward_row_range<ATTN_SUFFIX_BUG_NEXT_MAX>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, row_begin, row_end,
-                                                      fn);
-        break;
-    default: forward_row_range(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, row_begin, row_end, fn); break;
+        case ATTN_SUFFIX_BUG_DROP_LAST_CHUNK:
+            forward_row_range<ATTN_SUFFIX_BUG_DROP_LAST_CHUNK>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, row_begin,
+                                                               row_end, fn);
+            break;
+        case ATTN_SUFFIX_BUG_NEXT_MAX:
+            forward_row_range<ATTN_SUFFIX_BUG_NEXT_MAX>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, row_begin, row_end,
+                                                        fn);
+            break;
+        default: forward_row_range(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, row_begin, row_end, fn); break;
     }
 }
 
@@ -829,7 +819,8 @@ static void dq_rows(float *dq, const E *dout, const E *q, const E *k, const E *v
                     const uint64_t *rowmask) {
     if (row_end <= row_begin) return;
     const size_t bytes = RowSmem<D>::dq_bytes;
-    CUDA_CHECK(cudaFuncSetAttribute(attention_dq_kernel<D, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    CUDA_CHECK(
+        cudaFuncSetAttribute(attention_dq_kernel<D, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     attention_dq_kernel<D, E><<<dim3(tiles(row_end - row_begin), (unsigned int)(s.B * s.Hq)), kThreads, bytes>>>(
         dq, dout, q, k, v, lse, dsum, sel, s, row_begin, row_end, use_sel, rowmask);
     CUDA_CHECK_LAUNCH();
@@ -842,8 +833,8 @@ static void backward_d(float *dq, float *dk, float *dv, const E *dout, const E *
     dq_rows<D>(dq, dout, q, k, v, lse, dsum, sel, s, 0, s.L, 0, nullptr);
     if (s.active) dq_rows<D>(dq, dout, q, k, v, lse, dsum, sel, s, s.L, s.T, !s.per_row, rowmask);
     const size_t bytes = RowSmem<D>::dkdv_bytes;
-    CUDA_CHECK(cudaFuncSetAttribute(attention_dkdv_kernel<D, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)bytes));
+    CUDA_CHECK(
+        cudaFuncSetAttribute(attention_dkdv_kernel<D, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     attention_dkdv_kernel<D, E><<<dim3(tiles(s.T), (unsigned int)(s.B * s.Hkv)), kThreads, bytes>>>(
         dk, dv, dout, q, k, v, lse, dsum, selected, rowmask, s);
     CUDA_CHECK_LAUNCH();

@@ -49,7 +49,6 @@
 #include "bf16.h"
 #include "refresh_mask.h"
 
-
 /* sel (B, Hkv, refresh_sel_len): the ascending selected key positions, or
  * with evict/restride the per-row records above. Requires refresh_active. */
 void attention_refresh_select_cpu(int32_t *sel, const float *q, const float *k, int64_t B, int64_t T, int64_t Hq,
@@ -111,9 +110,8 @@ void attention_backward_cuda(float *dq, float *dk, float *dv, const float *dout,
  * entries' bits (out rounded). */
 void attention_refresh_select_bf16_cuda(int32_t *sel, const bf16 *q, const bf16 *k, int64_t B, int64_t T, int64_t Hq,
                                         int64_t Hkv, int64_t D, const RefreshMask *m);
-void attention_forward_bf16_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
-                                 const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
-                                 const RefreshMask *m);
+void attention_forward_bf16_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, const int32_t *sel,
+                                 int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
 void attention_backward_bf16_cuda(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
                                   const bf16 *v, const bf16 *out, const float *lse, const int32_t *sel, int64_t B,
                                   int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);

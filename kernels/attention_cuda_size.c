@@ -49,9 +49,7 @@ AttnBwdVariant attention_bwd_variant_default(void) {
     die("%s: the attention backward must be one_pass or two_pass (got '%s')", ATTN_BWD_ENV, env);
 }
 
-const char *attention_bwd_variant_name(AttnBwdVariant v) {
-    return v == ATTN_BWD_ONE_PASS ? "one_pass" : "two_pass";
-}
+const char *attention_bwd_variant_name(AttnBwdVariant v) { return v == ATTN_BWD_ONE_PASS ? "one_pass" : "two_pass"; }
 
 int64_t attention_cuda_backward_scratch_bytes(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                               int64_t D, AttnBwdVariant v) {
@@ -107,4 +105,3 @@ int64_t attention_cuda_forward_scratch_bytes(const RefreshMask *m, int64_t B, in
                                              int64_t D) {
     return row_mask_bytes(m, B, T, Hkv) + attention_suffix_partial_bytes(m, B, T, Hq, D);
 }
-

@@ -59,8 +59,8 @@ static void check_args(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                        const char *what) {
     const char *why = attention_cudnn_unsupported(D, m);
     if (why) die("%s: %s", what, why);
-    KV_CHECK(B > 0 && T > 0 && Hq > 0 && Hkv > 0 && Hq % Hkv == 0, "%s: bad shape B %lld T %lld Hq %lld Hkv %lld",
-             what, (long long)B, (long long)T, (long long)Hq, (long long)Hkv);
+    KV_CHECK(B > 0 && T > 0 && Hq > 0 && Hkv > 0 && Hq % Hkv == 0, "%s: bad shape B %lld T %lld Hq %lld Hkv %lld", what,
+             (long long)B, (long long)T, (long long)Hq, (long long)Hkv);
     KV_CHECK(B <= INT64_MAX / T / Hq / D, "%s: B T Hq D overflows", what);
     refresh_mask_validate(m, what);
 }
@@ -72,10 +72,9 @@ void attention_forward_cudnn_bf16_cuda(bf16 *out, float *lse, const bf16 *q, con
                                        const RefreshMask *m) {
     check_args(B, T, Hq, Hkv, D, m, "attention_forward_cudnn_bf16_cuda");
 }
-void attention_backward_cudnn_bf16_cuda(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q,
-                                        const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
-                                        const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
-                                        const RefreshMask *m) {
+void attention_backward_cudnn_bf16_cuda(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
+                                        const bf16 *v, const bf16 *out, const float *lse, const int32_t *sel, int64_t B,
+                                        int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
     check_args(B, T, Hq, Hkv, D, m, "attention_backward_cudnn_bf16_cuda");
 }
 const char *attention_cudnn_probe(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
@@ -132,9 +131,17 @@ static void refuse(const char *fmt, ...) {
 
 #ifdef KVCPT_CUDA_EMU
 static void load_cudnn(void) {
-    api = (CudnnApi){1, cudnnGetVersion, cudnnGetErrorString, cudnnCreate, cudnnDestroy, cudnnBackendCreateDescriptor,
-                     cudnnBackendDestroyDescriptor, cudnnBackendFinalize, cudnnBackendSetAttribute,
-                     cudnnBackendGetAttribute, cudnnBackendExecute};
+    api = (CudnnApi){1,
+                     cudnnGetVersion,
+                     cudnnGetErrorString,
+                     cudnnCreate,
+                     cudnnDestroy,
+                     cudnnBackendCreateDescriptor,
+                     cudnnBackendDestroyDescriptor,
+                     cudnnBackendFinalize,
+                     cudnnBackendSetAttribute,
+                     cudnnBackendGetAttribute,
+                     cudnnBackendExecute};
 }
 #else
 static void *sym(void *lib, const char *name) {
@@ -147,7 +154,8 @@ static void load_cudnn(void) {
     void *lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         refuse("cannot load cuDNN 9 (%s); put its lib directory on LD_LIBRARY_PATH (a CUDA install's lib64, or "
-               "site-packages/nvidia/cudnn/lib), or use attn_impl mma or cuda-core", dlerror());
+               "site-packages/nvidia/cudnn/lib), or use attn_impl mma or cuda-core",
+               dlerror());
         return;
     }
     /* POSIX casts: dlsym's void * to function pointers */
@@ -172,18 +180,30 @@ static void load_cudnn(void) {
 }
 #endif
 
-#define CUDNN_CHECK(call)                                                                                    \
-    do {                                                                                                     \
-        cudnnStatus_t st_ = (call);                                                                          \
-        if (st_ != CUDNN_STATUS_SUCCESS)                                                                     \
-            die("cuDNN error %d (%s) in %s", (int)st_, api.error_string(st_), #call);                     \
+#define CUDNN_CHECK(call)                                                                                              \
+    do {                                                                                                               \
+        cudnnStatus_t st_ = (call);                                                                                    \
+        if (st_ != CUDNN_STATUS_SUCCESS) die("cuDNN error %d (%s) in %s", (int)st_, api.error_string(st_), #call);     \
     } while (0)
 
 /* The tensors' unique ids in the variant pack; virtual tensors count up
  * from UID_VIRTUAL. */
 enum {
-    UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF, UID_SEQ_Q, UID_SEQ_KV,
-    UID_DO, UID_DQ, UID_DK, UID_DV, UID_SOFTMAX_SUM, UID_DQ_ACCUM,
+    UID_Q = 1,
+    UID_K,
+    UID_V,
+    UID_O,
+    UID_STATS,
+    UID_SCALE,
+    UID_NEG_INF,
+    UID_SEQ_Q,
+    UID_SEQ_KV,
+    UID_DO,
+    UID_DQ,
+    UID_DK,
+    UID_DV,
+    UID_SOFTMAX_SUM,
+    UID_DQ_ACCUM,
     UID_VIRTUAL = 100,
 };
 
@@ -527,8 +547,9 @@ static void make_plan(Plan *p) {
     cudnnStatus_t st = api.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n, NULL);
     if (st != CUDNN_STATUS_SUCCESS || n <= 0 || n > 64) {
         refuse("cuDNN offers %lld engine configurations for the SDPA %s graph (b %lld, hq %lld, hkv %lld, sq %lld, "
-               "skv %lld, d %lld; %s)", (long long)n, dir, (long long)s->b, (long long)s->hq, (long long)s->hkv,
-               (long long)s->sq, (long long)s->skv, (long long)s->d, api.error_string(st));
+               "skv %lld, d %lld; %s)",
+               (long long)n, dir, (long long)s->b, (long long)s->hq, (long long)s->hkv, (long long)s->sq,
+               (long long)s->skv, (long long)s->d, api.error_string(st));
         return;
     }
     cudnnBackendDescriptor_t cfgs[64];
@@ -560,9 +581,9 @@ static void make_plan(Plan *p) {
     if (!p->plan && over >= 0) {
         refuse("cuDNN's engine configurations for the SDPA %s graph (b %lld, hq %lld, hkv %lld, sq %lld, skv %lld, "
                "d %lld) want a workspace of %lld bytes or more, over the %lld-byte cap the memory plan counts "
-               "(ATTN_CUDNN_WORKSPACE_CAP, kernels/attention_cudnn_size.h)", dir, (long long)s->b, (long long)s->hq,
-               (long long)s->hkv, (long long)s->sq, (long long)s->skv, (long long)s->d, (long long)over,
-               (long long)ATTN_CUDNN_WORKSPACE_CAP);
+               "(ATTN_CUDNN_WORKSPACE_CAP, kernels/attention_cudnn_size.h)",
+               dir, (long long)s->b, (long long)s->hq, (long long)s->hkv, (long long)s->sq, (long long)s->skv,
+               (long long)s->d, (long long)over, (long long)ATTN_CUDNN_WORKSPACE_CAP);
         return;
     }
     if (!p->plan)
@@ -662,7 +683,7 @@ static void sdpa_backward(const SdpaShape *s, bf16 *dq, bf16 *dk, bf16 *dv, cons
     int32_t sq = (int32_t)s->sq, skv = (int32_t)s->skv;
     /* the frontend zeroes its dQ accumulator before each run: cuDNN adds into it */
     cuda_memset_zero(acc, sizeof(float) * (size_t)(s->b * s->hq * s->sq * s->d));
-    int64_t uids[] = {UID_Q,  UID_K,  UID_V,           UID_O,        UID_DO,    UID_STATS,   UID_DQ,    UID_DK,
+    int64_t uids[] = {UID_Q,  UID_K,           UID_V,        UID_O,     UID_DO,      UID_STATS, UID_DQ,    UID_DK,
                       UID_DV, UID_SOFTMAX_SUM, UID_DQ_ACCUM, UID_SCALE, UID_NEG_INF, UID_SEQ_Q, UID_SEQ_KV};
     void *ptrs[] = {(void *)q, (void *)k, (void *)v, (void *)o, (void *)dout, (void *)stats, dq,  dk,
                     dv,        ssum,      acc,       &scale,    &neg_inf,     &sq,           &skv};
@@ -717,16 +738,16 @@ static Bufs carve(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, cons
     if (bound) {
         KV_CHECK(l.bytes <= bound_bytes,
                  "%s: the scratch bound by attention_cudnn_use_scratch holds %lld bytes, B %lld T %lld Hq %lld Hkv "
-                 "%lld D %lld need %lld", what, (long long)bound_bytes, (long long)B, (long long)T, (long long)Hq,
-                 (long long)Hkv, (long long)D, (long long)l.bytes);
+                 "%lld D %lld need %lld",
+                 what, (long long)bound_bytes, (long long)B, (long long)T, (long long)Hq, (long long)Hkv, (long long)D,
+                 (long long)l.bytes);
         base = bound;
     } else {
         base = scratch(&own_region, l.bytes, 1);
     }
-    return (Bufs){(bf16 *)(base + l.gq),     (bf16 *)(base + l.gk),    (bf16 *)(base + l.gv),
-                  (bf16 *)(base + l.kg),     (bf16 *)(base + l.vg),    (bf16 *)(base + l.dkg),
-                  (bf16 *)(base + l.dvg),    (float *)(base + l.ssum), (float *)(base + l.dqacc),
-                  (float *)(base + l.lse)};
+    return (Bufs){(bf16 *)(base + l.gq),     (bf16 *)(base + l.gk),  (bf16 *)(base + l.gv),  (bf16 *)(base + l.kg),
+                  (bf16 *)(base + l.vg),     (bf16 *)(base + l.dkg), (bf16 *)(base + l.dvg), (float *)(base + l.ssum),
+                  (float *)(base + l.dqacc), (float *)(base + l.lse)};
 }
 
 const char *attention_cudnn_probe(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
@@ -760,10 +781,9 @@ void attention_forward_cudnn_bf16_cuda(bf16 *out, float *lse, const bf16 *q, con
     attention_cudnn_copy_rows_cuda(lse + sp.L, T, b.lse, sp.S, B * Hq, sp.S);
 }
 
-void attention_backward_cudnn_bf16_cuda(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q,
-                                        const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
-                                        const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
-                                        const RefreshMask *m) {
+void attention_backward_cudnn_bf16_cuda(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
+                                        const bf16 *v, const bf16 *out, const float *lse, const int32_t *sel, int64_t B,
+                                        int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
     check_args(B, T, Hq, Hkv, D, m, "attention_backward_cudnn_bf16_cuda");
     const Split sp = split(m, T);
     const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;

@@ -47,10 +47,9 @@ const char *attention_cudnn_unsupported(int64_t D, const RefreshMask *m);
 void attention_forward_cudnn_bf16_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                                        const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                        const RefreshMask *m);
-void attention_backward_cudnn_bf16_cuda(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q,
-                                        const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
-                                        const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
-                                        const RefreshMask *m);
+void attention_backward_cudnn_bf16_cuda(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
+                                        const bf16 *v, const bf16 *out, const float *lse, const int32_t *sel, int64_t B,
+                                        int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
 /* NULL when cuDNN builds plans for the forward and backward of this shape
  * and mask (loading cuDNN and caching the plans), else why not, without
  * stopping the program: attention_cudnn_unsupported's reasons, or cuDNN's

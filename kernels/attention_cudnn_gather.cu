@@ -19,8 +19,8 @@ static __device__ __forceinline__ int64_t list_pos(const int32_t *sel, int64_t b
 }
 
 /* kg, vg (B, Hkv, n, D), n = nsel + T - L: row j of (b, g) is k, v at list_pos. */
-__global__ static void gather_kv_kernel(bf16 *kg, bf16 *vg, const bf16 *k, const bf16 *v, const int32_t *sel,
-                                        int64_t B, int64_t T, int64_t Hkv, int64_t D, int64_t L, int64_t nsel) {
+__global__ static void gather_kv_kernel(bf16 *kg, bf16 *vg, const bf16 *k, const bf16 *v, const int32_t *sel, int64_t B,
+                                        int64_t T, int64_t Hkv, int64_t D, int64_t L, int64_t nsel) {
     const int64_t n = nsel + T - L, total = B * Hkv * n * D;
     GRID_STRIDE(i, total) {
         const int64_t d = i % D, j = (i / D) % n, g = (i / (D * n)) % Hkv, b = i / (D * n * Hkv);
@@ -67,8 +67,7 @@ extern "C" void attention_cudnn_copy_rows_cuda(float *dst, int64_t dst_ld, const
 }
 
 extern "C" void attention_cudnn_gather_kv_cuda(bf16 *kg, bf16 *vg, const bf16 *k, const bf16 *v, const int32_t *sel,
-                                               int64_t B, int64_t T, int64_t Hkv, int64_t D, int64_t L,
-                                               int64_t nsel) {
+                                               int64_t B, int64_t T, int64_t Hkv, int64_t D, int64_t L, int64_t nsel) {
     const int64_t total = B * Hkv * (nsel + T - L) * D;
     if (total <= 0) return;
     gather_kv_kernel<<<grid_for(total, 256), 256>>>(kg, vg, k, v, sel, B, T, Hkv, D, L, nsel);

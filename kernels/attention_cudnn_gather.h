@@ -16,8 +16,7 @@ void attention_cudnn_gather_kv_cuda(bf16 *kg, bf16 *vg, const bf16 *k, const bf1
 /* dk, dv (B, T, Hkv, D) += dkg, dvg (B, Hkv, nsel + T - L, D) at the list's
  * positions; shift 1 plants a bug (every entry added one list entry off). */
 void attention_cudnn_scatter_add_cuda(float *dk, float *dv, const bf16 *dkg, const bf16 *dvg, const int32_t *sel,
-                                      int64_t B, int64_t T, int64_t Hkv, int64_t D, int64_t L, int64_t nsel,
-                                      int shift);
+                                      int64_t B, int64_t T, int64_t Hkv, int64_t D, int64_t L, int64_t nsel, int shift);
 /* dst[r * dst_ld + c] = src[r * src_ld + c] for rows x cols floats: the
  * suffix rows' lse between the engine's (B, Hq, T) and a dense (B, Hq, S)
  * cuDNN can take at 16-byte alignment. */

@@ -22,8 +22,9 @@ static int64_t prod4(int64_t a, int64_t b, int64_t c, int64_t d, const char *wha
 
 AttnCudnnScratch attention_cudnn_scratch_layout(const RefreshMask *m, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                                 int64_t D) {
-    KV_CHECK(B > 0 && T > 0 && Hq > 0 && Hkv > 0 && D > 0, "attention_cudnn: bad shape B %lld T %lld Hq %lld Hkv %lld D %lld",
-             (long long)B, (long long)T, (long long)Hq, (long long)Hkv, (long long)D);
+    KV_CHECK(B > 0 && T > 0 && Hq > 0 && Hkv > 0 && D > 0,
+             "attention_cudnn: bad shape B %lld T %lld Hq %lld Hkv %lld D %lld", (long long)B, (long long)T,
+             (long long)Hq, (long long)Hkv, (long long)D);
     const int active = m && refresh_active(m, T);
     const int64_t L = active ? m->L : T, S = active ? T - m->L : 0, n = active ? refresh_num_selected(m) + S : 0;
     const int64_t rows = L > S ? L : S, bf = 2, f32 = (int64_t)sizeof(float);

@@ -59,10 +59,11 @@ void attention_decode_cpu(float *out, float *probs, const float *q, const float 
  * instead of going through o in memory at every key: the compiler cannot
  * keep o, which may alias the caches, in registers). The sums are the same
  * operations in the same order as accumulating into o, so the same bits. */
-static inline __attribute__((always_inline)) void
-head_body(float *o, float *p, int normalise, const float *qr, const float *kc, const float *vc, const float *kt,
-          const float *vt, int64_t split, const int32_t *kp, int64_t cnt, int64_t g, int64_t Hkv, int64_t D,
-          float scale) {
+static inline __attribute__((always_inline)) void head_body(float *o, float *p, int normalise, const float *qr,
+                                                            const float *kc, const float *vc, const float *kt,
+                                                            const float *vt, int64_t split, const int32_t *kp,
+                                                            int64_t cnt, int64_t g, int64_t Hkv, int64_t D,
+                                                            float scale) {
     float mx = -INFINITY, sum = 0.0f, acc[DECODE_LOCAL_D];
     for (int64_t t = 0; t < cnt; t++) {
         int64_t j = kp ? kp[t] : t;

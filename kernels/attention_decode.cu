@@ -144,8 +144,8 @@ __device__ __forceinline__ float row_sum16(float v) {
 
 /* lse[h][p] for rows row_begin..T-1; query tiles start at row_begin, run
  * longest first (grid y reversed), key tiles start at 0. */
-__global__ void __launch_bounds__(kThreads) prefill_lse_kernel(float *lse, const float *q, const float *k,
-                                                               PrefillShape s, int64_t row_begin) {
+__global__ void __launch_bounds__(kThreads)
+    prefill_lse_kernel(float *lse, const float *q, const float *k, PrefillShape s, int64_t row_begin) {
     extern __shared__ __align__(16) float smem[];
     float *Qt = smem, *Kt = Qt + s.D * kLdT;
     const int tid = threadIdx.x, ty = tid / kGrid, tx = tid % kGrid;
@@ -194,8 +194,8 @@ __global__ void __launch_bounds__(kThreads) prefill_lse_kernel(float *lse, const
 
 /* colsum[h][j] for the 64 keys of tile blockIdx.y: query tiles from the
  * diagonal one to the end, in order. */
-__global__ void __launch_bounds__(kThreads) prefill_colsum_kernel(float *colsum, const float *lse, const float *q,
-                                                                  const float *k, PrefillShape s) {
+__global__ void __launch_bounds__(kThreads)
+    prefill_colsum_kernel(float *colsum, const float *lse, const float *q, const float *k, PrefillShape s) {
     extern __shared__ __align__(16) float smem[];
     float *Qt = smem, *Kt = Qt + s.D * kLdT, *lse_s = Kt + s.D * kLdT;
     const int tid = threadIdx.x, ty = tid / kGrid, tx = tid % kGrid;
@@ -232,8 +232,8 @@ __global__ void __launch_bounds__(kThreads) prefill_colsum_kernel(float *colsum,
 
 /* last[h][w][j] for the 64 x 64 tile (window rows blockIdx.y, keys
  * blockIdx.x) of head blockIdx.z; window row w is query T - W + w. */
-__global__ void __launch_bounds__(kThreads) prefill_last_kernel(float *last, const float *lse, const float *q,
-                                                                const float *k, PrefillShape s) {
+__global__ void __launch_bounds__(kThreads)
+    prefill_last_kernel(float *last, const float *lse, const float *q, const float *k, PrefillShape s) {
     extern __shared__ __align__(16) float smem[];
     float *Qt = smem, *Kt = Qt + s.D * kLdT, *lse_s = Kt + s.D * kLdT;
     const int tid = threadIdx.x, ty = tid / kGrid, tx = tid % kGrid;
@@ -356,10 +356,9 @@ __device__ void load_kv_tile(float *tile, const float *cache, const int64_t *pos
     }
 }
 
-__global__ void __launch_bounds__(kDecThreads) decode_chunk_kernel(DecodeParts parts, float *probs, const float *q,
-                                                                   const float *kc, const float *vc,
-                                                                   const int32_t *key_list, DecodeKeys keys,
-                                                                   DecodeShape s) {
+__global__ void __launch_bounds__(kDecThreads)
+    decode_chunk_kernel(DecodeParts parts, float *probs, const float *q, const float *kc, const float *vc,
+                        const int32_t *key_list, DecodeKeys keys, DecodeShape s) {
     extern __shared__ __align__(16) unsigned char dsmem[];
     const int64_t g = blockIdx.y, c = blockIdx.x, G = s.group, D = s.D, t0 = c * kChunk;
     const int64_t cnt = keys.n[g];
@@ -425,8 +424,8 @@ __global__ void __launch_bounds__(kDecThreads) decode_chunk_kernel(DecodeParts p
 }
 
 /* out of one query head from its group's chunks, in ascending order. */
-__global__ void __launch_bounds__(kCombineThreads) decode_combine_kernel(float *out, DecodeParts parts,
-                                                                         DecodeKeys keys, DecodeShape s) {
+__global__ void __launch_bounds__(kCombineThreads)
+    decode_combine_kernel(float *out, DecodeParts parts, DecodeKeys keys, DecodeShape s) {
     const int64_t h = blockIdx.x, G = s.group, g = h / G, hh = h % G, D = s.D;
     const int64_t chunks = (keys.n[g] + kChunk - 1) / kChunk, row0 = g * s.chunks * G + hh;
     float M = -INFINITY, Z = 0.0f;

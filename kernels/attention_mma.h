@@ -26,10 +26,9 @@ void attention_forward_mma_cuda(float *out, float *lse, const float *q, const fl
                                 const RefreshMask *m);
 
 /* Writes (not accumulates) dq, dk, dv; out and lse are the forward's. */
-void attention_backward_mma_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                                 const float *k, const float *v, const float *out, const float *lse,
-                                 const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
-                                 const RefreshMask *m);
+void attention_backward_mma_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                                 const float *v, const float *out, const float *lse, const int32_t *sel, int64_t B,
+                                 int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
 
 /* The same on bf16 activations (the bf16 engine): q, k, v, out and dout in
  * bf16 (loaded as they are, 16 bytes at a time: each buffer 16-byte
@@ -38,10 +37,9 @@ void attention_backward_mma_cuda(float *dq, float *dk, float *dv, const float *d
 void attention_forward_mma_bf16_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                                      const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                      const RefreshMask *m);
-void attention_backward_mma_bf16_cuda(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q,
-                                      const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
-                                      const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
-                                      const RefreshMask *m);
+void attention_backward_mma_bf16_cuda(float *dq, float *dk, float *dv, const bf16 *dout, const bf16 *q, const bf16 *k,
+                                      const bf16 *v, const bf16 *out, const float *lse, const int32_t *sel, int64_t B,
+                                      int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m);
 
 /* The entries above run attention_bwd_variant_default(); these run the
  * variant named (kernels/attention_cuda_size.h AttnBwdVariant), so tests and
@@ -67,16 +65,19 @@ typedef enum {
     ATTN_MMA_BUG_V_NO_TRANS = 2,  /* forward: V loaded with ldmatrix without .trans */
     ATTN_MMA_BUG_ROW_MAX = 3,     /* forward: the row max reduced across lanes of other rows */
     ATTN_MMA_BUG_B_NO_TRANS = 4,  /* backward: K, Q, dO as B of dS K, dS^T Q, P^T dO without .trans */
-    ATTN_MMA_BUG_PT_SWAP = 5,     /* backward: P^T, dS^T (and the one pass's dS) fragments with registers 1 and 2 swapped */
-    ATTN_MMA_BUG_DQ_GROUP = 6,    /* one-pass backward: the dQ sum stops one group short */
-    ATTN_MMA_BUG_DS_NO_SYNC = 7,  /* one-pass backward: no barrier between storing dS^T and the dQ product reading it */
-    ATTN_MMA_BUG_CP_WAIT1 = 16,   /* forward, bf16 entry: the next K/V tile's cp.async waited for with wait_group 1, not 0 */
+    ATTN_MMA_BUG_PT_SWAP = 5, /* backward: P^T, dS^T (and the one pass's dS) fragments with registers 1 and 2 swapped */
+    ATTN_MMA_BUG_DQ_GROUP = 6, /* one-pass backward: the dQ sum stops one group short */
+    ATTN_MMA_BUG_DS_NO_SYNC = 7, /* one-pass backward: no barrier between storing dS^T and the dQ product reading it */
+    ATTN_MMA_BUG_CP_WAIT1 =
+        16, /* forward, bf16 entry: the next K/V tile's cp.async waited for with wait_group 1, not 0 */
     ATTN_MMA_BUG_CP_NO_SYNC = 17, /* forward, bf16 entry: no __syncthreads between a landed K/V tile and its reads */
-    ATTN_MMA_BUG_BWD_CP_WAIT1 = 18, /* one-pass backward, bf16 entry: the next Q/dO tile waited for with wait_group 1, not 0 */
-    ATTN_MMA_BUG_BWD_CP_BUF = 19,   /* one-pass backward, bf16 entry: the next Q/dO tile copied into the buffer being read */
+    ATTN_MMA_BUG_BWD_CP_WAIT1 =
+        18, /* one-pass backward, bf16 entry: the next Q/dO tile waited for with wait_group 1, not 0 */
+    ATTN_MMA_BUG_BWD_CP_BUF =
+        19, /* one-pass backward, bf16 entry: the next Q/dO tile copied into the buffer being read */
     ATTN_MMA_BUG_EXP2_SCALE = 20, /* forward: probabilities 2^(s scale), the log2 e factor left out */
-    ATTN_MMA_BUG_LSE_LOG2 = 21,   /* forward: lse stored in log2 units, not natural log */
-    ATTN_MMA_BUG_Q_ROWS = 22,     /* forward: Q loaded as 64 rows (a K/V tile's), a 128-row tile's second half zero */
+    ATTN_MMA_BUG_LSE_LOG2 = 21, /* forward: lse stored in log2 units, not natural log */
+    ATTN_MMA_BUG_Q_ROWS = 22, /* forward: Q loaded as 64 rows (a K/V tile's), a 128-row tile's second half zero */
 } AttnMmaBug;
 void attention_forward_mma_planted_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
                                         const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
@@ -104,8 +105,7 @@ void attention_forward_mma_bf16_planted_cuda(bf16 *out, float *lse, const bf16 *
 void attention_backward_mma_planted_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
                                          const float *k, const float *v, const float *out, const float *lse,
                                          const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
-                                         const RefreshMask *m, AttnBwdVariant variant, int64_t groups,
-                                         AttnMmaBug bug);
+                                         const RefreshMask *m, AttnBwdVariant variant, int64_t groups, AttnMmaBug bug);
 /* The one pass's bf16 entry with a planted bug of its cp.async pipeline
  * (the fp32 entry rounds while loading, so it stores synchronously); the
  * other values run it unplanted. */

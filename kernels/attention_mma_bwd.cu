@@ -76,8 +76,8 @@ __global__ void attention_mma_dsum_kernel(float *dsum, const E *dout, const E *o
 
 template <int D, int kBug, typename E>
 __global__ void __launch_bounds__(kThreads)
-    attention_mma_dq_kernel(float *dq, const E *dout, const E *q, const E *k, const E *v, const float *lse, const float *dsum, int64_t T, int64_t Hq, int64_t Hkv, int64_t L,
-                            float scale) {
+    attention_mma_dq_kernel(float *dq, const E *dout, const E *q, const E *k, const E *v, const float *lse,
+                            const float *dsum, int64_t T, int64_t Hq, int64_t Hkv, int64_t L, float scale) {
     constexpr int ld = BwdSmem<D>::ld, KD = D / 16, ND = D / 8;
     extern __shared__ __align__(16) uint16_t smem_u16[];
     uint16_t *s0 = smem_u16, *s1 = s0 + kTile * ld; /* Q, dO; then K, V */
@@ -119,7 +119,8 @@ __global__ void __launch_bounds__(kThreads)
                 const float pr = key <= r && r < L ? exp2f(p[j][e] * scale_log2 - row_lse[e >> 1]) : 0.0f;
                 p[j][e] = pr * (dp[j][e] - row_dsum[e >> 1]); /* dS */
             }
-        mma_mul_acc<D, kBug == ATTN_MMA_BUG_PT_SWAP, kBug == ATTN_MMA_BUG_B_NO_TRANS>(acc, p, s0, lane); /* dQ += dS K */
+        mma_mul_acc<D, kBug == ATTN_MMA_BUG_PT_SWAP, kBug == ATTN_MMA_BUG_B_NO_TRANS>(acc, p, s0,
+                                                                                      lane); /* dQ += dS K */
     }
     float *db = dq + (b * T * Hq + h) * D;
 #pragma unroll
@@ -135,8 +136,8 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int D, int kBug, typename E>
 __global__ void __launch_bounds__(kThreads)
-    attention_mma_dkdv_kernel(float *dk, float *dv, const E *dout, const E *q, const E *k, const E *v, const float *lse, const float *dsum, int64_t T, int64_t Hq, int64_t Hkv, int64_t L,
-                              float scale) {
+    attention_mma_dkdv_kernel(float *dk, float *dv, const E *dout, const E *q, const E *k, const E *v, const float *lse,
+                              const float *dsum, int64_t T, int64_t Hq, int64_t Hkv, int64_t L, float scale) {
     constexpr int ld = BwdSmem<D>::ld, ND = D / 8;
     extern __shared__ __align__(16) uint16_t smem_u16[];
     uint16_t *sk = smem_u16, *sv = sk + kTile * ld, *s0 = sv + kTile * ld, *s1 = s0 + kTile * ld; /* K, V, Q, dO */
@@ -178,8 +179,10 @@ __global__ void __launch_bounds__(kThreads)
                     pt[j][e] = pr;
                     dpt[j][e] = pr * (dpt[j][e] - s_dsum[c]); /* dS^T */
                 }
-            mma_mul_acc<D, kBug == ATTN_MMA_BUG_PT_SWAP, kBug == ATTN_MMA_BUG_B_NO_TRANS>(dv_acc, pt, s1, lane);  /* dV += P^T dO */
-            mma_mul_acc<D, kBug == ATTN_MMA_BUG_PT_SWAP, kBug == ATTN_MMA_BUG_B_NO_TRANS>(dk_acc, dpt, s0, lane); /* dK += dS^T Q */
+            mma_mul_acc<D, kBug == ATTN_MMA_BUG_PT_SWAP, kBug == ATTN_MMA_BUG_B_NO_TRANS>(dv_acc, pt, s1,
+                                                                                          lane);  /* dV += P^T dO */
+            mma_mul_acc<D, kBug == ATTN_MMA_BUG_PT_SWAP, kBug == ATTN_MMA_BUG_B_NO_TRANS>(dk_acc, dpt, s0,
+                                                                                          lane); /* dK += dS^T Q */
         }
     }
     float *dkb = dk + (b * T * Hkv + hk) * D, *dvb = dv + (b * T * Hkv + hk) * D;
@@ -228,9 +231,9 @@ __device__ __forceinline__ int64_t suffix_key(const SuffixKeys &sk, int64_t p, i
  * order, one warp per (row, batch row x query head) */
 template <typename E>
 __global__ void attention_mma_suffix_dq_kernel(float *dq, const E *dout, const E *q, const E *k, const E *v,
-                                               const float *lse, const float *dsum,
-                                               const int32_t *sel, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
-                                               int64_t L, int64_t ks, int64_t W, int64_t per, float scale) {
+                                               const float *lse, const float *dsum, const int32_t *sel, int64_t T,
+                                               int64_t Hq, int64_t Hkv, int64_t D, int64_t L, int64_t ks, int64_t W,
+                                               int64_t per, float scale) {
     const int lane = threadIdx.x;
     const int64_t p = L + blockIdx.x, b = blockIdx.y / Hq, h = blockIdx.y % Hq, hk = h / (Hq / Hkv);
     const int64_t qstride = Hq * D, kvstride = Hkv * D, row = (b * Hq + h) * T + p;
@@ -256,10 +259,9 @@ __global__ void attention_mma_suffix_dq_kernel(float *dq, const E *dout, const E
  * in order */
 template <typename E>
 __global__ void attention_mma_suffix_dkdv_kernel(float *dk, float *dv, const E *dout, const E *q, const E *k,
-                                                 const E *v, const float *lse, const float *dsum,
-                                                 const int32_t *sel, const uint64_t *rowmask, int64_t words, int64_t T,
-                                                 int64_t Hq, int64_t Hkv, int64_t D, int64_t L, int64_t ks,
-                                                 float scale) {
+                                                 const E *v, const float *lse, const float *dsum, const int32_t *sel,
+                                                 const uint64_t *rowmask, int64_t words, int64_t T, int64_t Hq,
+                                                 int64_t Hkv, int64_t D, int64_t L, int64_t ks, float scale) {
     const int lane = threadIdx.x;
     const int64_t b = blockIdx.y / Hkv, hk = blockIdx.y % Hkv, group = Hq / Hkv;
     const int64_t i = blockIdx.x;
@@ -291,8 +293,8 @@ __global__ void attention_mma_suffix_dkdv_kernel(float *dk, float *dv, const E *
 
 template <int D, int kBug, typename E>
 static void launch_causal(float *dq, float *dk, float *dv, const E *dout, const E *q, const E *k, const E *v,
-                          const float *lse, const float *dsum, int64_t B, int64_t T, int64_t Hq,
-                          int64_t Hkv, int64_t L, float scale) {
+                          const float *lse, const float *dsum, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t L,
+                          float scale) {
     const size_t dq_bytes = BwdSmem<D>::dq_bytes, dkdv_bytes = BwdSmem<D>::dkdv_bytes;
     CUDA_CHECK(cudaFuncSetAttribute(attention_mma_dq_kernel<D, kBug, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)dq_bytes));
@@ -303,16 +305,16 @@ static void launch_causal(float *dq, float *dk, float *dv, const E *dout, const 
             dq, dout, q, k, v, lse, dsum, T, Hq, Hkv, L, scale);
         CUDA_CHECK_LAUNCH();
     }
-    attention_mma_dkdv_kernel<D, kBug, E><<<dim3((unsigned int)(B * Hkv), ceil_div_u(T, kTile)), kThreads, dkdv_bytes>>>(
-        dk, dv, dout, q, k, v, lse, dsum, T, Hq, Hkv, L, scale);
+    attention_mma_dkdv_kernel<D, kBug, E>
+        <<<dim3((unsigned int)(B * Hkv), ceil_div_u(T, kTile)), kThreads, dkdv_bytes>>>(dk, dv, dout, q, k, v, lse,
+                                                                                        dsum, T, Hq, Hkv, L, scale);
     CUDA_CHECK_LAUNCH();
 }
 
 template <int kBug, typename E>
 static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q, const E *k, const E *v, const E *out,
-                     const float *lse, const int32_t *sel, int64_t B, int64_t T, int64_t Hq,
-                     int64_t Hkv, int64_t D, const RefreshMask *m, AttnBwdVariant variant, int64_t groups,
-                     const char *fn) {
+                     const float *lse, const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                     const RefreshMask *m, AttnBwdVariant variant, int64_t groups, const char *fn) {
     if (!mma_checked(fn, sel, B, T, Hq, Hkv, D, m)) return;
     const int active = refresh_active(m, T), per_row = active && refresh_per_row(m);
     const int64_t L = active ? m->L : T, ks = active ? refresh_num_selected(m) : 0;
@@ -332,25 +334,38 @@ static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q,
      * G is at most 8 by default (a test's own choice otherwise) */
     const int64_t n_dsum = B * Hq * T, n_head = B * T * Hq * D;
     float *dsum;
-    CUDA_CHECK(cudaMallocAsync((void **)&dsum, sizeof(float) * (size_t)(n_dsum + (one_pass ? (G + 1) * n_head : 0)), 0));
+    CUDA_CHECK(
+        cudaMallocAsync((void **)&dsum, sizeof(float) * (size_t)(n_dsum + (one_pass ? (G + 1) * n_head : 0)), 0));
     attention_mma_dsum_kernel<E><<<grid_for(B * T * Hq * 32, 256), 256>>>(dsum, dout, out, B, T, Hq, D);
     CUDA_CHECK_LAUNCH();
     if (one_pass) {
         float *dq_rest = dsum + n_dsum, *dk_part = dq_rest + (G - 1) * n_head, *dv_part = dk_part + n_head;
         switch (D) {
-        case 16: launch_causal_one_pass<16, kBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
-        case 32: launch_causal_one_pass<32, kBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
-        case 64: launch_causal_one_pass<64, kBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
-        default: launch_causal_one_pass<128, kBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, G, scale); break;
+            case 16:
+                launch_causal_one_pass<16, kBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T,
+                                                 Hq, Hkv, L, G, scale);
+                break;
+            case 32:
+                launch_causal_one_pass<32, kBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T,
+                                                 Hq, Hkv, L, G, scale);
+                break;
+            case 64:
+                launch_causal_one_pass<64, kBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T,
+                                                 Hq, Hkv, L, G, scale);
+                break;
+            default:
+                launch_causal_one_pass<128, kBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T,
+                                                  Hq, Hkv, L, G, scale);
+                break;
         }
     } else {
         /* the one pass's own plants (dQ groups, dS^T barrier) plant nothing here */
         constexpr int kTwoBug = kBug == ATTN_MMA_BUG_B_NO_TRANS || kBug == ATTN_MMA_BUG_PT_SWAP ? kBug : ATTN_MMA_OK;
         switch (D) {
-        case 16: launch_causal<16, kTwoBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
-        case 32: launch_causal<32, kTwoBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
-        case 64: launch_causal<64, kTwoBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
-        default: launch_causal<128, kTwoBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
+            case 16: launch_causal<16, kTwoBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
+            case 32: launch_causal<32, kTwoBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
+            case 64: launch_causal<64, kTwoBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
+            default: launch_causal<128, kTwoBug>(dq, dk, dv, dout, q, k, v, lse, dsum, B, T, Hq, Hkv, L, scale); break;
         }
     }
     if (active) {
@@ -359,19 +374,20 @@ static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q,
         CUDA_CHECK_LAUNCH();
         /* per-row records: any key may be seen, found through the rows' bitmaps */
         uint64_t *rowmask = attention_row_mask_cuda(sel, B, T, Hkv, m);
-        attention_mma_suffix_dkdv_kernel<E><<<dim3((unsigned int)(per_row ? T : ks + T - L), (unsigned int)(B * Hkv)), 32>>>(
-            dk, dv, dout, q, k, v, lse, dsum, sel, rowmask, attention_row_mask_words(T), T, Hq, Hkv, D, L, ks, scale);
+        attention_mma_suffix_dkdv_kernel<E>
+            <<<dim3((unsigned int)(per_row ? T : ks + T - L), (unsigned int)(B * Hkv)), 32>>>(
+                dk, dv, dout, q, k, v, lse, dsum, sel, rowmask, attention_row_mask_words(T), T, Hq, Hkv, D, L, ks,
+                scale);
         CUDA_CHECK_LAUNCH();
         if (rowmask) CUDA_CHECK(cudaFreeAsync(rowmask, 0));
     }
     CUDA_CHECK(cudaFreeAsync(dsum, 0));
 }
 
-extern "C" void attention_backward_mma_variant_cuda(float *dq, float *dk, float *dv, const float *dout,
-                                                    const float *q, const float *k, const float *v, const float *out,
-                                                    const float *lse, const int32_t *sel, int64_t B, int64_t T,
-                                                    int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m,
-                                                    AttnBwdVariant variant) {
+extern "C" void attention_backward_mma_variant_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                                    const float *k, const float *v, const float *out, const float *lse,
+                                                    const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                                    int64_t D, const RefreshMask *m, AttnBwdVariant variant) {
     backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant, 0,
                           "attention_backward_mma_variant_cuda");
 }
@@ -401,28 +417,32 @@ extern "C" void attention_backward_mma_bf16_cuda(float *dq, float *dk, float *dv
                           attention_bwd_variant_default(), 0, "attention_backward_mma_bf16_cuda");
 }
 
-extern "C" void attention_backward_mma_planted_cuda(float *dq, float *dk, float *dv, const float *dout,
-                                                    const float *q, const float *k, const float *v, const float *out,
-                                                    const float *lse, const int32_t *sel, int64_t B, int64_t T,
-                                                    int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m,
-                                                    AttnBwdVariant variant, int64_t groups, AttnMmaBug bug) {
+extern "C" void attention_backward_mma_planted_cuda(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                                    const float *k, const float *v, const float *out, const float *lse,
+                                                    const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                                    int64_t D, const RefreshMask *m, AttnBwdVariant variant,
+                                                    int64_t groups, AttnMmaBug bug) {
     const char *fn = "attention_backward_mma_planted_cuda";
     switch (bug) {
-    case ATTN_MMA_BUG_B_NO_TRANS:
-        backward<ATTN_MMA_BUG_B_NO_TRANS>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant, groups, fn);
-        break;
-    case ATTN_MMA_BUG_PT_SWAP:
-        backward<ATTN_MMA_BUG_PT_SWAP>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant, groups, fn);
-        break;
-    case ATTN_MMA_BUG_DQ_GROUP:
-        backward<ATTN_MMA_BUG_DQ_GROUP>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant, groups, fn);
-        break;
-    case ATTN_MMA_BUG_DS_NO_SYNC:
-        backward<ATTN_MMA_BUG_DS_NO_SYNC>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant, groups, fn);
-        break;
-    default:
-        backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant, groups, fn);
-        break;
+        case ATTN_MMA_BUG_B_NO_TRANS:
+            backward<ATTN_MMA_BUG_B_NO_TRANS>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant,
+                                              groups, fn);
+            break;
+        case ATTN_MMA_BUG_PT_SWAP:
+            backward<ATTN_MMA_BUG_PT_SWAP>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant,
+                                           groups, fn);
+            break;
+        case ATTN_MMA_BUG_DQ_GROUP:
+            backward<ATTN_MMA_BUG_DQ_GROUP>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant,
+                                            groups, fn);
+            break;
+        case ATTN_MMA_BUG_DS_NO_SYNC:
+            backward<ATTN_MMA_BUG_DS_NO_SYNC>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant,
+                                              groups, fn);
+            break;
+        default:
+            backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant, groups, fn);
+            break;
     }
 }
 
@@ -434,12 +454,16 @@ extern "C" void attention_backward_mma_bf16_planted_cuda(float *dq, float *dk, f
     const char *fn = "attention_backward_mma_bf16_planted_cuda";
     const AttnBwdVariant one = ATTN_BWD_ONE_PASS;
     switch (bug) {
-    case ATTN_MMA_BUG_BWD_CP_WAIT1:
-        backward<ATTN_MMA_BUG_BWD_CP_WAIT1>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, one, 0, fn);
-        break;
-    case ATTN_MMA_BUG_BWD_CP_BUF:
-        backward<ATTN_MMA_BUG_BWD_CP_BUF>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, one, 0, fn);
-        break;
-    default: backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, one, 0, fn); break;
+        case ATTN_MMA_BUG_BWD_CP_WAIT1:
+            backward<ATTN_MMA_BUG_BWD_CP_WAIT1>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, one, 0,
+                                                fn);
+            break;
+        case ATTN_MMA_BUG_BWD_CP_BUF:
+            backward<ATTN_MMA_BUG_BWD_CP_BUF>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, one, 0,
+                                              fn);
+            break;
+        default:
+            backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, one, 0, fn);
+            break;
     }
 }

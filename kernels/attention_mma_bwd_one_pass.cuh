@@ -42,7 +42,8 @@ extern "C" {
 static constexpr int kOnePassKeys = 128;      /* keys per key tile and block, 16 per warp */
 static constexpr int kOnePassRows = kMmaTile; /* query rows per query tile */
 static constexpr int kOnePassWarps = kOnePassKeys / 16, kOnePassThreads = 32 * kOnePassWarps;
-static constexpr int kDsLd = kOnePassRows + 8; /* dS^T rows in shared memory: 128 rows (keys) of 64 query rows + padding */
+static constexpr int kDsLd =
+    kOnePassRows + 8; /* dS^T rows in shared memory: 128 rows (keys) of 64 query rows + padding */
 static_assert(kOnePassWarps % 4 == 0, "the dQ product splits the columns over groups of 4 warps (16 rows each)");
 
 template <int D> struct OnePassSmem {
@@ -145,7 +146,8 @@ static __device__ void mma_mul_dst_x(float acc[kCols / 8][4], const uint16_t *ds
 #pragma unroll
         for (int n = 0; n < kCols / 8; n += 2) {
             uint32_t xf[4];
-            const uint16_t *xrow = &x[(c * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + col0 + n * 8 + 8 * (lane >> 4)];
+            const uint16_t *xrow =
+                &x[(c * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + col0 + n * 8 + 8 * (lane >> 4)];
             if (kNoTrans) ldmatrix_x4(xf, xrow); /* a planted layout bug, for the tests */
             else ldmatrix_x4_trans(xf, xrow);
             const uint32_t b0[2] = {xf[0], xf[1]}, b1[2] = {xf[2], xf[3]};
@@ -176,9 +178,9 @@ static __device__ void mma_mul_dst_x(float acc[kCols / 8][4], const uint16_t *ds
  * registers, where it chose 128 for some instantiations and spilled. */
 template <int D, int kBug, typename E>
 __global__ void __launch_bounds__(kOnePassThreads, 1)
-    attention_mma_bwd_one_pass_kernel(float *dq, float *dq_rest, float *dk_part, float *dv_part, const E *dout, const E *q,
-                                      const E *k, const E *v, const float *lse, const float *dsum, int64_t T,
-                                      int64_t Hq, int64_t Hkv, int64_t L, float scale) {
+    attention_mma_bwd_one_pass_kernel(float *dq, float *dq_rest, float *dk_part, float *dv_part, const E *dout,
+                                      const E *q, const E *k, const E *v, const float *lse, const float *dsum,
+                                      int64_t T, int64_t Hq, int64_t Hkv, int64_t L, float scale) {
     constexpr int ld = OnePassSmem<D>::ld, ND = D / 8;
     /* the dQ product's columns in kParts parts (one per group of 4 warps; a
      * part at least 16 columns, the x4 B loads' width), kCols at a time */
@@ -228,7 +230,8 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
                                        lse, dsum, b, h, T, Hq, q0 + kOnePassRows, L);
             cp_async_commit(); /* one group per query tile, empty after the last */
             unsigned char *const bp = bufs + buf * S::buf_bytes;
-            const uint16_t *s0 = (const uint16_t *)(bp + S::q_off), *s1 = (const uint16_t *)(bp + S::do_off); /* Q, dO */
+            const uint16_t *s0 = (const uint16_t *)(bp + S::q_off),
+                           *s1 = (const uint16_t *)(bp + S::do_off); /* Q, dO */
             const float *s_lse = (const float *)(bp + S::lse_off), *s_dsum = (const float *)(bp + S::dsum_off);
             uint16_t *sds = (uint16_t *)(bp + S::ds_off); /* dS^T */
             {
@@ -258,7 +261,7 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
                             pt[half * 4 + j][e] *= dph[j][e] - s_dsum[c]; /* dS^T */
                         }
                 }
-                float (&dpt)[8][4] = pt;
+                float(&dpt)[8][4] = pt;
                 mma_mul_acc<D, kSwap, kNoTrans>(dk_acc, dpt, s0, lane); /* dK += dS^T Q */
                 /* dS^T to shared memory, rounded as the products round it:
                  * row = key (16 per warp), two query rows per 32-bit word */
@@ -304,7 +307,8 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
                 }
             }
         }
-        float *dkb = dk_part + (b * T * Hq + h) * D + k0 * qstride, *dvb = dv_part + (b * T * Hq + h) * D + k0 * qstride;
+        float *dkb = dk_part + (b * T * Hq + h) * D + k0 * qstride,
+              *dvb = dv_part + (b * T * Hq + h) * D + k0 * qstride;
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             if (k0 + kl0 + 8 * r >= T) continue;
@@ -327,8 +331,8 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
  * its key tile g, from that tile's first key's row on). The planted group
  * bug stops one group short. */
 template <int kBug>
-__global__ void attention_mma_dq_sum_kernel(float *dq, const float *dq_rest, int64_t B, int64_t T, int64_t Hq, int64_t D,
-                                            int64_t L, int64_t G, float scale) {
+__global__ void attention_mma_dq_sum_kernel(float *dq, const float *dq_rest, int64_t B, int64_t T, int64_t Hq,
+                                            int64_t D, int64_t L, int64_t G, float scale) {
     const int64_t n = B * L * Hq * D, per_b = L * Hq * D, slice = B * T * Hq * D;
     GRID_STRIDE(i, n) {
         const int64_t b = i / per_b, rest = i % per_b, row = rest / (Hq * D);
@@ -343,8 +347,8 @@ __global__ void attention_mma_dq_sum_kernel(float *dq, const float *dq_rest, int
 
 /* dk, dv (B, T, Hkv, D) = the group's query heads' shares summed in head
  * order (dk times scale) */
-__global__ void attention_mma_dkdv_sum_kernel(float *dk, float *dv, const float *dk_part, const float *dv_part, int64_t B,
-                                              int64_t T, int64_t Hq, int64_t Hkv, int64_t D, float scale) {
+__global__ void attention_mma_dkdv_sum_kernel(float *dk, float *dv, const float *dk_part, const float *dv_part,
+                                              int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, float scale) {
     const int64_t n = B * T * Hkv * D, group = Hq / Hkv;
     GRID_STRIDE(i, n) {
         const int64_t bt = i / (Hkv * D), hk = i / D % Hkv, d = i % D;
@@ -365,14 +369,16 @@ static void launch_causal_one_pass(float *dq, float *dk, float *dv, float *dq_re
                                    const float *dsum, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t L,
                                    int64_t G, float scale) {
     const size_t bytes = OnePassSmem<D>::bytes;
-    CUDA_CHECK(cudaFuncSetAttribute(attention_mma_bwd_one_pass_kernel<D, kBug, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)bytes));
+    CUDA_CHECK(cudaFuncSetAttribute(attention_mma_bwd_one_pass_kernel<D, kBug, E>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     /* y = the group: group 0 (the most query tiles) starts first across all heads */
-    attention_mma_bwd_one_pass_kernel<D, kBug, E><<<dim3((unsigned int)(B * Hq), (unsigned int)G), kOnePassThreads, bytes>>>(
-        dq, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, T, Hq, Hkv, L, scale);
+    attention_mma_bwd_one_pass_kernel<D, kBug, E>
+        <<<dim3((unsigned int)(B * Hq), (unsigned int)G), kOnePassThreads, bytes>>>(
+            dq, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, T, Hq, Hkv, L, scale);
     CUDA_CHECK_LAUNCH();
     if (L > 0) {
-        attention_mma_dq_sum_kernel<kBug><<<grid_for(B * L * Hq * D, 256), 256>>>(dq, dq_rest, B, T, Hq, D, L, G, scale);
+        attention_mma_dq_sum_kernel<kBug>
+            <<<grid_for(B * L * Hq * D, 256), 256>>>(dq, dq_rest, B, T, Hq, D, L, G, scale);
         CUDA_CHECK_LAUNCH();
     }
     attention_mma_dkdv_sum_kernel<<<grid_for(B * T * Hkv * D, 256), 256>>>(dk, dv, dk_part, dv_part, B, T, Hq, Hkv, D,

@@ -266,7 +266,8 @@ static void launch_causal(E *out, float *lse, const E *q, const E *k, const E *v
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     const dim3 grid((unsigned int)(B * Hq), ceil_div_u(L, 16 * kWarps));
     const float scale = 1.0f / sqrtf((float)D);
-    attention_forward_mma_kernel<D, kWarps, kBug, E><<<grid, 32 * kWarps, bytes>>>(out, lse, q, k, v, T, Hq, Hkv, L, scale);
+    attention_forward_mma_kernel<D, kWarps, kBug, E>
+        <<<grid, 32 * kWarps, bytes>>>(out, lse, q, k, v, T, Hq, Hkv, L, scale);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -288,10 +289,10 @@ static void forward(E *out, float *lse, const E *q, const E *k, const E *v, cons
     const int active = refresh_active(m, T);
     const int64_t L = active ? m->L : T;
     switch (D) {
-    case 16: launch_causal<16, kWarps, kBug>(out, lse, q, k, v, B, T, Hq, Hkv, L); break;
-    case 32: launch_causal<32, kWarps, kBug>(out, lse, q, k, v, B, T, Hq, Hkv, L); break;
-    case 64: launch_causal<64, kWarps, kBug>(out, lse, q, k, v, B, T, Hq, Hkv, L); break;
-    default: launch_causal<128, kWarps, kBug>(out, lse, q, k, v, B, T, Hq, Hkv, L); break;
+        case 16: launch_causal<16, kWarps, kBug>(out, lse, q, k, v, B, T, Hq, Hkv, L); break;
+        case 32: launch_causal<32, kWarps, kBug>(out, lse, q, k, v, B, T, Hq, Hkv, L); break;
+        case 64: launch_causal<64, kWarps, kBug>(out, lse, q, k, v, B, T, Hq, Hkv, L); break;
+        default: launch_causal<128, kWarps, kBug>(out, lse, q, k, v, B, T, Hq, Hkv, L); break;
     }
     /* the suffix rows: the selected keys and the local ones, fp32 gather kernel */
     if (active) forward_suffix(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, L);
@@ -314,16 +315,15 @@ static void forward_tile(E *out, float *lse, const E *q, const E *k, const E *v,
 extern "C" int attention_mma_fwd_rows(void) { return KVCPT_ATTN_FWD_ROWS; }
 
 extern "C" void attention_forward_mma_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
-                                           const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
-                                           int64_t D, const RefreshMask *m) {
+                                           const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                           const RefreshMask *m) {
     forward<kDefaultWarps, ATTN_MMA_OK>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, "attention_forward_mma_cuda");
 }
 
 extern "C" void attention_forward_mma_bf16_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                                                 const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
                                                 int64_t D, const RefreshMask *m) {
-    forward<kDefaultWarps, ATTN_MMA_OK>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m,
-                                        "attention_forward_mma_bf16_cuda");
+    forward<kDefaultWarps, ATTN_MMA_OK>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, "attention_forward_mma_bf16_cuda");
 }
 
 extern "C" void attention_forward_mma_bf16_rows_planted_cuda(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
@@ -333,9 +333,9 @@ extern "C" void attention_forward_mma_bf16_rows_planted_cuda(bf16 *out, float *l
     const char *fn = "attention_forward_mma_bf16_rows_planted_cuda";
 #define FWD_BF16(BUG) forward_tile<BUG>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, rows, fn)
     switch (bug) {
-    case ATTN_MMA_BUG_CP_WAIT1: FWD_BF16(ATTN_MMA_BUG_CP_WAIT1); break;
-    case ATTN_MMA_BUG_CP_NO_SYNC: FWD_BF16(ATTN_MMA_BUG_CP_NO_SYNC); break;
-    default: FWD_BF16(ATTN_MMA_OK); break;
+        case ATTN_MMA_BUG_CP_WAIT1: FWD_BF16(ATTN_MMA_BUG_CP_WAIT1); break;
+        case ATTN_MMA_BUG_CP_NO_SYNC: FWD_BF16(ATTN_MMA_BUG_CP_NO_SYNC); break;
+        default: FWD_BF16(ATTN_MMA_OK); break;
     }
 #undef FWD_BF16
 }
@@ -354,20 +354,19 @@ extern "C" void attention_forward_mma_rows_planted_cuda(float *out, float *lse, 
     const char *fn = "attention_forward_mma_rows_planted_cuda";
 #define FWD_F32(BUG) forward_tile<BUG>(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, rows, fn)
     switch (bug) {
-    case ATTN_MMA_BUG_P_SWAP: FWD_F32(ATTN_MMA_BUG_P_SWAP); break;
-    case ATTN_MMA_BUG_V_NO_TRANS: FWD_F32(ATTN_MMA_BUG_V_NO_TRANS); break;
-    case ATTN_MMA_BUG_ROW_MAX: FWD_F32(ATTN_MMA_BUG_ROW_MAX); break;
-    case ATTN_MMA_BUG_EXP2_SCALE: FWD_F32(ATTN_MMA_BUG_EXP2_SCALE); break;
-    case ATTN_MMA_BUG_LSE_LOG2: FWD_F32(ATTN_MMA_BUG_LSE_LOG2); break;
-    case ATTN_MMA_BUG_Q_ROWS: FWD_F32(ATTN_MMA_BUG_Q_ROWS); break;
-    default: FWD_F32(ATTN_MMA_OK); break;
+        case ATTN_MMA_BUG_P_SWAP: FWD_F32(ATTN_MMA_BUG_P_SWAP); break;
+        case ATTN_MMA_BUG_V_NO_TRANS: FWD_F32(ATTN_MMA_BUG_V_NO_TRANS); break;
+        case ATTN_MMA_BUG_ROW_MAX: FWD_F32(ATTN_MMA_BUG_ROW_MAX); break;
+        case ATTN_MMA_BUG_EXP2_SCALE: FWD_F32(ATTN_MMA_BUG_EXP2_SCALE); break;
+        case ATTN_MMA_BUG_LSE_LOG2: FWD_F32(ATTN_MMA_BUG_LSE_LOG2); break;
+        case ATTN_MMA_BUG_Q_ROWS: FWD_F32(ATTN_MMA_BUG_Q_ROWS); break;
+        default: FWD_F32(ATTN_MMA_OK); break;
     }
 #undef FWD_F32
 }
 
 extern "C" void attention_forward_mma_planted_cuda(float *out, float *lse, const float *q, const float *k,
-                                                   const float *v, const int32_t *sel, int64_t B, int64_t T,
-                                                   int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m,
-                                                   AttnMmaBug bug) {
+                                                   const float *v, const int32_t *sel, int64_t B, int64_t T, int64_t Hq,
+                                                   int64_t Hkv, int64_t D, const RefreshMask *m, AttnMmaBug bug) {
     attention_forward_mma_rows_planted_cuda(out, lse, q, k, v, sel, B, T, Hq, Hkv, D, m, 0, bug);
 }

@@ -69,7 +69,8 @@ static __device__ void mma_load_rows_bf16(uint16_t *dst, const bf16 *x, int64_t 
 
 /* A fragments (16 rows x D, one per 16-column slice) of rows r0..r0+15 of
  * a tile: matrices = rows 0-7 / 8-15 at column 16kk, then at 16kk + 8 */
-template <int D> static __device__ void mma_load_a_frags(uint32_t a[D / 16][4], const uint16_t *tile, int r0, int lane) {
+template <int D>
+static __device__ void mma_load_a_frags(uint32_t a[D / 16][4], const uint16_t *tile, int r0, int lane) {
     constexpr int ld = MmaTileLd<D>::ld;
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++)
@@ -98,8 +99,8 @@ static __device__ void mma_mul_rows_t(float c[8][4], const uint32_t a[D / 16][4]
  * .. 8 (j0 + j) + 7): all 64 columns, or a part where a kernel's registers
  * hold only that many accumulators at once */
 template <int D, int NJ = 8>
-static __device__ void mma_mul_rows_t_smem(float (&c)[NJ][4], const uint16_t *a_tile, int r0, const uint16_t *x, int lane,
-                                           int j0 = 0) {
+static __device__ void mma_mul_rows_t_smem(float (&c)[NJ][4], const uint16_t *a_tile, int r0, const uint16_t *x,
+                                           int lane, int j0 = 0) {
     constexpr int ld = MmaTileLd<D>::ld;
 #pragma unroll
     for (int j = 0; j < NJ; j++) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
@@ -155,8 +156,8 @@ static int mma_checked(const char *fn, const int32_t *sel, int64_t B, int64_t T,
     refresh_mask_validate(m, fn);
     /* the tiles run along the grid's y dimension (heaviest first) */
     if ((T + kMmaTile - 1) / kMmaTile > 65535) {
-        fprintf(stderr, "kvcpt: %s: T=%lld exceeds 65535 tiles of %d rows (the grid's y dimension)\n", fn,
-                (long long)T, kMmaTile);
+        fprintf(stderr, "kvcpt: %s: T=%lld exceeds 65535 tiles of %d rows (the grid's y dimension)\n", fn, (long long)T,
+                kMmaTile);
         exit(1);
     }
     if (B == 0 || T == 0) return 0;

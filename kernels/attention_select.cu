@@ -258,16 +258,16 @@ __global__ void select_topk_kernel(int32_t *sel, const uint32_t *pooled, int64_t
     const int64_t bg = blockIdx.x;
     const uint32_t *pb = pooled + bg * L;
     int32_t *out = sel + bg * ks;
-    block_take(pb, nullptr, L, block_topk(pb, nullptr, L, ks), 0, [&](int64_t j, int64_t slot) { out[slot] = (int32_t)j; });
+    block_take(pb, nullptr, L, block_topk(pb, nullptr, L, ks), 0,
+               [&](int64_t j, int64_t slot) { out[slot] = (int32_t)j; });
 }
 
 /* The records of one epoch's rows [since, last] per (b, g) (attention.h),
  * in two kernels: this one marks the selection from query n-1 over keys
  * 0..n-1 in chosen, one block per (b, g); full >= 0: the full row that
  * ends the epoch, recorded as n = 0. */
-__global__ void select_chosen_kernel(int32_t *sel, const uint32_t *pooled, unsigned char *chosen, int64_t n,
-                                     int64_t K, int64_t L, int64_t W, int64_t per, int64_t since, int64_t last,
-                                     int64_t full) {
+__global__ void select_chosen_kernel(int32_t *sel, const uint32_t *pooled, unsigned char *chosen, int64_t n, int64_t K,
+                                     int64_t L, int64_t W, int64_t per, int64_t since, int64_t last, int64_t full) {
     const int64_t bg = blockIdx.x, nk = K < n ? K : n;
     int32_t *rec = sel + bg * per;
     if (full >= 0 && threadIdx.x == 0) rec[(full - L) * (1 + W)] = 0;
@@ -299,8 +299,10 @@ __global__ void select_row_records_kernel(int32_t *sel, const uint32_t *pooled, 
             if (p - since > K) first_local = p - K;
         }
         int32_t *row = rec + (p - L) * (1 + W);
-        block_take(pb, ch, n, block_topk(pb, ch, n, c), 1, [&](int64_t j, int64_t slot) { row[1 + slot] = (int32_t)j; });
-        for (int64_t i = threadIdx.x; i <= p - first_local; i += blockDim.x) row[1 + c + i] = (int32_t)(first_local + i);
+        block_take(pb, ch, n, block_topk(pb, ch, n, c), 1,
+                   [&](int64_t j, int64_t slot) { row[1 + slot] = (int32_t)j; });
+        for (int64_t i = threadIdx.x; i <= p - first_local; i += blockDim.x)
+            row[1 + c + i] = (int32_t)(first_local + i);
         if (threadIdx.x == 0) row[0] = (int32_t)(c + p - first_local + 1);
     }
 }
@@ -316,9 +318,9 @@ __global__ void select_all_kernel(int32_t *sel, int64_t BG, int64_t L) {
 /* Device scratch of one call, carved from one allocation of
  * attention_cuda_select_scratch_bytes (n: the most keys a selection sees). */
 struct SelectScratch {
-    float *scores, *agg;   /* (BG, nh, n), (BG, n) */
-    uint32_t *pooled;      /* (BG, n) */
-    float *stats;          /* (BG, nh, chunks of n, 2) */
+    float *scores, *agg; /* (BG, nh, n), (BG, n) */
+    uint32_t *pooled; /* (BG, n) */
+    float *stats; /* (BG, nh, chunks of n, 2) */
     unsigned char *chosen; /* (BG, n), per-row records only */
     void *base;
 };
@@ -339,11 +341,12 @@ static SelectScratch select_scratch(const RefreshMask *m, int64_t B, int64_t T, 
  * chunks' scores, each head's softmax and the group's aggregate, the max
  * pool (kBug: a planted bug of the combine, for the tests). */
 template <int kBug, typename E>
-static void pooled_scores(const SelectScratch &s, const E *q, const E *k, int64_t B, int64_t T, int64_t Hq,
-                          int64_t Hkv, int64_t D, int64_t n, const RefreshMask *m) {
+static void pooled_scores(const SelectScratch &s, const E *q, const E *k, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                          int64_t D, int64_t n, const RefreshMask *m) {
     const int64_t group = Hq / Hkv, nh = refresh_selection_heads(m, Hq, Hkv), BG = B * Hkv;
     const int64_t chunks = attention_select_chunks(n);
-    const dim3 heads_grid((unsigned int)(BG * nh), (unsigned int)chunks), group_grid((unsigned int)BG, (unsigned int)chunks);
+    const dim3 heads_grid((unsigned int)(BG * nh), (unsigned int)chunks),
+        group_grid((unsigned int)BG, (unsigned int)chunks);
     select_scores_kernel<E><<<heads_grid, 256>>>(s.scores, s.stats, q, k, T, Hq, Hkv, D, n, nh, group,
                                                  1.0f / sqrtf((float)D), (int64_t)ATTN_SELECT_CHUNK_KEYS);
     CUDA_CHECK_LAUNCH();
@@ -357,8 +360,8 @@ static void pooled_scores(const SelectScratch &s, const E *q, const E *k, int64_
 
 /* Per-row records: epoch by epoch from L (attention.h). */
 template <int kBug, typename E>
-static void select_rows(int32_t *sel, const E *q, const E *k, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
-                        int64_t D, const RefreshMask *m) {
+static void select_rows(int32_t *sel, const E *q, const E *k, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                        const RefreshMask *m) {
     const int64_t L = m->L, r = m->restride, BG = B * Hkv;
     const int64_t W = refresh_row_width(m, T), per = refresh_sel_len(m, T);
     SelectScratch s = select_scratch(m, B, T, Hq, Hkv, T);
@@ -369,13 +372,13 @@ static void select_rows(int32_t *sel, const E *q, const E *k, int64_t B, int64_t
         const int64_t last = full >= 0 ? full - 1 : T - 1, n = since; /* the selection saw keys 0..since-1 */
         if (last >= since) pooled_scores<kBug>(s, q, k, B, T, Hq, Hkv, D, n, m);
         select_chosen_kernel<<<(unsigned int)BG, kSelectThreads>>>(sel, s.pooled, s.chosen, n, m->K, L, W, per, since,
-                                                                    last, full);
+                                                                   last, full);
         CUDA_CHECK_LAUNCH();
         if (last >= since) {
             const int64_t rows = last - since + 1;
             const dim3 grid((unsigned int)BG, (unsigned int)(rows < 65535 ? rows : 65535));
             select_row_records_kernel<<<grid, kSelectThreads>>>(sel, s.pooled, s.chosen, n, m->K, m->evict, L, W, per,
-                                                                 since, last);
+                                                                since, last);
             CUDA_CHECK_LAUNCH();
         }
         if (full < 0) break;

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 
 /* d_ok: whether this family takes head dim D; d_rule says which it takes. */
-static inline void attention_check_shape(const char *fn, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int d_ok,
-                                  const char *d_rule) {
+static inline void attention_check_shape(const char *fn, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
+                                         int d_ok, const char *d_rule) {
     const char *why = NULL;
     if (B < 0 || T < 0 || Hq <= 0 || Hkv <= 0) why = "B, T must be >= 0 and Hq, Hkv > 0";
     else if (Hq % Hkv != 0) why = "Hkv must divide Hq";
@@ -27,7 +27,8 @@ static inline void attention_check_shape(const char *fn, int64_t B, int64_t T, i
 
 /* The fp32 gather family (kernels/attention.cu, attention_select.cu) takes
  * every head dim the rows of a thread tile divide. */
-static inline void attention_check_gather_shape(const char *fn, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
+static inline void attention_check_gather_shape(const char *fn, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
+                                                int64_t D) {
     attention_check_shape(fn, B, T, Hq, Hkv, D, D == 8 || D == 16 || D == 32 || D == 64 || D == 128,
                           "head dim D must be 8, 16, 32, 64 or 128");
 }

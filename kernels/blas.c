@@ -72,8 +72,8 @@ void blas_sgemm_serial(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
     int m = blas_dim(M, "M"), n = blas_dim(N, "N"), k = blas_dim(K, "K");
     int la = blas_dim(lda, "lda"), lb = blas_dim(ldb, "ldb"), lc = blas_dim(ldc, "ldc");
     if (m == 0 || n == 0) return;
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
-                alpha, A, la, B, lb, beta, C, lc);
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+                A, la, B, lb, beta, C, lc);
 }
 
 json_t *blas_info_json(void) {

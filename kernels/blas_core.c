@@ -18,8 +18,8 @@ CpuIsa cpu_isa_detect(void) {
     __builtin_cpu_init();
     /* OpenBLAS's SkylakeX kernels use F, BW, VL and DQ; the checks include
      * the OS's saving of the vector state (XCR0) */
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq"))
         return CPU_ISA_AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CPU_ISA_AVX2;
     if (__builtin_cpu_supports("avx")) return CPU_ISA_AVX;
@@ -39,9 +39,9 @@ CpuIsa blas_core_isa(const char *core) {
         const char *name;
         CpuIsa isa;
     } cores[] = {
-        {"SkylakeX", CPU_ISA_AVX512},  {"Cooperlake", CPU_ISA_AVX512}, {"SapphireRapids", CPU_ISA_AVX512},
-        {"Haswell", CPU_ISA_AVX2},     {"Zen", CPU_ISA_AVX2},          {"Excavator", CPU_ISA_AVX2},
-        {"Sandybridge", CPU_ISA_AVX},  {"Bulldozer", CPU_ISA_AVX},     {"Piledriver", CPU_ISA_AVX},
+        {"SkylakeX", CPU_ISA_AVX512}, {"Cooperlake", CPU_ISA_AVX512}, {"SapphireRapids", CPU_ISA_AVX512},
+        {"Haswell", CPU_ISA_AVX2},    {"Zen", CPU_ISA_AVX2},          {"Excavator", CPU_ISA_AVX2},
+        {"Sandybridge", CPU_ISA_AVX}, {"Bulldozer", CPU_ISA_AVX},     {"Piledriver", CPU_ISA_AVX},
         {"Steamroller", CPU_ISA_AVX},
     };
     if (!core) return CPU_ISA_SSE;
@@ -54,10 +54,10 @@ const char *blas_core_choose(CpuIsa cpu, const char *library_core, const char *u
     if (user_coretype && user_coretype[0]) return NULL;
     if (blas_core_isa(library_core) >= cpu) return NULL;
     switch (cpu) {
-    case CPU_ISA_AVX512: return "SkylakeX";
-    case CPU_ISA_AVX2: return "Haswell";
-    case CPU_ISA_AVX: return "Sandybridge";
-    default: return NULL;
+        case CPU_ISA_AVX512: return "SkylakeX";
+        case CPU_ISA_AVX2: return "Haswell";
+        case CPU_ISA_AVX: return "Sandybridge";
+        default: return NULL;
     }
 }
 
@@ -94,13 +94,12 @@ const char *blas_core_summary(void) {
     const char *pick, *by = chosen_by(&pick), *core = openblas_get_corename();
     const char *isa = cpu_isa_name(cpu_isa_detect());
     if (strcmp(by, "kvcpt") == 0)
-        snprintf(line, sizeof line, "OpenBLAS core %s, chosen by kvcpt: OpenBLAS picked %s on a CPU with %s", core, pick,
-                 isa);
+        snprintf(line, sizeof line, "OpenBLAS core %s, chosen by kvcpt: OpenBLAS picked %s on a CPU with %s", core,
+                 pick, isa);
     else if (strcmp(by, "OPENBLAS_CORETYPE") == 0)
         snprintf(line, sizeof line, "OpenBLAS core %s, set by OPENBLAS_CORETYPE=%s (CPU: %s)", core,
                  getenv("OPENBLAS_CORETYPE"), isa);
-    else
-        snprintf(line, sizeof line, "OpenBLAS core %s, OpenBLAS's own pick (CPU: %s)", core, isa);
+    else snprintf(line, sizeof line, "OpenBLAS core %s, OpenBLAS's own pick (CPU: %s)", core, isa);
     return line;
 }
 

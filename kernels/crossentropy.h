@@ -29,8 +29,8 @@ void crossentropy_forward_cuda(float *losses, float *lse, const float *logits, c
 void crossentropy_backward_cuda(float *logits, const float *lse, const int32_t *targets, int64_t rows, int64_t V,
                                 float scale);
 /* One kernel, one block per row: the same bits as the two above in turn. */
-void crossentropy_forward_backward_cuda(float *losses, float *lse, float *logits, const int32_t *targets,
-                                        int64_t rows, int64_t V, float scale);
+void crossentropy_forward_backward_cuda(float *losses, float *lse, float *logits, const int32_t *targets, int64_t rows,
+                                        int64_t V, float scale);
 #ifdef __cplusplus
 }
 #endif

@@ -10,24 +10,24 @@
 /* through the include path, so the emulator's build can supply its own */
 #include <kernels/platform.cuh>
 
-#define CUDA_CHECK(call)                                                                                    \
-    do {                                                                                                    \
-        cudaError_t err_ = (call);                                                                          \
-        if (err_ != cudaSuccess) {                                                                          \
-            fprintf(stderr, "kvcpt: CUDA error %s (%s) in %s at %s:%d\n", cudaGetErrorName(err_),           \
-                    cudaGetErrorString(err_), #call, __FILE__, __LINE__);                                   \
-            exit(1);                                                                                        \
-        }                                                                                                   \
+#define CUDA_CHECK(call)                                                                                               \
+    do {                                                                                                               \
+        cudaError_t err_ = (call);                                                                                     \
+        if (err_ != cudaSuccess) {                                                                                     \
+            fprintf(stderr, "kvcpt: CUDA error %s (%s) in %s at %s:%d\n", cudaGetErrorName(err_),                      \
+                    cudaGetErrorString(err_), #call, __FILE__, __LINE__);                                              \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
-#define CUBLAS_CHECK(call)                                                                                  \
-    do {                                                                                                    \
-        cublasStatus_t st_ = (call);                                                                        \
-        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                                 \
-            fprintf(stderr, "kvcpt: cuBLAS error %d (%s) in %s at %s:%d\n", (int)st_,                       \
-                    cublasGetStatusString(st_), #call, __FILE__, __LINE__);                                 \
-            exit(1);                                                                                        \
-        }                                                                                                   \
+#define CUBLAS_CHECK(call)                                                                                             \
+    do {                                                                                                               \
+        cublasStatus_t st_ = (call);                                                                                   \
+        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                                            \
+            fprintf(stderr, "kvcpt: cuBLAS error %d (%s) in %s at %s:%d\n", (int)st_, cublasGetStatusString(st_),      \
+                    #call, __FILE__, __LINE__);                                                                        \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 /* Launch errors surface asynchronously; check right after every launch. */

@@ -17,7 +17,8 @@ extern "C" int cuda_device_count(void) {
          * runtime, a broken install) is said once, since device=auto would
          * otherwise fall back to the CPU without a word */
         if (err != cudaErrorNoDevice && !(err == cudaErrorInsufficientDriver && !nvidia_driver_installed()))
-            fprintf(stderr, "kvcpt: warning: CUDA is unusable, running without a GPU: cudaGetDeviceCount failed: %s (%d)\n",
+            fprintf(stderr,
+                    "kvcpt: warning: CUDA is unusable, running without a GPU: cudaGetDeviceCount failed: %s (%d)\n",
                     cudaGetErrorString(err), (int)err);
         cudaGetLastError();
         n = 0;

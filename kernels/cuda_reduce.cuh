@@ -56,7 +56,7 @@ __device__ inline float block_max(float v) {
 /* Blocks for a grid-stride loop over n items: enough to fill the GPU, never
  * more than there is work for. */
 /* Elementwise loop over n items that works for any grid size. */
-#define GRID_STRIDE(i, n) \
+#define GRID_STRIDE(i, n)                                                                                              \
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
 static inline unsigned int grid_for(long long n, int threads) {

@@ -20,7 +20,10 @@ __global__ void embedding_forward_kernel(float *out, const int32_t *tokens, cons
 
 extern "C" void embedding_forward_cuda(float *out, const int32_t *tokens, const float *wte, int64_t N, int64_t C) {
     if (N <= 0 || C <= 0) return;
-    if (N > INT_MAX) { fprintf(stderr, "kvcpt: embedding_forward_cuda: N = %lld rows exceeds the grid\n", (long long)N); exit(1); }
+    if (N > INT_MAX) {
+        fprintf(stderr, "kvcpt: embedding_forward_cuda: N = %lld rows exceeds the grid\n", (long long)N);
+        exit(1);
+    }
     embedding_forward_kernel<<<(unsigned int)N, kThreads>>>(out, tokens, wte, C);
     CUDA_CHECK_LAUNCH();
 }
@@ -48,7 +51,10 @@ __global__ void embedding_backward_kernel(float *dwte, const float *dout, const 
 
 extern "C" void embedding_backward_cuda(float *dwte, const float *dout, const int32_t *tokens, int64_t N, int64_t C) {
     if (N <= 0 || C <= 0) return;
-    if (N > INT_MAX) { fprintf(stderr, "kvcpt: embedding_backward_cuda: N = %lld rows exceeds the sort's int range\n", (long long)N); exit(1); }
+    if (N > INT_MAX) {
+        fprintf(stderr, "kvcpt: embedding_backward_cuda: N = %lld rows exceeds the sort's int range\n", (long long)N);
+        exit(1);
+    }
     cudaStream_t st = 0;
     int32_t *rows, *sorted_tokens, *sorted_rows;
     CUDA_CHECK(cudaMallocAsync((void **)&rows, sizeof(int32_t) * (size_t)N * 3, st));
@@ -57,12 +63,12 @@ extern "C" void embedding_backward_cuda(float *dwte, const float *dout, const in
     iota_kernel<<<grid_for(N, 256), 256, 0, st>>>(rows, N);
     CUDA_CHECK_LAUNCH();
     size_t tmp_bytes = 0;
-    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(NULL, tmp_bytes, tokens, sorted_tokens, rows, sorted_rows, (int)N, 0,
-                                               32, st));
+    CUDA_CHECK(
+        cub::DeviceRadixSort::SortPairs(NULL, tmp_bytes, tokens, sorted_tokens, rows, sorted_rows, (int)N, 0, 32, st));
     void *tmp;
     CUDA_CHECK(cudaMallocAsync(&tmp, tmp_bytes ? tmp_bytes : 1, st));
-    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(tmp, tmp_bytes, tokens, sorted_tokens, rows, sorted_rows, (int)N, 0, 32,
-                                               st));
+    CUDA_CHECK(
+        cub::DeviceRadixSort::SortPairs(tmp, tmp_bytes, tokens, sorted_tokens, rows, sorted_rows, (int)N, 0, 32, st));
     dim3 grid((unsigned int)(N < 4096 ? N : 4096), ceil_div_u(C, kThreads));
     embedding_backward_kernel<<<grid, kThreads, 0, st>>>(dwte, dout, sorted_tokens, sorted_rows, N, C);
     CUDA_CHECK_LAUNCH();

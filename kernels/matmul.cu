@@ -86,7 +86,8 @@ static void gemm_fallback(GemmOperand a, GemmOperand b, void *c, cudaDataType ct
     const int64_t dims[] = {m, n, k, a.ld, b.ld, ldc};
     for (int i = 0; i < 6; i++)
         if (dims[i] > INT_MAX) {
-            fprintf(stderr, "kvcpt: matmul: no cuBLASLt algorithm and dimension %lld exceeds cublasGemmEx's int range\n",
+            fprintf(stderr,
+                    "kvcpt: matmul: no cuBLASLt algorithm and dimension %lld exceeds cublasGemmEx's int range\n",
                     (long long)dims[i]);
             exit(1);
         }
@@ -152,13 +153,17 @@ static void plan_build(GemmPlan *p) {
     const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
                                                       sizeof reductions));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &p->align_a, 4));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &p->align_b, 4));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &p->align_c, 4));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &p->align_d, 4));
+    CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &p->align_a, 4));
+    CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &p->align_b, 4));
+    CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &p->align_c, 4));
+    CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &p->align_d, 4));
     int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &p->heur,
-                                                       &found);
+    cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(lt_handle, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &p->heur, &found);
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     /* a returned result whose own state is not a success is no algorithm */
     p->use_lt = st == CUBLAS_STATUS_SUCCESS && found > 0 && p->heur.state == CUBLAS_STATUS_SUCCESS;
@@ -169,7 +174,8 @@ static void plan_build(GemmPlan *p) {
 static void copy_c_to_d(void *d, const void *c, cudaDataType ctype, int64_t ldc, int64_t m, int64_t n) {
     if (c == d) return;
     const size_t es = ctype == CUDA_R_32F ? 4 : 2;
-    CUDA_CHECK(cudaMemcpy2D(d, (size_t)ldc * es, c, (size_t)ldc * es, (size_t)m * es, (size_t)n, cudaMemcpyDeviceToDevice));
+    CUDA_CHECK(
+        cudaMemcpy2D(d, (size_t)ldc * es, c, (size_t)ldc * es, (size_t)m * es, (size_t)n, cudaMemcpyDeviceToDevice));
 }
 
 /* D (m x n, column-major, ldc) = op(A) op(B) + beta * C, with k the shared
@@ -179,8 +185,9 @@ static void gemm_cd(GemmOperand a, GemmOperand b, const void *c, void *d, cudaDa
     if (m <= 0 || n <= 0) return;
     matmul_cuda_init();
     if (k <= 0) { /* empty sum: D = beta * C; only beta 0 or 1 occur here */
-        if (beta == 0.0f) CUDA_CHECK(cudaMemset2D(d, (size_t)ldc * (ctype == CUDA_R_32F ? 4 : 2), 0,
-                                                  (size_t)m * (ctype == CUDA_R_32F ? 4 : 2), (size_t)n));
+        if (beta == 0.0f)
+            CUDA_CHECK(cudaMemset2D(d, (size_t)ldc * (ctype == CUDA_R_32F ? 4 : 2), 0,
+                                    (size_t)m * (ctype == CUDA_R_32F ? 4 : 2), (size_t)n));
         else copy_c_to_d(d, c, ctype, ldc, m, n);
         return;
     }
@@ -213,9 +220,8 @@ static void gemm_cd(GemmOperand a, GemmOperand b, const void *c, void *d, cudaDa
     }
     const float alpha = 1.0f;
     if (p->use_lt)
-        CUBLAS_CHECK(cublasLtMatmul(lt_handle, p->desc, &alpha, a.ptr, p->la, b.ptr, p->lb, &beta,
-                                    beta == 0.0f ? d : c, p->lc, d, p->lc, &p->heur.algo, lt_workspace,
-                                    kWorkspaceBytes, 0));
+        CUBLAS_CHECK(cublasLtMatmul(lt_handle, p->desc, &alpha, a.ptr, p->la, b.ptr, p->lb, &beta, beta == 0.0f ? d : c,
+                                    p->lc, d, p->lc, &p->heur.algo, lt_workspace, kWorkspaceBytes, 0));
     const int use_lt = p->use_lt;
     if (!cached) plan_destroy(p);
     /* any refusal by the heuristic: cublasGemmEx reports a real problem
@@ -228,8 +234,8 @@ static void gemm_cd(GemmOperand a, GemmOperand b, const void *c, void *d, cudaDa
 }
 
 /* C = op(A) op(B) + beta * C. */
-static void gemm(GemmOperand a, GemmOperand b, void *c, cudaDataType ctype, int64_t ldc, int64_t m, int64_t n, int64_t k,
-                 float beta) {
+static void gemm(GemmOperand a, GemmOperand b, void *c, cudaDataType ctype, int64_t ldc, int64_t m, int64_t n,
+                 int64_t k, float beta) {
     gemm_cd(a, b, c, c, ctype, ldc, m, n, k, beta);
 }
 
@@ -274,8 +280,8 @@ extern "C" void matmul_backward_bf16_cuda(bf16 *dinp, float *dweight, const bf16
     linear_backward(dinp, CUDA_R_16BF, dweight, dout, inp, weight, CUDA_R_16BF, N, IC, OC);
 }
 
-extern "C" void matmul_forward_bf16_f32out_cuda(float *out, const bf16 *inp, const bf16 *weight, int64_t N,
-                                                int64_t IC, int64_t OC) {
+extern "C" void matmul_forward_bf16_f32out_cuda(float *out, const bf16 *inp, const bf16 *weight, int64_t N, int64_t IC,
+                                                int64_t OC) {
     linear_forward(out, CUDA_R_32F, inp, weight, CUDA_R_16BF, N, IC, OC);
 }
 

@@ -55,8 +55,8 @@ void matmul_forward_bf16_f32out_cuda(float *out, const bf16 *inp, const bf16 *we
  * add, add (N, OC) fp32 added to the fp32 accumulator before the result is
  * stored (one rounding, the bits of the product and then residual_add);
  * out may be add or another buffer (cuBLASLt's D != C). */
-void matmul_forward_bf16_f32out_add_cuda(float *out, const float *add, const bf16 *inp, const bf16 *weight,
-                                         int64_t N, int64_t IC, int64_t OC);
+void matmul_forward_bf16_f32out_add_cuda(float *out, const float *add, const bf16 *inp, const bf16 *weight, int64_t N,
+                                         int64_t IC, int64_t OC);
 void matmul_backward_bf16_f32dinp_cuda(float *dinp, float *dweight, const bf16 *dout, const bf16 *inp,
                                        const bf16 *weight, int64_t N, int64_t IC, int64_t OC);
 void matmul_backward_f32dout_cuda(bf16 *dinp, float *dweight, const float *dout, const bf16 *inp, const bf16 *weight,

@@ -7,7 +7,8 @@
 /* Columns per task of the weight gradient: a few cache lines of each row. */
 #define RMSNORM_DW_COLS 32
 
-void rmsnorm_forward_cpu(float *out, float *rstd, const float *inp, const float *weight, int64_t N, int64_t C, float eps) {
+void rmsnorm_forward_cpu(float *out, float *rstd, const float *inp, const float *weight, int64_t N, int64_t C,
+                         float eps) {
 #pragma omp parallel for schedule(static) if (N * C >= KERNEL_PARALLEL_MIN_FLOATS)
     for (int64_t i = 0; i < N; i++) {
         const float *x = inp + i * C;

@@ -6,7 +6,8 @@
 
 #include "bf16.h"
 
-void rmsnorm_forward_cpu(float *out, float *rstd, const float *inp, const float *weight, int64_t N, int64_t C, float eps);
+void rmsnorm_forward_cpu(float *out, float *rstd, const float *inp, const float *weight, int64_t N, int64_t C,
+                         float eps);
 /* dinp (N, C) += ..., dweight (C) += ... */
 void rmsnorm_backward_cpu(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                           const float *rstd, int64_t N, int64_t C);

@@ -6,8 +6,8 @@
 #include "cuda_reduce.cuh"
 #include "rope.h"
 
-__global__ void rope_rotate_kernel(float *x, const float *cos_t, const float *sin_t, int64_t T, int64_t H,
-                                   int64_t D, int64_t pairs, float sign) {
+__global__ void rope_rotate_kernel(float *x, const float *cos_t, const float *sin_t, int64_t T, int64_t H, int64_t D,
+                                   int64_t pairs, float sign) {
     const int64_t half = D / 2;
     for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < pairs; p += (int64_t)gridDim.x * blockDim.x) {
         const int64_t i = p % half, vec = p / half; /* vec = (b*T + t)*H + h */

@@ -21,8 +21,8 @@ VECTOR_CLONES static void forward_span(float *h, const float *g, const float *u,
     for (int64_t j = 0; j < n; j++) h[j] = swiglu_value(g[j], u[j]);
 }
 
-VECTOR_CLONES static void backward_span(float *dg, float *du, const float *dh,
-                                        const float *g, const float *u, int64_t n) {
+VECTOR_CLONES static void backward_span(float *dg, float *du, const float *dh, const float *g, const float *u,
+                                        int64_t n) {
 #pragma omp simd
     for (int64_t j = 0; j < n; j++) swiglu_grads(&dg[j], &du[j], dh[j], g[j], u[j]);
 }

@@ -10,9 +10,7 @@ static const int kThreads = 256;
 
 __device__ __forceinline__ float silu_gate(float g) { return 1.0f / (1.0f + expf(-g)); }
 
-__device__ __forceinline__ void swiglu_fwd(float &h, float g, float u) {
-    h = __fmul_rn(__fmul_rn(g, silu_gate(g)), u);
-}
+__device__ __forceinline__ void swiglu_fwd(float &h, float g, float u) { h = __fmul_rn(__fmul_rn(g, silu_gate(g)), u); }
 
 __device__ __forceinline__ void swiglu_bwd(float &dg, float &du, float dh, float g, float u) {
     const float s = silu_gate(g);
@@ -54,7 +52,9 @@ template <typename E> static void fused_backward(E *dgu, const E *dh, const E *g
     CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void swiglu_fused_forward_cuda(float *h, const float *gu, int64_t N, int64_t F) { fused_forward(h, gu, N, F); }
+extern "C" void swiglu_fused_forward_cuda(float *h, const float *gu, int64_t N, int64_t F) {
+    fused_forward(h, gu, N, F);
+}
 
 extern "C" void swiglu_fused_backward_cuda(float *dgu, const float *dh, const float *gu, int64_t N, int64_t F) {
     fused_backward(dgu, dh, gu, N, F);

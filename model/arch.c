@@ -27,14 +27,31 @@ static const ArchTensorNames llama_tensors = {
 
 /* Defaults are transformers' (LlamaConfig, MistralConfig, Qwen2Config). */
 static const ModelArch arches[ARCH_COUNT] = {
-    [ARCH_LLAMA] = {.id = ARCH_LLAMA, .name = "llama", .hf_class = "LlamaForCausalLM", .gguf_arch = "llama",
-                    .tensors = &llama_tensors, .gguf_rope_rows = 1, .norm_eps_default = 1e-6,
+    [ARCH_LLAMA] = {.id = ARCH_LLAMA,
+                    .name = "llama",
+                    .hf_class = "LlamaForCausalLM",
+                    .gguf_arch = "llama",
+                    .tensors = &llama_tensors,
+                    .gguf_rope_rows = 1,
+                    .norm_eps_default = 1e-6,
                     .max_pos_default = 2048},
-    [ARCH_MISTRAL] = {.id = ARCH_MISTRAL, .name = "mistral", .hf_class = "MistralForCausalLM",
-                      .tensors = &llama_tensors, .gguf_rope_rows = 1, .norm_eps_default = 1e-6,
-                      .max_pos_default = 4096 * 32, .sliding_window = 1, .sliding_window_default = 4096},
-    [ARCH_QWEN2] = {.id = ARCH_QWEN2, .name = "qwen2", .hf_class = "Qwen2ForCausalLM", .gguf_arch = "qwen2",
-                    .tensors = &llama_tensors, .qkv_bias = 1, .norm_eps_default = 1e-6, .max_pos_default = 32768,
+    [ARCH_MISTRAL] = {.id = ARCH_MISTRAL,
+                      .name = "mistral",
+                      .hf_class = "MistralForCausalLM",
+                      .tensors = &llama_tensors,
+                      .gguf_rope_rows = 1,
+                      .norm_eps_default = 1e-6,
+                      .max_pos_default = 4096 * 32,
+                      .sliding_window = 1,
+                      .sliding_window_default = 4096},
+    [ARCH_QWEN2] = {.id = ARCH_QWEN2,
+                    .name = "qwen2",
+                    .hf_class = "Qwen2ForCausalLM",
+                    .gguf_arch = "qwen2",
+                    .tensors = &llama_tensors,
+                    .qkv_bias = 1,
+                    .norm_eps_default = 1e-6,
+                    .max_pos_default = 32768,
                     .sliding_window_switch = "use_sliding_window"},
 };
 
@@ -80,7 +97,8 @@ static void check_sliding_window(const ModelArch *a, json_t *root, const char *o
             json_array_foreach(lt, i, v) {
                 if (!json_is_string(v) || strcmp(json_string_value(v), "full_attention") != 0)
                     die("%s: config field 'layer_types[%zu]' must be \"full_attention\" (other attention types "
-                        "are not implemented)", origin, i);
+                        "are not implemented)",
+                        origin, i);
             }
         }
     }
@@ -89,11 +107,12 @@ static void check_sliding_window(const ModelArch *a, json_t *root, const char *o
     if (v && json_is_null(v)) return;
     if (!v)
         die("%s: config field 'sliding_window' is absent, which transformers' %s reads as %lld: sliding-window "
-            "attention is not implemented yet (only \"sliding_window\": null)", origin, a->hf_class,
-            (long long)a->sliding_window_default);
+            "attention is not implemented yet (only \"sliding_window\": null)",
+            origin, a->hf_class, (long long)a->sliding_window_default);
     if (!json_is_integer(v)) die("%s: config field 'sliding_window' must be an integer or null", origin);
     die("%s: config field 'sliding_window' is %lld: sliding-window attention is not implemented yet for %s (only "
-        "null)", origin, (long long)json_integer_value(v), a->name);
+        "null)",
+        origin, (long long)json_integer_value(v), a->name);
 }
 
 const ModelArch *arch_from_hf_config(json_t *root, const char *origin) {
@@ -118,15 +137,14 @@ const ModelArch *arch_from_hf_config(json_t *root, const char *origin) {
     /* a class the table lacks beside a known model_type (LlamaModel, say)
      * does not change the family; alone it names one kvcpt does not know */
     if (!by_type && cls && !by_class)
-        die("%s: config field 'architectures' names '%s', an architecture kvcpt does not know (known: %s)", origin,
-            cls, arch_names());
+        die("%s: config field 'architectures' names '%s', an architecture kvcpt does not know (known: %s)", origin, cls,
+            arch_names());
     if (by_type && by_class && by_type != by_class)
         die("%s: config field 'architectures' names '%s' but 'model_type' is '%s' (%s's class is %s)", origin, cls,
             by_type->name, by_type->name, by_type->hf_class);
     const ModelArch *a = by_type ? by_type : by_class ? by_class : &arches[ARCH_LLAMA];
     if (a->refused)
-        die("%s: architecture '%s' (%s) is recognised but not supported: %s", origin, a->name, a->hf_class,
-            a->refused);
+        die("%s: architecture '%s' (%s) is recognised but not supported: %s", origin, a->name, a->hf_class, a->refused);
     check_sliding_window(a, root, origin);
     return a;
 }

@@ -13,15 +13,16 @@ LlamaAttnImpl llama_attn_impl_parse(const char *s, const char *what) {
     if (strcmp(s, "cuda-core") == 0) return LLAMA_ATTN_CUDA_CORE;
     if (strcmp(s, "cudnn") == 0) return LLAMA_ATTN_CUDNN;
     die("%s: the attention implementation must be mma (tensor cores), cuda-core, cudnn (cuDNN's fused attention) "
-        "or auto (got '%s')", what, s);
+        "or auto (got '%s')",
+        what, s);
 }
 
 const char *llama_attn_impl_name(LlamaAttnImpl a) {
     switch (a) {
-    case LLAMA_ATTN_AUTO: return "auto";
-    case LLAMA_ATTN_MMA: return "mma";
-    case LLAMA_ATTN_CUDA_CORE: return "cuda-core";
-    case LLAMA_ATTN_CUDNN: return "cudnn";
+        case LLAMA_ATTN_AUTO: return "auto";
+        case LLAMA_ATTN_MMA: return "mma";
+        case LLAMA_ATTN_CUDA_CORE: return "cuda-core";
+        case LLAMA_ATTN_CUDNN: return "cudnn";
     }
     die("llama_attn_impl_name: unknown attention implementation %d", (int)a);
 }
@@ -41,14 +42,17 @@ LlamaAttnImpl llama_attn_impl_resolve(LlamaAttnImpl requested, const char *what,
     if (a == LLAMA_ATTN_MMA && !tensor_cores) {
         if (!bf16)
             die("%s is mma, but the tensor-core attention kernels are the bf16 engine's (precision bf16 or bf16sr); "
-                "precision fp32 runs the CUDA-core ones (cuda-core)", what);
+                "precision fp32 runs the CUDA-core ones (cuda-core)",
+                what);
         die("%s is mma, but the tensor-core attention kernels take head dims 16, 32, 64 and 128, not this model's "
-            "%lld; use cuda-core", what, (long long)head_dim);
+            "%lld; use cuda-core",
+            what, (long long)head_dim);
     }
     if (a == LLAMA_ATTN_CUDNN) {
         if (!bf16)
             die("%s is cudnn, but cuDNN's fused attention runs in the bf16 engine (precision bf16 or bf16sr); "
-                "precision fp32 runs cuda-core", what);
+                "precision fp32 runs cuda-core",
+                what);
         const char *why = attention_cudnn_unsupported(head_dim, NULL);
         if (why) die("%s is cudnn, but %s", what, why);
     }

@@ -15,8 +15,8 @@ typedef struct {
     const char *json;
 } Preset;
 
-#define LLAMA3_ROPE                                                                                         \
-    "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0," \
+#define LLAMA3_ROPE                                                                                                    \
+    "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"      \
     "\"original_max_position_embeddings\":8192}"
 
 static const Preset presets[] = {
@@ -43,12 +43,11 @@ static const Preset presets[] = {
      "\"bos_token_id\":1,\"eos_token_id\":2}"},
     /* tiny: for tests; GQA 2:1. theta 1e4 with D = 8 gives wavelengths 6.3, 62.8,
      * 628, 6283 against llama3 band edges 16 and 64: all three rules are used */
-    {"tiny",
-     "{\"vocab_size\":64,\"hidden_size\":32,\"intermediate_size\":48,\"num_hidden_layers\":2,"
-     "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":8,\"rms_norm_eps\":1e-5,"
-     "\"rope_theta\":10000.0,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,"
-     "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":64},\"max_position_embeddings\":4096,"
-     "\"tie_word_embeddings\":false,\"bos_token_id\":1,\"eos_token_id\":2}"},
+    {"tiny", "{\"vocab_size\":64,\"hidden_size\":32,\"intermediate_size\":48,\"num_hidden_layers\":2,"
+             "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":8,\"rms_norm_eps\":1e-5,"
+             "\"rope_theta\":10000.0,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,"
+             "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":64},\"max_position_embeddings\":4096,"
+             "\"tie_word_embeddings\":false,\"bos_token_id\":1,\"eos_token_id\":2}"},
 };
 
 const char *config_preset_names(void) { return "llama3.1-8b, llama3.2-3b, llama3.2-1b, small, tiny"; }
@@ -60,7 +59,8 @@ static int64_t get_int(json_t *root, const char *key, int required, int64_t dflt
         return dflt;
     }
     if (json_is_integer(v)) return (int64_t)json_integer_value(v);
-    if (json_is_real(v) && json_real_value(v) == (double)(int64_t)json_real_value(v)) return (int64_t)json_real_value(v);
+    if (json_is_real(v) && json_real_value(v) == (double)(int64_t)json_real_value(v))
+        return (int64_t)json_real_value(v);
     die("%s: config field '%s' must be an integer", origin, key);
 }
 
@@ -84,7 +84,8 @@ static void parse_eos(LlamaConfig *c, json_t *root, const char *origin) {
     }
     if (!json_is_array(e)) die("%s: config field 'eos_token_id' must be an integer or a list", origin);
     size_t n = json_array_size(e);
-    if (n > KV_MAX_EOS) die("%s: config field 'eos_token_id' lists %zu ids; at most %d supported", origin, n, KV_MAX_EOS);
+    if (n > KV_MAX_EOS)
+        die("%s: config field 'eos_token_id' lists %zu ids; at most %d supported", origin, n, KV_MAX_EOS);
     for (size_t i = 0; i < n; i++) {
         json_t *x = json_array_get(e, i);
         if (!json_is_integer(x)) die("%s: config field 'eos_token_id[%zu]' must be an integer", origin, i);
@@ -107,7 +108,8 @@ static void refuse_bias_flags(json_t *root, const ModelArch *a, const char *orig
         if (!v || json_is_null(v) || json_is_false(v)) continue;
         if (!json_is_boolean(v)) die("%s: config field '%s' must be true or false", origin, flags[i]);
         die("%s: config field '%s' is true, but kvcpt's %s has no %s bias tensors: the model cannot be run or "
-            "converted without them", origin, flags[i], a->name, i == 0 ? "attention" : "MLP");
+            "converted without them",
+            origin, flags[i], a->name, i == 0 ? "attention" : "MLP");
     }
 }
 
@@ -148,7 +150,8 @@ void config_parse_json(LlamaConfig *c, const char *text, const char *origin) {
 }
 
 void config_validate(const LlamaConfig *c, const char *origin) {
-    KV_CHECK(c->vocab_size > 0, "%s: config field 'vocab_size' must be > 0 (got %lld)", origin, (long long)c->vocab_size);
+    KV_CHECK(c->vocab_size > 0, "%s: config field 'vocab_size' must be > 0 (got %lld)", origin,
+             (long long)c->vocab_size);
     KV_CHECK(c->vocab_size < ((int64_t)1 << 31), "%s: config field 'vocab_size' = %lld does not fit token ids in int32",
              origin, (long long)c->vocab_size);
     KV_CHECK(c->hidden_size > 0, "%s: config field 'hidden_size' must be > 0", origin);
@@ -159,15 +162,18 @@ void config_validate(const LlamaConfig *c, const char *origin) {
     KV_CHECK(c->num_attention_heads % c->num_key_value_heads == 0,
              "%s: config field 'num_key_value_heads' (%lld) must divide 'num_attention_heads' (%lld)", origin,
              (long long)c->num_key_value_heads, (long long)c->num_attention_heads);
-    KV_CHECK(c->head_dim > 0 && c->head_dim % 2 == 0, "%s: config field 'head_dim' must be positive and even (got %lld)",
-             origin, (long long)c->head_dim);
+    KV_CHECK(c->head_dim > 0 && c->head_dim % 2 == 0,
+             "%s: config field 'head_dim' must be positive and even (got %lld)", origin, (long long)c->head_dim);
     KV_CHECK(c->rms_norm_eps > 0, "%s: config field 'rms_norm_eps' must be > 0", origin);
     KV_CHECK(c->max_position_embeddings > 0, "%s: config field 'max_position_embeddings' must be > 0", origin);
     /* Upper bounds far above any Llama (8B: C 4096, F 14336, 32 layers, 32
      * heads, D 128; 405B: C 16384, F 53248, 126 layers, 128 heads), so that
      * every size the model multiplies stays far inside int64 (the parameter
      * count is at most about 2^56) and head counts fit an int. */
-    const struct { const char *field; int64_t v, max; } bounds[] = {
+    const struct {
+        const char *field;
+        int64_t v, max;
+    } bounds[] = {
         {"hidden_size", c->hidden_size, (int64_t)1 << 20},
         {"intermediate_size", c->intermediate_size, (int64_t)1 << 22},
         {"num_hidden_layers", c->num_hidden_layers, 4096},
@@ -208,7 +214,8 @@ void config_load(LlamaConfig *c, const char *spec) {
     char path[4096];
     struct stat st;
     if (stat(spec, &st) != 0)
-        die("'%s' is neither a preset (%s) nor an existing config.json or model directory", spec, config_preset_names());
+        die("'%s' is neither a preset (%s) nor an existing config.json or model directory", spec,
+            config_preset_names());
     snprintf(path, sizeof path, S_ISDIR(st.st_mode) ? "%s/config.json" : "%s", spec);
     char *text = read_text_file(path, NULL);
     config_parse_json(c, text, path);

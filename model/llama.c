@@ -28,8 +28,8 @@ void llama_create(Llama *m, const LlamaConfig *c) {
     llama_bind_tensors(&m->dw, c, &m->layout, m->grads);
     llama_pass_state_init(&m->state, c);
     m->mask = refresh_mask_off();
-    m->pass = (LlamaPassModel){.ops = &llama_cpu_ops, .cfg = &m->cfg, .mask = &m->mask, .w = &m->w, .dw = &m->dw,
-                               .act_size = 4};
+    m->pass = (LlamaPassModel){
+        .ops = &llama_cpu_ops, .cfg = &m->cfg, .mask = &m->mask, .w = &m->w, .dw = &m->dw, .act_size = 4};
 }
 
 static void free_acts(Llama *m) {
@@ -74,7 +74,6 @@ void llama_init_random(Llama *m, uint64_t seed) {
 }
 
 void llama_set_mask(Llama *m, const RefreshMask *mask) { llama_pass_set_mask(&m->mask, mask); }
-
 
 /* Grows the host buffers to B sequences of T tokens. */
 static void ensure_acts(Llama *m, int64_t B, int64_t T) {
@@ -121,7 +120,7 @@ static void host_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, sr
 static void host_zero(float *x, int64_t n) { memset(x, 0, sizeof(float) * (size_t)n); }
 
 /* The memory operations of both CPU tables. */
-#define HOST_MEMORY_OPS                                                                                           \
+#define HOST_MEMORY_OPS                                                                                                \
     .zero = host_zero, .alloc = host_alloc, .release = free, .copy_to_engine = host_copy, .copy_to_host = host_copy
 
 const LlamaOps llama_cpu_ops = {
@@ -167,9 +166,8 @@ static void rope_split_forward_bf16r(float *q, float *k, float *v, const float *
     round_bf16(k, B * T * Hkv * D); /* v is a copy of bf16 values */
 }
 
-static void rope_join_backward_bf16r(float *dqkv, const float *dq, const float *dk, const float *dv,
-                                     const float *cos_t, const float *sin_t, int64_t B, int64_t T, int64_t Hq,
-                                     int64_t Hkv, int64_t D) {
+static void rope_join_backward_bf16r(float *dqkv, const float *dq, const float *dk, const float *dv, const float *cos_t,
+                                     const float *sin_t, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
     rope_join_backward_cpu(dqkv, dq, dk, dv, cos_t, sin_t, B, T, Hq, Hkv, D);
     round_bf16(dqkv, B * T * (Hq + 2 * Hkv) * D);
 }
@@ -260,7 +258,9 @@ FlopSplit llama_flops_split(const Llama *m, int64_t T) {
     for (int64_t p = 0; p < T; p++) pairs += active ? (double)refresh_row_count(&m->mask, p) : (double)(p + 1);
     FlopSplit f;
     f.matmul = 6.0 * n;
-    f.attention = T > 0 ? 12.0 * (double)c->num_hidden_layers * (double)(c->num_attention_heads * c->head_dim) * pairs / (double)T : 0.0;
+    f.attention =
+        T > 0 ? 12.0 * (double)c->num_hidden_layers * (double)(c->num_attention_heads * c->head_dim) * pairs / (double)T
+              : 0.0;
     return f;
 }
 

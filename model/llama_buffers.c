@@ -6,21 +6,21 @@
 float **llama_tensor_slot(ModelTensors *w, const ParamTensor *t) {
     LayerTensors *L = t->layer >= 0 ? &w->layers[t->layer] : NULL;
     switch (t->kind) {
-    case PT_EMBED: return &w->embed;
-    case PT_FINAL_NORM: return &w->final_norm;
-    case PT_LM_HEAD: return &w->lm_head;
-    case PT_ATTN_NORM: return &L->attn_norm;
-    case PT_WQ: return &L->wq;
-    case PT_WK: return &L->wk;
-    case PT_WV: return &L->wv;
-    case PT_WO: return &L->wo;
-    case PT_MLP_NORM: return &L->mlp_norm;
-    case PT_WGATE: return &L->wgate;
-    case PT_WUP: return &L->wup;
-    case PT_WDOWN: return &L->wdown;
-    case PT_BQ: return &L->bq;
-    case PT_BK: return &L->bk;
-    case PT_BV: return &L->bv;
+        case PT_EMBED: return &w->embed;
+        case PT_FINAL_NORM: return &w->final_norm;
+        case PT_LM_HEAD: return &w->lm_head;
+        case PT_ATTN_NORM: return &L->attn_norm;
+        case PT_WQ: return &L->wq;
+        case PT_WK: return &L->wk;
+        case PT_WV: return &L->wv;
+        case PT_WO: return &L->wo;
+        case PT_MLP_NORM: return &L->mlp_norm;
+        case PT_WGATE: return &L->wgate;
+        case PT_WUP: return &L->wup;
+        case PT_WDOWN: return &L->wdown;
+        case PT_BQ: return &L->bq;
+        case PT_BK: return &L->bk;
+        case PT_BV: return &L->bv;
     }
     die("llama: tensor '%s' has an unknown kind %d", t->name, (int)t->kind);
 }

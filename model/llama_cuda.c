@@ -40,8 +40,9 @@ static void create_bf16_weights(LlamaCuda *g) {
     g->wbf16 = cuda_malloc_counted(&g->bytes_fixed, fb.wbf16);
     g->w.layers = xcalloc((size_t)g->cfg.num_hidden_layers, sizeof(LayerTensors));
     for (int i = 0; i < L->n; i++)
-        *llama_tensor_slot(&g->w, &L->t[i]) =
-            llama_cuda_stays_fp32(&L->t[i]) ? g->params + g->dev_offset[i] : (float *)(void *)(g->wbf16 + g->dev_offset[i]);
+        *llama_tensor_slot(&g->w, &L->t[i]) = llama_cuda_stays_fp32(&L->t[i])
+                                                  ? g->params + g->dev_offset[i]
+                                                  : (float *)(void *)(g->wbf16 + g->dev_offset[i]);
     if (g->head_offset >= 0) g->w.lm_head = (float *)(void *)(g->wbf16 + g->head_offset);
     /* the alignment padding after each packed tensor is nobody's: poisoned in
      * the emulator's sanitizer build, so a kernel reading or writing past
@@ -49,7 +50,8 @@ static void create_bf16_weights(LlamaCuda *g) {
     for (int i = 0; i < L->n; i++) {
         int64_t end = g->dev_offset[i] + L->t[i].numel;
         int64_t pad = i + 1 < L->n && llama_cuda_continues_fused(&L->t[i + 1]) ? 0 : llama_cuda_align_elems(end) - end;
-        if (llama_cuda_stays_fp32(&L->t[i])) REDZONE_POISON(g->params + g->dev_offset[i] + L->t[i].numel, sizeof(float) * (size_t)pad);
+        if (llama_cuda_stays_fp32(&L->t[i]))
+            REDZONE_POISON(g->params + g->dev_offset[i] + L->t[i].numel, sizeof(float) * (size_t)pad);
         else REDZONE_POISON(g->wbf16 + g->dev_offset[i] + L->t[i].numel, sizeof(bf16) * (size_t)pad);
     }
 }
@@ -65,8 +67,12 @@ static void create_common(LlamaCuda *g, const LlamaConfig *c, LlamaRecompute rec
     g->recompute = recompute;
     g->precision = precision;
     param_layout_build(&g->layout, c);
-    g->pass = (LlamaPassModel){.cfg = &g->cfg, .mask = &g->mask, .w = &g->w, .dw = &g->dw,
-                               .act_size = llama_cuda_act_size(precision), .recompute = recompute,
+    g->pass = (LlamaPassModel){.cfg = &g->cfg,
+                               .mask = &g->mask,
+                               .w = &g->w,
+                               .dw = &g->dw,
+                               .act_size = llama_cuda_act_size(precision),
+                               .recompute = recompute,
                                .ce_rows = LLAMA_CUDA_CE_CHUNK_ROWS};
     /* KVCPT_ATTN (the pass's ops), checked before anything is allocated */
     llama_cuda_set_attn(g, LLAMA_ATTN_AUTO, "llama_cuda_create");
@@ -130,7 +136,8 @@ void llama_cuda_create_streamed(LlamaCuda *g, const LlamaConfig *c, LlamaRecompu
 /* The first layout tensor of a layer (its tensors follow in layer 0's order). */
 static int layer_first_tensor(const LlamaCuda *g, int64_t layer) {
     KV_CHECK(g->streamed && layer >= 0 && layer < g->cfg.num_hidden_layers,
-             "llama_cuda: layer %lld of a %s engine cannot be bound", (long long)layer, g->streamed ? "streamed" : "whole");
+             "llama_cuda: layer %lld of a %s engine cannot be bound", (long long)layer,
+             g->streamed ? "streamed" : "whole");
     return param_layout_tensor_at(&g->layout, g->layout.layer_begin0 + layer * g->layout.layer_numel);
 }
 
@@ -139,8 +146,9 @@ void llama_cuda_bind_layer(LlamaCuda *g, int64_t layer, int slot) {
     int first = layer_first_tensor(g, layer), bf = g->precision == LLAMA_CUDA_BF16_WEIGHTS;
     for (int k = 0; first + k < g->layout.n && g->layout.t[first + k].layer == layer; k++) {
         const ParamTensor *t = &g->layout.t[first + k];
-        *llama_tensor_slot(&g->w, t) = bf && !llama_cuda_stays_fp32(t) ? (float *)(void *)(g->slot16[slot] + g->slot_offset[k])
-                                                            : g->slot32[slot] + g->slot_offset[k];
+        *llama_tensor_slot(&g->w, t) = bf && !llama_cuda_stays_fp32(t)
+                                           ? (float *)(void *)(g->slot16[slot] + g->slot_offset[k])
+                                           : g->slot32[slot] + g->slot_offset[k];
     }
 }
 
@@ -316,10 +324,8 @@ void llama_cuda_install_bf16(LlamaCuda *g, const bf16 *src, int64_t begin, int64
 
 void llama_cuda_upload_params(LlamaCuda *g, const float *host) {
     KV_CHECK(!g->streamed, "llama_cuda_upload_params: a streamed engine holds no whole copy");
-    if (g->precision == LLAMA_CUDA_BF16_WEIGHTS)
-        move_bf16_weights(g, host, NULL);
-    else
-        cuda_memcpy_h2d(g->params, host, sizeof(float) * (size_t)g->layout.total);
+    if (g->precision == LLAMA_CUDA_BF16_WEIGHTS) move_bf16_weights(g, host, NULL);
+    else cuda_memcpy_h2d(g->params, host, sizeof(float) * (size_t)g->layout.total);
 }
 
 void llama_cuda_download_grads(const LlamaCuda *g, float *host) {
@@ -329,10 +335,8 @@ void llama_cuda_download_grads(const LlamaCuda *g, float *host) {
 
 void llama_cuda_download_params(const LlamaCuda *g, float *host) {
     KV_CHECK(!g->streamed, "llama_cuda_download_params: a streamed engine holds no whole copy");
-    if (g->precision == LLAMA_CUDA_BF16_WEIGHTS)
-        move_bf16_weights(g, NULL, host);
-    else
-        cuda_memcpy_d2h(host, g->params, sizeof(float) * (size_t)g->layout.total);
+    if (g->precision == LLAMA_CUDA_BF16_WEIGHTS) move_bf16_weights(g, NULL, host);
+    else cuda_memcpy_d2h(host, g->params, sizeof(float) * (size_t)g->layout.total);
 }
 
 LlamaCudaPlace llama_cuda_param_place(const LlamaCuda *g, int tensor) {
@@ -389,10 +393,12 @@ static void ensure_acts(LlamaCuda *g, int64_t B, int64_t T) {
     if (attn) {
         /* one rebuilt part, refilled before each layer's backward: every set points at it */
         LayerActs r;
-        llama_layer_acts_carve_part(&r, c, BT, act, LAYER_ACTS_REBUILT, cuda_malloc_counted(&g->bytes_acts, ab.shared_set));
+        llama_layer_acts_carve_part(&r, c, BT, act, LAYER_ACTS_REBUILT,
+                                    cuda_malloc_counted(&g->bytes_acts, ab.shared_set));
         for (int64_t l = 0; l < nl; l++) {
             LayerActs *a = &s->acts[l];
-            a->xn1 = r.xn1, a->rstd1 = r.rstd1, a->qkv = r.qkv, a->xn2 = r.xn2, a->rstd2 = r.rstd2, a->gu = r.gu, a->h = r.h;
+            a->xn1 = r.xn1, a->rstd1 = r.rstd1, a->qkv = r.qkv, a->xn2 = r.xn2, a->rstd2 = r.rstd2, a->gu = r.gu,
+            a->h = r.h;
         }
     }
     ensure_sel(g, ab.sel);
@@ -413,7 +419,8 @@ static void ensure_acts(LlamaCuda *g, int64_t B, int64_t T) {
  * engines may have bound to theirs since; freed when the attention is no
  * longer cudnn (llama_cuda_set_attn may change it between passes). */
 static void bind_attn_scratch(LlamaCuda *g) {
-    const int64_t need = llama_cuda_attn_scratch_bytes(&g->cfg, g->precision, g->attn, g->state.B, g->state.T, &g->mask);
+    const int64_t need =
+        llama_cuda_attn_scratch_bytes(&g->cfg, g->precision, g->attn, g->state.B, g->state.T, &g->mask);
     if (need == 0) {
         free_attn_scratch(g);
         return;
@@ -426,8 +433,8 @@ static void bind_attn_scratch(LlamaCuda *g) {
 }
 
 /* The device memory operations of every CUDA table. */
-#define DEVICE_MEMORY_OPS                                                                                         \
-    .zero = zero, .alloc = cuda_malloc, .release = cuda_free, .copy_to_engine = cuda_memcpy_h2d,                \
+#define DEVICE_MEMORY_OPS                                                                                              \
+    .zero = zero, .alloc = cuda_malloc, .release = cuda_free, .copy_to_engine = cuda_memcpy_h2d,                       \
     .copy_to_host = cuda_memcpy_d2h
 
 const LlamaOps llama_cuda_ops = {
@@ -526,8 +533,8 @@ static void bf_attention_backward_mma(float *dq, float *dk, float *dv, const flo
                                       const float *k, const float *v, const float *out, const float *lse,
                                       const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                       const RefreshMask *m) {
-    attention_backward_mma_bf16_cuda(dq, dk, dv, CBF(dout), CBF(q), CBF(k), CBF(v), CBF(out), lse, sel, B, T, Hq,
-                                     Hkv, D, m);
+    attention_backward_mma_bf16_cuda(dq, dk, dv, CBF(dout), CBF(q), CBF(k), CBF(v), CBF(out), lse, sel, B, T, Hq, Hkv,
+                                     D, m);
 }
 
 static void bf_attention_forward_cudnn(float *out, float *lse, const float *q, const float *k, const float *v,
@@ -540,8 +547,8 @@ static void bf_attention_backward_cudnn(float *dq, float *dk, float *dv, const f
                                         const float *k, const float *v, const float *out, const float *lse,
                                         const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                         const RefreshMask *m) {
-    attention_backward_cudnn_bf16_cuda(dq, dk, dv, CBF(dout), CBF(q), CBF(k), CBF(v), CBF(out), lse, sel, B, T, Hq,
-                                       Hkv, D, m);
+    attention_backward_cudnn_bf16_cuda(dq, dk, dv, CBF(dout), CBF(q), CBF(k), CBF(v), CBF(out), lse, sel, B, T, Hq, Hkv,
+                                       D, m);
 }
 
 static void bf_swiglu_forward(float *h, const float *gu, int64_t N, int64_t F) {
@@ -553,15 +560,14 @@ static void bf_swiglu_backward(float *dgu, const float *dh, const float *gu, int
 }
 
 /* What the two bf16 tables share: they differ in attention only. */
-#define BF16_OPS_BUT_ATTENTION                                                                                    \
-    .rmsnorm_forward = bf_rmsnorm_forward, .rmsnorm_backward = rmsnorm_backward_cuda,                           \
-    .matmul_forward = bf_matmul_forward, .matmul_forward_act = bf_matmul_forward_act,                           \
-    .matmul_forward_add = bf_matmul_forward_add,                                                                \
-    .matmul_backward = bf_matmul_backward, .matmul_backward_act = bf_matmul_backward_act,                       \
-    .head_forward = bf_head_forward, .head_backward = bf_head_backward, .bias_add = bf_bias_add,                \
-    .bias_backward = bf_bias_backward, .rope_split_forward = bf_rope_split,                                     \
-    .rope_join_backward = bf_rope_join, .attention_select = bf_select, .swiglu_forward = bf_swiglu_forward,     \
-    .swiglu_backward = bf_swiglu_backward, .residual_add = residual_add_cuda, LLAMA_PASS_KERNEL_OPS(cuda),      \
+#define BF16_OPS_BUT_ATTENTION                                                                                         \
+    .rmsnorm_forward = bf_rmsnorm_forward, .rmsnorm_backward = rmsnorm_backward_cuda,                                  \
+    .matmul_forward = bf_matmul_forward, .matmul_forward_act = bf_matmul_forward_act,                                  \
+    .matmul_forward_add = bf_matmul_forward_add, .matmul_backward = bf_matmul_backward,                                \
+    .matmul_backward_act = bf_matmul_backward_act, .head_forward = bf_head_forward, .head_backward = bf_head_backward, \
+    .bias_add = bf_bias_add, .bias_backward = bf_bias_backward, .rope_split_forward = bf_rope_split,                   \
+    .rope_join_backward = bf_rope_join, .attention_select = bf_select, .swiglu_forward = bf_swiglu_forward,            \
+    .swiglu_backward = bf_swiglu_backward, .residual_add = residual_add_cuda, LLAMA_PASS_KERNEL_OPS(cuda),             \
     DEVICE_MEMORY_OPS
 
 /* bf16 weights and activations, attention on the fp32 CUDA-core kernels
@@ -601,9 +607,7 @@ void llama_cuda_set_attn(LlamaCuda *g, LlamaAttnImpl requested, const char *what
     g->pass.ops = llama_cuda_ops_for(g->precision, g->attn);
 }
 
-static const LlamaPassModel *pass_of(const LlamaCuda *g) {
-    return llama_pass_checked(&g->pass, &g->cfg, "llama_cuda");
-}
+static const LlamaPassModel *pass_of(const LlamaCuda *g) { return llama_pass_checked(&g->pass, &g->cfg, "llama_cuda"); }
 
 static float forward(LlamaCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T,
                      LlamaForwardMode mode) {

@@ -36,14 +36,16 @@ static int64_t pack_place(int64_t *n, const ParamTensor *t) {
     return off;
 }
 
-int64_t llama_cuda_pack_bf16(const ParamLayout *L, const LlamaConfig *c, int64_t *dev_offset, int64_t *n32, int64_t *n16) {
+int64_t llama_cuda_pack_bf16(const ParamLayout *L, const LlamaConfig *c, int64_t *dev_offset, int64_t *n32,
+                             int64_t *n16) {
     *n32 = 0, *n16 = 0;
     for (int i = 0; i < L->n; i++) {
         int64_t off = pack_place(llama_cuda_stays_fp32(&L->t[i]) ? n32 : n16, &L->t[i]);
         if (dev_offset) dev_offset[i] = off;
     }
     int64_t head = -1;
-    if (c->tie_word_embeddings) *n16 = llama_cuda_align_elems(*n16), head = *n16, *n16 += c->vocab_size * c->hidden_size;
+    if (c->tie_word_embeddings)
+        *n16 = llama_cuda_align_elems(*n16), head = *n16, *n16 += c->vocab_size * c->hidden_size;
     *n32 = llama_cuda_align_elems(*n32), *n16 = llama_cuda_align_elems(*n16);
     return head;
 }
@@ -57,7 +59,6 @@ LlamaCudaFixedBytes llama_cuda_fixed_bytes(const ParamLayout *L, const LlamaConf
     }
     return b;
 }
-
 
 static int is_layer_tensor(const ParamTensor *t) { return t->layer >= 0; }
 
@@ -87,7 +88,8 @@ LlamaCudaStreamPack llama_cuda_stream_pack(const ParamLayout *L, const LlamaConf
     z.res_grads = embed_n + (L->total - tail_begin);
     if (!bf) z.res32 = z.res_grads;
     if (bf) {
-        if (c->tie_word_embeddings) z.res16 = llama_cuda_align_elems(z.res16) + c->vocab_size * c->hidden_size; /* the head's copy */
+        if (c->tie_word_embeddings)
+            z.res16 = llama_cuda_align_elems(z.res16) + c->vocab_size * c->hidden_size; /* the head's copy */
         z.res32 = llama_cuda_align_elems(z.res32), z.res16 = llama_cuda_align_elems(z.res16);
         z.slot32 = llama_cuda_align_elems(z.slot32), z.slot16 = llama_cuda_align_elems(z.slot16);
     }
@@ -101,9 +103,13 @@ LlamaCudaFixedBytes llama_cuda_streamed_bytes(const ParamLayout *L, const LlamaC
                                  (int64_t)sizeof(float) * (z.res_grads + L->layer_numel)};
 }
 
-int64_t llama_cuda_rope_bytes(const LlamaConfig *c, int64_t T) { return (int64_t)sizeof(float) * 2 * T * (c->head_dim / 2); }
+int64_t llama_cuda_rope_bytes(const LlamaConfig *c, int64_t T) {
+    return (int64_t)sizeof(float) * 2 * T * (c->head_dim / 2);
+}
 
-int llama_cuda_act_size(LlamaCudaPrecision p) { return p == LLAMA_CUDA_BF16_WEIGHTS ? (int)sizeof(bf16) : (int)sizeof(float); }
+int llama_cuda_act_size(LlamaCudaPrecision p) {
+    return p == LLAMA_CUDA_BF16_WEIGHTS ? (int)sizeof(bf16) : (int)sizeof(float);
+}
 
 static int64_t mul_checked(int64_t a, int64_t b, const char *what) {
     int64_t r;
@@ -135,9 +141,10 @@ LlamaCudaActBytes llama_cuda_act_bytes(const LlamaConfig *c, LlamaRecompute reco
     return (LlamaCudaActBytes){
         .sets = recompute == LLAMA_RECOMPUTE_FULL ? 1 : nl,
         .layer_set = mul_checked((int64_t)sizeof(float), kept, "a layer's activation set"),
-        .shared_set = attn ? mul_checked((int64_t)sizeof(float), llama_layer_acts_part_numel(c, BT, act, LAYER_ACTS_REBUILT),
-                                         "the shared rebuilt activations")
-                           : 0,
+        .shared_set =
+            attn ? mul_checked((int64_t)sizeof(float), llama_layer_acts_part_numel(c, BT, act, LAYER_ACTS_REBUILT),
+                               "the shared rebuilt activations")
+                 : 0,
         .sel = sel_bytes(c, B, T, mask),
         .resid = (int64_t)sizeof(float) * (nl + 1) * BT * C,
         .tokens = (int64_t)sizeof(int32_t) * 2 * BT,

@@ -85,7 +85,8 @@ int llama_cuda_continues_fused(const ParamTensor *t);
  * (dev_offset, per layout tensor, when not NULL), the fp32 and bf16 element
  * counts (*n32, *n16); returns the tied lm_head copy's offset in the bf16
  * buffer (-1: none). */
-int64_t llama_cuda_pack_bf16(const ParamLayout *L, const LlamaConfig *c, int64_t *dev_offset, int64_t *n32, int64_t *n16);
+int64_t llama_cuda_pack_bf16(const ParamLayout *L, const LlamaConfig *c, int64_t *dev_offset, int64_t *n32,
+                             int64_t *n16);
 /* The streamed engine's packing. Resident tensors (embedding, final norm,
  * lm_head): in fp32 mode, each unit in layout order (embedding at 0, the
  * tail after it), so a unit is gathered in place; with bf16 weights the

@@ -6,8 +6,8 @@
 
 /* out = inp W^T + add: in the product's epilogue where the engine has it
  * (one rounding of the fp32 sum either way), else the product, then the add. */
-static void matmul_add(const LlamaOps *o, float *out, const float *add, const float *inp, const float *weight, int64_t N,
-                       int64_t IC, int64_t OC) {
+static void matmul_add(const LlamaOps *o, float *out, const float *add, const float *inp, const float *weight,
+                       int64_t N, int64_t IC, int64_t OC) {
     if (o->matmul_forward_add) {
         o->matmul_forward_add(out, add, inp, weight, N, IC, OC);
         return;

@@ -106,21 +106,21 @@ typedef struct {
 /* The entries an engine takes straight from its fp32 kernel family: the
  * kernels named <op>_<backend> (the kernels/ headers; backend cpu or
  * cuda), which take the same arguments on every backend. */
-#define LLAMA_LAYER_KERNEL_OPS(backend)                                                                           \
-    .rmsnorm_forward = rmsnorm_forward_##backend, .rmsnorm_backward = rmsnorm_backward_##backend,               \
-    .matmul_forward = matmul_forward_##backend, .matmul_forward_act = matmul_forward_##backend,                 \
-    .matmul_backward = matmul_backward_##backend, .matmul_backward_act = matmul_backward_##backend,             \
-    .head_forward = matmul_forward_##backend, .head_backward = matmul_backward_##backend,                       \
-    .bias_add = bias_add_##backend, .bias_backward = bias_backward_##backend,                                   \
-    .rope_split_forward = rope_split_forward_##backend, .rope_join_backward = rope_join_backward_##backend,     \
-    .attention_select = attention_refresh_select_##backend, .attention_forward = attention_forward_##backend,   \
-    .attention_backward = attention_backward_##backend, .swiglu_forward = swiglu_fused_forward_##backend,       \
+#define LLAMA_LAYER_KERNEL_OPS(backend)                                                                                \
+    .rmsnorm_forward = rmsnorm_forward_##backend, .rmsnorm_backward = rmsnorm_backward_##backend,                      \
+    .matmul_forward = matmul_forward_##backend, .matmul_forward_act = matmul_forward_##backend,                        \
+    .matmul_backward = matmul_backward_##backend, .matmul_backward_act = matmul_backward_##backend,                    \
+    .head_forward = matmul_forward_##backend, .head_backward = matmul_backward_##backend,                              \
+    .bias_add = bias_add_##backend, .bias_backward = bias_backward_##backend,                                          \
+    .rope_split_forward = rope_split_forward_##backend, .rope_join_backward = rope_join_backward_##backend,            \
+    .attention_select = attention_refresh_select_##backend, .attention_forward = attention_forward_##backend,          \
+    .attention_backward = attention_backward_##backend, .swiglu_forward = swiglu_fused_forward_##backend,              \
     .swiglu_backward = swiglu_fused_backward_##backend, .residual_add = residual_add_##backend
 /* The same for the pass around the layers, fp32 in every precision. */
-#define LLAMA_PASS_KERNEL_OPS(backend)                                                                            \
-    .final_norm_forward = rmsnorm_forward_##backend, .embedding_forward = embedding_forward_##backend,          \
-    .embedding_backward = embedding_backward_##backend, .crossentropy_forward = crossentropy_forward_##backend, \
-    .crossentropy_backward = crossentropy_backward_##backend,                                                   \
+#define LLAMA_PASS_KERNEL_OPS(backend)                                                                                 \
+    .final_norm_forward = rmsnorm_forward_##backend, .embedding_forward = embedding_forward_##backend,                 \
+    .embedding_backward = embedding_backward_##backend, .crossentropy_forward = crossentropy_forward_##backend,        \
+    .crossentropy_backward = crossentropy_backward_##backend,                                                          \
     .crossentropy_forward_backward = crossentropy_forward_backward_##backend
 /* The CPU reference's ops (model/llama.c): fp32, sgemm products; the
  * evaluator's prefill runs its layers with them too. */

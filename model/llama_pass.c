@@ -69,8 +69,13 @@ static void need_head(const LlamaPassModel *m, int backward) {
 }
 
 static LayerPass layer_pass(const LlamaPassModel *m, const LlamaPassState *s) {
-    return (LayerPass){.ops = m->ops, .cfg = m->cfg, .mask = m->mask, .rope_cos = s->rope_cos, .rope_sin = s->rope_sin,
-                       .B = s->B, .T = s->T};
+    return (LayerPass){.ops = m->ops,
+                       .cfg = m->cfg,
+                       .mask = m->mask,
+                       .rope_cos = s->rope_cos,
+                       .rope_sin = s->rope_sin,
+                       .B = s->B,
+                       .T = s->T};
 }
 
 static LayerActs *acts_of(const LlamaPassModel *m, const LlamaPassState *s, int64_t l) {

@@ -35,10 +35,16 @@ void param_layout_build(ParamLayout *pl, const LlamaConfig *c) {
     add(pl, &cap, PT_EMBED, -1, tn->embed.hf, 2, c->vocab_size, C);
     pl->layer_begin0 = pl->total;
     /* a layer's tensors in the names table's order, with their shapes */
-    const struct { ParamKind kind; int ndim; int64_t d0, d1; } blk[9] = {
-        {PT_ATTN_NORM, 1, C, 1}, {PT_WQ, 2, q, C},       {PT_WK, 2, kv, C},   {PT_WV, 2, kv, C}, {PT_WO, 2, C, q},
-        {PT_MLP_NORM, 1, C, 1},  {PT_WGATE, 2, F, C},    {PT_WUP, 2, F, C},   {PT_WDOWN, 2, C, F}};
-    const struct { ParamKind kind; int64_t d0; } bias[3] = {{PT_BQ, q}, {PT_BK, kv}, {PT_BV, kv}};
+    const struct {
+        ParamKind kind;
+        int ndim;
+        int64_t d0, d1;
+    } blk[9] = {{PT_ATTN_NORM, 1, C, 1}, {PT_WQ, 2, q, C},    {PT_WK, 2, kv, C}, {PT_WV, 2, kv, C},  {PT_WO, 2, C, q},
+                {PT_MLP_NORM, 1, C, 1},  {PT_WGATE, 2, F, C}, {PT_WUP, 2, F, C}, {PT_WDOWN, 2, C, F}};
+    const struct {
+        ParamKind kind;
+        int64_t d0;
+    } bias[3] = {{PT_BQ, q}, {PT_BK, kv}, {PT_BV, kv}};
     for (int l = 0; l < (int)c->num_hidden_layers; l++) {
         char n[96];
         for (int i = 0; i < 9; i++) {

@@ -13,8 +13,21 @@
 #include "config.h"
 
 typedef enum {
-    PT_EMBED, PT_ATTN_NORM, PT_WQ, PT_WK, PT_WV, PT_WO, PT_MLP_NORM, PT_WGATE, PT_WUP, PT_WDOWN, PT_FINAL_NORM,
-    PT_LM_HEAD, PT_BQ, PT_BK, PT_BV
+    PT_EMBED,
+    PT_ATTN_NORM,
+    PT_WQ,
+    PT_WK,
+    PT_WV,
+    PT_WO,
+    PT_MLP_NORM,
+    PT_WGATE,
+    PT_WUP,
+    PT_WDOWN,
+    PT_FINAL_NORM,
+    PT_LM_HEAD,
+    PT_BQ,
+    PT_BK,
+    PT_BV
 } ParamKind;
 
 typedef struct {

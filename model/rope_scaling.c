@@ -19,8 +19,8 @@ static const char *const type_fields[][9] = {
     [ROPE_DEFAULT] = {NULL},
     [ROPE_LINEAR] = {"factor", NULL},
     [ROPE_DYNAMIC] = {"factor", NULL},
-    [ROPE_YARN] = {"factor", "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow",
-                   "mscale", "mscale_all_dim", "truncate", NULL},
+    [ROPE_YARN] = {"factor", "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow", "mscale",
+                   "mscale_all_dim", "truncate", NULL},
     [ROPE_LLAMA3] = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings", NULL},
 };
 
@@ -132,9 +132,8 @@ static RopeBlock parse_block(json_t *rs, const char *field, const LlamaConfig *c
 static int scalings_equal(const RopeScaling *a, const RopeScaling *b) {
     return a->type == b->type && a->factor == b->factor && a->low_freq_factor == b->low_freq_factor &&
            a->high_freq_factor == b->high_freq_factor && a->original_max_pos == b->original_max_pos &&
-           a->attention_factor == b->attention_factor && a->beta_fast == b->beta_fast &&
-           a->beta_slow == b->beta_slow && a->mscale == b->mscale && a->mscale_all_dim == b->mscale_all_dim &&
-           a->no_truncate == b->no_truncate;
+           a->attention_factor == b->attention_factor && a->beta_fast == b->beta_fast && a->beta_slow == b->beta_slow &&
+           a->mscale == b->mscale && a->mscale_all_dim == b->mscale_all_dim && a->no_truncate == b->no_truncate;
 }
 
 /* yarn's factor may be null: then transformers takes
@@ -180,8 +179,8 @@ void rope_scaling_parse(LlamaConfig *c, json_t *root, const char *origin) {
             int64_t o = (int64_t)json_integer_value(top);
             KV_CHECK(!b->has_original || b->s.original_max_pos == o,
                      "%s: config fields 'original_max_position_embeddings' (%lld) and "
-                     "'%s.original_max_position_embeddings' (%lld) disagree", origin, (long long)o, names[i],
-                     (long long)b->s.original_max_pos);
+                     "'%s.original_max_position_embeddings' (%lld) disagree",
+                     origin, (long long)o, names[i], (long long)b->s.original_max_pos);
             b->s.original_max_pos = o;
         }
         resolve(b, c);
@@ -199,8 +198,10 @@ void rope_scaling_validate(const LlamaConfig *c, const char *origin) {
     KV_CHECK(s->factor > 0 && isfinite(s->factor), "%s: config field 'rope_scaling.factor' must be > 0 (got %g)",
              origin, s->factor);
     if (s->type == ROPE_LLAMA3 || s->type == ROPE_YARN)
-        KV_CHECK(s->original_max_pos > 0, "%s: config field 'rope_scaling.original_max_position_embeddings' must "
-                 "be > 0 (got %lld)", origin, (long long)s->original_max_pos);
+        KV_CHECK(s->original_max_pos > 0,
+                 "%s: config field 'rope_scaling.original_max_position_embeddings' must "
+                 "be > 0 (got %lld)",
+                 origin, (long long)s->original_max_pos);
     if (s->type == ROPE_LLAMA3)
         KV_CHECK(s->low_freq_factor > 0 && s->high_freq_factor > s->low_freq_factor,
                  "%s: config fields 'rope_scaling.high_freq_factor' (%g) must exceed 'low_freq_factor' (%g) > 0",
@@ -212,9 +213,14 @@ void rope_scaling_validate(const LlamaConfig *c, const char *origin) {
     if (s->type == ROPE_YARN) {
         /* the ramp's bounds take logarithms of the base and of the rotation counts */
         KV_CHECK(c->rope_theta > 1, "%s: rope_type 'yarn' needs 'rope_theta' > 1 (got %g)", origin, c->rope_theta);
-        const struct { const char *key; double v; } nonneg[] = {
-            {"attention_factor", s->attention_factor}, {"beta_fast", s->beta_fast}, {"beta_slow", s->beta_slow},
-            {"mscale", s->mscale}, {"mscale_all_dim", s->mscale_all_dim}};
+        const struct {
+            const char *key;
+            double v;
+        } nonneg[] = {{"attention_factor", s->attention_factor},
+                      {"beta_fast", s->beta_fast},
+                      {"beta_slow", s->beta_slow},
+                      {"mscale", s->mscale},
+                      {"mscale_all_dim", s->mscale_all_dim}};
         for (size_t i = 0; i < sizeof nonneg / sizeof nonneg[0]; i++)
             KV_CHECK(nonneg[i].v >= 0 && isfinite(nonneg[i].v),
                      "%s: config field 'rope_scaling.%s' must be a finite number > 0 (got %g)", origin, nonneg[i].key,
@@ -241,9 +247,14 @@ json_t *rope_scaling_json(const LlamaConfig *c) {
         set_new(o, "original_max_position_embeddings", json_integer((json_int_t)s->original_max_pos));
     if (s->type == ROPE_YARN) {
         /* the optional fields as given: absent ones keep transformers' defaults */
-        const struct { const char *key; double v; } opt[] = {
-            {"attention_factor", s->attention_factor}, {"beta_fast", s->beta_fast}, {"beta_slow", s->beta_slow},
-            {"mscale", s->mscale}, {"mscale_all_dim", s->mscale_all_dim}};
+        const struct {
+            const char *key;
+            double v;
+        } opt[] = {{"attention_factor", s->attention_factor},
+                   {"beta_fast", s->beta_fast},
+                   {"beta_slow", s->beta_slow},
+                   {"mscale", s->mscale},
+                   {"mscale_all_dim", s->mscale_all_dim}};
         for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
             if (opt[i].v != 0) set_new(o, opt[i].key, json_real(opt[i].v));
         if (s->no_truncate) set_new(o, "truncate", json_false());
@@ -266,31 +277,33 @@ void rope_scaling_override(LlamaConfig *c, const char *spec, const char *option)
         double factor = colon ? strtod(colon + 1, &end) : 0;
         KV_CHECK(colon && end != colon + 1 && *end == '\0',
                  "%s '%s': expected TYPE:FACTOR (linear:2, dynamic:2, yarn:2), none, or a JSON rope_scaling "
-                 "object", option, spec);
+                 "object",
+                 option, spec);
         char type[32];
         KV_CHECK((size_t)(colon - spec) < sizeof type, "%s '%s': unknown RoPE type", option, spec);
         memcpy(type, spec, (size_t)(colon - spec));
         type[colon - spec] = '\0';
         KV_CHECK(!strcmp(type, "linear") || !strcmp(type, "dynamic") || !strcmp(type, "yarn"),
                  "%s '%s': TYPE:FACTOR takes linear, dynamic or yarn (llama3 needs its other fields: give a JSON "
-                 "object)", option, spec);
+                 "object)",
+                 option, spec);
         block = json_pack("{s:s,s:f}", "rope_type", type, "factor", factor);
         KV_CHECK(block, "%s: out of memory", option);
     }
     RopeBlock b = parse_block(block, "rope_scaling", c, option);
     json_decref(block);
-    KV_CHECK(b.theta == 0 || b.theta == c->rope_theta, "%s: its 'rope_theta' (%g) differs from the model's (%g): "
-             "give only the scaling", option, b.theta, c->rope_theta);
+    KV_CHECK(b.theta == 0 || b.theta == c->rope_theta,
+             "%s: its 'rope_theta' (%g) differs from the model's (%g): "
+             "give only the scaling",
+             option, b.theta, c->rope_theta);
     resolve(&b, c);
     c->rope_scaling = b.s;
     rope_scaling_validate(c, option);
 }
 
 void rope_scaling_label(char *out, size_t n, const RopeScaling *s) {
-    if (s->type == ROPE_DEFAULT)
-        snprintf(out, n, "none");
-    else
-        snprintf(out, n, "%s factor %g", type_names[s->type], s->factor);
+    if (s->type == ROPE_DEFAULT) snprintf(out, n, "none");
+    else snprintf(out, n, "%s factor %g", type_names[s->type], s->factor);
 }
 
 int64_t rope_trained_context(const LlamaConfig *c) {

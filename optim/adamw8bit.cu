@@ -75,7 +75,8 @@ __device__ __forceinline__ float param_load(const ParamsArg &pa, ParamRef r) {
 /* index: the element's offset in the gradient buffer, the key of its random bits */
 __device__ __forceinline__ void param_store(const ParamsArg &pa, ParamRef r, long long index, float v) {
     if (!r.b16) pa.f32[r.at] = v;
-    else if (r.stochastic) pa.b16[r.at] = __float2bfloat16_rn(adamw_round_bf16_sr(v, adamw_sr_bits(pa.sr_seed, pa.step, index)));
+    else if (r.stochastic)
+        pa.b16[r.at] = __float2bfloat16_rn(adamw_round_bf16_sr(v, adamw_sr_bits(pa.sr_seed, pa.step, index)));
     else pa.b16[r.at] = __float2bfloat16_rn(v);
 }
 
@@ -111,11 +112,10 @@ __device__ __forceinline__ float block_max(float x, float *scratch) {
 }
 
 template <typename G>
-__global__ void __launch_bounds__(256) adamw_step_kernel(const DevSegment *seg, int nseg, long long nblocks, ParamsArg pa,
-                                                         const G *grads, uint8_t *m_code, uint8_t *v_code,
-                                                         float *m_absmax, float *v_absmax, float *m32, float *v32,
-                                                         const float *maps, uint8_t zero_m, uint8_t zero_v,
-                                                         AdamWScalars s, const unsigned long long *bad) {
+__global__ void __launch_bounds__(256)
+    adamw_step_kernel(const DevSegment *seg, int nseg, long long nblocks, ParamsArg pa, const G *grads, uint8_t *m_code,
+                      uint8_t *v_code, float *m_absmax, float *v_absmax, float *m32, float *v32, const float *maps,
+                      uint8_t zero_m, uint8_t zero_v, AdamWScalars s, const unsigned long long *bad) {
     if (*bad != NO_BAD) return;
     __shared__ float code_m[256], code_v[256], mid_m[256], mid_v[256], scratch_m[8], scratch_v[8];
     const int t = threadIdx.x;
@@ -167,9 +167,15 @@ extern "C" OptimCuda *optim_cuda_create(const Optimizer *h) {
     memcpy(o->host_seg, h->seg, (size_t)h->nseg * sizeof(OptimSegment));
     DevSegment *ds = (DevSegment *)xcalloc((size_t)h->nseg + 1, sizeof(DevSegment));
     for (int i = 0; i < h->nseg; i++)
-        ds[i] = DevSegment{h->seg[i].offset,        h->seg[i].numel,       h->seg[i].state_offset,
-                           h->seg[i].absmax_offset, h->seg[i].first_block, h->seg[i].quantized,
-                           h->seg[i].offset,        0,                     0};
+        ds[i] = DevSegment{h->seg[i].offset,
+                           h->seg[i].numel,
+                           h->seg[i].state_offset,
+                           h->seg[i].absmax_offset,
+                           h->seg[i].first_block,
+                           h->seg[i].quantized,
+                           h->seg[i].offset,
+                           0,
+                           0};
     CUDA_CHECK(cudaMalloc(&o->seg, ((size_t)h->nseg + 1) * sizeof(DevSegment)));
     cuda_memcpy_h2d(o->seg, ds, (size_t)h->nseg * sizeof(DevSegment));
     free(ds);
@@ -240,17 +246,17 @@ static void launch_check(OptimCuda *o, const void *grads, OptimDtype gd, const A
     if (gd == OPTIM_F32)
         adamw_check_kernel<float><<<grid, 256>>>(o->seg, o->nseg, o->nblocks, (const float *)grads, s, o->bad);
     else
-        adamw_check_kernel<__nv_bfloat16><<<grid, 256>>>(o->seg, o->nseg, o->nblocks,
-                                                         (const __nv_bfloat16 *)grads, s, o->bad);
+        adamw_check_kernel<__nv_bfloat16>
+            <<<grid, 256>>>(o->seg, o->nseg, o->nblocks, (const __nv_bfloat16 *)grads, s, o->bad);
     CUDA_CHECK_LAUNCH();
 }
 
 /* The update; a no-op on the device when the check found a bad gradient. */
 template <typename G>
 static void launch_step(OptimCuda *o, const ParamsArg &pa, const void *grads, const AdamWScalars &s) {
-    adamw_step_kernel<G><<<grid_of(o), 256>>>(o->seg, o->nseg, o->nblocks, pa, (const G *)grads, o->m_code,
-                                               o->v_code, o->m_absmax, o->v_absmax, o->m32, o->v32, o->maps, o->zero_m,
-                                               o->zero_v, s, o->bad);
+    adamw_step_kernel<G><<<grid_of(o), 256>>>(o->seg, o->nseg, o->nblocks, pa, (const G *)grads, o->m_code, o->v_code,
+                                              o->m_absmax, o->v_absmax, o->m32, o->v32, o->maps, o->zero_m, o->zero_v,
+                                              s, o->bad);
     CUDA_CHECK_LAUNCH();
 }
 

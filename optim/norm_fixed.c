@@ -52,8 +52,8 @@ static void check_blocks(const double *blocks, int64_t nblocks, int E, const cha
              "%s: %lld blocks, more than the %lld whose sum fits 128 bits", who, (long long)nblocks,
              (long long)NORM_FIXED_MAX_BLOCKS);
     for (int64_t b = 0; b < nblocks; b++)
-        KV_CHECK(nf_block_ok(blocks[b], E), "%s: block %lld's sum %g is not in [0, 2^%d)", who, (long long)b,
-                 blocks[b], E);
+        KV_CHECK(nf_block_ok(blocks[b], E), "%s: block %lld's sum %g is not in [0, 2^%d)", who, (long long)b, blocks[b],
+                 E);
 }
 
 Fixed128 shard_fixed_sum_cpu(const double *blocks, int64_t nblocks, int E) {

@@ -81,7 +81,8 @@ __device__ Fixed128 block_fixed_sum(Fixed128 v) {
 __global__ void __launch_bounds__(NF_THREADS) fixed_partials_kernel(unsigned long long *partial, const double *blocks,
                                                                     int64_t nblocks, int E, unsigned long long *bad) {
     Fixed128 acc = {0, 0};
-    for (int64_t b = (int64_t)blockIdx.x * NF_THREADS + threadIdx.x; b < nblocks; b += (int64_t)gridDim.x * NF_THREADS) {
+    for (int64_t b = (int64_t)blockIdx.x * NF_THREADS + threadIdx.x; b < nblocks;
+         b += (int64_t)gridDim.x * NF_THREADS) {
         const double x = blocks[b];
         if (nf_block_ok(x, E)) acc = nf_add(acc, nf_quantize(x, E));
         else atomicMin(bad, (unsigned long long)b);
@@ -91,8 +92,8 @@ __global__ void __launch_bounds__(NF_THREADS) fixed_partials_kernel(unsigned lon
 }
 
 /* The partials' sum into out[0..1] (hi, lo); one thread block. */
-__global__ void __launch_bounds__(NF_THREADS) fixed_total_kernel(unsigned long long *out, const unsigned long long *partial,
-                                                                 int nparts) {
+__global__ void __launch_bounds__(NF_THREADS)
+    fixed_total_kernel(unsigned long long *out, const unsigned long long *partial, int nparts) {
     Fixed128 acc = {0, 0};
     for (int p = threadIdx.x; p < nparts; p += NF_THREADS) {
         Fixed128 x = {partial[2 * p], partial[2 * p + 1]};
@@ -108,8 +109,8 @@ extern "C" Fixed128 shard_fixed_sum_cuda(const double *blocks, int64_t nblocks, 
              (long long)NORM_FIXED_MAX_BLOCKS);
     Fixed128 r = {0, 0};
     if (nblocks == 0) return r;
-    const int nparts = (int)(nblocks < (int64_t)NF_PARTIALS * NF_THREADS ? (nblocks + NF_THREADS - 1) / NF_THREADS
-                                                                           : NF_PARTIALS);
+    const int nparts =
+        (int)(nblocks < (int64_t)NF_PARTIALS * NF_THREADS ? (nblocks + NF_THREADS - 1) / NF_THREADS : NF_PARTIALS);
     /* out (hi, lo, bad), then the partials */
     unsigned long long *d = NULL, out[3];
     const size_t bytes = sizeof(unsigned long long) * (3 + 2 * (size_t)nparts);

@@ -58,8 +58,8 @@ void optim_cuda_set_places(OptimCuda *o, const OptimPlace *place, uint64_t sr_se
 /* optim_cuda_step with each segment's parameters where its place says;
  * the random bits of element j of segment s are adamw_sr_bits(seed, step,
  * seg.offset + j), as in its CPU oracle optim_step_rounded. */
-int optim_cuda_step_placed(OptimCuda *o, float *p32, void *p16, const void *grads, OptimDtype gd,
-                           const AdamWHyper *h, int64_t step);
+int optim_cuda_step_placed(OptimCuda *o, float *p32, void *p16, const void *grads, OptimDtype gd, const AdamWHyper *h,
+                           int64_t step);
 
 #ifdef __cplusplus
 }

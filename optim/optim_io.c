@@ -80,16 +80,19 @@ static void check_header(const Optimizer *o, const OptimFileHeader *got, const c
     KV_CHECK(got->version == OPTIM_VERSION, "'%s' offset %ld: optimizer state version %u, expected %u", path, at,
              got->version, OPTIM_VERSION);
     KV_CHECK(got->kind == want.kind, "'%s' offset %ld: optimizer state is %s, this run uses %s", path, at,
-             got->kind == OPTIM_ADAMW8BIT ? "adamw8bit" : got->kind == OPTIM_ADAMW ? "adamw" : "an unknown kind",
+             got->kind == OPTIM_ADAMW8BIT ? "adamw8bit"
+             : got->kind == OPTIM_ADAMW   ? "adamw"
+                                          : "an unknown kind",
              optim_kind_name(o->kind));
     KV_CHECK(got->block == want.block && got->min_8bit_numel == want.min_8bit_numel,
              "'%s' offset %ld: block %u / 8-bit threshold %u, expected %u / %u", path, at, got->block,
              got->min_8bit_numel, want.block, want.min_8bit_numel);
     KV_CHECK(got->nseg == want.nseg, "'%s' offset %ld: %u segments, this run has %u", path, at, got->nseg, want.nseg);
-    KV_CHECK(got->n_code == want.n_code && got->n_absmax == want.n_absmax && got->n_f32 == want.n_f32,
-             "'%s' offset %ld: state sizes (codes %lld, blocks %lld, fp32 %lld) differ from this run's (%lld, %lld, %lld)",
-             path, at, (long long)got->n_code, (long long)got->n_absmax, (long long)got->n_f32, (long long)want.n_code,
-             (long long)want.n_absmax, (long long)want.n_f32);
+    KV_CHECK(
+        got->n_code == want.n_code && got->n_absmax == want.n_absmax && got->n_f32 == want.n_f32,
+        "'%s' offset %ld: state sizes (codes %lld, blocks %lld, fp32 %lld) differ from this run's (%lld, %lld, %lld)",
+        path, at, (long long)got->n_code, (long long)got->n_absmax, (long long)got->n_f32, (long long)want.n_code,
+        (long long)want.n_absmax, (long long)want.n_f32);
 }
 
 void optim_load(Optimizer *o, FILE *f, const char *path) {
@@ -115,6 +118,8 @@ void optim_load(Optimizer *o, FILE *f, const char *path) {
     uint64_t stored;
     long sum_at = ftell(f);
     fread_check(&stored, sizeof stored, 1, f, path);
-    KV_CHECK(stored == c.h, "'%s' offset %ld: optimizer state checksum %016llx does not match the data (%016llx): "
-             "the state is corrupt", path, sum_at, (unsigned long long)stored, (unsigned long long)c.h);
+    KV_CHECK(stored == c.h,
+             "'%s' offset %ld: optimizer state checksum %016llx does not match the data (%016llx): "
+             "the state is corrupt",
+             path, sum_at, (unsigned long long)stored, (unsigned long long)c.h);
 }

@@ -269,4 +269,3 @@ int optim_step_rounded(Optimizer *o, float *params, const float *grads, const Ad
     }
     return 0;
 }
-

@@ -49,4 +49,3 @@ void qmap_build(QuantMap *q, int is_signed) {
     }
     for (int i = 0; i + 1 < QMAP_CODES; i++) q->mid[i] = (q->code[i] + q->code[i + 1]) * 0.5f;
 }
-

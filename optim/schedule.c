@@ -12,8 +12,8 @@ void lr_schedule_check(const LrSchedule *s) {
              (long long)s->total_steps, (long long)s->warmup_steps);
     KV_CHECK(s->final_frac >= 0 && s->final_frac <= 1, "lr schedule: final fraction must be in [0, 1], got %g",
              s->final_frac);
-    KV_CHECK(s->decay == LR_CONSTANT || s->decay == LR_LINEAR || s->decay == LR_COSINE,
-             "lr schedule: unknown decay %d", (int)s->decay);
+    KV_CHECK(s->decay == LR_CONSTANT || s->decay == LR_LINEAR || s->decay == LR_COSINE, "lr schedule: unknown decay %d",
+             (int)s->decay);
 }
 
 double lr_schedule(const LrSchedule *s, int64_t step) {

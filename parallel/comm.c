@@ -42,10 +42,10 @@ int comm_launcher_rank(void) {
 
 size_t comm_type_size(CommType t) {
     switch (t) {
-    case COMM_F32: return 4;
-    case COMM_F64: return 8;
-    case COMM_I64: return 8;
-    case COMM_U8: return 1;
+        case COMM_F32: return 4;
+        case COMM_F64: return 8;
+        case COMM_I64: return 8;
+        case COMM_U8: return 1;
     }
     die("comm: unknown element type %d", (int)t);
 }
@@ -66,10 +66,10 @@ static void single_all_gather_v(Comm *c, CommType t, const void *send, void *rec
 
 static void single_wait(Comm *c) {}
 
-static void single_all_to_all_v(Comm *c, CommType t, const void *send, const int64_t *scounts,
-                                const int64_t *sdispls, void *recv, const int64_t *rcounts, const int64_t *rdispls) {
-    KV_CHECK(scounts[0] == rcounts[0], "comm: all-to-all sends %lld elements but receives %lld",
-             (long long)scounts[0], (long long)rcounts[0]);
+static void single_all_to_all_v(Comm *c, CommType t, const void *send, const int64_t *scounts, const int64_t *sdispls,
+                                void *recv, const int64_t *rcounts, const int64_t *rdispls) {
+    KV_CHECK(scounts[0] == rcounts[0], "comm: all-to-all sends %lld elements but receives %lld", (long long)scounts[0],
+             (long long)rcounts[0]);
     local_copy(t, send, sdispls[0], recv, rdispls[0], scounts[0]);
 }
 
@@ -120,7 +120,8 @@ void comm_use_nccl(Comm *c) {
     const CommOps *nccl = comm_nccl_ops();
     if (!nccl)
         die("NCCL was asked for on rank %d, but this kvcpt was built without it; hint: build where nccl.h and mpicc "
-            "are found", c->rank);
+            "are found",
+            c->rank);
     KV_CHECK(!c->data, "comm_use_nccl: rank %d already has its NCCL communicator", c->rank);
     c->data_state = nccl->open(c);
     c->data = nccl;

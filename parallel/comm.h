@@ -67,8 +67,7 @@ int comm_launcher_rank(void);
 size_t comm_type_size(CommType t);
 
 /* recv[displs[r] .. + counts[r]) = rank r's send[0 .. counts[r]). */
-void comm_all_gather_v(Comm *c, CommType t, const void *send, void *recv, const int64_t *counts,
-                       const int64_t *displs);
+void comm_all_gather_v(Comm *c, CommType t, const void *send, void *recv, const int64_t *counts, const int64_t *displs);
 /* The same, started in the background (the next layer's prefetch): recv is
  * complete after comm_wait. At most one at a time per Comm; the arrays may
  * be reused once this returns. */

@@ -10,8 +10,8 @@
 static void device_copy(CommType t, const void *send, int64_t soff, void *recv, int64_t roff, int64_t n) {
     const size_t es = comm_type_size(t);
     if (n <= 0) return;
-    KV_CHECK(soff >= 0 && roff >= 0 && (uint64_t)n <= SIZE_MAX / es, "comm device: a copy of %lld elements at %lld -> %lld",
-             (long long)n, (long long)soff, (long long)roff);
+    KV_CHECK(soff >= 0 && roff >= 0 && (uint64_t)n <= SIZE_MAX / es,
+             "comm device: a copy of %lld elements at %lld -> %lld", (long long)n, (long long)soff, (long long)roff);
     const char *src = (const char *)send + (size_t)soff * es;
     char *dst = (char *)recv + (size_t)roff * es;
     if (src != dst) cuda_memcpy_d2d(dst, src, (size_t)n * es);
@@ -24,8 +24,8 @@ static void device_all_gather_v(Comm *c, CommType t, const void *send, void *rec
 
 static void device_wait(Comm *c) {}
 
-static void device_all_to_all_v(Comm *c, CommType t, const void *send, const int64_t *scounts,
-                                const int64_t *sdispls, void *recv, const int64_t *rcounts, const int64_t *rdispls) {
+static void device_all_to_all_v(Comm *c, CommType t, const void *send, const int64_t *scounts, const int64_t *sdispls,
+                                void *recv, const int64_t *rcounts, const int64_t *rdispls) {
     KV_CHECK(scounts[0] == rcounts[0], "comm device: all-to-all sends %lld elements but receives %lld",
              (long long)scounts[0], (long long)rcounts[0]);
     device_copy(t, send, sdispls[0], recv, rdispls[0], scounts[0]);

@@ -14,15 +14,15 @@
 #include "../common/util.h"
 #include "comm_backend.h"
 
-#define MPI_CHECK(call)                                                                                       \
-    do {                                                                                                      \
-        int mpi_rc_ = (call);                                                                                 \
-        if (mpi_rc_ != MPI_SUCCESS) {                                                                         \
-            char mpi_msg_[MPI_MAX_ERROR_STRING];                                                              \
-            int mpi_len_ = 0;                                                                                 \
-            MPI_Error_string(mpi_rc_, mpi_msg_, &mpi_len_);                                                   \
-            die("%s:%d: %s failed: %s", __FILE__, __LINE__, #call, mpi_msg_);                                 \
-        }                                                                                                     \
+#define MPI_CHECK(call)                                                                                                \
+    do {                                                                                                               \
+        int mpi_rc_ = (call);                                                                                          \
+        if (mpi_rc_ != MPI_SUCCESS) {                                                                                  \
+            char mpi_msg_[MPI_MAX_ERROR_STRING];                                                                       \
+            int mpi_len_ = 0;                                                                                          \
+            MPI_Error_string(mpi_rc_, mpi_msg_, &mpi_len_);                                                            \
+            die("%s:%d: %s failed: %s", __FILE__, __LINE__, #call, mpi_msg_);                                          \
+        }                                                                                                              \
     } while (0)
 
 /* Notes in flight per observer (see the watchdog below): a ring, so an
@@ -99,8 +99,7 @@ static void list_rank(char *list, size_t cap, int r, int64_t last) {
     if (len + 48 >= cap) return;
     if (last >= 0)
         snprintf(list + len, cap - len, "%s%d (last heard from in #%lld)", len ? ", " : "", r, (long long)last);
-    else
-        snprintf(list + len, cap - len, "%s%d", len ? ", " : "", r);
+    else snprintf(list + len, cap - len, "%s%d", len ? ", " : "", r);
 }
 
 /* Ends the whole job after the watchdog's message. MPI_Abort can block when
@@ -144,8 +143,9 @@ KV_NORETURN static void watchdog_fire(Comm *c, const char *what, double waited, 
     /* one write, so that the ranks' messages do not interleave */
     char msg[1536];
     size_t n = 0;
-    n += (size_t)snprintf(msg + n, sizeof msg - n, "kvcpt: error: rank %d waited %.1f s in collective #%lld (%s) of %d ranks; ",
-                          c->rank, waited, (long long)c->seq, what, c->world);
+    n += (size_t)snprintf(msg + n, sizeof msg - n,
+                          "kvcpt: error: rank %d waited %.1f s in collective #%lld (%s) of %d ranks; ", c->rank, waited,
+                          (long long)c->seq, what, c->world);
     if (n_silent && n < sizeof msg)
         n += (size_t)snprintf(msg + n, sizeof msg - n,
                               "silent for over %g s (stopped, hung, or slower than comm_timeout): rank%s %s; ",
@@ -252,15 +252,16 @@ static void close_notes(Comm *c) {
     for (int o = 0; o < 2; o++) {
         if (done_req[o] != MPI_REQUEST_NULL) poll_request(c, &done_req[o], "closing", c->timeout_s, 0);
         for (int i = 0; i < NOTE_SLOTS; i++)
-            if (mpi_of(c)->note_req[o][i] != MPI_REQUEST_NULL) poll_request(c, &mpi_of(c)->note_req[o][i], "closing", c->timeout_s, 0);
+            if (mpi_of(c)->note_req[o][i] != MPI_REQUEST_NULL)
+                poll_request(c, &mpi_of(c)->note_req[o][i], "closing", c->timeout_s, 0);
     }
 }
 static MPI_Datatype mpi_type(CommType t) {
     switch (t) {
-    case COMM_F32: return MPI_FLOAT;
-    case COMM_F64: return MPI_DOUBLE;
-    case COMM_I64: return MPI_INT64_T;
-    case COMM_U8: return MPI_UINT8_T;
+        case COMM_F32: return MPI_FLOAT;
+        case COMM_F64: return MPI_DOUBLE;
+        case COMM_I64: return MPI_INT64_T;
+        case COMM_U8: return MPI_UINT8_T;
     }
     die("comm: unknown element type %d", (int)t);
 }
@@ -339,8 +340,8 @@ static void mpi_all_gather_v_start(Comm *c, CommType t, const void *send, void *
     mpi_counts_into(c, displs, m->req_counts + c->world, "displacement");
     announce(c, "background all-gather");
     c->pending_what = "background all-gather";
-    MPI_CHECK(MPI_Iallgatherv(send, m->req_counts[c->rank], mpi_type(t), recv, m->req_counts,
-                              m->req_counts + c->world, mpi_type(t), MPI_COMM_WORLD, &m->req));
+    MPI_CHECK(MPI_Iallgatherv(send, m->req_counts[c->rank], mpi_type(t), recv, m->req_counts, m->req_counts + c->world,
+                              mpi_type(t), MPI_COMM_WORLD, &m->req));
 }
 
 static void mpi_wait(Comm *c) { wait_request(c, &mpi_of(c)->req, c->pending_what); }

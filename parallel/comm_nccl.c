@@ -75,10 +75,10 @@ static void comm_nccl_close(CommNccl *n) {
 
 static ncclDataType_t nccl_type(CommType t) {
     switch (t) {
-    case COMM_F32: return ncclFloat32;
-    case COMM_F64: return ncclFloat64;
-    case COMM_I64: return ncclInt64;
-    case COMM_U8: return ncclUint8;
+        case COMM_F32: return ncclFloat32;
+        case COMM_F64: return ncclFloat64;
+        case COMM_I64: return ncclInt64;
+        case COMM_U8: return ncclUint8;
     }
     die("nccl: unknown element type %d", (int)t);
 }
@@ -124,8 +124,8 @@ static void comm_nccl_all_gather_v(CommNccl *n, CommType t, const void *send, vo
 /* comm_nccl_all_gather_v with the caller's stream left free: only
  * comm_nccl_wait makes it wait for the gather, so the compute enqueued
  * between the two overlaps it (a layer's prefetch). One at a time. */
-static void comm_nccl_all_gather_v_start(CommNccl *n, CommType t, const void *send, void *recv,
-                                         const int64_t *counts, const int64_t *displs) {
+static void comm_nccl_all_gather_v_start(CommNccl *n, CommType t, const void *send, void *recv, const int64_t *counts,
+                                         const int64_t *displs) {
     enqueue_all_gather_v(n, t, send, recv, counts, displs, 1);
 }
 
@@ -140,8 +140,8 @@ static void comm_nccl_all_to_all_v(CommNccl *n, CommType t, const void *send, co
             NCCL_CHECK(ncclSend((const char *)send + sdispls[r] * es, (size_t)scounts[r], nccl_type(t), r, n->comm,
                                 n->stream));
         if (rcounts[r] > 0)
-            NCCL_CHECK(ncclRecv((char *)recv + rdispls[r] * es, (size_t)rcounts[r], nccl_type(t), r, n->comm,
-                                n->stream));
+            NCCL_CHECK(
+                ncclRecv((char *)recv + rdispls[r] * es, (size_t)rcounts[r], nccl_type(t), r, n->comm, n->stream));
     }
     end(n, ticket, n->after, 1);
 }

@@ -23,8 +23,8 @@ static void finish_prefetch(Fsdp *f) {
 static void start_prefetch(Fsdp *f, int u) {
     finish_prefetch(f);
     set_counts(f, u);
-    comm_all_gather_v_start(f->comm, COMM_F32, f->master + f->plan.local_offset[u], f->work_params + f->plan.unit_begin[u],
-                            f->counts, f->displs);
+    comm_all_gather_v_start(f->comm, COMM_F32, f->master + f->plan.local_offset[u],
+                            f->work_params + f->plan.unit_begin[u], f->counts, f->displs);
     f->prefetched = u;
     f->gathers++;
 }
@@ -38,7 +38,8 @@ static void on_params_needed(void *ctx, int unit, int backward) {
         else fsdp_gather_unit(f, unit);
     }
     int next = backward ? (unit == last_layer + 1 ? last_layer : unit - 1) : unit + 1;
-    int wanted = backward ? f->reshard_after_forward && next >= 1 && unit >= 1 : next <= last_layer + 1 && unit <= last_layer;
+    int wanted =
+        backward ? f->reshard_after_forward && next >= 1 && unit >= 1 : next <= last_layer + 1 && unit <= last_layer;
     if (wanted) start_prefetch(f, next);
 }
 

@@ -168,8 +168,8 @@ static void on_grads_ready(void *ctx, int u) {
         d->rcounts[r] = mine;
         d->rdispls[r] = (int64_t)r * mine;
     }
-    comm_all_to_all_v(d->comm, COMM_F32, llama_cuda_grads_of(d->g, base, p->unit_begin[u + 1]), d->scounts, d->sdispls, d->exchange, d->rcounts,
-                      d->rdispls);
+    comm_all_to_all_v(d->comm, COMM_F32, llama_cuda_grads_of(d->g, base, p->unit_begin[u + 1]), d->scounts, d->sdispls,
+                      d->exchange, d->rcounts, d->rdispls);
     shard_accumulate_cuda(d->grad_sum + p->local_offset[u], d->exchange, mine, W);
     d->reduces++;
     d->reduce_bytes += (int64_t)sizeof(float) * (p->unit_begin[u + 1] - base - mine);
@@ -208,11 +208,15 @@ FsdpCuda *fsdp_cuda_create(Fsdp *f, LlamaCuda *g, const Optimizer *host_opt) {
     /* a checkpoint copies the shard and its states to these host buffers:
      * page-locked, they move at the bus's speed instead of through the
      * driver's bounce buffers */
-    void *host[7] = {f->master, host_opt->m_code, host_opt->v_code, host_opt->m_absmax, host_opt->v_absmax,
-                     host_opt->m32, host_opt->v32};
-    size_t size[7] = {sizeof(float) * (size_t)p->local_numel, (size_t)host_opt->n_code, (size_t)host_opt->n_code,
-                      sizeof(float) * (size_t)host_opt->n_absmax, sizeof(float) * (size_t)host_opt->n_absmax,
-                      sizeof(float) * (size_t)host_opt->n_f32, sizeof(float) * (size_t)host_opt->n_f32};
+    void *host[7] = {f->master,          host_opt->m_code, host_opt->v_code, host_opt->m_absmax,
+                     host_opt->v_absmax, host_opt->m32,    host_opt->v32};
+    size_t size[7] = {sizeof(float) * (size_t)p->local_numel,
+                      (size_t)host_opt->n_code,
+                      (size_t)host_opt->n_code,
+                      sizeof(float) * (size_t)host_opt->n_absmax,
+                      sizeof(float) * (size_t)host_opt->n_absmax,
+                      sizeof(float) * (size_t)host_opt->n_f32,
+                      sizeof(float) * (size_t)host_opt->n_f32};
     for (int i = 0; i < 7; i++)
         if (host[i] && size[i]) {
             cuda_host_pin(host[i], size[i]);

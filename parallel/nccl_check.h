@@ -9,16 +9,16 @@
 
 #include "../common/util.h"
 
-#define CUDA_CHECK(call)                                                                                        \
-    do {                                                                                                        \
-        cudaError_t cuda_rc_ = (call);                                                                          \
-        if (cuda_rc_ != cudaSuccess) die("%s:%d: %s failed: %s", __FILE__, __LINE__, #call,                    \
-                                         cudaGetErrorString(cuda_rc_));                                          \
+#define CUDA_CHECK(call)                                                                                               \
+    do {                                                                                                               \
+        cudaError_t cuda_rc_ = (call);                                                                                 \
+        if (cuda_rc_ != cudaSuccess)                                                                                   \
+            die("%s:%d: %s failed: %s", __FILE__, __LINE__, #call, cudaGetErrorString(cuda_rc_));                      \
     } while (0)
-#define NCCL_CHECK(call)                                                                                        \
-    do {                                                                                                        \
-        ncclResult_t nccl_rc_ = (call);                                                                         \
-        if (nccl_rc_ != ncclSuccess) die("%s:%d: %s failed: %s", __FILE__, __LINE__, #call,                    \
-                                         ncclGetErrorString(nccl_rc_));                                          \
+#define NCCL_CHECK(call)                                                                                               \
+    do {                                                                                                               \
+        ncclResult_t nccl_rc_ = (call);                                                                                \
+        if (nccl_rc_ != ncclSuccess)                                                                                   \
+            die("%s:%d: %s failed: %s", __FILE__, __LINE__, #call, ncclGetErrorString(nccl_rc_));                      \
     } while (0)
 #endif

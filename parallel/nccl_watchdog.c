@@ -56,7 +56,8 @@ KV_NORETURN static void fire(NcclWatchdog *w, const char *why) {
     alarm(30);
     fflush(stdout);
     ncclResult_t rc = ncclCommAbort(w->comm);
-    if (rc != ncclSuccess) fprintf(stderr, "kvcpt: rank %d: ncclCommAbort failed: %s\n", w->rank, ncclGetErrorString(rc));
+    if (rc != ncclSuccess)
+        fprintf(stderr, "kvcpt: rank %d: ncclCommAbort failed: %s\n", w->rank, ncclGetErrorString(rc));
     _exit(1);
 }
 
@@ -126,8 +127,10 @@ static void *watch_main(void *arg) {
     NcclWatchdog *w = arg;
     cudaError_t e = cudaSetDevice(w->device);
     if (e != cudaSuccess) { /* only this thread's view: the operations themselves go on unwatched */
-        fprintf(stderr, "kvcpt: warning: rank %d: the NCCL watchdog cannot select device %d (%s): NCCL operations are "
-                        "not watched\n", w->rank, w->device, cudaGetErrorString(e));
+        fprintf(stderr,
+                "kvcpt: warning: rank %d: the NCCL watchdog cannot select device %d (%s): NCCL operations are "
+                "not watched\n",
+                w->rank, w->device, cudaGetErrorString(e));
         return NULL;
     }
     double prev = monotonic_s(), paused = 0, paused_at = 0;
@@ -168,7 +171,8 @@ static void halt_all_at_exit(void) {
 }
 
 static void register_exit_hook(void) {
-    if (atexit(halt_all_at_exit) != 0) fprintf(stderr, "kvcpt: warning: cannot register the NCCL watchdog's exit handler\n");
+    if (atexit(halt_all_at_exit) != 0)
+        fprintf(stderr, "kvcpt: warning: cannot register the NCCL watchdog's exit handler\n");
 }
 
 NcclWatchdog *nccl_watchdog_start(ncclComm_t comm, int rank, int world, int device, double timeout_s) {

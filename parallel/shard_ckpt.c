@@ -73,8 +73,10 @@ static void copy_state(Optimizer *dst, const OptimSegment *ns, int64_t nglobal, 
         KV_CHECK(dn % OPTIM_BLOCK == 0 && dold % OPTIM_BLOCK == 0,
                  "checkpoint: a piece boundary splits an 8-bit block (offsets %lld, %lld)", (long long)dn,
                  (long long)dold);
-        memcpy(dst->m_absmax + ns->absmax_offset + bn, src->m_absmax + os->absmax_offset + bo, sizeof(float) * (size_t)nb);
-        memcpy(dst->v_absmax + ns->absmax_offset + bn, src->v_absmax + os->absmax_offset + bo, sizeof(float) * (size_t)nb);
+        memcpy(dst->m_absmax + ns->absmax_offset + bn, src->m_absmax + os->absmax_offset + bo,
+               sizeof(float) * (size_t)nb);
+        memcpy(dst->v_absmax + ns->absmax_offset + bn, src->v_absmax + os->absmax_offset + bo,
+               sizeof(float) * (size_t)nb);
     } else {
         memcpy(dst->m32 + ns->state_offset + dn, src->m32 + os->state_offset + dold, sizeof(float) * (size_t)n);
         memcpy(dst->v32 + ns->state_offset + dn, src->v32 + os->state_offset + dold, sizeof(float) * (size_t)n);

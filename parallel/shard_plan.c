@@ -93,4 +93,3 @@ int64_t shard_piece_blocks(const ShardPlan *p, int u, int r) {
     }
     return n;
 }
-

@@ -72,7 +72,8 @@ static inline int tl_close(const char *name, const float *got, const float *ref,
         tl_result(1, name, "");
         return 1;
     }
-    tl_result(0, name, "%lld of %lld elements outside atol %.1e + rtol %.1e; worst [%lld] got %.9g ref %.9g (max |d| %.3e)",
+    tl_result(0, name,
+              "%lld of %lld elements outside atol %.1e + rtol %.1e; worst [%lld] got %.9g ref %.9g (max |d| %.3e)",
               (long long)bad, (long long)n, atol, rtol, (long long)worst, got[worst], ref[worst], max_abs);
     return 0;
 }
@@ -94,7 +95,10 @@ static inline int tl_close_margin(const char *name, const float *got, const floa
 /* Bitwise equality of float arrays. */
 static inline int tl_identical(const char *name, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
-        union { float f; uint32_t u; } x = {a[i]}, y = {b[i]};
+        union {
+            float f;
+            uint32_t u;
+        } x = {a[i]}, y = {b[i]};
         if (x.u != y.u) {
             tl_result(0, name, "element %lld differs: %.9g vs %.9g", (long long)i, a[i], b[i]);
             return 0;

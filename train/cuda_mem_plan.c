@@ -55,8 +55,8 @@ CudaMemPlan cuda_mem_plan(const LlamaConfig *c, const CudaMemInputs *in) {
     param_layout_build(&pl, c);
     CudaMemPlan p = {0};
     /* a streamed engine holds its resident tensors and slots only */
-    LlamaCudaFixedBytes fb = in->streamed ? llama_cuda_streamed_bytes(&pl, c, in->precision)
-                                          : llama_cuda_fixed_bytes(&pl, c, in->precision);
+    LlamaCudaFixedBytes fb =
+        in->streamed ? llama_cuda_streamed_bytes(&pl, c, in->precision) : llama_cuda_fixed_bytes(&pl, c, in->precision);
     p.params = fb.params, p.wbf16 = fb.wbf16, p.grads = fb.grads;
     p.rope = llama_cuda_rope_bytes(c, in->T);
     LlamaCudaActBytes ab = llama_cuda_act_bytes(c, in->recompute, in->precision, in->micro_batch, in->T, &in->mask);
@@ -82,24 +82,34 @@ CudaMemInputs cuda_mem_inputs_from_train(const TrainConfig *c, TrainMode mode, i
     OptimKind kind;
     KV_CHECK(optim_kind_parse(c->optim, &kind) == 0, "config: unknown optimizer '%s'", c->optim);
     int whole = train_mode_whole_on_device(mode);
-    CudaMemInputs in = {train_mode_precision(mode), (LlamaRecompute)c->recompute, whole, kind,
-                        c->micro_batch, c->L + c->S, train_config_mask(c),
-                        whole ? 0 : ranks, !whole && c->reshard_after_forward,
+    CudaMemInputs in = {train_mode_precision(mode),
+                        (LlamaRecompute)c->recompute,
+                        whole,
+                        kind,
+                        c->micro_batch,
+                        c->L + c->S,
+                        train_config_mask(c),
+                        whole ? 0 : ranks,
+                        !whole && c->reshard_after_forward,
                         llama_attn_impl_asked((LlamaAttnImpl)c->attn_impl, NULL)};
     return in;
 }
 
 void cuda_mem_plan_print(FILE *f, const CudaMemPlan *p, const char *indent) {
-    const char *names[] = {"parameters (fp32)", "weights (bf16)", "gradients (fp32)", "rope tables", "activations",
-                           "attention scratch (cudnn)", "optimizer states", "shards (master, grads, states)",
+    const char *names[] = {"parameters (fp32)",     "weights (bf16)",
+                           "gradients (fp32)",      "rope tables",
+                           "activations",           "attention scratch (cudnn)",
+                           "optimizer states",      "shards (master, grads, states)",
                            "workspace (uncounted)", "total"};
-    const int64_t v[] = {p->params, p->wbf16, p->grads, p->rope, p->acts, p->attn, p->optim, p->shards, p->workspace, p->total};
+    const int64_t v[] = {p->params, p->wbf16, p->grads,  p->rope,      p->acts,
+                         p->attn,   p->optim, p->shards, p->workspace, p->total};
     for (int i = 0; i < 10; i++) {
         if (v[i] == 0 && i == 5) continue; /* the line only where attn cudnn holds one */
         fprintf(f, "%s%-30s %9.2f GiB  (%lld bytes)\n", indent, names[i], (double)v[i] / (1024.0 * 1024.0 * 1024.0),
                 (long long)v[i]);
         if (i == 8 && p->cudnn_workspace > 0)
-            fprintf(f, "%s  of which cuDNN's workspace, at its cap (ATTN_CUDNN_WORKSPACE_CAP): %.2f GiB  (%lld bytes)\n",
+            fprintf(f,
+                    "%s  of which cuDNN's workspace, at its cap (ATTN_CUDNN_WORKSPACE_CAP): %.2f GiB  (%lld bytes)\n",
                     indent, (double)p->cudnn_workspace / (1024.0 * 1024.0 * 1024.0), (long long)p->cudnn_workspace);
     }
 }

@@ -29,17 +29,17 @@ typedef struct {
     int64_t micro_batch, T; /* the largest forward: micro_batch sequences of T tokens */
     RefreshMask mask;       /* enabled = 0: no mask */
     int ranks;              /* sharded modes: the shards for this rank count (the largest rank's); 0: none */
-    int streamed;           /* sharded, reshard_after_forward=1: resident tensors and layer slots, not the whole model */
-    LlamaAttnImpl attn;     /* cudnn (with bf16): its scratch region and workspace cap; else the engine's kernels */
+    int streamed; /* sharded, reshard_after_forward=1: resident tensors and layer slots, not the whole model */
+    LlamaAttnImpl attn; /* cudnn (with bf16): its scratch region and workspace cap; else the engine's kernels */
 } CudaMemInputs;
 
 typedef struct {
     int64_t params, wbf16, grads, rope; /* held from setup (llama_cuda_create, the first forward's RoPE tables) */
-    int64_t acts;       /* allocated by the first forward (activations, selections, streams, scratch) */
-    int64_t optim;      /* the whole-model device optimizer's states (optim_device=1, bf16sr) */
-    int64_t shards;     /* this rank's shards (fsdp_cuda_bytes: master, gradient sum, states, exchange) */
-    int64_t attn;       /* attn cudnn's scratch region, held from the first forward (llama_cuda_attn_scratch_bytes) */
-    int64_t counted;    /* all of the above: what the engine reports holding after a step */
+    int64_t acts; /* allocated by the first forward (activations, selections, streams, scratch) */
+    int64_t optim; /* the whole-model device optimizer's states (optim_device=1, bf16sr) */
+    int64_t shards; /* this rank's shards (fsdp_cuda_bytes: master, gradient sum, states, exchange) */
+    int64_t attn; /* attn cudnn's scratch region, held from the first forward (llama_cuda_attn_scratch_bytes) */
+    int64_t counted; /* all of the above: what the engine reports holding after a step */
     /* Not counted by the engine: the cuBLASLt workspace, the bf16 engine's
      * cast buffers (kept at their largest), and the largest temporary one
      * kernel launcher allocates and frees (the attention's selection,
@@ -51,7 +51,7 @@ typedef struct {
      * wanting more is used) in place of the other kernels' scratch. */
     int64_t workspace;
     int64_t cudnn_workspace; /* of workspace: cuDNN's at its cap with attn cudnn, else 0 */
-    int64_t total;      /* counted + workspace: what the GPU must have free */
+    int64_t total; /* counted + workspace: what the GPU must have free */
 } CudaMemPlan;
 
 CudaMemPlan cuda_mem_plan(const LlamaConfig *c, const CudaMemInputs *in);

@@ -115,9 +115,8 @@ static int take_gguf_tokenizer(FinalModel *fm, const char *model, const char *sh
  * config.json's model_type implies (a Llama one, with its own BOS rules):
  * this names the fast tokenizer that reads tokenizer.json as it is. */
 static FileBytes plain_tokenizer_config(const LlamaConfig *cfg) {
-    json_t *j = json_pack("{s:s,s:b,s:I}", "tokenizer_class", "PreTrainedTokenizerFast",
-                          "clean_up_tokenization_spaces", 0, "model_max_length",
-                          (json_int_t)cfg->max_position_embeddings);
+    json_t *j = json_pack("{s:s,s:b,s:I}", "tokenizer_class", "PreTrainedTokenizerFast", "clean_up_tokenization_spaces",
+                          0, "model_max_length", (json_int_t)cfg->max_position_embeddings);
     return json_bytes(j, "tokenizer_config.json");
 }
 
@@ -136,8 +135,10 @@ static void find_tokenizer(FinalModel *fm, const TrainConfig *c, const LlamaConf
     const char *recorded = json_string_value(json_object_get(tok, "path"));
     char cand[4200];
     if (json_object_get(m, "synthetic")) {
-        fprintf(stderr, "kvcpt train: the final model will have no tokenizer: the data '%s' is synthetic (kvcpt "
-                "prepare --synthetic), its ids are no tokenizer's\n", c->data);
+        fprintf(stderr,
+                "kvcpt train: the final model will have no tokenizer: the data '%s' is synthetic (kvcpt "
+                "prepare --synthetic), its ids are no tokenizer's\n",
+                c->data);
     } else if (!sha) {
         fprintf(stderr, "kvcpt train: the final model will have no tokenizer: the data's manifest '%s' names none\n",
                 mpath);
@@ -157,7 +158,8 @@ static void find_tokenizer(FinalModel *fm, const TrainConfig *c, const LlamaConf
             warnf("the final model will have NO tokenizer: the data '%s' was prepared with the tokenizer '%s' "
                   "(sha256 %.16s...), and neither that file nor the model's own tokenizer has those bytes now; copy "
                   "the tokenizer.json the data was prepared with (and its tokenizer_config.json) into %s after the "
-                  "run, or put it back and start again", c->data, recorded ? recorded : "?", sha, fm->dir);
+                  "run, or put it back and start again",
+                  c->data, recorded ? recorded : "?", sha, fm->dir);
     }
     json_decref(m);
 }
@@ -201,8 +203,8 @@ static char *config_text(const char *model, const LlamaConfig *cfg) {
 FinalModel *final_model_prepare(const TrainConfig *c, const LlamaConfig *cfg) {
     FinalModel *fm = xcalloc(1, sizeof *fm);
     path_fmt(fm->dir, sizeof fm->dir, "%s/model", c->out);
-    KV_CHECK(byte_size_parse(c->model_shard_size, &fm->shard_bytes) == 0, "config: 'model_shard_size' '%s' is not a size",
-             c->model_shard_size);
+    KV_CHECK(byte_size_parse(c->model_shard_size, &fm->shard_bytes) == 0,
+             "config: 'model_shard_size' '%s' is not a size", c->model_shard_size);
     fm->config = config_text(c->model, cfg);
     fm->generation = generation_config(c->model, cfg);
     find_tokenizer(fm, c, cfg);
@@ -226,9 +228,11 @@ void final_model_write(const FinalModel *fm, const ParamLayout *pl, const float 
         if (fm->tok[i].bytes) write_file_atomic(fm->dir, TOKENIZER_FILES[i], fm->tok[i].bytes, fm->tok[i].n);
     }
     write_text_file_atomic(fm->dir, "config.json", fm->config);
-    fprintf(stderr, "kvcpt train: final model written to %s in %.1f s (Hugging Face, fp32 safetensors, %d file%s, "
-            "%.1f MB, %s)\n", fm->dir, now_seconds() - t0, shards, shards == 1 ? "" : "s",
-            (double)pl->total * 4.0 / 1e6, fm->tokenizer_from ? "with the data's tokenizer" : "no tokenizer");
+    fprintf(stderr,
+            "kvcpt train: final model written to %s in %.1f s (Hugging Face, fp32 safetensors, %d file%s, "
+            "%.1f MB, %s)\n",
+            fm->dir, now_seconds() - t0, shards, shards == 1 ? "" : "s", (double)pl->total * 4.0 / 1e6,
+            fm->tokenizer_from ? "with the data's tokenizer" : "no tokenizer");
 }
 
 void final_model_free(FinalModel *fm) {

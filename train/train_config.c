@@ -44,37 +44,44 @@ static const char *attn_impl_name(int64_t v) { return llama_attn_impl_name((Llam
 #define N_(f, d, h) {#f, K_NUM, offsetof(TrainConfig, f), 0, d, h, NULL, NULL}
 #define E_(f, d, parse, name, h) {#f, K_ENUM, offsetof(TrainConfig, f), 0, d, h, parse, name}
 static const Key keys[] = {
-    S_(model, "small", "preset name, config.json, Hugging Face model directory (or an older native one), or llama.cpp "
-                       "GGUF file (read in place)"),
+    S_(model, "small",
+       "preset name, config.json, Hugging Face model directory (or an older native one), or llama.cpp "
+       "GGUF file (read in place)"),
     S_(init, "random", "random (pretraining from scratch) | pretrained (load the model's weights: CPT)"),
     S_(data, "", "prepared data directory (kvcpt prepare --out): its train split, and its dev split when it has one"),
-    S_(out, "runs/train", "run directory: log.jsonl, TensorBoard events, train_config.json, checkpoints, loss.png, the "
-                          "final model in model/ (Hugging Face safetensors with the data's tokenizer)"),
-    S_(model_shard_size, "5GB", "largest safetensors file of out/model; a larger model is split into shards listed by "
-                                "model.safetensors.index.json (5GB = 5e9 bytes, 2GiB = 2^31)"),
+    S_(out, "runs/train",
+       "run directory: log.jsonl, TensorBoard events, train_config.json, checkpoints, loss.png, the "
+       "final model in model/ (Hugging Face safetensors with the data's tokenizer)"),
+    S_(model_shard_size, "5GB",
+       "largest safetensors file of out/model; a larger model is split into shards listed by "
+       "model.safetensors.index.json (5GB = 5e9 bytes, 2GiB = 2^31)"),
     S_(optim, "adamw8bit", "adamw8bit | adamw"),
     S_(schedule, "linear", "linear | cosine | constant (after warm-up)"),
     S_(group_agg, "max", "GQA aggregation of selection scores: max | mean | first"),
     S_(device, "auto", "auto | cpu | cuda"),
-    S_(loss_on, "all", "all: every next token; answers: only the targets the data's manifest marks as answers "
-                       "(synthetic mqar; the rest are random, and their loss is noise)"),
+    S_(loss_on, "all",
+       "all: every next token; answers: only the targets the data's manifest marks as answers "
+       "(synthetic mqar; the rest are random, and their loss is noise)"),
     I_(L, "8192", "prefill length: positions < L attend causally"),
     I_(S, "50", "refresh positions after the prefill; sequences are L + S tokens"),
     I_(K, "2048", "kept prefill keys per KV head for positions >= L"),
     I_(pool_kernel, "7", "selection max-pool kernel (odd)"),
     I_(mask, "1", "1: RefreshKV mask (CPT); 0: plain causal attention (pretraining)"),
-    I_(mask_evict, "0", "1: positions >= L hold the eval cache's budget: kept + local keys <= K, the lowest-scored "
-                        "kept key evicted first, then the oldest local ones"),
-    I_(mask_restride, "0", "r > 0: positions L-1 + r*m (m >= 1) attend to every key and re-select the kept keys from "
-                           "their own attention, as eval --refresh-fixed r; 0: off"),
+    I_(mask_evict, "0",
+       "1: positions >= L hold the eval cache's budget: kept + local keys <= K, the lowest-scored "
+       "kept key evicted first, then the oldest local ones"),
+    I_(mask_restride, "0",
+       "r > 0: positions L-1 + r*m (m >= 1) attend to every key and re-select the kept keys from "
+       "their own attention, as eval --refresh-fixed r; 0: off"),
     I_(global_batch, "64", "sequences per optimizer step, over all ranks"),
     I_(micro_batch, "1", "sequences per forward/backward on one rank"),
     I_(steps, "0", "optimizer steps; 0 = as many as `epochs` of the train split give"),
     I_(epochs, "1", "passes over the train split when steps = 0"),
     I_(warmup_steps, "20", "linear warm-up steps (cut to the run's steps when longer, with a note)"),
     I_(eval_interval, "0", "dev-split loss every N steps (0: only at the end)"),
-    I_(eval_batches, "4", "dev sequences per evaluation (0: no dev evaluation; none either when the data has no dev "
-                          "documents)"),
+    I_(eval_batches, "4",
+       "dev sequences per evaluation (0: no dev evaluation; none either when the data has no dev "
+       "documents)"),
     I_(ckpt_interval, "0", "checkpoint every N steps (0: only at the end and on signals)"),
     I_(keep_last, "2", "complete checkpoints kept"),
     E_(recompute, "none", recompute_parse, recompute_name,
@@ -85,14 +92,18 @@ static const Key keys[] = {
        "CUDA, bf16 and bf16sr: attention on tensor cores (mma; head dims 16, 32, 64, 128) or on the CUDA-core kernels "
        "the fp32 engine runs (cuda-core), or cuDNN's fused attention (cudnn; not yet validated on a GPU, never "
        "chosen by auto); auto: $KVCPT_ATTN when set, else mma where the head dim allows"),
-    S_(precision, "fp32", "CUDA: fp32 | bf16 (bf16 device matrices from an fp32 master sharded over the GPUs) | bf16sr "
-                          "(bf16 matrices only, stochastic rounding; one rank)"),
-    I_(optim_device, "0", "CUDA, one rank: AdamW steps the engine's own fp32 parameters, no separate master (1), or "
-                          "a master shard beside them (0)"),
-    I_(share_device, "0", "CUDA: more ranks on a node than visible GPUs share them round-robin (1), or are refused (0: one GPU "
-                          "per rank)"),
-    I_(reshard_after_forward, "1", "sharding: gather a layer again in backward (1; CUDA: layers streamed through two "
-                                   "slots) or keep every gathered unit for the step (0; CUDA: the whole model on each GPU)"),
+    S_(precision, "fp32",
+       "CUDA: fp32 | bf16 (bf16 device matrices from an fp32 master sharded over the GPUs) | bf16sr "
+       "(bf16 matrices only, stochastic rounding; one rank)"),
+    I_(optim_device, "0",
+       "CUDA, one rank: AdamW steps the engine's own fp32 parameters, no separate master (1), or "
+       "a master shard beside them (0)"),
+    I_(share_device, "0",
+       "CUDA: more ranks on a node than visible GPUs share them round-robin (1), or are refused (0: one GPU "
+       "per rank)"),
+    I_(reshard_after_forward, "1",
+       "sharding: gather a layer again in backward (1; CUDA: layers streamed through two "
+       "slots) or keep every gathered unit for the step (0; CUDA: the whole model on each GPU)"),
     I_(log_interval, "1", "log line every N steps"),
     I_(seed, "1234", "random init, data order"),
     N_(lr, "5e-6", "peak learning rate"),
@@ -102,8 +113,9 @@ static const Key keys[] = {
     N_(beta2, "0.999", "AdamW beta2"),
     N_(eps, "1e-8", "AdamW epsilon"),
     N_(grad_clip, "1.0", "global gradient-norm clip (0: off)"),
-    N_(comm_timeout, COMM_DEFAULT_TIMEOUT_TEXT, "several ranks: seconds a collective may wait before the job ends naming the ranks that "
-                             "never arrived (0: forever)"),
+    N_(comm_timeout, COMM_DEFAULT_TIMEOUT_TEXT,
+       "several ranks: seconds a collective may wait before the job ends naming the ranks that "
+       "never arrived (0: forever)"),
 };
 #define N_KEYS (int)(sizeof keys / sizeof keys[0])
 
@@ -163,8 +175,11 @@ void train_config_apply_json(TrainConfig *c, const char *text, const char *origi
         if (json_is_boolean(v) && k->type != K_NUM) snprintf(buf, sizeof buf, "%d", json_is_true(v));
         else if (json_is_integer(v)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
         else if (json_is_real(v) && k->type == K_NUM) snprintf(buf, sizeof buf, "%.17g", json_real_value(v));
-        else die("%s: '%s' must be %s", origin, name,
-                 k->type == K_INT ? "an integer" : k->type == K_ENUM ? "a name or an integer" : "a number");
+        else
+            die("%s: '%s' must be %s", origin, name,
+                k->type == K_INT    ? "an integer"
+                : k->type == K_ENUM ? "a name or an integer"
+                                    : "a number");
         set_from_string(c, k, buf, origin);
     }
     json_decref(root);
@@ -197,14 +212,22 @@ static void check_strings(const TrainConfig *c) {
         if (keys[i].type != K_STR) continue;
         const char *v = (const char *)c + keys[i].offset;
         int64_t bad = utf8_first_invalid((const uint8_t *)v, strlen(v));
-        KV_CHECK(bad < 0, "config: '%s' is not valid UTF-8 (byte 0x%02x at offset %lld of '%s'); the run's "
-                          "train_config.json could not record it", keys[i].key, (unsigned)(uint8_t)v[bad], (long long)bad, v);
+        KV_CHECK(bad < 0,
+                 "config: '%s' is not valid UTF-8 (byte 0x%02x at offset %lld of '%s'); the run's "
+                 "train_config.json could not record it",
+                 keys[i].key, (unsigned)(uint8_t)v[bad], (long long)bad, v);
     }
     for (const char *p = c->out; *p; p++) {
         unsigned char ch = (unsigned char)*p;
-        KV_CHECK(ch >= 0x20 && ch != 0x7f, "config: 'out' holds a control character (0x%02x%s) at offset %lld; "
-                 "choose a run directory name without one", ch, ch == '\n' ? ", a line break" : ch == '\r' ?
-                 ", a carriage return" : ch == '\t' ? ", a tab" : "", (long long)(p - c->out));
+        KV_CHECK(ch >= 0x20 && ch != 0x7f,
+                 "config: 'out' holds a control character (0x%02x%s) at offset %lld; "
+                 "choose a run directory name without one",
+                 ch,
+                 ch == '\n'   ? ", a line break"
+                 : ch == '\r' ? ", a carriage return"
+                 : ch == '\t' ? ", a tab"
+                              : "",
+                 (long long)(p - c->out));
     }
 }
 
@@ -214,17 +237,26 @@ static int one_of(const char *v, const char *a, const char *b, const char *c3) {
 
 RefreshMask train_config_mask(const TrainConfig *c) {
     if (!c->mask) return refresh_mask_off();
-    return (RefreshMask){.enabled = 1, .L = c->L, .K = c->K, .pool_kernel = c->pool_kernel,
-                         .agg = group_agg_parse(c->group_agg, "config 'group_agg'"), .evict = (int)c->mask_evict,
-                         .restride = c->mask_restride, .S = c->S};
+    return (RefreshMask){.enabled = 1,
+                         .L = c->L,
+                         .K = c->K,
+                         .pool_kernel = c->pool_kernel,
+                         .agg = group_agg_parse(c->group_agg, "config 'group_agg'"),
+                         .evict = (int)c->mask_evict,
+                         .restride = c->mask_restride,
+                         .S = c->S};
 }
 
 void train_config_validate(const TrainConfig *c, int world) {
-    KV_CHECK(one_of(c->init, "random", "pretrained", NULL), "config: 'init' must be random or pretrained (got '%s')", c->init);
-    KV_CHECK(one_of(c->optim, "adamw8bit", "adamw", NULL), "config: 'optim' must be adamw8bit or adamw (got '%s')", c->optim);
-    KV_CHECK(one_of(c->schedule, "linear", "cosine", "constant"), "config: 'schedule' must be linear, cosine or constant");
+    KV_CHECK(one_of(c->init, "random", "pretrained", NULL), "config: 'init' must be random or pretrained (got '%s')",
+             c->init);
+    KV_CHECK(one_of(c->optim, "adamw8bit", "adamw", NULL), "config: 'optim' must be adamw8bit or adamw (got '%s')",
+             c->optim);
+    KV_CHECK(one_of(c->schedule, "linear", "cosine", "constant"),
+             "config: 'schedule' must be linear, cosine or constant");
     KV_CHECK(one_of(c->group_agg, "max", "mean", "first"), "config: 'group_agg' must be max, mean or first");
-    KV_CHECK(one_of(c->loss_on, "all", "answers", NULL), "config: 'loss_on' must be all or answers (got '%s')", c->loss_on);
+    KV_CHECK(one_of(c->loss_on, "all", "answers", NULL), "config: 'loss_on' must be all or answers (got '%s')",
+             c->loss_on);
     KV_CHECK(c->data[0], "config: 'data' (the prepared data directory) is required");
     KV_CHECK(c->out[0], "config: 'out' (the run directory) is required");
     int64_t shard_bytes;
@@ -261,9 +293,10 @@ void train_config_validate(const TrainConfig *c, int world) {
              "config: 'eval_interval' and 'ckpt_interval' must be >= 0 (0: only at the end; got %lld and %lld)",
              (long long)c->eval_interval, (long long)c->ckpt_interval);
     KV_CHECK(c->eval_batches >= 0 && c->eval_batches <= EVAL_BATCHES_MAX,
-             "config: 'eval_batches' must be in [0, %lld] (0: no dev evaluation; got %lld)", (long long)EVAL_BATCHES_MAX,
-             (long long)c->eval_batches);
-    KV_CHECK(c->lr > 0 && c->min_lr_frac >= 0 && c->min_lr_frac <= 1, "config: 'lr' must be > 0, 'min_lr_frac' in [0,1]");
+             "config: 'eval_batches' must be in [0, %lld] (0: no dev evaluation; got %lld)",
+             (long long)EVAL_BATCHES_MAX, (long long)c->eval_batches);
+    KV_CHECK(c->lr > 0 && c->min_lr_frac >= 0 && c->min_lr_frac <= 1,
+             "config: 'lr' must be > 0, 'min_lr_frac' in [0,1]");
     KV_CHECK(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1 && c->eps > 0,
              "config: 'beta1', 'beta2' must be in [0,1) and 'eps' > 0");
     KV_CHECK(c->keep_last >= 1, "config: 'keep_last' must be >= 1");

@@ -105,7 +105,8 @@ static void cuda_pull_state(void *ctx, Optimizer *opt) {
 static void cuda_log_fields(void *ctx, json_t *record) {
     CudaEngine *e = ctx;
     json_object_set_new(record, "gpu_engine_mb", json_real((double)llama_cuda_bytes(&e->gpu) / 1048576.0));
-    if (e->dopt) json_object_set_new(record, "gpu_optim_mb", json_real((double)device_optim_bytes(e->dopt) / 1048576.0));
+    if (e->dopt)
+        json_object_set_new(record, "gpu_optim_mb", json_real((double)device_optim_bytes(e->dopt) / 1048576.0));
     if (e->shards) {
         json_object_set_new(record, "gpu_shard_mb", json_real((double)fsdp_cuda_device_bytes(e->shards) / 1048576.0));
         int64_t now[4];
@@ -145,37 +146,43 @@ static void check_fits(TrainMode mode, const TrainConfig *c, const LlamaConfig *
         size_t n = 0;
         if (c->recompute == LLAMA_RECOMPUTE_NONE)
             n += (size_t)snprintf(fixes + n, sizeof fixes - n, " recompute=attn or full,");
-        if (c->recompute == LLAMA_RECOMPUTE_ATTN) n += (size_t)snprintf(fixes + n, sizeof fixes - n, " recompute=full,");
+        if (c->recompute == LLAMA_RECOMPUTE_ATTN)
+            n += (size_t)snprintf(fixes + n, sizeof fixes - n, " recompute=full,");
         if (in.precision == LLAMA_CUDA_FP32) n += (size_t)snprintf(fixes + n, sizeof fixes - n, " precision=bf16,");
         if (c->micro_batch > 1)
-            n += (size_t)snprintf(fixes + n, sizeof fixes - n, " a smaller micro_batch (now %lld),", (long long)c->micro_batch);
-        if (in.optim_device) n += (size_t)snprintf(fixes + n, sizeof fixes - n, " optim_device=0 (precision fp32 or bf16),");
+            n += (size_t)snprintf(fixes + n, sizeof fixes - n, " a smaller micro_batch (now %lld),",
+                                  (long long)c->micro_batch);
+        if (in.optim_device)
+            n += (size_t)snprintf(fixes + n, sizeof fixes - n, " optim_device=0 (precision fp32 or bf16),");
         if (in.ranks > 0) n += (size_t)snprintf(fixes + n, sizeof fixes - n, " more ranks (now %d),", world);
         if (in.ranks == 1)
             n += (size_t)snprintf(fixes + n, sizeof fixes - n, " precision=bf16sr (one rank: no separate master),");
         snprintf(fixes + n, sizeof fixes - n, " shorter sequences (L + S = %lld)", (long long)in.T);
         const double mib = 1024.0 * 1024.0;
         die("train: the CUDA engine needs %lld bytes (%.2f GiB: %.1f MiB weights and gradients, %.1f MiB activations, "
-            "%.1f MiB attention scratch, %.1f MiB optimizer, %.1f MiB shards, %.1f MiB workspace) on rank %d's GPU %d, but %lld "
+            "%.1f MiB attention scratch, %.1f MiB optimizer, %.1f MiB shards, %.1f MiB workspace) on rank %d's GPU %d, "
+            "but %lld "
             "bytes (%.2f GiB) of %.2f GiB are "
             "free; lower it with%s ('kvcpt plan --config FILE' prints the figures)",
             (long long)p.total, (double)p.total / gib, (double)(p.params + p.wbf16 + p.grads + p.rope) / mib,
-            (double)p.acts / mib, (double)p.attn / mib, (double)p.optim / mib, (double)p.shards / mib, (double)p.workspace / mib, rank, device, (long long)free_b,
-            (double)free_b / gib, (double)total_b / gib, fixes);
+            (double)p.acts / mib, (double)p.attn / mib, (double)p.optim / mib, (double)p.shards / mib,
+            (double)p.workspace / mib, rank, device, (long long)free_b, (double)free_b / gib, (double)total_b / gib,
+            fixes);
     }
     if (rank == 0)
-        fprintf(stderr,
-                "kvcpt train: device memory: the plan predicts %.2f GiB (%lld bytes) per GPU, %.2f GiB free of %.2f GiB: "
-                "headroom %.2f GiB\n",
-                (double)p.total / gib, (long long)p.total, (double)free_b / gib, (double)total_b / gib,
-                (double)(free_b - p.total) / gib);
+        fprintf(
+            stderr,
+            "kvcpt train: device memory: the plan predicts %.2f GiB (%lld bytes) per GPU, %.2f GiB free of %.2f GiB: "
+            "headroom %.2f GiB\n",
+            (double)p.total / gib, (long long)p.total, (double)free_b / gib, (double)total_b / gib,
+            (double)(free_b - p.total) / gib);
 }
 
 static TrainEngine cuda_engine_create(TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp, Comm *comm) {
     /* the attention kernels (the config key, else KVCPT_ATTN), refused before anything is allocated */
-    const LlamaAttnImpl attn = llama_attn_impl_resolve((LlamaAttnImpl)c->attn_impl, "config 'attn_impl'",
-                                                       train_mode_precision(mode) == LLAMA_CUDA_BF16_WEIGHTS,
-                                                       model->cfg.head_dim);
+    const LlamaAttnImpl attn =
+        llama_attn_impl_resolve((LlamaAttnImpl)c->attn_impl, "config 'attn_impl'",
+                                train_mode_precision(mode) == LLAMA_CUDA_BF16_WEIGHTS, model->cfg.head_dim);
     if (attn == LLAMA_ATTN_CUDNN && model->mask.enabled && refresh_per_row(&model->mask))
         die("config 'attn_impl' is cudnn, which runs the paper's RefreshKV rows only: set mask_evict=0 and "
             "mask_restride=0, or attn_impl mma or cuda-core");
@@ -193,8 +200,7 @@ static TrainEngine cuda_engine_create(TrainMode mode, const TrainConfig *c, Llam
      * keeps every gathered unit for the step (the whole model) */
     if (!train_mode_whole_on_device(mode) && c->reshard_after_forward)
         llama_cuda_create_streamed(&e->gpu, &model->cfg, (LlamaRecompute)c->recompute, train_mode_precision(mode));
-    else
-        llama_cuda_create(&e->gpu, &model->cfg, (LlamaRecompute)c->recompute, train_mode_precision(mode));
+    else llama_cuda_create(&e->gpu, &model->cfg, (LlamaRecompute)c->recompute, train_mode_precision(mode));
     llama_cuda_set_attn(&e->gpu, attn, "config 'attn_impl'");
     if (attn == LLAMA_ATTN_CUDNN) { /* cuDNN's plans for the training shape, before the first step */
         const char *why = attention_cudnn_probe(c->micro_batch, c->L + c->S, model->cfg.num_attention_heads,

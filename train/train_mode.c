@@ -41,11 +41,11 @@ int train_mode_stochastic(TrainMode m) { return m == TRAIN_ACCEL_BF16SR; }
 
 static const char *mode_detail(TrainMode m) {
     switch (m) {
-    case TRAIN_HOST: return "";
-    case TRAIN_ACCEL_FP32: return " (master and optimizer sharded on the GPUs)";
-    case TRAIN_ACCEL_BF16: return " (bf16 weights) (master and optimizer sharded on the GPUs)";
-    case TRAIN_ACCEL_FP32_OPTIM: return " (optimizer on the device)";
-    case TRAIN_ACCEL_BF16SR: return " (bf16 weights, stochastic rounding) (optimizer on the device)";
+        case TRAIN_HOST: return "";
+        case TRAIN_ACCEL_FP32: return " (master and optimizer sharded on the GPUs)";
+        case TRAIN_ACCEL_BF16: return " (bf16 weights) (master and optimizer sharded on the GPUs)";
+        case TRAIN_ACCEL_FP32_OPTIM: return " (optimizer on the device)";
+        case TRAIN_ACCEL_BF16SR: return " (bf16 weights, stochastic rounding) (optimizer on the device)";
     }
     die("train: unknown mode %d", (int)m);
 }

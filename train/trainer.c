@@ -46,19 +46,22 @@ static void check_dev_split(Trainer *t, const char *dir) {
                  "eval_interval=0 eval_batches=0 (no dev evaluation), or prepare with a dev share (--split 80,10,10)",
                  (long long)t->cfg.eval_interval, t->cfg.data, why, dir);
         if (t->rank == 0)
-            fprintf(stderr, "kvcpt train: note: data '%s': %s; no dev evaluation (set eval_batches=0 to say so "
-                            "and silence this note)\n", t->cfg.data, why);
+            fprintf(stderr,
+                    "kvcpt train: note: data '%s': %s; no dev evaluation (set eval_batches=0 to say so "
+                    "and silence this note)\n",
+                    t->cfg.data, why);
         if (t->dev_split) data_split_close(t->dev_split);
         t->dev_split = NULL;
         return;
     }
     for (int64_t d = 0; d < n; d++)
         if (data_split_doc_len(t->dev_split, d) > longest) longest = data_split_doc_len(t->dev_split, d);
-    KV_CHECK(longest >= t->T + 1,
-             "data '%s': the dev split '%s' has no document of the %lld tokens a dev sample needs (L + S + 1); it holds "
-             "%lld document%s, the longest %lld tokens: lower L or S, prepare with more or longer dev documents, or "
-             "set eval_batches=0 (no dev evaluation)",
-             t->cfg.data, dir, (long long)(t->T + 1), (long long)n, n == 1 ? "" : "s", (long long)longest);
+    KV_CHECK(
+        longest >= t->T + 1,
+        "data '%s': the dev split '%s' has no document of the %lld tokens a dev sample needs (L + S + 1); it holds "
+        "%lld document%s, the longest %lld tokens: lower L or S, prepare with more or longer dev documents, or "
+        "set eval_batches=0 (no dev evaluation)",
+        t->cfg.data, dir, (long long)(t->T + 1), (long long)n, n == 1 ? "" : "s", (long long)longest);
 }
 
 /* What the run trains on, for --resume to compare: the manifest's hash is
@@ -84,7 +87,8 @@ static void open_data(Trainer *t) {
     int on_answers = strcmp(t->cfg.loss_on, "answers") == 0;
     const AnswerRule *rule = data_split_answers(t->train_split);
     KV_CHECK(!on_answers || rule->present,
-             "config: loss_on=answers needs data whose manifest marks answers ('%s' has none; prepare with --synthetic mqar)",
+             "config: loss_on=answers needs data whose manifest marks answers ('%s' has none; prepare with --synthetic "
+             "mqar)",
              t->cfg.data);
     t->answers = on_answers ? rule : NULL;
     /* one global sample order for every rank count; each rank takes its micro-batches from it */
@@ -96,8 +100,10 @@ static void open_data(Trainer *t) {
     check_dev_split(t, dir);
     record_data_identity(t);
     if (t->rank == 0)
-        fprintf(stderr, "kvcpt train: data %s: train %lld documents, %lld samples of L + S + 1 = %lld tokens per epoch; "
-                        "dev %lld documents%s\n", t->cfg.data, (long long)data_split_num_docs(t->train_split),
+        fprintf(stderr,
+                "kvcpt train: data %s: train %lld documents, %lld samples of L + S + 1 = %lld tokens per epoch; "
+                "dev %lld documents%s\n",
+                t->cfg.data, (long long)data_split_num_docs(t->train_split),
                 (long long)loader_samples_per_epoch(t->loader), (long long)(t->T + 1),
                 t->dev_split ? (long long)data_split_num_docs(t->dev_split) : 0LL,
                 t->dev_split ? "" : " (no dev evaluation)");
@@ -161,9 +167,10 @@ static void setup_optimizer(Trainer *t) {
      * in the run's train_config.json */
     if (t->cfg.warmup_steps > t->total_steps) {
         if (t->rank == 0)
-            fprintf(stderr, "kvcpt train: note: warmup_steps=%lld is longer than the run's %lld steps; warming up over "
-                            "all %lld (set warmup_steps to choose another)\n", (long long)t->cfg.warmup_steps,
-                    (long long)t->total_steps, (long long)t->total_steps);
+            fprintf(stderr,
+                    "kvcpt train: note: warmup_steps=%lld is longer than the run's %lld steps; warming up over "
+                    "all %lld (set warmup_steps to choose another)\n",
+                    (long long)t->cfg.warmup_steps, (long long)t->total_steps, (long long)t->total_steps);
         t->cfg.warmup_steps = t->total_steps;
     }
     t->sched = (LrSchedule){c->lr, t->cfg.warmup_steps, t->total_steps, c->min_lr_frac, decay};
@@ -174,8 +181,8 @@ static void setup_optimizer(Trainer *t) {
  * for --resume's comparison. */
 static void schedule_text(const LrSchedule *s, char *buf, size_t n) {
     static const char *const names[] = {"constant", "linear", "cosine"};
-    snprintf(buf, n, "steps=%lld lr=%g warmup_steps=%lld schedule=%s min_lr_frac=%g", (long long)s->total_steps, s->peak,
-             (long long)s->warmup_steps, names[s->decay], s->final_frac);
+    snprintf(buf, n, "steps=%lld lr=%g warmup_steps=%lld schedule=%s min_lr_frac=%g", (long long)s->total_steps,
+             s->peak, (long long)s->warmup_steps, names[s->decay], s->final_frac);
 }
 
 /* Splits samples of T+1 tokens into inputs x[0..T-1] and targets x[1..T];
@@ -302,7 +309,8 @@ double trainer_eval_dev(Trainer *t) {
     Loader *l = loader_open(t->dev_split, t->T + 1, 0, 0, 1);
     int64_t n = loader_samples_per_epoch(l) < t->cfg.eval_batches ? loader_samples_per_epoch(l) : t->cfg.eval_batches;
     int64_t rounds = (n + t->world - 1) / t->world;
-    double *mine = xcalloc((size_t)rounds + 1, sizeof(double)), *all = xmalloc(sizeof(double) * (size_t)(rounds * t->world + 1));
+    double *mine = xcalloc((size_t)rounds + 1, sizeof(double)),
+           *all = xmalloc(sizeof(double) * (size_t)(rounds * t->world + 1));
     for (int64_t a = 0; a < rounds; a++) {
         int have = a * t->world + t->rank < n;
         if (have) {
@@ -327,16 +335,16 @@ double trainer_eval_dev(Trainer *t) {
  * batch, the data order and the mask decide which tokens and keys each step
  * sees, so a change on --resume would silently make another run. Recorded in
  * each checkpoint as int64 values in this order. */
-static const char *const RUN_IDENTITY_KEYS[] = {"global_batch", "seed", "L", "S", "K", "pool_kernel", "mask",
-                                                 "mask_evict", "mask_restride"};
+static const char *const RUN_IDENTITY_KEYS[] = {"global_batch", "seed",         "L", "S", "K", "pool_kernel", "mask",
+                                                "mask_evict",   "mask_restride"};
 #define N_RUN_IDENTITY (int)(sizeof RUN_IDENTITY_KEYS / sizeof RUN_IDENTITY_KEYS[0])
 /* Checkpoints written before mask_evict and mask_restride existed record
  * the first 7 keys; they ran with both off (0). */
 #define N_RUN_IDENTITY_BEFORE_EVICT 7
 
 static void run_identity(const TrainConfig *c, int64_t id[N_RUN_IDENTITY]) {
-    const int64_t v[N_RUN_IDENTITY] = {c->global_batch, c->seed, c->L,    c->S,         c->K,
-                                       c->pool_kernel,  c->mask, c->mask_evict, c->mask_restride};
+    const int64_t v[N_RUN_IDENTITY] = {c->global_batch, c->seed,         c->L, c->S, c->K, c->pool_kernel, c->mask,
+                                       c->mask_evict,   c->mask_restride};
     memcpy(id, v, sizeof v);
 }
 
@@ -437,8 +445,10 @@ static void check_schedule(const Trainer *t, const CkptReader *r, const char *di
             "--allow-schedule-change to go on under the new schedule",
             dir, a, b, (long long)next, when);
     if (t->rank == 0)
-        fprintf(stderr, "kvcpt train: --allow-schedule-change: from step %lld on the new schedule\n  checkpoint: %s\n"
-                        "  this run:   %s\n", (long long)next, a, b);
+        fprintf(stderr,
+                "kvcpt train: --allow-schedule-change: from step %lld on the new schedule\n  checkpoint: %s\n"
+                "  this run:   %s\n",
+                (long long)next, a, b);
 }
 
 /* Bytes under dir (one level: a checkpoint's rank files and manifest). */
@@ -516,8 +526,10 @@ static void truncate_log(const char *path, int64_t step) {
          * disk): said, never dropped silently */
         json_t *j = json_loads(line, 0, NULL);
         json_t *s = j ? json_object_get(j, "step") : NULL;
-        KV_CHECK(json_is_integer(s), "train: %s line %lld is not a log record; the log is damaged (move it aside to "
-                 "resume)", path, (long long)n);
+        KV_CHECK(json_is_integer(s),
+                 "train: %s line %lld is not a log record; the log is damaged (move it aside to "
+                 "resume)",
+                 path, (long long)n);
         if (json_integer_value(s) <= step) KV_CHECK(fputs(line, o) >= 0, "train: cannot write '%s'", tmp);
         json_decref(j);
     }
@@ -564,12 +576,14 @@ static int lock_run_dir(const char *out) {
         owner[n > 0 ? n : 0] = '\0';
         owner[strcspn(owner, "\n")] = '\0';
         die("train: run directory '%s' is in use by another kvcpt train (pid %s); wait for it, or choose another "
-            "out", out, owner[0] ? owner : "unknown");
+            "out",
+            out, owner[0] ? owner : "unknown");
     }
     /* the lock is on the file open here: one that an ending run unlinked
      * between this open and the flock is no lock on the name any more */
     struct stat held, named;
-    if (fstat(fd, &held) != 0 || lstat(path, &named) != 0 || held.st_ino != named.st_ino || held.st_dev != named.st_dev) {
+    if (fstat(fd, &held) != 0 || lstat(path, &named) != 0 || held.st_ino != named.st_ino ||
+        held.st_dev != named.st_dev) {
         close(fd);
         return lock_run_dir(out);
     }
@@ -581,8 +595,8 @@ static int lock_run_dir(const char *out) {
 
 /* The files a run writes into out besides its lock ("config.json": the
  * name of train_config.json in runs of earlier versions). */
-static const char *const RUN_FILES[] = {"log.jsonl", TFEVENTS_FILE, "ckpt", "model", TRAIN_CONFIG_FILE, "config.json",
-                                        "loss.png", "loss.gp", "loss.dat", NULL};
+static const char *const RUN_FILES[] = {"log.jsonl",   TFEVENTS_FILE, "ckpt",    "model",    TRAIN_CONFIG_FILE,
+                                        "config.json", "loss.png",    "loss.gp", "loss.dat", NULL};
 
 /* Before anything is written: out must not be (or hold) the model the run
  * reads, since the export to out/model and out/config.json would replace
@@ -593,7 +607,8 @@ static void check_run_dir(const TrainConfig *c, RunStart start) {
         size_t n = strlen(out);
         if (strncmp(model, out, n) == 0 && (model[n] == '\0' || model[n] == '/' || n == 1))
             die("train: 'out' (%s) is or contains the model directory '%s' the run reads; the run's export "
-                "(out/model) would replace it: choose another out", c->out, c->model);
+                "(out/model) would replace it: choose another out",
+                c->out, c->model);
     }
     if (start != RUN_FRESH) return;
     char p[4400];
@@ -602,7 +617,8 @@ static void check_run_dir(const TrainConfig *c, RunStart start) {
         struct stat st;
         if (lstat(p, &st) == 0)
             die("train: '%s' holds an earlier run (%s); continue it with --resume, or pass --overwrite to remove "
-                "it and start again, or choose another out", c->out, RUN_FILES[i]);
+                "it and start again, or choose another out",
+                c->out, RUN_FILES[i]);
     }
 }
 
@@ -679,10 +695,11 @@ void trainer_setup(Trainer *t, const TrainConfig *cfg, RunStart start, int allow
     if (t->rank == 0) {
         char sched[256];
         schedule_text(&t->sched, sched, sizeof sched);
-        fprintf(stderr, "kvcpt train: set-up done in %.1f s (peak RSS %.0f MB); steps %lld to %lld of %lld sequences x "
-                        "%lld tokens (%s optimizer; %s)\n", now_seconds() - t->t_setup, peak_rss_bytes() / 1e6,
-                (long long)t->step + 1, (long long)t->total_steps, (long long)t->cfg.global_batch, (long long)t->T,
-                t->cfg.optim, sched);
+        fprintf(stderr,
+                "kvcpt train: set-up done in %.1f s (peak RSS %.0f MB); steps %lld to %lld of %lld sequences x "
+                "%lld tokens (%s optimizer; %s)\n",
+                now_seconds() - t->t_setup, peak_rss_bytes() / 1e6, (long long)t->step + 1, (long long)t->total_steps,
+                (long long)t->cfg.global_batch, (long long)t->T, t->cfg.optim, sched);
     }
 }
 
@@ -785,8 +802,9 @@ int trainer_run(Trainer *t) {
         float loss = trainer_step(t, &norm, &lr);
         if (!isfinite(loss)) {
             if (t->rank == 0)
-                fprintf(stderr, "\nkvcpt train: error: loss is %f at step %lld; stopping. The last good checkpoint (if any) "
-                                "in %s/ckpt is kept; hint: lower 'lr' or check the data\n",
+                fprintf(stderr,
+                        "\nkvcpt train: error: loss is %f at step %lld; stopping. The last good checkpoint (if any) "
+                        "in %s/ckpt is kept; hint: lower 'lr' or check the data\n",
                         loss, (long long)t->step, t->cfg.out);
             return 1;
         }
@@ -806,7 +824,9 @@ int trainer_run(Trainer *t) {
     }
     save_final_model(t);
     if (t->rank == 0)
-        fprintf(stderr, "kvcpt train: done, %lld steps (%lld skipped) in %.1f s on %d rank%s; run directory %s (final model in model/)\n",
+        fprintf(stderr,
+                "kvcpt train: done, %lld steps (%lld skipped) in %.1f s on %d rank%s; run directory %s (final model in "
+                "model/)\n",
                 (long long)t->step, (long long)t->skipped_steps, now_seconds() - t->t_run, t->world,
                 t->world > 1 ? "s" : "", t->cfg.out);
     return 0;

@@ -22,10 +22,8 @@
 #define CUDA_TARGET "unrecorded targets"
 #endif
 
-static const BenchHooks cuda_bench = {.adamw = &bench_adamw_cuda,
-                                      .attention = &bench_attention_cuda,
-                                      .model = &bench_model_cuda,
-                                      .ops = &bench_ops_cuda};
+static const BenchHooks cuda_bench = {
+    .adamw = &bench_adamw_cuda, .attention = &bench_attention_cuda, .model = &bench_model_cuda, .ops = &bench_ops_cuda};
 
 static const Backend cuda = {.name = "cuda",
                              .label = "CUDA",

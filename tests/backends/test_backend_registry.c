@@ -36,8 +36,12 @@ static const Backend fake = {.name = "fake",
                              .device_count = fake_count,
                              .train = &fake_train};
 /* compiled, with devices, but no training engine */
-static const Backend bare = {.name = "bare", .label = "BARE", .kind = BACKEND_ACCEL, .compiled = 1,
-                             .built_for = "nothing", .device_count = fake_count};
+static const Backend bare = {.name = "bare",
+                             .label = "BARE",
+                             .kind = BACKEND_ACCEL,
+                             .compiled = 1,
+                             .built_for = "nothing",
+                             .device_count = fake_count};
 
 static void resolve(void *name) { backend_resolve((const char *)name); }
 static void require_accel(void *who) { backend_require_accel((const char *)who); }
@@ -60,7 +64,8 @@ int main(void) {
     backend_register(NULL); /* a stand-in that registers nothing */
 
     fake_devices = 0;
-    tl_result(backend_resolve("auto") == backend_resolve("cpu"), "auto with no device visible: the host", "not the host");
+    tl_result(backend_resolve("auto") == backend_resolve("cpu"), "auto with no device visible: the host",
+              "not the host");
     tl_expect_death("--device fake with no device visible: refused by the backend's label", resolve, "fake",
                     "--device fake: no FAKE device is visible");
     tl_expect_death("--device of a backend registered but not built: refused with its hint", resolve, "absent",
@@ -76,8 +81,8 @@ int main(void) {
               "config 'device' accepts auto, cpu and the registered names, built or not", "backend_known disagrees");
 
     fake_devices = 2;
-    tl_result(backend_resolve(NULL) == &fake, "auto with a device visible: the first built accelerator",
-              "got %s", backend_resolve(NULL)->name);
+    tl_result(backend_resolve(NULL) == &fake, "auto with a device visible: the first built accelerator", "got %s",
+              backend_resolve(NULL)->name);
     tl_result(backend_resolve("fake") == &fake && backend_resolve("cpu")->kind == BACKEND_HOST,
               "--device fake and --device cpu resolve to their entries", "wrong entry");
     tl_result(backend_require_accel("bench ops") == &fake, "a command that needs an accelerator gets the visible one",
@@ -98,8 +103,8 @@ int main(void) {
     tl_result(strcmp(desc, "fake (master and optimizer sharded on the GPUs)") == 0,
               "the startup line names the backend config 'device' resolved to", "got '%s'", desc);
     snprintf(c.device, sizeof c.device, "cpu");
-    tl_result(train_mode_resolve(&c, 0, 1, &be) == TRAIN_HOST && be->kind == BACKEND_HOST,
-              "device=cpu: the host mode", "not the host");
+    tl_result(train_mode_resolve(&c, 0, 1, &be) == TRAIN_HOST && be->kind == BACKEND_HOST, "device=cpu: the host mode",
+              "not the host");
 
     backend_register(&bare);
     tl_expect_death("an accelerator with no training engine: train refuses by its label", train_on_bare, NULL,

@@ -87,8 +87,9 @@ static void test_resume(int world) {
     char name[96];
     snprintf(name, sizeof name, "resume at step %d with %d rank file(s) is bit-identical", SAVE_AT, world);
     tl_result(found && step == SAVE_AT, "latest checkpoint found", "found %d step %lld", found, (long long)step);
-    int same = memcmp(ref.params, run.params, sizeof ref.params) == 0 && memcmp(&ref.rng, &run.rng, sizeof ref.rng) == 0 &&
-               ref.data_pos == run.data_pos && memcmp(ref.momentum, run.momentum, sizeof ref.momentum) == 0;
+    int same = memcmp(ref.params, run.params, sizeof ref.params) == 0 &&
+               memcmp(&ref.rng, &run.rng, sizeof ref.rng) == 0 && ref.data_pos == run.data_pos &&
+               memcmp(ref.momentum, run.momentum, sizeof ref.momentum) == 0;
     tl_result(same, name, "params/momentum/rng/data position differ after resume");
 }
 
@@ -192,7 +193,8 @@ static void test_corruption(void) {
     for (int64_t len = 0; len < n; len += 13)
         if (ckpt_parse(&r, (uint8_t *)img, len, "cut", err, sizeof err) == 0) acc++, free(r.s);
         else rej++;
-    tl_result(rej > 0, "rank file mutation sweep runs without crashing", "acc %lld rej %lld", (long long)acc, (long long)rej);
+    tl_result(rej > 0, "rank file mutation sweep runs without crashing", "acc %lld rej %lld", (long long)acc,
+              (long long)rej);
     flip_byte(rank0, 200); /* inside the params section */
     expect_error("corrupt section detected by its checksum", read_params, NULL, "fails its checksum");
     write_bytes(rank0, img, n - 8);

@@ -61,14 +61,15 @@ int main(void) {
         {0},
     };
     char buf[64], out[8192];
-    tl_result(options_default_text(&opts[0], buf, sizeof buf) && strcmp(buf, "42") == 0, "int default text", "'%s'", buf);
+    tl_result(options_default_text(&opts[0], buf, sizeof buf) && strcmp(buf, "42") == 0, "int default text", "'%s'",
+              buf);
     tl_result(options_default_text(&opts[1], buf, sizeof buf) && strcmp(buf, "0.85") == 0, "float default text", "'%s'",
               buf);
     tl_result(options_default_text(&opts[2], buf, sizeof buf) && strcmp(buf, "runs/eval") == 0, "string default text",
               "'%s'", buf);
     tl_result(!options_default_text(&opts[3], buf, sizeof buf) && !options_default_text(&opts[4], buf, sizeof buf) &&
-                  !options_default_text(&opts[5], buf, sizeof buf) && !options_default_text(&opts[6], buf, sizeof buf) &&
-                  !options_default_text(&opts[8], buf, sizeof buf),
+                  !options_default_text(&opts[5], buf, sizeof buf) &&
+                  !options_default_text(&opts[6], buf, sizeof buf) && !options_default_text(&opts[8], buf, sizeof buf),
               "unset or empty strings, flags, empty lists and aliases print no default", "");
 
     /* --help after options that change values still prints the starting ones */
@@ -77,7 +78,8 @@ int main(void) {
     tl_result(r == 1 && n == 42 && f == 0.85 && L == 8192, "--help is answered before any option is applied",
               "r %d n %lld f %g L %lld", r, (long long)n, f, (long long)L);
     tl_result(strstr(out, "a count (default 42)") && strstr(out, "a threshold (default 0.85)") &&
-                  strstr(out, "a directory (default runs/eval)") && strstr(out, "prefill length (also --context) (default 8192)"),
+                  strstr(out, "a directory (default runs/eval)") &&
+                  strstr(out, "prefill length (also --context) (default 8192)"),
               "help prints each default from the table's starting value", "%s", out);
     tl_result(!strstr(out, "absent: something else (default") && !strstr(out, "a flag (default") &&
                   !strstr(out, "--context L") && !strstr(out, "empty means none (default"),
@@ -93,8 +95,9 @@ int main(void) {
               "L '%s' n '%s' f '%s'", options_spelled("L"), options_spelled("n"), options_spelled("f"));
     char *argv3[] = {"demo", "--context", "5", "--L", "6", NULL};
     parse_captured(opts, 5, argv3, out, sizeof out);
-    tl_result(L == 6 && strcmp(options_spelled("L"), "--L") == 0, "the spelling is the last one given (the one whose value counts)",
-              "L %lld '%s'", (long long)L, options_spelled("L"));
+    tl_result(L == 6 && strcmp(options_spelled("L"), "--L") == 0,
+              "the spelling is the last one given (the one whose value counts)", "L %lld '%s'", (long long)L,
+              options_spelled("L"));
     char *argv4[] = {"demo", "--n", "1", NULL};
     parse_captured(opts, 3, argv4, out, sizeof out);
     tl_result(strcmp(options_spelled("L"), "--L") == 0, "a new parse forgets the spellings of the last one", "'%s'",
@@ -106,13 +109,15 @@ int main(void) {
     char *below0[] = {"demo", "--count", "-1", NULL}, *below1[] = {"demo", "--pos=0", NULL};
     tl_expect_death("--count -1 refused", parse_quietly, &(ParseArgs){opts, below0},
                     "--count expects an integer >= 0, got '-1'");
-    tl_expect_death("--pos=0 refused", parse_quietly, &(ParseArgs){opts, below1}, "--pos expects an integer >= 1, got '0'");
+    tl_expect_death("--pos=0 refused", parse_quietly, &(ParseArgs){opts, below1},
+                    "--pos expects an integer >= 1, got '0'");
     tl_result(options_default_text(&opts[9], buf, sizeof buf) && strcmp(buf, "5") == 0 &&
                   options_default_text(&opts[10], buf, sizeof buf) && strcmp(buf, "3") == 0,
               "count and positive defaults print", "'%s'", buf);
     char *argv5[] = {"demo", "--count", "0", "--pos=1", "--n", "-7", NULL};
     r = parse_captured(opts, 6, argv5, out, sizeof out);
-    tl_result(r == 0 && count == 0 && pos == 1 && n == -7, "--count 0 and --pos 1 accepted, a plain integer may be negative",
-              "r %d count %lld pos %lld n %lld", r, (long long)count, (long long)pos, (long long)n);
+    tl_result(r == 0 && count == 0 && pos == 1 && n == -7,
+              "--count 0 and --pos 1 accepted, a plain integer may be negative", "r %d count %lld pos %lld n %lld", r,
+              (long long)count, (long long)pos, (long long)n);
     return tl_finish();
 }

@@ -272,10 +272,15 @@ int main(void) {
     check_chart("loss, a single step", base,
                 plot_lines_png(png, "kvcpt train: loss", "step", "cross-entropy (nats)", s, 1, 0), 900, 560, 1);
     /* eval's per-step curves: 11 policies with their long labels, 32 steps */
-    static const char *labels[11] = {"full", "streaming (sinks 4)", "h2o (recent 64, heavy 64, max)",
-                                     "snapkv (window 1 kept)", "tova (shared heads, mean, window 1)",
-                                     "refreshkv (QC 5, s 0.85)", "refreshkv (QC 10, s 0.85)",
-                                     "refreshkv (fixed stride 10)", "refreshkv (fixed stride 25)",
+    static const char *labels[11] = {"full",
+                                     "streaming (sinks 4)",
+                                     "h2o (recent 64, heavy 64, max)",
+                                     "snapkv (window 1 kept)",
+                                     "tova (shared heads, mean, window 1)",
+                                     "refreshkv (QC 5, s 0.85)",
+                                     "refreshkv (QC 10, s 0.85)",
+                                     "refreshkv (fixed stride 10)",
+                                     "refreshkv (fixed stride 25)",
                                      "restkv (S_w 32, alpha 0.3, beta 2000, k 5)",
                                      "kvec (O 16, O' 32, delta 3, lambda 1, beta 0.25)"};
     static double sx[32], sy[11][32];
@@ -309,13 +314,15 @@ int main(void) {
         if (z) sy[2][3] = 0;
         snprintf(base, sizeof base, "%s/steps_ppl%d", dir, z);
         snprintf(png, sizeof png, "%s.png", base);
-        steps_rc = plot_lines_png(png, "kvcpt eval: PPL per decode step", "decode step", "PPL over documents", ps, 3, 1);
+        steps_rc =
+            plot_lines_png(png, "kvcpt eval: PPL per decode step", "decode step", "PPL over documents", ps, 3, 1);
         snprintf(gp_path, sizeof gp_path, "%s.gp", base);
         script = slurp(gp_path);
         check_chart(z ? "per-step PPL with a zero" : "per-step PPL with a spike", base, steps_rc, 900, 560, 3);
         int log_axis = script && strstr(script, "set logscale y") && strstr(script, "PPL over documents, log scale");
         tl_result(z ? script && !log_axis : log_axis,
-                  z ? "per-step PPL: a value of 0 keeps a linear axis" : "per-step PPL: a log y axis, said in its label",
+                  z ? "per-step PPL: a value of 0 keeps a linear axis"
+                    : "per-step PPL: a log y axis, said in its label",
                   "the script %s a log y axis", log_axis ? "has" : "has no");
         free(script);
     }

@@ -105,14 +105,14 @@ size_t cudnnGetVersion(void) { return CUDNN_VERSION; }
 
 const char *cudnnGetErrorString(cudnnStatus_t s) {
     switch (s) {
-    case CUDNN_STATUS_SUCCESS: return "CUDNN_STATUS_SUCCESS";
-    case CUDNN_STATUS_NOT_INITIALIZED: return "CUDNN_STATUS_NOT_INITIALIZED";
-    case CUDNN_STATUS_BAD_PARAM: return "CUDNN_STATUS_BAD_PARAM";
-    case CUDNN_STATUS_BAD_PARAM_NULL_POINTER: return "CUDNN_STATUS_BAD_PARAM_NULL_POINTER";
-    case CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED: return "CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED";
-    case CUDNN_STATUS_NOT_SUPPORTED: return "CUDNN_STATUS_NOT_SUPPORTED";
-    case CUDNN_STATUS_INTERNAL_ERROR: return "CUDNN_STATUS_INTERNAL_ERROR";
-    case CUDNN_STATUS_EXECUTION_FAILED: return "CUDNN_STATUS_EXECUTION_FAILED";
+        case CUDNN_STATUS_SUCCESS: return "CUDNN_STATUS_SUCCESS";
+        case CUDNN_STATUS_NOT_INITIALIZED: return "CUDNN_STATUS_NOT_INITIALIZED";
+        case CUDNN_STATUS_BAD_PARAM: return "CUDNN_STATUS_BAD_PARAM";
+        case CUDNN_STATUS_BAD_PARAM_NULL_POINTER: return "CUDNN_STATUS_BAD_PARAM_NULL_POINTER";
+        case CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED: return "CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED";
+        case CUDNN_STATUS_NOT_SUPPORTED: return "CUDNN_STATUS_NOT_SUPPORTED";
+        case CUDNN_STATUS_INTERNAL_ERROR: return "CUDNN_STATUS_INTERNAL_ERROR";
+        case CUDNN_STATUS_EXECUTION_FAILED: return "CUDNN_STATUS_EXECUTION_FAILED";
     }
     return "CUDNN_STATUS_UNKNOWN";
 }
@@ -140,20 +140,27 @@ cudnnStatus_t cudnnSetStream(cudnnHandle_t h, cudaStream_t st) {
 
 static int known_type(cudnnBackendDescriptorType_t t) {
     switch (t) {
-    case CUDNN_BACKEND_POINTWISE_DESCRIPTOR: case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
-    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR: case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR:
-    case CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR: case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:
-    case CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR: case CUDNN_BACKEND_TENSOR_DESCRIPTOR:
-    case CUDNN_BACKEND_MATMUL_DESCRIPTOR: case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR:
-    case CUDNN_BACKEND_REDUCTION_DESCRIPTOR: case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR:
-    case CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR: return 1;
+        case CUDNN_BACKEND_POINTWISE_DESCRIPTOR:
+        case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
+        case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR:
+        case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR:
+        case CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR:
+        case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:
+        case CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR:
+        case CUDNN_BACKEND_TENSOR_DESCRIPTOR:
+        case CUDNN_BACKEND_MATMUL_DESCRIPTOR:
+        case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR:
+        case CUDNN_BACKEND_REDUCTION_DESCRIPTOR:
+        case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR:
+        case CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR: return 1;
     }
     return 0;
 }
 
 cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t type, cudnnBackendDescriptor_t *out) {
     if (!out) return refuse(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "cudnnBackendCreateDescriptor: NULL out");
-    if (!known_type(type)) return refuse(CUDNN_STATUS_NOT_SUPPORTED, "descriptor type %d is not stood in for", (int)type);
+    if (!known_type(type))
+        return refuse(CUDNN_STATUS_NOT_SUPPORTED, "descriptor type %d is not stood in for", (int)type);
     Desc *d = calloc(1, sizeof *d);
     if (!d) return CUDNN_STATUS_INTERNAL_ERROR;
     d->magic = MAGIC, d->type = type, d->axis = -1;
@@ -178,12 +185,17 @@ cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t p) {
 
 static size_t elem_size(cudnnBackendAttributeType_t t) {
     switch (t) {
-    case CUDNN_TYPE_HANDLE: case CUDNN_TYPE_VOID_PTR: case CUDNN_TYPE_BACKEND_DESCRIPTOR: return sizeof(void *);
-    case CUDNN_TYPE_INT64: return sizeof(int64_t);
-    case CUDNN_TYPE_BOOLEAN: return sizeof(bool);
-    case CUDNN_TYPE_FLOAT: case CUDNN_TYPE_INT32: return 4;
-    case CUDNN_TYPE_DATA_TYPE: case CUDNN_TYPE_HEUR_MODE: case CUDNN_TYPE_POINTWISE_MODE:
-    case CUDNN_TYPE_REDUCTION_OPERATOR_TYPE: return sizeof(int);
+        case CUDNN_TYPE_HANDLE:
+        case CUDNN_TYPE_VOID_PTR:
+        case CUDNN_TYPE_BACKEND_DESCRIPTOR: return sizeof(void *);
+        case CUDNN_TYPE_INT64: return sizeof(int64_t);
+        case CUDNN_TYPE_BOOLEAN: return sizeof(bool);
+        case CUDNN_TYPE_FLOAT:
+        case CUDNN_TYPE_INT32: return 4;
+        case CUDNN_TYPE_DATA_TYPE:
+        case CUDNN_TYPE_HEUR_MODE:
+        case CUDNN_TYPE_POINTWISE_MODE:
+        case CUDNN_TYPE_REDUCTION_OPERATOR_TYPE: return sizeof(int);
     }
     return 0;
 }
@@ -209,10 +221,14 @@ static const AttrRule rules[] = {
     {CUDNN_BACKEND_POINTWISE_DESCRIPTOR, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1},
     {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
      CUDNN_TYPE_BACKEND_DESCRIPTOR, 1},
-    {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1},
-    {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1},
-    {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1},
-    {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1},
+    {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+     1},
+    {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+     1},
+    {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+     1},
+    {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+     1},
     {CUDNN_BACKEND_MATMUL_DESCRIPTOR, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1},
     {CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1},
     {CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1},
@@ -220,9 +236,12 @@ static const AttrRule rules[] = {
     {CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1},
     {CUDNN_BACKEND_REDUCTION_DESCRIPTOR, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1},
     {CUDNN_BACKEND_REDUCTION_DESCRIPTOR, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1},
-    {CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1},
-    {CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1},
-    {CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1},
+    {CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+     1},
+    {CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+     1},
+    {CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+     1},
     {CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1},
     {CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1},
     {CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1},
@@ -230,7 +249,8 @@ static const AttrRule rules[] = {
     {CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1},
     {CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1},
     {CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1},
-    {CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1},
+    {CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+     1},
     {CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 64},
     {CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 64},
     {CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1},
@@ -244,7 +264,8 @@ cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t p, cudnnBackendA
     const AttrRule *r = NULL;
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
         if (rules[i].desc == d->type && rules[i].name == name) r = &rules[i];
-    if (!r) return refuse(CUDNN_STATUS_NOT_SUPPORTED, "descriptor type %d takes no attribute %d", (int)d->type, (int)name);
+    if (!r)
+        return refuse(CUDNN_STATUS_NOT_SUPPORTED, "descriptor type %d takes no attribute %d", (int)d->type, (int)name);
     if (r->type != type)
         return refuse(CUDNN_STATUS_BAD_PARAM, "attribute %d takes type %d, not %d", (int)name, (int)r->type, (int)type);
     if (count < 1 || count > r->max_count || !v)
@@ -285,8 +306,9 @@ static Desc *attr_desc(const Desc *d, cudnnBackendAttributeName_t name, cudnnBac
                        cudnnStatus_t *st) {
     const Attr *a = attr(d, name);
     if (!a) {
-        if (required) *st = refuse(CUDNN_STATUS_BAD_PARAM, "descriptor type %d: attribute %d is required", (int)d->type,
-                                   (int)name);
+        if (required)
+            *st =
+                refuse(CUDNN_STATUS_BAD_PARAM, "descriptor type %d: attribute %d is required", (int)d->type, (int)name);
         return NULL;
     }
     Desc *x = as_desc(*(void *const *)a->data);
@@ -333,8 +355,9 @@ static cudnnStatus_t finalize_tensor(Desc *d) {
     if (d->dt != CUDNN_DATA_FLOAT && d->dt != CUDNN_DATA_BFLOAT16 && d->dt != CUDNN_DATA_INT32 &&
         d->dt != CUDNN_DATA_BOOLEAN)
         return refuse(CUDNN_STATUS_NOT_SUPPORTED, "tensor %lld: data type %d", (long long)d->uid, (int)d->dt);
-    if (d->align != 16) return refuse(CUDNN_STATUS_BAD_PARAM, "tensor %lld: alignment %lld, not 16", (long long)d->uid,
-                                      (long long)d->align);
+    if (d->align != 16)
+        return refuse(CUDNN_STATUS_BAD_PARAM, "tensor %lld: alignment %lld, not 16", (long long)d->uid,
+                      (long long)d->align);
     /* no two elements at one place: sorted by stride, each stride reaches
      * past the elements of the smaller ones */
     int order[4] = {0, 1, 2, 3};
@@ -347,10 +370,12 @@ static cudnnStatus_t finalize_tensor(Desc *d) {
     for (int i = 0; i < 4; i++) {
         if (d->dim[order[i]] == 1) continue;
         if (d->str[order[i]] < reach)
-            return refuse(CUDNN_STATUS_BAD_PARAM, "tensor %lld: strides %lld %lld %lld %lld over dims %lld %lld %lld %lld "
-                          "put two elements at one place", (long long)d->uid, (long long)d->str[0], (long long)d->str[1],
-                          (long long)d->str[2], (long long)d->str[3], (long long)d->dim[0], (long long)d->dim[1],
-                          (long long)d->dim[2], (long long)d->dim[3]);
+            return refuse(CUDNN_STATUS_BAD_PARAM,
+                          "tensor %lld: strides %lld %lld %lld %lld over dims %lld %lld %lld %lld "
+                          "put two elements at one place",
+                          (long long)d->uid, (long long)d->str[0], (long long)d->str[1], (long long)d->str[2],
+                          (long long)d->str[3], (long long)d->dim[0], (long long)d->dim[1], (long long)d->dim[2],
+                          (long long)d->dim[3]);
         reach = d->str[order[i]] * d->dim[order[i]];
     }
     if (d->by_value && (d->is_virtual || numel(d) != 1))
@@ -372,97 +397,107 @@ static cudnnStatus_t finalize_op(Desc *d) {
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
     const cudnnBackendDescriptorType_t T = CUDNN_BACKEND_TENSOR_DESCRIPTOR;
     switch (d->type) {
-    case CUDNN_BACKEND_POINTWISE_DESCRIPTOR:
-        if (!attr(d, CUDNN_ATTR_POINTWISE_MODE) || !attr(d, CUDNN_ATTR_POINTWISE_MATH_PREC))
-            return refuse(CUDNN_STATUS_BAD_PARAM, "pointwise: mode and math precision are required");
-        d->mode = attr_i64(d, CUDNN_ATTR_POINTWISE_MODE, -1);
-        d->prec = (cudnnDataType_t)attr_i64(d, CUDNN_ATTR_POINTWISE_MATH_PREC, -1);
-        d->axis = attr_i64(d, CUDNN_ATTR_POINTWISE_AXIS, -1);
-        if ((d->mode == CUDNN_POINTWISE_GEN_INDEX) != (d->axis >= 0 && d->axis < 4))
-            return refuse(CUDNN_STATUS_BAD_PARAM, "pointwise mode %lld: axis %lld", (long long)d->mode,
-                          (long long)d->axis);
-        return st;
-    case CUDNN_BACKEND_MATMUL_DESCRIPTOR:
-    case CUDNN_BACKEND_REDUCTION_DESCRIPTOR: {
-        const int mm = d->type == CUDNN_BACKEND_MATMUL_DESCRIPTOR;
-        d->prec = (cudnnDataType_t)attr_i64(d, mm ? CUDNN_ATTR_MATMUL_COMP_TYPE : CUDNN_ATTR_REDUCTION_COMP_TYPE, -1);
-        if (d->prec != CUDNN_DATA_FLOAT) return refuse(CUDNN_STATUS_NOT_SUPPORTED, "compute type %d, not float", (int)d->prec);
-        d->mode = mm ? 0 : attr_i64(d, CUDNN_ATTR_REDUCTION_OPERATOR, -1);
-        if (!mm && d->mode != CUDNN_REDUCE_TENSOR_ADD && d->mode != CUDNN_REDUCE_TENSOR_MAX)
-            return refuse(CUDNN_STATUS_NOT_SUPPORTED, "reduction operator %lld", (long long)d->mode);
-        return st;
-    }
-    case CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR: {
-        d->op_desc = attr_desc(d, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, 1, &st);
-        d->x = attr_desc(d, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, T, 1, &st);
-        d->b = attr_desc(d, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, T, 0, &st);
-        d->t = attr_desc(d, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, T, 0, &st);
-        d->y = attr_desc(d, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, T, 1, &st);
-        if (st != CUDNN_STATUS_SUCCESS || !d->op_desc || !d->x || !d->y) return st ? st : CUDNN_STATUS_BAD_PARAM;
-        const int64_t mode = d->op_desc->mode;
-        if (is_binary(mode) != (d->b != NULL) || (mode == CUDNN_POINTWISE_BINARY_SELECT) != (d->t != NULL))
-            return refuse(CUDNN_STATUS_BAD_PARAM, "pointwise mode %lld: wrong operands", (long long)mode);
-        const Desc *in[3] = {d->x, d->b, d->t};
-        for (int j = 0; j < 3; j++)
-            for (int i = 0; in[j] && i < 4; i++)
-                if (!fits(in[j]->dim[i], d->y->dim[i]) || (mode == CUDNN_POINTWISE_GEN_INDEX && in[j]->dim[i] != d->y->dim[i]))
-                    return refuse(CUDNN_STATUS_BAD_PARAM, "pointwise mode %lld: operand %lld dim %d is %lld, output %lld's %lld",
-                                  (long long)mode, (long long)in[j]->uid, i, (long long)in[j]->dim[i],
-                                  (long long)d->y->uid, (long long)d->y->dim[i]);
-        if ((mode == CUDNN_POINTWISE_CMP_GE) != (d->y->dt == CUDNN_DATA_BOOLEAN) ||
-            (d->t && d->t->dt != CUDNN_DATA_BOOLEAN))
-            return refuse(CUDNN_STATUS_BAD_PARAM, "pointwise mode %lld: boolean output or condition", (long long)mode);
-        if (mode == CUDNN_POINTWISE_GEN_INDEX && d->y->dt != CUDNN_DATA_INT32)
-            return refuse(CUDNN_STATUS_BAD_PARAM, "GEN_INDEX writes int32");
-        return st;
-    }
-    case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR: {
-        d->x = attr_desc(d, CUDNN_ATTR_OPERATION_MATMUL_ADESC, T, 1, &st);
-        d->b = attr_desc(d, CUDNN_ATTR_OPERATION_MATMUL_BDESC, T, 1, &st);
-        d->y = attr_desc(d, CUDNN_ATTR_OPERATION_MATMUL_CDESC, T, 1, &st);
-        d->op_desc = attr_desc(d, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_BACKEND_MATMUL_DESCRIPTOR, 1, &st);
-        if (st != CUDNN_STATUS_SUCCESS || !d->x || !d->b || !d->y || !d->op_desc) return st ? st : CUDNN_STATUS_BAD_PARAM;
-        const Desc *a = d->x, *b = d->b, *c = d->y;
-        if (a->dim[3] != b->dim[2] || a->dim[2] != c->dim[2] || b->dim[3] != c->dim[3])
-            return refuse(CUDNN_STATUS_BAD_PARAM, "matmul %lld x %lld -> %lld: (%lld, %lld) x (%lld, %lld) -> (%lld, %lld)",
-                          (long long)a->uid, (long long)b->uid, (long long)c->uid, (long long)a->dim[2],
-                          (long long)a->dim[3], (long long)b->dim[2], (long long)b->dim[3], (long long)c->dim[2],
-                          (long long)c->dim[3]);
-        for (int i = 0; i < 2; i++)
-            if (!fits(a->dim[i], c->dim[i]) || !fits(b->dim[i], c->dim[i]))
-                return refuse(CUDNN_STATUS_BAD_PARAM, "matmul %lld x %lld -> %lld: batch dim %d is %lld, %lld -> %lld",
-                              (long long)a->uid, (long long)b->uid, (long long)c->uid, i, (long long)a->dim[i],
-                              (long long)b->dim[i], (long long)c->dim[i]);
-        return st;
-    }
-    case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR: {
-        d->x = attr_desc(d, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, T, 1, &st);
-        d->y = attr_desc(d, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, T, 1, &st);
-        d->op_desc = attr_desc(d, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, 1, &st);
-        if (st != CUDNN_STATUS_SUCCESS || !d->x || !d->y || !d->op_desc) return st ? st : CUDNN_STATUS_BAD_PARAM;
-        for (int i = 0; i < 4; i++)
-            if (!fits(d->y->dim[i], d->x->dim[i]))
-                return refuse(CUDNN_STATUS_BAD_PARAM, "reduction %lld -> %lld: dim %d from %lld to %lld",
-                              (long long)d->x->uid, (long long)d->y->uid, i, (long long)d->x->dim[i],
-                              (long long)d->y->dim[i]);
-        return st;
-    }
-    case CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR:
-        d->x = attr_desc(d, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, T, 1, &st);
-        d->y = attr_desc(d, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, T, 1, &st);
-        if (st != CUDNN_STATUS_SUCCESS || !d->x || !d->y) return st ? st : CUDNN_STATUS_BAD_PARAM;
-        if (numel(d->x) != numel(d->y) || span(d->x) != span(d->y))
-            return refuse(CUDNN_STATUS_BAD_PARAM, "reshape %lld -> %lld: %lld elements over %lld, %lld over %lld",
-                          (long long)d->x->uid, (long long)d->y->uid, (long long)numel(d->x), (long long)span(d->x),
-                          (long long)numel(d->y), (long long)span(d->y));
-        return st;
-    default: return CUDNN_STATUS_INTERNAL_ERROR;
+        case CUDNN_BACKEND_POINTWISE_DESCRIPTOR:
+            if (!attr(d, CUDNN_ATTR_POINTWISE_MODE) || !attr(d, CUDNN_ATTR_POINTWISE_MATH_PREC))
+                return refuse(CUDNN_STATUS_BAD_PARAM, "pointwise: mode and math precision are required");
+            d->mode = attr_i64(d, CUDNN_ATTR_POINTWISE_MODE, -1);
+            d->prec = (cudnnDataType_t)attr_i64(d, CUDNN_ATTR_POINTWISE_MATH_PREC, -1);
+            d->axis = attr_i64(d, CUDNN_ATTR_POINTWISE_AXIS, -1);
+            if ((d->mode == CUDNN_POINTWISE_GEN_INDEX) != (d->axis >= 0 && d->axis < 4))
+                return refuse(CUDNN_STATUS_BAD_PARAM, "pointwise mode %lld: axis %lld", (long long)d->mode,
+                              (long long)d->axis);
+            return st;
+        case CUDNN_BACKEND_MATMUL_DESCRIPTOR:
+        case CUDNN_BACKEND_REDUCTION_DESCRIPTOR: {
+            const int mm = d->type == CUDNN_BACKEND_MATMUL_DESCRIPTOR;
+            d->prec =
+                (cudnnDataType_t)attr_i64(d, mm ? CUDNN_ATTR_MATMUL_COMP_TYPE : CUDNN_ATTR_REDUCTION_COMP_TYPE, -1);
+            if (d->prec != CUDNN_DATA_FLOAT)
+                return refuse(CUDNN_STATUS_NOT_SUPPORTED, "compute type %d, not float", (int)d->prec);
+            d->mode = mm ? 0 : attr_i64(d, CUDNN_ATTR_REDUCTION_OPERATOR, -1);
+            if (!mm && d->mode != CUDNN_REDUCE_TENSOR_ADD && d->mode != CUDNN_REDUCE_TENSOR_MAX)
+                return refuse(CUDNN_STATUS_NOT_SUPPORTED, "reduction operator %lld", (long long)d->mode);
+            return st;
+        }
+        case CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR: {
+            d->op_desc =
+                attr_desc(d, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, 1, &st);
+            d->x = attr_desc(d, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, T, 1, &st);
+            d->b = attr_desc(d, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, T, 0, &st);
+            d->t = attr_desc(d, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, T, 0, &st);
+            d->y = attr_desc(d, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, T, 1, &st);
+            if (st != CUDNN_STATUS_SUCCESS || !d->op_desc || !d->x || !d->y) return st ? st : CUDNN_STATUS_BAD_PARAM;
+            const int64_t mode = d->op_desc->mode;
+            if (is_binary(mode) != (d->b != NULL) || (mode == CUDNN_POINTWISE_BINARY_SELECT) != (d->t != NULL))
+                return refuse(CUDNN_STATUS_BAD_PARAM, "pointwise mode %lld: wrong operands", (long long)mode);
+            const Desc *in[3] = {d->x, d->b, d->t};
+            for (int j = 0; j < 3; j++)
+                for (int i = 0; in[j] && i < 4; i++)
+                    if (!fits(in[j]->dim[i], d->y->dim[i]) ||
+                        (mode == CUDNN_POINTWISE_GEN_INDEX && in[j]->dim[i] != d->y->dim[i]))
+                        return refuse(CUDNN_STATUS_BAD_PARAM,
+                                      "pointwise mode %lld: operand %lld dim %d is %lld, output %lld's %lld",
+                                      (long long)mode, (long long)in[j]->uid, i, (long long)in[j]->dim[i],
+                                      (long long)d->y->uid, (long long)d->y->dim[i]);
+            if ((mode == CUDNN_POINTWISE_CMP_GE) != (d->y->dt == CUDNN_DATA_BOOLEAN) ||
+                (d->t && d->t->dt != CUDNN_DATA_BOOLEAN))
+                return refuse(CUDNN_STATUS_BAD_PARAM, "pointwise mode %lld: boolean output or condition",
+                              (long long)mode);
+            if (mode == CUDNN_POINTWISE_GEN_INDEX && d->y->dt != CUDNN_DATA_INT32)
+                return refuse(CUDNN_STATUS_BAD_PARAM, "GEN_INDEX writes int32");
+            return st;
+        }
+        case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR: {
+            d->x = attr_desc(d, CUDNN_ATTR_OPERATION_MATMUL_ADESC, T, 1, &st);
+            d->b = attr_desc(d, CUDNN_ATTR_OPERATION_MATMUL_BDESC, T, 1, &st);
+            d->y = attr_desc(d, CUDNN_ATTR_OPERATION_MATMUL_CDESC, T, 1, &st);
+            d->op_desc = attr_desc(d, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_BACKEND_MATMUL_DESCRIPTOR, 1, &st);
+            if (st != CUDNN_STATUS_SUCCESS || !d->x || !d->b || !d->y || !d->op_desc)
+                return st ? st : CUDNN_STATUS_BAD_PARAM;
+            const Desc *a = d->x, *b = d->b, *c = d->y;
+            if (a->dim[3] != b->dim[2] || a->dim[2] != c->dim[2] || b->dim[3] != c->dim[3])
+                return refuse(
+                    CUDNN_STATUS_BAD_PARAM, "matmul %lld x %lld -> %lld: (%lld, %lld) x (%lld, %lld) -> (%lld, %lld)",
+                    (long long)a->uid, (long long)b->uid, (long long)c->uid, (long long)a->dim[2], (long long)a->dim[3],
+                    (long long)b->dim[2], (long long)b->dim[3], (long long)c->dim[2], (long long)c->dim[3]);
+            for (int i = 0; i < 2; i++)
+                if (!fits(a->dim[i], c->dim[i]) || !fits(b->dim[i], c->dim[i]))
+                    return refuse(CUDNN_STATUS_BAD_PARAM,
+                                  "matmul %lld x %lld -> %lld: batch dim %d is %lld, %lld -> %lld", (long long)a->uid,
+                                  (long long)b->uid, (long long)c->uid, i, (long long)a->dim[i], (long long)b->dim[i],
+                                  (long long)c->dim[i]);
+            return st;
+        }
+        case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR: {
+            d->x = attr_desc(d, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, T, 1, &st);
+            d->y = attr_desc(d, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, T, 1, &st);
+            d->op_desc = attr_desc(d, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, 1, &st);
+            if (st != CUDNN_STATUS_SUCCESS || !d->x || !d->y || !d->op_desc) return st ? st : CUDNN_STATUS_BAD_PARAM;
+            for (int i = 0; i < 4; i++)
+                if (!fits(d->y->dim[i], d->x->dim[i]))
+                    return refuse(CUDNN_STATUS_BAD_PARAM, "reduction %lld -> %lld: dim %d from %lld to %lld",
+                                  (long long)d->x->uid, (long long)d->y->uid, i, (long long)d->x->dim[i],
+                                  (long long)d->y->dim[i]);
+            return st;
+        }
+        case CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR:
+            d->x = attr_desc(d, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, T, 1, &st);
+            d->y = attr_desc(d, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, T, 1, &st);
+            if (st != CUDNN_STATUS_SUCCESS || !d->x || !d->y) return st ? st : CUDNN_STATUS_BAD_PARAM;
+            if (numel(d->x) != numel(d->y) || span(d->x) != span(d->y))
+                return refuse(CUDNN_STATUS_BAD_PARAM, "reshape %lld -> %lld: %lld elements over %lld, %lld over %lld",
+                              (long long)d->x->uid, (long long)d->y->uid, (long long)numel(d->x), (long long)span(d->x),
+                              (long long)numel(d->y), (long long)span(d->y));
+            return st;
+        default: return CUDNN_STATUS_INTERNAL_ERROR;
     }
 }
 
 static int is_op(const Desc *d) {
-    return d->type == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR || d->type == CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR ||
-           d->type == CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR || d->type == CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR;
+    return d->type == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR ||
+           d->type == CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR ||
+           d->type == CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR ||
+           d->type == CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR;
 }
 
 /* The tensors an operation reads (up to 3). */
@@ -528,37 +563,40 @@ cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t p) {
     if (d->finalized) return refuse(CUDNN_STATUS_BAD_PARAM, "finalize: already finalized");
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
     switch (d->type) {
-    case CUDNN_BACKEND_TENSOR_DESCRIPTOR: st = finalize_tensor(d); break;
-    case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR: st = finalize_graph(d); break;
-    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR:
-        d->graph = attr_desc(d, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, 1, &st);
-        if (st == CUDNN_STATUS_SUCCESS && !attr(d, CUDNN_ATTR_ENGINEHEUR_MODE))
-            st = refuse(CUDNN_STATUS_BAD_PARAM, "heuristics: mode is required");
-        break;
-    case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
-        st = refuse(CUDNN_STATUS_NOT_SUPPORTED, "engine configurations come from the heuristics here");
-        break;
-    case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: {
-        Desc *cfg = attr_desc(d, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, 1, &st);
-        if (st == CUDNN_STATUS_SUCCESS && !attr(d, CUDNN_ATTR_EXECUTION_PLAN_HANDLE))
-            st = refuse(CUDNN_STATUS_BAD_PARAM, "execution plan: handle is required");
-        if (st == CUDNN_STATUS_SUCCESS) d->graph = cfg->graph;
-        break;
-    }
-    case CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR: {
-        const Attr *u = attr(d, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS), *ptr = attr(d, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS);
-        if (!u || !ptr || u->count != ptr->count || !attr(d, CUDNN_ATTR_VARIANT_PACK_WORKSPACE))
-            return refuse(CUDNN_STATUS_BAD_PARAM, "variant pack: as many unique ids as pointers, and a workspace");
-        d->n_pack = u->count;
-        d->uids = malloc(sizeof(int64_t) * (size_t)u->count);
-        d->ptrs = malloc(sizeof(void *) * (size_t)u->count);
-        if (!d->uids || !d->ptrs) return CUDNN_STATUS_INTERNAL_ERROR;
-        memcpy(d->uids, u->data, sizeof(int64_t) * (size_t)u->count);
-        memcpy(d->ptrs, ptr->data, sizeof(void *) * (size_t)u->count);
-        d->workspace = *(void **)attr(d, CUDNN_ATTR_VARIANT_PACK_WORKSPACE)->data;
-        break;
-    }
-    default: st = finalize_op(d);
+        case CUDNN_BACKEND_TENSOR_DESCRIPTOR: st = finalize_tensor(d); break;
+        case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR: st = finalize_graph(d); break;
+        case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR:
+            d->graph =
+                attr_desc(d, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, 1, &st);
+            if (st == CUDNN_STATUS_SUCCESS && !attr(d, CUDNN_ATTR_ENGINEHEUR_MODE))
+                st = refuse(CUDNN_STATUS_BAD_PARAM, "heuristics: mode is required");
+            break;
+        case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
+            st = refuse(CUDNN_STATUS_NOT_SUPPORTED, "engine configurations come from the heuristics here");
+            break;
+        case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: {
+            Desc *cfg =
+                attr_desc(d, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, 1, &st);
+            if (st == CUDNN_STATUS_SUCCESS && !attr(d, CUDNN_ATTR_EXECUTION_PLAN_HANDLE))
+                st = refuse(CUDNN_STATUS_BAD_PARAM, "execution plan: handle is required");
+            if (st == CUDNN_STATUS_SUCCESS) d->graph = cfg->graph;
+            break;
+        }
+        case CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR: {
+            const Attr *u = attr(d, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS),
+                       *ptr = attr(d, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS);
+            if (!u || !ptr || u->count != ptr->count || !attr(d, CUDNN_ATTR_VARIANT_PACK_WORKSPACE))
+                return refuse(CUDNN_STATUS_BAD_PARAM, "variant pack: as many unique ids as pointers, and a workspace");
+            d->n_pack = u->count;
+            d->uids = malloc(sizeof(int64_t) * (size_t)u->count);
+            d->ptrs = malloc(sizeof(void *) * (size_t)u->count);
+            if (!d->uids || !d->ptrs) return CUDNN_STATUS_INTERNAL_ERROR;
+            memcpy(d->uids, u->data, sizeof(int64_t) * (size_t)u->count);
+            memcpy(d->ptrs, ptr->data, sizeof(void *) * (size_t)u->count);
+            d->workspace = *(void **)attr(d, CUDNN_ATTR_VARIANT_PACK_WORKSPACE)->data;
+            break;
+        }
+        default: st = finalize_op(d);
     }
     if (st == CUDNN_STATUS_SUCCESS) d->finalized = 1;
     return st;
@@ -568,7 +606,8 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const p, cudnnBa
                                        cudnnBackendAttributeType_t type, int64_t requested, int64_t *count,
                                        void *elements) {
     Desc *d = as_desc(p);
-    if (!d || !d->finalized) return refuse(CUDNN_STATUS_BAD_PARAM, "get attribute %d: not a finalized descriptor", (int)name);
+    if (!d || !d->finalized)
+        return refuse(CUDNN_STATUS_BAD_PARAM, "get attribute %d: not a finalized descriptor", (int)name);
     if (d->type == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR && name == CUDNN_ATTR_ENGINEHEUR_RESULTS &&
         type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
         /* one engine: this file */
@@ -607,33 +646,33 @@ static double load(const Slot *s, int64_t off) {
     if (s->val) return s->val[off];
     const unsigned char *p = s->mem + (size_t)off * dt_size(s->t->dt);
     switch (s->t->dt) {
-    case CUDNN_DATA_BFLOAT16: return float_from_bf16_bits(*(const uint16_t *)p);
-    case CUDNN_DATA_FLOAT: return *(const float *)p;
-    case CUDNN_DATA_INT32: return *(const int32_t *)p;
-    case CUDNN_DATA_BOOLEAN: return *p != 0;
-    default: return NAN;
+        case CUDNN_DATA_BFLOAT16: return float_from_bf16_bits(*(const uint16_t *)p);
+        case CUDNN_DATA_FLOAT: return *(const float *)p;
+        case CUDNN_DATA_INT32: return *(const int32_t *)p;
+        case CUDNN_DATA_BOOLEAN: return *p != 0;
+        default: return NAN;
     }
 }
 
 static void store(Slot *s, int64_t off, double v) {
     switch (s->t->dt) {
-    case CUDNN_DATA_BFLOAT16: {
-        const uint16_t b = bf16_bits_from_float((float)v);
-        if (s->val) s->val[off] = float_from_bf16_bits(b);
-        else *(uint16_t *)(s->mem + (size_t)off * 2) = b;
-        return;
-    }
-    case CUDNN_DATA_FLOAT:
-        if (s->val) s->val[off] = (float)v;
-        else *(float *)(s->mem + (size_t)off * 4) = (float)v;
-        return;
-    case CUDNN_DATA_INT32:
-        if (s->val) s->val[off] = (int32_t)v;
-        else *(int32_t *)(s->mem + (size_t)off * 4) = (int32_t)v;
-        return;
-    default:
-        if (s->val) s->val[off] = v != 0;
-        else s->mem[off] = v != 0;
+        case CUDNN_DATA_BFLOAT16: {
+            const uint16_t b = bf16_bits_from_float((float)v);
+            if (s->val) s->val[off] = float_from_bf16_bits(b);
+            else *(uint16_t *)(s->mem + (size_t)off * 2) = b;
+            return;
+        }
+        case CUDNN_DATA_FLOAT:
+            if (s->val) s->val[off] = (float)v;
+            else *(float *)(s->mem + (size_t)off * 4) = (float)v;
+            return;
+        case CUDNN_DATA_INT32:
+            if (s->val) s->val[off] = (int32_t)v;
+            else *(int32_t *)(s->mem + (size_t)off * 4) = (int32_t)v;
+            return;
+        default:
+            if (s->val) s->val[off] = v != 0;
+            else s->mem[off] = v != 0;
     }
 }
 
@@ -645,24 +684,24 @@ static void map_dims(const Desc *in, const Desc *out, const int64_t *idx, int64_
 }
 static void map_index(const Desc *in, const Desc *out, const int64_t *idx, int64_t *r) { map_dims(in, out, idx, r, 4); }
 
-#define FOR_INDEX(t, idx)                                                                                         \
-    for (idx[0] = 0; idx[0] < (t)->dim[0]; idx[0]++)                                                              \
-        for (idx[1] = 0; idx[1] < (t)->dim[1]; idx[1]++)                                                          \
-            for (idx[2] = 0; idx[2] < (t)->dim[2]; idx[2]++)                                                      \
+#define FOR_INDEX(t, idx)                                                                                              \
+    for (idx[0] = 0; idx[0] < (t)->dim[0]; idx[0]++)                                                                   \
+        for (idx[1] = 0; idx[1] < (t)->dim[1]; idx[1]++)                                                               \
+            for (idx[2] = 0; idx[2] < (t)->dim[2]; idx[2]++)                                                           \
                 for (idx[3] = 0; idx[3] < (t)->dim[3]; idx[3]++)
 
 static double pointwise_value(int64_t mode, int64_t axis, const int64_t *idx, double x, double b, double t) {
     switch (mode) {
-    case CUDNN_POINTWISE_ADD: return x + b;
-    case CUDNN_POINTWISE_MUL: return x * b;
-    case CUDNN_POINTWISE_DIV: return x / b;
-    case CUDNN_POINTWISE_SUB: return x - b;
-    case CUDNN_POINTWISE_EXP: return exp(x);
-    case CUDNN_POINTWISE_LOG: return log(x);
-    case CUDNN_POINTWISE_IDENTITY: return x;
-    case CUDNN_POINTWISE_CMP_GE: return x >= b;
-    case CUDNN_POINTWISE_GEN_INDEX: return (double)idx[axis];
-    case CUDNN_POINTWISE_BINARY_SELECT: return t != 0 ? x : b;
+        case CUDNN_POINTWISE_ADD: return x + b;
+        case CUDNN_POINTWISE_MUL: return x * b;
+        case CUDNN_POINTWISE_DIV: return x / b;
+        case CUDNN_POINTWISE_SUB: return x - b;
+        case CUDNN_POINTWISE_EXP: return exp(x);
+        case CUDNN_POINTWISE_LOG: return log(x);
+        case CUDNN_POINTWISE_IDENTITY: return x;
+        case CUDNN_POINTWISE_CMP_GE: return x >= b;
+        case CUDNN_POINTWISE_GEN_INDEX: return (double)idx[axis];
+        case CUDNN_POINTWISE_BINARY_SELECT: return t != 0 ? x : b;
     }
     return NAN;
 }
@@ -671,52 +710,53 @@ static void run_op(const Desc *op, Slot *x, Slot *b, Slot *t, Slot *y) {
     int64_t idx[4], r[4];
     const Desc *Y = op->y;
     switch (op->type) {
-    case CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR: {
-        const int64_t mode = op->op_desc->mode, axis = op->op_desc->axis;
-        FOR_INDEX(Y, idx) {
-            double xv = 0, bv = 0, tv = 0;
-            if (mode != CUDNN_POINTWISE_GEN_INDEX) map_index(x->t, Y, idx, r), xv = load(x, offset(x->t, r));
-            if (b) map_index(b->t, Y, idx, r), bv = load(b, offset(b->t, r));
-            if (t) map_index(t->t, Y, idx, r), tv = load(t, offset(t->t, r));
-            store(y, offset(Y, idx), pointwise_value(mode, axis, idx, xv, bv, tv));
-        }
-        break;
-    }
-    case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR: {
-        const Desc *A = x->t, *B = b->t;
-        int64_t ia[4], ib[4];
-        FOR_INDEX(Y, idx) {
-            map_dims(A, Y, idx, ia, 2), map_dims(B, Y, idx, ib, 2); /* the batch dims */
-            double s = 0;
-            for (int64_t k = 0; k < A->dim[3]; k++) {
-                ia[2] = idx[2], ia[3] = k, ib[2] = k, ib[3] = idx[3];
-                s += load(x, offset(A, ia)) * load(b, offset(B, ib));
+        case CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR: {
+            const int64_t mode = op->op_desc->mode, axis = op->op_desc->axis;
+            FOR_INDEX(Y, idx) {
+                double xv = 0, bv = 0, tv = 0;
+                if (mode != CUDNN_POINTWISE_GEN_INDEX) map_index(x->t, Y, idx, r), xv = load(x, offset(x->t, r));
+                if (b) map_index(b->t, Y, idx, r), bv = load(b, offset(b->t, r));
+                if (t) map_index(t->t, Y, idx, r), tv = load(t, offset(t->t, r));
+                store(y, offset(Y, idx), pointwise_value(mode, axis, idx, xv, bv, tv));
             }
-            store(y, offset(Y, idx), s);
+            break;
         }
-        break;
-    }
-    case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR: {
-        const Desc *X = x->t;
-        const int max = op->op_desc->mode == CUDNN_REDUCE_TENSOR_MAX;
-        const int64_t ny = numel(Y);
-        double *acc = xmalloc(sizeof(double) * (size_t)ny);
-        for (int64_t i = 0; i < ny; i++) acc[i] = max ? -INFINITY : 0;
-        FOR_INDEX(X, idx) {
-            map_index(Y, X, idx, r);
-            const int64_t j = ((r[0] * Y->dim[1] + r[1]) * Y->dim[2] + r[2]) * Y->dim[3] + r[3];
-            const double v = load(x, offset(X, idx));
-            acc[j] = max ? fmax(acc[j], v) : acc[j] + v;
+        case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR: {
+            const Desc *A = x->t, *B = b->t;
+            int64_t ia[4], ib[4];
+            FOR_INDEX(Y, idx) {
+                map_dims(A, Y, idx, ia, 2), map_dims(B, Y, idx, ib, 2); /* the batch dims */
+                double s = 0;
+                for (int64_t k = 0; k < A->dim[3]; k++) {
+                    ia[2] = idx[2], ia[3] = k, ib[2] = k, ib[3] = idx[3];
+                    s += load(x, offset(A, ia)) * load(b, offset(B, ib));
+                }
+                store(y, offset(Y, idx), s);
+            }
+            break;
         }
-        FOR_INDEX(Y, idx) store(y, offset(Y, idx), acc[((idx[0] * Y->dim[1] + idx[1]) * Y->dim[2] + idx[2]) * Y->dim[3] + idx[3]]);
-        free(acc);
-        break;
-    }
-    case CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR:
+        case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR: {
+            const Desc *X = x->t;
+            const int max = op->op_desc->mode == CUDNN_REDUCE_TENSOR_MAX;
+            const int64_t ny = numel(Y);
+            double *acc = xmalloc(sizeof(double) * (size_t)ny);
+            for (int64_t i = 0; i < ny; i++) acc[i] = max ? -INFINITY : 0;
+            FOR_INDEX(X, idx) {
+                map_index(Y, X, idx, r);
+                const int64_t j = ((r[0] * Y->dim[1] + r[1]) * Y->dim[2] + r[2]) * Y->dim[3] + r[3];
+                const double v = load(x, offset(X, idx));
+                acc[j] = max ? fmax(acc[j], v) : acc[j] + v;
+            }
+            FOR_INDEX(Y, idx)
+            store(y, offset(Y, idx), acc[((idx[0] * Y->dim[1] + idx[1]) * Y->dim[2] + idx[2]) * Y->dim[3] + idx[3]]);
+            free(acc);
+            break;
+        }
+        case CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR:
         /* the same storage read under Y's dims and strides */
-        FOR_INDEX(Y, idx) store(y, offset(Y, idx), load(x, offset(Y, idx)));
-        break;
-    default: break;
+            FOR_INDEX(Y, idx) store(y, offset(Y, idx), load(x, offset(Y, idx)));
+            break;
+        default: break;
     }
 }
 
@@ -760,13 +800,15 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t h, cudnnBackendDescriptor_t plan
         const size_t need = (size_t)span(t) * dt_size(t->dt);
         if (!mem) st = refuse(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "execute: tensor %lld is NULL", (long long)t->uid);
         else if (t->by_value && on_device)
-            st = refuse(CUDNN_STATUS_BAD_PARAM, "execute: by-value tensor %lld points at device memory", (long long)t->uid);
+            st = refuse(CUDNN_STATUS_BAD_PARAM, "execute: by-value tensor %lld points at device memory",
+                        (long long)t->uid);
         else if (!t->by_value && (!on_device || after < need))
             st = refuse(CUDNN_STATUS_BAD_PARAM,
                         "execute: tensor %lld spans %zu bytes (dims %lld %lld %lld %lld, strides %lld %lld %lld %lld), "
-                        "%zu left in its device allocation", (long long)t->uid, need, (long long)t->dim[0],
-                        (long long)t->dim[1], (long long)t->dim[2], (long long)t->dim[3], (long long)t->str[0],
-                        (long long)t->str[1], (long long)t->str[2], (long long)t->str[3], on_device ? after : 0);
+                        "%zu left in its device allocation",
+                        (long long)t->uid, need, (long long)t->dim[0], (long long)t->dim[1], (long long)t->dim[2],
+                        (long long)t->dim[3], (long long)t->str[0], (long long)t->str[1], (long long)t->str[2],
+                        (long long)t->str[3], on_device ? after : 0);
         else if (!t->by_value && (uintptr_t)mem % (uintptr_t)t->align)
             st = refuse(CUDNN_STATUS_BAD_PARAM, "execute: tensor %lld is not %lld-byte aligned", (long long)t->uid,
                         (long long)t->align);

@@ -220,8 +220,7 @@ static int limits(void) {
     mark_kernel<<<1, 32>>>(ran);
     int r = runs();
     cudaError_t got = cudaGetLastError();
-    check(r == 32 && got == cfg, "a launch error stays until read, through later good launches",
-          cudaGetErrorName(got));
+    check(r == 32 && got == cfg, "a launch error stays until read, through later good launches", cudaGetErrorName(got));
     check(strcmp(cudaGetErrorString(cfg), "invalid configuration argument") == 0 &&
               strcmp(cudaGetErrorName(cfg), "cudaErrorInvalidConfiguration") == 0 &&
               strcmp(cudaGetErrorString(val), "invalid argument") == 0,
@@ -479,9 +478,7 @@ __global__ void shfl_exited_kernel(float *out) {
     out[threadIdx.x] = v;
 }
 /* Planted: the mask names lanes 0..15 only, but every lane calls. */
-__global__ void shfl_mask_caller_kernel(float *out) {
-    out[threadIdx.x] = __shfl_xor_sync(0x0000ffffu, 1.0f, 1);
-}
+__global__ void shfl_mask_caller_kernel(float *out) { out[threadIdx.x] = __shfl_xor_sync(0x0000ffffu, 1.0f, 1); }
 /* Planted: lanes 0..7 shuffle among themselves but lane 7 reads lane 8,
  * which is alive (at a __syncwarp of the other lanes) yet not taking part. */
 __global__ void shfl_outside_mask_kernel(float *out) {
@@ -566,8 +563,10 @@ static int arith(void) {
     CUDA_CHECK(cudaMemcpy(h, dout, sizeof h, cudaMemcpyDeviceToHost));
     const float fused = ldexpf(1.0f, -24);
     char why[256];
-    snprintf(why, sizeof why, "a*b+c = %a, __fadd_rn(__fmul_rn) = %a, __fmaf_rn = %a, __fadd_rn(a*b, c) = %a, "
-             "__fmul_rn(a,b) + c = %a", h[0], h[1], h[2], h[3], h[4]);
+    snprintf(why, sizeof why,
+             "a*b+c = %a, __fadd_rn(__fmul_rn) = %a, __fmaf_rn = %a, __fadd_rn(a*b, c) = %a, "
+             "__fmul_rn(a,b) + c = %a",
+             h[0], h[1], h[2], h[3], h[4]);
     printf("# %s\n", why);
     check(h[2] == fused, "__fmaf_rn(a, b, c) is the fused 2^-24", why);
 #if defined(__FMA__) || defined(__aarch64__)
@@ -585,9 +584,7 @@ static int arith(void) {
 /* KVCPT_EMU_BLOCKS=sample: which blocks of a (100, 10, 3) grid ran. Prints
  * "ran N of 3000 corners C of 5" (the first and last block and the last
  * along each dimension). */
-__global__ void mark_block_kernel(int *ran) {
-    ran[blockIdx.x + 100 * (blockIdx.y + 10 * blockIdx.z)] = 1;
-}
+__global__ void mark_block_kernel(int *ran) { ran[blockIdx.x + 100 * (blockIdx.y + 10 * blockIdx.z)] = 1; }
 static int sample_count(void) {
     const int n = 3000, corners[5] = {0, 2999, 99, 900, 2000};
     int *d, h[3000];
@@ -1016,16 +1013,25 @@ static int cp_ok(void) {
 }
 
 static int cp_planted(const char *which) {
-    const int bug = strcmp(which, "cp-wait1") == 0 ? CP_BUG_WAIT1 : strcmp(which, "cp-nosync") == 0 ? CP_BUG_NO_SYNC
-                                                                                                       : CP_BUG_OVERWRITE;
+    const int bug = strcmp(which, "cp-wait1") == 0    ? CP_BUG_WAIT1
+                    : strcmp(which, "cp-nosync") == 0 ? CP_BUG_NO_SYNC
+                                                      : CP_BUG_OVERWRITE;
     const int wrong = cp_pipeline(bug);
     printf("planted cp.async bug %s: %d of %d outputs wrong\n", which, wrong, 3 * 5 * kCpThreads);
     printf("planted cp.async bug %s was not stopped\n", which);
     return 0;
 }
 
-enum CpMisuse { CP_MIS_DST_ALIGN, CP_MIS_SRC_ALIGN, CP_MIS_GLOBAL_DST, CP_MIS_SHARED_SRC, CP_MIS_NEVER_WAITED,
-                CP_MIS_UNCOMMITTED, CP_MIS_SOURCE_WRITTEN, CP_MIS_DST_READ };
+enum CpMisuse {
+    CP_MIS_DST_ALIGN,
+    CP_MIS_SRC_ALIGN,
+    CP_MIS_GLOBAL_DST,
+    CP_MIS_SHARED_SRC,
+    CP_MIS_NEVER_WAITED,
+    CP_MIS_UNCOMMITTED,
+    CP_MIS_SOURCE_WRITTEN,
+    CP_MIS_DST_READ
+};
 
 __global__ void cp_misuse_kernel(float *g, int which) {
     __shared__ __align__(16) float s[4 * 32 + 4];
@@ -1081,8 +1087,8 @@ int main(int argc, char **argv) {
         strcmp(mode, "shfl-partial-warp") == 0 || strcmp(mode, "syncwarp-vs-syncthreads") == 0)
         return planted_warp(mode);
     if (strcmp(mode, "ldmatrix-misaligned") == 0 || strcmp(mode, "ldmatrix-global") == 0 ||
-        strcmp(mode, "ldmatrix-past") == 0 || strcmp(mode, "vector-misaligned") == 0 || strcmp(mode, "mma-partial-warp") == 0 ||
-        strcmp(mode, "mma-exited") == 0 || strcmp(mode, "mma-divergent") == 0)
+        strcmp(mode, "ldmatrix-past") == 0 || strcmp(mode, "vector-misaligned") == 0 ||
+        strcmp(mode, "mma-partial-warp") == 0 || strcmp(mode, "mma-exited") == 0 || strcmp(mode, "mma-divergent") == 0)
         return planted_mma(mode);
     if (strcmp(mode, "mma-ok") == 0) return mma_ok();
     if (strcmp(mode, "sample-count") == 0) return sample_count();
@@ -1101,13 +1107,16 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "cp-wait1") == 0 || strcmp(mode, "cp-nosync") == 0 || strcmp(mode, "cp-overwrite") == 0)
         return cp_planted(mode);
     if (strncmp(mode, "cp-", 3) == 0) return cp_misuse(mode);
-    fprintf(stderr, "usage: %s limits|race|planted-launch|static-over|race-free|race-NAME|warp|arith|shfl-exited|shfl-mask-caller|"
-                    "shfl-outside-mask|shfl-mixed-masks|shfl-partial-warp|syncwarp-vs-syncthreads|atomic-sum|"
-                    "sample-count|oob-smem|oob-static-smem|oob-global|oob-carved|overflow-8b|mma-ok|ldmatrix-misaligned|"
-                    "ldmatrix-global|ldmatrix-past|vector-misaligned|mma-partial-warp|mma-exited|mma-divergent|devices|cross-memcpy|"
-                    "cross-memset|cross-launch|cp-semantics|cp-ok|cp-wait1|cp-nosync|cp-overwrite|cp-misaligned-dst|"
-                    "cp-misaligned-src|cp-global-dst|cp-shared-src|cp-never-waited|cp-uncommitted|cp-source-written|"
-                    "cp-dst-read\n",
-            argv[0]);
+    fprintf(
+        stderr,
+        "usage: %s limits|race|planted-launch|static-over|race-free|race-NAME|warp|arith|shfl-exited|shfl-mask-caller|"
+        "shfl-outside-mask|shfl-mixed-masks|shfl-partial-warp|syncwarp-vs-syncthreads|atomic-sum|"
+        "sample-count|oob-smem|oob-static-smem|oob-global|oob-carved|overflow-8b|mma-ok|ldmatrix-misaligned|"
+        "ldmatrix-global|ldmatrix-past|vector-misaligned|mma-partial-warp|mma-exited|mma-divergent|devices|cross-"
+        "memcpy|"
+        "cross-memset|cross-launch|cp-semantics|cp-ok|cp-wait1|cp-nosync|cp-overwrite|cp-misaligned-dst|"
+        "cp-misaligned-src|cp-global-dst|cp-shared-src|cp-never-waited|cp-uncommitted|cp-source-written|"
+        "cp-dst-read\n",
+        argv[0]);
     return 2;
 }

@@ -69,8 +69,8 @@ namespace {
 const char kIdMagic[] = "kvcpt-emu-nccl-id";
 enum { TAG_HDR = 7101, TAG_OPS, TAG_COLL, TAG_P2P, TAG_INIT };
 enum OpKind { OP_BROADCAST, OP_ALL_REDUCE, OP_REDUCE_SCATTER, OP_ALL_GATHER, OP_SEND, OP_RECV };
-const char *const kOpName[] = {"ncclBroadcast", "ncclAllReduce", "ncclReduceScatter", "ncclAllGather", "ncclSend",
-                               "ncclRecv"};
+const char *const kOpName[] = {"ncclBroadcast", "ncclAllReduce", "ncclReduceScatter",
+                               "ncclAllGather", "ncclSend",      "ncclRecv"};
 
 /* what one rank tells the others about one queued operation */
 struct OpDesc {
@@ -97,26 +97,32 @@ bool is_p2p(int kind) { return kind == OP_SEND || kind == OP_RECV; }
 
 size_t type_size(int t) {
     switch (t) {
-    case ncclInt8: case ncclUint8: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
-    default: return 0;
+        case ncclInt8:
+        case ncclUint8: return 1;
+        case ncclFloat16:
+        case ncclBfloat16: return 2;
+        case ncclInt32:
+        case ncclUint32:
+        case ncclFloat32: return 4;
+        case ncclInt64:
+        case ncclUint64:
+        case ncclFloat64: return 8;
+        default: return 0;
     }
 }
 const char *type_name(int t) {
     switch (t) {
-    case ncclInt8: return "ncclInt8";
-    case ncclUint8: return "ncclUint8";
-    case ncclInt32: return "ncclInt32";
-    case ncclUint32: return "ncclUint32";
-    case ncclInt64: return "ncclInt64";
-    case ncclUint64: return "ncclUint64";
-    case ncclFloat16: return "ncclFloat16";
-    case ncclFloat32: return "ncclFloat32";
-    case ncclFloat64: return "ncclFloat64";
-    case ncclBfloat16: return "ncclBfloat16";
-    default: return "an unknown type";
+        case ncclInt8: return "ncclInt8";
+        case ncclUint8: return "ncclUint8";
+        case ncclInt32: return "ncclInt32";
+        case ncclUint32: return "ncclUint32";
+        case ncclInt64: return "ncclInt64";
+        case ncclUint64: return "ncclUint64";
+        case ncclFloat16: return "ncclFloat16";
+        case ncclFloat32: return "ncclFloat32";
+        case ncclFloat64: return "ncclFloat64";
+        case ncclBfloat16: return "ncclBfloat16";
+        default: return "an unknown type";
     }
 }
 const char *op_name(int op) {
@@ -127,24 +133,25 @@ const char *op_name(int op) {
 std::string describe(const OpDesc &d) {
     char buf[200];
     switch (d.kind) {
-    case OP_BROADCAST:
-        snprintf(buf, sizeof buf, "ncclBroadcast(count=%llu, %s, root=%d)", (unsigned long long)d.count,
-                 type_name(d.type), d.peer);
-        break;
-    case OP_ALL_REDUCE:
-        snprintf(buf, sizeof buf, "ncclAllReduce(count=%llu, %s, %s)", (unsigned long long)d.count, type_name(d.type),
-                 op_name(d.op));
-        break;
-    case OP_REDUCE_SCATTER:
-        snprintf(buf, sizeof buf, "ncclReduceScatter(recvcount=%llu, %s, %s)", (unsigned long long)d.count,
-                 type_name(d.type), op_name(d.op));
-        break;
-    case OP_ALL_GATHER:
-        snprintf(buf, sizeof buf, "ncclAllGather(sendcount=%llu, %s)", (unsigned long long)d.count, type_name(d.type));
-        break;
-    default:
-        snprintf(buf, sizeof buf, "%s(count=%llu, %s, peer=%d)", kOpName[d.kind], (unsigned long long)d.count,
-                 type_name(d.type), d.peer);
+        case OP_BROADCAST:
+            snprintf(buf, sizeof buf, "ncclBroadcast(count=%llu, %s, root=%d)", (unsigned long long)d.count,
+                     type_name(d.type), d.peer);
+            break;
+        case OP_ALL_REDUCE:
+            snprintf(buf, sizeof buf, "ncclAllReduce(count=%llu, %s, %s)", (unsigned long long)d.count,
+                     type_name(d.type), op_name(d.op));
+            break;
+        case OP_REDUCE_SCATTER:
+            snprintf(buf, sizeof buf, "ncclReduceScatter(recvcount=%llu, %s, %s)", (unsigned long long)d.count,
+                     type_name(d.type), op_name(d.op));
+            break;
+        case OP_ALL_GATHER:
+            snprintf(buf, sizeof buf, "ncclAllGather(sendcount=%llu, %s)", (unsigned long long)d.count,
+                     type_name(d.type));
+            break;
+        default:
+            snprintf(buf, sizeof buf, "%s(count=%llu, %s, peer=%d)", kOpName[d.kind], (unsigned long long)d.count,
+                     type_name(d.type), d.peer);
     }
     return buf;
 }
@@ -191,13 +198,15 @@ ncclResult_t wait_all(ncclComm_t c, std::vector<MPI_Request> &reqs, const std::v
             }
             if (!who.empty()) who.pop_back();
             if (aborted)
-                fprintf(stderr, "emu nccl: rank %d: ncclCommAbort ended the wait while %s (still waiting for rank(s)%s)\n",
+                fprintf(stderr,
+                        "emu nccl: rank %d: ncclCommAbort ended the wait while %s (still waiting for rank(s)%s)\n",
                         c->rank, what, who.c_str());
             else
-                fprintf(stderr,
-                        "emu nccl: rank %d: rank(s)%s did not take part within %g s while %s: a rank is stopped, hung or "
-                        "called a different operation (KVCPT_EMU_NCCL_TIMEOUT)\n",
-                        c->rank, who.c_str(), limit, what);
+                fprintf(
+                    stderr,
+                    "emu nccl: rank %d: rank(s)%s did not take part within %g s while %s: a rank is stopped, hung or "
+                    "called a different operation (KVCPT_EMU_NCCL_TIMEOUT)\n",
+                    c->rank, who.c_str(), limit, what);
             c->async_error = ncclRemoteError;
             return ncclRemoteError;
         }
@@ -285,24 +294,26 @@ bool check_op(ncclComm_t c, const OpDesc &d, const void *send, const void *recv,
     }
     const size_t b = (size_t)d.count * es;
     switch (d.kind) {
-    case OP_BROADCAST:
-        return (d.peer != c->rank || check_buffer(c, d, "sendbuff", send, b)) && check_buffer(c, d, "recvbuff", recv, b);
-    case OP_ALL_REDUCE: return check_buffer(c, d, "sendbuff", send, b) && check_buffer(c, d, "recvbuff", recv, b);
-    case OP_REDUCE_SCATTER:
-        return check_buffer(c, d, "sendbuff", send, n * b) && check_buffer(c, d, "recvbuff", recv, b);
-    case OP_ALL_GATHER: return check_buffer(c, d, "sendbuff", send, b) && check_buffer(c, d, "recvbuff", recv, n * b);
-    case OP_SEND: return check_buffer(c, d, "sendbuff", send, b);
-    default: return check_buffer(c, d, "recvbuff", recv, b);
+        case OP_BROADCAST:
+            return (d.peer != c->rank || check_buffer(c, d, "sendbuff", send, b)) &&
+                   check_buffer(c, d, "recvbuff", recv, b);
+        case OP_ALL_REDUCE: return check_buffer(c, d, "sendbuff", send, b) && check_buffer(c, d, "recvbuff", recv, b);
+        case OP_REDUCE_SCATTER:
+            return check_buffer(c, d, "sendbuff", send, n * b) && check_buffer(c, d, "recvbuff", recv, b);
+        case OP_ALL_GATHER:
+            return check_buffer(c, d, "sendbuff", send, b) && check_buffer(c, d, "recvbuff", recv, n * b);
+        case OP_SEND: return check_buffer(c, d, "sendbuff", send, b);
+        default: return check_buffer(c, d, "recvbuff", recv, b);
     }
 }
 
 /* One rounding per step in the data type, in rank order. */
 template <typename T> T combine(T a, T b, int op) {
     switch (op) {
-    case ncclProd: return (T)(a * b);
-    case ncclMax: return a > b ? a : b;
-    case ncclMin: return a < b ? a : b;
-    default: return (T)(a + b); /* sum, and avg before its division */
+        case ncclProd: return (T)(a * b);
+        case ncclMax: return a > b ? a : b;
+        case ncclMin: return a < b ? a : b;
+        default: return (T)(a + b); /* sum, and avg before its division */
     }
 }
 template <typename T> void reduce_typed(const char *contrib, size_t stride, int n, size_t count, int op, void *out) {
@@ -350,15 +361,15 @@ void reduce_bf16(const char *contrib, size_t stride, int n, size_t count, int op
 /* contrib holds n contributions of count elements, stride bytes apart */
 void reduce(int type, const char *contrib, size_t stride, int n, size_t count, int op, void *out) {
     switch (type) {
-    case ncclInt8: reduce_typed<int8_t>(contrib, stride, n, count, op, out); break;
-    case ncclUint8: reduce_typed<uint8_t>(contrib, stride, n, count, op, out); break;
-    case ncclInt32: reduce_typed<int32_t>(contrib, stride, n, count, op, out); break;
-    case ncclUint32: reduce_typed<uint32_t>(contrib, stride, n, count, op, out); break;
-    case ncclInt64: reduce_typed<int64_t>(contrib, stride, n, count, op, out); break;
-    case ncclUint64: reduce_typed<uint64_t>(contrib, stride, n, count, op, out); break;
-    case ncclFloat32: reduce_typed<float>(contrib, stride, n, count, op, out); break;
-    case ncclFloat64: reduce_typed<double>(contrib, stride, n, count, op, out); break;
-    default: reduce_bf16(contrib, stride, n, count, op, out); break;
+        case ncclInt8: reduce_typed<int8_t>(contrib, stride, n, count, op, out); break;
+        case ncclUint8: reduce_typed<uint8_t>(contrib, stride, n, count, op, out); break;
+        case ncclInt32: reduce_typed<int32_t>(contrib, stride, n, count, op, out); break;
+        case ncclUint32: reduce_typed<uint32_t>(contrib, stride, n, count, op, out); break;
+        case ncclInt64: reduce_typed<int64_t>(contrib, stride, n, count, op, out); break;
+        case ncclUint64: reduce_typed<uint64_t>(contrib, stride, n, count, op, out); break;
+        case ncclFloat32: reduce_typed<float>(contrib, stride, n, count, op, out); break;
+        case ncclFloat64: reduce_typed<double>(contrib, stride, n, count, op, out); break;
+        default: reduce_bf16(contrib, stride, n, count, op, out); break;
     }
 }
 
@@ -454,43 +465,43 @@ ncclResult_t execute(ncclComm_t c, const std::vector<Op> &ops) {
         const size_t b = (size_t)o.d.count * type_size(o.d.type);
         if (b == 0) continue;
         switch (o.d.kind) {
-        case OP_BROADCAST:
-            if (me == o.d.peer) {
+            case OP_BROADCAST:
+                if (me == o.d.peer) {
+                    for (int r = 0; r < n; r++)
+                        if (r != me) post(reqs, peer, c, true, o.send, b, r, TAG_COLL);
+                } else post(reqs, peer, c, false, o.recv, b, o.d.peer, TAG_COLL);
+                break;
+            case OP_ALL_GATHER:
                 for (int r = 0; r < n; r++)
-                    if (r != me) post(reqs, peer, c, true, o.send, b, r, TAG_COLL);
-            } else post(reqs, peer, c, false, o.recv, b, o.d.peer, TAG_COLL);
-            break;
-        case OP_ALL_GATHER:
-            for (int r = 0; r < n; r++)
-                if (r != me) {
-                    post(reqs, peer, c, true, o.send, b, r, TAG_COLL);
-                    post(reqs, peer, c, false, (char *)o.recv + (size_t)r * b, b, r, TAG_COLL);
+                    if (r != me) {
+                        post(reqs, peer, c, true, o.send, b, r, TAG_COLL);
+                        post(reqs, peer, c, false, (char *)o.recv + (size_t)r * b, b, r, TAG_COLL);
+                    }
+                break;
+            case OP_ALL_REDUCE:
+            case OP_REDUCE_SCATTER: {
+                const bool all = o.d.kind == OP_ALL_REDUCE;
+                scratch[i] = (char *)malloc((size_t)n * b);
+                if (!scratch[i]) {
+                    fprintf(stderr, "emu nccl: rank %d: out of host memory for %s\n", me, describe(o.d).c_str());
+                    return ncclSystemError;
                 }
-            break;
-        case OP_ALL_REDUCE:
-        case OP_REDUCE_SCATTER: {
-            const bool all = o.d.kind == OP_ALL_REDUCE;
-            scratch[i] = (char *)malloc((size_t)n * b);
-            if (!scratch[i]) {
-                fprintf(stderr, "emu nccl: rank %d: out of host memory for %s\n", me, describe(o.d).c_str());
-                return ncclSystemError;
+                for (int r = 0; r < n; r++)
+                    if (r != me) {
+                        post(reqs, peer, c, true, (const char *)o.send + (all ? 0 : (size_t)r * b), b, r, TAG_COLL);
+                        post(reqs, peer, c, false, scratch[i] + (size_t)r * b, b, r, TAG_COLL);
+                    }
+                break;
             }
-            for (int r = 0; r < n; r++)
-                if (r != me) {
-                    post(reqs, peer, c, true, (const char *)o.send + (all ? 0 : (size_t)r * b), b, r, TAG_COLL);
-                    post(reqs, peer, c, false, scratch[i] + (size_t)r * b, b, r, TAG_COLL);
-                }
-            break;
-        }
         /* to itself: a copy below (a one-rank communicator has no MPI) */
-        case OP_SEND:
-            if (o.d.peer == me) self_sends.push_back(&o);
-            else post(reqs, peer, c, true, o.send, b, o.d.peer, TAG_P2P);
-            break;
-        default:
-            if (o.d.peer == me) self_recvs.push_back(&o);
-            else post(reqs, peer, c, false, o.recv, b, o.d.peer, TAG_P2P);
-            break;
+            case OP_SEND:
+                if (o.d.peer == me) self_sends.push_back(&o);
+                else post(reqs, peer, c, true, o.send, b, o.d.peer, TAG_P2P);
+                break;
+            default:
+                if (o.d.peer == me) self_recvs.push_back(&o);
+                else post(reqs, peer, c, false, o.recv, b, o.d.peer, TAG_P2P);
+                break;
         }
     }
     char what[80];
@@ -501,26 +512,28 @@ ncclResult_t execute(ncclComm_t c, const std::vector<Op> &ops) {
     }
     /* this rank's own parts; every transfer that reads a send buffer is done */
     for (size_t k = 0; k < self_sends.size() && k < self_recvs.size(); k++)
-        memmove(self_recvs[k]->recv, self_sends[k]->send, (size_t)self_sends[k]->d.count * type_size(self_sends[k]->d.type));
+        memmove(self_recvs[k]->recv, self_sends[k]->send,
+                (size_t)self_sends[k]->d.count * type_size(self_sends[k]->d.type));
     for (size_t i = 0; i < ops.size(); i++) {
         const Op &o = ops[i];
         const size_t b = (size_t)o.d.count * type_size(o.d.type);
         if (b == 0) continue;
         switch (o.d.kind) {
-        case OP_BROADCAST:
-            if (me == o.d.peer && o.send != o.recv) memmove(o.recv, o.send, b);
-            break;
-        case OP_ALL_GATHER:
-            if ((const char *)o.recv + (size_t)me * b != o.send) memmove((char *)o.recv + (size_t)me * b, o.send, b);
-            break;
-        case OP_ALL_REDUCE:
-        case OP_REDUCE_SCATTER: {
-            const bool all = o.d.kind == OP_ALL_REDUCE;
-            memcpy(scratch[i] + (size_t)me * b, (const char *)o.send + (all ? 0 : (size_t)me * b), b);
-            reduce(o.d.type, scratch[i], b, n, (size_t)o.d.count, o.d.op, o.recv);
-            break;
-        }
-        default: break;
+            case OP_BROADCAST:
+                if (me == o.d.peer && o.send != o.recv) memmove(o.recv, o.send, b);
+                break;
+            case OP_ALL_GATHER:
+                if ((const char *)o.recv + (size_t)me * b != o.send)
+                    memmove((char *)o.recv + (size_t)me * b, o.send, b);
+                break;
+            case OP_ALL_REDUCE:
+            case OP_REDUCE_SCATTER: {
+                const bool all = o.d.kind == OP_ALL_REDUCE;
+                memcpy(scratch[i] + (size_t)me * b, (const char *)o.send + (all ? 0 : (size_t)me * b), b);
+                reduce(o.d.type, scratch[i], b, n, (size_t)o.d.count, o.d.op, o.recv);
+                break;
+            }
+            default: break;
         }
         free(scratch[i]);
     }
@@ -548,8 +561,9 @@ ncclResult_t run_group(std::vector<Op> &ops) {
         std::string mismatch = find_mismatch(all, c->groups);
         if (!bad.empty()) {
             bad.pop_back();
-            fprintf(stderr, "emu nccl: rank %d: operation %llu fails on every rank: invalid arguments on rank(s)%s (see "
-                            "their messages)\n",
+            fprintf(stderr,
+                    "emu nccl: rank %d: operation %llu fails on every rank: invalid arguments on rank(s)%s (see "
+                    "their messages)\n",
                     c->rank, c->groups + 1, bad.c_str());
             rc = ncclInvalidArgument;
         } else if (!mismatch.empty()) {
@@ -570,7 +584,8 @@ ncclResult_t enqueue(OpKind kind, const void *send, void *recv, size_t count, nc
         return ncclInvalidArgument;
     }
     if (comm->aborted) {
-        fprintf(stderr, "emu nccl: rank %d: %s on a communicator that ncclCommAbort ended\n", comm->rank, kOpName[kind]);
+        fprintf(stderr, "emu nccl: rank %d: %s on a communicator that ncclCommAbort ended\n", comm->rank,
+                kOpName[kind]);
         return ncclInvalidUsage;
     }
     Op o;
@@ -601,15 +616,15 @@ ncclResult_t ncclGetVersion(int *version) {
 
 const char *ncclGetErrorString(ncclResult_t r) {
     switch (r) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
-    case ncclInvalidArgument: return "invalid argument (the emulated NCCL printed why on stderr)";
-    case ncclInvalidUsage: return "invalid usage (the emulated NCCL printed why on stderr)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "unknown result code";
+        case ncclSuccess: return "no error";
+        case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+        case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+        case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+        case ncclInvalidArgument: return "invalid argument (the emulated NCCL printed why on stderr)";
+        case ncclInvalidUsage: return "invalid usage (the emulated NCCL printed why on stderr)";
+        case ncclRemoteError: return "remote process exited or there was a network error";
+        case ncclInProgress: return "NCCL operation in progress";
+        default: return "unknown result code";
     }
 }
 
@@ -634,8 +649,10 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
         return ncclInvalidArgument;
     }
     if (memcmp(id.internal, kIdMagic, sizeof kIdMagic) != 0) {
-        fprintf(stderr, "emu nccl: rank %d: ncclCommInitRank: the ncclUniqueId was not made by ncclGetUniqueId "
-                        "(uninitialised or corrupted on its way)\n", rank);
+        fprintf(stderr,
+                "emu nccl: rank %d: ncclCommInitRank: the ncclUniqueId was not made by ncclGetUniqueId "
+                "(uninitialised or corrupted on its way)\n",
+                rank);
         return ncclInvalidArgument;
     }
     int device = 0;
@@ -653,8 +670,10 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
     int inited = 0, world = 0, mpi_rank = -1;
     MPI_Initialized(&inited);
     if (!inited) {
-        fprintf(stderr, "emu nccl: rank %d: ncclCommInitRank with %d ranks needs MPI: the emulator's ranks are the "
-                        "processes of MPI_COMM_WORLD (run under mpirun)\n", rank, nranks);
+        fprintf(stderr,
+                "emu nccl: rank %d: ncclCommInitRank with %d ranks needs MPI: the emulator's ranks are the "
+                "processes of MPI_COMM_WORLD (run under mpirun)\n",
+                rank, nranks);
         delete c;
         return ncclInvalidUsage;
     }
@@ -692,10 +711,12 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int 
         if (v.nranks != world) why = "nranks differs from the MPI world size (the emulator's ranks are MPI_COMM_WORLD)";
         else if (v.rank != r) why = "its rank differs from its MPI rank";
         else if (memcmp(&v.id, &all[0].id, sizeof v.id) != 0)
-            why = "its ncclUniqueId differs from rank 0's (one id, made once by ncclGetUniqueId, must reach every rank)";
+            why =
+                "its ncclUniqueId differs from rank 0's (one id, made once by ncclGetUniqueId, must reach every rank)";
         if (why) {
-            fprintf(stderr, "emu nccl: rank %d: ncclCommInitRank fails on every rank: MPI rank %d called it with "
-                            "nranks=%d, rank=%d (MPI world %d): %s\n",
+            fprintf(stderr,
+                    "emu nccl: rank %d: ncclCommInitRank fails on every rank: MPI rank %d called it with "
+                    "nranks=%d, rank=%d (MPI world %d): %s\n",
                     mpi_rank, r, v.nranks, v.rank, world, why);
             MPI_Comm_free(&c->mpi);
             delete c;
@@ -753,8 +774,8 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, n
                            ncclComm_t comm, cudaStream_t stream) {
     return enqueue(OP_BROADCAST, sendbuff, recvbuff, count, datatype, -1, root, comm, stream);
 }
-ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
     return enqueue(OP_ALL_REDUCE, sendbuff, recvbuff, count, datatype, op, -1, comm, stream);
 }
 ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,

@@ -210,8 +210,7 @@ void report(const Region &r, size_t granule, const Access &before, const Access 
     if (r.kind == DYNAMIC_SMEM)
         snprintf(mem, sizeof mem, "shared memory: dynamic (extern __shared__) byte %zu of %zu", off, r.bytes);
     else if (r.kind == STATIC_SMEM)
-        snprintf(mem, sizeof mem, "shared memory: static __shared__ %s, byte %zu of %zu", r.name.c_str(), off,
-                 r.bytes);
+        snprintf(mem, sizeof mem, "shared memory: static __shared__ %s, byte %zu of %zu", r.name.c_str(), off, r.bytes);
     else
         snprintf(mem, sizeof mem, "global memory: device allocation #%llu (%zu bytes at %p), byte %zu", r.id, r.bytes,
                  (void *)r.base, off);
@@ -358,8 +357,7 @@ void launch_end() {
     exit(kRaceExitStatus);
 }
 
-void block_begin(size_t block_linear, const void *smem, size_t smem_bytes,
-                 const void *stacks, size_t stack_bytes) {
+void block_begin(size_t block_linear, const void *smem, size_t smem_bytes, const void *stacks, size_t stack_bytes) {
     st.block_linear = (uint32_t)block_linear;
     if (++st.block_tag == 0) st.block_tag = 1;
     static Cell *dyn_shadow = nullptr;
@@ -443,8 +441,8 @@ static void mark_pending(const void *p, size_t bytes, bool add, const void *site
             c.pending.wepoch = st.wepoch[st.thread / 32u];
             c.pending.pc = (int32_t)((intptr_t)site - (intptr_t)pc_base());
             c.pending.thread = (uint16_t)st.thread;
-            c.pending.mask = (uint8_t)(c.pending_count ? c.pending.mask | (((1u << n) - 1u) << lo)
-                                                       : ((1u << n) - 1u) << lo);
+            c.pending.mask =
+                (uint8_t)(c.pending_count ? c.pending.mask | (((1u << n) - 1u) << lo) : ((1u << n) - 1u) << lo);
             c.pending.flags = (uint8_t)(r->kind == DEVICE ? CP_ISSUE : WRITE | CP_ISSUE);
             c.pending_count++;
         } else if (c.pending.tag == tag && c.pending_count && --c.pending_count == 0) {
@@ -477,10 +475,10 @@ void atomic_end() { st.atomic_depth--; }
 
 /* ---- what gcc's -fsanitize=thread instrumentation calls ---- */
 extern "C" {
-#define EMU_RACE_SIZED(n)                                                                                      \
-    void __tsan_read##n(void *p) { access(p, n, false, __builtin_return_address(0)); }                         \
-    void __tsan_write##n(void *p) { access(p, n, true, __builtin_return_address(0)); }                         \
-    void __tsan_unaligned_read##n(void *p) { access(p, n, false, __builtin_return_address(0)); }               \
+#define EMU_RACE_SIZED(n)                                                                                              \
+    void __tsan_read##n(void *p) { access(p, n, false, __builtin_return_address(0)); }                                 \
+    void __tsan_write##n(void *p) { access(p, n, true, __builtin_return_address(0)); }                                 \
+    void __tsan_unaligned_read##n(void *p) { access(p, n, false, __builtin_return_address(0)); }                       \
     void __tsan_unaligned_write##n(void *p) { access(p, n, true, __builtin_return_address(0)); }
 EMU_RACE_SIZED(1)
 EMU_RACE_SIZED(2)

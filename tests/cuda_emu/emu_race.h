@@ -22,8 +22,7 @@ void launch_begin(const char *kernel, unsigned long long launch, const dim3 &gri
 void launch_end();
 /* A block starts: its dynamic shared memory, and the fiber stacks and
  * shuffle slots, which are skipped without a lookup. */
-void block_begin(size_t block_linear, const void *smem, size_t smem_bytes,
-                 const void *stacks, size_t stack_bytes);
+void block_begin(size_t block_linear, const void *smem, size_t smem_bytes, const void *stacks, size_t stack_bytes);
 /* The scheduler switches to thread `linear` of the running block. */
 void thread_runs(size_t linear);
 /* Every thread of the block passed a __syncthreads: all earlier accesses of

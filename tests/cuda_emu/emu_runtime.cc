@@ -311,16 +311,16 @@ void fiber_start(Fiber &f, char *stack) {
 
 const char *warp_op_name(emu::WarpOp op) {
     switch (op) {
-    case emu::WARP_SHFL_IDX: return "__shfl_sync";
-    case emu::WARP_SHFL_UP: return "__shfl_up_sync";
-    case emu::WARP_SHFL_DOWN: return "__shfl_down_sync";
-    case emu::WARP_SHFL_XOR: return "__shfl_xor_sync";
-    case emu::WARP_SYNCWARP: return "__syncwarp";
-    case emu::WARP_BALLOT: return "__ballot_sync";
-    case emu::WARP_ANY: return "__any_sync";
-    case emu::WARP_ALL: return "__all_sync";
-    case emu::WARP_MMA_M16N8K16_BF16: return "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
-    case emu::WARP_LDMATRIX_M8N8: return "ldmatrix.sync.aligned.m8n8";
+        case emu::WARP_SHFL_IDX: return "__shfl_sync";
+        case emu::WARP_SHFL_UP: return "__shfl_up_sync";
+        case emu::WARP_SHFL_DOWN: return "__shfl_down_sync";
+        case emu::WARP_SHFL_XOR: return "__shfl_xor_sync";
+        case emu::WARP_SYNCWARP: return "__syncwarp";
+        case emu::WARP_BALLOT: return "__ballot_sync";
+        case emu::WARP_ANY: return "__any_sync";
+        case emu::WARP_ALL: return "__all_sync";
+        case emu::WARP_MMA_M16N8K16_BF16: return "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
+        case emu::WARP_LDMATRIX_M8N8: return "ldmatrix.sync.aligned.m8n8";
     }
     return "a warp intrinsic";
 }
@@ -344,14 +344,14 @@ const char *warp_op_name(emu::WarpOp op) {
 unsigned int shuffle_source(const WarpCall &c, unsigned int lane) {
     unsigned int w = (unsigned int)c.width, first = lane & ~(w - 1), last = first + w - 1;
     switch (c.op) {
-    case emu::WARP_SHFL_IDX: return first + (c.arg & (w - 1));
-    case emu::WARP_SHFL_UP: return (uint64_t)c.arg > lane - first ? lane : lane - c.arg;
-    case emu::WARP_SHFL_DOWN: return (uint64_t)lane + c.arg > last ? lane : lane + c.arg;
-    case emu::WARP_SHFL_XOR: {
-        unsigned int src = lane ^ (c.arg & 31u);
-        return src > last ? lane : src;
-    }
-    default: return lane;
+        case emu::WARP_SHFL_IDX: return first + (c.arg & (w - 1));
+        case emu::WARP_SHFL_UP: return (uint64_t)c.arg > lane - first ? lane : lane - c.arg;
+        case emu::WARP_SHFL_DOWN: return (uint64_t)lane + c.arg > last ? lane : lane + c.arg;
+        case emu::WARP_SHFL_XOR: {
+            unsigned int src = lane ^ (c.arg & 31u);
+            return src > last ? lane : src;
+        }
+        default: return lane;
     }
 }
 
@@ -418,41 +418,45 @@ void complete_warp_op(size_t w, size_t n, unsigned int mask) {
         if (!(mask >> l & 1u) || w + l >= n || blk.fibers[w + l].state != AT_WARP_BARRIER) continue;
         WarpCall &c = blk.calls[w + l];
         switch (c.op) {
-        case emu::WARP_SYNCWARP: c.result = 0; break;
-        case emu::WARP_BALLOT: c.result = ballot; break;
-        case emu::WARP_ANY: c.result = ballot != 0; break;
-        case emu::WARP_ALL: c.result = (uint64_t)all; break;
-        default: {
-            unsigned int src = shuffle_source(c, l);
-            if (src == l) {
-                c.result = c.value;
-                break;
+            case emu::WARP_SYNCWARP: c.result = 0; break;
+            case emu::WARP_BALLOT: c.result = ballot; break;
+            case emu::WARP_ANY: c.result = ballot != 0; break;
+            case emu::WARP_ALL: c.result = (uint64_t)all; break;
+            default: {
+                unsigned int src = shuffle_source(c, l);
+                if (src == l) {
+                    c.result = c.value;
+                    break;
+                }
+                if (w + src >= n) {
+                    snprintf(
+                        why, sizeof why,
+                        "reads lane %u, which does not exist (the block has %zu threads, so this warp is partial): a "
+                        "GPU returns an undefined value",
+                        src, n);
+                    warp_error(w + l, why);
+                }
+                if (blk.fibers[w + src].state == FINISHED) {
+                    snprintf(why, sizeof why,
+                             "reads lane %u, which has exited (returned from the kernel): a GPU returns "
+                             "an undefined value",
+                             src);
+                    warp_error(w + l, why);
+                }
+                if (!(mask >> src & 1u)) {
+                    snprintf(why, sizeof why,
+                             "reads lane %u, which is not in the mask and so not taking part: a GPU returns an "
+                             "undefined value",
+                             src);
+                    warp_error(w + l, why);
+                }
+                c.result = blk.calls[w + src].value;
             }
-            if (w + src >= n) {
-                snprintf(why, sizeof why,
-                         "reads lane %u, which does not exist (the block has %zu threads, so this warp is partial): a "
-                         "GPU returns an undefined value",
-                         src, n);
-                warp_error(w + l, why);
-            }
-            if (blk.fibers[w + src].state == FINISHED) {
-                snprintf(why, sizeof why, "reads lane %u, which has exited (returned from the kernel): a GPU returns "
-                                          "an undefined value",
-                         src);
-                warp_error(w + l, why);
-            }
-            if (!(mask >> src & 1u)) {
-                snprintf(why, sizeof why,
-                         "reads lane %u, which is not in the mask and so not taking part: a GPU returns an undefined value",
-                         src);
-                warp_error(w + l, why);
-            }
-            c.result = blk.calls[w + src].value;
-        }
         }
     }
     for (unsigned int l = 0; l < 32; l++)
-        if (mask >> l & 1u && w + l < n && blk.fibers[w + l].state == AT_WARP_BARRIER) blk.fibers[w + l].state = RUNNABLE;
+        if (mask >> l & 1u && w + l < n && blk.fibers[w + l].state == AT_WARP_BARRIER)
+            blk.fibers[w + l].state = RUNNABLE;
 }
 
 /* Two lanes at the same intrinsic in the code, one naming the other in its
@@ -544,8 +548,8 @@ int open_barriers() {
             const WarpCall &o = blk.calls[w + l];
             char why[200];
             if (f.state == AT_BLOCK_BARRIER)
-                snprintf(why, sizeof why, "lane %u, named in this mask, waits at __syncthreads: the warp can never meet",
-                         l);
+                snprintf(why, sizeof why,
+                         "lane %u, named in this mask, waits at __syncthreads: the warp can never meet", l);
             else if (f.state == AT_WARP_BARRIER && (o.mask != c.mask || o.op != c.op))
                 snprintf(why, sizeof why,
                          "lane %u, named in this mask, waits at %s with mask 0x%08x: the lanes of one intrinsic must "
@@ -609,7 +613,6 @@ void run_block(const emu::Config &c, size_t block_linear) {
         if (!ran && !open_barriers()) report_stuck();
     }
 }
-
 
 /* A launch's dynamic shared memory: malloc's 16-byte alignment (what the
  * kernels' __align__(16) asks for) and, in the sanitizer build, exactly the
@@ -695,7 +698,8 @@ void check_vector_access(const void *p, size_t bytes, const char *what) {
 /* What a GPU answers to a launch configuration: cudaSuccess, or the error the
  * launch sets without running anything. */
 cudaError_t check_launch(const Config &c, const void *kernel) {
-    if (!c.grid.x || !c.grid.y || !c.grid.z || !c.block.x || !c.block.y || !c.block.z) return cudaErrorInvalidConfiguration;
+    if (!c.grid.x || !c.grid.y || !c.grid.z || !c.block.x || !c.block.y || !c.block.z)
+        return cudaErrorInvalidConfiguration;
     if (c.block.x > 1024 || c.block.y > 1024 || c.block.z > 64 || (uint64_t)c.block.x * c.block.y * c.block.z > 1024)
         return cudaErrorInvalidConfiguration;
     if (c.grid.x > 0x7fffffffu || c.grid.y > 65535 || c.grid.z > 65535) return cudaErrorInvalidConfiguration;
@@ -736,10 +740,11 @@ void run_grid(const Config &c, const void *kernel, const std::function<void()> &
         /* as on a GPU, nothing runs and the launch only sets the last error; with
          * KVCPT_EMU_TRACE_LAUNCH_ERRORS set, also a line naming it */
         if (getenv("KVCPT_EMU_TRACE_LAUNCH_ERRORS"))
-            fprintf(stderr,
-                    "kvcpt CUDA emulator: launch %llu refused (%s): grid (%u,%u,%u) block (%u,%u,%u) dynamic smem %zu\n",
-                    launches, cudaGetErrorString(bad), c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z,
-                    c.smem);
+            fprintf(
+                stderr,
+                "kvcpt CUDA emulator: launch %llu refused (%s): grid (%u,%u,%u) block (%u,%u,%u) dynamic smem %zu\n",
+                launches, cudaGetErrorString(bad), c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z,
+                c.smem);
         last_error = bad;
         return;
     }
@@ -844,7 +849,8 @@ void check_shared(const void *p, size_t bytes, size_t align, const char *what) {
         uintptr_t s = (uintptr_t)static_vars[v];
         inside = a >= s && a - s <= static_var_bytes[v] && bytes <= static_var_bytes[v] - (a - s);
     }
-    if (!inside) why = "does not lie inside the block's shared memory (its dynamic bytes or a static __shared__ variable)";
+    if (!inside)
+        why = "does not lie inside the block's shared memory (its dynamic bytes or a static __shared__ variable)";
     else if (a % align) why = "is not aligned as the instruction requires";
     if (!why) return;
     size_t me = blk.current;
@@ -1119,7 +1125,8 @@ int emu_nvidia_driver_installed(void) {
 cudaError_t cudaGetDeviceCount(int *n) {
     const char *env = getenv("KVCPT_EMU_DEVICES");
     *n = 0;
-    if (env && (strcmp(env, "driver-too-old") == 0 || strcmp(env, "no-driver") == 0)) return record(cudaErrorInsufficientDriver);
+    if (env && (strcmp(env, "driver-too-old") == 0 || strcmp(env, "no-driver") == 0))
+        return record(cudaErrorInsufficientDriver);
     int count = emu_device_count();
     if (count == 0) return record(cudaErrorNoDevice);
     *n = count;
@@ -1135,14 +1142,15 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
 namespace {
 std::mutex pinned_mu;
 std::map<uintptr_t, size_t> pinned; /* registered host ranges, by start */
-}
+} // namespace
 cudaError_t cudaHostRegister(void *p, size_t bytes, unsigned int flags) {
     if (!p || !bytes || flags != cudaHostRegisterDefault || device_of(p) >= 0) return record(cudaErrorInvalidValue);
     std::lock_guard<std::mutex> lock(pinned_mu);
     uintptr_t a = (uintptr_t)p;
     auto next = pinned.lower_bound(a);
     if (next != pinned.end() && next->first < a + bytes) return record(cudaErrorInvalidValue);
-    if (next != pinned.begin() && std::prev(next)->first + std::prev(next)->second > a) return record(cudaErrorInvalidValue);
+    if (next != pinned.begin() && std::prev(next)->first + std::prev(next)->second > a)
+        return record(cudaErrorInvalidValue);
     pinned[a] = bytes;
     return cudaSuccess;
 }
@@ -1217,7 +1225,8 @@ void write_transfers() {
     const char *path = getenv("KVCPT_EMU_TRANSFERS");
     FILE *f = path && *path ? fopen(path, "w") : nullptr;
     if (!f || fprintf(f, "h2d %llu d2h %llu\n", h2d_bytes.load(), d2h_bytes.load()) < 0 || fclose(f) != 0)
-        fprintf(stderr, "kvcpt CUDA emulator: KVCPT_EMU_TRANSFERS=%s: cannot write the byte counts\n", path ? path : "");
+        fprintf(stderr, "kvcpt CUDA emulator: KVCPT_EMU_TRANSFERS=%s: cannot write the byte counts\n",
+                path ? path : "");
 }
 void count_transfer(cudaMemcpyKind kind, size_t bytes) {
     static std::once_flag registered;
@@ -1277,29 +1286,29 @@ cudaError_t emu_func_set_max_dynamic_smem(const void *kernel, int attr, int valu
 }
 const char *cudaGetErrorName(cudaError_t e) {
     switch (e) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
-    case cudaErrorNoDevice: return "cudaErrorNoDevice";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
-    default: return "cudaErrorUnknown";
+        case cudaSuccess: return "cudaSuccess";
+        case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+        case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+        case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+        case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
+        case cudaErrorNoDevice: return "cudaErrorNoDevice";
+        case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+        case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+        default: return "cudaErrorUnknown";
     }
 }
 const char *cudaGetErrorString(cudaError_t e) {
     switch (e) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorLaunchFailure: return "unspecified launch failure";
-    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorNotReady: return "device not ready";
-    default: return "emulated error";
+        case cudaSuccess: return "no error";
+        case cudaErrorInvalidValue: return "invalid argument";
+        case cudaErrorMemoryAllocation: return "out of memory";
+        case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+        case cudaErrorLaunchFailure: return "unspecified launch failure";
+        case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
+        case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+        case cudaErrorInvalidDevice: return "invalid device ordinal";
+        case cudaErrorNotReady: return "device not ready";
+        default: return "emulated error";
     }
 }
 }
@@ -1352,9 +1361,9 @@ void stream_writes(cudaStream_t st, const void *p, size_t bytes, const char *wha
     std::lock_guard<std::mutex> lock(order_mu);
     unsigned long long seq = ++clocks[st].seq;
     /* what the default stream, the engines' compute stream, is ordered after is done for everyone who reads */
-    pending.erase(std::remove_if(pending.begin(), pending.end(),
-                                 [](const PendingWrite &w) { return ordered_after(nullptr, w); }),
-                  pending.end());
+    pending.erase(
+        std::remove_if(pending.begin(), pending.end(), [](const PendingWrite &w) { return ordered_after(nullptr, w); }),
+        pending.end());
     pending.push_back(PendingWrite{(uintptr_t)p, (uintptr_t)p + bytes, st, seq, what});
     n_pending = pending.size();
 }
@@ -1363,8 +1372,7 @@ void host_synced(cudaStream_t st, bool all) {
     std::lock_guard<std::mutex> lock(order_mu);
     if (all)
         for (auto &c : clocks) host_known[c.first] = c.second.seq;
-    else
-        host_known[st] = clocks[st].seq;
+    else host_known[st] = clocks[st].seq;
 }
 
 void check_stream_order(cudaStream_t st, const void *p, const char *who, int arg) {
@@ -1389,7 +1397,6 @@ std::mutex handles_mu; /* guards the two tables below */
 std::map<const CUstream_st *, int> live_streams;
 std::map<const CUevent_st *, int> live_events;
 } // namespace
-
 
 extern "C" {
 int emu_device_extent(const void *p, size_t *bytes_after, int *device) {

@@ -37,7 +37,8 @@ static void write_fixture(void) {
     for (int64_t d = 0; d <= N_DOCS; d++) {
         if (open && (d == N_DOCS || w.h.n_tokens + (uint64_t)doc_len(d) > 1500)) {
             char entry[256];
-            snprintf(entry, sizeof entry, "%s{\"file\": \"train/shard_%06d.bin\", \"documents\": %llu, \"tokens\": %llu}",
+            snprintf(entry, sizeof entry,
+                     "%s{\"file\": \"train/shard_%06d.bin\", \"documents\": %llu, \"tokens\": %llu}",
                      n_shards ? ", " : "", n_shards, (unsigned long long)w.h.n_docs, (unsigned long long)w.h.n_tokens);
             strcat(shards_json, entry);
             shard_writer_finish(&w);
@@ -56,8 +57,10 @@ static void write_fixture(void) {
     }
     snprintf(path, sizeof path, "%s/manifest.json", root);
     FILE *f = fopen_check(path, "w");
-    fprintf(f, "{\"format\": \"kvcpt-prepared\", \"version\": 1, \"tokenizer\": {\"sha256\": \"%s\"}, \"splits\": {"
-               "\"train\": {\"documents\": %d, \"tokens\": %lld, \"shards\": [%s]}}}\n", SHA, N_DOCS, (long long)total, shards_json);
+    fprintf(f,
+            "{\"format\": \"kvcpt-prepared\", \"version\": 1, \"tokenizer\": {\"sha256\": \"%s\"}, \"splits\": {"
+            "\"train\": {\"documents\": %d, \"tokens\": %lld, \"shards\": [%s]}}}\n",
+            SHA, N_DOCS, (long long)total, shards_json);
     fclose_check(f, path);
 }
 
@@ -72,7 +75,10 @@ static void check_reads(const DataSplit *s) {
     tl_result(ok, "every document reads back whole across shard boundaries", "");
 }
 
-typedef struct { int64_t docs[N_DOCS]; int64_t n; } Taken;
+typedef struct {
+    int64_t docs[N_DOCS];
+    int64_t n;
+} Taken;
 
 static void take_epoch(const DataSplit *s, uint64_t seed, int rank, int world, Taken *t, int *samples_ok) {
     Loader *l = loader_open(s, SAMPLE, seed, rank, world);
@@ -102,13 +108,15 @@ static void check_sampler(const DataSplit *s) {
     }
     tl_result(samples_ok, "samples are the first L+S+1 tokens of documents long enough for them", "");
     tl_result(disjoint, "ranks take disjoint documents within an epoch (world sizes 1-4)", "");
-    tl_result(equal_counts, "every rank gets floor(eligible / world) samples per epoch", "eligible %lld", (long long)eligible);
+    tl_result(equal_counts, "every rank gets floor(eligible / world) samples per epoch", "eligible %lld",
+              (long long)eligible);
 
     Taken a, b, c;
     take_epoch(s, 7, 1, 3, &a, &samples_ok);
     take_epoch(s, 7, 1, 3, &b, &samples_ok);
     take_epoch(s, 8, 1, 3, &c, &samples_ok);
-    tl_result(memcmp(a.docs, b.docs, sizeof(int64_t) * (size_t)a.n) == 0, "same (seed, epoch, rank, world) gives the same order", "");
+    tl_result(memcmp(a.docs, b.docs, sizeof(int64_t) * (size_t)a.n) == 0,
+              "same (seed, epoch, rank, world) gives the same order", "");
     tl_result(memcmp(a.docs, c.docs, sizeof(int64_t) * (size_t)a.n) != 0, "another seed gives another order", "");
 }
 

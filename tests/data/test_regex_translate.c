@@ -16,7 +16,8 @@
 static void check_spelling(const char *name, const char *in, const char *want) {
     char err[256] = "";
     char *got = regex_translate(in, err, sizeof err);
-    tl_result(got && strcmp(got, want) == 0, name, "'%s' -> '%s' (%s), expected '%s'", in, got ? got : "NULL", err, want);
+    tl_result(got && strcmp(got, want) == 0, name, "'%s' -> '%s' (%s), expected '%s'", in, got ? got : "NULL", err,
+              want);
     free(got);
 }
 
@@ -37,7 +38,8 @@ static char *split_join(const char *onig, const char *text) {
     if (!pat) return NULL;
     int code_err;
     PCRE2_SIZE off;
-    pcre2_code *code = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code_err, &off, NULL);
+    pcre2_code *code =
+        pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code_err, &off, NULL);
     free(pat);
     if (!code) return NULL;
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(code, NULL);
@@ -120,12 +122,18 @@ int main(void) {
      * gives for these strings (pre_tokenizer.pre_tokenize_str). */
     check_split("Llama 3: digits in threes, contractions fold ASCII, space before letters", llama3,
                 "I'LL pay 12345 now's", "I|'LL| pay| |123|45| now|'s");
-    check_split("Llama 3: U+017F folds to s and U+212A to k, as in Oniguruma", llama3, "x'\xc5\xbft '\xe2\x84\xaa" "x",
-                "x|'\xc5\xbf|t| '|\xe2\x84\xaa" "x");
+    check_split("Llama 3: U+017F folds to s and U+212A to k, as in Oniguruma", llama3,
+                "x'\xc5\xbft '\xe2\x84\xaa"
+                "x",
+                "x|'\xc5\xbf|t| '|\xe2\x84\xaa"
+                "x");
     check_split("Llama 3: trailing spaces before a word stay apart", llama3, "a   b\n\n c", "a|  | b|\n\n| c");
     check_split("GPT-2: digits in one run, no case folding", gpt2, "I'LL 12345 's", "I|'|LL| 12345| '|s");
-    check_split("GPT-2: U+0085 is whitespace, U+FEFF is not", gpt2, "a \xc2\x85\xc2\x85" "b \xef\xbb\xbf b",
-                "a| \xc2\x85|\xc2\x85|" "b| \xef\xbb\xbf| b");
+    check_split("GPT-2: U+0085 is whitespace, U+FEFF is not", gpt2,
+                "a \xc2\x85\xc2\x85"
+                "b \xef\xbb\xbf b",
+                "a| \xc2\x85|\xc2\x85|"
+                "b| \xef\xbb\xbf| b");
     check_split("Qwen2: each digit alone", qwen2, "x 2024!\r\n", "x| |2|0|2|4|!\r\n");
     return tl_finish();
 }

@@ -10,8 +10,13 @@
 #include "../testlib.h"
 
 static SyntheticOptions copy_options(void) {
-    return (SyntheticOptions){.out_dir = NULL, .task = SYNTH_TASK_COPY, .vocab = 300, .doc_tokens = 257,
-                              .query_tail = 64, .docs = 100, .seed = 5};
+    return (SyntheticOptions){.out_dir = NULL,
+                              .task = SYNTH_TASK_COPY,
+                              .vocab = 300,
+                              .doc_tokens = 257,
+                              .query_tail = 64,
+                              .docs = 100,
+                              .seed = 5};
 }
 
 static void copy_structure(void) {
@@ -62,8 +67,8 @@ static void copy_fixed_offset(void) {
 }
 
 static void recall_structure(void) {
-    SyntheticOptions o = {.task = SYNTH_TASK_RECALL, .vocab = 64, .doc_tokens = 101, .query_tail = 30, .docs = 10,
-                          .seed = 3};
+    SyntheticOptions o = {
+        .task = SYNTH_TASK_RECALL, .vocab = 64, .doc_tokens = 101, .query_tail = 30, .docs = 10, .seed = 3};
     uint32_t doc[101];
     synthetic_document(&o, 4, doc);
     int ok = doc[0] == SYNTH_BOS;
@@ -77,8 +82,14 @@ static void recall_structure(void) {
 
 static SyntheticOptions mqar_options(void) {
     /* body 1 + 16 * 8 .. : 16 records of marker + 7 values, then 3.x repeated records */
-    return (SyntheticOptions){.task = SYNTH_TASK_MQAR, .vocab = 200, .doc_tokens = 1 + 128 + 30, .query_tail = 30,
-                              .values = 7, .markers = 40, .docs = 10, .seed = 9};
+    return (SyntheticOptions){.task = SYNTH_TASK_MQAR,
+                              .vocab = 200,
+                              .doc_tokens = 1 + 128 + 30,
+                              .query_tail = 30,
+                              .values = 7,
+                              .markers = 40,
+                              .docs = 10,
+                              .seed = 9};
 }
 
 static void mqar_structure(void) {
@@ -137,7 +148,8 @@ static void answer_classes(void) {
     tl_result(ok, "answers: targets keep the answers' ids and mark the rest -1", "");
     /* a sample that starts inside the list: its first marker is a first occurrence */
     answer_classify(&r, tok + 7, N - 7, cls);
-    tl_result(cls[1] == 0 && cls[6] == 0 && cls[10] == 1, "answers: a marker first seen inside the sample is not a repeat", "");
+    tl_result(cls[1] == 0 && cls[6] == 0 && cls[10] == 1,
+              "answers: a marker first seen inside the sample is not a repeat", "");
 }
 
 static void mqar_body_not_records(void *arg) {

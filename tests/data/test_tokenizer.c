@@ -36,12 +36,23 @@ static void check_encode(TokEncoder *e, const char *name, const char *text, int 
 }
 
 static void check_special_names(const Tokenizer *t) {
-    struct { int32_t id; const char *name; } want[] = {
-        {128000, "<|begin_of_text|>"}, {128001, "<|end_of_text|>"}, {128002, "<|reserved_special_token_0|>"},
-        {128003, "<|reserved_special_token_1|>"}, {128004, "<|finetune_right_pad_id|>"},
-        {128005, "<|reserved_special_token_2|>"}, {128006, "<|start_header_id|>"}, {128007, "<|end_header_id|>"},
-        {128008, "<|eom_id|>"}, {128009, "<|eot_id|>"}, {128010, "<|python_tag|>"},
-        {128011, "<|reserved_special_token_3|>"}, {128255, "<|reserved_special_token_247|>"},
+    struct {
+        int32_t id;
+        const char *name;
+    } want[] = {
+        {128000, "<|begin_of_text|>"},
+        {128001, "<|end_of_text|>"},
+        {128002, "<|reserved_special_token_0|>"},
+        {128003, "<|reserved_special_token_1|>"},
+        {128004, "<|finetune_right_pad_id|>"},
+        {128005, "<|reserved_special_token_2|>"},
+        {128006, "<|start_header_id|>"},
+        {128007, "<|end_header_id|>"},
+        {128008, "<|eom_id|>"},
+        {128009, "<|eot_id|>"},
+        {128010, "<|python_tag|>"},
+        {128011, "<|reserved_special_token_3|>"},
+        {128255, "<|reserved_special_token_247|>"},
     };
     int ok = tokenizer_vocab_size(t) == 128256;
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -70,17 +81,21 @@ static void check_special_names(const Tokenizer *t) {
 static void check_known_ids(TokEncoder *e) {
     check_encode(e, "encode 'Hello world!'", "Hello world!", 0, (uint32_t[]){9906, 1917, 0}, 3);
     check_encode(e, "encode tabs", "\ttabs\t\t\t\tout here", 0, (uint32_t[]){3324, 3518, 573, 14294, 1618}, 5);
-    check_encode(e, "encode equal-rank merges left to right", "ax\n####\nboo", 0, (uint32_t[]){710, 198, 71050, 34093}, 4);
+    check_encode(e, "encode equal-rank merges left to right", "ax\n####\nboo", 0, (uint32_t[]){710, 198, 71050, 34093},
+                 4);
     check_encode(e, "encode astral + BMP letters", "\xf0\x9f\xa6\x99\xea\x99\x8a", 0,
                  (uint32_t[]){9468, 99, 247, 166, 247, 232}, 6);
     check_encode(e, "encode empty text", "", 0, NULL, 0);
-    const char *spec = "<|start_header_id|>This text has special tokens<|eom_id|> in the middle of it.<|end_header_id|><|eot_id|>";
-    check_encode(e, "--allow-special parses spelled-out specials", spec, 1,
-                 (uint32_t[]){128006, 2028, 1495, 706, 3361, 11460, 128008, 304, 279, 6278, 315, 433, 13, 128007, 128009}, 15);
+    const char *spec =
+        "<|start_header_id|>This text has special tokens<|eom_id|> in the middle of it.<|end_header_id|><|eot_id|>";
+    check_encode(
+        e, "--allow-special parses spelled-out specials", spec, 1,
+        (uint32_t[]){128006, 2028, 1495, 706, 3361, 11460, 128008, 304, 279, 6278, 315, 433, 13, 128007, 128009}, 15);
     TokenBuf b = {0};
     int none_special = tok_encode(e, spec, strlen(spec), 0, &b);
     for (int64_t i = 0; i < b.n; i++) none_special &= b.ids[i] < 128000;
-    tl_result(none_special && b.n > 15, "default mode keeps spelled-out specials as ordinary text", "%lld ids", (long long)b.n);
+    tl_result(none_special && b.n > 15, "default mode keeps spelled-out specials as ordinary text", "%lld ids",
+              (long long)b.n);
     token_buf_free(&b);
 }
 
@@ -130,9 +145,13 @@ static void check_long_runs(TokEncoder *e) {
 }
 
 static void check_utf8(void) {
-    struct { const char *s; int64_t bad; } cases[] = {
-        {"plain ascii", -1}, {"caf\xc3\xa9", -1}, {"\xf0\x9f\xa6\x99", -1}, {"ab\xc3", 2}, {"\xc0\xaf", 0},
-        {"x\xed\xa0\x80", 1}, {"\xf4\x90\x80\x80", 0}, {"ok\x80", 2}, {"12345678\xff", 8},
+    struct {
+        const char *s;
+        int64_t bad;
+    } cases[] = {
+        {"plain ascii", -1},     {"caf\xc3\xa9", -1}, {"\xf0\x9f\xa6\x99", -1},
+        {"ab\xc3", 2},           {"\xc0\xaf", 0},     {"x\xed\xa0\x80", 1},
+        {"\xf4\x90\x80\x80", 0}, {"ok\x80", 2},       {"12345678\xff", 8},
     };
     int ok = 1;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -173,8 +192,8 @@ static json_t *small_tokenizer(void) {
         byte_level_key(b, key);
         json_object_set_new(vocab, key, json_integer(i));
     }
-    const char *extra[][3] = {{"12", "1", "2"}, {" 1", " ", "1"}, {"ab", "a", "b"}, {"<x", "<", "x"}, {"<x>", "<x", ">"},
-                              {"qq", NULL, NULL}};
+    const char *extra[][3] = {{"12", "1", "2"}, {" 1", " ", "1"},   {"ab", "a", "b"},
+                              {"<x", "<", "x"}, {"<x>", "<x", ">"}, {"qq", NULL, NULL}};
     for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
         if (extra[i][1]) {
             char l[16], r[16], m[40];
@@ -194,9 +213,9 @@ static json_t *small_tokenizer(void) {
         "single_word", 0, "lstrip", 0, "rstrip", 0, "normalized", 0, "special", 1, "id", 262, "content", "zz",
         "single_word", 0, "lstrip", 0, "rstrip", 0, "normalized", 1, "special", 0, "pre_tokenizer", "type", "Sequence",
         "pretokenizers", "type", "Digits", "individual_digits", 1, "type", "ByteLevel", "add_prefix_space", 0,
-        "trim_offsets", 1, "use_regex", 1, "post_processor", "type", "ByteLevel", "decoder", "type", "ByteLevel", "model",
-        "type", "BPE", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", 0,
-        "byte_fallback", 0, "ignore_merges", 0, "vocab", vocab, "merges", merges);
+        "trim_offsets", 1, "use_regex", 1, "post_processor", "type", "ByteLevel", "decoder", "type", "ByteLevel",
+        "model", "type", "BPE", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk",
+        0, "byte_fallback", 0, "ignore_merges", 0, "vocab", vocab, "merges", merges);
     if (!root) die("test: cannot build the small tokenizer.json");
     return root;
 }
@@ -265,8 +284,10 @@ static void check_small_tokenizers(void) {
     tl_result(tokenizer_split_stages(two) == 2, "Digits + ByteLevel(use_regex): two regex passes", "%d",
               tokenizer_split_stages(two));
     tokenizer_free(two);
-    check_ids("digits of other scripts are pieces too (\\p{N})", path, "a\xd9\xa3" "b", 0,
-              (uint32_t[]){'a', 0xd9, 0xa3, 'b'}, 4);
+    check_ids("digits of other scripts are pieces too (\\p{N})", path,
+              "a\xd9\xa3"
+              "b",
+              0, (uint32_t[]){'a', 0xd9, 0xa3, 'b'}, 4);
     check_ids("ignore_merges false: a vocabulary entry no merge builds stays bytes", path, "qq", 0,
               (uint32_t[]){'q', 'q'}, 2);
     Tokenizer *t = tokenizer_load(path);
@@ -283,26 +304,28 @@ static void check_small_tokenizers(void) {
 
     set_at(root, "pre_tokenizer.pretokenizers[0].individual_digits", "false");
     write_json(root, "runs", path, sizeof path);
-    check_ids("Digits(runs) + ByteLevel: the run of digits is one piece", path, " 12ab", 0,
-              (uint32_t[]){' ', 256, 258}, 3);
+    check_ids("Digits(runs) + ByteLevel: the run of digits is one piece", path, " 12ab", 0, (uint32_t[]){' ', 256, 258},
+              3);
 
     set_at(root, "pre_tokenizer", "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true}");
     write_json(root, "gpt2", path, sizeof path);
     /* GPT-2's pattern keeps " 12" together; merge rank 0 ("12") wins over " 1" */
     check_ids("ByteLevel alone (GPT-2 pattern): ' 12' is one piece", path, " 12ab", 0, (uint32_t[]){' ', 256, 258}, 3);
     check_ids("special added token stays text without allow_special", path, "<x>", 0, (uint32_t[]){'<', 'x', '>'}, 3);
-    check_ids("special added token inside the vocabulary, allow_special", path, "a<x>b", 1,
-              (uint32_t[]){'a', 260, 'b'}, 3);
+    check_ids("special added token inside the vocabulary, allow_special", path, "a<x>b", 1, (uint32_t[]){'a', 260, 'b'},
+              3);
     check_ids("non-special added token matched even without allow_special", path, "azzb", 0,
               (uint32_t[]){'a', 262, 'b'}, 3);
 
     set_at(root, "model.ignore_merges", "true");
-    set_at(root, "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
-                                  "{\"Regex\": \"\\\\s+|[^\\\\s]+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
-                                  "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}");
-    set_at(root, "post_processor", "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<x>\", "
-                                   "\"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"special_tokens\": "
-                                   "{\"<x>\": {\"id\": \"<x>\", \"ids\": [260], \"tokens\": [\"<x>\"]}}}");
+    set_at(root, "pre_tokenizer",
+           "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+           "{\"Regex\": \"\\\\s+|[^\\\\s]+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
+           "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}");
+    set_at(root, "post_processor",
+           "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<x>\", "
+           "\"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"special_tokens\": "
+           "{\"<x>\": {\"id\": \"<x>\", \"ids\": [260], \"tokens\": [\"<x>\"]}}}");
     write_json(root, "split", path, sizeof path);
     t = tokenizer_load(path);
     tl_result(tokenizer_bos_id(t) == 260, "TemplateProcessing starting with a SpecialToken: that token is the BOS",
@@ -318,10 +341,11 @@ static void check_small_tokenizers(void) {
      * the ids are plain: every space, then the word. Llama 3's and SmolLM2's
      * own ids on such runs are compared with Hugging Face's in
      * tests/data/test_tokenizer_oracle.sh. */
-    set_at(root, "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
-                                  "{\"Regex\": \"\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"}, \"behavior\": "
-                                  "\"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
-                                  "\"use_regex\": false}]}");
+    set_at(root, "pre_tokenizer",
+           "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+           "{\"Regex\": \"\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"}, \"behavior\": "
+           "\"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+           "\"use_regex\": false}]}");
     write_json(root, "spaces", path, sizeof path);
     t = tokenizer_load(path);
     TokEncoder *e = tok_encoder_new(t);
@@ -344,9 +368,10 @@ static void check_small_tokenizers(void) {
      * exhausts PCRE2's, and the failure is an error naming the byte offset
      * in the whole text (here past a special token, which a separate pass
      * splits off first), not a crash or ids of half the text. */
-    set_at(root, "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
-                                  "{\"Regex\": \"(?:ab)+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
-                                  "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}");
+    set_at(root, "pre_tokenizer",
+           "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+           "{\"Regex\": \"(?:ab)+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
+           "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": false}]}");
     write_json(root, "group_run", path, sizeof path);
     t = tokenizer_load(path);
     e = tok_encoder_new(t);
@@ -371,7 +396,7 @@ static void check_small_tokenizers(void) {
 /* An added token as tokenizer.json lists it; the small tokenizer's own two
  * come first in each list below. */
 #define ADDED_AS(id, content, normalized, special)                                                                     \
-    "{\"id\": " id ", \"content\": \"" content "\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "     \
+    "{\"id\": " id ", \"content\": \"" content "\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "    \
     "\"normalized\": " normalized ", \"special\": " special "}"
 #define ADDED(id, content) ADDED_AS(id, content, "false", "false")
 #define SMALL_ADDED ADDED_AS("260", "<x>", "false", "true") ", " ADDED_AS("262", "zz", "true", "false")
@@ -428,8 +453,9 @@ static void check_added_ids(void) {
     check_ids("... and the text \"\u00e9\" encodes to 233", path, "\xc3\xa9", 0, (uint32_t[]){233}, 1);
 
     /* the list's order gives the ids; two listed at one id both get one */
-    t = with_added(root, "[" ADDED("300", "QQQ") ", " ADDED("300", "RR") ", " ADDED("262", "zz") ", "
-                   ADDED("5", "\u0120x") "]", "added_order", path, sizeof path);
+    t = with_added(
+        root, "[" ADDED("300", "QQQ") ", " ADDED("300", "RR") ", " ADDED("262", "zz") ", " ADDED("5", "\u0120x") "]",
+        "added_order", path, sizeof path);
     tl_result(tokenizer_special_id(t, "QQQ", 3) == 262 && tokenizer_special_id(t, "RR", 2) == 263 &&
                   tokenizer_special_id(t, "zz", 2) == 264 && tokenizer_special_id(t, "\xc4\xa0x", 3) == 265 &&
                   tokenizer_vocab_size(t) == 266,
@@ -447,7 +473,8 @@ typedef struct {
 } Refusal;
 
 /* A SentencePiece-style pipeline on the small vocabulary (read as text). */
-#define METASPACE_PRE "{\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", \"prepend_scheme\": \"first\", \"split\": false}"
+#define METASPACE_PRE                                                                                                  \
+    "{\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", \"prepend_scheme\": \"first\", \"split\": false}"
 
 static void load_and_exit(void *path) {
     tokenizer_load(path);
@@ -456,39 +483,59 @@ static void load_and_exit(void *path) {
 
 static void check_refusals(void) {
     const Refusal cases[] = {
-        {"behavior other than Isolated", "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": "
+        {"behavior other than Isolated", "pre_tokenizer",
+         "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": "
          "\"Split\", \"pattern\": {\"Regex\": \"x\"}, \"behavior\": \"Removed\", \"invert\": false}, {\"type\": "
-         "\"ByteLevel\", \"add_prefix_space\": false}]}", "pre_tokenizer.pretokenizers[0].behavior"},
-        {"invert true", "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+         "\"ByteLevel\", \"add_prefix_space\": false}]}",
+         "pre_tokenizer.pretokenizers[0].behavior"},
+        {"invert true", "pre_tokenizer",
+         "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
          "{\"Regex\": \"x\"}, \"behavior\": \"Isolated\", \"invert\": true}, {\"type\": \"ByteLevel\", "
-         "\"add_prefix_space\": false}]}", "pre_tokenizer.pretokenizers[0].invert"},
-        {"a regex the translator does not understand", "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": "
+         "\"add_prefix_space\": false}]}",
+         "pre_tokenizer.pretokenizers[0].invert"},
+        {"a regex the translator does not understand", "pre_tokenizer",
+         "{\"type\": \"Sequence\", \"pretokenizers\": "
          "[{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\d+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
-         "{\"type\": \"ByteLevel\", \"add_prefix_space\": false}]}", "pre_tokenizer.pretokenizers[0].pattern.Regex: at byte 0"},
-        {"a literal String pattern", "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
+         "{\"type\": \"ByteLevel\", \"add_prefix_space\": false}]}",
+         "pre_tokenizer.pretokenizers[0].pattern.Regex: at byte 0"},
+        {"a literal String pattern", "pre_tokenizer",
+         "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
          "\"pattern\": {\"String\": \" \"}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "
-         "\"add_prefix_space\": false}]}", "pre_tokenizer.pretokenizers[0].pattern"},
+         "\"add_prefix_space\": false}]}",
+         "pre_tokenizer.pretokenizers[0].pattern"},
         {"another pre-tokenizer type", "pre_tokenizer.pretokenizers[0]", "{\"type\": \"Whitespace\"}",
          "pre_tokenizer.pretokenizers[0].type"},
         {"add_prefix_space true", "pre_tokenizer.pretokenizers[1].add_prefix_space", "true",
          "pre_tokenizer.pretokenizers[1].add_prefix_space"},
-        {"ByteLevel before another step", "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": "
-         "\"ByteLevel\", \"add_prefix_space\": false}, {\"type\": \"Digits\"}]}", "pre_tokenizer.pretokenizers[0]: ByteLevel"},
+        {"ByteLevel before another step", "pre_tokenizer",
+         "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": "
+         "\"ByteLevel\", \"add_prefix_space\": false}, {\"type\": \"Digits\"}]}",
+         "pre_tokenizer.pretokenizers[0]: ByteLevel"},
         {"no ByteLevel step", "pre_tokenizer", "{\"type\": \"Digits\"}", "no ByteLevel"},
         {"null pre_tokenizer with a ByteLevel decoder", "pre_tokenizer", "null",
          "decoder.type is \"ByteLevel\" but pre_tokenizer has no ByteLevel step"},
-        {"a normalizer other than NFC, Prepend, Replace", "normalizer", "{\"type\": \"NFKC\"}", "normalizer.type is \"NFKC\""},
-        {"a normalizer inside a Sequence", "normalizer", "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFC\"}, "
-         "{\"type\": \"Lowercase\"}]}", "normalizer.normalizers[1].type is \"Lowercase\""},
-        {"a Replace normalizer with a regex", "normalizer", "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \" \"}, "
-         "\"content\": \"x\"}", "normalizer.pattern is not {\"String\""},
-        {"Metaspace inside a Sequence", "pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [" METASPACE_PRE "]}",
+        {"a normalizer other than NFC, Prepend, Replace", "normalizer", "{\"type\": \"NFKC\"}",
+         "normalizer.type is \"NFKC\""},
+        {"a normalizer inside a Sequence", "normalizer",
+         "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFC\"}, "
+         "{\"type\": \"Lowercase\"}]}",
+         "normalizer.normalizers[1].type is \"Lowercase\""},
+        {"a Replace normalizer with a regex", "normalizer",
+         "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \" \"}, "
+         "\"content\": \"x\"}",
+         "normalizer.pattern is not {\"String\""},
+        {"Metaspace inside a Sequence", "pre_tokenizer",
+         "{\"type\": \"Sequence\", \"pretokenizers\": [" METASPACE_PRE "]}",
          "pre_tokenizer.pretokenizers[0].type is \"Metaspace\""},
-        {"Metaspace replacement of two characters", "pre_tokenizer", "{\"type\": \"Metaspace\", \"replacement\": \"ab\"}",
+        {"Metaspace replacement of two characters", "pre_tokenizer",
+         "{\"type\": \"Metaspace\", \"replacement\": \"ab\"}",
          "pre_tokenizer.replacement is not a string of one character"},
-        {"Metaspace prepend_scheme unknown", "pre_tokenizer", "{\"type\": \"Metaspace\", \"replacement\": \"_\", "
-         "\"prepend_scheme\": \"sometimes\"}", "pre_tokenizer.prepend_scheme"},
-        {"Metaspace add_prefix_space false with prepend_scheme first", "pre_tokenizer", "{\"type\": \"Metaspace\", "
+        {"Metaspace prepend_scheme unknown", "pre_tokenizer",
+         "{\"type\": \"Metaspace\", \"replacement\": \"_\", "
+         "\"prepend_scheme\": \"sometimes\"}",
+         "pre_tokenizer.prepend_scheme"},
+        {"Metaspace add_prefix_space false with prepend_scheme first", "pre_tokenizer",
+         "{\"type\": \"Metaspace\", "
          "\"replacement\": \"_\", \"prepend_scheme\": \"first\", \"add_prefix_space\": false}",
          "pre_tokenizer.add_prefix_space is false but prepend_scheme is \"first\""},
         {"truncation", "truncation", "{\"max_length\": 8}", "truncation is set"},
@@ -503,7 +550,8 @@ static void check_refusals(void) {
         {"a special token after the sequence (EOS)", "post_processor",
          "{\"type\": \"Sequence\", \"processors\": [{\"type\": \"ByteLevel\"}, {\"type\": \"TemplateProcessing\", "
          "\"single\": [{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": \"<x>\", "
-         "\"type_id\": 0}}], \"special_tokens\": {}}]}", "post_processor.processors[1].single[1]"},
+         "\"type_id\": 0}}], \"special_tokens\": {}}]}",
+         "post_processor.processors[1].single[1]"},
         {"merges: a pair after a string", "model.merges[1]", "[\"\\u0120\", \"1\"]",
          "model.merges[1] is a [LEFT, RIGHT] pair but model.merges[0] is a \"LEFT RIGHT\" string"},
         {"merges: a string after pairs", "model.merges[0]", "[\"1\", \"2\"]",
@@ -515,10 +563,14 @@ static void check_refusals(void) {
     };
     /* the decoders of a vocabulary read as text: the Metaspace pre-tokenizer, then the decoder */
     const Refusal text_decoders[] = {
-        {"a SentencePiece-style decoder step not implemented", "decoder", "{\"type\": \"Sequence\", \"decoders\": "
-         "[{\"type\": \"Fuse\"}, {\"type\": \"CTC\"}]}", "decoder.decoders[1].type is \"CTC\""},
-        {"a decoder Replace with a regex", "decoder", "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"_\"}, "
-         "\"content\": \" \"}", "decoder.pattern is not {\"String\""},
+        {"a SentencePiece-style decoder step not implemented", "decoder",
+         "{\"type\": \"Sequence\", \"decoders\": "
+         "[{\"type\": \"Fuse\"}, {\"type\": \"CTC\"}]}",
+         "decoder.decoders[1].type is \"CTC\""},
+        {"a decoder Replace with a regex", "decoder",
+         "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"_\"}, "
+         "\"content\": \" \"}",
+         "decoder.pattern is not {\"String\""},
         {"a decoder Strip without start", "decoder", "{\"type\": \"Strip\", \"content\": \" \", \"stop\": 0}",
          "decoder.start and .stop must be integers"},
     };

@@ -48,8 +48,16 @@ static DecodeEngine eng[DOCS];
 static int32_t doc[DOCS][L + S];
 
 static void make_policies(Policy *p, int n, const char *name, const PolicyOptions *o) {
-    PolicyShape sh = {model.cfg.num_hidden_layers, model.cfg.num_attention_heads, model.cfg.num_key_value_heads,
-                      model.cfg.head_dim, model.cfg.hidden_size, L, 32, L + S, NULL, NULL};
+    PolicyShape sh = {model.cfg.num_hidden_layers,
+                      model.cfg.num_attention_heads,
+                      model.cfg.num_key_value_heads,
+                      model.cfg.head_dim,
+                      model.cfg.hidden_size,
+                      L,
+                      32,
+                      L + S,
+                      NULL,
+                      NULL};
     for (int i = 0; i < n; i++) policy_create(&p[i], name, &sh, o);
 }
 
@@ -70,7 +78,8 @@ static void check_engine(const char *name, PolicyOptions o, const char *variant)
     for (int d = 0; d < DOCS; d++) ep[d] = &eng[d], tp[d] = &together[d], tok[d] = doc[d], eng[d].kv_reads = 0;
     engine_decode_batch(ep, tp, tok, DOCS, S, nll_b);
     for (int d = 0; d < DOCS; d++) reads_b[d] = eng[d].kv_reads, eng[d].kv_reads = 0;
-    for (int d = 0; d < DOCS; d++) engine_decode(&eng[d], &alone[d], doc[d], S, nll_1 + d * S), reads_1[d] = eng[d].kv_reads;
+    for (int d = 0; d < DOCS; d++)
+        engine_decode(&eng[d], &alone[d], doc[d], S, nll_1 + d * S), reads_1[d] = eng[d].kv_reads;
     int steps_same = 1;
     for (int d = 0; d < DOCS; d++) steps_same &= same_full_steps(&together[d], &alone[d]);
     char t[128];
@@ -90,7 +99,8 @@ static void check_forks(void) {
     int count;
     const PolicyInfo *reg = policy_registry(&count);
     int64_t rows = (int64_t)count * DOCS;
-    DecodeEngine *fk = xcalloc((size_t)rows, sizeof(DecodeEngine)), **ep = xmalloc(sizeof(DecodeEngine *) * (size_t)rows);
+    DecodeEngine *fk = xcalloc((size_t)rows, sizeof(DecodeEngine)),
+                 **ep = xmalloc(sizeof(DecodeEngine *) * (size_t)rows);
     Policy *together = xmalloc(sizeof(Policy) * (size_t)rows), *alone = xmalloc(sizeof(Policy) * (size_t)rows);
     Policy **tp = xmalloc(sizeof(Policy *) * (size_t)rows);
     const int32_t **tok = xmalloc(sizeof(int32_t *) * (size_t)rows);
@@ -123,8 +133,10 @@ static void check_forks(void) {
             !same_full_steps(&together[row], &alone[row]))
             bad = row;
     char t[160];
-    snprintf(t, sizeof t, "%d policies x %d documents as forks in one batch: each row's NLLs, keys read and full "
-             "steps equal its document's engine decoding that policy alone", count, DOCS);
+    snprintf(t, sizeof t,
+             "%d policies x %d documents as forks in one batch: each row's NLLs, keys read and full "
+             "steps equal its document's engine decoding that policy alone",
+             count, DOCS);
     tl_result(bad < 0, t, "row %lld (%s): step 1 %.17g vs %.17g", (long long)bad, bad >= 0 ? together[bad].name : "",
               bad >= 0 ? nll_b[bad * S + 1] : 0.0, bad >= 0 ? nll_1[bad * S + 1] : 0.0);
     tl_result(prefill_kept, "forks leave their parent's prefill cache untouched", "layer 0 keys changed");
@@ -139,7 +151,8 @@ int main(void) {
     rng_seed(&r, 11);
     /* OC = 1024 and 768: OpenBLAS 0.3.21's N = 2 rows differ from N = 1 there */
     const int64_t shapes[][3] = {{2, 64, 1024}, {3, 256, 768}, {8, 64, 192}, {5, 37, 29}, {33, 48, 32}, {1, 16, 16}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_row_matmul(shapes[i][0], shapes[i][1], shapes[i][2], &r);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        check_row_matmul(shapes[i][0], shapes[i][1], shapes[i][2], &r);
 
     LlamaConfig c;
     config_load(&c, "tiny");

@@ -24,8 +24,16 @@ static DecodeEngine eng;
 static int32_t doc[L + S];
 
 static void run(const char *name, PolicyOptions o, double *nll) {
-    PolicyShape sh = {model.cfg.num_hidden_layers, model.cfg.num_attention_heads, model.cfg.num_key_value_heads,
-                      model.cfg.head_dim, model.cfg.hidden_size, L, 32, L + S, NULL, NULL};
+    PolicyShape sh = {model.cfg.num_hidden_layers,
+                      model.cfg.num_attention_heads,
+                      model.cfg.num_key_value_heads,
+                      model.cfg.head_dim,
+                      model.cfg.hidden_size,
+                      L,
+                      32,
+                      L + S,
+                      NULL,
+                      NULL};
     Policy p;
     policy_create(&p, name, &sh, &o);
     engine_decode(&eng, &p, doc, S, nll);
@@ -54,7 +62,8 @@ static void check_stats(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t W
     float *out = xmalloc(sizeof(float) * (size_t)nq), *ref_out = xmalloc(sizeof(float) * (size_t)nq);
     float *lse = xmalloc(sizeof(float) * (size_t)(Hq * T)), *ref_lse = xmalloc(sizeof(float) * (size_t)(Hq * T));
     float *cs = xmalloc(sizeof(float) * (size_t)(Hq * T)), *ref_cs = xmalloc(sizeof(float) * (size_t)(Hq * T));
-    float *last = xmalloc(sizeof(float) * (size_t)(Hq * Wc * T)), *ref_last = xmalloc(sizeof(float) * (size_t)(Hq * Wc * T));
+    float *last = xmalloc(sizeof(float) * (size_t)(Hq * Wc * T)),
+          *ref_last = xmalloc(sizeof(float) * (size_t)(Hq * Wc * T));
     for (int64_t i = 0; i < Hq * Wc * T; i++) last[i] = NAN; /* every entry must be written */
     RefreshMask off = {0};
     attention_forward_cpu(ref_out, ref_lse, q, k, v, NULL, 1, T, Hq, Hkv, D, &off);
@@ -63,8 +72,10 @@ static void check_stats(int64_t T, int64_t Hq, int64_t Hkv, int64_t D, int64_t W
     attention_forward_stats_cpu(out, lse, &st, q, k, v, T, Hq, Hkv, D);
     char name[160];
     /* sgemm blocks against the row kernel: the same sums in another order */
-    snprintf(name, sizeof name, "fused stats T %lld, Hq %lld, Hkv %lld, D %lld, W %lld: out within rounding of "
-             "attention_forward_cpu", (long long)T, (long long)Hq, (long long)Hkv, (long long)D, (long long)W);
+    snprintf(name, sizeof name,
+             "fused stats T %lld, Hq %lld, Hkv %lld, D %lld, W %lld: out within rounding of "
+             "attention_forward_cpu",
+             (long long)T, (long long)Hq, (long long)Hkv, (long long)D, (long long)W);
     tl_close(name, out, ref_out, nq, 1e-5, 1e-4);
     snprintf(name, sizeof name, "fused stats T %lld: lse within rounding of attention_forward_cpu", (long long)T);
     tl_close(name, lse, ref_lse, Hq * T, 1e-5, 1e-5);
@@ -143,8 +154,16 @@ static void model_invariants(ArchId arch) {
         double nll_tmp[S];
         for (int i = 0; i < S; i++) hits_want += argmax_of(lg + i * V, V) == doc[L + i];
         Policy p;
-        PolicyShape sh = {c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.hidden_size,
-                          L, 32, L + S, NULL, NULL};
+        PolicyShape sh = {c.num_hidden_layers,
+                          c.num_attention_heads,
+                          c.num_key_value_heads,
+                          c.head_dim,
+                          c.hidden_size,
+                          L,
+                          32,
+                          L + S,
+                          NULL,
+                          NULL};
         PolicyOptions o = policy_default_options(L / 8);
         policy_create(&p, "full", &sh, &o);
         DecodeEngine *ep = &eng;

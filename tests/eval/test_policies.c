@@ -197,7 +197,8 @@ static void test_refreshkv(void) {
     step(&p, 0, 12, none, none);
     expect_keys(&p, 0, 13, (int32_t[]){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 13,
                 "refreshkv: step 4 is a full step again");
-    tl_result(p.full_steps_per_layer[0] == 2, "refreshkv: counts its full steps", "%lld", (long long)p.full_steps_per_layer[0]);
+    tl_result(p.full_steps_per_layer[0] == 2, "refreshkv: counts its full steps", "%lld",
+              (long long)p.full_steps_per_layer[0]);
     policy_destroy(&p);
     fx_free(&f);
 }
@@ -263,7 +264,8 @@ static void test_h2o(void) {
     p.init(&p, 0, &pre);
     expect_keys(&p, 0, 10, (int32_t[]){0, 6, 8, 9}, 4, "h2o: heavy hitters by prefill column sums + recent");
     step(&p, 0, 10, (float[]){0.1f, 0.1f, 0.1f, 0.1f, 0.6f}, (float[]){0.05f, 0.05f, 0.8f, 0.05f, 0.05f});
-    expect_keys(&p, 0, 11, (int32_t[]){0, 8, 9, 10}, 4, "h2o: decode attention accumulates; lowest heavy entry evicted");
+    expect_keys(&p, 0, 11, (int32_t[]){0, 8, 9, 10}, 4,
+                "h2o: decode attention accumulates; lowest heavy entry evicted");
     policy_destroy(&p);
     fx_free(&f);
 }
@@ -314,7 +316,8 @@ static void test_tova(void) {
     policy_destroy(&p);
     make(&p, "tova", &f, policy_default_options(4), 1);
     p.init(&p, 0, &pre);
-    expect_keys(&p, 0, 10, (int32_t[]){3, 4, 5, 6}, 4, "tova: by default the last query's head-mean row reduces the prompt once");
+    expect_keys(&p, 0, 10, (int32_t[]){3, 4, 5, 6}, 4,
+                "tova: by default the last query's head-mean row reduces the prompt once");
     step(&p, 0, 10, (float[]){0.15f, 0.01f, 0.3f, 0.24f, 0.3f}, (float[]){0.15f, 0.2f, 0.3f, 0.05f, 0.3f});
     expect_keys(&p, 0, 11, (int32_t[]){3, 5, 6, 10}, 4, "tova: by default decode evicts by the mean over all heads");
     policy_destroy(&p);
@@ -402,10 +405,13 @@ static void restkv_decode(const Fixture *f, int grow, const int32_t *want, int64
 static void test_restkv(void) {
     Fixture f;
     restkv_fixture(&f);
-    restkv_case(&f, restkv_options(5, 1, 2000), (int32_t[]){2, 3, 5, 8, 9}, 5, "restkv: reconstruction indicator + EMA, top-K");
+    restkv_case(&f, restkv_options(5, 1, 2000), (int32_t[]){2, 3, 5, 8, 9}, 5,
+                "restkv: reconstruction indicator + EMA, top-K");
     restkv_case(&f, restkv_options(5, 3, 2000), (int32_t[]){1, 2, 3, 8, 9}, 5, "restkv: spatial smoothing window 3");
-    restkv_case(&f, restkv_options(4, 1, 2000), (int32_t[]){2, 5, 8, 9}, 4, "restkv: rightward drift shifts the window (Eq. 12)");
-    restkv_case(&f, restkv_options(4, 1, 1.0), (int32_t[]){0, 2, 8, 9}, 4, "restkv: drift over beta widens the window (Eq. 11)");
+    restkv_case(&f, restkv_options(4, 1, 2000), (int32_t[]){2, 5, 8, 9}, 4,
+                "restkv: rightward drift shifts the window (Eq. 12)");
+    restkv_case(&f, restkv_options(4, 1, 1.0), (int32_t[]){0, 2, 8, 9}, 4,
+                "restkv: drift over beta widens the window (Eq. 11)");
     restkv_case(&f, restkv_options(2, 5, 2000), (int32_t[]){8, 9}, 2, "restkv: K <= S_w keeps the most recent");
     restkv_decode(&f, -1, (int32_t[]){2, 3, 8, 9, 10}, 5, "restkv: by default decode evicts to stay at K");
     restkv_decode(&f, 1, (int32_t[]){2, 3, 5, 8, 9, 10}, 6, "restkv --restkv-grow: decode appends without eviction");
@@ -418,7 +424,8 @@ static void test_restkv(void) {
      *   .025 .026]; max [0 .037 .589 .203 .192 .192 .025 .026] -> 2, 3, then
      *   4 and 5 tie (the same three EMA values), the lower wins: {2, 3, 4, 8, 9}. */
     PolicyOptions o = restkv_options(5, 1, 1.0);
-    restkv_case(&f, o, (int32_t[]){1, 2, 3, 8, 9}, 5, "restkv: by default Eq. 12's shift as printed (leftward drift, +1)");
+    restkv_case(&f, o, (int32_t[]){1, 2, 3, 8, 9}, 5,
+                "restkv: by default Eq. 12's shift as printed (leftward drift, +1)");
     o.restkv_shift = RESTKV_SHIFT_SIGNED;
     restkv_case(&f, o, (int32_t[]){2, 3, 4, 8, 9}, 5, "restkv --restkv-shift signed: leftward drift shifts left");
     fx_free(&f);
@@ -434,7 +441,8 @@ static void test_restkv(void) {
     restkv_fixture(&f);
     f.wo[0 * 4 + 1] = 1;
     f.last_probs[(0 * 2 + 1) * 10 + 4] = 0.5f;
-    restkv_case(&f, restkv_options(3, 1, 2000), (int32_t[]){3, 8, 9}, 3, "restkv: output distance uses W_O's orientation");
+    restkv_case(&f, restkv_options(3, 1, 2000), (int32_t[]){3, 8, 9}, 3,
+                "restkv: output distance uses W_O's orientation");
     fx_free(&f);
 }
 
@@ -457,9 +465,7 @@ static void test_restkv(void) {
  *   focus = I (1 - cov) = [.15 .1 .1 .075 .1 .05 .1 .125];
  *   P' = [.45 .2 .2 .225 .25 .2 .25 .375], 0 preserved -> {0, 4, 6, 7}
  *   (without the coverage term 3 (.3) would beat 4 and 6 (.25): {0,3,4,7}). */
-static void kvec_fixture(Fixture *f) {
-    fx_init(f, 8, 2, 12);
-}
+static void kvec_fixture(Fixture *f) { fx_init(f, 8, 2, 12); }
 
 static void kvec_layer0(Fixture *f) {
     fx_row(f, 0, 0, (float[]){0.1f, 0.1f, 0.1f, 0.1f, 0.1f, 0.1f, 0.4f}, 7);
@@ -579,10 +585,16 @@ static void test_top_k(void) {
             for (int64_t j = 0; j < n; j++) {
                 seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
                 int v = (int)((seed >> 33) % 5);
-                float x = shape == 0 ? (float)v - 2.0f
-                          : shape == 1 ? (v == 0 ? -0.0f : v == 1 ? 0.0f : v == 2 ? INFINITY : v == 3 ? -INFINITY : 1.0f)
-                          : shape == 2 ? (float)j : shape == 3 ? (float)(n - j) : shape == 4 ? 0.5f
-                          : (float)(seed >> 40) / 16777216.0f;
+                float x = shape == 0   ? (float)v - 2.0f
+                          : shape == 1 ? (v == 0   ? -0.0f
+                                          : v == 1 ? 0.0f
+                                          : v == 2 ? INFINITY
+                                          : v == 3 ? -INFINITY
+                                                   : 1.0f)
+                          : shape == 2 ? (float)j
+                          : shape == 3 ? (float)(n - j)
+                          : shape == 4 ? 0.5f
+                                       : (float)(seed >> 40) / 16777216.0f;
                 s[j] = x;
             }
             if (shape == 6) s[n / 2] = NAN;

@@ -98,8 +98,8 @@ static void rope(void) {
     done("rope_split_forward_bf16_cuda", "B 1, T 32768, Hq 32, Hkv 8, D 128");
     rope_join_backward_bf16_cuda(qkv, x, dk, dv, cs, sn, 1, T, Hq, Hkv, D);
     done("rope_join_backward_bf16_cuda", "B 1, T 32768, Hq 32, Hkv 8, D 128");
-    cuda_free(x), cuda_free(cs), cuda_free(sn), cuda_free(qkv), cuda_free(q), cuda_free(k), cuda_free(v),
-        cuda_free(dk), cuda_free(dv);
+    cuda_free(x), cuda_free(cs), cuda_free(sn), cuda_free(qkv), cuda_free(q), cuda_free(k), cuda_free(v), cuda_free(dk),
+        cuda_free(dv);
 }
 
 static void swiglu(void) {
@@ -199,9 +199,10 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         void (*run)(void);
-    } steps[] = {{"embedding", embedding}, {"rmsnorm", rmsnorm},           {"rope", rope},
-                 {"swiglu", swiglu},       {"residual_cast", residual_cast}, {"crossentropy", crossentropy},
-                 {"attention", attention}, {"decode", decode},             {"grad_norm", grad_norm}};
+    } steps[] = {
+        {"embedding", embedding},         {"rmsnorm", rmsnorm},           {"rope", rope},           {"swiglu", swiglu},
+        {"residual_cast", residual_cast}, {"crossentropy", crossentropy}, {"attention", attention}, {"decode", decode},
+        {"grad_norm", grad_norm}};
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
         if (selected(argc, argv, steps[i].name)) steps[i].run();
     return 0;

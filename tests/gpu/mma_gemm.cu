@@ -17,9 +17,9 @@
  * multiple of 16 bytes, as ldmatrix requires. */
 #define MMA_TILE_LD 24
 
-__global__ void __launch_bounds__(32) mma_gemm_kernel(float *C, const uint16_t *A, const uint16_t *B, int M, int N,
-                                                      int K, int b_kn /* 0: [N][K]; [K][N] by 1: x2.trans, 2: x4.trans */,
-                                                      int bug) {
+__global__ void __launch_bounds__(32)
+    mma_gemm_kernel(float *C, const uint16_t *A, const uint16_t *B, int M, int N, int K,
+                    int b_kn /* 0: [N][K]; [K][N] by 1: x2.trans, 2: x4.trans */, int bug) {
     __shared__ __align__(16) uint16_t sa[16 * MMA_TILE_LD], sb[16 * MMA_TILE_LD];
     const int lane = threadIdx.x;
     const int64_t m0 = (int64_t)blockIdx.y * 16, n0 = (int64_t)blockIdx.x * 16;
@@ -79,8 +79,8 @@ __global__ void __launch_bounds__(32) mma_gemm_kernel(float *C, const uint16_t *
         }
 }
 
-extern "C" void mma_gemm_bf16(float *C, const uint16_t *A, const uint16_t *B, int M, int N, int K,
-                              MmaBLayout b_layout, MmaBug bug) {
+extern "C" void mma_gemm_bf16(float *C, const uint16_t *A, const uint16_t *B, int M, int N, int K, MmaBLayout b_layout,
+                              MmaBug bug) {
     if (M < 1 || N < 1 || K < 1) {
         fprintf(stderr, "mma_gemm_bf16: M=%d N=%d K=%d: every dimension must be at least 1\n", M, N, K);
         exit(1);

@@ -73,13 +73,15 @@ static void run(OptimKind kind, OptimDtype pd, const char *label) {
             cuda_memcpy_h2d(dg, g, TOTAL * 4);
             int rc_g = optim_cuda_step(gpu, dp, pd, dg, OPTIM_F32, &h, t);
             int rc_c = optim_step(cpu, p, g, &h, t);
-            rejected_ok &= rc_g == 1 && rc_c == 1 && optim_cuda_bad(gpu)->segment == 3 && optim_cuda_bad(gpu)->index == 777;
+            rejected_ok &=
+                rc_g == 1 && rc_c == 1 && optim_cuda_bad(gpu)->segment == 3 && optim_cuda_bad(gpu)->index == 777;
             g[off[3] + 777] = 0.0f;
         }
         cuda_memcpy_h2d(dg, g, TOTAL * 4);
         optim_cuda_step(gpu, dp, pd, dg, OPTIM_F32, &h, t);
         optim_step(cpu, p, g, &h, t);
-        if (pd == OPTIM_BF16) for (int64_t i = 0; i < TOTAL; i++) p[i] = from_bf16(to_bf16(p[i]));
+        if (pd == OPTIM_BF16)
+            for (int64_t i = 0; i < TOTAL; i++) p[i] = from_bf16(to_bf16(p[i]));
     }
     optim_cuda_download(gpu, back);
     if (pd == OPTIM_BF16) {
@@ -112,8 +114,8 @@ static void run(OptimKind kind, OptimDtype pd, const char *label) {
 /* Segments 0 and 3 bf16 with stochastic rounding, 1 fp32, 2 bf16 to
  * nearest, packed in another order and at other offsets than the
  * gradients'; the CPU oracle steps one fp32 buffer in gradient order. */
-static const OptimPlace places[NSEG] = {{OPTIM_BF16, 70001 + 1000 + 16, 1}, {OPTIM_F32, 13, 0},
-                                        {OPTIM_BF16, 70001 + 8, 0},         {OPTIM_BF16, 0, 1}};
+static const OptimPlace places[NSEG] = {
+    {OPTIM_BF16, 70001 + 1000 + 16, 1}, {OPTIM_F32, 13, 0}, {OPTIM_BF16, 70001 + 8, 0}, {OPTIM_BF16, 0, 1}};
 static const uint8_t rounding[NSEG] = {OPTIM_ROUND_STOCHASTIC, OPTIM_ROUND_NONE, OPTIM_ROUND_NEAREST,
                                        OPTIM_ROUND_STOCHASTIC};
 #define P16_TOTAL (70001 + 1000 + 16 + 300000)
@@ -139,7 +141,8 @@ static void placed_download(float *p, const void *d32, const void *d16) {
     cuda_memcpy_d2h(h16, d16, P16_TOTAL * 2);
     for (int s = 0; s < NSEG; s++)
         for (int64_t j = 0; j < num[s]; j++)
-            p[off[s] + j] = places[s].dtype == OPTIM_F32 ? h32[places[s].offset + j] : from_bf16(h16[places[s].offset + j]);
+            p[off[s] + j] =
+                places[s].dtype == OPTIM_F32 ? h32[places[s].offset + j] : from_bf16(h16[places[s].offset + j]);
     free(h32), free(h16);
 }
 
@@ -185,9 +188,10 @@ static void run_placed(OptimKind kind, const char *label) {
     tl_result(rc_ok, name, "");
     int64_t same = 0;
     for (int64_t i = 0; i < TOTAL; i++) same += pg[i] == p[i];
-    printf("# %s: %lld of %lld params identical to the oracle; moved (oracle) seg0 %lld seg1 %lld seg2 %lld seg3 %lld\n",
-           label, (long long)same, (long long)TOTAL, (long long)seg_changed(p, p0, 0), (long long)seg_changed(p, p0, 1),
-           (long long)seg_changed(p, p0, 2), (long long)seg_changed(p, p0, 3));
+    printf(
+        "# %s: %lld of %lld params identical to the oracle; moved (oracle) seg0 %lld seg1 %lld seg2 %lld seg3 %lld\n",
+        label, (long long)same, (long long)TOTAL, (long long)seg_changed(p, p0, 0), (long long)seg_changed(p, p0, 1),
+        (long long)seg_changed(p, p0, 2), (long long)seg_changed(p, p0, 3));
     /* one code of state difference (allowed above) can move a stochastic draw by one bf16 step */
     snprintf(name, sizeof name, "%s: params within one bf16 step of the oracle", label);
     tl_close(name, pg, p, TOTAL, 1e-7, 8e-3);
@@ -199,11 +203,13 @@ static void run_placed(OptimKind kind, const char *label) {
     code_diff(back->v_code, cpu->v_code, cpu->n_code, &vd);
     tl_result(md <= 1 && vd <= 1, name, "max code difference m %d v %d", md, vd);
     snprintf(name, sizeof name, "%s: nearest rounding loses most small updates, stochastic keeps 4x as many", label);
-    int64_t c0 = seg_changed(pg, p0, 0), c1 = seg_changed(pg, p0, 1), c2 = seg_changed(pg, p0, 2), c3 = seg_changed(pg, p0, 3);
+    int64_t c0 = seg_changed(pg, p0, 0), c1 = seg_changed(pg, p0, 1), c2 = seg_changed(pg, p0, 2),
+            c3 = seg_changed(pg, p0, 3);
     double f2 = (double)c2 / (double)num[2];
-    tl_result(f2 < 0.05 && c0 > 4 * f2 * (double)num[0] && c3 > 4 * f2 * (double)num[3] && c1 >= num[1] - num[1] / 100, name,
-              "changed seg0 %lld/%lld seg1 %lld/%lld seg2 %lld/%lld seg3 %lld/%lld", (long long)c0, (long long)num[0],
-              (long long)c1, (long long)num[1], (long long)c2, (long long)num[2], (long long)c3, (long long)num[3]);
+    tl_result(f2 < 0.05 && c0 > 4 * f2 * (double)num[0] && c3 > 4 * f2 * (double)num[3] && c1 >= num[1] - num[1] / 100,
+              name, "changed seg0 %lld/%lld seg1 %lld/%lld seg2 %lld/%lld seg3 %lld/%lld", (long long)c0,
+              (long long)num[0], (long long)c1, (long long)num[1], (long long)c2, (long long)num[2], (long long)c3,
+              (long long)num[3]);
     cuda_free(d32), cuda_free(d16), cuda_free(dg);
     free(p), free(g), free(pg), free(p0);
     optim_cuda_free(gpu);
@@ -218,7 +224,8 @@ static void check_sum_squares(int64_t n, const char *label) {
     void *d = cuda_malloc(sizeof(float) * (size_t)(n + 1));
     cuda_memcpy_h2d(d, g, sizeof(float) * (size_t)n);
     double want = grad_sum_squares(g, n), got = grad_sum_squares_cuda(d, n);
-    tl_result(fabs(got - want) <= 1e-12 * want + 1e-300 && (n > 0 || got == 0.0), label, "got %.17g want %.17g", got, want);
+    tl_result(fabs(got - want) <= 1e-12 * want + 1e-300 && (n > 0 || got == 0.0), label, "got %.17g want %.17g", got,
+              want);
     if (n > 0) {
         g[n / 2] = INFINITY;
         cuda_memcpy_h2d(d, g, sizeof(float) * (size_t)n);

@@ -213,19 +213,44 @@ static void run_all(void) {
     const Case cases[] = {
         {"T=1 causal, D=16", 1, 1, 2, 1, 16, causal},
         {"T=70 causal, B=2, ratio 2, D=32", 2, 70, 4, 2, 32, causal},
-        {"T=100 L=80 K=20 pool 3, ratio 4, D=64", 1, 100, 8, 2, 64,
-            {.enabled = 1, .L = 80, .K = 20, .pool_kernel = 3, .agg = GROUP_AGG_MAX}},
-        {"T=71 L=70 K=9 (S=1), B=2, ratio 4, D=32, agg mean", 2, 71, 4, 1, 32,
-            {.enabled = 1, .L = 70, .K = 9, .pool_kernel = 5, .agg = GROUP_AGG_MEAN}},
-        {"T=90 L=70 K=L, ratio 1, D=16", 1, 90, 2, 2, 16,
-            {.enabled = 1, .L = 70, .K = 70, .pool_kernel = 7, .agg = GROUP_AGG_MAX}},
-        {"T=40 L=30 K=10, B=2, ratio 2, D=128", 2, 40, 4, 2, 128,
-            {.enabled = 1, .L = 30, .K = 10, .pool_kernel = 3, .agg = GROUP_AGG_MAX}},
+        {"T=100 L=80 K=20 pool 3, ratio 4, D=64",
+         1,
+         100,
+         8,
+         2,
+         64,
+         {.enabled = 1, .L = 80, .K = 20, .pool_kernel = 3, .agg = GROUP_AGG_MAX}},
+        {"T=71 L=70 K=9 (S=1), B=2, ratio 4, D=32, agg mean",
+         2,
+         71,
+         4,
+         1,
+         32,
+         {.enabled = 1, .L = 70, .K = 9, .pool_kernel = 5, .agg = GROUP_AGG_MEAN}},
+        {"T=90 L=70 K=L, ratio 1, D=16",
+         1,
+         90,
+         2,
+         2,
+         16,
+         {.enabled = 1, .L = 70, .K = 70, .pool_kernel = 7, .agg = GROUP_AGG_MAX}},
+        {"T=40 L=30 K=10, B=2, ratio 2, D=128",
+         2,
+         40,
+         4,
+         2,
+         128,
+         {.enabled = 1, .L = 30, .K = 10, .pool_kernel = 3, .agg = GROUP_AGG_MAX}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i]);
 
-    const Case plant = {"T=40 L=30 K=10, ratio 2, D=32", 1, 40, 4, 2, 32,
+    const Case plant = {"T=40 L=30 K=10, ratio 2, D=32",
+                        1,
+                        40,
+                        4,
+                        2,
+                        32,
                         {.enabled = 1, .L = 30, .K = 10, .pool_kernel = 3, .agg = GROUP_AGG_MAX}};
     if (tl_case_selected("planted")) {
         plant_case(&plant, ATTN_CUDNN_BUG_SCATTER, "dK', dV' scattered one list entry off");
@@ -251,15 +276,21 @@ static void run_all(void) {
         tl_result(why && strstr(why, "finalizing a tensor"),
                   "probe: a descriptor cuDNN refuses (K's strides exchanged) is reported, not fatal", "got %s",
                   why ? why : "NULL");
-        static const RefreshMask evict = {.enabled = 1, .L = 30, .K = 10, .pool_kernel = 3, .agg = GROUP_AGG_MAX,
-                                          .evict = 1};
+        static const RefreshMask evict = {
+            .enabled = 1, .L = 30, .K = 10, .pool_kernel = 3, .agg = GROUP_AGG_MAX, .evict = 1};
         why = attention_cudnn_probe(1, 40, 4, 2, 32, &evict);
         tl_result(why && strstr(why, "mask_evict"), "probe: mask_evict is reported", "got %s", why ? why : "NULL");
         attention_cudnn_release();
     }
     if (tl_case_selected("refused")) {
-        static const Case evict = {"evict", 1, 40, 4, 2, 32,
-                                   {.enabled = 1, .L = 30, .K = 10, .pool_kernel = 3, .agg = GROUP_AGG_MAX, .evict = 1}};
+        static const Case evict = {
+            "evict",
+            1,
+            40,
+            4,
+            2,
+            32,
+            {.enabled = 1, .L = 30, .K = 10, .pool_kernel = 3, .agg = GROUP_AGG_MAX, .evict = 1}};
         static const Case d20 = {"D=20", 1, 8, 2, 1, 20, {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1}};
         expect_death("refused: mask_evict under attn_impl cudnn", &evict, ATTN_CUDNN_OK, "mask_evict");
         expect_death("refused: head dim 20 under attn_impl cudnn", &d20, ATTN_CUDNN_OK, "multiples of 8");

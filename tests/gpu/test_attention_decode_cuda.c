@@ -325,13 +325,13 @@ static void decode_8b(void) {
         cuda_synchronize();
         const double t0 = now_seconds();
         for (int r = 0; r < reps; r++)
-            attention_decode_cuda(dout, with_probs ? dprobs : NULL, dq, dkc, dvc, dkeys, kl.off, kl.n, max_n, Hq,
-                                  Hkv, D);
+            attention_decode_cuda(dout, with_probs ? dprobs : NULL, dq, dkc, dvc, dkeys, kl.off, kl.n, max_n, Hq, Hkv,
+                                  D);
         cuda_synchronize();
         const double ms = 1e3 * (now_seconds() - t0) / reps;
         const double bytes = 2.0 * 4 * D * (4 * cap + 4 * cap / 2); /* K and V rows read */
-        printf("# decode 8B shape (probs %s): %.3f ms per step, %.0f GB/s of K/V rows\n", with_probs ? "on" : "off",
-               ms, bytes / (ms * 1e-3) / 1e9);
+        printf("# decode 8B shape (probs %s): %.3f ms per step, %.0f GB/s of K/V rows\n", with_probs ? "on" : "off", ms,
+               bytes / (ms * 1e-3) / 1e9);
     }
     cuda_free(dout), cuda_free(dprobs);
     free_decode(&got), free_decode(&ref);
@@ -394,12 +394,26 @@ static void run_all(void) {
         {"n=1 dense, ratio 1, D=128", 2, 2, 128, 8, 1, {1, 1}, {0, 0}, 0},
         {"dense n=300 and 299 (> one chunk), ratio 1, D=128", 2, 2, 128, 300, 300, {300, 299}, {0, 0}, 0},
         {"listed n=600 and 257 of 1000, ratio 8, D=128", 16, 2, 128, 1000, 640, {600, 257}, {1, 1}, 0},
-        {"mixed: dense 513, listed 1, listed 256, dense 40, ratio 4, D=64", 16, 4, 64, 700, 520,
-         {513, 1, 256, 40}, {0, 1, 1, 0}, 0},
+        {"mixed: dense 513, listed 1, listed 256, dense 40, ratio 4, D=64",
+         16,
+         4,
+         64,
+         700,
+         520,
+         {513, 1, 256, 40},
+         {0, 1, 1, 0},
+         0},
         {"listed n=77 and dense 290, ratio 2, D=40", 4, 2, 40, 300, 300, {77, 290}, {1, 0}, 0},
         {"listed n=512 of 513, ratio 8, D=256", 8, 1, 256, 513, 512, {512}, {1}, 0},
-        {"dense n=1100, listed 1025 of 1100, ratio 4, D=128, sharp (q x 4)", 8, 2, 128, 1100, 1100, {1100, 1025},
-         {0, 1}, 4.0f},
+        {"dense n=1100, listed 1025 of 1100, ratio 4, D=128, sharp (q x 4)",
+         8,
+         2,
+         128,
+         1100,
+         1100,
+         {1100, 1025},
+         {0, 1},
+         4.0f},
     };
     for (size_t i = 0; i < sizeof decode / sizeof decode[0]; i++) run_decode_case(&decode[i]);
     argument_checks();

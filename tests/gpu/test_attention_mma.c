@@ -90,8 +90,11 @@ static void gpu_forward_rows(const Case *c, Dev *d, const RefreshMask *m, int ro
 static void gpu_forward(const Case *c, Dev *d, const RefreshMask *m, AttnMmaBug bug, float *out, float *lse) {
     const int64_t nq = c->B * c->T * c->Hq * c->D, nlse = c->B * c->Hq * c->T;
     const int32_t *sel = refresh_active(m, c->T) ? d->sel : NULL;
-    if (bug == ATTN_MMA_OK) attention_forward_mma_cuda(d->out, d->lse, d->q, d->k, d->v, sel, c->B, c->T, c->Hq, c->Hkv, c->D, m);
-    else attention_forward_mma_planted_cuda(d->out, d->lse, d->q, d->k, d->v, sel, c->B, c->T, c->Hq, c->Hkv, c->D, m, bug);
+    if (bug == ATTN_MMA_OK)
+        attention_forward_mma_cuda(d->out, d->lse, d->q, d->k, d->v, sel, c->B, c->T, c->Hq, c->Hkv, c->D, m);
+    else
+        attention_forward_mma_planted_cuda(d->out, d->lse, d->q, d->k, d->v, sel, c->B, c->T, c->Hq, c->Hkv, c->D, m,
+                                           bug);
     cuda_synchronize();
     cuda_memcpy_d2h(out, d->out, sizeof(float) * (size_t)nq);
     cuda_memcpy_d2h(lse, d->lse, sizeof(float) * (size_t)nlse);
@@ -161,7 +164,8 @@ static void run_case(const Case *c, int plant) {
     gpu_forward_rows(c, &d, &c->m, other_rows, ATTN_MMA_OK, out2, lse2);
     snprintf(name, sizeof name, "tensor-core forward, %d-row query tiles give the %d-row tiles' bits (out, lse): %s",
              other_rows, attention_mma_fwd_rows(), c->label);
-    tl_result(memcmp(out, out2, sizeof(float) * (size_t)nq) == 0 && memcmp(lse, lse2, sizeof(float) * (size_t)nlse) == 0,
+    tl_result(memcmp(out, out2, sizeof(float) * (size_t)nq) == 0 &&
+                  memcmp(lse, lse2, sizeof(float) * (size_t)nlse) == 0,
               name, "the two tilings differ");
 
     /* the backward from the GPU's forward; the oracle's from its own */
@@ -206,7 +210,8 @@ static void run_case(const Case *c, int plant) {
 
     gpu_forward(c, &d, &c->m, ATTN_MMA_OK, out2, lse2);
     snprintf(name, sizeof name, "rerun gives the same bits, out and lse: %s", c->label);
-    tl_result(memcmp(out, out2, sizeof(float) * (size_t)nq) == 0 && memcmp(lse, lse2, sizeof(float) * (size_t)nlse) == 0,
+    tl_result(memcmp(out, out2, sizeof(float) * (size_t)nq) == 0 &&
+                  memcmp(lse, lse2, sizeof(float) * (size_t)nlse) == 0,
               name, "the two runs differ");
     if (active && c->m.K >= c->m.L) {
         /* every prefill key kept: rows before L equal the unmasked run bit
@@ -245,8 +250,8 @@ static void run_case(const Case *c, int plant) {
                                            : worst_ratio(out2, ref_out, nq, OUT_ATOL, OUT_RTOL);
             snprintf(name, sizeof name, "planted bug caught (%s): %s", plants[i].what, c->label);
             tl_result(r > 1.0, name, "its worst error is only %.3g of the allowance", r);
-            printf("# planted %s: worst %s error %.3g of the allowance\n", plants[i].what, plants[i].lse ? "lse" : "out",
-                   r);
+            printf("# planted %s: worst %s error %.3g of the allowance\n", plants[i].what,
+                   plants[i].lse ? "lse" : "out", r);
         }
         /* the backward's plants, from the correct forward's out and lse */
         gpu_forward(c, &d, &c->m, ATTN_MMA_OK, out2, lse2);
@@ -262,7 +267,8 @@ static void run_case(const Case *c, int plant) {
             const char *what;
         } bwd_plants[] = {
             {ATTN_MMA_BUG_B_NO_TRANS, ATTN_BWD_TWO_PASS, 0, 0, "K, Q, dO as B operands without .trans, two_pass"},
-            {ATTN_MMA_BUG_PT_SWAP, ATTN_BWD_TWO_PASS, 0, 0, "P^T and dS^T fragment registers 1 and 2 swapped, two_pass"},
+            {ATTN_MMA_BUG_PT_SWAP, ATTN_BWD_TWO_PASS, 0, 0,
+             "P^T and dS^T fragment registers 1 and 2 swapped, two_pass"},
             {ATTN_MMA_BUG_B_NO_TRANS, ATTN_BWD_ONE_PASS, 0, 0, "K, Q, dO as B operands without .trans, one_pass"},
             {ATTN_MMA_BUG_PT_SWAP, ATTN_BWD_ONE_PASS, 0, 0,
              "P^T, dS^T and dS fragment registers 1 and 2 swapped, one_pass"},
@@ -282,14 +288,15 @@ static void run_case(const Case *c, int plant) {
             /* NaN (garbage read) counts as caught */
             tl_result(!(r[0] <= 1.0) && (bwd_plants[i].dq_only || (!(r[1] <= 1.0) && !(r[2] <= 1.0))), name,
                       "worst errors dq %.3g, dk %.3g, dv %.3g of the allowance", r[0], r[1], r[2]);
-            printf("# planted %s: worst dq, dk, dv errors %.3g, %.3g, %.3g of the allowance\n", bwd_plants[i].what, r[0],
-                   r[1], r[2]);
+            printf("# planted %s: worst dq, dk, dv errors %.3g, %.3g, %.3g of the allowance\n", bwd_plants[i].what,
+                   r[0], r[1], r[2]);
         }
     }
     float *bufs[] = {d.q, d.k, d.v, d.dout, d.out, d.lse, d.dq, d.dk, d.dv};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cuda_free(bufs[i]);
     if (d.sel) cuda_free(d.sel);
-    float *host[] = {q, k, v, dout, ref_out, ref_lse, out, lse, out2, lse2, ref_dq, ref_dk, ref_dv, dq, dk, dv, dq2, dk2, dv2};
+    float *host[] = {q,      k,      v,      dout, ref_out, ref_lse, out, lse, out2, lse2,
+                     ref_dq, ref_dk, ref_dv, dq,   dk,      dv,      dq2, dk2, dv2};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     free(sel);
 }
@@ -349,20 +356,25 @@ static void bf16_entries_case(const Family *f, const Case *c) {
     float *q = host_normal_bf16(&rng, nq), *k = host_normal_bf16(&rng, nkv), *v = host_normal_bf16(&rng, nkv);
     float *dout = host_normal_bf16(&rng, nq);
     uint16_t *bq = bits_of(q, nq), *bk = bits_of(k, nkv), *bv = bits_of(v, nkv), *bdout = bits_of(dout, nq);
-    float *d_q = dev_upload(q, 4 * (size_t)nq), *d_k = dev_upload(k, 4 * (size_t)nkv), *d_v = dev_upload(v, 4 * (size_t)nkv);
-    float *d_dout = dev_upload(dout, 4 * (size_t)nq), *d_out = cuda_malloc(4 * (size_t)nq), *d_lse = cuda_malloc(4 * (size_t)nlse);
-    bf16 *e_q = dev_upload(bq, 2 * (size_t)nq), *e_k = dev_upload(bk, 2 * (size_t)nkv), *e_v = dev_upload(bv, 2 * (size_t)nkv);
+    float *d_q = dev_upload(q, 4 * (size_t)nq), *d_k = dev_upload(k, 4 * (size_t)nkv),
+          *d_v = dev_upload(v, 4 * (size_t)nkv);
+    float *d_dout = dev_upload(dout, 4 * (size_t)nq), *d_out = cuda_malloc(4 * (size_t)nq),
+          *d_lse = cuda_malloc(4 * (size_t)nlse);
+    bf16 *e_q = dev_upload(bq, 2 * (size_t)nq), *e_k = dev_upload(bk, 2 * (size_t)nkv),
+         *e_v = dev_upload(bv, 2 * (size_t)nkv);
     bf16 *e_dout = dev_upload(bdout, 2 * (size_t)nq), *e_out = cuda_malloc(2 * (size_t)nq);
     float *e_lse = cuda_malloc(4 * (size_t)nlse);
     int32_t *d_sel = NULL, *e_sel = NULL;
     if (active) {
         d_sel = cuda_malloc(sizeof(int32_t) * (size_t)nsel), e_sel = cuda_malloc(sizeof(int32_t) * (size_t)nsel);
         /* per-row records leave entries past each row's count unwritten */
-        cuda_memset_zero(d_sel, sizeof(int32_t) * (size_t)nsel), cuda_memset_zero(e_sel, sizeof(int32_t) * (size_t)nsel);
+        cuda_memset_zero(d_sel, sizeof(int32_t) * (size_t)nsel),
+            cuda_memset_zero(e_sel, sizeof(int32_t) * (size_t)nsel);
         attention_refresh_select_cuda(d_sel, d_q, d_k, B, T, Hq, Hkv, D, &c->m);
         attention_refresh_select_bf16_cuda(e_sel, e_q, e_k, B, T, Hq, Hkv, D, &c->m);
         int32_t *s1 = xmalloc(sizeof(int32_t) * (size_t)nsel), *s2 = xmalloc(sizeof(int32_t) * (size_t)nsel);
-        cuda_memcpy_d2h(s1, d_sel, sizeof(int32_t) * (size_t)nsel), cuda_memcpy_d2h(s2, e_sel, sizeof(int32_t) * (size_t)nsel);
+        cuda_memcpy_d2h(s1, d_sel, sizeof(int32_t) * (size_t)nsel),
+            cuda_memcpy_d2h(s2, e_sel, sizeof(int32_t) * (size_t)nsel);
         snprintf(name, sizeof name, "bf16 selection = fp32 selection: %s", c->label);
         tl_result(memcmp(s1, s2, sizeof(int32_t) * (size_t)nsel) == 0, name, "selections differ");
         free(s1), free(s2);
@@ -436,7 +448,8 @@ static void cp_async_backward_plant(const Case *c, size_t i, const float *q, con
           *ref_dv = xmalloc(sizeof(float) * (size_t)nkv);
     attention_backward_cpu(ref_dq, ref_dk, ref_dv, dout, q, k, v, ref_out, ref_lse, NULL, B, T, Hq, Hkv, D, &c->m);
     uint16_t *bq = bits_of(q, nq), *bk = bits_of(k, nkv), *bv = bits_of(v, nkv), *bdout = bits_of(dout, nq);
-    bf16 *e_q = dev_upload(bq, 2 * (size_t)nq), *e_k = dev_upload(bk, 2 * (size_t)nkv), *e_v = dev_upload(bv, 2 * (size_t)nkv);
+    bf16 *e_q = dev_upload(bq, 2 * (size_t)nq), *e_k = dev_upload(bk, 2 * (size_t)nkv),
+         *e_v = dev_upload(bv, 2 * (size_t)nkv);
     bf16 *e_dout = dev_upload(bdout, 2 * (size_t)nq), *e_out = cuda_malloc(2 * (size_t)nq);
     float *e_lse = cuda_malloc(4 * (size_t)nlse);
     float *dq = cuda_malloc(4 * (size_t)nq), *dk = cuda_malloc(4 * (size_t)nkv), *dv = cuda_malloc(4 * (size_t)nkv);
@@ -475,7 +488,8 @@ static void cp_async_plants(const Case *c, const char *only) {
     float *ref_out = xmalloc(sizeof(float) * (size_t)nq), *ref_lse = xmalloc(sizeof(float) * (size_t)nlse);
     attention_forward_cpu(ref_out, ref_lse, q, k, v, NULL, B, T, Hq, Hkv, D, &c->m);
     uint16_t *bq = bits_of(q, nq), *bk = bits_of(k, nkv), *bv = bits_of(v, nkv);
-    bf16 *e_q = dev_upload(bq, 2 * (size_t)nq), *e_k = dev_upload(bk, 2 * (size_t)nkv), *e_v = dev_upload(bv, 2 * (size_t)nkv);
+    bf16 *e_q = dev_upload(bq, 2 * (size_t)nq), *e_k = dev_upload(bk, 2 * (size_t)nkv),
+         *e_v = dev_upload(bv, 2 * (size_t)nkv);
     bf16 *e_out = cuda_malloc(2 * (size_t)nq);
     float *e_lse = cuda_malloc(4 * (size_t)nlse), *out = xmalloc(sizeof(float) * (size_t)nq);
     uint16_t *eout = xmalloc(sizeof(uint16_t) * (size_t)nq);
@@ -497,7 +511,10 @@ static void cp_async_plants(const Case *c, const char *only) {
          * depends on the schedule, so only the stale tile is asserted */
         if (cp_plants[i].bug == ATTN_MMA_BUG_CP_WAIT1) {
             snprintf(name, sizeof name, "planted cp.async bug caught (%s): %s", cp_plants[i].what, c->label);
-            tl_result(!(r <= 1.0), name, /* NaN (never-written shared bytes) is caught too */ "its worst error is only %.3g of the allowance", r);
+            tl_result(
+                !(r <= 1.0), name,
+                /* NaN (never-written shared bytes) is caught too */ "its worst error is only %.3g of the allowance",
+                r);
         }
     }
     void *dev[] = {e_q, e_k, e_v, e_out, e_lse};
@@ -520,26 +537,66 @@ static void run_all(void) {
         {"T=7 causal, ratio 2, D=32", 1, 7, 4, 2, 32, causal},
         {"T=70 causal, B=2, ratio 2, D=16", 2, 70, 4, 2, 16, causal},
         {"T=130 causal, ratio 4, D=32", 1, 130, 8, 2, 32, causal},
-        {"T=100 L=80 K=20 pool 3, ratio 8, D=64", 1, 100, 8, 1, 64,
-            {.enabled = 1, .L = 80, .K = 20, .pool_kernel = 3, .agg = GROUP_AGG_MAX}},
-        {"T=71 L=70 K=9 (S=1), B=2, ratio 4, D=32, agg mean", 2, 71, 4, 1, 32,
-            {.enabled = 1, .L = 70, .K = 9, .pool_kernel = 5, .agg = GROUP_AGG_MEAN}},
-        {"T=90 L=70 K=L, ratio 4, D=64", 1, 90, 4, 1, 64,
-            {.enabled = 1, .L = 70, .K = 70, .pool_kernel = 7, .agg = GROUP_AGG_MAX}},
-        {"T=200 L=150 K=40 (two key tiles, suffix across a tile), ratio 1, D=16", 1, 200, 2, 2, 16,
+        {"T=100 L=80 K=20 pool 3, ratio 8, D=64",
+         1,
+         100,
+         8,
+         1,
+         64,
+         {.enabled = 1, .L = 80, .K = 20, .pool_kernel = 3, .agg = GROUP_AGG_MAX}},
+        {"T=71 L=70 K=9 (S=1), B=2, ratio 4, D=32, agg mean",
+         2,
+         71,
+         4,
+         1,
+         32,
+         {.enabled = 1, .L = 70, .K = 9, .pool_kernel = 5, .agg = GROUP_AGG_MEAN}},
+        {"T=90 L=70 K=L, ratio 4, D=64",
+         1,
+         90,
+         4,
+         1,
+         64,
+         {.enabled = 1, .L = 70, .K = 70, .pool_kernel = 7, .agg = GROUP_AGG_MAX}},
+        {"T=200 L=150 K=40 (two key tiles, suffix across a tile), ratio 1, D=16",
+         1,
+         200,
+         2,
+         2,
+         16,
          {.enabled = 1, .L = 150, .K = 40, .pool_kernel = 7, .agg = GROUP_AGG_MAX}},
         {"T=65 causal, ratio 2, D=128", 1, 65, 2, 1, 128, causal},
         /* three of the one-pass backward's 128-key tiles: 1 and 2 dQ groups */
         {"T=300 causal, ratio 2, D=16", 1, 300, 2, 1, 16, causal},
-        {"T=21 L=20 K=4 (S=1), ratio 8, D=16, agg mean", 1, 21, 8, 1, 16,
-            {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN}},
+        {"T=21 L=20 K=4 (S=1), ratio 8, D=16, agg mean",
+         1,
+         21,
+         8,
+         1,
+         16,
+         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN}},
         /* the eval cache's mask: per-row records (suffix rows over their own keys) */
-        {"evict restride 10 T=100 L=70 K=12 pool 3, B=2, ratio 4, D=32", 2, 100, 8, 2, 32,
-            {.enabled = 1, .L = 70, .K = 12, .pool_kernel = 3, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 10}},
-        {"evict T=200 L=150 K=40 (two key tiles), ratio 1, D=16", 1, 200, 2, 2, 16,
-            {.enabled = 1, .L = 150, .K = 40, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1}},
-        {"restride 1 T=90 L=70 K=8, ratio 2, D=32", 1, 90, 4, 2, 32,
-            {.enabled = 1, .L = 70, .K = 8, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .restride = 1}},
+        {"evict restride 10 T=100 L=70 K=12 pool 3, B=2, ratio 4, D=32",
+         2,
+         100,
+         8,
+         2,
+         32,
+         {.enabled = 1, .L = 70, .K = 12, .pool_kernel = 3, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 10}},
+        {"evict T=200 L=150 K=40 (two key tiles), ratio 1, D=16",
+         1,
+         200,
+         2,
+         2,
+         16,
+         {.enabled = 1, .L = 150, .K = 40, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1}},
+        {"restride 1 T=90 L=70 K=8, ratio 2, D=32",
+         1,
+         90,
+         4,
+         2,
+         32,
+         {.enabled = 1, .L = 70, .K = 8, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .restride = 1}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i], 0);
@@ -549,8 +606,8 @@ static void run_all(void) {
      * only when KVCPT_TEST_CASES names it (tests/cuda_emu/test_cuda_emu_races.sh:
      * the race detector reports it, the plain emulator's dq fails the
      * comparison). Its label has no "T=", which the other labels share. */
-    const Case race_case = {"planted missing barrier in the backward: seventy rows, causal, ratio 2, D=32", 1, 70, 4, 2,
-                            32, causal};
+    const Case race_case = {
+        "planted missing barrier in the backward: seventy rows, causal, ratio 2, D=32", 1, 70, 4, 2, 32, causal};
     const char *named = getenv("KVCPT_TEST_CASES");
     if (named && *named && tl_case_selected(race_case.label)) run_case(&race_case, 2);
     const Family families[] = {
@@ -563,14 +620,25 @@ static void run_all(void) {
     };
     const Case bf16_cases[] = {
         {"bf16 entries: T=130 causal, ratio 4, D=32", 1, 130, 8, 2, 32, causal},
-        {"bf16 entries: T=100 L=80 K=20 pool 3, B=2, ratio 2, D=64", 2, 100, 4, 2, 64,
-            {.enabled = 1, .L = 80, .K = 20, .pool_kernel = 3, .agg = GROUP_AGG_MAX}},
-        {"bf16 entries: evict restride 7 T=100 L=80 K=10, ratio 2, D=32", 1, 100, 4, 2, 32,
-            {.enabled = 1, .L = 80, .K = 10, .pool_kernel = 5, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 7}},
+        {"bf16 entries: T=100 L=80 K=20 pool 3, B=2, ratio 2, D=64",
+         2,
+         100,
+         4,
+         2,
+         64,
+         {.enabled = 1, .L = 80, .K = 20, .pool_kernel = 3, .agg = GROUP_AGG_MAX}},
+        {"bf16 entries: evict restride 7 T=100 L=80 K=10, ratio 2, D=32",
+         1,
+         100,
+         4,
+         2,
+         32,
+         {.enabled = 1, .L = 80, .K = 10, .pool_kernel = 5, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 7}},
     };
     for (size_t i = 0; i < sizeof bf16_cases / sizeof bf16_cases[0]; i++)
         if (tl_case_selected(bf16_cases[i].label))
-            for (size_t j = 0; j < sizeof families / sizeof families[0]; j++) bf16_entries_case(&families[j], &bf16_cases[i]);
+            for (size_t j = 0; j < sizeof families / sizeof families[0]; j++)
+                bf16_entries_case(&families[j], &bf16_cases[i]);
 }
 #endif
 

@@ -45,10 +45,10 @@ static const char *const kTypeNames[] = {"f32", "f64", "i64", "u8"};
 /* element i of the piece tagged `tag` (distinct per sender and receiver) */
 static void put_value(CommType t, void *buf, int64_t at, int64_t tag, int64_t i) {
     switch (t) {
-    case COMM_F32: ((float *)buf)[at] = (float)(tag * 1000 + i) * 0.25f - 3.0f; break;
-    case COMM_F64: ((double *)buf)[at] = (double)(tag * 100000 + i) * 0.125 - 7.0; break;
-    case COMM_I64: ((int64_t *)buf)[at] = tag * 1000000007LL + i * 3 - 5; break;
-    case COMM_U8: ((uint8_t *)buf)[at] = (uint8_t)(tag * 31 + i * 7 + 1); break;
+        case COMM_F32: ((float *)buf)[at] = (float)(tag * 1000 + i) * 0.25f - 3.0f; break;
+        case COMM_F64: ((double *)buf)[at] = (double)(tag * 100000 + i) * 0.125 - 7.0; break;
+        case COMM_I64: ((int64_t *)buf)[at] = tag * 1000000007LL + i * 3 - 5; break;
+        case COMM_U8: ((uint8_t *)buf)[at] = (uint8_t)(tag * 31 + i * 7 + 1); break;
     }
 }
 
@@ -71,8 +71,9 @@ static int64_t first_diff(const uint8_t *got, const uint8_t *want, int64_t n, si
 static void check_elements(const char *what, const uint8_t *got, const uint8_t *want, int64_t n, size_t es) {
     int64_t d = first_diff(got, want, n, es);
     if (d < 0) tl_result(1, what, "");
-    else tl_result(0, what, "element %lld of %lld differs (byte %02x, expected %02x)", (long long)d, (long long)n,
-                   got[(size_t)d * es], want[(size_t)d * es]);
+    else
+        tl_result(0, what, "element %lld of %lld differs (byte %02x, expected %02x)", (long long)d, (long long)n,
+                  got[(size_t)d * es], want[(size_t)d * es]);
 }
 
 /* counts: rank r sends counts[r] elements; every third rank (and, past two
@@ -93,7 +94,8 @@ static void test_all_gather_v(Comm *c, int ti) {
     const size_t es = comm_type_size(t);
     int64_t *counts = calloc((size_t)world, sizeof *counts), *displs = calloc((size_t)world, sizeof *displs), total;
     gather_layout(world, ti, counts, displs, &total);
-    uint8_t *host = calloc((size_t)(counts[me] + 1), es), *want = malloc((size_t)total * es), *got = malloc((size_t)total * es);
+    uint8_t *host = calloc((size_t)(counts[me] + 1), es), *want = malloc((size_t)total * es),
+            *got = malloc((size_t)total * es);
     for (int64_t i = 0; i < counts[me]; i++) put_value(t, host, i, me, i);
     memset(want, 0xA5, (size_t)total * es);
     for (int r = 0; r < world; r++)
@@ -130,7 +132,8 @@ static void test_all_to_all_v(Comm *c, int ti) {
         rc[r] = pair_count(r, me, ti), rd[r] = rtotal;
         rtotal += rc[r] + 1;
     }
-    uint8_t *host = malloc((size_t)stotal * es), *want = malloc((size_t)rtotal * es), *got = malloc((size_t)rtotal * es);
+    uint8_t *host = malloc((size_t)stotal * es), *want = malloc((size_t)rtotal * es),
+            *got = malloc((size_t)rtotal * es);
     memset(host, 0x3C, (size_t)stotal * es);
     for (int q = 0; q < world; q++)
         for (int64_t i = 0; i < sc[q]; i++) put_value(t, host, sd[q] + i, me * 16 + q, i);
@@ -173,7 +176,8 @@ static void plant(Comm *c, const char *bug) {
         int dev = 0, n = 0;
         cudaGetDevice(&dev);
         cudaGetDeviceCount(&n);
-        if (me == last && cudaSetDevice((dev + 1) % n) != cudaSuccess) tl_result(0, "planted device bug", "cudaSetDevice");
+        if (me == last && cudaSetDevice((dev + 1) % n) != cudaSuccess)
+            tl_result(0, "planted device bug", "cudaSetDevice");
         void *other = dev_alloc(400);
         if (me == last && cudaSetDevice(dev) != cudaSuccess) tl_result(0, "planted device bug", "cudaSetDevice back");
         void *r = dev_alloc((size_t)world * 400);

@@ -41,8 +41,16 @@ static DecodeEngine cpu_eng[DOCS], gpu_eng[DOCS];
 static int32_t *doc[DOCS];
 
 static void make_policies(Policy *p, const char *name, const PolicyOptions *o, const Case *k) {
-    PolicyShape sh = {model.cfg.num_hidden_layers, model.cfg.num_attention_heads, model.cfg.num_key_value_heads,
-                      model.cfg.head_dim, model.cfg.hidden_size, k->L, W, k->L + k->S, NULL, NULL};
+    PolicyShape sh = {model.cfg.num_hidden_layers,
+                      model.cfg.num_attention_heads,
+                      model.cfg.num_key_value_heads,
+                      model.cfg.head_dim,
+                      model.cfg.hidden_size,
+                      k->L,
+                      W,
+                      k->L + k->S,
+                      NULL,
+                      NULL};
     for (int i = 0; i < DOCS; i++) policy_create(&p[i], name, &sh, o);
 }
 
@@ -54,7 +62,8 @@ static void check_prefill(const Case *k) {
         DecodeEngine *a = &gpu_eng[0], *b = &cpu_eng[0];
         snprintf(t, sizeof t, "%s: prefill layer %lld colsum", k->label, (long long)l);
         tl_close_margin(t, a->colsum[l], b->colsum[l], Hq * L, 2e-5, 1e-4);
-        snprintf(t, sizeof t, "%s: prefill layer %lld last %lld probability rows", k->label, (long long)l, (long long)w);
+        snprintf(t, sizeof t, "%s: prefill layer %lld last %lld probability rows", k->label, (long long)l,
+                 (long long)w);
         tl_close_margin(t, a->last_probs[l], b->last_probs[l], Hq * w * L, 2e-5, 1e-4);
         snprintf(t, sizeof t, "%s: prefill layer %lld last attention outputs", k->label, (long long)l);
         tl_close_margin(t, a->last_out[l], b->last_out[l], w * Hq * D, 1e-5, 1e-4);

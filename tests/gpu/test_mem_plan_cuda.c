@@ -87,8 +87,8 @@ static void compare(const char *label, const char *when, int64_t got, int64_t wa
              (long long)got, (long long)want, ratio);
     tl_result(ratio >= 0.98 && ratio <= 1.02, name, "off by %.2f%%", (ratio - 1.0) * 100.0);
     snprintf(name, sizeof name, "%s: %s: exactly the plan's bytes", label, when);
-    tl_result(got == want, name, "%lld bytes measured, %lld planned (difference %lld)", (long long)got,
-              (long long)want, (long long)(got - want));
+    tl_result(got == want, name, "%lld bytes measured, %lld planned (difference %lld)", (long long)got, (long long)want,
+              (long long)(got - want));
 }
 
 /* The parameters and the batch every case runs: deterministic values. */
@@ -110,8 +110,8 @@ static void test_batch(int32_t **tokens, int32_t **targets, int64_t BT, int64_t 
 static void run_case(const Case *k) {
     LlamaConfig c;
     make_config(&c, k->tied);
-    CudaMemInputs in = {k->precision, k->recompute, k->optim_device, OPTIM_ADAMW8BIT, k->B, k->T, k->mask,
-                        k->optim_device ? 0 : 1, !k->optim_device, k->attn};
+    CudaMemInputs in = {k->precision, k->recompute, k->optim_device,         OPTIM_ADAMW8BIT,  k->B,
+                        k->T,         k->mask,      k->optim_device ? 0 : 1, !k->optim_device, k->attn};
     CudaMemPlan p = cuda_mem_plan(&c, &in);
     const int cudnn = k->attn == LLAMA_ATTN_CUDNN;
     if (cudnn) attention_cudnn_release(); /* the workspace an earlier case left */
@@ -149,7 +149,8 @@ static void run_case(const Case *k) {
         shards = fsdp_cuda_create(&fsdp, &g, opt);
         fsdp_cuda_push(shards, host, opt);
     }
-#define ENGINE_BYTES() (llama_cuda_bytes(&g) + (d ? device_optim_bytes(d) : 0) + (shards ? fsdp_cuda_device_bytes(shards) : 0))
+#define ENGINE_BYTES()                                                                                                 \
+    (llama_cuda_bytes(&g) + (d ? device_optim_bytes(d) : 0) + (shards ? fsdp_cuda_device_bytes(shards) : 0))
     /* rope and activations come with the first forward */
     int64_t setup_plan = p.params + p.wbf16 + p.grads + p.optim + p.shards;
     int64_t counted = ENGINE_BYTES(), at_setup = counted;
@@ -171,22 +172,24 @@ static void run_case(const Case *k) {
 #ifdef KVCPT_CUDA_EMU
     /* cuDNN's workspace is kept beside the counted bytes, within its cap */
     const int64_t ws = attention_cudnn_workspace_bytes();
-    compare(k->label, "emulated device bytes after forward+backward (less cuDNN's workspace)", device_used() - used0 - ws,
-            p.counted);
+    compare(k->label, "emulated device bytes after forward+backward (less cuDNN's workspace)",
+            device_used() - used0 - ws, p.counted);
 #endif
     if (cudnn) {
         compare(k->label, "attn cudnn's region: the engine's vs the plan's attn line", g.bytes_attn, p.attn);
         char name[256];
-        snprintf(name, sizeof name, "%s: cuDNN's workspace (%lld bytes) is held, within the %lld-byte cap the plan's "
-                 "workspace counts", k->label, (long long)attention_cudnn_workspace_bytes(), (long long)p.cudnn_workspace);
+        snprintf(name, sizeof name,
+                 "%s: cuDNN's workspace (%lld bytes) is held, within the %lld-byte cap the plan's "
+                 "workspace counts",
+                 k->label, (long long)attention_cudnn_workspace_bytes(), (long long)p.cudnn_workspace);
         tl_result(attention_cudnn_workspace_bytes() > 0 && attention_cudnn_workspace_bytes() <= p.cudnn_workspace &&
                       p.cudnn_workspace == ATTN_CUDNN_WORKSPACE_CAP && p.workspace >= p.cudnn_workspace,
                   name, "workspace plan %lld of %lld", (long long)p.cudnn_workspace, (long long)p.workspace);
         /* the plan without the region cannot match: the comparisons above can fail */
         CudaMemInputs without = in;
         without.attn = LLAMA_ATTN_AUTO;
-        snprintf(name, sizeof name, "%s: a plan leaving out cudnn's region (%lld bytes) misses the engine's bytes", k->label,
-                 (long long)p.attn);
+        snprintf(name, sizeof name, "%s: a plan leaving out cudnn's region (%lld bytes) misses the engine's bytes",
+                 k->label, (long long)p.attn);
         tl_result(p.attn > 0 && cuda_mem_plan(&c, &without).counted != counted, name, "matched anyway");
     } else {
         char name[256];
@@ -195,12 +198,18 @@ static void run_case(const Case *k) {
                   (long long)p.attn);
     }
     /* the ZeRO-3 budget's activations: this engine's first forward, RoPE tables included */
-    PlanInputs zin = {.seq = k->T, .micro_batch = k->B, .mask = k->mask, .param_bytes = 2, .grad_bytes = 4,
-                      .act_bytes = llama_cuda_act_size(k->precision), .optim = OPTIM_ADAMW8BIT, .recompute = k->recompute};
+    PlanInputs zin = {.seq = k->T,
+                      .micro_batch = k->B,
+                      .mask = k->mask,
+                      .param_bytes = 2,
+                      .grad_bytes = 4,
+                      .act_bytes = llama_cuda_act_size(k->precision),
+                      .optim = OPTIM_ADAMW8BIT,
+                      .recompute = k->recompute};
     int64_t zero3_acts = plan_rank_bytes(&c, &zin, 1).activations;
     /* the budget sizes the default attention: cudnn's region (and workspace) beside it */
-    compare(k->label, "ZeRO-3 budget's activations vs what the first forward counted", counted - at_setup - g.bytes_attn,
-            zero3_acts);
+    compare(k->label, "ZeRO-3 budget's activations vs what the first forward counted",
+            counted - at_setup - g.bytes_attn, zero3_acts);
 #ifdef KVCPT_CUDA_EMU
     compare(k->label, "ZeRO-3 budget's activations vs the emulated bytes of the first forward",
             device_used() - used_setup - g.bytes_attn - ws, zero3_acts);
@@ -241,8 +250,8 @@ static void run_cudnn_workspace_cap(void) {
     setenv("KVCPT_EMU_CUDNN_WORKSPACE", want, 1);
     const char *why = attention_cudnn_probe(1, 16, 2, 1, 8, &none);
     tl_result(why && strstr(why, "over the 134217728-byte cap") && strstr(why, "ATTN_CUDNN_WORKSPACE_CAP"),
-              "attn cudnn: a plan wanting a workspace over the cap is refused at the probe, naming the cap",
-              "%s", why ? why : "accepted");
+              "attn cudnn: a plan wanting a workspace over the cap is refused at the probe, naming the cap", "%s",
+              why ? why : "accepted");
     attention_cudnn_release();
     snprintf(want, sizeof want, "%lld", (long long)ATTN_CUDNN_WORKSPACE_CAP);
     setenv("KVCPT_EMU_CUDNN_WORKSPACE", want, 1);
@@ -262,8 +271,14 @@ static void run_zero3_optim(OptimKind kind, int ranks) {
     make_config_vocab(&c, 0, 300);
     ParamLayout pl;
     param_layout_build(&pl, &c);
-    PlanInputs zin = {.seq = 33, .micro_batch = 1, .mask = refresh_mask_off(), .param_bytes = 2, .grad_bytes = 4,
-                      .act_bytes = 2, .optim = kind, .recompute = LLAMA_RECOMPUTE_NONE};
+    PlanInputs zin = {.seq = 33,
+                      .micro_batch = 1,
+                      .mask = refresh_mask_off(),
+                      .param_bytes = 2,
+                      .grad_bytes = 4,
+                      .act_bytes = 2,
+                      .optim = kind,
+                      .recompute = LLAMA_RECOMPUTE_NONE};
     int64_t want = plan_rank_bytes(&c, &zin, ranks).optim, largest = 0;
     for (int r = 0; r < ranks; r++) {
         ShardPlan sp;
@@ -284,8 +299,8 @@ static void run_zero3_optim(OptimKind kind, int ranks) {
         shard_plan_free(&sp);
     }
     char label[128];
-    snprintf(label, sizeof label, "ZeRO-3 %s optimizer, %d rank%s", kind == OPTIM_ADAMW8BIT ? "adamw8bit" : "adamw", ranks,
-             ranks > 1 ? "s" : "");
+    snprintf(label, sizeof label, "ZeRO-3 %s optimizer, %d rank%s", kind == OPTIM_ADAMW8BIT ? "adamw8bit" : "adamw",
+             ranks, ranks > 1 ? "s" : "");
     compare(label, "the largest rank's device optimizer", largest, want);
     param_layout_free(&pl);
 }
@@ -297,8 +312,8 @@ static void run_mask_after_forward(const char *label) {
     LlamaConfig c;
     make_config(&c, 0);
     const int64_t B = 2, T = 49, BT = B * T;
-    const RefreshMask m = {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1,
-        .restride = 3, .S = T - 40};
+    const RefreshMask m = {
+        .enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 3, .S = T - 40};
     CudaMemInputs in = {LLAMA_CUDA_FP32, LLAMA_RECOMPUTE_NONE, 0, OPTIM_ADAMW8BIT, B, T, m, 0, 0, LLAMA_ATTN_AUTO};
     CudaMemPlan p = cuda_mem_plan(&c, &in);
     LlamaCuda g;
@@ -316,8 +331,9 @@ static void run_mask_after_forward(const char *label) {
     llama_cuda_zero_grad(&g);
     llama_cuda_backward(&g);
     int64_t grown = llama_cuda_bytes(&g) - causal;
-    int64_t want = c.num_hidden_layers * ((int64_t)sizeof(int32_t) * B * c.num_key_value_heads * refresh_sel_len(&m, T) -
-                                  (int64_t)sizeof(int32_t) * BT * c.num_key_value_heads);
+    int64_t want =
+        c.num_hidden_layers * ((int64_t)sizeof(int32_t) * B * c.num_key_value_heads * refresh_sel_len(&m, T) -
+                               (int64_t)sizeof(int32_t) * BT * c.num_key_value_heads);
     char name[256];
     snprintf(name, sizeof name, "%s: the selections grew by %lld bytes, every layer's to B * Hkv * refresh_sel_len",
              label, (long long)grown);
@@ -341,33 +357,92 @@ int main(void) {
     const LlamaRecompute keep = LLAMA_RECOMPUTE_NONE, full = LLAMA_RECOMPUTE_FULL, attn = LLAMA_RECOMPUTE_ATTN;
     const Case cases[] = {
         {"fp32 keep-all sharded causal B2 T33", 0, LLAMA_CUDA_FP32, keep, 0, 2, 33, none, LLAMA_ATTN_AUTO},
-        {"fp32 recompute device-optim mask B1 T49", 0, LLAMA_CUDA_FP32, full, 1, 1, 49,
-         {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .S = 9}, LLAMA_ATTN_AUTO},
-        {"bf16 recompute sharded mask tied B3 T21", 1, LLAMA_CUDA_BF16_WEIGHTS, full, 0, 3, 21,
-         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .S = 1}, LLAMA_ATTN_AUTO},
-        {"bf16sr keep-all device-optim causal B2 T70", 0, LLAMA_CUDA_BF16_WEIGHTS, keep, 1, 2, 70, none, LLAMA_ATTN_AUTO},
+        {"fp32 recompute device-optim mask B1 T49",
+         0,
+         LLAMA_CUDA_FP32,
+         full,
+         1,
+         1,
+         49,
+         {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .S = 9},
+         LLAMA_ATTN_AUTO},
+        {"bf16 recompute sharded mask tied B3 T21",
+         1,
+         LLAMA_CUDA_BF16_WEIGHTS,
+         full,
+         0,
+         3,
+         21,
+         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .S = 1},
+         LLAMA_ATTN_AUTO},
+        {"bf16sr keep-all device-optim causal B2 T70", 0, LLAMA_CUDA_BF16_WEIGHTS, keep, 1, 2, 70, none,
+         LLAMA_ATTN_AUTO},
         /* per-row records (evict, restride): selections larger than B * T * Hkv */
-        {"fp32 keep-all device-optim evict restride B2 T49", 0, LLAMA_CUDA_FP32, keep, 1, 2, 49,
-         {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 3, .S = 9}, LLAMA_ATTN_AUTO},
-        {"bf16 recompute sharded restride tied B3 T33", 1, LLAMA_CUDA_BF16_WEIGHTS, full, 0, 3, 33,
-         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .restride = 5, .S = 13}, LLAMA_ATTN_AUTO},
+        {"fp32 keep-all device-optim evict restride B2 T49",
+         0,
+         LLAMA_CUDA_FP32,
+         keep,
+         1,
+         2,
+         49,
+         {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 3, .S = 9},
+         LLAMA_ATTN_AUTO},
+        {"bf16 recompute sharded restride tied B3 T33",
+         1,
+         LLAMA_CUDA_BF16_WEIGHTS,
+         full,
+         0,
+         3,
+         33,
+         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .restride = 5, .S = 13},
+         LLAMA_ATTN_AUTO},
         /* recompute=attn: the layers' attention halves and one shared MLP half */
-        {"fp32 recompute=attn device-optim mask B1 T49", 0, LLAMA_CUDA_FP32, attn, 1, 1, 49,
-         {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .S = 9}, LLAMA_ATTN_AUTO},
-        {"bf16 recompute=attn sharded evict restride tied B3 T33", 1, LLAMA_CUDA_BF16_WEIGHTS, attn, 0, 3, 33,
-         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .evict = 1, .restride = 5, .S = 13}, LLAMA_ATTN_AUTO},
-        {"bf16sr recompute=attn device-optim causal B2 T70", 0, LLAMA_CUDA_BF16_WEIGHTS, attn, 1, 2, 70, none, LLAMA_ATTN_AUTO},
+        {"fp32 recompute=attn device-optim mask B1 T49",
+         0,
+         LLAMA_CUDA_FP32,
+         attn,
+         1,
+         1,
+         49,
+         {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .S = 9},
+         LLAMA_ATTN_AUTO},
+        {"bf16 recompute=attn sharded evict restride tied B3 T33",
+         1,
+         LLAMA_CUDA_BF16_WEIGHTS,
+         attn,
+         0,
+         3,
+         33,
+         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .evict = 1, .restride = 5, .S = 13},
+         LLAMA_ATTN_AUTO},
+        {"bf16sr recompute=attn device-optim causal B2 T70", 0, LLAMA_CUDA_BF16_WEIGHTS, attn, 1, 2, 70, none,
+         LLAMA_ATTN_AUTO},
         /* attn cudnn: its region held by the engine, causal, S < L and S > L */
         {"bf16 cudnn keep-all device-optim causal B2 T33", 0, LLAMA_CUDA_BF16_WEIGHTS, keep, 1, 2, 33, none,
          LLAMA_ATTN_CUDNN},
-        {"bf16 cudnn recompute sharded mask tied B3 T21", 1, LLAMA_CUDA_BF16_WEIGHTS, full, 0, 3, 21,
-         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .S = 1}, LLAMA_ATTN_CUDNN},
-        {"bf16 cudnn recompute=attn device-optim mask S>L B1 T49", 0, LLAMA_CUDA_BF16_WEIGHTS, attn, 1, 1, 49,
-         {.enabled = 1, .L = 20, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .S = 29}, LLAMA_ATTN_CUDNN},
+        {"bf16 cudnn recompute sharded mask tied B3 T21",
+         1,
+         LLAMA_CUDA_BF16_WEIGHTS,
+         full,
+         0,
+         3,
+         21,
+         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .S = 1},
+         LLAMA_ATTN_CUDNN},
+        {"bf16 cudnn recompute=attn device-optim mask S>L B1 T49",
+         0,
+         LLAMA_CUDA_BF16_WEIGHTS,
+         attn,
+         1,
+         1,
+         49,
+         {.enabled = 1, .L = 20, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .S = 29},
+         LLAMA_ATTN_CUDNN},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i]);
-    if (tl_case_selected("fp32 mask set after a causal forward B2 T49")) run_mask_after_forward("fp32 mask set after a causal forward B2 T49");
+    if (tl_case_selected("fp32 mask set after a causal forward B2 T49"))
+        run_mask_after_forward("fp32 mask set after a causal forward B2 T49");
 #ifdef KVCPT_CUDA_EMU
     if (tl_case_selected("attn cudnn workspace cap")) run_cudnn_workspace_cap();
 #endif

@@ -112,11 +112,11 @@ static const char *layout_name(MmaBLayout l) {
 }
 static const char *bug_name(MmaBug b) {
     switch (b) {
-    case MMA_BUG_SWAP_A12: return "A registers a1/a2 swapped";
-    case MMA_BUG_STORE_ROW: return "C stored with the wrong lane-to-(row, col) map";
-    case MMA_BUG_NO_TRANS: return "ldmatrix without .trans where .trans is needed";
-    case MMA_BUG_SWAP_B_K: return "B registers b0/b1 swapped";
-    default: return "none";
+        case MMA_BUG_SWAP_A12: return "A registers a1/a2 swapped";
+        case MMA_BUG_STORE_ROW: return "C stored with the wrong lane-to-(row, col) map";
+        case MMA_BUG_NO_TRANS: return "ldmatrix without .trans where .trans is needed";
+        case MMA_BUG_SWAP_B_K: return "B registers b0/b1 swapped";
+        default: return "none";
     }
 }
 
@@ -127,11 +127,11 @@ static void check_shape(int M, int N, int K, MmaBLayout layout, uint64_t seed, f
     float *C = run_gemm(&c, MMA_BUG_NONE);
     double worst;
     int64_t bad = count_outside(&c, C, &worst);
-    snprintf(name, sizeof name, "mma gemm M=%d N=%d K=%d scale %g, %s: within K 2^-23 sum|ab| of the fp64 sum", M, N,
-             K, (double)scale, layout_name(layout));
+    snprintf(name, sizeof name, "mma gemm M=%d N=%d K=%d scale %g, %s: within K 2^-23 sum|ab| of the fp64 sum", M, N, K,
+             (double)scale, layout_name(layout));
     printf("# margin %.3g of the tolerance used (%s)\n", worst, name);
-    tl_result(bad == 0, name, "%lld of %lld elements outside (worst |err|/tol %.3g)", (long long)bad,
-              (long long)M * N, worst);
+    tl_result(bad == 0, name, "%lld of %lld elements outside (worst |err|/tol %.3g)", (long long)bad, (long long)M * N,
+              worst);
 #ifdef KVCPT_CUDA_EMU
     snprintf(name, sizeof name, "mma gemm M=%d N=%d K=%d, %s: emulated mma = fp32 fmaf in k order, bit for bit", M, N,
              K, layout_name(layout));
@@ -145,8 +145,9 @@ static void check_shape(int M, int N, int K, MmaBLayout layout, uint64_t seed, f
         snprintf(name, sizeof name, "planted bug caught: %s (M=%d N=%d K=%d, %s)", bug_name((MmaBug)b), M, N, K,
                  layout_name(layout));
         tl_result(nb > 0, name, "every element within tolerance: the test cannot see this bug");
-        if (nb > 0) printf("# %s: %lld of %lld elements outside the tolerance\n", bug_name((MmaBug)b), (long long)nb,
-                           (long long)M * N);
+        if (nb > 0)
+            printf("# %s: %lld of %lld elements outside the tolerance\n", bug_name((MmaBug)b), (long long)nb,
+                   (long long)M * N);
         free(Cb);
     }
     case_free(&c);
@@ -156,10 +157,9 @@ static void check_shape(int M, int N, int K, MmaBLayout layout, uint64_t seed, f
  * bf16_bits_from_float (ties, values just off ties, +-0, inf, subnormals). */
 static void check_pack(void) {
     enum { P = 8 };
-    const float in[2 * P] = {1.0f,          -2.5f,      1.00390625f, 1.01171875f, /* ties: to even down, up */
-                             1.0039063f,    -0.0f,      0.0f,        INFINITY,
-                             -INFINITY,     3.0e-39f,   65504.0f,    -1.0e-3f,
-                             3.3895314e38f, 0.33333334f, -7.0f,      123.456f};
+    const float in[2 * P] = {1.0f,       -2.5f,    1.00390625f,   1.01171875f, /* ties: to even down, up */
+                             1.0039063f, -0.0f,    0.0f,          INFINITY,    -INFINITY, 3.0e-39f,
+                             65504.0f,   -1.0e-3f, 3.3895314e38f, 0.33333334f, -7.0f,     123.456f};
     uint32_t want[P];
     for (int i = 0; i < P; i++)
         want[i] = (uint32_t)bf16_bits_from_float(in[2 * i]) | (uint32_t)bf16_bits_from_float(in[2 * i + 1]) << 16;

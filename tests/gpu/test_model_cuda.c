@@ -70,14 +70,16 @@ typedef struct {
 
 static void make_config(LlamaConfig *c, const Case *k) {
     char json[1024];
-    snprintf(json, sizeof json,
-             "{\"model_type\":\"%s\",\"vocab_size\":%lld,\"hidden_size\":%lld,\"intermediate_size\":%lld,\"num_hidden_layers\":%lld,"
-             "\"num_attention_heads\":%lld,\"num_key_value_heads\":%lld,\"head_dim\":%lld,\"rms_norm_eps\":1e-5,"
-             "\"rope_theta\":500000.0,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,"
-             "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":32},\"max_position_embeddings\":4096,"
-             "\"tie_word_embeddings\":%s,\"initializer_range\":0.1}",
-             k->qwen2 ? "qwen2" : "llama", (long long)k->V, (long long)k->C, (long long)k->F, (long long)k->layers, (long long)k->Hq,
-             (long long)k->Hkv, (long long)k->D, k->tied ? "true" : "false");
+    snprintf(
+        json, sizeof json,
+        "{\"model_type\":\"%s\",\"vocab_size\":%lld,\"hidden_size\":%lld,\"intermediate_size\":%lld,\"num_hidden_"
+        "layers\":%lld,"
+        "\"num_attention_heads\":%lld,\"num_key_value_heads\":%lld,\"head_dim\":%lld,\"rms_norm_eps\":1e-5,"
+        "\"rope_theta\":500000.0,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,"
+        "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":32},\"max_position_embeddings\":4096,"
+        "\"tie_word_embeddings\":%s,\"initializer_range\":0.1}",
+        k->qwen2 ? "qwen2" : "llama", (long long)k->V, (long long)k->C, (long long)k->F, (long long)k->layers,
+        (long long)k->Hq, (long long)k->Hkv, (long long)k->D, k->tied ? "true" : "false");
     config_parse_json(c, json, k->label);
 }
 
@@ -150,8 +152,8 @@ static float gpu_pass(LlamaCuda *g, const int32_t *tok, const int32_t *tgt, cons
  * computes the head's gradient: the gradients zeroed before the forward,
  * and the logits read in between when logits is non-NULL (they must not
  * overwrite what the forward left for the backward). */
-static float gpu_pass_head_in_forward(LlamaCuda *g, const int32_t *tok, const int32_t *tgt, const Case *k,
-                                      float *grads, float *logits) {
+static float gpu_pass_head_in_forward(LlamaCuda *g, const int32_t *tok, const int32_t *tgt, const Case *k, float *grads,
+                                      float *logits) {
     llama_cuda_zero_grad(g);
     float loss = llama_cuda_forward_train(g, tok, tgt, k->B, k->T);
     if (logits) llama_cuda_logits(g, logits, 0, k->B * k->T);
@@ -185,9 +187,10 @@ static void check_bit_identity(const char *label, const Case *k, const Llama *m,
     float *logits = malloc(sizeof(float) * (size_t)(k->B * k->T * k->V));
     for (int with_logits = 0; with_logits < 2; with_logits++) {
         float loss4 = gpu_pass_head_in_forward(g, tok, tgt, k, again, with_logits ? logits : NULL);
-        snprintf(name, sizeof name,
-                 "%s: the head's gradient in the forward (logits once%s) gives the same loss and gradients, bit for bit",
-                 label, with_logits ? ", logits read before the backward" : "");
+        snprintf(
+            name, sizeof name,
+            "%s: the head's gradient in the forward (logits once%s) gives the same loss and gradients, bit for bit",
+            label, with_logits ? ", logits read before the backward" : "");
         tl_result(memcmp(&loss, &loss4, sizeof loss) == 0 && memcmp(grads, again, bytes) == 0, name,
                   "loss %.9g vs %.9g, or gradients differ", loss, loss4);
     }
@@ -435,8 +438,8 @@ static void parity_bf16(const Case *k) {
     snprintf(name, sizeof name, "%s: holds less device memory than fp32", label);
     tl_result(llama_cuda_bytes(&g) < llama_cuda_bytes(&r), name, "%lld bytes vs %lld in fp32",
               (long long)llama_cuda_bytes(&g), (long long)llama_cuda_bytes(&r));
-    printf("# %s: device bytes bf16 %lld fp32 %lld; loss bf16 %.7f fp32 %.7f\n", label,
-           (long long)llama_cuda_bytes(&g), (long long)llama_cuda_bytes(&r), loss, loss4);
+    printf("# %s: device bytes bf16 %lld fp32 %lld; loss bf16 %.7f fp32 %.7f\n", label, (long long)llama_cuda_bytes(&g),
+           (long long)llama_cuda_bytes(&r), loss, loss4);
     snprintf(name, sizeof name, "%s: rounding the matrices changes the loss (the mode is on)", label);
     tl_result(loss != loss4, name, "bf16 and fp32 engines give the same loss %.9g", loss);
     llama_cuda_free(&r);
@@ -525,7 +528,8 @@ static void train_steps_bf16sr(const Case *k) {
     for (int64_t i = 0; i < total; i++) same += got[i] == want[i];
     printf("# %s: %lld of %lld parameters bit-identical to optim_step_rounded on the same gradients\n", label,
            (long long)same, (long long)total);
-    snprintf(name, sizeof name, "%s: parameters after 10 device steps equal the CPU oracle's on the same gradients", label);
+    snprintf(name, sizeof name, "%s: parameters after 10 device steps equal the CPU oracle's on the same gradients",
+             label);
     tl_result(same >= total - total / 100, name, "%lld of %lld identical", (long long)same, (long long)total);
     if (g.head_offset >= 0) {
         int64_t n = k->V * k->C, off = 0;
@@ -533,7 +537,8 @@ static void train_steps_bf16sr(const Case *k) {
         cuda_memcpy_d2h(head, g.wbf16 + g.head_offset, sizeof(uint16_t) * (size_t)n);
         for (int64_t i = 0; i < n; i++) off += head[i] != bf16_bits_from_float(got[m.layout.t[0].offset + i]);
         snprintf(name, sizeof name, "%s: the tied lm_head's bf16 copy is the updated embedding rounded", label);
-        tl_result(off == 0 && m.layout.t[0].kind == PT_EMBED, name, "%lld of %lld differ", (long long)off, (long long)n);
+        tl_result(off == 0 && m.layout.t[0].kind == PT_EMBED, name, "%lld of %lld differ", (long long)off,
+                  (long long)n);
         free(head);
     }
     device_optim_free(d);
@@ -569,25 +574,109 @@ int main(void) {
     /* label, V, C, F, layers, Hq, Hkv, D, tied, B, T, mask {.enabled = on, .L = L, .K = K, .pool_kernel = pool,
         .agg = agg, .evict = evict, .restride = restride}, S */
     const Case cases[] = {
-        {"gqa4 mask L40 S9 K6", 96, 32, 40, 2, 4, 1, 8, 0, 2, 49,
-            {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX}, 9, 0},
-        {"gqa8 tied mask S1", 80, 48, 64, 2, 8, 1, 16, 1, 1, 21,
-            {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN}, 1, 0},
-        {"gqa1 causal T70", 64, 32, 48, 2, 2, 2, 32, 0, 1, 70,
-            {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX}, 0, 0},
+        {"gqa4 mask L40 S9 K6",
+         96,
+         32,
+         40,
+         2,
+         4,
+         1,
+         8,
+         0,
+         2,
+         49,
+         {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX},
+         9,
+         0},
+        {"gqa8 tied mask S1",
+         80,
+         48,
+         64,
+         2,
+         8,
+         1,
+         16,
+         1,
+         1,
+         21,
+         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN},
+         1,
+         0},
+        {"gqa1 causal T70",
+         64,
+         32,
+         48,
+         2,
+         2,
+         2,
+         32,
+         0,
+         1,
+         70,
+         {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX},
+         0,
+         0},
         /* the eval cache's mask, per-row records in sel (kernels/attention.h):
          * K 3 evicts kept keys, then local ones at row 44; row 45 is full
          * and re-selects; without evict, rows 23 and 27 are full */
-        {"gqa4 evict restride6 L40 S9 K3", 96, 32, 40, 2, 4, 1, 8, 0, 2, 49,
-            {.enabled = 1, .L = 40, .K = 3, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 6}, 9, 0},
-        {"gqa8 tied restride4 S9 D16", 80, 48, 64, 2, 8, 1, 16, 1, 1, 29,
-            {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .restride = 4}, 9, 0},
+        {"gqa4 evict restride6 L40 S9 K3",
+         96,
+         32,
+         40,
+         2,
+         4,
+         1,
+         8,
+         0,
+         2,
+         49,
+         {.enabled = 1, .L = 40, .K = 3, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 6},
+         9,
+         0},
+        {"gqa8 tied restride4 S9 D16",
+         80,
+         48,
+         64,
+         2,
+         8,
+         1,
+         16,
+         1,
+         1,
+         29,
+         {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .restride = 4},
+         9,
+         0},
         /* Qwen2: the q/k/v biases added after the fused product, their
          * gradients the column sums (kernels/bias.h) */
-        {"qwen2 gqa2 mask L40 S9 K6", 96, 32, 40, 2, 4, 2, 8, 0, 2, 49,
-            {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX}, 9, 1},
-        {"qwen2 tied causal T40 D16", 80, 48, 64, 2, 4, 2, 16, 1, 1, 40,
-            {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX}, 0, 1},
+        {"qwen2 gqa2 mask L40 S9 K6",
+         96,
+         32,
+         40,
+         2,
+         4,
+         2,
+         8,
+         0,
+         2,
+         49,
+         {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX},
+         9,
+         1},
+        {"qwen2 tied causal T40 D16",
+         80,
+         48,
+         64,
+         2,
+         4,
+         2,
+         16,
+         1,
+         1,
+         40,
+         {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX},
+         0,
+         1},
     };
     /* each run as "kind: label", which KVCPT_TEST_CASES can select */
     const struct {
@@ -595,15 +684,24 @@ int main(void) {
         void (*run)(const Case *);
         int c;
     } runs[] = {
-        {"parity", parity, 0},           {"parity", parity, 1},
-        {"parity", parity, 2},           {"train steps", train_steps, 0},
-        {"bf16 parity", parity_bf16, 0}, {"bf16 parity", parity_bf16, 1},
-        {"bf16 parity", parity_bf16, 2}, {"bf16 train steps", train_steps_bf16, 0},
-        {"bf16 train steps", train_steps_bf16, 1}, {"bf16sr train steps", train_steps_bf16sr, 0},
-        {"bf16sr train steps", train_steps_bf16sr, 1}, {"bad input", bad_input, 2},
-        {"parity", parity, 3},           {"parity", parity, 4},
-        {"bf16 parity", parity_bf16, 3}, {"bf16 parity", parity_bf16, 4},
-        {"parity", parity, 5},           {"bf16 parity", parity_bf16, 5},
+        {"parity", parity, 0},
+        {"parity", parity, 1},
+        {"parity", parity, 2},
+        {"train steps", train_steps, 0},
+        {"bf16 parity", parity_bf16, 0},
+        {"bf16 parity", parity_bf16, 1},
+        {"bf16 parity", parity_bf16, 2},
+        {"bf16 train steps", train_steps_bf16, 0},
+        {"bf16 train steps", train_steps_bf16, 1},
+        {"bf16sr train steps", train_steps_bf16sr, 0},
+        {"bf16sr train steps", train_steps_bf16sr, 1},
+        {"bad input", bad_input, 2},
+        {"parity", parity, 3},
+        {"parity", parity, 4},
+        {"bf16 parity", parity_bf16, 3},
+        {"bf16 parity", parity_bf16, 4},
+        {"parity", parity, 5},
+        {"bf16 parity", parity_bf16, 5},
         {"bf16 parity", parity_bf16, 6},
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {

@@ -28,13 +28,13 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#define NC(call)                                                                                                   \
-    do {                                                                                                           \
-        ncclResult_t nc_rc_ = (call);                                                                              \
-        if (nc_rc_ != ncclSuccess) {                                                                               \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, ncclGetErrorString(nc_rc_));     \
-            exit(1);                                                                                               \
-        }                                                                                                          \
+#define NC(call)                                                                                                       \
+    do {                                                                                                               \
+        ncclResult_t nc_rc_ = (call);                                                                                  \
+        if (nc_rc_ != ncclSuccess) {                                                                                   \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, ncclGetErrorString(nc_rc_));          \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 static int me, world;
@@ -97,7 +97,8 @@ static void test_all_reduce(ncclComm_t comm) {
     float hf[N], gf[N];
     double hd[N], gd[N];
     uint16_t hb[N], gb[N];
-    for (int64_t i = 0; i < N; i++) hf[i] = (float)x(me, i), hd[i] = (double)x(me, i) - 0.5, hb[i] = bf16_of_small_int((int)x(me, i));
+    for (int64_t i = 0; i < N; i++)
+        hf[i] = (float)x(me, i), hd[i] = (double)x(me, i) - 0.5, hb[i] = bf16_of_small_int((int)x(me, i));
     float *df = dev(sizeof hf);
     double *dd = dev(sizeof hd), *od = dev(sizeof hd);
     uint16_t *db = dev(sizeof hb);
@@ -129,7 +130,8 @@ static void test_all_reduce(ncclComm_t comm) {
         NC(ncclAllReduce(df, df, 1, ncclFloat32, ncclSum, comm, st));
         down(&got, df, sizeof got);
         char what[120];
-        snprintf(what, sizeof what, "emulated ncclAllReduce adds in rank order (1 + 1e8 - 1e8 = %g in float)", (double)ref);
+        snprintf(what, sizeof what, "emulated ncclAllReduce adds in rank order (1 + 1e8 - 1e8 = %g in float)",
+                 (double)ref);
         say(got == ref, what, 0);
     }
 #endif
@@ -240,10 +242,12 @@ static void plant(ncclComm_t comm, const char *bug) {
         if (strcmp(bug, "abort") == 0) pthread_join(t, NULL);
         ncclCommGetAsyncError(comm, &async);
         char what[160];
-        snprintf(what, sizeof what, "a rank that never enters the all-reduce (%s): rank %d gets an error back, and "
-                 "ncclCommGetAsyncError reports it", bug, me);
-        tl_result(rc == ncclRemoteError && async == ncclRemoteError, what, "call returned %d, async error %d",
-                  (int)rc, (int)async);
+        snprintf(what, sizeof what,
+                 "a rank that never enters the all-reduce (%s): rank %d gets an error back, and "
+                 "ncclCommGetAsyncError reports it",
+                 bug, me);
+        tl_result(rc == ncclRemoteError && async == ncclRemoteError, what, "call returned %d, async error %d", (int)rc,
+                  (int)async);
         if (me == 0) {
             int go = 1;
             MPI_Send(&go, 1, MPI_INT, last, 99, MPI_COMM_WORLD);

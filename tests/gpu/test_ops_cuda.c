@@ -191,7 +191,8 @@ static void test_rope(int64_t B, int64_t T, int64_t H, int64_t D) {
     char name[160];
     const RopeParams p = {500000.0, 1, 8.0, 1.0, 4.0, 8192};
     const int64_t half = D / 2, n = B * T * H * D;
-    float *cos_t = malloc(sizeof(float) * (size_t)(T * half + 1)), *sin_t = malloc(sizeof(float) * (size_t)(T * half + 1));
+    float *cos_t = malloc(sizeof(float) * (size_t)(T * half + 1)),
+          *sin_t = malloc(sizeof(float) * (size_t)(T * half + 1));
     rope_table(cos_t, sin_t, T, D, &p);
     float *x = host_uniform(n, -1, 1);
     float *d_cos = dev_floats(cos_t, T * half), *d_sin = dev_floats(sin_t, T * half), *d_x = dev_floats(x, n);
@@ -226,7 +227,8 @@ static void test_rope_fused(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64
              (long long)Hkv, (long long)D);
     const RopeParams p = {500000.0, 1, 8.0, 1.0, 4.0, 8192};
     const int64_t half = D / 2, rows = B * T, nq = rows * Hq * D, nk = rows * Hkv * D, nw = nq + 2 * nk;
-    float *cos_t = malloc(sizeof(float) * (size_t)(T * half + 1)), *sin_t = malloc(sizeof(float) * (size_t)(T * half + 1));
+    float *cos_t = malloc(sizeof(float) * (size_t)(T * half + 1)),
+          *sin_t = malloc(sizeof(float) * (size_t)(T * half + 1));
     rope_table(cos_t, sin_t, T, D, &p);
     float *d_cos = dev_floats(cos_t, T * half), *d_sin = dev_floats(sin_t, T * half);
     float *qkv = host_uniform(nw, -1, 1), *dq = host_uniform(nq, -1, 1), *dk = host_uniform(nk, -1, 1),
@@ -240,7 +242,8 @@ static void test_rope_fused(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64
         rope_split_forward_cpu(q, k, v, qkv, cos_t, sin_t, B, T, Hq, Hkv, D);
         rope_join_backward_cpu(dqkv, dq, dk, dv, cos_t, sin_t, B, T, Hq, Hkv, D);
         void *d_qkv = bf ? dev_upload(bqkv, 2 * (size_t)nw) : dev_floats(qkv, nw);
-        void *d_q = cuda_malloc(es * (size_t)nq), *d_k = cuda_malloc(es * (size_t)nk), *d_v = cuda_malloc(es * (size_t)nk);
+        void *d_q = cuda_malloc(es * (size_t)nq), *d_k = cuda_malloc(es * (size_t)nk),
+             *d_v = cuda_malloc(es * (size_t)nk);
         void *d_dqkv = cuda_malloc(es * (size_t)nw);
         float *d_dq = dev_floats(dq, nq), *d_dk = dev_floats(dk, nk), *d_dv = dev_floats(dv, nk);
         if (bf) {
@@ -295,9 +298,11 @@ static void test_swiglu_fused(int64_t N, int64_t F) {
         }
         float *gh = bf ? host_download_bf16(d_h, n) : download(d_h, n);
         float *gd = bf ? host_download_bf16(d_dgu, 2 * n) : download(d_dgu, 2 * n);
-        snprintf(name, sizeof name, "swiglu fused %s fwd N=%lld F=%lld", bf ? "bf16" : "fp32", (long long)N, (long long)F);
+        snprintf(name, sizeof name, "swiglu fused %s fwd N=%lld F=%lld", bf ? "bf16" : "fp32", (long long)N,
+                 (long long)F);
         close_k(name, gh, h, n, bf ? TOL_SWIGLU_BF16 : TOL_SWIGLU, 0);
-        snprintf(name, sizeof name, "swiglu fused %s bwd N=%lld F=%lld", bf ? "bf16" : "fp32", (long long)N, (long long)F);
+        snprintf(name, sizeof name, "swiglu fused %s bwd N=%lld F=%lld", bf ? "bf16" : "fp32", (long long)N,
+                 (long long)F);
         close_k(name, gd, dgu, 2 * n, bf ? TOL_SWIGLU_BF16 : TOL_SWIGLU, 0);
         cuda_free(d_gu), cuda_free(d_dh), cuda_free(d_h), cuda_free(d_dgu);
         free(gh), free(gd), free(bgu), free(bdh);
@@ -374,7 +379,8 @@ static void test_crossentropy_fused(int64_t rows, int64_t V) {
     crossentropy_backward_cuda(d_z1, d_lse, d_tgt, rows, V, scale);
     crossentropy_forward_backward_cuda(d_loss2, d_lse2, d_z2, d_tgt, rows, V, scale);
     float *two = download(d_loss, rows * 4), *g1 = download(d_z1, rows * V), *g2 = download(d_z2, rows * V);
-    snprintf(name, sizeof name, "crossentropy fused rows=%lld V=%lld: the two kernels' losses, lse and gradient, bit for bit",
+    snprintf(name, sizeof name,
+             "crossentropy fused rows=%lld V=%lld: the two kernels' losses, lse and gradient, bit for bit",
              (long long)rows, (long long)V);
     tl_result(memcmp(two, two + 2 * rows, sizeof(float) * (size_t)rows * 2) == 0 &&
                   memcmp(g1, g2, sizeof(float) * (size_t)(rows * V)) == 0,
@@ -464,7 +470,8 @@ static void test_matmul_bf16(int64_t N, int64_t IC, int64_t OC) {
     matmul_backward_cpu(dx, dw, dy, x, w, N, IC, OC);
 
     void *d_x = dev_upload(bx, 2 * (size_t)nx), *d_w = dev_upload(bw, 2 * (size_t)nw),
-         *d_dy = dev_upload(bdy, 2 * (size_t)ny), *d_dx = dev_upload(bdx, 2 * (size_t)nx), *d_y = cuda_malloc(2 * (size_t)ny);
+         *d_dy = dev_upload(bdy, 2 * (size_t)ny), *d_dx = dev_upload(bdx, 2 * (size_t)nx),
+         *d_y = cuda_malloc(2 * (size_t)ny);
     float *d_dw = dev_floats(dw0, nw);
     matmul_forward_bf16_cuda(d_y, d_x, d_w, N, IC, OC);
     matmul_backward_bf16_cuda(d_dx, d_dw, d_dy, d_x, d_w, N, IC, OC);
@@ -530,7 +537,6 @@ static void test_matmul_bf16(int64_t N, int64_t IC, int64_t OC) {
     free(x), free(w), free(dy), free(dx), free(dw0), free(bx), free(bw), free(bdy), free(bdx), free(y), free(dw),
         free(g_y), free(g_dx), free(g_dw), free(a_dw);
 }
-
 
 /* fp32 activations rounded to bf16 inside the launcher, the weight either
  * fp32 (bf16r, rounded too) or already bf16 (bf16w): both against the

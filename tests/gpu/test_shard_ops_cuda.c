@@ -38,7 +38,8 @@ static void test_accumulate(int world, int64_t n) {
     shard_accumulate_cuda(d_acc, d_parts, n, world);
     float *got = download(d_acc, n);
     char name[160];
-    snprintf(name, sizeof name, "shard_accumulate_cuda world %d, n %lld: bit-identical to the CPU", world, (long long)n);
+    snprintf(name, sizeof name, "shard_accumulate_cuda world %d, n %lld: bit-identical to the CPU", world,
+             (long long)n);
     tl_identical(name, got, acc, n);
     cuda_free(d_acc), cuda_free(d_parts);
     free(acc), free(parts), free(got);
@@ -71,8 +72,8 @@ static double compare_block_sums(const float *g, const char *label, double *bloc
     snprintf(name, sizeof name, "%s: shard_block_sums_cuda's %lld blocks and max equal the CPU's bit for bit", label,
              (long long)*nb);
     tl_result(differ == 0 && bits_of(m_cpu) == bits_of(m_gpu), name,
-              "%lld blocks differ (first %lld: %.17g vs %.17g); max %.17g vs %.17g", (long long)differ, (long long)first,
-              first >= 0 ? got[first] : 0.0, first >= 0 ? blocks_out[first] : 0.0, m_gpu, m_cpu);
+              "%lld blocks differ (first %lld: %.17g vs %.17g); max %.17g vs %.17g", (long long)differ,
+              (long long)first, first >= 0 ? got[first] : 0.0, first >= 0 ? blocks_out[first] : 0.0, m_gpu, m_cpu);
     cuda_free(dg);
     free(got);
     *d_out = d_blocks;
@@ -90,12 +91,13 @@ static void test_norm(void) {
     double m = compare_block_sums(g, "spread gradient", blocks, &d_blocks, &nb);
     int E = norm_fixed_exponent(m);
     Fixed128 c = shard_fixed_sum_cpu(blocks, nb, E), d = shard_fixed_sum_cuda(d_blocks, nb, E);
-    tl_result(c.hi == d.hi && c.lo == d.lo, "shard_fixed_sum_cuda equals the CPU's 128-bit sum", "%016llx%016llx vs %016llx%016llx",
-              (unsigned long long)d.hi, (unsigned long long)d.lo, (unsigned long long)c.hi, (unsigned long long)c.lo);
+    tl_result(c.hi == d.hi && c.lo == d.lo, "shard_fixed_sum_cuda equals the CPU's 128-bit sum",
+              "%016llx%016llx vs %016llx%016llx", (unsigned long long)d.hi, (unsigned long long)d.lo,
+              (unsigned long long)c.hi, (unsigned long long)c.lo);
     /* sub-ranges, as ranks would hold them: the partials add to the whole */
-    Fixed128 parts = fixed128_add(shard_fixed_sum_cuda(d_blocks, 100, E),
-                                  fixed128_add(shard_fixed_sum_cuda(d_blocks + 100, 1, E),
-                                               shard_fixed_sum_cuda(d_blocks + 101, nb - 101, E)));
+    Fixed128 parts = fixed128_add(
+        shard_fixed_sum_cuda(d_blocks, 100, E),
+        fixed128_add(shard_fixed_sum_cuda(d_blocks + 100, 1, E), shard_fixed_sum_cuda(d_blocks + 101, nb - 101, E)));
     tl_result(parts.hi == c.hi && parts.lo == c.lo, "shard_fixed_sum_cuda over 3 ranges adds to the whole", "");
     Fixed128 z = shard_fixed_sum_cuda(d_blocks, 0, E);
     tl_result(z.hi == 0 && z.lo == 0, "shard_fixed_sum_cuda of no blocks is 0", "");
@@ -157,7 +159,8 @@ static int run_check(void *p) {
 }
 
 static int same_states(const Optimizer *a, const Optimizer *b) {
-    return memcmp(a->m_code, b->m_code, (size_t)a->n_code) == 0 && memcmp(a->v_code, b->v_code, (size_t)a->n_code) == 0 &&
+    return memcmp(a->m_code, b->m_code, (size_t)a->n_code) == 0 &&
+           memcmp(a->v_code, b->v_code, (size_t)a->n_code) == 0 &&
            memcmp(a->m_absmax, b->m_absmax, 4 * (size_t)a->n_absmax) == 0 &&
            memcmp(a->v_absmax, b->v_absmax, 4 * (size_t)a->n_absmax) == 0 &&
            memcmp(a->m32, b->m32, 4 * (size_t)a->n_f32) == 0 && memcmp(a->v32, b->v32, 4 * (size_t)a->n_f32) == 0;

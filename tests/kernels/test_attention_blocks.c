@@ -26,9 +26,9 @@ static void run(Result *r, const float *q, const float *k, const float *v, const
     attention_backward_cpu(r->dq, r->dk, r->dv, dout, q, k, v, r->o, r->lse, sel, 1, T, HQ, HKV, D, m);
 }
 
-static void check_case(const char *tag, int masked, const float *q, const float *k, const float *v,
-                       const float *dout) {
-    RefreshMask m = masked ? (RefreshMask){.enabled = 1, .L = L, .K = KS, .pool_kernel = 7, .agg = GROUP_AGG_MAX} : refresh_mask_off();
+static void check_case(const char *tag, int masked, const float *q, const float *k, const float *v, const float *dout) {
+    RefreshMask m = masked ? (RefreshMask){.enabled = 1, .L = L, .K = KS, .pool_kernel = 7, .agg = GROUP_AGG_MAX}
+                           : refresh_mask_off();
     int32_t sel[KS];
     if (masked) attention_refresh_select_cpu(sel, q, k, 1, T, HQ, HKV, D, &m);
     static Result one, two;
@@ -44,8 +44,11 @@ static void check_case(const char *tag, int masked, const float *q, const float 
         const char *what;
         const float *got, *ref;
         int64_t n;
-    } parts[] = {{"out", one.o, ref.o, T * HQ * D}, {"lse", one.lse, ref.lse, HQ * T}, {"dq", one.dq, ref.dq, T * HQ * D},
-                 {"dk", one.dk, ref.dk, T * D}, {"dv", one.dv, ref.dv, T * D}};
+    } parts[] = {{"out", one.o, ref.o, T * HQ * D},
+                 {"lse", one.lse, ref.lse, HQ * T},
+                 {"dq", one.dq, ref.dq, T * HQ * D},
+                 {"dk", one.dk, ref.dk, T * D},
+                 {"dv", one.dv, ref.dv, T * D}};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         snprintf(name, sizeof name, "%s T %d: %s equals the float64 reference", tag, T, parts[i].what);
         tl_close_margin(name, parts[i].got, parts[i].ref, parts[i].n, 2e-6, 2e-5);

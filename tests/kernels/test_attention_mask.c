@@ -86,7 +86,8 @@ static void dense_mask_case(void) {
     rng_seed(&r, 7);
     int64_t T = 40, L = 32, Hq = 4, Hkv = 2, D = 8, ks = 6;
     int64_t nq = T * Hq * D, nk = T * Hkv * D;
-    float *q = xmalloc(4 * nq), *k = xmalloc(4 * nk), *v = xmalloc(4 * nk), *o = xmalloc(4 * nq), *lse = xmalloc(4 * T * Hq);
+    float *q = xmalloc(4 * nq), *k = xmalloc(4 * nk), *v = xmalloc(4 * nk), *o = xmalloc(4 * nq),
+          *lse = xmalloc(4 * T * Hq);
     for (int64_t i = 0; i < nq; i++) q[i] = rng_normal(&r);
     for (int64_t i = 0; i < nk; i++) k[i] = rng_normal(&r), v[i] = rng_normal(&r);
     RefreshMask m = {.enabled = 1, .L = L, .K = ks, .pool_kernel = 7, .agg = GROUP_AGG_MAX};
@@ -112,8 +113,8 @@ static void k_equals_l_is_causal(void) {
     for (int64_t i = 0; i < nq; i++) q[i] = rng_normal(&r), dout[i] = rng_normal(&r);
     for (int64_t i = 0; i < nk; i++) k[i] = rng_normal(&r), v[i] = rng_normal(&r);
     float *o[2], *lse[2], *dq[2], *dk[2], *dv[2];
-    RefreshMask masks[2] = {{.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX}, {.enabled = 1,
-        .L = L, .K = L, .pool_kernel = 7, .agg = GROUP_AGG_MAX}};
+    RefreshMask masks[2] = {{.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX},
+                            {.enabled = 1, .L = L, .K = L, .pool_kernel = 7, .agg = GROUP_AGG_MAX}};
     int32_t *sel = xmalloc(sizeof(int32_t) * B * Hkv * L);
     for (int i = 0; i < 2; i++) {
         o[i] = xmalloc(4 * nq), lse[i] = xmalloc(4 * B * Hq * T), dq[i] = xmalloc(4 * nq);
@@ -208,8 +209,13 @@ static void eval_keys_case(const EvalKeysCase *c) {
             for (int64_t j = 1; j < T; j += 2)
                 memcpy(k + (b * T + j) * Hkv * D, k + (b * T + j - 1) * Hkv * D, sizeof(float) * (size_t)(Hkv * D));
         }
-    RefreshMask m = {.enabled = 1, .L = L, .K = c->K, .pool_kernel = c->kernel, .agg = c->agg, .evict = c->evict,
-        .restride = c->restride};
+    RefreshMask m = {.enabled = 1,
+                     .L = L,
+                     .K = c->K,
+                     .pool_kernel = c->kernel,
+                     .agg = c->agg,
+                     .evict = c->evict,
+                     .restride = c->restride};
     refresh_mask_validate(&m, c->name);
     int64_t per = refresh_sel_len(&m, T);
     int32_t *sel = xmalloc(sizeof(int32_t) * (size_t)(B * Hkv * per));
@@ -260,7 +266,8 @@ static void eval_keys_case(const EvalKeysCase *c) {
                 counted_wrong += count != refresh_row_count(&m, pos);
                 if (same_row(rec, is_full, keys[g], is_full ? 0 : n[g], pos)) continue;
                 if (!bad++)
-                    snprintf(why, sizeof why, "first difference: batch %lld, KV head %lld, position %lld: mask %d keys "
+                    snprintf(why, sizeof why,
+                             "first difference: batch %lld, KV head %lld, position %lld: mask %d keys "
                              "(first %d), eval %s %lld keys",
                              (long long)b, (long long)g, (long long)pos, rec[0], rec[0] ? rec[1] : -1,
                              is_full ? "full step," : "", is_full ? (long long)pos + 1 : (long long)n[g] + 1);
@@ -289,15 +296,15 @@ static void eval_keys_case(const EvalKeysCase *c) {
 
 static void eval_keys_cases(void) {
     const EvalKeysCase cases[] = {
-        {"paper's mask (no evict, no restride) = partial cache growing from L", 2, 24, 12, 4, 2, 8, 6, 7,
-         GROUP_AGG_MAX, 0, 0, 0, 0},
+        {"paper's mask (no evict, no restride) = partial cache growing from L", 2, 24, 12, 4, 2, 8, 6, 7, GROUP_AGG_MAX,
+         0, 0, 0, 0},
         {"evict, no full step (stride above S): rows = refreshkv's keys, K 6 of L 24, S 20", 2, 24, 20, 4, 2, 8, 6, 7,
          GROUP_AGG_MAX, 1, 0, 0, 1},
-        {"evict + restride 1 = refreshkv fixed stride 1 (every row full)", 2, 24, 12, 4, 2, 8, 6, 7, GROUP_AGG_MAX,
-         1, 1, 0, 0},
+        {"evict + restride 1 = refreshkv fixed stride 1 (every row full)", 2, 24, 12, 4, 2, 8, 6, 7, GROUP_AGG_MAX, 1,
+         1, 0, 0},
         {"evict + restride 3 = refreshkv fixed stride 3", 2, 24, 20, 4, 2, 8, 6, 7, GROUP_AGG_MAX, 1, 3, 0, 0},
-        {"evict + restride 10 = refreshkv fixed stride 10, K 4 (more new keys than K), mean", 2, 24, 25, 4, 2, 8, 4,
-         7, GROUP_AGG_MEAN, 1, 10, 0, 1},
+        {"evict + restride 10 = refreshkv fixed stride 10, K 4 (more new keys than K), mean", 2, 24, 25, 4, 2, 8, 4, 7,
+         GROUP_AGG_MEAN, 1, 10, 0, 1},
         {"evict + restride 10 with tied scores (uniform query, repeated keys), no pooling, first head", 2, 24, 25, 4, 2,
          8, 5, 1, GROUP_AGG_FIRST, 1, 10, 1, 1},
         {"evict, tied scores, pooled (kernel 7), no full step", 1, 24, 16, 2, 1, 8, 3, 7, GROUP_AGG_MAX, 1, 0, 1, 1},
@@ -348,11 +355,11 @@ static void nothing_evicted_is_causal(void) {
     } cases[] = {
         {"evict, K = T", {.enabled = 1, .L = L, .K = T, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1}},
         {"evict + restride 3, K = T",
-            {.enabled = 1, .L = L, .K = T, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 3}},
+         {.enabled = 1, .L = L, .K = T, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 3}},
         {"restride 4 without evict, K = T",
-            {.enabled = 1, .L = L, .K = T, .pool_kernel = 7, .agg = GROUP_AGG_MEAN, .restride = 4}},
+         {.enabled = 1, .L = L, .K = T, .pool_kernel = 7, .agg = GROUP_AGG_MEAN, .restride = 4}},
         {"evict + restride 1 (every row full), K 3",
-            {.enabled = 1, .L = L, .K = 3, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 1}},
+         {.enabled = 1, .L = L, .K = 3, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 1}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         run_attention(o[1], lse[1], dq[1], dk[1], dv[1], q, k, v, dout, B, T, Hq, Hkv, D, &cases[c].m);
@@ -409,11 +416,11 @@ int main(void) {
     hand_cases();
     dense_mask_case();
     k_equals_l_is_causal();
-    RefreshMask k_above_l = {.enabled = 1, .L = 16, .K = 17, .pool_kernel = 7,
-        .agg = GROUP_AGG_MAX}, even_kernel = {.enabled = 1, .L = 16, .K = 4, .pool_kernel = 6, .agg = GROUP_AGG_MAX};
-    RefreshMask evict_2 = {.enabled = 1, .L = 16, .K = 4, .pool_kernel = 7, .agg = GROUP_AGG_MAX,
-        .evict = 2}, restride_neg = {.enabled = 1, .L = 16, .K = 4, .pool_kernel = 7, .agg = GROUP_AGG_MAX,
-            .evict = 1, .restride = -3};
+    RefreshMask k_above_l = {.enabled = 1, .L = 16, .K = 17, .pool_kernel = 7, .agg = GROUP_AGG_MAX},
+                even_kernel = {.enabled = 1, .L = 16, .K = 4, .pool_kernel = 6, .agg = GROUP_AGG_MAX};
+    RefreshMask evict_2 = {.enabled = 1, .L = 16, .K = 4, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 2},
+                restride_neg = {
+                    .enabled = 1, .L = 16, .K = 4, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = -3};
     tl_expect_death("K > L is rejected naming 'K'", validate_mask, &k_above_l, "'K' (17) cannot exceed");
     tl_expect_death("even pooling kernel is rejected", validate_mask, &even_kernel, "'pool_kernel' must be odd");
     eval_keys_cases();

@@ -46,14 +46,16 @@ static void check_sr_unbiased(const char *name, float x) {
 static void check_sr(void) {
     check_sr_unbiased("bf16 stochastic rounding: 1 + 0.3 step is unbiased", 1.0f + 0.3f * 0.0078125f);
     check_sr_unbiased("bf16 stochastic rounding: -0.1 (negative) is unbiased", -0.1f);
-    check_sr_unbiased("bf16 stochastic rounding: 1e-3 + a hundredth of a step is unbiased", 1e-3f + 1e-3f * 0.0078125f * 0.01f);
+    check_sr_unbiased("bf16 stochastic rounding: 1e-3 + a hundredth of a step is unbiased",
+                      1e-3f + 1e-3f * 0.0078125f * 0.01f);
     int64_t moved = 0;
     for (uint32_t b = 0; b < 65536u; b += 7) {
         float f = float_from_bf16_bits((uint16_t)b);
         if (isnan(f)) continue;
         for (int64_t i = 0; i < 16; i++) moved += adamw_round_bf16_sr(f, adamw_sr_bits(1, 1, i)) != f;
     }
-    tl_result(moved == 0, "bf16 stochastic rounding leaves bf16 values unchanged", "%lld draws moved", (long long)moved);
+    tl_result(moved == 0, "bf16 stochastic rounding leaves bf16 values unchanged", "%lld draws moved",
+              (long long)moved);
     tl_result(isinf(adamw_round_bf16_sr(INFINITY, 0xffff)) && isnan(adamw_round_bf16_sr(NAN, 0xffff)),
               "bf16 stochastic rounding passes infinity and NaN", "");
     uint32_t a = adamw_sr_bits(5, 3, 1000), b = adamw_sr_bits(5, 3, 1000);

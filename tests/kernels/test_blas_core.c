@@ -59,8 +59,8 @@ int main(void) {
                   "OPENBLAS_CORETYPE is the running core and is reported as set by the user (or kvcpt's choice)",
                   "running %s, set %s: %s", now, set, text);
     else
-        tl_result(strstr(text, "\"chosen_by\":\"openblas\"") != NULL, "an unset OPENBLAS_CORETYPE is reported as OpenBLAS's pick",
-                  "%s", text);
+        tl_result(strstr(text, "\"chosen_by\":\"openblas\"") != NULL,
+                  "an unset OPENBLAS_CORETYPE is reported as OpenBLAS's pick", "%s", text);
     tl_result(strstr(blas_core_summary(), now) != NULL, "the summary line names the running core", "%s",
               blas_core_summary());
     free(text);

@@ -88,10 +88,12 @@ static void check_values(const Shape *s, const float *inp, const float *w, const
         }
     }
     char name[160];
-    snprintf(name, sizeof name, "fp32 N=%lld IC=%lld OC=%lld: out, dinp, dweight within fp32's bound of a double product",
-             (long long)s->N, (long long)s->IC, (long long)s->OC);
-    tl_result(bad == 0, name, "%lld of %lld elements outside; worst [%lld] got %.9g ref %.9g bound %.3g", (long long)bad,
-              (long long)total, (long long)worst, got[worst], ref[worst], 1e-6 + (double)K * u * mag[worst]);
+    snprintf(name, sizeof name,
+             "fp32 N=%lld IC=%lld OC=%lld: out, dinp, dweight within fp32's bound of a double product", (long long)s->N,
+             (long long)s->IC, (long long)s->OC);
+    tl_result(bad == 0, name, "%lld of %lld elements outside; worst [%lld] got %.9g ref %.9g bound %.3g",
+              (long long)bad, (long long)total, (long long)worst, got[worst], ref[worst],
+              1e-6 + (double)K * u * mag[worst]);
     free(ref), free(mag), free(ai), free(aw), free(ad);
 }
 
@@ -109,8 +111,8 @@ static void check_shape(const Shape *s, int bf16r) {
         omp_set_num_threads(threads[t]);
         float *got = layer_outputs(s, inp, w, dout, bf16r);
         char name[160];
-        snprintf(name, sizeof name, "%s N=%lld IC=%lld OC=%lld: %d threads give the bits of 1", bf16r ? "bf16r" : "fp32",
-                 (long long)s->N, (long long)s->IC, (long long)s->OC, threads[t]);
+        snprintf(name, sizeof name, "%s N=%lld IC=%lld OC=%lld: %d threads give the bits of 1",
+                 bf16r ? "bf16r" : "fp32", (long long)s->N, (long long)s->IC, (long long)s->OC, threads[t]);
         tl_identical(name, got, ref, total);
         free(got);
     }
@@ -124,11 +126,11 @@ int main(void) {
     const char *core = json_string_value(json_object_get(info, "core"));
     tl_result(core && core[0] && json_integer_value(json_object_get(info, "blas_threads")) == 1 &&
                   json_integer_value(json_object_get(info, "omp_threads")) == omp,
-              "blas_info_json names the core and the thread counts", "core %s, %lld BLAS threads", core ? core : "(none)",
-              (long long)json_integer_value(json_object_get(info, "blas_threads")));
+              "blas_info_json names the core and the thread counts", "core %s, %lld BLAS threads",
+              core ? core : "(none)", (long long)json_integer_value(json_object_get(info, "blas_threads")));
     json_decref(info);
-    tl_result(openblas_get_num_threads() == 1, "OpenBLAS runs on one thread once pinned", "openblas_get_num_threads() = %d",
-              openblas_get_num_threads());
+    tl_result(openblas_get_num_threads() == 1, "OpenBLAS runs on one thread once pinned",
+              "openblas_get_num_threads() = %d", openblas_get_num_threads());
     tl_result(omp_get_max_threads() == omp, "pinning OpenBLAS leaves OpenMP's thread count alone", "%d threads, was %d",
               omp_get_max_threads(), omp);
     const Shape shapes[] = {{1, 64, 48},

@@ -55,7 +55,10 @@ static void fd_check(const char *name, Objective f, void *ctx, float *x, const f
 }
 
 /* ---- rmsnorm ---- */
-typedef struct { float *x, *w, *y, *rstd, *r; int64_t N, C; } NormCtx;
+typedef struct {
+    float *x, *w, *y, *rstd, *r;
+    int64_t N, C;
+} NormCtx;
 static double norm_f(void *p) {
     NormCtx *c = p;
     rmsnorm_forward_cpu(c->y, c->rstd, c->x, c->w, c->N, c->C, 1e-5f);
@@ -71,7 +74,10 @@ static void check_rmsnorm(void) {
 }
 
 /* ---- matmul ---- */
-typedef struct { float *x, *w, *y, *r; int64_t N, IC, OC; } MmCtx;
+typedef struct {
+    float *x, *w, *y, *r;
+    int64_t N, IC, OC;
+} MmCtx;
 static double mm_f(void *p) {
     MmCtx *c = p;
     matmul_forward_cpu(c->y, c->x, c->w, c->N, c->IC, c->OC);
@@ -87,7 +93,10 @@ static void check_matmul(void) {
 }
 
 /* ---- swiglu: rows [gate (F) | up (F)] ---- */
-typedef struct { float *gu, *h, *r; int64_t N, F; } SwCtx;
+typedef struct {
+    float *gu, *h, *r;
+    int64_t N, F;
+} SwCtx;
 static double sw_f(void *p) {
     SwCtx *c = p;
     swiglu_fused_forward_cpu(c->h, c->gu, c->N, c->F);
@@ -102,7 +111,10 @@ static void check_swiglu(void) {
 }
 
 /* ---- rope (llama3 rule) ---- */
-typedef struct { float *x, *y, *r, *cs, *sn; int64_t B, T, H, D; } RopeCtx;
+typedef struct {
+    float *x, *y, *r, *cs, *sn;
+    int64_t B, T, H, D;
+} RopeCtx;
 static double rope_f(void *p) {
     RopeCtx *c = p;
     int64_t n = c->B * c->T * c->H * c->D;
@@ -113,8 +125,15 @@ static double rope_f(void *p) {
 static void check_rope(void) {
     int64_t B = 2, T = 6, H = 3, D = 8, n = B * T * H * D;
     RopeParams rp = {500000.0, 1, 8.0, 1.0, 4.0, 64};
-    RopeCtx c = {randn(n, 1), xmalloc(sizeof(float) * n), randn(n, 1), xmalloc(4 * T * D / 2), xmalloc(4 * T * D / 2),
-                 B, T, H, D};
+    RopeCtx c = {randn(n, 1),
+                 xmalloc(sizeof(float) * n),
+                 randn(n, 1),
+                 xmalloc(4 * T * D / 2),
+                 xmalloc(4 * T * D / 2),
+                 B,
+                 T,
+                 H,
+                 D};
     rope_table(c.cs, c.sn, T, D, &rp);
     rope_f(&c);
     float *dx = xmalloc(sizeof(float) * n);
@@ -124,7 +143,11 @@ static void check_rope(void) {
 }
 
 /* ---- embedding ---- */
-typedef struct { float *wte, *y, *r; int32_t *tok; int64_t N, C; } EmbCtx;
+typedef struct {
+    float *wte, *y, *r;
+    int32_t *tok;
+    int64_t N, C;
+} EmbCtx;
 static double emb_f(void *p) {
     EmbCtx *c = p;
     embedding_forward_cpu(c->y, c->tok, c->wte, c->N, c->C);
@@ -140,7 +163,11 @@ static void check_embedding(void) {
 }
 
 /* ---- cross-entropy (with an ignored row) ---- */
-typedef struct { float *z, *loss, *lse; int32_t *tgt; int64_t R, V; } CeCtx;
+typedef struct {
+    float *z, *loss, *lse;
+    int32_t *tgt;
+    int64_t R, V;
+} CeCtx;
 static double ce_f(void *p) {
     CeCtx *c = p;
     crossentropy_forward_cpu(c->loss, c->lse, c->z, c->tgt, c->R, c->V);
@@ -159,7 +186,12 @@ static void check_crossentropy(void) {
 }
 
 /* ---- attention, causal and with the RefreshKV mask (selection frozen) ---- */
-typedef struct { float *q, *k, *v, *o, *lse, *r; int32_t *sel; int64_t B, T, Hq, Hkv, D; RefreshMask m; } AttCtx;
+typedef struct {
+    float *q, *k, *v, *o, *lse, *r;
+    int32_t *sel;
+    int64_t B, T, Hq, Hkv, D;
+    RefreshMask m;
+} AttCtx;
 static double att_f(void *p) {
     AttCtx *c = p;
     attention_forward_cpu(c->o, c->lse, c->q, c->k, c->v, c->sel, c->B, c->T, c->Hq, c->Hkv, c->D, &c->m);
@@ -167,8 +199,19 @@ static double att_f(void *p) {
 }
 static void check_attention(const char *tag, RefreshMask m, int64_t Hq, int64_t Hkv) {
     int64_t B = 2, T = 14, D = 4, nq = B * T * Hq * D, nk = B * T * Hkv * D;
-    AttCtx c = {randn(nq, 1), randn(nk, 1), randn(nk, 1), xmalloc(4 * nq), xmalloc(4 * B * Hq * T), randn(nq, 1),
-                NULL, B, T, Hq, Hkv, D, m};
+    AttCtx c = {randn(nq, 1),
+                randn(nk, 1),
+                randn(nk, 1),
+                xmalloc(4 * nq),
+                xmalloc(4 * B * Hq * T),
+                randn(nq, 1),
+                NULL,
+                B,
+                T,
+                Hq,
+                Hkv,
+                D,
+                m};
     if (refresh_active(&m, T)) {
         c.sel = xmalloc(sizeof(int32_t) * B * Hkv * refresh_sel_len(&m, T));
         attention_refresh_select_cpu(c.sel, c.q, c.k, B, T, Hq, Hkv, D, &m);
@@ -194,8 +237,11 @@ int main(void) {
     check_embedding();
     check_crossentropy();
     RefreshMask causal = {.enabled = 0, .L = 0, .K = 0, .pool_kernel = 1, .agg = GROUP_AGG_MAX};
-    RefreshMask masked = {.enabled = 1, .L = 10, .K = 3, .pool_kernel = 3,
-        .agg = GROUP_AGG_MAX}; /* T = 14: 4 refresh rows, 3 of 10 prefill keys */
+    RefreshMask masked = {.enabled = 1,
+                          .L = 10,
+                          .K = 3,
+                          .pool_kernel = 3,
+                          .agg = GROUP_AGG_MAX}; /* T = 14: 4 refresh rows, 3 of 10 prefill keys */
     check_attention("causal MHA", causal, 2, 2);
     check_attention("causal GQA 4:1", causal, 4, 1);
     check_attention("masked GQA 2:1", masked, 4, 2);

@@ -17,8 +17,9 @@ static int64_t config_num_params(const LlamaConfig *c) {
     return V * C + c->num_hidden_layers * per_layer + C + (c->tie_word_embeddings ? 0 : V * C);
 }
 
-#define SHAPE "\"vocab_size\":64,\"hidden_size\":32,\"intermediate_size\":48,\"num_hidden_layers\":1," \
-              "\"num_attention_heads\":4,\"max_position_embeddings\":8192,"
+#define SHAPE                                                                                                          \
+    "\"vocab_size\":64,\"hidden_size\":32,\"intermediate_size\":48,\"num_hidden_layers\":1,"                           \
+    "\"num_attention_heads\":4,\"max_position_embeddings\":8192,"
 
 static void parse_text(void *text) {
     LlamaConfig c;
@@ -35,8 +36,10 @@ static void override(void *spec) {
  * the same, and a type or field kvcpt does not honour refused, named */
 static void rope_scaling_types(void) {
     LlamaConfig a, b;
-    config_parse_json(&a, "{" SHAPE "\"rope_theta\":1e5,\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":3.0,"
-                          "\"beta_fast\":16.0,\"mscale\":0.8,\"mscale_all_dim\":1.3,\"truncate\":false}}", "yarn.json");
+    config_parse_json(&a,
+                      "{" SHAPE "\"rope_theta\":1e5,\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":3.0,"
+                      "\"beta_fast\":16.0,\"mscale\":0.8,\"mscale_all_dim\":1.3,\"truncate\":false}}",
+                      "yarn.json");
     char *js = config_to_json(&a);
     config_parse_json(&b, js, "yarn round trip");
     free(js);
@@ -48,8 +51,10 @@ static void rope_scaling_types(void) {
               "yarn: original_max_position_embeddings defaults to max_position_embeddings; every field round trips",
               "type %d original %lld beta_fast %g truncate %d", (int)y->type, (long long)y->original_max_pos,
               y->beta_fast, !y->no_truncate);
-    config_parse_json(&a, "{" SHAPE "\"rope_parameters\":{\"rope_theta\":1e5,\"rope_type\":\"yarn\",\"factor\":null,"
-                          "\"original_max_position_embeddings\":2048}}", "yarn5.json");
+    config_parse_json(&a,
+                      "{" SHAPE "\"rope_parameters\":{\"rope_theta\":1e5,\"rope_type\":\"yarn\",\"factor\":null,"
+                      "\"original_max_position_embeddings\":2048}}",
+                      "yarn5.json");
     tl_result(a.rope_scaling.factor == 4.0 && a.rope_theta == 1e5,
               "yarn factor null: max_position_embeddings / original_max_position_embeddings, as transformers",
               "factor %g", a.rope_scaling.factor);
@@ -77,8 +82,8 @@ static void rope_scaling_types(void) {
               "--rope-scaling as a JSON block; yarn's attention factor 0.1 ln(factor) + 1", "beta_fast %g",
               a.rope_scaling.beta_fast);
     rope_scaling_override(&a, "none", "--rope-scaling");
-    tl_result(a.rope_scaling.type == ROPE_DEFAULT && rope_covered_context(&a) == 8192, "--rope-scaling none",
-              "type %d", (int)a.rope_scaling.type);
+    tl_result(a.rope_scaling.type == ROPE_DEFAULT && rope_covered_context(&a) == 8192, "--rope-scaling none", "type %d",
+              (int)a.rope_scaling.type);
 
     tl_expect_death("an unhonoured field is refused, named", parse_text,
                     "{" SHAPE "\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2.0,\"beta_fast\":4.0}}",
@@ -110,17 +115,18 @@ static void rope_scaling_types(void) {
  * back as Qwen2ForCausalLM. */
 static void qwen2(void) {
     LlamaConfig c;
-    config_parse_json(&c, "{\"architectures\":[\"Qwen2ForCausalLM\"],\"model_type\":\"qwen2\",\"vocab_size\":151936,"
-                          "\"hidden_size\":896,\"intermediate_size\":4864,\"num_hidden_layers\":24,"
-                          "\"num_attention_heads\":14,\"num_key_value_heads\":2,\"max_position_embeddings\":32768,"
-                          "\"max_window_layers\":21,\"rms_norm_eps\":1e-06,\"rope_theta\":1000000.0,"
-                          "\"sliding_window\":32768,\"use_sliding_window\":false,\"tie_word_embeddings\":true,"
-                          "\"hidden_act\":\"silu\",\"bos_token_id\":151643,\"eos_token_id\":151643}",
+    config_parse_json(&c,
+                      "{\"architectures\":[\"Qwen2ForCausalLM\"],\"model_type\":\"qwen2\",\"vocab_size\":151936,"
+                      "\"hidden_size\":896,\"intermediate_size\":4864,\"num_hidden_layers\":24,"
+                      "\"num_attention_heads\":14,\"num_key_value_heads\":2,\"max_position_embeddings\":32768,"
+                      "\"max_window_layers\":21,\"rms_norm_eps\":1e-06,\"rope_theta\":1000000.0,"
+                      "\"sliding_window\":32768,\"use_sliding_window\":false,\"tie_word_embeddings\":true,"
+                      "\"hidden_act\":\"silu\",\"bos_token_id\":151643,\"eos_token_id\":151643}",
                       "qwen2.5-0.5b/config.json");
     tl_result(c.arch == ARCH_QWEN2 && c.tie_word_embeddings && c.rope_theta == 1e6 && c.head_dim == 64 &&
                   config_num_params(&c) == 494032768LL,
-              "Qwen2.5-0.5B's config reads as qwen2, 494,032,768 parameters", "arch %d, %lld parameters",
-              (int)c.arch, (long long)config_num_params(&c));
+              "Qwen2.5-0.5B's config reads as qwen2, 494,032,768 parameters", "arch %d, %lld parameters", (int)c.arch,
+              (long long)config_num_params(&c));
     ParamLayout pl;
     param_layout_build(&pl, &c);
     int v = param_layout_find(&pl, "model.layers.3.self_attn.v_proj.weight");
@@ -139,8 +145,8 @@ static void qwen2(void) {
     tl_result(c2.arch == ARCH_QWEN2 && strstr(js, "\"Qwen2ForCausalLM\"") && strstr(js, "\"model_type\": \"qwen2\"") &&
                   strstr(js, "\"use_sliding_window\": false") && !strstr(js, "attention_bias") &&
                   c2.rope_theta == 1e6 && c2.tie_word_embeddings,
-              "a Qwen2 config.json is written as Qwen2ForCausalLM, model_type qwen2, use_sliding_window false",
-              "%s", js);
+              "a Qwen2 config.json is written as Qwen2ForCausalLM, model_type qwen2, use_sliding_window false", "%s",
+              js);
     free(js);
     LlamaConfig l;
     config_parse_json(&l, "{" SHAPE "\"model_type\":\"llama\"}", "l.json");
@@ -158,16 +164,16 @@ static void architectures(void) {
     config_parse_json(&c, "{" SHAPE "\"model_type\":\"mistral\",\"sliding_window\":null}", "m.json");
     tl_result(c.arch == ARCH_MISTRAL && c.max_position_embeddings == 8192, "model_type mistral reads as Mistral",
               "arch %d", (int)c.arch);
-    config_parse_json(&c, "{" SHAPE "\"architectures\":[\"MistralForCausalLM\"],\"sliding_window\":null}",
-                      "m.json");
+    config_parse_json(&c, "{" SHAPE "\"architectures\":[\"MistralForCausalLM\"],\"sliding_window\":null}", "m.json");
     tl_result(c.arch == ARCH_MISTRAL, "architectures MistralForCausalLM alone reads as Mistral", "arch %d",
               (int)c.arch);
     char *js = config_to_json(&c);
     LlamaConfig c2;
     config_parse_json(&c2, js, "mistral round trip");
-    tl_result(c2.arch == ARCH_MISTRAL && strstr(js, "\"MistralForCausalLM\"") && strstr(js, "\"model_type\": \"mistral\"") &&
-                  strstr(js, "\"sliding_window\": null"),
-              "a Mistral config.json is written as MistralForCausalLM, model_type mistral, sliding_window null", "%s", js);
+    tl_result(c2.arch == ARCH_MISTRAL && strstr(js, "\"MistralForCausalLM\"") &&
+                  strstr(js, "\"model_type\": \"mistral\"") && strstr(js, "\"sliding_window\": null"),
+              "a Mistral config.json is written as MistralForCausalLM, model_type mistral, sliding_window null", "%s",
+              js);
     free(js);
     config_parse_json(&c, "{" SHAPE "\"model_type\":\"llama\",\"architectures\":[\"LlamaModel\"]}", "l.json");
     js = config_to_json(&c);
@@ -201,7 +207,8 @@ static void architectures(void) {
 int main(void) {
     LlamaConfig c;
     config_load(&c, "llama3.1-8b");
-    tl_result(c.hidden_size == 4096 && c.num_key_value_heads == 8 && c.rope_scaling.type == ROPE_LLAMA3 && !c.tie_word_embeddings,
+    tl_result(c.hidden_size == 4096 && c.num_key_value_heads == 8 && c.rope_scaling.type == ROPE_LLAMA3 &&
+                  !c.tie_word_embeddings,
               "preset llama3.1-8b shapes", "unexpected fields");
     /* Llama-3.1-8B has 8,030,261,248 parameters (HF model card / safetensors index) */
     tl_result(config_num_params(&c) == 8030261248LL, "llama3.1-8b parameter count", "got %lld",
@@ -223,8 +230,8 @@ int main(void) {
     LlamaConfig c2;
     config_parse_json(&c2, js, "roundtrip");
     free(js);
-    tl_result(c2.hidden_size == c.hidden_size && c2.rope_scaling.type == ROPE_LLAMA3 && c2.rope_scaling.factor == 8.0 && c2.n_eos == 3 &&
-                  c2.tie_word_embeddings,
+    tl_result(c2.hidden_size == c.hidden_size && c2.rope_scaling.type == ROPE_LLAMA3 && c2.rope_scaling.factor == 8.0 &&
+                  c2.n_eos == 3 && c2.tie_word_embeddings,
               "config.json round trip", "fields differ");
 
     /* transformers 5 writes "rope_parameters" (theta inside) instead of

@@ -58,7 +58,8 @@ static int same_tensors(const char *a, const char *b, char *why, size_t n) {
     for (int k = 0; k < pl.n && ok; k++) {
         int i = tensor_set_find(&x, pl.t[k].name), j = tensor_set_find(&y, pl.t[k].name);
         ok = i >= 0 && j >= 0 && x.t[i].dtype == y.t[j].dtype && x.t[i].ndim == y.t[j].ndim &&
-             x.t[i].bytes == y.t[j].bytes && memcmp(x.t[i].shape, y.t[j].shape, sizeof(int64_t) * (size_t)x.t[i].ndim) == 0 &&
+             x.t[i].bytes == y.t[j].bytes &&
+             memcmp(x.t[i].shape, y.t[j].shape, sizeof(int64_t) * (size_t)x.t[i].ndim) == 0 &&
              memcmp(x.t[i].data, y.t[j].data, (size_t)x.t[i].bytes) == 0;
         if (!ok) snprintf(why, n, "tensor %s differs", pl.t[k].name);
     }
@@ -85,7 +86,8 @@ static void test_roundtrip(void) {
     TensorSet s;
     char err[1024];
     int rc = tensor_set_open(&s, ROOT "/hf", err, sizeof err);
-    tl_result(rc == 0 && s.n_shards == 3 && s.n == pl.n, "3-shard index checkpoint loads", "%s", rc ? err : "wrong counts");
+    tl_result(rc == 0 && s.n_shards == 3 && s.n == pl.n, "3-shard index checkpoint loads", "%s",
+              rc ? err : "wrong counts");
     if (rc == 0) tensor_set_close(&s);
 
     char why[256] = "";
@@ -200,11 +202,14 @@ static void convert_child(void *argv) { exit(cmd_convert(7, argv)); }
 
 static void test_errors(void) {
     write_variant(ROOT "/missing", 3, -1, NULL);
-    expect_error("missing tensor named", load_dir, ROOT "/missing", "'model.layers.0.self_attn.k_proj.weight' (shape 16 x 32) is missing");
+    expect_error("missing tensor named", load_dir, ROOT "/missing",
+                 "'model.layers.0.self_attn.k_proj.weight' (shape 16 x 32) is missing");
     write_variant(ROOT "/reshaped", -1, 2, NULL);
-    expect_error("wrong shape named with file and offset", load_dir, ROOT "/reshaped", "has shape [31, 32], expected [32, 32]");
+    expect_error("wrong shape named with file and offset", load_dir, ROOT "/reshaped",
+                 "has shape [31, 32], expected [32, 32]");
     write_variant(ROOT "/extra", -1, -1, "model.layers.9.mlp.up_proj.weight");
-    expect_error("extra tensor named", load_dir, ROOT "/extra", "'model.layers.9.mlp.up_proj.weight' is not part of the model");
+    expect_error("extra tensor named", load_dir, ROOT "/extra",
+                 "'model.layers.9.mlp.up_proj.weight' is not part of the model");
     expect_error("directory without a model", load_dir, ROOT, "expected a model directory");
 
     const char *idx_bad[][2] = {
@@ -223,8 +228,11 @@ static void test_errors(void) {
     }
     /* a shard that holds a tensor the index attributes elsewhere */
     system("rm -rf " ROOT "/moved && cp -r " ROOT "/hf " ROOT "/moved && sed -i "
-           "'s/\"model.norm.weight\": \"model-00003/\"model.norm.weight\": \"model-00001/' " ROOT "/moved/" HF_INDEX_FILE);
-    expect_error("index disagreeing with a shard", load_dir, ROOT "/moved", "'model.norm.weight' is in shard model-00003-of-00003.safetensors but the index maps it to model-00001");
+           "'s/\"model.norm.weight\": \"model-00003/\"model.norm.weight\": \"model-00001/' " ROOT
+           "/moved/" HF_INDEX_FILE);
+    expect_error(
+        "index disagreeing with a shard", load_dir, ROOT "/moved",
+        "'model.norm.weight' is in shard model-00003-of-00003.safetensors but the index maps it to model-00001");
 
     int64_t n;
     char *img = read_text_file(ROOT "/native/" NATIVE_MODEL_FILE, &n);
@@ -244,7 +252,8 @@ static void test_errors(void) {
             else rej++;
             img[pos] = (char)old;
         }
-    tl_result(rej > 0, "native header mutation sweep runs without crashing", "acc %lld rej %lld", (long long)acc, (long long)rej);
+    tl_result(rej > 0, "native header mutation sweep runs without crashing", "acc %lld rej %lld", (long long)acc,
+              (long long)rej);
     free(img);
 
     char *a1[] = {"convert", "--from", ROOT "/hf", "--to", ROOT "/x", "--to-dtype", "int8", NULL};

@@ -74,8 +74,9 @@ static int build_cases(DqCase *c) {
     }
     {   /* F16: 1, -2, the smallest subnormal 2^-24, the largest finite 65504 */
         DqCase *d = &c[k++];
-        *d = (DqCase){"F16", GGML_T_F16, 4, {0x00, 0x3c, 0x00, 0xc0, 0x01, 0x00, 0xff, 0x7b}, 8,
-                      {1.0f, -2.0f, 5.9604644775390625e-8f, 65504.0f}};
+        *d = (DqCase){"F16", GGML_T_F16,
+                      4,     {0x00, 0x3c, 0x00, 0xc0, 0x01, 0x00, 0xff, 0x7b},
+                      8,     {1.0f, -2.0f, 5.9604644775390625e-8f, 65504.0f}};
     }
     {   /* BF16: the top half of a float32 */
         DqCase *d = &c[k++];
@@ -133,7 +134,8 @@ static void test_dequant(void) {
         for (int64_t j = 0; rc == 0 && j < c[i].n && bad < 0; j++)
             if (kv_f32_bits(got[j]) != kv_f32_bits(c[i].want[j])) bad = (int)j;
         char name[96];
-        snprintf(name, sizeof name, "dequantize %s: every element equals the hand-computed value bit for bit", c[i].name);
+        snprintf(name, sizeof name, "dequantize %s: every element equals the hand-computed value bit for bit",
+                 c[i].name);
         tl_result(rc == 0 && bad < 0, name, "rc %d; element %d got %.9g want %.9g", rc, bad, bad < 0 ? 0 : got[bad],
                   bad < 0 ? 0 : c[i].want[bad]);
     }
@@ -278,7 +280,8 @@ static void test_bad_files(void) {
     c[n++] = (BadCase){"unknown metadata value type", "key 'a': unknown value type 13", b};
     b = (Buf){0}, header(&b, 0, 1), str(&b, "a"), u32(&b, GGUF_ARRAY), u32(&b, GGUF_ARRAY), u64(&b, 0);
     c[n++] = (BadCase){"array of arrays", "arrays of arrays are not supported", b};
-    b = (Buf){0}, header(&b, 0, 2), str(&b, "a"), u32(&b, GGUF_UINT8), u8(&b, 1), str(&b, "a"), u32(&b, GGUF_UINT8), u8(&b, 2);
+    b = (Buf){0}, header(&b, 0, 2), str(&b, "a"), u32(&b, GGUF_UINT8), u8(&b, 1), str(&b, "a"), u32(&b, GGUF_UINT8),
+    u8(&b, 2);
     c[n++] = (BadCase){"duplicate key", "metadata key 'a' appears twice", b};
     b = (Buf){0}, header(&b, 0, 1), str(&b, "general.alignment"), u32(&b, GGUF_UINT32), u32(&b, 48);
     c[n++] = (BadCase){"alignment not a power of two", "general.alignment': expected a uint32 power of two", b};
@@ -294,13 +297,15 @@ static void test_bad_files(void) {
                        one_tensor(GGML_T_F32, 32, (1ull << 63) + 32, 128)};
     c[n++] = (BadCase){"misaligned tensor offset", "data offset 4 is not a multiple of the alignment 32",
                        one_tensor(GGML_T_F32, 4, 4, 64)};
-    c[n++] = (BadCase){"Q4_1 row not a multiple of its block", "first dimension 40 is not a multiple of Q4_1's block of 32",
-                       one_tensor(GGML_T_Q4_1, 40, 0, 64)};
+    c[n++] =
+        (BadCase){"Q4_1 row not a multiple of its block", "first dimension 40 is not a multiple of Q4_1's block of 32",
+                  one_tensor(GGML_T_Q4_1, 40, 0, 64)};
     {
         b = (Buf){0}, header(&b, 1, 0);
         int64_t ne[2] = {1ll << 32, 1ll << 32};
         tensor_info(&b, "w", 2, ne, GGML_T_F32, 0);
-        c[n++] = (BadCase){"dimensions whose product overflows", "tensor 'w': dimension 1 = 4294967296 makes the element count overflow", b};
+        c[n++] = (BadCase){"dimensions whose product overflows",
+                           "tensor 'w': dimension 1 = 4294967296 makes the element count overflow", b};
     }
     {
         b = (Buf){0}, header(&b, 1, 0);

@@ -98,7 +98,8 @@ static void k_equals_l(void) {
     llama_forward(&b, tok, tgt, B, T);
     llama_logits(&b, zb, 0, B * T);
     int prefill_same = memcmp(za, zb, sizeof(float) * (size_t)(L * c.vocab_size)) == 0;
-    int tail_differs = memcmp(za + L * c.vocab_size, zb + L * c.vocab_size, sizeof(float) * (size_t)(S * c.vocab_size)) != 0;
+    int tail_differs =
+        memcmp(za + L * c.vocab_size, zb + L * c.vocab_size, sizeof(float) * (size_t)(S * c.vocab_size)) != 0;
     tl_result(prefill_same && tail_differs, "model K < L: prefill rows unchanged, refresh rows changed",
               "prefill same %d, tail differs %d", prefill_same, tail_differs);
     free(za), free(zb);

@@ -12,8 +12,8 @@ static int st_header_find(const StHeader *h, const char *name) {
     return -1;
 }
 
-#define VALID_HDR                                                                                               \
-    "{\"__metadata__\":{\"format\":\"pt\"},\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}," \
+#define VALID_HDR                                                                                                      \
+    "{\"__metadata__\":{\"format\":\"pt\"},\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"         \
     "\"b\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[24,32]}}"
 
 static void test_dtypes(void) {
@@ -98,33 +98,47 @@ static const BadCase bad_cases[] = {
     {"header length beyond the file", VALID_HDR, "runs past the end of the file", 32, 5000, 0},
     {"2 GB header claim", VALID_HDR, "exceeds the 100000000-byte limit", 32, 2147483648LL, 0},
     {"header length 0", "", "start with '{'", 0, 0, 0},
-    {"offsets out of bounds", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[16,32]}}", "data_offsets [16, 32]", 24, 0, 0},
+    {"offsets out of bounds", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[16,32]}}",
+     "data_offsets [16, 32]", 24, 0, 0},
     {"begin after end", "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,0]}}", "begin <= end", 8, 0, 0},
     {"overlapping offsets",
-     "{\"a\":{\"dtype\":\"F32\",\"shape\":[6],\"data_offsets\":[0,24]},\"b\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[20,28]}}",
+     "{\"a\":{\"dtype\":\"F32\",\"shape\":[6],\"data_offsets\":[0,24]},\"b\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_"
+     "offsets\":[20,28]}}",
      "overlap", 32, 0, 0},
     {"hole between tensors",
-     "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},\"b\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[24,32]}}",
+     "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},\"b\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_"
+     "offsets\":[24,32]}}",
      "hole in the data buffer", 32, 0, 0},
-    {"bytes after the last tensor", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", "file holds 24", 24, 0, 0},
-    {"unknown dtype", "{\"a\":{\"dtype\":\"Q4_K\",\"shape\":[4],\"data_offsets\":[0,16]}}", "dtype 'Q4_K' is not supported", 16, 0, 0},
-    {"integer dtype", "{\"a\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,16]}}", "dtype 'I64' is not supported", 16, 0, 0},
-    {"shape/byte-count mismatch", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,24]}}", "need 32 bytes but data_offsets span 24", 24, 0, 0},
-    {"shape product overflow", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4],\"data_offsets\":[0,16]}}", "overflows", 16, 0, 0},
+    {"bytes after the last tensor", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}",
+     "file holds 24", 24, 0, 0},
+    {"unknown dtype", "{\"a\":{\"dtype\":\"Q4_K\",\"shape\":[4],\"data_offsets\":[0,16]}}",
+     "dtype 'Q4_K' is not supported", 16, 0, 0},
+    {"integer dtype", "{\"a\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,16]}}",
+     "dtype 'I64' is not supported", 16, 0, 0},
+    {"shape/byte-count mismatch", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,24]}}",
+     "need 32 bytes but data_offsets span 24", 24, 0, 0},
+    {"shape product overflow", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4],\"data_offsets\":[0,16]}}",
+     "overflows", 16, 0, 0},
     {"negative shape", "{\"a\":{\"dtype\":\"F32\",\"shape\":[-4],\"data_offsets\":[0,16]}}", "non-negative", 16, 0, 0},
     {"negative offset", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[-16,0]}}", "non-negative", 16, 0, 0},
-    {"missing data_offsets", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4]}}", "exactly dtype, shape, data_offsets", 16, 0, 0},
-    {"non-UTF-8 JSON", "{\"\xff\xfe\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", "invalid JSON header", 16, 0, 0},
-    {"overlong UTF-8", "{\"\xc0\xaf\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", "invalid JSON header", 16, 0, 0},
+    {"missing data_offsets", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4]}}", "exactly dtype, shape, data_offsets", 16, 0,
+     0},
+    {"non-UTF-8 JSON", "{\"\xff\xfe\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}",
+     "invalid JSON header", 16, 0, 0},
+    {"overlong UTF-8", "{\"\xc0\xaf\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}",
+     "invalid JSON header", 16, 0, 0},
     {"duplicate tensor name",
-     "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
+     "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_"
+     "offsets\":[8,16]}}",
      "duplicate", 16, 0, 0},
     {"header not an object", "[1,2]", "start with '{'", 0, 0, 0},
     {"garbage after the JSON", "{} x", "invalid JSON header", 0, 0, 0},
     {"unterminated JSON", "{\"a\":{\"dtype\":", "invalid JSON header", 0, 0, 0},
     {"metadata value not a string", "{\"__metadata__\":{\"format\":1}}", "expected a string value", 0, 0, 0},
-    {"escaped NUL in a name", "{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", "invalid JSON header", 16, 0, 0},
-    {"too many dimensions", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", "dimensions", 4, 0, 0},
+    {"escaped NUL in a name", "{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}",
+     "invalid JSON header", 16, 0, 0},
+    {"too many dimensions", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}",
+     "dimensions", 4, 0, 0},
 };
 
 static void test_bad_corpus(void) {

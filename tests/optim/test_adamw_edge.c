@@ -73,12 +73,11 @@ static void huge_value(void) {
     float m_pos = omb1 * 1e10f, v_pos = (omb2 * 1e10f) * 1e10f;
     tl_result(finite, "one huge gradient per block: params and states finite", "");
     /* the block's absmax is the huge value itself, stored exactly (code 1) */
-    tl_result(m[300] == m_pos && v[300] == v_pos && v[600] == v_pos,
-              "huge value: positive m and both v stored exactly", "m %.9g (want %.9g) v %.9g / %.9g (want %.9g)", m[300],
-              m_pos, v[300], v[600], v_pos);
+    tl_result(m[300] == m_pos && v[300] == v_pos && v[600] == v_pos, "huge value: positive m and both v stored exactly",
+              "m %.9g (want %.9g) v %.9g / %.9g (want %.9g)", m[300], m_pos, v[300], v[600], v_pos);
     /* the signed map has no -1: -absmax lands on -0.99296875 (bitsandbytes) */
-    tl_result(fabsf(m[600] / -m_pos - 0.99296875f) < 1e-6f,
-              "huge value: negative m stored as -0.99296875 absmax", "ratio %.9g", m[600] / -m_pos);
+    tl_result(fabsf(m[600] / -m_pos - 0.99296875f) < 1e-6f, "huge value: negative m stored as -0.99296875 absmax",
+              "ratio %.9g", m[600] / -m_pos);
     free(p), free(g), free(m), free(v);
     optim_free(o);
 }
@@ -131,7 +130,8 @@ static Optimizer *run_steps(int threads, int steps, float *p) {
 }
 
 static int same_state(const Optimizer *a, const Optimizer *b) {
-    return memcmp(a->m_code, b->m_code, (size_t)a->n_code) == 0 && memcmp(a->v_code, b->v_code, (size_t)a->n_code) == 0 &&
+    return memcmp(a->m_code, b->m_code, (size_t)a->n_code) == 0 &&
+           memcmp(a->v_code, b->v_code, (size_t)a->n_code) == 0 &&
            memcmp(a->m_absmax, b->m_absmax, (size_t)a->n_absmax * 4) == 0 &&
            memcmp(a->v_absmax, b->v_absmax, (size_t)a->n_absmax * 4) == 0 &&
            memcmp(a->m32, b->m32, (size_t)a->n_f32 * 4) == 0 && memcmp(a->v32, b->v32, (size_t)a->n_f32 * 4) == 0;
@@ -219,9 +219,8 @@ static void segment_rules(void) {
     tl_result(!o->seg[0].quantized && o->seg[1].quantized && !o->seg[2].quantized && o->n_absmax == 16 &&
                   o->nblocks == 16 + 16 + 2,
               "segments under 4096 keep fp32 states; blocks start at each segment", "");
-    tl_result(o->n_code == 4096 && o->n_f32 == 4095 + 257,
-              "states: one code per quantized element, fp32 for the rest", "n_code %lld, n_f32 %lld",
-              (long long)o->n_code, (long long)o->n_f32);
+    tl_result(o->n_code == 4096 && o->n_f32 == 4095 + 257, "states: one code per quantized element, fp32 for the rest",
+              "n_code %lld, n_f32 %lld", (long long)o->n_code, (long long)o->n_f32);
     optim_free(o);
 }
 

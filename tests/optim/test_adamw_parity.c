@@ -39,7 +39,8 @@ static void fill_normal(Rng *r, float *x, int64_t n, float sd) {
 static void parity_8bit(const AdamWHyper *h, int resync, const char *label) {
     Optimizer *o = optim_create(OPTIM_ADAMW8BIT, seg_off, seg_num, NSEG);
     float *p = xmalloc(TOTAL * sizeof(float)), *g = xmalloc(TOTAL * sizeof(float));
-    float *pr = xmalloc(TOTAL * sizeof(float)), *mr = xcalloc(TOTAL, sizeof(float)), *vr = xcalloc(TOTAL, sizeof(float));
+    float *pr = xmalloc(TOTAL * sizeof(float)), *mr = xcalloc(TOTAL, sizeof(float)),
+          *vr = xcalloc(TOTAL, sizeof(float));
     float *mq = xmalloc(TOTAL * sizeof(float)), *vq = xmalloc(TOTAL * sizeof(float));
     Rng r;
     rng_seed(&r, 1234);
@@ -88,8 +89,8 @@ static void parity_8bit(const AdamWHyper *h, int resync, const char *label) {
         for (int s = 0; s < NSEG; s++)
             for (int64_t i = seg_off[s]; i < seg_off[s] + seg_num[s]; i++)
                 moved += fabs((double)pr[i] - p0[i]), drift += fabs((double)p[i] - pr[i]);
-        printf("# %s: after 50 steps mean |p8 - p32| / mean |p32 - p0| = %.3e / %.3e = %.4f\n", label, drift / (TOTAL - 107),
-               moved / (TOTAL - 107), drift / moved);
+        printf("# %s: after 50 steps mean |p8 - p32| / mean |p32 - p0| = %.3e / %.3e = %.4f\n", label,
+               drift / (TOTAL - 107), moved / (TOTAL - 107), drift / moved);
         snprintf(name, sizeof name, "%s: drift < 5%% of the parameters' movement", label);
         tl_result(drift < 0.05 * moved, name, "ratio %.4f", drift / moved);
         free(p0), free(p), free(g), free(pr), free(mr), free(vr), free(mq), free(vq);
@@ -115,7 +116,8 @@ static void parity_8bit(const AdamWHyper *h, int resync, const char *label) {
 static void fp32_matches_reference(const AdamWHyper *h, const char *label) {
     Optimizer *o = optim_create(OPTIM_ADAMW, seg_off, seg_num, NSEG);
     float *p = xmalloc(TOTAL * sizeof(float)), *g = xmalloc(TOTAL * sizeof(float));
-    float *pr = xmalloc(TOTAL * sizeof(float)), *mr = xcalloc(TOTAL, sizeof(float)), *vr = xcalloc(TOTAL, sizeof(float));
+    float *pr = xmalloc(TOTAL * sizeof(float)), *mr = xcalloc(TOTAL, sizeof(float)),
+          *vr = xcalloc(TOTAL, sizeof(float));
     Rng r;
     rng_seed(&r, 99);
     fill_normal(&r, p, TOTAL, 0.1f);

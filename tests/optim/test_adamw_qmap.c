@@ -41,7 +41,8 @@ static void check_signed(const QuantMap *q) {
               "signed map: end and innermost codes", "code[0]=%.9g code[254]=%.9g code[128]=%.9g", q->code[0],
               q->code[254], q->code[128]);
     int per_decade = 1;
-    for (int i = 0; i < 7; i++) per_decade &= count_in_decade(q, i, 1) == (1 << i) && count_in_decade(q, i, -1) == (1 << i);
+    for (int i = 0; i < 7; i++)
+        per_decade &= count_in_decade(q, i, 1) == (1 << i) && count_in_decade(q, i, -1) == (1 << i);
     tl_result(per_decade, "signed map: 2^i codes of each sign in decade 10^(i-6)", "");
 }
 

@@ -16,14 +16,16 @@ static int near(double a, double b) { return fabs(a - b) <= 1e-15 + 1e-12 * fabs
 static void schedules(void) {
     LrSchedule s = {.peak = 5e-6, .warmup_steps = 20, .total_steps = 220, .final_frac = 0, .decay = LR_LINEAR};
     lr_schedule_check(&s);
-    tl_result(near(lr_schedule(&s, 1), 5e-6 / 20) && near(lr_schedule(&s, 10), 2.5e-6) && near(lr_schedule(&s, 20), 5e-6),
+    tl_result(near(lr_schedule(&s, 1), 5e-6 / 20) && near(lr_schedule(&s, 10), 2.5e-6) &&
+                  near(lr_schedule(&s, 20), 5e-6),
               "warm-up: linear from peak/20 at step 1 to the peak at step 20", "");
     /* the decay's 200 steps 21..220 run at peak * (1 - (s - 21) / 200): the
      * last one still trains, the end value comes one step after it */
     tl_result(near(lr_schedule(&s, 21), 5e-6) && near(lr_schedule(&s, 121), 2.5e-6) &&
-                  near(lr_schedule(&s, 220), 5e-6 / 200) && near(lr_schedule(&s, 221), 0) && near(lr_schedule(&s, 300), 0),
-              "linear decay: the peak at step 21, half way at 121, peak/200 at the last step 220, zero after", "%g %g %g",
-              lr_schedule(&s, 121), lr_schedule(&s, 220), lr_schedule(&s, 221));
+                  near(lr_schedule(&s, 220), 5e-6 / 200) && near(lr_schedule(&s, 221), 0) &&
+                  near(lr_schedule(&s, 300), 0),
+              "linear decay: the peak at step 21, half way at 121, peak/200 at the last step 220, zero after",
+              "%g %g %g", lr_schedule(&s, 121), lr_schedule(&s, 220), lr_schedule(&s, 221));
     s.decay = LR_COSINE;
     s.final_frac = 0.1;
     tl_result(near(lr_schedule(&s, 121), 5e-6 * (0.1 + 0.9 * 0.5)) && near(lr_schedule(&s, 221), 5e-7) &&
@@ -61,8 +63,8 @@ static void clipping(void) {
     double s3 = grad_sum_squares(g, n);
     omp_set_num_threads(2);
     tl_result(memcmp(&s1, &s2, 8) == 0 && memcmp(&s1, &s3, 8) == 0, "sum of squares identical for 1, 2, 3 threads", "");
-    tl_result(fabs(s1 - (double)ref) <= 1e-12 * (double)ref, "sum of squares matches a long double sum", "%.17g vs %.17Lg",
-              s1, ref);
+    tl_result(fabs(s1 - (double)ref) <= 1e-12 * (double)ref, "sum of squares matches a long double sum",
+              "%.17g vs %.17Lg", s1, ref);
     tl_result(grad_clip_factor(10.0, 1.0) < 0.1 && near(grad_clip_factor(10.0, 1.0), 1.0 / (10.0 + 1e-6)) &&
                   grad_clip_factor(0.5, 1.0) == 1.0 && grad_clip_factor(10.0, 0) == 1.0,
               "clip factor: max_norm / (norm + 1e-6), capped at 1, off for max_norm 0", "");

@@ -50,7 +50,8 @@ static void test_accumulate(int world, int64_t n) {
     }
     shard_accumulate_cpu(acc, parts, n, world);
     char name[160];
-    snprintf(name, sizeof name, "accumulate world %d, n %lld: bit-identical to the rank-major loop", world, (long long)n);
+    snprintf(name, sizeof name, "accumulate world %d, n %lld: bit-identical to the rank-major loop", world,
+             (long long)n);
     tl_identical(name, acc, ref, n);
     /* and close to the double sum: a wrong piece or stride would be far off */
     int64_t far = 0;
@@ -59,7 +60,8 @@ static void test_accumulate(int world, int64_t n) {
         for (int w = 0; w < world; w++) lim += fabs(parts[(int64_t)w * n + i]);
         far += mag > (lim + fabs((double)ref[i])) * (double)world * 1.2e-7;
     }
-    snprintf(name, sizeof name, "accumulate world %d, n %lld: within fp32 rounding of the double sum", world, (long long)n);
+    snprintf(name, sizeof name, "accumulate world %d, n %lld: within fp32 rounding of the double sum", world,
+             (long long)n);
     tl_result(far == 0, name, "%lld elements off", (long long)far);
     if (world >= 2 && n >= 100) { /* the data can tell the order apart */
         int64_t differ = 0;
@@ -222,11 +224,11 @@ static void fill(Grad *G, int kind, uint64_t seed) {
     for (int64_t i = 0; i < G->total; i++) {
         float x = rng_normal(&r);
         switch (kind) {
-        case 0: G->g[i] = 0.03f * x; break;                                              /* typical */
-        case 1: G->g[i] = ldexpf(x, (int)(rng_uniform(&r) * 60.0f) - 40); break;         /* 2^-40 .. 2^20 */
-        case 2: G->g[i] = rng_uniform(&r) < 0.9f ? 1e-41f * x : 1e-38f * x; break;       /* fp32 denormals */
-        case 3: G->g[i] = i < G->off[2] ? 1e30f * x : 1e-20f * x; break;                 /* huge and tiny */
-        default: G->g[i] = i == G->off[5] + 1000 ? 3.0f : 0.0f; break;                   /* one nonzero */
+            case 0: G->g[i] = 0.03f * x; break;                                              /* typical */
+            case 1: G->g[i] = ldexpf(x, (int)(rng_uniform(&r) * 60.0f) - 40); break;         /* 2^-40 .. 2^20 */
+            case 2: G->g[i] = rng_uniform(&r) < 0.9f ? 1e-41f * x : 1e-38f * x; break;       /* fp32 denormals */
+            case 3: G->g[i] = i < G->off[2] ? 1e30f * x : 1e-20f * x; break;                 /* huge and tiny */
+            default: G->g[i] = i == G->off[5] + 1000 ? 3.0f : 0.0f; break;                   /* one nonzero */
         }
     }
 }
@@ -309,7 +311,8 @@ static void test_block_boundaries(void) {
     rng_seed(&r, 5);
     for (int i = 0; i < N; i++) g[i] = rng_normal(&r);
     /* 300 = 256 + 44, 256, 1, 513 = 256 + 256 + 1, at local offsets 0, 300, 556, 557 */
-    ShardSegment segs[4] = {{0, 5000, 300, 300, 0}, {300, 9000, 256, 512, 1}, {556, 0, 1, 1, 2}, {557, 700, 513, 2000, 3}};
+    ShardSegment segs[4] = {
+        {0, 5000, 300, 300, 0}, {300, 9000, 256, 512, 1}, {556, 0, 1, 1, 2}, {557, 700, 513, 2000, 3}};
     static const int64_t begin[7] = {0, 256, 300, 556, 557, 813, 1069}, end[7] = {256, 300, 556, 557, 813, 1069, 1070};
     int64_t nb = shard_norm_block_count(segs, 4);
     tl_result(nb == 7, "blocks: segments of 300, 256, 1, 513 elements are 2 + 1 + 1 + 3 blocks", "got %lld",

@@ -30,11 +30,14 @@ static int check_plan(const ParamLayout *pl, int W, char *why, size_t n) {
                 int t = 0;
                 while (t + 1 < pl->n && pl->t[t + 1].offset <= c) t++;
                 if (shard_piece_numel(&p, u, k) < 0 || (c < p.unit_begin[u + 1] && (c - pl->t[t].offset) % SHARD_ALIGN))
-                    return snprintf(why, n, "W=%d unit %d cut %d at %lld is not block aligned", W, u, k, (long long)c), 0;
+                    return snprintf(why, n, "W=%d unit %d cut %d at %lld is not block aligned", W, u, k, (long long)c),
+                           0;
                 /* near-even: a piece is at most one block (per tensor boundary crossed) off */
-                if (unit >= (int64_t)W * 4 * SHARD_ALIGN && llabs(shard_piece_numel(&p, u, k) - unit / W) > 2 * SHARD_ALIGN)
+                if (unit >= (int64_t)W * 4 * SHARD_ALIGN &&
+                    llabs(shard_piece_numel(&p, u, k) - unit / W) > 2 * SHARD_ALIGN)
                     return snprintf(why, n, "W=%d unit %d piece %d has %lld of %lld", W, u, k,
-                                    (long long)shard_piece_numel(&p, u, k), (long long)unit), 0;
+                                    (long long)shard_piece_numel(&p, u, k), (long long)unit),
+                           0;
             }
         }
         ShardSegment *s;
@@ -45,13 +48,20 @@ static int check_plan(const ParamLayout *pl, int W, char *why, size_t n) {
             local += s[i].numel;
         }
         free(s);
-        if (local != p.local_numel) return snprintf(why, n, "W=%d rank %d: segments hold %lld, plan %lld", W, r, (long long)local, (long long)p.local_numel), 0;
+        if (local != p.local_numel)
+            return snprintf(why, n, "W=%d rank %d: segments hold %lld, plan %lld", W, r, (long long)local,
+                            (long long)p.local_numel),
+                   0;
         numel += p.local_numel;
         blocks += shard_norm_blocks(&p, r);
         shard_plan_free(&p);
     }
-    if (numel != pl->total) return snprintf(why, n, "W=%d: ranks own %lld of %lld", W, (long long)numel, (long long)pl->total), 0;
-    if (blocks != blocks_all) return snprintf(why, n, "W=%d: %lld norm blocks, tensors have %lld", W, (long long)blocks, (long long)blocks_all), 0;
+    if (numel != pl->total)
+        return snprintf(why, n, "W=%d: ranks own %lld of %lld", W, (long long)numel, (long long)pl->total), 0;
+    if (blocks != blocks_all)
+        return snprintf(why, n, "W=%d: %lld norm blocks, tensors have %lld", W, (long long)blocks,
+                        (long long)blocks_all),
+               0;
     return 1;
 }
 
@@ -65,7 +75,8 @@ int main(void) {
         for (int W = 1; W <= 8; W++) {
             char why[256] = "";
             char name[96];
-            snprintf(name, sizeof name, "shard plan %s, %d ranks: partition, 256-aligned cuts, even pieces", presets[i], W);
+            snprintf(name, sizeof name, "shard plan %s, %d ranks: partition, 256-aligned cuts, even pieces", presets[i],
+                     W);
             tl_result(check_plan(&pl, W, why, sizeof why), name, "%s", why);
         }
         param_layout_free(&pl);

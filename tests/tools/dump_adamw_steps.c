@@ -112,16 +112,16 @@ int main(int argc, char **argv) {
     json_object_set_new(j, "n_code", json_integer(o->n_code));
     json_object_set_new(j, "n_absmax", json_integer(o->n_absmax));
     json_object_set_new(j, "n_f32", json_integer(o->n_f32));
-    json_object_set_new(j, "hyper", json_pack("{s:f,s:f,s:f,s:f,s:f,s:f}", "lr", h.lr, "beta1", h.beta1, "beta2",
-                                              h.beta2, "eps", h.eps, "weight_decay", h.weight_decay, "grad_scale",
-                                              h.grad_scale));
+    json_object_set_new(j, "hyper",
+                        json_pack("{s:f,s:f,s:f,s:f,s:f,s:f}", "lr", h.lr, "beta1", h.beta1, "beta2", h.beta2, "eps",
+                                  h.eps, "weight_decay", h.weight_decay, "grad_scale", h.grad_scale));
     json_t *segs = json_array();
     for (int s = 0; s < NSEG; s++) {
         const OptimSegment *sg = &o->seg[s];
-        json_array_append_new(segs, json_pack("{s:I,s:I,s:b,s:I,s:I}", "offset", (json_int_t)sg->offset, "numel",
-                                              (json_int_t)sg->numel, "quantized", sg->quantized, "state_offset",
-                                              (json_int_t)sg->state_offset, "absmax_offset",
-                                              (json_int_t)sg->absmax_offset));
+        json_array_append_new(segs,
+                              json_pack("{s:I,s:I,s:b,s:I,s:I}", "offset", (json_int_t)sg->offset, "numel",
+                                        (json_int_t)sg->numel, "quantized", sg->quantized, "state_offset",
+                                        (json_int_t)sg->state_offset, "absmax_offset", (json_int_t)sg->absmax_offset));
     }
     json_object_set_new(j, "segments", segs);
     char path[4096];

@@ -84,12 +84,16 @@ int main(int argc, char **argv) {
     KV_CHECK(K >= 1 && K <= L, "dump_model_case: K must be in [1, %lld] (got %lld)", (long long)L, (long long)K);
     Llama m;
     llama_create(&m, &c);
-    if (model_dir)
-        model_file_load_fp32(model_dir, &c, &m.layout, m.params);
-    else
-        llama_init_random(&m, seed);
-    RefreshMask mask = {.enabled = 1, .L = L, .K = K, .pool_kernel = 7, .agg = group_agg_parse(argv[4], "agg"),
-                        .evict = evict, .restride = restride, .S = S};
+    if (model_dir) model_file_load_fp32(model_dir, &c, &m.layout, m.params);
+    else llama_init_random(&m, seed);
+    RefreshMask mask = {.enabled = 1,
+                        .L = L,
+                        .K = K,
+                        .pool_kernel = 7,
+                        .agg = group_agg_parse(argv[4], "agg"),
+                        .evict = evict,
+                        .restride = restride,
+                        .S = S};
     llama_set_mask(&m, &mask);
     const int64_t nsel = B * c.num_key_value_heads * refresh_sel_len(&mask, T); /* per layer */
     const size_t tok_bytes = sizeof(int32_t) * (size_t)(B * T);
@@ -100,8 +104,7 @@ int main(int argc, char **argv) {
         KV_CHECK(fgetc(f) == EOF, "%s: more than 2 x %lld ids", tokens_path, (long long)T);
         fclose_check(f, tokens_path);
         for (int64_t i = 0; i < B * T; i++)
-            KV_CHECK(tok[i] >= 0 && tok[i] < c.vocab_size, "%s: token %d outside the vocabulary", tokens_path,
-                     tok[i]);
+            KV_CHECK(tok[i] >= 0 && tok[i] < c.vocab_size, "%s: token %d outside the vocabulary", tokens_path, tok[i]);
     } else {
         Rng r;
         rng_seed(&r, seed + 1);
@@ -135,10 +138,11 @@ int main(int argc, char **argv) {
     char *cfg = config_to_json(&c);
     json_object_set_new(j, "config", json_loads(cfg, 0, NULL));
     free(cfg);
-    json_object_set_new(j, "mask", json_pack("{s:I,s:I,s:I,s:I,s:s,s:i,s:I,s:I}", "L", (json_int_t)L, "S",
-                                             (json_int_t)S, "K", (json_int_t)K, "pool_kernel", (json_int_t)7, "agg",
-                                             argv[4], "evict", evict, "restride", (json_int_t)restride, "width",
-                                             (json_int_t)(refresh_per_row(&mask) ? refresh_row_width(&mask, T) : 0)));
+    json_object_set_new(j, "mask",
+                        json_pack("{s:I,s:I,s:I,s:I,s:s,s:i,s:I,s:I}", "L", (json_int_t)L, "S", (json_int_t)S, "K",
+                                  (json_int_t)K, "pool_kernel", (json_int_t)7, "agg", argv[4], "evict", evict,
+                                  "restride", (json_int_t)restride, "width",
+                                  (json_int_t)(refresh_per_row(&mask) ? refresh_row_width(&mask, T) : 0)));
     json_object_set_new(j, "device", json_string(on_gpu ? "cuda" : "cpu"));
     json_object_set_new(j, "B", json_integer(B));
     json_object_set_new(j, "T", json_integer(T));
@@ -146,9 +150,9 @@ int main(int argc, char **argv) {
     json_t *tensors = json_array();
     for (int i = 0; i < m.layout.n; i++) {
         const ParamTensor *t = &m.layout.t[i];
-        json_array_append_new(tensors, json_pack("{s:s,s:I,s:[I,I],s:i}", "name", t->name, "offset",
-                                                 (json_int_t)t->offset, "shape", (json_int_t)t->shape[0],
-                                                 (json_int_t)t->shape[1], "ndim", t->ndim));
+        json_array_append_new(tensors,
+                              json_pack("{s:s,s:I,s:[I,I],s:i}", "name", t->name, "offset", (json_int_t)t->offset,
+                                        "shape", (json_int_t)t->shape[0], (json_int_t)t->shape[1], "ndim", t->ndim));
     }
     json_object_set_new(j, "tensors", tensors);
     char path[4096];

@@ -3,5 +3,7 @@
 /* CPU stand-in: only what cuda_common.cuh's CUBLAS_CHECK names. cuBLAS(Lt)
  * itself is not emulated, so matmul.cu is not built for the emulator. */
 typedef enum { CUBLAS_STATUS_SUCCESS = 0 } cublasStatus_t;
-static inline const char *cublasGetStatusString(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS ? "success" : "error"; }
+static inline const char *cublasGetStatusString(cublasStatus_t s) {
+    return s == CUBLAS_STATUS_SUCCESS ? "success" : "error";
+}
 #endif
