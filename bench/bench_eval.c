@@ -79,6 +79,32 @@ static const char *i64_arg(char *buf, size_t n, int64_t v) {
 }
 #define I64(buf, v) i64_arg(buf, sizeof buf, (v))
 
+/* One integer argument's text. */
+typedef char NumArg[24];
+
+/* The documents and the budget, as both kvcpt eval and the peer take them:
+ * 16 entries written at argv, the numbers' text in L, S, k and docs. */
+static int document_args(const char **argv, const BenchEval *b, int64_t K, NumArg L, NumArg S, NumArg k, NumArg docs) {
+    const char *a[] = {"--model",    b->model,
+                       "--data",     b->data,
+                       "--split",    b->split,
+                       "--context",  i64_arg(L, sizeof(NumArg), b->context),
+                       "--last",     i64_arg(S, sizeof(NumArg), b->last),
+                       "--budget",   i64_arg(k, sizeof(NumArg), K),
+                       "--policies", b->policies,
+                       "--max-docs", i64_arg(docs, sizeof(NumArg), b->max_docs)};
+    memcpy(argv, a, sizeof a);
+    return (int)(sizeof a / sizeof *a);
+}
+
+/* Appends the m entries of rest (the last NULL) to argv's n of cap. */
+static void append_args(const char **argv, int *n, size_t cap, const char *const *rest, size_t m) {
+    KV_CHECK((size_t)*n + m <= cap, "bench eval: %zu arguments past the %zu the command line holds", (size_t)*n + m,
+             cap);
+    memcpy(argv + *n, rest, m * sizeof *rest);
+    *n += (int)m;
+}
+
 /* Seconds run.models[*].hash_seconds + load_seconds of eval.json at path. */
 static double eval_json_load_seconds(const char *path) {
     json_error_t err;
@@ -135,25 +161,9 @@ static double run_kvcpt(const BenchEval *b, int64_t K, const char *dir) {
     exe_self_path(exe, sizeof exe);
     path_fmt(out, sizeof out, "%s/eval", dir);
     path_fmt(log, sizeof log, "%s/kvcpt.log", dir);
-    const char *argv[] = {exe,
-                          "eval",
-                          "--model",
-                          b->model,
-                          "--data",
-                          b->data,
-                          "--split",
-                          b->split,
-                          "--context",
-                          I64(L, b->context),
-                          "--last",
-                          I64(S, b->last),
-                          "--budget",
-                          I64(k, K),
-                          "--policies",
-                          b->policies,
-                          "--max-docs",
-                          I64(docs, b->max_docs),
-                          "--device",
+    const char *argv[48] = {exe, "eval"};
+    int n = 2 + document_args(argv + 2, b, K, L, S, k, docs);
+    const char *rest[] = {"--device",
                           "cpu",
                           "--bootstrap",
                           "10",
@@ -183,6 +193,8 @@ static double run_kvcpt(const BenchEval *b, int64_t K, const char *dir) {
                           "--h2o-score",
                           "mean",
                           NULL};
+    append_args(argv, &n, sizeof argv / sizeof *argv, rest, sizeof rest / sizeof *rest);
+
     double t0 = now_seconds();
     int rc = subprocess_run(argv, NULL, log, NULL, 0);
     double dt = now_seconds() - t0;
@@ -203,34 +215,13 @@ static void run_peer(const BenchEval *b, int64_t K, const char *dir, PeerTime *t
         snprintf(t->why, sizeof t->why, "no Python interpreter at %s (run 'make setup', or give --python)", interp);
         return;
     }
-    const char *argv[] = {interp,
-                          script,
-                          "--bench",
-                          "--model",
-                          b->model,
-                          "--data",
-                          b->data,
-                          "--split",
-                          b->split,
-                          "--context",
-                          I64(L, b->context),
-                          "--last",
-                          I64(S, b->last),
-                          "--budget",
-                          I64(k, K),
-                          "--policies",
-                          b->policies,
-                          "--max-docs",
-                          I64(docs, b->max_docs),
-                          "--sinks",
-                          I64(sinks, b->sinks),
-                          "--snapkv-window",
-                          I64(w, b->window),
-                          "--snapkv-kernel",
-                          I64(ker, b->kernel),
-                          "--threads",
-                          I64(th, b->threads),
-                          NULL};
+    const char *argv[48] = {interp, script, "--bench"};
+    int n = 3 + document_args(argv + 3, b, K, L, S, k, docs);
+    const char *rest[] = {"--sinks",         I64(sinks, b->sinks), "--snapkv-window",
+                          I64(w, b->window), "--snapkv-kernel",    I64(ker, b->kernel),
+                          "--threads",       I64(th, b->threads),  NULL};
+    append_args(argv, &n, sizeof argv / sizeof *argv, rest, sizeof rest / sizeof *rest);
+
     double t0 = now_seconds();
     int rc = subprocess_run(argv, NULL, log, line, sizeof line);
     t->wall = now_seconds() - t0;
