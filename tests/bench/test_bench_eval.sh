@@ -39,16 +39,21 @@ q() { jq -r "$1" <<<"$j"; }
 [ "$(q .kvpress_seconds)" = null ] && [ "$(q .kvcpt_seconds)" = null ] \
     && ok "--policies none: no kvpress policy time, no kvcpt run with kvpress's choices" \
     || fail "none" "kvpress_seconds $(q .kvpress_seconds), kvcpt_seconds $(q .kvcpt_seconds)"
-# each pair's ratio is its own kvcpt time over its own forward; the reported ratio is their median
-ratios=$(q '[.pairs[] | (.kvcpt_all_variants_seconds / .transformers_forward_seconds * 1000 | round) ==
-             (.kvcpt_all_variants_over_forward * 1000 | round)] | all')
+# each pair's ratio is its own kvcpt time over its own forward; the reported ratio is their median.
+# The ratio is printed to 3 decimals from the exact times, the times to 4: recomputed from the
+# printed times it may differ by a unit of the ratio's last decimal, and by far more when a pair's
+# ratio is taken over another pair's forward (0.4, 0.8, 0.6 s)
+ratios=$(q '[.pairs[] | (.kvcpt_all_variants_seconds / .transformers_forward_seconds - .kvcpt_all_variants_over_forward)
+             | fabs <= 0.0015] | all')
 med=$(q '[.pairs[].kvcpt_all_variants_over_forward] | sort | .[1]')
 [ "$ratios" = true ] && [ "$(q .kvcpt_all_variants_over_forward)" = "$med" ] \
     && ok "each pair's ratio from its own runs, the median of the three reported ($med)" \
     || fail "ratios" "pairs consistent: $ratios, median $med, reported $(q .kvcpt_all_variants_over_forward)"
 load=$(q .kvcpt_all_variants_load_seconds) all=$(q .kvcpt_all_variants_seconds)
+# leaving a positive load out lowers every pair's ratio, so their median too (both printed to 3
+# decimals: equal when the load is below the last decimal)
 awk -v l="$load" -v a="$all" -v r="$(q .kvcpt_all_variants_without_load_over_forward)" \
-    'BEGIN { exit !(l > 0 && l < a && r > 0 && r < a / 0.6) }' \
+    -v R="$(q .kvcpt_all_variants_over_forward)" 'BEGIN { exit !(l > 0 && l < a && r > 0 && r <= R) }' \
     && ok "kvcpt's time without its model hash and load: $load of $all s left out" \
     || fail "load" "load $load, all $all, ratio without load $(q .kvcpt_all_variants_without_load_over_forward)"
 echo 0 >"$tmp/calls"
