@@ -34,11 +34,13 @@ void attention_forward_rows_planted_cuda(float *out, float *lse, const float *q,
                                          const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,
                                          const RefreshMask *m, int64_t row_begin, int64_t row_end, int bug);
 /* Test hook: attention_refresh_select_cuda with a planted bug in the
- * combine of its key chunks' softmax statistics (ATTN_SELECT_CHUNK_KEYS),
- * so that the tests show they catch one; ATTN_SELECT_OK runs it unplanted. */
+ * combine of its key chunks (ATTN_SELECT_CHUNK_KEYS): their softmax
+ * statistics, or the paper mask's top-K counts, so that the tests show they
+ * catch one; ATTN_SELECT_OK runs it unplanted. */
 enum {
     ATTN_SELECT_OK = 0,
-    ATTN_SELECT_BUG_CHUNK_LOCAL = 1, /* each chunk's keys normalised by its own max and sum, not all chunks' */
+    ATTN_SELECT_BUG_CHUNK_LOCAL = 1,     /* each chunk's keys normalised by its own max and sum, not all chunks' */
+    ATTN_SELECT_BUG_TOPK_LAST_CHUNK = 2, /* the top-K's radix counts summed without the last chunk's */
 };
 void attention_refresh_select_planted_cuda(int32_t *sel, const float *q, const float *k, int64_t B, int64_t T,
                                            int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m, int bug);

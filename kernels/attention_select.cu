@@ -9,7 +9,9 @@
  * then combines each head's statistics in chunk order into its softmax and
  * aggregates the group's heads, and another max-pools the aggregate. The
  * chunks depend on n alone, so the bits do not depend on the GPU or on the
- * block order. One block per (batch row, KV head) keeps the largest.
+ * block order. The paper mask keeps the largest on (batch row, KV head,
+ * chunk) blocks too (select_topk); the per-row records on one block per
+ * (batch row, KV head) and row.
  *
  * Top-k without a sort: the k-th largest pooled score is found by a radix
  * select over its float bits, a byte at a time (probabilities are >= 0 and
@@ -162,6 +164,34 @@ struct TopK {
     int64_t eq_take, eq_total;
 };
 
+/* One radix round's choice, by warp 0: h counts the values at the prefix
+ * by their next digit (at shift); the lane whose digit holds the rest-th
+ * largest sets the prefix extended by it, the rest still wanted within it
+ * and its count; lane 31 sets found = whether the total reaches rest. */
+__device__ void pick_digit(const int *h, uint32_t prefix, int shift, int64_t rest, uint32_t *o_prefix, int64_t *o_rest,
+                           int64_t *o_eq, int *o_found) {
+    const int lane = threadIdx.x % 32;
+    /* lane l holds digits 255-8l down to 248-8l: its exclusive prefix over lanes counts the larger digits */
+    int64_t mine = 0;
+    for (int i = 0; i < 8; i++) mine += h[255 - 8 * lane - i];
+    int64_t incl = mine;
+    for (int o = 1; o < 32; o <<= 1) {
+        const int64_t up = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += up;
+    }
+    int64_t above = incl - mine;
+    if (lane == 31) *o_found = incl >= rest; /* the total at this prefix */
+    for (int i = 0; i < 8; i++) {
+        const int d = 255 - 8 * lane - i, c = h[d];
+        if (above < rest && above + c >= rest) {
+            *o_prefix = prefix | ((uint32_t)d << shift);
+            *o_rest = rest - above;
+            *o_eq = c;
+        }
+        above += c;
+    }
+}
+
 /* Radix select over the bits, 8 at a time from the top: each round counts
  * the eligible values that share the digits chosen so far into 256 bins of
  * the next digit (integer atomics: the counts do not depend on their order),
@@ -185,25 +215,7 @@ __device__ TopK block_topk(const uint32_t *pb, const unsigned char *elig, int64_
             if ((!elig || elig[j]) && (pb[j] & known) == prefix) atomicAdd(&h[(pb[j] >> shift) & 255u], 1);
         __syncthreads();
         if (warp == 0) {
-            /* lane l holds digits 255-8l down to 248-8l: its exclusive prefix over lanes counts the larger digits */
-            int64_t mine = 0;
-            for (int i = 0; i < 8; i++) mine += h[255 - 8 * lane - i];
-            int64_t incl = mine;
-            for (int o = 1; o < 32; o <<= 1) {
-                const int64_t up = __shfl_up_sync(0xffffffffu, incl, o);
-                if (lane >= o) incl += up;
-            }
-            int64_t above = incl - mine;
-            if (lane == 31) s_found = incl >= rest; /* the total at this prefix */
-            for (int i = 0; i < 8; i++) {
-                const int d = 255 - 8 * lane - i, c = h[d];
-                if (above < rest && above + c >= rest) {
-                    s_prefix = prefix | ((uint32_t)d << shift);
-                    s_rest = rest - above;
-                    s_eq = c;
-                }
-                above += c;
-            }
+            pick_digit(h, prefix, shift, rest, &s_prefix, &s_rest, &s_eq, &s_found);
             for (int i = lane; i < 256; i += 32) hist[(round + 1) & 1][i] = 0;
         }
         __syncthreads();
@@ -223,19 +235,24 @@ __device__ TopK block_topk(const uint32_t *pb, const unsigned char *elig, int64_
     return TopK{0u, want - n_above, n_equal};
 }
 
-/* Calls take(j, slot) for the positions of t in ascending order, slot their
- * rank in that order; equal ones from the lowest position (ties_high = 0) or
- * the highest (1). Returns how many were taken. One scan per block of
- * positions counts the equal and the larger ones together (16 bits each:
- * at most 1024 per block), and a position's slot follows from the two. */
+/* Calls take(j, slot) for the positions j in [begin, end) of t in
+ * ascending order, slot their rank in that order; equal ones from the
+ * lowest position (ties_high = 0) or the highest (1). above and equal: how
+ * many larger and equal ones lie before begin. Returns the slot after the
+ * last taken.
+ * One scan per block of positions counts the equal and the larger ones
+ * together (16 bits each: at most 1024 per block), and a position's slot
+ * follows from the two. */
 template <typename F>
-__device__ int64_t block_take(const uint32_t *pb, const unsigned char *elig, int64_t n, TopK t, int ties_high, F take) {
+__device__ int64_t block_take(const uint32_t *pb, const unsigned char *elig, int64_t begin, int64_t end, int64_t above,
+                              int64_t equal, TopK t, int ties_high, F take) {
     /* the equal ones taken are those whose rank among the equal lies in [eq_lo, eq_hi) */
     const int64_t eq_lo = ties_high ? t.eq_total - t.eq_take : 0, eq_hi = ties_high ? t.eq_total : t.eq_take;
-    int64_t written = 0, equal_seen = 0;
-    for (int64_t c0 = 0; c0 < n; c0 += blockDim.x) {
+    const int64_t eq_before = (equal < eq_hi ? equal : eq_hi) - eq_lo;
+    int64_t written = above + (eq_before > 0 ? eq_before : 0), equal_seen = equal;
+    for (int64_t c0 = begin; c0 < end; c0 += blockDim.x) {
         const int64_t j = c0 + threadIdx.x;
-        const int ok = j < n && (!elig || elig[j]);
+        const int ok = j < end && (!elig || elig[j]);
         const uint32_t bits = ok ? pb[j] : 0u;
         const int is_eq = ok && bits == t.kth, is_gt = ok && bits > t.kth;
         int total;
@@ -253,13 +270,94 @@ __device__ int64_t block_take(const uint32_t *pb, const unsigned char *elig, int
 }
 
 /* The paper's selection, per (b, g): the ks best of the pooled scores, ties
- * to the lower position, written in ascending order. */
-__global__ void select_topk_kernel(int32_t *sel, const uint32_t *pooled, int64_t L, int64_t ks) {
-    const int64_t bg = blockIdx.x;
+ * to the lower position, written in ascending order. The same radix select
+ * as block_topk, spread over (b, g, chunk of ATTN_SELECT_CHUNK_KEYS keys)
+ * blocks: per digit, each chunk's 256 counts (select_topk_hist_kernel), then
+ * one block per (b, g) sums them over the chunks and picks the digit
+ * (select_topk_digit_kernel); then each chunk counts its larger and equal
+ * ones (select_topk_count_kernel) and takes its part at the slots that the
+ * earlier chunks' counts leave it (select_topk_take_kernel). Integer counts
+ * only: the same set, slots and bits as one block, in any block order. */
+struct TopKState {
+    uint32_t prefix, known; /* the digits chosen so far, and their bits */
+    int64_t rest, eq;       /* how many are still wanted at the prefix; how many share it */
+};
+
+/* Round shift's counts of chunk blockIdx.y of row blockIdx.x = bg into
+ * hist[bg, chunk, 256] (round 24: the first, nothing chosen yet). */
+__global__ void select_topk_hist_kernel(int *hist, const TopKState *st, const uint32_t *pooled, int64_t L, int shift,
+                                        int64_t chunk_keys) {
+    __shared__ int h[256];
+    const int64_t bg = blockIdx.x, c = blockIdx.y;
+    const uint32_t prefix = shift == 24 ? 0u : st[bg].prefix, known = shift == 24 ? 0u : st[bg].known;
     const uint32_t *pb = pooled + bg * L;
+    const int64_t j_end = c * chunk_keys + chunk_keys < L ? c * chunk_keys + chunk_keys : L;
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) h[i] = 0;
+    __syncthreads();
+    for (int64_t j = c * chunk_keys + threadIdx.x; j < j_end; j += blockDim.x)
+        if ((pb[j] & known) == prefix) atomicAdd(&h[(pb[j] >> shift) & 255u], 1);
+    __syncthreads();
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[(bg * gridDim.y + c) * 256 + i] = h[i];
+}
+
+/* Round shift's digit for row blockIdx.x = bg from its chunks' counts,
+ * summed in chunk order (kBug ATTN_SELECT_BUG_TOPK_LAST_CHUNK: the last
+ * chunk's left out). */
+template <int kBug>
+__global__ void select_topk_digit_kernel(TopKState *st, const int *hist, int64_t chunks, int shift, int64_t want) {
+    __shared__ int h[256];
+    __shared__ uint32_t s_prefix;
+    __shared__ int64_t s_rest, s_eq;
+    __shared__ int s_found;
+    const int64_t bg = blockIdx.x;
+    const TopKState s = shift == 24 ? TopKState{0u, 0u, want, 0} : st[bg];
+    const int64_t summed = kBug == ATTN_SELECT_BUG_TOPK_LAST_CHUNK && chunks > 1 ? chunks - 1 : chunks;
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+        int sum = 0;
+        for (int64_t c = 0; c < summed; c++) sum += hist[(bg * chunks + c) * 256 + i];
+        h[i] = sum;
+    }
+    /* ks < L keys: the total always reaches rest; were it short (a planted
+     * bug), digit 0 and the rest kept leave the slots below ks */
+    if (threadIdx.x == 0) s_prefix = s.prefix, s_rest = s.rest, s_eq = 0;
+    __syncthreads();
+    if (threadIdx.x < 32) pick_digit(h, s.prefix, shift, s.rest, &s_prefix, &s_rest, &s_eq, &s_found);
+    __syncthreads();
+    if (threadIdx.x == 0) st[bg] = TopKState{s_prefix, s.known | 255u << shift, s_rest, s_eq};
+}
+
+/* How many of chunk blockIdx.y of row blockIdx.x = bg are above the k-th
+ * largest and equal to it: counts[bg, chunk, 2]. */
+__global__ void select_topk_count_kernel(int *counts, const TopKState *st, const uint32_t *pooled, int64_t L,
+                                         int64_t chunk_keys) {
+    const int64_t bg = blockIdx.x, c = blockIdx.y;
+    const uint32_t kth = st[bg].prefix, *pb = pooled + bg * L;
+    const int64_t j_end = c * chunk_keys + chunk_keys < L ? c * chunk_keys + chunk_keys : L;
+    int above = 0, equal = 0;
+    for (int64_t j = c * chunk_keys + threadIdx.x; j < j_end; j += blockDim.x) {
+        above += pb[j] > kth;
+        equal += pb[j] == kth;
+    }
+    above = block_sum(above);
+    equal = block_sum(equal);
+    if (threadIdx.x == 0) counts[(bg * gridDim.y + c) * 2] = above, counts[(bg * gridDim.y + c) * 2 + 1] = equal;
+}
+
+/* Chunk blockIdx.y's part of row blockIdx.x = bg's selection, after the
+ * larger and equal ones of the chunks before it. */
+__global__ void select_topk_take_kernel(int32_t *sel, const TopKState *st, const int *counts, const uint32_t *pooled,
+                                        int64_t L, int64_t ks, int64_t chunk_keys) {
+    const int64_t bg = blockIdx.x, c = blockIdx.y;
+    const TopKState s = st[bg];
+    const int64_t j_begin = c * chunk_keys, j_end = j_begin + chunk_keys < L ? j_begin + chunk_keys : L;
+    int64_t above = 0, equal = 0;
+    for (int64_t i = 0; i < c; i++)
+        above += counts[(bg * gridDim.y + i) * 2], equal += counts[(bg * gridDim.y + i) * 2 + 1];
     int32_t *out = sel + bg * ks;
-    block_take(pb, nullptr, L, block_topk(pb, nullptr, L, ks), 0,
-               [&](int64_t j, int64_t slot) { out[slot] = (int32_t)j; });
+    block_take(pooled + bg * L, nullptr, j_begin, j_end, above, equal, TopK{s.prefix, s.rest, s.eq}, 0,
+               [&](int64_t j, int64_t slot) {
+                   if (slot < ks) out[slot] = (int32_t)j; /* always, unless a planted bug miscounts */
+               });
 }
 
 /* The records of one epoch's rows [since, last] per (b, g) (attention.h),
@@ -276,7 +374,7 @@ __global__ void select_chosen_kernel(int32_t *sel, const uint32_t *pooled, unsig
     unsigned char *ch = chosen + bg * n;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) ch[j] = 0;
     __syncthreads();
-    block_take(pb, nullptr, n, block_topk(pb, nullptr, n, nk), 0, [&](int64_t j, int64_t) { ch[j] = 1; });
+    block_take(pb, nullptr, 0, n, 0, 0, block_topk(pb, nullptr, n, nk), 0, [&](int64_t j, int64_t) { ch[j] = 1; });
 }
 
 /* Then each row's best c of the chosen (c from the budget; equal scores
@@ -299,7 +397,7 @@ __global__ void select_row_records_kernel(int32_t *sel, const uint32_t *pooled, 
             if (p - since > K) first_local = p - K;
         }
         int32_t *row = rec + (p - L) * (1 + W);
-        block_take(pb, ch, n, block_topk(pb, ch, n, c), 1,
+        block_take(pb, ch, 0, n, 0, 0, block_topk(pb, ch, n, c), 1,
                    [&](int64_t j, int64_t slot) { row[1 + slot] = (int32_t)j; });
         for (int64_t i = threadIdx.x; i <= p - first_local; i += blockDim.x)
             row[1 + c + i] = (int32_t)(first_local + i);
@@ -356,6 +454,32 @@ static void pooled_scores(const SelectScratch &s, const E *q, const E *k, int64_
     CUDA_CHECK_LAUNCH();
     select_pool_kernel<<<grid_for(BG * n, 256), 256>>>(s.pooled, s.agg, BG, n, m->pool_kernel / 2);
     CUDA_CHECK_LAUNCH();
+}
+
+/* The ks best of each row's L pooled scores into sel (BG, ks): four radix
+ * rounds of a histogram and a digit kernel, then the count and take
+ * kernels, over (BG, chunks) blocks (the digit kernel: BG). */
+template <int kBug> static void select_topk(int32_t *sel, const uint32_t *pooled, int64_t BG, int64_t L, int64_t ks) {
+    const int64_t chunks = attention_select_chunks(L), chunk_keys = ATTN_SELECT_CHUNK_KEYS;
+    const dim3 grid((unsigned int)BG, (unsigned int)chunks);
+    /* BG * chunks * 258 ints: about half the scores' scratch (BG * nh * L floats), so no overflow */
+    const size_t hist_bytes = sizeof(int) * 256 * (size_t)(BG * chunks),
+                 counts_bytes = sizeof(int) * 2 * (size_t)(BG * chunks);
+    void *base;
+    CUDA_CHECK(cudaMallocAsync(&base, hist_bytes + counts_bytes + sizeof(TopKState) * (size_t)BG, 0));
+    int *hist = (int *)base, *counts = hist + 256 * BG * chunks;
+    TopKState *st = (TopKState *)(counts + 2 * BG * chunks); /* 8-byte aligned: an even count of ints before */
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        select_topk_hist_kernel<<<grid, 256>>>(hist, st, pooled, L, shift, chunk_keys);
+        CUDA_CHECK_LAUNCH();
+        select_topk_digit_kernel<kBug><<<(unsigned int)BG, 256>>>(st, hist, chunks, shift, ks);
+        CUDA_CHECK_LAUNCH();
+    }
+    select_topk_count_kernel<<<grid, 256>>>(counts, st, pooled, L, chunk_keys);
+    CUDA_CHECK_LAUNCH();
+    select_topk_take_kernel<<<grid, 256>>>(sel, st, counts, pooled, L, ks, chunk_keys);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaFreeAsync(base, 0));
 }
 
 /* Per-row records: epoch by epoch from L (attention.h). */
@@ -415,8 +539,7 @@ static void refresh_select(int32_t *sel, const E *q, const E *k, int64_t B, int6
     }
     SelectScratch s = select_scratch(m, B, T, Hq, Hkv, L);
     pooled_scores<kBug>(s, q, k, B, T, Hq, Hkv, D, L, m);
-    select_topk_kernel<<<(unsigned int)BG, kSelectThreads>>>(sel, s.pooled, L, ks);
-    CUDA_CHECK_LAUNCH();
+    select_topk<kBug>(sel, s.pooled, BG, L, ks);
     CUDA_CHECK(cudaFreeAsync(s.base, 0));
 }
 
@@ -436,5 +559,7 @@ extern "C" void attention_refresh_select_planted_cuda(int32_t *sel, const float 
     const char *fn = "attention_refresh_select_planted_cuda";
     if (bug == ATTN_SELECT_BUG_CHUNK_LOCAL)
         refresh_select<ATTN_SELECT_BUG_CHUNK_LOCAL>(sel, q, k, B, T, Hq, Hkv, D, m, fn);
+    else if (bug == ATTN_SELECT_BUG_TOPK_LAST_CHUNK)
+        refresh_select<ATTN_SELECT_BUG_TOPK_LAST_CHUNK>(sel, q, k, B, T, Hq, Hkv, D, m, fn);
     else refresh_select<ATTN_SELECT_OK>(sel, q, k, B, T, Hq, Hkv, D, m, fn);
 }

@@ -181,17 +181,24 @@ static void selection_chunks_case(const Case *c, int plant) {
     cuda_memcpy_d2h(got, d_sel, sizeof(int32_t) * (size_t)nsel);
     snprintf(name, sizeof name, "select over %lld key chunks matches the CPU: %s", (long long)chunks, c->label);
     same_selection(name, c, got, want);
-    if (plant) {
+    /* the paper mask's top-K runs over the same key chunks; per-row records take theirs in one block */
+    static const struct {
+        int bug, paper_only;
+        const char *what;
+    } plants[] = {
+        {ATTN_SELECT_BUG_CHUNK_LOCAL, 0, "each key chunk normalised by its own softmax statistics"},
+        {ATTN_SELECT_BUG_TOPK_LAST_CHUNK, 1, "the top-K's radix counts summed without the last key chunk's"},
+    };
+    for (size_t i = 0; plant && i < sizeof plants / sizeof plants[0]; i++) {
+        if (plants[i].paper_only && refresh_per_row(&c->m)) continue;
         cuda_memset_zero(d_sel, sizeof(int32_t) * (size_t)nsel);
-        attention_refresh_select_planted_cuda(d_sel, d_q, d_k, c->B, c->T, c->Hq, c->Hkv, c->D, &c->m,
-                                              ATTN_SELECT_BUG_CHUNK_LOCAL);
+        attention_refresh_select_planted_cuda(d_sel, d_q, d_k, c->B, c->T, c->Hq, c->Hkv, c->D, &c->m, plants[i].bug);
         cuda_memcpy_d2h(got, d_sel, sizeof(int32_t) * (size_t)nsel);
         int64_t differ = 0;
-        for (int64_t i = 0; i < nsel; i++) differ += got[i] != want[i];
-        snprintf(name, sizeof name, "planted bug caught (each key chunk normalised by its own softmax statistics): %s",
-                 c->label);
+        for (int64_t e = 0; e < nsel; e++) differ += got[e] != want[e];
+        snprintf(name, sizeof name, "planted bug caught (%s): %s", plants[i].what, c->label);
         tl_result(differ > 0, name, "the planted selection equals the CPU's");
-        printf("# planted chunk-local normalisation: %lld of %lld selection entries differ\n", (long long)differ,
+        printf("# planted %s: %lld of %lld selection entries differ\n", plants[i].what, (long long)differ,
                (long long)nsel);
     }
     cuda_free(d_q), cuda_free(d_k), cuda_free(d_sel);
