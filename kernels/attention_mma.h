@@ -78,6 +78,7 @@ typedef enum {
     ATTN_MMA_BUG_EXP2_SCALE = 20, /* forward: probabilities 2^(s scale), the log2 e factor left out */
     ATTN_MMA_BUG_LSE_LOG2 = 21, /* forward: lse stored in log2 units, not natural log */
     ATTN_MMA_BUG_Q_ROWS = 22, /* forward: Q loaded as 64 rows (a K/V tile's), a 128-row tile's second half zero */
+    ATTN_MMA_BUG_SUFFIX_WARP = 23, /* backward: the suffix rows' dQ and dK/dV sums without their last warp's part */
 } AttnMmaBug;
 void attention_forward_mma_planted_cuda(float *out, float *lse, const float *q, const float *k, const float *v,
                                         const int32_t *sel, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D,

@@ -227,14 +227,37 @@ __device__ __forceinline__ int64_t suffix_key(const SuffixKeys &sk, int64_t p, i
     return rec[0] == 0 ? i : rec[1 + i];
 }
 
-/* dQ of the suffix rows p in [L, T): over the row's keys in ascending
- * order, one warp per (row, batch row x query head) */
-template <typename E>
+/* The suffix kernels' blocks: kSuffixWarps warps share a row's keys (dQ) or
+ * a key's rows (dK, dV), warp w taking every kSuffixWarps-th from w, and
+ * their partials are summed in warp order: the same bits in any block
+ * order, wider grids than a warp per row or key (the 8B shape's 50 rows
+ * give 1600 (row, head) pairs, each over about 2048 keys). */
+static constexpr int kSuffixWarps = 8;
+
+/* The block's sum of each warp's a[c] for d = lane + 32 c < D, in warp
+ * order, to thread d (threads from D on get 0); part: kSuffixWarps x 128
+ * floats of shared memory (kBug ATTN_MMA_BUG_SUFFIX_WARP: the last warp's
+ * left out). */
+template <int kBug> static __device__ float suffix_warp_sum(float (*part)[128], const float a[4], int64_t D) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int c = 0; c < 4 && lane + 32 * c < D; c++) part[warp][lane + 32 * c] = a[c];
+    __syncthreads();
+    float s = 0.0f;
+    const int warps = kBug == ATTN_MMA_BUG_SUFFIX_WARP ? kSuffixWarps - 1 : kSuffixWarps;
+    if (threadIdx.x < D)
+        for (int w = 0; w < warps; w++) s += part[w][threadIdx.x];
+    return s;
+}
+
+/* dQ of the suffix rows p in [L, T): one block per (row, batch row x query
+ * head), its warps over the row's keys */
+template <int kBug, typename E>
 __global__ void attention_mma_suffix_dq_kernel(float *dq, const E *dout, const E *q, const E *k, const E *v,
                                                const float *lse, const float *dsum, const int32_t *sel, int64_t T,
                                                int64_t Hq, int64_t Hkv, int64_t D, int64_t L, int64_t ks, int64_t W,
                                                int64_t per, float scale) {
-    const int lane = threadIdx.x;
+    __shared__ float part[kSuffixWarps][128];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int64_t p = L + blockIdx.x, b = blockIdx.y / Hq, h = blockIdx.y % Hq, hk = h / (Hq / Hkv);
     const int64_t qstride = Hq * D, kvstride = Hkv * D, row = (b * Hq + h) * T + p;
     const E *qp = q + (b * T * Hq + h) * D + p * qstride, *dop = dout + (b * T * Hq + h) * D + p * qstride;
@@ -242,27 +265,28 @@ __global__ void attention_mma_suffix_dq_kernel(float *dq, const E *dout, const E
     const SuffixKeys sk = {sel + (b * Hkv + hk) * per, ks, L, W};
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* d = lane + 32 i, D <= 128 */
     const int64_t n = suffix_key_count(sk, p);
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = warp; i < n; i += kSuffixWarps) {
         const int64_t j = suffix_key(sk, p, i);
         const float pr = expf(warp_dot(qp, kb + j * kvstride, D, lane) * scale - lse[row]);
         const float ds = pr * (warp_dot(dop, vb + j * kvstride, D, lane) - dsum[row]);
         for (int c = 0; c < 4 && lane + 32 * c < D; c++) acc[c] += ds * act_f32(kb[j * kvstride + lane + 32 * c]);
     }
-    float *out = dq + (b * T * Hq + h) * D + p * qstride;
-    for (int c = 0; c < 4 && lane + 32 * c < D; c++) out[lane + 32 * c] = acc[c] * scale;
+    const float s = suffix_warp_sum<kBug>(part, acc, D);
+    if (threadIdx.x < D) dq[(b * T * Hq + h) * D + p * qstride + threadIdx.x] = s * scale;
 }
 
 /* dK, dV += the suffix rows' share, for each key they see: blockIdx.x < ks
  * the selected prefix keys, then the local keys L..T-1; with per-row
  * records (rowmask set) every key j, for the rows whose bitmap holds it.
- * One warp per (key, batch row x KV head), the group's heads then the rows
- * in order */
-template <typename E>
+ * One block per (key, batch row x KV head), its warps over the pairs
+ * (group's head, row) */
+template <int kBug, typename E>
 __global__ void attention_mma_suffix_dkdv_kernel(float *dk, float *dv, const E *dout, const E *q, const E *k,
                                                  const E *v, const float *lse, const float *dsum, const int32_t *sel,
                                                  const uint64_t *rowmask, int64_t words, int64_t T, int64_t Hq,
                                                  int64_t Hkv, int64_t D, int64_t L, int64_t ks, float scale) {
-    const int lane = threadIdx.x;
+    __shared__ float part[2][kSuffixWarps][128];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int64_t b = blockIdx.y / Hkv, hk = blockIdx.y % Hkv, group = Hq / Hkv;
     const int64_t i = blockIdx.x;
     const int64_t j = rowmask ? i : i < ks ? sel[(b * Hkv + hk) * ks + i] : L + (i - ks);
@@ -270,24 +294,23 @@ __global__ void attention_mma_suffix_dkdv_kernel(float *dk, float *dv, const E *
     const int64_t qstride = Hq * D, kvstride = Hkv * D;
     const E *kj = k + (b * T * Hkv + hk) * D + j * kvstride, *vj = v + (b * T * Hkv + hk) * D + j * kvstride;
     float ak[4] = {0.0f, 0.0f, 0.0f, 0.0f}, av[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t hh = 0; hh < group; hh++) {
-        const int64_t h = hk * group + hh;
-        for (int64_t p = j < L ? L : j; p < T; p++) { /* a local key j is seen from row j on */
-            if (rows && !(rows[(p - L) * words] >> (j % 64) & 1)) continue; /* the same for every lane */
-            const int64_t row = (b * Hq + h) * T + p;
-            const E *qp = q + (b * T * Hq + h) * D + p * qstride, *dop = dout + (b * T * Hq + h) * D + p * qstride;
-            const float pr = expf(warp_dot(qp, kj, D, lane) * scale - lse[row]);
-            const float ds = pr * (warp_dot(dop, vj, D, lane) - dsum[row]);
-            for (int c = 0; c < 4 && lane + 32 * c < D; c++) {
-                av[c] += pr * act_f32(dop[lane + 32 * c]);
-                ak[c] += ds * act_f32(qp[lane + 32 * c]);
-            }
+    const int64_t p0 = j < L ? L : j, nrows = T - p0; /* a local key j is seen from row j on */
+    for (int64_t pair = warp; pair < group * nrows; pair += kSuffixWarps) {
+        const int64_t h = hk * group + pair / nrows, p = p0 + pair % nrows;
+        if (rows && !(rows[(p - L) * words] >> (j % 64) & 1)) continue; /* the same for every lane */
+        const int64_t row = (b * Hq + h) * T + p;
+        const E *qp = q + (b * T * Hq + h) * D + p * qstride, *dop = dout + (b * T * Hq + h) * D + p * qstride;
+        const float pr = expf(warp_dot(qp, kj, D, lane) * scale - lse[row]);
+        const float ds = pr * (warp_dot(dop, vj, D, lane) - dsum[row]);
+        for (int c = 0; c < 4 && lane + 32 * c < D; c++) {
+            av[c] += pr * act_f32(dop[lane + 32 * c]);
+            ak[c] += ds * act_f32(qp[lane + 32 * c]);
         }
     }
-    float *dkj = dk + (b * T * Hkv + hk) * D + j * kvstride, *dvj = dv + (b * T * Hkv + hk) * D + j * kvstride;
-    for (int c = 0; c < 4 && lane + 32 * c < D; c++) {
-        dkj[lane + 32 * c] += ak[c] * scale;
-        dvj[lane + 32 * c] += av[c];
+    const float sk = suffix_warp_sum<kBug>(part[0], ak, D), sv = suffix_warp_sum<kBug>(part[1], av, D);
+    if (threadIdx.x < D) {
+        dk[(b * T * Hkv + hk) * D + j * kvstride + threadIdx.x] += sk * scale;
+        dv[(b * T * Hkv + hk) * D + j * kvstride + threadIdx.x] += sv;
     }
 }
 
@@ -338,24 +361,26 @@ static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q,
         cudaMallocAsync((void **)&dsum, sizeof(float) * (size_t)(n_dsum + (one_pass ? (G + 1) * n_head : 0)), 0));
     attention_mma_dsum_kernel<E><<<grid_for(B * T * Hq * 32, 256), 256>>>(dsum, dout, out, B, T, Hq, D);
     CUDA_CHECK_LAUNCH();
+    /* the suffix rows' plant plants nothing in the causal kernels */
+    constexpr int kCausalBug = kBug == ATTN_MMA_BUG_SUFFIX_WARP ? ATTN_MMA_OK : kBug;
     if (one_pass) {
         float *dq_rest = dsum + n_dsum, *dk_part = dq_rest + (G - 1) * n_head, *dv_part = dk_part + n_head;
         switch (D) {
             case 16:
-                launch_causal_one_pass<16, kBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T,
-                                                 Hq, Hkv, L, G, scale);
+                launch_causal_one_pass<16, kCausalBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum,
+                                                       B, T, Hq, Hkv, L, G, scale);
                 break;
             case 32:
-                launch_causal_one_pass<32, kBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T,
-                                                 Hq, Hkv, L, G, scale);
+                launch_causal_one_pass<32, kCausalBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum,
+                                                       B, T, Hq, Hkv, L, G, scale);
                 break;
             case 64:
-                launch_causal_one_pass<64, kBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T,
-                                                 Hq, Hkv, L, G, scale);
+                launch_causal_one_pass<64, kCausalBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum,
+                                                       B, T, Hq, Hkv, L, G, scale);
                 break;
             default:
-                launch_causal_one_pass<128, kBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum, B, T,
-                                                  Hq, Hkv, L, G, scale);
+                launch_causal_one_pass<128, kCausalBug>(dq, dk, dv, dq_rest, dk_part, dv_part, dout, q, k, v, lse, dsum,
+                                                        B, T, Hq, Hkv, L, G, scale);
                 break;
         }
     } else {
@@ -369,13 +394,15 @@ static void backward(float *dq, float *dk, float *dv, const E *dout, const E *q,
         }
     }
     if (active) {
-        attention_mma_suffix_dq_kernel<E><<<dim3((unsigned int)(T - L), (unsigned int)(B * Hq)), 32>>>(
-            dq, dout, q, k, v, lse, dsum, sel, T, Hq, Hkv, D, L, ks, W, per, scale);
+        constexpr int kSuffixBug = kBug == ATTN_MMA_BUG_SUFFIX_WARP ? kBug : ATTN_MMA_OK;
+        attention_mma_suffix_dq_kernel<kSuffixBug, E>
+            <<<dim3((unsigned int)(T - L), (unsigned int)(B * Hq)), 32 * kSuffixWarps>>>(
+                dq, dout, q, k, v, lse, dsum, sel, T, Hq, Hkv, D, L, ks, W, per, scale);
         CUDA_CHECK_LAUNCH();
         /* per-row records: any key may be seen, found through the rows' bitmaps */
         uint64_t *rowmask = attention_row_mask_cuda(sel, B, T, Hkv, m);
-        attention_mma_suffix_dkdv_kernel<E>
-            <<<dim3((unsigned int)(per_row ? T : ks + T - L), (unsigned int)(B * Hkv)), 32>>>(
+        attention_mma_suffix_dkdv_kernel<kSuffixBug, E>
+            <<<dim3((unsigned int)(per_row ? T : ks + T - L), (unsigned int)(B * Hkv)), 32 * kSuffixWarps>>>(
                 dk, dv, dout, q, k, v, lse, dsum, sel, rowmask, attention_row_mask_words(T), T, Hq, Hkv, D, L, ks,
                 scale);
         CUDA_CHECK_LAUNCH();
@@ -439,6 +466,10 @@ extern "C" void attention_backward_mma_planted_cuda(float *dq, float *dk, float 
         case ATTN_MMA_BUG_DS_NO_SYNC:
             backward<ATTN_MMA_BUG_DS_NO_SYNC>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant,
                                               groups, fn);
+            break;
+        case ATTN_MMA_BUG_SUFFIX_WARP:
+            backward<ATTN_MMA_BUG_SUFFIX_WARP>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant,
+                                               groups, fn);
             break;
         default:
             backward<ATTN_MMA_OK>(dq, dk, dv, dout, q, k, v, out, lse, sel, B, T, Hq, Hkv, D, m, variant, groups, fn);

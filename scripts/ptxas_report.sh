@@ -62,8 +62,8 @@ cut -d' ' -f1 "${TMPDIR:-/tmp}/ptxas_report.$$" | c++filt |
         if (name == "attention_mma_dq_kernel") { thr = 128; dyn = 2 * T64 * (D + 8) * 2; return }
         if (name == "attention_mma_dkdv_kernel") { thr = 128; dyn = 4 * T64 * (D + 8) * 2 + 2 * T64 * 4; return }
         if (name == "attention_mma_bwd_one_pass_kernel") { thr = 256; dyn = 8 * T64 * (D + 8) * 2 + 4 * T64 * (T64 + 8) * 2 + 4 * T64 * 4; return }
-        if (name ~ /^attention_mma_suffix_/) { thr = 32; dyn = 0; return }
-        if (name ~ /^select_(topk|chosen|row_records)_kernel$/) { thr = 1024; dyn = 0; return }
+        if (name ~ /^attention_mma_suffix_/) { thr = 256; dyn = 0; return }
+        if (name ~ /^select_(chosen|row_records)_kernel$/) { thr = 1024; dyn = 0; return }
         if (name == "select_aggregate_kernel") { thr = 256; dyn = -1; return }
         if (name ~ /^prefill_/ || name == "decode_chunk_kernel") { thr = 256; dyn = -1; return }
         if (name == "decode_combine_kernel") { thr = 128; dyn = 0; return }

@@ -193,6 +193,22 @@ static void run_case(const Case *c, int plant) {
                       memcmp(dv, dv2, sizeof(float) * (size_t)nkv) == 0,
                   name, "the two runs differ");
     }
+    /* the suffix rows' kernels share a row's keys (dQ) and a key's (head,
+     * row) pairs (dK, dV) among 8 warps: a sum that leaves out the last
+     * warp's part must fail all three where rows and keys have 8 of them */
+    if (active && c->m.K >= 8 && T - c->m.L >= 8) {
+        gpu_backward(c, &d, &c->m, attention_bwd_variant_default(), 0, ATTN_MMA_BUG_SUFFIX_WARP, dq2, dk2, dv2);
+        const double r[3] = {worst_ratio(dq2, ref_dq, nq, GRAD_ATOL, GRAD_RTOL),
+                             worst_ratio(dk2, ref_dk, nkv, GRAD_ATOL, GRAD_RTOL),
+                             worst_ratio(dv2, ref_dv, nkv, GRAD_ATOL, GRAD_RTOL)};
+        snprintf(name, sizeof name, "planted backward bug caught (suffix rows summed without their last warp): %s",
+                 c->label);
+        tl_result(r[0] > 1.0 && r[1] > 1.0 && r[2] > 1.0, name,
+                  "worst errors dq %.3g, dk %.3g, dv %.3g of the allowance", r[0], r[1], r[2]);
+        printf("# planted suffix rows without their last warp: worst dq, dk, dv errors %.3g, %.3g, %.3g of the "
+               "allowance\n",
+               r[0], r[1], r[2]);
+    }
     /* the one pass with fewer dQ groups than key tiles: blocks walk several
      * key tiles (the first stores its slice, the later ones add); the
      * default gives one key tile per block at these T */
