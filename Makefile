@@ -129,7 +129,7 @@ MAIN_C  := cli/kvcpt.c
 # uses a backend asks the registry at run time instead of the preprocessor
 # at build time. The emulator's builds always take the CUDA files, the
 # sanitizer's (no CUDA) never.
-CUDA_C      := model/llama_cuda.c eval/engine_cuda.c train/train_engine_cuda.c train/device_optim.c \
+CUDA_C      := model/decoder_cuda.c eval/engine_cuda.c train/train_engine_cuda.c train/device_optim.c \
                parallel/fsdp_cuda.c parallel/comm_device.c $(wildcard bench/*_cuda.c) $(wildcard backends/cuda/*.c)
 CUDA_STUB_C := backends/cuda_none.c
 # The collectives' optional backends (parallel/comm_backend.h) work the same

@@ -114,7 +114,7 @@ int bench_attention(int argc, char **argv) {
         {"attn", OPT_STRING, &attn, "IMPL",
          "the bf16 engine's attention kernels timed in the bf16 row: mma (tensor cores; head dims 16, 32, 64, 128), "
          "cuda-core (the fp32 engine's CUDA-core kernels reading bf16) or cudnn (cuDNN's fused SDPA through its "
-         "graph API; not yet validated on a GPU); absent or auto: $" LLAMA_ATTN_ENV
+         "graph API; not yet validated on a GPU); absent or auto: $" DECODER_ATTN_ENV
          " when set, else mma where the head dim allows. cuDNN's row is timed beside the others wherever it runs"},
         {"no-peers", OPT_FLAG, &a.no_peers, NULL, "skip the PyTorch SDPA peer"},
         {"python", OPT_STRING, &python, "PATH",
@@ -143,8 +143,9 @@ int bench_attention(int argc, char **argv) {
         python = access(default_python, X_OK) == 0 ? default_python : "python3";
     }
     a.python = python;
-    a.attn = llama_attn_impl_resolve(attn ? llama_attn_impl_parse(attn, "bench attention --attn") : LLAMA_ATTN_AUTO,
-                                     "bench attention --attn", 1, a.head_dim);
+    a.attn =
+        decoder_attn_impl_resolve(attn ? decoder_attn_impl_parse(attn, "bench attention --attn") : DECODER_ATTN_AUTO,
+                                  "bench attention --attn", 1, a.head_dim);
     const BenchAttentionDevice *cu =
         bench_hooks(backend_require_accel("bench attention"), "bench attention")->attention;
     BenchAttnTimes times = {0};

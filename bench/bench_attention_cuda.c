@@ -29,7 +29,7 @@ static void fp32_backward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv
     attention_backward_cuda(b->dq, b->dk, b->dv, b->dout, b->q, b->k, b->v, b->out, b->lse, b->sel, B, T, Hq, Hkv, D,
                             m);
 }
-/* the tensor-core instantiation the bf16 engine runs (model/llama_cuda.c,
+/* the tensor-core instantiation the bf16 engine runs (model/decoder_cuda.c,
  * attn mma): bf16 q, k, v, out and dout, fp32 lse and gradients */
 static void mma_forward(Bufs *b, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D, const RefreshMask *m) {
     attention_forward_mma_bf16_cuda(b->outb, b->lse, b->qb, b->kb, b->vb, b->sel, B, T, Hq, Hkv, D, m);
@@ -170,14 +170,14 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
     const int64_t nq = B * T * Hq * D, nkv = B * T * Hkv * D;
     Rng r;
     rng_seed(&r, 1);
-    KV_CHECK(a->attn == LLAMA_ATTN_MMA || a->attn == LLAMA_ATTN_CUDA_CORE || a->attn == LLAMA_ATTN_CUDNN,
+    KV_CHECK(a->attn == DECODER_ATTN_MMA || a->attn == DECODER_ATTN_CUDA_CORE || a->attn == DECODER_ATTN_CUDNN,
              "bench attention: attention unresolved");
-    const int tc = a->attn == LLAMA_ATTN_MMA;
+    const int tc = a->attn == DECODER_ATTN_MMA;
     /* cuDNN's row runs where this build, the head dim, the mask and the
      * card's cuDNN allow it (its plans are built here, before any figure is
      * printed, so a refusal skips the row instead of stopping the bench) */
     const char *no_cudnn = attention_cudnn_probe(B, T, Hq, Hkv, D, &m);
-    if (no_cudnn && a->attn == LLAMA_ATTN_CUDNN) die("bench attention --attn cudnn: %s", no_cudnn);
+    if (no_cudnn && a->attn == DECODER_ATTN_CUDNN) die("bench attention --attn cudnn: %s", no_cudnn);
     Bufs b = {0};
     b.q = normal_device(nq, &r), b.k = normal_device(nkv, &r), b.v = normal_device(nkv, &r);
     b.dout = normal_device(nq, &r);
@@ -202,7 +202,7 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
             "\"reps\":%lld,\"forward_flops\":%.6e,\"select_ms\":%.4f,\"bf16_attn\":\"%s\"",
             dev, (long long)B, (long long)T, (long long)Hq, (long long)Hkv, (long long)D,
             (long long)(active ? a->L : 0), (long long)(active ? a->K : 0), active ? m.evict : 0,
-            (long long)(active ? m.restride : 0), (long long)a->reps, ff, select_ms, llama_attn_impl_name(a->attn));
+            (long long)(active ? m.restride : 0), (long long)a->reps, ff, select_ms, decoder_attn_impl_name(a->attn));
     if (a->json && tc) printf(",\"bf16_attn_forward_rows\":%d", attention_mma_fwd_rows());
     else if (a->json) printf(",\"bf16_attn_forward_rows\":null");
     if (!a->json) {
@@ -220,12 +220,12 @@ static void bench_kernels(const BenchAttn *a, BenchAttnTimes *times) {
         else printf("  the bf16 row runs attn cuda-core: the fp32 engine's kernels reading bf16\n");
     }
     for (int f = 0; f < N_FAMILIES; f++) {
-        const AttnKernels *kf = kernel_families[f].engine ? (tc                            ? &engine_mma
-                                                             : a->attn == LLAMA_ATTN_CUDNN ? &engine_cudnn
-                                                                                           : &engine_core)
+        const AttnKernels *kf = kernel_families[f].engine ? (tc                              ? &engine_mma
+                                                             : a->attn == DECODER_ATTN_CUDNN ? &engine_cudnn
+                                                                                             : &engine_core)
                                                           : &kernel_families[f];
         if (kf->cudnn && !kf->engine) {
-            if (a->attn == LLAMA_ATTN_CUDNN) continue; /* the bf16 row is it */
+            if (a->attn == DECODER_ATTN_CUDNN) continue; /* the bf16 row is it */
             if (no_cudnn) {
                 if (a->json) printf(",\"cudnn_skipped\":\"%s\"", no_cudnn);
                 else printf("  %-6s skipped: %s\n", kf->name, no_cudnn);

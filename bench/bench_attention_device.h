@@ -13,7 +13,7 @@ typedef struct {
     int64_t L, K, pool, evict, restride;           /* the RefreshKV mask; L = 0: causal */
     int64_t reps;                                  /* timed calls per kernel, after one warm-up */
     int json, no_peers;
-    LlamaAttnImpl attn; /* the bf16 engine's attention kernels, resolved: mma, cuda-core or cudnn */
+    DecoderAttnImpl attn; /* the bf16 engine's attention kernels, resolved: mma, cuda-core or cudnn */
     const char *python; /* the PyTorch peer's interpreter */
 } BenchAttn;
 

@@ -27,7 +27,7 @@ typedef struct {
     const char *preset, *device, *contexts, *budget;
     int64_t steps, fixed;
     int json;
-    Llama m;
+    Decoder m;
     const Backend *be;
     const DecodeDevice *dev;     /* the backend's decode engine (the eval command's); NULL: the host's */
     void *dev_model;             /* its weights on the device (dev->model_upload) */
@@ -35,7 +35,7 @@ typedef struct {
 
 /* Uniform weights of the initializer's standard deviation, filled in
  * parallel: an 8B preset in seconds (timings do not depend on the values). */
-static void random_weights(Llama *m) {
+static void random_weights(Decoder *m) {
     float a = (float)m->cfg.initializer_range * 1.7320508f; /* U(-a, a) has std a / sqrt(3) */
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < m->layout.total; i++)
@@ -69,7 +69,7 @@ static void report(const BenchDecode *b, int64_t L, int64_t K, double prefill_s,
 
 /* One context: prefill, then each policy over the same decode positions. */
 static void bench_context(BenchDecode *b, int64_t L, Rng *r) {
-    const LlamaConfig *c = &b->m.cfg;
+    const DecoderConfig *c = &b->m.cfg;
     int64_t S = b->steps + 1, K = policy_budget(b->budget, L);
     int32_t *tok = xmalloc(sizeof(int32_t) * (size_t)(L + S));
     for (int64_t i = 0; i < L + S; i++) tok[i] = (int32_t)(rng_u64(r) % (uint64_t)c->vocab_size);
@@ -146,10 +146,10 @@ int bench_decode(int argc, char **argv) {
     b.be = backend_resolve(b.device);
     int64_t ctx[8];
     int n_ctx = options_int_list(b.contexts, ctx, 8, "L");
-    LlamaConfig c;
+    DecoderConfig c;
     config_load(&c, b.preset);
     for (int i = 0; i < n_ctx; i++) check_positions(&b, ctx[i], c.max_position_embeddings);
-    llama_create(&b.m, &c);
+    decoder_create(&b.m, &c);
     random_weights(&b.m);
     b.dev = b.be->decode;
     if (b.dev) {
@@ -160,6 +160,6 @@ int bench_decode(int argc, char **argv) {
     rng_seed(&r, 3);
     for (int i = 0; i < n_ctx; i++) bench_context(&b, ctx[i], &r);
     if (b.dev) b.dev->model_free(b.dev_model);
-    llama_free(&b.m);
+    decoder_free(&b.m);
     return 0;
 }

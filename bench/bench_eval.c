@@ -271,7 +271,7 @@ static void remove_run(const char *dir) {
  * positions, which must be positions the model has and must not wrap,
  * checked here rather than left to two children that report it apart. */
 static void check_positions(const BenchEval *b) {
-    LlamaConfig c;
+    DecoderConfig c;
     config_load(&c, b->model);
     int64_t max_pos = c.max_position_embeddings, need;
     if (b->context > max_pos - 1)

@@ -18,7 +18,7 @@
 #include "../kernels/blas.h"
 #include "../kernels/blas_core.h"
 #include "../model/config.h"
-#include "../model/llama_buffers.h"
+#include "../model/decoder_buffers.h"
 #include "bench.h"
 
 typedef struct {
@@ -77,12 +77,12 @@ int bench_matmul(int argc, char **argv) {
                       argc, argv))
         return 0;
     KV_CHECK(seq >= 1 && reps >= 1 && reps <= 1000, "bench matmul: --seq must be >= 1 and --reps in [1, 1000]");
-    LlamaConfig c;
+    DecoderConfig c;
     config_load(&c, preset);
     int64_t T = seq, C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, nl = c.num_hidden_layers;
     int64_t QKV = (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim,
             QD = c.num_attention_heads * c.head_dim;
-    int64_t R = T < LLAMA_CE_CHUNK_ROWS ? T : LLAMA_CE_CHUNK_ROWS, chunks = (T + R - 1) / R;
+    int64_t R = T < DECODER_CE_CHUNK_ROWS ? T : DECODER_CE_CHUNK_ROWS, chunks = (T + R - 1) / R;
     /* the head's logits are computed in the forward and again in the backward */
     const MatmulShape shapes[] = {
         {"q|k|v forward", 0, 1, T, QKV, C, 0.0f, nl},

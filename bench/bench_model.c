@@ -1,5 +1,5 @@
 /* `kvcpt bench model`: forward+backward throughput of a preset on the CPU
- * reference or the CUDA engine (model/llama_cuda.h, fp32 or --precision bf16).
+ * reference or the CUDA engine (model/decoder_cuda.h, fp32 or --precision bf16).
  * On the CPU it then runs the same config, shape and step in PyTorch
  * (scripts/bench_torch_model.py: the transformers class of the config's
  * family, LlamaForCausalLM or MistralForCausalLM, eager mode, fp32, kvcpt's
@@ -19,21 +19,21 @@
 #include "../common/subprocess.h"
 #include "../common/util.h"
 #include "../kernels/blas_core.h"
-#include "../model/llama.h"
-#include "../model/llama_cuda.h"
+#include "../model/decoder.h"
+#include "../model/decoder_cuda.h"
 #include "bench.h"
 #include "bench_backend.h"
 
 typedef struct {
-    Llama m;
-    LlamaCuda *gpu;            /* NULL: the CPU reference */
+    Decoder m;
+    DecoderCuda *gpu;            /* NULL: the CPU reference */
     const BenchModelDevice *cu;  /* the device half; NULL on the host */
 } BenchModel;
 
 /* Random parameters at the init's scale, filled in parallel: the serial
- * llama_init_random takes minutes at 8B, and a benchmark needs realistic
+ * decoder_init_random takes minutes at 8B, and a benchmark needs realistic
  * magnitudes, not the training init's exact values. */
-static void bench_fill_params(Llama *m, uint64_t seed) {
+static void bench_fill_params(Decoder *m, uint64_t seed) {
     float std = (float)m->cfg.initializer_range;
     for (int i = 0; i < m->layout.n; i++) {
         const ParamTensor *t = &m->layout.t[i];
@@ -58,10 +58,10 @@ static float timed_pass(BenchModel *b, const int32_t *tok, const int32_t *tgt, i
      * adds the head's gradient (the logits once), so the forward's time
      * includes the head's backward products */
     double t0 = now_seconds();
-    llama_zero_grad(&b->m);
-    float loss = llama_forward_train(&b->m, tok, tgt, B, T);
+    decoder_zero_grad(&b->m);
+    float loss = decoder_forward_train(&b->m, tok, tgt, B, T);
     double t1 = now_seconds();
-    llama_backward(&b->m);
+    decoder_backward(&b->m);
     *fwd += t1 - t0, *bwd += now_seconds() - t1;
     return loss;
 }
@@ -75,7 +75,7 @@ typedef struct {
 
 /* Runs scripts/bench_torch_model.py on the config c with kvcpt's shape, step
  * counts, mask and thread count. */
-static void run_torch_peer(TorchPeer *p, const char *python, const char *attn, const LlamaConfig *c, int64_t batch,
+static void run_torch_peer(TorchPeer *p, const char *python, const char *attn, const DecoderConfig *c, int64_t batch,
                            int64_t seq, int64_t steps, int64_t warmup, const RefreshMask *mask, int threads) {
     memset(p, 0, sizeof *p);
     p->tokens_per_s = -1;
@@ -151,7 +151,7 @@ static char *json_quote(const char *s) {
  * host memory than a machine has, and the bound that keeps every per-step
  * buffer's byte count inside int64 for configs that pass config_validate);
  * the RefreshKV mask needs 0 <= K <= L < seq and an odd pool kernel. */
-static void check_counts(const LlamaConfig *c, const char *preset, int64_t batch, int64_t seq, int64_t L, int64_t K,
+static void check_counts(const DecoderConfig *c, const char *preset, int64_t batch, int64_t seq, int64_t L, int64_t K,
                          int64_t pool) {
     int64_t max_pos = c->max_position_embeddings, tokens;
     if (seq < 2 || seq > max_pos)
@@ -204,7 +204,7 @@ int bench_model(int argc, char **argv) {
                       argc, argv))
         return 0;
     const Backend *be = backend_resolve(device);
-    LlamaCudaPrecision prec = llama_cuda_precision_parse(precision, "bench model --precision");
+    DecoderCudaPrecision prec = decoder_cuda_precision_parse(precision, "bench model --precision");
     KV_CHECK(batch >= 1 && seq >= 2 && steps >= 1 && warmup >= 0,
              "bench model: --batch, --seq, --steps must be positive");
     KV_CHECK(strcmp(torch_attn, "sdpa") == 0 || strcmp(torch_attn, "eager") == 0,
@@ -215,12 +215,12 @@ int bench_model(int argc, char **argv) {
         exe_dir_path(default_python, sizeof default_python, "third_party/venv/bin/python");
         python = default_python;
     }
-    LlamaConfig c;
+    DecoderConfig c;
     config_load(&c, preset);
     check_counts(&c, preset, batch, seq, L, K, pool);
     BenchModel b = {0};
     b.cu = be->kind == BACKEND_ACCEL ? bench_hooks(be, "bench model")->model : NULL;
-    llama_create(&b.m, &c);
+    decoder_create(&b.m, &c);
     double t_setup = now_seconds();
     bench_fill_params(&b.m, 1);
     if (L > 0) {
@@ -230,9 +230,9 @@ int bench_model(int argc, char **argv) {
                             .pool_kernel = pool,
                             .agg = group_agg_parse(agg, "--agg"),
                             .S = seq - L};
-        llama_set_mask(&b.m, &mask);
+        decoder_set_mask(&b.m, &mask);
     }
-    LlamaRecompute recompute = llama_recompute_parse(recompute_s, "bench model --recompute");
+    DecoderRecompute recompute = decoder_recompute_parse(recompute_s, "bench model --recompute");
     if (b.cu) b.gpu = b.cu->create(&b.m, recompute, prec, L > 0 ? &b.m.mask : NULL);
     fprintf(stderr, "bench model: set up in %.1f s\n", now_seconds() - t_setup);
     int32_t *tok = xmalloc(sizeof(int32_t) * (size_t)(2 * batch * seq)), *tgt = tok + batch * seq;
@@ -259,16 +259,16 @@ int bench_model(int argc, char **argv) {
     double engine_mb = 0, device_used_mb = 0;
     if (b.gpu) b.cu->memory_mb(b.gpu, &engine_mb, &device_used_mb);
     double tokens = (double)(batch * seq * steps), secs = t_fwd + t_bwd;
-    double tps = tokens / secs, gflops = llama_flops_per_token(&b.m, seq) * tps / 1e9;
+    double tps = tokens / secs, gflops = decoder_flops_per_token(&b.m, seq) * tps / 1e9;
     /* model FLOPs of one timed step (batch x seq tokens), by kind */
-    FlopSplit per_tok = llama_flops_split(&b.m, seq);
+    FlopSplit per_tok = decoder_flops_split(&b.m, seq);
     double step_tokens = (double)(batch * seq), matmul_flops = per_tok.matmul * step_tokens,
            attn_flops = per_tok.attention * step_tokens;
     int64_t params = b.m.layout.total;
     RefreshMask mask = b.m.mask;
     free(tok);
     if (b.gpu) b.cu->destroy(b.gpu);
-    llama_free(&b.m); /* before the peer runs: the two never hold memory at once */
+    decoder_free(&b.m); /* before the peer runs: the two never hold memory at once */
     int threads = omp_get_max_threads(), peer = !no_peers && be->kind == BACKEND_HOST;
     TorchPeer tp = {.tokens_per_s = -1};
     if (peer) {
@@ -285,7 +285,7 @@ int bench_model(int argc, char **argv) {
                "\"mask_L\":%lld,\"mask_K\":%lld,\"threads\":%d,\"steps\":%lld,\"tokens_per_s\":%.1f,"
                "\"forward_ms\":%.2f,\"backward_ms\":%.2f,\"gflops_per_s\":%.2f,\"matmul_flops_per_step\":%.6e,"
                "\"attention_flops_per_step\":%.6e,\"loss\":%.5f",
-               dname, llama_cuda_precision_name(prec), llama_recompute_name(recompute), engine_mb, device_used_mb,
+               dname, decoder_cuda_precision_name(prec), decoder_recompute_name(recompute), engine_mb, device_used_mb,
                qpreset, (long long)params, (long long)batch, (long long)seq, (long long)L,
                (long long)(L > 0 ? mask.K : 0), threads, (long long)steps, tps, 1e3 * t_fwd / (double)steps,
                1e3 * t_bwd / (double)steps, gflops, matmul_flops, attn_flops, loss);
@@ -312,7 +312,7 @@ int bench_model(int argc, char **argv) {
         printf("bench model: %s (%.2fM params) %s%s, %d threads, batch %lld x seq %lld%s: %.1f tokens/s fwd+bwd "
                "(forward %.1f ms, backward %.1f ms per step, %.2f GFLOP/s)\n",
                preset, (double)params / 1e6, dname,
-               be->kind == BACKEND_ACCEL && prec == LLAMA_CUDA_BF16_WEIGHTS ? " (bf16 weights)" : "", threads,
+               be->kind == BACKEND_ACCEL && prec == DECODER_CUDA_BF16_WEIGHTS ? " (bf16 weights)" : "", threads,
                (long long)batch, (long long)seq, L > 0 ? " with RefreshKV mask" : "", tps, 1e3 * t_fwd / (double)steps,
                1e3 * t_bwd / (double)steps, gflops);
         printf("  model FLOPs per step: %.4g GFLOP = matmuls %.4g + attention %.4g (%.1f%%; recompute not counted)\n",

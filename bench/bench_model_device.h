@@ -6,21 +6,21 @@
  * bench/bench_model_cuda.c. */
 #include <stdint.h>
 
-#include "../model/llama.h"
-#include "../model/llama_cuda.h"
+#include "../model/decoder.h"
+#include "../model/decoder_cuda.h"
 
 typedef struct {
     /* The engine for m's config and parameters; mask (NULL: plain causal)
      * over its last mask->S positions. */
-    LlamaCuda *(*create)(const Llama *m, LlamaRecompute recompute, LlamaCudaPrecision precision,
-                         const RefreshMask *mask);
+    DecoderCuda *(*create)(const Decoder *m, DecoderRecompute recompute, DecoderCudaPrecision precision,
+                           const RefreshMask *mask);
     /* One forward+backward, synchronized; adds its seconds to *fwd and *bwd. */
-    float (*timed_pass)(LlamaCuda *g, const int32_t *tok, const int32_t *tgt, int64_t B, int64_t T, double *fwd,
+    float (*timed_pass)(DecoderCuda *g, const int32_t *tok, const int32_t *tgt, int64_t B, int64_t T, double *fwd,
                         double *bwd);
     /* What the engine counted and what the driver says is in use (adds
      * cuBLASLt workspaces and the context), in MiB. */
-    void (*memory_mb)(const LlamaCuda *g, double *engine_mb, double *device_used_mb);
-    void (*destroy)(LlamaCuda *g);
+    void (*memory_mb)(const DecoderCuda *g, double *engine_mb, double *device_used_mb);
+    void (*destroy)(DecoderCuda *g);
 } BenchModelDevice;
 
 #endif

@@ -59,7 +59,7 @@ static void check_rope_scaling(const GgufFile *f, const char *arch) {
 
 /* LlamaConfig from the family's keys (llama.cpp's LLM_KV names, under
  * general.architecture). */
-static void read_config(const GgufFile *f, LlamaConfig *c) {
+static void read_config(const GgufFile *f, DecoderConfig *c) {
     const char *p = f->map.path;
     char *arch = gguf_meta_str(f, "general.architecture", 1);
     const ModelArch *a = arch_by_gguf(arch);
@@ -178,7 +178,7 @@ static void progress(double t0, double *last, int i, int n, const char *name) {
  * each dequantizable). */
 typedef struct {
     GgufFile f;
-    LlamaConfig cfg;
+    DecoderConfig cfg;
     ParamLayout pl;
     int *src_of; /* pl.n entries */
 } GgufModel;
@@ -290,14 +290,14 @@ void gguf_import(const char *gguf_path, const char *to_dir, int native, KvDtype 
     gguf_model_close(&m);
 }
 
-void gguf_read_config(const char *gguf_path, LlamaConfig *cfg) {
+void gguf_read_config(const char *gguf_path, DecoderConfig *cfg) {
     GgufModel m;
     gguf_model_open(&m, gguf_path);
     *cfg = m.cfg;
     gguf_model_close(&m);
 }
 
-void gguf_load_fp32(const char *gguf_path, const LlamaConfig *cfg, const ParamLayout *pl, float *params) {
+void gguf_load_fp32(const char *gguf_path, const DecoderConfig *cfg, const ParamLayout *pl, float *params) {
     GgufModel m;
     gguf_model_open(&m, gguf_path);
     /* the caller's layout came from this file's config: the same file read again must give the same one */

@@ -27,8 +27,8 @@ void gguf_import(const char *gguf_path, const char *to_dir, int native, KvDtype 
  * (pl->total floats, pl built from that config); its tokenizer files as
  * gguf_import writes them (heap strings; 0, or -1 with both NULL when the
  * file has none). Each validates the whole model first, as gguf_import does. */
-void gguf_read_config(const char *gguf_path, LlamaConfig *cfg);
-void gguf_load_fp32(const char *gguf_path, const LlamaConfig *cfg, const ParamLayout *pl, float *params);
+void gguf_read_config(const char *gguf_path, DecoderConfig *cfg);
+void gguf_load_fp32(const char *gguf_path, const DecoderConfig *cfg, const ParamLayout *pl, float *params);
 int gguf_read_tokenizer(const char *gguf_path, char **tokenizer_json, char **tokenizer_config_json);
 
 #endif

@@ -21,8 +21,8 @@ static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
     if (k > 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, "]");
 }
 
-int model_match_layout(const TensorSet *s, const ParamLayout *pl, const LlamaConfig *cfg, int *skip_lm_head, char *err,
-                       int errlen) {
+int model_match_layout(const TensorSet *s, const ParamLayout *pl, const DecoderConfig *cfg, int *skip_lm_head,
+                       char *err, int errlen) {
     *skip_lm_head = 0;
     char a[128], b[128];
     for (int i = 0; i < s->n; i++) {
@@ -55,7 +55,7 @@ int model_match_layout(const TensorSet *s, const ParamLayout *pl, const LlamaCon
     return 0;
 }
 
-void model_file_load_fp32(const char *dir, const LlamaConfig *cfg, const ParamLayout *pl, float *params) {
+void model_file_load_fp32(const char *dir, const DecoderConfig *cfg, const ParamLayout *pl, float *params) {
     TensorSet s;
     tensor_set_open_or_die(&s, dir);
     char err[1024];
@@ -101,7 +101,7 @@ static ExportTensor *layout_exports(const ParamLayout *pl, const float *params, 
     return t;
 }
 
-static void write_config(const char *dir, const LlamaConfig *cfg, KvDtype dtype) {
+static void write_config(const char *dir, const DecoderConfig *cfg, KvDtype dtype) {
     char *base = config_to_json(cfg), *js = config_json_with_dtype(base, dtype);
     write_text_file_atomic(dir, "config.json", js);
     free(base);
@@ -116,13 +116,13 @@ int model_file_save_hf_weights(const char *dir, const ParamLayout *pl, const flo
     return shards;
 }
 
-void model_file_save_hf(const char *dir, const LlamaConfig *cfg, const ParamLayout *pl, const float *params,
+void model_file_save_hf(const char *dir, const DecoderConfig *cfg, const ParamLayout *pl, const float *params,
                         KvDtype dtype, int64_t shard_bytes) {
     model_file_save_hf_weights(dir, pl, params, dtype, shard_bytes);
     write_config(dir, cfg, dtype);
 }
 
-void model_file_save_native(const char *dir, const LlamaConfig *cfg, const ParamLayout *pl, const float *params,
+void model_file_save_native(const char *dir, const DecoderConfig *cfg, const ParamLayout *pl, const float *params,
                             KvDtype dtype) {
     ExportTensor *t = layout_exports(pl, params, dtype);
     export_native(dir, t, pl->n); /* first: it refuses values the dtype cannot hold before any write */

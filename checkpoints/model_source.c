@@ -33,7 +33,7 @@ static void refuse_hub_id(const char *spec, const char *what) {
         what, spec, spec);
 }
 
-void model_source_config(LlamaConfig *c, const char *spec, const char *what) {
+void model_source_config(DecoderConfig *c, const char *spec, const char *what) {
     if (model_source_is_gguf(spec)) {
         gguf_read_config(spec, c);
         return;
@@ -46,7 +46,7 @@ void model_source_config(LlamaConfig *c, const char *spec, const char *what) {
     config_load(c, spec);
 }
 
-void model_source_load_fp32(const char *spec, const LlamaConfig *cfg, const ParamLayout *pl, float *params) {
+void model_source_load_fp32(const char *spec, const DecoderConfig *cfg, const ParamLayout *pl, float *params) {
     if (model_source_is_gguf(spec)) gguf_load_fp32(spec, cfg, pl, params);
     else model_file_load_fp32(spec, cfg, pl, params);
 }

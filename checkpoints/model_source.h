@@ -16,10 +16,10 @@
 /* 1 when spec is a GGUF file. */
 int model_source_is_gguf(const char *spec);
 /* The model's config; dies naming `what` on a value that names nothing. */
-void model_source_config(LlamaConfig *c, const char *spec, const char *what);
+void model_source_config(DecoderConfig *c, const char *spec, const char *what);
 /* The model's weights as fp32 into params (pl->total floats), pl built from
  * the config model_source_config gave for the same spec. */
-void model_source_load_fp32(const char *spec, const LlamaConfig *cfg, const ParamLayout *pl, float *params);
+void model_source_load_fp32(const char *spec, const DecoderConfig *cfg, const ParamLayout *pl, float *params);
 /* The tokenizer.json of a model directory into path (n bytes); dies saying
  * why spec has none (a preset, a GGUF file, a directory without one). */
 void model_source_tokenizer_path(const char *spec, const char *what, char *path, size_t n);

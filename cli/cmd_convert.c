@@ -156,7 +156,7 @@ int cmd_convert(int argc, char **argv) {
     char cfg_path[4096];
     path_fmt(cfg_path, sizeof cfg_path, "%s/config.json", from);
     if (!config) config = cfg_path;
-    LlamaConfig cfg;
+    DecoderConfig cfg;
     config_load(&cfg, config);
     ParamLayout pl;
     param_layout_build(&pl, &cfg);

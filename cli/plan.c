@@ -21,7 +21,7 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
  * bound above all of them: tokens x the widest dimension (seq included) x
  * the layers x 64 bytes. Inputs past it are refused; a wrapped product would
  * print small, plausible totals. */
-static void check_plan_size(const LlamaConfig *c, int64_t seq, int64_t mb) {
+static void check_plan_size(const DecoderConfig *c, int64_t seq, int64_t mb) {
     int64_t widest = max64(max64(seq, c->vocab_size), max64(c->hidden_size, c->intermediate_size));
     widest = max64(widest, max64(c->num_attention_heads * c->head_dim, c->num_key_value_heads * c->head_dim));
     int64_t bt, bound;
@@ -62,7 +62,7 @@ static void print_json(const PlanRow *rows, int n) {
         printf("%s{\"ranks\":%d,\"recompute\":\"%s\",\"params\":%lld,\"grads\":%lld,\"optim\":%lld,\"unit_buffers\":%"
                "lld,\"activations\":%lld,"
                "\"total\":%lld}",
-               i ? "," : "", rows[i].ranks, llama_recompute_name(rows[i].recompute), (long long)rows[i].params,
+               i ? "," : "", rows[i].ranks, decoder_recompute_name(rows[i].recompute), (long long)rows[i].params,
                (long long)rows[i].grads, (long long)rows[i].optim, (long long)rows[i].unit_buffers,
                (long long)rows[i].activations, (long long)rows[i].total);
     printf("]\n");
@@ -84,22 +84,23 @@ static int64_t parse_bytes(const char *s, const char *opt) {
 
 /* Why the least recompute that fits is that one: each setting's total,
  * least recompute first, against gpu_mem. */
-static void print_least_recompute(const CudaMemPlan all[LLAMA_RECOMPUTE_COUNT], const LlamaRecompute *least,
+static void print_least_recompute(const CudaMemPlan all[DECODER_RECOMPUTE_COUNT], const DecoderRecompute *least,
                                   int64_t gpu_mem) {
     const double gib = 1024.0 * 1024.0 * 1024.0;
     printf("recompute by memory (less recompute needs more):");
-    for (int i = 0; i < LLAMA_RECOMPUTE_COUNT; i++) {
-        LlamaRecompute r = llama_recompute_by_cost[i];
-        printf("%s %s %.2f GiB", i ? "," : "", llama_recompute_name(r), (double)all[r].total / gib);
+    for (int i = 0; i < DECODER_RECOMPUTE_COUNT; i++) {
+        DecoderRecompute r = decoder_recompute_by_cost[i];
+        printf("%s %s %.2f GiB", i ? "," : "", decoder_recompute_name(r), (double)all[r].total / gib);
     }
     if (!least) {
         printf("; none of them fits %.2f GiB per GPU\n", (double)gpu_mem / gib);
         return;
     }
-    printf("; the least that fits %.2f GiB per GPU: recompute=%s", (double)gpu_mem / gib, llama_recompute_name(*least));
-    if (*least != LLAMA_RECOMPUTE_NONE) {
-        LlamaRecompute less = *least == LLAMA_RECOMPUTE_FULL ? LLAMA_RECOMPUTE_ATTN : LLAMA_RECOMPUTE_NONE;
-        printf(" (%s is %.2f GiB over)", llama_recompute_name(less), (double)(all[less].total - gpu_mem) / gib);
+    printf("; the least that fits %.2f GiB per GPU: recompute=%s", (double)gpu_mem / gib,
+           decoder_recompute_name(*least));
+    if (*least != DECODER_RECOMPUTE_NONE) {
+        DecoderRecompute less = *least == DECODER_RECOMPUTE_FULL ? DECODER_RECOMPUTE_ATTN : DECODER_RECOMPUTE_NONE;
+        printf(" (%s is %.2f GiB over)", decoder_recompute_name(less), (double)(all[less].total - gpu_mem) / gib);
     }
     printf("\n");
 }
@@ -116,7 +117,7 @@ static void print_mask(const RefreshMask *m) {
 /* The CUDA engine's bytes per GPU for one rank count: the whole working
  * model, activations and this rank's shards; the fit against gpu_mem. */
 static void print_cuda_engine(const char *model, const CudaMemInputs *in, const CudaMemPlan *p, int64_t gpu_mem,
-                              const CudaMemPlan all[LLAMA_RECOMPUTE_COUNT], const LlamaRecompute *least) {
+                              const CudaMemPlan all[DECODER_RECOMPUTE_COUNT], const DecoderRecompute *least) {
     const double gib = 1024.0 * 1024.0 * 1024.0;
     if (in->ranks > 0)
         printf("\nCUDA engine, %d rank%s (one GPU each; master, gradient sum and optimizer sharded on the GPUs), per "
@@ -124,8 +125,8 @@ static void print_cuda_engine(const char *model, const CudaMemInputs *in, const 
                in->ranks, in->ranks > 1 ? "s" : "");
     else printf("\nCUDA engine, one rank (the optimizer steps the engine's own parameters), per GPU:\n");
     printf("%s, T %lld x micro-batch %lld, precision %s, recompute %s, optimizer %s", model, (long long)in->T,
-           (long long)in->micro_batch, llama_cuda_precision_name(in->precision), llama_recompute_name(in->recompute),
-           in->optim_device ? "on the engine's parameters" : "on the shards");
+           (long long)in->micro_batch, decoder_cuda_precision_name(in->precision),
+           decoder_recompute_name(in->recompute), in->optim_device ? "on the engine's parameters" : "on the shards");
     print_mask(&in->mask);
     if (p->attn > 0) printf(", attn cudnn");
     printf("\n");
@@ -141,28 +142,28 @@ static void print_cuda_engine(const char *model, const CudaMemInputs *in, const 
             (double)gpu_mem / gib, (double)(p->total - gpu_mem) / gib, (long long)(p->total - gpu_mem));
 }
 
-static void print_cuda_json(int ranks, LlamaRecompute r, const CudaMemPlan *p, int64_t gpu_mem,
-                            const LlamaRecompute *least) {
+static void print_cuda_json(int ranks, DecoderRecompute r, const CudaMemPlan *p, int64_t gpu_mem,
+                            const DecoderRecompute *least) {
     printf("{\"ranks\":%d,\"recompute\":\"%s\",\"params\":%lld,\"wbf16\":%lld,\"grads\":%lld,\"rope\":%lld,\"acts\":%"
            "lld,\"optim\":%lld,"
            "\"shards\":%lld,\"attn_scratch\":%lld,\"counted\":%lld,\"workspace\":%lld,\"cudnn_workspace\":%lld,"
            "\"total\":%lld,"
            "\"gpu_mem\":%lld,\"fits\":%s",
-           ranks, llama_recompute_name(r), (long long)p->params, (long long)p->wbf16, (long long)p->grads,
+           ranks, decoder_recompute_name(r), (long long)p->params, (long long)p->wbf16, (long long)p->grads,
            (long long)p->rope, (long long)p->acts, (long long)p->optim, (long long)p->shards, (long long)p->attn,
            (long long)p->counted, (long long)p->workspace, (long long)p->cudnn_workspace, (long long)p->total,
            (long long)gpu_mem, p->total <= gpu_mem ? "true" : "false");
     if (!least) printf(",\"least_recompute\":null}");
-    else printf(",\"least_recompute\":\"%s\"}", llama_recompute_name(*least));
+    else printf(",\"least_recompute\":\"%s\"}", decoder_recompute_name(*least));
 }
 
 /* The ZeRO-3 row for ranks with the least recompute whose total fits
  * gpu_mem (full when none does). */
-static PlanRow zero3_least_recompute(const LlamaConfig *c, const PlanInputs *in, int ranks, int64_t gpu_mem) {
+static PlanRow zero3_least_recompute(const DecoderConfig *c, const PlanInputs *in, int ranks, int64_t gpu_mem) {
     PlanInputs t = *in;
     PlanRow row = {0};
-    for (int i = 0; i < LLAMA_RECOMPUTE_COUNT; i++) {
-        t.recompute = llama_recompute_by_cost[i];
+    for (int i = 0; i < DECODER_RECOMPUTE_COUNT; i++) {
+        t.recompute = decoder_recompute_by_cost[i];
         row = plan_rank_bytes(c, &t, ranks);
         if (row.total <= gpu_mem) break;
     }
@@ -172,11 +173,11 @@ static PlanRow zero3_least_recompute(const LlamaConfig *c, const PlanInputs *in,
 /* The CUDA engine's plan for every recompute setting (all, indexed by the
  * setting) and the least recompute that fits gpu_mem (*least); returns 0
  * when none does. */
-static int cuda_least_recompute(const LlamaConfig *c, CudaMemInputs in, int64_t gpu_mem,
-                                CudaMemPlan all[LLAMA_RECOMPUTE_COUNT], LlamaRecompute *least) {
+static int cuda_least_recompute(const DecoderConfig *c, CudaMemInputs in, int64_t gpu_mem,
+                                CudaMemPlan all[DECODER_RECOMPUTE_COUNT], DecoderRecompute *least) {
     int found = 0;
-    for (int i = 0; i < LLAMA_RECOMPUTE_COUNT; i++) {
-        LlamaRecompute r = llama_recompute_by_cost[i];
+    for (int i = 0; i < DECODER_RECOMPUTE_COUNT; i++) {
+        DecoderRecompute r = decoder_recompute_by_cost[i];
         in.recompute = r;
         all[r] = cuda_mem_plan(c, &in);
         if (!found && all[r].total <= gpu_mem) {
@@ -260,10 +261,10 @@ int cmd_plan(int argc, char **argv) {
     }
     /* --recompute over the config's; auto is resolved per rank count below */
     int pick = recompute_s && strcmp(recompute_s, "auto") == 0;
-    if (recompute_s && !pick) tc.recompute = llama_recompute_parse(recompute_s, "kvcpt plan --recompute");
-    if (attn_s) tc.attn_impl = llama_attn_impl_parse(attn_s, "kvcpt plan --attn");
+    if (recompute_s && !pick) tc.recompute = decoder_recompute_parse(recompute_s, "kvcpt plan --recompute");
+    if (attn_s) tc.attn_impl = decoder_attn_impl_parse(attn_s, "kvcpt plan --attn");
     if (!model) model = "llama3.1-8b";
-    LlamaConfig c;
+    DecoderConfig c;
     model_source_config(&c, model, "kvcpt plan: --preset");
     OptimKind kind;
     KV_CHECK(optim_kind_parse(optim, &kind) == 0, "kvcpt plan: --optim must be adamw8bit or adamw, got '%s'", optim);
@@ -280,7 +281,7 @@ int cmd_plan(int argc, char **argv) {
                      dtype_bytes(gd, "grads"),
                      dtype_bytes(ad, "acts"),
                      kind,
-                     (LlamaRecompute)tc.recompute};
+                     (DecoderRecompute)tc.recompute};
     PlanRow rows[64];
     int n = 0;
     for (const char *p = ranks; *p && n < 64;) {
@@ -299,7 +300,8 @@ int cmd_plan(int argc, char **argv) {
         printf("ZeRO-3 budget (every buffer sharded, units gathered one at a time; the CUDA engine below keeps its "
                "working weights whole): %s, seq %lld x micro-batch %lld, params %s, grads %s, acts %s, %s, recompute ",
                model, (long long)seq, (long long)mb, pd, gd, ad, optim);
-        for (int i = 0; i < (pick ? n : 1); i++) printf("%s%s", i ? "," : "", llama_recompute_name(rows[i].recompute));
+        for (int i = 0; i < (pick ? n : 1); i++)
+            printf("%s%s", i ? "," : "", decoder_recompute_name(rows[i].recompute));
         printf("%s", pick ? " (auto: the least that fits --gpu-mem for each rank count)" : "");
         print_mask(&in.mask);
         printf("\n");
@@ -312,9 +314,9 @@ int cmd_plan(int argc, char **argv) {
     if (json) printf("[");
     for (int i = 0; i < n; i++) {
         CudaMemInputs cin = cuda_mem_inputs_from_train(&tc, mode, rows[i].ranks);
-        CudaMemPlan all[LLAMA_RECOMPUTE_COUNT];
-        LlamaRecompute least_setting = LLAMA_RECOMPUTE_FULL; /* nothing fits: the smallest */
-        const LlamaRecompute *least =
+        CudaMemPlan all[DECODER_RECOMPUTE_COUNT];
+        DecoderRecompute least_setting = DECODER_RECOMPUTE_FULL; /* nothing fits: the smallest */
+        const DecoderRecompute *least =
             cuda_least_recompute(&c, cin, gpu_mem, all, &least_setting) ? &least_setting : NULL;
         if (pick) cin.recompute = least_setting;
         CudaMemPlan cp = cuda_mem_plan(&c, &cin);

@@ -13,14 +13,14 @@ typedef struct DecodeDevice {
     /* Uploads m's weights once for every engine of its documents; *bytes:
      * what the device then holds for them. Free with model_free after the
      * last engine. */
-    void *(*model_upload)(const Llama *m, int64_t *bytes);
+    void *(*model_upload)(const Decoder *m, int64_t *bytes);
     void (*model_free)(void *model);
     /* engine_create on the device, over model (model_upload of m), for cap
      * positions and W prefill rows kept for policies. Free with engine_free. */
-    void (*engine_create)(DecodeEngine *e, Llama *m, void *model, int64_t cap, int64_t W);
+    void (*engine_create)(DecodeEngine *e, Decoder *m, void *model, int64_t cap, int64_t W);
     /* How many documents of L + S positions (W prefill rows each) decode at
      * once: batch, or fewer when the free device memory holds fewer (said on
      * stdout); dies, naming the sizes, when not even one fits. */
-    int64_t (*fit_batch)(const LlamaConfig *c, int64_t L, int64_t S, int64_t W, int64_t batch);
+    int64_t (*fit_batch)(const DecoderConfig *c, int64_t L, int64_t S, int64_t W, int64_t batch);
 } DecodeDevice;
 #endif

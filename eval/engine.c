@@ -13,7 +13,7 @@
 #include "../kernels/rope.h"
 #include "../kernels/rmsnorm.h"
 #include "../kernels/swiglu.h"
-#include "../model/llama_layer.h"
+#include "../model/decoder_layer.h"
 #include "../model/config.h"
 #include "engine_backend.h"
 #include "row_matmul.h"
@@ -22,8 +22,8 @@ static float *alloc_f(int64_t n) { return xmalloc(sizeof(float) * (size_t)(n > 0
 
 static const DecodeBackend cpu_backend; /* defined with its pieces below */
 
-void engine_init_host(DecodeEngine *e, Llama *m, int64_t cap, int64_t W, int host_caches) {
-    const LlamaConfig *c = &m->cfg;
+void engine_init_host(DecodeEngine *e, Decoder *m, int64_t cap, int64_t W, int host_caches) {
+    const DecoderConfig *c = &m->cfg;
     memset(e, 0, sizeof *e);
     e->m = m, e->w = &m->w, e->cap = cap, e->W = W;
     int64_t nl = c->num_hidden_layers, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, D = c->head_dim;
@@ -62,7 +62,7 @@ void engine_free_host(DecodeEngine *e) {
     memset(e, 0, sizeof *e);
 }
 
-void engine_create(DecodeEngine *e, Llama *m, int64_t cap, int64_t W) {
+void engine_create(DecodeEngine *e, Decoder *m, int64_t cap, int64_t W) {
     engine_init_host(e, m, cap, W, 1);
     e->backend = &cpu_backend;
 }
@@ -82,7 +82,7 @@ static void record_first(DecodeEngine *e, int64_t l, int64_t g, const int32_t *k
 
 void engine_fork(DecodeEngine *f, const DecodeEngine *e) {
     KV_CHECK(e->backend == &cpu_backend && !e->forked && e->L >= 1, "eval: only a prefilled CPU engine can be forked");
-    const LlamaConfig *c = &e->m->cfg;
+    const DecoderConfig *c = &e->m->cfg;
     int64_t nl = c->num_hidden_layers, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, D = c->head_dim;
     int64_t tail = e->cap - e->L;
     memset(f, 0, sizeof *f);
@@ -115,7 +115,7 @@ void engine_free(DecodeEngine *e) {
 }
 
 /* Full causal prefill on the CPU, layer by layer through the model's own
- * layer forward (model/llama_layer.h) with one reused activation set: eval
+ * layer forward (model/decoder_layer.h) with one reused activation set: eval
  * never runs a backward, so keeping every layer's activations (about 1 MB
  * per token for SmolLM2-135M: 9 GB at L = 8192, 17 GB at 16384) would only
  * cost memory. After each layer its K/V rows go to the caches and what the
@@ -123,19 +123,19 @@ void engine_free(DecodeEngine *e) {
  * own probabilities (one pass over the scores), not a second L x L softmax.
  * The GPU engine's prefill (eval/engine_cuda.c) has the same shape. */
 static void prefill_cpu(DecodeEngine *e, const int32_t *tokens, int64_t L) {
-    const Llama *m = e->m;
-    const LlamaConfig *c = &m->cfg;
+    const Decoder *m = e->m;
+    const DecoderConfig *c = &m->cfg;
     int64_t C = c->hidden_size, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, D = c->head_dim;
     int64_t W = e->W < L ? e->W : L;
     /* the mask is off: the prefill is full causal attention for every policy */
     RefreshMask off = refresh_mask_off();
-    llama_check_inputs(c, &off, tokens, NULL, 1, L);
+    decoder_check_inputs(c, &off, tokens, NULL, 1, L);
     LayerActs a;
-    float *acts = xmalloc(sizeof(float) * (size_t)llama_layer_acts_numel(c, L, 4));
-    llama_layer_acts_carve(&a, c, L, 4, acts);
+    float *acts = xmalloc(sizeof(float) * (size_t)decoder_layer_acts_numel(c, L, 4));
+    decoder_layer_acts_carve(&a, c, L, 4, acts);
     float *x[2] = {alloc_f(L * C), alloc_f(L * C)}, *xf = alloc_f(C), rstd;
     embedding_forward_cpu(x[0], tokens, m->w.embed, L, C);
-    LayerPass pass = {.ops = &llama_cpu_ops,
+    LayerPass pass = {.ops = &decoder_cpu_ops,
                       .cfg = c,
                       .mask = &off,
                       .rope_cos = e->rope_cos,
@@ -145,7 +145,7 @@ static void prefill_cpu(DecodeEngine *e, const int32_t *tokens, int64_t L) {
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         AttentionStats st = {e->colsum[l], e->last_probs[l], W};
         pass.stats = &st;
-        llama_layer_forward(&pass, &m->w.layers[l], &a, NULL, x[l & 1], x[(l + 1) & 1], 0);
+        decoder_layer_forward(&pass, &m->w.layers[l], &a, NULL, x[l & 1], x[(l + 1) & 1], 0);
         memcpy(e->kc[l], a.k, sizeof(float) * (size_t)(L * Hkv * D));
         memcpy(e->vc[l], a.v, sizeof(float) * (size_t)(L * Hkv * D));
         memcpy(e->last_out[l], a.att + (L - W) * Hq * D, sizeof(float) * (size_t)(W * Hq * D));
@@ -156,12 +156,12 @@ static void prefill_cpu(DecodeEngine *e, const int32_t *tokens, int64_t L) {
      * are independent) and the head over it */
     const float *last_row = x[c->num_hidden_layers & 1] + (L - 1) * C;
     rmsnorm_forward_cpu(xf, &rstd, last_row, m->w.final_norm, 1, C, (float)c->rms_norm_eps);
-    llama_cpu_ops.head_forward(e->prefill_logits, xf, m->w.lm_head, 1, C, c->vocab_size);
+    decoder_cpu_ops.head_forward(e->prefill_logits, xf, m->w.lm_head, 1, C, c->vocab_size);
     free(acts), free(x[0]), free(x[1]), free(xf);
 }
 
 void engine_unrotate_query(const DecodeEngine *e, float *q, int64_t pos) {
-    const LlamaConfig *c = &e->m->cfg;
+    const DecoderConfig *c = &e->m->cfg;
     int64_t D = c->head_dim;
     /* the saved q is rotated; rotating back (the RoPE transpose) gives the
      * raw query (under yarn, times its attention factor squared: the tables
@@ -223,16 +223,16 @@ int64_t engine_choose_keys(DecodeEngine *e, Policy *p, int64_t l, int64_t pos, c
 
 /* ---- the CPU backend ---- */
 
-int64_t step_rows_numel(const LlamaConfig *c, int64_t nb) {
-    return llama_layer_acts_numel(c, nb, 4) + nb * (3 * c->hidden_size + 1 + c->vocab_size) +
+int64_t step_rows_numel(const DecoderConfig *c, int64_t nb) {
+    return decoder_layer_acts_numel(c, nb, 4) + nb * (3 * c->hidden_size + 1 + c->vocab_size) +
            4 * REDZONE_FLOATS; /* 4 takes below */
 }
 
-void step_rows_carve(StepRows *r, const LlamaConfig *c, int64_t nb, float *mem) {
+void step_rows_carve(StepRows *r, const DecoderConfig *c, int64_t nb, float *mem) {
     int64_t C = c->hidden_size;
     float *p = r->mem = mem;
     r->nb = nb;
-    llama_layer_acts_carve(&r->a, c, nb, 4, p), p += llama_layer_acts_numel(c, nb, 4);
+    decoder_layer_acts_carve(&r->a, c, nb, 4, p), p += decoder_layer_acts_numel(c, nb, 4);
     r->x[0] = redzone_take(&p, nb * C);
     r->x[1] = redzone_take(&p, nb * C);
     r->xf = redzone_take(&p, nb * C);
@@ -240,7 +240,7 @@ void step_rows_carve(StepRows *r, const LlamaConfig *c, int64_t nb, float *mem) 
     r->logits = p;
 }
 
-static void cpu_rows_create(StepRows *r, const LlamaConfig *c, int64_t nb) {
+static void cpu_rows_create(StepRows *r, const DecoderConfig *c, int64_t nb) {
     step_rows_carve(r, c, nb, alloc_f(step_rows_numel(c, nb)));
     r->q_raw = alloc_f(nb * c->num_attention_heads * c->head_dim);
     r->logits_host = r->logits;
@@ -255,7 +255,7 @@ static void cpu_embed(DecodeEngine *const *e, StepRows *r, const int32_t *const 
 }
 
 static void cpu_attend(DecodeEngine *const *e, Policy *const *p, StepRows *r, int64_t l, int64_t pos) {
-    const LlamaConfig *c = &e[0]->m->cfg;
+    const DecoderConfig *c = &e[0]->m->cfg;
     int64_t nb = r->nb, D = c->head_dim, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
     int64_t QD = Hq * D, KD = Hkv * D;
     const LayerActs *a = &r->a;
@@ -282,7 +282,7 @@ static void cpu_rope_tables(const DecodeEngine *e, const float **cos_t, const fl
     *cos_t = e->rope_cos, *sin_t = e->rope_sin;
 }
 
-static const float *cpu_logits(StepRows *r, const LlamaConfig *c) { return r->logits; }
+static const float *cpu_logits(StepRows *r, const DecoderConfig *c) { return r->logits; }
 
 static void cpu_prefill_cache(DecodeEngine *e, int64_t l, const float **kc, const float **vc) {
     *kc = e->kc[l], *vc = e->vc[l];
@@ -292,7 +292,7 @@ static void cpu_prefill_cache(DecodeEngine *e, int64_t l, const float **kc, cons
  * step's hook). row_matmul keeps each row's bits independent of the batch,
  * and each output is one dot product whatever the product's width, so the
  * fused [q | k | v] and [gate | up] rows are those of separate products. */
-static const LlamaOps cpu_decode_ops = {
+static const DecoderOps cpu_decode_ops = {
     .rmsnorm_forward = rmsnorm_forward_cpu,
     .matmul_forward = row_matmul_forward,
     .matmul_forward_act = row_matmul_forward,
@@ -334,12 +334,12 @@ static void step_attend(void *ctx, LayerActs *a) {
 }
 
 /* One decode step's layers for every document: the model's layer forward
- * (model/llama_layer.h) over nb rows of T = 1, its projections each one
+ * (model/decoder_layer.h) over nb rows of T = 1, its projections each one
  * (nb, in) x (in, out) product, with the step's hook for attention and
  * policy per document. Returns the residual stream after the last layer. */
 static const float *decode_layers(const DecodeBackend *be, DecodeEngine *const *e, Policy *const *p, StepRows *r,
                                   int64_t pos, double *attend_s) {
-    const LlamaConfig *c = &e[0]->m->cfg;
+    const DecoderConfig *c = &e[0]->m->cfg;
     int64_t half = c->head_dim / 2;
     const float *cos_t, *sin_t;
     be->rope_tables(e[0], &cos_t, &sin_t);
@@ -357,7 +357,7 @@ static const float *decode_layers(const DecodeBackend *be, DecodeEngine *const *
                       .attend_ctx = &sa};
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         sa.l = l;
-        llama_layer_forward(&pass, &e[0]->w->layers[l], &r->a, NULL, r->x[l & 1], r->x[(l + 1) & 1], 0);
+        decoder_layer_forward(&pass, &e[0]->w->layers[l], &r->a, NULL, r->x[l & 1], r->x[(l + 1) & 1], 0);
     }
     *attend_s += sa.attend_s;
     return r->x[c->num_hidden_layers & 1];
@@ -391,7 +391,7 @@ static void policies_init(const DecodeBackend *be, DecodeEngine *const *e, Polic
     int64_t nl = e[0]->m->cfg.num_hidden_layers;
 #pragma omp parallel for schedule(dynamic) if (nb > 1)
     for (int64_t b = 0; b < nb; b++) {
-        const Llama *m = e[b]->m;
+        const Decoder *m = e[b]->m;
         p[b]->shape.W = e[b]->W < e[b]->L ? e[b]->W : e[b]->L;
         p[b]->shape.rope_cos = e[b]->rope_cos,
         p[b]->shape.rope_sin = e[b]->rope_sin; /* host tables on either backend */
@@ -408,8 +408,8 @@ static void policies_init(const DecodeBackend *be, DecodeEngine *const *e, Polic
 void engine_decode_batch_top1(DecodeEngine *const *e, Policy *const *p, const int32_t *const *tokens, int64_t nb,
                               int64_t S, double *nll, uint8_t *top1) {
     KV_CHECK(nb >= 1, "eval: a decode batch needs at least one document (got %lld)", (long long)nb);
-    const Llama *m = e[0]->m;
-    const LlamaConfig *c = &m->cfg;
+    const Decoder *m = e[0]->m;
+    const DecoderConfig *c = &m->cfg;
     const DecodeBackend *be = e[0]->backend;
     int64_t L = e[0]->L, C = c->hidden_size, V = c->vocab_size;
     for (int64_t b = 0; b < nb; b++) {

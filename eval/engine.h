@@ -17,7 +17,7 @@
  * from the same prefill statistics. */
 #include <stdint.h>
 
-#include "../model/llama.h"
+#include "../model/decoder.h"
 #include "policy.h"
 
 struct DecodeBackend;
@@ -26,7 +26,7 @@ struct DecodeBackend;
 typedef void (*EngineStepHook)(void *ctx, int64_t step, int64_t steps);
 
 typedef struct {
-    Llama *m;                         /* the host model (policies read o_proj from it) */
+    Decoder *m;                         /* the host model (policies read o_proj from it) */
     const ModelTensors *w;            /* the weights decode steps read: host, or device (GPU) */
     int64_t cap, L, W;
     float **kc, **vc;                 /* per layer (cap, Hkv, D): host, or device (GPU) */
@@ -57,7 +57,7 @@ typedef struct {
 } DecodeEngine;
 
 /* cap: the most positions a document will use (L + S). W: prefill rows kept for policies. */
-void engine_create(DecodeEngine *e, Llama *m, int64_t cap, int64_t W);
+void engine_create(DecodeEngine *e, Decoder *m, int64_t cap, int64_t W);
 void engine_free(DecodeEngine *e);
 /* From now on every decode records the cached keys its policy chose at the
  * first step (position L, the set kept after the prefill; the current

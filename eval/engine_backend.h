@@ -1,7 +1,7 @@
 #ifndef KVCPT_ENGINE_BACKEND_H
 #define KVCPT_ENGINE_BACKEND_H
 /* What eval/engine.c (the decode step, written once) asks of a backend:
- * the row-wise ops on its memory (a LlamaOps table), and the pieces whose
+ * the row-wise ops on its memory (a DecoderOps table), and the pieces whose
  * data movement differs between host and device: step buffers, token
  * embedding, attention of each document over its policy's keys, logits
  * back on the host, the prefill caches a policy's init reads, the prefill
@@ -10,11 +10,11 @@
  * the GPU one in engine_cuda.c, and neither file includes the other. */
 #include <stdint.h>
 
-#include "../model/llama_layer.h"
+#include "../model/decoder_layer.h"
 #include "engine.h"
 
 /* Activations of the nb documents of one decode step, one row each, in the
- * backend's memory: the layer's own set (model/llama_buffers.h, B = nb,
+ * backend's memory: the layer's own set (model/decoder_buffers.h, B = nb,
  * T = 1), the residual stream in and out of a layer, the final norm's
  * output and its rstd, the logits. q_raw (pre-RoPE queries, what policies
  * compare) and logits_host are always host memory. */
@@ -27,8 +27,8 @@ typedef struct {
 } StepRows;
 
 typedef struct DecodeBackend {
-    const LlamaOps *ops;
-    void (*rows_create)(StepRows *r, const LlamaConfig *c, int64_t nb);
+    const DecoderOps *ops;
+    void (*rows_create)(StepRows *r, const DecoderConfig *c, int64_t nb);
     void (*rows_free)(StepRows *r);
     /* r->x[0] = embedding rows of tokens[b][pos] */
     void (*embed)(DecodeEngine *const *e, StepRows *r, const int32_t *const *tokens, int64_t pos);
@@ -42,7 +42,7 @@ typedef struct DecodeBackend {
      * rope_split_forward reads from the step's position on */
     void (*rope_tables)(const DecodeEngine *e, const float **cos_t, const float **sin_t);
     /* host view of r->logits (nb, V) */
-    const float *(*logits)(StepRows *r, const LlamaConfig *c);
+    const float *(*logits)(StepRows *r, const DecoderConfig *c);
     /* host views of the prefill rows of layer l's caches, valid until the next call */
     void (*prefill_cache)(DecodeEngine *e, int64_t l, const float **kc, const float **vc);
     /* Full causal prefill of tokens[0..L-1] (e->L already set): caches, statistics, prefill logits. */
@@ -52,8 +52,8 @@ typedef struct DecodeBackend {
 } DecodeBackend;
 
 /* Floats of StepRows' carved part (a..logits) and the carving itself. */
-int64_t step_rows_numel(const LlamaConfig *c, int64_t nb);
-void step_rows_carve(StepRows *r, const LlamaConfig *c, int64_t nb, float *mem);
+int64_t step_rows_numel(const DecoderConfig *c, int64_t nb);
+void step_rows_carve(StepRows *r, const DecoderConfig *c, int64_t nb, float *mem);
 /* The host half of one document's attention at layer l: the policy's keys
  * for position pos, checked, sorted, pos appended, packed into e->off/e->n
  * (a head that keeps every position is a full step: off < 0). Returns the
@@ -61,7 +61,7 @@ void step_rows_carve(StepRows *r, const LlamaConfig *c, int64_t nb, float *mem);
 int64_t engine_choose_keys(DecodeEngine *e, Policy *p, int64_t l, int64_t pos, const float *q_raw);
 /* The host parts of an engine both backends keep (statistics, keys, RoPE
  * tables, logits); host_caches: allocate kc/vc on the host too. */
-void engine_init_host(DecodeEngine *e, Llama *m, int64_t cap, int64_t W, int host_caches);
+void engine_init_host(DecodeEngine *e, Decoder *m, int64_t cap, int64_t W, int host_caches);
 void engine_free_host(DecodeEngine *e);
 /* The pre-RoPE query from a rotated one at position pos (host, in place;
  * under yarn scaled by its attention factor squared). */

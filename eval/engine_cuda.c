@@ -12,7 +12,7 @@
 #include "../kernels/matmul.h"
 #include "../kernels/rmsnorm.h"
 #include "../kernels/rope.h"
-#include "../model/llama_cuda.h"
+#include "../model/decoder_cuda.h"
 #include "engine_backend.h"
 
 /* One engine's device state (DecodeEngine.device). */
@@ -31,12 +31,12 @@ static EngineCuda *engine_cuda_of(const DecodeEngine *e) { return e->device; }
 
 static const DecodeBackend gpu_backend; /* defined with its pieces below */
 
-void decode_model_cuda_create(DecodeModelCuda *g, const Llama *m) {
+void decode_model_cuda_create(DecodeModelCuda *g, const Decoder *m) {
     memset(g, 0, sizeof *g);
     g->m = m;
     g->params = cuda_malloc_counted(&g->bytes, (int64_t)sizeof(float) * m->layout.total);
     cuda_memcpy_h2d(g->params, m->params, sizeof(float) * (size_t)m->layout.total);
-    llama_bind_tensors(&g->w, &m->cfg, &m->layout, g->params);
+    decoder_bind_tensors(&g->w, &m->cfg, &m->layout, g->params);
 }
 
 void decode_model_cuda_free(DecodeModelCuda *g) {
@@ -64,17 +64,17 @@ static void ensure_rope(DecodeModelCuda *g, const DecodeEngine *e) {
     g->rope_len = e->cap;
 }
 
-static int64_t workspace_numel(const LlamaConfig *c, int64_t T, int64_t W) {
+static int64_t workspace_numel(const DecoderConfig *c, int64_t T, int64_t W) {
     int64_t C = c->hidden_size, Hq = c->num_attention_heads;
-    return llama_layer_acts_numel(c, T, 4) + 2 * T * C + Hq * T + Hq * W * T + C + 1 + c->vocab_size +
+    return decoder_layer_acts_numel(c, T, 4) + 2 * T * C + Hq * T + Hq * W * T + C + 1 + c->vocab_size +
            6 * REDZONE_FLOATS; /* 6 takes in ensure_workspace */
 }
 
-static int64_t decode_model_cuda_workspace_bytes(const LlamaConfig *c, int64_t T, int64_t W) {
+static int64_t decode_model_cuda_workspace_bytes(const DecoderConfig *c, int64_t T, int64_t W) {
     return (int64_t)sizeof(float) * workspace_numel(c, T, W) + (int64_t)sizeof(int32_t) * T;
 }
 
-static int64_t engine_cuda_bytes_for(const LlamaConfig *c, int64_t cap) {
+static int64_t engine_cuda_bytes_for(const DecoderConfig *c, int64_t cap) {
     int64_t KD = c->num_key_value_heads * c->head_dim;
     return (int64_t)sizeof(float) * (2 * c->num_hidden_layers * cap * KD + c->num_attention_heads * cap) +
            (int64_t)sizeof(int32_t) * c->num_key_value_heads * cap;
@@ -83,12 +83,12 @@ static int64_t engine_cuda_bytes_for(const LlamaConfig *c, int64_t cap) {
 /* The prefill's workspace for T positions and W rows of statistics. */
 static void ensure_workspace(DecodeModelCuda *g, int64_t T, int64_t W) {
     if (T <= g->cap_T && W <= g->cap_W) return;
-    const LlamaConfig *c = &g->m->cfg;
-    int64_t C = c->hidden_size, Hq = c->num_attention_heads, acts = llama_layer_acts_numel(c, T, 4);
+    const DecoderConfig *c = &g->m->cfg;
+    int64_t C = c->hidden_size, Hq = c->num_attention_heads, acts = decoder_layer_acts_numel(c, T, 4);
     if (g->work) cuda_free(g->work), cuda_free(g->tokens), g->bytes -= g->work_bytes;
     int64_t before = g->bytes, numel = workspace_numel(c, T, W);
     float *p = g->work = cuda_malloc_counted(&g->bytes, (int64_t)sizeof(float) * numel);
-    llama_layer_acts_carve(&g->acts, c, T, 4, p), p += acts;
+    decoder_layer_acts_carve(&g->acts, c, T, 4, p), p += acts;
     g->x[0] = redzone_take(&p, T * C);
     g->x[1] = redzone_take(&p, T * C);
     g->colsum = redzone_take(&p, Hq * T);
@@ -100,8 +100,8 @@ static void ensure_workspace(DecodeModelCuda *g, int64_t T, int64_t W) {
     g->cap_T = T, g->cap_W = W, g->work_bytes = g->bytes - before;
 }
 
-void engine_create_cuda(DecodeEngine *e, Llama *m, DecodeModelCuda *g, int64_t cap, int64_t W) {
-    const LlamaConfig *c = &m->cfg;
+void engine_create_cuda(DecodeEngine *e, Decoder *m, DecodeModelCuda *g, int64_t cap, int64_t W) {
+    const DecoderConfig *c = &m->cfg;
     int64_t nl = c->num_hidden_layers, Hkv = c->num_key_value_heads, KD = Hkv * c->head_dim;
     KV_CHECK(Hkv <= ATTENTION_DECODE_MAX_KV_HEADS,
              "eval --device cuda: %lld KV heads, the decode kernel takes at "
@@ -132,7 +132,7 @@ static void gpu_release(DecodeEngine *e) {
 
 /* Layer l's statistics, last outputs and last query down to the host. */
 static void prefill_layer_stats(DecodeEngine *e, DecodeModelCuda *g, int64_t l, int64_t L, int64_t W) {
-    const LlamaConfig *c = &e->m->cfg;
+    const DecoderConfig *c = &e->m->cfg;
     int64_t Hq = c->num_attention_heads, KD = c->num_key_value_heads * c->head_dim, QD = Hq * c->head_dim;
     const LayerActs *a = &g->acts;
     cuda_memcpy_d2d(e->kc[l], a->k, sizeof(float) * (size_t)(L * KD));
@@ -147,15 +147,15 @@ static void prefill_layer_stats(DecodeEngine *e, DecodeModelCuda *g, int64_t l, 
 
 static void gpu_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L) {
     DecodeModelCuda *g = engine_cuda_of(e)->g;
-    const LlamaConfig *c = &e->m->cfg;
+    const DecoderConfig *c = &e->m->cfg;
     int64_t C = c->hidden_size, W = e->W < L ? e->W : L;
     RefreshMask off = refresh_mask_off();
-    llama_check_inputs(c, &off, tokens, NULL, 1, L);
+    decoder_check_inputs(c, &off, tokens, NULL, 1, L);
     ensure_workspace(g, L, e->W);
     cuda_memcpy_h2d(g->tokens, tokens, sizeof(int32_t) * (size_t)L);
     embedding_forward_cuda(g->x[0], g->tokens, g->w.embed, L, C);
     /* the mask is off: the prefill is full causal attention for every policy */
-    LayerPass pass = {.ops = &llama_cuda_ops,
+    LayerPass pass = {.ops = &decoder_cuda_ops,
                       .cfg = c,
                       .mask = &off,
                       .rope_cos = g->rope_cos,
@@ -163,7 +163,7 @@ static void gpu_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L) {
                       .B = 1,
                       .T = L};
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
-        llama_layer_forward(&pass, &g->w.layers[l], &g->acts, NULL, g->x[l & 1], g->x[(l + 1) & 1], 0);
+        decoder_layer_forward(&pass, &g->w.layers[l], &g->acts, NULL, g->x[l & 1], g->x[(l + 1) & 1], 0);
         prefill_layer_stats(e, g, l, L, W);
     }
     const float *last_row = g->x[c->num_hidden_layers & 1] + (L - 1) * C;
@@ -174,7 +174,7 @@ static void gpu_prefill(DecodeEngine *e, const int32_t *tokens, int64_t L) {
 
 /* ---- the backend's decode-step pieces ---- */
 
-static void gpu_rows_create(StepRows *r, const LlamaConfig *c, int64_t nb) {
+static void gpu_rows_create(StepRows *r, const DecoderConfig *c, int64_t nb) {
     step_rows_carve(r, c, nb, cuda_malloc(sizeof(float) * (size_t)step_rows_numel(c, nb)));
     r->q_raw = xmalloc(sizeof(float) * (size_t)(nb * c->num_attention_heads * c->head_dim));
     r->logits_host = xmalloc(sizeof(float) * (size_t)(nb * c->vocab_size));
@@ -207,7 +207,7 @@ static int64_t pack_keys(DecodeEngine *e) {
 
 static void gpu_attend_one(DecodeEngine *e, Policy *p, StepRows *r, int64_t b, int64_t l, int64_t stride,
                            int64_t listed) {
-    const LlamaConfig *c = &e->m->cfg;
+    const DecoderConfig *c = &e->m->cfg;
     EngineCuda *ec = engine_cuda_of(e);
     int64_t Hq = c->num_attention_heads, D = c->head_dim, QD = Hq * D;
     if (listed > 0) cuda_memcpy_h2d(ec->keys_dev, ec->keys_packed, sizeof(int32_t) * (size_t)listed);
@@ -218,7 +218,7 @@ static void gpu_attend_one(DecodeEngine *e, Policy *p, StepRows *r, int64_t b, i
 }
 
 static void gpu_attend(DecodeEngine *const *e, Policy *const *p, StepRows *r, int64_t l, int64_t pos) {
-    const LlamaConfig *c = &e[0]->m->cfg;
+    const DecoderConfig *c = &e[0]->m->cfg;
     int64_t nb = r->nb, D = c->head_dim, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
     int64_t QD = Hq * D, KD = Hkv * D, stride[nb], listed[nb];
     const LayerActs *a = &r->a;
@@ -242,7 +242,7 @@ static void gpu_rope_tables(const DecodeEngine *e, const float **cos_t, const fl
     *cos_t = g->rope_cos, *sin_t = g->rope_sin;
 }
 
-static const float *gpu_logits(StepRows *r, const LlamaConfig *c) {
+static const float *gpu_logits(StepRows *r, const DecoderConfig *c) {
     cuda_memcpy_d2h(r->logits_host, r->logits, sizeof(float) * (size_t)(r->nb * c->vocab_size));
     return r->logits_host;
 }
@@ -258,7 +258,7 @@ static void gpu_prefill_cache(DecodeEngine *e, int64_t l, const float **kc, cons
     *kc = ec->cache_host, *vc = ec->cache_host + n;
 }
 
-static const DecodeBackend gpu_backend = {.ops = &llama_cuda_ops,
+static const DecodeBackend gpu_backend = {.ops = &decoder_cuda_ops,
                                           .rows_create = gpu_rows_create,
                                           .rows_free = gpu_rows_free,
                                           .embed = gpu_embed,
@@ -271,7 +271,7 @@ static const DecodeBackend gpu_backend = {.ops = &llama_cuda_ops,
 
 /* ---- the eval command's entry (eval/decode_device.h) ---- */
 
-static void *gpu_model_upload(const Llama *m, int64_t *bytes) {
+static void *gpu_model_upload(const Decoder *m, int64_t *bytes) {
     DecodeModelCuda *g = xmalloc(sizeof *g);
     decode_model_cuda_create(g, m);
     *bytes = g->bytes;
@@ -283,13 +283,13 @@ static void gpu_model_free(void *model) {
     free(model);
 }
 
-static void gpu_engine_create(DecodeEngine *e, Llama *m, void *model, int64_t cap, int64_t W) {
+static void gpu_engine_create(DecodeEngine *e, Decoder *m, void *model, int64_t cap, int64_t W) {
     engine_create_cuda(e, m, model, cap, W);
 }
 
 /* Each document of a batch holds its own caches: fewer documents at once
  * when the batch would not fit the free device memory. */
-static int64_t gpu_fit_batch(const LlamaConfig *c, int64_t L, int64_t S, int64_t W, int64_t batch) {
+static int64_t gpu_fit_batch(const DecoderConfig *c, int64_t L, int64_t S, int64_t W, int64_t batch) {
     int64_t free_b, total_b, per = engine_cuda_bytes_for(c, L + S);
     int64_t work = decode_model_cuda_workspace_bytes(c, L, W), spare = (int64_t)1 << 30;
     cuda_memory_info(&free_b, &total_b);

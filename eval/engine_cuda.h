@@ -5,7 +5,7 @@
  * What stays on the device: the weights (uploaded once per model, shared by
  * every document's engine), the K/V caches, the prefill's activations and
  * every decode step's rows. The prefill runs layer by layer through the
- * same llama_layer_forward as training (one activation set, reused), and
+ * same decoder_layer_forward as training (one activation set, reused), and
  * computes the policies' statistics there (attention_prefill_stats_cuda);
  * only those statistics, the last position's logits and query, and one
  * step's logits per document come back to the host.
@@ -26,7 +26,7 @@
 /* One model's device weights and the prefill's workspace, shared by the
  * engines of its documents. */
 typedef struct DecodeModelCuda {
-    const Llama *m;
+    const Decoder *m;
     float *params;           /* device, ParamLayout order */
     ModelTensors w;          /* device views */
     float *rope_cos, *rope_sin; /* device, rope_cap positions */
@@ -42,12 +42,12 @@ typedef struct DecodeModelCuda {
 } DecodeModelCuda;
 
 /* Uploads m's parameters. */
-void decode_model_cuda_create(DecodeModelCuda *g, const Llama *m);
+void decode_model_cuda_create(DecodeModelCuda *g, const Decoder *m);
 void decode_model_cuda_free(DecodeModelCuda *g);
 
 /* engine_create's GPU twin: caches in device memory, weights from g (which
  * must outlive the engine). Free with engine_free. */
-void engine_create_cuda(DecodeEngine *e, Llama *m, DecodeModelCuda *g, int64_t cap, int64_t W);
+void engine_create_cuda(DecodeEngine *e, Decoder *m, DecodeModelCuda *g, int64_t cap, int64_t W);
 
 /* The CUDA backend's decode seam (backends/cuda/backend.c registers it). */
 extern const DecodeDevice decode_device_cuda;

@@ -30,7 +30,7 @@ typedef struct {
 
 typedef struct {
     const EvalSettings *s;
-    LlamaConfig *cfg;            /* (n_models) each model's config, read once, with --rope-scaling's scaling */
+    DecoderConfig *cfg;            /* (n_models) each model's config, read once, with --rope-scaling's scaling */
     const DataSplit *split;
     DocSources sources;          /* the split's inputs (eval/doc_pick.h); n = 0 when not recorded */
     ContextDocs *docs;           /* (n_ctx, n_models) */
@@ -211,18 +211,18 @@ static void decode_batch(ContextRun *x, int mi, int64_t nb) {
 
 /* On the GPU each document of a batch holds its own caches: fewer documents
  * at once when --batch would not fit the free device memory. */
-static int64_t fit_batch(const EvalRun *r, const Llama *m, int64_t batch, int64_t L, int64_t S) {
+static int64_t fit_batch(const EvalRun *r, const Decoder *m, int64_t batch, int64_t L, int64_t S) {
     return r->dev ? r->dev->fit_batch(&m->cfg, L, S, EVAL_PREFILL_ROWS, batch) : batch;
 }
 
-static void create_engine(const EvalRun *r, DecodeEngine *e, Llama *m, int64_t cap) {
+static void create_engine(const EvalRun *r, DecodeEngine *e, Decoder *m, int64_t cap) {
     if (r->dev) r->dev->engine_create(e, m, r->dev_model, cap, EVAL_PREFILL_ROWS);
     else engine_create(e, m, cap, EVAL_PREFILL_ROWS);
 }
 
 /* Every eligible document at context L through every policy variant,
  * --batch documents at a time. */
-static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model_name) {
+static void eval_context(EvalRun *r, Decoder *m, int mi, int ci, const char *model_name) {
     const EvalSettings *s = r->s;
     int64_t L = s->contexts[ci], S = s->last, nd = data_split_num_docs(r->split), used = 0,
             nl = m->cfg.num_hidden_layers;
@@ -323,9 +323,9 @@ static void eval_context(EvalRun *r, Llama *m, int mi, int ci, const char *model
 /* Model mi from the config read at the start; its load time goes beside
  * its hash time in eval.json's run.models, so that a timing of the run can
  * leave both out, as a peer's timing leaves out its own model load. */
-static void load_model(const EvalRun *r, Llama *m, int mi) {
+static void load_model(const EvalRun *r, Decoder *m, int mi) {
     double t0 = now_seconds();
-    llama_create(m, &r->cfg[mi]);
+    decoder_create(m, &r->cfg[mi]);
     model_source_load_fp32(r->s->models[mi], &r->cfg[mi], &m->layout, m->params);
     json_t *entry = json_array_get(json_object_get(r->run, "models"), (size_t)mi);
     KV_CHECK(entry && json_object_set_new(entry, "load_seconds", json_real(now_seconds() - t0)) == 0,
@@ -333,7 +333,7 @@ static void load_model(const EvalRun *r, Llama *m, int mi) {
 }
 
 /* On an accelerator, m's weights go to the device once for all its contexts. */
-static void model_to_device(EvalRun *r, const Llama *m, const Backend *be) {
+static void model_to_device(EvalRun *r, const Decoder *m, const Backend *be) {
     r->dev = NULL, r->dev_model = NULL;
     if (be->kind == BACKEND_HOST) return;
     r->dev = be->decode;
@@ -413,7 +413,7 @@ static void report_plot(const char *png, int drawn, const char *what) {
  * contexts were evaluated would waste them. */
 static void read_configs(EvalRun *r) {
     const EvalSettings *s = r->s;
-    r->cfg = xcalloc((size_t)s->n_models, sizeof(LlamaConfig));
+    r->cfg = xcalloc((size_t)s->n_models, sizeof(DecoderConfig));
     for (int i = 0; i < s->n_models; i++) eval_model_config(&r->cfg[i], s->models[i], s->rope_scaling);
 }
 
@@ -497,7 +497,7 @@ void eval_run(const EvalSettings *s) {
     path_fmt(path, sizeof path, "%s/eval.json", s->out);
     int non_finite = 0;
     for (int mi = 0; mi < s->n_models; mi++) {
-        Llama m;
+        Decoder m;
         load_model(&r, &m, mi);
         model_to_device(&r, &m, be);
         for (int ci = 0; ci < s->n_contexts; ci++) {
@@ -510,7 +510,7 @@ void eval_run(const EvalSettings *s) {
             non_finite = write_finished(&r, path, be->name);
         }
         model_off_device(&r);
-        llama_free(&m);
+        decoder_free(&m);
     }
     if (r.dump) {
         fclose_check(r.dump, r.dump_tmp);

@@ -9,12 +9,12 @@
 #include "../checkpoints/model_source.h"
 #include "../common/util.h"
 
-void eval_model_config(LlamaConfig *c, const char *model, const char *rope_spec) {
+void eval_model_config(DecoderConfig *c, const char *model, const char *rope_spec) {
     model_source_config(c, model, "eval: --model");
     if (rope_spec) rope_scaling_override(c, rope_spec, "eval --rope-scaling");
 }
 
-void rope_context_describe(RopeContext *rc, const LlamaConfig *c, int64_t tokens, int from_option) {
+void rope_context_describe(RopeContext *rc, const DecoderConfig *c, int64_t tokens, int from_option) {
     memset(rc, 0, sizeof *rc);
     rope_scaling_label(rc->scaling, sizeof rc->scaling, &c->rope_scaling);
     json_t *j = rope_scaling_json(c);
@@ -32,7 +32,7 @@ void rope_context_describe(RopeContext *rc, const LlamaConfig *c, int64_t tokens
     rc->extended = !rc->beyond && tokens > rc->trained;
 }
 
-void eval_check_rope_contexts(const LlamaConfig *c, const char *model, int from_option, const int64_t *ctx, int n_ctx,
+void eval_check_rope_contexts(const DecoderConfig *c, const char *model, int from_option, const int64_t *ctx, int n_ctx,
                               int64_t S, int allow_beyond) {
     for (int i = 0; i < n_ctx && !allow_beyond; i++) {
         RopeContext rc;

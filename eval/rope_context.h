@@ -21,13 +21,13 @@ typedef struct {
 
 /* The model's config (a directory, config.json or preset) with its scaling
  * replaced by rope_spec (--rope-scaling; NULL: the config's). */
-void eval_model_config(LlamaConfig *c, const char *model, const char *rope_spec);
-void rope_context_describe(RopeContext *rc, const LlamaConfig *c, int64_t tokens, int from_option);
+void eval_model_config(DecoderConfig *c, const char *model, const char *rope_spec);
+void rope_context_describe(RopeContext *rc, const DecoderConfig *c, int64_t tokens, int from_option);
 /* Dies when a window of L + S tokens (each context of ctx) is beyond what
  * the RoPE of c (model's config from eval_model_config; its scaling from
  * --rope-scaling when from_option) covers, unless allow_beyond
  * (--allow-beyond-context). */
-void eval_check_rope_contexts(const LlamaConfig *c, const char *model, int from_option, const int64_t *ctx, int n_ctx,
+void eval_check_rope_contexts(const DecoderConfig *c, const char *model, int from_option, const int64_t *ctx, int n_ctx,
                               int64_t S, int allow_beyond);
 /* A short tag for a table header: "" (within the trained context),
  * "yarn x2" (extended), "BEYOND" (beyond). */

@@ -2,7 +2,7 @@
 #define KVCPT_ACT_IO_CUH
 /* Loads and stores of activation tensors whose element type is a template
  * parameter: float in the fp32 engine, bf16 in the bf16 one
- * (model/llama_layer.h). A kernel reads either into fp32 registers, computes
+ * (model/decoder_layer.h). A kernel reads either into fp32 registers, computes
  * in fp32 and rounds once (nearest even) when it stores bf16. */
 #include "bf16.h"
 

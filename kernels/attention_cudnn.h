@@ -59,7 +59,7 @@ const char *attention_cudnn_probe(int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
 /* The region the calls carve their fixed-size buffers from
  * (attention_cudnn_scratch_layout, kernels/attention_cudnn_size.h, for the
  * call's shape and mask): bytes of DEVICE memory at base, the caller's
- * (the engine's, which its memory plan counts; model/llama_cuda.c), used
+ * (the engine's, which its memory plan counts; model/decoder_cuda.c), used
  * until another is bound; a call whose layout needs more stops naming both
  * sizes. NULL: the module allocates its own, grown on demand and kept
  * until attention_cudnn_release. */

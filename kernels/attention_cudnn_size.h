@@ -2,7 +2,7 @@
 #define KVCPT_ATTENTION_CUDNN_SIZE_H
 /* The cuDNN attention's scratch (kernels/attention_cudnn.c), as plain C in
  * every build, so that the memory plan (train/cuda_mem_plan.c, `kvcpt
- * plan`) and the engine that carves it (model/llama_cuda.c) count the same
+ * plan`) and the engine that carves it (model/decoder_cuda.c) count the same
  * bytes without cuDNN or a GPU. */
 #include <stdint.h>
 

@@ -13,27 +13,27 @@
  * when named. */
 #include <stdint.h>
 
-#define LLAMA_ATTN_ENV "KVCPT_ATTN"
+#define DECODER_ATTN_ENV "KVCPT_ATTN"
 
 typedef enum {
     /* nothing asked for: KVCPT_ATTN when it is set, else tensor cores where
      * the engine and head dim take them, CUDA cores otherwise */
-    LLAMA_ATTN_AUTO = 0,
-    LLAMA_ATTN_MMA = 1,       /* tensor cores; refused where they cannot run */
-    LLAMA_ATTN_CUDA_CORE = 2, /* the CUDA-core kernels */
-    LLAMA_ATTN_CUDNN = 3,     /* cuDNN's fused SDPA (kernels/attention_cudnn.h); only when asked for */
-} LlamaAttnImpl;
+    DECODER_ATTN_AUTO = 0,
+    DECODER_ATTN_MMA = 1,       /* tensor cores; refused where they cannot run */
+    DECODER_ATTN_CUDA_CORE = 2, /* the CUDA-core kernels */
+    DECODER_ATTN_CUDNN = 3,     /* cuDNN's fused SDPA (kernels/attention_cudnn.h); only when asked for */
+} DecoderAttnImpl;
 
 /* "auto" | "mma" | "cuda-core" | "cudnn"; dies naming what (a variable,
  * flag or config key, as the user wrote it) otherwise. */
-LlamaAttnImpl llama_attn_impl_parse(const char *s, const char *what);
+DecoderAttnImpl decoder_attn_impl_parse(const char *s, const char *what);
 /* "auto", "mma", "cuda-core" or "cudnn". */
-const char *llama_attn_impl_name(LlamaAttnImpl a);
+const char *decoder_attn_impl_name(DecoderAttnImpl a);
 /* What was asked for: requested when it is not auto, else $KVCPT_ATTN when
  * set and not empty (*what, when not NULL, then names the variable), else
  * auto. The memory plan sizes a run by it without resolving (a build
  * without cuDNN still plans a cudnn run). */
-LlamaAttnImpl llama_attn_impl_asked(LlamaAttnImpl requested, const char **what);
+DecoderAttnImpl decoder_attn_impl_asked(DecoderAttnImpl requested, const char **what);
 /* What runs, never auto: requested (from what, e.g. "config 'attn_impl'")
  * when it is not auto, else $KVCPT_ATTN when set and not empty, else auto;
  * auto becomes mma when bf16 and head_dim allow it, else cuda-core (never
@@ -41,5 +41,5 @@ LlamaAttnImpl llama_attn_impl_asked(LlamaAttnImpl requested, const char **what);
  * engine without tensor-core attention (fp32, or a head dim outside 16,
  * 32, 64, 128), or cudnn on fp32, a build without cuDNN or a head dim it
  * does not take, dies naming where it was asked for. */
-LlamaAttnImpl llama_attn_impl_resolve(LlamaAttnImpl requested, const char *what, int bf16, int64_t head_dim);
+DecoderAttnImpl decoder_attn_impl_resolve(DecoderAttnImpl requested, const char *what, int bf16, int64_t head_dim);
 #endif

@@ -74,7 +74,7 @@ static double get_num(json_t *root, const char *key, int required, double dflt, 
     return json_number_value(v);
 }
 
-static void parse_eos(LlamaConfig *c, json_t *root, const char *origin) {
+static void parse_eos(DecoderConfig *c, json_t *root, const char *origin) {
     json_t *e = json_object_get(root, "eos_token_id");
     c->n_eos = 0;
     if (!e || json_is_null(e)) return;
@@ -113,7 +113,7 @@ static void refuse_bias_flags(json_t *root, const ModelArch *a, const char *orig
     }
 }
 
-void config_parse_json(LlamaConfig *c, const char *text, const char *origin) {
+void config_parse_json(DecoderConfig *c, const char *text, const char *origin) {
     json_error_t err;
     json_t *root = json_loads(text, 0, &err);
     if (!root) die("%s: invalid JSON at line %d column %d: %s", origin, err.line, err.column, err.text);
@@ -149,7 +149,7 @@ void config_parse_json(LlamaConfig *c, const char *text, const char *origin) {
     config_validate(c, origin);
 }
 
-void config_validate(const LlamaConfig *c, const char *origin) {
+void config_validate(const DecoderConfig *c, const char *origin) {
     KV_CHECK(c->vocab_size > 0, "%s: config field 'vocab_size' must be > 0 (got %lld)", origin,
              (long long)c->vocab_size);
     KV_CHECK(c->vocab_size < ((int64_t)1 << 31), "%s: config field 'vocab_size' = %lld does not fit token ids in int32",
@@ -204,7 +204,7 @@ int config_is_preset(const char *name) {
     return 0;
 }
 
-void config_load(LlamaConfig *c, const char *spec) {
+void config_load(DecoderConfig *c, const char *spec) {
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
         if (strcmp(spec, presets[i].name) == 0) {
             config_parse_json(c, presets[i].json, presets[i].name);
@@ -222,7 +222,7 @@ void config_load(LlamaConfig *c, const char *spec) {
     free(text);
 }
 
-char *config_to_json(const LlamaConfig *c) {
+char *config_to_json(const DecoderConfig *c) {
     const ModelArch *a = arch_get(c->arch);
     json_t *o = json_object();
     json_object_set_new(o, "architectures", json_pack("[s]", a->hf_class));

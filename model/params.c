@@ -25,7 +25,7 @@ static void add(ParamLayout *pl, int *cap, ParamKind kind, int layer, const char
     pl->total += t->numel;
 }
 
-void param_layout_build(ParamLayout *pl, const LlamaConfig *c) {
+void param_layout_build(ParamLayout *pl, const DecoderConfig *c) {
     memset(pl, 0, sizeof *pl);
     int cap = 0;
     int64_t C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;

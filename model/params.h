@@ -48,7 +48,7 @@ typedef struct {
     int64_t layer_numel;    /* elements per layer */
 } ParamLayout;
 
-void param_layout_build(ParamLayout *pl, const LlamaConfig *c);
+void param_layout_build(ParamLayout *pl, const DecoderConfig *c);
 void param_layout_free(ParamLayout *pl);
 /* Index of the tensor named `name`, or -1. */
 int param_layout_find(const ParamLayout *pl, const char *name);

@@ -62,7 +62,7 @@ static RopeType parse_type(json_t *rs, const char *field, const char *origin) {
         field, name);
 }
 
-static RopeBlock parse_block(json_t *rs, const char *field, const LlamaConfig *c, const char *origin) {
+static RopeBlock parse_block(json_t *rs, const char *field, const DecoderConfig *c, const char *origin) {
     RopeBlock b = {0};
     if (!rs || json_is_null(rs)) return b;
     b.present = 1;
@@ -138,7 +138,7 @@ static int scalings_equal(const RopeScaling *a, const RopeScaling *b) {
 
 /* yarn's factor may be null: then transformers takes
  * max_position_embeddings / original_max_position_embeddings */
-static void resolve(RopeBlock *b, const LlamaConfig *c) {
+static void resolve(RopeBlock *b, const DecoderConfig *c) {
     if (b->s.type == ROPE_YARN && b->factor_null && b->s.original_max_pos > 0)
         b->s.factor = (double)c->max_position_embeddings / (double)b->s.original_max_pos;
 }
@@ -146,7 +146,7 @@ static void resolve(RopeBlock *b, const LlamaConfig *c) {
 /* A file carrying both layouts (a config written by one transformers
  * version and edited by hand for another) must say the same in both places:
  * silently taking one would train with the wrong positions. */
-void rope_scaling_parse(LlamaConfig *c, json_t *root, const char *origin) {
+void rope_scaling_parse(DecoderConfig *c, json_t *root, const char *origin) {
     RopeBlock v4 = parse_block(json_object_get(root, "rope_scaling"), "rope_scaling", c, origin);
     RopeBlock v5 = parse_block(json_object_get(root, "rope_parameters"), "rope_parameters", c, origin);
     json_t *top_theta = json_object_get(root, "rope_theta");
@@ -190,7 +190,7 @@ void rope_scaling_parse(LlamaConfig *c, json_t *root, const char *origin) {
     c->rope_scaling = v5.present ? v5.s : v4.s;
 }
 
-void rope_scaling_validate(const LlamaConfig *c, const char *origin) {
+void rope_scaling_validate(const DecoderConfig *c, const char *origin) {
     const RopeScaling *s = &c->rope_scaling;
     KV_CHECK(c->rope_theta > 0, "%s: config field 'rope_theta' must be > 0", origin);
     KV_CHECK((int)s->type >= 0 && (int)s->type < N_TYPES, "%s: unknown RoPE scaling type %d", origin, (int)s->type);
@@ -232,7 +232,7 @@ static void set_new(json_t *o, const char *key, json_t *v) {
     KV_CHECK(v != NULL && json_object_set_new(o, key, v) == 0, "config: cannot store field 'rope_scaling.%s'", key);
 }
 
-json_t *rope_scaling_json(const LlamaConfig *c) {
+json_t *rope_scaling_json(const DecoderConfig *c) {
     const RopeScaling *s = &c->rope_scaling;
     if (s->type == ROPE_DEFAULT) return json_null();
     json_t *o = json_object();
@@ -262,7 +262,7 @@ json_t *rope_scaling_json(const LlamaConfig *c) {
     return o;
 }
 
-void rope_scaling_override(LlamaConfig *c, const char *spec, const char *option) {
+void rope_scaling_override(DecoderConfig *c, const char *spec, const char *option) {
     json_t *block = NULL;
     if (spec[0] == '{') {
         json_error_t err;
@@ -306,12 +306,12 @@ void rope_scaling_label(char *out, size_t n, const RopeScaling *s) {
     else snprintf(out, n, "%s factor %g", type_names[s->type], s->factor);
 }
 
-int64_t rope_trained_context(const LlamaConfig *c) {
+int64_t rope_trained_context(const DecoderConfig *c) {
     const RopeScaling *s = &c->rope_scaling;
     return s->type == ROPE_YARN || s->type == ROPE_LLAMA3 ? s->original_max_pos : c->max_position_embeddings;
 }
 
-int64_t rope_covered_context(const LlamaConfig *c) {
+int64_t rope_covered_context(const DecoderConfig *c) {
     int64_t trained = rope_trained_context(c);
     if (c->rope_scaling.type == ROPE_DEFAULT) return trained;
     double ext = floor((double)trained * c->rope_scaling.factor);
@@ -319,8 +319,8 @@ int64_t rope_covered_context(const LlamaConfig *c) {
     return covered > c->max_position_embeddings ? covered : c->max_position_embeddings;
 }
 
-RopeParams rope_params(const LlamaConfig *c, int64_t seq_len) {
+RopeParams rope_params(const DecoderConfig *c, int64_t seq_len) {
     return (RopeParams){c->rope_theta, c->rope_scaling, c->max_position_embeddings, seq_len};
 }
 
-int rope_tables_depend_on_length(const LlamaConfig *c) { return c->rope_scaling.type == ROPE_DYNAMIC; }
+int rope_tables_depend_on_length(const DecoderConfig *c) { return c->rope_scaling.type == ROPE_DYNAMIC; }

@@ -45,7 +45,7 @@ static void on_params_needed(void *ctx, int unit, int backward) {
 
 static void on_grads_ready(void *ctx, int unit) { fsdp_reduce_unit(ctx, unit); }
 
-void fsdp_init(Fsdp *f, Comm *comm, Llama *m, int reshard_after_forward) {
+void fsdp_init(Fsdp *f, Comm *comm, Decoder *m, int reshard_after_forward) {
     memset(f, 0, sizeof *f);
     f->comm = comm;
     f->reshard_after_forward = reshard_after_forward;
@@ -67,12 +67,12 @@ void fsdp_init(Fsdp *f, Comm *comm, Llama *m, int reshard_after_forward) {
         memcpy(f->master + f->plan.local_offset[u], m->params + shard_cut(&f->plan, u, R),
                sizeof(float) * (size_t)shard_piece_numel(&f->plan, u, R));
     f->nseg = shard_segments(&f->plan, R, &f->segs);
-    m->pass.hooks = (LlamaUnitHooks){f, on_params_needed, on_grads_ready};
+    m->pass.hooks = (DecoderUnitHooks){f, on_params_needed, on_grads_ready};
 }
 
-void fsdp_free(Fsdp *f, Llama *m) {
+void fsdp_free(Fsdp *f, Decoder *m) {
     finish_prefetch(f);
-    if (m) m->pass.hooks = (LlamaUnitHooks){0};
+    if (m) m->pass.hooks = (DecoderUnitHooks){0};
     shard_plan_free(&f->plan);
     free(f->master), free(f->grad_sum), free(f->exchange), free(f->counts), free(f->segs);
 }

@@ -19,7 +19,7 @@
  * the units in flight. */
 #include <stdint.h>
 
-#include "../model/llama.h"
+#include "../model/decoder.h"
 #include "comm.h"
 #include "shard_plan.h"
 
@@ -41,8 +41,8 @@ typedef struct {
 /* Takes this rank's pieces of m's current parameters as the master copy
  * (every rank must hold the same full parameters at this point) and
  * installs the hooks on m. */
-void fsdp_init(Fsdp *f, Comm *comm, Llama *m, int reshard_after_forward);
-void fsdp_free(Fsdp *f, Llama *m);
+void fsdp_init(Fsdp *f, Comm *comm, Decoder *m, int reshard_after_forward);
+void fsdp_free(Fsdp *f, Decoder *m);
 
 /* Blocking gather (waits for a background one first). */
 void fsdp_gather_unit(Fsdp *f, int unit);

@@ -17,7 +17,7 @@ struct FsdpCuda {
     const ShardPlan *plan;   /* the host sharding's */
     const ShardSegment *segs;
     int nseg;
-    LlamaCuda *g;
+    DecoderCuda *g;
     float *master;           /* device (plan.local_numel): this rank's fp32 parameters */
     float *grad_sum;         /* device (plan.local_numel): sum over micro-batches of their gradients */
     float *exchange;         /* device (world, largest piece): the reduce-scatter's receive buffer */
@@ -27,7 +27,7 @@ struct FsdpCuda {
     int64_t nblocks;
     OptimCuda *opt;
     uint8_t *current;        /* per resident unit (embedding, tail): the engine holds this step's parameters */
-    int slot_unit[LLAMA_CUDA_SLOTS]; /* the layer unit each weight slot holds (or is receiving), or -1 */
+    int slot_unit[DECODER_CUDA_SLOTS]; /* the layer unit each weight slot holds (or is receiving), or -1 */
     int in_flight;           /* unit whose gather runs in the background, or -1 */
     int64_t *counts, *displs, *scounts, *sdispls, *rcounts, *rdispls; /* world each */
     int64_t bytes;           /* device bytes held */
@@ -47,7 +47,7 @@ static int in_slot(const FsdpCuda *d, int u) { return d->g->streamed && is_layer
 /* The engine holds unit u's current parameters: a resident unit gathered
  * this step, or a layer still in its slot. */
 static int holds(const FsdpCuda *d, int u) {
-    return in_slot(d, u) ? d->slot_unit[u % LLAMA_CUDA_SLOTS] == u : d->current[u];
+    return in_slot(d, u) ? d->slot_unit[u % DECODER_CUDA_SLOTS] == u : d->current[u];
 }
 
 static void set_counts(FsdpCuda *d, int u, int64_t scale) {
@@ -66,7 +66,7 @@ static void gather_fp32_tensors(FsdpCuda *d, int u) {
     const ParamLayout *L = &d->g->layout;
     int64_t b = p->unit_begin[u], e = p->unit_begin[u + 1];
     for (int i = param_layout_tensor_at(L, b); i < L->n && L->t[i].offset < e; i++) {
-        if (llama_cuda_tensor_is_bf16(d->g, i)) continue;
+        if (decoder_cuda_tensor_is_bf16(d->g, i)) continue;
         int64_t t0 = L->t[i].offset, t1 = t0 + L->t[i].numel, mine_at = 0;
         for (int r = 0; r < p->world; r++) {
             int64_t lo = shard_cut(p, u, r) > t0 ? shard_cut(p, u, r) : t0;
@@ -75,7 +75,7 @@ static void gather_fp32_tensors(FsdpCuda *d, int u) {
             d->displs[r] = hi > lo ? lo - t0 : 0;
             if (r == p->rank) mine_at = hi > lo ? lo - shard_cut(p, u, r) : 0;
         }
-        float *dst = llama_cuda_params_in_place(d->g, t0, t1);
+        float *dst = decoder_cuda_params_in_place(d->g, t0, t1);
         KV_CHECK(dst, "fsdp on the GPUs: tensor '%s' is not an fp32 tensor in place", L->t[i].name);
         comm_all_gather_v(d->comm, COMM_F32, d->master + p->local_offset[u] + mine_at, dst, d->counts, d->displs);
         d->gathers++;
@@ -91,12 +91,12 @@ static void gather_fp32_tensors(FsdpCuda *d, int u) {
 static void start_gather(FsdpCuda *d, int u, int background) {
     const ShardPlan *p = d->plan;
     if (in_slot(d, u)) {
-        llama_cuda_bind_layer(d->g, u - 1, u % LLAMA_CUDA_SLOTS);
-        d->slot_unit[u % LLAMA_CUDA_SLOTS] = u;
+        decoder_cuda_bind_layer(d->g, u - 1, u % DECODER_CUDA_SLOTS);
+        d->slot_unit[u % DECODER_CUDA_SLOTS] = u;
     }
     int64_t b = p->unit_begin[u], e = p->unit_begin[u + 1];
     const float *mine = d->master + p->local_offset[u];
-    float *in_place = llama_cuda_params_in_place(d->g, b, e);
+    float *in_place = decoder_cuda_params_in_place(d->g, b, e);
     CommType type = COMM_F32;
     const void *send = mine;
     void *recv = in_place;
@@ -119,9 +119,9 @@ static void start_gather(FsdpCuda *d, int u, int background) {
  * copy is rounded from the embedding). */
 static void place(FsdpCuda *d, int u) {
     int64_t b = d->plan->unit_begin[u], e = d->plan->unit_begin[u + 1];
-    float *in_place = llama_cuda_params_in_place(d->g, b, e);
-    if (in_place) llama_cuda_install_params(d->g, in_place, b, e);
-    else llama_cuda_install_bf16(d->g, d->stage, b, e);
+    float *in_place = decoder_cuda_params_in_place(d->g, b, e);
+    if (in_place) decoder_cuda_install_params(d->g, in_place, b, e);
+    else decoder_cuda_install_bf16(d->g, d->stage, b, e);
     if (!in_slot(d, u)) d->current[u] = 1;
 }
 
@@ -145,7 +145,7 @@ static void on_params_needed(void *ctx, int unit, int backward) {
     FsdpCuda *d = ctx;
     if (d->in_flight == unit) finish_in_flight(d);
     else gather_now(d, unit);
-    if (backward && in_slot(d, unit)) llama_cuda_bind_layer_grads(d->g, unit - 1);
+    if (backward && in_slot(d, unit)) decoder_cuda_bind_layer_grads(d->g, unit - 1);
     int next = backward ? unit - 1 : unit + 1;
     int wanted = backward ? is_layer(d, next) : next < d->plan->n_units;
     if (wanted && !holds(d, next)) {
@@ -168,14 +168,14 @@ static void on_grads_ready(void *ctx, int u) {
         d->rcounts[r] = mine;
         d->rdispls[r] = (int64_t)r * mine;
     }
-    comm_all_to_all_v(d->comm, COMM_F32, llama_cuda_grads_of(d->g, base, p->unit_begin[u + 1]), d->scounts, d->sdispls,
-                      d->exchange, d->rcounts, d->rdispls);
+    comm_all_to_all_v(d->comm, COMM_F32, decoder_cuda_grads_of(d->g, base, p->unit_begin[u + 1]), d->scounts,
+                      d->sdispls, d->exchange, d->rcounts, d->rdispls);
     shard_accumulate_cuda(d->grad_sum + p->local_offset[u], d->exchange, mine, W);
     d->reduces++;
     d->reduce_bytes += (int64_t)sizeof(float) * (p->unit_begin[u + 1] - base - mine);
 }
 
-FsdpCuda *fsdp_cuda_create(Fsdp *f, LlamaCuda *g, const Optimizer *host_opt) {
+FsdpCuda *fsdp_cuda_create(Fsdp *f, DecoderCuda *g, const Optimizer *host_opt) {
     KV_CHECK(comm_backend(f->comm) == COMM_NCCL || comm_backend(f->comm) == COMM_DEVICE,
              "fsdp on the GPUs: the communicator must move device buffers (nccl, or device for one rank; it uses %s)",
              comm_backend_name(comm_backend(f->comm)));
@@ -183,7 +183,7 @@ FsdpCuda *fsdp_cuda_create(Fsdp *f, LlamaCuda *g, const Optimizer *host_opt) {
     d->comm = f->comm, d->plan = &f->plan, d->segs = f->segs, d->nseg = f->nseg, d->g = g;
     const ShardPlan *p = d->plan;
     int W = p->world;
-    FsdpCudaBytes b = fsdp_cuda_bytes(p, g->precision == LLAMA_CUDA_BF16_WEIGHTS, host_opt->kind);
+    FsdpCudaBytes b = fsdp_cuda_bytes(p, g->precision == DECODER_CUDA_BF16_WEIGHTS, host_opt->kind);
     d->master = cuda_malloc_counted(&d->bytes, b.master);
     d->grad_sum = cuda_malloc_counted(&d->bytes, b.grad_sum);
     d->exchange = cuda_malloc_counted(&d->bytes, b.exchange);
@@ -199,7 +199,7 @@ FsdpCuda *fsdp_cuda_create(Fsdp *f, LlamaCuda *g, const Optimizer *host_opt) {
     KV_CHECK(d->bytes == b.total, "fsdp on the GPUs: holds %lld device bytes but fsdp_cuda_bytes says %lld",
              (long long)d->bytes, (long long)b.total);
     d->current = xcalloc((size_t)p->n_units, 1);
-    for (int s = 0; s < LLAMA_CUDA_SLOTS; s++) d->slot_unit[s] = -1;
+    for (int s = 0; s < DECODER_CUDA_SLOTS; s++) d->slot_unit[s] = -1;
     d->in_flight = -1;
     d->counts = xmalloc(sizeof(int64_t) * 6 * (size_t)W);
     d->displs = d->counts + W, d->scounts = d->displs + W, d->sdispls = d->scounts + W;
@@ -222,14 +222,14 @@ FsdpCuda *fsdp_cuda_create(Fsdp *f, LlamaCuda *g, const Optimizer *host_opt) {
             cuda_host_pin(host[i], size[i]);
             d->pinned[d->npinned++] = host[i];
         }
-    g->pass.hooks = (LlamaUnitHooks){d, on_params_needed, on_grads_ready};
+    g->pass.hooks = (DecoderUnitHooks){d, on_params_needed, on_grads_ready};
     return d;
 }
 
-void fsdp_cuda_free(FsdpCuda *d, LlamaCuda *g) {
+void fsdp_cuda_free(FsdpCuda *d, DecoderCuda *g) {
     if (!d) return;
     finish_in_flight(d);
-    if (g) g->pass.hooks = (LlamaUnitHooks){0};
+    if (g) g->pass.hooks = (DecoderUnitHooks){0};
     optim_cuda_free(d->opt);
     for (int i = 0; i < d->npinned; i++) cuda_host_unpin(d->pinned[i]);
     cuda_free(d->master);
@@ -246,7 +246,7 @@ void fsdp_cuda_free(FsdpCuda *d, LlamaCuda *g) {
 /* The parameters changed: every unit is gathered again on its next use. */
 static void forget_units(FsdpCuda *d) {
     memset(d->current, 0, (size_t)d->plan->n_units);
-    for (int s = 0; s < LLAMA_CUDA_SLOTS; s++) d->slot_unit[s] = -1;
+    for (int s = 0; s < DECODER_CUDA_SLOTS; s++) d->slot_unit[s] = -1;
 }
 
 void fsdp_cuda_push(FsdpCuda *d, const float *master, const Optimizer *host_opt) {

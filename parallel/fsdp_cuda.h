@@ -17,7 +17,7 @@
  * device. Per step only the losses, the norm's two scalars and the
  * optimizer's verdict cross to the host.
  *
- * The engine streams its layers (llama_cuda_create_streamed; config
+ * The engine streams its layers (decoder_cuda_create_streamed; config
  * reshard_after_forward=1, the default): only the
  * embedding, final norm and lm_head are resident (gathered once per step);
  * each layer is gathered into one of two weight slots just before it runs,
@@ -32,7 +32,7 @@
  * and one micro-batch's gradient on every GPU. */
 #include <stdint.h>
 
-#include "../model/llama_cuda.h"
+#include "../model/decoder_cuda.h"
 #include "../optim/optimizer.h"
 #include "comm.h"
 #include "fsdp.h"
@@ -59,8 +59,8 @@ typedef struct FsdpCuda FsdpCuda;
 /* Over the host sharding's plan (f: its plan and segments; the host master
  * and optimizer stay the checkpoint's staging) and the engine g (streamed or whole),
  * whose unit hooks it installs. comm must be on NCCL (device buffers). */
-FsdpCuda *fsdp_cuda_create(Fsdp *f, LlamaCuda *g, const Optimizer *host_opt);
-void fsdp_cuda_free(FsdpCuda *d, LlamaCuda *g);
+FsdpCuda *fsdp_cuda_create(Fsdp *f, DecoderCuda *g, const Optimizer *host_opt);
+void fsdp_cuda_free(FsdpCuda *d, DecoderCuda *g);
 /* Host shard (master, states) -> device, after setup or a restore; every
  * unit is gathered again on its next use. */
 void fsdp_cuda_push(FsdpCuda *d, const float *master, const Optimizer *host_opt);

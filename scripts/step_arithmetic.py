@@ -6,8 +6,8 @@ the H100 SXM's datasheet rates (989 TFLOP/s dense bf16 on tensor cores, 67
 TFLOP/s fp32 on CUDA cores, 3.35 TB/s HBM3) if it ran at exactly one of
 them: the larger of FLOPs / peak and bytes / bandwidth, and which one binds.
 
-Counted as the engine executes the step (model/llama_pass.c,
-model/llama_layer.c, model/llama_cuda.c, kernels/attention_mma_*.cu):
+Counted as the engine executes the step (model/decoder_pass.c,
+model/decoder_layer.c, model/decoder_cuda.c, kernels/attention_mma_*.cu):
 - per layer, forward: rmsnorm (fp32 in, bf16 out), the fused q|k|v matmul
   (bf16 out), RoPE splitting it into q, k, v, the RefreshKV selection (with
   the mask: query L-1 of each head against keys 0..L-1), attention (bf16 in
@@ -54,11 +54,11 @@ model/llama_layer.c, model/llama_cuda.c, kernels/attention_mma_*.cu):
   per (row, key) pair 14 D FLOPs (their dQ: 3 dot products, their dK/dV:
   4) at the whole GPU's fp32 peak (a floor). Attention's bytes are its
   inputs and outputs once (re-reads of K/V tiles hit L2);
-- the head: the logits in chunks of 2048 rows (model/llama_cuda_size.h
-  LLAMA_CUDA_CE_CHUNK_ROWS), computed once, in the forward: per chunk the
+- the head: the logits in chunks of 2048 rows (model/decoder_cuda_size.h
+  DECODER_CUDA_CE_CHUNK_ROWS), computed once, in the forward: per chunk the
   logits product, the loss and its gradient in one kernel, then the
   chunk's dX and dW products right there (the trainer's steps run
-  llama_cuda_set_head_grad_in_forward; the backward starts from the dX it
+  decoder_cuda_set_head_grad_in_forward; the backward starts from the dX it
   left); each chunk's dW product reads and writes the whole fp32 lm_head
   gradient (V x C); the fp32 inputs are cast to bf16 in each call.
 The suffix rows' backward and the selection are latency-bound on a GPU
@@ -108,7 +108,7 @@ SELECT_MS_16K = 1.9  # measured per layer at T = 16384 (docs/benchmarks.md, 2026
 SUFFIX_MS = 110.0  # per step, recompute full: the suffix rows' latency estimate (docs/cuda.md)
 ADAMW_MS_PER_2_30 = 29.8  # measured, 8-bit AdamW on the device, per 2^30 parameters (docs/benchmarks.md)
 TILE = 64  # kernels/attention_mma_tiles.cuh kMmaTile
-CE_CHUNK = 2048  # model/llama_cuda_size.h LLAMA_CUDA_CE_CHUNK_ROWS
+CE_CHUNK = 2048  # model/decoder_cuda_size.h DECODER_CUDA_CE_CHUNK_ROWS
 SMS = 132  # H100 SXM streaming multiprocessors
 SUFFIX_WAVE_BLOCKS = 132  # kernels/attention_cuda_size.c: the blocks the split suffix forward aims to fill
 

@@ -4,7 +4,7 @@
 #include "../kernels/attention_cuda_size.h"
 #include "../kernels/attention_cudnn_size.h"
 #include "../kernels/matmul.h"
-#include "../model/llama.h"
+#include "../model/decoder.h"
 #include "../parallel/fsdp_cuda.h"
 #include "../parallel/shard_plan.h"
 
@@ -21,12 +21,12 @@ static int64_t optim_bytes(const ParamLayout *pl, OptimKind kind) {
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* See CudaMemPlan.workspace: what the kernel launchers allocate themselves. */
-static int64_t workspace_bytes(const LlamaConfig *c, const CudaMemInputs *in, int64_t cudnn_workspace) {
+static int64_t workspace_bytes(const DecoderConfig *c, const CudaMemInputs *in, int64_t cudnn_workspace) {
     int64_t B = in->micro_batch, T = in->T, BT = B * T, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
     int64_t C = c->hidden_size;
-    int64_t chunk = BT < LLAMA_CUDA_CE_CHUNK_ROWS ? BT : LLAMA_CUDA_CE_CHUNK_ROWS;
+    int64_t chunk = BT < DECODER_CUDA_CE_CHUNK_ROWS ? BT : DECODER_CUDA_CE_CHUNK_ROWS;
     int64_t b = MATMUL_CUDA_WORKSPACE_BYTES;
-    if (in->precision == LLAMA_CUDA_BF16_WEIGHTS) {
+    if (in->precision == DECODER_CUDA_BF16_WEIGHTS) {
         /* kernels/matmul.cu's cast slots: A takes the fp32 output gradient
          * the output and down projections' backward round (BT x C) or a
          * logits chunk's (the lm_head's backward), B the lm_head's fp32
@@ -48,26 +48,26 @@ static int64_t workspace_bytes(const LlamaConfig *c, const CudaMemInputs *in, in
     return b + max64(attn, embed_rows);
 }
 
-CudaMemPlan cuda_mem_plan(const LlamaConfig *c, const CudaMemInputs *in) {
+CudaMemPlan cuda_mem_plan(const DecoderConfig *c, const CudaMemInputs *in) {
     KV_CHECK(in->micro_batch >= 1 && in->T >= 1, "cuda memory plan: need micro_batch >= 1 and T >= 1 (got %lld, %lld)",
              (long long)in->micro_batch, (long long)in->T);
     ParamLayout pl;
     param_layout_build(&pl, c);
     CudaMemPlan p = {0};
     /* a streamed engine holds its resident tensors and slots only */
-    LlamaCudaFixedBytes fb =
-        in->streamed ? llama_cuda_streamed_bytes(&pl, c, in->precision) : llama_cuda_fixed_bytes(&pl, c, in->precision);
+    DecoderCudaFixedBytes fb = in->streamed ? decoder_cuda_streamed_bytes(&pl, c, in->precision)
+                                            : decoder_cuda_fixed_bytes(&pl, c, in->precision);
     p.params = fb.params, p.wbf16 = fb.wbf16, p.grads = fb.grads;
-    p.rope = llama_cuda_rope_bytes(c, in->T);
-    LlamaCudaActBytes ab = llama_cuda_act_bytes(c, in->recompute, in->precision, in->micro_batch, in->T, &in->mask);
-    p.acts = llama_cuda_act_total(c, &ab);
-    p.attn = llama_cuda_attn_scratch_bytes(c, in->precision, in->attn, in->micro_batch, in->T, &in->mask);
+    p.rope = decoder_cuda_rope_bytes(c, in->T);
+    DecoderCudaActBytes ab = decoder_cuda_act_bytes(c, in->recompute, in->precision, in->micro_batch, in->T, &in->mask);
+    p.acts = decoder_cuda_act_total(c, &ab);
+    p.attn = decoder_cuda_attn_scratch_bytes(c, in->precision, in->attn, in->micro_batch, in->T, &in->mask);
     p.optim = in->optim_device ? optim_bytes(&pl, in->optim) : 0;
     /* the last rank's pieces absorb the rounding of every cut: the largest shard */
     if (in->ranks > 0) {
         ShardPlan sp;
         shard_plan_build(&sp, &pl, in->ranks, in->ranks - 1);
-        p.shards = fsdp_cuda_bytes(&sp, in->precision == LLAMA_CUDA_BF16_WEIGHTS, in->optim).total;
+        p.shards = fsdp_cuda_bytes(&sp, in->precision == DECODER_CUDA_BF16_WEIGHTS, in->optim).total;
         shard_plan_free(&sp);
     }
     p.counted = p.params + p.wbf16 + p.grads + p.rope + p.acts + p.attn + p.optim + p.shards;
@@ -83,7 +83,7 @@ CudaMemInputs cuda_mem_inputs_from_train(const TrainConfig *c, TrainMode mode, i
     KV_CHECK(optim_kind_parse(c->optim, &kind) == 0, "config: unknown optimizer '%s'", c->optim);
     int whole = train_mode_whole_on_device(mode);
     CudaMemInputs in = {train_mode_precision(mode),
-                        (LlamaRecompute)c->recompute,
+                        (DecoderRecompute)c->recompute,
                         whole,
                         kind,
                         c->micro_batch,
@@ -91,7 +91,7 @@ CudaMemInputs cuda_mem_inputs_from_train(const TrainConfig *c, TrainMode mode, i
                         train_config_mask(c),
                         whole ? 0 : ranks,
                         !whole && c->reshard_after_forward,
-                        llama_attn_impl_asked((LlamaAttnImpl)c->attn_impl, NULL)};
+                        decoder_attn_impl_asked((DecoderAttnImpl)c->attn_impl, NULL)};
     return in;
 }
 

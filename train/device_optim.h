@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "../parallel/shard_plan.h"
-#include "../model/llama_cuda.h"
+#include "../model/decoder_cuda.h"
 #include "../optim/optimizer.h"
 
 typedef struct DeviceOptim DeviceOptim;
@@ -22,17 +22,17 @@ typedef struct DeviceOptim DeviceOptim;
 /* host: the single rank's optimizer (segments at layout offsets, as a
  * world-of-one ShardPlan gives); stochastic: round bf16 matrices with
  * random bits keyed by seed (fp32 engines must pass 0). */
-DeviceOptim *device_optim_create(const LlamaCuda *g, const Optimizer *host, const ShardPlan *plan, int stochastic,
+DeviceOptim *device_optim_create(const DecoderCuda *g, const Optimizer *host, const ShardPlan *plan, int stochastic,
                                  uint64_t seed);
 void device_optim_free(DeviceOptim *d);
 /* Host master parameters (layout order) and optimizer states -> device. */
-void device_optim_push(DeviceOptim *d, LlamaCuda *g, const float *master, const Optimizer *host);
+void device_optim_push(DeviceOptim *d, DecoderCuda *g, const float *master, const Optimizer *host);
 /* Device -> host master and states (before a checkpoint). */
-void device_optim_pull(const DeviceOptim *d, const LlamaCuda *g, float *master, Optimizer *host);
+void device_optim_pull(const DeviceOptim *d, const DecoderCuda *g, float *master, Optimizer *host);
 /* Sum of squares of the engine's gradients (clip.h's chunks). */
-double device_optim_grad_sum_squares(const LlamaCuda *g);
+double device_optim_grad_sum_squares(const DecoderCuda *g);
 /* One AdamW step on the engine's gradients; 1 when a gradient is unusable
  * (nothing changed, a warning printed). */
-int device_optim_step(DeviceOptim *d, LlamaCuda *g, const AdamWHyper *h, int64_t step);
+int device_optim_step(DeviceOptim *d, DecoderCuda *g, const AdamWHyper *h, int64_t step);
 int64_t device_optim_bytes(const DeviceOptim *d);
 #endif

@@ -114,7 +114,7 @@ static int take_gguf_tokenizer(FinalModel *fm, const char *model, const char *sh
 /* transformers' fallback without a tokenizer_config.json is the class that
  * config.json's model_type implies (a Llama one, with its own BOS rules):
  * this names the fast tokenizer that reads tokenizer.json as it is. */
-static FileBytes plain_tokenizer_config(const LlamaConfig *cfg) {
+static FileBytes plain_tokenizer_config(const DecoderConfig *cfg) {
     json_t *j = json_pack("{s:s,s:b,s:I}", "tokenizer_class", "PreTrainedTokenizerFast", "clean_up_tokenization_spaces",
                           0, "model_max_length", (json_int_t)cfg->max_position_embeddings);
     return json_bytes(j, "tokenizer_config.json");
@@ -124,7 +124,7 @@ static FileBytes plain_tokenizer_config(const LlamaConfig *cfg) {
  * gives the SHA-256 of the tokenizer.json prepare used, and the first file
  * with exactly those bytes is taken: the model directory's, the GGUF
  * model's own, or the one at the path prepare recorded. */
-static void find_tokenizer(FinalModel *fm, const TrainConfig *c, const LlamaConfig *cfg) {
+static void find_tokenizer(FinalModel *fm, const TrainConfig *c, const DecoderConfig *cfg) {
     char mpath[4200];
     path_fmt(mpath, sizeof mpath, "%s/manifest.json", c->data);
     json_error_t err;
@@ -166,7 +166,7 @@ static void find_tokenizer(FinalModel *fm, const TrainConfig *c, const LlamaConf
 
 /* The source model's generation settings when it has them; else what
  * transformers derives from a config (its BOS and EOS ids). */
-static FileBytes generation_config(const char *model, const LlamaConfig *cfg) {
+static FileBytes generation_config(const char *model, const DecoderConfig *cfg) {
     char src[4200];
     if (is_dir(model)) {
         path_fmt(src, sizeof src, "%s/generation_config.json", model);
@@ -185,7 +185,7 @@ static FileBytes generation_config(const char *model, const LlamaConfig *cfg) {
 
 /* The source's own config.json (every field it carries kept) when the model
  * came from one; a preset's or a GGUF file's as kvcpt writes it. */
-static char *config_text(const char *model, const LlamaConfig *cfg) {
+static char *config_text(const char *model, const DecoderConfig *cfg) {
     char *base;
     if (model_source_is_gguf(model) || config_is_preset(model)) {
         base = config_to_json(cfg);
@@ -200,7 +200,7 @@ static char *config_text(const char *model, const LlamaConfig *cfg) {
     return out;
 }
 
-FinalModel *final_model_prepare(const TrainConfig *c, const LlamaConfig *cfg) {
+FinalModel *final_model_prepare(const TrainConfig *c, const DecoderConfig *cfg) {
     FinalModel *fm = xcalloc(1, sizeof *fm);
     path_fmt(fm->dir, sizeof fm->dir, "%s/model", c->out);
     KV_CHECK(byte_size_parse(c->model_shard_size, &fm->shard_bytes) == 0,

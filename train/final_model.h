@@ -17,7 +17,7 @@ typedef struct FinalModel FinalModel;
  * tokenizer files), so that the end of a run neither fails on a file that
  * moved nor changes its mind, and prints where the tokenizer comes from or
  * why there is none. c->model and c->data say where they come from. */
-FinalModel *final_model_prepare(const TrainConfig *c, const LlamaConfig *cfg);
+FinalModel *final_model_prepare(const TrainConfig *c, const DecoderConfig *cfg);
 /* Writes out/model from the trained parameters; one line says what. */
 void final_model_write(const FinalModel *fm, const ParamLayout *pl, const float *params);
 void final_model_free(FinalModel *fm);

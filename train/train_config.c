@@ -30,14 +30,14 @@ typedef struct {
     const char *(*name)(int64_t v);                      /* K_ENUM: value -> its name */
 } Key;
 
-static int64_t recompute_parse(const char *v, const char *origin) { return llama_recompute_parse(v, origin); }
-static const char *recompute_name(int64_t v) { return llama_recompute_name((LlamaRecompute)v); }
+static int64_t recompute_parse(const char *v, const char *origin) { return decoder_recompute_parse(v, origin); }
+static const char *recompute_name(int64_t v) { return decoder_recompute_name((DecoderRecompute)v); }
 static int64_t attn_impl_parse(const char *v, const char *origin) {
     char what[4200];
     snprintf(what, sizeof what, "%s: 'attn_impl'", origin);
-    return llama_attn_impl_parse(v, what);
+    return decoder_attn_impl_parse(v, what);
 }
-static const char *attn_impl_name(int64_t v) { return llama_attn_impl_name((LlamaAttnImpl)v); }
+static const char *attn_impl_name(int64_t v) { return decoder_attn_impl_name((DecoderAttnImpl)v); }
 
 #define S_(f, d, h) {#f, K_STR, offsetof(TrainConfig, f), sizeof(((TrainConfig *)0)->f), d, h, NULL, NULL}
 #define I_(f, d, h) {#f, K_INT, offsetof(TrainConfig, f), 0, d, h, NULL, NULL}
@@ -306,7 +306,7 @@ void train_config_validate(const TrainConfig *c, int world) {
              c->grad_clip);
     KV_CHECK(isfinite(c->lr) && isfinite(c->weight_decay) && c->weight_decay >= 0,
              "config: 'lr' and 'weight_decay' must be finite, 'weight_decay' >= 0");
-    llama_recompute_check((LlamaRecompute)c->recompute, "config 'recompute'");
+    decoder_recompute_check((DecoderRecompute)c->recompute, "config 'recompute'");
     KV_CHECK(one_of(c->precision, "fp32", "bf16", "bf16sr"),
              "config: 'precision' must be fp32, bf16 or bf16sr (got '%s')", c->precision);
     KV_CHECK(c->share_device == 0 || c->share_device == 1, "config: 'share_device' must be 0 or 1 (got %lld)",

@@ -24,8 +24,8 @@ typedef struct {
     int64_t global_batch, micro_batch, steps, epochs, warmup_steps;
     int64_t eval_interval, eval_batches, ckpt_interval, keep_last, log_interval, seed;
     int64_t reshard_after_forward, optim_device, share_device;
-    int64_t recompute;    /* a LlamaRecompute (model/recompute.h): the key takes none | attn | full, or 0 | 1 */
-    int64_t attn_impl;    /* a LlamaAttnImpl (model/attn_impl.h): auto | mma | cuda-core | cudnn */
+    int64_t recompute;    /* a DecoderRecompute (model/recompute.h): the key takes none | attn | full, or 0 | 1 */
+    int64_t attn_impl;    /* a DecoderAttnImpl (model/attn_impl.h): auto | mma | cuda-core | cudnn */
     double lr, min_lr_frac, weight_decay, beta1, beta2, eps, grad_clip;
     double comm_timeout; /* seconds; 0: wait forever */
 } TrainConfig;

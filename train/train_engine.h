@@ -7,7 +7,7 @@
  * train_engine_cuda.c).
  *
  * Every engine steps the optimizer where it keeps the parameters. The CPU
- * engine works against the host's Llama and its sharding
+ * engine works against the host's Decoder and its sharding
  * (parallel/fsdp.h): a backward hands each unit's gradient to the sharding
  * hooks in the order the CPU backward finishes them, and the host's
  * optimizer steps this rank's shard of the host master. The CUDA engine
@@ -18,7 +18,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "../model/llama.h"
+#include "../model/decoder.h"
 #include "../optim/optimizer.h"
 #include "../parallel/comm.h"
 #include "../parallel/fsdp.h"
@@ -61,12 +61,12 @@ typedef struct TrainEngine {
  * TRAIN_HOST), over the host model and its sharding (both must outlive it).
  * It first selects this rank's device, before anything else touches it. */
 typedef struct TrainDevice {
-    TrainEngine (*engine_create)(TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp, Comm *comm);
+    TrainEngine (*engine_create)(TrainMode mode, const TrainConfig *c, Decoder *model, Fsdp *fsdp, Comm *comm);
 } TrainDevice;
 
 /* The engine mode runs on, from backend be (train_mode_resolve's): the
  * CPU model on the host, be's train seam otherwise. */
-TrainEngine train_engine_create(const Backend *be, TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp,
+TrainEngine train_engine_create(const Backend *be, TrainMode mode, const TrainConfig *c, Decoder *model, Fsdp *fsdp,
                                 Comm *comm);
-TrainEngine train_engine_cpu_create(Llama *model, Fsdp *fsdp);
+TrainEngine train_engine_cpu_create(Decoder *model, Fsdp *fsdp);
 #endif

@@ -7,10 +7,10 @@
 #include "train_engine.h"
 
 typedef struct {
-    Llama *model;
+    Decoder *model;
     Fsdp *fsdp;
     Optimizer *opt; /* the host's, over this rank's shard (push_state) */
-    LlamaUnitHooks hooks; /* the model's sharding hooks, set aside between begin_eval and end_eval */
+    DecoderUnitHooks hooks; /* the model's sharding hooks, set aside between begin_eval and end_eval */
 } CpuEngine;
 
 static void cpu_begin_step(void *ctx) {
@@ -23,9 +23,9 @@ static void cpu_begin_step(void *ctx) {
  * to the shard's sums as the backward finishes it. */
 static float cpu_micro_batch(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T) {
     CpuEngine *e = ctx;
-    llama_zero_grad(e->model);
-    float loss = llama_forward_train(e->model, tokens, targets, batch, T);
-    llama_backward(e->model);
+    decoder_zero_grad(e->model);
+    float loss = decoder_forward_train(e->model, tokens, targets, batch, T);
+    decoder_backward(e->model);
     return loss;
 }
 
@@ -35,12 +35,12 @@ static void cpu_begin_eval(void *ctx) {
     CpuEngine *e = ctx;
     fsdp_gather_all(e->fsdp);
     e->hooks = e->model->pass.hooks;
-    e->model->pass.hooks = (LlamaUnitHooks){0};
+    e->model->pass.hooks = (DecoderUnitHooks){0};
 }
 
 static float cpu_eval_forward(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T) {
     CpuEngine *e = ctx;
-    return llama_forward(e->model, tokens, targets, batch, T);
+    return decoder_forward(e->model, tokens, targets, batch, T);
 }
 
 static void cpu_end_eval(void *ctx) {
@@ -75,7 +75,7 @@ static void cpu_pull_state(void *ctx, Optimizer *opt) {}
 static void cpu_log_fields(void *ctx, json_t *record) {}
 static void cpu_free(void *ctx) { free(ctx); }
 
-TrainEngine train_engine_cpu_create(Llama *model, Fsdp *fsdp) {
+TrainEngine train_engine_cpu_create(Decoder *model, Fsdp *fsdp) {
     CpuEngine *e = xcalloc(1, sizeof *e);
     e->model = model, e->fsdp = fsdp;
     return (TrainEngine){.ctx = e,
@@ -92,7 +92,7 @@ TrainEngine train_engine_cpu_create(Llama *model, Fsdp *fsdp) {
                          .free = cpu_free};
 }
 
-TrainEngine train_engine_create(const Backend *be, TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp,
+TrainEngine train_engine_create(const Backend *be, TrainMode mode, const TrainConfig *c, Decoder *model, Fsdp *fsdp,
                                 Comm *comm) {
     if (mode == TRAIN_HOST) return train_engine_cpu_create(model, fsdp);
     KV_CHECK(be->kind == BACKEND_ACCEL && be->train, "train: the %s backend has no training engine", be->label);

@@ -1,4 +1,4 @@
-/* The CUDA engine (model/llama_cuda.h) behind train_engine.h. The optimizer
+/* The CUDA engine (model/decoder_cuda.h) behind train_engine.h. The optimizer
  * always steps on the GPU, in one of two ways the mode picks:
  * - sharded (precision fp32 or bf16, any rank count): ZeRO-3 on the
  *   devices (parallel/fsdp_cuda.h): each GPU holds its shard of the fp32
@@ -20,7 +20,7 @@
 #include "../kernels/attention_cuda_size.h"
 #include "../kernels/attention_cudnn.h"
 #include "../kernels/cuda_device.h"
-#include "../model/llama_cuda.h"
+#include "../model/decoder_cuda.h"
 #include "../parallel/comm_device.h"
 #include "../parallel/fsdp_cuda.h"
 #include "cuda_mem_plan.h"
@@ -29,9 +29,9 @@
 typedef struct {
     TrainMode mode;
     uint64_t seed;            /* the stochastic rounding's key */
-    Llama *model;
+    Decoder *model;
     Fsdp *fsdp;
-    LlamaCuda gpu;
+    DecoderCuda gpu;
     FsdpCuda *shards;         /* sharded modes, after push_state; else NULL */
     DeviceOptim *dopt;        /* whole modes, after push_state; else NULL */
     int64_t h2d_logged, d2h_logged; /* transfer totals at the last log record */
@@ -43,7 +43,7 @@ typedef struct {
 static void cuda_begin_step(void *ctx) {
     CudaEngine *e = ctx;
     if (e->shards) fsdp_cuda_zero_grad_sum(e->shards);
-    else llama_cuda_zero_grad(&e->gpu);
+    else decoder_cuda_zero_grad(&e->gpu);
 }
 
 /* Sharded: this micro-batch's gradient alone in the engine, zeroed before
@@ -51,9 +51,9 @@ static void cuda_begin_step(void *ctx) {
  * its owners as the backward finishes it; whole: added to the sums. */
 static float cuda_micro_batch(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T) {
     CudaEngine *e = ctx;
-    if (e->shards) llama_cuda_zero_grad(&e->gpu);
-    float loss = llama_cuda_forward_train(&e->gpu, tokens, targets, batch, T);
-    llama_cuda_backward(&e->gpu);
+    if (e->shards) decoder_cuda_zero_grad(&e->gpu);
+    float loss = decoder_cuda_forward_train(&e->gpu, tokens, targets, batch, T);
+    decoder_cuda_backward(&e->gpu);
     return loss;
 }
 
@@ -66,7 +66,7 @@ static void cuda_end_eval(void *ctx) {}
 /* Loss-only: the gradients stay as they are. */
 static float cuda_eval_forward(void *ctx, const int32_t *tokens, const int32_t *targets, int64_t batch, int64_t T) {
     CudaEngine *e = ctx;
-    return llama_cuda_forward(&e->gpu, tokens, targets, batch, T);
+    return decoder_cuda_forward(&e->gpu, tokens, targets, batch, T);
 }
 
 static double cuda_grad_sum_squares(void *ctx) {
@@ -104,7 +104,7 @@ static void cuda_pull_state(void *ctx, Optimizer *opt) {
  * checkpoint's shard when one was written) and the collectives' bytes. */
 static void cuda_log_fields(void *ctx, json_t *record) {
     CudaEngine *e = ctx;
-    json_object_set_new(record, "gpu_engine_mb", json_real((double)llama_cuda_bytes(&e->gpu) / 1048576.0));
+    json_object_set_new(record, "gpu_engine_mb", json_real((double)decoder_cuda_bytes(&e->gpu) / 1048576.0));
     if (e->dopt)
         json_object_set_new(record, "gpu_optim_mb", json_real((double)device_optim_bytes(e->dopt) / 1048576.0));
     if (e->shards) {
@@ -128,14 +128,14 @@ static void cuda_engine_free(void *ctx) {
     CudaEngine *e = ctx;
     device_optim_free(e->dopt);
     fsdp_cuda_free(e->shards, &e->gpu);
-    llama_cuda_free(&e->gpu);
+    decoder_cuda_free(&e->gpu);
     free(e);
 }
 
 /* The plan's bytes against what this rank's GPU has free, before the engine
  * allocates anything: a run that cannot fit stops here with the figures and
  * the settings that shrink them, not with an allocation failure mid-step. */
-static void check_fits(TrainMode mode, const TrainConfig *c, const LlamaConfig *mc, int rank, int world, int device) {
+static void check_fits(TrainMode mode, const TrainConfig *c, const DecoderConfig *mc, int rank, int world, int device) {
     CudaMemInputs in = cuda_mem_inputs_from_train(c, mode, world);
     CudaMemPlan p = cuda_mem_plan(mc, &in);
     int64_t free_b = 0, total_b = 0;
@@ -144,11 +144,11 @@ static void check_fits(TrainMode mode, const TrainConfig *c, const LlamaConfig *
     if (p.total > free_b) {
         char fixes[512] = "";
         size_t n = 0;
-        if (c->recompute == LLAMA_RECOMPUTE_NONE)
+        if (c->recompute == DECODER_RECOMPUTE_NONE)
             n += (size_t)snprintf(fixes + n, sizeof fixes - n, " recompute=attn or full,");
-        if (c->recompute == LLAMA_RECOMPUTE_ATTN)
+        if (c->recompute == DECODER_RECOMPUTE_ATTN)
             n += (size_t)snprintf(fixes + n, sizeof fixes - n, " recompute=full,");
-        if (in.precision == LLAMA_CUDA_FP32) n += (size_t)snprintf(fixes + n, sizeof fixes - n, " precision=bf16,");
+        if (in.precision == DECODER_CUDA_FP32) n += (size_t)snprintf(fixes + n, sizeof fixes - n, " precision=bf16,");
         if (c->micro_batch > 1)
             n += (size_t)snprintf(fixes + n, sizeof fixes - n, " a smaller micro_batch (now %lld),",
                                   (long long)c->micro_batch);
@@ -178,12 +178,12 @@ static void check_fits(TrainMode mode, const TrainConfig *c, const LlamaConfig *
             (double)(free_b - p.total) / gib);
 }
 
-static TrainEngine cuda_engine_create(TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp, Comm *comm) {
+static TrainEngine cuda_engine_create(TrainMode mode, const TrainConfig *c, Decoder *model, Fsdp *fsdp, Comm *comm) {
     /* the attention kernels (the config key, else KVCPT_ATTN), refused before anything is allocated */
-    const LlamaAttnImpl attn =
-        llama_attn_impl_resolve((LlamaAttnImpl)c->attn_impl, "config 'attn_impl'",
-                                train_mode_precision(mode) == LLAMA_CUDA_BF16_WEIGHTS, model->cfg.head_dim);
-    if (attn == LLAMA_ATTN_CUDNN && model->mask.enabled && refresh_per_row(&model->mask))
+    const DecoderAttnImpl attn =
+        decoder_attn_impl_resolve((DecoderAttnImpl)c->attn_impl, "config 'attn_impl'",
+                                  train_mode_precision(mode) == DECODER_CUDA_BF16_WEIGHTS, model->cfg.head_dim);
+    if (attn == DECODER_ATTN_CUDNN && model->mask.enabled && refresh_per_row(&model->mask))
         die("config 'attn_impl' is cudnn, which runs the paper's RefreshKV rows only: set mask_evict=0 and "
             "mask_restride=0, or attn_impl mma or cuda-core");
     /* this rank's GPU first: every allocation below lands on it */
@@ -199,22 +199,22 @@ static TrainEngine cuda_engine_create(TrainMode mode, const TrainConfig *c, Llam
     /* sharded: layers streamed through slots, unless reshard_after_forward=0
      * keeps every gathered unit for the step (the whole model) */
     if (!train_mode_whole_on_device(mode) && c->reshard_after_forward)
-        llama_cuda_create_streamed(&e->gpu, &model->cfg, (LlamaRecompute)c->recompute, train_mode_precision(mode));
-    else llama_cuda_create(&e->gpu, &model->cfg, (LlamaRecompute)c->recompute, train_mode_precision(mode));
-    llama_cuda_set_attn(&e->gpu, attn, "config 'attn_impl'");
-    if (attn == LLAMA_ATTN_CUDNN) { /* cuDNN's plans for the training shape, before the first step */
+        decoder_cuda_create_streamed(&e->gpu, &model->cfg, (DecoderRecompute)c->recompute, train_mode_precision(mode));
+    else decoder_cuda_create(&e->gpu, &model->cfg, (DecoderRecompute)c->recompute, train_mode_precision(mode));
+    decoder_cuda_set_attn(&e->gpu, attn, "config 'attn_impl'");
+    if (attn == DECODER_ATTN_CUDNN) { /* cuDNN's plans for the training shape, before the first step */
         const char *why = attention_cudnn_probe(c->micro_batch, c->L + c->S, model->cfg.num_attention_heads,
                                                 model->cfg.num_key_value_heads, model->cfg.head_dim, &model->mask);
         if (why) die("config 'attn_impl' is cudnn, but %s", why);
     }
     if (comm_rank(comm) == 0)
         fprintf(stderr, "kvcpt train: attention on %s%s%s\n",
-                attn == LLAMA_ATTN_MMA     ? "tensor cores (mma)"
-                : attn == LLAMA_ATTN_CUDNN ? "cuDNN's fused attention (cudnn; not yet validated on a GPU)"
-                                           : "the CUDA-core kernels (cuda-core)",
-                attn == LLAMA_ATTN_MMA ? ", backward " : "",
-                attn == LLAMA_ATTN_MMA ? attention_bwd_variant_name(attention_bwd_variant_default()) : "");
-    if (model->mask.enabled) llama_cuda_set_mask(&e->gpu, &model->mask);
+                attn == DECODER_ATTN_MMA     ? "tensor cores (mma)"
+                : attn == DECODER_ATTN_CUDNN ? "cuDNN's fused attention (cudnn; not yet validated on a GPU)"
+                                             : "the CUDA-core kernels (cuda-core)",
+                attn == DECODER_ATTN_MMA ? ", backward " : "",
+                attn == DECODER_ATTN_MMA ? attention_bwd_variant_name(attention_bwd_variant_default()) : "");
+    if (model->mask.enabled) decoder_cuda_set_mask(&e->gpu, &model->mask);
     cuda_transfer_bytes(&e->h2d_logged, &e->d2h_logged);
     return (TrainEngine){.ctx = e,
                          .begin_step = cuda_begin_step,

@@ -33,8 +33,8 @@ TrainMode train_mode_for_kind(BackendKind kind, const TrainConfig *c, int rank, 
 
 int train_mode_whole_on_device(TrainMode m) { return m == TRAIN_ACCEL_FP32_OPTIM || m == TRAIN_ACCEL_BF16SR; }
 
-LlamaCudaPrecision train_mode_precision(TrainMode m) {
-    return m == TRAIN_ACCEL_BF16 || m == TRAIN_ACCEL_BF16SR ? LLAMA_CUDA_BF16_WEIGHTS : LLAMA_CUDA_FP32;
+DecoderCudaPrecision train_mode_precision(TrainMode m) {
+    return m == TRAIN_ACCEL_BF16 || m == TRAIN_ACCEL_BF16SR ? DECODER_CUDA_BF16_WEIGHTS : DECODER_CUDA_FP32;
 }
 
 int train_mode_stochastic(TrainMode m) { return m == TRAIN_ACCEL_BF16SR; }

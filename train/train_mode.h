@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 #include "../common/backend.h"
-#include "../model/llama_cuda_size.h"
+#include "../model/decoder_cuda_size.h"
 #include "train_config.h"
 
 typedef enum {
@@ -32,7 +32,7 @@ TrainMode train_mode_for_kind(BackendKind kind, const TrainConfig *c, int rank, 
 /* 1 when the engine's own parameters are the master (one rank, no shards). */
 int train_mode_whole_on_device(TrainMode m);
 /* The device engine's weight precision (fp32 on the host). */
-LlamaCudaPrecision train_mode_precision(TrainMode m);
+DecoderCudaPrecision train_mode_precision(TrainMode m);
 /* 1 when bf16 matrices are rounded stochastically by the device optimizer. */
 int train_mode_stochastic(TrainMode m);
 /* The mode on backend be, e.g. "cuda (bf16 weights)", for the startup

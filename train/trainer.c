@@ -118,13 +118,13 @@ static void setup_engine(Trainer *t) {
     int accel = t->mode != TRAIN_HOST;
     if (t->rank == 0)
         fprintf(stderr, "kvcpt train: device %s, %s%s\n", mode, accel ? "recompute " : "",
-                accel ? llama_recompute_name((LlamaRecompute)t->cfg.recompute) : blas_core_summary());
+                accel ? decoder_recompute_name((DecoderRecompute)t->cfg.recompute) : blas_core_summary());
 }
 
 /* Every rank builds the same full model (same seed or file), then keeps its pieces. */
 static void setup_model(Trainer *t) {
     const TrainConfig *c = &t->cfg;
-    LlamaConfig mc;
+    DecoderConfig mc;
     model_source_config(&mc, c->model, "config: 'model'");
     int pretrained = strcmp(c->init, "pretrained") == 0;
     double t0 = now_seconds();
@@ -132,15 +132,15 @@ static void setup_model(Trainer *t) {
         fprintf(stderr, "kvcpt train: %s model %s (%lld layers, hidden %lld, vocab %lld)...\n",
                 pretrained ? "loading the weights of" : "initialising at random the", c->model,
                 (long long)mc.num_hidden_layers, (long long)mc.hidden_size, (long long)mc.vocab_size);
-    llama_create(&t->model, &mc);
+    decoder_create(&t->model, &mc);
     if (pretrained) model_source_load_fp32(c->model, &mc, &t->model.layout, t->model.params);
-    else llama_init_random(&t->model, (uint64_t)c->seed);
+    else decoder_init_random(&t->model, (uint64_t)c->seed);
     if (t->rank == 0)
         fprintf(stderr, "kvcpt train: model ready in %.1f s: %lld parameters (%.1f MB in fp32)\n", now_seconds() - t0,
                 (long long)t->model.layout.total, (double)t->model.layout.total * 4.0 / 1e6);
     if (c->mask) {
         RefreshMask m = train_config_mask(c);
-        llama_set_mask(&t->model, &m);
+        decoder_set_mask(&t->model, &m);
     }
     fsdp_init(&t->fsdp, t->comm, &t->model, (int)c->reshard_after_forward);
     setup_engine(t);
@@ -662,7 +662,7 @@ void trainer_setup(Trainer *t, const TrainConfig *cfg, RunStart start, int allow
     setup_optimizer(t);
     allocate_batches(t);
     check_first_answers(t);
-    t->flops_per_token = llama_flops_per_token(&t->model, t->T);
+    t->flops_per_token = decoder_flops_per_token(&t->model, t->T);
     snprintf(t->log_path, sizeof t->log_path, "%s/log.jsonl", t->cfg.out);
     char dir[4200], events[4200];
     path_fmt(events, sizeof events, "%s/" TFEVENTS_FILE, t->cfg.out);
@@ -851,7 +851,7 @@ void trainer_finish(Trainer *t) {
     optim_free(t->opt);
     t->engine.free(t->engine.ctx);
     fsdp_free(&t->fsdp, &t->model);
-    llama_free(&t->model);
+    decoder_free(&t->model);
     free(t->sample);
     free(t->tokens);
     free(t->round_loss);

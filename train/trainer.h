@@ -14,7 +14,7 @@
 #include "../common/tfevents.h"
 #include "../parallel/comm.h"
 #include "../parallel/fsdp.h"
-#include "../model/llama.h"
+#include "../model/decoder.h"
 #include "../optim/optimizer.h"
 #include "../optim/schedule.h"
 #include "final_model.h"
@@ -24,7 +24,7 @@
 
 typedef struct {
     TrainConfig cfg;
-    Llama model;            /* host parameters and gradients (sharding works on these) */
+    Decoder model;            /* host parameters and gradients (sharding works on these) */
     const Backend *backend; /* what config 'device' resolved to (common/backend.h) */
     TrainMode mode;         /* host or device, precision, where the optimizer steps (train_mode.h) */
     TrainEngine engine;     /* runs forward and backward (train_engine.h) */

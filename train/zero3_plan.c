@@ -1,7 +1,7 @@
 #include "zero3_plan.h"
 
 #include "../common/util.h"
-#include "../model/llama_cuda_size.h"
+#include "../model/decoder_cuda_size.h"
 #include "../parallel/fsdp_cuda.h"
 #include "../parallel/shard_plan.h"
 
@@ -20,14 +20,14 @@ static int64_t mul_checked(int64_t a, int64_t b) {
 
 /* The CUDA engine whose activation sets hold act_bytes per element: the
  * engine's precision decides nothing else of its activations. */
-static int64_t activation_bytes(const LlamaConfig *c, const PlanInputs *in) {
+static int64_t activation_bytes(const DecoderConfig *c, const PlanInputs *in) {
     KV_CHECK(in->act_bytes == 2 || in->act_bytes == 4, "ZeRO-3 plan: activations of %d bytes (2 or 4)", in->act_bytes);
-    LlamaCudaPrecision p = in->act_bytes == 2 ? LLAMA_CUDA_BF16_WEIGHTS : LLAMA_CUDA_FP32;
-    LlamaCudaActBytes ab = llama_cuda_act_bytes(c, in->recompute, p, in->micro_batch, in->seq, &in->mask);
-    return add_checked(llama_cuda_act_total(c, &ab), llama_cuda_rope_bytes(c, in->seq));
+    DecoderCudaPrecision p = in->act_bytes == 2 ? DECODER_CUDA_BF16_WEIGHTS : DECODER_CUDA_FP32;
+    DecoderCudaActBytes ab = decoder_cuda_act_bytes(c, in->recompute, p, in->micro_batch, in->seq, &in->mask);
+    return add_checked(decoder_cuda_act_total(c, &ab), decoder_cuda_rope_bytes(c, in->seq));
 }
 
-PlanRow plan_rank_bytes(const LlamaConfig *c, const PlanInputs *in, int ranks) {
+PlanRow plan_rank_bytes(const DecoderConfig *c, const PlanInputs *in, int ranks) {
     KV_CHECK(ranks >= 1, "ZeRO-3 plan: %d ranks", ranks);
     ParamLayout pl;
     param_layout_build(&pl, c);

@@ -8,7 +8,7 @@
  * segments (fsdp_cuda_bytes, the optimizer's state counts), the
  * activations and RoPE tables what the CUDA engine's first forward
  * allocates for this shape, recompute setting and mask
- * (llama_cuda_act_bytes, llama_cuda_rope_bytes: the carving the engine
+ * (decoder_cuda_act_bytes, decoder_cuda_rope_bytes: the carving the engine
  * allocates with), at the activation element size asked for. Only the
  * gathered-unit buffers (two units of parameters and one of gradients) are
  * the budget's own: no engine gathers into device buffers of the shard
@@ -26,16 +26,16 @@ typedef struct {
     RefreshMask mask;         /* enabled = 0: causal; evict and restride size the per-row selection records */
     int param_bytes, grad_bytes, act_bytes; /* 2 (bf16) or 4 (fp32) */
     OptimKind optim;
-    LlamaRecompute recompute; /* which activations the layers keep (model/recompute.h) */
+    DecoderRecompute recompute; /* which activations the layers keep (model/recompute.h) */
 } PlanInputs;
 
 typedef struct {
     int ranks;
-    LlamaRecompute recompute; /* the setting the row was computed with */
+    DecoderRecompute recompute; /* the setting the row was computed with */
     /* bytes; activations include the RoPE tables */
     int64_t params, grads, optim, unit_buffers, activations, total;
 } PlanRow;
 
-PlanRow plan_rank_bytes(const LlamaConfig *c, const PlanInputs *in, int ranks);
+PlanRow plan_rank_bytes(const DecoderConfig *c, const PlanInputs *in, int ranks);
 
 #endif

@@ -16,7 +16,7 @@ static int fake_count(void) { return fake_devices; }
 
 static TrainMode created_mode = (TrainMode)-1;
 static int engine_token;
-static TrainEngine fake_engine_create(TrainMode mode, const TrainConfig *c, Llama *model, Fsdp *fsdp, Comm *comm) {
+static TrainEngine fake_engine_create(TrainMode mode, const TrainConfig *c, Decoder *model, Fsdp *fsdp, Comm *comm) {
     created_mode = mode;
     return (TrainEngine){.ctx = &engine_token};
 }

@@ -43,7 +43,7 @@ static void check_row_matmul(int64_t N, int64_t IC, int64_t OC, Rng *r) {
     free(inp), free(w), free(all), free(one), free(ref);
 }
 
-static Llama model;
+static Decoder model;
 static DecodeEngine eng[DOCS];
 static int32_t doc[DOCS][L + S];
 
@@ -154,12 +154,12 @@ int main(void) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         check_row_matmul(shapes[i][0], shapes[i][1], shapes[i][2], &r);
 
-    LlamaConfig c;
+    DecoderConfig c;
     config_load(&c, "tiny");
     c.initializer_range = 0.3;
     c.vocab_size = 1024; /* a head wide enough that OpenBLAS's rows would depend on N */
-    llama_create(&model, &c);
-    llama_init_random(&model, 23);
+    decoder_create(&model, &c);
+    decoder_init_random(&model, 23);
     for (int d = 0; d < DOCS; d++) {
         for (int i = 0; i < L + S; i++) doc[d][i] = (int32_t)(rng_u64(&r) % (uint64_t)c.vocab_size);
         engine_create(&eng[d], &model, L + S, 32);
@@ -175,6 +175,6 @@ int main(void) {
     check_engine("refreshkv", fixed, " (fixed stride 3)");
     check_forks();
     for (int d = 0; d < DOCS; d++) engine_free(&eng[d]);
-    llama_free(&model);
+    decoder_free(&model);
     return tl_finish();
 }

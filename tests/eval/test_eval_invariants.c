@@ -19,7 +19,7 @@
 #define L 48
 #define S 9
 
-static Llama model;
+static Decoder model;
 static DecodeEngine eng;
 static int32_t doc[L + S];
 
@@ -112,12 +112,12 @@ static const char *nm(const char *name) {
 
 static void model_invariants(ArchId arch) {
     snprintf(prefix, sizeof prefix, "%s", arch == ARCH_LLAMA ? "" : "[qwen2] ");
-    LlamaConfig c;
+    DecoderConfig c;
     config_load(&c, "tiny");
     c.arch = arch;
     c.initializer_range = 0.3;
-    llama_create(&model, &c);
-    llama_init_random(&model, 17);
+    decoder_create(&model, &c);
+    decoder_init_random(&model, 17);
     Rng br; /* biases start at zero: drawn, so that every path must add them */
     rng_seed(&br, 23);
     for (int i = 0; i < model.layout.n; i++) {
@@ -136,7 +136,7 @@ static void model_invariants(ArchId arch) {
     /* training forward over the same targets: positions L-1 .. L+S-2 */
     int32_t tgt[L + S - 1];
     for (int t = 0; t < L + S - 1; t++) tgt[t] = t >= L - 1 ? doc[t + 1] : -1;
-    float loss = llama_forward(&model, doc, tgt, 1, L + S - 1);
+    float loss = decoder_forward(&model, doc, tgt, 1, L + S - 1);
     double ppl_full = exp(mean(full, S)), ppl_train = exp((double)loss);
     tl_result(fabs(ppl_full - ppl_train) <= 1e-5 * ppl_train, nm("full PPL equals exp(training forward loss)"),
               "decode %.9f vs forward %.9f", ppl_full, ppl_train);
@@ -145,10 +145,10 @@ static void model_invariants(ArchId arch) {
     {
         int64_t V = c.vocab_size;
         float *lg = xmalloc(sizeof(float) * (size_t)(S * V));
-        llama_logits(&model, lg, L - 1, S);
+        decoder_logits(&model, lg, L - 1, S);
         int32_t argmax_doc[L + S];
         memcpy(argmax_doc, doc, sizeof doc);
-        llama_forward(&model, doc, tgt, 1, L + S - 1);
+        decoder_forward(&model, doc, tgt, 1, L + S - 1);
         int hits_want = 0, agree = 1;
         uint8_t top1[S], top1_argmax[S];
         double nll_tmp[S];
@@ -178,8 +178,8 @@ static void model_invariants(ArchId arch) {
         /* a greedy continuation (each scored token the argmax given the ones
          * before it, from the training forward): every step is a hit */
         for (int i = 0; i < S; i++) {
-            llama_forward(&model, argmax_doc, NULL, 1, L + i);
-            llama_logits(&model, lg, L + i - 1, 1);
+            decoder_forward(&model, argmax_doc, NULL, 1, L + i);
+            decoder_logits(&model, lg, L + i - 1, 1);
             argmax_doc[L + i] = (int32_t)argmax_of(lg, V);
         }
         DecodeEngine e2;
@@ -228,7 +228,7 @@ static void model_invariants(ArchId arch) {
     tl_result(same(x, full, S), nm("refreshkv --fixed-stride 1 equals full"), "PPL %.6f vs %.6f", exp(mean(x, S)),
               ppl_full);
     engine_free(&eng);
-    llama_free(&model);
+    decoder_free(&model);
 }
 
 int main(void) {

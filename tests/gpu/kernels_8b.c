@@ -32,8 +32,8 @@
 #include "../../kernels/rmsnorm.h"
 #include "../../kernels/rope.h"
 #include "../../kernels/swiglu.h"
-#include "../../model/llama.h"
-#include "../../model/llama_cuda_size.h"
+#include "../../model/decoder.h"
+#include "../../model/decoder_cuda_size.h"
 #include "../../optim/clip.h"
 
 static const int64_t C = 4096, Hq = 32, Hkv = 8, D = 128, F = 14336, V = 128256, T = 32768;
@@ -125,7 +125,7 @@ static void residual_cast(void) {
 }
 
 static void crossentropy(void) {
-    const int64_t rows = LLAMA_CUDA_CE_CHUNK_ROWS;
+    const int64_t rows = DECODER_CUDA_CE_CHUNK_ROWS;
     float *logits = dev(4 * rows * V), *losses = dev(4 * rows), *lse = dev(4 * rows);
     int32_t *tgt = dev_ints(rows, (int32_t)(V - 1));
     crossentropy_forward_cuda(losses, lse, logits, tgt, rows, V);

@@ -35,7 +35,7 @@ typedef struct {
     int64_t Hq, Hkv, D, L, S;
 } Case;
 
-static Llama model;
+static Decoder model;
 static DecodeModelCuda gpu;
 static DecodeEngine cpu_eng[DOCS], gpu_eng[DOCS];
 static int32_t *doc[DOCS];
@@ -55,7 +55,7 @@ static void make_policies(Policy *p, const char *name, const PolicyOptions *o, c
 }
 
 static void check_prefill(const Case *k) {
-    const LlamaConfig *c = &model.cfg;
+    const DecoderConfig *c = &model.cfg;
     int64_t Hq = c->num_attention_heads, D = c->head_dim, L = k->L, w = W < L ? W : L;
     char t[160];
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
@@ -106,12 +106,12 @@ static void check_policy(const char *name, PolicyOptions o, const char *variant,
 }
 
 static void run_case(const Case *k) {
-    LlamaConfig c;
+    DecoderConfig c;
     config_load(&c, "tiny");
     c.num_attention_heads = k->Hq, c.num_key_value_heads = k->Hkv, c.head_dim = k->D;
     c.initializer_range = 0.3;
-    llama_create(&model, &c);
-    llama_init_random(&model, 41);
+    decoder_create(&model, &c);
+    decoder_init_random(&model, 41);
     decode_model_cuda_create(&gpu, &model);
     Rng r;
     rng_seed(&r, 5);
@@ -133,7 +133,7 @@ static void run_case(const Case *k) {
     check_policy("refreshkv", fixed, " (fixed stride 3)", k);
     for (int d = 0; d < DOCS; d++) engine_free(&cpu_eng[d]), engine_free(&gpu_eng[d]), free(doc[d]);
     decode_model_cuda_free(&gpu);
-    llama_free(&model);
+    decoder_free(&model);
 }
 #endif
 

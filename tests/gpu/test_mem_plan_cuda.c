@@ -4,7 +4,7 @@
  * device shards over a world-of-one NCCL communicator, the RefreshKV mask
  * on and off, with and without the per-row records of evict and restride,
  * T and micro-batch), the bytes the engine counts
- * (llama_cuda_bytes + device_optim_bytes or fsdp_cuda_device_bytes) after
+ * (decoder_cuda_bytes + device_optim_bytes or fsdp_cuda_device_bytes) after
  * setup and after a forward
  * and backward equal the plan's within 2%, and exactly: the plan adds up
  * the engine's own size functions, so any buffer it forgets or invents
@@ -38,7 +38,7 @@
 #include "../../kernels/attention_cudnn.h"
 #include "../../kernels/attention_cudnn_size.h"
 #include "../../kernels/cuda_device.h"
-#include "../../model/llama_cuda.h"
+#include "../../model/decoder_cuda.h"
 #include "../../optim/optim_cuda.h"
 #include "../../parallel/comm_device.h"
 #include "../../parallel/fsdp_cuda.h"
@@ -50,15 +50,15 @@
 typedef struct {
     const char *label;
     int tied;
-    LlamaCudaPrecision precision;
-    LlamaRecompute recompute;
+    DecoderCudaPrecision precision;
+    DecoderRecompute recompute;
     int optim_device; /* 0: sharded (fsdp_cuda.h), one rank */
     int64_t B, T;
     RefreshMask mask; /* enabled = 0: causal */
-    LlamaAttnImpl attn; /* auto: the engine's default kernels */
+    DecoderAttnImpl attn; /* auto: the engine's default kernels */
 } Case;
 
-static void make_config_vocab(LlamaConfig *c, int tied, int vocab) {
+static void make_config_vocab(DecoderConfig *c, int tied, int vocab) {
     char json[1024];
     snprintf(json, sizeof json,
              "{\"vocab_size\":%d,\"hidden_size\":32,\"intermediate_size\":40,\"num_hidden_layers\":2,"
@@ -69,7 +69,7 @@ static void make_config_vocab(LlamaConfig *c, int tied, int vocab) {
     config_parse_json(c, json, "mem plan test");
 }
 
-static void make_config(LlamaConfig *c, int tied) { make_config_vocab(c, tied, 96); }
+static void make_config(DecoderConfig *c, int tied) { make_config_vocab(c, tied, 96); }
 
 #ifdef KVCPT_CUDA_EMU
 static int64_t device_used(void) {
@@ -108,22 +108,22 @@ static void test_batch(int32_t **tokens, int32_t **targets, int64_t BT, int64_t 
 }
 
 static void run_case(const Case *k) {
-    LlamaConfig c;
+    DecoderConfig c;
     make_config(&c, k->tied);
     CudaMemInputs in = {k->precision, k->recompute, k->optim_device,         OPTIM_ADAMW8BIT,  k->B,
                         k->T,         k->mask,      k->optim_device ? 0 : 1, !k->optim_device, k->attn};
     CudaMemPlan p = cuda_mem_plan(&c, &in);
-    const int cudnn = k->attn == LLAMA_ATTN_CUDNN;
+    const int cudnn = k->attn == DECODER_ATTN_CUDNN;
     if (cudnn) attention_cudnn_release(); /* the workspace an earlier case left */
 #ifdef KVCPT_CUDA_EMU
     int64_t used0 = device_used();
 #endif
 
-    LlamaCuda g;
-    if (k->optim_device) llama_cuda_create(&g, &c, k->recompute, k->precision);
-    else llama_cuda_create_streamed(&g, &c, k->recompute, k->precision);
-    if (k->attn != LLAMA_ATTN_AUTO) llama_cuda_set_attn(&g, k->attn, "mem plan test");
-    if (k->mask.enabled) llama_cuda_set_mask(&g, &k->mask);
+    DecoderCuda g;
+    if (k->optim_device) decoder_cuda_create(&g, &c, k->recompute, k->precision);
+    else decoder_cuda_create_streamed(&g, &c, k->recompute, k->precision);
+    if (k->attn != DECODER_ATTN_AUTO) decoder_cuda_set_attn(&g, k->attn, "mem plan test");
+    if (k->mask.enabled) decoder_cuda_set_mask(&g, &k->mask);
     ParamLayout pl;
     param_layout_build(&pl, &c);
     float *host = test_params(pl.total);
@@ -131,26 +131,26 @@ static void run_case(const Case *k) {
     Optimizer *opt = NULL;
     DeviceOptim *d = NULL;
     Comm *comm = NULL;
-    Llama host_model;
+    Decoder host_model;
     Fsdp fsdp;
     FsdpCuda *shards = NULL;
     if (k->optim_device) {
         shard_plan_build(&sp, &pl, 1, 0);
         opt = shard_optimizer_create(OPTIM_ADAMW8BIT, &sp, 0);
-        llama_cuda_upload_params(&g, host);
-        d = device_optim_create(&g, opt, &sp, k->precision == LLAMA_CUDA_BF16_WEIGHTS, 5);
+        decoder_cuda_upload_params(&g, host);
+        d = device_optim_create(&g, opt, &sp, k->precision == DECODER_CUDA_BF16_WEIGHTS, 5);
         device_optim_push(d, &g, host, opt);
     } else {
         comm = comm_open(0);
         comm_use_device(comm);
-        llama_create(&host_model, &c);
+        decoder_create(&host_model, &c);
         fsdp_init(&fsdp, comm, &host_model, 1);
         opt = shard_optimizer_create(OPTIM_ADAMW8BIT, &fsdp.plan, 0);
         shards = fsdp_cuda_create(&fsdp, &g, opt);
         fsdp_cuda_push(shards, host, opt);
     }
 #define ENGINE_BYTES()                                                                                                 \
-    (llama_cuda_bytes(&g) + (d ? device_optim_bytes(d) : 0) + (shards ? fsdp_cuda_device_bytes(shards) : 0))
+    (decoder_cuda_bytes(&g) + (d ? device_optim_bytes(d) : 0) + (shards ? fsdp_cuda_device_bytes(shards) : 0))
     /* rope and activations come with the first forward */
     int64_t setup_plan = p.params + p.wbf16 + p.grads + p.optim + p.shards;
     int64_t counted = ENGINE_BYTES(), at_setup = counted;
@@ -164,9 +164,9 @@ static void run_case(const Case *k) {
 
     int32_t *tokens, *targets;
     test_batch(&tokens, &targets, k->B * k->T, c.vocab_size);
-    llama_cuda_forward(&g, tokens, targets, k->B, k->T);
-    llama_cuda_zero_grad(&g);
-    llama_cuda_backward(&g);
+    decoder_cuda_forward(&g, tokens, targets, k->B, k->T);
+    decoder_cuda_zero_grad(&g);
+    decoder_cuda_backward(&g);
     counted = ENGINE_BYTES();
     compare(k->label, "counted after forward+backward (peak)", counted, p.counted);
 #ifdef KVCPT_CUDA_EMU
@@ -187,7 +187,7 @@ static void run_case(const Case *k) {
                   name, "workspace plan %lld of %lld", (long long)p.cudnn_workspace, (long long)p.workspace);
         /* the plan without the region cannot match: the comparisons above can fail */
         CudaMemInputs without = in;
-        without.attn = LLAMA_ATTN_AUTO;
+        without.attn = DECODER_ATTN_AUTO;
         snprintf(name, sizeof name, "%s: a plan leaving out cudnn's region (%lld bytes) misses the engine's bytes",
                  k->label, (long long)p.attn);
         tl_result(p.attn > 0 && cuda_mem_plan(&c, &without).counted != counted, name, "matched anyway");
@@ -203,7 +203,7 @@ static void run_case(const Case *k) {
                       .mask = k->mask,
                       .param_bytes = 2,
                       .grad_bytes = 4,
-                      .act_bytes = llama_cuda_act_size(k->precision),
+                      .act_bytes = decoder_cuda_act_size(k->precision),
                       .optim = OPTIM_ADAMW8BIT,
                       .recompute = k->recompute};
     int64_t zero3_acts = plan_rank_bytes(&c, &zin, 1).activations;
@@ -216,7 +216,7 @@ static void run_case(const Case *k) {
 #endif
     /* the engine's own peak is the plan's only at the planned shape: a
      * smaller forward reuses the buffers, a longer one would not fit it */
-    llama_cuda_forward(&g, tokens, targets, 1, k->T);
+    decoder_cuda_forward(&g, tokens, targets, 1, k->T);
     tl_result(ENGINE_BYTES() == counted, "a smaller forward after the planned one allocates nothing more", "grew");
 #undef ENGINE_BYTES
 
@@ -227,11 +227,11 @@ static void run_case(const Case *k) {
     if (shards) {
         fsdp_cuda_free(shards, &g);
         fsdp_free(&fsdp, &host_model);
-        llama_free(&host_model);
+        decoder_free(&host_model);
         comm_close(comm);
     }
     optim_free(opt);
-    llama_cuda_free(&g);
+    decoder_cuda_free(&g);
     if (cudnn) attention_cudnn_release();
     free(host);
     free(tokens);
@@ -267,7 +267,7 @@ static void run_cudnn_workspace_cap(void) {
  * quantized as the whole; vocab 300 makes the embedding and lm_head 8-bit
  * and their pieces uneven). */
 static void run_zero3_optim(OptimKind kind, int ranks) {
-    LlamaConfig c;
+    DecoderConfig c;
     make_config_vocab(&c, 0, 300);
     ParamLayout pl;
     param_layout_build(&pl, &c);
@@ -278,7 +278,7 @@ static void run_zero3_optim(OptimKind kind, int ranks) {
                       .grad_bytes = 4,
                       .act_bytes = 2,
                       .optim = kind,
-                      .recompute = LLAMA_RECOMPUTE_NONE};
+                      .recompute = DECODER_RECOMPUTE_NONE};
     int64_t want = plan_rank_bytes(&c, &zin, ranks).optim, largest = 0;
     for (int r = 0; r < ranks; r++) {
         ShardPlan sp;
@@ -309,28 +309,29 @@ static void run_zero3_optim(OptimKind kind, int ranks) {
  * shape: the next forward grows only the selections, to the plan's bytes
  * for the masked run (the per-row records need more than B * T * Hkv). */
 static void run_mask_after_forward(const char *label) {
-    LlamaConfig c;
+    DecoderConfig c;
     make_config(&c, 0);
     const int64_t B = 2, T = 49, BT = B * T;
     const RefreshMask m = {
         .enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 3, .S = T - 40};
-    CudaMemInputs in = {LLAMA_CUDA_FP32, LLAMA_RECOMPUTE_NONE, 0, OPTIM_ADAMW8BIT, B, T, m, 0, 0, LLAMA_ATTN_AUTO};
+    CudaMemInputs in = {DECODER_CUDA_FP32, DECODER_RECOMPUTE_NONE, 0, OPTIM_ADAMW8BIT, B, T, m, 0, 0,
+                        DECODER_ATTN_AUTO};
     CudaMemPlan p = cuda_mem_plan(&c, &in);
-    LlamaCuda g;
-    llama_cuda_create(&g, &c, LLAMA_RECOMPUTE_NONE, LLAMA_CUDA_FP32);
+    DecoderCuda g;
+    decoder_cuda_create(&g, &c, DECODER_RECOMPUTE_NONE, DECODER_CUDA_FP32);
     ParamLayout pl;
     param_layout_build(&pl, &c);
     float *host = test_params(pl.total);
-    llama_cuda_upload_params(&g, host);
+    decoder_cuda_upload_params(&g, host);
     int32_t *tokens, *targets;
     test_batch(&tokens, &targets, BT, c.vocab_size);
-    llama_cuda_forward(&g, tokens, targets, B, T);
-    int64_t causal = llama_cuda_bytes(&g);
-    llama_cuda_set_mask(&g, &m);
-    llama_cuda_forward(&g, tokens, targets, B, T);
-    llama_cuda_zero_grad(&g);
-    llama_cuda_backward(&g);
-    int64_t grown = llama_cuda_bytes(&g) - causal;
+    decoder_cuda_forward(&g, tokens, targets, B, T);
+    int64_t causal = decoder_cuda_bytes(&g);
+    decoder_cuda_set_mask(&g, &m);
+    decoder_cuda_forward(&g, tokens, targets, B, T);
+    decoder_cuda_zero_grad(&g);
+    decoder_cuda_backward(&g);
+    int64_t grown = decoder_cuda_bytes(&g) - causal;
     int64_t want =
         c.num_hidden_layers * ((int64_t)sizeof(int32_t) * B * c.num_key_value_heads * refresh_sel_len(&m, T) -
                                (int64_t)sizeof(int32_t) * BT * c.num_key_value_heads);
@@ -338,8 +339,8 @@ static void run_mask_after_forward(const char *label) {
     snprintf(name, sizeof name, "%s: the selections grew by %lld bytes, every layer's to B * Hkv * refresh_sel_len",
              label, (long long)grown);
     tl_result(grown == want && want > 0, name, "grew %lld, expected %lld", (long long)grown, (long long)want);
-    compare(label, "counted after the masked forward+backward", llama_cuda_bytes(&g), p.counted);
-    llama_cuda_free(&g);
+    compare(label, "counted after the masked forward+backward", decoder_cuda_bytes(&g), p.counted);
+    decoder_cuda_free(&g);
     free(host);
     free(tokens);
     free(targets);
@@ -354,90 +355,90 @@ int main(void) {
         return tl_finish();
     }
     const RefreshMask none = refresh_mask_off();
-    const LlamaRecompute keep = LLAMA_RECOMPUTE_NONE, full = LLAMA_RECOMPUTE_FULL, attn = LLAMA_RECOMPUTE_ATTN;
+    const DecoderRecompute keep = DECODER_RECOMPUTE_NONE, full = DECODER_RECOMPUTE_FULL, attn = DECODER_RECOMPUTE_ATTN;
     const Case cases[] = {
-        {"fp32 keep-all sharded causal B2 T33", 0, LLAMA_CUDA_FP32, keep, 0, 2, 33, none, LLAMA_ATTN_AUTO},
+        {"fp32 keep-all sharded causal B2 T33", 0, DECODER_CUDA_FP32, keep, 0, 2, 33, none, DECODER_ATTN_AUTO},
         {"fp32 recompute device-optim mask B1 T49",
          0,
-         LLAMA_CUDA_FP32,
+         DECODER_CUDA_FP32,
          full,
          1,
          1,
          49,
          {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .S = 9},
-         LLAMA_ATTN_AUTO},
+         DECODER_ATTN_AUTO},
         {"bf16 recompute sharded mask tied B3 T21",
          1,
-         LLAMA_CUDA_BF16_WEIGHTS,
+         DECODER_CUDA_BF16_WEIGHTS,
          full,
          0,
          3,
          21,
          {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .S = 1},
-         LLAMA_ATTN_AUTO},
-        {"bf16sr keep-all device-optim causal B2 T70", 0, LLAMA_CUDA_BF16_WEIGHTS, keep, 1, 2, 70, none,
-         LLAMA_ATTN_AUTO},
+         DECODER_ATTN_AUTO},
+        {"bf16sr keep-all device-optim causal B2 T70", 0, DECODER_CUDA_BF16_WEIGHTS, keep, 1, 2, 70, none,
+         DECODER_ATTN_AUTO},
         /* per-row records (evict, restride): selections larger than B * T * Hkv */
         {"fp32 keep-all device-optim evict restride B2 T49",
          0,
-         LLAMA_CUDA_FP32,
+         DECODER_CUDA_FP32,
          keep,
          1,
          2,
          49,
          {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .evict = 1, .restride = 3, .S = 9},
-         LLAMA_ATTN_AUTO},
+         DECODER_ATTN_AUTO},
         {"bf16 recompute sharded restride tied B3 T33",
          1,
-         LLAMA_CUDA_BF16_WEIGHTS,
+         DECODER_CUDA_BF16_WEIGHTS,
          full,
          0,
          3,
          33,
          {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .restride = 5, .S = 13},
-         LLAMA_ATTN_AUTO},
+         DECODER_ATTN_AUTO},
         /* recompute=attn: the layers' attention halves and one shared MLP half */
         {"fp32 recompute=attn device-optim mask B1 T49",
          0,
-         LLAMA_CUDA_FP32,
+         DECODER_CUDA_FP32,
          attn,
          1,
          1,
          49,
          {.enabled = 1, .L = 40, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .S = 9},
-         LLAMA_ATTN_AUTO},
+         DECODER_ATTN_AUTO},
         {"bf16 recompute=attn sharded evict restride tied B3 T33",
          1,
-         LLAMA_CUDA_BF16_WEIGHTS,
+         DECODER_CUDA_BF16_WEIGHTS,
          attn,
          0,
          3,
          33,
          {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .evict = 1, .restride = 5, .S = 13},
-         LLAMA_ATTN_AUTO},
-        {"bf16sr recompute=attn device-optim causal B2 T70", 0, LLAMA_CUDA_BF16_WEIGHTS, attn, 1, 2, 70, none,
-         LLAMA_ATTN_AUTO},
+         DECODER_ATTN_AUTO},
+        {"bf16sr recompute=attn device-optim causal B2 T70", 0, DECODER_CUDA_BF16_WEIGHTS, attn, 1, 2, 70, none,
+         DECODER_ATTN_AUTO},
         /* attn cudnn: its region held by the engine, causal, S < L and S > L */
-        {"bf16 cudnn keep-all device-optim causal B2 T33", 0, LLAMA_CUDA_BF16_WEIGHTS, keep, 1, 2, 33, none,
-         LLAMA_ATTN_CUDNN},
+        {"bf16 cudnn keep-all device-optim causal B2 T33", 0, DECODER_CUDA_BF16_WEIGHTS, keep, 1, 2, 33, none,
+         DECODER_ATTN_CUDNN},
         {"bf16 cudnn recompute sharded mask tied B3 T21",
          1,
-         LLAMA_CUDA_BF16_WEIGHTS,
+         DECODER_CUDA_BF16_WEIGHTS,
          full,
          0,
          3,
          21,
          {.enabled = 1, .L = 20, .K = 4, .pool_kernel = 3, .agg = GROUP_AGG_MEAN, .S = 1},
-         LLAMA_ATTN_CUDNN},
+         DECODER_ATTN_CUDNN},
         {"bf16 cudnn recompute=attn device-optim mask S>L B1 T49",
          0,
-         LLAMA_CUDA_BF16_WEIGHTS,
+         DECODER_CUDA_BF16_WEIGHTS,
          attn,
          1,
          1,
          49,
          {.enabled = 1, .L = 20, .K = 6, .pool_kernel = 7, .agg = GROUP_AGG_MAX, .S = 29},
-         LLAMA_ATTN_CUDNN},
+         DECODER_ATTN_CUDNN},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (tl_case_selected(cases[i].label)) run_case(&cases[i]);

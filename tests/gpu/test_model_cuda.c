@@ -1,5 +1,5 @@
-/* The whole model on the GPU (model/llama_cuda.h) against the CPU reference
- * (model/llama.h): loss, logits and every parameter's gradient, with the
+/* The whole model on the GPU (model/decoder_cuda.h) against the CPU reference
+ * (model/decoder.h): loss, logits and every parameter's gradient, with the
  * RefreshKV mask on and off, GQA ratios 1/4/8, T not a multiple of the
  * attention tile, S = 1 and K below the tile, the eval cache's mask (evict
  * with restride, restride alone: per-row selections); then run-twice determinism,
@@ -13,10 +13,10 @@
  *   gradient      1e-4 * max|ref| (*)  1e-3   the same, through the backward; (*) per tensor
  *   train loss    0                    2e-3   ten steps apart; bf16's epsilon is 7.8e-3
  *
- * The bf16 engine (LLAMA_CUDA_BF16_WEIGHTS: bf16 weights and activations,
+ * The bf16 engine (DECODER_CUDA_BF16_WEIGHTS: bf16 weights and activations,
  * fused q|k|v and gate|up):
  *   vs the CPU model rounding every activation where the engine stores bf16
- *   and every matmul weight (llama_set_bf16_oracle), the same values into
+ *   and every matmul weight (decoder_set_bf16_oracle), the same values into
  *   every op: loss, logits and every gradient within atol 2^-7 * max|ref|,
  *   rtol 2^-7 (one bf16 epsilon), AND at most 0.25 times as far (L2) from it
  *   as from the plain fp32 model. Not the fp32 rows above: rounding is a
@@ -51,8 +51,8 @@
 
 #ifdef KVCPT_CUDA
 #include "../../kernels/cuda_device.h"
-#include "../../model/llama.h"
-#include "../../model/llama_cuda.h"
+#include "../../model/decoder.h"
+#include "../../model/decoder_cuda.h"
 #include "../../optim/optim_cuda.h"
 #include "../../optim/optimizer.h"
 #include "../../parallel/shard_ckpt.h"
@@ -68,7 +68,7 @@ typedef struct {
     int qwen2; /* the qwen2 family: q/k/v biases, drawn non-zero */
 } Case;
 
-static void make_config(LlamaConfig *c, const Case *k) {
+static void make_config(DecoderConfig *c, const Case *k) {
     char json[1024];
     snprintf(
         json, sizeof json,
@@ -111,19 +111,20 @@ static RefreshMask case_mask(const Case *k) {
 }
 
 /* A device engine holding m's parameters, with k's mask. */
-static void engine_like(LlamaCuda *g, const Llama *m, const Case *k, LlamaRecompute recompute,
-                        LlamaCudaPrecision prec) {
-    llama_cuda_create(g, &m->cfg, recompute, prec);
-    llama_cuda_upload_params(g, m->params);
+static void engine_like(DecoderCuda *g, const Decoder *m, const Case *k, DecoderRecompute recompute,
+                        DecoderCudaPrecision prec) {
+    decoder_cuda_create(g, &m->cfg, recompute, prec);
+    decoder_cuda_upload_params(g, m->params);
     RefreshMask mask = case_mask(k);
-    if (k->mask.enabled) llama_cuda_set_mask(g, &mask);
+    if (k->mask.enabled) decoder_cuda_set_mask(g, &mask);
 }
 
-static void setup_pair_prec(const Case *k, Llama *m, LlamaCuda *g, LlamaRecompute recompute, LlamaCudaPrecision prec) {
-    LlamaConfig c;
+static void setup_pair_prec(const Case *k, Decoder *m, DecoderCuda *g, DecoderRecompute recompute,
+                            DecoderCudaPrecision prec) {
+    DecoderConfig c;
     make_config(&c, k);
-    llama_create(m, &c);
-    llama_init_random(m, 1234);
+    decoder_create(m, &c);
+    decoder_init_random(m, 1234);
     Rng r; /* biases start at zero: drawn here, so that their add is seen */
     rng_seed(&r, 4321);
     for (int i = 0; i < m->layout.n; i++) {
@@ -132,37 +133,37 @@ static void setup_pair_prec(const Case *k, Llama *m, LlamaCuda *g, LlamaRecomput
             for (int64_t j = 0; j < t->numel; j++) m->params[t->offset + j] = 0.5f * (float)rng_normal(&r);
     }
     RefreshMask mask = case_mask(k);
-    if (k->mask.enabled) llama_set_mask(m, &mask);
+    if (k->mask.enabled) decoder_set_mask(m, &mask);
     engine_like(g, m, k, recompute, prec);
 }
 
-static void setup_pair(const Case *k, Llama *m, LlamaCuda *g, LlamaRecompute recompute) {
-    setup_pair_prec(k, m, g, recompute, LLAMA_CUDA_FP32);
+static void setup_pair(const Case *k, Decoder *m, DecoderCuda *g, DecoderRecompute recompute) {
+    setup_pair_prec(k, m, g, recompute, DECODER_CUDA_FP32);
 }
 
-static float gpu_pass(LlamaCuda *g, const int32_t *tok, const int32_t *tgt, const Case *k, float *grads) {
-    float loss = llama_cuda_forward(g, tok, tgt, k->B, k->T);
-    llama_cuda_zero_grad(g);
-    llama_cuda_backward(g);
-    llama_cuda_download_grads(g, grads);
+static float gpu_pass(DecoderCuda *g, const int32_t *tok, const int32_t *tgt, const Case *k, float *grads) {
+    float loss = decoder_cuda_forward(g, tok, tgt, k->B, k->T);
+    decoder_cuda_zero_grad(g);
+    decoder_cuda_backward(g);
+    decoder_cuda_download_grads(g, grads);
     return loss;
 }
 
-/* The same with the training forward (llama_cuda_forward_train), which
+/* The same with the training forward (decoder_cuda_forward_train), which
  * computes the head's gradient: the gradients zeroed before the forward,
  * and the logits read in between when logits is non-NULL (they must not
  * overwrite what the forward left for the backward). */
-static float gpu_pass_head_in_forward(LlamaCuda *g, const int32_t *tok, const int32_t *tgt, const Case *k, float *grads,
-                                      float *logits) {
-    llama_cuda_zero_grad(g);
-    float loss = llama_cuda_forward_train(g, tok, tgt, k->B, k->T);
-    if (logits) llama_cuda_logits(g, logits, 0, k->B * k->T);
-    llama_cuda_backward(g);
-    llama_cuda_download_grads(g, grads);
+static float gpu_pass_head_in_forward(DecoderCuda *g, const int32_t *tok, const int32_t *tgt, const Case *k,
+                                      float *grads, float *logits) {
+    decoder_cuda_zero_grad(g);
+    float loss = decoder_cuda_forward_train(g, tok, tgt, k->B, k->T);
+    if (logits) decoder_cuda_logits(g, logits, 0, k->B * k->T);
+    decoder_cuda_backward(g);
+    decoder_cuda_download_grads(g, grads);
     return loss;
 }
 
-static void check_grads(const char *label, const Llama *m, const float *got) {
+static void check_grads(const char *label, const Decoder *m, const float *got) {
     char name[256];
     for (int i = 0; i < m->layout.n; i++) {
         const ParamTensor *t = &m->layout.t[i];
@@ -175,9 +176,9 @@ static void check_grads(const char *label, const Llama *m, const float *got) {
  * setting (full: every layer rerun; attn: the MLP half rerun), give the
  * first pass's loss and gradients bit for bit. held[r] is the device bytes
  * of the engine with setting r (held[NONE] g's), which the callers compare. */
-static void check_bit_identity(const char *label, const Case *k, const Llama *m, LlamaCuda *g, LlamaCudaPrecision prec,
-                               const int32_t *tok, const int32_t *tgt, float loss, const float *grads, float *again,
-                               int64_t held[LLAMA_RECOMPUTE_COUNT]) {
+static void check_bit_identity(const char *label, const Case *k, const Decoder *m, DecoderCuda *g,
+                               DecoderCudaPrecision prec, const int32_t *tok, const int32_t *tgt, float loss,
+                               const float *grads, float *again, int64_t held[DECODER_RECOMPUTE_COUNT]) {
     size_t bytes = sizeof(float) * (size_t)m->layout.total;
     char name[400];
     float loss2 = gpu_pass(g, tok, tgt, k, again);
@@ -195,41 +196,41 @@ static void check_bit_identity(const char *label, const Case *k, const Llama *m,
                   "loss %.9g vs %.9g, or gradients differ", loss, loss4);
     }
     free(logits);
-    held[LLAMA_RECOMPUTE_NONE] = llama_cuda_bytes(g);
-    const LlamaRecompute settings[] = {LLAMA_RECOMPUTE_FULL, LLAMA_RECOMPUTE_ATTN};
+    held[DECODER_RECOMPUTE_NONE] = decoder_cuda_bytes(g);
+    const DecoderRecompute settings[] = {DECODER_RECOMPUTE_FULL, DECODER_RECOMPUTE_ATTN};
     for (int i = 0; i < 2; i++) {
-        LlamaCuda r;
+        DecoderCuda r;
         engine_like(&r, m, k, settings[i], prec);
         float loss3 = gpu_pass(&r, tok, tgt, k, again);
         snprintf(name, sizeof name, "%s: recompute=%s gives the same loss and gradients, bit for bit", label,
-                 llama_recompute_name(settings[i]));
+                 decoder_recompute_name(settings[i]));
         tl_result(memcmp(&loss, &loss3, sizeof loss) == 0 && memcmp(grads, again, bytes) == 0, name,
                   "loss %.9g vs %.9g, or gradients differ", loss, loss3);
-        held[settings[i]] = llama_cuda_bytes(&r);
-        llama_cuda_free(&r);
+        held[settings[i]] = decoder_cuda_bytes(&r);
+        decoder_cuda_free(&r);
     }
 }
 
 /* Each setting that recomputes more holds less: full < attn < none. */
-static void check_recompute_memory(const char *label, const int64_t held[LLAMA_RECOMPUTE_COUNT]) {
+static void check_recompute_memory(const char *label, const int64_t held[DECODER_RECOMPUTE_COUNT]) {
     char name[400];
     snprintf(name, sizeof name, "%s: recompute=full holds less device memory than attn, attn less than none", label);
-    tl_result(held[LLAMA_RECOMPUTE_FULL] < held[LLAMA_RECOMPUTE_ATTN] &&
-                  held[LLAMA_RECOMPUTE_ATTN] < held[LLAMA_RECOMPUTE_NONE],
-              name, "%lld, %lld and %lld bytes", (long long)held[LLAMA_RECOMPUTE_FULL],
-              (long long)held[LLAMA_RECOMPUTE_ATTN], (long long)held[LLAMA_RECOMPUTE_NONE]);
+    tl_result(held[DECODER_RECOMPUTE_FULL] < held[DECODER_RECOMPUTE_ATTN] &&
+                  held[DECODER_RECOMPUTE_ATTN] < held[DECODER_RECOMPUTE_NONE],
+              name, "%lld, %lld and %lld bytes", (long long)held[DECODER_RECOMPUTE_FULL],
+              (long long)held[DECODER_RECOMPUTE_ATTN], (long long)held[DECODER_RECOMPUTE_NONE]);
 }
 
 static void parity(const Case *k) {
-    Llama m;
-    LlamaCuda g;
-    setup_pair(k, &m, &g, LLAMA_RECOMPUTE_NONE);
+    Decoder m;
+    DecoderCuda g;
+    setup_pair(k, &m, &g, DECODER_RECOMPUTE_NONE);
     int64_t BT = k->B * k->T, V = k->V, total = m.layout.total;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)BT * 2), *tgt = tok + BT;
     random_batch(tok, tgt, BT, V, 77);
-    float cpu_loss = llama_forward(&m, tok, tgt, k->B, k->T);
-    llama_zero_grad(&m);
-    llama_backward(&m);
+    float cpu_loss = decoder_forward(&m, tok, tgt, k->B, k->T);
+    decoder_zero_grad(&m);
+    decoder_backward(&m);
     float *grads = malloc(sizeof(float) * (size_t)total), *again = malloc(sizeof(float) * (size_t)total);
     float loss = gpu_pass(&g, tok, tgt, k, grads);
     char name[256];
@@ -237,21 +238,21 @@ static void parity(const Case *k) {
     printf("# %s: cpu %.9g gpu %.9g\n", name, cpu_loss, loss);
     tl_close(name, &loss, &cpu_loss, 1, 1e-6, 1e-5);
     float *lc = malloc(sizeof(float) * (size_t)(BT * V)), *lg = malloc(sizeof(float) * (size_t)(BT * V));
-    llama_logits(&m, lc, 0, BT);
-    llama_cuda_logits(&g, lg, 0, BT);
+    decoder_logits(&m, lc, 0, BT);
+    decoder_cuda_logits(&g, lg, 0, BT);
     snprintf(name, sizeof name, "%s: logits", k->label);
     close_scaled(name, lg, lc, BT * V, 1e-5, 1e-4);
     check_grads(k->label, &m, grads);
 
-    int64_t held[LLAMA_RECOMPUTE_COUNT];
-    check_bit_identity(k->label, k, &m, &g, LLAMA_CUDA_FP32, tok, tgt, loss, grads, again, held);
+    int64_t held[DECODER_RECOMPUTE_COUNT];
+    check_bit_identity(k->label, k, &m, &g, DECODER_CUDA_FP32, tok, tgt, loss, grads, again, held);
     check_recompute_memory(k->label, held);
-    llama_cuda_free(&g);
-    llama_free(&m);
+    decoder_cuda_free(&g);
+    decoder_free(&m);
     free(tok), free(grads), free(again), free(lc), free(lg);
 }
 
-static Optimizer *make_optimizer(const Llama *m) {
+static Optimizer *make_optimizer(const Decoder *m) {
     /* one segment per tensor, as a world of one's shard plan gives them */
     const ParamLayout *pl = &m->layout;
     int64_t *off = malloc(sizeof(int64_t) * (size_t)pl->n), *num = malloc(sizeof(int64_t) * (size_t)pl->n);
@@ -269,11 +270,11 @@ typedef struct {
 } LossCurve;
 
 /* One CPU training step (forward, backward, optimizer); returns its loss. */
-static float cpu_train_step(Llama *m, Optimizer *o, const int32_t *tok, const int32_t *tgt, const Case *k,
+static float cpu_train_step(Decoder *m, Optimizer *o, const int32_t *tok, const int32_t *tgt, const Case *k,
                             const AdamWHyper *h, int64_t step, LossCurve *c) {
-    float lc = llama_forward(m, tok, tgt, k->B, k->T);
-    llama_zero_grad(m);
-    llama_backward(m);
+    float lc = decoder_forward(m, tok, tgt, k->B, k->T);
+    decoder_zero_grad(m);
+    decoder_backward(m);
     c->ok_steps &= optim_step(o, m->params, m->grads, h, step) == 0;
     return lc;
 }
@@ -315,9 +316,9 @@ static AdamWHyper steps_hyper(void) {
 /* Ten steps on one fixed batch: the CPU model with the CPU 8-bit AdamW,
  * the GPU engine with the CUDA one, everything device-resident. */
 static void train_steps(const Case *k) {
-    Llama m;
-    LlamaCuda g;
-    setup_pair(k, &m, &g, LLAMA_RECOMPUTE_NONE);
+    Decoder m;
+    DecoderCuda g;
+    setup_pair(k, &m, &g, DECODER_RECOMPUTE_NONE);
     int64_t BT = k->B * k->T;
     int32_t *tok = steps_batch(k), *tgt = tok + BT;
     Optimizer *oc = make_optimizer(&m), *host = make_optimizer(&m);
@@ -326,9 +327,9 @@ static void train_steps(const Case *k) {
     LossCurve c = {.ok_steps = 1};
     for (int64_t step = 1; step <= 10; step++) {
         float lc = cpu_train_step(&m, oc, tok, tgt, k, &h, step, &c);
-        float lg = llama_cuda_forward(&g, tok, tgt, k->B, k->T);
-        llama_cuda_zero_grad(&g);
-        llama_cuda_backward(&g);
+        float lg = decoder_cuda_forward(&g, tok, tgt, k->B, k->T);
+        decoder_cuda_zero_grad(&g);
+        decoder_cuda_backward(&g);
         c.ok_steps &= optim_cuda_step(og, g.params, OPTIM_F32, g.grads, OPTIM_F32, &h, step) == 0;
         curve_add(&c, k->label, step, lc, lg);
     }
@@ -337,8 +338,8 @@ static void train_steps(const Case *k) {
     curve_report(&c, k->label, name, 2e-3);
     optim_cuda_free(og);
     optim_free(oc), optim_free(host);
-    llama_cuda_free(&g);
-    llama_free(&m);
+    decoder_cuda_free(&g);
+    decoder_free(&m);
     free(tok);
 }
 
@@ -393,20 +394,20 @@ static double train_tol(const Case *k) { return attention_tensor_core_head_dim(k
  * flips: measured 0 on the tied case), and the checks are check_bf16r's.
  * Then run-twice and recompute bit identity, and less memory than fp32. */
 static void parity_bf16(const Case *k) {
-    Llama m, f;
-    LlamaCuda g, r;
-    setup_pair_prec(k, &m, &g, LLAMA_RECOMPUTE_NONE, LLAMA_CUDA_BF16_WEIGHTS);
-    llama_set_bf16_oracle(&m, 1);
-    llama_create(&f, &m.cfg);
+    Decoder m, f;
+    DecoderCuda g, r;
+    setup_pair_prec(k, &m, &g, DECODER_RECOMPUTE_NONE, DECODER_CUDA_BF16_WEIGHTS);
+    decoder_set_bf16_oracle(&m, 1);
+    decoder_create(&f, &m.cfg);
     memcpy(f.params, m.params, sizeof(float) * (size_t)m.layout.total);
     RefreshMask mask = case_mask(k);
-    if (k->mask.enabled) llama_set_mask(&f, &mask);
+    if (k->mask.enabled) decoder_set_mask(&f, &mask);
     int64_t BT = k->B * k->T, V = k->V, total = m.layout.total;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)BT * 2), *tgt = tok + BT;
     random_batch(tok, tgt, BT, V, 77);
-    float cpu_loss = llama_forward(&m, tok, tgt, k->B, k->T), f_loss = llama_forward(&f, tok, tgt, k->B, k->T);
-    llama_zero_grad(&m), llama_zero_grad(&f);
-    llama_backward(&m), llama_backward(&f);
+    float cpu_loss = decoder_forward(&m, tok, tgt, k->B, k->T), f_loss = decoder_forward(&f, tok, tgt, k->B, k->T);
+    decoder_zero_grad(&m), decoder_zero_grad(&f);
+    decoder_backward(&m), decoder_backward(&f);
     float *grads = malloc(sizeof(float) * (size_t)total), *again = malloc(sizeof(float) * (size_t)total);
     float loss = gpu_pass(&g, tok, tgt, k, grads);
     char label[160], name[400];
@@ -417,9 +418,9 @@ static void parity_bf16(const Case *k) {
     check_bf16r(name, &loss, &cpu_loss, &f_loss, 1, tol);
     float *lc = malloc(sizeof(float) * (size_t)(BT * V)), *lg = malloc(sizeof(float) * (size_t)(BT * V));
     float *lf = malloc(sizeof(float) * (size_t)(BT * V));
-    llama_logits(&m, lc, 0, BT);
-    llama_logits(&f, lf, 0, BT);
-    llama_cuda_logits(&g, lg, 0, BT);
+    decoder_logits(&m, lc, 0, BT);
+    decoder_logits(&f, lf, 0, BT);
+    decoder_cuda_logits(&g, lg, 0, BT);
     snprintf(name, sizeof name, "%s: logits", label);
     check_bf16r(name, lg, lc, lf, BT * V, tol);
     for (int i = 0; i < m.layout.n; i++) {
@@ -427,24 +428,24 @@ static void parity_bf16(const Case *k) {
         snprintf(name, sizeof name, "%s: grad %s", label, t->name);
         check_bf16r(name, grads + t->offset, m.grads + t->offset, f.grads + t->offset, t->numel, tol);
     }
-    llama_free(&f);
+    decoder_free(&f);
     free(lf);
 
-    int64_t held[LLAMA_RECOMPUTE_COUNT];
-    check_bit_identity(label, k, &m, &g, LLAMA_CUDA_BF16_WEIGHTS, tok, tgt, loss, grads, again, held);
+    int64_t held[DECODER_RECOMPUTE_COUNT];
+    check_bit_identity(label, k, &m, &g, DECODER_CUDA_BF16_WEIGHTS, tok, tgt, loss, grads, again, held);
     check_recompute_memory(label, held);
-    engine_like(&r, &m, k, LLAMA_RECOMPUTE_NONE, LLAMA_CUDA_FP32);
+    engine_like(&r, &m, k, DECODER_RECOMPUTE_NONE, DECODER_CUDA_FP32);
     float loss4 = gpu_pass(&r, tok, tgt, k, again);
     snprintf(name, sizeof name, "%s: holds less device memory than fp32", label);
-    tl_result(llama_cuda_bytes(&g) < llama_cuda_bytes(&r), name, "%lld bytes vs %lld in fp32",
-              (long long)llama_cuda_bytes(&g), (long long)llama_cuda_bytes(&r));
-    printf("# %s: device bytes bf16 %lld fp32 %lld; loss bf16 %.7f fp32 %.7f\n", label, (long long)llama_cuda_bytes(&g),
-           (long long)llama_cuda_bytes(&r), loss, loss4);
+    tl_result(decoder_cuda_bytes(&g) < decoder_cuda_bytes(&r), name, "%lld bytes vs %lld in fp32",
+              (long long)decoder_cuda_bytes(&g), (long long)decoder_cuda_bytes(&r));
+    printf("# %s: device bytes bf16 %lld fp32 %lld; loss bf16 %.7f fp32 %.7f\n", label,
+           (long long)decoder_cuda_bytes(&g), (long long)decoder_cuda_bytes(&r), loss, loss4);
     snprintf(name, sizeof name, "%s: rounding the matrices changes the loss (the mode is on)", label);
     tl_result(loss != loss4, name, "bf16 and fp32 engines give the same loss %.9g", loss);
-    llama_cuda_free(&r);
-    llama_cuda_free(&g);
-    llama_free(&m);
+    decoder_cuda_free(&r);
+    decoder_cuda_free(&g);
+    decoder_free(&m);
     free(tok), free(grads), free(again), free(lc), free(lg);
 }
 
@@ -452,9 +453,9 @@ static void parity_bf16(const Case *k) {
  * (fp32 master on the host, stepped there, uploaded each step, as the
  * trainer does) against the plain fp32 CPU model, same optimizer. */
 static void train_steps_bf16(const Case *k) {
-    Llama m;
-    LlamaCuda g;
-    setup_pair_prec(k, &m, &g, LLAMA_RECOMPUTE_NONE, LLAMA_CUDA_BF16_WEIGHTS);
+    Decoder m;
+    DecoderCuda g;
+    setup_pair_prec(k, &m, &g, DECODER_RECOMPUTE_NONE, DECODER_CUDA_BF16_WEIGHTS);
     int64_t BT = k->B * k->T, total = m.layout.total;
     int32_t *tok = steps_batch(k), *tgt = tok + BT;
     float *master = malloc(sizeof(float) * (size_t)total), *grads = malloc(sizeof(float) * (size_t)total);
@@ -466,7 +467,7 @@ static void train_steps_bf16(const Case *k) {
     snprintf(label, sizeof label, "bf16 weights %s", k->label);
     for (int64_t step = 1; step <= 10; step++) {
         float lc = cpu_train_step(&m, oc, tok, tgt, k, &h, step, &c);
-        llama_cuda_upload_params(&g, master);
+        decoder_cuda_upload_params(&g, master);
         float lg = gpu_pass(&g, tok, tgt, k, grads);
         c.ok_steps &= optim_step(og, master, grads, &h, step) == 0;
         curve_add(&c, label, step, lc, lg);
@@ -474,8 +475,8 @@ static void train_steps_bf16(const Case *k) {
     snprintf(name, sizeof name, "%s: 10 training steps, losses within %.2g of the fp32 CPU's", label, train_tol(k));
     curve_report(&c, label, name, train_tol(k));
     optim_free(oc), optim_free(og);
-    llama_cuda_free(&g);
-    llama_free(&m);
+    decoder_cuda_free(&g);
+    decoder_free(&m);
     free(tok), free(master), free(grads);
 }
 
@@ -490,9 +491,9 @@ static void train_steps_bf16(const Case *k) {
  * may differ by one state code, as test_adamw_cuda allows, hence 99%),
  * and a tied lm_head's bf16 copy equal to the embedding rounded. */
 static void train_steps_bf16sr(const Case *k) {
-    Llama m;
-    LlamaCuda g;
-    setup_pair_prec(k, &m, &g, LLAMA_RECOMPUTE_NONE, LLAMA_CUDA_BF16_WEIGHTS);
+    Decoder m;
+    DecoderCuda g;
+    setup_pair_prec(k, &m, &g, DECODER_RECOMPUTE_NONE, DECODER_CUDA_BF16_WEIGHTS);
     int64_t BT = k->B * k->T, total = m.layout.total;
     ShardPlan plan;
     shard_plan_build(&plan, &m.layout, 1, 0);
@@ -502,11 +503,11 @@ static void train_steps_bf16sr(const Case *k) {
     device_optim_push(d, &g, m.params, host);
     float *want = malloc(sizeof(float) * (size_t)total), *grads = malloc(sizeof(float) * (size_t)total);
     float *got = malloc(sizeof(float) * (size_t)total);
-    llama_cuda_download_params(&g, want); /* the matrices as the device rounded them */
+    decoder_cuda_download_params(&g, want); /* the matrices as the device rounded them */
     uint8_t *rounding = calloc((size_t)orc->nseg, 1);
     for (int s = 0; s < orc->nseg; s++)
         for (int ti = 0; ti < m.layout.n; ti++)
-            if (m.layout.t[ti].offset == orc->seg[s].offset && llama_cuda_param_place(&g, ti).bf16)
+            if (m.layout.t[ti].offset == orc->seg[s].offset && decoder_cuda_param_place(&g, ti).bf16)
                 rounding[s] = OPTIM_ROUND_STOCHASTIC;
     int32_t *tok = steps_batch(k), *tgt = tok + BT;
     AdamWHyper h = steps_hyper();
@@ -523,7 +524,7 @@ static void train_steps_bf16sr(const Case *k) {
     snprintf(name, sizeof name, "%s: 10 training steps on the device, losses within %.2g of the fp32 CPU's", label,
              train_tol(k));
     curve_report(&c, label, name, train_tol(k));
-    llama_cuda_download_params(&g, got);
+    decoder_cuda_download_params(&g, got);
     int64_t same = 0;
     for (int64_t i = 0; i < total; i++) same += got[i] == want[i];
     printf("# %s: %lld of %lld parameters bit-identical to optim_step_rounded on the same gradients\n", label,
@@ -544,24 +545,24 @@ static void train_steps_bf16sr(const Case *k) {
     device_optim_free(d);
     optim_free(oc), optim_free(orc), optim_free(host);
     shard_plan_free(&plan);
-    llama_cuda_free(&g);
-    llama_free(&m);
+    decoder_cuda_free(&g);
+    decoder_free(&m);
     free(tok), free(got), free(want), free(grads), free(rounding);
 }
 
 static void bad_token(void *arg) {
-    LlamaCuda *g = arg;
+    DecoderCuda *g = arg;
     int32_t tok[4] = {1, 2, 999, 3};
-    llama_cuda_forward(g, tok, NULL, 1, 4);
+    decoder_cuda_forward(g, tok, NULL, 1, 4);
 }
 
 static void bad_input(const Case *k) {
-    Llama m;
-    LlamaCuda g;
-    setup_pair(k, &m, &g, LLAMA_RECOMPUTE_NONE);
+    Decoder m;
+    DecoderCuda g;
+    setup_pair(k, &m, &g, DECODER_RECOMPUTE_NONE);
     tl_expect_death("gpu engine: a token outside the vocabulary stops with a message", bad_token, &g, "outside");
-    llama_cuda_free(&g);
-    llama_free(&m);
+    decoder_cuda_free(&g);
+    decoder_free(&m);
 }
 #endif
 

@@ -9,7 +9,7 @@
 
 /* The parameter count of a configuration, from its shapes alone (the
  * oracle of the layout's total). */
-static int64_t config_num_params(const LlamaConfig *c) {
+static int64_t config_num_params(const DecoderConfig *c) {
     int64_t C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, V = c->vocab_size;
     int64_t per_layer = 2 * C + C * Hq * D * 2 + C * Hkv * D * 2 + 3 * C * F;
@@ -22,12 +22,12 @@ static int64_t config_num_params(const LlamaConfig *c) {
     "\"num_attention_heads\":4,\"max_position_embeddings\":8192,"
 
 static void parse_text(void *text) {
-    LlamaConfig c;
+    DecoderConfig c;
     config_parse_json(&c, (const char *)text, "bad.json");
 }
 
 static void override(void *spec) {
-    LlamaConfig c;
+    DecoderConfig c;
     config_parse_json(&c, "{" SHAPE "\"rope_theta\":1e5}", "plain.json");
     rope_scaling_override(&c, (const char *)spec, "--rope-scaling");
 }
@@ -35,7 +35,7 @@ static void override(void *spec) {
 /* transformers' rope_scaling types: read with its defaults, written back
  * the same, and a type or field kvcpt does not honour refused, named */
 static void rope_scaling_types(void) {
-    LlamaConfig a, b;
+    DecoderConfig a, b;
     config_parse_json(&a,
                       "{" SHAPE "\"rope_theta\":1e5,\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":3.0,"
                       "\"beta_fast\":16.0,\"mscale\":0.8,\"mscale_all_dim\":1.3,\"truncate\":false}}",
@@ -114,7 +114,7 @@ static void rope_scaling_types(void) {
  * card) with the q/k/v biases in the layout after v's weight, and written
  * back as Qwen2ForCausalLM. */
 static void qwen2(void) {
-    LlamaConfig c;
+    DecoderConfig c;
     config_parse_json(&c,
                       "{\"architectures\":[\"Qwen2ForCausalLM\"],\"model_type\":\"qwen2\",\"vocab_size\":151936,"
                       "\"hidden_size\":896,\"intermediate_size\":4864,\"num_hidden_layers\":24,"
@@ -140,7 +140,7 @@ static void qwen2(void) {
               "total %lld n %d, v %d bq %d bv %d o %d", (long long)pl.total, pl.n, v, bq, bv, o);
     param_layout_free(&pl);
     char *js = config_to_json(&c);
-    LlamaConfig c2;
+    DecoderConfig c2;
     config_parse_json(&c2, js, "qwen2 round trip");
     tl_result(c2.arch == ARCH_QWEN2 && strstr(js, "\"Qwen2ForCausalLM\"") && strstr(js, "\"model_type\": \"qwen2\"") &&
                   strstr(js, "\"use_sliding_window\": false") && !strstr(js, "attention_bias") &&
@@ -148,7 +148,7 @@ static void qwen2(void) {
               "a Qwen2 config.json is written as Qwen2ForCausalLM, model_type qwen2, use_sliding_window false", "%s",
               js);
     free(js);
-    LlamaConfig l;
+    DecoderConfig l;
     config_parse_json(&l, "{" SHAPE "\"model_type\":\"llama\"}", "l.json");
     param_layout_build(&pl, &l);
     tl_result(param_layout_find(&pl, "model.layers.0.self_attn.q_proj.bias") < 0 && pl.n == 2 + 9 + 1,
@@ -160,7 +160,7 @@ static void qwen2(void) {
  * Mistral round trips as itself, and what is recognised but not run is
  * refused naming the field and the family. */
 static void architectures(void) {
-    LlamaConfig c;
+    DecoderConfig c;
     config_parse_json(&c, "{" SHAPE "\"model_type\":\"mistral\",\"sliding_window\":null}", "m.json");
     tl_result(c.arch == ARCH_MISTRAL && c.max_position_embeddings == 8192, "model_type mistral reads as Mistral",
               "arch %d", (int)c.arch);
@@ -168,7 +168,7 @@ static void architectures(void) {
     tl_result(c.arch == ARCH_MISTRAL, "architectures MistralForCausalLM alone reads as Mistral", "arch %d",
               (int)c.arch);
     char *js = config_to_json(&c);
-    LlamaConfig c2;
+    DecoderConfig c2;
     config_parse_json(&c2, js, "mistral round trip");
     tl_result(c2.arch == ARCH_MISTRAL && strstr(js, "\"MistralForCausalLM\"") &&
                   strstr(js, "\"model_type\": \"mistral\"") && strstr(js, "\"sliding_window\": null"),
@@ -205,7 +205,7 @@ static void architectures(void) {
 }
 
 int main(void) {
-    LlamaConfig c;
+    DecoderConfig c;
     config_load(&c, "llama3.1-8b");
     tl_result(c.hidden_size == 4096 && c.num_key_value_heads == 8 && c.rope_scaling.type == ROPE_LLAMA3 &&
                   !c.tie_word_embeddings,
@@ -227,7 +227,7 @@ int main(void) {
               "got %lld", (long long)config_num_params(&c));
 
     char *js = config_to_json(&c);
-    LlamaConfig c2;
+    DecoderConfig c2;
     config_parse_json(&c2, js, "roundtrip");
     free(js);
     tl_result(c2.hidden_size == c.hidden_size && c2.rope_scaling.type == ROPE_LLAMA3 && c2.rope_scaling.factor == 8.0 &&
@@ -244,7 +244,7 @@ int main(void) {
                      "\"num_attention_heads\":4,\"rope_parameters\":{\"rope_theta\":12345.0,\"rope_type\":\"llama3\","
                      "\"factor\":4.0,\"low_freq_factor\":1.0,\"high_freq_factor\":2.0,"
                      "\"original_max_position_embeddings\":32}}";
-    LlamaConfig a, b;
+    DecoderConfig a, b;
     config_parse_json(&a, v4, "v4");
     config_parse_json(&b, v5, "v5");
     tl_result(a.rope_scaling.type == ROPE_LLAMA3 && b.rope_scaling.type == ROPE_LLAMA3 && a.rope_theta == 12345.0 &&

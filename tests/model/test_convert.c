@@ -13,10 +13,10 @@
 
 #define ROOT "build/tests/tmp_convert"
 
-static LlamaConfig cfg;
+static DecoderConfig cfg;
 static ParamLayout pl;
 
-static void write_config(const char *dir, const LlamaConfig *c) {
+static void write_config(const char *dir, const DecoderConfig *c) {
     make_dirs(dir);
     char *js = config_to_json(c);
     write_text_file_atomic(dir, "config.json", js);
@@ -148,7 +148,7 @@ static void test_fp32_export(void) {
 }
 
 static void test_tied(void) {
-    LlamaConfig tc = cfg;
+    DecoderConfig tc = cfg;
     tc.tie_word_embeddings = 1;
     ParamLayout tl;
     param_layout_build(&tl, &tc);

@@ -2,7 +2,7 @@
 # kvcpt's CPU model against an independent PyTorch autograd reference
 # (the locked venv's torch), tiny config with GQA, llama3 RoPE and the
 # RefreshKV mask active (K < L). Cases: untied + max aggregation, tied + mean.
-# The same cases from the CUDA engine (model/llama_cuda.h), run by the CPU
+# The same cases from the CUDA engine (model/decoder_cuda.h), run by the CPU
 # emulator of the CUDA runtime (build/emu/tools/dump_model_case), plus one
 # with K = L (every key kept: plain causal attention). Then the mask's evict
 # and restride fields on the CPU (K 5 < S 8, so the budget cuts the new keys

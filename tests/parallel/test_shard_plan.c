@@ -68,7 +68,7 @@ static int check_plan(const ParamLayout *pl, int W, char *why, size_t n) {
 int main(void) {
     const char *presets[] = {"llama3.1-8b", "tiny"};
     for (int i = 0; i < 2; i++) {
-        LlamaConfig c;
+        DecoderConfig c;
         config_load(&c, presets[i]);
         ParamLayout pl;
         param_layout_build(&pl, &c);

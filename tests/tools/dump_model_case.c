@@ -3,7 +3,7 @@
  * and selections, as raw little-endian arrays plus case.json.
  * usage: dump_model_case OUTDIR SEED TIED AGG(max|mean|first) [DEVICE [K [MODEL_DIR [EVICT RESTRIDE
  *                        [TOKENS L S]]]]]
- * DEVICE cuda takes kvcpt's numbers from the CUDA engine (model/llama_cuda.h)
+ * DEVICE cuda takes kvcpt's numbers from the CUDA engine (model/decoder_cuda.h)
  * instead of the CPU reference; K (default 5) = L (24) keeps every key,
  * which is plain causal attention (what transformers runs). MODEL_DIR (a
  * native or Hugging Face model directory) supplies the config and the
@@ -22,8 +22,8 @@
 #include "../../common/rng.h"
 #include "../../common/util.h"
 #include "../../checkpoints/model_file.h"
-#include "../../model/llama.h"
-#include "../../model/llama_cuda.h"
+#include "../../model/decoder.h"
+#include "../../model/decoder_cuda.h"
 #ifdef KVCPT_CUDA
 #include "../../kernels/cuda_device.h"
 #endif
@@ -38,22 +38,22 @@ static void write_raw(const char *dir, const char *name, const void *p, size_t b
 
 /* The same pass on the CUDA engine: its logits, selections and gradients
  * (into m->grads, where the CPU path leaves them). */
-static float gpu_pass(Llama *m, const int32_t *tok, const int32_t *tgt, int64_t B, int64_t T, float *logits,
+static float gpu_pass(Decoder *m, const int32_t *tok, const int32_t *tgt, int64_t B, int64_t T, float *logits,
                       int32_t *sel) {
 #ifdef KVCPT_CUDA
-    LlamaCuda g;
-    llama_cuda_create(&g, &m->cfg, 0, LLAMA_CUDA_FP32);
-    llama_cuda_upload_params(&g, m->params);
-    llama_cuda_set_mask(&g, &m->mask);
-    float loss = llama_cuda_forward(&g, tok, tgt, B, T);
-    llama_cuda_zero_grad(&g);
-    llama_cuda_backward(&g);
-    llama_cuda_download_grads(&g, m->grads);
-    llama_cuda_logits(&g, logits, 0, B * T);
+    DecoderCuda g;
+    decoder_cuda_create(&g, &m->cfg, 0, DECODER_CUDA_FP32);
+    decoder_cuda_upload_params(&g, m->params);
+    decoder_cuda_set_mask(&g, &m->mask);
+    float loss = decoder_cuda_forward(&g, tok, tgt, B, T);
+    decoder_cuda_zero_grad(&g);
+    decoder_cuda_backward(&g);
+    decoder_cuda_download_grads(&g, m->grads);
+    decoder_cuda_logits(&g, logits, 0, B * T);
     int64_t n = B * m->cfg.num_key_value_heads * refresh_sel_len(&m->mask, T);
     for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++)
         cuda_memcpy_d2h(sel + l * n, g.state.sel[l], sizeof(int32_t) * (size_t)n);
-    llama_cuda_free(&g);
+    decoder_cuda_free(&g);
     return loss;
 #else
     (void)m, (void)tok, (void)tgt, (void)B, (void)T, (void)logits, (void)sel;
@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
     const char *dir = argv[1];
     uint64_t seed = strtoull(argv[2], NULL, 10);
     make_dirs(dir);
-    LlamaConfig c;
+    DecoderConfig c;
     config_load(&c, model_dir ? model_dir : "tiny");
     if (!model_dir) {
         c.tie_word_embeddings = atoi(argv[3]);
@@ -82,10 +82,10 @@ int main(int argc, char **argv) {
     const int64_t K = argc > 6 ? atoll(argv[6]) : 5, T = L + S;
     KV_CHECK(L >= 1 && S >= 1 && L <= 65536 && S <= 65536, "dump_model_case: L and S must be in [1, 65536]");
     KV_CHECK(K >= 1 && K <= L, "dump_model_case: K must be in [1, %lld] (got %lld)", (long long)L, (long long)K);
-    Llama m;
-    llama_create(&m, &c);
+    Decoder m;
+    decoder_create(&m, &c);
     if (model_dir) model_file_load_fp32(model_dir, &c, &m.layout, m.params);
-    else llama_init_random(&m, seed);
+    else decoder_init_random(&m, seed);
     RefreshMask mask = {.enabled = 1,
                         .L = L,
                         .K = K,
@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
                         .evict = evict,
                         .restride = restride,
                         .S = S};
-    llama_set_mask(&m, &mask);
+    decoder_set_mask(&m, &mask);
     const int64_t nsel = B * c.num_key_value_heads * refresh_sel_len(&mask, T); /* per layer */
     const size_t tok_bytes = sizeof(int32_t) * (size_t)(B * T);
     int32_t *tok = xmalloc(tok_bytes), *tgt = xmalloc(tok_bytes);
@@ -116,10 +116,10 @@ int main(int argc, char **argv) {
     int32_t *sel = xmalloc(sizeof(int32_t) * (size_t)(c.num_hidden_layers * nsel));
     float loss = on_gpu ? gpu_pass(&m, tok, tgt, B, T, logits, sel) : NAN;
     if (!on_gpu) {
-        loss = llama_forward(&m, tok, tgt, B, T);
-        llama_zero_grad(&m);
-        llama_backward(&m);
-        llama_logits(&m, logits, 0, B * T);
+        loss = decoder_forward(&m, tok, tgt, B, T);
+        decoder_zero_grad(&m);
+        decoder_backward(&m);
+        decoder_logits(&m, logits, 0, B * T);
         for (int64_t l = 0; l < c.num_hidden_layers; l++)
             memcpy(sel + l * nsel, m.state.sel[l], sizeof(int32_t) * (size_t)nsel);
     }
@@ -163,6 +163,6 @@ int main(int argc, char **argv) {
     free(sel);
     free(tok);
     free(tgt);
-    llama_free(&m);
+    decoder_free(&m);
     return 0;
 }

@@ -12,7 +12,7 @@
 
 int main(int argc, char **argv) {
     if (argc != 4 && argc != 5) die("usage: dump_rope CONFIG T OUT [SPEC]");
-    LlamaConfig c;
+    DecoderConfig c;
     config_load(&c, argv[1]);
     if (argc == 5) rope_scaling_override(&c, argv[4], "--rope-scaling");
     int64_t T = atoll(argv[2]), half = c.head_dim / 2;

@@ -23,12 +23,12 @@ int main(int argc, char **argv) {
     KV_CHECK(Bmax >= 1 && Bmax <= 64 && L >= 1 && S >= 2 && reps >= 1,
              "eval_batch_timing: batch sizes 1..64, L >= 1, S >= 2, REPS >= 1");
     for (int i = 0; i < nB; i++) KV_CHECK(Bs[i] >= 1, "eval_batch_timing: batch sizes must be >= 1");
-    LlamaConfig c;
+    DecoderConfig c;
     config_load(&c, src);
-    Llama m;
-    llama_create(&m, &c);
+    Decoder m;
+    decoder_create(&m, &c);
     if (strchr(src, '/')) model_file_load_fp32(src, &c, &m.layout, m.params);
-    else llama_init_random(&m, 1);
+    else decoder_init_random(&m, 1);
     DecodeEngine *eng = xcalloc(Bmax, sizeof *eng), *ep[64];
     int32_t *tok[64];
     Policy pol[64], *pp[64];

@@ -1,4 +1,4 @@
-#include "llama.h"
+#include "decoder.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -14,26 +14,26 @@
 #include "../kernels/residual.h"
 #include "../kernels/rmsnorm.h"
 #include "../kernels/swiglu.h"
-#include "llama_layer.h"
-#include "llama_pass.h"
+#include "decoder_layer.h"
+#include "decoder_pass.h"
 
-void llama_create(Llama *m, const LlamaConfig *c) {
+void decoder_create(Decoder *m, const DecoderConfig *c) {
     memset(m, 0, sizeof *m);
     config_validate(c, c->name);
     m->cfg = *c;
     param_layout_build(&m->layout, c);
     m->params = xcalloc((size_t)m->layout.total, sizeof(float));
     m->grads = xcalloc((size_t)m->layout.total, sizeof(float));
-    llama_bind_tensors(&m->w, c, &m->layout, m->params);
-    llama_bind_tensors(&m->dw, c, &m->layout, m->grads);
-    llama_pass_state_init(&m->state, c);
+    decoder_bind_tensors(&m->w, c, &m->layout, m->params);
+    decoder_bind_tensors(&m->dw, c, &m->layout, m->grads);
+    decoder_pass_state_init(&m->state, c);
     m->mask = refresh_mask_off();
-    m->pass = (LlamaPassModel){
-        .ops = &llama_cpu_ops, .cfg = &m->cfg, .mask = &m->mask, .w = &m->w, .dw = &m->dw, .act_size = 4};
+    m->pass = (DecoderPassModel){
+        .ops = &decoder_cpu_ops, .cfg = &m->cfg, .mask = &m->mask, .w = &m->w, .dw = &m->dw, .act_size = 4};
 }
 
-static void free_acts(Llama *m) {
-    LlamaPassState *s = &m->state;
+static void free_acts(Decoder *m) {
+    DecoderPassState *s = &m->state;
     for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++) {
         free(s->acts[l].xn1);
         free(s->sel[l]);
@@ -47,9 +47,9 @@ static void free_acts(Llama *m) {
     s->tokens = NULL, s->xf = NULL, s->scratch = NULL, s->cap_BT = 0, m->sel_cap = 0;
 }
 
-void llama_free(Llama *m) {
+void decoder_free(Decoder *m) {
     free_acts(m);
-    llama_pass_state_free(&m->state);
+    decoder_pass_state_free(&m->state);
     free(m->state.rope_cos);
     free(m->params);
     free(m->grads);
@@ -59,7 +59,7 @@ void llama_free(Llama *m) {
     memset(m, 0, sizeof *m);
 }
 
-void llama_init_random(Llama *m, uint64_t seed) {
+void decoder_init_random(Decoder *m, uint64_t seed) {
     Rng r;
     rng_seed(&r, seed);
     float std = (float)m->cfg.initializer_range;
@@ -73,20 +73,20 @@ void llama_init_random(Llama *m, uint64_t seed) {
     }
 }
 
-void llama_set_mask(Llama *m, const RefreshMask *mask) { llama_pass_set_mask(&m->mask, mask); }
+void decoder_set_mask(Decoder *m, const RefreshMask *mask) { decoder_pass_set_mask(&m->mask, mask); }
 
 /* Grows the host buffers to B sequences of T tokens. */
-static void ensure_acts(Llama *m, int64_t B, int64_t T) {
-    const LlamaConfig *c = &m->cfg;
-    LlamaPassState *s = &m->state;
+static void ensure_acts(Decoder *m, int64_t B, int64_t T) {
+    const DecoderConfig *c = &m->cfg;
+    DecoderPassState *s = &m->state;
     int64_t BT = B * T;
     s->B = B, s->T = T;
     if (BT <= s->cap_BT) return;
     free_acts(m);
     s->cap_BT = BT;
-    int64_t C = c->hidden_size, set = llama_layer_acts_numel(c, BT, 4);
+    int64_t C = c->hidden_size, set = decoder_layer_acts_numel(c, BT, 4);
     for (int64_t l = 0; l < c->num_hidden_layers; l++)
-        llama_layer_acts_carve(&s->acts[l], c, BT, 4, xmalloc(sizeof(float) * (size_t)set));
+        decoder_layer_acts_carve(&s->acts[l], c, BT, 4, xmalloc(sizeof(float) * (size_t)set));
     float *res = xmalloc(sizeof(float) * (size_t)((c->num_hidden_layers + 1) * BT * C));
     for (int64_t l = 0; l <= c->num_hidden_layers; l++) s->resid[l] = res + l * BT * C;
     s->tokens = xmalloc(sizeof(int32_t) * (size_t)(3 * BT));
@@ -94,14 +94,14 @@ static void ensure_acts(Llama *m, int64_t B, int64_t T) {
     float *cur = xmalloc(sizeof(float) * (size_t)(BT * (C + 4) + 5 * REDZONE_FLOATS)); /* 5 takes */
     s->xf = redzone_take(&cur, BT * C), s->rstdf = redzone_take(&cur, BT), s->ce_lse = redzone_take(&cur, BT);
     s->losses = redzone_take(&cur, BT), s->h_losses = redzone_take(&cur, BT);
-    s->scratch_numel = llama_scratch_numel(c, BT, 4);
+    s->scratch_numel = decoder_scratch_numel(c, BT, 4);
     s->scratch = xmalloc(sizeof(float) * (size_t)s->scratch_numel);
 }
 
 /* Each layer's selection: B * Hkv * refresh_sel_len entries, sized by the
  * mask rather than by B * T, since the per-row records of mask_evict and
  * mask_restride can outgrow it. */
-static void ensure_sel(Llama *m, int64_t B, int64_t T) {
+static void ensure_sel(Decoder *m, int64_t B, int64_t T) {
     int64_t per = refresh_active(&m->mask, T) ? refresh_sel_len(&m->mask, T) : 1;
     int64_t need = B * m->cfg.num_key_value_heads * per;
     if (need <= m->sel_cap) return;
@@ -123,10 +123,10 @@ static void host_zero(float *x, int64_t n) { memset(x, 0, sizeof(float) * (size_
 #define HOST_MEMORY_OPS                                                                                                \
     .zero = host_zero, .alloc = host_alloc, .release = free, .copy_to_engine = host_copy, .copy_to_host = host_copy
 
-const LlamaOps llama_cpu_ops = {
-    LLAMA_LAYER_KERNEL_OPS(cpu),
+const DecoderOps decoder_cpu_ops = {
+    DECODER_LAYER_KERNEL_OPS(cpu),
     .attention_forward_stats = attention_forward_stats_cpu,
-    LLAMA_PASS_KERNEL_OPS(cpu),
+    DECODER_PASS_KERNEL_OPS(cpu),
     HOST_MEMORY_OPS,
 };
 
@@ -194,7 +194,7 @@ static void swiglu_backward_bf16r(float *dgu, const float *dh, const float *gu, 
     round_bf16(dgu, N * 2 * F);
 }
 
-static const LlamaOps cpu_bf16r_ops = {
+static const DecoderOps cpu_bf16r_ops = {
     .rmsnorm_forward = rmsnorm_forward_bf16r,
     .rmsnorm_backward = rmsnorm_backward_cpu,
     .matmul_forward = matmul_forward_bf16r_cpu,
@@ -213,43 +213,43 @@ static const LlamaOps cpu_bf16r_ops = {
     .swiglu_forward = swiglu_forward_bf16r,
     .swiglu_backward = swiglu_backward_bf16r,
     .residual_add = residual_add_cpu,
-    LLAMA_PASS_KERNEL_OPS(cpu),
+    DECODER_PASS_KERNEL_OPS(cpu),
     HOST_MEMORY_OPS,
 };
 
-void llama_set_bf16_oracle(Llama *m, int on) { m->pass.ops = on ? &cpu_bf16r_ops : &llama_cpu_ops; }
+void decoder_set_bf16_oracle(Decoder *m, int on) { m->pass.ops = on ? &cpu_bf16r_ops : &decoder_cpu_ops; }
 
-static const LlamaPassModel *pass_of(const Llama *m) { return llama_pass_checked(&m->pass, &m->cfg, "llama"); }
+static const DecoderPassModel *pass_of(const Decoder *m) { return decoder_pass_checked(&m->pass, &m->cfg, "llama"); }
 
-static float forward(Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T,
-                     LlamaForwardMode mode) {
-    const LlamaPassModel *pm = pass_of(m);
-    llama_check_inputs(&m->cfg, &m->mask, tokens, targets, B, T);
+static float forward(Decoder *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T,
+                     DecoderForwardMode mode) {
+    const DecoderPassModel *pm = pass_of(m);
+    decoder_check_inputs(&m->cfg, &m->mask, tokens, targets, B, T);
     ensure_acts(m, B, T);
     ensure_sel(m, B, T);
-    (void)llama_pass_ensure_rope(pm->ops, &m->cfg, &m->state, T);
-    return llama_pass_forward(pm, &m->state, tokens, targets, mode);
+    (void)decoder_pass_ensure_rope(pm->ops, &m->cfg, &m->state, T);
+    return decoder_pass_forward(pm, &m->state, tokens, targets, mode);
 }
 
-float llama_forward(Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
-    return forward(m, tokens, targets, B, T, LLAMA_FORWARD_LOSS);
+float decoder_forward(Decoder *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
+    return forward(m, tokens, targets, B, T, DECODER_FORWARD_LOSS);
 }
 
-float llama_forward_train(Llama *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
-    return forward(m, tokens, targets, B, T, LLAMA_FORWARD_TRAIN);
+float decoder_forward_train(Decoder *m, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
+    return forward(m, tokens, targets, B, T, DECODER_FORWARD_TRAIN);
 }
 
-void llama_logits(Llama *m, float *out, int64_t row0, int64_t rows) {
-    llama_pass_check_rows(&m->state, row0, rows, "llama_logits");
-    llama_pass_logits_rows(pass_of(m), &m->state, out, row0, rows);
+void decoder_logits(Decoder *m, float *out, int64_t row0, int64_t rows) {
+    decoder_pass_check_rows(&m->state, row0, rows, "decoder_logits");
+    decoder_pass_logits_rows(pass_of(m), &m->state, out, row0, rows);
 }
 
-void llama_zero_grad(Llama *m) { memset(m->grads, 0, sizeof(float) * (size_t)m->layout.total); }
+void decoder_zero_grad(Decoder *m) { memset(m->grads, 0, sizeof(float) * (size_t)m->layout.total); }
 
-void llama_backward(Llama *m) { llama_pass_backward(pass_of(m), &m->state); }
+void decoder_backward(Decoder *m) { decoder_pass_backward(pass_of(m), &m->state); }
 
-FlopSplit llama_flops_split(const Llama *m, int64_t T) {
-    const LlamaConfig *c = &m->cfg;
+FlopSplit decoder_flops_split(const Decoder *m, int64_t T) {
+    const DecoderConfig *c = &m->cfg;
     /* matmul parameters: everything but the embedding lookup (which the tied
      * lm_head does use as a matmul) */
     double n = (double)m->layout.total - (c->tie_word_embeddings ? 0.0 : (double)(c->vocab_size * c->hidden_size));
@@ -264,7 +264,7 @@ FlopSplit llama_flops_split(const Llama *m, int64_t T) {
     return f;
 }
 
-double llama_flops_per_token(const Llama *m, int64_t T) {
-    FlopSplit f = llama_flops_split(m, T);
+double decoder_flops_per_token(const Decoder *m, int64_t T) {
+    FlopSplit f = decoder_flops_split(m, T);
     return f.matmul + f.attention;
 }

@@ -1,4 +1,4 @@
-#include "llama_pass.h"
+#include "decoder_pass.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -7,32 +7,33 @@
 #include "../common/util.h"
 #include "../kernels/rope.h"
 
-void llama_pass_state_init(LlamaPassState *s, const LlamaConfig *c) {
+void decoder_pass_state_init(DecoderPassState *s, const DecoderConfig *c) {
     s->acts = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerActs));
     s->sel = xcalloc((size_t)c->num_hidden_layers, sizeof(int32_t *));
     s->resid = xcalloc((size_t)c->num_hidden_layers + 1, sizeof(float *));
 }
 
-void llama_pass_state_free(LlamaPassState *s) {
+void decoder_pass_state_free(DecoderPassState *s) {
     free(s->acts);
     free(s->sel);
     free(s->resid);
     s->acts = NULL, s->sel = NULL, s->resid = NULL;
 }
 
-const LlamaPassModel *llama_pass_checked(const LlamaPassModel *pass, const LlamaConfig *own_cfg, const char *who) {
+const DecoderPassModel *decoder_pass_checked(const DecoderPassModel *pass, const DecoderConfig *own_cfg,
+                                             const char *who) {
     KV_CHECK(pass->cfg == own_cfg, "%s: the model was moved after it was created (its pass points at the old place)",
              who);
     return pass;
 }
 
-void llama_pass_set_mask(RefreshMask *mask_out, const RefreshMask *mask) {
+void decoder_pass_set_mask(RefreshMask *mask_out, const RefreshMask *mask) {
     refresh_mask_validate(mask, "training mask");
     KV_CHECK(mask->S >= 0, "training mask: field 'S' must be >= 0 (got %lld)", (long long)mask->S);
     *mask_out = *mask;
 }
 
-int64_t llama_pass_ensure_rope(const LlamaOps *o, const LlamaConfig *c, LlamaPassState *s, int64_t T) {
+int64_t decoder_pass_ensure_rope(const DecoderOps *o, const DecoderConfig *c, DecoderPassState *s, int64_t T) {
     /* a sequence of T tokens rotates by the tables for T, which only dynamic
      * scaling's change with T: other tables are kept while they are long enough */
     if (T <= s->rope_T && (!rope_tables_depend_on_length(c) || T == s->rope_len)) return 0;
@@ -54,21 +55,21 @@ int64_t llama_pass_ensure_rope(const LlamaOps *o, const LlamaConfig *c, LlamaPas
 
 /* The sharding hooks, at the same points for every engine, so a sharded
  * engine gathers and reduces the same units in the same order. */
-static void need_unit(const LlamaPassModel *m, int unit, int backward) {
+static void need_unit(const DecoderPassModel *m, int unit, int backward) {
     if (m->hooks.params_needed) m->hooks.params_needed(m->hooks.ctx, unit, backward);
 }
 
-static void grads_ready(const LlamaPassModel *m, int unit) {
+static void grads_ready(const DecoderPassModel *m, int unit) {
     if (m->hooks.grads_ready) m->hooks.grads_ready(m->hooks.ctx, unit);
 }
 
 /* The head's weights: the tail unit, plus the embedding when tied. */
-static void need_head(const LlamaPassModel *m, int backward) {
+static void need_head(const DecoderPassModel *m, int backward) {
     need_unit(m, (int)m->cfg->num_hidden_layers + 1, backward);
     if (m->cfg->tie_word_embeddings) need_unit(m, 0, backward);
 }
 
-static LayerPass layer_pass(const LlamaPassModel *m, const LlamaPassState *s) {
+static LayerPass layer_pass(const DecoderPassModel *m, const DecoderPassState *s) {
     return (LayerPass){.ops = m->ops,
                        .cfg = m->cfg,
                        .mask = m->mask,
@@ -78,8 +79,8 @@ static LayerPass layer_pass(const LlamaPassModel *m, const LlamaPassState *s) {
                        .T = s->T};
 }
 
-static LayerActs *acts_of(const LlamaPassModel *m, const LlamaPassState *s, int64_t l) {
-    return &s->acts[m->recompute == LLAMA_RECOMPUTE_FULL ? 0 : l];
+static LayerActs *acts_of(const DecoderPassModel *m, const DecoderPassState *s, int64_t l) {
+    return &s->acts[m->recompute == DECODER_RECOMPUTE_FULL ? 0 : l];
 }
 
 /* Rebuilds what the recompute setting did not keep of layer l's
@@ -87,60 +88,61 @@ static LayerActs *acts_of(const LlamaPassModel *m, const LlamaPassState *s, int6
  * v, att, lse and x2), with the forward's kernels and inputs: the same bits
  * the forward wrote. ATTN reruns the two norms, the gate|up product and
  * swiglu; FULL the whole layer up to the down projection's input. */
-static void recompute_layer(const LlamaPassModel *m, const LlamaPassState *s, const LayerPass *pass, int64_t l) {
+static void recompute_layer(const DecoderPassModel *m, const DecoderPassState *s, const LayerPass *pass, int64_t l) {
     LayerActs *a = acts_of(m, s, l);
     const LayerTensors *w = &m->w->layers[l];
-    if (m->recompute == LLAMA_RECOMPUTE_NONE) return;
-    if (m->recompute == LLAMA_RECOMPUTE_FULL) llama_layer_forward_attn(pass, w, a, s->sel[l], s->resid[l], 0);
-    else llama_layer_attn_norm(pass, w, a, s->resid[l]);
-    llama_layer_forward_mlp(pass, w, a, NULL);
+    if (m->recompute == DECODER_RECOMPUTE_NONE) return;
+    if (m->recompute == DECODER_RECOMPUTE_FULL) decoder_layer_forward_attn(pass, w, a, s->sel[l], s->resid[l], 0);
+    else decoder_layer_attn_norm(pass, w, a, s->resid[l]);
+    decoder_layer_forward_mlp(pass, w, a, NULL);
 }
 
-void llama_pass_logits_rows(const LlamaPassModel *m, const LlamaPassState *s, float *out, int64_t r0, int64_t rows) {
+void decoder_pass_logits_rows(const DecoderPassModel *m, const DecoderPassState *s, float *out, int64_t r0,
+                              int64_t rows) {
     m->ops->head_forward(out, s->xf + r0 * m->cfg->hidden_size, m->w->lm_head, rows, m->cfg->hidden_size,
                          m->cfg->vocab_size);
 }
 
-void llama_pass_check_rows(const LlamaPassState *s, int64_t row0, int64_t rows, const char *what) {
+void decoder_pass_check_rows(const DecoderPassState *s, int64_t row0, int64_t rows, const char *what) {
     KV_CHECK(s->cap_BT > 0 && row0 >= 0 && row0 + rows <= s->B * s->T,
              "%s: rows [%lld, %lld) outside the last forward's %lld rows", what, (long long)row0,
              (long long)(row0 + rows), (long long)(s->B * s->T));
 }
 
-int64_t llama_pass_ce_rows(const LlamaPassModel *m) { return m->ce_rows > 0 ? m->ce_rows : LLAMA_CE_CHUNK_ROWS; }
+int64_t decoder_pass_ce_rows(const DecoderPassModel *m) { return m->ce_rows > 0 ? m->ce_rows : DECODER_CE_CHUNK_ROWS; }
 
-static int64_t chunk_rows(const LlamaPassModel *m, int64_t BT, int64_t r0) {
-    int64_t n = llama_pass_ce_rows(m);
+static int64_t chunk_rows(const DecoderPassModel *m, int64_t BT, int64_t r0) {
+    int64_t n = decoder_pass_ce_rows(m);
     return BT - r0 < n ? BT - r0 : n;
 }
 
-LlamaBackwardBufs llama_pass_bufs(const LlamaPassModel *m, const LlamaPassState *s) {
-    return llama_backward_bufs_carve_rows(m->cfg, s->B * s->T, m->act_size, llama_pass_ce_rows(m), s->scratch);
+DecoderBackwardBufs decoder_pass_bufs(const DecoderPassModel *m, const DecoderPassState *s) {
+    return decoder_backward_bufs_carve_rows(m->cfg, s->B * s->T, m->act_size, decoder_pass_ce_rows(m), s->scratch);
 }
 
 /* The loss head and its gradient in one pass over the logits chunks
- * (LLAMA_FORWARD_TRAIN): the same kernels, on the same values, onto
+ * (DECODER_FORWARD_TRAIN): the same kernels, on the same values, onto
  * dw->lm_head in the same order as the backward's recomputation, so the
  * gradients are the same bits; the backward's own sum, moved earlier. */
-static void head_loss_and_grad(const LlamaPassModel *m, LlamaPassState *s) {
-    const LlamaOps *o = m->ops;
-    const LlamaConfig *c = m->cfg;
+static void head_loss_and_grad(const DecoderPassModel *m, DecoderPassState *s) {
+    const DecoderOps *o = m->ops;
+    const DecoderConfig *c = m->cfg;
     int64_t BT = s->B * s->T, C = c->hidden_size, V = c->vocab_size;
-    LlamaBackwardBufs g = llama_pass_bufs(m, s);
+    DecoderBackwardBufs g = decoder_pass_bufs(m, s);
     float scale = 1.0f / (float)s->n_targets;
-    for (int64_t r0 = 0; r0 < BT; r0 += llama_pass_ce_rows(m)) {
+    for (int64_t r0 = 0; r0 < BT; r0 += decoder_pass_ce_rows(m)) {
         int64_t rows = chunk_rows(m, BT, r0);
-        llama_pass_logits_rows(m, s, g.logits, r0, rows);
+        decoder_pass_logits_rows(m, s, g.logits, r0, rows);
         o->crossentropy_forward_backward(s->losses + r0, s->ce_lse + r0, g.logits, s->targets + r0, rows, V, scale);
         o->head_backward(g.dxf + r0 * C, m->dw->lm_head, g.logits, s->xf + r0 * C, m->w->lm_head, rows, C, V);
     }
     s->head_grad_ready = 1;
 }
 
-float llama_pass_forward(const LlamaPassModel *m, LlamaPassState *s, const int32_t *tokens, const int32_t *targets,
-                         LlamaForwardMode mode) {
-    const LlamaOps *o = m->ops;
-    const LlamaConfig *c = m->cfg;
+float decoder_pass_forward(const DecoderPassModel *m, DecoderPassState *s, const int32_t *tokens,
+                           const int32_t *targets, DecoderForwardMode mode) {
+    const DecoderOps *o = m->ops;
+    const DecoderConfig *c = m->cfg;
     int64_t BT = s->B * s->T, C = c->hidden_size, V = c->vocab_size, nl = c->num_hidden_layers;
     for (int64_t i = 0; i < BT; i++) s->h_targets[i] = targets ? targets[i] : -1;
     o->copy_to_engine(s->tokens, tokens, sizeof(int32_t) * (size_t)BT);
@@ -150,8 +152,8 @@ float llama_pass_forward(const LlamaPassModel *m, LlamaPassState *s, const int32
     o->embedding_forward(s->resid[0], s->tokens, m->w->embed, BT, C);
     for (int64_t l = 0; l < nl; l++) {
         need_unit(m, (int)l + 1, 0);
-        llama_layer_forward(&pass, &m->w->layers[l], acts_of(m, s, l), s->sel[l], s->resid[l], s->resid[l + 1],
-                            !m->freeze_selection);
+        decoder_layer_forward(&pass, &m->w->layers[l], acts_of(m, s, l), s->sel[l], s->resid[l], s->resid[l + 1],
+                              !m->freeze_selection);
     }
     need_head(m, 0);
     o->final_norm_forward(s->xf, s->rstdf, s->resid[nl], m->w->final_norm, BT, C, (float)c->rms_norm_eps);
@@ -163,12 +165,12 @@ float llama_pass_forward(const LlamaPassModel *m, LlamaPassState *s, const int32
     /* chunks of logits from the scratch's start, which the backward carves
      * into buffers with red zones (common/redzone.h) */
     REDZONE_CLEAR(s->scratch, sizeof(float) * (size_t)s->scratch_numel);
-    if (mode == LLAMA_FORWARD_TRAIN) {
+    if (mode == DECODER_FORWARD_TRAIN) {
         head_loss_and_grad(m, s);
     } else {
-        for (int64_t r0 = 0; r0 < BT; r0 += llama_pass_ce_rows(m)) {
+        for (int64_t r0 = 0; r0 < BT; r0 += decoder_pass_ce_rows(m)) {
             int64_t rows = chunk_rows(m, BT, r0);
-            llama_pass_logits_rows(m, s, s->scratch, r0, rows);
+            decoder_pass_logits_rows(m, s, s->scratch, r0, rows);
             o->crossentropy_forward(s->losses + r0, s->ce_lse + r0, s->scratch, s->targets + r0, rows, V);
         }
     }
@@ -180,20 +182,20 @@ float llama_pass_forward(const LlamaPassModel *m, LlamaPassState *s, const int32
     return s->loss;
 }
 
-void llama_pass_backward(const LlamaPassModel *m, LlamaPassState *s) {
-    const LlamaOps *o = m->ops;
-    const LlamaConfig *c = m->cfg;
+void decoder_pass_backward(const DecoderPassModel *m, DecoderPassState *s) {
+    const DecoderOps *o = m->ops;
+    const DecoderConfig *c = m->cfg;
     KV_CHECK(s->cap_BT > 0 && s->n_targets > 0, "backward: needs a forward pass with at least one target");
     int64_t BT = s->B * s->T, C = c->hidden_size, V = c->vocab_size, nl = c->num_hidden_layers;
     const ModelTensors *w = m->w;
     ModelTensors *dw = m->dw;
-    LlamaBackwardBufs g = llama_pass_bufs(m, s);
+    DecoderBackwardBufs g = decoder_pass_bufs(m, s);
     need_head(m, 1);
     if (!s->head_grad_ready) { /* else the training forward added it and left dxf */
         float scale = 1.0f / (float)s->n_targets;
-        for (int64_t r0 = 0; r0 < BT; r0 += llama_pass_ce_rows(m)) {
+        for (int64_t r0 = 0; r0 < BT; r0 += decoder_pass_ce_rows(m)) {
             int64_t rows = chunk_rows(m, BT, r0);
-            llama_pass_logits_rows(m, s, g.logits, r0, rows); /* recomputed: the forward kept only lse */
+            decoder_pass_logits_rows(m, s, g.logits, r0, rows); /* recomputed: the forward kept only lse */
             o->crossentropy_backward(g.logits, s->ce_lse + r0, s->targets + r0, rows, V, scale);
             o->head_backward(g.dxf + r0 * C, dw->lm_head, g.logits, s->xf + r0 * C, w->lm_head, rows, C, V);
         }
@@ -207,7 +209,7 @@ void llama_pass_backward(const LlamaPassModel *m, LlamaPassState *s) {
         need_unit(m, (int)l + 1, 1);
         LayerActs *a = acts_of(m, s, l);
         recompute_layer(m, s, &pass, l);
-        llama_layer_backward(&pass, &w->layers[l], &dw->layers[l], a, s->sel[l], s->resid[l], &g);
+        decoder_layer_backward(&pass, &w->layers[l], &dw->layers[l], a, s->sel[l], s->resid[l], &g);
         grads_ready(m, (int)l + 1);
     }
     o->embedding_backward(dw->embed, g.dres, s->tokens, BT, C);

@@ -1,4 +1,4 @@
-#include "llama_layer.h"
+#include "decoder_layer.h"
 
 #include <stddef.h>
 
@@ -6,7 +6,7 @@
 
 /* out = inp W^T + add: in the product's epilogue where the engine has it
  * (one rounding of the fp32 sum either way), else the product, then the add. */
-static void matmul_add(const LlamaOps *o, float *out, const float *add, const float *inp, const float *weight,
+static void matmul_add(const DecoderOps *o, float *out, const float *add, const float *inp, const float *weight,
                        int64_t N, int64_t IC, int64_t OC) {
     if (o->matmul_forward_add) {
         o->matmul_forward_add(out, add, inp, weight, N, IC, OC);
@@ -24,8 +24,8 @@ static void attention(const LayerPass *p, LayerActs *a, int32_t *sel, int select
         p->attend(p->attend_ctx, a);
         return;
     }
-    const LlamaOps *o = p->ops;
-    const LlamaConfig *c = p->cfg;
+    const DecoderOps *o = p->ops;
+    const DecoderConfig *c = p->cfg;
     int64_t B = p->B, T = p->T, D = c->head_dim, Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
     int active = refresh_active(p->mask, T);
     if (active && select) o->attention_select(sel, a->q, a->k, B, T, Hq, Hkv, D, p->mask);
@@ -38,18 +38,18 @@ static void attention(const LayerPass *p, LayerActs *a, int32_t *sel, int select
     }
 }
 
-void llama_layer_attn_norm(const LayerPass *p, const LayerTensors *w, LayerActs *a, const float *x) {
-    const LlamaConfig *c = p->cfg;
+void decoder_layer_attn_norm(const LayerPass *p, const LayerTensors *w, LayerActs *a, const float *x) {
+    const DecoderConfig *c = p->cfg;
     p->ops->rmsnorm_forward(a->xn1, a->rstd1, x, w->attn_norm, p->B * p->T, c->hidden_size, (float)c->rms_norm_eps);
 }
 
-void llama_layer_forward_attn(const LayerPass *p, const LayerTensors *w, LayerActs *a, int32_t *sel, const float *x,
-                              int select) {
-    const LlamaOps *o = p->ops;
-    const LlamaConfig *c = p->cfg;
+void decoder_layer_forward_attn(const LayerPass *p, const LayerTensors *w, LayerActs *a, int32_t *sel, const float *x,
+                                int select) {
+    const DecoderOps *o = p->ops;
+    const DecoderConfig *c = p->cfg;
     int64_t B = p->B, T = p->T, BT = B * T, C = c->hidden_size, D = c->head_dim;
     int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
-    llama_layer_attn_norm(p, w, a, x);
+    decoder_layer_attn_norm(p, w, a, x);
     /* q, k and v in one product: wq, wk, wv are consecutive (model/params.h),
      * so wq starts the stacked ((Hq + 2 Hkv) D, C) weight */
     o->matmul_forward_act(a->qkv, a->xn1, w->wq, BT, C, (Hq + 2 * Hkv) * D);
@@ -61,9 +61,9 @@ void llama_layer_forward_attn(const LayerPass *p, const LayerTensors *w, LayerAc
     matmul_add(o, a->x2, x, a->att, w->wo, BT, Hq * D, C);
 }
 
-void llama_layer_forward_mlp(const LayerPass *p, const LayerTensors *w, LayerActs *a, float *out) {
-    const LlamaOps *o = p->ops;
-    const LlamaConfig *c = p->cfg;
+void decoder_layer_forward_mlp(const LayerPass *p, const LayerTensors *w, LayerActs *a, float *out) {
+    const DecoderOps *o = p->ops;
+    const DecoderConfig *c = p->cfg;
     int64_t BT = p->B * p->T, C = c->hidden_size, F = c->intermediate_size;
     o->rmsnorm_forward(a->xn2, a->rstd2, a->x2, w->mlp_norm, BT, C, (float)c->rms_norm_eps);
     /* gate and up in one product (wgate and wup are consecutive) */
@@ -73,16 +73,16 @@ void llama_layer_forward_mlp(const LayerPass *p, const LayerTensors *w, LayerAct
     matmul_add(o, out, a->x2, a->h, w->wdown, BT, F, C);
 }
 
-void llama_layer_forward(const LayerPass *p, const LayerTensors *w, LayerActs *a, int32_t *sel, const float *x,
-                         float *out, int select) {
-    llama_layer_forward_attn(p, w, a, sel, x, select);
-    llama_layer_forward_mlp(p, w, a, out);
+void decoder_layer_forward(const LayerPass *p, const LayerTensors *w, LayerActs *a, int32_t *sel, const float *x,
+                           float *out, int select) {
+    decoder_layer_forward_attn(p, w, a, sel, x, select);
+    decoder_layer_forward_mlp(p, w, a, out);
 }
 
-void llama_layer_backward(const LayerPass *p, const LayerTensors *w, LayerTensors *dw, const LayerActs *a,
-                          const int32_t *sel, const float *x, LlamaBackwardBufs *g) {
-    const LlamaOps *o = p->ops;
-    const LlamaConfig *c = p->cfg;
+void decoder_layer_backward(const LayerPass *p, const LayerTensors *w, LayerTensors *dw, const LayerActs *a,
+                            const int32_t *sel, const float *x, DecoderBackwardBufs *g) {
+    const DecoderOps *o = p->ops;
+    const DecoderConfig *c = p->cfg;
     int64_t B = p->B, T = p->T, BT = B * T, C = c->hidden_size, F = c->intermediate_size, D = c->head_dim;
     int64_t Hq = c->num_attention_heads, Hkv = c->num_key_value_heads;
     /* MLP: out = x2 + down(silu(gate(xn2)) * up(xn2)); each input gradient

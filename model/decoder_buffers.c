@@ -1,9 +1,9 @@
-#include "llama_buffers.h"
+#include "decoder_buffers.h"
 
 #include "../common/redzone.h"
 #include "../common/util.h"
 
-float **llama_tensor_slot(ModelTensors *w, const ParamTensor *t) {
+float **decoder_tensor_slot(ModelTensors *w, const ParamTensor *t) {
     LayerTensors *L = t->layer >= 0 ? &w->layers[t->layer] : NULL;
     switch (t->kind) {
         case PT_EMBED: return &w->embed;
@@ -25,9 +25,9 @@ float **llama_tensor_slot(ModelTensors *w, const ParamTensor *t) {
     die("llama: tensor '%s' has an unknown kind %d", t->name, (int)t->kind);
 }
 
-void llama_bind_tensors(ModelTensors *w, const LlamaConfig *c, const ParamLayout *layout, float *base) {
+void decoder_bind_tensors(ModelTensors *w, const DecoderConfig *c, const ParamLayout *layout, float *base) {
     w->layers = xcalloc((size_t)c->num_hidden_layers, sizeof(LayerTensors));
-    for (int i = 0; i < layout->n; i++) *llama_tensor_slot(w, &layout->t[i]) = base + layout->t[i].offset;
+    for (int i = 0; i < layout->n; i++) *decoder_tensor_slot(w, &layout->t[i]) = base + layout->t[i].offset;
     if (c->tie_word_embeddings) w->lm_head = w->embed;
 }
 
@@ -60,7 +60,8 @@ static void check_act_size(int act_size) {
 /* What recompute=attn rebuilds in the backward first (so a whole set
  * starts with xn1, as the engines that free it by xn1 expect), then what it
  * keeps per layer: the whole set is the two parts one after the other. */
-static void layer_acts_layout(LayerActs *a, const LlamaConfig *c, int64_t BT, int act, LayerActsPart part, Carver *k) {
+static void layer_acts_layout(LayerActs *a, const DecoderConfig *c, int64_t BT, int act, LayerActsPart part,
+                              Carver *k) {
     int64_t C = c->hidden_size, F = c->intermediate_size, Hq = c->num_attention_heads;
     int64_t QD = Hq * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
     check_act_size(act);
@@ -78,34 +79,35 @@ static void layer_acts_layout(LayerActs *a, const LlamaConfig *c, int64_t BT, in
     }
 }
 
-int64_t llama_layer_acts_part_numel(const LlamaConfig *c, int64_t BT, int act_size, LayerActsPart part) {
+int64_t decoder_layer_acts_part_numel(const DecoderConfig *c, int64_t BT, int act_size, LayerActsPart part) {
     LayerActs a;
     Carver k = {NULL, 0};
     layer_acts_layout(&a, c, BT, act_size, part, &k);
     return k.off;
 }
 
-void llama_layer_acts_carve_part(LayerActs *a, const LlamaConfig *c, int64_t BT, int act_size, LayerActsPart part,
-                                 float *base) {
+void decoder_layer_acts_carve_part(LayerActs *a, const DecoderConfig *c, int64_t BT, int act_size, LayerActsPart part,
+                                   float *base) {
     Carver k = {base, 0};
     layer_acts_layout(a, c, BT, act_size, part, &k);
 }
 
-int64_t llama_layer_acts_numel(const LlamaConfig *c, int64_t BT, int act_size) {
-    return llama_layer_acts_part_numel(c, BT, act_size, LAYER_ACTS_ALL);
+int64_t decoder_layer_acts_numel(const DecoderConfig *c, int64_t BT, int act_size) {
+    return decoder_layer_acts_part_numel(c, BT, act_size, LAYER_ACTS_ALL);
 }
 
-void llama_layer_acts_carve(LayerActs *a, const LlamaConfig *c, int64_t BT, int act_size, float *base) {
-    llama_layer_acts_carve_part(a, c, BT, act_size, LAYER_ACTS_ALL, base);
+void decoder_layer_acts_carve(LayerActs *a, const DecoderConfig *c, int64_t BT, int act_size, float *base) {
+    decoder_layer_acts_carve_part(a, c, BT, act_size, LAYER_ACTS_ALL, base);
 }
 
-static LlamaBackwardBufs backward_bufs_layout(const LlamaConfig *c, int64_t BT, int act, int64_t ce_rows, Carver *k) {
+static DecoderBackwardBufs backward_bufs_layout(const DecoderConfig *c, int64_t BT, int act, int64_t ce_rows,
+                                                Carver *k) {
     int64_t C = c->hidden_size, F = c->intermediate_size;
     int64_t QD = c->num_attention_heads * c->head_dim, KD = c->num_key_value_heads * c->head_dim;
     KV_CHECK(ce_rows >= 1, "llama: %lld rows per logits chunk", (long long)ce_rows);
     int64_t chunk = BT < ce_rows ? BT : ce_rows;
     check_act_size(act);
-    LlamaBackwardBufs g;
+    DecoderBackwardBufs g;
     g.dres = take(k, BT * C), g.dxn = take(k, BT * C), g.dxf = take(k, BT * C);
     g.dq = take(k, BT * QD), g.dk = take(k, BT * KD), g.dv = take(k, BT * KD);
     g.datt = carve_elems(k, BT * QD, act), g.dqkv = carve_elems(k, BT * (QD + 2 * KD), act);
@@ -114,24 +116,24 @@ static LlamaBackwardBufs backward_bufs_layout(const LlamaConfig *c, int64_t BT, 
     return g;
 }
 
-int64_t llama_scratch_numel_rows(const LlamaConfig *c, int64_t BT, int act_size, int64_t ce_rows) {
+int64_t decoder_scratch_numel_rows(const DecoderConfig *c, int64_t BT, int act_size, int64_t ce_rows) {
     Carver k = {NULL, 0};
     (void)backward_bufs_layout(c, BT, act_size, ce_rows, &k);
     return k.off;
 }
 
-LlamaBackwardBufs llama_backward_bufs_carve_rows(const LlamaConfig *c, int64_t BT, int act_size, int64_t ce_rows,
-                                                 float *scratch) {
+DecoderBackwardBufs decoder_backward_bufs_carve_rows(const DecoderConfig *c, int64_t BT, int act_size, int64_t ce_rows,
+                                                     float *scratch) {
     Carver k = {scratch, 0};
     return backward_bufs_layout(c, BT, act_size, ce_rows, &k);
 }
 
-int64_t llama_scratch_numel(const LlamaConfig *c, int64_t BT, int act_size) {
-    return llama_scratch_numel_rows(c, BT, act_size, LLAMA_CE_CHUNK_ROWS);
+int64_t decoder_scratch_numel(const DecoderConfig *c, int64_t BT, int act_size) {
+    return decoder_scratch_numel_rows(c, BT, act_size, DECODER_CE_CHUNK_ROWS);
 }
 
-void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, const int32_t *tokens, const int32_t *targets,
-                        int64_t B, int64_t T) {
+void decoder_check_inputs(const DecoderConfig *c, const RefreshMask *mask, const int32_t *tokens,
+                          const int32_t *targets, int64_t B, int64_t T) {
     KV_CHECK(B >= 1 && T >= 1, "forward: batch %lld x sequence %lld must be positive", (long long)B, (long long)T);
     if (mask->enabled)
         KV_CHECK(T == mask->L + mask->S,

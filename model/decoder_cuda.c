@@ -1,7 +1,7 @@
-/* The CUDA engine (model/llama_cuda.h): built only with the CUDA backend
+/* The CUDA engine (model/decoder_cuda.h): built only with the CUDA backend
  * (nvcc or the CPU emulator; the Makefile's CUDA_C). Its sizes and packing,
- * which the memory plan needs in every build, are model/llama_cuda_size.c. */
-#include "llama_cuda.h"
+ * which the memory plan needs in every build, are model/decoder_cuda_size.c. */
+#include "decoder_cuda.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -19,93 +19,96 @@
 #include "../kernels/residual.h"
 #include "../kernels/rmsnorm.h"
 #include "../kernels/swiglu.h"
-#include "llama_layer.h"
-#include "llama_pass.h"
+#include "decoder_layer.h"
+#include "decoder_pass.h"
 
 static void zero(float *d, int64_t n) { cuda_memset_zero(d, sizeof(float) * (size_t)n); }
 
 /* Packs the fp32 tensors into params and the matrices into wbf16, and binds
- * the views. The matrix views are the pun LlamaOps asks for: the layer code
- * (model/llama_layer.c) is written once for every engine and precision, so
+ * the views. The matrix views are the pun DecoderOps asks for: the layer code
+ * (model/decoder_layer.c) is written once for every engine and precision, so
  * its weight arguments are const float *; here they hold bf16 addresses,
- * and only llama_cuda_bf16_ops' matmul entries, which cast them back to
+ * and only decoder_cuda_bf16_ops' matmul entries, which cast them back to
  * const bf16 *, ever receive them. Nothing dereferences them as floats. */
-static void create_bf16_weights(LlamaCuda *g) {
+static void create_bf16_weights(DecoderCuda *g) {
     const ParamLayout *L = &g->layout;
     g->dev_offset = xmalloc(sizeof(int64_t) * (size_t)L->n);
     int64_t n32, n16;
-    g->head_offset = llama_cuda_pack_bf16(L, &g->cfg, g->dev_offset, &n32, &n16);
-    LlamaCudaFixedBytes fb = llama_cuda_fixed_bytes(L, &g->cfg, LLAMA_CUDA_BF16_WEIGHTS);
+    g->head_offset = decoder_cuda_pack_bf16(L, &g->cfg, g->dev_offset, &n32, &n16);
+    DecoderCudaFixedBytes fb = decoder_cuda_fixed_bytes(L, &g->cfg, DECODER_CUDA_BF16_WEIGHTS);
     g->params = cuda_malloc_counted(&g->bytes_fixed, fb.params);
     g->wbf16 = cuda_malloc_counted(&g->bytes_fixed, fb.wbf16);
     g->w.layers = xcalloc((size_t)g->cfg.num_hidden_layers, sizeof(LayerTensors));
     for (int i = 0; i < L->n; i++)
-        *llama_tensor_slot(&g->w, &L->t[i]) = llama_cuda_stays_fp32(&L->t[i])
-                                                  ? g->params + g->dev_offset[i]
-                                                  : (float *)(void *)(g->wbf16 + g->dev_offset[i]);
+        *decoder_tensor_slot(&g->w, &L->t[i]) = decoder_cuda_stays_fp32(&L->t[i])
+                                                    ? g->params + g->dev_offset[i]
+                                                    : (float *)(void *)(g->wbf16 + g->dev_offset[i]);
     if (g->head_offset >= 0) g->w.lm_head = (float *)(void *)(g->wbf16 + g->head_offset);
     /* the alignment padding after each packed tensor is nobody's: poisoned in
      * the emulator's sanitizer build, so a kernel reading or writing past
      * its tensor there is reported (common/redzone.h) */
     for (int i = 0; i < L->n; i++) {
         int64_t end = g->dev_offset[i] + L->t[i].numel;
-        int64_t pad = i + 1 < L->n && llama_cuda_continues_fused(&L->t[i + 1]) ? 0 : llama_cuda_align_elems(end) - end;
-        if (llama_cuda_stays_fp32(&L->t[i]))
+        int64_t pad =
+            i + 1 < L->n && decoder_cuda_continues_fused(&L->t[i + 1]) ? 0 : decoder_cuda_align_elems(end) - end;
+        if (decoder_cuda_stays_fp32(&L->t[i]))
             REDZONE_POISON(g->params + g->dev_offset[i] + L->t[i].numel, sizeof(float) * (size_t)pad);
         else REDZONE_POISON(g->wbf16 + g->dev_offset[i] + L->t[i].numel, sizeof(bf16) * (size_t)pad);
     }
 }
 
 /* What both kinds of engine set up the same way. */
-static void create_common(LlamaCuda *g, const LlamaConfig *c, LlamaRecompute recompute, LlamaCudaPrecision precision) {
+static void create_common(DecoderCuda *g, const DecoderConfig *c, DecoderRecompute recompute,
+                          DecoderCudaPrecision precision) {
     memset(g, 0, sizeof *g);
     config_validate(c, c->name);
-    llama_recompute_check(recompute, "llama_cuda_create");
-    KV_CHECK(precision == LLAMA_CUDA_FP32 || precision == LLAMA_CUDA_BF16_WEIGHTS,
-             "llama_cuda_create: unknown precision %d", (int)precision);
+    decoder_recompute_check(recompute, "decoder_cuda_create");
+    KV_CHECK(precision == DECODER_CUDA_FP32 || precision == DECODER_CUDA_BF16_WEIGHTS,
+             "decoder_cuda_create: unknown precision %d", (int)precision);
     g->cfg = *c;
     g->recompute = recompute;
     g->precision = precision;
     param_layout_build(&g->layout, c);
-    g->pass = (LlamaPassModel){.cfg = &g->cfg,
-                               .mask = &g->mask,
-                               .w = &g->w,
-                               .dw = &g->dw,
-                               .act_size = llama_cuda_act_size(precision),
-                               .recompute = recompute,
-                               .ce_rows = LLAMA_CUDA_CE_CHUNK_ROWS};
+    g->pass = (DecoderPassModel){.cfg = &g->cfg,
+                                 .mask = &g->mask,
+                                 .w = &g->w,
+                                 .dw = &g->dw,
+                                 .act_size = decoder_cuda_act_size(precision),
+                                 .recompute = recompute,
+                                 .ce_rows = DECODER_CUDA_CE_CHUNK_ROWS};
     /* KVCPT_ATTN (the pass's ops), checked before anything is allocated */
-    llama_cuda_set_attn(g, LLAMA_ATTN_AUTO, "llama_cuda_create");
+    decoder_cuda_set_attn(g, DECODER_ATTN_AUTO, "decoder_cuda_create");
     g->head_offset = -1;
-    llama_pass_state_init(&g->state, c);
+    decoder_pass_state_init(&g->state, c);
     g->mask = refresh_mask_off();
 }
 
-void llama_cuda_create(LlamaCuda *g, const LlamaConfig *c, LlamaRecompute recompute, LlamaCudaPrecision precision) {
+void decoder_cuda_create(DecoderCuda *g, const DecoderConfig *c, DecoderRecompute recompute,
+                         DecoderCudaPrecision precision) {
     create_common(g, c, recompute, precision);
-    if (precision == LLAMA_CUDA_BF16_WEIGHTS) {
+    if (precision == DECODER_CUDA_BF16_WEIGHTS) {
         create_bf16_weights(g);
     } else {
-        g->params = cuda_malloc_counted(&g->bytes_fixed, llama_cuda_fixed_bytes(&g->layout, c, precision).params);
-        llama_bind_tensors(&g->w, c, &g->layout, g->params);
+        g->params = cuda_malloc_counted(&g->bytes_fixed, decoder_cuda_fixed_bytes(&g->layout, c, precision).params);
+        decoder_bind_tensors(&g->w, c, &g->layout, g->params);
     }
-    g->grads = cuda_malloc_counted(&g->bytes_fixed, llama_cuda_fixed_bytes(&g->layout, c, precision).grads);
+    g->grads = cuda_malloc_counted(&g->bytes_fixed, decoder_cuda_fixed_bytes(&g->layout, c, precision).grads);
     zero(g->grads, g->layout.total);
-    llama_bind_tensors(&g->dw, c, &g->layout, g->grads);
+    decoder_bind_tensors(&g->dw, c, &g->layout, g->grads);
 }
 
-void llama_cuda_create_streamed(LlamaCuda *g, const LlamaConfig *c, LlamaRecompute recompute,
-                                LlamaCudaPrecision precision) {
+void decoder_cuda_create_streamed(DecoderCuda *g, const DecoderConfig *c, DecoderRecompute recompute,
+                                  DecoderCudaPrecision precision) {
     create_common(g, c, recompute, precision);
     const ParamLayout *L = &g->layout;
-    int bf = precision == LLAMA_CUDA_BF16_WEIGHTS;
+    int bf = precision == DECODER_CUDA_BF16_WEIGHTS;
     int64_t *res_off = xcalloc((size_t)L->n, sizeof(int64_t));
     g->slot_offset = xcalloc((size_t)L->n, sizeof(int64_t));
-    LlamaCudaStreamPack z = llama_cuda_stream_pack(L, c, precision, res_off, g->slot_offset);
+    DecoderCudaStreamPack z = decoder_cuda_stream_pack(L, c, precision, res_off, g->slot_offset);
     g->streamed = 1;
     g->params = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(float) * z.res32);
     if (z.res16) g->wbf16 = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(bf16) * z.res16);
-    for (int s = 0; s < LLAMA_CUDA_SLOTS; s++) {
+    for (int s = 0; s < DECODER_CUDA_SLOTS; s++) {
         g->slot32[s] = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(float) * z.slot32);
         if (z.slot16) g->slot16[s] = cuda_malloc_counted(&g->bytes_fixed, (int64_t)sizeof(bf16) * z.slot16);
     }
@@ -121,68 +124,68 @@ void llama_cuda_create_streamed(LlamaCuda *g, const LlamaConfig *c, LlamaRecompu
     for (int i = 0; i < L->n; i++) {
         const ParamTensor *t = &L->t[i];
         if (t->layer >= 0) continue; /* a layer's tensor: bound with its slot */
-        *llama_tensor_slot(&g->w, t) =
-            bf && !llama_cuda_stays_fp32(t) ? (float *)(void *)(g->wbf16 + res_off[i]) : g->params + res_off[i];
-        *llama_tensor_slot(&g->dw, t) = g->grads + (t->kind == PT_EMBED ? 0 : embed_n + (t->offset - tail_begin));
+        *decoder_tensor_slot(&g->w, t) =
+            bf && !decoder_cuda_stays_fp32(t) ? (float *)(void *)(g->wbf16 + res_off[i]) : g->params + res_off[i];
+        *decoder_tensor_slot(&g->dw, t) = g->grads + (t->kind == PT_EMBED ? 0 : embed_n + (t->offset - tail_begin));
     }
     if (c->tie_word_embeddings) {
         g->dw.lm_head = g->dw.embed;
-        if (bf) g->head_offset = z.res16 - llama_cuda_align_elems(c->vocab_size * c->hidden_size);
+        if (bf) g->head_offset = z.res16 - decoder_cuda_align_elems(c->vocab_size * c->hidden_size);
         g->w.lm_head = bf ? (float *)(void *)(g->wbf16 + g->head_offset) : g->w.embed;
     }
     free(res_off);
 }
 
 /* The first layout tensor of a layer (its tensors follow in layer 0's order). */
-static int layer_first_tensor(const LlamaCuda *g, int64_t layer) {
+static int layer_first_tensor(const DecoderCuda *g, int64_t layer) {
     KV_CHECK(g->streamed && layer >= 0 && layer < g->cfg.num_hidden_layers,
-             "llama_cuda: layer %lld of a %s engine cannot be bound", (long long)layer,
+             "decoder_cuda: layer %lld of a %s engine cannot be bound", (long long)layer,
              g->streamed ? "streamed" : "whole");
     return param_layout_tensor_at(&g->layout, g->layout.layer_begin0 + layer * g->layout.layer_numel);
 }
 
-void llama_cuda_bind_layer(LlamaCuda *g, int64_t layer, int slot) {
-    KV_CHECK(slot >= 0 && slot < LLAMA_CUDA_SLOTS, "llama_cuda_bind_layer: slot %d", slot);
-    int first = layer_first_tensor(g, layer), bf = g->precision == LLAMA_CUDA_BF16_WEIGHTS;
+void decoder_cuda_bind_layer(DecoderCuda *g, int64_t layer, int slot) {
+    KV_CHECK(slot >= 0 && slot < DECODER_CUDA_SLOTS, "decoder_cuda_bind_layer: slot %d", slot);
+    int first = layer_first_tensor(g, layer), bf = g->precision == DECODER_CUDA_BF16_WEIGHTS;
     for (int k = 0; first + k < g->layout.n && g->layout.t[first + k].layer == layer; k++) {
         const ParamTensor *t = &g->layout.t[first + k];
-        *llama_tensor_slot(&g->w, t) = bf && !llama_cuda_stays_fp32(t)
-                                           ? (float *)(void *)(g->slot16[slot] + g->slot_offset[k])
-                                           : g->slot32[slot] + g->slot_offset[k];
+        *decoder_tensor_slot(&g->w, t) = bf && !decoder_cuda_stays_fp32(t)
+                                             ? (float *)(void *)(g->slot16[slot] + g->slot_offset[k])
+                                             : g->slot32[slot] + g->slot_offset[k];
     }
 }
 
-void llama_cuda_bind_layer_grads(LlamaCuda *g, int64_t layer) {
+void decoder_cuda_bind_layer_grads(DecoderCuda *g, int64_t layer) {
     int first = layer_first_tensor(g, layer);
     int64_t begin = g->layout.layer_begin0 + layer * g->layout.layer_numel;
     for (int k = 0; first + k < g->layout.n && g->layout.t[first + k].layer == layer; k++)
-        *llama_tensor_slot(&g->dw, &g->layout.t[first + k]) = g->grad_slot + (g->layout.t[first + k].offset - begin);
+        *decoder_tensor_slot(&g->dw, &g->layout.t[first + k]) = g->grad_slot + (g->layout.t[first + k].offset - begin);
     zero(g->grad_slot, g->layout.layer_numel);
 }
 
 /* The view of the tensor starting the layout range [begin, end). */
-static float *view_at(LlamaCuda *g, ModelTensors *v, int64_t begin, int64_t end, const char *what) {
+static float *view_at(DecoderCuda *g, ModelTensors *v, int64_t begin, int64_t end, const char *what) {
     KV_CHECK(begin >= 0 && begin < end && end <= g->layout.total, "%s: range [%lld, %lld) outside the %lld parameters",
              what, (long long)begin, (long long)end, (long long)g->layout.total);
     const ParamTensor *t = &g->layout.t[param_layout_tensor_at(&g->layout, begin)];
     KV_CHECK(t->offset == begin, "%s: range [%lld, %lld) starts inside tensor '%s'", what, (long long)begin,
              (long long)end, t->name);
-    float *p = *llama_tensor_slot(v, t);
+    float *p = *decoder_tensor_slot(v, t);
     KV_CHECK(p, "%s: tensor '%s' is not bound to device memory (a streamed layer not bound)", what, t->name);
     return p;
 }
 
-float *llama_cuda_grads_of(LlamaCuda *g, int64_t begin, int64_t end) {
-    return view_at(g, &g->dw, begin, end, "llama_cuda_grads_of");
+float *decoder_cuda_grads_of(DecoderCuda *g, int64_t begin, int64_t end) {
+    return view_at(g, &g->dw, begin, end, "decoder_cuda_grads_of");
 }
 
-static void free_acts(LlamaCuda *g) {
-    LlamaPassState *s = &g->state;
+static void free_acts(DecoderCuda *g) {
+    DecoderPassState *s = &g->state;
     if (!s->cap_BT) return;
     /* each allocation starts with its part's first buffer: xn1 for a whole
      * set and for recompute=attn's shared rebuilt part, q for its kept one */
-    int64_t sets = g->recompute == LLAMA_RECOMPUTE_FULL ? 1 : g->cfg.num_hidden_layers;
-    int attn = g->recompute == LLAMA_RECOMPUTE_ATTN;
+    int64_t sets = g->recompute == DECODER_RECOMPUTE_FULL ? 1 : g->cfg.num_hidden_layers;
+    int attn = g->recompute == DECODER_RECOMPUTE_ATTN;
     for (int64_t l = 0; l < sets; l++) cuda_free(attn ? s->acts[l].q : s->acts[l].xn1);
     if (attn) cuda_free(s->acts[0].xn1);
     for (int64_t l = 0; l < g->cfg.num_hidden_layers; l++) {
@@ -200,7 +203,7 @@ static void free_acts(LlamaCuda *g) {
     g->bytes_acts = 0;
 }
 
-static void free_attn_scratch(LlamaCuda *g) {
+static void free_attn_scratch(DecoderCuda *g) {
     if (!g->attn_scratch) return;
     attention_cudnn_use_scratch(NULL, 0); /* the calls must not carve freed memory */
     cuda_free(g->attn_scratch);
@@ -208,13 +211,13 @@ static void free_attn_scratch(LlamaCuda *g) {
     g->bytes_attn = 0;
 }
 
-void llama_cuda_free(LlamaCuda *g) {
+void decoder_cuda_free(DecoderCuda *g) {
     free_acts(g);
     free_attn_scratch(g);
     if (g->state.rope_cos) cuda_free(g->state.rope_cos);
     cuda_free(g->params);
     if (g->wbf16) cuda_free(g->wbf16);
-    for (int s = 0; s < LLAMA_CUDA_SLOTS; s++) {
+    for (int s = 0; s < DECODER_CUDA_SLOTS; s++) {
         if (g->slot32[s]) cuda_free(g->slot32[s]);
         if (g->slot16[s]) cuda_free(g->slot16[s]);
     }
@@ -222,14 +225,14 @@ void llama_cuda_free(LlamaCuda *g) {
     free(g->slot_offset);
     free(g->dev_offset);
     cuda_free(g->grads);
-    llama_pass_state_free(&g->state);
+    decoder_pass_state_free(&g->state);
     free(g->w.layers);
     free(g->dw.layers);
     param_layout_free(&g->layout);
     memset(g, 0, sizeof *g);
 }
 
-void llama_cuda_set_mask(LlamaCuda *g, const RefreshMask *mask) { llama_pass_set_mask(&g->mask, mask); }
+void decoder_cuda_set_mask(DecoderCuda *g, const RefreshMask *mask) { decoder_pass_set_mask(&g->mask, mask); }
 
 /* One staging chunk between host fp32 and device bf16: rounded to nearest
  * even on the way up (kernels/bf16.h), widened exactly on the way down. */
@@ -249,14 +252,14 @@ static void move_chunk(bf16 *dev, const float *up, float *down, int64_t m, uint1
  * exactly one of up and down is non-NULL. The fp32 tensors are copied,
  * the matrices go through a bounded staging buffer; going up also fills a
  * tied lm_head's bf16 copy from the embedding. */
-static void move_bf16_weights(const LlamaCuda *g, const float *up, float *down) {
+static void move_bf16_weights(const DecoderCuda *g, const float *up, float *down) {
     const ParamLayout *L = &g->layout;
     const int64_t stage_n = (int64_t)1 << 24; /* 32 MiB */
     uint16_t *stage = xmalloc(sizeof(uint16_t) * (size_t)stage_n);
     for (int i = 0; i < L->n; i++) {
         const ParamTensor *t = &L->t[i];
         int64_t n = t->numel;
-        if (llama_cuda_stays_fp32(t)) {
+        if (decoder_cuda_stays_fp32(t)) {
             if (up) cuda_memcpy_h2d(g->params + g->dev_offset[i], up + t->offset, sizeof(float) * (size_t)n);
             else cuda_memcpy_d2h(down + t->offset, g->params + g->dev_offset[i], sizeof(float) * (size_t)n);
         } else {
@@ -272,19 +275,19 @@ static void move_bf16_weights(const LlamaCuda *g, const float *up, float *down) 
     free(stage);
 }
 
-void llama_cuda_install_params(LlamaCuda *g, const float *src, int64_t begin, int64_t end) {
+void decoder_cuda_install_params(DecoderCuda *g, const float *src, int64_t begin, int64_t end) {
     const ParamLayout *L = &g->layout;
-    (void)view_at(g, &g->w, begin, end, "llama_cuda_install_params"); /* checks the range's start */
-    int bf = g->precision == LLAMA_CUDA_BF16_WEIGHTS;
+    (void)view_at(g, &g->w, begin, end, "decoder_cuda_install_params"); /* checks the range's start */
+    int bf = g->precision == DECODER_CUDA_BF16_WEIGHTS;
     for (int i = param_layout_tensor_at(L, begin); i < L->n && L->t[i].offset < end; i++) {
         const ParamTensor *t = &L->t[i];
-        KV_CHECK(t->offset + t->numel <= end, "llama_cuda_install_params: range [%lld, %lld) cuts tensor '%s'",
+        KV_CHECK(t->offset + t->numel <= end, "decoder_cuda_install_params: range [%lld, %lld) cuts tensor '%s'",
                  (long long)begin, (long long)end, t->name);
         const float *x = src + (t->offset - begin);
-        float *dst = *llama_tensor_slot(&g->w, t);
-        KV_CHECK(dst, "llama_cuda_install_params: tensor '%s' is not bound (a streamed layer not bound)", t->name);
+        float *dst = *decoder_tensor_slot(&g->w, t);
+        KV_CHECK(dst, "decoder_cuda_install_params: tensor '%s' is not bound (a streamed layer not bound)", t->name);
         if (t->kind == PT_LM_HEAD && g->cfg.tie_word_embeddings) continue; /* the embedding's, below */
-        if (!bf || llama_cuda_stays_fp32(t)) {
+        if (!bf || decoder_cuda_stays_fp32(t)) {
             if (dst != x) cuda_memcpy_d2d(dst, x, sizeof(float) * (size_t)t->numel);
         } else {
             cast_bf16_cuda((bf16 *)(void *)dst, x, t->numel);
@@ -293,72 +296,73 @@ void llama_cuda_install_params(LlamaCuda *g, const float *src, int64_t begin, in
     }
 }
 
-int llama_cuda_tensor_is_bf16(const LlamaCuda *g, int tensor) {
-    KV_CHECK(tensor >= 0 && tensor < g->layout.n, "llama_cuda_tensor_is_bf16: tensor %d outside [0, %d)", tensor,
+int decoder_cuda_tensor_is_bf16(const DecoderCuda *g, int tensor) {
+    KV_CHECK(tensor >= 0 && tensor < g->layout.n, "decoder_cuda_tensor_is_bf16: tensor %d outside [0, %d)", tensor,
              g->layout.n);
-    return g->precision == LLAMA_CUDA_BF16_WEIGHTS && !llama_cuda_stays_fp32(&g->layout.t[tensor]);
+    return g->precision == DECODER_CUDA_BF16_WEIGHTS && !decoder_cuda_stays_fp32(&g->layout.t[tensor]);
 }
 
-float *llama_cuda_params_in_place(LlamaCuda *g, int64_t begin, int64_t end) {
-    float *base = view_at(g, &g->w, begin, end, "llama_cuda_params_in_place");
+float *decoder_cuda_params_in_place(DecoderCuda *g, int64_t begin, int64_t end) {
+    float *base = view_at(g, &g->w, begin, end, "decoder_cuda_params_in_place");
     const ParamLayout *L = &g->layout;
     for (int i = param_layout_tensor_at(L, begin); i < L->n && L->t[i].offset < end; i++)
-        if (llama_cuda_tensor_is_bf16(g, i) || *llama_tensor_slot(&g->w, &L->t[i]) != base + (L->t[i].offset - begin))
+        if (decoder_cuda_tensor_is_bf16(g, i) ||
+            *decoder_tensor_slot(&g->w, &L->t[i]) != base + (L->t[i].offset - begin))
             return NULL;
     return base;
 }
 
-void llama_cuda_install_bf16(LlamaCuda *g, const bf16 *src, int64_t begin, int64_t end) {
+void decoder_cuda_install_bf16(DecoderCuda *g, const bf16 *src, int64_t begin, int64_t end) {
     const ParamLayout *L = &g->layout;
-    (void)view_at(g, &g->w, begin, end, "llama_cuda_install_bf16"); /* checks the range's start */
+    (void)view_at(g, &g->w, begin, end, "decoder_cuda_install_bf16"); /* checks the range's start */
     for (int i = param_layout_tensor_at(L, begin); i < L->n && L->t[i].offset < end; i++) {
         const ParamTensor *t = &L->t[i];
-        KV_CHECK(t->offset + t->numel <= end, "llama_cuda_install_bf16: range [%lld, %lld) cuts tensor '%s'",
+        KV_CHECK(t->offset + t->numel <= end, "decoder_cuda_install_bf16: range [%lld, %lld) cuts tensor '%s'",
                  (long long)begin, (long long)end, t->name);
-        if (!llama_cuda_tensor_is_bf16(g, i)) continue;
-        float *dst = *llama_tensor_slot(&g->w, t);
-        KV_CHECK(dst, "llama_cuda_install_bf16: tensor '%s' is not bound (a streamed layer not bound)", t->name);
+        if (!decoder_cuda_tensor_is_bf16(g, i)) continue;
+        float *dst = *decoder_tensor_slot(&g->w, t);
+        KV_CHECK(dst, "decoder_cuda_install_bf16: tensor '%s' is not bound (a streamed layer not bound)", t->name);
         cuda_memcpy_d2d(dst, src + (t->offset - begin), sizeof(bf16) * (size_t)t->numel);
     }
 }
 
-void llama_cuda_upload_params(LlamaCuda *g, const float *host) {
-    KV_CHECK(!g->streamed, "llama_cuda_upload_params: a streamed engine holds no whole copy");
-    if (g->precision == LLAMA_CUDA_BF16_WEIGHTS) move_bf16_weights(g, host, NULL);
+void decoder_cuda_upload_params(DecoderCuda *g, const float *host) {
+    KV_CHECK(!g->streamed, "decoder_cuda_upload_params: a streamed engine holds no whole copy");
+    if (g->precision == DECODER_CUDA_BF16_WEIGHTS) move_bf16_weights(g, host, NULL);
     else cuda_memcpy_h2d(g->params, host, sizeof(float) * (size_t)g->layout.total);
 }
 
-void llama_cuda_download_grads(const LlamaCuda *g, float *host) {
-    KV_CHECK(!g->streamed, "llama_cuda_download_grads: a streamed engine holds no whole copy");
+void decoder_cuda_download_grads(const DecoderCuda *g, float *host) {
+    KV_CHECK(!g->streamed, "decoder_cuda_download_grads: a streamed engine holds no whole copy");
     cuda_memcpy_d2h(host, g->grads, sizeof(float) * (size_t)g->layout.total);
 }
 
-void llama_cuda_download_params(const LlamaCuda *g, float *host) {
-    KV_CHECK(!g->streamed, "llama_cuda_download_params: a streamed engine holds no whole copy");
-    if (g->precision == LLAMA_CUDA_BF16_WEIGHTS) move_bf16_weights(g, NULL, host);
+void decoder_cuda_download_params(const DecoderCuda *g, float *host) {
+    KV_CHECK(!g->streamed, "decoder_cuda_download_params: a streamed engine holds no whole copy");
+    if (g->precision == DECODER_CUDA_BF16_WEIGHTS) move_bf16_weights(g, NULL, host);
     else cuda_memcpy_d2h(host, g->params, sizeof(float) * (size_t)g->layout.total);
 }
 
-LlamaCudaPlace llama_cuda_param_place(const LlamaCuda *g, int tensor) {
+DecoderCudaPlace decoder_cuda_param_place(const DecoderCuda *g, int tensor) {
     KV_CHECK(tensor >= 0 && tensor < g->layout.n && !g->streamed,
-             "llama_cuda_param_place: tensor %d outside [0, %d), or a streamed engine", tensor, g->layout.n);
+             "decoder_cuda_param_place: tensor %d outside [0, %d), or a streamed engine", tensor, g->layout.n);
     const ParamTensor *t = &g->layout.t[tensor];
-    if (g->precision != LLAMA_CUDA_BF16_WEIGHTS) return (LlamaCudaPlace){0, t->offset};
-    return (LlamaCudaPlace){!llama_cuda_stays_fp32(t), g->dev_offset[tensor]};
+    if (g->precision != DECODER_CUDA_BF16_WEIGHTS) return (DecoderCudaPlace){0, t->offset};
+    return (DecoderCudaPlace){!decoder_cuda_stays_fp32(t), g->dev_offset[tensor]};
 }
 
-void llama_cuda_sync_tied_head(LlamaCuda *g) {
+void decoder_cuda_sync_tied_head(DecoderCuda *g) {
     if (g->head_offset < 0) return;
     cast_bf16_cuda(g->wbf16 + g->head_offset, g->w.embed, g->cfg.vocab_size * g->cfg.hidden_size);
 }
 
 /* Streamed: the resident gradients; a layer's slot is zeroed as it is bound. */
-void llama_cuda_zero_grad(LlamaCuda *g) { zero(g->grads, g->streamed ? g->resident_grads : g->layout.total); }
+void decoder_cuda_zero_grad(DecoderCuda *g) { zero(g->grads, g->streamed ? g->resident_grads : g->layout.total); }
 
-int64_t llama_cuda_bytes(const LlamaCuda *g) { return g->bytes_fixed + g->bytes_acts + g->bytes_attn; }
+int64_t decoder_cuda_bytes(const DecoderCuda *g) { return g->bytes_fixed + g->bytes_acts + g->bytes_attn; }
 
 /* Each layer's selection buffer at `bytes` at least, replacing smaller ones. */
-static void ensure_sel(LlamaCuda *g, int64_t bytes) {
+static void ensure_sel(DecoderCuda *g, int64_t bytes) {
     if (bytes <= g->sel_bytes) return;
     for (int64_t l = 0; l < g->cfg.num_hidden_layers; l++) {
         if (g->state.sel[l]) {
@@ -373,28 +377,28 @@ static void ensure_sel(LlamaCuda *g, int64_t bytes) {
 /* Grows the buffers to B sequences of T tokens: everything when B * T
  * grows, else the selections alone when the mask's records need more (the
  * mask is set after create, and T may change between calls). */
-static void ensure_acts(LlamaCuda *g, int64_t B, int64_t T) {
-    const LlamaConfig *c = &g->cfg;
-    LlamaPassState *s = &g->state;
+static void ensure_acts(DecoderCuda *g, int64_t B, int64_t T) {
+    const DecoderConfig *c = &g->cfg;
+    DecoderPassState *s = &g->state;
     int64_t BT = B * T, C = c->hidden_size, nl = c->num_hidden_layers;
-    int act = llama_cuda_act_size(g->precision);
+    int act = decoder_cuda_act_size(g->precision);
     s->B = B, s->T = T;
-    LlamaCudaActBytes ab = llama_cuda_act_bytes(c, g->recompute, g->precision, B, T, &g->mask);
+    DecoderCudaActBytes ab = decoder_cuda_act_bytes(c, g->recompute, g->precision, B, T, &g->mask);
     if (BT <= s->cap_BT) {
         ensure_sel(g, ab.sel);
         return;
     }
     free_acts(g);
     s->cap_BT = BT;
-    int attn = g->recompute == LLAMA_RECOMPUTE_ATTN;
+    int attn = g->recompute == DECODER_RECOMPUTE_ATTN;
     for (int64_t l = 0; l < ab.sets; l++)
-        llama_layer_acts_carve_part(&s->acts[l], c, BT, act, attn ? LAYER_ACTS_KEPT : LAYER_ACTS_ALL,
-                                    cuda_malloc_counted(&g->bytes_acts, ab.layer_set));
+        decoder_layer_acts_carve_part(&s->acts[l], c, BT, act, attn ? LAYER_ACTS_KEPT : LAYER_ACTS_ALL,
+                                      cuda_malloc_counted(&g->bytes_acts, ab.layer_set));
     if (attn) {
         /* one rebuilt part, refilled before each layer's backward: every set points at it */
         LayerActs r;
-        llama_layer_acts_carve_part(&r, c, BT, act, LAYER_ACTS_REBUILT,
-                                    cuda_malloc_counted(&g->bytes_acts, ab.shared_set));
+        decoder_layer_acts_carve_part(&r, c, BT, act, LAYER_ACTS_REBUILT,
+                                      cuda_malloc_counted(&g->bytes_acts, ab.shared_set));
         for (int64_t l = 0; l < nl; l++) {
             LayerActs *a = &s->acts[l];
             a->xn1 = r.xn1, a->rstd1 = r.rstd1, a->qkv = r.qkv, a->xn2 = r.xn2, a->rstd2 = r.rstd2, a->gu = r.gu,
@@ -408,7 +412,7 @@ static void ensure_acts(LlamaCuda *g, int64_t B, int64_t T) {
     s->targets = s->tokens + BT;
     s->xf = cuda_malloc_counted(&g->bytes_acts, ab.xf);
     s->rstdf = s->xf + BT * C, s->ce_lse = s->rstdf + BT, s->losses = s->ce_lse + BT;
-    s->scratch_numel = llama_scratch_numel_rows(c, BT, act, LLAMA_CUDA_CE_CHUNK_ROWS);
+    s->scratch_numel = decoder_scratch_numel_rows(c, BT, act, DECODER_CUDA_CE_CHUNK_ROWS);
     s->scratch = cuda_malloc_counted(&g->bytes_acts, ab.scratch);
     s->h_targets = xmalloc(sizeof(int32_t) * (size_t)BT);
     s->h_losses = xmalloc(sizeof(float) * (size_t)BT);
@@ -417,10 +421,10 @@ static void ensure_acts(LlamaCuda *g, int64_t B, int64_t T) {
 /* attn cudnn: its region at this shape's size at least (grown, never
  * shrunk, like the activations), bound to the cuDNN calls, which other
  * engines may have bound to theirs since; freed when the attention is no
- * longer cudnn (llama_cuda_set_attn may change it between passes). */
-static void bind_attn_scratch(LlamaCuda *g) {
+ * longer cudnn (decoder_cuda_set_attn may change it between passes). */
+static void bind_attn_scratch(DecoderCuda *g) {
     const int64_t need =
-        llama_cuda_attn_scratch_bytes(&g->cfg, g->precision, g->attn, g->state.B, g->state.T, &g->mask);
+        decoder_cuda_attn_scratch_bytes(&g->cfg, g->precision, g->attn, g->state.B, g->state.T, &g->mask);
     if (need == 0) {
         free_attn_scratch(g);
         return;
@@ -437,14 +441,14 @@ static void bind_attn_scratch(LlamaCuda *g) {
     .zero = zero, .alloc = cuda_malloc, .release = cuda_free, .copy_to_engine = cuda_memcpy_h2d,                       \
     .copy_to_host = cuda_memcpy_d2h
 
-const LlamaOps llama_cuda_ops = {
-    LLAMA_LAYER_KERNEL_OPS(cuda),
-    LLAMA_PASS_KERNEL_OPS(cuda),
+const DecoderOps decoder_cuda_ops = {
+    DECODER_LAYER_KERNEL_OPS(cuda),
+    DECODER_PASS_KERNEL_OPS(cuda),
     DEVICE_MEMORY_OPS,
 };
 
 /* The bf16 engine's ops. Its ACT buffers and its weight matrices hold bf16
- * behind float pointers (the pun LlamaOps and create_bf16_weights
+ * behind float pointers (the pun DecoderOps and create_bf16_weights
  * describe); these entries are their only readers and cast them back. */
 #define BF(p) ((bf16 *)(void *)(p))
 #define CBF(p) ((const bf16 *)(const void *)(p))
@@ -567,12 +571,12 @@ static void bf_swiglu_backward(float *dgu, const float *dh, const float *gu, int
     .matmul_backward_act = bf_matmul_backward_act, .head_forward = bf_head_forward, .head_backward = bf_head_backward, \
     .bias_add = bf_bias_add, .bias_backward = bf_bias_backward, .rope_split_forward = bf_rope_split,                   \
     .rope_join_backward = bf_rope_join, .attention_select = bf_select, .swiglu_forward = bf_swiglu_forward,            \
-    .swiglu_backward = bf_swiglu_backward, .residual_add = residual_add_cuda, LLAMA_PASS_KERNEL_OPS(cuda),             \
+    .swiglu_backward = bf_swiglu_backward, .residual_add = residual_add_cuda, DECODER_PASS_KERNEL_OPS(cuda),           \
     DEVICE_MEMORY_OPS
 
 /* bf16 weights and activations, attention on the fp32 CUDA-core kernels
  * (reading bf16): head dims the tensor-core kernels do not take */
-const LlamaOps llama_cuda_bf16_ops = {
+const DecoderOps decoder_cuda_bf16_ops = {
     BF16_OPS_BUT_ATTENTION,
     .attention_forward = bf_attention_forward,
     .attention_backward = bf_attention_backward,
@@ -580,7 +584,7 @@ const LlamaOps llama_cuda_bf16_ops = {
 
 /* The same with attention on tensor cores (kernels/attention_mma.h), for
  * head dims the mma kernels take (16, 32, 64, 128: every Llama 3). */
-const LlamaOps llama_cuda_bf16_mma_ops = {
+const DecoderOps decoder_cuda_bf16_mma_ops = {
     BF16_OPS_BUT_ATTENTION,
     .attention_forward = bf_attention_forward_mma,
     .attention_backward = bf_attention_backward_mma,
@@ -588,63 +592,65 @@ const LlamaOps llama_cuda_bf16_mma_ops = {
 
 /* The same with cuDNN's fused attention (kernels/attention_cudnn.h), only
  * when named (attn cudnn). */
-const LlamaOps llama_cuda_bf16_cudnn_ops = {
+const DecoderOps decoder_cuda_bf16_cudnn_ops = {
     BF16_OPS_BUT_ATTENTION,
     .attention_forward = bf_attention_forward_cudnn,
     .attention_backward = bf_attention_backward_cudnn,
 };
 
-const LlamaOps *llama_cuda_ops_for(LlamaCudaPrecision precision, LlamaAttnImpl attn) {
-    KV_CHECK(attn != LLAMA_ATTN_AUTO, "llama_cuda_ops_for: resolve the attention implementation first");
-    if (precision != LLAMA_CUDA_BF16_WEIGHTS) return &llama_cuda_ops;
-    return attn == LLAMA_ATTN_MMA     ? &llama_cuda_bf16_mma_ops
-           : attn == LLAMA_ATTN_CUDNN ? &llama_cuda_bf16_cudnn_ops
-                                      : &llama_cuda_bf16_ops;
+const DecoderOps *decoder_cuda_ops_for(DecoderCudaPrecision precision, DecoderAttnImpl attn) {
+    KV_CHECK(attn != DECODER_ATTN_AUTO, "decoder_cuda_ops_for: resolve the attention implementation first");
+    if (precision != DECODER_CUDA_BF16_WEIGHTS) return &decoder_cuda_ops;
+    return attn == DECODER_ATTN_MMA     ? &decoder_cuda_bf16_mma_ops
+           : attn == DECODER_ATTN_CUDNN ? &decoder_cuda_bf16_cudnn_ops
+                                        : &decoder_cuda_bf16_ops;
 }
 
-void llama_cuda_set_attn(LlamaCuda *g, LlamaAttnImpl requested, const char *what) {
-    g->attn = llama_attn_impl_resolve(requested, what, g->precision == LLAMA_CUDA_BF16_WEIGHTS, g->cfg.head_dim);
-    g->pass.ops = llama_cuda_ops_for(g->precision, g->attn);
+void decoder_cuda_set_attn(DecoderCuda *g, DecoderAttnImpl requested, const char *what) {
+    g->attn = decoder_attn_impl_resolve(requested, what, g->precision == DECODER_CUDA_BF16_WEIGHTS, g->cfg.head_dim);
+    g->pass.ops = decoder_cuda_ops_for(g->precision, g->attn);
 }
 
-static const LlamaPassModel *pass_of(const LlamaCuda *g) { return llama_pass_checked(&g->pass, &g->cfg, "llama_cuda"); }
+static const DecoderPassModel *pass_of(const DecoderCuda *g) {
+    return decoder_pass_checked(&g->pass, &g->cfg, "decoder_cuda");
+}
 
-static float forward(LlamaCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T,
-                     LlamaForwardMode mode) {
-    const LlamaPassModel *pm = pass_of(g);
-    llama_check_inputs(&g->cfg, &g->mask, tokens, targets, B, T);
-    KV_CHECK(!g->streamed || pm->hooks.params_needed, "llama_cuda_forward: a streamed engine needs unit hooks");
+static float forward(DecoderCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T,
+                     DecoderForwardMode mode) {
+    const DecoderPassModel *pm = pass_of(g);
+    decoder_check_inputs(&g->cfg, &g->mask, tokens, targets, B, T);
+    KV_CHECK(!g->streamed || pm->hooks.params_needed, "decoder_cuda_forward: a streamed engine needs unit hooks");
     ensure_acts(g, B, T);
     bind_attn_scratch(g);
-    g->bytes_fixed += llama_pass_ensure_rope(pm->ops, &g->cfg, &g->state, T);
-    return llama_pass_forward(pm, &g->state, tokens, targets, mode);
+    g->bytes_fixed += decoder_pass_ensure_rope(pm->ops, &g->cfg, &g->state, T);
+    return decoder_pass_forward(pm, &g->state, tokens, targets, mode);
 }
 
-float llama_cuda_forward(LlamaCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
-    return forward(g, tokens, targets, B, T, LLAMA_FORWARD_LOSS);
+float decoder_cuda_forward(DecoderCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
+    return forward(g, tokens, targets, B, T, DECODER_FORWARD_LOSS);
 }
 
-float llama_cuda_forward_train(LlamaCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
-    return forward(g, tokens, targets, B, T, LLAMA_FORWARD_TRAIN);
+float decoder_cuda_forward_train(DecoderCuda *g, const int32_t *tokens, const int32_t *targets, int64_t B, int64_t T) {
+    return forward(g, tokens, targets, B, T, DECODER_FORWARD_TRAIN);
 }
 
-void llama_cuda_logits(LlamaCuda *g, float *out, int64_t row0, int64_t rows) {
-    LlamaPassState *s = &g->state;
-    llama_pass_check_rows(s, row0, rows, "llama_cuda_logits");
-    const LlamaPassModel *pm = pass_of(g);
-    int64_t V = g->cfg.vocab_size, n_max = llama_pass_ce_rows(pm);
+void decoder_cuda_logits(DecoderCuda *g, float *out, int64_t row0, int64_t rows) {
+    DecoderPassState *s = &g->state;
+    decoder_pass_check_rows(s, row0, rows, "decoder_cuda_logits");
+    const DecoderPassModel *pm = pass_of(g);
+    int64_t V = g->cfg.vocab_size, n_max = decoder_pass_ce_rows(pm);
     /* into the backward's logits chunk, so the dxf a training forward left
-     * for the next backward (llama_cuda_forward_train) stays */
-    LlamaBackwardBufs b = llama_pass_bufs(pm, s);
+     * for the next backward (decoder_cuda_forward_train) stays */
+    DecoderBackwardBufs b = decoder_pass_bufs(pm, s);
     for (int64_t r0 = 0; r0 < rows; r0 += n_max) {
         int64_t n = rows - r0 < n_max ? rows - r0 : n_max;
-        llama_pass_logits_rows(pm, s, b.logits, row0 + r0, n);
+        decoder_pass_logits_rows(pm, s, b.logits, row0 + r0, n);
         cuda_memcpy_d2h(out + r0 * V, b.logits, sizeof(float) * (size_t)(n * V));
     }
 }
 
-void llama_cuda_backward(LlamaCuda *g) {
-    const LlamaPassModel *pm = pass_of(g);
+void decoder_cuda_backward(DecoderCuda *g) {
+    const DecoderPassModel *pm = pass_of(g);
     bind_attn_scratch(g);
-    llama_pass_backward(pm, &g->state);
+    decoder_pass_backward(pm, &g->state);
 }

@@ -1,8 +1,8 @@
-#ifndef KVCPT_LLAMA_BUFFERS_H
-#define KVCPT_LLAMA_BUFFERS_H
+#ifndef KVCPT_DECODER_BUFFERS_H
+#define KVCPT_DECODER_BUFFERS_H
 /* The buffers a whole-model pass works on, shared by the CPU reference
- * (model/llama.h), the CUDA engine (model/llama_cuda.h), the layer
- * (model/llama_layer.h) and the pass (model/llama_pass.h): tensor views,
+ * (model/decoder.h), the CUDA engine (model/decoder_cuda.h), the layer
+ * (model/decoder_layer.h) and the pass (model/decoder_pass.h): tensor views,
  * activation sets, backward buffers and their carving, and the input
  * checks. Below all of them, so none includes another's header. */
 #include <stdint.h>
@@ -24,7 +24,7 @@ typedef struct {
 /* Saved forward state of one layer (what its backward needs), BT = B * T
  * rows. ACT buffers hold the engine's activation type, act_size bytes per
  * element: float (4) on the CPU and in the fp32 CUDA engine, bf16 (2) in the
- * bf16 one (model/llama_layer.h); the others are fp32 everywhere. */
+ * bf16 one (model/decoder_layer.h); the others are fp32 everywhere. */
 typedef struct {
     float *xn1;       /* (BT, C) ACT, RMSNorm of the layer input */
     float *rstd1;     /* (BT) */
@@ -49,7 +49,7 @@ typedef struct {
     void (*params_needed)(void *ctx, int unit, int backward);
     /* unit's gradients for this backward are complete */
     void (*grads_ready)(void *ctx, int unit);
-} LlamaUnitHooks;
+} DecoderUnitHooks;
 
 /* Buffers of the pass for the last forward's (B, T). "engine" buffers live
  * where the ops run (host memory on the CPU, device memory on CUDA); "host"
@@ -63,7 +63,7 @@ typedef struct {
     int32_t *h_targets;        /* host (BT): the targets, -1 where none */
     float **resid;             /* num_layers + 1 engine residual streams (BT, C) */
     LayerActs *acts;           /* num_layers sets (with recompute=attn their rebuilt parts one shared buffer), or
-                                * with recompute=full one shared set (model/llama_pass.h) */
+                                * with recompute=full one shared set (model/decoder_pass.h) */
     int32_t **sel;             /* per layer, engine: (B, Hkv, refresh_sel_len) selected prefill keys */
     float *xf;                 /* engine (BT, C): the final norm's output */
     float *rstdf, *ce_lse;     /* engine (BT): its rstd, the loss head's log-sum-exp */
@@ -72,19 +72,19 @@ typedef struct {
     float *rope_cos, *rope_sin;/* engine (rope_T, head_dim / 2) */
     int64_t rope_T;
     int64_t rope_len;          /* the sequence length the tables were computed for (dynamic scaling's depend on it) */
-    float *scratch;            /* engine: backward buffers and logits chunks (llama_backward_bufs_carve_rows) */
+    float *scratch;            /* engine: backward buffers and logits chunks (decoder_backward_bufs_carve_rows) */
     int64_t scratch_numel;     /* floats of scratch */
     int64_t n_targets;         /* valid targets of the last forward */
     float loss;                /* its mean loss; NaN when none */
-    /* 1: the last forward (LLAMA_FORWARD_TRAIN) left the head's gradient
+    /* 1: the last forward (DECODER_FORWARD_TRAIN) left the head's gradient
      * for the next backward: the final norm's output gradient in the
      * scratch's dxf, the weight's added to dw->lm_head */
     int head_grad_ready;
-} LlamaPassState;
+} DecoderPassState;
 
 /* Rows of logits the CPU loss computes at once: bounds the (rows, V)
- * buffer (the CUDA engine's is LLAMA_CUDA_CE_CHUNK_ROWS). */
-#define LLAMA_CE_CHUNK_ROWS 256
+ * buffer (the CUDA engine's is DECODER_CUDA_CE_CHUNK_ROWS). */
+#define DECODER_CE_CHUNK_ROWS 256
 
 /* Backward work buffers, carved from one scratch allocation; ACT as in
  * LayerActs. */
@@ -99,14 +99,14 @@ typedef struct {
     float *dh;        /* (BT, F) ACT */
     float *dgu;       /* (BT, 2F) ACT */
     float *logits;    /* (min(BT, ce_rows), V), the rest of the scratch */
-} LlamaBackwardBufs;
+} DecoderBackwardBufs;
 
-/* Shared with the CUDA engine (model/llama_cuda.h), so both sides have the
+/* Shared with the CUDA engine (model/decoder_cuda.h), so both sides have the
  * same tensor views, buffer layouts and input checks. Pointers may be host
  * or device ones; nothing here dereferences them. */
 /* The ModelTensors field that holds tensor t (w->layers allocated). */
-float **llama_tensor_slot(ModelTensors *w, const ParamTensor *t);
-void llama_bind_tensors(ModelTensors *w, const LlamaConfig *c, const ParamLayout *layout, float *base);
+float **decoder_tensor_slot(ModelTensors *w, const ParamTensor *t);
+void decoder_bind_tensors(ModelTensors *w, const DecoderConfig *c, const ParamLayout *layout, float *base);
 /* The parts of a layer's activation set (LayerActs), as recompute=attn
  * (model/recompute.h) holds them: all of it; what it keeps per layer (q, k,
  * v after RoPE, att, lse, and x2, the residual stream after attention);
@@ -117,21 +117,21 @@ typedef enum { LAYER_ACTS_ALL, LAYER_ACTS_KEPT, LAYER_ACTS_REBUILT } LayerActsPa
 /* The floats one layer's activation set needs (every buffer starting 256
  * bytes aligned, red zones included), and the carving of base into it;
  * act_size: 4 (float) or 2 (bf16) bytes per ACT element. */
-int64_t llama_layer_acts_numel(const LlamaConfig *c, int64_t BT, int act_size);
-void llama_layer_acts_carve(LayerActs *a, const LlamaConfig *c, int64_t BT, int act_size, float *base);
+int64_t decoder_layer_acts_numel(const DecoderConfig *c, int64_t BT, int act_size);
+void decoder_layer_acts_carve(LayerActs *a, const DecoderConfig *c, int64_t BT, int act_size, float *base);
 /* The same for one part (ALL is ATTN + MLP, the sets above); the carving
  * sets only that part's fields. */
-int64_t llama_layer_acts_part_numel(const LlamaConfig *c, int64_t BT, int act_size, LayerActsPart part);
-void llama_layer_acts_carve_part(LayerActs *a, const LlamaConfig *c, int64_t BT, int act_size, LayerActsPart part,
-                                 float *base);
+int64_t decoder_layer_acts_part_numel(const DecoderConfig *c, int64_t BT, int act_size, LayerActsPart part);
+void decoder_layer_acts_carve_part(LayerActs *a, const DecoderConfig *c, int64_t BT, int act_size, LayerActsPart part,
+                                   float *base);
 /* The backward's scratch with a logits chunk of ce_rows rows (the _rows
- * forms), or of LLAMA_CE_CHUNK_ROWS. */
-int64_t llama_scratch_numel_rows(const LlamaConfig *c, int64_t BT, int act_size, int64_t ce_rows);
-LlamaBackwardBufs llama_backward_bufs_carve_rows(const LlamaConfig *c, int64_t BT, int act_size, int64_t ce_rows,
-                                                 float *scratch);
-int64_t llama_scratch_numel(const LlamaConfig *c, int64_t BT, int act_size);
+ * forms), or of DECODER_CE_CHUNK_ROWS. */
+int64_t decoder_scratch_numel_rows(const DecoderConfig *c, int64_t BT, int act_size, int64_t ce_rows);
+DecoderBackwardBufs decoder_backward_bufs_carve_rows(const DecoderConfig *c, int64_t BT, int act_size, int64_t ce_rows,
+                                                     float *scratch);
+int64_t decoder_scratch_numel(const DecoderConfig *c, int64_t BT, int act_size);
 /* Dies naming the first bad token, target or shape (with mask on, T must
  * be mask->L + mask->S). */
-void llama_check_inputs(const LlamaConfig *c, const RefreshMask *mask, const int32_t *tokens, const int32_t *targets,
-                        int64_t B, int64_t T);
+void decoder_check_inputs(const DecoderConfig *c, const RefreshMask *mask, const int32_t *tokens,
+                          const int32_t *targets, int64_t B, int64_t T);
 #endif

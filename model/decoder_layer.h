@@ -1,14 +1,14 @@
-#ifndef KVCPT_LLAMA_LAYER_H
-#define KVCPT_LLAMA_LAYER_H
+#ifndef KVCPT_DECODER_LAYER_H
+#define KVCPT_DECODER_LAYER_H
 /* One decoder layer's forward and backward, written once for both engines:
- * the CPU reference (model/llama.c) passes its _cpu ops, the CUDA engine
- * (model/llama_cuda.c) their _cuda twins, which take the same arguments
+ * the CPU reference (model/decoder.c) passes its _cpu ops, the CUDA engine
+ * (model/decoder_cuda.c) their _cuda twins, which take the same arguments
  * (device pointers). The op order is the model's definition; the pass
- * around the layers is written once too (model/llama_pass.h), and each
+ * around the layers is written once too (model/decoder_pass.h), and each
  * engine only owns its buffers. */
 #include <stdint.h>
 
-#include "llama_buffers.h"
+#include "decoder_buffers.h"
 
 /* An engine's ops. Buffers marked ACT hold the engine's activation type
  * (LayerActs): float on the CPU and in the fp32 engine, bf16 in the bf16
@@ -75,7 +75,7 @@ typedef struct {
     /* y += x, fp32 */
     void (*residual_add)(float *y, const float *x, int64_t n);
 
-    /* What the whole-model pass (model/llama_pass.h) adds around the layers.
+    /* What the whole-model pass (model/decoder_pass.h) adds around the layers.
      * The final norm's output is fp32 in every engine (the lm_head reads it
      * through head_forward); its backward is rmsnorm_backward. */
     void (*final_norm_forward)(float *out, float *rstd, const float *inp, const float *weight, int64_t N, int64_t C,
@@ -101,12 +101,12 @@ typedef struct {
     void (*release)(void *p);
     void (*copy_to_engine)(void *dst, const void *host_src, size_t bytes);
     void (*copy_to_host)(void *host_dst, const void *src, size_t bytes);
-} LlamaOps;
+} DecoderOps;
 
 /* The entries an engine takes straight from its fp32 kernel family: the
  * kernels named <op>_<backend> (the kernels/ headers; backend cpu or
  * cuda), which take the same arguments on every backend. */
-#define LLAMA_LAYER_KERNEL_OPS(backend)                                                                                \
+#define DECODER_LAYER_KERNEL_OPS(backend)                                                                              \
     .rmsnorm_forward = rmsnorm_forward_##backend, .rmsnorm_backward = rmsnorm_backward_##backend,                      \
     .matmul_forward = matmul_forward_##backend, .matmul_forward_act = matmul_forward_##backend,                        \
     .matmul_backward = matmul_backward_##backend, .matmul_backward_act = matmul_backward_##backend,                    \
@@ -117,19 +117,19 @@ typedef struct {
     .attention_backward = attention_backward_##backend, .swiglu_forward = swiglu_fused_forward_##backend,              \
     .swiglu_backward = swiglu_fused_backward_##backend, .residual_add = residual_add_##backend
 /* The same for the pass around the layers, fp32 in every precision. */
-#define LLAMA_PASS_KERNEL_OPS(backend)                                                                                 \
+#define DECODER_PASS_KERNEL_OPS(backend)                                                                               \
     .final_norm_forward = rmsnorm_forward_##backend, .embedding_forward = embedding_forward_##backend,                 \
     .embedding_backward = embedding_backward_##backend, .crossentropy_forward = crossentropy_forward_##backend,        \
     .crossentropy_backward = crossentropy_backward_##backend,                                                          \
     .crossentropy_forward_backward = crossentropy_forward_backward_##backend
-/* The CPU reference's ops (model/llama.c): fp32, sgemm products; the
+/* The CPU reference's ops (model/decoder.c): fp32, sgemm products; the
  * evaluator's prefill runs its layers with them too. */
-extern const LlamaOps llama_cpu_ops;
+extern const DecoderOps decoder_cpu_ops;
 
 /* What every layer of one pass shares. */
 typedef struct {
-    const LlamaOps *ops;
-    const LlamaConfig *cfg;
+    const DecoderOps *ops;
+    const DecoderConfig *cfg;
     const RefreshMask *mask;
     const float *rope_cos, *rope_sin;
     int64_t B, T;
@@ -148,20 +148,20 @@ typedef struct {
 /* x -> out, saving a's activations. select: compute sel (B, Hkv, K) when the
  * mask is active, else reuse it. out NULL (a recompute) stops before the
  * down projection: the backward does not need it. */
-void llama_layer_forward(const LayerPass *p, const LayerTensors *w, LayerActs *a, int32_t *sel, const float *x,
-                         float *out, int select);
+void decoder_layer_forward(const LayerPass *p, const LayerTensors *w, LayerActs *a, int32_t *sel, const float *x,
+                           float *out, int select);
 /* Its two halves, which the recompute settings (model/recompute.h) rerun
  * apart. The attention half: x -> a's xn1 ... att, lse and x2 (the
  * residual stream after attention), the same select. The MLP half: a->x2
  * -> xn2, gu, h and out (out NULL: stops at h, the down projection's
  * input). */
-void llama_layer_forward_attn(const LayerPass *p, const LayerTensors *w, LayerActs *a, int32_t *sel, const float *x,
-                              int select);
-void llama_layer_forward_mlp(const LayerPass *p, const LayerTensors *w, LayerActs *a, float *out);
+void decoder_layer_forward_attn(const LayerPass *p, const LayerTensors *w, LayerActs *a, int32_t *sel, const float *x,
+                                int select);
+void decoder_layer_forward_mlp(const LayerPass *p, const LayerTensors *w, LayerActs *a, float *out);
 /* The attention half's first op alone: x -> a->xn1, a->rstd1. */
-void llama_layer_attn_norm(const LayerPass *p, const LayerTensors *w, LayerActs *a, const float *x);
+void decoder_layer_attn_norm(const LayerPass *p, const LayerTensors *w, LayerActs *a, const float *x);
 /* On entry g->dres = dLoss/d(layer output); on exit dLoss/d(layer input);
  * dw += the layer's parameter gradients. */
-void llama_layer_backward(const LayerPass *p, const LayerTensors *w, LayerTensors *dw, const LayerActs *a,
-                          const int32_t *sel, const float *x, LlamaBackwardBufs *g);
+void decoder_layer_backward(const LayerPass *p, const LayerTensors *w, LayerTensors *dw, const LayerActs *a,
+                            const int32_t *sel, const float *x, DecoderBackwardBufs *g);
 #endif
