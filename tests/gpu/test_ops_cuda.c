@@ -189,7 +189,12 @@ static void test_rmsnorm(int64_t N, int64_t C) {
 
 static void test_rope(int64_t B, int64_t T, int64_t H, int64_t D) {
     char name[160];
-    const RopeParams p = {500000.0, 1, 8.0, 1.0, 4.0, 8192};
+    const RopeParams p = {.theta = 500000.0,
+                          .s = {.type = ROPE_LINEAR,
+                                .factor = 8.0,
+                                .low_freq_factor = 1.0,
+                                .high_freq_factor = 4.0,
+                                .original_max_pos = 8192}};
     const int64_t half = D / 2, n = B * T * H * D;
     float *cos_t = malloc(sizeof(float) * (size_t)(T * half + 1)),
           *sin_t = malloc(sizeof(float) * (size_t)(T * half + 1));
@@ -225,7 +230,12 @@ static void test_rope_fused(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64
     char name[200], shape[100];
     snprintf(shape, sizeof shape, "B=%lld T=%lld Hq=%lld Hkv=%lld D=%lld", (long long)B, (long long)T, (long long)Hq,
              (long long)Hkv, (long long)D);
-    const RopeParams p = {500000.0, 1, 8.0, 1.0, 4.0, 8192};
+    const RopeParams p = {.theta = 500000.0,
+                          .s = {.type = ROPE_LINEAR,
+                                .factor = 8.0,
+                                .low_freq_factor = 1.0,
+                                .high_freq_factor = 4.0,
+                                .original_max_pos = 8192}};
     const int64_t half = D / 2, rows = B * T, nq = rows * Hq * D, nk = rows * Hkv * D, nw = nq + 2 * nk;
     float *cos_t = malloc(sizeof(float) * (size_t)(T * half + 1)),
           *sin_t = malloc(sizeof(float) * (size_t)(T * half + 1));

@@ -124,7 +124,12 @@ static double rope_f(void *p) {
 }
 static void check_rope(void) {
     int64_t B = 2, T = 6, H = 3, D = 8, n = B * T * H * D;
-    RopeParams rp = {500000.0, 1, 8.0, 1.0, 4.0, 64};
+    RopeParams rp = {.theta = 500000.0,
+                     .s = {.type = ROPE_LINEAR,
+                           .factor = 8.0,
+                           .low_freq_factor = 1.0,
+                           .high_freq_factor = 4.0,
+                           .original_max_pos = 64}};
     RopeCtx c = {randn(n, 1),
                  xmalloc(sizeof(float) * n),
                  randn(n, 1),
