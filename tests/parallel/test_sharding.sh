@@ -74,7 +74,8 @@ for m in 2 3; do
 done
 
 # SIGTERM to mpirun: every rank stops at the same step with a checkpoint; the resumed run equals the uninterrupted one
-long=(--set steps=200 --set eval_interval=0 --set ckpt_interval=0)
+# (1000 steps of about 5 ms: on a quiet machine 200 could all run before mpirun passes the signal on)
+long=(--set steps=1000 --set eval_interval=0 --set ckpt_interval=0)
 run 2 "$tmp/sig-a" "${long[@]}"
 mpirun --oversubscribe -np 2 "$K" train --config "$tmp/cfg.json" --set out="$tmp/sig-b" "${long[@]}" >"$tmp/sig-first.log" 2>&1 &
 pid=$!
